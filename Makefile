@@ -1,0 +1,173 @@
+# ecfs - top-level, non-recursive Makefile. Each folder adds its sources in
+# its module.mk; every object lands under $(BUILD) so a sanitized build
+# (make SAN=address ...) never mixes with the normal one.
+#
+#   make            bin/storaged bin/ecfs
+#   make test       install deps, build, unit tests, integration tests
+#   make check      the same tests on an ASan+UBSan build (+ corpus replay)
+#   make fuzz       libFuzzer targets with clang, each run FUZZ_SECONDS
+#   make run/stop   the main job (see README.md)
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+PYTHON  ?= /usr/bin/python3
+FUZZ_SECONDS ?= 20
+
+CSTD  := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
+WARN  := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+         -Wold-style-definition -Wpointer-arith -Wwrite-strings -Wformat=2 \
+         -Wundef -Wvla -Wimplicit-fallthrough
+ifneq (,$(findstring clang,$(shell $(CC) --version 2>/dev/null)))
+  WARN += -Wcomma
+else
+  WARN += -Wduplicated-cond -Wduplicated-branches -Wlogical-op
+endif
+
+ifeq ($(SAN),address)
+  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+  BUILD    ?= build/asan
+else ifeq ($(SAN),thread)
+  SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+  BUILD    ?= build/tsan
+else ifneq ($(SAN),)
+  $(error unknown SAN=$(SAN); use address or thread)
+else
+  BUILD    ?= build/rel
+endif
+
+# Where the binaries go: bin/ for the normal build, $(BUILD)/bin otherwise.
+ifeq ($(SAN),)
+  BINDIR := bin
+else
+  BINDIR := $(BUILD)/bin
+endif
+
+PKGS      := fuse3 libcurl openssl expat liburing
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS  ?= -O2 -g
+CFLAGS  += $(CSTD) $(WARN) $(SANFLAGS) $(if $(WERROR),-Werror) -MMD -MP -I. $(PKG_CFLAGS) -pthread
+LDFLAGS += $(SANFLAGS) -pthread
+LDLIBS  := $(PKG_LIBS) -lisal -lm
+
+.PHONY: all test check unit integration fuzz format format-check install clean \
+        run stop bench deps
+all: $(BINDIR)/storaged $(BINDIR)/ecfs
+
+COMMON_SRCS :=
+STORAGED_SRCS :=
+STORAGED_MAIN :=
+ECFS_SRCS :=
+ECFS_MAIN :=
+UNIT_TESTS :=
+FUZZ_TARGETS :=
+include common/module.mk
+include storaged/module.mk
+include fuse/module.mk
+include tests/unit/module.mk
+include tests/fuzz/module.mk
+
+obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
+
+LIBCOMMON   := $(BUILD)/libcommon.a
+LIBSTORAGED := $(BUILD)/libstoraged.a
+LIBECFS     := $(BUILD)/libecfs.a
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(LIBCOMMON): $(call obj,$(COMMON_SRCS))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+$(LIBSTORAGED): $(call obj,$(STORAGED_SRCS))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+$(LIBECFS): $(call obj,$(ECFS_SRCS))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BINDIR)/storaged: $(call obj,$(STORAGED_MAIN)) $(LIBSTORAGED) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BINDIR)/ecfs: $(call obj,$(ECFS_MAIN)) $(LIBECFS) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Unit tests: tests/unit/NAME.c -> $(BUILD)/tests/NAME, linked with every
+# library (the linker pulls only what the test uses) and cmocka.
+UNIT_BINS := $(patsubst %,$(BUILD)/tests/%,$(UNIT_TESTS))
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIBSTORAGED) $(LIBECFS) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
+deps:
+	@scripts/install-deps
+
+# Unit tests run from the repository root; each binary prints cmocka's summary.
+unit: $(UNIT_BINS)
+	@fail=0; for t in $(UNIT_BINS); do \
+	  echo "== $$t"; $$t || fail=1; done; exit $$fail
+
+integration: all
+	ECFS_BIN_DIR=$(abspath $(BINDIR)) $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(PYTEST_ARGS)
+
+test: deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) integration
+
+check: deps
+	$(MAKE) SAN=address all unit replay
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+	  $(MAKE) SAN=address integration
+
+# Fuzzing: libFuzzer targets built with clang; corpora replayed by replay.
+FUZZ_CFLAGS := $(CSTD) -I. $(PKG_CFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -pthread
+FUZZ_COMMON := $(filter-out $(STORAGED_MAIN) $(ECFS_MAIN),$(COMMON_SRCS) $(STORAGED_SRCS))
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_COMMON)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(LDLIBS) $(PKG_LIBS)
+fuzz: deps $(patsubst %,build/fuzz/%,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/corpus-$$t; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS)s"; \
+	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    build/fuzz/corpus-$$t tests/fuzz/corpus/$$t || exit 1; done
+
+REPLAY_BINS := $(patsubst %,$(BUILD)/fuzz/replay-%,$(FUZZ_TARGETS))
+$(BUILD)/fuzz/replay-%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSTORAGED) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+replay: $(REPLAY_BINS)
+	@for t in $(FUZZ_TARGETS); do \
+	  $(BUILD)/fuzz/replay-$$t tests/fuzz/corpus/$$t || exit 1; done
+
+SRC_FILES = $(wildcard common/*.[ch] storaged/*.[ch] fuse/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch])
+format:
+	clang-format -i $(SRC_FILES)
+format-check:
+	clang-format --dry-run --Werror $(SRC_FILES)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)/sbin
+	install -m 755 bin/storaged bin/ecfs $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 man/ecfs.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 man/storaged.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 755 scripts/mount.fuse.ecfs $(DESTDIR)/sbin/mount.fuse.ecfs
+
+run: deps all
+	@scripts/run
+stop:
+	@scripts/stop
+bench: deps all
+	@scripts/bench $(BENCH_ARGS)
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

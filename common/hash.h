@@ -1,0 +1,35 @@
+/* common/hash.h - digests and MACs over OpenSSL's EVP, and fast checksums
+ * over isa-l's CRCs. All functions are thread-safe and allocate nothing
+ * except the incremental contexts, which the caller owns. */
+#ifndef COMMON_HASH_H
+#define COMMON_HASH_H
+#include <stddef.h>
+#include <stdint.h>
+#include "common/compiler.h"
+
+#define CM_SHA256_LEN 32
+#define CM_MD5_LEN    16
+#define CM_SHA1_LEN   20
+
+void cm_sha256(const void *p, size_t n, uint8_t out[CM_SHA256_LEN]);
+/* lowercase hex of SHA-256(p), 64 chars + NUL */
+void cm_sha256_hex(const void *p, size_t n, char out[2 * CM_SHA256_LEN + 1]);
+void cm_hmac_sha256(const void *key, size_t keylen, const void *p, size_t n,
+                    uint8_t out[CM_SHA256_LEN]);
+void cm_md5(const void *p, size_t n, uint8_t out[CM_MD5_LEN]);
+
+/* Incremental digests (EVP underneath). _create returns NULL only on ENOMEM. */
+enum cm_digest_kind { CM_DIGEST_MD5, CM_DIGEST_SHA1, CM_DIGEST_SHA256 };
+struct cm_digest;
+struct cm_digest *cm_digest_create(enum cm_digest_kind kind);
+void cm_digest_update(struct cm_digest *d, const void *p, size_t n);
+/* Writes the digest (16/20/32 bytes) and returns its length; d is reset. */
+size_t cm_digest_final(struct cm_digest *d, uint8_t *out);
+void cm_digest_destroy(struct cm_digest *d);
+
+/* CRCs (isa-l). Pass the previous return value as @seed to continue; 0 to start. */
+uint32_t cm_crc32(uint32_t seed, const void *p, size_t n);     /* zlib CRC-32 */
+uint32_t cm_crc32c(uint32_t seed, const void *p, size_t n);    /* Castagnoli */
+uint64_t cm_crc64nvme(uint64_t seed, const void *p, size_t n); /* CRC-64/NVME */
+
+#endif /* COMMON_HASH_H */

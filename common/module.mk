@@ -1,0 +1,2 @@
+# common/ -> $(BUILD)/libcommon.a
+COMMON_SRCS += $(wildcard common/*.c)

@@ -1,0 +1,25 @@
+/* common/timefmt.h - the time formats S3 speaks.
+ *  ISO 8601 basic  "20150830T123600Z"          (x-amz-date, SigV4)
+ *  RFC 3339 / ISO  "2015-08-30T12:36:00.000Z"  (XML LastModified)
+ *  IMF-fixdate     "Sun, 30 Aug 2015 12:36:00 GMT" (Last-Modified, Date) */
+#ifndef COMMON_TIMEFMT_H
+#define COMMON_TIMEFMT_H
+#include <stddef.h>
+#include <time.h>
+#include "common/compiler.h"
+
+#define CM_TIME_ISO_BASIC_LEN 16 /* without NUL */
+#define CM_TIME_RFC3339_LEN   24
+#define CM_TIME_HTTP_LEN      29
+
+void cm_time_iso_basic(time_t t, char out[CM_TIME_ISO_BASIC_LEN + 1]);
+/* @ms: milliseconds 0..999 */
+void cm_time_rfc3339(time_t t, int ms, char out[CM_TIME_RFC3339_LEN + 1]);
+void cm_time_http(time_t t, char out[CM_TIME_HTTP_LEN + 1]);
+/* Parsers: 0 and *t set, or -EINVAL. parse_http accepts IMF-fixdate, and
+ * parse_rfc3339 accepts an optional fraction. */
+CM_MUST_CHECK int cm_time_parse_iso_basic(const char *s, size_t n, time_t *t);
+CM_MUST_CHECK int cm_time_parse_rfc3339(const char *s, size_t n, time_t *t);
+CM_MUST_CHECK int cm_time_parse_http(const char *s, size_t n, time_t *t);
+
+#endif /* COMMON_TIMEFMT_H */

@@ -1,0 +1,13 @@
+/* common/xml.h - XML output escaping (parsing uses expat where it is needed). */
+#ifndef COMMON_XML_H
+#define COMMON_XML_H
+#include <stddef.h>
+#include "common/buf.h"
+#include "common/compiler.h"
+
+/* Appends @s with & < > " ' escaped, and control bytes other than tab, LF
+ * and CR written as numeric references (&#x1;) so S3 keys with any byte stay
+ * well-formed-ish for clients that accept XML 1.1 references. */
+CM_MUST_CHECK int cm_xml_escape(struct cm_buf *out, const char *s, size_t n);
+
+#endif /* COMMON_XML_H */
