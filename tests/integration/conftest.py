@@ -1,0 +1,263 @@
+"""Shared pytest fixtures: a real storaged on 127.0.0.1 and real S3 clients.
+
+What the fixtures give a test:
+
+- ``storaged``: a factory. ``srv = storaged(ndrives=4, ec=None, args=[],
+  env={}, threads=None)`` starts ``$ECFS_BIN_DIR/storaged serve --address
+  127.0.0.1:<free port> [--ec K+M] DRIVE...`` on fresh drive directories
+  under the test's tmp dir, with root credentials in STORAGED_ROOT_USER /
+  STORAGED_ROOT_PASSWORD, and waits for ``GET /health/ready`` to answer 200.
+  The returned object has ``.endpoint`` ("http://127.0.0.1:PORT"), ``.port``,
+  ``.drives`` (list of paths), ``.access_key``, ``.secret_key``, ``.log``
+  (path of its stderr), ``.proc``, and methods ``.stop()`` (SIGTERM, wait),
+  ``.kill9()``, ``.restart()`` (same drives and port), ``.client()``
+  (a boto3 S3 client for it) and ``.log_text()``.
+  Every server a test starts is killed at teardown, whatever happened; the
+  logs stay in the test's tmp dir and are printed when the test failed.
+- ``s3``: a boto3 client (path-style, us-east-1, SigV4) on a default
+  4-drive storaged; ``s3.ecfs_server`` is that server object.
+- ``s3_server``: that default 4-drive server itself.
+- ``bucket``: a fresh bucket name created on the ``s3`` server.
+
+Environment: ECFS_BIN_DIR (absolute path of bin/, set by ``make
+integration``; defaults to <repo>/bin).
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN_DIR = os.environ.get("ECFS_BIN_DIR", os.path.join(REPO, "bin"))
+STORAGED = os.path.join(BIN_DIR, "storaged")
+
+ROOT_USER = "ecfsroot"
+ROOT_PASSWORD = "ecfs-test-secret-key-0123456789"
+REGION = "us-east-1"
+READY_TIMEOUT = 20.0
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_status(url, timeout=2.0):
+    """Status code of a plain GET to @url, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (OSError, ValueError):
+        return None
+
+
+def boto3_client(endpoint, access_key, secret_key, **cfg):
+    """A boto3 S3 client on @endpoint: path-style, us-east-1, SigV4."""
+    import boto3
+    from botocore.config import Config
+
+    conf = Config(
+        signature_version="s3v4",
+        s3={"addressing_style": "path"},
+        retries={"max_attempts": 1, "mode": "standard"},
+        connect_timeout=5,
+        read_timeout=30,
+        **cfg,
+    )
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        region_name=REGION,
+        config=conf,
+    )
+
+
+class Storaged:
+    """One storaged process on real drive directories (see module doc)."""
+
+    def __init__(self, workdir, ndrives=4, ec=None, args=None, env=None,
+                 threads=None, drives=None):
+        self.workdir = str(workdir)
+        os.makedirs(self.workdir, exist_ok=True)
+        if drives is None:
+            drives = [os.path.join(self.workdir, "d%d" % (i + 1))
+                      for i in range(ndrives)]
+        self.drives = list(drives)
+        for d in self.drives:
+            os.makedirs(d, exist_ok=True)
+        self.ec = ec
+        self.extra_args = list(args or [])
+        self.extra_env = dict(env or {})
+        self.threads = threads
+        self.access_key = ROOT_USER
+        self.secret_key = ROOT_PASSWORD
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.endpoint = "http://%s:%d" % (self.host, self.port)
+        self.log = os.path.join(self.workdir, "storaged.log")
+        self.proc = None
+        self.starts = 0
+
+    def argv(self):
+        argv = [STORAGED, "serve", "--address",
+                "%s:%d" % (self.host, self.port)]
+        if self.ec:
+            argv += ["--ec", self.ec]
+        if self.threads:
+            argv += ["--threads", str(self.threads)]
+        return argv + self.extra_args + self.drives
+
+    def start(self):
+        """Starts the process and waits until /health/ready answers 200."""
+        assert self.proc is None or self.proc.poll() is not None
+        env = dict(os.environ)
+        env["STORAGED_ROOT_USER"] = self.access_key
+        env["STORAGED_ROOT_PASSWORD"] = self.secret_key
+        env.update(self.extra_env)
+        self.starts += 1
+        logf = open(self.log, "ab")
+        logf.write(("==== start %d: %s\n" % (self.starts,
+                                            " ".join(self.argv()))).encode())
+        logf.flush()
+        try:
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                         stdout=logf, stderr=logf, env=env,
+                                         start_new_session=True)
+        finally:
+            logf.close()
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("storaged exited with %s during start:\n%s"
+                                   % (self.proc.returncode, self.log_text()))
+            if http_status(self.endpoint + "/health/ready", 0.5) == 200:
+                return self
+            time.sleep(0.05)
+        self.kill9()
+        raise RuntimeError("storaged not ready after %.0fs:\n%s"
+                           % (READY_TIMEOUT, self.log_text()))
+
+    def stop(self, timeout=10.0):
+        """SIGTERM (graceful shutdown) and wait; SIGKILL if it hangs.
+        Returns the exit status."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise AssertionError("storaged ignored SIGTERM for %.0fs" % timeout)
+
+    def kill9(self):
+        """SIGKILL, as a crash or power cut would, and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        return None if self.proc is None else self.proc.returncode
+
+    def restart(self, graceful=True):
+        """Stops (SIGTERM, or SIGKILL with graceful=False) and starts again
+        on the same drives and port."""
+        if graceful:
+            self.stop()
+        else:
+            self.kill9()
+        return self.start()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def client(self, access_key=None, secret_key=None, **cfg):
+        return boto3_client(self.endpoint, access_key or self.access_key,
+                            secret_key or self.secret_key, **cfg)
+
+    def log_text(self):
+        try:
+            with open(self.log, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Remembers each phase's report on the item, so fixtures know at
+    teardown whether the test failed."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+def _failed(request):
+    for when in ("setup", "call"):
+        rep = getattr(request.node, "rep_" + when, None)
+        if rep is not None and rep.failed:
+            return True
+    return False
+
+
+@pytest.fixture
+def storaged(request, tmp_path):
+    """Factory fixture: storaged(ndrives=4, ec=None, args=None, env=None,
+    threads=None, drives=None, start=True) -> Storaged (see module doc)."""
+    if not os.access(STORAGED, os.X_OK):
+        pytest.fail("no storaged binary at %s (run make)" % STORAGED)
+    servers = []
+
+    def make(ndrives=4, ec=None, args=None, env=None, threads=None,
+             drives=None, start=True):
+        wd = tmp_path / ("storaged%d" % len(servers))
+        srv = Storaged(wd, ndrives=ndrives, ec=ec, args=args, env=env,
+                       threads=threads, drives=drives)
+        servers.append(srv)
+        if start:
+            srv.start()
+        return srv
+
+    yield make
+    failed = _failed(request)
+    for srv in servers:
+        if srv.proc is not None and srv.proc.poll() is None:
+            # A graceful stop is part of what we test; fall back to kill.
+            try:
+                srv.stop(timeout=5)
+            except AssertionError:
+                failed = True
+        srv.kill9()
+        if failed:
+            print("\n---- storaged log %s ----\n%s" % (srv.log, srv.log_text()))
+
+
+@pytest.fixture
+def s3_server(storaged):
+    """The default server: 4 drives, default geometry."""
+    return storaged(ndrives=4)
+
+
+@pytest.fixture
+def s3(s3_server):
+    """A boto3 client on the default 4-drive server."""
+    c = s3_server.client()
+    c.ecfs_server = s3_server
+    return c
+
+
+@pytest.fixture
+def bucket(s3):
+    """A fresh, empty bucket on the default server."""
+    name = "b-" + uuid.uuid4().hex[:12]
+    s3.create_bucket(Bucket=name)
+    return name
