@@ -1,0 +1,250 @@
+/* fuse/cache.c - block cache: one hash table + one LRU list under a mutex.
+ *
+ * DESIGN: the lock is held only for table/list updates, never during a
+ * fetch or a copy: holders keep a reference and read the immutable data
+ * after the block is READY. One condvar serves all waiters (a LOADING block
+ * is rare and short-lived compared with reads of READY ones). Eviction runs
+ * after every fill, from the cold end of the LRU, skipping referenced
+ * blocks. A FAILED block leaves the table at once, so a later reader fetches
+ * again rather than inheriting the error. */
+#include "fuse/cache.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fc_cache {
+    pthread_mutex_t lock;   /* protects everything below and block fields */
+    pthread_cond_t cond;    /* broadcast when a block leaves LOADING */
+    struct fc_block *table; /* uthash by id */
+    struct fc_block *head, *tail; /* LRU: head = most recent */
+    size_t bytes, max_bytes, nblocks;
+};
+
+/* Creates the cache (see header). */
+int fc_cache_create(size_t max_bytes, struct fc_cache **out)
+{
+    struct fc_cache *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return -ENOMEM;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    c->max_bytes = max_bytes;
+    *out = c;
+    return 0;
+}
+
+static void block_free(struct fc_block *b)
+{
+    free(b->data);
+    free(b->id);
+    free(b);
+}
+
+/* Frees every block; no reference may be held. */
+void fc_cache_destroy(struct fc_cache *c)
+{
+    struct fc_block *b, *tmp;
+
+    if (c == NULL)
+        return;
+    HASH_ITER(hh, c->table, b, tmp) {
+        HASH_DEL(c->table, b);
+        block_free(b);
+    }
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+}
+
+/* Builds the id string; NULL on ENOMEM. */
+static char *block_id(const char *key, const char *etag, uint64_t idx)
+{
+    char *id = NULL;
+
+    if (asprintf(&id, "%s\n%s\n%" PRIu64, key, etag, idx) < 0)
+        return NULL;
+    return id;
+}
+
+static void lru_unlink(struct fc_cache *c, struct fc_block *b)
+{
+    if (b->prev)
+        b->prev->next = b->next;
+    else if (c->head == b)
+        c->head = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    else if (c->tail == b)
+        c->tail = b->prev;
+    b->prev = b->next = NULL;
+}
+
+static void lru_push_front(struct fc_cache *c, struct fc_block *b)
+{
+    b->prev = NULL;
+    b->next = c->head;
+    if (c->head)
+        c->head->prev = b;
+    c->head = b;
+    if (c->tail == NULL)
+        c->tail = b;
+}
+
+/* Removes @b from table and LRU; frees it if unreferenced. Lock held. */
+static void block_unlink(struct fc_cache *c, struct fc_block *b)
+{
+    HASH_DEL(c->table, b);
+    lru_unlink(c, b);
+    c->nblocks--;
+    if (b->state == FC_BLOCK_READY)
+        c->bytes -= b->len;
+    b->id[0] = '\0'; /* marks "not in table" for release */
+    if (b->refs == 0)
+        block_free(b);
+}
+
+/* Evicts cold unreferenced READY blocks until under budget. Lock held. */
+static void evict(struct fc_cache *c)
+{
+    struct fc_block *b = c->tail, *prev;
+
+    while (c->bytes > c->max_bytes && b) {
+        prev = b->prev;
+        if (b->refs == 0 && b->state == FC_BLOCK_READY)
+            block_unlink(c, b);
+        b = prev;
+    }
+}
+
+/* Inserts a new LOADING block with one reference. Lock held. */
+static struct fc_block *block_insert(struct fc_cache *c, char *id)
+{
+    struct fc_block *b = calloc(1, sizeof(*b));
+
+    if (b == NULL) {
+        free(id);
+        return NULL;
+    }
+    b->id = id;
+    b->state = FC_BLOCK_LOADING;
+    b->refs = 1;
+    HASH_ADD_KEYPTR(hh, c->table, b->id, strlen(b->id), b);
+    lru_push_front(c, b);
+    c->nblocks++;
+    return b;
+}
+
+/* Finds or inserts a block (see header). */
+struct fc_block *fc_cache_acquire(struct fc_cache *c, const char *key,
+                                  const char *etag, uint64_t idx, bool wait,
+                                  bool *owner)
+{
+    char *id = block_id(key, etag, idx);
+    struct fc_block *b;
+
+    *owner = false;
+    if (id == NULL)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    HASH_FIND_STR(c->table, id, b);
+    if (b == NULL) {
+        b = block_insert(c, id);
+        *owner = b != NULL;
+        pthread_mutex_unlock(&c->lock);
+        return b;
+    }
+    free(id);
+    b->refs++;
+    lru_unlink(c, b);
+    lru_push_front(c, b);
+    while (wait && b->state == FC_BLOCK_LOADING)
+        pthread_cond_wait(&c->cond, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+    return b;
+}
+
+/* Inserts a LOADING block only when absent (see header). */
+struct fc_block *fc_cache_claim(struct fc_cache *c, const char *key,
+                                const char *etag, uint64_t idx)
+{
+    char *id = block_id(key, etag, idx);
+    struct fc_block *b;
+
+    if (id == NULL)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    HASH_FIND_STR(c->table, id, b);
+    if (b != NULL) {
+        free(id);
+        pthread_mutex_unlock(&c->lock);
+        return NULL;
+    }
+    b = block_insert(c, id);
+    pthread_mutex_unlock(&c->lock);
+    return b;
+}
+
+/* Publishes a fetched block or its failure (see header). */
+void fc_cache_fill(struct fc_cache *c, struct fc_block *b, char *data,
+                   size_t len, int err)
+{
+    pthread_mutex_lock(&c->lock);
+    if (err < 0) {
+        free(data);
+        b->err = err;
+        b->state = FC_BLOCK_FAILED;
+        if (b->id[0] != '\0')
+            block_unlink(c, b); /* we hold a ref: not freed here */
+    } else {
+        b->data = data;
+        b->len = len;
+        b->state = FC_BLOCK_READY;
+        if (b->id[0] != '\0')
+            c->bytes += len;
+        evict(c);
+    }
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Drops a reference (see header). */
+void fc_cache_release(struct fc_cache *c, struct fc_block *b)
+{
+    pthread_mutex_lock(&c->lock);
+    b->refs--;
+    if (b->refs == 0) {
+        if (b->id[0] == '\0')
+            block_free(b); /* already out of the table */
+        else if (c->bytes > c->max_bytes)
+            evict(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+bool fc_cache_contains(struct fc_cache *c, const char *key, const char *etag,
+                       uint64_t idx)
+{
+    char *id = block_id(key, etag, idx);
+    struct fc_block *b = NULL;
+
+    if (id == NULL)
+        return false;
+    pthread_mutex_lock(&c->lock);
+    HASH_FIND_STR(c->table, id, b);
+    pthread_mutex_unlock(&c->lock);
+    free(id);
+    return b != NULL;
+}
+
+void fc_cache_usage(struct fc_cache *c, size_t *bytes, size_t *blocks)
+{
+    pthread_mutex_lock(&c->lock);
+    *bytes = c->bytes;
+    *blocks = c->nblocks;
+    pthread_mutex_unlock(&c->lock);
+}

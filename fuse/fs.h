@@ -1,0 +1,62 @@
+/* fuse/fs.h - the mount: options and the parts every handler reaches
+ * (S3 client, inode table, block cache, prefetcher). One struct fc_fs per
+ * process, created by main.c, borrowed by everything else through
+ * fuse_req_userdata(). */
+#ifndef FUSE_FS_H
+#define FUSE_FS_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct fc_s3;
+struct fc_itab;
+struct fc_cache;
+struct fc_prefetch;
+
+/* Mount options (see --help and man/ecfs.1). Strings are owned. */
+struct fc_opts {
+    char *endpoint;
+    char *region;
+    char *profile;
+    char *passwd_file;
+    char *bucket;
+    char *prefix;      /* "" or ending in '/' */
+    char *log_level;
+    unsigned uid, gid, umask;
+    int set_uid, set_gid; /* whether uid=/gid= were given */
+    int ro;            /* read-only mount: metadata cached until unmount */
+    int immutable;     /* same caching as ro: objects never change */
+    int foreground;
+    double attr_timeout;     /* kernel attr/entry cache, s */
+    double negative_timeout; /* kernel negative dentry cache, s */
+    double list_ttl;         /* our listing + attribute cache, s */
+    size_t cache_size;       /* block cache bytes */
+    size_t block_size;       /* block bytes; files <= this are GET whole */
+    size_t readahead_max;    /* sequential window cap per reader */
+    size_t readahead_init;   /* first window */
+    size_t part_size;        /* one GET of a readahead window */
+    size_t prefetch_mem;     /* global cap on bytes being prefetched */
+    unsigned max_conns;
+    unsigned retries;
+    unsigned connect_timeout_ms;
+    unsigned stall_timeout_s;
+    unsigned threads;        /* FUSE worker threads */
+    unsigned read_ahead_kb;  /* kernel bdi readahead set after mount; 0 keep */
+};
+
+struct fc_fs {
+    struct fc_opts o;
+    struct fc_s3 *s3;
+    struct fc_itab *itab;
+    struct fc_cache *cache;
+    struct fc_prefetch *pf;
+    bool cache_forever; /* ro || immutable: metadata never expires */
+};
+
+/* Monotonic clock in seconds. */
+double fc_now(void);
+/* Whether a timestamp taken at @t is still fresh under the listing TTL. */
+bool fc_fs_is_fresh(const struct fc_fs *fs, double t);
+
+#endif /* FUSE_FS_H */

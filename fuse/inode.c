@@ -1,0 +1,451 @@
+/* fuse/inode.c - inode table (lookup/forget counting) and listing cache.
+ *
+ * DESIGN: one mutex guards both hash tables (by inode number, by key) and
+ * every inode's mutable fields; the critical sections are tiny (no I/O under
+ * it). Inode numbers come from a counter and are never reused within a
+ * mount, so a stale number can never name another object. A directory
+ * listing is fetched with all its ListObjectsV2 pages into an immutable,
+ * refcounted snapshot; concurrent refreshes of one directory are coalesced
+ * by the inode's list_lock (the second thread finds the fresh listing the
+ * first one built), so N threads scanning a directory cost one LIST pass. */
+#include "fuse/inode.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "fuse/fs.h"
+#include "fuse/listxml.h"
+
+struct fc_itab {
+    pthread_mutex_t lock;     /* protects both tables and inode fields */
+    struct fc_inode *by_ino;  /* uthash hh_ino; protected by lock */
+    struct fc_inode *by_key;  /* uthash hh_key; protected by lock */
+    fuse_ino_t next_ino;      /* protected by lock */
+    size_t count;             /* protected by lock */
+};
+
+/* Monotonic seconds (see fs.h). */
+double fc_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Freshness under the listing TTL (see fs.h). */
+bool fc_fs_is_fresh(const struct fc_fs *fs, double t)
+{
+    if (t <= 0)
+        return false;
+    if (fs->cache_forever)
+        return true;
+    return fc_now() - t < fs->o.list_ttl;
+}
+
+/* Allocates an inode for @key with no lookups. NULL on ENOMEM. */
+static struct fc_inode *inode_alloc(const char *key)
+{
+    struct fc_inode *in = calloc(1, sizeof(*in));
+
+    if (in == NULL)
+        return NULL;
+    in->key = strdup(key);
+    if (in->key == NULL) {
+        free(in);
+        return NULL;
+    }
+    pthread_mutex_init(&in->list_lock, NULL);
+    fc_rstate_init(&in->rs);
+    return in;
+}
+
+static void inode_free(struct fc_inode *in)
+{
+    if (in->listing)
+        fc_listing_unref(in->listing);
+    pthread_mutex_destroy(&in->list_lock);
+    fc_rstate_fini(&in->rs);
+    free(in->key);
+    free(in);
+}
+
+/* Creates the table with its root (see header). */
+int fc_itab_create(const char *root_key, struct fc_itab **out)
+{
+    struct fc_itab *t = calloc(1, sizeof(*t));
+    struct fc_inode *root;
+
+    if (t == NULL)
+        return -ENOMEM;
+    pthread_mutex_init(&t->lock, NULL);
+    root = inode_alloc(root_key);
+    if (root == NULL) {
+        free(t);
+        return -ENOMEM;
+    }
+    root->ino = FUSE_ROOT_ID;
+    root->nlookup = 1; /* never forgotten */
+    root->attr.is_dir = true;
+    root->attr.mtime = time(NULL);
+    HASH_ADD(hh_ino, t->by_ino, ino, sizeof(root->ino), root);
+    HASH_ADD_KEYPTR(hh_key, t->by_key, root->key, strlen(root->key), root);
+    t->next_ino = FUSE_ROOT_ID + 1;
+    t->count = 1;
+    *out = t;
+    return 0;
+}
+
+/* Frees every inode (unmount: the kernel is gone). */
+void fc_itab_destroy(struct fc_itab *t)
+{
+    struct fc_inode *in, *tmp;
+
+    if (t == NULL)
+        return;
+    HASH_ITER(hh_ino, t->by_ino, in, tmp) {
+        HASH_DELETE(hh_ino, t->by_ino, in);
+        HASH_DELETE(hh_key, t->by_key, in);
+        inode_free(in);
+    }
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+/* Finds an inode by number, no reference (see header). */
+struct fc_inode *fc_inode_peek(struct fc_itab *t, fuse_ino_t ino)
+{
+    struct fc_inode *in;
+
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND(hh_ino, t->by_ino, &ino, sizeof(ino), in);
+    pthread_mutex_unlock(&t->lock);
+    return in;
+}
+
+/* Finds or creates the inode of @key and adds a lookup (see header). */
+struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
+                                 const struct fc_attr *a, double when)
+{
+    struct fc_inode *in, *fresh = NULL;
+
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND(hh_key, t->by_key, key, strlen(key), in);
+    if (in == NULL) {
+        /* allocate outside the common path only; rare enough to hold lock */
+        fresh = inode_alloc(key);
+        if (fresh == NULL) {
+            pthread_mutex_unlock(&t->lock);
+            return NULL;
+        }
+        in = fresh;
+        in->ino = t->next_ino++;
+        HASH_ADD(hh_ino, t->by_ino, ino, sizeof(in->ino), in);
+        HASH_ADD_KEYPTR(hh_key, t->by_key, in->key, strlen(in->key), in);
+        t->count++;
+    }
+    if (a) {
+        in->attr = *a;
+        in->attr_fetched = when;
+    }
+    in->nlookup++;
+    pthread_mutex_unlock(&t->lock);
+    return in;
+}
+
+/* Drops lookups (see header). */
+void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n)
+{
+    struct fc_inode *in;
+
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND(hh_ino, t->by_ino, &ino, sizeof(ino), in);
+    if (in == NULL || ino == FUSE_ROOT_ID) {
+        pthread_mutex_unlock(&t->lock);
+        return;
+    }
+    if (CM_NEVER(in->nlookup < n))
+        n = in->nlookup;
+    in->nlookup -= n;
+    if (in->nlookup > 0) {
+        pthread_mutex_unlock(&t->lock);
+        return;
+    }
+    HASH_DELETE(hh_ino, t->by_ino, in);
+    HASH_DELETE(hh_key, t->by_key, in);
+    t->count--;
+    pthread_mutex_unlock(&t->lock);
+    inode_free(in);
+}
+
+/* Copies attributes (see header). */
+void fc_inode_get_attr(struct fc_itab *t, struct fc_inode *in,
+                       struct fc_attr *a, double *fetched)
+{
+    pthread_mutex_lock(&t->lock);
+    *a = in->attr;
+    if (fetched)
+        *fetched = in->attr_fetched;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Replaces attributes (see header). */
+void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
+                       const struct fc_attr *a, double when)
+{
+    pthread_mutex_lock(&t->lock);
+    in->attr = *a;
+    in->attr_fetched = when;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Records the ETag now in the page cache (see header). */
+bool fc_inode_keep_etag(struct fc_itab *t, struct fc_inode *in,
+                        const char *etag)
+{
+    bool same;
+
+    pthread_mutex_lock(&t->lock);
+    same = etag[0] != '\0' && strcmp(in->kept_etag, etag) == 0;
+    snprintf(in->kept_etag, sizeof(in->kept_etag), "%s", etag);
+    pthread_mutex_unlock(&t->lock);
+    return same;
+}
+
+size_t fc_itab_count(struct fc_itab *t)
+{
+    size_t n;
+
+    pthread_mutex_lock(&t->lock);
+    n = t->count;
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+/* Drops a listing reference; frees on the last. */
+void fc_listing_unref(struct fc_listing *l)
+{
+    if (l == NULL || atomic_fetch_sub(&l->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->ents[i].name);
+        free(l->ents[i].etag);
+    }
+    free(l->ents);
+    free(l);
+}
+
+static int dirent_cmp(const void *a, const void *b)
+{
+    const struct fc_dirent *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+
+    if (c != 0)
+        return c;
+    /* a directory sorts first so it wins over a file of the same name */
+    return (int)y->is_dir - (int)x->is_dir;
+}
+
+/* Whether @name can be a file name at all. */
+static bool name_is_valid(const char *name)
+{
+    return name[0] != '\0' && strcmp(name, ".") != 0 &&
+           strcmp(name, "..") != 0 && strlen(name) <= 255;
+}
+
+/* Builds a listing from LIST pages (see header). */
+struct fc_listing *fc_listing_build(const char *dirkey,
+                                    struct fc_listpage *pages, size_t npages,
+                                    double fetched)
+{
+    size_t dl = strlen(dirkey), total = 0, n = 0, out;
+    struct fc_listing *l = calloc(1, sizeof(*l));
+
+    if (l == NULL)
+        goto out_pages;
+    for (size_t i = 0; i < npages; i++)
+        total += pages[i].nobjs + pages[i].nprefixes;
+    l->ents = calloc(total ? total : 1, sizeof(*l->ents));
+    if (l->ents == NULL)
+        goto out_free;
+    for (size_t i = 0; i < npages; i++) {
+        struct fc_listpage *p = &pages[i];
+        for (size_t j = 0; j < p->nobjs; j++) {
+            struct fc_listobj *o = &p->objs[j];
+            const char *name = o->key + dl;
+            if (strncmp(o->key, dirkey, dl) != 0 || !name_is_valid(name) ||
+                strchr(name, '/') != NULL)
+                continue; /* the dir marker itself, or unrepresentable */
+            l->ents[n].name = strdup(name);
+            l->ents[n].etag = o->etag;
+            o->etag = NULL;
+            l->ents[n].size = o->size;
+            l->ents[n].mtime = o->mtime;
+            if (l->ents[n].name == NULL || l->ents[n].etag == NULL) {
+                l->n = n + 1;
+                goto out_free;
+            }
+            n++;
+        }
+        for (size_t j = 0; j < p->nprefixes; j++) {
+            char *pre = p->prefixes[j];
+            size_t pl = strlen(pre);
+            if (strncmp(pre, dirkey, dl) != 0 || pl < dl + 2)
+                continue;
+            pre[pl - 1] = '\0'; /* drop the trailing '/' */
+            if (!name_is_valid(pre + dl))
+                continue;
+            l->ents[n].name = strdup(pre + dl);
+            l->ents[n].etag = strdup("");
+            l->ents[n].is_dir = true;
+            l->ents[n].mtime = 0;
+            if (l->ents[n].name == NULL || l->ents[n].etag == NULL) {
+                l->n = n + 1;
+                goto out_free;
+            }
+            n++;
+        }
+    }
+    qsort(l->ents, n, sizeof(*l->ents), dirent_cmp);
+    /* keep the first of equal names (the directory, by dirent_cmp) */
+    out = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (out > 0 && strcmp(l->ents[out - 1].name, l->ents[i].name) == 0) {
+            free(l->ents[i].name);
+            free(l->ents[i].etag);
+            continue;
+        }
+        l->ents[out++] = l->ents[i];
+    }
+    l->n = out;
+    l->fetched = fetched;
+    atomic_init(&l->refs, 1);
+    for (size_t i = 0; i < npages; i++)
+        fc_listpage_fini(&pages[i]);
+    return l;
+
+out_free:
+    atomic_init(&l->refs, 1);
+    fc_listing_unref(l);
+out_pages:
+    for (size_t i = 0; i < npages; i++)
+        fc_listpage_fini(&pages[i]);
+    return NULL;
+}
+
+/* Binary search (see header). */
+const struct fc_dirent *fc_listing_find(const struct fc_listing *l,
+                                        const char *name)
+{
+    size_t lo = 0, hi = l->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(l->ents[mid].name, name);
+        if (c == 0)
+            return &l->ents[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Fresh cached listing or NULL (see header). */
+struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs,
+                                         struct fc_inode *dir)
+{
+    struct fc_itab *t = fs->itab;
+    struct fc_listing *l = NULL;
+
+    pthread_mutex_lock(&t->lock);
+    if (dir->listing && fc_fs_is_fresh(fs, dir->listing->fetched)) {
+        l = dir->listing;
+        atomic_fetch_add(&l->refs, 1);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return l;
+}
+
+/* Fetches all pages of a directory. 0 and *out, or -errno. */
+static int dir_fetch(struct fc_fs *fs, const char *dirkey,
+                     struct fc_listing **out)
+{
+    struct fc_listpage *pages = NULL;
+    size_t npages = 0, cap = 0;
+    const char *token = NULL;
+    double started = fc_now();
+    int ret;
+
+    for (;;) {
+        if (npages == cap) {
+            size_t ncap = cap ? 2 * cap : 4;
+            struct fc_listpage *np = realloc(pages, ncap * sizeof(*np));
+            if (np == NULL) {
+                ret = -ENOMEM;
+                goto out_pages;
+            }
+            pages = np;
+            cap = ncap;
+        }
+        fc_listpage_init(&pages[npages]);
+        ret = fc_s3_list(fs->s3, dirkey, token, 1000, &pages[npages]);
+        npages++;
+        if (ret < 0)
+            goto out_pages;
+        if (!pages[npages - 1].truncated)
+            break;
+        token = pages[npages - 1].next_token;
+        if (token == NULL || token[0] == '\0') {
+            cm_log(CM_LOG_WARN, 0,
+                   "ecfs LIST %s: truncated page without a token", dirkey);
+            break;
+        }
+    }
+    *out = fc_listing_build(dirkey, pages, npages, started);
+    free(pages);
+    return *out ? 0 : -ENOMEM;
+
+out_pages:
+    for (size_t i = 0; i < npages; i++)
+        fc_listpage_fini(&pages[i]);
+    free(pages);
+    return ret;
+}
+
+/* Cached or fetched listing (see header). */
+int fc_dir_listing(struct fc_fs *fs, struct fc_inode *dir,
+                   struct fc_listing **out)
+{
+    struct fc_itab *t = fs->itab;
+    struct fc_listing *l, *old;
+    int ret;
+
+    if ((*out = fc_dir_cached_listing(fs, dir)) != NULL)
+        return 0;
+    pthread_mutex_lock(&dir->list_lock);
+    /* another thread may have refreshed it while we waited */
+    if ((*out = fc_dir_cached_listing(fs, dir)) != NULL) {
+        pthread_mutex_unlock(&dir->list_lock);
+        return 0;
+    }
+    ret = dir_fetch(fs, dir->key, &l);
+    if (ret < 0) {
+        pthread_mutex_unlock(&dir->list_lock);
+        return ret;
+    }
+    atomic_fetch_add(&l->refs, 1); /* one for the inode, one for caller */
+    pthread_mutex_lock(&t->lock);
+    old = dir->listing;
+    dir->listing = l;
+    pthread_mutex_unlock(&t->lock);
+    pthread_mutex_unlock(&dir->list_lock);
+    fc_listing_unref(old);
+    *out = l;
+    return 0;
+}

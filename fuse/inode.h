@@ -1,0 +1,112 @@
+/* fuse/inode.h - the inode table and the directory listing cache.
+ * An fc_inode maps a FUSE inode number to an S3 key ("a/b" for a file,
+ * "a/b/" for a directory, the mount prefix for the root). It lives while the
+ * kernel holds lookups on it (nlookup, raised by every entry reply and
+ * readdirplus entry, lowered by forget), as in passthrough_ll. Directory
+ * inodes hold a refcounted snapshot of their last listing, shared with open
+ * directory handles. */
+#ifndef FUSE_INODE_H
+#define FUSE_INODE_H
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312
+#endif
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include <uthash.h>
+
+#include "common/compiler.h"
+#include "fuse/read.h"
+#include "fuse/s3.h"
+
+struct fc_fs;
+
+/* One directory entry of a listing snapshot. */
+struct fc_dirent {
+    char *name;    /* entry name (no '/'); owned by the listing */
+    bool is_dir;
+    uint64_t size;
+    time_t mtime;
+    char *etag;    /* owned by the listing; "" for directories */
+};
+
+/* Immutable after creation; freed when the last reference goes. */
+struct fc_listing {
+    atomic_int refs;
+    double fetched;          /* fc_now() when the LIST started */
+    size_t n;
+    struct fc_dirent *ents;  /* sorted by name (bytewise), unique names */
+};
+
+/* Attributes of an object or directory. */
+struct fc_attr {
+    bool is_dir;
+    uint64_t size;
+    time_t mtime;
+    char etag[FC_ETAG_MAX];
+};
+
+struct fc_inode {
+    fuse_ino_t ino;          /* immutable after creation */
+    char *key;               /* S3 key; owned; immutable after creation */
+    uint64_t nlookup;        /* kernel lookups; protected by itab->lock */
+    struct fc_attr attr;     /* protected by itab->lock */
+    double attr_fetched;     /* fc_now() of attr; protected by itab->lock */
+    char kept_etag[FC_ETAG_MAX]; /* ETag the page cache holds; itab->lock */
+    struct fc_listing *listing;  /* dirs: last listing; itab->lock */
+    pthread_mutex_t list_lock;   /* serialises listing refreshes */
+    struct fc_rstate rs;     /* reader state when opens are skipped */
+    UT_hash_handle hh_ino;   /* by ino; protected by itab->lock */
+    UT_hash_handle hh_key;   /* by key; protected by itab->lock */
+};
+
+struct fc_itab;
+
+/* 0 and *out, or -ENOMEM. The root inode (FUSE_ROOT_ID) gets key @root_key. */
+CM_MUST_CHECK int fc_itab_create(const char *root_key, struct fc_itab **out);
+void fc_itab_destroy(struct fc_itab *t);
+
+/* Returns the inode for @ino or NULL. Does not take a reference: valid while
+ * the kernel holds a lookup on it, i.e. during any request naming @ino. */
+struct fc_inode *fc_inode_peek(struct fc_itab *t, fuse_ino_t ino);
+/* Finds or creates the inode of @key, stores @a as its attributes (fetched
+ * at @when) and adds one kernel lookup. Returns the inode or NULL (ENOMEM). */
+struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
+                                 const struct fc_attr *a, double when);
+/* Drops @n kernel lookups; frees the inode when none remain (not root). */
+void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n);
+/* Copies the attributes and their age under the lock. */
+void fc_inode_get_attr(struct fc_itab *t, struct fc_inode *in,
+                       struct fc_attr *a, double *fetched);
+/* Replaces the attributes (fetched at @when). */
+void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
+                       const struct fc_attr *a, double when);
+/* Swaps in a new kept ETag; returns whether it equals the previous one
+ * (the page cache may then be kept). */
+bool fc_inode_keep_etag(struct fc_itab *t, struct fc_inode *in,
+                        const char *etag);
+/* Number of live inodes (tests, stats). */
+size_t fc_itab_count(struct fc_itab *t);
+
+/* Returns a new reference to the directory's listing, fetching (all pages
+ * of ListObjectsV2, 1000 keys each) when there is none or it is stale.
+ * 0 and *out, or -errno. */
+CM_MUST_CHECK int fc_dir_listing(struct fc_fs *fs, struct fc_inode *dir,
+                                 struct fc_listing **out);
+/* Returns a new reference to the cached listing if it is fresh, else NULL. */
+struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs,
+                                         struct fc_inode *dir);
+void fc_listing_unref(struct fc_listing *l);
+/* Binary search by name; NULL when absent. */
+const struct fc_dirent *fc_listing_find(const struct fc_listing *l,
+                                        const char *name);
+/* Builds a listing for directory key @dirkey from @pages (consumed; all
+ * strings moved or freed). Returns NULL on ENOMEM. Exposed for tests. */
+struct fc_listing *fc_listing_build(const char *dirkey,
+                                    struct fc_listpage *pages, size_t npages,
+                                    double fetched);
+
+#endif /* FUSE_INODE_H */

@@ -1,0 +1,540 @@
+/* fuse/main.c - bin/ecfs: parse BUCKET[:PREFIX] MOUNTPOINT -o options,
+ * find credentials, check that the bucket answers, mount, daemonize (the
+ * command returns once the mount is in place), serve with a multi-threaded
+ * FUSE session, and unmount cleanly on SIGTERM/SIGINT/SIGHUP or
+ * fusermount3 -u.
+ *
+ * DESIGN: everything that starts threads or opens connections (the S3
+ * pool, prefetch workers) is created after fuse_daemonize(), because fork
+ * keeps only the calling thread. The bucket probe before mounting uses a
+ * throw-away client for the same reason. */
+#include "fuse/fs.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "fuse/cache.h"
+#include "fuse/creds.h"
+#include "fuse/inode.h"
+#include "fuse/listxml.h"
+#include "fuse/ops.h"
+#include "fuse/read.h"
+#include "fuse/s3.h"
+
+#define ECFS_VERSION "0.1"
+
+/* Option strings parsed after fuse_opt_parse (sizes take K/M/G suffixes). */
+struct raw_opts {
+    struct fc_opts o;
+    char *cache_size, *block_size, *readahead_max, *readahead_init,
+        *part_size, *prefetch_mem;
+    char *log_file;
+    char *umask_s;
+    int show_help, show_version;
+    int allow_other;
+};
+
+enum { KEY_HELP, KEY_VERSION, KEY_RO };
+
+#define OPT(t, f) {t, offsetof(struct raw_opts, f), 1}
+#define OPTS(t, f) {t, offsetof(struct raw_opts, f), 0}
+static const struct fuse_opt opt_spec[] = {
+    OPTS("endpoint=%s", o.endpoint),
+    OPTS("url=%s", o.endpoint),
+    OPTS("region=%s", o.region),
+    OPTS("profile=%s", o.profile),
+    OPTS("passwd_file=%s", o.passwd_file),
+    OPTS("log_level=%s", o.log_level),
+    OPTS("log_file=%s", log_file),
+    OPTS("uid=%u", o.uid),
+    OPT("uid=", o.set_uid),
+    OPTS("gid=%u", o.gid),
+    OPT("gid=", o.set_gid),
+    OPTS("umask=%s", umask_s),
+    OPT("immutable", o.immutable),
+    OPTS("attr_timeout=%lf", o.attr_timeout),
+    OPTS("negative_timeout=%lf", o.negative_timeout),
+    OPTS("list_ttl=%lf", o.list_ttl),
+    OPTS("cache_size=%s", cache_size),
+    OPTS("block_size=%s", block_size),
+    OPTS("readahead_max=%s", readahead_max),
+    OPTS("readahead_init=%s", readahead_init),
+    OPTS("part_size=%s", part_size),
+    OPTS("prefetch_mem=%s", prefetch_mem),
+    OPTS("max_conns=%u", o.max_conns),
+    OPTS("retries=%u", o.retries),
+    OPTS("connect_timeout_ms=%u", o.connect_timeout_ms),
+    OPTS("stall_timeout=%u", o.stall_timeout_s),
+    OPTS("threads=%u", o.threads),
+    OPTS("read_ahead_kb=%u", o.read_ahead_kb),
+    OPT("allow_other", allow_other),
+    FUSE_OPT_KEY("allow_other", FUSE_OPT_KEY_KEEP),
+    OPT("ro", o.ro),
+    FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
+    FUSE_OPT_KEY("-h", KEY_HELP),
+    FUSE_OPT_KEY("--help", KEY_HELP),
+    FUSE_OPT_KEY("-V", KEY_VERSION),
+    FUSE_OPT_KEY("--version", KEY_VERSION),
+    /* mount(8)/fstab words that mean nothing to us */
+    FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("user", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("users", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("nouser", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_END,
+};
+
+static void usage(const char *prog)
+{
+    printf(
+"usage: %s BUCKET[:PREFIX] MOUNTPOINT -o endpoint=URL[,options] [-f] [-d]\n"
+"\n"
+"Mounts BUCKET (or the PREFIX/ inside it) of an S3 endpoint read-only.\n"
+"Writes are refused with EROFS.\n"
+"\n"
+"General:\n"
+"    -f                     stay in the foreground (else return once mounted)\n"
+"    -d                     FUSE debug output (implies -f)\n"
+"    -h, --help             this help;  -V, --version  the version\n"
+"S3:\n"
+"    -o endpoint=URL        S3 endpoint, http(s)://host[:port] (required)\n"
+"    -o region=NAME         SigV4 region (default us-east-1)\n"
+"    -o profile=NAME        credentials from ~/.aws/credentials [NAME]\n"
+"    -o passwd_file=PATH    credentials file: ACCESS:SECRET or\n"
+"                           BUCKET:ACCESS:SECRET lines (mode 600)\n"
+"                           default: $AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY,\n"
+"                           then the [default] profile, else anonymous\n"
+"    -o max_conns=N         pooled keep-alive connections (default 32)\n"
+"    -o retries=N           retries of a failed request, with backoff and\n"
+"                           jitter (default 8; then EIO)\n"
+"    -o connect_timeout_ms=N  (default 3000)   -o stall_timeout=S (default 20)\n"
+"Namespace and metadata:\n"
+"    -o uid=N,gid=N,umask=OOO  owner and permission bits (default: mounting\n"
+"                           user, umask 022)\n"
+"    -o allow_other         let other users access the mount\n"
+"    -o ro                  read-only mount; metadata cached until unmount\n"
+"    -o immutable           objects never change: cache like ro\n"
+"    -o attr_timeout=S      kernel attribute/entry cache (default 1; ro: 1 day)\n"
+"    -o negative_timeout=S  kernel negative-entry cache (default 1; ro: 1 day)\n"
+"    -o list_ttl=S          listing and attribute cache (default 60)\n"
+"Data:\n"
+"    -o cache_size=SIZE     shared block cache (default 1G)\n"
+"    -o block_size=SIZE     cache block; files up to this size are fetched\n"
+"                           whole by one GET (default 1M)\n"
+"    -o readahead_init=SIZE first sequential readahead window (default 4M)\n"
+"    -o readahead_max=SIZE  window cap; it doubles up to this (default 64M)\n"
+"    -o part_size=SIZE      one parallel GET of a window (default 8M)\n"
+"    -o prefetch_mem=SIZE   global cap on bytes being prefetched (default 512M)\n"
+"    -o read_ahead_kb=N     kernel readahead of the mount (default 8192; 0 keep)\n"
+"    -o threads=N           FUSE worker threads (default 16)\n"
+"Diagnostics:\n"
+"    -o log_level=LEVEL     debug, info, warn (default), error\n"
+"    -o log_file=PATH       append log lines here (daemon mode)\n"
+"    getfattr -n user.ecfs.stats MOUNTPOINT   request counters\n"
+"\n"
+"Unmount with fusermount3 -u MOUNTPOINT, umount, or SIGTERM.\n"
+"Also usable as: mount -t fuse.ecfs BUCKET MOUNTPOINT -o endpoint=URL\n"
+"and in /etc/fstab: BUCKET MOUNTPOINT fuse.ecfs endpoint=URL,_netdev 0 0\n",
+        prog);
+}
+
+static int opt_proc(void *data, const char *arg, int key,
+                    struct fuse_args *outargs)
+{
+    struct raw_opts *r = data;
+
+    (void)outargs;
+    switch (key) {
+    case KEY_HELP:
+        r->show_help = 1;
+        return 0;
+    case KEY_VERSION:
+        r->show_version = 1;
+        return 0;
+    case FUSE_OPT_KEY_NONOPT:
+        if (r->o.bucket == NULL) {
+            r->o.bucket = strdup(arg);
+            return 0;
+        }
+        return 1; /* the mountpoint: fuse_parse_cmdline takes it */
+    default:
+        return 1;
+    }
+}
+
+/* Parses "123", "64K", "8M", "1G" (powers of 1024). 0 or -EINVAL. */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v;
+
+    if (s == NULL)
+        return 0;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -EINVAL;
+    switch (*end) {
+    case 'k': case 'K': v <<= 10; end++; break;
+    case 'm': case 'M': v <<= 20; end++; break;
+    case 'g': case 'G': v <<= 30; end++; break;
+    case '\0': break;
+    default: return -EINVAL;
+    }
+    if (*end == 'i' || *end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0')
+        return -EINVAL;
+    *out = (size_t)v;
+    return 0;
+}
+
+/* Applies defaults and derived values; 0 or -EINVAL (message printed). */
+static int finish_opts(struct raw_opts *r)
+{
+    struct fc_opts *o = &r->o;
+    char *colon;
+    int bad = 0;
+
+    if (o->bucket == NULL) {
+        fprintf(stderr, "ecfs: missing BUCKET[:PREFIX]\n");
+        return -EINVAL;
+    }
+    colon = strchr(o->bucket, ':');
+    if (colon) {
+        const char *p = colon + 1;
+        size_t n;
+        *colon = '\0';
+        while (*p == '/')
+            p++;
+        n = strlen(p);
+        while (n > 0 && p[n - 1] == '/')
+            n--;
+        if (n > 0) {
+            if (asprintf(&o->prefix, "%.*s/", (int)n, p) < 0)
+                return -ENOMEM;
+        }
+    }
+    if (o->prefix == NULL && (o->prefix = strdup("")) == NULL)
+        return -ENOMEM;
+    if (o->bucket[0] == '\0') {
+        fprintf(stderr, "ecfs: empty bucket name\n");
+        return -EINVAL;
+    }
+    if (o->endpoint == NULL) {
+        const char *e = getenv("AWS_ENDPOINT_URL_S3");
+        if (e == NULL)
+            e = getenv("AWS_ENDPOINT_URL");
+        if (e == NULL) {
+            fprintf(stderr, "ecfs: -o endpoint=URL is required\n");
+            return -EINVAL;
+        }
+        o->endpoint = strdup(e);
+    }
+    if (o->region == NULL)
+        o->region = strdup(getenv("AWS_REGION") ? getenv("AWS_REGION")
+                                                : "us-east-1");
+    if (!o->set_uid)
+        o->uid = getuid();
+    if (!o->set_gid)
+        o->gid = getgid();
+    o->umask = 022;
+    if (r->umask_s) {
+        char *end;
+        unsigned long m = strtoul(r->umask_s, &end, 8);
+        if (*end != '\0' || m > 0777) {
+            fprintf(stderr, "ecfs: bad umask=%s\n", r->umask_s);
+            return -EINVAL;
+        }
+        o->umask = (unsigned)m;
+    }
+    o->cache_size = 1ull << 30;
+    o->block_size = 1u << 20;
+    o->readahead_init = 4u << 20;
+    o->readahead_max = 64u << 20;
+    o->part_size = 8u << 20;
+    o->prefetch_mem = 512u << 20;
+    bad |= parse_size(r->cache_size, &o->cache_size);
+    bad |= parse_size(r->block_size, &o->block_size);
+    bad |= parse_size(r->readahead_init, &o->readahead_init);
+    bad |= parse_size(r->readahead_max, &o->readahead_max);
+    bad |= parse_size(r->part_size, &o->part_size);
+    bad |= parse_size(r->prefetch_mem, &o->prefetch_mem);
+    if (bad || o->block_size < 4096 || o->block_size > (64u << 20)) {
+        fprintf(stderr, "ecfs: bad size option (use N, NK, NM or NG; "
+                        "block_size 4K..64M)\n");
+        return -EINVAL;
+    }
+    if (o->readahead_init < o->block_size)
+        o->readahead_init = o->block_size;
+    if (o->part_size < o->block_size)
+        o->part_size = o->block_size;
+    if (o->max_conns == 0)
+        o->max_conns = 32;
+    if (o->retries == (unsigned)-1)
+        o->retries = 8;
+    if (o->threads == 0)
+        o->threads = 16;
+    return 0;
+}
+
+/* Finds the bdi of the mount and raises its readahead; runs in a helper
+ * thread because stat() of the mountpoint needs the session loop. */
+struct ra_arg {
+    char *mountpoint;
+    unsigned kb;
+};
+
+static void *set_read_ahead(void *arg)
+{
+    struct ra_arg *ra = arg;
+    struct stat st;
+    char path[128];
+    FILE *f;
+
+    if (stat(ra->mountpoint, &st) == 0) {
+        snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
+                 major(st.st_dev), minor(st.st_dev));
+        f = fopen(path, "w");
+        if (f) {
+            fprintf(f, "%u\n", ra->kb);
+            if (fclose(f) != 0)
+                cm_log(CM_LOG_INFO, errno, "ecfs: %s", path);
+        } else {
+            cm_log(CM_LOG_INFO, errno, "ecfs: cannot set %s", path);
+        }
+    }
+    free(ra->mountpoint);
+    free(ra);
+    return NULL;
+}
+
+/* Probes the bucket with a one-key LIST before mounting, so a typo fails
+ * the command instead of producing an empty mount. 0 or -errno. */
+static int probe_bucket(const struct fc_s3_conf *sc, const char *prefix)
+{
+    struct fc_s3 *s;
+    struct fc_listpage pg;
+    struct fc_s3_conf c = *sc;
+    int ret;
+
+    c.max_conns = 1;
+    c.retries = CM_MIN(sc->retries, 2u);
+    ret = fc_s3_create(&c, &s);
+    if (ret < 0)
+        return ret;
+    fc_listpage_init(&pg);
+    ret = fc_s3_list(s, prefix, NULL, 1, &pg);
+    fc_listpage_fini(&pg);
+    fc_s3_destroy(s);
+    return ret;
+}
+
+static void free_opts(struct raw_opts *r)
+{
+    struct fc_opts *o = &r->o;
+
+    free(o->endpoint);
+    free(o->region);
+    free(o->profile);
+    free(o->passwd_file);
+    free(o->bucket);
+    free(o->prefix);
+    free(o->log_level);
+    free(r->cache_size);
+    free(r->block_size);
+    free(r->readahead_max);
+    free(r->readahead_init);
+    free(r->part_size);
+    free(r->prefetch_mem);
+    free(r->log_file);
+    free(r->umask_s);
+}
+
+int main(int argc, char *argv[])
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct fuse_cmdline_opts cmd;
+    struct raw_opts r;
+    struct fc_fs fs;
+    struct fc_creds cr;
+    struct fc_s3_conf sc;
+    struct fuse_session *se = NULL;
+    struct fuse_loop_config *lc = NULL;
+    int ret = 1, lvl;
+
+    memset(&r, 0, sizeof(r));
+    memset(&fs, 0, sizeof(fs));
+    memset(&cr, 0, sizeof(cr));
+    memset(&cmd, 0, sizeof(cmd));
+    r.o.attr_timeout = -1;
+    r.o.negative_timeout = -1;
+    r.o.list_ttl = 60;
+    r.o.retries = (unsigned)-1;
+    r.o.read_ahead_kb = 8192;
+    cm_log_init("ecfs", CM_LOG_WARN);
+    if (fuse_opt_parse(&args, &r, opt_spec, opt_proc) != 0)
+        goto out_args;
+    if (r.show_help) {
+        usage(argv[0]);
+        ret = 0;
+        goto out_args;
+    }
+    if (r.show_version) {
+        printf("ecfs %s (libfuse %s, %s)\n", ECFS_VERSION,
+               fuse_pkgversion(), curl_version());
+        ret = 0;
+        goto out_args;
+    }
+    if (finish_opts(&r) < 0)
+        goto out_args;
+    if (r.o.log_level) {
+        lvl = cm_log_parse_level(r.o.log_level);
+        if (lvl < 0) {
+            fprintf(stderr, "ecfs: bad log_level=%s\n", r.o.log_level);
+            goto out_args;
+        }
+        cm_log_init("ecfs", lvl);
+    }
+    fs.o = r.o;
+    fs.cache_forever = r.o.ro || r.o.immutable;
+    if (fs.o.attr_timeout < 0)
+        fs.o.attr_timeout = fs.cache_forever ? 86400 : 1;
+    if (fs.o.negative_timeout < 0)
+        fs.o.negative_timeout = fs.cache_forever ? 86400 : 1;
+    /* the kernel checks permissions against our uid/gid/mode */
+    if (fuse_opt_add_arg(&args, "-odefault_permissions") != 0 ||
+        fuse_opt_add_arg(&args, "-osubtype=ecfs") != 0)
+        goto out_args;
+    {
+        char fsname[PATH_MAX];
+        snprintf(fsname, sizeof(fsname), "-ofsname=%s%s%s", fs.o.bucket,
+                 fs.o.prefix[0] ? ":" : "", fs.o.prefix);
+        /* fsname is parsed by libfuse: commas would split it */
+        for (char *p = fsname; *p; p++)
+            if (*p == ',')
+                *p = '_';
+        if (fuse_opt_add_arg(&args, fsname) != 0)
+            goto out_args;
+    }
+    if (fuse_parse_cmdline(&args, &cmd) != 0)
+        goto out_args;
+    if (cmd.mountpoint == NULL) {
+        fprintf(stderr, "ecfs: missing MOUNTPOINT (see --help)\n");
+        goto out_cmd;
+    }
+    if (fc_creds_load(fs.o.passwd_file, fs.o.profile, fs.o.bucket, &cr) < 0)
+        goto out_cmd;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "ecfs: libcurl init failed\n");
+        goto out_cmd;
+    }
+    memset(&sc, 0, sizeof(sc));
+    sc.endpoint = fs.o.endpoint;
+    sc.bucket = fs.o.bucket;
+    sc.region = fs.o.region;
+    sc.access_key = cr.access_key;
+    sc.secret_key = cr.secret_key;
+    sc.max_conns = fs.o.max_conns;
+    sc.retries = fs.o.retries;
+    sc.connect_timeout_ms = fs.o.connect_timeout_ms;
+    sc.stall_timeout_s = fs.o.stall_timeout_s;
+    ret = probe_bucket(&sc, fs.o.prefix);
+    if (ret < 0) {
+        fprintf(stderr, "ecfs: cannot list s3://%s/%s at %s: %s\n",
+                fs.o.bucket, fs.o.prefix, fs.o.endpoint, strerror(-ret));
+        ret = 1;
+        goto out_curl;
+    }
+    ret = 1;
+    se = fuse_session_new(&args, &fc_ops, sizeof(fc_ops), &fs);
+    if (se == NULL)
+        goto out_curl;
+    if (fuse_set_signal_handlers(se) != 0)
+        goto out_session;
+    if (fuse_session_mount(se, cmd.mountpoint) != 0)
+        goto out_signals;
+    if (fuse_daemonize(cmd.foreground) != 0)
+        goto out_unmount;
+    if (r.log_file && !cmd.foreground) {
+        if (freopen(r.log_file, "a", stderr) == NULL)
+            goto out_unmount;
+        setvbuf(stderr, NULL, _IOLBF, 0);
+    }
+    /* threads and connections from here on (after the fork) */
+    if (fc_s3_create(&sc, &fs.s3) < 0 ||
+        fc_itab_create(fs.o.prefix, &fs.itab) < 0 ||
+        fc_cache_create(fs.o.cache_size, &fs.cache) < 0 ||
+        fc_prefetch_start(&fs, CM_MAX(2u, fs.o.max_conns / 2)) < 0) {
+        cm_log(CM_LOG_ERROR, ENOMEM, "ecfs: setup failed");
+        goto out_state;
+    }
+    if (fs.o.read_ahead_kb > 0) {
+        struct ra_arg *ra = calloc(1, sizeof(*ra));
+        pthread_t th;
+        if (ra && (ra->mountpoint = strdup(cmd.mountpoint)) != NULL) {
+            ra->kb = fs.o.read_ahead_kb;
+            if (pthread_create(&th, NULL, set_read_ahead, ra) == 0)
+                pthread_detach(th);
+            else {
+                free(ra->mountpoint);
+                free(ra);
+            }
+        } else {
+            free(ra);
+        }
+    }
+    if (cmd.singlethread) {
+        ret = fuse_session_loop(se);
+    } else {
+        lc = fuse_loop_cfg_create();
+        if (lc == NULL)
+            goto out_state;
+        fuse_loop_cfg_set_clone_fd(lc, cmd.clone_fd);
+        fuse_loop_cfg_set_idle_threads(lc, fs.o.threads);
+        fuse_loop_cfg_set_max_threads(lc, fs.o.threads);
+        ret = fuse_session_loop_mt(se, lc);
+        fuse_loop_cfg_destroy(lc);
+    }
+    ret = ret == 0 ? 0 : 1;
+    cm_log(CM_LOG_INFO, 0, "ecfs: unmounting %s", cmd.mountpoint);
+out_state:
+    fuse_session_unmount(se);
+    fc_prefetch_stop(&fs);
+    fc_cache_destroy(fs.cache);
+    fc_itab_destroy(fs.itab);
+    fc_s3_destroy(fs.s3);
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    se = NULL;
+    goto out_curl;
+out_unmount:
+    fuse_session_unmount(se);
+out_signals:
+    fuse_remove_signal_handlers(se);
+out_session:
+    fuse_session_destroy(se);
+out_curl:
+    curl_global_cleanup();
+out_cmd:
+    free(cmd.mountpoint);
+    fc_creds_fini(&cr);
+out_args:
+    fuse_opt_free_args(&args);
+    free_opts(&r);
+    return ret;
+}

@@ -1,0 +1,785 @@
+/* fuse/ops.c - FUSE low-level handlers of the read-only S3 namespace.
+ *
+ * DESIGN: follows passthrough_ll: every handler sends exactly one reply,
+ * helpers never reply, and every entry reply (lookup, readdirplus entry)
+ * adds one kernel lookup to the inode, given back by forget.
+ * Directories are answered from one listing snapshot (ListObjectsV2 pages
+ * with delimiter '/') that also carries every entry's attributes, so
+ * readdirplus needs no HEAD per file, and lookups under a fresh listing
+ * cost no request at all, positive or negative. Only a lookup without a
+ * fresh listing goes to S3: HEAD of the key and a one-key LIST of key/ in
+ * parallel (the directory wins, as in the listing).
+ * Reads: see read.c. On a read-only/immutable mount the kernel is told that
+ * open is not needed (FUSE_CAP_NO_OPEN_SUPPORT) and keeps its page cache;
+ * otherwise each open pins the ETag it saw and keeps the page cache only
+ * while that ETag is the one the cache was filled from.
+ * Writes are a separate issue: every modifying call answers EROFS. */
+#include "fuse/ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "common/log.h"
+#include "fuse/cache.h"
+#include "fuse/fs.h"
+#include "fuse/listxml.h"
+#include "fuse/read.h"
+#include "fuse/s3.h"
+
+#define FC_STATS_XATTR "user.ecfs.stats"
+
+/* An open file: the version it reads and its reader state. */
+struct fc_fh {
+    struct fc_inode *in;     /* borrowed: the kernel holds it while open */
+    char etag[FC_ETAG_MAX];  /* pinned at open */
+    uint64_t size;           /* size of that version */
+    struct fc_rstate rs;
+};
+
+static bool g_no_open; /* kernel supports skipping opens; set in init */
+
+static struct fc_fs *fs_of(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+/* Kernel attribute/entry timeout for this mount. */
+static double attr_tmo(const struct fc_fs *fs)
+{
+    return fs->o.attr_timeout;
+}
+
+/* Fills a struct stat (see header). */
+void fc_fill_stat(const struct fc_fs *fs, fuse_ino_t ino,
+                  const struct fc_attr *a, struct stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->st_ino = ino;
+    if (a->is_dir) {
+        st->st_mode = S_IFDIR | (0777 & ~fs->o.umask);
+        st->st_nlink = 1; /* unknown subdir count: find must not assume */
+        st->st_size = 4096;
+    } else {
+        st->st_mode = S_IFREG | (0666 & ~fs->o.umask);
+        st->st_nlink = 1;
+        st->st_size = (off_t)a->size;
+    }
+    st->st_uid = fs->o.uid;
+    st->st_gid = fs->o.gid;
+    st->st_blksize = (blksize_t)fs->o.block_size;
+    st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+    st->st_mtim.tv_sec = a->mtime;
+    st->st_ctim.tv_sec = a->mtime;
+    st->st_atim.tv_sec = a->mtime;
+}
+
+/* Builds the S3 key of child @name of directory key @dir. NULL on ENOMEM. */
+static char *child_key(const char *dir, const char *name, bool is_dir)
+{
+    char *k = NULL;
+
+    if (asprintf(&k, "%s%s%s", dir, name, is_dir ? "/" : "") < 0)
+        return NULL;
+    return k;
+}
+
+/* Converts a listing entry to attributes. */
+static void dirent_attr(const struct fc_dirent *d, struct fc_attr *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->is_dir = d->is_dir;
+    a->size = d->size;
+    a->mtime = d->mtime;
+    snprintf(a->etag, sizeof(a->etag), "%s", d->etag);
+}
+
+/* Registers (one more lookup on) the inode for @key with @a and fills @e.
+ * 0 or -ENOMEM. */
+static int make_entry(struct fc_fs *fs, const char *key,
+                      const struct fc_attr *a, struct fuse_entry_param *e)
+{
+    struct fc_inode *in = fc_inode_lookup(fs->itab, key, a, fc_now());
+
+    if (in == NULL)
+        return -ENOMEM;
+    memset(e, 0, sizeof(*e));
+    e->ino = in->ino;
+    e->attr_timeout = attr_tmo(fs);
+    e->entry_timeout = attr_tmo(fs);
+    fc_fill_stat(fs, in->ino, a, &e->attr);
+    return 0;
+}
+
+static void fc_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    struct fc_fs *fs = userdata;
+
+    if (conn->capable & FUSE_CAP_READDIRPLUS)
+        conn->want |= FUSE_CAP_READDIRPLUS;
+    /* always plus: the listing already carries every attribute */
+    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+    if (conn->capable & FUSE_CAP_ASYNC_READ)
+        conn->want |= FUSE_CAP_ASYNC_READ;
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+        conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    /* our attributes only change when the object does: let the kernel
+     * drop cached pages itself when it sees a new mtime/size */
+    if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+        conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+    g_no_open = fs->cache_forever && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
+    conn->max_background = 64;
+    conn->congestion_threshold = 48;
+    cm_log(CM_LOG_INFO, 0,
+           "ecfs: mounted; kernel max_readahead=%u max_read=%u no_open=%d",
+           conn->max_readahead, conn->max_read, (int)g_no_open);
+}
+
+/* Parallel half of a lookup without a fresh listing: is key/ a prefix? */
+struct dirprobe {
+    struct fc_fs *fs;
+    char *key; /* "a/b/" */
+    int ret;   /* 1 = directory, 0 = not, <0 error */
+};
+
+static void *dirprobe_run(void *arg)
+{
+    struct dirprobe *p = arg;
+    struct fc_listpage pg;
+
+    fc_listpage_init(&pg);
+    p->ret = fc_s3_list(p->fs->s3, p->key, NULL, 1, &pg);
+    if (p->ret == 0)
+        p->ret = (pg.nobjs > 0 || pg.nprefixes > 0) ? 1 : 0;
+    fc_listpage_fini(&pg);
+    return NULL;
+}
+
+/* Resolves @name under @dirkey with S3 requests: HEAD key and LIST key/
+ * in parallel. 0 with @a and *key (owned by the caller), -ENOENT, or
+ * -errno. */
+static int lookup_remote(struct fc_fs *fs, const char *dirkey,
+                         const char *name, struct fc_attr *a, char **key)
+{
+    struct dirprobe p = {fs, NULL, 0};
+    struct fc_s3_obj obj;
+    char *fkey;
+    pthread_t th;
+    bool threaded;
+    int hr;
+
+    *key = NULL;
+    p.key = child_key(dirkey, name, true);
+    fkey = child_key(dirkey, name, false);
+    if (p.key == NULL || fkey == NULL) {
+        free(p.key);
+        free(fkey);
+        return -ENOMEM;
+    }
+    threaded = pthread_create(&th, NULL, dirprobe_run, &p) == 0;
+    hr = fc_s3_head(fs->s3, fkey, &obj);
+    if (threaded)
+        pthread_join(th, NULL);
+    else
+        dirprobe_run(&p);
+    memset(a, 0, sizeof(*a));
+    if (p.ret == 1) {
+        a->is_dir = true;
+        *key = p.key;
+        free(fkey);
+        return 0;
+    }
+    free(p.key);
+    if (hr == 0) {
+        a->size = obj.size;
+        a->mtime = obj.mtime;
+        snprintf(a->etag, sizeof(a->etag), "%s", obj.etag);
+        *key = fkey;
+        return 0;
+    }
+    free(fkey);
+    if (p.ret < 0 && hr == -ENOENT)
+        return p.ret;
+    return hr;
+}
+
+/* Valid replies: fuse_reply_entry, fuse_reply_err */
+static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
+    struct fuse_entry_param e;
+    struct fc_listing *l;
+    struct fc_attr a;
+    char *key = NULL;
+    int ret;
+
+    if (dir == NULL) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (strlen(name) > 255) {
+        fuse_reply_err(req, ENAMETOOLONG);
+        return;
+    }
+    l = fc_dir_cached_listing(fs, dir);
+    if (l != NULL) {
+        const struct fc_dirent *d = fc_listing_find(l, name);
+        if (d == NULL) {
+            fc_listing_unref(l);
+            memset(&e, 0, sizeof(e));
+            e.entry_timeout = fs->o.negative_timeout;
+            fuse_reply_entry(req, &e); /* cached negative entry */
+            return;
+        }
+        dirent_attr(d, &a);
+        key = child_key(dir->key, name, d->is_dir);
+        fc_listing_unref(l);
+        ret = key ? 0 : -ENOMEM;
+    } else {
+        ret = lookup_remote(fs, dir->key, name, &a, &key);
+    }
+    if (ret == -ENOENT) {
+        memset(&e, 0, sizeof(e));
+        e.entry_timeout = fs->o.negative_timeout;
+        fuse_reply_entry(req, &e);
+        return;
+    }
+    if (ret == 0)
+        ret = make_entry(fs, key, &a, &e);
+    free(key);
+    if (ret < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    if (fuse_reply_entry(req, &e) != 0)
+        fc_inode_forget(fs->itab, e.ino, 1); /* interrupted: undo */
+}
+
+/* Valid replies: fuse_reply_none */
+static void fc_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    fc_inode_forget(fs_of(req)->itab, ino, nlookup);
+    fuse_reply_none(req);
+}
+
+/* Valid replies: fuse_reply_none */
+static void fc_op_forget_multi(fuse_req_t req, size_t count,
+                               struct fuse_forget_data *forgets)
+{
+    for (size_t i = 0; i < count; i++)
+        fc_inode_forget(fs_of(req)->itab, forgets[i].ino, forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
+/* Refreshes a file inode's attributes with a HEAD when they are stale.
+ * 0 and @a (fresh or still valid), or -errno. */
+static int revalidate(struct fc_fs *fs, struct fc_inode *in, struct fc_attr *a)
+{
+    struct fc_s3_obj obj;
+    double fetched;
+    int ret;
+
+    fc_inode_get_attr(fs->itab, in, a, &fetched);
+    if (a->is_dir || in->ino == FUSE_ROOT_ID || fc_fs_is_fresh(fs, fetched))
+        return 0;
+    ret = fc_s3_head(fs->s3, in->key, &obj);
+    if (ret < 0)
+        return ret;
+    a->size = obj.size;
+    if (obj.mtime)
+        a->mtime = obj.mtime;
+    snprintf(a->etag, sizeof(a->etag), "%s", obj.etag);
+    fc_inode_set_attr(fs->itab, in, a, fc_now());
+    return 0;
+}
+
+/* Valid replies: fuse_reply_attr, fuse_reply_err */
+static void fc_op_getattr(fuse_req_t req, fuse_ino_t ino,
+                          struct fuse_file_info *fi)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *in = fc_inode_peek(fs->itab, ino);
+    struct fc_attr a;
+    struct stat st;
+    int ret;
+
+    (void)fi;
+    if (in == NULL) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    ret = revalidate(fs, in, &a);
+    if (ret < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    fc_fill_stat(fs, ino, &a, &st);
+    fuse_reply_attr(req, &st, attr_tmo(fs));
+}
+
+/* Valid replies: fuse_reply_open, fuse_reply_err */
+static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
+                       struct fuse_file_info *fi)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *in = fc_inode_peek(fs->itab, ino);
+    struct fc_fh *fh;
+    struct fc_attr a;
+    int ret;
+
+    if (in == NULL) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (g_no_open) {
+        /* read-only mount: reads need no handle; the kernel stops asking
+         * and keeps the page cache across opens */
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
+    ret = revalidate(fs, in, &a);
+    if (ret < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    fh = calloc(1, sizeof(*fh));
+    if (fh == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    fh->in = in;
+    snprintf(fh->etag, sizeof(fh->etag), "%s", a.etag);
+    fh->size = a.size;
+    fc_rstate_init(&fh->rs);
+    fi->keep_cache = fs->cache_forever || fc_inode_keep_etag(fs->itab, in,
+                                                             a.etag);
+    fi->fh = (uint64_t)(uintptr_t)fh;
+    if (fuse_reply_open(req, fi) != 0) {
+        fc_rstate_fini(&fh->rs);
+        free(fh);
+    }
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_iov, fuse_reply_data,
+ * fuse_reply_err */
+static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_fh *fh = (struct fc_fh *)(uintptr_t)fi->fh;
+    struct fc_inode *in;
+    struct fc_robj o;
+    struct fc_attr a;
+    struct fc_rstate *rs;
+    char *buf;
+    ssize_t n;
+
+    if (fh != NULL) {
+        in = fh->in;
+        o.etag = fh->etag;
+        o.size = fh->size;
+        rs = &fh->rs;
+    } else {
+        in = fc_inode_peek(fs->itab, ino);
+        if (in == NULL) {
+            fuse_reply_err(req, ENOENT);
+            return;
+        }
+        fc_inode_get_attr(fs->itab, in, &a, NULL);
+        o.etag = a.etag;
+        o.size = a.size;
+        rs = &in->rs;
+    }
+    o.key = in->key;
+    if (off < 0) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    buf = malloc(size ? size : 1);
+    if (buf == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    n = fc_read(fs, &o, rs, (uint64_t)off, size, buf);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    free(buf);
+}
+
+/* Valid replies: fuse_reply_err */
+static void fc_op_release(fuse_req_t req, fuse_ino_t ino,
+                          struct fuse_file_info *fi)
+{
+    struct fc_fh *fh = (struct fc_fh *)(uintptr_t)fi->fh;
+
+    (void)ino;
+    if (fh) {
+        fc_rstate_fini(&fh->rs);
+        free(fh);
+    }
+    fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_err */
+static void fc_op_flush(fuse_req_t req, fuse_ino_t ino,
+                        struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)fi;
+    fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_open, fuse_reply_err */
+static void fc_op_opendir(fuse_req_t req, fuse_ino_t ino,
+                          struct fuse_file_info *fi)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *in = fc_inode_peek(fs->itab, ino);
+    struct fc_listing *l;
+    struct fc_attr a;
+    int ret;
+
+    if (in == NULL) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    fc_inode_get_attr(fs->itab, in, &a, NULL);
+    if (!a.is_dir) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    ret = fc_dir_listing(fs, in, &l);
+    if (ret < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    fi->fh = (uint64_t)(uintptr_t)l;
+    if (fs->cache_forever) {
+        fi->cache_readdir = 1;
+        fi->keep_cache = 1;
+    }
+    if (fuse_reply_open(req, fi) != 0)
+        fc_listing_unref(l);
+}
+
+/* Fills a readdir(plus) buffer from the snapshot, starting at entry @off
+ * (0 ".", 1 "..", 2.. listing entries). Replies. */
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+                       off_t off, struct fuse_file_info *fi, bool plus)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_listing *l = (struct fc_listing *)(uintptr_t)fi->fh;
+    struct fc_inode *dir = fc_inode_peek(fs->itab, ino);
+    char *buf, *key;
+    size_t pos = 0, ent;
+    int err = 0;
+
+    if (dir == NULL || l == NULL) {
+        fuse_reply_err(req, EBADF);
+        return;
+    }
+    buf = malloc(size);
+    if (buf == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    for (off_t i = off < 0 ? 0 : off; (size_t)i < l->n + 2; i++) {
+        struct fuse_entry_param e;
+        const char *name;
+        struct fc_attr a;
+
+        memset(&e, 0, sizeof(e));
+        if (i < 2) {
+            name = i == 0 ? "." : "..";
+            e.attr.st_ino = ino;
+            e.attr.st_mode = S_IFDIR;
+            ent = plus ? fuse_add_direntry_plus(req, buf + pos, size - pos,
+                                                name, &e, i + 1)
+                       : fuse_add_direntry(req, buf + pos, size - pos, name,
+                                           &e.attr, i + 1);
+            if (ent > size - pos)
+                break;
+            pos += ent;
+            continue;
+        }
+        const struct fc_dirent *d = &l->ents[i - 2];
+        name = d->name;
+        dirent_attr(d, &a);
+        key = child_key(dir->key, name, d->is_dir);
+        if (key == NULL) {
+            err = ENOMEM;
+            break;
+        }
+        if (plus) {
+            if (make_entry(fs, key, &a, &e) < 0) {
+                free(key);
+                err = ENOMEM;
+                break;
+            }
+            ent = fuse_add_direntry_plus(req, buf + pos, size - pos, name,
+                                         &e, i + 1);
+            if (ent > size - pos) {
+                /* did not fit: give the lookup back */
+                fc_inode_forget(fs->itab, e.ino, 1);
+                free(key);
+                break;
+            }
+        } else {
+            /* plain readdir: d_ino is informative only; use a live inode
+             * number when there is one, else a stable hash of the key */
+            uint64_t h = 1469598103934665603ull;
+            for (const char *p = key; *p; p++)
+                h = (h ^ (unsigned char)*p) * 1099511628211ull;
+            e.attr.st_ino = (h | (1ull << 62));
+            e.attr.st_mode = d->is_dir ? S_IFDIR : S_IFREG;
+            ent = fuse_add_direntry(req, buf + pos, size - pos, name,
+                                    &e.attr, i + 1);
+            if (ent > size - pos) {
+                free(key);
+                break;
+            }
+        }
+        free(key);
+        pos += ent;
+    }
+    /* entries already in the buffer win over a late error */
+    if (err && pos == 0)
+        fuse_reply_err(req, err);
+    else
+        fuse_reply_buf(req, buf, pos);
+    free(buf);
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_data, fuse_reply_err */
+static void fc_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+                          off_t off, struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, false);
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_data, fuse_reply_err */
+static void fc_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+                              off_t off, struct fuse_file_info *fi)
+{
+    do_readdir(req, ino, size, off, fi, true);
+}
+
+/* Valid replies: fuse_reply_err */
+static void fc_op_releasedir(fuse_req_t req, fuse_ino_t ino,
+                             struct fuse_file_info *fi)
+{
+    (void)ino;
+    fc_listing_unref((struct fc_listing *)(uintptr_t)fi->fh);
+    fuse_reply_err(req, 0);
+}
+
+/* Valid replies: fuse_reply_statfs, fuse_reply_err */
+static void fc_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct statvfs sv;
+
+    (void)ino;
+    memset(&sv, 0, sizeof(sv));
+    sv.f_bsize = fs->o.block_size;
+    sv.f_frsize = 4096;
+    sv.f_blocks = 1ull << 40; /* object stores have no fixed size */
+    sv.f_bfree = 1ull << 40;
+    sv.f_bavail = 1ull << 40;
+    sv.f_files = 1ull << 32;
+    sv.f_ffree = 1ull << 32;
+    sv.f_favail = 1ull << 32;
+    sv.f_namemax = 255;
+    fuse_reply_statfs(req, &sv);
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_data, fuse_reply_xattr,
+ * fuse_reply_err */
+static void fc_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                           size_t size)
+{
+    struct fc_fs *fs = fs_of(req);
+    char buf[512];
+    size_t bytes, blocks;
+    int n;
+
+    if (ino != FUSE_ROOT_ID || strcmp(name, FC_STATS_XATTR) != 0) {
+        fuse_reply_err(req, ENODATA);
+        return;
+    }
+    n = fc_s3_stats_format(fs->s3, buf, sizeof(buf));
+    fc_cache_usage(fs->cache, &bytes, &blocks);
+    n += snprintf(buf + n, sizeof(buf) - (size_t)n,
+                  " inodes=%zu cache_bytes=%zu cache_blocks=%zu",
+                  fc_itab_count(fs->itab), bytes, blocks);
+    if ((size_t)n >= sizeof(buf))
+        n = (int)sizeof(buf) - 1;
+    if (size == 0)
+        fuse_reply_xattr(req, (size_t)n);
+    else if (size < (size_t)n)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+}
+
+/* Valid replies: fuse_reply_buf, fuse_reply_data, fuse_reply_xattr,
+ * fuse_reply_err */
+static void fc_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    (void)ino;
+    if (size == 0)
+        fuse_reply_xattr(req, 0);
+    else
+        fuse_reply_buf(req, NULL, 0);
+}
+
+/* The modifying calls: writes are a separate issue. Valid replies include
+ * fuse_reply_err for each. */
+static void fc_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+                          int to_set, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)attr;
+    (void)to_set;
+    (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+                        mode_t mode, dev_t rdev)
+{
+    (void)parent;
+    (void)name;
+    (void)mode;
+    (void)rdev;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+                        mode_t mode)
+{
+    (void)parent;
+    (void)name;
+    (void)mode;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    (void)parent;
+    (void)name;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+                          const char *name)
+{
+    (void)link;
+    (void)parent;
+    (void)name;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                         fuse_ino_t newparent, const char *newname,
+                         unsigned int flags)
+{
+    (void)parent;
+    (void)name;
+    (void)newparent;
+    (void)newname;
+    (void)flags;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+                       const char *newname)
+{
+    (void)ino;
+    (void)newparent;
+    (void)newname;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+                        size_t size, off_t off, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)buf;
+    (void)size;
+    (void)off;
+    (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+                         mode_t mode, struct fuse_file_info *fi)
+{
+    (void)parent;
+    (void)name;
+    (void)mode;
+    (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+                           const char *value, size_t size, int flags)
+{
+    (void)ino;
+    (void)name;
+    (void)value;
+    (void)size;
+    (void)flags;
+    fuse_reply_err(req, EROFS);
+}
+
+static void fc_op_removexattr(fuse_req_t req, fuse_ino_t ino,
+                              const char *name)
+{
+    (void)ino;
+    (void)name;
+    fuse_reply_err(req, EROFS);
+}
+
+const struct fuse_lowlevel_ops fc_ops = {
+    .init = fc_op_init,
+    .lookup = fc_op_lookup,
+    .forget = fc_op_forget,
+    .forget_multi = fc_op_forget_multi,
+    .getattr = fc_op_getattr,
+    .setattr = fc_op_setattr,
+    .mknod = fc_op_mknod,
+    .mkdir = fc_op_mkdir,
+    .unlink = fc_op_unlink,
+    .rmdir = fc_op_unlink,
+    .symlink = fc_op_symlink,
+    .rename = fc_op_rename,
+    .link = fc_op_link,
+    .open = fc_op_open,
+    .read = fc_op_read,
+    .write = fc_op_write,
+    .flush = fc_op_flush,
+    .release = fc_op_release,
+    .opendir = fc_op_opendir,
+    .readdir = fc_op_readdir,
+    .readdirplus = fc_op_readdirplus,
+    .releasedir = fc_op_releasedir,
+    .statfs = fc_op_statfs,
+    .setxattr = fc_op_setxattr,
+    .getxattr = fc_op_getxattr,
+    .listxattr = fc_op_listxattr,
+    .removexattr = fc_op_removexattr,
+    .create = fc_op_create,
+};

@@ -1,0 +1,413 @@
+/* fuse/read.c - serving FUSE reads from the block cache and S3.
+ *
+ * DESIGN: the object is cut into fixed blocks (block_size, 1 MiB by
+ * default). A read copies from the blocks that cover it; a missing block is
+ * claimed (LOADING) by the reader, which fetches it together with the
+ * following missing blocks of the same read in one range GET. A file no
+ * larger than one block is fetched whole by one GET without a Range header.
+ * Every GET carries If-Match with the ETag the file was opened with, and
+ * the cache is keyed by ETag too: bytes of two versions never mix.
+ *
+ * Readahead: a reader whose reads follow each other (within a block of
+ * slack, since the kernel issues readahead in parallel and slightly out of
+ * order) gets a window that starts at readahead_init and doubles each time
+ * it is refilled, up to readahead_max. The window is split into parts of
+ * part_size, each claimed in the cache and queued to the prefetch workers,
+ * which fetch parts in parallel. All readers share one budget of bytes in
+ * flight (prefetch_mem): when it is spent, readahead waits, it does not
+ * allocate. Random readers never trigger readahead: they fetch exactly the
+ * blocks they touch. */
+#include "fuse/read.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "fuse/cache.h"
+#include "fuse/fs.h"
+#include "fuse/s3.h"
+
+#define RUN_MAX 64 /* blocks fetched by one GET at most */
+
+struct pf_job {
+    struct pf_job *next;
+    char *key;                  /* owned */
+    char etag[FC_ETAG_MAX];
+    uint64_t size;              /* object size */
+    uint64_t first;             /* first block index */
+    unsigned n;                 /* blocks */
+    size_t bytes;               /* counted against prefetch_mem */
+    struct fc_block *blks[RUN_MAX]; /* claimed, referenced */
+};
+
+struct fc_prefetch {
+    struct fc_fs *fs;
+    pthread_mutex_t lock;  /* protects the queue, stop, inflight */
+    pthread_cond_t cond;   /* signalled when a job is queued or on stop */
+    struct pf_job *head, *tail;
+    bool stop;
+    size_t inflight;       /* bytes claimed by queued/running jobs */
+    pthread_t *threads;
+    unsigned nthreads;
+};
+
+void fc_rstate_init(struct fc_rstate *rs)
+{
+    memset(rs, 0, sizeof(*rs));
+    pthread_mutex_init(&rs->lock, NULL);
+}
+
+void fc_rstate_fini(struct fc_rstate *rs)
+{
+    pthread_mutex_destroy(&rs->lock);
+}
+
+/* Fetches blocks [first, first+n) of @o (all claimed by the caller) with one
+ * GET and publishes them (READY or FAILED). Returns 0 or -errno. */
+static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
+                     uint64_t size, uint64_t first, unsigned n,
+                     struct fc_block **blks)
+{
+    size_t bs = fs->o.block_size;
+    uint64_t start = first * bs;
+    uint64_t end = CM_MIN(size, (first + n) * bs);
+    size_t len = start < end ? (size_t)(end - start) : 0;
+    char *buf = NULL;
+    ssize_t got;
+    int ret = 0;
+
+    if (len == 0) {
+        got = 0;
+    } else if ((buf = malloc(len)) == NULL) {
+        got = -ENOMEM;
+    } else if (size <= bs && first == 0) {
+        /* small object: one plain GET of the whole thing */
+        got = fc_s3_get(fs->s3, key, 0, 0, len, etag, buf, NULL);
+    } else {
+        got = fc_s3_get(fs->s3, key, start, len, len, etag, buf, NULL);
+    }
+    if (got == -ESTALE)
+        got = -EIO; /* the object changed under an open file */
+    if (got < 0) {
+        ret = (int)got;
+        free(buf);
+        for (unsigned i = 0; i < n; i++)
+            fc_cache_fill(fs->cache, blks[i], NULL, 0, ret);
+        return ret;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        size_t bstart = (size_t)i * bs;
+        size_t blen = (size_t)got > bstart ? CM_MIN(bs, (size_t)got - bstart)
+                                           : 0;
+        char *data;
+        if (n == 1) {
+            data = buf; /* hand the buffer over as is */
+            buf = NULL;
+        } else {
+            data = malloc(blen ? blen : 1);
+            if (data == NULL) {
+                fc_cache_fill(fs->cache, blks[i], NULL, 0, -ENOMEM);
+                ret = -ENOMEM;
+                continue;
+            }
+            memcpy(data, buf + bstart, blen);
+        }
+        fc_cache_fill(fs->cache, blks[i], data, blen, 0);
+    }
+    free(buf);
+    return ret;
+}
+
+static void *pf_worker(void *arg)
+{
+    struct fc_prefetch *pf = arg;
+    struct pf_job *j;
+
+    for (;;) {
+        pthread_mutex_lock(&pf->lock);
+        while (!pf->stop && pf->head == NULL)
+            pthread_cond_wait(&pf->cond, &pf->lock);
+        if (pf->stop) {
+            pthread_mutex_unlock(&pf->lock);
+            return NULL;
+        }
+        j = pf->head;
+        pf->head = j->next;
+        if (pf->head == NULL)
+            pf->tail = NULL;
+        pthread_mutex_unlock(&pf->lock);
+
+        (void)fetch_run(pf->fs, j->key, j->etag, j->size, j->first, j->n,
+                        j->blks);
+        for (unsigned i = 0; i < j->n; i++)
+            fc_cache_release(pf->fs->cache, j->blks[i]);
+        pthread_mutex_lock(&pf->lock);
+        pf->inflight -= j->bytes;
+        pthread_mutex_unlock(&pf->lock);
+        free(j->key);
+        free(j);
+    }
+}
+
+/* Starts the workers (see header). */
+int fc_prefetch_start(struct fc_fs *fs, unsigned nthreads)
+{
+    struct fc_prefetch *pf = calloc(1, sizeof(*pf));
+
+    if (pf == NULL)
+        return -ENOMEM;
+    pf->fs = fs;
+    pthread_mutex_init(&pf->lock, NULL);
+    pthread_cond_init(&pf->cond, NULL);
+    pf->threads = calloc(nthreads ? nthreads : 1, sizeof(pthread_t));
+    if (pf->threads == NULL) {
+        free(pf);
+        return -ENOMEM;
+    }
+    for (unsigned i = 0; i < nthreads; i++) {
+        int e = pthread_create(&pf->threads[i], NULL, pf_worker, pf);
+        if (e != 0) {
+            cm_log(CM_LOG_WARN, e, "ecfs: prefetch thread");
+            break;
+        }
+        pf->nthreads++;
+    }
+    fs->pf = pf;
+    return 0;
+}
+
+/* Stops the workers (see header). */
+void fc_prefetch_stop(struct fc_fs *fs)
+{
+    struct fc_prefetch *pf = fs->pf;
+    struct pf_job *j, *next;
+
+    if (pf == NULL)
+        return;
+    pthread_mutex_lock(&pf->lock);
+    pf->stop = true;
+    pthread_cond_broadcast(&pf->cond);
+    pthread_mutex_unlock(&pf->lock);
+    for (unsigned i = 0; i < pf->nthreads; i++)
+        pthread_join(pf->threads[i], NULL);
+    for (j = pf->head; j; j = next) {
+        next = j->next;
+        for (unsigned i = 0; i < j->n; i++) {
+            fc_cache_fill(fs->cache, j->blks[i], NULL, 0, -ECANCELED);
+            fc_cache_release(fs->cache, j->blks[i]);
+        }
+        free(j->key);
+        free(j);
+    }
+    pthread_mutex_destroy(&pf->lock);
+    pthread_cond_destroy(&pf->cond);
+    free(pf->threads);
+    free(pf);
+    fs->pf = NULL;
+}
+
+/* Queues a job, or gives its blocks back if the budget is spent.
+ * Returns true when queued. Takes ownership of @j. */
+static bool pf_submit(struct fc_fs *fs, struct pf_job *j)
+{
+    struct fc_prefetch *pf = fs->pf;
+    bool ok = false;
+
+    if (pf != NULL && pf->nthreads > 0) {
+        pthread_mutex_lock(&pf->lock);
+        if (!pf->stop && pf->inflight + j->bytes <= fs->o.prefetch_mem) {
+            pf->inflight += j->bytes;
+            j->next = NULL;
+            if (pf->tail)
+                pf->tail->next = j;
+            else
+                pf->head = j;
+            pf->tail = j;
+            pthread_cond_signal(&pf->cond);
+            ok = true;
+        }
+        pthread_mutex_unlock(&pf->lock);
+    }
+    if (!ok) {
+        /* unclaim: a FAILED fill unlinks them so a reader fetches itself */
+        for (unsigned i = 0; i < j->n; i++) {
+            fc_cache_fill(fs->cache, j->blks[i], NULL, 0, -EAGAIN);
+            fc_cache_release(fs->cache, j->blks[i]);
+        }
+        free(j->key);
+        free(j);
+    }
+    return ok;
+}
+
+/* Schedules readahead of blocks [b0, b1) as parts. Returns the first block
+ * not scheduled (b1 when all were, or where the budget ran out). */
+static uint64_t readahead(struct fc_fs *fs, const struct fc_robj *o,
+                          uint64_t b0, uint64_t b1)
+{
+    size_t bs = fs->o.block_size;
+    unsigned part = (unsigned)CM_MAX(1, CM_MIN(RUN_MAX, fs->o.part_size / bs));
+    uint64_t b = b0;
+
+    while (b < b1) {
+        struct pf_job *j = calloc(1, sizeof(*j));
+        uint64_t stop = CM_MIN(b1, b + part), first;
+        if (j == NULL)
+            return b;
+        j->key = strdup(o->key);
+        if (j->key == NULL) {
+            free(j);
+            return b;
+        }
+        snprintf(j->etag, sizeof(j->etag), "%s", o->etag);
+        j->size = o->size;
+        /* skip blocks already present; a job is a run of claimed ones */
+        while (b < stop && fc_cache_contains(fs->cache, o->key, o->etag, b))
+            b++;
+        j->first = b;
+        while (b < stop) {
+            struct fc_block *blk =
+                fc_cache_claim(fs->cache, o->key, o->etag, b);
+            if (blk == NULL)
+                break;
+            j->blks[j->n++] = blk;
+            b++;
+        }
+        if (j->n == 0) {
+            free(j->key);
+            free(j);
+            if (b < stop)
+                b++; /* present now: someone else has it */
+            continue;
+        }
+        j->bytes = (size_t)j->n * bs;
+        first = j->first;
+        if (!pf_submit(fs, j))
+            return first;
+    }
+    return b1;
+}
+
+/* Updates the reader's sequential state for a read of [off, off+len) and
+ * schedules readahead when it is sequential. */
+static void read_pattern(struct fc_fs *fs, const struct fc_robj *o,
+                         struct fc_rstate *rs, uint64_t off, size_t len)
+{
+    size_t bs = fs->o.block_size;
+    uint64_t end = off + len, ra_from, ra_to, b0, b1, done;
+    bool seq;
+
+    if (o->size <= bs || fs->o.readahead_max == 0)
+        return; /* small files are fetched whole */
+    pthread_mutex_lock(&rs->lock);
+    seq = off <= rs->next_off + bs && end + 8 * bs >= rs->next_off &&
+          (rs->next_off > 0 || off == 0);
+    if (!seq) {
+        rs->seq = 0;
+        rs->window = 0;
+        rs->ra_end = 0;
+        rs->next_off = end;
+        pthread_mutex_unlock(&rs->lock);
+        return;
+    }
+    rs->seq++;
+    if (end > rs->next_off)
+        rs->next_off = end;
+    if (rs->seq < 2 || rs->ra_end >= o->size) {
+        pthread_mutex_unlock(&rs->lock);
+        return;
+    }
+    /* refill when less than half a window is left ahead of the reader */
+    if (rs->window == 0)
+        rs->window = fs->o.readahead_init;
+    else if (rs->ra_end > end + rs->window / 2) {
+        pthread_mutex_unlock(&rs->lock);
+        return;
+    } else
+        rs->window = CM_MIN(rs->window * 2, fs->o.readahead_max);
+    ra_from = CM_MAX(rs->ra_end, end);
+    ra_to = CM_MIN(o->size, end + rs->window);
+    b0 = (ra_from + bs - 1) / bs;
+    b1 = (ra_to + bs - 1) / bs;
+    rs->ra_end = b1 * bs;
+    pthread_mutex_unlock(&rs->lock);
+    if (b0 >= b1)
+        return;
+    done = readahead(fs, o, b0, b1);
+    if (done < b1) {
+        /* budget spent: retry from there on the next read */
+        pthread_mutex_lock(&rs->lock);
+        if (rs->ra_end > done * bs)
+            rs->ra_end = done * bs;
+        pthread_mutex_unlock(&rs->lock);
+    }
+}
+
+/* Reads through the cache (see header). */
+ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o,
+                struct fc_rstate *rs, uint64_t off, size_t len, char *out)
+{
+    size_t bs = fs->o.block_size, copied = 0;
+    struct fc_block *run[RUN_MAX];
+    uint64_t b, last;
+    unsigned tries = 0;
+
+    if (off >= o->size || len == 0)
+        return 0;
+    len = (size_t)CM_MIN((uint64_t)len, o->size - off);
+    b = off / bs;
+    last = (off + len - 1) / bs;
+    read_pattern(fs, o, rs, off, len);
+    while (b <= last) {
+        bool owner;
+        unsigned n = 1, i;
+        int err = 0;
+
+        run[0] = fc_cache_acquire(fs->cache, o->key, o->etag, b, true, &owner);
+        if (run[0] == NULL)
+            return copied ? (ssize_t)copied : -ENOMEM;
+        if (owner) {
+            while (b + n <= last && n < RUN_MAX &&
+                   (run[n] = fc_cache_claim(fs->cache, o->key, o->etag,
+                                            b + n)) != NULL)
+                n++;
+            (void)fetch_run(fs, o->key, o->etag, o->size, b, n, run);
+        }
+        for (i = 0; i < n; i++) {
+            struct fc_block *blk = run[i];
+            uint64_t bstart = (b + i) * bs;
+            uint64_t from = CM_MAX(off, bstart);
+            uint64_t to = CM_MIN(off + len, bstart + blk->len);
+
+            if (blk->state == FC_BLOCK_FAILED) {
+                err = blk->err;
+                break;
+            }
+            if (to > from) {
+                memcpy(out + (from - off), blk->data + (from - bstart),
+                       (size_t)(to - from));
+                copied = (size_t)(to - off);
+            }
+            if (blk->len < CM_MIN(bs, o->size - bstart)) {
+                /* object shorter than its listed size: stop at its end */
+                for (unsigned k = 0; k < n; k++)
+                    fc_cache_release(fs->cache, run[k]);
+                return (ssize_t)copied;
+            }
+        }
+        for (unsigned k = 0; k < n; k++)
+            fc_cache_release(fs->cache, run[k]);
+        if (err != 0) {
+            /* a prefetch that was cancelled or failed: fetch it ourselves,
+             * once; a failure of our own fetch is final */
+            if ((owner && i == 0) || ++tries > 3)
+                return copied ? (ssize_t)copied : err;
+            b += i;
+            continue;
+        }
+        b += n;
+    }
+    return (ssize_t)copied;
+}

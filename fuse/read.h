@@ -1,0 +1,49 @@
+/* fuse/read.h - the read path: block cache lookups, fetches of missing
+ * blocks (whole-object GET for small files, block-aligned range GETs
+ * otherwise), sequential detection and readahead windows that double up to
+ * a cap, fetched as parallel parts by the prefetch workers under one global
+ * memory budget. The object version is pinned by ETag (If-Match). */
+#ifndef FUSE_READ_H
+#define FUSE_READ_H
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/compiler.h"
+
+struct fc_fs;
+
+/* Per-reader sequential detection (per open file, or per inode when the
+ * kernel skips opens). */
+struct fc_rstate {
+    pthread_mutex_t lock; /* protects the fields below */
+    uint64_t next_off;    /* where a sequential reader reads next */
+    uint64_t window;      /* current readahead window, bytes */
+    uint64_t ra_end;      /* readahead scheduled up to here */
+    unsigned seq;         /* consecutive sequential reads */
+};
+
+void fc_rstate_init(struct fc_rstate *rs);
+void fc_rstate_fini(struct fc_rstate *rs);
+
+/* The object version a read is pinned to. Strings borrowed. */
+struct fc_robj {
+    const char *key;
+    const char *etag; /* "" when unknown: no If-Match */
+    uint64_t size;
+};
+
+/* Reads up to @len bytes at @off of @o into @out. Returns the byte count
+ * (short only at EOF) or -errno (-EIO when the object changed or the store
+ * failed, -ENOENT, -EACCES). */
+CM_MUST_CHECK ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o,
+                              struct fc_rstate *rs, uint64_t off, size_t len,
+                              char *out);
+
+/* Starts @nthreads prefetch workers. 0 or -errno. */
+CM_MUST_CHECK int fc_prefetch_start(struct fc_fs *fs, unsigned nthreads);
+/* Stops and joins the workers, dropping queued jobs. */
+void fc_prefetch_stop(struct fc_fs *fs);
+
+#endif /* FUSE_READ_H */

@@ -1,0 +1,96 @@
+/* fuse/s3.h - the mount's S3 client: one bounded pool of keep-alive libcurl
+ * handles (DNS, TLS sessions and connections shared through a curl_share)
+ * used by every FUSE thread and prefetch worker. Requests are SigV4-signed
+ * (or anonymous when no key is set), retried with exponential backoff and
+ * jitter on transient failures, and their outcome mapped to an errno.
+ * Counters of every request kind are kept for tests and stats. */
+#ifndef FUSE_S3_H
+#define FUSE_S3_H
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+#include "common/compiler.h"
+
+#define FC_ETAG_MAX 128 /* quoted ETag incl. quotes and NUL */
+
+struct fc_listpage;
+
+struct fc_s3_conf {
+    const char *endpoint;   /* "http://host:port" (no path); borrowed */
+    const char *bucket;     /* borrowed */
+    const char *region;     /* "us-east-1"; borrowed */
+    const char *access_key; /* NULL or "" = anonymous requests; borrowed */
+    const char *secret_key; /* borrowed */
+    unsigned max_conns;     /* pooled handles = max parallel requests */
+    unsigned retries;       /* extra attempts after a transient failure */
+    unsigned connect_timeout_ms;
+    unsigned stall_timeout_s; /* abort an attempt that moves no byte this long */
+};
+
+/* Request counters, updated with relaxed atomics; read by fc_s3_stats_format. */
+struct fc_s3_stats {
+    atomic_ulong get;       /* GET object requests sent (attempts) */
+    atomic_ulong head;      /* HEAD object */
+    atomic_ulong list;      /* ListObjectsV2 pages */
+    atomic_ulong retries;   /* attempts that were retries */
+    atomic_ulong errors;    /* requests that failed for good */
+    atomic_ulong bytes;     /* body bytes received by GETs */
+    atomic_ulong etag_mismatch; /* 412 on an If-Match GET */
+};
+
+/* What a GET/HEAD told about the object. */
+struct fc_s3_obj {
+    uint64_t size;          /* whole object size */
+    time_t mtime;           /* Last-Modified, 0 if absent */
+    char etag[FC_ETAG_MAX]; /* as sent, with quotes; "" if absent */
+};
+
+struct fc_s3;
+
+/* Creates the client; copies everything it needs from @conf.
+ * 0 and *out set, or -ENOMEM / -EINVAL (bad endpoint). */
+CM_MUST_CHECK int fc_s3_create(const struct fc_s3_conf *conf,
+                               struct fc_s3 **out);
+/* Frees the pool; no request may be in flight. */
+void fc_s3_destroy(struct fc_s3 *s);
+/* The client's counters (live; valid until fc_s3_destroy). */
+struct fc_s3_stats *fc_s3_stats(struct fc_s3 *s);
+
+/* GETs bytes [off, off+len) of @key into @dst (room for @len bytes); when
+ * @len is 0 the whole object is fetched without a Range header into @dst of
+ * @cap bytes (more than @cap is an error). With a non-empty @if_match the
+ * request carries If-Match and a changed object fails with -ESTALE.
+ * Returns the byte count received (>= 0; fewer than asked only at EOF) or
+ * -ENOENT (404), -EACCES (403), -ESTALE (412), -EIO (other failures after
+ * the retries). Fills @obj when non-NULL. */
+CM_MUST_CHECK ssize_t fc_s3_get(struct fc_s3 *s, const char *key,
+                                uint64_t off, size_t len, size_t cap,
+                                const char *if_match, void *dst,
+                                struct fc_s3_obj *obj);
+/* HEAD @key. 0 with @obj filled, or -ENOENT, -EACCES, -EIO. */
+CM_MUST_CHECK int fc_s3_head(struct fc_s3 *s, const char *key,
+                             struct fc_s3_obj *obj);
+/* One ListObjectsV2 page: prefix @prefix, delimiter "/", continuation
+ * @token (NULL for the first page), up to @max_keys keys. Fills @page
+ * (caller fc_listpage_init'ed it; entries are appended).
+ * 0, or -ENOENT (no such bucket), -EACCES, -EIO. */
+CM_MUST_CHECK int fc_s3_list(struct fc_s3 *s, const char *prefix,
+                             const char *token, unsigned max_keys,
+                             struct fc_listpage *page);
+
+/* Appends "get=N head=N list=N ..." (one line, NUL-terminated) to @out of
+ * @cap bytes; returns the length written (snprintf semantics). */
+int fc_s3_stats_format(struct fc_s3 *s, char *out, size_t cap);
+
+/* Maps an HTTP status to the errno a filesystem reports (0 for 2xx). */
+int fc_s3_status_errno(long status);
+/* Whether a failed attempt with this status should be retried. */
+bool fc_s3_status_is_transient(long status);
+/* Backoff before retry number @attempt (0-based), in ms: exponential from
+ * 50 ms, capped at 2 s, with "equal jitter" drawn from @rnd. */
+unsigned fc_s3_backoff_ms(unsigned attempt, uint32_t rnd);
+
+#endif /* FUSE_S3_H */
