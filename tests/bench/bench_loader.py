@@ -1,0 +1,919 @@
+#!/usr/bin/python3
+"""tests/bench/bench_loader.py - what a training job sees: ecfs vs local disk,
+s3fs-fuse and rclone mount, all reading the same dataset in one run.
+
+What it measures (figures, not pass/fail; medians where repeated):
+  train  torchvision ImageFolder + DataLoader (shuffle, N workers, prefetch)
+         with a fixed simulated compute time per batch: samples/s and the
+         data-stall fraction (time the loop waited for a batch / wall time),
+         epoch 1 (cold: fresh mount, restarted server, dropped page cache) and
+         epoch 2 (warm), reported separately.
+  raw    the same walk with a raw-bytes loader (read the file, no decode, no
+         compute): files/s and MiB/s, cold and warm.
+  meta   `ls -lR` and `find -type f` over the tree, cold (fresh mount) and warm.
+  seq    one sequential read (1 MiB reads) of a packed tar shard of >= 512 MiB,
+         cold and warm, MiB/s.
+
+How: it starts its own storaged (16 drive directories in a temporary folder,
+the 12+4 default of `make run`) on a free 127.0.0.1 port, generates the dataset
+with scripts/gen-dataset (cached under var/bench/), uploads it to bucket
+`bench`, and mounts that bucket with each peer in turn, one at a time, so peers
+never compete for the 2 cores. Before every cold measurement the FUSE peer is
+freshly mounted, storaged is restarted (its in-memory caches emptied) and the
+kernel page cache is dropped (when /proc/sys/vm/drop_caches is writable).
+Every mount and process it starts is removed at exit, also on Ctrl-C.
+
+Output: tables on stdout (with ratios against local disk), and in the results
+folder: loader.md (Markdown), loader.json (all numbers), loader.png (gnuplot
+bar chart, when gnuplot is installed).
+
+Usage: bench_loader.py [--size tiny|small|default|large] [--peers local,ecfs,
+       s3fs,rclone] [--tests train,raw,meta,seq] [--results DIR] [...]
+       (see --help). Environment: ECFS_BIN_DIR (default <repo>/bin).
+"""
+
+import argparse
+import atexit
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("ECFS_BIN_DIR", os.path.join(REPO, "bin"))
+PY = "/usr/bin/python3"
+BUCKET = "bench"
+PREFIX = "train"                          # the dataset: bench/train/<class>/...
+SHARD_KEY = "shards/shard-000000.tar"     # outside the ImageFolder root
+ACCESS = "benchroot"
+SECRET = "bench-secret-key-0123456789abcdef"
+
+# --size: dataset preset of scripts/gen-dataset, shard MiB, per-phase time cap
+SIZES = {
+    "tiny": dict(preset="tiny", files=200, shard_mib=64, budget=60),
+    "small": dict(preset="small", files=1000, shard_mib=512, budget=90),
+    "default": dict(preset="default", files=3000, shard_mib=512, budget=120),
+    "large": dict(preset="large", files=20000, shard_mib=2048, budget=900),
+}
+PEERS = ["local", "ecfs", "s3fs", "rclone"]
+TESTS = ["train", "raw", "meta", "seq"]
+
+
+def log(msg):
+    """Progress line on stderr (stdout carries the tables)."""
+    sys.stderr.write("bench: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_status(url, timeout=1.0):
+    """Status of GET @url, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (OSError, ValueError):
+        return None
+
+
+def drop_caches():
+    """Syncs and drops the kernel page, dentry and inode caches. Returns
+    False when not permitted (then "cold" only means a fresh mount)."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def is_mounted(path):
+    """True when @path is a mount point (also a dead FUSE one)."""
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            if line.split()[4] == path:
+                return True
+    return False
+
+
+def cmd_out(argv, timeout=10):
+    """First line of the output of @argv, or 'unavailable'."""
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True,
+                           timeout=timeout)
+        out = (r.stdout or r.stderr).strip().splitlines()
+        return out[0].strip() if out else "unavailable"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unavailable"
+
+
+class Storaged:
+    """The benchmark's own storaged on 16 drive directories under @root."""
+
+    def __init__(self, root, ndrives=16):
+        self.root = root
+        self.drives = [os.path.join(root, "d%d" % (i + 1))
+                       for i in range(ndrives)]
+        for d in self.drives:
+            os.makedirs(d, exist_ok=True)
+        self.port = free_port()
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.log = os.path.join(root, "storaged.log")
+        self.proc = None
+
+    def start(self):
+        """Starts it and waits for /health/ready; raises on failure."""
+        env = dict(os.environ, STORAGED_ROOT_USER=ACCESS,
+                   STORAGED_ROOT_PASSWORD=SECRET)
+        with open(self.log, "ab") as logf:
+            self.proc = subprocess.Popen(
+                [os.path.join(BIN, "storaged"), "serve", "--address",
+                 "127.0.0.1:%d" % self.port] + self.drives,
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
+                start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("storaged exited %s (log %s)"
+                                   % (self.proc.returncode, self.log))
+            if http_status(self.endpoint + "/health/ready", 0.5) == 200:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("storaged not ready in 30 s (log %s)" % self.log)
+
+    def stop(self):
+        """SIGTERM, then SIGKILL after 10 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def restart(self):
+        self.stop()
+        self.start()
+
+
+class Mount:
+    """One FUSE client process mounted at @mnt (ecfs, s3fs or rclone)."""
+
+    def __init__(self, kind, mnt, storaged, work, prefix):
+        self.kind = kind
+        self.prefix = prefix  # folder of the bucket to mount
+        self.mnt = mnt
+        self.srv = storaged
+        self.work = work
+        self.proc = None
+        self.log = os.path.join(work, "%s.log" % kind)
+
+    def argv_env(self):
+        """Command line and environment of the client, foreground mode."""
+        env = dict(os.environ)
+        url = self.srv.endpoint
+        if self.kind == "ecfs":
+            env.update(AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET)
+            return ([os.path.join(BIN, "ecfs"), "%s:%s" % (BUCKET, self.prefix),
+                     self.mnt, "-f",
+                     "-o", "endpoint=%s,ro" % url], env)
+        if self.kind == "s3fs":
+            pw = os.path.join(self.work, "s3fs.passwd")
+            with open(pw, "w") as f:
+                f.write("%s:%s\n" % (ACCESS, SECRET))
+            os.chmod(pw, 0o600)
+            cache = os.path.join(self.work, "s3fs-tmp")
+            os.makedirs(cache, exist_ok=True)
+            return (["s3fs", "%s:/%s" % (BUCKET, self.prefix), self.mnt, "-f",
+                     "-o",
+                     "url=%s,use_path_request_style,passwd_file=%s,ro,"
+                     "endpoint=us-east-1,tmpdir=%s" % (url, pw, cache)], env)
+        if self.kind == "rclone":
+            env.pop("AWS_CA_BUNDLE", None)
+            env.update(RCLONE_CONFIG=os.path.join(self.work, "rclone.conf"),
+                       RCLONE_CONFIG_BENCH_TYPE="s3",
+                       RCLONE_CONFIG_BENCH_PROVIDER="Other",
+                       RCLONE_CONFIG_BENCH_ENDPOINT=url,
+                       RCLONE_CONFIG_BENCH_REGION="us-east-1",
+                       RCLONE_CONFIG_BENCH_ACCESS_KEY_ID=ACCESS,
+                       RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY=SECRET,
+                       RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE="true")
+            return (["rclone", "mount", "bench:%s/%s" % (BUCKET, self.prefix),
+                     self.mnt,
+                     "--read-only", "--cache-dir",
+                     os.path.join(self.work, "rclone-cache")], env)
+        raise ValueError(self.kind)
+
+    def mount(self, timeout=30):
+        """Mounts and waits until the root lists; raises on failure."""
+        os.makedirs(self.mnt, exist_ok=True)
+        argv, env = self.argv_env()
+        with open(self.log, "ab") as logf:
+            logf.write(("==== %s\n" % " ".join(argv)).encode())
+            logf.flush()
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                         stdout=logf, stderr=logf, env=env,
+                                         start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited %s while mounting (log %s)"
+                                   % (self.kind, self.proc.returncode,
+                                      self.log))
+            if is_mounted(self.mnt):
+                try:
+                    os.listdir(self.mnt)
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        self.unmount()
+        raise RuntimeError("%s did not mount in %d s (log %s)"
+                           % (self.kind, timeout, self.log))
+
+    def unmount(self):
+        """Unmounts (lazily when busy) and reaps the client process."""
+        if is_mounted(self.mnt):
+            for _ in range(50):
+                if subprocess.run(["fusermount3", "-u", self.mnt],
+                                  capture_output=True).returncode == 0:
+                    break
+                time.sleep(0.1)
+            else:
+                subprocess.run(["fusermount3", "-uz", self.mnt],
+                               capture_output=True)
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(5)
+        self.proc = None
+
+
+# ---------------------------------------------------------------- measurements
+
+class RawFiles:
+    """Dataset of file paths whose item is the file's bytes count (the file is
+    read whole, no decode): pure I/O through the filesystem."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        with open(self.paths[i], "rb") as f:
+            return len(f.read())
+
+
+def _sum_collate(batch):
+    return sum(batch)
+
+
+def _first_collate(batch):
+    """Collates (tensor, label) pairs into one tensor batch and labels."""
+    import torch
+    return (torch.stack([b[0] for b in batch]),
+            torch.tensor([b[1] for b in batch]))
+
+
+def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False):
+    """Iterates @loader for @epochs epochs, sleeping @compute_s after every
+    batch (the simulated training step). Per epoch returns dict(wall, items,
+    stall, bytes, partial): stall = time spent waiting for batches / wall.
+    An epoch stops early after @budget seconds (partial=True)."""
+    res = []
+    for _ep in range(epochs):
+        t0 = time.perf_counter()
+        waited = 0.0
+        items = 0
+        nbytes = 0
+        partial = False
+        it = iter(loader)
+        while True:
+            tw = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                waited += time.perf_counter() - tw
+                break
+            waited += time.perf_counter() - tw
+            if count_bytes:
+                nbytes += int(batch)
+                items += min(loader.batch_size, n_items - items)
+            else:
+                items += len(batch[1])
+            if compute_s > 0:
+                time.sleep(compute_s)
+            if time.perf_counter() - t0 > budget:
+                partial = True
+                break
+        wall = time.perf_counter() - t0
+        del it
+        res.append(dict(wall=wall, items=items, stall=waited / wall,
+                        bytes=nbytes, partial=partial))
+    return res
+
+
+def bench_train(root, a, budget):
+    """ImageFolder epochs over @root; returns (per-epoch list, scan seconds)."""
+    import torch
+    import torchvision.transforms as T
+    from torchvision.datasets import ImageFolder
+
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    tf = T.Compose([T.RandomResizedCrop(a.crop), T.RandomHorizontalFlip(),
+                    T.ToTensor()])
+    ds = ImageFolder(root, transform=tf)
+    scan = time.perf_counter() - t0
+    dl = torch.utils.data.DataLoader(
+        ds, batch_size=a.batch_size, shuffle=True, num_workers=a.workers,
+        prefetch_factor=a.prefetch, persistent_workers=True,
+        collate_fn=_first_collate)
+    res = run_epochs(dl, len(ds), a.epochs, a.compute_ms / 1000.0, budget)
+    del dl
+    return res, scan, len(ds)
+
+
+def bench_raw(root, a, budget):
+    """Raw-bytes epochs over the files below @root (no compute step)."""
+    import torch
+
+    paths = []
+    for d, _dirs, names in os.walk(root):
+        for n in names:
+            if n.endswith(".jpg"):
+                paths.append(os.path.join(d, n))
+    paths.sort()
+    dl = torch.utils.data.DataLoader(
+        RawFiles(paths), batch_size=a.batch_size, shuffle=True,
+        num_workers=a.workers, prefetch_factor=a.prefetch,
+        persistent_workers=True, collate_fn=_sum_collate)
+    res = run_epochs(dl, len(paths), a.epochs, 0.0, budget, count_bytes=True)
+    del dl
+    return res, len(paths)
+
+
+def timed_cmd(argv, budget):
+    """Runs @argv (its stdout lines ending in .jpg counted, then discarded);
+    returns (seconds, jpg lines, timed_out)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    lines = 0
+    timed_out = False
+    try:
+        out, _ = p.communicate(timeout=budget)
+        lines = sum(1 for x in out.split(b"\n") if x.endswith(b".jpg"))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        timed_out = True
+    return time.perf_counter() - t0, lines, timed_out
+
+
+def seq_read(path, budget, ref=None):
+    """Reads @path front to back in 1 MiB reads; returns dict(secs, bytes,
+    partial, ok): ok is False when the first or last MiB differ from the
+    reference file @ref."""
+    bs = 1 << 20
+    t0 = time.perf_counter()
+    n = 0
+    first = last = b""
+    partial = False
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            b = f.read(bs)
+            if not b:
+                break
+            if n == 0:
+                first = b
+            last = b
+            n += len(b)
+            if time.perf_counter() - t0 > budget:
+                partial = True
+                break
+    secs = time.perf_counter() - t0
+    ok = True
+    if ref is not None and not partial:
+        with open(ref, "rb") as f:
+            rf = f.read(bs)
+            size = os.fstat(f.fileno()).st_size
+            f.seek(size - len(last))
+            rl = f.read(len(last))
+        ok = (rf == first and rl == last and size == n)
+    return dict(secs=secs, bytes=n, partial=partial, ok=ok)
+
+
+# ---------------------------------------------------------------- orchestration
+
+class Bench:
+    """Holds the server, the mounts and the results of one run."""
+
+    def __init__(self, a):
+        self.a = a
+        self.size = SIZES[a.size]
+        self.budget = a.budget or self.size["budget"]
+        self.work = tempfile.mkdtemp(prefix="ecfs-bench-", dir=a.workdir)
+        self.srv = None
+        self.mounts = []
+        self.results = {}
+        self.notes = []
+        self.dropped = None
+        atexit.register(self.cleanup)
+
+    def cleanup(self):
+        """Unmounts everything, stops the server, removes the work folder."""
+        for m in self.mounts:
+            try:
+                m.unmount()
+            except Exception as e:  # keep cleaning whatever happened
+                log("cleanup: %s: %s" % (m.kind, e))
+        self.mounts = []
+        if self.srv is not None:
+            self.srv.stop()
+            self.srv = None
+        if self.work and not self.a.keep:
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work = None
+
+    def prepare(self):
+        """Dataset on local disk (cached), server started, data uploaded."""
+        cache = os.path.join(REPO, "var", "bench")
+        self.data = os.path.join(cache, "dataset-%s" % self.a.size)
+        self.shard = os.path.join(cache, "shard-%d.tar" % self.size["shard_mib"])
+        files = self.a.files or self.size["files"]
+        argv = [PY, os.path.join(REPO, "scripts", "gen-dataset"), self.data,
+                "--preset", self.size["preset"], "--files", str(files),
+                "--shard", self.shard, "--shard-mib",
+                str(self.size["shard_mib"])]
+        if any(p != "local" for p in self.a.peers):
+            self.srv = Storaged(os.path.join(self.work, "drives"))
+            self.srv.start()
+            log("storaged at %s on 16 drives under %s"
+                % (self.srv.endpoint, self.srv.root))
+            argv += ["--endpoint", self.srv.endpoint, "--bucket", BUCKET,
+                     "--prefix", PREFIX + "/", "--shard-key", SHARD_KEY]
+        t0 = time.perf_counter()
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS,
+                   AWS_SECRET_ACCESS_KEY=SECRET)
+        r = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("dataset generation/upload failed:\n%s%s"
+                               % (r.stdout, r.stderr))
+        log(r.stdout.strip())
+        self.upload_s = time.perf_counter() - t0
+        self.nfiles = files
+        self.data_bytes = sum(os.path.getsize(os.path.join(d, n))
+                              for d, _x, ns in os.walk(self.data)
+                              for n in ns if n.endswith(".jpg"))
+        self.shard_bytes = os.path.getsize(self.shard)
+
+    def cold(self, peer, prefix=PREFIX):
+        """Makes the next measurement of @peer cold: restarts storaged (for
+        the remote peers) and drops the page cache; returns the root folder
+        and the Mount (None for local disk), freshly mounted."""
+        if peer == "local":
+            self.dropped = drop_caches()
+            return self.data, None
+        self.srv.restart()
+        self.dropped = drop_caches()
+        m = Mount(peer, os.path.join(self.work, "mnt-" + peer), self.srv,
+                  self.work, prefix)
+        self.mounts.append(m)
+        m.mount()
+        return m.mnt, m
+
+    def done(self, m):
+        if m is not None:
+            m.unmount()
+            self.mounts.remove(m)
+
+    def run_peer(self, peer):
+        """All selected tests for @peer; fills self.results[peer]."""
+        a = self.a
+        r = self.results.setdefault(peer, {})
+        if "meta" in a.tests:
+            for name in ("ls -lR", "find"):
+                root, m = self.cold(peer)
+                argv = (["ls", "-lR", root] if name == "ls -lR"
+                        else ["find", root, "-type", "f"])
+                runs = []
+                for _ in range(2):
+                    secs, lines, to = timed_cmd(argv, self.budget)
+                    runs.append(dict(secs=secs, lines=lines, partial=to))
+                self.done(m)
+                if name == "find":
+                    want = self.nfiles
+                    if runs[0]["lines"] != want and not runs[0]["partial"]:
+                        self.notes.append("%s: find listed %d files, expected "
+                                          "%d" % (peer, runs[0]["lines"], want))
+                r[name] = runs
+                log("%s %s: cold %.2f s, warm %.2f s" % (
+                    peer, name, runs[0]["secs"], runs[1]["secs"]))
+        if "train" in a.tests:
+            root, m = self.cold(peer)
+            res, scan, n = bench_train(root, a, self.budget)
+            self.done(m)
+            if n != self.nfiles:
+                self.notes.append("%s: ImageFolder found %d images, expected %d"
+                                  % (peer, n, self.nfiles))
+            r["train"] = res
+            r["scan"] = scan
+            log("%s train: %s (scan %.2f s)" % (peer, ", ".join(
+                "%.0f samples/s stall %.0f%%" % (e["items"] / e["wall"],
+                                                  100 * e["stall"])
+                for e in res), scan))
+        if "raw" in a.tests:
+            root, m = self.cold(peer)
+            res, n = bench_raw(root, a, self.budget)
+            self.done(m)
+            r["raw"] = res
+            log("%s raw: %s" % (peer, ", ".join(
+                "%.0f files/s %.1f MiB/s" % (e["items"] / e["wall"],
+                                             e["bytes"] / 1048576 / e["wall"])
+                for e in res)))
+        if "seq" in a.tests:
+            root, m = self.cold(peer, prefix=os.path.dirname(SHARD_KEY))
+            path = (self.shard if m is None
+                    else os.path.join(root, os.path.basename(SHARD_KEY)))
+            runs = [seq_read(path, self.budget, self.shard)
+                    for _ in range(2)]
+            self.done(m)
+            for x in runs:
+                if not x["ok"]:
+                    self.notes.append("%s: shard read returned WRONG BYTES"
+                                      % peer)
+            r["seq"] = runs
+            log("%s seq: %s" % (peer, ", ".join(
+                "%.0f MiB/s" % (x["bytes"] / 1048576 / x["secs"])
+                for x in runs)))
+
+    def run(self):
+        self.prepare()
+        for peer in self.a.peers:
+            try:
+                self.run_peer(peer)
+            except Exception as e:  # one broken peer must not sink the run
+                log("%s FAILED: %s" % (peer, e))
+                self.results.setdefault(peer, {})["error"] = str(e)
+                for m in list(self.mounts):
+                    self.done(m)
+        if self.srv is not None:
+            self.srv.stop()
+
+
+# ---------------------------------------------------------------- reporting
+
+def machine_info():
+    """Dict of the machine and the versions of every peer."""
+    mem = 0
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem = int(line.split()[1]) * 1024
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import PIL
+        import torch
+        import torchvision
+        tv = "torch %s, torchvision %s, Pillow %s" % (
+            torch.__version__, torchvision.__version__, PIL.__version__)
+    except ImportError:
+        tv = "unavailable"
+    git = cmd_out(["git", "-C", REPO, "describe", "--always", "--dirty"])
+    ecfs = cmd_out([os.path.join(BIN, "ecfs"), "--version"])
+    m = re.match(r"^(.*?libcurl/[0-9.]+)", ecfs)
+    if m:
+        ecfs = m.group(1) + ")"
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": round(mem / 2**30, 1),
+        "kernel": platform.release(),
+        "os": cmd_out(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"]),
+        "ecfs": "%s, git %s" % (ecfs, git),
+        "storaged": cmd_out([os.path.join(BIN, "storaged"), "--version"]),
+        "s3fs": cmd_out(["s3fs", "--version"]).replace(
+            "Amazon Simple Storage Service File System", "s3fs-fuse"),
+        "rclone": cmd_out(["rclone", "version"]),
+        "fuse": cmd_out(["fusermount3", "--version"]),
+        "libcurl": cmd_out(["curl-config", "--version"]),
+        "python": platform.python_version(),
+        "pytorch": tv,
+    }
+
+
+def fmt(v, nd=0):
+    return "n/a" if v is None else ("%.*f" % (nd, v))
+
+
+def ratio(v, base):
+    if v is None or not base:
+        return "n/a"
+    return "%.2fx" % (v / base)
+
+
+def tables(b):
+    """Builds the Markdown tables; returns (markdown text, chart series)."""
+    a = b.a
+    R = b.results
+    out = []
+    chart = {}
+
+    def per(peer, key):
+        return R.get(peer, {}).get(key)
+
+    def star(e):
+        return "*" if e and e.get("partial") else ""
+
+    peers = a.peers
+    if "train" in a.tests:
+        out.append("### Training loader (ImageFolder, %d workers, prefetch %d, "
+                   "batch %d, %d ms compute per batch, crop %d)\n"
+                   % (a.workers, a.prefetch, a.batch_size, a.compute_ms,
+                      a.crop))
+        out.append("| peer | epoch 1 cold samples/s | stall | vs local | "
+                   "epoch 2 warm samples/s | stall | vs local | scan s |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        base = [None, None]
+        series = {}
+        for peer in peers:
+            ep = per(peer, "train")
+            vals = []
+            for i in range(2):
+                e = ep[i] if ep and len(ep) > i else None
+                vals.append((e["items"] / e["wall"] if e else None, e))
+            if peer == "local":
+                base = [v for v, _ in vals]
+            series[peer] = [v for v, _ in vals]
+            out.append("| %s | %s%s | %s | %s | %s%s | %s | %s | %s |" % (
+                peer, fmt(vals[0][0]), star(vals[0][1]),
+                fmt(vals[0][1] and 100 * vals[0][1]["stall"]) + "%"
+                if vals[0][1] else "n/a",
+                ratio(vals[0][0], base[0]), fmt(vals[1][0]), star(vals[1][1]),
+                fmt(vals[1][1] and 100 * vals[1][1]["stall"]) + "%"
+                if vals[1][1] else "n/a",
+                ratio(vals[1][0], base[1]), fmt(per(peer, "scan"), 2)))
+        chart["train"] = series
+        out.append("")
+    if "raw" in a.tests:
+        out.append("### Raw-bytes loader (read whole file, no decode, no "
+                   "compute; %d workers)\n" % a.workers)
+        out.append("| peer | epoch 1 cold files/s | MiB/s | vs local | "
+                   "epoch 2 warm files/s | MiB/s | vs local |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|")
+        base = [None, None]
+        series = {}
+        for peer in peers:
+            ep = per(peer, "raw")
+            vals = []
+            for i in range(2):
+                e = ep[i] if ep and len(ep) > i else None
+                vals.append((e["items"] / e["wall"] if e else None,
+                             e["bytes"] / 1048576 / e["wall"] if e else None,
+                             e))
+            if peer == "local":
+                base = [v[0] for v in vals]
+            series[peer] = [v[0] for v in vals]
+            out.append("| %s | %s%s | %s | %s | %s%s | %s | %s |" % (
+                peer, fmt(vals[0][0]), star(vals[0][2]), fmt(vals[0][1], 1),
+                ratio(vals[0][0], base[0]), fmt(vals[1][0]), star(vals[1][2]),
+                fmt(vals[1][1], 1), ratio(vals[1][0], base[1])))
+        chart["raw"] = series
+        out.append("")
+    if "meta" in a.tests:
+        out.append("### Metadata walk over %d files in %d folders "
+                   "(seconds, lower is better)\n"
+                   % (b.nfiles, len(next(os.walk(b.data))[1])))
+        out.append("| peer | ls -lR cold | ls -lR warm | vs local (cold) | "
+                   "find cold | find warm | vs local (cold) |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|")
+        base = {}
+        series = {}
+        for peer in peers:
+            cells = []
+            for name in ("ls -lR", "find"):
+                runs = per(peer, name)
+                c = runs[0]["secs"] if runs else None
+                w = runs[1]["secs"] if runs else None
+                if peer == "local":
+                    base[name] = c
+                st = ">" if runs and runs[0]["partial"] else ""
+                cells += [st + fmt(c, 2), fmt(w, 2),
+                          ratio(c, base.get(name))]
+                series.setdefault(peer, []).append(c)
+            out.append("| %s | %s |" % (peer, " | ".join(cells)))
+        chart["meta"] = series
+        out.append("")
+    if "seq" in a.tests:
+        out.append("### Sequential read of one %.0f MiB tar shard (1 MiB "
+                   "reads, MiB/s)\n" % (b.shard_bytes / 1048576))
+        out.append("| peer | cold MiB/s | vs local | warm MiB/s | vs local |")
+        out.append("|---|---:|---:|---:|---:|")
+        base = [None, None]
+        series = {}
+        for peer in peers:
+            runs = per(peer, "seq")
+            vals = [(x["bytes"] / 1048576 / x["secs"], x) if x else (None, None)
+                    for x in (runs or [None, None])]
+            if peer == "local":
+                base = [v for v, _ in vals]
+            series[peer] = [v for v, _ in vals]
+            out.append("| %s | %s%s | %s | %s%s | %s |" % (
+                peer, fmt(vals[0][0]), star(vals[0][1]),
+                ratio(vals[0][0], base[0]), fmt(vals[1][0]), star(vals[1][1]),
+                ratio(vals[1][0], base[1])))
+        chart["seq"] = series
+        out.append("")
+    errs = ["%s: %s" % (p, R[p]["error"]) for p in peers
+            if R.get(p, {}).get("error")]
+    foot = []
+    if any("*" in line for line in out):
+        foot.append("`*` the epoch or read hit the %d s time cap; the rate is "
+                    "over the part done." % b.budget)
+    if not b.dropped:
+        foot.append("The page cache could not be dropped: local-disk `cold` "
+                    "figures are page-cache warm.")
+    foot += ["FAILED %s" % e for e in errs] + b.notes
+    if foot:
+        out.append("\n".join("- " + f for f in foot))
+        out.append("")
+    return "\n".join(out), chart
+
+
+def write_chart(path, chart, work):
+    """Writes a 2x2 bar chart PNG of @chart with gnuplot; returns an error
+    string or None."""
+    if not shutil.which("gnuplot"):
+        return "gnuplot not installed"
+    panels = [("train", "Training loader, samples/s (higher is better)",
+               ["epoch 1 cold", "epoch 2 warm"]),
+              ("raw", "Raw-bytes loader, files/s (higher is better)",
+               ["epoch 1 cold", "epoch 2 warm"]),
+              ("meta", "Metadata walk, cold, seconds (lower is better)",
+               ["ls -lR", "find"]),
+              ("seq", "Sequential shard read, MiB/s (higher is better)",
+               ["cold", "warm"])]
+    script = ["set terminal pngcairo size 1400,900 font 'sans,10'",
+              "set output '%s'" % path,
+              "set multiplot layout 2,2 title 'ecfs loader benchmark'",
+              "set style data histograms",
+              "set style histogram clustered gap 1",
+              "set style fill solid 0.85 border -1",
+              "set boxwidth 0.9", "set grid ytics", "set yrange [0:*]",
+              "set key top right"]
+    for key, title, cols in panels:
+        series = chart.get(key)
+        if not series:
+            continue
+        dat = os.path.join(work, "chart-%s.dat" % key)
+        with open(dat, "w") as f:
+            for peer, vals in series.items():
+                f.write('"%s" %s\n' % (peer, " ".join(
+                    "%.6g" % v if v is not None else "0" for v in vals)))
+        script.append("set title '%s'" % title)
+        script.append("plot '%s' using 2:xtic(1) title '%s', '' using 3 "
+                      "title '%s'" % (dat, cols[0], cols[1]))
+    script.append("unset multiplot")
+    r = subprocess.run(["gnuplot"], input="\n".join(script), text=True,
+                       capture_output=True)
+    return None if r.returncode == 0 else r.stderr.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", choices=sorted(SIZES), default="default",
+                    help="dataset and shard size (default: default = 3000 "
+                    "JPEGs 256x192, 512 MiB shard)")
+    ap.add_argument("--files", type=int, help="override the number of images")
+    ap.add_argument("--peers", default=",".join(PEERS),
+                    help="comma list of %s" % ",".join(PEERS))
+    ap.add_argument("--tests", default=",".join(TESTS),
+                    help="comma list of %s" % ",".join(TESTS))
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--prefetch", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--compute-ms", type=float, default=20.0,
+                    help="simulated training step per batch (default 20)")
+    ap.add_argument("--crop", type=int, default=112,
+                    help="RandomResizedCrop size (default 112)")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--budget", type=float,
+                    help="time cap per epoch/command in seconds")
+    ap.add_argument("--results", default=os.path.join(REPO, "results"),
+                    help="results folder (default <repo>/results)")
+    ap.add_argument("--workdir", default=None,
+                    help="where the temporary drives and mounts go")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work folder (logs) after the run")
+    a = ap.parse_args()
+    a.peers = [p for p in a.peers.split(",") if p]
+    a.tests = [t for t in a.tests.split(",") if t]
+    for p in a.peers:
+        if p not in PEERS:
+            ap.error("unknown peer %s" % p)
+    for t in a.tests:
+        if t not in TESTS:
+            ap.error("unknown test %s" % t)
+    if a.epochs < 2:
+        ap.error("--epochs must be >= 2 (cold and warm are reported)")
+    if os.geteuid() != 0 and not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        ap.error("/dev/fuse is not usable by this user")
+
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    t0 = time.perf_counter()
+    info = machine_info()
+    b = Bench(a)
+    try:
+        b.run()
+    finally:
+        b.cleanup()
+    elapsed = time.perf_counter() - t0
+
+    os.makedirs(a.results, exist_ok=True)
+    md, chart = tables(b)
+    head = ["## Loader benchmark (%s)\n" % time.strftime("%Y-%m-%d %H:%M UTC",
+                                                          time.gmtime()),
+            "Command: `make bench%s` (tests/bench/bench_loader.py %s), "
+            "%.0f s in all.\n" % (
+                "" if a.size == "default" else " BENCH_ARGS='--size %s'"
+                % a.size, " ".join(sys.argv[1:]), elapsed),
+            "Machine: %d cores (%s), %.1f GiB RAM, %s, kernel %s.\n" % (
+                info["cores"], info["cpu"], info["memory_gib"], info["os"],
+                info["kernel"]),
+            "Peers: %s; storaged %s; %s; %s; %s; %s; "
+            "Python %s, %s.\n" % (info["ecfs"], info["storaged"], info["s3fs"],
+                                  info["rclone"], info["fuse"],
+                                  info["libcurl"], info["python"],
+                                  info["pytorch"]),
+            "Dataset: %d JPEGs (%.1f MiB, mean %.1f KiB) in bucket `%s` on one "
+            "storaged, 16 drive folders on one disk, 12+4 erasure coding; "
+            "prepared in %.1f s. Cold = fresh mount + restarted storaged + "
+            "dropped page cache%s.\n" % (
+                b.nfiles, b.data_bytes / 1048576,
+                b.data_bytes / 1024 / max(1, b.nfiles), BUCKET, b.upload_s,
+                "" if b.dropped else " (drop_caches NOT permitted)"),
+            "Mount options: ecfs `-o ro`; s3fs `-o ro,use_path_request_style`; "
+            "rclone `--read-only` (default VFS cache mode off).\n"]
+    text = "\n".join(head) + "\n" + md
+    print(text)
+    with open(os.path.join(a.results, "loader.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(a.results, "loader.json"), "w") as f:
+        json.dump(dict(machine=info, args=vars(a), results=b.results,
+                       notes=b.notes, files=b.nfiles, bytes=b.data_bytes,
+                       shard_bytes=b.shard_bytes, elapsed=elapsed), f,
+                  indent=1)
+    err = write_chart(os.path.join(a.results, "loader.png"), chart,
+                      a.results)
+    for k in list(chart):
+        try:
+            os.unlink(os.path.join(a.results, "chart-%s.dat" % k))
+        except OSError:
+            pass
+    if err:
+        log("no chart: %s" % err)
+    log("results in %s" % a.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
