@@ -1,0 +1,125 @@
+/* tests/unit/common_codec_test.c - hex and base64: RFC 4648 vectors,
+ * round trips of every byte value, and strict rejection of bad input. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "common/codec.h"
+
+static void test_hex(void **state)
+{
+    char out[2 * 256 + 1];
+    uint8_t bytes[256], back[256];
+    int i;
+
+    (void)state;
+    cm_hex_encode("", 0, out);
+    assert_string_equal(out, "");
+    cm_hex_encode("\x00\x01\xab\xff", 4, out);
+    assert_string_equal(out, "0001abff");
+    for (i = 0; i < 256; i++)
+        bytes[i] = (uint8_t)i;
+    cm_hex_encode(bytes, 256, out);
+    assert_int_equal(cm_hex_decode(out, 512, back), 256);
+    assert_memory_equal(bytes, back, 256);
+    assert_int_equal(cm_hex_decode("ABcdEf", 6, back), 3);
+    assert_memory_equal(back, "\xab\xcd\xef", 3);
+    assert_int_equal(cm_hex_decode("", 0, back), 0);
+}
+
+static void test_hex_bad(void **state)
+{
+    uint8_t out[8];
+
+    (void)state;
+    assert_int_equal(cm_hex_decode("abc", 3, out), -EINVAL);  /* odd */
+    assert_int_equal(cm_hex_decode("0g", 2, out), -EINVAL);   /* non-hex */
+    assert_int_equal(cm_hex_decode("g0", 2, out), -EINVAL);
+    assert_int_equal(cm_hex_decode(" 0", 2, out), -EINVAL);
+    assert_int_equal(cm_hex_decode("0\0", 2, out), -EINVAL);
+}
+
+static void test_base64_rfc4648(void **state)
+{
+    static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba",
+                                        "foobar"};
+    static const char *const enc[] = {"",         "Zg==",     "Zm8=",
+                                      "Zm9v",     "Zm9vYg==", "Zm9vYmE=",
+                                      "Zm9vYmFy"};
+    char out[16];
+    uint8_t dec[16];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < 7; i++) {
+        size_t n = strlen(plain[i]);
+        cm_base64_encode(plain[i], n, out);
+        assert_string_equal(out, enc[i]);
+        assert_int_equal(strlen(out), CM_BASE64_LEN(n));
+        assert_int_equal(cm_base64_decode(enc[i], strlen(enc[i]), dec), (long)n);
+        assert_memory_equal(dec, plain[i], n);
+    }
+}
+
+static void test_base64_all_bytes(void **state)
+{
+    uint8_t bytes[256], back[256];
+    char out[CM_BASE64_LEN(256) + 1];
+    size_t n;
+
+    (void)state;
+    for (n = 0; n < 256; n++)
+        bytes[n] = (uint8_t)(255 - n);
+    for (n = 0; n <= 256; n += 37) {
+        cm_base64_encode(bytes, n, out);
+        assert_int_equal(cm_base64_decode(out, strlen(out), back), (long)n);
+        assert_memory_equal(bytes, back, n);
+    }
+    /* MD5 of "" as S3's Content-MD5 */
+    cm_base64_encode("\xd4\x1d\x8c\xd9\x8f\x00\xb2\x04\xe9\x80\x09\x98\xec\xf8"
+                     "\x42\x7e",
+                     16, out);
+    assert_string_equal(out, "1B2M2Y8AsgTpgAmY7PhCfg==");
+}
+
+static void test_base64_bad(void **state)
+{
+    static const char *const bad[] = {
+        "Zg=",      /* length not a multiple of 4 */
+        "Zg",       /* unpadded */
+        "Z===",     /* three pads */
+        "====",     /* all padding */
+        "Zg==Zg==", /* padding in the middle */
+        "Zm9v!A==", /* bad character */
+        "Zm 9",     /* space */
+        "Zh==",     /* non-zero unused bits */
+        "Zm9=",     /* non-zero unused bits, one pad */
+        "Z=g=",     /* pad then data */
+        "Zm-_",     /* url-safe alphabet is not accepted */
+    };
+    uint8_t out[16];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (cm_base64_decode(bad[i], strlen(bad[i]), out) != -EINVAL)
+            fail_msg("accepted bad base64 #%zu: %s", i, bad[i]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hex),
+        cmocka_unit_test(test_hex_bad),
+        cmocka_unit_test(test_base64_rfc4648),
+        cmocka_unit_test(test_base64_all_bytes),
+        cmocka_unit_test(test_base64_bad),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,212 @@
+/* tests/unit/common_time_test.c - the three S3 time formats: formatting
+ * (including years and dates that trip naive code), locale independence,
+ * strict parsing and round trips. */
+#include <errno.h>
+#include <locale.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "common/timefmt.h"
+
+#define T_2015 ((time_t)1440938160) /* 2015-08-30T12:36:00Z, a Sunday */
+
+static void test_format(void **state)
+{
+    char iso[CM_TIME_ISO_BASIC_LEN + 1], rfc[CM_TIME_RFC3339_LEN + 1],
+        http[CM_TIME_HTTP_LEN + 1];
+
+    (void)state;
+    cm_time_iso_basic(T_2015, iso);
+    assert_string_equal(iso, "20150830T123600Z");
+    cm_time_rfc3339(T_2015, 123, rfc);
+    assert_string_equal(rfc, "2015-08-30T12:36:00.123Z");
+    cm_time_http(T_2015, http);
+    assert_string_equal(http, "Sun, 30 Aug 2015 12:36:00 GMT");
+
+    cm_time_iso_basic(0, iso);
+    assert_string_equal(iso, "19700101T000000Z");
+    cm_time_rfc3339(0, 0, rfc);
+    assert_string_equal(rfc, "1970-01-01T00:00:00.000Z");
+    cm_time_http(0, http);
+    assert_string_equal(http, "Thu, 01 Jan 1970 00:00:00 GMT");
+
+    /* leap day, and past 2038 (64-bit time_t) */
+    cm_time_http(1709208000, http);
+    assert_string_equal(http, "Thu, 29 Feb 2024 12:00:00 GMT");
+    cm_time_iso_basic((time_t)2147483648LL, iso);
+    assert_string_equal(iso, "20380119T031408Z");
+    cm_time_rfc3339((time_t)4102444799LL, 999, rfc);
+    assert_string_equal(rfc, "2099-12-31T23:59:59.999Z");
+    assert_int_equal(strlen(http), CM_TIME_HTTP_LEN);
+}
+
+static void test_ms_clamped(void **state)
+{
+    char rfc[CM_TIME_RFC3339_LEN + 1];
+
+    (void)state;
+    cm_time_rfc3339(T_2015, -5, rfc);
+    assert_string_equal(rfc, "2015-08-30T12:36:00.000Z");
+    cm_time_rfc3339(T_2015, 1000, rfc);
+    assert_string_equal(rfc, "2015-08-30T12:36:00.999Z");
+}
+
+static void test_locale_independent(void **state)
+{
+    static const char *const locales[] = {"de_DE.UTF-8", "fr_FR.UTF-8",
+                                          "ja_JP.UTF-8", "C.UTF-8"};
+    char http[CM_TIME_HTTP_LEN + 1];
+    time_t t;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(locales) / sizeof(locales[0]); i++) {
+        if (setlocale(LC_ALL, locales[i]) == NULL)
+            continue; /* not installed here; C locale is checked anyway */
+        cm_time_http(T_2015, http);
+        assert_string_equal(http, "Sun, 30 Aug 2015 12:36:00 GMT");
+        assert_int_equal(cm_time_parse_http(http, strlen(http), &t), 0);
+        assert_int_equal(t, T_2015);
+    }
+    setlocale(LC_ALL, "C");
+}
+
+static void test_parse_good(void **state)
+{
+    time_t t;
+
+    (void)state;
+    assert_int_equal(cm_time_parse_iso_basic("20150830T123600Z", 16, &t), 0);
+    assert_int_equal(t, T_2015);
+    assert_int_equal(cm_time_parse_rfc3339("2015-08-30T12:36:00Z", 20, &t), 0);
+    assert_int_equal(t, T_2015);
+    assert_int_equal(cm_time_parse_rfc3339("2015-08-30T12:36:00.123Z", 24, &t),
+                     0);
+    assert_int_equal(t, T_2015);
+    assert_int_equal(
+        cm_time_parse_rfc3339("2015-08-30t12:36:00.123456789z", 30, &t), 0);
+    assert_int_equal(t, T_2015);
+    assert_int_equal(
+        cm_time_parse_rfc3339("2015-08-30T12:36:00.5+00:00", 27, &t), 0);
+    assert_int_equal(t, T_2015);
+    assert_int_equal(cm_time_parse_http("Sun, 30 Aug 2015 12:36:00 GMT", 29, &t),
+                     0);
+    assert_int_equal(t, T_2015);
+    assert_int_equal(cm_time_parse_iso_basic("19700101T000000Z", 16, &t), 0);
+    assert_int_equal(t, 0);
+    assert_int_equal(cm_time_parse_iso_basic("20240229T000000Z", 16, &t), 0);
+    assert_int_equal(cm_time_parse_iso_basic("20000229T000000Z", 16, &t), 0);
+    /* 1969-12-31T23:59:59Z is -1: a valid time, not an error */
+    assert_int_equal(cm_time_parse_iso_basic("19691231T235959Z", 16, &t), 0);
+    assert_int_equal(t, -1);
+    /* leap second accepted (normalised to the next minute) */
+    assert_int_equal(cm_time_parse_iso_basic("20161231T235960Z", 16, &t), 0);
+    assert_int_equal(t, 1483228800);
+}
+
+static void test_parse_bad(void **state)
+{
+    static const char *const iso_bad[] = {
+        "",
+        "20150830T123600",   /* short */
+        "20150830T123600ZZ", /* long */
+        "20150830 123600Z",
+        "2015083OT123600Z",  /* letter O */
+        "20151330T123600Z",  /* month 13 */
+        "20150030T123600Z",  /* month 0 */
+        "20150200T123600Z",  /* day 0 */
+        "20150230T123600Z",  /* Feb 30 */
+        "20230229T123600Z",  /* not a leap year */
+        "19000229T123600Z",  /* century, not a leap year */
+        "20150831T243600Z",  /* hour 24 */
+        "20150831T126000Z",  /* minute 60 */
+        "20150831T123661Z",  /* second 61 */
+        "2015-830T123600Z",
+        "+0150830T123600Z",
+    };
+    static const char *const rfc_bad[] = {
+        "",
+        "2015-08-30",
+        "2015-08-30T12:36:00",      /* no zone */
+        "2015-08-30T12:36:00.Z",    /* empty fraction */
+        "2015-08-30T12:36:00.1234567890Z", /* fraction too long */
+        "2015-08-30T12:36:00+01:00", /* only UTC */
+        "2015-08-30T12:36:00Zjunk",
+        "2015-08-30 12:36:00Z",
+        "2015/08/30T12:36:00Z",
+        "2015-8-30T12:36:00Z",
+        "2015-08-30T12:36Z",
+        "2015-02-30T12:36:00Z",
+    };
+    static const char *const http_bad[] = {
+        "",
+        "Sun, 30 Aug 2015 12:36:00 UTC",
+        "sun, 30 Aug 2015 12:36:00 GMT",
+        "Sun, 30 aug 2015 12:36:00 GMT",
+        "Xyz, 30 Aug 2015 12:36:00 GMT",
+        "Sun, 30 Aug 2015 12:36:00 GMT ",
+        "Sun 30 Aug 2015 12:36:00 GMT",
+        "Sun, 3 Aug 2015 12:36:00 GMT",
+        "Sunday, 30-Aug-15 12:36:00 GMT",  /* RFC 850 */
+        "Sun Aug 30 12:36:00 2015",        /* asctime */
+        "Sun, 31 Sep 2015 12:36:00 GMT",
+        "Sun, 30 Aug 2015 25:36:00 GMT",
+    };
+    time_t t = 12345;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(iso_bad) / sizeof(iso_bad[0]); i++)
+        if (cm_time_parse_iso_basic(iso_bad[i], strlen(iso_bad[i]), &t) !=
+            -EINVAL)
+            fail_msg("iso accepted #%zu: %s", i, iso_bad[i]);
+    for (i = 0; i < sizeof(rfc_bad) / sizeof(rfc_bad[0]); i++)
+        if (cm_time_parse_rfc3339(rfc_bad[i], strlen(rfc_bad[i]), &t) != -EINVAL)
+            fail_msg("rfc3339 accepted #%zu: %s", i, rfc_bad[i]);
+    for (i = 0; i < sizeof(http_bad) / sizeof(http_bad[0]); i++)
+        if (cm_time_parse_http(http_bad[i], strlen(http_bad[i]), &t) != -EINVAL)
+            fail_msg("http accepted #%zu: %s", i, http_bad[i]);
+    assert_int_equal(t, 12345); /* untouched on failure */
+    /* length is honoured: a valid prefix of a longer buffer is rejected */
+    assert_int_equal(cm_time_parse_iso_basic("20150830T123600Z", 15, &t),
+                     -EINVAL);
+}
+
+static void test_round_trip(void **state)
+{
+    char iso[CM_TIME_ISO_BASIC_LEN + 1], rfc[CM_TIME_RFC3339_LEN + 1],
+        http[CM_TIME_HTTP_LEN + 1];
+    time_t t, back;
+
+    (void)state;
+    /* every ~3.7 days over 100 years, plus odd seconds */
+    for (t = 0; t < (time_t)4102444800LL; t += 320417) {
+        cm_time_iso_basic(t, iso);
+        cm_time_rfc3339(t, 7, rfc);
+        cm_time_http(t, http);
+        assert_int_equal(cm_time_parse_iso_basic(iso, strlen(iso), &back), 0);
+        assert_int_equal(back, t);
+        assert_int_equal(cm_time_parse_rfc3339(rfc, strlen(rfc), &back), 0);
+        assert_int_equal(back, t);
+        assert_int_equal(cm_time_parse_http(http, strlen(http), &back), 0);
+        assert_int_equal(back, t);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_ms_clamped),
+        cmocka_unit_test(test_locale_independent),
+        cmocka_unit_test(test_parse_good),
+        cmocka_unit_test(test_parse_bad),
+        cmocka_unit_test(test_round_trip),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
