@@ -41,6 +41,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -489,6 +490,7 @@ class Bench:
         log(r.stdout.strip())
         self.upload_s = time.perf_counter() - t0
         self.nfiles = files
+        self.nclasses = len(next(os.walk(self.data))[1])
         self.data_bytes = sum(os.path.getsize(os.path.join(d, n))
                               for d, _x, ns in os.walk(self.data)
                               for n in ns if n.endswith(".jpg"))
@@ -515,64 +517,74 @@ class Bench:
             self.mounts.remove(m)
 
     def run_peer(self, peer):
-        """All selected tests for @peer; fills self.results[peer]."""
+        """All selected tests for @peer, --repeat times each; fills
+        self.results[peer][test] with one [cold, warm] pair of points per
+        repetition. A point is dict(v=main figure, x=second figure or None,
+        partial=hit the time cap)."""
         a = self.a
         r = self.results.setdefault(peer, {})
-        if "meta" in a.tests:
-            for name in ("ls -lR", "find"):
+        for rep in range(a.repeat):
+            if "meta" in a.tests:
+                for name in ("ls -lR", "find"):
+                    root, m = self.cold(peer)
+                    argv = (["ls", "-lR", root] if name == "ls -lR"
+                            else ["find", root, "-type", "f"])
+                    pts = []
+                    for _ in range(2):
+                        secs, lines, to = timed_cmd(argv, self.budget)
+                        pts.append(dict(v=secs, x=lines, partial=to))
+                    self.done(m)
+                    if pts[0]["x"] != self.nfiles and not pts[0]["partial"]:
+                        self.notes.append("%s: %s listed %d .jpg files, "
+                                          "expected %d" % (peer, name,
+                                                           pts[0]["x"],
+                                                           self.nfiles))
+                    r.setdefault(name, []).append(pts)
+                    log("%s %s #%d: cold %.2f s, warm %.2f s" % (
+                        peer, name, rep + 1, pts[0]["v"], pts[1]["v"]))
+            if "train" in a.tests:
                 root, m = self.cold(peer)
-                argv = (["ls", "-lR", root] if name == "ls -lR"
-                        else ["find", root, "-type", "f"])
-                runs = []
-                for _ in range(2):
-                    secs, lines, to = timed_cmd(argv, self.budget)
-                    runs.append(dict(secs=secs, lines=lines, partial=to))
+                res, scan, n = bench_train(root, a, self.budget)
                 self.done(m)
-                if name == "find":
-                    want = self.nfiles
-                    if runs[0]["lines"] != want and not runs[0]["partial"]:
-                        self.notes.append("%s: find listed %d files, expected "
-                                          "%d" % (peer, runs[0]["lines"], want))
-                r[name] = runs
-                log("%s %s: cold %.2f s, warm %.2f s" % (
-                    peer, name, runs[0]["secs"], runs[1]["secs"]))
-        if "train" in a.tests:
-            root, m = self.cold(peer)
-            res, scan, n = bench_train(root, a, self.budget)
-            self.done(m)
-            if n != self.nfiles:
-                self.notes.append("%s: ImageFolder found %d images, expected %d"
-                                  % (peer, n, self.nfiles))
-            r["train"] = res
-            r["scan"] = scan
-            log("%s train: %s (scan %.2f s)" % (peer, ", ".join(
-                "%.0f samples/s stall %.0f%%" % (e["items"] / e["wall"],
-                                                  100 * e["stall"])
-                for e in res), scan))
-        if "raw" in a.tests:
-            root, m = self.cold(peer)
-            res, n = bench_raw(root, a, self.budget)
-            self.done(m)
-            r["raw"] = res
-            log("%s raw: %s" % (peer, ", ".join(
-                "%.0f files/s %.1f MiB/s" % (e["items"] / e["wall"],
-                                             e["bytes"] / 1048576 / e["wall"])
-                for e in res)))
-        if "seq" in a.tests:
-            root, m = self.cold(peer, prefix=os.path.dirname(SHARD_KEY))
-            path = (self.shard if m is None
-                    else os.path.join(root, os.path.basename(SHARD_KEY)))
-            runs = [seq_read(path, self.budget, self.shard)
-                    for _ in range(2)]
-            self.done(m)
-            for x in runs:
-                if not x["ok"]:
-                    self.notes.append("%s: shard read returned WRONG BYTES"
-                                      % peer)
-            r["seq"] = runs
-            log("%s seq: %s" % (peer, ", ".join(
-                "%.0f MiB/s" % (x["bytes"] / 1048576 / x["secs"])
-                for x in runs)))
+                if n != self.nfiles:
+                    self.notes.append("%s: ImageFolder found %d images, "
+                                      "expected %d" % (peer, n, self.nfiles))
+                pts = [dict(v=e["items"] / e["wall"], x=e["stall"],
+                            partial=e["partial"]) for e in res]
+                r.setdefault("train", []).append(pts)
+                r.setdefault("scan", []).append(
+                    [dict(v=scan, x=None, partial=False)] * 2)
+                log("%s train #%d: %s (scan %.2f s)" % (
+                    peer, rep + 1, ", ".join(
+                        "%.0f samples/s stall %.0f%%" % (p["v"], 100 * p["x"])
+                        for p in pts), scan))
+            if "raw" in a.tests:
+                root, m = self.cold(peer)
+                res, n = bench_raw(root, a, self.budget)
+                self.done(m)
+                pts = [dict(v=e["items"] / e["wall"],
+                            x=e["bytes"] / 1048576 / e["wall"],
+                            partial=e["partial"]) for e in res]
+                r.setdefault("raw", []).append(pts)
+                log("%s raw #%d: %s" % (peer, rep + 1, ", ".join(
+                    "%.0f files/s %.1f MiB/s" % (p["v"], p["x"])
+                    for p in pts)))
+            if "seq" in a.tests:
+                root, m = self.cold(peer, prefix=os.path.dirname(SHARD_KEY))
+                path = (self.shard if m is None
+                        else os.path.join(root, os.path.basename(SHARD_KEY)))
+                runs = [seq_read(path, self.budget, self.shard)
+                        for _ in range(2)]
+                self.done(m)
+                for x in runs:
+                    if not x["ok"]:
+                        self.notes.append("%s: shard read returned WRONG "
+                                          "BYTES" % peer)
+                pts = [dict(v=x["bytes"] / 1048576 / x["secs"], x=None,
+                            partial=x["partial"]) for x in runs]
+                r.setdefault("seq", []).append(pts)
+                log("%s seq #%d: %s" % (peer, rep + 1, ", ".join(
+                    "%.0f MiB/s" % p["v"] for p in pts)))
 
     def run(self):
         self.prepare()
@@ -647,95 +659,94 @@ def ratio(v, base):
     return "%.2fx" % (v / base)
 
 
+def point(b, peer, test, i):
+    """Median over the repetitions of point @i (0 cold, 1 warm) of @test for
+    @peer: dict(v, x, partial), or None when not measured."""
+    reps = b.results.get(peer, {}).get(test) or []
+    pts = [rep[i] for rep in reps if len(rep) > i]
+    if not pts:
+        return None
+    xs = [p["x"] for p in pts if p["x"] is not None]
+    return dict(v=statistics.median(p["v"] for p in pts),
+                x=statistics.median(xs) if xs else None,
+                partial=any(p["partial"] for p in pts))
+
+
 def tables(b):
     """Builds the Markdown tables; returns (markdown text, chart series)."""
     a = b.a
-    R = b.results
     out = []
     chart = {}
-
-    def per(peer, key):
-        return R.get(peer, {}).get(key)
-
-    def star(e):
-        return "*" if e and e.get("partial") else ""
-
     peers = a.peers
+
+    def cell(p, nd=0, pre=""):
+        if p is None:
+            return "n/a"
+        return pre + fmt(p["v"], nd) + ("*" if p["partial"] else "")
+
+    def pct(p):
+        return "n/a" if p is None or p["x"] is None else "%.0f%%" % (
+            100 * p["x"])
+
+    def val(p):
+        return None if p is None else p["v"]
+
     if "train" in a.tests:
-        out.append("### Training loader (ImageFolder, %d workers, prefetch %d, "
-                   "batch %d, %d ms compute per batch, crop %d)\n"
+        out.append("### Training loader: ImageFolder + DataLoader (shuffle, %d "
+                   "workers, prefetch %d, batch %d, %g ms simulated compute "
+                   "per batch, RandomResizedCrop %d)\n"
                    % (a.workers, a.prefetch, a.batch_size, a.compute_ms,
                       a.crop))
-        out.append("| peer | epoch 1 cold samples/s | stall | vs local | "
-                   "epoch 2 warm samples/s | stall | vs local | scan s |")
+        out.append("| peer | epoch 1 (cold) samples/s | data stall | vs local "
+                   "| epoch 2 (warm) samples/s | data stall | vs local | "
+                   "ImageFolder scan s |")
         out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
-        base = [None, None]
+        base = [val(point(b, "local", "train", i)) for i in range(2)]
         series = {}
         for peer in peers:
-            ep = per(peer, "train")
-            vals = []
-            for i in range(2):
-                e = ep[i] if ep and len(ep) > i else None
-                vals.append((e["items"] / e["wall"] if e else None, e))
-            if peer == "local":
-                base = [v for v, _ in vals]
-            series[peer] = [v for v, _ in vals]
-            out.append("| %s | %s%s | %s | %s | %s%s | %s | %s | %s |" % (
-                peer, fmt(vals[0][0]), star(vals[0][1]),
-                fmt(vals[0][1] and 100 * vals[0][1]["stall"]) + "%"
-                if vals[0][1] else "n/a",
-                ratio(vals[0][0], base[0]), fmt(vals[1][0]), star(vals[1][1]),
-                fmt(vals[1][1] and 100 * vals[1][1]["stall"]) + "%"
-                if vals[1][1] else "n/a",
-                ratio(vals[1][0], base[1]), fmt(per(peer, "scan"), 2)))
+            p = [point(b, peer, "train", i) for i in range(2)]
+            series[peer] = [val(x) for x in p]
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                peer, cell(p[0]), pct(p[0]), ratio(val(p[0]), base[0]),
+                cell(p[1]), pct(p[1]), ratio(val(p[1]), base[1]),
+                cell(point(b, peer, "scan", 0), 2)))
         chart["train"] = series
         out.append("")
     if "raw" in a.tests:
-        out.append("### Raw-bytes loader (read whole file, no decode, no "
-                   "compute; %d workers)\n" % a.workers)
-        out.append("| peer | epoch 1 cold files/s | MiB/s | vs local | "
-                   "epoch 2 warm files/s | MiB/s | vs local |")
+        out.append("### Raw-bytes loader: DataLoader reading whole files (no "
+                   "decode, no compute; shuffle, %d workers, batch %d)\n"
+                   % (a.workers, a.batch_size))
+        out.append("| peer | epoch 1 (cold) files/s | MiB/s | vs local | "
+                   "epoch 2 (warm) files/s | MiB/s | vs local |")
         out.append("|---|---:|---:|---:|---:|---:|---:|")
-        base = [None, None]
+        base = [val(point(b, "local", "raw", i)) for i in range(2)]
         series = {}
         for peer in peers:
-            ep = per(peer, "raw")
-            vals = []
-            for i in range(2):
-                e = ep[i] if ep and len(ep) > i else None
-                vals.append((e["items"] / e["wall"] if e else None,
-                             e["bytes"] / 1048576 / e["wall"] if e else None,
-                             e))
-            if peer == "local":
-                base = [v[0] for v in vals]
-            series[peer] = [v[0] for v in vals]
-            out.append("| %s | %s%s | %s | %s | %s%s | %s | %s |" % (
-                peer, fmt(vals[0][0]), star(vals[0][2]), fmt(vals[0][1], 1),
-                ratio(vals[0][0], base[0]), fmt(vals[1][0]), star(vals[1][2]),
-                fmt(vals[1][1], 1), ratio(vals[1][0], base[1])))
+            p = [point(b, peer, "raw", i) for i in range(2)]
+            series[peer] = [val(x) for x in p]
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                peer, cell(p[0]), fmt(p[0] and p[0]["x"], 1),
+                ratio(val(p[0]), base[0]), cell(p[1]),
+                fmt(p[1] and p[1]["x"], 1), ratio(val(p[1]), base[1])))
         chart["raw"] = series
         out.append("")
     if "meta" in a.tests:
-        out.append("### Metadata walk over %d files in %d folders "
-                   "(seconds, lower is better)\n"
-                   % (b.nfiles, len(next(os.walk(b.data))[1])))
-        out.append("| peer | ls -lR cold | ls -lR warm | vs local (cold) | "
-                   "find cold | find warm | vs local (cold) |")
+        out.append("### Metadata walk: `ls -lR` and `find -type f` over %d "
+                   "files in %d folders (seconds, lower is better)\n"
+                   % (b.nfiles, b.nclasses))
+        out.append("| peer | ls -lR cold | ls -lR warm | cold vs local | "
+                   "find cold | find warm | cold vs local |")
         out.append("|---|---:|---:|---:|---:|---:|---:|")
-        base = {}
         series = {}
+        base = {n: val(point(b, "local", n, 0)) for n in ("ls -lR", "find")}
         for peer in peers:
             cells = []
             for name in ("ls -lR", "find"):
-                runs = per(peer, name)
-                c = runs[0]["secs"] if runs else None
-                w = runs[1]["secs"] if runs else None
-                if peer == "local":
-                    base[name] = c
-                st = ">" if runs and runs[0]["partial"] else ""
-                cells += [st + fmt(c, 2), fmt(w, 2),
-                          ratio(c, base.get(name))]
-                series.setdefault(peer, []).append(c)
+                p = [point(b, peer, name, i) for i in range(2)]
+                pre = ">" if p[0] and p[0]["partial"] else ""
+                cells += [cell(p[0], 2, pre), cell(p[1], 2),
+                          ratio(val(p[0]), base[name])]
+                series.setdefault(peer, []).append(val(p[0]))
             out.append("| %s | %s |" % (peer, " | ".join(cells)))
         chart["meta"] = series
         out.append("")
@@ -744,28 +755,26 @@ def tables(b):
                    "reads, MiB/s)\n" % (b.shard_bytes / 1048576))
         out.append("| peer | cold MiB/s | vs local | warm MiB/s | vs local |")
         out.append("|---|---:|---:|---:|---:|")
-        base = [None, None]
+        base = [val(point(b, "local", "seq", i)) for i in range(2)]
         series = {}
         for peer in peers:
-            runs = per(peer, "seq")
-            vals = [(x["bytes"] / 1048576 / x["secs"], x) if x else (None, None)
-                    for x in (runs or [None, None])]
-            if peer == "local":
-                base = [v for v, _ in vals]
-            series[peer] = [v for v, _ in vals]
-            out.append("| %s | %s%s | %s | %s%s | %s |" % (
-                peer, fmt(vals[0][0]), star(vals[0][1]),
-                ratio(vals[0][0], base[0]), fmt(vals[1][0]), star(vals[1][1]),
-                ratio(vals[1][0], base[1])))
+            p = [point(b, peer, "seq", i) for i in range(2)]
+            series[peer] = [val(x) for x in p]
+            out.append("| %s | %s | %s | %s | %s |" % (
+                peer, cell(p[0]), ratio(val(p[0]), base[0]), cell(p[1]),
+                ratio(val(p[1]), base[1])))
         chart["seq"] = series
         out.append("")
-    errs = ["%s: %s" % (p, R[p]["error"]) for p in peers
-            if R.get(p, {}).get("error")]
+    errs = ["%s: %s" % (p, b.results[p]["error"]) for p in peers
+            if b.results.get(p, {}).get("error")]
     foot = []
+    if a.repeat > 1:
+        foot.append("Figures are medians of %d repetitions." % a.repeat)
     if any("*" in line for line in out):
-        foot.append("`*` the epoch or read hit the %d s time cap; the rate is "
-                    "over the part done." % b.budget)
-    if not b.dropped:
+        foot.append("`*` the epoch or read hit the %g s time cap; the figure "
+                    "is over the part done (`>`: the command was stopped)."
+                    % b.budget)
+    if b.dropped is False:
         foot.append("The page cache could not be dropped: local-disk `cold` "
                     "figures are page-cache warm.")
     foot += ["FAILED %s" % e for e in errs] + b.notes
@@ -832,6 +841,8 @@ def main():
     ap.add_argument("--crop", type=int, default=112,
                     help="RandomResizedCrop size (default 112)")
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="repeat every measurement N times, report medians")
     ap.add_argument("--budget", type=float,
                     help="time cap per epoch/command in seconds")
     ap.add_argument("--results", default=os.path.join(REPO, "results"),
