@@ -133,11 +133,23 @@ check: deps
 	  $(MAKE) SAN=address integration
 
 # Fuzzing: libFuzzer targets built with clang; corpora replayed by replay.
-FUZZ_CFLAGS := $(CSTD) -I. $(PKG_CFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -pthread
-FUZZ_COMMON := $(filter-out $(STORAGED_MAIN) $(ECFS_MAIN),$(COMMON_SRCS) $(STORAGED_SRCS))
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_COMMON)
+# Sources are instrumented once into build/fuzz/obj and archived, so a
+# target links only the objects it uses (an unrelated half-finished file in
+# storaged/ cannot break the SigV4 fuzzer's link).
+FUZZ_CFLAGS := $(CSTD) -I. $(PKG_CFLAGS) -g -O1 -MMD -MP -pthread \
+               -fsanitize=fuzzer-no-link,address,undefined
+FUZZ_LDFLAGS := -fsanitize=fuzzer,address,undefined -pthread
+fuzzobj = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
+FUZZ_BINS := $(patsubst %,build/fuzz/%,$(FUZZ_TARGETS))
+build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $^ $(LDLIBS) $(PKG_LIBS)
+	clang $(FUZZ_CFLAGS) -c -o $@ $<
+build/fuzz/libcommon.a: $(call fuzzobj,$(COMMON_SRCS))
+	$(AR) rcs $@ $^
+build/fuzz/libstoraged.a: $(call fuzzobj,$(STORAGED_SRCS))
+	$(AR) rcs $@ $^
+$(FUZZ_BINS): build/fuzz/%: build/fuzz/obj/tests/fuzz/%.o build/fuzz/libstoraged.a build/fuzz/libcommon.a
+	clang $(FUZZ_LDFLAGS) -o $@ $^ $(LDLIBS)
 fuzz: deps $(patsubst %,build/fuzz/%,$(FUZZ_TARGETS))
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build/fuzz/corpus-$$t; \
@@ -149,6 +161,8 @@ REPLAY_BINS := $(patsubst %,$(BUILD)/fuzz/replay-%,$(FUZZ_TARGETS))
 $(BUILD)/fuzz/replay-%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSTORAGED) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# keep the replay objects (make would delete them as intermediates)
+.SECONDARY: $(patsubst %,$(BUILD)/tests/fuzz/%.o,$(FUZZ_TARGETS) replay_main)
 replay: $(REPLAY_BINS)
 	@for t in $(FUZZ_TARGETS); do \
 	  $(BUILD)/fuzz/replay-$$t tests/fuzz/corpus/$$t || exit 1; done
