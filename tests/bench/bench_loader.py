@@ -120,7 +120,7 @@ def cmd_out(argv, timeout=10):
         r = subprocess.run(argv, capture_output=True, text=True,
                            timeout=timeout)
         out = (r.stdout or r.stderr).strip().splitlines()
-        return out[0].strip() if out else "unavailable"
+        return out[0].strip() if out and r.returncode == 0 else "unavailable"
     except (OSError, subprocess.TimeoutExpired):
         return "unavailable"
 
@@ -734,8 +734,8 @@ def tables(b):
         out.append("### Metadata walk: `ls -lR` and `find -type f` over %d "
                    "files in %d folders (seconds, lower is better)\n"
                    % (b.nfiles, b.nclasses))
-        out.append("| peer | ls -lR cold | ls -lR warm | cold vs local | "
-                   "find cold | find warm | cold vs local |")
+        out.append("| peer | ls -lR cold | ls -lR warm | cold time vs local | "
+                   "find cold | find warm | cold time vs local |")
         out.append("|---|---:|---:|---:|---:|---:|---:|")
         series = {}
         base = {n: val(point(b, "local", n, 0)) for n in ("ls -lR", "find")}
