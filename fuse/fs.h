@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 struct fc_s3;
 struct fc_itab;
@@ -52,6 +53,7 @@ struct fc_fs {
     struct fc_cache *cache;
     struct fc_prefetch *pf;
     bool cache_forever; /* ro || immutable: metadata never expires */
+    time_t started;     /* mount time: the mtime of directories */
 };
 
 /* Monotonic clock in seconds. */

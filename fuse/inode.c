@@ -26,6 +26,8 @@ struct fc_itab {
     struct fc_inode *by_key;  /* uthash hh_key; protected by lock */
     fuse_ino_t next_ino;      /* protected by lock */
     size_t count;             /* protected by lock */
+    struct fc_listing *listings; /* cache by dir key; one ref each; lock */
+    pthread_mutex_t list_locks[64]; /* serialise refreshes, by key hash */
 };
 
 /* Monotonic seconds (see fs.h). */
@@ -59,16 +61,12 @@ static struct fc_inode *inode_alloc(const char *key)
         free(in);
         return NULL;
     }
-    pthread_mutex_init(&in->list_lock, NULL);
     fc_rstate_init(&in->rs);
     return in;
 }
 
 static void inode_free(struct fc_inode *in)
 {
-    if (in->listing)
-        fc_listing_unref(in->listing);
-    pthread_mutex_destroy(&in->list_lock);
     fc_rstate_fini(&in->rs);
     free(in->key);
     free(in);
@@ -83,6 +81,8 @@ int fc_itab_create(const char *root_key, struct fc_itab **out)
     if (t == NULL)
         return -ENOMEM;
     pthread_mutex_init(&t->lock, NULL);
+    for (size_t i = 0; i < CM_ARRAY_SIZE(t->list_locks); i++)
+        pthread_mutex_init(&t->list_locks[i], NULL);
     root = inode_alloc(root_key);
     if (root == NULL) {
         free(t);
@@ -104,6 +104,7 @@ int fc_itab_create(const char *root_key, struct fc_itab **out)
 void fc_itab_destroy(struct fc_itab *t)
 {
     struct fc_inode *in, *tmp;
+    struct fc_listing *l, *ltmp;
 
     if (t == NULL)
         return;
@@ -112,6 +113,12 @@ void fc_itab_destroy(struct fc_itab *t)
         HASH_DELETE(hh_key, t->by_key, in);
         inode_free(in);
     }
+    HASH_ITER(hh, t->listings, l, ltmp) {
+        HASH_DEL(t->listings, l);
+        fc_listing_unref(l);
+    }
+    for (size_t i = 0; i < CM_ARRAY_SIZE(t->list_locks); i++)
+        pthread_mutex_destroy(&t->list_locks[i]);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -155,6 +162,22 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
     in->nlookup++;
     pthread_mutex_unlock(&t->lock);
     return in;
+}
+
+/* Attributes of a live inode by key (see header). */
+bool fc_itab_cached_attr(struct fc_itab *t, const char *key,
+                         struct fc_attr *a, double *fetched)
+{
+    struct fc_inode *in;
+
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND(hh_key, t->by_key, key, strlen(key), in);
+    if (in) {
+        *a = in->attr;
+        *fetched = in->attr_fetched;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return in != NULL;
 }
 
 /* Drops lookups (see header). */
@@ -236,6 +259,7 @@ void fc_listing_unref(struct fc_listing *l)
         free(l->ents[i].etag);
     }
     free(l->ents);
+    free(l->key);
     free(l);
 }
 
@@ -324,6 +348,8 @@ struct fc_listing *fc_listing_build(const char *dirkey,
     l->n = out;
     l->fetched = fetched;
     atomic_init(&l->refs, 1);
+    if ((l->key = strdup(dirkey)) == NULL)
+        goto out_free;
     for (size_t i = 0; i < npages; i++)
         fc_listpage_fini(&pages[i]);
     return l;
@@ -357,17 +383,17 @@ const struct fc_dirent *fc_listing_find(const struct fc_listing *l,
 }
 
 /* Fresh cached listing or NULL (see header). */
-struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs,
-                                         struct fc_inode *dir)
+struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey)
 {
     struct fc_itab *t = fs->itab;
-    struct fc_listing *l = NULL;
+    struct fc_listing *l;
 
     pthread_mutex_lock(&t->lock);
-    if (dir->listing && fc_fs_is_fresh(fs, dir->listing->fetched)) {
-        l = dir->listing;
+    HASH_FIND(hh, t->listings, dirkey, strlen(dirkey), l);
+    if (l && fc_fs_is_fresh(fs, l->fetched))
         atomic_fetch_add(&l->refs, 1);
-    }
+    else
+        l = NULL;
     pthread_mutex_unlock(&t->lock);
     return l;
 }
@@ -419,32 +445,39 @@ out_pages:
 }
 
 /* Cached or fetched listing (see header). */
-int fc_dir_listing(struct fc_fs *fs, struct fc_inode *dir,
+int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
                    struct fc_listing **out)
 {
     struct fc_itab *t = fs->itab;
     struct fc_listing *l, *old;
+    pthread_mutex_t *ll;
+    uint32_t h = 2166136261u;
     int ret;
 
-    if ((*out = fc_dir_cached_listing(fs, dir)) != NULL)
+    if ((*out = fc_dir_cached_listing(fs, dirkey)) != NULL)
         return 0;
-    pthread_mutex_lock(&dir->list_lock);
+    for (const char *p = dirkey; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    ll = &t->list_locks[h % CM_ARRAY_SIZE(t->list_locks)];
+    pthread_mutex_lock(ll);
     /* another thread may have refreshed it while we waited */
-    if ((*out = fc_dir_cached_listing(fs, dir)) != NULL) {
-        pthread_mutex_unlock(&dir->list_lock);
+    if ((*out = fc_dir_cached_listing(fs, dirkey)) != NULL) {
+        pthread_mutex_unlock(ll);
         return 0;
     }
-    ret = dir_fetch(fs, dir->key, &l);
+    ret = dir_fetch(fs, dirkey, &l);
     if (ret < 0) {
-        pthread_mutex_unlock(&dir->list_lock);
+        pthread_mutex_unlock(ll);
         return ret;
     }
-    atomic_fetch_add(&l->refs, 1); /* one for the inode, one for caller */
+    atomic_fetch_add(&l->refs, 1); /* one for the cache, one for caller */
     pthread_mutex_lock(&t->lock);
-    old = dir->listing;
-    dir->listing = l;
+    HASH_FIND(hh, t->listings, dirkey, strlen(dirkey), old);
+    if (old)
+        HASH_DEL(t->listings, old);
+    HASH_ADD_KEYPTR(hh, t->listings, l->key, strlen(l->key), l);
     pthread_mutex_unlock(&t->lock);
-    pthread_mutex_unlock(&dir->list_lock);
+    pthread_mutex_unlock(ll);
     fc_listing_unref(old);
     *out = l;
     return 0;

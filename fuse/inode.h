@@ -3,8 +3,9 @@
  * "a/b/" for a directory, the mount prefix for the root). It lives while the
  * kernel holds lookups on it (nlookup, raised by every entry reply and
  * readdirplus entry, lowered by forget), as in passthrough_ll. Directory
- * inodes hold a refcounted snapshot of their last listing, shared with open
- * directory handles. */
+ * listings are refcounted snapshots kept in a cache keyed by directory key
+ * (not by inode, so they outlive the kernel forgetting an inode), shared
+ * with open directory handles. */
 #ifndef FUSE_INODE_H
 #define FUSE_INODE_H
 #ifndef FUSE_USE_VERSION
@@ -36,6 +37,8 @@ struct fc_dirent {
 /* Immutable after creation; freed when the last reference goes. */
 struct fc_listing {
     atomic_int refs;
+    char *key;               /* directory key; owned */
+    UT_hash_handle hh;       /* in itab's listing cache; itab->lock */
     double fetched;          /* fc_now() when the LIST started */
     size_t n;
     struct fc_dirent *ents;  /* sorted by name (bytewise), unique names */
@@ -56,8 +59,6 @@ struct fc_inode {
     struct fc_attr attr;     /* protected by itab->lock */
     double attr_fetched;     /* fc_now() of attr; protected by itab->lock */
     char kept_etag[FC_ETAG_MAX]; /* ETag the page cache holds; itab->lock */
-    struct fc_listing *listing;  /* dirs: last listing; itab->lock */
-    pthread_mutex_t list_lock;   /* serialises listing refreshes */
     struct fc_rstate rs;     /* reader state when opens are skipped */
     UT_hash_handle hh_ino;   /* by ino; protected by itab->lock */
     UT_hash_handle hh_key;   /* by key; protected by itab->lock */
@@ -76,6 +77,10 @@ struct fc_inode *fc_inode_peek(struct fc_itab *t, fuse_ino_t ino);
  * at @when) and adds one kernel lookup. Returns the inode or NULL (ENOMEM). */
 struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
                                  const struct fc_attr *a, double when);
+/* Copies the attributes of the inode of @key, if one is live, and when
+ * they were fetched. Returns whether it exists. */
+bool fc_itab_cached_attr(struct fc_itab *t, const char *key,
+                         struct fc_attr *a, double *fetched);
 /* Drops @n kernel lookups; frees the inode when none remain (not root). */
 void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n);
 /* Copies the attributes and their age under the lock. */
@@ -94,11 +99,11 @@ size_t fc_itab_count(struct fc_itab *t);
 /* Returns a new reference to the directory's listing, fetching (all pages
  * of ListObjectsV2, 1000 keys each) when there is none or it is stale.
  * 0 and *out, or -errno. */
-CM_MUST_CHECK int fc_dir_listing(struct fc_fs *fs, struct fc_inode *dir,
+CM_MUST_CHECK int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
                                  struct fc_listing **out);
 /* Returns a new reference to the cached listing if it is fresh, else NULL. */
 struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs,
-                                         struct fc_inode *dir);
+                                         const char *dirkey);
 void fc_listing_unref(struct fc_listing *l);
 /* Binary search by name; NULL when absent. */
 const struct fc_dirent *fc_listing_find(const struct fc_listing *l,

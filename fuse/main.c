@@ -21,6 +21,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -412,6 +413,7 @@ int main(int argc, char *argv[])
     }
     fs.o = r.o;
     fs.cache_forever = r.o.ro || r.o.immutable;
+    fs.started = time(NULL);
     if (fs.o.attr_timeout < 0)
         fs.o.attr_timeout = fs.cache_forever ? 86400 : 1;
     if (fs.o.negative_timeout < 0)

@@ -74,9 +74,10 @@ void fc_fill_stat(const struct fc_fs *fs, fuse_ino_t ino,
     st->st_gid = fs->o.gid;
     st->st_blksize = (blksize_t)fs->o.block_size;
     st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
-    st->st_mtim.tv_sec = a->mtime;
-    st->st_ctim.tv_sec = a->mtime;
-    st->st_atim.tv_sec = a->mtime;
+    /* prefixes have no time of their own: show the mount time */
+    st->st_mtim.tv_sec = a->mtime ? a->mtime : fs->started;
+    st->st_ctim.tv_sec = st->st_mtim.tv_sec;
+    st->st_atim.tv_sec = st->st_mtim.tv_sec;
 }
 
 /* Builds the S3 key of child @name of directory key @dir. NULL on ENOMEM. */
@@ -208,6 +209,39 @@ static int lookup_remote(struct fc_fs *fs, const char *dirkey,
     return hr;
 }
 
+/* Returns the key of a live child inode of @dirkey named @name whose
+ * attributes are still fresh (copied to @a), or NULL. Directories first,
+ * as in listings. */
+static char *cached_child(struct fc_fs *fs, const char *dirkey,
+                          const char *name, struct fc_attr *a)
+{
+    struct fc_listing *l;
+    double fetched;
+
+    for (int is_dir = 1; is_dir >= 0; is_dir--) {
+        char *k = child_key(dirkey, name, is_dir);
+        if (k == NULL)
+            return NULL;
+        if (fc_itab_cached_attr(fs->itab, k, a, &fetched) &&
+            fc_fs_is_fresh(fs, fetched))
+            return k;
+        /* a fresh non-empty listing of key/ proves a directory */
+        if (is_dir && (l = fc_dir_cached_listing(fs, k)) != NULL) {
+            size_t n = l->n;
+            fc_listing_unref(l);
+            if (n == 0) { /* empty: a marker or nothing; ask S3 */
+                free(k);
+                continue;
+            }
+            memset(a, 0, sizeof(*a));
+            a->is_dir = true;
+            return k;
+        }
+        free(k);
+    }
+    return NULL;
+}
+
 /* Valid replies: fuse_reply_entry, fuse_reply_err */
 static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
@@ -227,7 +261,7 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, ENAMETOOLONG);
         return;
     }
-    l = fc_dir_cached_listing(fs, dir);
+    l = fc_dir_cached_listing(fs, dir->key);
     if (l != NULL) {
         const struct fc_dirent *d = fc_listing_find(l, name);
         if (d == NULL) {
@@ -241,6 +275,8 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         key = child_key(dir->key, name, d->is_dir);
         fc_listing_unref(l);
         ret = key ? 0 : -ENOMEM;
+    } else if ((key = cached_child(fs, dir->key, name, &a)) != NULL) {
+        ret = 0; /* a live inode with fresh attributes: no request */
     } else {
         ret = lookup_remote(fs, dir->key, name, &a, &key);
     }
@@ -460,7 +496,7 @@ static void fc_op_opendir(fuse_req_t req, fuse_ino_t ino,
         fuse_reply_err(req, ENOTDIR);
         return;
     }
-    ret = fc_dir_listing(fs, in, &l);
+    ret = fc_dir_listing(fs, in->key, &l);
     if (ret < 0) {
         fuse_reply_err(req, -ret);
         return;

@@ -525,6 +525,8 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
         if (attempt > 0)
             atomic_fetch_add_explicit(&s->stats.retries, 1,
                                       memory_order_relaxed);
+        cm_log(CM_LOG_DEBUG, 0, "ecfs s3 %s %s%s%s", method, url.data,
+               range ? " range=" : "", range ? range : "");
         cc = curl_easy_perform(h);
         status = 0;
         if (cc == CURLE_OK)

@@ -1,0 +1,308 @@
+"""Fixtures and helpers for the ecfs FUSE client tests (test_fuse_*.py).
+
+- ``Mount``: one ``bin/ecfs`` mount (daemon mode, log file in the test dir)
+  with ``.stats()`` (the ``user.ecfs.stats`` counters as a dict),
+  ``.unmount()`` (fusermount3 -u, falling back to a lazy unmount) and
+  ``.log_text()``.
+- ``ecfs_mount``: factory fixture ``ecfs_mount(endpoint, bucket, opts=None,
+  access_key=..., secret_key=..., prefix=None, env=None)`` -> Mount; every
+  mount and every ecfs process is gone at teardown.
+- ``s3rver``: a second S3 server (npm's s3rver, installed by the test into
+  build/node/ when missing; skipped only if npm cannot install it), with
+  ``.endpoint``, ``.client()``, ``.stop()``.
+- ``upload_tree(client, bucket, root, prefix="")``: uploads a local tree.
+- ``make_tree(root)``: writes an ImageFolder-like tree with nested dirs,
+  0-byte and multi-MiB files, names with spaces and unicode.
+"""
+
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import BIN_DIR, REPO, boto3_client, free_port, http_status
+
+ECFS = os.path.join(BIN_DIR, "ecfs")
+NODE_DIR = os.path.join(REPO, "build", "node")
+S3RVER_JS = os.path.join(NODE_DIR, "node_modules", "s3rver", "bin",
+                         "s3rver.js")
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) > 1 and parts[1].encode().decode(
+                    "unicode_escape") == path:
+                return True
+    return False
+
+
+class Mount:
+    """A running ecfs mount (see module doc)."""
+
+    def __init__(self, workdir, endpoint, bucket, opts=None, access_key=None,
+                 secret_key=None, prefix=None, env=None, foreground=False):
+        self.workdir = str(workdir)
+        self.path = os.path.join(self.workdir, "mnt-" + uuid.uuid4().hex[:6])
+        os.makedirs(self.path)
+        self.log = os.path.join(self.workdir, "ecfs-%s.log"
+                                % os.path.basename(self.path))
+        self.endpoint = endpoint
+        src = bucket if prefix is None else "%s:%s" % (bucket, prefix)
+        o = ["endpoint=" + endpoint, "log_file=" + self.log]
+        o += list(opts or [])
+        self.argv = [ECFS, src, self.path, "-o", ",".join(o)]
+        self.env = dict(os.environ)
+        for k in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            self.env.pop(k, None)
+        if access_key is not None:
+            self.env["AWS_ACCESS_KEY_ID"] = access_key
+            self.env["AWS_SECRET_ACCESS_KEY"] = secret_key
+        self.env.update(env or {})
+        self.proc = None
+        self.foreground = foreground
+
+    def start(self, timeout=20):
+        if self.foreground:
+            logf = open(self.log, "ab")
+            self.proc = subprocess.Popen(self.argv + ["-f"],
+                                         stdout=logf, stderr=logf,
+                                         env=self.env,
+                                         start_new_session=True)
+            logf.close()
+            deadline = time.monotonic() + timeout
+            while not is_mounted(self.path):
+                assert self.proc.poll() is None, self.log_text()
+                assert time.monotonic() < deadline, "mount timeout"
+                time.sleep(0.05)
+            return self
+        r = subprocess.run(self.argv, env=self.env, capture_output=True,
+                           timeout=timeout)
+        assert r.returncode == 0, "ecfs failed: %s\n%s" % (
+            r.stderr.decode(errors="replace"), self.log_text())
+        # daemon mode returns once the mount is in place
+        assert is_mounted(self.path), "ecfs returned but nothing mounted"
+        return self
+
+    def pids(self):
+        """Pids of ecfs processes serving this mount."""
+        out = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0] == ECFS.encode() and \
+                    self.path.encode() in argv:
+                out.append(int(pid))
+        return out
+
+    def stats(self):
+        raw = os.getxattr(self.path, "user.ecfs.stats").decode()
+        return {k: int(v) for k, v in
+                (kv.split("=") for kv in raw.split())}
+
+    def unmount(self, timeout=10):
+        """fusermount3 -u; waits for the daemon to exit."""
+        pids = self.pids()
+        if is_mounted(self.path):
+            r = subprocess.run(["fusermount3", "-u", self.path],
+                               capture_output=True)
+            if r.returncode != 0:
+                subprocess.run(["fusermount3", "-u", "-z", self.path],
+                               capture_output=True)
+        deadline = time.monotonic() + timeout
+        while any(os.path.exists("/proc/%d" % p) and
+                  not _is_zombie(p) for p in pids):
+            if time.monotonic() > deadline:
+                for p in pids:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                raise AssertionError("ecfs did not exit after unmount")
+            time.sleep(0.05)
+        if self.proc is not None:
+            self.proc.wait(timeout)
+
+    def cleanup(self):
+        try:
+            self.unmount()
+        except AssertionError:
+            pass
+        for p in self.pids():
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if is_mounted(self.path):
+            subprocess.run(["umount", "-l", self.path], capture_output=True)
+
+    def log_text(self):
+        try:
+            with open(self.log, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+def _is_zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.fixture
+def ecfs_mount(request, tmp_path):
+    """Factory fixture for ecfs mounts (see module doc)."""
+    if not os.access(ECFS, os.X_OK):
+        pytest.fail("no ecfs binary at %s (run make)" % ECFS)
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("needs /dev/fuse")
+    mounts = []
+
+    def make(endpoint, bucket, opts=None, access_key=None, secret_key=None,
+             prefix=None, env=None, foreground=False, start=True):
+        m = Mount(tmp_path, endpoint, bucket, opts, access_key, secret_key,
+                  prefix, env, foreground)
+        mounts.append(m)
+        if start:
+            m.start()
+        return m
+
+    yield make
+    failed = any(getattr(request.node, "rep_" + w, None) is not None and
+                 getattr(request.node, "rep_" + w).failed
+                 for w in ("setup", "call"))
+    for m in mounts:
+        m.cleanup()
+        if failed:
+            print("\n---- ecfs log %s ----\n%s" % (m.log, m.log_text()[-20000:]))
+
+
+class S3rver:
+    """npm's s3rver on 127.0.0.1 (it checks no signatures)."""
+
+    access_key = "S3RVER"
+    secret_key = "S3RVER"
+
+    def __init__(self, workdir):
+        self.dir = os.path.join(str(workdir), "s3rver")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.log = os.path.join(str(workdir), "s3rver.log")
+        logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            ["node", "--openssl-legacy-provider", S3RVER_JS, "-d", self.dir,
+             "-a", "127.0.0.1", "-p", str(self.port), "--silent"],
+            stdout=logf, stderr=logf, start_new_session=True)
+        logf.close()
+        deadline = time.monotonic() + 20
+        while http_status(self.endpoint + "/", 0.5) is None:
+            assert self.proc.poll() is None, open(self.log).read()
+            assert time.monotonic() < deadline, "s3rver did not start"
+            time.sleep(0.1)
+
+    def client(self):
+        return boto3_client(self.endpoint, self.access_key, self.secret_key)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def ensure_s3rver():
+    """Installs s3rver into build/node when missing; skips if impossible."""
+    if os.path.exists(S3RVER_JS):
+        return
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("s3rver needs node and npm, which are not installed")
+    os.makedirs(NODE_DIR, exist_ok=True)
+    r = subprocess.run(["npm", "install", "--no-audit", "--no-fund",
+                        "--prefix", NODE_DIR, "s3rver"],
+                       capture_output=True, timeout=300)
+    if r.returncode != 0 or not os.path.exists(S3RVER_JS):
+        pytest.skip("npm could not install s3rver (registry unreachable?): "
+                    + r.stderr.decode(errors="replace")[-500:])
+
+
+@pytest.fixture
+def s3rver(tmp_path):
+    ensure_s3rver()
+    srv = S3rver(tmp_path)
+    yield srv
+    srv.stop()
+
+
+def make_tree(root, seed=1, nclass=3, per_class=6, big_mib=(3, 5)):
+    """Writes an ImageFolder-like tree under @root; returns {relpath: bytes
+    length}. Contains nested dirs, empty files, multi-MiB files, names with
+    spaces and unicode."""
+    rnd = random.Random(seed)
+    files = {}
+
+    def put(rel, data):
+        p = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+        files[rel] = len(data)
+
+    names = ["cat", "dog house", "ünïcödé 日本"][:nclass]
+    for c in names:
+        for i in range(per_class):
+            n = rnd.choice([0, 1, 100, 4096, 4097, 30000, 65536])
+            put("train/%s/img %03d.jpg" % (c, i), rnd.randbytes(n))
+    put("train/dog house/nested/deeper/leaf é.bin", rnd.randbytes(777))
+    for j, mib in enumerate(big_mib):
+        put("big/blob%d.bin" % j, rnd.randbytes(mib * 1024 * 1024 + 12345))
+    put("top level.txt", b"hello world\n")
+    put("empty", b"")
+    # one object directly in every directory: s3rver (the second server)
+    # omits CommonPrefixes that hold no direct object
+    dirs = {os.path.dirname(r) for r in files}
+    for d in list(dirs):
+        while d:
+            put(os.path.join(d, "README"), d.encode())
+            d = os.path.dirname(d)
+    return files
+
+
+def upload_tree(client, bucket, root, prefix=""):
+    """Uploads every file under @root as PREFIX + relative path."""
+    n = 0
+    for d, _, fs in os.walk(root):
+        for name in fs:
+            p = os.path.join(d, name)
+            key = prefix + os.path.relpath(p, root)
+            with open(p, "rb") as f:
+                client.put_object(Bucket=bucket, Key=key, Body=f.read())
+            n += 1
+    return n
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
