@@ -59,10 +59,10 @@ SECRET = "bench-secret-key-0123456789abcdef"
 
 # --size: dataset preset of scripts/gen-dataset, shard MiB, per-phase time cap
 SIZES = {
-    "tiny": dict(preset="tiny", files=200, shard_mib=64, budget=60),
-    "small": dict(preset="small", files=1000, shard_mib=512, budget=90),
-    "default": dict(preset="default", files=3000, shard_mib=512, budget=120),
-    "large": dict(preset="large", files=20000, shard_mib=2048, budget=900),
+    "tiny": dict(preset="tiny", files=200, shard_mib=64, budget=30),
+    "small": dict(preset="small", files=1000, shard_mib=512, budget=45),
+    "default": dict(preset="default", files=3000, shard_mib=512, budget=45),
+    "large": dict(preset="large", files=20000, shard_mib=2048, budget=600),
 }
 PEERS = ["local", "ecfs", "s3fs", "rclone"]
 TESTS = ["train", "raw", "meta", "seq"]
