@@ -101,20 +101,30 @@ int cm_buf_appendc(struct cm_buf *b, char c)
 }
 
 /* Appends printf-style output; -EINVAL on a formatting error (buffer
- * emptied, like every other failure). */
+ * emptied, like every other failure). Formats straight into the spare
+ * capacity first, so the common case costs one vsnprintf pass. */
 int cm_buf_vappendf(struct cm_buf *b, const char *fmt, va_list ap)
 {
     va_list ap2;
+    size_t room = b->data != NULL ? b->cap - b->len : 0;
     int n, ret;
 
     va_copy(ap2, ap);
-    n = vsnprintf(NULL, 0, fmt, ap2);
+    n = vsnprintf(room > 0 ? b->data + b->len : NULL, room, fmt, ap2);
     va_end(ap2);
     if (n < 0) {
         cm_buf_fini(b);
         return -EINVAL;
     }
-    ret = cm_buf_reserve(b, (size_t)n);
+    if ((size_t)n < room) { /* fitted in the spare capacity */
+        if ((size_t)n > b->limit - b->len) {
+            cm_buf_fini(b);
+            return -E2BIG;
+        }
+        b->len += (size_t)n;
+        return 0;
+    }
+    ret = cm_buf_reserve(b, (size_t)n); /* enforces the limit */
     if (ret < 0)
         return ret;
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);

@@ -1,7 +1,8 @@
 /* common/hash.c - SHA-256/MD5/SHA-1/HMAC over OpenSSL EVP, CRCs over isa-l.
  *
- * DESIGN: one-shot digests use EVP_Digest / HMAC() (both thread-safe, no
- * shared state). CRC-32 and CRC-32C come from isa-l (runtime-dispatched
+ * DESIGN: SHA-256 and HMAC-SHA256 (RFC 2104, built here on a per-thread
+ * EVP_MD_CTX and a once-fetched EVP_MD) are the hot path of SigV4; MD5 and
+ * the incremental contexts use plain EVP. CRC-32 and CRC-32C come from isa-l (runtime-dispatched
  * PCLMUL/SSE4.2 code). isa-l 2.30 (Debian 12) has no CRC-64/NVME (its
  * crc64_rocksoft_refl arrived in 2.31), so we call it when the loaded
  * library exports it (weak symbol) and otherwise use a slice-by-8 table
@@ -11,9 +12,10 @@
 #include "common/hash.h"
 
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <isa-l/crc.h>
 
 #include "common/codec.h"
@@ -32,11 +34,67 @@ static CM_NORETURN void hash_fatal(const char *what)
     abort();
 }
 
+/* SHA-256 is the hot digest (SigV4 does six per request): fetch the
+ * implementation once (OpenSSL 3's implicit fetch in EVP_sha256() users
+ * costs a lock and a lookup per call) and keep one EVP_MD_CTX per thread,
+ * freed by the key destructor when the thread exits. */
+static EVP_MD *sha256_md;
+static pthread_key_t sha256_ctx_key;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+/* Destructor of a thread's cached context. */
+static void sha256_ctx_free(void *ctx)
+{
+    EVP_MD_CTX_free(ctx);
+}
+
+/* One-time setup of the fetched digest and the per-thread key. */
+static void sha256_setup(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+    if (sha256_md == NULL ||
+        pthread_key_create(&sha256_ctx_key, sha256_ctx_free) != 0)
+        hash_fatal("sha256 setup");
+}
+
+/* This thread's SHA-256 context, initialised for a new message. */
+static EVP_MD_CTX *sha256_begin(void)
+{
+    EVP_MD_CTX *ctx;
+
+    pthread_once(&sha256_once, sha256_setup);
+    ctx = pthread_getspecific(sha256_ctx_key);
+    if (ctx == NULL) {
+        ctx = EVP_MD_CTX_new();
+        if (ctx == NULL || pthread_setspecific(sha256_ctx_key, ctx) != 0)
+            hash_fatal("sha256 ctx");
+    }
+    if (EVP_DigestInit_ex2(ctx, sha256_md, NULL) != 1)
+        hash_fatal("sha256 init");
+    return ctx;
+}
+
+/* Feeds @n bytes into @ctx. */
+static void sha256_update(EVP_MD_CTX *ctx, const void *p, size_t n)
+{
+    if (n > 0 && EVP_DigestUpdate(ctx, p, n) != 1)
+        hash_fatal("sha256 update");
+}
+
+/* Writes the 32-byte digest of @ctx's message. */
+static void sha256_end(EVP_MD_CTX *ctx, uint8_t out[CM_SHA256_LEN])
+{
+    if (EVP_DigestFinal_ex(ctx, out, NULL) != 1)
+        hash_fatal("sha256 final");
+}
+
 /* SHA-256 of p[0..n). */
 void cm_sha256(const void *p, size_t n, uint8_t out[CM_SHA256_LEN])
 {
-    if (EVP_Digest(p, n, out, NULL, EVP_sha256(), NULL) != 1)
-        hash_fatal("sha256");
+    EVP_MD_CTX *ctx = sha256_begin();
+
+    sha256_update(ctx, p, n);
+    sha256_end(ctx, out);
 }
 
 /* Lowercase hex SHA-256 of p[0..n), 64 chars and a NUL. */
@@ -48,17 +106,35 @@ void cm_sha256_hex(const void *p, size_t n, char out[2 * CM_SHA256_LEN + 1])
     cm_hex_encode(md, sizeof(md), out);
 }
 
-/* HMAC-SHA256(key, p). */
+/* HMAC-SHA256(key, p) per RFC 2104, on the cached SHA-256 context: keys
+ * longer than the 64-byte block are hashed first, then
+ * H((K ^ opad) || H((K ^ ipad) || p)). */
 void cm_hmac_sha256(const void *key, size_t keylen, const void *p, size_t n,
                     uint8_t out[CM_SHA256_LEN])
 {
-    unsigned int len = CM_SHA256_LEN;
-    static const uint8_t empty_key[1];
+    uint8_t k[64], pad[64], inner[CM_SHA256_LEN];
+    EVP_MD_CTX *ctx;
+    size_t i;
 
-    if (keylen == 0)
-        key = empty_key; /* HMAC() treats a NULL key as "reuse": avoid it */
-    if (HMAC(EVP_sha256(), key, (int)keylen, p, n, out, &len) == NULL)
-        hash_fatal("hmac");
+    memset(k, 0, sizeof(k));
+    if (keylen > sizeof(k))
+        cm_sha256(key, keylen, k);
+    else if (keylen > 0)
+        memcpy(k, key, keylen);
+    for (i = 0; i < sizeof(pad); i++)
+        pad[i] = k[i] ^ 0x36;
+    ctx = sha256_begin();
+    sha256_update(ctx, pad, sizeof(pad));
+    sha256_update(ctx, p, n);
+    sha256_end(ctx, inner);
+    for (i = 0; i < sizeof(pad); i++)
+        pad[i] = k[i] ^ 0x5c;
+    ctx = sha256_begin();
+    sha256_update(ctx, pad, sizeof(pad));
+    sha256_update(ctx, inner, sizeof(inner));
+    sha256_end(ctx, out);
+    OPENSSL_cleanse(k, sizeof(k));
+    OPENSSL_cleanse(pad, sizeof(pad));
 }
 
 /* MD5 of p[0..n) (S3 ETags and Content-MD5, not security). */

@@ -241,12 +241,14 @@ static int append_trimmed(struct cm_buf *out, const char *s, size_t n)
 /* Appends @s lowercased. */
 static int append_lower(struct cm_buf *out, const char *s, size_t n)
 {
-    size_t i;
-    int ret = cm_buf_reserve(out, n);
+    size_t i, start = out->len;
+    int ret = cm_buf_append(out, s, n);
 
-    for (i = 0; i < n && ret == 0; i++)
-        ret = cm_buf_appendc(out, (char)lower((unsigned char)s[i]));
-    return ret;
+    if (ret < 0)
+        return ret;
+    for (i = start; i < out->len; i++)
+        out->data[i] = (char)lower((unsigned char)out->data[i]);
+    return 0;
 }
 
 /* Appends the canonical headers block (when @lines) or the signed headers
@@ -366,29 +368,70 @@ int cm_sigv4_string_to_sign(const char *amz_date, const char *scope,
                           hash);
 }
 
+/* The last signing key each thread derived: a client signs every request
+ * with the same secret, date, region and service, and so does a server
+ * verifying one user, so four HMACs per request become four string
+ * compares. Thread-local, so no locking. Inputs too long for the fixed
+ * fields are simply not cached. */
+struct key_cache {
+    bool valid;
+    char secret[128];
+    char date8[9];
+    char region[64];
+    char service[32];
+    uint8_t key[32];
+};
+static _Thread_local struct key_cache key_cache;
+
+/* Copies @s into @dst (size @cap) if it fits; false otherwise. */
+static bool fits_copy(char *dst, size_t cap, const char *s, size_t n)
+{
+    if (n >= cap)
+        return false;
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+    return true;
+}
+
 /* kSigning = HMAC(HMAC(HMAC(HMAC("AWS4"+secret, date8), region), service),
- * "aws4_request"). */
+ * "aws4_request"), answered from this thread's cache when the inputs
+ * repeat. */
 void cm_sigv4_signing_key(const char *secret, const char *date8,
                           const char *region, const char *service,
                           uint8_t key[32])
 {
+    struct key_cache *kc = &key_cache;
     uint8_t k[CM_SHA256_LEN];
-    size_t slen = strlen(secret);
+    size_t slen = strlen(secret), dlen = strnlen(date8, 8);
+    size_t rlen = strlen(region), svlen = strlen(service);
     char *kdate;
     char stackbuf[256];
 
+    if (kc->valid && strcmp(kc->secret, secret) == 0 &&
+        strncmp(kc->date8, date8, 8) == 0 && kc->date8[dlen] == '\0' &&
+        strcmp(kc->region, region) == 0 && strcmp(kc->service, service) == 0) {
+        memcpy(key, kc->key, 32);
+        return;
+    }
     /* "AWS4" + secret: secrets are 40 chars; tolerate longer ones. */
     kdate = slen + 5 <= sizeof(stackbuf) ? stackbuf : malloc(slen + 5);
     if (kdate == NULL)
         abort(); /* void contract; a few bytes of heap missing is fatal */
     memcpy(kdate, "AWS4", 4);
     memcpy(kdate + 4, secret, slen);
-    cm_hmac_sha256(kdate, slen + 4, date8, strnlen(date8, 8), k);
+    cm_hmac_sha256(kdate, slen + 4, date8, dlen, k);
     if (kdate != stackbuf)
         free(kdate);
-    cm_hmac_sha256(k, sizeof(k), region, strlen(region), k);
-    cm_hmac_sha256(k, sizeof(k), service, strlen(service), k);
+    cm_hmac_sha256(k, sizeof(k), region, rlen, k);
+    cm_hmac_sha256(k, sizeof(k), service, svlen, k);
     cm_hmac_sha256(k, sizeof(k), SIGV4_TERM, strlen(SIGV4_TERM), key);
+
+    kc->valid = fits_copy(kc->secret, sizeof(kc->secret), secret, slen) &&
+                fits_copy(kc->date8, sizeof(kc->date8), date8, dlen) &&
+                fits_copy(kc->region, sizeof(kc->region), region, rlen) &&
+                fits_copy(kc->service, sizeof(kc->service), service, svlen);
+    if (kc->valid)
+        memcpy(kc->key, key, 32);
 }
 
 /* Hex HMAC-SHA256(@key, @sts). */

@@ -2,6 +2,7 @@
  * HMAC (RFC 4231), incremental contexts, and the three CRCs against their
  * catalogue check values and a bitwise reference, split at every point. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -173,6 +174,39 @@ static void test_crc_reference_and_chaining(void **state)
     free(buf);
 }
 
+/* Each thread hashes with its own cached context; results must match the
+ * single-threaded ones, and contexts are freed when the threads exit. */
+static void *hmac_worker(void *arg)
+{
+    uint8_t mac[CM_SHA256_LEN];
+    char hex[65];
+    int i;
+
+    for (i = 0; i < 2000; i++) {
+        cm_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, mac);
+        cm_hex_encode(mac, sizeof(mac), hex);
+        if (strcmp(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec"
+                        "58b964ec3843") != 0)
+            return arg; /* non-NULL: failure */
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    pthread_t th[4];
+    void *res;
+    int i;
+
+    (void)state;
+    for (i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, hmac_worker, th), 0);
+    for (i = 0; i < 4; i++) {
+        assert_int_equal(pthread_join(th[i], &res), 0);
+        assert_null(res);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -182,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_digest_incremental),
         cmocka_unit_test(test_crc_check_values),
         cmocka_unit_test(test_crc_reference_and_chaining),
+        cmocka_unit_test(test_threads),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

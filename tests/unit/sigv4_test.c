@@ -253,6 +253,36 @@ static void test_signing_key_iam_example(void **state)
         hex, "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
 }
 
+static void test_signing_key_cache_not_stale(void **state)
+{
+    static const char iam[] =
+        "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d";
+    const char *secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+    uint8_t key[32], other[32];
+    char hex[65];
+
+    (void)state;
+    /* each input changed alone must change the key; going back must give
+     * the known key again (the per-thread cache keys on all four) */
+    cm_sigv4_signing_key(secret, "20120215", "us-east-1", "iam", key);
+    cm_sigv4_signing_key(secret, "20120216", "us-east-1", "iam", other);
+    assert_memory_not_equal(key, other, 32);
+    cm_sigv4_signing_key(secret, "20120215", "us-east-2", "iam", other);
+    assert_memory_not_equal(key, other, 32);
+    cm_sigv4_signing_key(secret, "20120215", "us-east-1", "s3", other);
+    assert_memory_not_equal(key, other, 32);
+    cm_sigv4_signing_key("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEz", "20120215",
+                         "us-east-1", "iam", other);
+    assert_memory_not_equal(key, other, 32);
+    /* an amz_date passed as date8 uses its first 8 characters */
+    cm_sigv4_signing_key(secret, "20120215T000000Z", "us-east-1", "iam", other);
+    cm_hex_encode(other, sizeof(other), hex);
+    assert_string_equal(hex, iam);
+    cm_sigv4_signing_key(secret, "20120215", "us-east-1", "iam", other);
+    cm_hex_encode(other, sizeof(other), hex);
+    assert_string_equal(hex, iam);
+}
+
 /* ---- Amazon S3 documentation examples ---------------------------------- */
 
 #define S3_AUTH(sh, sig)                                                       \
@@ -895,6 +925,7 @@ int main(void)
         cmocka_unit_test(test_suite_utf8_and_unreserved),
         cmocka_unit_test(test_suite_post_form_urlencoded),
         cmocka_unit_test(test_signing_key_iam_example),
+        cmocka_unit_test(test_signing_key_cache_not_stale),
         cmocka_unit_test(test_s3_get_object_range),
         cmocka_unit_test(test_s3_put_object),
         cmocka_unit_test(test_s3_get_lifecycle),
