@@ -1,0 +1,13 @@
+/* storaged/inspect.h - operator view of one on-disk metadata file
+ * (`storaged inspect PATH`): decodes and verifies a meta record, a format
+ * record or a shard file and prints it in readable form. Reads only. */
+#ifndef STORAGED_INSPECT_H
+#define STORAGED_INSPECT_H
+#include <stdio.h>
+#include "common/compiler.h"
+
+/* Prints @path to @out. 0, or -errno (-EBADMSG for a corrupt record, whose
+ * problem is printed too). */
+CM_MUST_CHECK int stor_inspect(const char *path, FILE *out);
+
+#endif /* STORAGED_INSPECT_H */
