@@ -623,6 +623,16 @@ ssize_t fc_s3_get(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
                    "longer matches)", key, if_match ? if_match : "");
         }
     }
+    /* servers that ignore If-Match still send the ETag: check it too */
+    if (ret >= 0 && if_match && if_match[0] && x.obj.etag[0] &&
+        strcmp(x.obj.etag, if_match) != 0) {
+        atomic_fetch_add_explicit(&s->stats.etag_mismatch, 1,
+                                  memory_order_relaxed);
+        cm_log(CM_LOG_WARN, 0,
+               "ecfs GET %s: object changed while open (ETag %s, pinned %s)",
+               key, x.obj.etag, if_match);
+        ret = -ESTALE;
+    }
     if (ret < 0)
         atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
     else

@@ -205,6 +205,9 @@ class S3rver:
         self.port = free_port()
         self.endpoint = "http://127.0.0.1:%d" % self.port
         self.log = os.path.join(str(workdir), "s3rver.log")
+        self.start()
+
+    def start(self):
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
             ["node", "--openssl-legacy-provider", S3RVER_JS, "-d", self.dir,
@@ -219,6 +222,10 @@ class S3rver:
 
     def client(self):
         return boto3_client(self.endpoint, self.access_key, self.secret_key)
+
+    def restart(self):
+        self.stop()
+        self.start()
 
     def stop(self):
         if self.proc.poll() is None:
