@@ -7,7 +7,10 @@
  * everything but unreserved). S3 rules: the path is encoded once and not
  * normalised. Headers are given as sent; names are lowercased, values
  * trimmed and inner runs of spaces collapsed, sorted by name, and repeated
- * names joined with ','. Nothing here allocates except into caller buffers. */
+ * names joined with ','. Results go into caller buffers; internally only
+ * short-lived scratch is allocated (sort indexes past 64 pairs, the
+ * intermediate strings of sign/presign), and each thread caches its last
+ * derived signing key. All functions are thread-safe. */
 #ifndef COMMON_SIGV4_H
 #define COMMON_SIGV4_H
 #include <stdbool.h>

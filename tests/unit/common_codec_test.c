@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "common/codec.h"
@@ -111,6 +113,46 @@ static void test_base64_bad(void **state)
     }
 }
 
+/* Maps two pages and makes the second PROT_NONE; inputs copied flush
+ * against it fault on a one-byte overread even without ASan. */
+static char *guard_map(size_t *pagesz)
+{
+    char *map;
+
+    *pagesz = (size_t)sysconf(_SC_PAGESIZE);
+    map = mmap(NULL, 2 * *pagesz, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + *pagesz, *pagesz, PROT_NONE), 0);
+    return map;
+}
+
+static const char *flush(char *map, size_t pagesz, const char *s, size_t n)
+{
+    memcpy(map + pagesz - n, s, n);
+    return map + pagesz - n;
+}
+
+static void test_guard_page(void **state)
+{
+    static const char b64[] = "Zm9vYmFyYg==";
+    static const char hex[] = "00ff10Ab";
+    size_t pagesz, n;
+    char *map = guard_map(&pagesz);
+    uint8_t out[16];
+
+    (void)state;
+    for (n = 0; n <= sizeof(b64) - 1; n++) {
+        long r = cm_base64_decode(flush(map, pagesz, b64, n), n, out);
+        assert_true(n % 4 == 0 ? r >= 0 : r == -EINVAL);
+    }
+    for (n = 0; n <= sizeof(hex) - 1; n++) {
+        long r = cm_hex_decode(flush(map, pagesz, hex, n), n, out);
+        assert_int_equal(r, n % 2 == 0 ? (long)n / 2 : -EINVAL);
+    }
+    munmap(map, 2 * pagesz);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -119,6 +161,7 @@ int main(void)
         cmocka_unit_test(test_base64_rfc4648),
         cmocka_unit_test(test_base64_all_bytes),
         cmocka_unit_test(test_base64_bad),
+        cmocka_unit_test(test_guard_page),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "common/timefmt.h"
@@ -197,6 +199,55 @@ static void test_round_trip(void **state)
     }
 }
 
+/* Maps two pages and makes the second PROT_NONE; inputs copied flush
+ * against it fault on a one-byte overread even without ASan. */
+static char *guard_map(size_t *pagesz)
+{
+    char *map;
+
+    *pagesz = (size_t)sysconf(_SC_PAGESIZE);
+    map = mmap(NULL, 2 * *pagesz, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + *pagesz, *pagesz, PROT_NONE), 0);
+    return map;
+}
+
+static const char *flush(char *map, size_t pagesz, const char *s, size_t n)
+{
+    memcpy(map + pagesz - n, s, n);
+    return map + pagesz - n;
+}
+
+static void test_guard_page_prefixes(void **state)
+{
+    static const char *const good[] = {"20150830T123600Z",
+                                       "2015-08-30T12:36:00.123456Z",
+                                       "2015-08-30T12:36:00+00:00",
+                                       "Sun, 30 Aug 2015 12:36:00 GMT"};
+    size_t pagesz, i, n;
+    char *map = guard_map(&pagesz);
+    time_t t;
+
+    (void)state;
+    for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        size_t len = strlen(good[i]);
+        for (n = 0; n <= len; n++) {
+            const char *p = flush(map, pagesz, good[i], n);
+            int a = cm_time_parse_iso_basic(p, n, &t);
+            int b = cm_time_parse_rfc3339(p, n, &t);
+            int c = cm_time_parse_http(p, n, &t);
+            /* a strict prefix never parses (except RFC 3339 before its
+             * optional fraction/offset is cut, which still needs a 'Z') */
+            if (n < len)
+                assert_true(a == -EINVAL && b == -EINVAL && c == -EINVAL);
+            else
+                assert_true(a == 0 || b == 0 || c == 0);
+        }
+    }
+    munmap(map, 2 * pagesz);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_parse_good),
         cmocka_unit_test(test_parse_bad),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_guard_page_prefixes),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

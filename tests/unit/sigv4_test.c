@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "common/buf.h"
@@ -914,6 +916,48 @@ static void test_scope(void **state)
     cm_buf_fini(&out);
 }
 
+/* Copies s[0..n) so that it ends flush against a PROT_NONE page: reading
+ * one byte past the end faults even without ASan (picohttpparser's trick). */
+static const char *flush_guard(char *page2, size_t pagesz, const char *s, size_t n)
+{
+    char *p = page2 + pagesz - n;
+
+    memcpy(p, s, n);
+    return p;
+}
+
+static void test_parsers_guard_page(void **state)
+{
+    static const char *const inputs[] = {
+        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/"
+        "s3/aws4_request, SignedHeaders=host;range;x-amz-date, Signature=" GOOD_SIG,
+        "AWS4-HMAC-SHA256 Signature=" GOOD_SIG ",SignedHeaders=host,"
+        "Credential=AK/20130524/r/s/aws4_request",
+    };
+    size_t pagesz = (size_t)sysconf(_SC_PAGESIZE);
+    char *map;
+    size_t i, n;
+
+    (void)state;
+    map = mmap(NULL, 2 * pagesz, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + pagesz, pagesz, PROT_NONE), 0);
+    for (i = 0; i < CM_ARRAY_SIZE(inputs); i++) {
+        size_t len = strlen(inputs[i]);
+        /* every prefix: only the whole header is valid */
+        for (n = 0; n <= len; n++) {
+            struct cm_sigv4_auth a;
+            const char *p = flush_guard(map, pagesz, inputs[i], n);
+            int ret = cm_sigv4_parse_authorization(p, n, &a);
+            assert_int_equal(ret, n == len ? 0 : -EINVAL);
+            ret = cm_sigv4_parse_credential(p, n, &a);
+            assert_true(ret == 0 || ret == -EINVAL);
+        }
+    }
+    munmap(map, 2 * pagesz);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -943,6 +987,7 @@ int main(void)
         cmocka_unit_test(test_parse_authorization_round_trip),
         cmocka_unit_test(test_parse_authorization_malformed),
         cmocka_unit_test(test_parse_credential),
+        cmocka_unit_test(test_parsers_guard_page),
         cmocka_unit_test(test_equal),
         cmocka_unit_test(test_scope),
     };
