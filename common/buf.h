@@ -4,9 +4,9 @@
  * The data is always NUL-terminated when data != NULL (not counted in len). */
 #ifndef COMMON_BUF_H
 #define COMMON_BUF_H
+#include "common/compiler.h"
 #include <stdarg.h>
 #include <stddef.h>
-#include "common/compiler.h"
 
 struct cm_buf {
     char *data;   /* owned; NULL until the first append */
@@ -24,8 +24,8 @@ CM_MUST_CHECK int cm_buf_appends(struct cm_buf *b, const char *s);
 CM_MUST_CHECK int cm_buf_appendc(struct cm_buf *b, char c);
 CM_MUST_CHECK int cm_buf_appendf(struct cm_buf *b, const char *fmt, ...)
     CM_PRINTF(2, 3);
-CM_MUST_CHECK int cm_buf_vappendf(struct cm_buf *b, const char *fmt,
-                                  va_list ap) CM_PRINTF(2, 0);
+CM_MUST_CHECK int cm_buf_vappendf(struct cm_buf *b, const char *fmt, va_list ap)
+    CM_PRINTF(2, 0);
 /* Makes room for @n more bytes without changing len. */
 CM_MUST_CHECK int cm_buf_reserve(struct cm_buf *b, size_t n);
 /* Drops the first @n bytes (memmove), for consumed input. */

@@ -1,9 +1,9 @@
 /* common/codec.h - hex and base64 (RFC 4648, standard alphabet, padded). */
 #ifndef COMMON_CODEC_H
 #define COMMON_CODEC_H
+#include "common/compiler.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "common/compiler.h"
 
 /* Writes 2*n lowercase hex digits and a NUL to @out (size >= 2n+1). */
 void cm_hex_encode(const void *p, size_t n, char *out);

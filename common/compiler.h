@@ -15,7 +15,8 @@
 #define CM_MAX(a, b)       ((a) > (b) ? (a) : (b))
 
 /* Defensive check kept in release builds: evaluates to x; asserts in debug
- * builds (SQLite's NEVER()). Use as `if (CM_NEVER(p == NULL)) return -EINVAL;` */
+ * builds (SQLite's NEVER()). Use as `if (CM_NEVER(p == NULL)) return -EINVAL;`
+ */
 #ifdef NDEBUG
 #define CM_NEVER(x) (x)
 #else

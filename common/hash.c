@@ -2,21 +2,21 @@
  *
  * DESIGN: SHA-256 and HMAC-SHA256 (RFC 2104, built here on a per-thread
  * EVP_MD_CTX and a once-fetched EVP_MD) are the hot path of SigV4; MD5 and
- * the incremental contexts use plain EVP. CRC-32 and CRC-32C come from isa-l (runtime-dispatched
- * PCLMUL/SSE4.2 code). isa-l 2.30 (Debian 12) has no CRC-64/NVME (its
- * crc64_rocksoft_refl arrived in 2.31), so we call it when the loaded
- * library exports it (weak symbol) and otherwise use a slice-by-8 table
+ * the incremental contexts use plain EVP. CRC-32 and CRC-32C come from isa-l
+ * (runtime-dispatched PCLMUL/SSE4.2 code). isa-l 2.30 (Debian 12) has no
+ * CRC-64/NVME (its crc64_rocksoft_refl arrived in 2.31), so we call it when the
+ * loaded library exports it (weak symbol) and otherwise use a slice-by-8 table
  * implementation here. All CRCs follow isa-l's chaining convention: the
  * value returned is final (post-inverted), and feeding it back as @seed
  * continues the computation; seed 0 starts a fresh CRC. */
 #include "common/hash.h"
 
-#include <openssl/evp.h>
+#include <isa-l/crc.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <isa-l/crc.h>
 
 #include "common/codec.h"
 
@@ -226,7 +226,9 @@ uint32_t cm_crc32c(uint32_t seed, const void *p, size_t n)
 extern uint64_t crc64_rocksoft_refl(uint64_t init_crc, const unsigned char *buf,
                                     uint64_t len) __attribute__((weak));
 
-#define CRC64_NVME_POLY 0x9A6C9329AC4BC9B5ULL /* reflected 0xAD93D23594C93659 */
+#define CRC64_NVME_POLY                                                        \
+    0x9A6C9329AC4BC9B5ULL /* reflected 0xAD93D23594C93659                      \
+                           */
 
 static uint64_t crc64_table[8][256];
 static pthread_once_t crc64_once = PTHREAD_ONCE_INIT;

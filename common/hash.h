@@ -1,11 +1,12 @@
 /* common/hash.h - digests and MACs over OpenSSL's EVP, and fast checksums
- * over isa-l's CRCs. All functions are thread-safe and allocate nothing
- * except the incremental contexts, which the caller owns. */
+ * over isa-l's CRCs. All functions are thread-safe. The caller owns the
+ * incremental contexts; besides those, each thread keeps one cached
+ * SHA-256 context (freed at thread exit). */
 #ifndef COMMON_HASH_H
 #define COMMON_HASH_H
+#include "common/compiler.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "common/compiler.h"
 
 #define CM_SHA256_LEN 32
 #define CM_MD5_LEN    16
@@ -27,7 +28,8 @@ void cm_digest_update(struct cm_digest *d, const void *p, size_t n);
 size_t cm_digest_final(struct cm_digest *d, uint8_t *out);
 void cm_digest_destroy(struct cm_digest *d);
 
-/* CRCs (isa-l). Pass the previous return value as @seed to continue; 0 to start. */
+/* CRCs (isa-l; CRC-64/NVME uses a table fallback where isa-l < 2.31 lacks
+ * it). Pass the previous return value as @seed to continue; 0 to start. */
 uint32_t cm_crc32(uint32_t seed, const void *p, size_t n);     /* zlib CRC-32 */
 uint32_t cm_crc32c(uint32_t seed, const void *p, size_t n);    /* Castagnoli */
 uint64_t cm_crc64nvme(uint64_t seed, const void *p, size_t n); /* CRC-64/NVME */

@@ -19,9 +19,11 @@ extern int cm_log_min; /* messages below this level are dropped */
 /* Sets the program name printed on each line (borrows @prog: keep it alive)
  * and the minimum level. */
 void cm_log_init(const char *prog, int min_level);
-/* Parses "debug", "info", "warn", "error", "off"; returns the level or -EINVAL. */
+/* Parses "debug", "info", "warn", "error", "off"; returns the level or -EINVAL.
+ */
 int cm_log_parse_level(const char *s);
-/* Writes one line; @err is an errno value (0 = none) whose strerror is appended. */
+/* Writes one line; @err is an errno value (0 = none) whose strerror is
+ * appended. */
 void cm_log_write(int level, int err, const char *fmt, ...) CM_PRINTF(3, 4);
 
 #define cm_log(lvl, err, ...)                                                  \

@@ -97,7 +97,8 @@ static int name_cmp(const char *a, size_t an, const char *b, size_t bn)
     size_t i, n = CM_MIN(an, bn);
 
     for (i = 0; i < n; i++) {
-        int d = (int)lower((unsigned char)a[i]) - (int)lower((unsigned char)b[i]);
+        int d =
+            (int)lower((unsigned char)a[i]) - (int)lower((unsigned char)b[i]);
         if (d != 0)
             return d;
     }
@@ -191,8 +192,8 @@ static int canonical_query(const struct kv_view *v, struct cm_buf *out)
         if (i > 0)
             ret = cm_buf_appendc(out, '&');
         if (ret == 0)
-            ret = cm_uri_encode(out, p->name ? p->name : "", p->name_len,
-                                false);
+            ret =
+                cm_uri_encode(out, p->name ? p->name : "", p->name_len, false);
         if (ret == 0)
             ret = cm_buf_appendc(out, '=');
         if (ret == 0)
@@ -333,8 +334,8 @@ static int canonical_request(const struct cm_sigv4_req *r,
     if (ret == 0)
         ret = cm_buf_appendc(out, '\n');
     if (ret == 0)
-        ret = cm_buf_appends(out, payload_hash ? payload_hash
-                                               : CM_SIGV4_UNSIGNED);
+        ret = cm_buf_appends(out,
+                             payload_hash ? payload_hash : CM_SIGV4_UNSIGNED);
     return ret;
 }
 
@@ -509,8 +510,8 @@ static struct cm_kv kv(const char *name, const char *value)
 
 /* Appends the presigned query string for @r (see sigv4.h). */
 int cm_sigv4_presign(const struct cm_sigv4_cred *c,
-                     const struct cm_sigv4_req *r, time_t now,
-                     unsigned expires, struct cm_buf *out)
+                     const struct cm_sigv4_req *r, time_t now, unsigned expires,
+                     struct cm_buf *out)
 {
     char amz_date[CM_TIME_ISO_BASIC_LEN + 1], sig[65], exp[16];
     struct cm_buf scope, cred, signed_hdrs;
@@ -720,8 +721,9 @@ void cm_sigv4_chunk_signature(const uint8_t key[32], const char *amz_date,
                               const char *scope, const char *prev_sig,
                               const char *chunk_sha256_hex, char out[65])
 {
-    const char *parts[] = {CM_SIGV4_ALGO "-PAYLOAD", amz_date, scope, prev_sig,
-                           CM_SIGV4_EMPTY_SHA256, chunk_sha256_hex};
+    const char *parts[] = {
+        CM_SIGV4_ALGO "-PAYLOAD", amz_date,        scope, prev_sig,
+        CM_SIGV4_EMPTY_SHA256,    chunk_sha256_hex};
 
     sign_lines(key, parts, CM_ARRAY_SIZE(parts), out);
 }

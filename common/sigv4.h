@@ -13,17 +13,17 @@
  * derived signing key. All functions are thread-safe. */
 #ifndef COMMON_SIGV4_H
 #define COMMON_SIGV4_H
+#include "common/buf.h"
+#include "common/compiler.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
-#include "common/buf.h"
-#include "common/compiler.h"
 
-#define CM_SIGV4_ALGO            "AWS4-HMAC-SHA256"
-#define CM_SIGV4_UNSIGNED        "UNSIGNED-PAYLOAD"
-#define CM_SIGV4_STREAMING       "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
-#define CM_SIGV4_STREAMING_TRAILER "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+#define CM_SIGV4_ALGO                       "AWS4-HMAC-SHA256"
+#define CM_SIGV4_UNSIGNED                   "UNSIGNED-PAYLOAD"
+#define CM_SIGV4_STREAMING                  "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+#define CM_SIGV4_STREAMING_TRAILER          "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
 #define CM_SIGV4_STREAMING_UNSIGNED_TRAILER "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 #define CM_SIGV4_EMPTY_SHA256                                                  \
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -39,14 +39,14 @@ struct cm_kv {
 };
 
 struct cm_sigv4_req {
-    const char *method;          /* "GET", ... */
-    const char *path;            /* decoded, starts with '/' */
+    const char *method; /* "GET", ... */
+    const char *path;   /* decoded, starts with '/' */
     size_t path_len;
-    const struct cm_kv *query;   /* decoded params, any order; may be NULL */
+    const struct cm_kv *query; /* decoded params, any order; may be NULL */
     size_t nquery;
     const struct cm_kv *headers; /* exactly the headers to sign, any order */
     size_t nheaders;
-    const char *payload_hash;    /* hex SHA-256, UNSIGNED-PAYLOAD or STREAMING-* */
+    const char *payload_hash; /* hex SHA-256, UNSIGNED-PAYLOAD or STREAMING-* */
 };
 
 struct cm_sigv4_cred {

@@ -152,8 +152,8 @@ static int to_time(int y, int mo, int d, int h, int mi, int s, time_t *t)
     struct tm tm;
     time_t r;
 
-    if (mo < 1 || mo > 12 || d < 1 || d > mdays(y, mo) || h > 23 ||
-        mi > 59 || s > 60)
+    if (mo < 1 || mo > 12 || d < 1 || d > mdays(y, mo) || h > 23 || mi > 59 ||
+        s > 60)
         return -EINVAL;
     memset(&tm, 0, sizeof(tm));
     tm.tm_year = y - 1900;
@@ -163,8 +163,8 @@ static int to_time(int y, int mo, int d, int h, int mi, int s, time_t *t)
     tm.tm_min = mi;
     tm.tm_sec = s;
     r = timegm(&tm);
-    if (r == (time_t)-1 && !(y == 1969 && mo == 12 && d == 31 && h == 23 &&
-                             mi == 59 && s == 59))
+    if (r == (time_t)-1 &&
+        !(y == 1969 && mo == 12 && d == 31 && h == 23 && mi == 59 && s == 59))
         return -EINVAL;
     *t = r;
     return 0;

@@ -4,9 +4,9 @@
  *  IMF-fixdate     "Sun, 30 Aug 2015 12:36:00 GMT" (Last-Modified, Date) */
 #ifndef COMMON_TIMEFMT_H
 #define COMMON_TIMEFMT_H
+#include "common/compiler.h"
 #include <stddef.h>
 #include <time.h>
-#include "common/compiler.h"
 
 #define CM_TIME_ISO_BASIC_LEN 16 /* without NUL */
 #define CM_TIME_RFC3339_LEN   24

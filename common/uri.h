@@ -3,10 +3,10 @@
  * %XX with uppercase hex; '/' is kept only when @keep_slash. */
 #ifndef COMMON_URI_H
 #define COMMON_URI_H
-#include <stdbool.h>
-#include <stddef.h>
 #include "common/buf.h"
 #include "common/compiler.h"
+#include <stdbool.h>
+#include <stddef.h>
 
 CM_MUST_CHECK int cm_uri_encode(struct cm_buf *out, const char *s, size_t n,
                                 bool keep_slash);

@@ -1,9 +1,10 @@
-/* common/xml.h - XML output escaping (parsing uses expat where it is needed). */
+/* common/xml.h - XML output escaping (parsing uses expat where it is needed).
+ */
 #ifndef COMMON_XML_H
 #define COMMON_XML_H
-#include <stddef.h>
 #include "common/buf.h"
 #include "common/compiler.h"
+#include <stddef.h>
 
 /* Appends @s with & < > " ' escaped, and control bytes other than tab, LF
  * and CR written as numeric references (&#x1;) so S3 keys with any byte stay

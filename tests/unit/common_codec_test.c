@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
 #include <cmocka.h>
 
 #include "common/codec.h"
@@ -38,8 +39,8 @@ static void test_hex_bad(void **state)
     uint8_t out[8];
 
     (void)state;
-    assert_int_equal(cm_hex_decode("abc", 3, out), -EINVAL);  /* odd */
-    assert_int_equal(cm_hex_decode("0g", 2, out), -EINVAL);   /* non-hex */
+    assert_int_equal(cm_hex_decode("abc", 3, out), -EINVAL); /* odd */
+    assert_int_equal(cm_hex_decode("0g", 2, out), -EINVAL);  /* non-hex */
     assert_int_equal(cm_hex_decode("g0", 2, out), -EINVAL);
     assert_int_equal(cm_hex_decode(" 0", 2, out), -EINVAL);
     assert_int_equal(cm_hex_decode("0\0", 2, out), -EINVAL);
@@ -47,11 +48,10 @@ static void test_hex_bad(void **state)
 
 static void test_base64_rfc4648(void **state)
 {
-    static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba",
-                                        "foobar"};
-    static const char *const enc[] = {"",         "Zg==",     "Zm8=",
-                                      "Zm9v",     "Zm9vYg==", "Zm9vYmE=",
-                                      "Zm9vYmFy"};
+    static const char *const plain[] = {"",     "f",     "fo",    "foo",
+                                        "foob", "fooba", "foobar"};
+    static const char *const enc[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+                                      "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
     char out[16];
     uint8_t dec[16];
     size_t i;
@@ -62,7 +62,8 @@ static void test_base64_rfc4648(void **state)
         cm_base64_encode(plain[i], n, out);
         assert_string_equal(out, enc[i]);
         assert_int_equal(strlen(out), CM_BASE64_LEN(n));
-        assert_int_equal(cm_base64_decode(enc[i], strlen(enc[i]), dec), (long)n);
+        assert_int_equal(cm_base64_decode(enc[i], strlen(enc[i]), dec),
+                         (long)n);
         assert_memory_equal(dec, plain[i], n);
     }
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "common/codec.h"
@@ -27,14 +28,18 @@ static void test_sha256(void **state)
     (void)state;
     cm_sha256_hex("", 0, hex);
     assert_string_equal(
-        hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        hex,
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     cm_sha256_hex("abc", 3, hex);
     assert_string_equal(
-        hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    cm_sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, md);
+        hex,
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    cm_sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
+              md);
     hex_of(md, sizeof(md), hex);
     assert_string_equal(
-        hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+        hex,
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }
 
 static void test_md5(void **state)
@@ -61,7 +66,8 @@ static void test_hmac(void **state)
     cm_hmac_sha256("Jefe", 4, "what do ya want for nothing?", 28, mac);
     hex_of(mac, sizeof(mac), hex);
     assert_string_equal(
-        hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        hex,
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
     /* RFC 4231 test case 6: key longer than the block size */
     memset(key, 0xaa, sizeof(key));
     cm_hmac_sha256(key, sizeof(key),
@@ -69,12 +75,14 @@ static void test_hmac(void **state)
                    mac);
     hex_of(mac, sizeof(mac), hex);
     assert_string_equal(
-        hex, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+        hex,
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
     /* empty key and message: HMAC-SHA256("", "") */
     cm_hmac_sha256("", 0, "", 0, mac);
     hex_of(mac, sizeof(mac), hex);
     assert_string_equal(
-        hex, "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+        hex,
+        "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
 }
 
 static void test_digest_incremental(void **state)
@@ -162,12 +170,12 @@ static void test_crc_reference_and_chaining(void **state)
     }
     /* continuing from a previous value equals one pass, at every split */
     for (split = 0; split <= 300; split++) {
-        assert_int_equal(cm_crc32(cm_crc32(0, buf, split), buf + split,
-                                  300 - split),
-                         cm_crc32(0, buf, 300));
-        assert_int_equal(cm_crc32c(cm_crc32c(0, buf, split), buf + split,
-                                   300 - split),
-                         cm_crc32c(0, buf, 300));
+        assert_int_equal(
+            cm_crc32(cm_crc32(0, buf, split), buf + split, 300 - split),
+            cm_crc32(0, buf, 300));
+        assert_int_equal(
+            cm_crc32c(cm_crc32c(0, buf, split), buf + split, 300 - split),
+            cm_crc32c(0, buf, 300));
         assert_true(cm_crc64nvme(cm_crc64nvme(0, buf, split), buf + split,
                                  300 - split) == cm_crc64nvme(0, buf, 300));
     }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include <cmocka.h>
 
 #include "common/log.h"
@@ -113,13 +114,14 @@ static void test_format_and_filter(void **state)
     assert_int_equal(evaluated, 1);
     out = captured(NULL);
     assert_int_equal(
-        regcomp(&re,
-                "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z"
-                " WARN storaged req=7 open x: No such file or directory\n"
-                "[0-9T:.Z-]{24} ERROR storaged negative errno too: "
-                "Input/output error\n"
-                "[0-9T:.Z-]{24} ERROR storaged no errno\n$",
-                REG_EXTENDED),
+        regcomp(
+            &re,
+            "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z"
+            " WARN storaged req=7 open x: No such file or directory\n"
+            "[0-9T:.Z-]{24} ERROR storaged negative errno too: "
+            "Input/output error\n"
+            "[0-9T:.Z-]{24} ERROR storaged no errno\n$",
+            REG_EXTENDED),
         0);
     if (regexec(&re, out, 0, NULL, 0) != 0)
         fail_msg("unexpected log output:\n%s", out);
@@ -177,8 +179,8 @@ static void test_concurrent_lines_whole(void **state)
     (void)state;
     cm_log_init("mt", CM_LOG_INFO);
     for (i = 0; i < THREADS; i++)
-        assert_int_equal(pthread_create(&th[i], NULL, writer, (void *)(intptr_t)i),
-                         0);
+        assert_int_equal(
+            pthread_create(&th[i], NULL, writer, (void *)(intptr_t)i), 0);
     for (i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
     out = captured(NULL);
@@ -187,8 +189,8 @@ static void test_concurrent_lines_whole(void **state)
         long id;
         int n;
         /* every line is complete: prefix, fields and the full padding */
-        assert_int_equal(sscanf(line + 25, "INFO mt thread=%ld line=%d", &id, &n),
-                         2);
+        assert_int_equal(
+            sscanf(line + 25, "INFO mt thread=%ld line=%d", &id, &n), 2);
         assert_true(id >= 0 && id < THREADS);
         assert_int_equal(per[id], n); /* each thread's lines in order */
         per[id]++;

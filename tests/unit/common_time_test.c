@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
 #include <cmocka.h>
 
 #include "common/timefmt.h"
@@ -95,8 +96,8 @@ static void test_parse_good(void **state)
     assert_int_equal(
         cm_time_parse_rfc3339("2015-08-30T12:36:00.5+00:00", 27, &t), 0);
     assert_int_equal(t, T_2015);
-    assert_int_equal(cm_time_parse_http("Sun, 30 Aug 2015 12:36:00 GMT", 29, &t),
-                     0);
+    assert_int_equal(
+        cm_time_parse_http("Sun, 30 Aug 2015 12:36:00 GMT", 29, &t), 0);
     assert_int_equal(t, T_2015);
     assert_int_equal(cm_time_parse_iso_basic("19700101T000000Z", 16, &t), 0);
     assert_int_equal(t, 0);
@@ -117,26 +118,26 @@ static void test_parse_bad(void **state)
         "20150830T123600",   /* short */
         "20150830T123600ZZ", /* long */
         "20150830 123600Z",
-        "2015083OT123600Z",  /* letter O */
-        "20151330T123600Z",  /* month 13 */
-        "20150030T123600Z",  /* month 0 */
-        "20150200T123600Z",  /* day 0 */
-        "20150230T123600Z",  /* Feb 30 */
-        "20230229T123600Z",  /* not a leap year */
-        "19000229T123600Z",  /* century, not a leap year */
-        "20150831T243600Z",  /* hour 24 */
-        "20150831T126000Z",  /* minute 60 */
-        "20150831T123661Z",  /* second 61 */
+        "2015083OT123600Z", /* letter O */
+        "20151330T123600Z", /* month 13 */
+        "20150030T123600Z", /* month 0 */
+        "20150200T123600Z", /* day 0 */
+        "20150230T123600Z", /* Feb 30 */
+        "20230229T123600Z", /* not a leap year */
+        "19000229T123600Z", /* century, not a leap year */
+        "20150831T243600Z", /* hour 24 */
+        "20150831T126000Z", /* minute 60 */
+        "20150831T123661Z", /* second 61 */
         "2015-830T123600Z",
         "+0150830T123600Z",
     };
     static const char *const rfc_bad[] = {
         "",
         "2015-08-30",
-        "2015-08-30T12:36:00",      /* no zone */
-        "2015-08-30T12:36:00.Z",    /* empty fraction */
+        "2015-08-30T12:36:00",             /* no zone */
+        "2015-08-30T12:36:00.Z",           /* empty fraction */
         "2015-08-30T12:36:00.1234567890Z", /* fraction too long */
-        "2015-08-30T12:36:00+01:00", /* only UTC */
+        "2015-08-30T12:36:00+01:00",       /* only UTC */
         "2015-08-30T12:36:00Zjunk",
         "2015-08-30 12:36:00Z",
         "2015/08/30T12:36:00Z",
@@ -153,8 +154,8 @@ static void test_parse_bad(void **state)
         "Sun, 30 Aug 2015 12:36:00 GMT ",
         "Sun 30 Aug 2015 12:36:00 GMT",
         "Sun, 3 Aug 2015 12:36:00 GMT",
-        "Sunday, 30-Aug-15 12:36:00 GMT",  /* RFC 850 */
-        "Sun Aug 30 12:36:00 2015",        /* asctime */
+        "Sunday, 30-Aug-15 12:36:00 GMT", /* RFC 850 */
+        "Sun Aug 30 12:36:00 2015",       /* asctime */
         "Sun, 31 Sep 2015 12:36:00 GMT",
         "Sun, 30 Aug 2015 25:36:00 GMT",
     };
@@ -167,7 +168,8 @@ static void test_parse_bad(void **state)
             -EINVAL)
             fail_msg("iso accepted #%zu: %s", i, iso_bad[i]);
     for (i = 0; i < sizeof(rfc_bad) / sizeof(rfc_bad[0]); i++)
-        if (cm_time_parse_rfc3339(rfc_bad[i], strlen(rfc_bad[i]), &t) != -EINVAL)
+        if (cm_time_parse_rfc3339(rfc_bad[i], strlen(rfc_bad[i]), &t) !=
+            -EINVAL)
             fail_msg("rfc3339 accepted #%zu: %s", i, rfc_bad[i]);
     for (i = 0; i < sizeof(http_bad) / sizeof(http_bad[0]); i++)
         if (cm_time_parse_http(http_bad[i], strlen(http_bad[i]), &t) != -EINVAL)
@@ -221,10 +223,9 @@ static const char *flush(char *map, size_t pagesz, const char *s, size_t n)
 
 static void test_guard_page_prefixes(void **state)
 {
-    static const char *const good[] = {"20150830T123600Z",
-                                       "2015-08-30T12:36:00.123456Z",
-                                       "2015-08-30T12:36:00+00:00",
-                                       "Sun, 30 Aug 2015 12:36:00 GMT"};
+    static const char *const good[] = {
+        "20150830T123600Z", "2015-08-30T12:36:00.123456Z",
+        "2015-08-30T12:36:00+00:00", "Sun, 30 Aug 2015 12:36:00 GMT"};
     size_t pagesz, i, n;
     char *map = guard_map(&pagesz);
     time_t t;

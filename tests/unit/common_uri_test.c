@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
 #include <cmocka.h>
 
 #include "common/uri.h"
@@ -83,8 +84,8 @@ static void test_decode(void **state)
 
 static void test_decode_bad(void **state)
 {
-    static const char *const bad[] = {"%", "%2", "a%", "%G0", "%0G", "%%",
-                                      "ab%2"};
+    static const char *const bad[] = {"%",   "%2", "a%",  "%G0",
+                                      "%0G", "%%", "ab%2"};
     struct cm_buf b;
     size_t i;
 

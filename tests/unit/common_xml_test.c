@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
 #include <cmocka.h>
 
 #include "common/xml.h"
@@ -27,9 +28,9 @@ static void test_escape(void **state)
     esc("plain/key.txt", 13, "plain/key.txt");
     esc("a&b<c>d\"e'f", 11, "a&amp;b&lt;c&gt;d&quot;e&apos;f");
     esc("&&", 2, "&amp;&amp;");
-    esc("tab\tlf\ncr\r", 10, "tab\tlf\ncr\r");          /* kept */
-    esc("\x01x\x1f\x7f", 4, "&#x1;x&#x1F;&#x7F;");       /* control bytes */
-    esc("a\0b", 3, "a&#x0;b");                          /* NUL */
+    esc("tab\tlf\ncr\r", 10, "tab\tlf\ncr\r");              /* kept */
+    esc("\x01x\x1f\x7f", 4, "&#x1;x&#x1F;&#x7F;");          /* control bytes */
+    esc("a\0b", 3, "a&#x0;b");                              /* NUL */
     esc("\xc3\xbc\xe1\x88\xb4", 5, "\xc3\xbc\xe1\x88\xb4"); /* UTF-8 as is */
 }
 
