@@ -1,0 +1,333 @@
+/* storaged/main.c - the daemon's entry point: command line, credentials,
+ * opening the store, serving S3 until SIGTERM/SIGINT, closing cleanly.
+ *
+ *   storaged serve --address HOST:PORT [--ec K+M] [--threads N] DRIVE...
+ *
+ * Root credentials come from STORAGED_ROOT_USER / STORAGED_ROOT_PASSWORD;
+ * without them the daemon refuses to start (no built-in default pair: a
+ * store reachable with a well-known key is worse than one that does not
+ * start). */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "storaged/drive.h"
+#include "storaged/http.h"
+#include "storaged/http_i.h"
+#include "storaged/metrics.h"
+#include "storaged/object.h"
+
+#define STORAGED_VERSION "0.1"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "usage: storaged serve --address HOST:PORT [options] DRIVE...\n"
+        "       storaged --help | --version\n"
+        "\n"
+        "Serves the S3 API (path-style, region us-east-1) over HTTP/1.1 on\n"
+        "an erasure-coded store spread over the DRIVE directories. A drive\n"
+        "argument may use ellipsis ranges: /srv/d{1...16}.\n"
+        "\n"
+        "options:\n"
+        "  -a, --address HOST:PORT  listen address (required; [::]:9000 for IPv6)\n"
+        "  -e, --ec K+M             data+parity shards per object set\n"
+        "                           (default from the set size: 16 drives -> 12+4)\n"
+        "      --set-size N         drives per erasure set (default: largest of 16..2\n"
+        "                           dividing the drive count)\n"
+        "  -t, --threads N          event-loop threads (default: one per CPU)\n"
+        "  -w, --workers N          blocking worker threads (default: 4 per loop, >= 16)\n"
+        "      --no-fsync           do not sync at commit (faster, unsafe on power loss)\n"
+        "      --idle-timeout S     close idle keep-alive connections after S s (60)\n"
+        "      --request-timeout S  slow clients: head or body stalled for S s (30)\n"
+        "  -l, --log-level LEVEL    debug, info, warn, error (default info)\n"
+        "  -h, --help               this text\n"
+        "  -V, --version            print the version\n"
+        "\n"
+        "environment:\n"
+        "  STORAGED_ROOT_USER, STORAGED_ROOT_PASSWORD  root access key and secret\n"
+        "                           (required; the secret must be >= 8 characters)\n"
+        "\n"
+        "endpoints: S3 API on /, GET /health/live, GET /health/ready (200 when\n"
+        "serving), GET /metrics (Prometheus text). SIGTERM or SIGINT: stop\n"
+        "accepting, finish in-flight requests, exit 0.\n");
+}
+
+/* Splits "HOST:PORT" / "[V6]:PORT" / ":PORT". 0 or -EINVAL. */
+static int parse_address(const char *a, char *host, size_t hcap, int *port)
+{
+    const char *colon;
+    char *end;
+    long p;
+    size_t hl;
+
+    if (a[0] == '[') {
+        const char *rb = strchr(a, ']');
+
+        if (rb == NULL || rb[1] != ':')
+            return -EINVAL;
+        hl = (size_t)(rb - a - 1);
+        if (hl >= hcap)
+            return -EINVAL;
+        memcpy(host, a + 1, hl);
+        host[hl] = 0;
+        colon = rb + 1;
+    } else {
+        colon = strrchr(a, ':');
+        if (colon == NULL)
+            return -EINVAL;
+        hl = (size_t)(colon - a);
+        if (hl >= hcap)
+            return -EINVAL;
+        memcpy(host, a, hl);
+        host[hl] = 0;
+    }
+    if (host[0] == 0)
+        snprintf(host, hcap, "0.0.0.0");
+    errno = 0;
+    p = strtol(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || p < 0 || p > 65535)
+        return -EINVAL;
+    *port = (int)p;
+    return 0;
+}
+
+/* Parses "K+M". 0 or -EINVAL. */
+static int parse_ec(const char *s, int *k, int *m)
+{
+    char *end;
+    long a, b;
+
+    errno = 0;
+    a = strtol(s, &end, 10);
+    if (errno || *end != '+' || a < 1 || a > 16)
+        return -EINVAL;
+    b = strtol(end + 1, &end, 10);
+    if (errno || *end || b < 0 || b > 16)
+        return -EINVAL;
+    *k = (int)a;
+    *m = (int)b;
+    return 0;
+}
+
+static int parse_count(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stor_http_shutdown();
+}
+
+/* Appends the expansion of each drive argument to *drives. */
+static int expand_drives(char **args, int n, char ***drives, size_t *ndrives)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        char **v = NULL;
+        size_t nv = 0, j;
+        char **grown;
+        int ret = stor_drives_expand(args[i], &v, &nv);
+
+        if (ret < 0) {
+            fprintf(stderr, "storaged: bad drive argument '%s'\n", args[i]);
+            return ret;
+        }
+        grown = realloc(*drives, (*ndrives + nv) * sizeof(char *));
+        if (grown == NULL) {
+            stor_drives_free(v, nv);
+            return -ENOMEM;
+        }
+        *drives = grown;
+        for (j = 0; j < nv; j++)
+            (*drives)[(*ndrives)++] = v[j];
+        free(v); /* the strings moved into *drives */
+    }
+    return 0;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"address", required_argument, NULL, 'a'},
+        {"ec", required_argument, NULL, 'e'},
+        {"threads", required_argument, NULL, 't'},
+        {"workers", required_argument, NULL, 'w'},
+        {"set-size", required_argument, NULL, 's'},
+        {"no-fsync", no_argument, NULL, 'F'},
+        {"idle-timeout", required_argument, NULL, 'I'},
+        {"request-timeout", required_argument, NULL, 'R'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct stor_store_opts so = {.ec_parity = -1, .fsync = true};
+    struct stor_http_opts ho = {0};
+    struct stor_server srv;
+    char host[256] = "";
+    char **drives = NULL;
+    size_t ndrives = 0;
+    const char *address = NULL;
+    const char *user = getenv("STORAGED_ROOT_USER");
+    const char *pass = getenv("STORAGED_ROOT_PASSWORD");
+    char *err = NULL;
+    long v, idle = 60, reqto = 30;
+    int c, ret, lvl;
+    struct sigaction sa;
+
+    memset(&srv, 0, sizeof(srv));
+    while ((c = getopt_long(argc, argv, "a:e:t:w:l:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a':
+            address = optarg;
+            break;
+        case 'e':
+            if (parse_ec(optarg, &so.ec_data, &so.ec_parity) < 0) {
+                fprintf(stderr, "storaged: --ec wants K+M (e.g. 12+4), got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 't':
+            if (parse_count(optarg, 1, 1024, &v) < 0) {
+                fprintf(stderr, "storaged: bad --threads '%s'\n", optarg);
+                return 2;
+            }
+            ho.nthreads = (size_t)v;
+            break;
+        case 'w':
+            if (parse_count(optarg, 1, 4096, &v) < 0) {
+                fprintf(stderr, "storaged: bad --workers '%s'\n", optarg);
+                return 2;
+            }
+            ho.nworkers = (size_t)v;
+            break;
+        case 's':
+            if (parse_count(optarg, 1, 16, &v) < 0) {
+                fprintf(stderr, "storaged: bad --set-size '%s'\n", optarg);
+                return 2;
+            }
+            so.set_size = (int)v;
+            break;
+        case 'F':
+            so.fsync = false;
+            break;
+        case 'I':
+            if (parse_count(optarg, 1, 86400, &idle) < 0) {
+                fprintf(stderr, "storaged: bad --idle-timeout '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'R':
+            if (parse_count(optarg, 1, 86400, &reqto) < 0) {
+                fprintf(stderr, "storaged: bad --request-timeout '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'l':
+            lvl = cm_log_parse_level(optarg);
+            if (lvl < 0) {
+                fprintf(stderr, "storaged: bad --log-level '%s'\n", optarg);
+                return 2;
+            }
+            cm_log_init("storaged", lvl);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (address == NULL || optind >= argc) {
+        fprintf(stderr, "storaged serve: --address and at least one DRIVE are required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (parse_address(address, host, sizeof(host), &ho.port) < 0) {
+        fprintf(stderr, "storaged: bad --address '%s' (want HOST:PORT)\n", address);
+        return 2;
+    }
+    ho.host = host;
+    if (user == NULL || *user == 0 || pass == NULL || strlen(pass) < 8) {
+        fprintf(stderr,
+                "storaged: set STORAGED_ROOT_USER and STORAGED_ROOT_PASSWORD "
+                "(secret of at least 8 characters) to the root credentials; "
+                "refusing to start without them\n");
+        return 2;
+    }
+    ret = expand_drives(argv + optind, argc - optind, &drives, &ndrives);
+    if (ret < 0)
+        goto out;
+    so.drives = (const char *const *)drives;
+    so.ndrives = ndrives;
+    ret = stor_store_open(&so, &srv.store, &err);
+    if (ret < 0) {
+        fprintf(stderr, "storaged: cannot open the store: %s\n",
+                err ? err : strerror(-ret));
+        free(err);
+        goto out;
+    }
+    srv.metrics = stor_metrics_create();
+    if (srv.metrics == NULL) {
+        ret = -ENOMEM;
+        goto out_store;
+    }
+    srv.root_user = user;
+    srv.root_secret = pass;
+    srv.region = "us-east-1";
+    srv.idle_timeout_s = (int)idle;
+    srv.header_timeout_s = (int)reqto;
+    srv.body_timeout_s = (int)reqto;
+    atomic_store(&srv.next_req_id, ((uint64_t)time(NULL) << 24));
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    ret = stor_http_serve(&srv, &ho);
+    stor_metrics_destroy(srv.metrics);
+out_store:
+    stor_store_close(srv.store);
+out:
+    stor_drives_free(drives, ndrives);
+    return ret < 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    cm_log_init("storaged", CM_LOG_INFO);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 ||
+                      strcmp(argv[1], "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && (strcmp(argv[1], "--version") == 0 ||
+                      strcmp(argv[1], "-V") == 0)) {
+        printf("storaged %s\n", STORAGED_VERSION);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "serve") == 0)
+        return cmd_serve(argc - 1, argv + 1);
+    usage(stderr);
+    return 2;
+}

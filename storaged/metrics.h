@@ -1,0 +1,30 @@
+/* storaged/metrics.h - the daemon's Prometheus metrics: request counts by
+ * S3 API and status, latency histograms, bytes in/out, connections, plus
+ * the store's and drives' figures read at scrape time. Updates are lock-free
+ * atomics, safe from any thread. */
+#ifndef STORAGED_METRICS_H
+#define STORAGED_METRICS_H
+#include <stdint.h>
+#include "common/buf.h"
+#include "common/compiler.h"
+
+struct stor_metrics;
+struct stor_store;
+
+/* NULL on ENOMEM. */
+struct stor_metrics *stor_metrics_create(void);
+void stor_metrics_destroy(struct stor_metrics *m);
+/* One finished request of operation @op (enum stor_s3_op) with HTTP
+ * @status, taking @secs, with @in request-body and @out response bytes. */
+void stor_metrics_request(struct stor_metrics *m, int op, int status,
+                          double secs, uint64_t in, uint64_t out);
+/* Connection opened (+1) or closed (-1). */
+void stor_metrics_conn(struct stor_metrics *m, int delta);
+/* Appends the Prometheus text exposition to @out; @store may be NULL. */
+CM_MUST_CHECK int stor_metrics_render(struct stor_metrics *m,
+                                      struct stor_store *store,
+                                      struct cm_buf *out);
+/* The API name of @op ("GetObject", ...). */
+const char *stor_metrics_op_name(int op);
+
+#endif /* STORAGED_METRICS_H */
