@@ -111,7 +111,7 @@ static int heal_part(struct stor_store *s, const char *bucket,
             (uint64_t)st.st_size != fsize)
             bad[j] = true;
     }
-    buf = malloc((size_t)n * stride);
+    buf = malloc((size_t)(unsigned)n * stride);
     if (buf == NULL) {
         ret = -ENOMEM;
         goto out;
@@ -514,6 +514,12 @@ static void *scan_main(void *arg)
         if (nap(s, 1000))
             break;
         drain_queue(s);
+        pthread_mutex_lock(&s->heal_lock);
+        if (s->rescan) {
+            s->rescan = false;
+            next = 0;
+        }
+        pthread_mutex_unlock(&s->heal_lock);
         if (time(NULL) >= next) {
             if (scan_cycle(s))
                 break;
@@ -534,34 +540,39 @@ static bool probe_drive(struct stor_store *s, size_t d)
            f.set == s->drives[d].set && f.pos == s->drives[d].pos;
 }
 
+void obj_probe_drives(struct stor_store *s)
+{
+    for (size_t d = 0; d < s->ndrives; d++) {
+        bool ok = probe_drive(s, d);
+        bool was = obj_drive_online(s, d);
+
+        if (was && !ok) {
+            __atomic_store_n(&s->drives[d].online, false, __ATOMIC_RELEASE);
+            cm_log(CM_LOG_WARN, 0, "drive %s: offline (probe failed)",
+                   s->drives[d].path);
+        } else if (!was && ok) {
+            char path[PATH_MAX];
+
+            snprintf(path, sizeof(path), "%s/" STOR_TMP_DIR,
+                     s->drives[d].path);
+            (void)stor_mkdirs(path);
+            __atomic_store_n(&s->drives[d].stale, true, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->drives[d].online, true, __ATOMIC_RELEASE);
+            cm_log(CM_LOG_INFO, 0, "drive %s: back online, healing",
+                   s->drives[d].path);
+            pthread_mutex_lock(&s->heal_lock);
+            s->rescan = true;
+            pthread_mutex_unlock(&s->heal_lock);
+        }
+    }
+}
+
 static void *probe_main(void *arg)
 {
     struct stor_store *s = arg;
 
-    while (!nap(s, 1000)) {
-        for (size_t d = 0; d < s->ndrives; d++) {
-            bool ok = probe_drive(s, d);
-            bool was = obj_drive_online(s, d);
-
-            if (was && !ok) {
-                __atomic_store_n(&s->drives[d].online, false,
-                                 __ATOMIC_RELEASE);
-                cm_log(CM_LOG_WARN, 0, "drive %s: offline (probe failed)",
-                       s->drives[d].path);
-            } else if (!was && ok) {
-                char path[PATH_MAX];
-
-                snprintf(path, sizeof(path), "%s/" STOR_TMP_DIR,
-                         s->drives[d].path);
-                (void)stor_mkdirs(path);
-                __atomic_store_n(&s->drives[d].stale, true, __ATOMIC_RELEASE);
-                __atomic_store_n(&s->drives[d].online, true,
-                                 __ATOMIC_RELEASE);
-                cm_log(CM_LOG_INFO, 0, "drive %s: back online, healing",
-                       s->drives[d].path);
-            }
-        }
-    }
+    while (!nap(s, 1000))
+        obj_probe_drives(s);
     return NULL;
 }
 

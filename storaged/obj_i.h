@@ -91,6 +91,7 @@ struct stor_store {
     struct obj_healreq *healq; /* protected by heal_lock */
     size_t nhealq;
     bool stopping;  /* protected by heal_lock */
+    bool rescan;    /* a drive came back: scan now; protected by heal_lock */
     bool threads_started;
     pthread_t scan_thread, probe_thread;
 };
@@ -187,6 +188,8 @@ struct stor_put *obj_put_create(struct stor_store *s, const char *bucket,
 int obj_heal_object(struct stor_store *s, const char *bucket,
                     const char *key, size_t key_len, bool deep);
 int obj_threads_start(struct stor_store *s);
+/* Checks every drive's format record once: offline / back online. */
+void obj_probe_drives(struct stor_store *s);
 void obj_threads_stop(struct stor_store *s);
 /* Loads every bucket's index from the drives (at open). */
 int obj_load(struct stor_store *s);

@@ -313,7 +313,8 @@ static int put_start_stream(struct stor_put *p)
             continue;
         p->fd[j] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (p->fd[j] < 0) {
-            obj_drive_fail(s, d, errno);
+            /* no temp dir: the drive itself is gone */
+            obj_drive_fail(s, d, errno == ENOENT ? ENODEV : errno);
             continue;
         }
         p->ok[j] = true;
@@ -492,7 +493,7 @@ static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
         }
         fds[j] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fds[j] < 0) {
-            obj_drive_fail(s, d, errno);
+            obj_drive_fail(s, d, errno == ENOENT ? ENODEV : errno);
             ok[j] = false;
             continue;
         }

@@ -1,0 +1,462 @@
+/* tests/unit/obj_fault_test.c - faults on real drive directories through
+ * storaged/object.h: lost drives (renamed away), corrupt shard bytes,
+ * too many losses (error, never wrong bytes), write quorum, stale drives
+ * that missed overwrites and deletes (at run time and across a reopen),
+ * and healing (rebuilt shards survive a further loss). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "storaged/obj_i.h"
+
+struct env {
+    char root[256];
+    char *paths[16];
+    size_t n;
+    struct stor_store *s;
+};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t xr(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 2654435761u + 1;
+
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (uint8_t)x;
+    }
+}
+
+static void env_open(struct env *e)
+{
+    struct stor_store_opts o = {0};
+    char *err = NULL;
+
+    o.drives = (const char *const *)e->paths;
+    o.ndrives = e->n;
+    o.ec_parity = -1;
+    o.fsync = false;
+    assert_int_equal(stor_store_open(&o, &e->s, &err), 0);
+    free(err);
+}
+
+static struct env *env_new(size_t n)
+{
+    struct env *e = calloc(1, sizeof(*e));
+
+    snprintf(e->root, sizeof(e->root), "/tmp/objfault.XXXXXX");
+    assert_non_null(mkdtemp(e->root));
+    e->n = n;
+    for (size_t i = 0; i < n; i++) {
+        e->paths[i] = malloc(300);
+        snprintf(e->paths[i], 300, "%s/d%zu", e->root, i);
+        assert_int_equal(stor_mkdirs(e->paths[i]), 0);
+    }
+    setenv("STORAGED_NO_BACKGROUND", "1", 1);
+    env_open(e);
+    assert_int_equal(stor_bucket_create(e->s, "bkt"), 0);
+    return e;
+}
+
+static void env_free(struct env *e)
+{
+    stor_store_close(e->s);
+    stor_rmtree(e->root);
+    for (size_t i = 0; i < e->n; i++)
+        free(e->paths[i]);
+    free(e);
+}
+
+/* Takes drive @i away (rename) or brings it back. */
+static void drive_away(struct env *e, size_t i, bool away)
+{
+    char a[400];
+
+    snprintf(a, sizeof(a), "%s.away", e->paths[i]);
+    if (away)
+        assert_int_equal(rename(e->paths[i], a), 0);
+    else
+        assert_int_equal(rename(a, e->paths[i]), 0);
+}
+
+static int put(struct stor_store *s, const char *k, const uint8_t *d,
+               size_t n)
+{
+    struct stor_put *p;
+    int ret = stor_put_begin(s, "bkt", k, strlen(k), (int64_t)n, NULL, 0, &p);
+
+    if (ret < 0)
+        return ret;
+    ret = stor_put_write(p, d, n);
+    if (ret < 0) {
+        stor_put_abort(p);
+        return ret;
+    }
+    return stor_put_commit(p, NULL, NULL);
+}
+
+/* 0 when the whole object reads back equal to @want; the error otherwise
+ * (and then it must not have returned wrong bytes). */
+static int get_cmp(struct stor_store *s, const char *k, const uint8_t *want,
+                   size_t n)
+{
+    struct stor_get *g;
+    uint8_t *buf = malloc(n + 1);
+    ssize_t r;
+    int ret = stor_get_open(s, "bkt", k, strlen(k), NULL, &g);
+
+    if (ret < 0) {
+        free(buf);
+        return ret;
+    }
+    r = n ? stor_get_read(g, 0, buf, n) : 0;
+    stor_get_close(g);
+    if (r < 0) {
+        free(buf);
+        return (int)r;
+    }
+    assert_int_equal((size_t)r, n);
+    assert_memory_equal(buf, want, n);
+    free(buf);
+    return 0;
+}
+
+/* Every file of @k on the drives: metas and shard files, in a list. */
+static size_t obj_files(struct env *e, const char *k, char out[][PATH_MAX],
+                        size_t max)
+{
+    uint8_t id[16];
+    char hx[33];
+    size_t n = 0;
+
+    obj_key_id(e->s, k, strlen(k), id);
+    obj_hex(id, 16, hx);
+    for (size_t d = 0; d < e->n; d++) {
+        char dir[PATH_MAX];
+        DIR *dp;
+        struct dirent *de;
+
+        if (snprintf(dir, sizeof(dir), "%s/b/bkt/%.2s", e->paths[d], hx) >=
+            (int)sizeof(dir))
+            continue;
+        dp = opendir(dir);
+        if (dp == NULL)
+            continue;
+        while ((de = readdir(dp)) != NULL && n < max)
+            if (strncmp(de->d_name, hx, 32) == 0)
+                snprintf(out[n++], PATH_MAX, "%s/%s", dir, de->d_name);
+        closedir(dp);
+    }
+    return n;
+}
+
+/* Flips @nbytes random bytes of @path. */
+static void corrupt(const char *path, int nbytes)
+{
+    struct stat st;
+    int fd = open(path, O_RDWR);
+
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    for (int i = 0; i < nbytes && st.st_size > 0; i++) {
+        off_t off = (off_t)(xr() % (uint64_t)st.st_size);
+        uint8_t c;
+
+        assert_int_equal(pread(fd, &c, 1, off), 1);
+        c ^= (uint8_t)(1 + xr() % 255);
+        assert_int_equal(pwrite(fd, &c, 1, off), 1);
+    }
+    close(fd);
+}
+
+#define NOBJ 5
+static const size_t sizes[NOBJ] = {0, 4096, 100 * 1024, 1536 * 1024 + 7,
+                                   40 * 1024};
+
+static void put_all(struct env *e, uint8_t **data)
+{
+    for (int i = 0; i < NOBJ; i++) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "o%d", i);
+        data[i] = malloc(sizes[i] + 1);
+        fill(data[i], sizes[i], (uint64_t)i + 100);
+        assert_int_equal(put(e->s, k, data[i], sizes[i]), 0);
+    }
+}
+
+static void test_lose_any_four(void **st)
+{
+    struct env *e = env_new(16);
+    uint8_t *data[NOBJ];
+
+    (void)st;
+    put_all(e, data);
+    for (int t = 0; t < 12; t++) {
+        size_t lost[4];
+
+        for (int i = 0; i < 4; i++) {
+            bool dup;
+
+            do {
+                lost[i] = xr() % 16;
+                dup = false;
+                for (int j = 0; j < i; j++)
+                    dup |= lost[j] == lost[i];
+            } while (dup);
+            drive_away(e, lost[i], true);
+        }
+        for (int i = 0; i < NOBJ; i++) {
+            char k[32];
+
+            snprintf(k, sizeof(k), "o%d", i);
+            assert_int_equal(get_cmp(e->s, k, data[i], sizes[i]), 0);
+        }
+        for (int i = 0; i < 4; i++)
+            drive_away(e, lost[i], false);
+    }
+    /* five lost drives: a full-width object must fail, never lie */
+    for (size_t i = 0; i < 5; i++)
+        drive_away(e, i, true);
+    assert_int_equal(get_cmp(e->s, "o3", data[3], sizes[3]), -STOR_EDATA);
+    assert_int_equal(get_cmp(e->s, "o2", data[2], sizes[2]), -STOR_EDATA);
+    for (size_t i = 0; i < 5; i++)
+        drive_away(e, i, false);
+    for (int i = 0; i < NOBJ; i++)
+        free(data[i]);
+    env_free(e);
+}
+
+static void test_corrupt_and_heal(void **st)
+{
+    struct env *e = env_new(16);
+    uint8_t *data[NOBJ];
+    char files[64][PATH_MAX];
+    struct stor_store_stats ss;
+
+    (void)st;
+    put_all(e, data);
+    for (int i = 1; i < NOBJ; i++) {
+        char k[32];
+        size_t n, pick[4];
+
+        snprintf(k, sizeof(k), "o%d", i);
+        n = obj_files(e, k, files, 64);
+        assert_true(n >= 5);
+        /* corrupt 4 distinct files (metas or shard files) */
+        for (int c = 0; c < 4; c++) {
+            bool dup;
+
+            do {
+                pick[c] = xr() % n;
+                dup = false;
+                for (int j = 0; j < c; j++)
+                    dup |= pick[j] == pick[c];
+                /* a meta and the shard file of one drive count as one
+                 * shard: keep picks on distinct drives */
+                for (int j = 0; j < c && !dup; j++)
+                    dup |= strncmp(files[pick[j]], files[pick[c]],
+                                   strlen(e->root) + 5) == 0 &&
+                           strstr(files[pick[j]] + strlen(e->root), "/b/") ==
+                               strstr(files[pick[c]] + strlen(e->root),
+                                      "/b/") &&
+                           memcmp(files[pick[j]], files[pick[c]],
+                                  strlen(e->root) + 4) == 0;
+            } while (dup);
+        }
+        for (int c = 0; c < 4; c++)
+            corrupt(files[pick[c]], 3);
+        assert_int_equal(get_cmp(e->s, k, data[i], sizes[i]), 0);
+        /* heal, then lose four whole drives: still exact */
+        assert_true(obj_heal_object(e->s, "bkt", k, strlen(k), true) >= 0);
+        for (size_t d = 0; d < 4; d++)
+            drive_away(e, (size_t)(xr() % 4) * 4 + d, true);
+        assert_int_equal(get_cmp(e->s, k, data[i], sizes[i]), 0);
+        for (size_t d = 0; d < 16; d++) {
+            char a[400];
+            struct stat sb;
+
+            snprintf(a, sizeof(a), "%s.away", e->paths[d]);
+            if (stat(a, &sb) == 0)
+                drive_away(e, d, false);
+        }
+    }
+    stor_store_get_stats(e->s, &ss);
+    assert_true(ss.degraded_reads > 0);
+    assert_true(ss.corrupt_found > 0);
+    assert_true(ss.shards_healed > 0);
+    /* five corrupt shards of a 12+4 object: an error, never wrong bytes */
+    {
+        size_t n = obj_files(e, "o3", files, 64);
+        int done = 0;
+
+        for (size_t f = 0; f < n && done < 5; f++)
+            if (strstr(files[f], ".m") == NULL) {
+                corrupt(files[f], 50);
+                done++;
+            }
+        assert_int_equal(get_cmp(e->s, "o3", data[3], sizes[3]), -STOR_EDATA);
+    }
+    for (int i = 0; i < NOBJ; i++)
+        free(data[i]);
+    env_free(e);
+}
+
+static void test_write_quorum(void **st)
+{
+    struct env *e = env_new(16);
+    uint8_t d[200000];
+    struct stor_put *p;
+
+    (void)st;
+    fill(d, sizeof(d), 5);
+    for (size_t i = 0; i < 4; i++)
+        drive_away(e, i * 3, true);
+    obj_probe_drives(e->s);
+    assert_int_equal(put(e->s, "w-small", d, 4096), 0);
+    assert_int_equal(put(e->s, "w-mid", d, 100000), 0);
+    assert_int_equal(put(e->s, "w-big", d, sizeof(d)), 0);
+    drive_away(e, 1, true);
+    obj_probe_drives(e->s);
+    assert_int_equal(stor_put_begin(e->s, "bkt", "w-fail", 6, 10, NULL, 0, &p),
+                     -STOR_EQUORUM);
+    drive_away(e, 1, false);
+    for (size_t i = 0; i < 4; i++)
+        drive_away(e, i * 3, false);
+    obj_probe_drives(e->s);
+    assert_int_equal(get_cmp(e->s, "w-small", d, 4096), 0);
+    assert_int_equal(get_cmp(e->s, "w-big", d, sizeof(d)), 0);
+    /* heal the returned drives, then lose four others: still exact */
+    assert_true(obj_heal_object(e->s, "bkt", "w-big", 5, true) > 0);
+    assert_true(obj_heal_object(e->s, "bkt", "w-mid", 5, true) > 0);
+    for (size_t i = 0; i < 4; i++)
+        drive_away(e, i * 3 + 1, true);
+    assert_int_equal(get_cmp(e->s, "w-big", d, sizeof(d)), 0);
+    assert_int_equal(get_cmp(e->s, "w-mid", d, 100000), 0);
+    for (size_t i = 0; i < 4; i++)
+        drive_away(e, i * 3 + 1, false);
+    env_free(e);
+}
+
+static void test_stale_drive(void **st)
+{
+    struct env *e = env_new(4);
+    uint8_t oldd[300000], newd[300000];
+    struct stor_list_result r;
+    const int nk = 24;
+
+    (void)st;
+    fill(oldd, sizeof(oldd), 1);
+    fill(newd, sizeof(newd), 2);
+    for (int i = 0; i < nk; i++) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "k%02d", i);
+        assert_int_equal(put(e->s, k, oldd, i % 3 == 0 ? 200000 : 5000), 0);
+    }
+    drive_away(e, 2, true);
+    obj_probe_drives(e->s);
+    for (int i = 0; i < nk; i++) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "k%02d", i);
+        if (i % 2)
+            assert_int_equal(stor_obj_delete(e->s, "bkt", k, strlen(k)), 0);
+        else
+            assert_int_equal(put(e->s, k, newd, i % 3 == 0 ? 5000 : 200000),
+                             0);
+    }
+    drive_away(e, 2, false);
+    obj_probe_drives(e->s);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < nk; i++) {
+            char k[32];
+
+            snprintf(k, sizeof(k), "k%02d", i);
+            if (i % 2)
+                assert_int_equal(get_cmp(e->s, k, newd, 0), -STOR_ENOKEY);
+            else
+                assert_int_equal(
+                    get_cmp(e->s, k, newd, i % 3 == 0 ? 5000 : 200000), 0);
+        }
+        assert_int_equal(stor_obj_list(e->s, "bkt", NULL, NULL, NULL, 100, &r),
+                         0);
+        assert_int_equal(r.nobjs, nk / 2);
+        for (size_t i = 0; i < r.nobjs; i++)
+            assert_int_equal(r.objs[i].size,
+                             (i * 2) % 3 == 0 ? 5000 : 200000);
+        stor_list_result_fini(&r);
+        /* reopen: the returned drive's old copies must not win */
+        stor_store_close(e->s);
+        env_open(e);
+    }
+    env_free(e);
+}
+
+static void test_drive_checks(void **st)
+{
+    struct env *e = env_new(4), *other = env_new(4);
+    struct stor_store_opts o = {0};
+    const char *dup[4];
+    const char *mixed[4];
+    struct stor_store *s2;
+    char *err = NULL;
+
+    (void)st;
+    stor_store_close(e->s);
+    e->s = NULL;
+    dup[0] = e->paths[0];
+    dup[1] = e->paths[1];
+    dup[2] = e->paths[2];
+    dup[3] = e->paths[2];
+    o.drives = dup;
+    o.ndrives = 4;
+    o.ec_parity = -1;
+    assert_true(stor_store_open(&o, &s2, &err) < 0);
+    assert_non_null(strstr(err, "duplicated"));
+    free(err);
+    mixed[0] = e->paths[0];
+    mixed[1] = e->paths[1];
+    mixed[2] = e->paths[2];
+    mixed[3] = other->paths[3];
+    o.drives = mixed;
+    assert_true(stor_store_open(&o, &s2, &err) < 0);
+    assert_non_null(strstr(err, "another deployment"));
+    free(err);
+    env_open(e);
+    env_free(e);
+    env_free(other);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_drive_checks),
+        cmocka_unit_test(test_lose_any_four),
+        cmocka_unit_test(test_corrupt_and_heal),
+        cmocka_unit_test(test_write_quorum),
+        cmocka_unit_test(test_stale_drive),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
