@@ -164,8 +164,10 @@ static size_t obj_files(struct env *e, const char *k, char out[][PATH_MAX],
         if (dp == NULL)
             continue;
         while ((de = readdir(dp)) != NULL && n < max)
-            if (strncmp(de->d_name, hx, 32) == 0)
-                snprintf(out[n++], PATH_MAX, "%s/%s", dir, de->d_name);
+            if (strncmp(de->d_name, hx, 32) == 0 &&
+                snprintf(out[n], PATH_MAX, "%s/%s", dir, de->d_name) <
+                    PATH_MAX)
+                n++;
         closedir(dp);
     }
     return n;
