@@ -1,0 +1,121 @@
+"""Helpers for S3 tests that need hand-made requests: a small SigV4 signer
+(header auth, aws-chunked signed chunks and trailers) and raw sockets, so
+tests can send what clients send byte by byte, and malformed input."""
+
+import base64
+import datetime
+import hashlib
+import hmac
+import socket
+import urllib.parse
+import zlib
+
+EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+
+
+def _hmac(key, msg):
+    return hmac.new(key, msg.encode() if isinstance(msg, str) else msg,
+                    hashlib.sha256).digest()
+
+
+def signing_key(secret, date8, region="us-east-1", service="s3"):
+    k = _hmac(("AWS4" + secret).encode(), date8)
+    k = _hmac(k, region)
+    k = _hmac(k, service)
+    return _hmac(k, "aws4_request")
+
+
+def uri_encode(s, keep_slash):
+    safe = "-_.~" + ("/" if keep_slash else "")
+    return urllib.parse.quote(s, safe=safe)
+
+
+def sign_headers(method, path, query, headers, payload_hash, access, secret,
+                 now=None, region="us-east-1"):
+    """Adds x-amz-date, x-amz-content-sha256 and Authorization to @headers
+    (a dict with lowercase names, must hold 'host'). @path is decoded.
+    Returns (signature, amz_date, scope, key)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+    date8 = amz_date[:8]
+    headers["x-amz-date"] = amz_date
+    headers["x-amz-content-sha256"] = payload_hash
+    names = sorted(headers)
+    canon_headers = "".join("%s:%s\n" % (n, " ".join(str(headers[n]).split()))
+                            for n in names)
+    signed = ";".join(names)
+    cq = "&".join("%s=%s" % (uri_encode(k, False), uri_encode(v, False))
+                  for k, v in sorted(query))
+    canon = "\n".join([method, uri_encode(path, True), cq, canon_headers,
+                       signed, payload_hash])
+    scope = "%s/%s/s3/aws4_request" % (date8, region)
+    sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
+                     hashlib.sha256(canon.encode()).hexdigest()])
+    key = signing_key(secret, date8, region)
+    sig = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (
+        "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s"
+        % (access, scope, signed, sig))
+    return sig, amz_date, scope, key
+
+
+def chunk_sig(key, amz_date, scope, prev, data):
+    sts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, prev,
+                     EMPTY_SHA, hashlib.sha256(data).hexdigest()])
+    return hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+
+
+def trailer_sig(key, amz_date, scope, prev, trailer_bytes):
+    sts = "\n".join(["AWS4-HMAC-SHA256-TRAILER", amz_date, scope, prev,
+                     hashlib.sha256(trailer_bytes).hexdigest()])
+    return hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+
+
+def crc32_b64(data):
+    return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+
+
+def raw_request(port, data, timeout=5.0, read_all=True):
+    """Sends @data on a fresh connection, returns everything read until the
+    server closes (or the timeout)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            if not b:
+                break
+            out += b
+            if not read_all:
+                break
+        return out
+    finally:
+        s.close()
+
+
+def status_of(resp):
+    line = resp.split(b"\r\n", 1)[0]
+    return int(line.split()[1])
+
+
+def read_response(f):
+    """Reads one HTTP/1.1 response with a Content-Length body from the
+    binary file @f. Returns (status, {lowercase name: value}, body)."""
+    line = f.readline()
+    if not line:
+        raise EOFError("connection closed")
+    status = int(line.split()[1])
+    headers = {}
+    while True:
+        h = f.readline()
+        if h in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = h.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    n = int(headers.get("content-length", "0"))
+    body = f.read(n) if n else b""
+    return status, headers, body
