@@ -836,13 +836,15 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--compute-ms", type=float, default=20.0,
-                    help="simulated training step per batch (default 20)")
+    ap.add_argument("--compute-ms", type=float, default=50.0,
+                    help="simulated training step per batch (default 50: on "
+                    "2 cores, local disk keeps that step ~95%% busy)")
     ap.add_argument("--crop", type=int, default=112,
                     help="RandomResizedCrop size (default 112)")
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="repeat every measurement N times, report medians")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="repeat every measurement N times, report medians "
+                    "(default 3)")
     ap.add_argument("--budget", type=float,
                     help="time cap per epoch/command in seconds")
     ap.add_argument("--results", default=os.path.join(REPO, "results"),
