@@ -114,6 +114,22 @@ int stor_drives_expand(const char *arg, char ***out, size_t *n)
 
 /* ---- format record ---- */
 
+/* Parses @s as a whole decimal int into *@out. Returns true on success;
+ * false (leaving *@out alone) on garbage, trailing text or overflow, so a
+ * damaged format record reads as -EBADMSG instead of a silent 0. */
+static bool format_int(const char *s, int *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != 0 || v < INT_MIN || v > INT_MAX)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
 int stor_format_read(const char *drive, struct stor_format *f)
 {
     char path[PATH_MAX], line[256];
@@ -134,23 +150,23 @@ int stor_format_read(const char *drive, struct stor_format *f)
             memcpy(f->deployment, val, 33);
             got |= 1;
         } else if (strcmp(key, "set") == 0) {
-            f->set = atoi(val);
-            got |= 2;
+            if (format_int(val, &f->set))
+                got |= 2;
         } else if (strcmp(key, "position") == 0) {
-            f->pos = atoi(val);
-            got |= 4;
+            if (format_int(val, &f->pos))
+                got |= 4;
         } else if (strcmp(key, "sets") == 0) {
-            f->nsets = atoi(val);
-            got |= 8;
+            if (format_int(val, &f->nsets))
+                got |= 8;
         } else if (strcmp(key, "set_size") == 0) {
-            f->set_size = atoi(val);
-            got |= 16;
+            if (format_int(val, &f->set_size))
+                got |= 16;
         } else if (strcmp(key, "data") == 0) {
-            f->k = atoi(val);
-            got |= 32;
+            if (format_int(val, &f->k))
+                got |= 32;
         } else if (strcmp(key, "parity") == 0) {
-            f->m = atoi(val);
-            got |= 64;
+            if (format_int(val, &f->m))
+                got |= 64;
         }
     }
     fclose(fp);

@@ -360,12 +360,15 @@ out:
 
 /* ---- threads ---- */
 
+/* Seconds between background scans: STORAGED_SCAN_INTERVAL when it is a
+ * whole positive number of seconds (at most a year), else 3600. */
 static int scan_interval_s(void)
 {
     const char *v = getenv("STORAGED_SCAN_INTERVAL");
-    int n = v ? atoi(v) : 0;
+    char *end = NULL;
+    long n = v ? strtol(v, &end, 10) : 0;
 
-    return n > 0 ? n : 3600;
+    return n > 0 && n <= 86400 * 365 && *end == 0 ? (int)n : 3600;
 }
 
 /* Sleeps up to @ms or until stopping; returns true when stopping. */

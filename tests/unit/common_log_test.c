@@ -28,7 +28,7 @@ static int capture_start(void **state)
     int fd;
 
     (void)state;
-    strcpy(tmp_path, "/tmp/cm_log_test.XXXXXX");
+    memcpy(tmp_path, "/tmp/cm_log_test.XXXXXX", sizeof(tmp_path));
     fd = mkstemp(tmp_path);
     if (fd < 0)
         return -1;
