@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -512,7 +513,10 @@ int main(int argc, char *argv[])
         ret = fuse_session_loop_mt(se, lc);
         fuse_loop_cfg_destroy(lc);
     }
-    ret = ret == 0 ? 0 : 1;
+    /* the loop returns the signal number after SIGTERM/SIGINT/SIGHUP:
+     * that is a requested, clean unmount */
+    ret = (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0
+                                                                       : 1;
     cm_log(CM_LOG_INFO, 0, "ecfs: unmounting %s", cmd.mountpoint);
 out_state:
     fuse_session_unmount(se);

@@ -56,7 +56,9 @@ def test_imagefolder_dataloader(storaged, ecfs_mount, tmp_path):  # noqa: F811
     # same shuffled order for the same seed, same bytes, same labels
     assert mout == lout
     s = m.stats()
-    assert s["errors"] == 0 and s["head"] == 0
+    # no HEAD per file: the only HEAD is the lookup of "train" itself
+    # (the mount root was never listed), done with a one-key LIST probe
+    assert s["errors"] == 0 and s["head"] <= 1, s
     # a second epoch through the kernel page cache: no new GET
     mclasses, mrel, mout2 = epoch(mroot, 99)
     assert sorted(mout2) == sorted(lout)

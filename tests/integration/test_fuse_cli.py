@@ -1,0 +1,120 @@
+"""ecfs command line: --help, credentials from passwd_file / profile / env
+(checked by storaged's SigV4 verification: wrong keys fail the mount), the
+mount(8) helper with fstab-style options, uid/gid/umask, foreground mode
+with SIGINT, and stats counters."""
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import REPO
+from fuse_util import ECFS, Mount, ecfs_mount, is_mounted  # noqa: F401
+
+HELPER = os.path.join(REPO, "scripts", "mount.fuse.ecfs")
+
+
+@pytest.fixture
+def srv_bucket(storaged):
+    srv = storaged()
+    c = srv.client()
+    b = "cli-" + uuid.uuid4().hex[:8]
+    c.create_bucket(Bucket=b)
+    c.put_object(Bucket=b, Key="dir/hello.txt", Body=b"hello\n")
+    return srv, b
+
+
+def test_help_and_version():
+    r = subprocess.run([ECFS, "--help"], capture_output=True)
+    assert r.returncode == 0
+    for word in (b"endpoint=", b"profile=", b"passwd_file=", b"uid=",
+                 b"umask=", b"allow_other", b"cache_size=", b"readahead_max=",
+                 b"list_ttl=", b"fstab"):
+        assert word in r.stdout, word
+    r = subprocess.run([ECFS, "--version"], capture_output=True)
+    assert r.returncode == 0 and r.stdout.startswith(b"ecfs ")
+    r = subprocess.run([ECFS, "bucket", "/nonexistent-mnt"],
+                       capture_output=True)
+    assert r.returncode != 0 and b"endpoint" in r.stderr
+
+
+def test_wrong_credentials_fail_the_mount(srv_bucket, tmp_path):
+    srv, b = srv_bucket
+    m = Mount(tmp_path, srv.endpoint, b, access_key=srv.access_key,
+              secret_key="wrong-secret")
+    r = subprocess.run(m.argv, env=m.env, capture_output=True, timeout=30)
+    assert r.returncode != 0
+    assert b"Permission denied" in r.stderr
+    assert not is_mounted(m.path)
+
+
+def test_passwd_file_and_profile(srv_bucket, ecfs_mount, tmp_path):  # noqa: F811
+    srv, b = srv_bucket
+    pw = tmp_path / "passwd"
+    pw.write_text("# comment\nother-bucket:AK:SK\n%s:%s:%s\n" % (
+        b, srv.access_key, srv.secret_key))
+    os.chmod(pw, 0o644)
+    m = Mount(tmp_path, srv.endpoint, b, opts=["passwd_file=%s" % pw])
+    r = subprocess.run(m.argv, env=m.env, capture_output=True, timeout=30)
+    assert r.returncode != 0 and b"readable by others" in r.stderr
+    os.chmod(pw, 0o600)
+    m = ecfs_mount(srv.endpoint, b, opts=["passwd_file=%s" % pw])
+    with open(os.path.join(m.path, "dir/hello.txt"), "rb") as f:
+        assert f.read() == b"hello\n"
+
+    cred = tmp_path / "credentials"
+    cred.write_text("[default]\naws_access_key_id = nope\n"
+                    "aws_secret_access_key = nope\n\n[train]\n"
+                    "aws_access_key_id = %s\naws_secret_access_key = %s\n"
+                    % (srv.access_key, srv.secret_key))
+    m = ecfs_mount(srv.endpoint, b, opts=["profile=train"],
+                   env={"AWS_SHARED_CREDENTIALS_FILE": str(cred)})
+    assert os.listdir(os.path.join(m.path, "dir")) == ["hello.txt"]
+    m = Mount(tmp_path, srv.endpoint, b, opts=["profile=missing"],
+              env={"AWS_SHARED_CREDENTIALS_FILE": str(cred)})
+    r = subprocess.run(m.argv, env=m.env, capture_output=True, timeout=30)
+    assert r.returncode != 0 and b"not found" in r.stderr
+
+
+def test_mount_helper_fstab_options(srv_bucket, tmp_path):
+    srv, b = srv_bucket
+    mnt = tmp_path / "helper-mnt"
+    mnt.mkdir()
+    log = tmp_path / "helper.log"
+    env = dict(os.environ, ECFS=ECFS, AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key)
+    try:
+        r = subprocess.run(
+            [HELPER, b + ":dir", str(mnt), "-o",
+             "rw,_netdev,nofail,defaults,endpoint=%s,ro,uid=1234,gid=2345,"
+             "umask=027,log_file=%s" % (srv.endpoint, log)],
+            env=env, capture_output=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert is_mounted(str(mnt))
+        st = os.stat(mnt / "hello.txt")
+        assert (st.st_uid, st.st_gid) == (1234, 2345)
+        assert st.st_mode & 0o777 == 0o640
+        assert os.stat(mnt).st_mode & 0o777 == 0o750
+        with open(mnt / "hello.txt", "rb") as f:
+            assert f.read() == b"hello\n"
+        with open("/proc/self/mounts") as f:
+            line = [x for x in f if str(mnt) in x][0]
+        assert "fuse.ecfs" in line and " ro," in line, line
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        deadline = time.monotonic() + 10
+        while is_mounted(str(mnt)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def test_foreground_sigint_unmounts(srv_bucket, ecfs_mount):  # noqa: F811
+    srv, b = srv_bucket
+    m = ecfs_mount(srv.endpoint, b, access_key=srv.access_key,
+                   secret_key=srv.secret_key, foreground=True)
+    assert os.listdir(m.path) == ["dir"]
+    m.proc.send_signal(signal.SIGINT)
+    assert m.proc.wait(10) == 0
+    assert not is_mounted(m.path)
