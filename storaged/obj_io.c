@@ -1087,9 +1087,11 @@ static int get_inline(struct stor_get *g)
 
             if (tried[j] || (round == 0 && j >= e->k))
                 continue;
+            /* last round: a drive marked offline may be back already */
+            if (round == 0 && !obj_drive_online(s, d))
+                continue;
             tried[j] = true;
-            if (!obj_drive_online(s, d) ||
-                obj_path_meta(path, sizeof(path), s->drives[d].path,
+            if (obj_path_meta(path, sizeof(path), s->drives[d].path,
                               g->bucket, e->id) < 0)
                 continue;
             fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1240,8 +1242,9 @@ size_t stor_get_preferred_chunk(const struct stor_get *g)
     return (size_t)g->e->k * g->e->block;
 }
 
-/* Opens shard @j of the current part (once). */
-static int get_fd(struct stor_get *g, int j)
+/* Opens shard @j of the current part (once). Drives marked offline are
+ * tried only with @force (the last resort: one may be back already). */
+static int get_fd(struct stor_get *g, int j, bool force)
 {
     struct stor_store *s = g->s;
     size_t d = obj_shard_drive(s, &g->pl, j);
@@ -1249,9 +1252,10 @@ static int get_fd(struct stor_get *g, int j)
 
     if (g->fd_tried[j])
         return g->fd[j];
+    if (!force && !obj_drive_online(s, d))
+        return -1;
     g->fd_tried[j] = true;
-    if (!obj_drive_online(s, d) ||
-        obj_path_shard(path, sizeof(path), s->drives[d].path, g->bucket,
+    if (obj_path_shard(path, sizeof(path), s->drives[d].path, g->bucket,
                        g->e->id, g->e->parts[g->cur_part].dataid) < 0)
         return -1;
     g->fd[j] = open(path, O_RDONLY | O_CLOEXEC);
@@ -1276,24 +1280,31 @@ static int get_stripes(struct stor_get *g, size_t p, uint64_t s0, int ns,
     obj_geom_init(&gm, e->k, e->m, e->block, e->parts[p].size);
     for (int i = 0; i < ns; i++)
         span += obj_geom_slen(&gm, s0 + (uint64_t)i) + OBJ_CRC_LEN;
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round <= n + 1; round++) {
         struct stor_io io[OBJ_MAX_SHARDS];
-        int map[OBJ_MAX_SHARDS], nio = 0;
+        int map[OBJ_MAX_SHARDS], nio = 0, want_more = e->k - good;
+        int attempted = 0;
         bool missing = false;
 
-        for (int j = 0; j < n; j++) {
+        /* round 0: the needed data shards; then, each round, as many
+         * untried shards as decoding still needs; from round 2 on also on
+         * drives marked offline (one may be back already) */
+        for (int j = 0; j < n && (round == 0 || want_more > 0); j++) {
             int fd;
 
             if (tried[j])
                 continue;
             if (round == 0 && !(j < e->k && need[j]))
                 continue;
-            if (round == 1 && good >= e->k)
-                break;
-            tried[j] = true;
-            fd = get_fd(g, j);
-            if (fd < 0)
+            attempted++;
+            fd = get_fd(g, j, round >= 2);
+            if (fd < 0) {
+                if (g->fd_tried[j])
+                    tried[j] = true; /* opened and failed: lost */
                 continue;
+            }
+            tried[j] = true;
+            want_more--;
             map[nio] = j;
             io[nio++] = (struct stor_io){.fd = fd, .op = 'r',
                                          .buf = g->sbuf +
@@ -1337,6 +1348,8 @@ static int get_stripes(struct stor_get *g, size_t p, uint64_t s0, int ns,
             return 0;
         if (round == 0)
             note_degraded(g);
+        if (good >= e->k || (round >= 2 && attempted == 0))
+            break;
     }
     if (good < e->k)
         return -STOR_EDATA;
