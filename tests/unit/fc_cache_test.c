@@ -1,0 +1,123 @@
+/* tests/unit/fc_cache_test.c - block cache: owner/waiter protocol, ETag in
+ * the identity, LRU eviction under the byte budget, failed blocks leave. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fuse/cache.h"
+
+static char *dupmem(const char *s, size_t n)
+{
+    char *p = malloc(n);
+    assert_non_null(p);
+    memcpy(p, s, n);
+    return p;
+}
+
+static void test_owner_then_hit(void **state)
+{
+    struct fc_cache *c;
+    struct fc_block *b, *b2;
+    bool owner;
+
+    (void)state;
+    assert_int_equal(fc_cache_create(1 << 20, &c), 0);
+    b = fc_cache_acquire(c, "k", "\"e1\"", 0, true, &owner);
+    assert_non_null(b);
+    assert_true(owner);
+    fc_cache_fill(c, b, dupmem("abc", 3), 3, 0);
+    fc_cache_release(c, b);
+    b = fc_cache_acquire(c, "k", "\"e1\"", 0, true, &owner);
+    assert_false(owner);
+    assert_int_equal(b->state, FC_BLOCK_READY);
+    assert_memory_equal(b->data, "abc", 3);
+    /* another version of the object is another block */
+    b2 = fc_cache_acquire(c, "k", "\"e2\"", 0, true, &owner);
+    assert_true(owner);
+    fc_cache_fill(c, b2, NULL, 0, -EIO);
+    fc_cache_release(c, b2);
+    assert_false(fc_cache_contains(c, "k", "\"e2\"", 0));
+    fc_cache_release(c, b);
+    assert_null(fc_cache_claim(c, "k", "\"e1\"", 0)); /* present */
+    fc_cache_destroy(c);
+}
+
+static void test_eviction(void **state)
+{
+    struct fc_cache *c;
+    size_t bytes, blocks;
+    bool owner;
+
+    (void)state;
+    assert_int_equal(fc_cache_create(3000, &c), 0);
+    for (uint64_t i = 0; i < 10; i++) {
+        struct fc_block *b = fc_cache_acquire(c, "k", "e", i, true, &owner);
+        assert_true(owner);
+        fc_cache_fill(c, b, calloc(1, 1000), 1000, 0);
+        fc_cache_release(c, b);
+    }
+    fc_cache_usage(c, &bytes, &blocks);
+    assert_true(bytes <= 3000);
+    assert_int_equal(blocks, 3);
+    assert_true(fc_cache_contains(c, "k", "e", 9));
+    assert_false(fc_cache_contains(c, "k", "e", 0));
+    fc_cache_destroy(c);
+}
+
+struct waiter {
+    struct fc_cache *c;
+    char seen[4];
+};
+
+static void *wait_thread(void *arg)
+{
+    struct waiter *w = arg;
+    bool owner;
+    struct fc_block *b = fc_cache_acquire(w->c, "k", "e", 7, true, &owner);
+
+    if (!owner && b->state == FC_BLOCK_READY)
+        memcpy(w->seen, b->data, 4);
+    fc_cache_release(w->c, b);
+    return NULL;
+}
+
+static void test_waiter_sees_fill(void **state)
+{
+    struct waiter w = {0};
+    struct fc_block *b;
+    pthread_t th;
+    bool owner;
+
+    (void)state;
+    assert_int_equal(fc_cache_create(1 << 20, &w.c), 0);
+    b = fc_cache_claim(w.c, "k", "e", 7);
+    assert_non_null(b);
+    assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
+    usleep(20000);
+    fc_cache_fill(w.c, b, dupmem("wxyz", 4), 4, 0);
+    fc_cache_release(w.c, b);
+    pthread_join(th, NULL);
+    assert_memory_equal(w.seen, "wxyz", 4);
+    b = fc_cache_acquire(w.c, "k", "e", 7, false, &owner);
+    assert_false(owner);
+    fc_cache_release(w.c, b);
+    fc_cache_destroy(w.c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_owner_then_hit),
+        cmocka_unit_test(test_eviction),
+        cmocka_unit_test(test_waiter_sees_fill),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
