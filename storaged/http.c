@@ -89,7 +89,10 @@ struct http_thread {
     time_t now;
     char date[CM_TIME_HTTP_LEN + 1];
     time_t date_t;
+    time_t drain_start; /* 0 until the drain begins */
 };
+
+#define DRAIN_MAX_S 25 /* SIGTERM: in-flight requests get this long */
 
 static struct http_thread *g_threads;
 static size_t g_nthreads;
@@ -1219,6 +1222,15 @@ static void tick_cb(struct stor_loop *l, void *arg)
         stor_loop_del(l, &t->lio);
         close(t->lio.fd);
         t->listening = false;
+        t->drain_start = t->now;
+    }
+    if (draining && t->now - t->drain_start > DRAIN_MAX_S) {
+        for (c = t->conns; c; c = next) {
+            next = c->next;
+            cm_log(CM_LOG_WARN, 0, "drain: closing a connection still busy "
+                                   "after %ds", DRAIN_MAX_S);
+            conn_close(c);
+        }
     }
     for (c = t->conns; c; c = next) {
         time_t idle = t->now - c->last_progress;
@@ -1354,8 +1366,12 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
     for (i = 0; i < n; i++)
         pthread_join(g_threads[i].tid, NULL);
     atomic_store(&srv->ready, false);
+    /* Workers finish what is queued; completions then run on no loop, so
+     * connections still waiting for a job are released with the process. */
     stor_pool_destroy(srv->pool);
     srv->pool = NULL;
+    for (i = 0; i < n; i++)
+        after_cb(g_threads[i].loop, &g_threads[i]);
     for (i = 0; i < n; i++)
         stor_loop_destroy(g_threads[i].loop);
     free(g_threads);

@@ -33,6 +33,9 @@ import uuid
 
 import pytest
 
+# autouse: fails a test whose daemons printed a sanitizer report
+from sanitizer_check import sanitizer_reports  # noqa: F401
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN_DIR = os.environ.get("ECFS_BIN_DIR", os.path.join(REPO, "bin"))
 STORAGED = os.path.join(BIN_DIR, "storaged")
@@ -229,16 +232,22 @@ def storaged(request, tmp_path):
 
     yield make
     failed = _failed(request)
+    bad_exit = []
     for srv in servers:
         if srv.proc is not None and srv.proc.poll() is None:
-            # A graceful stop is part of what we test; fall back to kill.
+            # A graceful stop is part of what we test (and where sanitizer
+            # builds report leaks): a non-zero exit fails the test.
             try:
-                srv.stop(timeout=5)
-            except AssertionError:
-                failed = True
+                rc = srv.stop(timeout=10)
+                if rc != 0:
+                    bad_exit.append("storaged exited %s on SIGTERM" % rc)
+            except AssertionError as e:
+                bad_exit.append(str(e))
         srv.kill9()
-        if failed:
+        if failed or bad_exit:
             print("\n---- storaged log %s ----\n%s" % (srv.log, srv.log_text()))
+    if bad_exit and not failed:
+        pytest.fail("; ".join(bad_exit))
 
 
 @pytest.fixture
