@@ -53,7 +53,7 @@ void obj_heal_queue(struct stor_store *s, const char *bucket, const char *key,
     snprintf(r->bucket, sizeof(r->bucket), "%s", bucket);
     s->nhealq++;
     __atomic_add_fetch(&s->heal_queued, 1, __ATOMIC_RELAXED);
-    pthread_cond_signal(&s->heal_cond);
+    pthread_cond_broadcast(&s->heal_cond);
 out:
     pthread_mutex_unlock(&s->heal_lock);
 }
@@ -371,8 +371,9 @@ static int scan_interval_s(void)
     return n > 0 && n <= 86400 * 365 && *end == 0 ? (int)n : 3600;
 }
 
-/* Sleeps up to @ms or until stopping; returns true when stopping. */
-static bool nap(struct stor_store *s, long ms)
+/* Sleeps up to @ms or until stopping (or, with @queue, until heal work
+ * is queued); returns true when stopping. */
+static bool nap_on(struct stor_store *s, long ms, bool queue)
 {
     struct timespec ts;
     bool stop;
@@ -385,11 +386,16 @@ static bool nap(struct stor_store *s, long ms)
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&s->heal_lock);
-    if (!s->stopping && s->nhealq == 0)
+    if (!s->stopping && !(queue && s->nhealq > 0))
         pthread_cond_timedwait(&s->heal_cond, &s->heal_lock, &ts);
     stop = s->stopping;
     pthread_mutex_unlock(&s->heal_lock);
     return stop;
+}
+
+static bool nap(struct stor_store *s, long ms)
+{
+    return nap_on(s, ms, true);
 }
 
 /* Drains the heal queue. */
@@ -574,8 +580,14 @@ static void *probe_main(void *arg)
 {
     struct stor_store *s = arg;
 
-    while (!nap(s, 1000))
+    time_t last = 0;
+
+    while (!nap_on(s, 1000, false)) {
+        if (time(NULL) == last)
+            continue; /* woken by heal work: probe at most once a second */
+        last = time(NULL);
         obj_probe_drives(s);
+    }
     return NULL;
 }
 

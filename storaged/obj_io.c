@@ -785,6 +785,8 @@ out_tmp:
     for (int j = 0; j < n; j++) {
         char path[PATH_MAX];
 
+        if (keep[j] && ret == 0)
+            continue; /* renamed into place */
         if (obj_path_tmp(path, sizeof(path),
                          s->drives[obj_shard_drive(s, &pl, j)].path, uniq,
                          100 + j) == 0)

@@ -138,8 +138,9 @@ static void roundtrip_geometry(size_t nd, int k, int m)
     size_t K = k > 0 ? (size_t)k : 1;
     size_t sizes[] = {0, 1, 4095, 4096, 4097, 48 * 1024, 128 * 1024 - 1,
                       128 * 1024, 128 * 1024 + 1, K * 65536 - 1, K * 65536,
-                      K * 65536 + 1, 3 * K * 65536 + 12345};
-    uint8_t *d = malloc(4 << 20);
+                      K * 65536 + 1, 3 * K * 65536 + 12345,
+                      100u << 20};
+    uint8_t *d = malloc((100u << 20) + 16);
 
     assert_int_equal(stor_bucket_create(e->s, "bkt"), 0);
     for (size_t i = 0; i < CM_ARRAY_SIZE(sizes); i++) {
