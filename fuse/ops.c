@@ -40,9 +40,42 @@ struct fc_fh {
     char etag[FC_ETAG_MAX];  /* pinned at open */
     uint64_t size;           /* size of that version */
     struct fc_rstate rs;
+    struct fc_fh *prev, *next; /* on g_fhs; protected by g_fh_lock */
 };
 
 static bool g_no_open; /* kernel supports skipping opens; set in init */
+
+/* Every open file handle, so the ones the kernel never released (files
+ * still open at unmount) are freed in destroy instead of leaking. */
+static pthread_mutex_t g_fh_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fc_fh *g_fhs; /* protected by g_fh_lock */
+
+/* Puts @fh on the open-handle list. */
+static void fh_link(struct fc_fh *fh)
+{
+    pthread_mutex_lock(&g_fh_lock);
+    fh->prev = NULL;
+    fh->next = g_fhs;
+    if (g_fhs != NULL)
+        g_fhs->prev = fh;
+    g_fhs = fh;
+    pthread_mutex_unlock(&g_fh_lock);
+}
+
+/* Takes @fh off the open-handle list and frees it. */
+static void fh_free(struct fc_fh *fh)
+{
+    pthread_mutex_lock(&g_fh_lock);
+    if (fh->prev != NULL)
+        fh->prev->next = fh->next;
+    else
+        g_fhs = fh->next;
+    if (fh->next != NULL)
+        fh->next->prev = fh->prev;
+    pthread_mutex_unlock(&g_fh_lock);
+    fc_rstate_fini(&fh->rs);
+    free(fh);
+}
 
 static struct fc_fs *fs_of(fuse_req_t req)
 {
@@ -139,6 +172,16 @@ static void fc_op_init(void *userdata, struct fuse_conn_info *conn)
     cm_log(CM_LOG_INFO, 0,
            "ecfs: mounted; kernel max_readahead=%u max_read=%u no_open=%d",
            conn->max_readahead, conn->max_read, (int)g_no_open);
+}
+
+/* Session end (from fuse_session_destroy): frees the handles of files that
+ * were still open at unmount, which the kernel never sends RELEASE for.
+ * No request runs any more, so nothing else touches them. */
+static void fc_op_destroy(void *userdata)
+{
+    (void)userdata;
+    while (g_fhs != NULL)
+        fh_free(g_fhs);
 }
 
 /* Parallel half of a lookup without a fresh listing: is key/ a prefix? */
@@ -400,10 +443,9 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     fi->keep_cache = fs->cache_forever || fc_inode_keep_etag(fs->itab, in,
                                                              a.etag);
     fi->fh = (uint64_t)(uintptr_t)fh;
-    if (fuse_reply_open(req, fi) != 0) {
-        fc_rstate_fini(&fh->rs);
-        free(fh);
-    }
+    fh_link(fh);
+    if (fuse_reply_open(req, fi) != 0)
+        fh_free(fh);
 }
 
 /* Valid replies: fuse_reply_buf, fuse_reply_iov, fuse_reply_data,
@@ -461,10 +503,8 @@ static void fc_op_release(fuse_req_t req, fuse_ino_t ino,
     struct fc_fh *fh = (struct fc_fh *)(uintptr_t)fi->fh;
 
     (void)ino;
-    if (fh) {
-        fc_rstate_fini(&fh->rs);
-        free(fh);
-    }
+    if (fh)
+        fh_free(fh);
     fuse_reply_err(req, 0);
 }
 
@@ -791,6 +831,7 @@ static void fc_op_removexattr(fuse_req_t req, fuse_ino_t ino,
 
 const struct fuse_lowlevel_ops fc_ops = {
     .init = fc_op_init,
+    .destroy = fc_op_destroy,
     .lookup = fc_op_lookup,
     .forget = fc_op_forget,
     .forget_multi = fc_op_forget_multi,
