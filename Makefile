@@ -51,7 +51,7 @@ CFLAGS  += $(CSTD) $(WARN) $(SANFLAGS) $(if $(WERROR),-Werror) -MMD -MP -I. $(PK
 LDFLAGS += $(SANFLAGS) -pthread
 LDLIBS  := $(PKG_LIBS) -lisal -lm
 
-.PHONY: all test check unit integration fuzz format format-check install clean \
+.PHONY: all test check unit integration fuzz replay format format-check install clean \
         run stop bench deps
 all: $(BINDIR)/storaged $(BINDIR)/ecfs
 
@@ -125,12 +125,33 @@ test: deps
 	$(MAKE) unit
 	$(MAKE) integration
 
+# make check: the unit tests, the corpus replay and the integration suite on
+# a sanitized build (SAN=address by default: ASan+UBSan+LSan; SAN=thread for
+# TSan), plus the header and banned-function checks. Any sanitizer report
+# fails it: foreground programs abort (-fno-sanitize-recover, halt_on_error),
+# and the background daemons (storaged, ecfs) write reports to
+# $(CHECK_SANLOG)/san.PID, which tests/integration/sanitizer_check.py turns
+# into a failed test and the last step below re-checks.
+CHECK_SAN    := $(or $(SAN),address)
+CHECK_BUILD  := $(if $(filter thread,$(CHECK_SAN)),build/tsan,build/asan)
+CHECK_SANLOG := $(abspath $(CHECK_BUILD)/san-logs)
+SAN_MARKERS  := ERROR: AddressSanitizer|ERROR: LeakSanitizer|ThreadSanitizer|runtime error:
+SAN_ENV = ECFS_SAN=$(CHECK_SAN) \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1$(1) \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(abspath tests/ubsan.supp)$(1) \
+  LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
+  TSAN_OPTIONS=second_deadlock_stack=1:history_size=4:suppressions=$(abspath tests/tsan.supp)$(1)
 check: deps
-	$(MAKE) SAN=address all unit replay
-	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
-	  $(MAKE) SAN=address integration
+	$(MAKE) SAN=$(CHECK_SAN) all
+	$(call SAN_ENV,) $(MAKE) SAN=$(CHECK_SAN) unit replay
+	scripts/check-headers.sh
+	scripts/check-banned.sh
+	rm -rf $(CHECK_SANLOG) && mkdir -p $(CHECK_SANLOG)
+	$(call SAN_ENV,:log_path=$(CHECK_SANLOG)/san) ECFS_SAN_LOG_DIR=$(CHECK_SANLOG) \
+	  $(MAKE) SAN=$(CHECK_SAN) integration
+	@if grep -lE '$(SAN_MARKERS)' $(CHECK_SANLOG)/* 2>/dev/null; then \
+	  echo "check: sanitizer reports above in $(CHECK_SANLOG)" >&2; exit 1; fi
+	@echo "check: OK ($(CHECK_SAN))"
 
 # Fuzzing: libFuzzer targets built with clang; corpora replayed by replay.
 # Sources are instrumented once into build/fuzz/obj and archived, so a
@@ -148,23 +169,40 @@ build/fuzz/libcommon.a: $(call fuzzobj,$(COMMON_SRCS))
 	$(AR) rcs $@ $^
 build/fuzz/libstoraged.a: $(call fuzzobj,$(STORAGED_SRCS))
 	$(AR) rcs $@ $^
-$(FUZZ_BINS): build/fuzz/%: build/fuzz/obj/tests/fuzz/%.o build/fuzz/libstoraged.a build/fuzz/libcommon.a
+build/fuzz/libecfs.a: $(call fuzzobj,$(ECFS_SRCS))
+	$(AR) rcs $@ $^
+$(FUZZ_BINS): build/fuzz/%: build/fuzz/obj/tests/fuzz/%.o build/fuzz/libstoraged.a build/fuzz/libecfs.a build/fuzz/libcommon.a
 	clang $(FUZZ_LDFLAGS) -o $@ $^ $(LDLIBS)
-fuzz: deps $(patsubst %,build/fuzz/%,$(FUZZ_TARGETS))
+# Each target runs FUZZ_SECONDS on a scratch corpus (build/fuzz/corpus-NAME,
+# where new inputs go) seeded from tests/fuzz/corpus/NAME when present, with
+# tests/fuzz/NAME.dict (else http.dict) as its dictionary when present.
+# Crash inputs land in build/fuzz/artifacts/; the first crash fails the run.
+fuzz: deps $(FUZZ_BINS)
+	@mkdir -p build/fuzz/artifacts
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build/fuzz/corpus-$$t; \
-	  echo "== fuzz $$t for $(FUZZ_SECONDS)s"; \
+	  seed=tests/fuzz/corpus/$$t; [ -d $$seed ] || seed=; \
+	  dict=tests/fuzz/$$t.dict; [ -f $$dict ] || dict=tests/fuzz/http.dict; \
+	  if [ -f $$dict ]; then dict=-dict=$$dict; else dict=; fi; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS)s $$dict"; \
 	  build/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-	    build/fuzz/corpus-$$t tests/fuzz/corpus/$$t || exit 1; done
+	    -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/$$t- \
+	    $$dict build/fuzz/corpus-$$t $$seed || exit 1; done
 
 REPLAY_BINS := $(patsubst %,$(BUILD)/fuzz/replay-%,$(FUZZ_TARGETS))
-$(BUILD)/fuzz/replay-%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSTORAGED) $(LIBCOMMON)
+$(BUILD)/fuzz/replay-%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/replay_main.o $(LIBSTORAGED) $(LIBECFS) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 # keep the replay objects (make would delete them as intermediates)
 .SECONDARY: $(patsubst %,$(BUILD)/tests/fuzz/%.o,$(FUZZ_TARGETS) replay_main)
+# make replay: every saved input (tests/fuzz/corpus/NAME/*) through its
+# target, built with $(CC) and no libFuzzer; a target without a corpus
+# yet is skipped with a note, a crash or sanitizer report fails.
 replay: $(REPLAY_BINS)
 	@for t in $(FUZZ_TARGETS); do \
+	  if [ ! -d tests/fuzz/corpus/$$t ]; then \
+	    echo "== replay $$t: no tests/fuzz/corpus/$$t, skipped"; continue; fi; \
+	  echo "== replay $$t: $$(ls tests/fuzz/corpus/$$t | wc -l) inputs"; \
 	  $(BUILD)/fuzz/replay-$$t tests/fuzz/corpus/$$t || exit 1; done
 
 SRC_FILES = $(wildcard common/*.[ch] storaged/*.[ch] fuse/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch])
