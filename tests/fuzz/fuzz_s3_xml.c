@@ -1,0 +1,51 @@
+/* tests/fuzz/fuzz_s3_xml.c - libFuzzer target for the S3 request bodies
+ * storaged parses with expat: DeleteObjects and CompleteMultipartUpload.
+ * Properties: a successful parse yields 1..1000 keys (NUL-terminated at
+ * their length) or 1..10000 parts with numbers in 1..10000 and ETags
+ * without quotes; failures are only -EBADMSG or -ENOMEM. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storaged/s3_i.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(x)                                                               \
+    do {                                                                       \
+        if (!(x))                                                              \
+            abort();                                                           \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct stor_s3_del_key *keys = NULL;
+    struct stor_part *parts = NULL;
+    size_t n = 0, i;
+    bool quiet = false;
+    int ret;
+
+    ret = stor_s3_parse_delete((const char *)data, size, &keys, &n, &quiet);
+    if (ret == 0) {
+        CHECK(n >= 1 && n <= 1000);
+        for (i = 0; i < n; i++)
+            CHECK(keys[i].key[keys[i].key_len] == 0);
+        stor_s3_del_keys_free(keys, n);
+    } else {
+        CHECK(ret == -EBADMSG || ret == -ENOMEM);
+    }
+    ret = stor_s3_parse_complete((const char *)data, size, &parts, &n);
+    if (ret == 0) {
+        CHECK(n >= 1 && n <= STOR_MAX_PARTS);
+        for (i = 0; i < n; i++) {
+            CHECK(parts[i].number >= 1 && parts[i].number <= STOR_MAX_PARTS);
+            CHECK(strchr(parts[i].etag, '"') == NULL ||
+                  parts[i].etag[0] != '"');
+        }
+        free(parts);
+    } else {
+        CHECK(ret == -EBADMSG || ret == -ENOMEM);
+    }
+    return 0;
+}
