@@ -5,6 +5,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pwd.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +191,11 @@ static char *credentials_path(void)
 
     if (e && *e)
         return strdup(e);
+    if (home == NULL) {
+        /* mount(8) at boot runs us without HOME: ask the password db */
+        struct passwd *pw = getpwuid(getuid());
+        home = pw ? pw->pw_dir : NULL;
+    }
     if (home == NULL)
         return NULL;
     if (asprintf(&p, "%s/.aws/credentials", home) < 0)

@@ -50,6 +50,41 @@ static bool g_no_open; /* kernel supports skipping opens; set in init */
 static pthread_mutex_t g_fh_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fc_fh *g_fhs; /* protected by g_fh_lock */
 
+/* An open directory: the listing snapshot it reads; on g_dhs like files
+ * on g_fhs, for the same reason. */
+struct fc_dh {
+    struct fc_listing *l;      /* one reference */
+    struct fc_dh *prev, *next; /* on g_dhs; protected by g_fh_lock */
+};
+static struct fc_dh *g_dhs; /* protected by g_fh_lock */
+
+/* Puts @dh on the open-directory list. */
+static void dh_link(struct fc_dh *dh)
+{
+    pthread_mutex_lock(&g_fh_lock);
+    dh->prev = NULL;
+    dh->next = g_dhs;
+    if (g_dhs != NULL)
+        g_dhs->prev = dh;
+    g_dhs = dh;
+    pthread_mutex_unlock(&g_fh_lock);
+}
+
+/* Takes @dh off the list, drops its listing and frees it. */
+static void dh_free(struct fc_dh *dh)
+{
+    pthread_mutex_lock(&g_fh_lock);
+    if (dh->prev != NULL)
+        dh->prev->next = dh->next;
+    else
+        g_dhs = dh->next;
+    if (dh->next != NULL)
+        dh->next->prev = dh->prev;
+    pthread_mutex_unlock(&g_fh_lock);
+    fc_listing_unref(dh->l);
+    free(dh);
+}
+
 /* Puts @fh on the open-handle list. */
 static void fh_link(struct fc_fh *fh)
 {
@@ -182,6 +217,8 @@ static void fc_op_destroy(void *userdata)
     (void)userdata;
     while (g_fhs != NULL)
         fh_free(g_fhs);
+    while (g_dhs != NULL)
+        dh_free(g_dhs);
 }
 
 /* Parallel half of a lookup without a fresh listing: is key/ a prefix? */
@@ -524,6 +561,7 @@ static void fc_op_opendir(fuse_req_t req, fuse_ino_t ino,
     struct fc_fs *fs = fs_of(req);
     struct fc_inode *in = fc_inode_peek(fs->itab, ino);
     struct fc_listing *l;
+    struct fc_dh *dh;
     struct fc_attr a;
     int ret;
 
@@ -536,18 +574,26 @@ static void fc_op_opendir(fuse_req_t req, fuse_ino_t ino,
         fuse_reply_err(req, ENOTDIR);
         return;
     }
+    dh = calloc(1, sizeof(*dh));
+    if (dh == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
     ret = fc_dir_listing(fs, in->key, &l);
     if (ret < 0) {
+        free(dh);
         fuse_reply_err(req, -ret);
         return;
     }
-    fi->fh = (uint64_t)(uintptr_t)l;
+    dh->l = l;
+    fi->fh = (uint64_t)(uintptr_t)dh;
     if (fs->cache_forever) {
         fi->cache_readdir = 1;
         fi->keep_cache = 1;
     }
+    dh_link(dh);
     if (fuse_reply_open(req, fi) != 0)
-        fc_listing_unref(l);
+        dh_free(dh);
 }
 
 /* Fills a readdir(plus) buffer from the snapshot, starting at entry @off
@@ -556,7 +602,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                        off_t off, struct fuse_file_info *fi, bool plus)
 {
     struct fc_fs *fs = fs_of(req);
-    struct fc_listing *l = (struct fc_listing *)(uintptr_t)fi->fh;
+    struct fc_dh *dh = (struct fc_dh *)(uintptr_t)fi->fh;
+    struct fc_listing *l = dh ? dh->l : NULL;
     struct fc_inode *dir = fc_inode_peek(fs->itab, ino);
     char *buf, *key;
     size_t pos = 0, ent;
@@ -656,8 +703,11 @@ static void fc_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void fc_op_releasedir(fuse_req_t req, fuse_ino_t ino,
                              struct fuse_file_info *fi)
 {
+    struct fc_dh *dh = (struct fc_dh *)(uintptr_t)fi->fh;
+
     (void)ino;
-    fc_listing_unref((struct fc_listing *)(uintptr_t)fi->fh);
+    if (dh)
+        dh_free(dh);
     fuse_reply_err(req, 0);
 }
 
