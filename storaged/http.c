@@ -96,7 +96,10 @@ struct http_thread {
 
 static struct http_thread *g_threads;
 static size_t g_nthreads;
-static volatile sig_atomic_t g_shutdown;
+/* set from a signal handler, read by every loop thread: a lock-free atomic
+ * is both async-signal-safe and race-free across threads (sig_atomic_t is
+ * only the former) */
+static atomic_int g_shutdown;
 
 static void conn_run(struct stor_conn *c);
 static void conn_update_events(struct stor_conn *c);
@@ -805,8 +808,9 @@ static bool resp_complete(struct stor_conn *c)
         return false;
     if (rs->get == NULL)
         return true;
-    return rs->rd_off >= rs->rd_end && !rs->filled[0] && !rs->filled[1] &&
-           !rs->fill_busy;
+    /* fill_busy first: while a fill runs, its worker owns rd_off */
+    return !rs->fill_busy && rs->rd_off >= rs->rd_end && !rs->filled[0] &&
+           !rs->filled[1];
 }
 
 /* Reads what the socket has into c->in. 1 when bytes arrived, 0 on
@@ -1213,7 +1217,8 @@ static void tick_cb(struct stor_loop *l, void *arg)
     struct http_thread *t = arg;
     struct stor_server *s = stor_srv;
     struct stor_conn *c, *next;
-    bool draining = atomic_load(&s->draining) || g_shutdown;
+    bool draining = atomic_load(&s->draining) ||
+                    atomic_load_explicit(&g_shutdown, memory_order_relaxed);
 
     t->now = mono_now();
     if (draining && !atomic_load(&s->draining))
@@ -1309,7 +1314,7 @@ static void *thread_main(void *arg)
 /* See header. */
 void stor_http_shutdown(void)
 {
-    g_shutdown = 1;
+    atomic_store_explicit(&g_shutdown, 1, memory_order_relaxed);
 }
 
 /* See header. */

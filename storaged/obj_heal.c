@@ -439,7 +439,10 @@ static bool scan_cycle(struct stor_store *s)
     names = calloc(s->nbuckets ? s->nbuckets : 1, sizeof(*names));
     for (size_t i = 0; names && i < s->nbuckets; i++) {
         names[i] = strdup(s->buckets[i]->name);
+        /* n is written under the bucket lock (obj_index_put) */
+        pthread_rwlock_rdlock(&s->buckets[i]->lock);
         total += s->buckets[i]->n;
+        pthread_rwlock_unlock(&s->buckets[i]->lock);
         nb++;
     }
     pthread_rwlock_unlock(&s->lock);
