@@ -1,0 +1,318 @@
+#!/usr/bin/python3
+"""tests/bench/bench_s3_server.py - storaged's HTTP/S3 server against nginx
+serving the same bytes from local disk (figures, not pass/fail).
+
+What it measures, each side by side with nginx under the same load:
+  * 4 KiB GETs: wrk, 64 keep-alive connections, rotating over N objects
+    (storaged: presigned SigV4 URLs, so every request is authenticated;
+    nginx: the same files under its root).
+  * 4 KiB PUTs: wrk, 64 connections (storaged: presigned PUT URLs, full
+    commit path with fsync; nginx: WebDAV PUT into its root, no fsync).
+  * one 1 GiB object: a single-stream GET with curl (storaged presigned
+    URL vs nginx static file), plus storaged's single-stream PUT and its
+    peak resident memory (VmHWM) as a check on bounded buffering.
+
+Usage: tests/bench/bench_s3_server.py [--seconds S] [--objects N]
+       [--big-mib M] [--drives D] [--threads T] [--keep]
+Environment: ECFS_BIN_DIR (default <repo>/bin), BENCH_SIZE (tiny|small|
+default|large, from scripts/bench: tiny shortens everything), RESULTS_DIR
+(a server.json with every number is written there when set).
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("ECFS_BIN_DIR", os.path.join(REPO, "bin"))
+AK, SK = "benchroot", "bench-secret-key-0123456789"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            time.sleep(0.05)
+    raise RuntimeError("no answer from %s" % url)
+
+
+def client(endpoint):
+    import boto3
+    from botocore.config import Config
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=AK,
+                        aws_secret_access_key=SK, region_name="us-east-1",
+                        config=Config(s3={"addressing_style": "path"},
+                                      signature_version="s3v4",
+                                      max_pool_connections=32))
+
+
+def wrk(url, script, seconds, conns=64, threads=2):
+    """Runs wrk; returns (requests/s, non-2xx count, p50 ms, p99 ms)."""
+    p = subprocess.run(["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ds" % seconds,
+                        "--latency", "-s", script, url],
+                       capture_output=True, text=True, timeout=seconds + 60)
+    out = p.stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errs = re.search(r"Socket errors:.*", out)
+
+    def pct(label):
+        m = re.search(r"^\s+%s%%\s+([\d.]+)(us|ms|s)" % label, out, re.M)
+        if not m:
+            return float("nan")
+        v = float(m.group(1))
+        return v / 1000 if m.group(2) == "us" else v * 1000 if m.group(2) == "s" else v
+    return {"rps": rps, "non2xx": int(bad.group(1)) if bad else 0,
+            "socket_errors": errs.group(0) if errs else "",
+            "p50_ms": pct("50"), "p99_ms": pct("99")}
+
+
+def lua_rotate(path, method, targets, body_len=0):
+    """A wrk script that cycles through @targets (path+query strings)."""
+    with open(path, "w") as f:
+        f.write("local t = {\n")
+        for u in targets:
+            f.write("  %s,\n" % json.dumps(u))
+        f.write("}\n")
+        f.write("local i = 0\n")
+        if body_len:
+            f.write('local body = string.rep("x", %d)\n' % body_len)
+        f.write("setup = function(thread) end\n")
+        f.write("init = function(args) i = math.random(#t) end\n")
+        f.write("request = function()\n  i = i + 1\n  if i > #t then i = 1 end\n")
+        if body_len:
+            f.write('  return wrk.format("%s", t[i], {["Content-Length"] = "%d"}, body)\n'
+                    % (method, body_len))
+        else:
+            f.write('  return wrk.format("%s", t[i])\n' % method)
+        f.write("end\n")
+
+
+def curl_speed(url, out="/dev/null", method=None, upload=None):
+    argv = ["curl", "-s", "-f", "-o", out, "-w", "%{http_code} %{speed_download} %{speed_upload}"]
+    if upload:
+        argv += ["-T", upload]
+    argv.append(url)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError("curl %s failed: %s %s" % (url[:80], p.stdout, p.stderr))
+    code, down, up = p.stdout.split()
+    return float(up if upload else down) / (1024 * 1024)
+
+
+def vm_hwm_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
+
+
+NGINX_CONF = """
+%(user)s
+worker_processes %(workers)d;
+daemon off;
+pid %(dir)s/nginx.pid;
+error_log %(dir)s/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    keepalive_timeout 60;
+    client_body_temp_path %(dir)s/body;
+    client_max_body_size 2g;
+    server {
+        listen 127.0.0.1:%(port)d;
+        root %(root)s;
+        location /put/ {
+            dav_methods PUT;
+            create_full_put_path on;
+        }
+    }
+}
+"""
+
+
+def main():
+    size = os.environ.get("BENCH_SIZE", "default")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=int, default=3 if size == "tiny" else 10)
+    ap.add_argument("--objects", type=int, default=200 if size == "tiny" else 1000)
+    ap.add_argument("--big-mib", type=int, default=128 if size == "tiny" else 1024)
+    ap.add_argument("--drives", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=0, help="storaged --threads")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    a = ap.parse_args()
+
+    ncpu = os.cpu_count() or 1
+    work = tempfile.mkdtemp(prefix="bench-s3-")
+    procs = []
+    res = {"objects": a.objects, "seconds": a.seconds, "drives": a.drives,
+           "cpus": ncpu, "big_mib": a.big_mib}
+    try:
+        # ---- storaged
+        drives = [os.path.join(work, "d%d" % (i + 1)) for i in range(a.drives)]
+        for d in drives:
+            os.makedirs(d)
+        sport = free_port()
+        env = dict(os.environ, STORAGED_ROOT_USER=AK, STORAGED_ROOT_PASSWORD=SK)
+        argv = [os.path.join(BIN, "storaged"), "serve", "--address",
+                "127.0.0.1:%d" % sport, "--log-level", "warn"]
+        if a.threads:
+            argv += ["--threads", str(a.threads)]
+        slog = open(os.path.join(work, "storaged.log"), "wb")
+        sp = subprocess.Popen(argv + drives, env=env, stdout=slog, stderr=slog)
+        procs.append(sp)
+        sep = "http://127.0.0.1:%d" % sport
+        wait_http(sep + "/health/ready")
+        # ---- nginx
+        root = os.path.join(work, "www")
+        os.makedirs(os.path.join(root, "bench"))
+        os.makedirs(os.path.join(root, "put"))
+        os.makedirs(os.path.join(work, "ngx"))
+        nport = free_port()
+        conf = os.path.join(work, "ngx", "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF % {"user": "user root;" if os.geteuid() == 0 else "",
+                                  "workers": ncpu, "dir": os.path.join(work, "ngx"),
+                                  "port": nport, "root": root})
+        nlog = open(os.path.join(work, "ngx", "stdout.log"), "wb")
+        np_ = subprocess.Popen(["nginx", "-c", conf, "-p", os.path.join(work, "ngx")],
+                               stdout=nlog, stderr=nlog)
+        procs.append(np_)
+        nep = "http://127.0.0.1:%d" % nport
+
+        # ---- data: the same 4 KiB objects on both sides
+        s3 = client(sep)
+        s3.create_bucket(Bucket="bench")
+        keys = ["obj/%05d.bin" % i for i in range(a.objects)]
+        blobs = {k: os.urandom(4096) for k in keys}
+
+        def up(k):
+            s3.put_object(Bucket="bench", Key=k, Body=blobs[k])
+            p = os.path.join(root, "bench", k)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "wb") as f:
+                f.write(blobs[k])
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            list(ex.map(up, keys))
+        wait_http(nep + "/bench/" + keys[0])
+
+        def rel(url):
+            return url.split("://", 1)[1].split("/", 1)[1]
+        get_s = ["/" + rel(s3.generate_presigned_url(
+            "get_object", Params={"Bucket": "bench", "Key": k}, ExpiresIn=3600))
+            for k in keys]
+        put_s = ["/" + rel(s3.generate_presigned_url(
+            "put_object", Params={"Bucket": "bench", "Key": "put/" + k}, ExpiresIn=3600))
+            for k in keys]
+        get_n = ["/bench/" + k for k in keys]
+        put_n = ["/put/" + k for k in keys]
+        scripts = {}
+        for name, method, targets, blen in [("get_s", "GET", get_s, 0),
+                                            ("get_n", "GET", get_n, 0),
+                                            ("put_s", "PUT", put_s, 4096),
+                                            ("put_n", "PUT", put_n, 4096)]:
+            scripts[name] = os.path.join(work, name + ".lua")
+            lua_rotate(scripts[name], method, targets, blen)
+
+        # warm both once, then measure alternately
+        wrk(sep, scripts["get_s"], 1)
+        wrk(nep, scripts["get_n"], 1)
+        res["get4k_storaged"] = wrk(sep, scripts["get_s"], a.seconds)
+        res["get4k_nginx"] = wrk(nep, scripts["get_n"], a.seconds)
+        res["put4k_storaged"] = wrk(sep, scripts["put_s"], a.seconds)
+        res["put4k_nginx"] = wrk(nep, scripts["put_n"], a.seconds)
+
+        # ---- one big object, single stream
+        big = os.path.join(root, "bench", "big.bin")
+        chunk = os.urandom(1024 * 1024)
+        with open(big, "wb") as f:
+            for i in range(a.big_mib):
+                f.write(chunk[i % 7:] + chunk[:i % 7])
+        put_url = s3.generate_presigned_url(
+            "put_object", Params={"Bucket": "bench", "Key": "big.bin"}, ExpiresIn=3600)
+        res["bigput_storaged_mibs"] = curl_speed(put_url, upload=big)
+        get_url = s3.generate_presigned_url(
+            "get_object", Params={"Bucket": "bench", "Key": "big.bin"}, ExpiresIn=3600)
+        sg, ng = [], []
+        for _ in range(2):
+            sg.append(curl_speed(get_url))
+            ng.append(curl_speed(nep + "/bench/big.bin"))
+        res["bigget_storaged_mibs"] = max(sg)
+        res["bigget_nginx_mibs"] = max(ng)
+        # correctness of the big object (sha of what storaged returns)
+        out = os.path.join(work, "big.back")
+        curl_speed(get_url, out=out)
+        res["bigget_identical"] = subprocess.run(["cmp", "-s", big, out]).returncode == 0
+        os.unlink(out)
+        res["storaged_vmhwm_mib"] = vm_hwm_kib(sp.pid) / 1024
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print("kept", work)
+
+    def row(label, s, n, unit):
+        ratio = s / n if n else float("nan")
+        return "| %-34s | %12.1f | %12.1f | %6.2f |" % (label + " (" + unit + ")", s, n, ratio)
+    g, gn = res["get4k_storaged"], res["get4k_nginx"]
+    p, pn = res["put4k_storaged"], res["put4k_nginx"]
+    print("storaged vs nginx, 127.0.0.1, %d CPUs, %d drives (one disk), %d objects, "
+          "wrk -c64 %ds" % (ncpu, a.drives, a.objects, a.seconds))
+    print()
+    print("| %-34s | %12s | %12s | %6s |" % ("test", "storaged", "nginx", "ratio"))
+    print("|%s|%s|%s|%s|" % ("-" * 36, "-" * 14, "-" * 14, "-" * 8))
+    print(row("GET 4 KiB, 64 conns", g["rps"], gn["rps"], "req/s"))
+    print(row("GET 4 KiB p99", g["p99_ms"], gn["p99_ms"], "ms"))
+    print(row("PUT 4 KiB, 64 conns", p["rps"], pn["rps"], "req/s"))
+    print(row("PUT 4 KiB p99", p["p99_ms"], pn["p99_ms"], "ms"))
+    print(row("GET %d MiB, one stream" % a.big_mib, res["bigget_storaged_mibs"],
+              res["bigget_nginx_mibs"], "MiB/s"))
+    print("| %-34s | %12.1f | %12s | %6s |" % ("PUT %d MiB, one stream (MiB/s)" % a.big_mib,
+                                                res["bigput_storaged_mibs"], "-", "-"))
+    print()
+    print("storaged peak RSS (VmHWM) over the whole run: %.1f MiB; big GET bytes identical: %s"
+          % (res["storaged_vmhwm_mib"], res["bigget_identical"]))
+    for k in ("get4k_storaged", "put4k_storaged", "get4k_nginx", "put4k_nginx"):
+        if res[k]["non2xx"] or res[k]["socket_errors"]:
+            print("note: %s: non-2xx %d %s" % (k, res[k]["non2xx"], res[k]["socket_errors"]))
+    print("PUT: storaged syncs each object to disk before answering (default "
+          "durability); nginx's DAV PUT does not fsync.")
+    if os.environ.get("RESULTS_DIR"):
+        with open(os.path.join(os.environ["RESULTS_DIR"], "server.json"), "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
