@@ -51,21 +51,24 @@ def free_port():
 
 
 def build_passthrough(outdir):
-    srcs = glob.glob("/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c*")
-    if not srcs:
-        sys.exit("passthrough_ll.c not found (apt install libfuse3-dev)")
+    exdir = "/usr/share/doc/libfuse3-dev/examples"
     os.makedirs(outdir, exist_ok=True)
+    for name in ("passthrough_ll.c", "passthrough_helpers.h"):
+        srcs = glob.glob(os.path.join(exdir, name + "*"))
+        if not srcs:
+            sys.exit("%s not found (apt install libfuse3-dev)" % name)
+        dst = os.path.join(outdir, name)
+        if srcs[0].endswith(".gz"):
+            with open(dst, "wb") as f:
+                sh("gzip", "-dc", srcs[0], stdout=f)
+        else:
+            shutil.copy(srcs[0], dst)
     src = os.path.join(outdir, "passthrough_ll.c")
-    if srcs[0].endswith(".gz"):
-        with open(src, "wb") as f:
-            sh("gzip", "-dc", srcs[0], stdout=f)
-    else:
-        shutil.copy(srcs[0], src)
     exe = os.path.join(outdir, "passthrough_ll")
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"],
                            capture_output=True, text=True,
                            check=True).stdout.split()
-    sh("cc", "-O2", "-D_GNU_SOURCE", "-o", exe, src, *flags, "-pthread")
+    sh("cc", "-O2", "-o", exe, src, *flags, "-pthread")
     return exe
 
 
@@ -268,7 +271,7 @@ with ThreadPoolExecutor(16) as ex:
                                  ("seq", "seq read cold (MiB/s)", ""),
                                  ("lsr", "ls -lR cold (s, lower=better)",
                                   "")):
-            print("%-28s %12.1f %15.1f %12.1f %10.2f %10.2f" % (
+            print("%-28s %12.3f %15.3f %12.3f %10.2f %10.2f" % (
                 label, loc[key], pl[key], ec[key], ec[key] / pl[key],
                 ec[key] / loc[key]))
         print("ecfs stats after last run:", ec.get("stats"))
