@@ -19,8 +19,9 @@ the 12+4 default of `make run`) on a free 127.0.0.1 port, generates the dataset
 with scripts/gen-dataset (cached under var/bench/), uploads it to bucket
 `bench`, and mounts that bucket with each peer in turn, one at a time, so peers
 never compete for the 2 cores. Before every cold measurement the FUSE peer is
-freshly mounted, storaged is restarted (its in-memory caches emptied) and the
-kernel page cache is dropped (when /proc/sys/vm/drop_caches is writable).
+freshly mounted and the kernel page cache is dropped (when
+/proc/sys/vm/drop_caches is writable); storaged is restarted (its in-memory
+caches emptied) before each peer's round of tests.
 Every mount and process it starts is removed at exit, also on Ctrl-C.
 
 Output: tables on stdout (with ratios against local disk), and in the results
@@ -68,9 +69,13 @@ PEERS = ["local", "ecfs", "s3fs", "rclone"]
 TESTS = ["train", "raw", "meta", "seq"]
 
 
+T0 = time.monotonic()
+
+
 def log(msg):
-    """Progress line on stderr (stdout carries the tables)."""
-    sys.stderr.write("bench: %s\n" % msg)
+    """Progress line on stderr (stdout carries the tables), with the seconds
+    since the start."""
+    sys.stderr.write("bench: %6.1f %s\n" % (time.monotonic() - T0, msg))
     sys.stderr.flush()
 
 
@@ -497,13 +502,12 @@ class Bench:
         self.shard_bytes = os.path.getsize(self.shard)
 
     def cold(self, peer, prefix=PREFIX):
-        """Makes the next measurement of @peer cold: restarts storaged (for
-        the remote peers) and drops the page cache; returns the root folder
-        and the Mount (None for local disk), freshly mounted."""
+        """Makes the next measurement of @peer cold: drops the page cache and
+        (for the remote peers) mounts afresh; returns the root folder and the
+        Mount (None for local disk)."""
         if peer == "local":
             self.dropped = drop_caches()
             return self.data, None
-        self.srv.restart()
         self.dropped = drop_caches()
         m = Mount(peer, os.path.join(self.work, "mnt-" + peer), self.srv,
                   self.work, prefix)
@@ -524,6 +528,10 @@ class Bench:
         a = self.a
         r = self.results.setdefault(peer, {})
         for rep in range(a.repeat):
+            # storaged starts empty-handed for every peer and repetition (a
+            # restart costs a few seconds, so not before every test).
+            if peer != "local":
+                self.srv.restart()
             if "meta" in a.tests:
                 for name in ("ls -lR", "find"):
                     root, m = self.cold(peer)
@@ -898,8 +906,8 @@ def main():
                                   info["pytorch"]),
             "Dataset: %d JPEGs (%.1f MiB, mean %.1f KiB) in bucket `%s` on one "
             "storaged, 16 drive folders on one disk, 12+4 erasure coding; "
-            "prepared in %.1f s. Cold = fresh mount + restarted storaged + "
-            "dropped page cache%s.\n" % (
+            "prepared in %.1f s. Cold = fresh mount + dropped page cache "
+            "(storaged restarted before each peer's round of tests)%s.\n" % (
                 b.nfiles, b.data_bytes / 1048576,
                 b.data_bytes / 1024 / max(1, b.nfiles), BUCKET, b.upload_s,
                 "" if b.dropped else " (drop_caches NOT permitted)"),
