@@ -79,11 +79,13 @@ static bool read_block(int fd, const struct obj_geom *g, uint64_t dataid,
            want;
 }
 
-/* Heals one part of a shard-file object: verifies (deep) or checks sizes,
- * then rebuilds bad shards into temp files and renames them in place. */
+/* Checks one part of a shard-file object (sizes; every block CRC when
+ * @deep) and rebuilds bad shards into synced temp files, marked in @ready
+ * for heal_install. Runs without the key lock: the caller pinned the
+ * version, so the source files stay. Returns shards rebuilt or -errno. */
 static int heal_part(struct stor_store *s, const char *bucket,
                      const struct obj_ent *e, const struct stor_place *pl,
-                     size_t p, bool deep, bool *meta_bad)
+                     size_t p, bool deep, bool *ready)
 {
     struct obj_geom g;
     int n = e->k + e->m, fds[OBJ_MAX_SHARDS], tfd[OBJ_MAX_SHARDS];
@@ -193,31 +195,17 @@ static int heal_part(struct stor_store *s, const char *bucket,
         }
     }
     for (int j = 0; j < n; j++) {
-        char from[PATH_MAX], to[PATH_MAX];
-        size_t d = obj_shard_drive(s, pl, j);
-
         if (tfd[j] < 0)
             continue;
-        if (s->fsync)
-            (void)fsync(tfd[j]);
+        if (s->fsync && fsync(tfd[j]) < 0) {
+            close(tfd[j]);
+            tfd[j] = -1;
+            continue;
+        }
         close(tfd[j]);
         tfd[j] = -1;
-        if (obj_path_tmp(from, sizeof(from), s->drives[d].path, dataid,
-                         200 + j) == 0 &&
-            obj_path_shard(to, sizeof(to), s->drives[d].path, bucket, e->id,
-                           dataid) == 0) {
-            char dir[PATH_MAX];
-
-            if (obj_path_dir(dir, sizeof(dir), s->drives[d].path, bucket,
-                             e->id) == 0)
-                (void)stor_mkdirs(dir);
-            if (rename(from, to) == 0) {
-                healed++;
-                meta_bad[j] = true; /* rewrite its meta too, cheap */
-            } else {
-                unlink(from);
-            }
-        }
+        ready[j] = true;
+        healed++;
     }
 out:
     for (int j = 0; j < n; j++) {
@@ -237,6 +225,77 @@ out:
     return ret < 0 ? ret : healed;
 }
 
+/* Renames the rebuilt temp shard files of part @p into place. Caller
+ * holds the key lock for writing and checked the version is current. */
+static int heal_install(struct stor_store *s, const char *bucket,
+                        const struct obj_ent *e, const struct stor_place *pl,
+                        size_t p, bool *ready, bool *meta_bad)
+{
+    uint64_t dataid = e->parts[p].dataid;
+    int done = 0;
+
+    for (int j = 0; j < e->k + e->m; j++) {
+        char from[PATH_MAX], to[PATH_MAX], dir[PATH_MAX];
+        size_t d = obj_shard_drive(s, pl, j);
+
+        if (!ready[j])
+            continue;
+        if (obj_path_tmp(from, sizeof(from), s->drives[d].path, dataid,
+                         200 + j) < 0 ||
+            obj_path_shard(to, sizeof(to), s->drives[d].path, bucket, e->id,
+                           dataid) < 0)
+            continue;
+        if (obj_path_dir(dir, sizeof(dir), s->drives[d].path, bucket,
+                         e->id) == 0)
+            (void)stor_mkdirs(dir);
+        if (rename(from, to) == 0) {
+            done++;
+            meta_bad[j] = true; /* rewrite its meta too, cheap */
+        } else {
+            unlink(from);
+        }
+        ready[j] = false;
+    }
+    return done;
+}
+
+/* Drops rebuilt temp files that were not installed. */
+static void heal_discard(struct stor_store *s, const struct obj_ent *e,
+                         const struct stor_place *pl, size_t p, bool *ready)
+{
+    for (int j = 0; j < e->k + e->m; j++) {
+        char path[PATH_MAX];
+
+        if (ready[j] &&
+            obj_path_tmp(path, sizeof(path),
+                         s->drives[obj_shard_drive(s, pl, j)].path,
+                         e->parts[p].dataid, 200 + j) == 0)
+            unlink(path);
+        ready[j] = false;
+    }
+}
+
+/* Is @e still the current version of its key? Caller holds the key lock. */
+static bool still_current(struct stor_store *s, const char *bucket,
+                          const struct obj_ent *e)
+{
+    struct obj_bucket *b;
+    bool cur = false;
+
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b) {
+        ssize_t i;
+
+        pthread_rwlock_rdlock(&b->lock);
+        i = obj_index_find(b, e->key, e->key_len);
+        cur = i >= 0 && b->v[i]->version == e->version;
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return cur;
+}
+
 int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len, bool deep)
 {
@@ -247,12 +306,13 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
     uint8_t id[16];
     bool meta_bad[OBJ_MAX_SHARDS] = {0};
     uint8_t *shards = NULL;
-    int n, healed = 0, ret = 0;
+    bool *ready = NULL, pinned = false;
+    int n, healed = 0, ret = 0, nready = 0;
     size_t L = 0;
 
     obj_key_id(s, key, key_len, id);
     kl = obj_klock(s, id);
-    pthread_rwlock_wrlock(kl);
+    pthread_rwlock_rdlock(kl);
     pthread_rwlock_rdlock(&s->lock);
     b = obj_bucket_find(s, bucket);
     if (b) {
@@ -265,6 +325,10 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
         pthread_rwlock_unlock(&b->lock);
     }
     pthread_rwlock_unlock(&s->lock);
+    if (e && !e->inl && obj_pin_get(e->id, e->version) == 0)
+        pinned = true;
+    pthread_rwlock_unlock(kl);
+    /* from here on no lock: checking and rebuilding may take long */
     if (e == NULL)
         goto out;
     obj_place(s, bucket, key, key_len, &pl);
@@ -322,31 +386,61 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                                           present, meta_bad);
                 if (ret < 0)
                     goto out;
-                healed += obj_rewrite_metas(s, bucket, e, sh, L, meta_bad);
+                pthread_rwlock_wrlock(kl);
+                if (still_current(s, bucket, e))
+                    healed += obj_rewrite_metas(s, bucket, e, sh, L,
+                                                meta_bad);
+                pthread_rwlock_unlock(kl);
             }
             __atomic_add_fetch(&s->scan_bytes, e->size, __ATOMIC_RELAXED);
             goto out;
         }
     }
+    ready = calloc(e->nparts ? e->nparts : 1, OBJ_MAX_SHARDS);
+    if (ready == NULL) {
+        ret = -ENOMEM;
+        goto out;
+    }
     for (size_t p = 0; p < e->nparts; p++) {
-        int r = heal_part(s, bucket, e, &pl, p, deep, meta_bad);
+        int r = heal_part(s, bucket, e, &pl, p, deep,
+                          ready + p * OBJ_MAX_SHARDS);
 
         if (r < 0) {
             ret = r;
-            goto out;
+            break;
         }
-        healed += r;
+        nready += r;
     }
     {
         int nbad = 0;
 
         for (int j = 0; j < n; j++)
             nbad += meta_bad[j];
-        if (nbad)
-            (void)obj_rewrite_metas(s, bucket, e, NULL, 0, meta_bad);
+        if (nbad == 0 && nready == 0)
+            goto out_parts;
     }
-out:
+    pthread_rwlock_wrlock(kl);
+    if (still_current(s, bucket, e)) {
+        for (size_t p = 0; p < e->nparts && ret == 0; p++)
+            healed += heal_install(s, bucket, e, &pl, p,
+                                   ready + p * OBJ_MAX_SHARDS, meta_bad);
+        {
+            int nbad = 0;
+
+            for (int j = 0; j < n; j++)
+                nbad += meta_bad[j];
+            if (nbad)
+                (void)obj_rewrite_metas(s, bucket, e, NULL, 0, meta_bad);
+        }
+    }
     pthread_rwlock_unlock(kl);
+out_parts:
+    for (size_t p = 0; p < e->nparts; p++)
+        heal_discard(s, e, &pl, p, ready + p * OBJ_MAX_SHARDS);
+out:
+    if (pinned)
+        obj_pin_put(s, e->id, e->version);
+    free(ready);
     if (healed > 0) {
         __atomic_add_fetch(&s->shards_healed, (uint64_t)healed,
                            __ATOMIC_RELAXED);

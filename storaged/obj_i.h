@@ -181,6 +181,11 @@ struct stor_put *obj_put_create(struct stor_store *s, const char *bucket,
                                 const char *key, size_t key_len, int64_t size,
                                 const struct stor_hdr *hdrs, size_t nhdrs,
                                 int *err);
+/* Pins version @version of object @id: its shard files stay until the
+ * last obj_pin_put (a commit or delete defers removing them). */
+int obj_pin_get(const uint8_t id[16], uint64_t version);
+void obj_pin_put(struct stor_store *s, const uint8_t id[16],
+                 uint64_t version);
 /* ---- obj_heal.c ---- */
 /* Verifies every shard of one object and rebuilds what is missing or
  * corrupt; @deep reads and checks all block checksums. Returns shards

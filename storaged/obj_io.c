@@ -53,7 +53,7 @@ static struct pin **pin_slot(const uint8_t id[16], uint64_t version)
     return pp;
 }
 
-static int pin_get(const uint8_t id[16], uint64_t version)
+int obj_pin_get(const uint8_t id[16], uint64_t version)
 {
     struct pin **pp, *p;
 
@@ -96,8 +96,8 @@ static void remove_shards(struct stor_store *s, const char *bucket,
     }
 }
 
-static void pin_put(struct stor_store *s, const uint8_t id[16],
-                    uint64_t version)
+void obj_pin_put(struct stor_store *s, const uint8_t id[16],
+                 uint64_t version)
 {
     struct pin **pp, *p = NULL;
 
@@ -1031,7 +1031,7 @@ void stor_get_close(struct stor_get *g)
         return;
     get_close_fds(g);
     if (g->pinned)
-        pin_put(g->s, g->e->id, g->e->version);
+        obj_pin_put(g->s, g->e->id, g->e->version);
     obj_ent_free(g->e);
     free(g->data);
     free(g->cum);
@@ -1212,7 +1212,7 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
         if (g->e->inl) {
             ret = get_inline(g);
         } else {
-            ret = pin_get(g->e->id, g->e->version);
+            ret = obj_pin_get(g->e->id, g->e->version);
             g->pinned = ret == 0;
         }
     }
