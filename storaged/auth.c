@@ -58,6 +58,26 @@ static int signed_headers(const struct stor_req *r, const char *list,
     return (int)n;
 }
 
+/* The signing key for (@date8, @region) under the root secret. DESIGN: it
+ * changes once a day, so each loop thread keeps the last one it derived
+ * (thread-local: no lock) and skips four HMACs per request. */
+static void signing_key(const char *date8, const char *region, uint8_t key[32])
+{
+    static __thread char c_date[9], c_region[64];
+    static __thread const char *c_secret;
+    static __thread uint8_t c_key[32];
+
+    if (c_secret != stor_srv->root_secret || strcmp(c_date, date8) != 0 ||
+        strcmp(c_region, region) != 0) {
+        cm_sigv4_signing_key(stor_srv->root_secret, date8, region, "s3",
+                             c_key);
+        snprintf(c_date, sizeof(c_date), "%s", date8);
+        snprintf(c_region, sizeof(c_region), "%s", region);
+        c_secret = stor_srv->root_secret;
+    }
+    memcpy(key, c_key, 32);
+}
+
 /* Computes the expected signature of @r and compares it with @a's. Fills
  * the request's signing state. */
 static enum stor_s3_err verify(struct stor_req *r,
@@ -122,8 +142,7 @@ static enum stor_s3_err verify(struct stor_req *r,
         e = S3E_INTERNAL;
         goto out;
     }
-    cm_sigv4_signing_key(stor_srv->root_secret, date8, region, "s3",
-                         r->sign_key);
+    signing_key(date8, region, r->sign_key);
     cm_sigv4_signature(r->sign_key, sts.data, sts.len, sig);
     if (!cm_sigv4_equal(sig, a->signature, 64)) {
         cm_log(CM_LOG_DEBUG, 0, "req=%016llX signature mismatch; canonical:\n%s",

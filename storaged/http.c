@@ -239,6 +239,29 @@ static void req_job_done(struct stor_job *j)
         conn_run(c);
 }
 
+/* The pool for @r's jobs. DESIGN: reads are short and CPU-bound when the
+ * data is cached, so a small pool (about one worker per core) avoids the
+ * context switches a big one costs; writes wait on fsync, so they get a
+ * bigger pool of their own and cannot starve reads (a queue per job class,
+ * as Redis bio and nginx thread pools do). */
+static struct stor_pool *pool_for(const struct stor_req *r)
+{
+    switch (r->op) {
+    case S3_OP_GET_OBJECT:
+    case S3_OP_HEAD_OBJECT:
+    case S3_OP_LIST_OBJECTS:
+    case S3_OP_LIST_OBJECTS_V2:
+    case S3_OP_LIST_BUCKETS:
+    case S3_OP_HEAD_BUCKET:
+    case S3_OP_METRICS:
+    case S3_OP_LIST_PARTS:
+    case S3_OP_LIST_UPLOADS:
+        return stor_srv->rpool;
+    default:
+        return stor_srv->pool;
+    }
+}
+
 /* See http_i.h. */
 void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
                      void (*done)(struct stor_req *))
@@ -250,7 +273,7 @@ void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
     r->job.done = req_job_done;
     r->job.loop = r->conn->t->loop;
     r->job_busy = true;
-    stor_pool_submit(stor_srv->pool, &r->job);
+    stor_pool_submit(pool_for(r), &r->job);
 }
 
 /* ---- GET streaming ---- */
@@ -333,7 +356,7 @@ static void maybe_fill(struct stor_req *r)
     rs->fill_job.run = fill_run;
     rs->fill_job.done = fill_done;
     rs->fill_job.loop = r->conn->t->loop;
-    stor_pool_submit(stor_srv->pool, &rs->fill_job);
+    stor_pool_submit(stor_srv->rpool, &rs->fill_job);
 }
 
 /* ---- request lifecycle ---- */
@@ -379,6 +402,8 @@ static void req_free(struct stor_req *r)
     free(r->path);
     free(r->key);
     free(r->qbuf);
+    free(r->te);
+    free(r->aws);
     cm_buf_fini(&r->body);
     free(r->piece[0]);
     free(r->piece[1]);
@@ -427,7 +452,7 @@ static void req_finish(struct stor_conn *c)
         r->job_busy = true;
         c->pending++;
         c->req = NULL; /* the job owns @r now */
-        stor_pool_submit(stor_srv->pool, &r->job);
+        stor_pool_submit(r->put ? stor_srv->pool : stor_srv->rpool, &r->job);
         return;
     }
     req_free(r);
@@ -539,7 +564,10 @@ static enum stor_s3_err req_parse_framing(struct stor_req *r)
             return S3E_NOT_IMPLEMENTED;
         r->te_chunked = true;
         r->has_body = true;
-        stor_chunk_init(&r->te, UINT64_MAX);
+        r->te = malloc(sizeof(*r->te));
+        if (r->te == NULL)
+            return S3E_INTERNAL;
+        stor_chunk_init(r->te, UINT64_MAX);
     }
     v = stor_req_hdr(r, "content-length", &n);
     has_cl = v != NULL;
@@ -922,11 +950,11 @@ static void conn_body(struct stor_conn *c)
     if (!r->has_body) {
         r->body_done = true;
     } else if (r->te_chunked) {
-        n = stor_chunk_decode(&r->te, c->in.data, c->in.len, &cb);
+        n = stor_chunk_decode(r->te, c->in.data, c->in.len, &cb);
         if (n < 0)
             goto fail;
         cm_buf_consume(&c->in, (size_t)n);
-        if (r->te.done)
+        if (r->te->done)
             r->body_done = true;
     } else {
         take = (size_t)CM_MIN((uint64_t)c->in.len, r->raw_left);
@@ -1320,7 +1348,7 @@ void stor_http_shutdown(void)
 /* See header. */
 int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
 {
-    size_t n = o->nthreads, i, nw = o->nworkers;
+    size_t n = o->nthreads, i, nw = o->nworkers, nr = o->nrworkers;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int ret = 0;
 
@@ -1329,7 +1357,11 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
         n = ncpu > 0 ? (size_t)ncpu : 1;
     if (nw == 0)
         nw = CM_MAX((size_t)16, 4 * n);
+    if (nr == 0)
+        nr = CM_MAX((size_t)4, 2 * n);
     ret = stor_pool_create(nw, &srv->pool);
+    if (ret == 0)
+        ret = stor_pool_create(nr, &srv->rpool);
     if (ret < 0)
         return ret;
     g_threads = calloc(n, sizeof(*g_threads));
@@ -1366,15 +1398,17 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
             return -ret;
     }
     atomic_store(&srv->ready, true);
-    cm_log(CM_LOG_INFO, 0, "serving S3 on %s:%d (%zu loops, %zu workers)",
-           o->host, o->port, n, nw);
+    cm_log(CM_LOG_INFO, 0,
+           "serving S3 on %s:%d (%zu loops, %zu read + %zu write workers)",
+           o->host, o->port, n, nr, nw);
     for (i = 0; i < n; i++)
         pthread_join(g_threads[i].tid, NULL);
     atomic_store(&srv->ready, false);
     /* Workers finish what is queued; completions then run on no loop, so
      * connections still waiting for a job are released with the process. */
     stor_pool_destroy(srv->pool);
-    srv->pool = NULL;
+    stor_pool_destroy(srv->rpool);
+    srv->pool = srv->rpool = NULL;
     for (i = 0; i < n; i++)
         after_cb(g_threads[i].loop, &g_threads[i]);
     for (i = 0; i < n; i++)

@@ -13,7 +13,8 @@ struct stor_http_opts {
     const char *host; /* "127.0.0.1", "0.0.0.0", "::" */
     int port;
     size_t nthreads; /* event loops; 0 = one per online CPU */
-    size_t nworkers; /* blocking workers; 0 = default (4 per loop, >= 16) */
+    size_t nworkers;  /* write workers; 0 = default (4 per loop, >= 16) */
+    size_t nrworkers; /* read workers; 0 = default (2 per loop, >= 4) */
 };
 
 /* Binds, starts the loops and the workers, and serves until

@@ -139,7 +139,7 @@ struct stor_req {
     bool te_chunked;
     uint64_t clen;     /* Content-Length (raw bytes on the wire) */
     uint64_t raw_left; /* Content-Length bytes not yet read */
-    struct stor_chunk_dec te;
+    struct stor_chunk_dec *te; /* owned; only for chunked bodies */
     bool body_done;    /* the whole body has been read */
     bool expect_100;
     bool keep_alive;
@@ -157,7 +157,7 @@ struct stor_req {
     char amz_date[CM_TIME_ISO_BASIC_LEN + 1];
     char scope[80];
     char prev_sig[65];
-    struct stor_chunk_dec aws; /* aws-chunked decoder */
+    struct stor_chunk_dec *aws; /* owned; aws-chunked decoder */
     bool aws_chunked;
     uint64_t decoded_len; /* x-amz-decoded-content-length, or UINT64_MAX */
     struct cm_digest *sha_chunk; /* per-chunk SHA-256 (signed chunks) */
@@ -202,7 +202,8 @@ struct stor_req {
 /* Server-wide state; immutable after start except the atomics. */
 struct stor_server {
     struct stor_store *store;
-    struct stor_pool *pool;
+    struct stor_pool *pool;  /* writes: PUT, commit, delete, copy (fsync) */
+    struct stor_pool *rpool; /* reads: GET/HEAD/LIST, GET stream fills */
     struct stor_metrics *metrics;
     const char *root_user;
     const char *root_secret;

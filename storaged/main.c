@@ -41,7 +41,10 @@ static void usage(FILE *f)
         "      --set-size N         drives per erasure set (default: largest of 16..2\n"
         "                           dividing the drive count)\n"
         "  -t, --threads N          event-loop threads (default: one per CPU)\n"
-        "  -w, --workers N          blocking worker threads (default: 4 per loop, >= 16)\n"
+        "  -w, --workers N          write worker threads: PUT, commit, delete, copy\n"
+        "                           (default: 4 per loop, >= 16)\n"
+        "      --read-workers N     read worker threads: GET, HEAD, LIST\n"
+        "                           (default: 2 per loop, >= 4)\n"
         "      --no-fsync           do not sync at commit (faster, unsafe on power loss)\n"
         "      --idle-timeout S     close idle keep-alive connections after S s (60)\n"
         "      --request-timeout S  slow clients: head or body stalled for S s (30)\n"
@@ -169,6 +172,7 @@ static int cmd_serve(int argc, char **argv)
         {"ec", required_argument, NULL, 'e'},
         {"threads", required_argument, NULL, 't'},
         {"workers", required_argument, NULL, 'w'},
+        {"read-workers", required_argument, NULL, 'r'},
         {"set-size", required_argument, NULL, 's'},
         {"no-fsync", no_argument, NULL, 'F'},
         {"idle-timeout", required_argument, NULL, 'I'},
@@ -216,6 +220,13 @@ static int cmd_serve(int argc, char **argv)
                 return 2;
             }
             ho.nworkers = (size_t)v;
+            break;
+        case 'r':
+            if (parse_count(optarg, 1, 4096, &v) < 0) {
+                fprintf(stderr, "storaged: bad --read-workers '%s'\n", optarg);
+                return 2;
+            }
+            ho.nrworkers = (size_t)v;
             break;
         case 's':
             if (parse_count(optarg, 1, 16, &v) < 0) {

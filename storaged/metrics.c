@@ -234,7 +234,9 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             "# TYPE storaged_workers_busy gauge\nstoraged_workers_busy %zu\n",
             (long)atomic_load(&m->conns),
             (unsigned long long)atomic_load(&m->conns_total),
-            stor_srv && stor_srv->pool ? stor_pool_busy(stor_srv->pool) : 0);
+            stor_srv && stor_srv->pool ? stor_pool_busy(stor_srv->pool) +
+                                             stor_pool_busy(stor_srv->rpool)
+                                       : 0);
     if (ret == 0 && store)
         ret = render_store(store, out);
     return ret;

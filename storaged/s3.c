@@ -484,7 +484,10 @@ static enum stor_s3_err body_setup(struct stor_req *r)
         r->payload == STOR_PAYLOAD_STREAMING_TRAILER ||
         r->payload == STOR_PAYLOAD_UNSIGNED_TRAILER) {
         r->aws_chunked = true;
-        stor_chunk_init(&r->aws, UINT64_MAX);
+        r->aws = malloc(sizeof(*r->aws));
+        if (r->aws == NULL)
+            return S3E_INTERNAL;
+        stor_chunk_init(r->aws, UINT64_MAX);
         v = stor_req_hdr(r, "x-amz-decoded-content-length", &n);
         if (v) {
             if (stor_http_parse_u64(v, n, &r->decoded_len) < 0)
@@ -556,11 +559,11 @@ int stor_s3_on_body(struct stor_req *r, const char *p, size_t n)
 
     if (!r->aws_chunked)
         return sink(r, p, n);
-    if (r->aws.done) {
+    if (r->aws->done) {
         stor_resp_error(r, S3E_INVALID_CHUNK);
         return -EBADMSG;
     }
-    used = stor_chunk_decode(&r->aws, p, n, &cb);
+    used = stor_chunk_decode(r->aws, p, n, &cb);
     if (used < 0) {
         if (r->resp.status == 0)
             stor_resp_error(r, S3E_INVALID_CHUNK);
@@ -586,7 +589,7 @@ static enum stor_s3_err body_verify(struct stor_req *r)
     char got[96];
 
     if (r->aws_chunked) {
-        if (!r->aws.done)
+        if (!r->aws->done)
             return S3E_INCOMPLETE_BODY;
         if (r->decoded_len != UINT64_MAX && r->body_bytes != r->decoded_len)
             return S3E_INCOMPLETE_BODY;
