@@ -19,6 +19,7 @@
 #include "storaged/drive.h"
 #include "storaged/http.h"
 #include "storaged/http_i.h"
+#include "storaged/inspect.h"
 #include "storaged/metrics.h"
 #include "storaged/object.h"
 
@@ -28,13 +29,17 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: storaged serve --address HOST:PORT [options] DRIVE...\n"
+        "       storaged inspect PATH...\n"
         "       storaged --help | --version\n"
         "\n"
         "Serves the S3 API (path-style, region us-east-1) over HTTP/1.1 on\n"
         "an erasure-coded store spread over the DRIVE directories. A drive\n"
         "argument may use ellipsis ranges: /srv/d{1...16}.\n"
         "\n"
-        "options:\n"
+        "inspect prints (and verifies) on-disk records: a drive's format\n"
+        "record, an object's metadata record or a shard file.\n"
+        "\n"
+        "serve options:\n"
         "  -a, --address HOST:PORT  listen address (required; [::]:9000 for IPv6)\n"
         "  -e, --ec K+M             data+parity shards per object set\n"
         "                           (default from the set size: 16 drives -> 12+4)\n"
@@ -339,6 +344,20 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "serve") == 0)
         return cmd_serve(argc - 1, argv + 1);
+    if (argc >= 3 && strcmp(argv[1], "inspect") == 0) {
+        int i, rc = 0;
+
+        for (i = 2; i < argc; i++) {
+            int ret = stor_inspect(argv[i], stdout);
+
+            if (ret < 0) {
+                fprintf(stderr, "storaged inspect: %s: %s\n", argv[i],
+                        strerror(-ret));
+                rc = 1;
+            }
+        }
+        return rc;
+    }
     usage(stderr);
     return 2;
 }
