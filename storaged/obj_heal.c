@@ -520,6 +520,51 @@ static long backoff_ms(struct stor_store *s)
     return ms > 250 ? 250 : ms;
 }
 
+/* Multipart uploads older than STORAGED_MPU_EXPIRY seconds (default 7
+ * days) are abandoned: abort them, which removes their parts. */
+static void expire_uploads(struct stor_store *s)
+{
+    const char *v = getenv("STORAGED_MPU_EXPIRY");
+    char *end = NULL;
+    long exp = v ? strtol(v, &end, 10) : 0;
+    int64_t cutoff;
+
+    if (exp <= 0 || (end && *end))
+        exp = 7 * 86400;
+    cutoff = obj_now_ns() - (int64_t)exp * 1000000000LL;
+    for (;;) {
+        char bucket[64] = "", uid[STOR_UPLOAD_ID_MAX], *key = NULL;
+        size_t kl = 0;
+
+        pthread_rwlock_rdlock(&s->lock);
+        for (size_t i = 0; i < s->nbuckets && key == NULL; i++) {
+            struct obj_bucket *b = s->buckets[i];
+
+            pthread_rwlock_rdlock(&b->lock);
+            for (size_t u = 0; u < b->nup && key == NULL; u++) {
+                if (b->up[u]->initiated_ns >= cutoff)
+                    continue;
+                key = malloc(b->up[u]->key_len + 1);
+                if (key) {
+                    kl = b->up[u]->key_len;
+                    memcpy(key, b->up[u]->key, kl);
+                    key[kl] = 0;
+                    memcpy(uid, b->up[u]->uid, sizeof(uid));
+                    memcpy(bucket, b->name, sizeof(bucket));
+                }
+            }
+            pthread_rwlock_unlock(&b->lock);
+        }
+        pthread_rwlock_unlock(&s->lock);
+        if (key == NULL)
+            return;
+        if (stor_mpu_abort(s, bucket, key, kl, uid) == 0)
+            cm_log(CM_LOG_INFO, 0, "scan: %s: abandoned upload %s removed",
+                   bucket, uid);
+        free(key);
+    }
+}
+
 /* One full pass over every object; returns true when stopping. */
 static bool scan_cycle(struct stor_store *s)
 {
@@ -593,6 +638,7 @@ static bool scan_cycle(struct stor_store *s)
         }
         free(last);
     }
+    expire_uploads(s);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     __atomic_add_fetch(&s->scan_cycles, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&s->heal_lock);
@@ -614,7 +660,7 @@ stop:
 static void *scan_main(void *arg)
 {
     struct stor_store *s = arg;
-    time_t next = time(NULL) + 5;
+    time_t next = time(NULL) + CM_MIN(5, scan_interval_s());
 
     for (;;) {
         if (nap(s, 1000))
