@@ -921,7 +921,8 @@ static void conn_on_head(struct stor_conn *c, size_t headlen)
         return;
     }
     ret = stor_s3_on_head(r);
-    if (r->resp.status && !r->job_busy) {
+    /* job_busy first: while a job runs, its worker owns resp */
+    if (!r->job_busy && r->resp.status) {
         stor_http_respond(r);
         return;
     }
