@@ -350,6 +350,7 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
             size_t d = obj_shard_drive(s, &pl, j);
             char path[PATH_MAX];
             struct stor_meta m;
+            int r;
 
             sh[j] = shards + (size_t)j * L;
             if (!obj_drive_online(s, d))
@@ -357,7 +358,11 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
             if (obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
                               e->id) < 0)
                 continue;
-            if (stor_meta_read_file(path, &m) < 0) {
+            r = stor_meta_read_file(path, &m);
+            if (r < 0) {
+                if (r == -EBADMSG)
+                    __atomic_add_fetch(&s->corrupt_found, 1,
+                                       __ATOMIC_RELAXED);
                 meta_bad[j] = true;
                 continue;
             }
