@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -134,6 +135,19 @@ static int parse_count(const char *s, long lo, long hi, long *out)
         return -EINVAL;
     *out = v;
     return 0;
+}
+
+/* Raises the open-file limit to its hard maximum: every connection is a
+ * descriptor, and thousands of them are the normal case. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            cm_log(CM_LOG_WARN, errno, "cannot raise RLIMIT_NOFILE");
+    }
 }
 
 static void on_signal(int sig)
@@ -313,6 +327,7 @@ static int cmd_serve(int argc, char **argv)
     srv.body_timeout_s = (int)reqto;
     atomic_store(&srv.next_req_id, ((uint64_t)time(NULL) << 24));
 
+    raise_nofile();
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);

@@ -1,0 +1,195 @@
+"""Robustness of storaged's front end with real sockets and clients: many
+concurrent keep-alive connections, slow clients, clients that vanish
+mid-request, bounded memory while streaming large bodies both ways, and
+acknowledged writes surviving kill -9."""
+
+import hashlib
+import http.client
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+import s3util
+from s3util import raw_request, status_of
+
+MiB = 1024 * 1024
+
+
+def vm_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def keys(s3, bucket):
+    return [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def test_many_concurrent_connections(s3_server):
+    n = 3000
+    socks = []
+    try:
+        for _ in range(n):
+            socks.append(socket.create_connection(("127.0.0.1", s3_server.port), timeout=10))
+        for s in socks:
+            s.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        ok = 0
+        for s in socks:
+            f = s.makefile("rb")
+            st, _, _ = s3util.read_response(f)
+            ok += st == 200
+        assert ok == n
+        # all still open (keep-alive): a second round on each
+        for s in socks[:500]:
+            s.sendall(b"GET /health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+        for s in socks[:500]:
+            st, _, _ = s3util.read_response(s.makefile("rb"))
+            assert st == 200
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_slow_client_timeouts(storaged):
+    srv = storaged(args=["--request-timeout", "1"])
+    # a head that never completes
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n")
+    t0 = time.monotonic()
+    resp = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        resp += b
+    assert time.monotonic() - t0 < 5
+    assert status_of(resp) == 400 and b"RequestTimeout" in resp
+    s.close()
+    # a body that stops arriving: answered RequestTimeout, nothing stored
+    c = srv.client()
+    c.create_bucket(Bucket="slow")
+    h = {"host": "127.0.0.1:%d" % srv.port, "content-length": "100000"}
+    s3util.sign_headers("PUT", "/slow/k", [], h, "UNSIGNED-PAYLOAD",
+                        srv.access_key, srv.secret_key)
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(("PUT /slow/k HTTP/1.1\r\n" + "".join(
+        "%s: %s\r\n" % kv for kv in h.items()) + "\r\n").encode() + b"x" * 1000)
+    resp = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        resp += b
+    assert status_of(resp) == 400 and b"RequestTimeout" in resp
+    s.close()
+    assert keys(c, "slow") == []
+
+
+def test_client_vanishes_mid_put_and_mid_get(s3_server, s3, bucket):
+    srv = s3_server
+    # PUT: announce 8 MiB, send 3 MiB, close
+    h = {"host": "127.0.0.1:%d" % srv.port, "content-length": str(8 * MiB)}
+    s3util.sign_headers("PUT", "/%s/partial" % bucket, [], h, "UNSIGNED-PAYLOAD",
+                        srv.access_key, srv.secret_key)
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(("PUT /%s/partial HTTP/1.1\r\n" % bucket + "".join(
+        "%s: %s\r\n" % kv for kv in h.items()) + "\r\n").encode())
+    s.sendall(os.urandom(3 * MiB))
+    s.close()
+    # GET of a big object: read a little, close
+    data = os.urandom(20 * MiB)
+    s3.put_object(Bucket=bucket, Key="big", Body=data)
+    for _ in range(5):
+        h = {"host": "127.0.0.1:%d" % srv.port}
+        s3util.sign_headers("GET", "/%s/big" % bucket, [], h, s3util.EMPTY_SHA,
+                            srv.access_key, srv.secret_key)
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        s.sendall(("GET /%s/big HTTP/1.1\r\n" % bucket + "".join(
+            "%s: %s\r\n" % kv for kv in h.items()) + "\r\n").encode())
+        s.recv(100000)
+        s.close()
+    time.sleep(0.5)
+    assert keys(s3, bucket) == ["big"]
+    assert s3.get_object(Bucket=bucket, Key="big")["Body"].read() == data
+    assert srv.alive()
+
+
+def test_streaming_memory_is_bounded(s3_server, s3, bucket):
+    """A 512 MiB PUT and GET must not grow the daemon by more than a few
+    MiB per request (it never holds the object)."""
+    srv = s3_server
+    size = 512 * MiB
+    block = os.urandom(MiB)
+    base = vm_kib(srv.proc.pid, "VmRSS")
+    h = {"host": "127.0.0.1:%d" % srv.port, "content-length": str(size)}
+    s3util.sign_headers("PUT", "/%s/huge" % bucket, [], h, "UNSIGNED-PAYLOAD",
+                        srv.access_key, srv.secret_key)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=120)
+    conn.putrequest("PUT", "/%s/huge" % bucket, skip_host=True, skip_accept_encoding=True)
+    for k, v in h.items():
+        conn.putheader(k, v)
+    conn.endheaders()
+    md5 = hashlib.md5()
+    for i in range(size // MiB):
+        chunk = block[i % 97:] + block[:i % 97]
+        md5.update(chunk)
+        conn.send(chunk)
+    r = conn.getresponse()
+    assert r.status == 200, r.read()
+    assert r.getheader("ETag") == '"%s"' % md5.hexdigest()
+    r.read()
+    peak_put = vm_kib(srv.proc.pid, "VmHWM")
+    h = {"host": "127.0.0.1:%d" % srv.port}
+    s3util.sign_headers("GET", "/%s/huge" % bucket, [], h, s3util.EMPTY_SHA,
+                        srv.access_key, srv.secret_key)
+    conn.request("GET", "/%s/huge" % bucket, headers=h)
+    r = conn.getresponse()
+    assert r.status == 200
+    got = hashlib.md5()
+    n = 0
+    while True:
+        b = r.read(4 * MiB)
+        if not b:
+            break
+        got.update(b)
+        n += len(b)
+    assert n == size and got.hexdigest() == md5.hexdigest()
+    peak = vm_kib(srv.proc.pid, "VmHWM")
+    conn.close()
+    # generous bound: buffers are 2 x 1 MiB (PUT) and 2 x <= 4 MiB (GET)
+    assert (peak_put - base) < 96 * 1024, (base, peak_put)
+    assert (peak - base) < 128 * 1024, (base, peak)
+
+
+def test_acknowledged_put_survives_kill9(s3_server, s3, bucket):
+    data = os.urandom(300000)
+    s3.put_object(Bucket=bucket, Key="durable", Body=data)
+    s3_server.restart(graceful=False)
+    c = s3_server.client()
+    assert c.get_object(Bucket=bucket, Key="durable")["Body"].read() == data
+
+
+def test_concurrent_clients_mixed(s3, bucket):
+    errors = []
+
+    def worker(i):
+        try:
+            for j in range(20):
+                body = os.urandom(1000 + i * 100 + j)
+                k = "w%d/%d" % (i, j)
+                s3.put_object(Bucket=bucket, Key=k, Body=body)
+                assert s3.get_object(Bucket=bucket, Key=k)["Body"].read() == body
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[:3]
+    assert len(keys(s3, bucket)) == 160
