@@ -44,6 +44,8 @@ struct fc_opts {
     unsigned stall_timeout_s;
     unsigned threads;        /* FUSE worker threads */
     unsigned read_ahead_kb;  /* kernel bdi readahead set after mount; 0 keep */
+    unsigned dir_prefetch;   /* ro: prefetch a dir's small files after this
+                              * many were read; 0 = never */
 };
 
 struct fc_fs {

@@ -80,6 +80,7 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("stall_timeout=%u", o.stall_timeout_s),
     OPTS("threads=%u", o.threads),
     OPTS("read_ahead_kb=%u", o.read_ahead_kb),
+    OPTS("dir_prefetch=%u", o.dir_prefetch),
     OPT("allow_other", allow_other),
     FUSE_OPT_KEY("allow_other", FUSE_OPT_KEY_KEEP),
     OPT("ro", o.ro),
@@ -142,6 +143,10 @@ static void usage(const char *prog)
 "    -o part_size=SIZE      one parallel GET of a window (default 8M)\n"
 "    -o prefetch_mem=SIZE   global cap on bytes being prefetched (default 512M)\n"
 "    -o read_ahead_kb=N     kernel readahead of the mount (default 8192; 0 keep)\n"
+"    -o dir_prefetch=N      ro/immutable: once N small files of a directory\n"
+"                           were read, fetch its other small files ahead\n"
+"                           (one GET each, within prefetch_mem; default 8,\n"
+"                           0 = off)\n"
 "    -o threads=N           FUSE worker threads (default 16)\n"
 "Diagnostics:\n"
 "    -o log_level=LEVEL     debug, info, warn (default), error\n"
@@ -388,6 +393,7 @@ int main(int argc, char *argv[])
     r.o.list_ttl = 60;
     r.o.retries = (unsigned)-1;
     r.o.read_ahead_kb = 8192;
+    r.o.dir_prefetch = 8;
     cm_log_init("ecfs", CM_LOG_WARN);
     if (fuse_opt_parse(&args, &r, opt_spec, opt_proc) != 0)
         goto out_args;

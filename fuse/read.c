@@ -24,8 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uthash.h>
+
 #include "common/log.h"
 #include "fuse/cache.h"
+#include "fuse/inode.h"
 #include "fuse/fs.h"
 #include "fuse/s3.h"
 
@@ -39,7 +42,19 @@ struct pf_job {
     uint64_t first;             /* first block index */
     unsigned n;                 /* blocks */
     size_t bytes;               /* counted against prefetch_mem */
+    bool dir;                   /* a directory-prefetch job */
     struct fc_block *blks[RUN_MAX]; /* claimed, referenced */
+};
+
+/* Directory prefetch state: how many small files of the directory were
+ * read, and how far its listing has been queued. */
+struct pf_dir {
+    char *key;      /* directory key; owned */
+    unsigned reads; /* small-file first reads seen */
+    size_t next;    /* next listing index to queue */
+    bool busy;      /* a thread is queueing for it */
+    bool done;      /* whole listing queued (or too big) */
+    UT_hash_handle hh;
 };
 
 struct fc_prefetch {
@@ -49,6 +64,8 @@ struct fc_prefetch {
     struct pf_job *head, *tail;
     bool stop;
     size_t inflight;       /* bytes claimed by queued/running jobs */
+    unsigned dir_jobs;     /* queued/running directory-prefetch jobs */
+    struct pf_dir *dirs;   /* uthash by key */
     pthread_t *threads;
     unsigned nthreads;
 };
@@ -145,6 +162,8 @@ static void *pf_worker(void *arg)
             fc_cache_release(pf->fs->cache, j->blks[i]);
         pthread_mutex_lock(&pf->lock);
         pf->inflight -= j->bytes;
+        if (j->dir)
+            pf->dir_jobs--;
         pthread_mutex_unlock(&pf->lock);
         free(j->key);
         free(j);
@@ -201,6 +220,14 @@ void fc_prefetch_stop(struct fc_fs *fs)
         free(j->key);
         free(j);
     }
+    {
+        struct pf_dir *d, *tmp;
+        HASH_ITER(hh, pf->dirs, d, tmp) {
+            HASH_DEL(pf->dirs, d);
+            free(d->key);
+            free(d);
+        }
+    }
     pthread_mutex_destroy(&pf->lock);
     pthread_cond_destroy(&pf->cond);
     free(pf->threads);
@@ -217,8 +244,11 @@ static bool pf_submit(struct fc_fs *fs, struct pf_job *j)
 
     if (pf != NULL && pf->nthreads > 0) {
         pthread_mutex_lock(&pf->lock);
-        if (!pf->stop && pf->inflight + j->bytes <= fs->o.prefetch_mem) {
+        if (!pf->stop && pf->inflight + j->bytes <= fs->o.prefetch_mem &&
+            (!j->dir || pf->dir_jobs < 2 * pf->nthreads)) {
             pf->inflight += j->bytes;
+            if (j->dir)
+                pf->dir_jobs++;
             j->next = NULL;
             if (pf->tail)
                 pf->tail->next = j;
@@ -244,7 +274,7 @@ static bool pf_submit(struct fc_fs *fs, struct pf_job *j)
 
 /* Schedules readahead of blocks [b0, b1) as parts. Returns the first block
  * not scheduled (b1 when all were, or where the budget ran out). */
-static uint64_t readahead(struct fc_fs *fs, const struct fc_robj *o,
+static uint64_t ra_schedule(struct fc_fs *fs, const struct fc_robj *o,
                           uint64_t b0, uint64_t b1)
 {
     size_t bs = fs->o.block_size;
@@ -335,7 +365,7 @@ static void read_pattern(struct fc_fs *fs, const struct fc_robj *o,
     pthread_mutex_unlock(&rs->lock);
     if (b0 >= b1)
         return;
-    done = readahead(fs, o, b0, b1);
+    done = ra_schedule(fs, o, b0, b1);
     if (done < b1) {
         /* budget spent: retry from there on the next read */
         pthread_mutex_lock(&rs->lock);
@@ -343,6 +373,96 @@ static void read_pattern(struct fc_fs *fs, const struct fc_robj *o,
             rs->ra_end = done * bs;
         pthread_mutex_unlock(&rs->lock);
     }
+}
+
+/* Queues whole-object fetches of the small files of directory @d's fresh
+ * listing from index d->next on, until the queue share or the byte budget
+ * is full. Returns the index reached. */
+static size_t dir_queue(struct fc_fs *fs, const char *dirkey,
+                        const struct fc_listing *l, size_t from)
+{
+    size_t bs = fs->o.block_size, i;
+
+    for (i = from; i < l->n; i++) {
+        const struct fc_dirent *e = &l->ents[i];
+        struct pf_job *j;
+        struct fc_block *blk;
+        char *key;
+
+        if (e->is_dir || e->size == 0 || e->size > bs)
+            continue;
+        if (asprintf(&key, "%s%s", dirkey, e->name) < 0)
+            break;
+        blk = fc_cache_claim(fs->cache, key, e->etag, 0);
+        if (blk == NULL) {
+            free(key); /* cached or being fetched already */
+            continue;
+        }
+        j = calloc(1, sizeof(*j));
+        if (j == NULL) {
+            fc_cache_fill(fs->cache, blk, NULL, 0, -EAGAIN);
+            fc_cache_release(fs->cache, blk);
+            free(key);
+            break;
+        }
+        j->key = key;
+        snprintf(j->etag, sizeof(j->etag), "%s", e->etag);
+        j->size = e->size;
+        j->first = 0;
+        j->n = 1;
+        j->blks[0] = blk;
+        j->bytes = e->size;
+        j->dir = true;
+        if (!pf_submit(fs, j))
+            break; /* queue share or budget full: resume on a later read */
+    }
+    return i;
+}
+
+/* Notes the first read of small file @key; once dir_prefetch small files
+ * of its directory were read on a read-only mount, the rest of the
+ * directory's small files are fetched ahead by the prefetch workers (an
+ * ImageFolder epoch reads every file of every class directory, in an order
+ * no per-file readahead can guess). Each file still costs exactly one GET. */
+static void dir_note(struct fc_fs *fs, const char *key)
+{
+    struct fc_prefetch *pf = fs->pf;
+    const char *slash = strrchr(key, '/');
+    size_t dl = slash ? (size_t)(slash - key) + 1 : 0, from, upto;
+    struct fc_listing *l;
+    struct pf_dir *d;
+    char *dirkey;
+    bool go;
+
+    if (pf == NULL || !fs->cache_forever || fs->o.dir_prefetch == 0)
+        return;
+    dirkey = strndup(key, dl);
+    if (dirkey == NULL)
+        return;
+    pthread_mutex_lock(&pf->lock);
+    HASH_FIND(hh, pf->dirs, dirkey, dl, d);
+    if (d == NULL && (d = calloc(1, sizeof(*d))) != NULL) {
+        d->key = dirkey;
+        dirkey = NULL;
+        HASH_ADD_KEYPTR(hh, pf->dirs, d->key, dl, d);
+    }
+    go = d && !d->done && !d->busy && ++d->reads >= fs->o.dir_prefetch &&
+         pf->dir_jobs < 2 * pf->nthreads;
+    if (go)
+        d->busy = true;
+    from = d ? d->next : 0;
+    pthread_mutex_unlock(&pf->lock);
+    free(dirkey);
+    if (!go)
+        return;
+    l = fc_dir_cached_listing(fs, d->key);
+    upto = l ? dir_queue(fs, d->key, l, from) : from;
+    pthread_mutex_lock(&pf->lock);
+    d->next = upto;
+    d->done = l == NULL || upto >= l->n;
+    d->busy = false;
+    pthread_mutex_unlock(&pf->lock);
+    fc_listing_unref(l);
 }
 
 /* Reads through the cache (see header). */
@@ -357,6 +477,8 @@ ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o,
     if (off >= o->size || len == 0)
         return 0;
     len = (size_t)CM_MIN((uint64_t)len, o->size - off);
+    if (off == 0 && o->size <= bs)
+        dir_note(fs, o->key);
     b = off / bs;
     last = (off + len - 1) / bs;
     read_pattern(fs, o, rs, off, len);

@@ -569,6 +569,30 @@ static int s3_path(struct fc_s3 *s, const char *key, struct cm_buf *path)
     return 0;
 }
 
+/* Strips a W/ prefix and surrounding quotes: *p, *n describe the core. */
+static void etag_core(const char *e, const char **p, size_t *n)
+{
+    if (strncmp(e, "W/", 2) == 0)
+        e += 2;
+    *n = strlen(e);
+    if (*n >= 2 && e[0] == '"' && e[*n - 1] == '"') {
+        e++;
+        *n -= 2;
+    }
+    *p = e;
+}
+
+/* ETag comparison (see header). */
+bool fc_s3_etag_equal(const char *a, const char *b)
+{
+    const char *pa, *pb;
+    size_t na, nb;
+
+    etag_core(a, &pa, &na);
+    etag_core(b, &pb, &nb);
+    return na == nb && memcmp(pa, pb, na) == 0;
+}
+
 /* GET (see header). */
 ssize_t fc_s3_get(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
                   size_t cap, const char *if_match, void *dst,
@@ -625,7 +649,7 @@ ssize_t fc_s3_get(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
     }
     /* servers that ignore If-Match still send the ETag: check it too */
     if (ret >= 0 && if_match && if_match[0] && x.obj.etag[0] &&
-        strcmp(x.obj.etag, if_match) != 0) {
+        !fc_s3_etag_equal(x.obj.etag, if_match)) {
         atomic_fetch_add_explicit(&s->stats.etag_mismatch, 1,
                                   memory_order_relaxed);
         cm_log(CM_LOG_WARN, 0,

@@ -85,6 +85,9 @@ CM_MUST_CHECK int fc_s3_list(struct fc_s3 *s, const char *prefix,
  * @cap bytes; returns the length written (snprintf semantics). */
 int fc_s3_stats_format(struct fc_s3 *s, char *out, size_t cap);
 
+/* Whether two ETags name the same version, ignoring quotes and a W/
+ * prefix (listings and GET answers may quote differently). */
+bool fc_s3_etag_equal(const char *a, const char *b);
 /* Maps an HTTP status to the errno a filesystem reports (0 for 2xx). */
 int fc_s3_status_errno(long status);
 /* Whether a failed attempt with this status should be retried. */

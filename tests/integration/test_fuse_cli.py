@@ -118,3 +118,41 @@ def test_foreground_sigint_unmounts(srv_bucket, ecfs_mount):  # noqa: F811
     m.proc.send_signal(signal.SIGINT)
     assert m.proc.wait(10) == 0
     assert not is_mounted(m.path)
+
+
+def test_mount_t_and_fstab_line(srv_bucket, tmp_path):
+    """mount(8) with -t fuse.ecfs and with an fstab line (mount -T FILE):
+    the helper is put at /sbin/mount.fuse.ecfs for the test only."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to place /sbin/mount.fuse.ecfs")
+    dst = "/sbin/mount.fuse.ecfs"
+    if os.path.exists(dst):
+        pytest.skip("%s already installed; not touching it" % dst)
+    srv, b = srv_bucket
+    mnt = tmp_path / "fstab-mnt"
+    mnt.mkdir()
+    fstab = tmp_path / "fstab"
+    fstab.write_text("# test fstab\n%s:dir %s fuse.ecfs endpoint=%s,ro,"
+                     "_netdev,nofail,defaults 0 0\n" % (b, mnt, srv.endpoint))
+    env = dict(os.environ, ECFS=ECFS, AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key)
+    with open(HELPER, "rb") as f, open(dst, "wb") as g:
+        g.write(f.read())
+    os.chmod(dst, 0o755)
+    try:
+        r = subprocess.run(["mount", "-T", str(fstab), str(mnt)], env=env,
+                           capture_output=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        with open(mnt / "hello.txt", "rb") as f:
+            assert f.read() == b"hello\n"
+        r = subprocess.run(["umount", str(mnt)], capture_output=True)
+        assert r.returncode == 0, r.stderr
+        assert not is_mounted(str(mnt))
+        r = subprocess.run(["mount", "-t", "fuse.ecfs", b, str(mnt), "-o",
+                            "endpoint=%s,_netdev" % srv.endpoint], env=env,
+                           capture_output=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert sorted(os.listdir(mnt)) == ["dir"]
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        os.unlink(dst)

@@ -33,6 +33,17 @@ static void test_status_errno(void **state)
     assert_false(fc_s3_status_is_transient(412));
 }
 
+static void test_etag_equal(void **state)
+{
+    (void)state;
+    assert_true(fc_s3_etag_equal("\"abc\"", "\"abc\""));
+    assert_true(fc_s3_etag_equal("\"abc\"", "abc"));
+    assert_true(fc_s3_etag_equal("W/\"abc-3\"", "\"abc-3\""));
+    assert_false(fc_s3_etag_equal("\"abc\"", "\"abd\""));
+    assert_false(fc_s3_etag_equal("\"abc\"", "\"abcd\""));
+    assert_false(fc_s3_etag_equal("", "\"a\""));
+}
+
 static void test_backoff(void **state)
 {
     (void)state;
@@ -102,6 +113,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_errno),
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_etag_equal),
         cmocka_unit_test(test_passwd_lines),
         cmocka_unit_test(test_profile),
     };
