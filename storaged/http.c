@@ -436,10 +436,16 @@ static void req_finish(struct stor_conn *c)
                              r->resp.status ? r->resp.status : 499, secs,
                              r->body_bytes, r->sent_bytes);
         if (r->op != S3_OP_HEALTH && r->op != S3_OP_METRICS)
-            cm_log(CM_LOG_DEBUG, 0, "req=%016llX %.*s %.*s -> %d %.3fms",
-                   (unsigned long long)r->id, (int)r->head.method_len,
-                   r->head.method, (int)CM_MIN(r->head.target_len, 200),
-                   r->head.target, r->resp.status, secs * 1e3);
+            cm_log(CM_LOG_DEBUG, 0,
+                   "req=%016llX api=%s %.*s %.*s payload=%d cksum=%d "
+                   "in=%llu out=%llu -> %d %.3fms",
+                   (unsigned long long)r->id, stor_metrics_op_name(r->op),
+                   (int)r->head.method_len, r->head.method,
+                   (int)CM_MIN(r->head.target_len, 200), r->head.target,
+                   (int)r->payload, (int)r->ck_kind,
+                   (unsigned long long)r->body_bytes,
+                   (unsigned long long)r->sent_bytes, r->resp.status,
+                   secs * 1e3);
         if (r->fg_entered) {
             r->fg_entered = false;
             stor_store_fg_leave(stor_srv->store);
