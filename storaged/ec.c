@@ -15,10 +15,26 @@
 #include <string.h>
 #include <isa-l/erasure_code.h>
 
+#define DEC_CACHE 16
+
+/* Decode tables for one erasure pattern; immutable once published. */
+struct dec_entry {
+    uint32_t src_mask, want_mask;
+    int nw;
+    int srcidx[STOR_EC_MAX_SHARDS];
+    uint8_t *tables; /* 32 * k * nw; owned */
+};
+
 struct stor_ec {
     int k, m;
     uint8_t *matrix; /* (k + m) x k generator; owned; immutable */
     uint8_t *tables; /* 32 * k * m encode tables; owned; immutable */
+    /* a degraded set loses the same drives for many reads in a row, so
+     * decode tables are cached per pattern; entries are published once and
+     * never freed; protected by dec_lock for writes */
+    pthread_mutex_t dec_lock;
+    struct dec_entry dec[DEC_CACHE];
+    int ndec; /* atomic */
 };
 
 static pthread_mutex_t ec_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -42,6 +58,7 @@ static struct stor_ec *ec_create(int k, int m)
         free(e);
         return NULL;
     }
+    pthread_mutex_init(&e->dec_lock, NULL);
     gf_gen_cauchy1_matrix(e->matrix, k + m, k);
     if (m > 0)
         ec_init_tables(k, m, e->matrix + (size_t)k * k, e->tables);
@@ -89,56 +106,105 @@ void stor_ec_encode(const struct stor_ec *e, size_t len, uint8_t *const *data,
                    (uint8_t **)parity);
 }
 
-/* Rebuilds wanted shards from the first k present ones: invert the rows of
- * the generator that the sources came from, then express every wanted row
- * in terms of the sources and run one ec_encode_data over them. */
-int stor_ec_reconstruct(const struct stor_ec *e, size_t len,
-                        uint8_t *const *shards, const bool *present,
-                        const bool *want)
+/* Builds the decode tables of one pattern: invert the rows of the
+ * generator the sources came from, express every wanted row in terms of
+ * the sources. 0 or -ENOMEM/-EIO; fills @d (tables malloc'd). */
+static int dec_build(const struct stor_ec *e, const bool *present,
+                     const bool *want, struct dec_entry *d)
 {
-    int k = e->k, n = e->k + e->m;
+    int k = e->k, n = e->k + e->m, ns = 0, nw = 0;
     uint8_t sub[STOR_EC_MAX_SHARDS * STOR_EC_MAX_SHARDS];
     uint8_t inv[STOR_EC_MAX_SHARDS * STOR_EC_MAX_SHARDS];
     uint8_t rows[STOR_EC_MAX_SHARDS * STOR_EC_MAX_SHARDS];
-    uint8_t *src[STOR_EC_MAX_SHARDS], *dst[STOR_EC_MAX_SHARDS];
-    int srcidx[STOR_EC_MAX_SHARDS];
-    uint8_t *tables;
-    int ns = 0, nw = 0;
 
+    memset(d, 0, sizeof(*d));
     for (int i = 0; i < n && ns < k; i++)
-        if (present[i] && !want[i])
-            srcidx[ns++] = i;
+        if (present[i] && !want[i]) {
+            d->srcidx[ns++] = i;
+            d->src_mask |= 1u << i;
+        }
     if (ns < k)
         return -EIO;
-    for (int i = 0; i < n; i++)
-        if (want[i])
-            nw++;
-    if (nw == 0 || len == 0)
-        return 0;
-    for (int r = 0; r < k; r++) {
-        memcpy(sub + r * k, e->matrix + (size_t)srcidx[r] * k, k);
-        src[r] = shards[srcidx[r]];
-    }
+    for (int r = 0; r < k; r++)
+        memcpy(sub + r * k, e->matrix + (size_t)d->srcidx[r] * k, k);
     if (gf_invert_matrix(sub, inv, k) < 0)
         return -EIO; /* cannot happen with a Cauchy matrix */
-    nw = 0;
     for (int w = 0; w < n; w++) {
         if (!want[w])
             continue;
-        /* row of the generator for shard w, times the inverse */
+        d->want_mask |= 1u << w;
         for (int j = 0; j < k; j++) {
             uint8_t acc = 0;
+
             for (int t = 0; t < k; t++)
                 acc ^= gf_mul(e->matrix[(size_t)w * k + t], inv[t * k + j]);
             rows[nw * k + j] = acc;
         }
-        dst[nw++] = shards[w];
+        nw++;
     }
-    tables = malloc(32 * (size_t)k * nw);
-    if (tables == NULL)
+    d->nw = nw;
+    d->tables = malloc(32 * (size_t)k * (nw ? nw : 1));
+    if (d->tables == NULL)
         return -ENOMEM;
-    ec_init_tables(k, nw, rows, tables);
-    ec_encode_data((int)len, k, nw, tables, src, dst);
-    free(tables);
+    ec_init_tables(k, nw, rows, d->tables);
+    return 0;
+}
+
+/* Rebuilds wanted shards from the first k present ones, with cached
+ * decode tables when this pattern was seen before. */
+int stor_ec_reconstruct(const struct stor_ec *e, size_t len,
+                        uint8_t *const *shards, const bool *present,
+                        const bool *want)
+{
+    struct stor_ec *me = (struct stor_ec *)e; /* the cache is internal */
+    int k = e->k, n = e->k + e->m, ns = 0, nd;
+    uint32_t src_mask = 0, want_mask = 0;
+    uint8_t *src[STOR_EC_MAX_SHARDS], *dst[STOR_EC_MAX_SHARDS];
+    const struct dec_entry *hit = NULL;
+    struct dec_entry tmp;
+    int ret;
+
+    for (int i = 0; i < n; i++) {
+        if (present[i] && !want[i] && ns < k) {
+            src_mask |= 1u << i;
+            ns++;
+        }
+        if (want[i])
+            want_mask |= 1u << i;
+    }
+    if (ns < k)
+        return -EIO;
+    if (want_mask == 0 || len == 0)
+        return 0;
+    nd = __atomic_load_n(&me->ndec, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < nd; i++)
+        if (me->dec[i].src_mask == src_mask &&
+            me->dec[i].want_mask == want_mask)
+            hit = &me->dec[i];
+    if (hit == NULL) {
+        ret = dec_build(e, present, want, &tmp);
+        if (ret < 0) {
+            free(tmp.tables);
+            return ret;
+        }
+        pthread_mutex_lock(&me->dec_lock);
+        if (me->ndec < DEC_CACHE) {
+            me->dec[me->ndec] = tmp;
+            hit = &me->dec[me->ndec];
+            __atomic_store_n(&me->ndec, me->ndec + 1, __ATOMIC_RELEASE);
+            tmp.tables = NULL;
+        }
+        pthread_mutex_unlock(&me->dec_lock);
+        if (hit == NULL)
+            hit = &tmp;
+    }
+    for (int r = 0; r < k; r++)
+        src[r] = shards[hit->srcidx[r]];
+    for (int w = 0, i = 0; w < n; w++)
+        if (want_mask & (1u << w))
+            dst[i++] = shards[w];
+    ec_encode_data((int)len, k, hit->nw, hit->tables, src, dst);
+    if (hit == &tmp)
+        free(tmp.tables);
     return 0;
 }
