@@ -151,8 +151,10 @@ static int heal_part(struct stor_store *s, const char *bucket,
                          200 + j) == 0)
             tfd[j] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                           0644);
-        if (tfd[j] < 0)
-            bad[j] = false, online[j] = false; /* cannot write there now */
+        if (tfd[j] < 0) { /* cannot write there now */
+            bad[j] = false;
+            online[j] = false;
+        }
     }
     for (uint64_t st = 0; st < g.nstripes; st++) {
         bool present[OBJ_MAX_SHARDS] = {0}, want[OBJ_MAX_SHARDS] = {0};
