@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <liburing.h>
 
 /* ---- ellipsis expansion ---- */
 
@@ -170,8 +170,8 @@ int stor_format_read(const char *drive, struct stor_format *f)
         }
     }
     fclose(fp);
-    if (got != 127 || f->set_size < 1 || f->nsets < 1 || f->k < 1 ||
-        f->m < 0 || f->k + f->m != f->set_size)
+    if (got != 127 || f->set_size < 1 || f->nsets < 1 || f->k < 1 || f->m < 0 ||
+        f->k + f->m != f->set_size)
         return -EBADMSG;
     return 0;
 }

@@ -5,17 +5,17 @@
  * its path is immutable after creation. */
 #ifndef STORAGED_DRIVE_H
 #define STORAGED_DRIVE_H
+#include "common/compiler.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "common/compiler.h"
 
-#define STOR_SYS_DIR   ".ecfs.sys"  /* per-drive system area */
-#define STOR_FORMAT    ".ecfs.sys/format"
-#define STOR_TMP_DIR   ".ecfs.sys/tmp"
-#define STOR_MPU_DIR   ".ecfs.sys/mpu"
-#define STOR_BUCKETS   "b"
+#define STOR_SYS_DIR ".ecfs.sys" /* per-drive system area */
+#define STOR_FORMAT  ".ecfs.sys/format"
+#define STOR_TMP_DIR ".ecfs.sys/tmp"
+#define STOR_MPU_DIR ".ecfs.sys/mpu"
+#define STOR_BUCKETS "b"
 
 /* Expands "/srv/d{1...16}" (any number of {A...B} groups, zero padding
  * kept when A has leading zeros) into *out (malloc'd array of malloc'd
@@ -25,7 +25,7 @@ CM_MUST_CHECK int stor_drives_expand(const char *arg, char ***out, size_t *n);
 void stor_drives_free(char **v, size_t n);
 
 struct stor_drive {
-    char *path; /* owned; immutable after creation */
+    char *path;   /* owned; immutable after creation */
     int set, pos; /* erasure set and position in it; immutable */
     bool online;  /* atomic access; false after an I/O failure or probe miss */
     bool stale;   /* atomic; came back after an outage, heal pending */

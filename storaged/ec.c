@@ -10,10 +10,10 @@
 #include "storaged/ec.h"
 
 #include <errno.h>
+#include <isa-l/erasure_code.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <isa-l/erasure_code.h>
 
 #define DEC_CACHE 16
 

@@ -4,10 +4,10 @@
  * buffers; the codec owns only its matrices and tables. */
 #ifndef STORAGED_EC_H
 #define STORAGED_EC_H
+#include "common/compiler.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "common/compiler.h"
 
 #define STOR_EC_MAX_SHARDS 32
 

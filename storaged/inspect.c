@@ -6,6 +6,9 @@
  * name HEX.DATAID gives it, so shard files are verified when named so. */
 #include "storaged/inspect.h"
 
+#include "storaged/drive.h"
+#include "storaged/meta.h"
+#include "storaged/obj_i.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -13,9 +16,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "storaged/drive.h"
-#include "storaged/meta.h"
-#include "storaged/obj_i.h"
 
 static const char *type_name(int t)
 {
@@ -61,8 +61,7 @@ static void put_time(FILE *out, int64_t ns)
     fprintf(out, "%s.%03dZ", buf, (int)((ns / 1000000LL) % 1000));
 }
 
-static int print_meta(const char *path, const uint8_t *p, size_t n,
-                      FILE *out)
+static int print_meta(const char *path, const uint8_t *p, size_t n, FILE *out)
 {
     struct stor_meta m;
     int ret = stor_meta_decode(p, n, &m);
@@ -84,8 +83,8 @@ static int print_meta(const char *path, const uint8_t *p, size_t n,
     fprintf(out, ")\nmtime:     ");
     put_time(out, m.mtime_ns);
     fprintf(out, "\nsize:      %llu\n", (unsigned long long)m.size);
-    fprintf(out, "%s %s\n", m.type == STOR_META_UPLOAD ? "upload id:" : "etag:     ",
-            m.etag);
+    fprintf(out, "%s %s\n",
+            m.type == STOR_META_UPLOAD ? "upload id:" : "etag:     ", m.etag);
     fprintf(out, "geometry:  %d data + %d parity, this drive holds shard %d\n",
             m.k, m.m, m.shard);
     if (m.block)
@@ -142,9 +141,10 @@ int stor_inspect(const char *path, FILE *out)
                 (char *)p);
         ret = 0;
     } else {
-        fprintf(out, "%s: not an ecfs metadata record (%zu bytes; shard "
-                "files hold [CRC-64][block] pairs, see FORMAT.md)\n", path,
-                (size_t)got);
+        fprintf(out,
+                "%s: not an ecfs metadata record (%zu bytes; shard "
+                "files hold [CRC-64][block] pairs, see FORMAT.md)\n",
+                path, (size_t)got);
         ret = -EBADMSG;
     }
     free(p);

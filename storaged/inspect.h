@@ -3,8 +3,8 @@
  * record or a shard file and prints it in readable form. Reads only. */
 #ifndef STORAGED_INSPECT_H
 #define STORAGED_INSPECT_H
-#include <stdio.h>
 #include "common/compiler.h"
+#include <stdio.h>
 
 /* Prints @path to @out. 0, or -errno (-EBADMSG for a corrupt record, whose
  * problem is printed too). */

@@ -9,11 +9,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <isa-l/crc64.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <isa-l/crc64.h>
 
 uint64_t stor_crc64(uint64_t seed, const void *p, size_t n)
 {
@@ -196,8 +196,8 @@ int stor_meta_decode(const void *p, size_t n, struct stor_meta *m)
     memcpy(hdr, p, STOR_META_HDR);
     memset(hdr + 16, 0, 8);
     crc = stor_crc64(0, hdr, STOR_META_HDR);
-    crc = stor_crc64(crc, (const uint8_t *)p + STOR_META_HDR,
-                     n - STOR_META_HDR);
+    crc =
+        stor_crc64(crc, (const uint8_t *)p + STOR_META_HDR, n - STOR_META_HDR);
     if (crc != want)
         return -EBADMSG;
     m->type = (int)get_le(&r, 1);
@@ -237,9 +237,9 @@ int stor_meta_decode(const void *p, size_t n, struct stor_meta *m)
     m->has_inline = (int)get_le(&r, 1);
     if (!r.bad && m->has_inline)
         m->inl = (uint8_t *)get_str(&r, 4, &m->inl_len, 1);
-    if (!r.bad && (m->type < STOR_META_OBJECT || m->type > STOR_META_UPLOAD ||
-                   m->k < 1 || m->m < 0 || m->k + m->m > 32 ||
-                   m->shard >= m->k + m->m || r.off != n))
+    if (!r.bad &&
+        (m->type < STOR_META_OBJECT || m->type > STOR_META_UPLOAD || m->k < 1 ||
+         m->m < 0 || m->k + m->m > 32 || m->shard >= m->k + m->m || r.off != n))
         r.bad = 1;
     if (r.bad) {
         int ret = r.bad == 2 ? -ENOMEM : -EBADMSG;

@@ -5,15 +5,15 @@
  * owns its strings and arrays; free with stor_meta_fini. */
 #ifndef STORAGED_META_H
 #define STORAGED_META_H
-#include <stddef.h>
-#include <stdint.h>
 #include "common/buf.h"
 #include "common/compiler.h"
 #include "storaged/object.h"
+#include <stddef.h>
+#include <stdint.h>
 
-#define STOR_META_MAGIC   "ECFSMET1"
-#define STOR_META_HDR     24 /* magic, length, flags, crc */
-#define STOR_META_MAX     (64u << 20)
+#define STOR_META_MAGIC "ECFSMET1"
+#define STOR_META_HDR   24 /* magic, length, flags, crc */
+#define STOR_META_MAX   (64u << 20)
 
 enum stor_meta_type {
     STOR_META_OBJECT = 1,

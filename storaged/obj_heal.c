@@ -9,6 +9,8 @@
  * drive that answers again comes back online and its set is healed. */
 #include "storaged/obj_i.h"
 
+#include "common/log.h"
+#include "storaged/ec.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,8 +20,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "common/log.h"
-#include "storaged/ec.h"
 
 int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, uint8_t *const *inl, size_t L,
@@ -34,7 +34,8 @@ void obj_heal_queue(struct stor_store *s, const char *bucket, const char *key,
 
     pthread_mutex_lock(&s->heal_lock);
     for (size_t i = 0; i < s->nhealq; i++)
-        if (s->healq[i].key_len == len && strcmp(s->healq[i].bucket, bucket) == 0 &&
+        if (s->healq[i].key_len == len &&
+            strcmp(s->healq[i].bucket, bucket) == 0 &&
             memcmp(s->healq[i].key, key, len) == 0)
             goto out;
     if (s->nhealq >= HEALQ_MAX)
@@ -60,13 +61,13 @@ out:
 
 /* Reads and verifies shard @j's block of stripe @st into @buf (slen bytes
  * after an 8-byte CRC). true when intact. */
-static bool read_block(int fd, const struct obj_geom *g, uint64_t dataid,
-                       int j, uint64_t st, uint8_t *buf)
+static bool read_block(int fd, const struct obj_geom *g, uint64_t dataid, int j,
+                       uint64_t st, uint8_t *buf)
 {
     uint32_t sl = obj_geom_slen(g, st);
     uint64_t off = st * (uint64_t)(g->block + OBJ_CRC_LEN), want = 0;
-    struct stor_io io = {.fd = fd, .op = 'r', .buf = buf,
-                         .len = sl + OBJ_CRC_LEN, .off = off};
+    struct stor_io io = {
+        .fd = fd, .op = 'r', .buf = buf, .len = sl + OBJ_CRC_LEN, .off = off};
 
     if (fd < 0)
         return false;
@@ -106,8 +107,8 @@ static int heal_part(struct stor_store *s, const char *bucket,
         online[j] = obj_drive_online(s, d);
         if (!online[j])
             continue;
-        if (obj_path_shard(path, sizeof(path), s->drives[d].path, bucket,
-                           e->id, dataid) == 0)
+        if (obj_path_shard(path, sizeof(path), s->drives[d].path, bucket, e->id,
+                           dataid) == 0)
             fds[j] = open(path, O_RDONLY | O_CLOEXEC);
         if (fds[j] < 0 || fstat(fds[j], &st) < 0 ||
             (uint64_t)st.st_size != fsize)
@@ -126,8 +127,7 @@ static int heal_part(struct stor_store *s, const char *bucket,
                 if (!read_block(fds[j], &g, dataid, j, st,
                                 buf + (size_t)j * stride)) {
                     bad[j] = true;
-                    __atomic_add_fetch(&s->corrupt_found, 1,
-                                       __ATOMIC_RELAXED);
+                    __atomic_add_fetch(&s->corrupt_found, 1, __ATOMIC_RELAXED);
                 }
                 __atomic_add_fetch(&s->scan_bytes,
                                    obj_geom_slen(&g, st) + OBJ_CRC_LEN,
@@ -149,8 +149,7 @@ static int heal_part(struct stor_store *s, const char *bucket,
             continue;
         if (obj_path_tmp(path, sizeof(path), s->drives[d].path, dataid,
                          200 + j) == 0)
-            tfd[j] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                          0644);
+            tfd[j] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (tfd[j] < 0) { /* cannot write there now */
             bad[j] = false;
             online[j] = false;
@@ -176,8 +175,8 @@ static int heal_part(struct stor_store *s, const char *bucket,
             ret = -STOR_EDATA;
             goto out;
         }
-        ret = stor_ec_reconstruct(stor_ec_get(e->k, e->m), sl, sh, present,
-                                  want);
+        ret =
+            stor_ec_reconstruct(stor_ec_get(e->k, e->m), sl, sh, present, want);
         if (ret < 0)
             goto out;
         for (int j = 0; j < n; j++) {
@@ -189,8 +188,7 @@ static int heal_part(struct stor_store *s, const char *bucket,
             c = stor_crc64(obj_block_seed(dataid, j, st), sh[j], sl);
             for (int q = 0; q < OBJ_CRC_LEN; q++)
                 b[q] = (uint8_t)(c >> (8 * q));
-            if (stor_pwrite_all(tfd[j], b, sl + OBJ_CRC_LEN,
-                                st * stride) < 0) {
+            if (stor_pwrite_all(tfd[j], b, sl + OBJ_CRC_LEN, st * stride) < 0) {
                 close(tfd[j]);
                 tfd[j] = -1;
             }
@@ -247,8 +245,8 @@ static int heal_install(struct stor_store *s, const char *bucket,
             obj_path_shard(to, sizeof(to), s->drives[d].path, bucket, e->id,
                            dataid) < 0)
             continue;
-        if (obj_path_dir(dir, sizeof(dir), s->drives[d].path, bucket,
-                         e->id) == 0)
+        if (obj_path_dir(dir, sizeof(dir), s->drives[d].path, bucket, e->id) ==
+            0)
             (void)stor_mkdirs(dir);
         if (rename(from, to) == 0) {
             done++;
@@ -268,10 +266,9 @@ static void heal_discard(struct stor_store *s, const struct obj_ent *e,
     for (int j = 0; j < e->k + e->m; j++) {
         char path[PATH_MAX];
 
-        if (ready[j] &&
-            obj_path_tmp(path, sizeof(path),
-                         s->drives[obj_shard_drive(s, pl, j)].path,
-                         e->parts[p].dataid, 200 + j) == 0)
+        if (ready[j] && obj_path_tmp(path, sizeof(path),
+                                     s->drives[obj_shard_drive(s, pl, j)].path,
+                                     e->parts[p].dataid, 200 + j) == 0)
             unlink(path);
         ready[j] = false;
     }
@@ -363,8 +360,7 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
             r = stor_meta_read_file(path, &m);
             if (r < 0) {
                 if (r == -EBADMSG)
-                    __atomic_add_fetch(&s->corrupt_found, 1,
-                                       __ATOMIC_RELAXED);
+                    __atomic_add_fetch(&s->corrupt_found, 1, __ATOMIC_RELAXED);
                 meta_bad[j] = true;
                 continue;
             }
@@ -395,8 +391,7 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                     goto out;
                 pthread_rwlock_wrlock(kl);
                 if (still_current(s, bucket, e))
-                    healed += obj_rewrite_metas(s, bucket, e, sh, L,
-                                                meta_bad);
+                    healed += obj_rewrite_metas(s, bucket, e, sh, L, meta_bad);
                 pthread_rwlock_unlock(kl);
             }
             __atomic_add_fetch(&s->scan_bytes, e->size, __ATOMIC_RELAXED);
@@ -409,8 +404,8 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
         goto out;
     }
     for (size_t p = 0; p < e->nparts; p++) {
-        int r = heal_part(s, bucket, e, &pl, p, deep,
-                          ready + p * OBJ_MAX_SHARDS);
+        int r =
+            heal_part(s, bucket, e, &pl, p, deep, ready + p * OBJ_MAX_SHARDS);
 
         if (r < 0) {
             ret = r;
@@ -632,8 +627,8 @@ static bool scan_cycle(struct stor_store *s)
             __atomic_add_fetch(&s->scan_objects, 1, __ATOMIC_RELAXED);
             done++;
             pthread_mutex_lock(&s->heal_lock);
-            s->scan_percent = total ? 100.0 * (double)done / (double)total
-                                    : 100.0;
+            s->scan_percent =
+                total ? 100.0 * (double)done / (double)total : 100.0;
             pthread_mutex_unlock(&s->heal_lock);
             free(last);
             last = key;
@@ -712,8 +707,7 @@ void obj_probe_drives(struct stor_store *s)
         } else if (!was && ok) {
             char path[PATH_MAX];
 
-            snprintf(path, sizeof(path), "%s/" STOR_TMP_DIR,
-                     s->drives[d].path);
+            snprintf(path, sizeof(path), "%s/" STOR_TMP_DIR, s->drives[d].path);
             (void)stor_mkdirs(path);
             __atomic_store_n(&s->drives[d].stale, true, __ATOMIC_RELEASE);
             __atomic_store_n(&s->drives[d].online, true, __ATOMIC_RELEASE);

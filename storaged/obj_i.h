@@ -12,19 +12,19 @@
  * under b->lock and frees the old entry after dropping it. */
 #ifndef STORAGED_OBJ_I_H
 #define STORAGED_OBJ_I_H
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include "storaged/drive.h"
 #include "storaged/meta.h"
 #include "storaged/object.h"
 #include "storaged/placement.h"
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 
-#define OBJ_INLINE_MAX  (128u * 1024)  /* objects up to this are inline */
-#define OBJ_BLOCK       (64u * 1024)   /* shard block of a full stripe */
-#define OBJ_CRC_LEN     8              /* CRC-64 before each shard block */
-#define OBJ_KLOCKS      256
-#define OBJ_MAX_SHARDS  32
+#define OBJ_INLINE_MAX (128u * 1024) /* objects up to this are inline */
+#define OBJ_BLOCK      (64u * 1024)  /* shard block of a full stripe */
+#define OBJ_CRC_LEN    8             /* CRC-64 before each shard block */
+#define OBJ_KLOCKS     256
+#define OBJ_MAX_SHARDS 32
 
 /* One object in a bucket's in-memory index; immutable after creation. */
 struct obj_ent {
@@ -37,8 +37,8 @@ struct obj_ent {
     char etag[STOR_ETAG_MAX];
     int k, m;
     uint32_t block;
-    bool inl;        /* shard inline in the meta file */
-    bool multipart;  /* parts[] are client parts (numbers 1..) */
+    bool inl;                     /* shard inline in the meta file */
+    bool multipart;               /* parts[] are client parts (numbers 1..) */
     struct stor_meta_part *parts; /* owned; 0 when inline */
     size_t nparts;
     struct stor_hdr *hdrs; /* owned */
@@ -84,14 +84,14 @@ struct stor_store {
     uint64_t degraded_reads, heal_queued, shards_healed, corrupt_found;
     uint64_t scan_objects, scan_bytes, scan_cycles;
     double scan_percent, scan_last_cycle_s; /* protected by heal_lock */
-    int fg; /* atomic foreground concurrency */
+    int fg;                                 /* atomic foreground concurrency */
     /* heal queue and background threads */
     pthread_mutex_t heal_lock;
     pthread_cond_t heal_cond;
     struct obj_healreq *healq; /* protected by heal_lock */
     size_t nhealq;
-    bool stopping;  /* protected by heal_lock */
-    bool rescan;    /* a drive came back: scan now; protected by heal_lock */
+    bool stopping; /* protected by heal_lock */
+    bool rescan;   /* a drive came back: scan now; protected by heal_lock */
     bool threads_started;
     pthread_t scan_thread, probe_thread;
 };
@@ -135,20 +135,20 @@ int obj_set_online(struct stor_store *s, int set);
 int obj_write_quorum(struct stor_store *s, int k, int m);
 bool obj_valid_key(const char *key, size_t len);
 bool obj_valid_bucket(const char *name);
-void obj_heal_queue(struct stor_store *s, const char *bucket,
-                    const char *key, size_t len);
+void obj_heal_queue(struct stor_store *s, const char *bucket, const char *key,
+                    size_t len);
 void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
                    bool hdrs);
 int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out);
 void obj_hdrs_free(struct stor_hdr *h, size_t n);
 
 /* paths: DRIVE/b/BUCKET/hh/HEX.m and DRIVE/b/BUCKET/hh/HEX.DATAID */
-int obj_path_meta(char *buf, size_t cap, const char *drive,
-                  const char *bucket, const uint8_t id[16]);
-int obj_path_shard(char *buf, size_t cap, const char *drive,
-                   const char *bucket, const uint8_t id[16], uint64_t dataid);
-int obj_path_dir(char *buf, size_t cap, const char *drive,
-                 const char *bucket, const uint8_t id[16]);
+int obj_path_meta(char *buf, size_t cap, const char *drive, const char *bucket,
+                  const uint8_t id[16]);
+int obj_path_shard(char *buf, size_t cap, const char *drive, const char *bucket,
+                   const uint8_t id[16], uint64_t dataid);
+int obj_path_dir(char *buf, size_t cap, const char *drive, const char *bucket,
+                 const uint8_t id[16]);
 int obj_path_tmp(char *buf, size_t cap, const char *drive, uint64_t uniq,
                  int n);
 int obj_path_upload(char *buf, size_t cap, const char *drive,
@@ -159,9 +159,9 @@ void obj_hex(const uint8_t *p, size_t n, char *out);
 struct obj_geom {
     int k, m;
     uint32_t block;
-    uint64_t size;      /* part bytes */
+    uint64_t size; /* part bytes */
     uint64_t nstripes;
-    uint64_t sdata;     /* k * block */
+    uint64_t sdata; /* k * block */
 };
 void obj_geom_init(struct obj_geom *g, int k, int m, uint32_t block,
                    uint64_t size);
@@ -184,14 +184,13 @@ struct stor_put *obj_put_create(struct stor_store *s, const char *bucket,
 /* Pins version @version of object @id: its shard files stay until the
  * last obj_pin_put (a commit or delete defers removing them). */
 int obj_pin_get(const uint8_t id[16], uint64_t version);
-void obj_pin_put(struct stor_store *s, const uint8_t id[16],
-                 uint64_t version);
+void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version);
 /* ---- obj_heal.c ---- */
 /* Verifies every shard of one object and rebuilds what is missing or
  * corrupt; @deep reads and checks all block checksums. Returns shards
  * healed (>= 0) or -errno. */
-int obj_heal_object(struct stor_store *s, const char *bucket,
-                    const char *key, size_t key_len, bool deep);
+int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
+                    size_t key_len, bool deep);
 int obj_threads_start(struct stor_store *s);
 /* Checks every drive's format record once: offline / back online. */
 void obj_probe_drives(struct stor_store *s);

@@ -14,17 +14,17 @@
  * block's CRC and fall back to reading parity and rebuilding on any miss. */
 #include "storaged/obj_i.h"
 
+#include "common/log.h"
+#include "storaged/ec.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <openssl/evp.h>
-#include "common/log.h"
-#include "storaged/ec.h"
 
 #define GET_BATCH 2 /* stripes per shard read */
 
@@ -47,8 +47,8 @@ static struct pin **pin_slot(const uint8_t id[16], uint64_t version)
 {
     struct pin **pp = &pins[id[3]];
 
-    while (*pp && !((*pp)->version == version &&
-                    memcmp((*pp)->id, id, 16) == 0))
+    while (*pp &&
+           !((*pp)->version == version && memcmp((*pp)->id, id, 16) == 0))
         pp = &(*pp)->next;
     return pp;
 }
@@ -96,8 +96,7 @@ static void remove_shards(struct stor_store *s, const char *bucket,
     }
 }
 
-void obj_pin_put(struct stor_store *s, const uint8_t id[16],
-                 uint64_t version)
+void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version)
 {
     struct pin **pp, *p = NULL;
 
@@ -308,8 +307,8 @@ static int put_start_stream(struct stor_put *p)
         char path[PATH_MAX];
 
         if (!obj_drive_online(s, d) ||
-            obj_path_tmp(path, sizeof(path), s->drives[d].path, p->dataid,
-                         j) < 0)
+            obj_path_tmp(path, sizeof(path), s->drives[d].path, p->dataid, j) <
+                0)
             continue;
         p->fd[j] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (p->fd[j] < 0) {
@@ -366,11 +365,16 @@ static int put_flush_stripe(struct stor_put *p)
         c = stor_crc64(obj_block_seed(p->dataid, j, p->stripes), b, slen);
         for (int i = 0; i < OBJ_CRC_LEN; i++)
             crc[j][i] = (uint8_t)(c >> (8 * i));
-        io[nio++] = (struct stor_io){.fd = p->fd[j], .op = 'w',
-                                     .buf = crc[j], .len = OBJ_CRC_LEN,
+        io[nio++] = (struct stor_io){.fd = p->fd[j],
+                                     .op = 'w',
+                                     .buf = crc[j],
+                                     .len = OBJ_CRC_LEN,
                                      .off = off};
-        io[nio++] = (struct stor_io){.fd = p->fd[j], .op = 'w', .buf = b,
-                                     .len = slen, .off = off + OBJ_CRC_LEN};
+        io[nio++] = (struct stor_io){.fd = p->fd[j],
+                                     .op = 'w',
+                                     .buf = b,
+                                     .len = slen,
+                                     .off = off + OBJ_CRC_LEN};
     }
     stor_io_run(io, (size_t)nio);
     nio = 0;
@@ -381,9 +385,8 @@ static int put_flush_stripe(struct stor_put *p)
             continue;
         if (io[nio].res < 0 || io[nio + 1].res < 0 ||
             (size_t)io[nio + 1].res != slen) {
-            int e = io[nio].res < 0 ? (int)-io[nio].res
-                                    : io[nio + 1].res < 0
-                                          ? (int)-io[nio + 1].res
+            int e = io[nio].res < 0       ? (int)-io[nio].res
+                    : io[nio + 1].res < 0 ? (int)-io[nio + 1].res
                                           : EIO;
             obj_drive_fail(s, d, e);
             p->ok[j] = false;
@@ -443,8 +446,8 @@ int stor_put_write(struct stor_put *p, const void *data, size_t len)
     if (!p->streaming) {
         if (p->blen + len <= OBJ_INLINE_MAX) {
             if (p->blen + len > p->bcap) {
-                size_t nc = CM_MAX(p->blen + len, CM_MIN(2 * p->bcap + 4096,
-                                                         OBJ_INLINE_MAX));
+                size_t nc = CM_MAX(p->blen + len,
+                                   CM_MIN(2 * p->bcap + 4096, OBJ_INLINE_MAX));
                 uint8_t *nb = realloc(p->buf, nc);
 
                 if (nb == NULL)
@@ -473,8 +476,8 @@ void stor_put_abort(struct stor_put *p)
 /* Writes one meta record per committing shard into temp files, synced.
  * @metas[j] NULL skips shard j. Returns the number written; sets ok[j]. */
 static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
-                           uint64_t uniq, struct cm_buf *metas, int n,
-                           bool *ok, int *fds)
+                           uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
+                           int *fds)
 {
     struct stor_io io[2 * OBJ_MAX_SHARDS];
     int map[2 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
@@ -486,8 +489,8 @@ static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
         fds[j] = -1;
         if (!ok[j])
             continue;
-        if (obj_path_tmp(path, sizeof(path), s->drives[d].path, uniq,
-                         100 + j) < 0) {
+        if (obj_path_tmp(path, sizeof(path), s->drives[d].path, uniq, 100 + j) <
+            0) {
             ok[j] = false;
             continue;
         }
@@ -498,9 +501,8 @@ static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
             continue;
         }
         map[nio] = j;
-        io[nio++] = (struct stor_io){.fd = fds[j], .op = 'w',
-                                     .buf = metas[j].data,
-                                     .len = metas[j].len};
+        io[nio++] = (struct stor_io){
+            .fd = fds[j], .op = 'w', .buf = metas[j].data, .len = metas[j].len};
     }
     stor_io_run(io, (size_t)nio);
     for (int i = 0; i < nio; i++) {
@@ -539,8 +541,8 @@ static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
 
 /* fsyncs the object directory on each drive where ok[j], in one batch. */
 static void sync_dirs(struct stor_store *s, const char *bucket,
-                      const uint8_t id[16], const struct stor_place *pl,
-                      int n, const bool *ok)
+                      const uint8_t id[16], const struct stor_place *pl, int n,
+                      const bool *ok)
 {
     struct stor_io io[OBJ_MAX_SHARDS];
     int nio = 0;
@@ -721,10 +723,10 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
 
         if (!ok[j])
             continue;
-        if (obj_path_tmp(from, sizeof(from), s->drives[d].path, uniq,
-                         100 + j) < 0 ||
-            obj_path_meta(to, sizeof(to), s->drives[d].path, bucket,
-                          e->id) < 0 ||
+        if (obj_path_tmp(from, sizeof(from), s->drives[d].path, uniq, 100 + j) <
+                0 ||
+            obj_path_meta(to, sizeof(to), s->drives[d].path, bucket, e->id) <
+                0 ||
             rename_mk(from, to) < 0) {
             obj_drive_fail(s, d, errno);
             ok[j] = false;
@@ -896,10 +898,10 @@ int obj_put_make_part(struct stor_put *p, const char *uid, int partno)
 }
 
 /* Multipart part commit lives in obj_list.c. */
-int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
-                    int k, int m, uint32_t block, uint64_t dataid,
-                    const bool *ok, const char *uid, int partno,
-                    const uint8_t id[16], const struct stor_place *pl);
+int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
+                    int m, uint32_t block, uint64_t dataid, const bool *ok,
+                    const char *uid, int partno, const uint8_t id[16],
+                    const struct stor_place *pl);
 
 int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
                     struct stor_obj_info *out)
@@ -940,9 +942,9 @@ int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
     }
     obj_hex(md, 16, e->etag);
     if (p->is_part) {
-        ret = obj_part_commit(p, e->etag, p->total, p->k, p->m, p->block,
-                              p->dataid, p->ok, p->uid, p->partno, p->id,
-                              &p->pl);
+        ret =
+            obj_part_commit(p, e->etag, p->total, p->k, p->m, p->block,
+                            p->dataid, p->ok, p->uid, p->partno, p->id, &p->pl);
         if (ret == 0 && out) {
             memset(out, 0, sizeof(*out));
             out->size = p->total;
@@ -987,8 +989,8 @@ int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
         obj_info_fill(e, out, false);
         out->mtime = (time_t)(e->mtime_ns / 1000000000LL);
     }
-    ret = obj_commit(s, p->bucket, e, p->streaming ? NULL : inl, inl_len,
-                     p->ok, p->streaming ? src : NULL);
+    ret = obj_commit(s, p->bucket, e, p->streaming ? NULL : inl, inl_len, p->ok,
+                     p->streaming ? src : NULL);
     if (ret < 0 && out)
         stor_obj_info_fini(out);
 out:
@@ -1005,12 +1007,12 @@ struct stor_get {
     struct obj_ent *e; /* owned copy of the pinned version */
     struct stor_place pl;
     bool pinned;
-    uint8_t *data;     /* inline objects: the whole body; owned */
-    uint64_t *cum;     /* part start offsets; owned */
-    size_t cur_part;   /* part whose fds are open */
+    uint8_t *data;   /* inline objects: the whole body; owned */
+    uint64_t *cum;   /* part start offsets; owned */
+    size_t cur_part; /* part whose fds are open */
     int fd[OBJ_MAX_SHARDS];
     bool fd_tried[OBJ_MAX_SHARDS];
-    uint8_t *sbuf;     /* (k+m) * GET_BATCH * (block + crc); owned */
+    uint8_t *sbuf; /* (k+m) * GET_BATCH * (block + crc); owned */
     size_t sbuf_stride;
     bool degraded_noted;
 };
@@ -1093,8 +1095,8 @@ static int get_inline(struct stor_get *g)
             if (round == 0 && !obj_drive_online(s, d))
                 continue;
             tried[j] = true;
-            if (obj_path_meta(path, sizeof(path), s->drives[d].path,
-                              g->bucket, e->id) < 0)
+            if (obj_path_meta(path, sizeof(path), s->drives[d].path, g->bucket,
+                              e->id) < 0)
                 continue;
             fd = open(path, O_RDONLY | O_CLOEXEC);
             if (fd < 0) {
@@ -1108,8 +1110,8 @@ static int get_inline(struct stor_get *g)
                 continue;
             }
             map[nio] = j;
-            io[nio++] = (struct stor_io){.fd = fd, .op = 'r', .buf = raw[j],
-                                         .len = mlen + 1};
+            io[nio++] = (struct stor_io){
+                .fd = fd, .op = 'r', .buf = raw[j], .len = mlen + 1};
         }
         stor_io_run(io, (size_t)nio);
         for (int i = 0; i < nio; i++) {
@@ -1122,8 +1124,7 @@ static int get_inline(struct stor_get *g)
             if (io[i].res != (ssize_t)mlen ||
                 stor_meta_decode(raw[j], mlen, &m) < 0) {
                 if (io[i].res == (ssize_t)mlen)
-                    __atomic_add_fetch(&s->corrupt_found, 1,
-                                       __ATOMIC_RELAXED);
+                    __atomic_add_fetch(&s->corrupt_found, 1, __ATOMIC_RELAXED);
                 continue;
             }
             if (m.version == e->version && m.shard == j && m.has_inline &&
@@ -1308,10 +1309,12 @@ static int get_stripes(struct stor_get *g, size_t p, uint64_t s0, int ns,
             tried[j] = true;
             want_more--;
             map[nio] = j;
-            io[nio++] = (struct stor_io){.fd = fd, .op = 'r',
-                                         .buf = g->sbuf +
-                                                (size_t)j * g->sbuf_stride,
-                                         .len = span, .off = off0};
+            io[nio++] =
+                (struct stor_io){.fd = fd,
+                                 .op = 'r',
+                                 .buf = g->sbuf + (size_t)j * g->sbuf_stride,
+                                 .len = span,
+                                 .off = off0};
         }
         stor_io_run(io, (size_t)nio);
         for (int i = 0; i < nio; i++) {
@@ -1330,13 +1333,12 @@ static int get_stripes(struct stor_get *g, size_t p, uint64_t s0, int ns,
 
                 for (int q = 0; q < OBJ_CRC_LEN; q++)
                     want |= (uint64_t)b[q] << (8 * q);
-                got = stor_crc64(obj_block_seed(e->parts[p].dataid, j,
-                                                s0 + (uint64_t)t),
-                                 b + OBJ_CRC_LEN, sl);
+                got = stor_crc64(
+                    obj_block_seed(e->parts[p].dataid, j, s0 + (uint64_t)t),
+                    b + OBJ_CRC_LEN, sl);
                 if (got != want) {
                     ok = false;
-                    __atomic_add_fetch(&s->corrupt_found, 1,
-                                       __ATOMIC_RELAXED);
+                    __atomic_add_fetch(&s->corrupt_found, 1, __ATOMIC_RELAXED);
                 }
                 b += sl + OBJ_CRC_LEN;
             }
@@ -1368,10 +1370,10 @@ static int get_stripes(struct stor_get *g, size_t p, uint64_t s0, int ns,
             int ret;
 
             for (int j = 0; j < n; j++)
-                sh[j] = g->sbuf + (size_t)j * g->sbuf_stride + boff +
-                        OBJ_CRC_LEN;
-            ret = stor_ec_reconstruct(stor_ec_get(e->k, e->m), sl, sh,
-                                      present, want);
+                sh[j] =
+                    g->sbuf + (size_t)j * g->sbuf_stride + boff + OBJ_CRC_LEN;
+            ret = stor_ec_reconstruct(stor_ec_get(e->k, e->m), sl, sh, present,
+                                      want);
             if (ret < 0)
                 return ret;
             boff += sl + OBJ_CRC_LEN;
@@ -1413,13 +1415,12 @@ static ssize_t get_part_read(struct stor_get *g, size_t p, uint64_t poff,
     for (uint64_t st = s0; st <= s1; st++) {
         uint32_t sl = obj_geom_slen(&gm, st);
         uint64_t a = CM_MAX(poff, st * gm.sdata) - st * gm.sdata;
-        uint64_t z = CM_MIN(end, st * gm.sdata + (uint64_t)sl * e->k) -
-                     st * gm.sdata;
+        uint64_t z =
+            CM_MIN(end, st * gm.sdata + (uint64_t)sl * e->k) - st * gm.sdata;
 
         if (z > (uint64_t)sl * e->k)
             z = (uint64_t)sl * e->k;
-        for (uint64_t j = a / sl; j <= (z - 1) / sl && j < (uint64_t)e->k;
-             j++)
+        for (uint64_t j = a / sl; j <= (z - 1) / sl && j < (uint64_t)e->k; j++)
             need[j] = true;
     }
     ret = get_stripes(g, p, s0, ns, need);
@@ -1436,8 +1437,8 @@ static ssize_t get_part_read(struct stor_get *g, size_t p, uint64_t poff,
             uint64_t n = CM_MIN(z - a, (uint64_t)sl - w);
 
             memcpy(buf + done,
-                   g->sbuf + (size_t)j * g->sbuf_stride + boff +
-                       OBJ_CRC_LEN + w,
+                   g->sbuf + (size_t)j * g->sbuf_stride + boff + OBJ_CRC_LEN +
+                       w,
                    (size_t)n);
             done += (size_t)n;
             a += n;

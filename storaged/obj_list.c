@@ -11,16 +11,16 @@
  * directory and commits one meta listing the parts: no data is copied. */
 #include "storaged/obj_i.h"
 
+#include "common/log.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
-#include <openssl/evp.h>
-#include "common/log.h"
 
 int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                uint8_t *const *inl_shards, size_t inl_len, bool *ok,
@@ -148,8 +148,7 @@ int stor_obj_list(struct stor_store *s, const char *bucket, const char *prefix,
         }
         if (out->nobjs == ocap) {
             size_t nc = ocap ? 2 * ocap : 64;
-            struct stor_list_entry *nv =
-                realloc(out->objs, nc * sizeof(*nv));
+            struct stor_list_entry *nv = realloc(out->objs, nc * sizeof(*nv));
 
             if (nv == NULL)
                 goto nomem;
@@ -235,8 +234,8 @@ int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u)
         b->upcap = nc;
     }
     while (at < b->nup) {
-        int c = obj_key_cmp(b->up[at]->key, b->up[at]->key_len, u->key,
-                            u->key_len);
+        int c =
+            obj_key_cmp(b->up[at]->key, b->up[at]->key_len, u->key, u->key_len);
 
         if (c > 0 || (c == 0 && strcmp(b->up[at]->uid, u->uid) > 0))
             break;
@@ -304,8 +303,8 @@ static int write_upload_file(struct stor_store *s, const char *bucket,
         ok[j] = false;
         if (obj_path_upload(dir, sizeof(dir), s->drives[d].path, bucket, uid,
                             NULL) < 0 ||
-            obj_path_upload(path, sizeof(path), s->drives[d].path, bucket,
-                            uid, file) < 0 ||
+            obj_path_upload(path, sizeof(path), s->drives[d].path, bucket, uid,
+                            file) < 0 ||
             obj_path_tmp(tmp, sizeof(tmp), s->drives[d].path,
                          obj_next_version(s), j) < 0)
             continue;
@@ -485,14 +484,14 @@ struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
 
 /* Called by stor_put_commit for a part: moves the synced temp shard files
  * into the upload directory, writes the part's meta, records the part. */
-int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
-                    int k, int m, uint32_t block, uint64_t dataid,
-                    const bool *okin, const char *uid, int partno,
-                    const uint8_t id[16], const struct stor_place *pl);
-int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
-                    int k, int m, uint32_t block, uint64_t dataid,
-                    const bool *okin, const char *uid, int partno,
-                    const uint8_t id[16], const struct stor_place *pl)
+int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
+                    int m, uint32_t block, uint64_t dataid, const bool *okin,
+                    const char *uid, int partno, const uint8_t id[16],
+                    const struct stor_place *pl);
+int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
+                    int m, uint32_t block, uint64_t dataid, const bool *okin,
+                    const char *uid, int partno, const uint8_t id[16],
+                    const struct stor_place *pl)
 {
     struct stor_store *s = NULL;
     const char *bucket = NULL;
@@ -601,8 +600,8 @@ static void etag_norm(const char *in, char *out, size_t cap)
     out[n] = 0;
 }
 
-int stor_mpu_complete(struct stor_store *s, const char *bucket,
-                      const char *key, size_t key_len, const char *upload_id,
+int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
+                      size_t key_len, const char *upload_id,
                       const struct stor_part *parts, size_t nparts,
                       struct stor_obj_info *out)
 {
@@ -700,10 +699,10 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket,
 
             snprintf(fname, sizeof(fname), "%s.%016llx", hx,
                      (unsigned long long)e->parts[i].dataid);
-            if (obj_path_upload(from, sizeof(from), s->drives[d].path,
-                                bucket, upload_id, fname) < 0 ||
-                obj_path_shard(to, sizeof(to), s->drives[d].path, bucket,
-                               e->id, e->parts[i].dataid) < 0) {
+            if (obj_path_upload(from, sizeof(from), s->drives[d].path, bucket,
+                                upload_id, fname) < 0 ||
+                obj_path_shard(to, sizeof(to), s->drives[d].path, bucket, e->id,
+                               e->parts[i].dataid) < 0) {
                 ok[j] = false;
                 break;
             }

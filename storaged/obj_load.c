@@ -23,10 +23,10 @@
 #define HASH_FUNCTION(keyptr, keylen, hashv)                                   \
     do {                                                                       \
         (void)(keylen);                                                        \
-        memcpy(&(hashv), (keyptr), sizeof(unsigned));                         \
+        memcpy(&(hashv), (keyptr), sizeof(unsigned));                          \
     } while (0)
-#include <uthash.h>
 #include "common/log.h"
+#include <uthash.h>
 
 int obj_bucket_add_loaded(struct stor_store *s, const char *name,
                           int64_t created, struct obj_bucket **out);
@@ -62,8 +62,12 @@ static int unhex(const char *p, size_t n, uint8_t *out)
         int hi, lo;
         char a = p[2 * i], b = p[2 * i + 1];
 
-        hi = a >= '0' && a <= '9' ? a - '0' : a >= 'a' && a <= 'f' ? a - 87 : -1;
-        lo = b >= '0' && b <= '9' ? b - '0' : b >= 'a' && b <= 'f' ? b - 87 : -1;
+        hi = a >= '0' && a <= '9'   ? a - '0'
+             : a >= 'a' && a <= 'f' ? a - 87
+                                    : -1;
+        lo = b >= '0' && b <= '9'   ? b - '0'
+             : b >= 'a' && b <= 'f' ? b - 87
+                                    : -1;
         if (hi < 0 || lo < 0)
             return -1;
         out[i] = (uint8_t)(hi << 4 | lo);
@@ -234,9 +238,8 @@ static void cleanup_cand(struct stor_store *s, const char *bucket,
                 if (obj_shard_drive(s, &pl, j) == d)
                     meta_ok = true;
         }
-        if (!meta_ok &&
-            obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
-                          c->id) == 0)
+        if (!meta_ok && obj_path_meta(path, sizeof(path), s->drives[d].path,
+                                      bucket, c->id) == 0)
             unlink(path);
         for (const struct ld_file *f = c->files; f; f = f->next) {
             bool used = false;
@@ -268,7 +271,8 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
     struct ld_cand *c, *tmp;
     int ret = 0;
 
-    HASH_ITER(hh, *tab, c, tmp) {
+    HASH_ITER(hh, *tab, c, tmp)
+    {
         struct ld_ver *win = NULL, *best = NULL;
         bool deleted = false;
 
@@ -354,8 +358,8 @@ static void load_uploads(struct stor_store *s, struct obj_bucket *b)
         struct dirent *de;
 
         if (!obj_drive_online(s, d) ||
-            obj_path_upload(dir, sizeof(dir), s->drives[d].path, b->name,
-                            NULL, NULL) < 0)
+            obj_path_upload(dir, sizeof(dir), s->drives[d].path, b->name, NULL,
+                            NULL) < 0)
             continue;
         dp = opendir(dir);
         if (dp == NULL)
@@ -404,8 +408,8 @@ static void load_uploads(struct stor_store *s, struct obj_bucket *b)
                     continue;
                 }
             }
-            if (obj_path_upload(path, sizeof(path), s->drives[d].path,
-                                b->name, de->d_name, NULL) < 0)
+            if (obj_path_upload(path, sizeof(path), s->drives[d].path, b->name,
+                                de->d_name, NULL) < 0)
                 continue;
             up = opendir(path);
             if (up == NULL)
@@ -462,8 +466,7 @@ static int load_buckets(struct stor_store *s)
             int64_t created = INT64_MAX;
             int ret;
 
-            if (!obj_valid_bucket(de->d_name) ||
-                obj_bucket_find(s, de->d_name))
+            if (!obj_valid_bucket(de->d_name) || obj_bucket_find(s, de->d_name))
                 continue;
             for (size_t e = 0; e < s->ndrives; e++) {
                 char path[PATH_MAX];
@@ -484,9 +487,8 @@ static int load_buckets(struct stor_store *s)
             }
             if (have * 2 <= online && !(online == 1 && have == 1))
                 continue;
-            ret = obj_bucket_add_loaded(s, de->d_name,
-                                        created == INT64_MAX ? 0 : created,
-                                        NULL);
+            ret = obj_bucket_add_loaded(
+                s, de->d_name, created == INT64_MAX ? 0 : created, NULL);
             if (ret < 0) {
                 closedir(dp);
                 return ret;

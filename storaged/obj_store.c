@@ -10,6 +10,7 @@
  * an outage can only hold older versions, which GETs reject by version. */
 #include "storaged/obj_i.h"
 
+#include "common/log.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,7 +22,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "common/log.h"
 
 /* ---- small helpers ---- */
 
@@ -69,13 +69,13 @@ int obj_path_dir(char *buf, size_t cap, const char *drive, const char *bucket,
     char hx[33];
 
     obj_hex(id, 16, hx);
-    return fmt_ok(snprintf(buf, cap, "%s/" STOR_BUCKETS "/%s/%.2s", drive,
-                           bucket, hx),
-                  cap);
+    return fmt_ok(
+        snprintf(buf, cap, "%s/" STOR_BUCKETS "/%s/%.2s", drive, bucket, hx),
+        cap);
 }
 
-int obj_path_meta(char *buf, size_t cap, const char *drive,
-                  const char *bucket, const uint8_t id[16])
+int obj_path_meta(char *buf, size_t cap, const char *drive, const char *bucket,
+                  const uint8_t id[16])
 {
     char hx[33];
 
@@ -85,20 +85,18 @@ int obj_path_meta(char *buf, size_t cap, const char *drive,
                   cap);
 }
 
-int obj_path_shard(char *buf, size_t cap, const char *drive,
-                   const char *bucket, const uint8_t id[16], uint64_t dataid)
+int obj_path_shard(char *buf, size_t cap, const char *drive, const char *bucket,
+                   const uint8_t id[16], uint64_t dataid)
 {
     char hx[33];
 
     obj_hex(id, 16, hx);
     return fmt_ok(snprintf(buf, cap, "%s/" STOR_BUCKETS "/%s/%.2s/%s.%016llx",
-                           drive, bucket, hx, hx,
-                           (unsigned long long)dataid),
+                           drive, bucket, hx, hx, (unsigned long long)dataid),
                   cap);
 }
 
-int obj_path_tmp(char *buf, size_t cap, const char *drive, uint64_t uniq,
-                 int n)
+int obj_path_tmp(char *buf, size_t cap, const char *drive, uint64_t uniq, int n)
 {
     return fmt_ok(snprintf(buf, cap, "%s/" STOR_TMP_DIR "/%016llx.%d", drive,
                            (unsigned long long)uniq, n),
@@ -143,11 +141,10 @@ void obj_place(struct stor_store *s, const char *bucket, const char *key,
     stor_place(s->dkey, bucket, key, len, s->nsets, s->set_size, pl);
 }
 
-size_t obj_shard_drive(struct stor_store *s, const struct stor_place *pl,
-                       int j)
+size_t obj_shard_drive(struct stor_store *s, const struct stor_place *pl, int j)
 {
-    return (size_t)pl->set * s->set_size + (size_t)((pl->rot + j) %
-                                                    s->set_size);
+    return (size_t)pl->set * s->set_size +
+           (size_t)((pl->rot + j) % s->set_size);
 }
 
 bool obj_drive_online(struct stor_store *s, size_t d)
@@ -162,8 +159,7 @@ void obj_drive_fail(struct stor_store *s, size_t d, int err)
     __atomic_add_fetch(&s->drives[d].errors, 1, __ATOMIC_RELAXED);
     if (err == EIO || err == ENOTDIR || err == EROFS || err == ENOSPC ||
         err == ENXIO || err == ENODEV) {
-        if (__atomic_exchange_n(&s->drives[d].online, false,
-                                __ATOMIC_ACQ_REL))
+        if (__atomic_exchange_n(&s->drives[d].online, false, __ATOMIC_ACQ_REL))
             cm_log(CM_LOG_WARN, err, "drive %s: marked offline",
                    s->drives[d].path);
     }
@@ -374,8 +370,7 @@ ssize_t obj_index_find(struct obj_bucket *b, const char *key, size_t len)
     return -(ssize_t)lo - 1;
 }
 
-struct obj_ent *obj_index_put(struct obj_bucket *b, struct obj_ent *e,
-                              int *err)
+struct obj_ent *obj_index_put(struct obj_bucket *b, struct obj_ent *e, int *err)
 {
     ssize_t i = obj_index_find(b, e->key, e->key_len);
     struct obj_ent *old;
@@ -489,8 +484,8 @@ int obj_bucket_add_loaded(struct stor_store *s, const char *name,
 /* ---- buckets ---- */
 
 /* Writes DRIVE/b/NAME/bucket with the creation time, durably. */
-static int bucket_write_record(struct stor_store *s, size_t d,
-                               const char *name, int64_t created)
+static int bucket_write_record(struct stor_store *s, size_t d, const char *name,
+                               int64_t created)
 {
     char path[PATH_MAX], body[64];
     int fd, ret, len;
@@ -583,8 +578,8 @@ int stor_bucket_delete(struct stor_store *s, const char *bucket)
         snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s",
                  s->drives[d].path, bucket);
         (void)stor_rmtree(path);
-        if (obj_path_upload(path, sizeof(path), s->drives[d].path, bucket,
-                            NULL, NULL) == 0)
+        if (obj_path_upload(path, sizeof(path), s->drives[d].path, bucket, NULL,
+                            NULL) == 0)
             (void)stor_rmtree(path);
     }
     for (size_t i = 0; i < s->nbuckets; i++) {
@@ -668,8 +663,8 @@ static int hexval(char c)
 }
 
 /* Chooses the geometry for a fresh deployment from the options. */
-static int pick_geometry(const struct stor_store_opts *o, int *set_size,
-                         int *K, int *M, char **err)
+static int pick_geometry(const struct stor_store_opts *o, int *set_size, int *K,
+                         int *M, char **err)
 {
     int n = (int)o->ndrives, ss = o->set_size;
 
@@ -679,8 +674,10 @@ static int pick_geometry(const struct stor_store_opts *o, int *set_size,
         if (ss == 0)
             ss = o->ec_data + m;
         if (o->ec_data + m != ss || ss > 16 || n % ss != 0) {
-            set_err(err, "--ec %d+%d does not fit %d drives (sets of 1..16 "
-                    "drives that divide the drive count)", o->ec_data, m, n);
+            set_err(err,
+                    "--ec %d+%d does not fit %d drives (sets of 1..16 "
+                    "drives that divide the drive count)",
+                    o->ec_data, m, n);
             return -EINVAL;
         }
         *K = o->ec_data;
@@ -689,15 +686,16 @@ static int pick_geometry(const struct stor_store_opts *o, int *set_size,
         if (ss == 0)
             ss = stor_choose_set_size(n);
         if (ss < 1 || ss > 16 || n % ss != 0) {
-            set_err(err, "%d drives cannot be split into erasure sets of "
-                    "2..16 drives", n);
+            set_err(err,
+                    "%d drives cannot be split into erasure sets of "
+                    "2..16 drives",
+                    n);
             return -EINVAL;
         }
         *M = o->ec_parity >= 0 ? o->ec_parity : stor_default_parity(ss);
         *K = ss - *M;
         if (*K < 1 || *M >= ss || (ss > 1 && *M > ss / 2)) {
-            set_err(err, "parity %d is invalid for sets of %d drives", *M,
-                    ss);
+            set_err(err, "parity %d is invalid for sets of %d drives", *M, ss);
             return -EINVAL;
         }
     }
@@ -756,8 +754,10 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
         for (size_t j = 0; j < i; j++) {
             if (state[j] && st[j].st_dev == st[i].st_dev &&
                 st[j].st_ino == st[i].st_ino) {
-                set_err(err, "drive %s is the same directory as %s "
-                        "(duplicated drive)", o->drives[i], o->drives[j]);
+                set_err(err,
+                        "drive %s is the same directory as %s "
+                        "(duplicated drive)",
+                        o->drives[i], o->drives[j]);
                 ret = -EINVAL;
                 goto out;
             }
@@ -775,9 +775,10 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
             if (ref < 0)
                 ref = (int)i;
             if (strcmp(fm[i].deployment, fm[ref].deployment) != 0) {
-                set_err(err, "drive %s belongs to another deployment (%s, "
-                        "not %s)", o->drives[i], fm[i].deployment,
-                        fm[ref].deployment);
+                set_err(err,
+                        "drive %s belongs to another deployment (%s, "
+                        "not %s)",
+                        o->drives[i], fm[i].deployment, fm[ref].deployment);
                 ret = -EINVAL;
                 goto out;
             }
@@ -790,8 +791,10 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
 
         for (size_t i = 0; i < n; i++) {
             if (state[i] == 0) {
-                set_err(err, "drive %s does not exist (create the directory "
-                        "or mount the disk)", o->drives[i]);
+                set_err(err,
+                        "drive %s does not exist (create the directory "
+                        "or mount the disk)",
+                        o->drives[i]);
                 ret = -ENOENT;
                 goto out;
             }
@@ -817,15 +820,15 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
         s->K = f->k;
         s->M = f->m;
         if ((size_t)(f->nsets * f->set_size) != n) {
-            set_err(err, "the deployment has %d drives (%d sets of %d) but "
-                    "%zu were given", f->nsets * f->set_size, f->nsets,
-                    f->set_size, n);
+            set_err(err,
+                    "the deployment has %d drives (%d sets of %d) but "
+                    "%zu were given",
+                    f->nsets * f->set_size, f->nsets, f->set_size, n);
             ret = -EINVAL;
             goto out;
         }
-        if (o->ec_data > 0 &&
-            (o->ec_data != f->k ||
-             (o->ec_parity >= 0 && o->ec_parity != f->m))) {
+        if (o->ec_data > 0 && (o->ec_data != f->k ||
+                               (o->ec_parity >= 0 && o->ec_parity != f->m))) {
             set_err(err, "--ec %d+%d differs from the drives' format %d+%d",
                     o->ec_data, o->ec_parity, f->k, f->m);
             ret = -EINVAL;
@@ -854,15 +857,18 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
         d->set = (int)i / s->set_size;
         d->pos = (int)i % s->set_size;
         if (state[i] == 2 && (fm[i].set != d->set || fm[i].pos != d->pos)) {
-            set_err(err, "drive %s was formatted as set %d position %d but "
+            set_err(err,
+                    "drive %s was formatted as set %d position %d but "
                     "is given as set %d position %d (keep the drive order)",
                     d->path, fm[i].set, fm[i].pos, d->set, d->pos);
             ret = -EINVAL;
             goto out;
         }
         if (state[i] == 0) {
-            cm_log(CM_LOG_WARN, ENOENT, "drive %s: missing, serving without "
-                   "it", d->path);
+            cm_log(CM_LOG_WARN, ENOENT,
+                   "drive %s: missing, serving without "
+                   "it",
+                   d->path);
             continue;
         }
         if (state[i] == 1) {
@@ -881,8 +887,10 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
             }
             if (nformatted > 0) {
                 d->stale = true; /* a replacement drive: heal everything */
-                cm_log(CM_LOG_INFO, 0, "drive %s: new drive formatted into "
-                       "set %d position %d", d->path, d->set, d->pos);
+                cm_log(CM_LOG_INFO, 0,
+                       "drive %s: new drive formatted into "
+                       "set %d position %d",
+                       d->path, d->set, d->pos);
             }
         }
         ret = drive_prepare(d);
@@ -939,9 +947,10 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
         set_err(err, "cannot start background threads: %s", strerror(-ret));
         goto fail;
     }
-    cm_log(CM_LOG_INFO, 0, "store: deployment %s, %zu drives, %d set(s) of "
-           "%d, EC %d+%d", s->deployment, s->ndrives, s->nsets, s->set_size,
-           s->K, s->M);
+    cm_log(CM_LOG_INFO, 0,
+           "store: deployment %s, %zu drives, %d set(s) of "
+           "%d, EC %d+%d",
+           s->deployment, s->ndrives, s->nsets, s->set_size, s->K, s->M);
     *out = s;
     return 0;
 fail:

@@ -110,8 +110,7 @@ int stor_small_k(int K, uint64_t size)
 
 /* Hashes "bucket/key" in one pass over a small stack buffer when it fits. */
 void stor_place(const uint8_t dkey[16], const char *bucket, const char *key,
-                size_t key_len, int nsets, int set_size,
-                struct stor_place *out)
+                size_t key_len, int nsets, int set_size, struct stor_place *out)
 {
     uint8_t buf[64 + 1 + 1024];
     size_t bl = strlen(bucket);

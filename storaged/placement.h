@@ -7,12 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STOR_SMALL_UNIT 4096 /* bytes of object per data shard, small objects */
+#define STOR_SMALL_UNIT 4096 /* bytes of object per data shard, small objects  \
+                              */
 
 /* SipHash-2-4 of @p with the 16-byte @key. */
 uint64_t stor_siphash(const uint8_t key[16], const void *p, size_t n);
 
-/* Default parity for a set of @n drives (1->0, 2-3->1, 4-5->2, 6-7->3, 8+->4). */
+/* Default parity for a set of @n drives (1->0, 2-3->1, 4-5->2, 6-7->3, 8+->4).
+ */
 int stor_default_parity(int n);
 
 /* Chooses the set size for @ndrives: the largest of 16..2 that divides it,

@@ -6,18 +6,18 @@
  *   2. 4 KiB and 1 MiB PUT/GET rates through storaged/object.h alone on
  *      temp drive directories (16 drives, 12+4; fsync on and off);
  *   3. a 1,000-key listing page with 100,000 objects in the bucket. */
+#include "storaged/drive.h"
+#include "storaged/ec.h"
+#include "storaged/meta.h"
+#include "storaged/object.h"
 #include <errno.h>
+#include <isa-l/erasure_code.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <isa-l/erasure_code.h>
-#include "storaged/drive.h"
-#include "storaged/ec.h"
-#include "storaged/meta.h"
-#include "storaged/object.h"
 
 static double now(void)
 {
@@ -27,8 +27,8 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-#define K 12
-#define M 4
+#define K     12
+#define M     4
 #define SHARD (64 * 1024)
 
 static uint8_t *bufs[K + M];
@@ -148,8 +148,8 @@ static int put1(struct stor_store *s, const char *key, const uint8_t *d,
                 size_t n)
 {
     struct stor_put *p;
-    int ret = stor_put_begin(s, "bench", key, strlen(key), (int64_t)n, NULL,
-                             0, &p);
+    int ret =
+        stor_put_begin(s, "bench", key, strlen(key), (int64_t)n, NULL, 0, &p);
 
     if (ret < 0)
         return ret;
@@ -216,8 +216,11 @@ static void rate(struct stor_store *s, size_t size, int threads, int count,
         double t0 = now(), el;
 
         for (int t = 0; t < threads; t++) {
-            jobs[t] = (struct job){.s = s, .size = size, .tid = t,
-                                   .count = count, .get = pass == 1};
+            jobs[t] = (struct job){.s = s,
+                                   .size = size,
+                                   .tid = t,
+                                   .count = count,
+                                   .get = pass == 1};
             pthread_create(&th[t], NULL, job_main, &jobs[t]);
         }
         for (int t = 0; t < threads; t++) {
@@ -232,8 +235,7 @@ static void rate(struct stor_store *s, size_t size, int threads, int count,
     }
     printf("| %s | %zu KiB | %d | %.0f | %.1f | %.0f | %.1f |%s\n", label,
            size / 1024, threads, put_rate, put_rate * (double)size / 1e6,
-           get_rate, get_rate * (double)size / 1e6,
-           fails ? " FAILURES" : "");
+           get_rate, get_rate * (double)size / 1e6, fails ? " FAILURES" : "");
 }
 
 static void bench_objects(int count)
@@ -241,7 +243,8 @@ static void bench_objects(int count)
     struct obj_env e;
 
     printf("## object layer alone, 16 drive dirs on one filesystem, 12+4\n\n");
-    printf("| fsync | size | threads | PUT/s | PUT MB/s | GET/s | GET MB/s |\n");
+    printf(
+        "| fsync | size | threads | PUT/s | PUT MB/s | GET/s | GET MB/s |\n");
     printf("|---|---|---|---|---|---|---|\n");
     for (int f = 1; f >= 0; f--) {
         memset(&e, 0, sizeof(e));
@@ -278,8 +281,8 @@ static void bench_list(int nobj)
             break;
         }
     }
-    printf("## listing (%d objects in the bucket; filled in %.1f s)\n\n",
-           nobj, now() - t0);
+    printf("## listing (%d objects in the bucket; filled in %.1f s)\n\n", nobj,
+           now() - t0);
     for (int i = 0; i < reps; i++) {
         double a = now();
 
@@ -304,7 +307,8 @@ static void bench_list(int nobj)
     printf("| 1,000 keys after a marker mid-bucket | %.3f |\n",
            1e3 * t_mid / reps);
     printf("| delimiter '/': 1,000 common prefixes (each skips %d keys) | "
-           "%.3f |\n\n", nobj / 1000, 1e3 * t_delim / reps);
+           "%.3f |\n\n",
+           nobj / 1000, 1e3 * t_delim / reps);
     env_close(&e);
 }
 

@@ -56,8 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cm_buf_init(&b, STOR_META_MAX);
         CHECK(stor_meta_encode(&v, &b) == 0);
         CHECK(stor_meta_decode(b.data, b.len, &m) == 0);
-        CHECK(m.key_len == v.key_len &&
-              memcmp(m.key, v.key, v.key_len) == 0);
+        CHECK(m.key_len == v.key_len && memcmp(m.key, v.key, v.key_len) == 0);
         stor_meta_fini(&m);
         at = (size_t)data[1] * 131 % b.len;
         b.data[at] ^= (char)(1 + data[2] % 255);

@@ -6,12 +6,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the four above first */
 #include <cmocka.h>
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include "storaged/ec.h"
 #include "storaged/placement.h"
 

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the four above first */
 #include <cmocka.h>
 
 #include <dirent.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
 #include "storaged/obj_i.h"
 
 struct env {
@@ -101,8 +103,7 @@ static void drive_away(struct env *e, size_t i, bool away)
         assert_int_equal(rename(a, e->paths[i]), 0);
 }
 
-static int put(struct stor_store *s, const char *k, const uint8_t *d,
-               size_t n)
+static int put(struct stor_store *s, const char *k, const uint8_t *d, size_t n)
 {
     struct stor_put *p;
     int ret = stor_put_begin(s, "bkt", k, strlen(k), (int64_t)n, NULL, 0, &p);
@@ -166,8 +167,7 @@ static size_t obj_files(struct env *e, const char *k, char out[][PATH_MAX],
             continue;
         while ((de = readdir(dp)) != NULL && n < max)
             if (strncmp(de->d_name, hx, 32) == 0 &&
-                snprintf(out[n], PATH_MAX, "%s/%s", dir, de->d_name) <
-                    PATH_MAX)
+                snprintf(out[n], PATH_MAX, "%s/%s", dir, de->d_name) < PATH_MAX)
                 n++;
         closedir(dp);
     }
@@ -279,13 +279,13 @@ static void test_corrupt_and_heal(void **st)
                 /* a meta and the shard file of one drive count as one
                  * shard: keep picks on distinct drives */
                 for (int j = 0; j < c && !dup; j++)
-                    dup |= strncmp(files[pick[j]], files[pick[c]],
-                                   strlen(e->root) + 5) == 0 &&
-                           strstr(files[pick[j]] + strlen(e->root), "/b/") ==
-                               strstr(files[pick[c]] + strlen(e->root),
-                                      "/b/") &&
-                           memcmp(files[pick[j]], files[pick[c]],
-                                  strlen(e->root) + 4) == 0;
+                    dup |=
+                        strncmp(files[pick[j]], files[pick[c]],
+                                strlen(e->root) + 5) == 0 &&
+                        strstr(files[pick[j]] + strlen(e->root), "/b/") ==
+                            strstr(files[pick[c]] + strlen(e->root), "/b/") &&
+                        memcmp(files[pick[j]], files[pick[c]],
+                               strlen(e->root) + 4) == 0;
             } while (dup);
         }
         for (int c = 0; c < 4; c++)
@@ -387,8 +387,7 @@ static void test_stale_drive(void **st)
         if (i % 2)
             assert_int_equal(stor_obj_delete(e->s, "bkt", k, strlen(k)), 0);
         else
-            assert_int_equal(put(e->s, k, newd, i % 3 == 0 ? 5000 : 200000),
-                             0);
+            assert_int_equal(put(e->s, k, newd, i % 3 == 0 ? 5000 : 200000), 0);
     }
     drive_away(e, 2, false);
     obj_probe_drives(e->s);
@@ -407,8 +406,7 @@ static void test_stale_drive(void **st)
                          0);
         assert_int_equal(r.nobjs, nk / 2);
         for (size_t i = 0; i < r.nobjs; i++)
-            assert_int_equal(r.objs[i].size,
-                             (i * 2) % 3 == 0 ? 5000 : 200000);
+            assert_int_equal(r.objs[i].size, (i * 2) % 3 == 0 ? 5000 : 200000);
         stor_list_result_fini(&r);
         /* reopen: the returned drive's old copies must not win */
         stor_store_close(e->s);

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* cmocka needs the four above first */
 #include <cmocka.h>
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
 #include "storaged/drive.h"
 #include "storaged/object.h"
 
@@ -89,8 +91,7 @@ static int put(struct stor_store *s, const char *b, const char *k, size_t kl,
 {
     struct stor_put *p;
     struct stor_obj_info info;
-    int ret = stor_put_begin(s, b, k, kl, known ? (int64_t)n : -1, NULL, 0,
-                             &p);
+    int ret = stor_put_begin(s, b, k, kl, known ? (int64_t)n : -1, NULL, 0, &p);
 
     if (ret < 0)
         return ret;
@@ -136,9 +137,19 @@ static void roundtrip_geometry(size_t nd, int k, int m)
 {
     struct env *e = env_new(nd, k, m);
     size_t K = k > 0 ? (size_t)k : 1;
-    size_t sizes[] = {0, 1, 4095, 4096, 4097, 48 * 1024, 128 * 1024 - 1,
-                      128 * 1024, 128 * 1024 + 1, K * 65536 - 1, K * 65536,
-                      K * 65536 + 1, 3 * K * 65536 + 12345,
+    size_t sizes[] = {0,
+                      1,
+                      4095,
+                      4096,
+                      4097,
+                      48 * 1024,
+                      128 * 1024 - 1,
+                      128 * 1024,
+                      128 * 1024 + 1,
+                      K * 65536 - 1,
+                      K * 65536,
+                      K * 65536 + 1,
+                      3 * K * 65536 + 12345,
                       100u << 20};
     uint8_t *d = malloc((100u << 20) + 16);
 
@@ -201,8 +212,10 @@ static void test_overwrite_delete_list(void **st)
     struct env *e = env_new(4, 0, -1);
     uint8_t a[300000], b[5000];
     struct stor_list_result r;
-    const char *keys[] = {"a", "a/b", "a/b/c", "a//b", "a/./b", "a/../b",
-                          "a/b.m", "z", "\xc3\xa9t\xc3\xa9", "a/b/"};
+    const char *keys[] = {"a",     "a/b",   "a/b/c",
+                          "a//b",  "a/./b", "a/../b",
+                          "a/b.m", "z",     "\xc3\xa9t\xc3\xa9",
+                          "a/b/"};
     char longkey[1025];
     struct stor_obj_info info;
 
@@ -226,9 +239,9 @@ static void test_overwrite_delete_list(void **st)
     longkey[300] = '/';
     longkey[1024] = 0;
     for (size_t i = 0; i < CM_ARRAY_SIZE(keys); i++)
-        assert_int_equal(put(e->s, "bkt", keys[i], strlen(keys[i]), b, i * 100,
-                             true, 50),
-                         0);
+        assert_int_equal(
+            put(e->s, "bkt", keys[i], strlen(keys[i]), b, i * 100, true, 50),
+            0);
     assert_int_equal(put(e->s, "bkt", longkey, 1024, b, 10, true, 10), 0);
     assert_int_equal(put(e->s, "bkt", longkey, 1025, b, 10, true, 10),
                      -STOR_EINVAL);
@@ -236,8 +249,7 @@ static void test_overwrite_delete_list(void **st)
         check_range(e->s, "bkt", keys[i], strlen(keys[i]), b, i * 100, 0,
                     i * 100);
     /* full listing in byte order */
-    assert_int_equal(stor_obj_list(e->s, "bkt", NULL, NULL, NULL, 1000, &r),
-                     0);
+    assert_int_equal(stor_obj_list(e->s, "bkt", NULL, NULL, NULL, 1000, &r), 0);
     assert_int_equal(r.nobjs, CM_ARRAY_SIZE(keys) + 1);
     for (size_t i = 1; i < r.nobjs; i++)
         assert_true(strcmp(r.objs[i - 1].key, r.objs[i].key) < 0);
@@ -301,22 +313,21 @@ static void test_multipart(void **st)
         memcpy(parts[i].etag, info.etag, sizeof(info.etag));
         stor_obj_info_fini(&info);
     }
-    assert_int_equal(stor_mpu_list_parts(e->s, "bkt", "big", 3, uid, 0, 10,
-                                         &lp, &n, &tr),
-                     0);
+    assert_int_equal(
+        stor_mpu_list_parts(e->s, "bkt", "big", 3, uid, 0, 10, &lp, &n, &tr),
+        0);
     assert_int_equal(n, 3);
     free(lp);
     /* wrong order and bad etag */
     {
         struct stor_part bad[2] = {parts[1], parts[0]};
 
-        assert_int_equal(stor_mpu_complete(e->s, "bkt", "big", 3, uid, bad, 2,
-                                           NULL),
-                         -STOR_EPARTORDER);
+        assert_int_equal(
+            stor_mpu_complete(e->s, "bkt", "big", 3, uid, bad, 2, NULL),
+            -STOR_EPARTORDER);
     }
-    assert_int_equal(stor_mpu_complete(e->s, "bkt", "big", 3, uid, parts, 3,
-                                       &info),
-                     0);
+    assert_int_equal(
+        stor_mpu_complete(e->s, "bkt", "big", 3, uid, parts, 3, &info), 0);
     assert_int_equal(info.size, 2 * psz + last);
     assert_non_null(strstr(info.etag, "-3"));
     stor_obj_info_fini(&info);
