@@ -881,6 +881,7 @@ def main():
 
     t0 = time.perf_counter()
     info = machine_info()
+    load0 = os.getloadavg()[0]
     b = Bench(a)
     try:
         b.run()
@@ -896,9 +897,11 @@ def main():
             "%.0f s in all.\n" % (
                 "" if a.size == "default" else " BENCH_ARGS='--size %s'"
                 % a.size, " ".join(sys.argv[1:]), elapsed),
-            "Machine: %d cores (%s), %.1f GiB RAM, %s, kernel %s.\n" % (
+            "Machine: %d cores (%s), %.1f GiB RAM, %s, kernel %s; "
+            "1-minute load average %.1f at the start, %.1f at the end "
+            "(other work on the machine makes the figures noisier).\n" % (
                 info["cores"], info["cpu"], info["memory_gib"], info["os"],
-                info["kernel"]),
+                info["kernel"], load0, os.getloadavg()[0]),
             "Peers: %s; storaged %s; %s; %s; %s; %s; "
             "Python %s, %s.\n" % (info["ecfs"], info["storaged"], info["s3fs"],
                                   info["rclone"], info["fuse"],
