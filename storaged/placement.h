@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STOR_SMALL_UNIT 4096 /* bytes of object per data shard, small objects  \
-                              */
+/* bytes of object per data shard of a small object */
+#define STOR_SMALL_UNIT 4096
 
 /* SipHash-2-4 of @p with the 16-byte @key. */
 uint64_t stor_siphash(const uint8_t key[16], const void *p, size_t n);
