@@ -5,12 +5,20 @@
 # follows its path (common/buf.h -> COMMON_BUF_H).
 #
 # Usage: scripts/check-headers.sh [HEADER...]   (default: common/*.h
-# storaged/*.h fuse/*.h). Run from the repository root. CC and CFLAGS_EXTRA
-# may be set; the compile flags match the Makefile's CSTD and include path.
+# storaged/*.h fuse/*.h). Run from the repository root. Each header is
+# compiled by cc and, when installed, clang (the fuzz build's compiler), or
+# by $CC alone when set; CFLAGS_EXTRA may add flags. The flags match the
+# Makefile's CSTD and include path, with -Wall -Wextra -Werror.
 # Exits 0 when every header passes, 1 otherwise (each failure is printed).
 set -u
 
-CC=${CC:-cc}
+if [ -n "${CC:-}" ]; then
+    CCS=$CC
+elif command -v clang >/dev/null 2>&1; then
+    CCS="cc clang"
+else
+    CCS=cc
+fi
 PKGS="fuse3 libcurl openssl expat liburing"
 PKG_CFLAGS=$(pkg-config --cflags $PKGS 2>/dev/null)
 FLAGS="-std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. $PKG_CFLAGS -Wall -Wextra -Werror -fsyntax-only ${CFLAGS_EXTRA:-}"
@@ -34,14 +42,16 @@ for h in "$@"; do
     fi
     src="$tmp/one.c"
     printf '#include "%s"\n#include "%s"\n' "$h" "$h" >"$src"
-    # shellcheck disable=SC2086 # FLAGS is a word list on purpose
-    if ! $CC $FLAGS -c "$src" -o /dev/null 2>"$tmp/err"; then
-        echo "check-headers: $h does not compile alone:" >&2
-        sed 's/^/    /' "$tmp/err" >&2
-        fail=1
-    fi
+    for cc in $CCS; do
+        # shellcheck disable=SC2086 # FLAGS is a word list on purpose
+        if ! $cc $FLAGS -c "$src" -o /dev/null 2>"$tmp/err"; then
+            echo "check-headers: $h does not compile alone ($cc):" >&2
+            sed 's/^/    /' "$tmp/err" >&2
+            fail=1
+        fi
+    done
 done
 if [ $fail -eq 0 ]; then
-    echo "check-headers: $n headers compile alone, guards match paths"
+    echo "check-headers: $n headers compile alone ($CCS), guards match paths"
 fi
 exit $fail
