@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import warnings
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("ECFS_BIN_DIR", os.path.join(REPO, "bin"))
@@ -874,6 +875,9 @@ def main():
         ap.error("--epochs must be >= 2 (cold and warm are reported)")
     if os.geteuid() != 0 and not os.access("/dev/fuse", os.R_OK | os.W_OK):
         ap.error("/dev/fuse is not usable by this user")
+
+    # 4 workers on 2 cores is the point of the test, not a mistake.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
 
     def on_signal(signum, _frame):
         raise SystemExit(128 + signum)
