@@ -165,3 +165,20 @@ def test_run_ls_pytorch_stop(job):
     s3 = sh([STOP], timeout=60)
     assert s3.returncode == 0, s3.stdout + s3.stderr
     assert not mounted(mnt) and our_pids(job["cwd"]) == []
+
+
+def test_run_port_taken_is_a_clear_error(job):
+    """An explicit ECFS_PORT that something else holds: run fails with a
+    message naming the port, and leaves nothing running or mounted."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        job["env"]["ECFS_PORT"] = str(port)
+        r = job["sh"]([RUN], timeout=60)
+    assert r.returncode != 0
+    assert "port %d" % port in r.stderr and "in use" in r.stderr, r.stderr
+    assert not mounted(job["mnt"])
+    assert our_pids(job["cwd"]) == []
