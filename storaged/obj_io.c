@@ -140,11 +140,12 @@ static void retire_shards(struct stor_store *s, const char *bucket,
 /* Unlinks the meta of @e on every drive of its placement except where
  * @keep (indexed by shard number) says a newer meta now lives. Caller
  * holds the key lock. */
-static void remove_metas(struct stor_store *s, const char *bucket,
+static bool remove_metas(struct stor_store *s, const char *bucket,
                          const struct obj_ent *e, const struct stor_place *pl,
                          const bool *keep)
 {
     char path[PATH_MAX];
+    bool sure = true;
 
     for (int j = 0; j < e->k + e->m; j++) {
         size_t d = obj_shard_drive(s, pl, j);
@@ -152,16 +153,28 @@ static void remove_metas(struct stor_store *s, const char *bucket,
         if (keep && keep[j])
             continue;
         if (obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
-                          e->id) == 0)
-            unlink(path);
+                          e->id) < 0 ||
+            unlink(path) == 0)
+            continue;
+        /* ENOENT also means "the whole drive is gone" when the probe has
+         * not noticed yet: tell the two apart by the format record */
+        if (errno != ENOENT) {
+            sure = false;
+            obj_drive_fail(s, d, errno);
+        } else {
+            snprintf(path, sizeof(path), "%s/" STOR_FORMAT, s->drives[d].path);
+            if (access(path, F_OK) < 0)
+                sure = false;
+        }
     }
+    return sure;
 }
 
 void obj_remove_files(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, const struct stor_place *pl,
                       const bool *keep_meta)
 {
-    remove_metas(s, bucket, e, pl, keep_meta);
+    (void)remove_metas(s, bucket, e, pl, keep_meta);
     remove_shards(s, bucket, e, pl);
 }
 
@@ -780,7 +793,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         /* same key, same rotation: old shard j sat where new shard j sits */
         for (int j = 0; j < old->k + old->m && j < n; j++)
             keep_old[j] = keep[j];
-        remove_metas(s, bucket, old, &pl, keep_old);
+        (void)remove_metas(s, bucket, old, &pl, keep_old);
         retire_shards(s, bucket, old, &pl);
     }
 out_tmp:
@@ -1592,9 +1605,9 @@ int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
         for (int j = 0; j < e->k + e->m; j++)
             if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))
                 all = false;
-        if (all)
-            remove_metas(s, bucket, e, &pl, NULL);
-        else
+        /* a drive that may have missed the delete gets tombstones on the
+         * others, so it cannot bring the object back at the next start */
+        if (!all || !remove_metas(s, bucket, e, &pl, NULL))
             write_tombstones(s, bucket, e, &pl);
         retire_shards(s, bucket, e, &pl);
     }

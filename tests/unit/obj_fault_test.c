@@ -450,6 +450,55 @@ static void test_drive_checks(void **st)
     env_free(other);
 }
 
+/* The same, but the deletes and overwrites happen before anything noticed
+ * the drive was gone (no probe ran): still no resurrection at restart. */
+static void test_stale_drive_unnoticed(void **st)
+{
+    struct env *e = env_new(4);
+    uint8_t oldd[5000], newd[5000];
+    struct stor_list_result r;
+
+    (void)st;
+    fill(oldd, sizeof(oldd), 1);
+    fill(newd, sizeof(newd), 2);
+    for (int i = 0; i < 12; i++) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "u%02d", i);
+        assert_int_equal(put(e->s, k, oldd, sizeof(oldd)), 0);
+    }
+    drive_away(e, 0, true);
+    /* deletes first: nothing has failed on drive 0 yet */
+    for (int i = 1; i < 12; i += 2) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "u%02d", i);
+        assert_int_equal(stor_obj_delete(e->s, "bkt", k, strlen(k)), 0);
+    }
+    for (int i = 0; i < 12; i += 2) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "u%02d", i);
+        assert_int_equal(put(e->s, k, newd, sizeof(newd)), 0);
+    }
+    drive_away(e, 0, false);
+    stor_store_close(e->s);
+    env_open(e);
+    assert_int_equal(stor_obj_list(e->s, "bkt", NULL, NULL, NULL, 100, &r), 0);
+    assert_int_equal(r.nobjs, 6);
+    stor_list_result_fini(&r);
+    for (int i = 0; i < 12; i++) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "u%02d", i);
+        if (i % 2)
+            assert_int_equal(get_cmp(e->s, k, newd, 0), -STOR_ENOKEY);
+        else
+            assert_int_equal(get_cmp(e->s, k, newd, sizeof(newd)), 0);
+    }
+    env_free(e);
+}
+
 /* A drive replaced by an empty directory is formatted into its slot at
  * open; healing rebuilds its shards, which then carry reads alone. */
 static void test_replaced_drive(void **st)
@@ -605,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_and_heal),
         cmocka_unit_test(test_write_quorum),
         cmocka_unit_test(test_stale_drive),
+        cmocka_unit_test(test_stale_drive_unnoticed),
         cmocka_unit_test(test_replaced_drive),
         cmocka_unit_test(test_atomic_overwrite),
     };
