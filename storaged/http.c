@@ -45,7 +45,10 @@
 #include "storaged/metrics.h"
 #include "storaged/pool.h"
 
-#define READ_CHUNK     (256 * 1024)
+#define READ_HEAD      (16 * 1024)  /* read size while waiting for a head */
+#define READ_CHUNK     (256 * 1024) /* read size while a body streams in */
+#define IN_BUFFER_MAX  (64 * 1024)  /* buffered pipelined input while busy */
+#define LINGER_S       2            /* lingering close: wait for the peer */
 #define SEND_LOW_WATER (256 * 1024)
 
 struct stor_server *stor_srv;
@@ -56,6 +59,7 @@ enum conn_state {
     C_BODY,
     C_WORK,
     C_SEND,
+    C_LINGER, /* response sent, write side shut: discard input until EOF */
 };
 
 struct http_thread;
@@ -464,6 +468,44 @@ static void req_finish(struct stor_conn *c)
     req_free(r);
 }
 
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes @n bytes of a query component into @dst ('+' is a
+ * space, as in form encoding) and NUL-terminates it. Returns the decoded
+ * length or -1 on a malformed escape. @dst has room for n + 1 bytes. */
+static long pct_decode(char *dst, const char *src, size_t n)
+{
+    size_t i, o = 0;
+
+    for (i = 0; i < n; i++) {
+        if (src[i] == '%') {
+            int hi, lo;
+
+            if (i + 2 >= n)
+                return -1;
+            hi = hexval(src[i + 1]);
+            lo = hexval(src[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            dst[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            dst[o++] = src[i] == '+' ? ' ' : src[i];
+        }
+    }
+    dst[o] = 0;
+    return (long)o;
+}
+
 /* Decodes the request target into path, bucket, key and query. 0 or an S3
  * error. */
 static enum stor_s3_err req_parse_target(struct stor_req *r)
@@ -473,7 +515,6 @@ static enum stor_s3_err req_parse_target(struct stor_req *r)
     struct cm_buf b;
     const char *p, *slash;
     char *qb;
-    size_t i;
 
     if (tlen == 0 || t[0] != '/')
         return S3E_BAD_REQUEST;
@@ -523,31 +564,25 @@ static enum stor_s3_err req_parse_target(struct stor_req *r)
         const char *eq = memchr(q, '=', plen2);
         size_t nlen = eq ? (size_t)(eq - q) : plen2;
         struct cm_kv *kv;
+        long n;
 
         if (plen2 > 0) {
             if (r->nquery >= STOR_MAX_QUERY)
                 return S3E_INVALID_ARGUMENT;
             kv = &r->query[r->nquery++];
-            for (i = 0; i < 2; i++) {
-                const char *s = i == 0 ? q : (eq ? eq + 1 : q);
-                size_t n = i == 0 ? nlen : (eq ? plen2 - nlen - 1 : 0);
-
-                cm_buf_init(&b, CM_BUF_NOLIMIT);
-                if (cm_uri_decode(&b, s, n, true) < 0)
-                    return S3E_INVALID_ARGUMENT;
-                if (b.len)
-                    memcpy(qb, b.data, b.len);
-                qb[b.len] = 0;
-                if (i == 0) {
-                    kv->name = qb;
-                    kv->name_len = b.len;
-                } else {
-                    kv->value = qb;
-                    kv->value_len = b.len;
-                }
-                qb += b.len + 1;
-                cm_buf_fini(&b);
-            }
+            n = pct_decode(qb, q, nlen);
+            if (n < 0)
+                return S3E_INVALID_ARGUMENT;
+            kv->name = qb;
+            kv->name_len = (size_t)n;
+            qb += n + 1;
+            n = eq ? pct_decode(qb, eq + 1, plen2 - nlen - 1) : 0;
+            if (n < 0)
+                return S3E_INVALID_ARGUMENT;
+            qb[n] = 0;
+            kv->value = qb;
+            kv->value_len = (size_t)n;
+            qb += n + 1;
         }
         if (amp == NULL)
             break;
@@ -851,13 +886,14 @@ static bool resp_complete(struct stor_conn *c)
  * EAGAIN, -ECONNRESET on EOF or error. */
 static int conn_read(struct stor_conn *c)
 {
+    size_t want = c->state == C_BODY ? READ_CHUNK : READ_HEAD;
     ssize_t n;
     int ret;
 
-    ret = cm_buf_reserve(&c->in, READ_CHUNK);
+    ret = cm_buf_reserve(&c->in, want);
     if (ret < 0)
         return ret;
-    n = read(c->io.fd, c->in.data + c->in.len, READ_CHUNK);
+    n = read(c->io.fd, c->in.data + c->in.len, want);
     if (n < 0) {
         if (errno == EAGAIN || errno == EINTR)
             return 0;
@@ -999,6 +1035,25 @@ fail:
         stor_http_respond(r);
 }
 
+/* Closes after a response the peer may not have finished sending to (an
+ * error before its body, a head over the limits): closing with unread
+ * input makes the kernel send RST, which can destroy the response before
+ * the client reads it. So we shut our write side and discard input until
+ * the peer's EOF or LINGER_S seconds (nginx's lingering close). */
+static void linger(struct stor_conn *c)
+{
+    if (c->in_eof) {
+        conn_close(c);
+        return;
+    }
+    req_finish(c);
+    shutdown(c->io.fd, SHUT_WR);
+    cm_buf_reset(&c->in);
+    c->state = C_LINGER;
+    c->last_progress = c->t->now;
+    conn_update_events(c);
+}
+
 /* Drives the state machine as far as the buffered input and the jobs
  * allow, then sets the epoll interest. */
 static void conn_run(struct stor_conn *c)
@@ -1015,13 +1070,12 @@ static void conn_run(struct stor_conn *c)
             struct stor_http_head h = {.hdrs = hdrs,
                                        .nhdrs = STOR_HTTP_MAX_HEADERS};
 
-            if (c->in.len == 0 || atomic_load(&stor_srv->draining)) {
-                if (c->in.len == 0 && atomic_load(&stor_srv->draining)) {
+            if (c->in.len == 0) {
+                if (c->in_eof || atomic_load(&stor_srv->draining)) {
                     conn_close(c);
                     return;
                 }
-                if (c->in.len == 0)
-                    goto out;
+                goto out;
             }
             ret = stor_http_parse_head(c->in.data, c->in.len, &h);
             if (ret == -EAGAIN) {
@@ -1057,6 +1111,7 @@ static void conn_run(struct stor_conn *c)
             break;
         case C_PRE:
         case C_WORK:
+        case C_LINGER:
             goto out;
         case C_SEND:
             maybe_fill(r);
@@ -1070,7 +1125,7 @@ static void conn_run(struct stor_conn *c)
             if (!resp_complete(c))
                 goto out;
             if (c->close_after) {
-                conn_close(c);
+                linger(c);
                 return;
             }
             req_finish(c);
@@ -1092,6 +1147,10 @@ static void conn_update_events(struct stor_conn *c)
 
     if (c->dead)
         return;
+    /* While a request is in the works, input stays enabled (a client that
+     * does not pipeline sends nothing, so this costs no wakeups, and it
+     * saves two epoll_ctl calls per request); pipelined bytes are buffered
+     * up to IN_BUFFER_MAX, then reading stops until the response is out. */
     switch (c->state) {
     case C_HEAD:
         ev = EPOLLIN;
@@ -1106,8 +1165,14 @@ static void conn_update_events(struct stor_conn *c)
         if (c->out.len > c->out_sent ||
             (r && r->resp.get && r->resp.filled[r->resp.cur]))
             ev = EPOLLOUT;
+        /* fall through */
+    case C_PRE:
+    case C_WORK:
+        if (c->in.len < IN_BUFFER_MAX)
+            ev |= EPOLLIN;
         break;
-    default:
+    case C_LINGER:
+        ev = EPOLLIN;
         break;
     }
     if (c->in_eof)
@@ -1125,6 +1190,14 @@ static void conn_io_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
     (void)l;
     if (c->dead)
         return;
+    if (c->state == C_LINGER) {
+        char sink[16384];
+        ssize_t n = read(c->io.fd, sink, sizeof(sink));
+
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            conn_close(c);
+        return;
+    }
     if (ev & EPOLLIN) {
         ret = conn_read(c);
         if (ret < 0 && !c->in_eof) {
@@ -1296,6 +1369,10 @@ static void tick_cb(struct stor_loop *l, void *arg)
             break;
         case C_SEND:
             if (idle >= s->body_timeout_s)
+                conn_close(c);
+            break;
+        case C_LINGER:
+            if (idle >= LINGER_S || draining)
                 conn_close(c);
             break;
         default:
