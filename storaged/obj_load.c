@@ -287,6 +287,8 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
             if (cand == NULL)
                 break;
             best = cand;
+            if ((int64_t)cand->version < b->created_ns)
+                break; /* from an earlier bucket of the same name */
             if (cand->m.type == STOR_META_TOMBSTONE) {
                 deleted = true;
                 break;
@@ -443,6 +445,78 @@ static void load_uploads(struct stor_store *s, struct obj_bucket *b)
     }
 }
 
+/* Reads DRIVE/b/NAME/bucket: 0 and *created, or -errno. */
+static int bucket_record(struct stor_store *s, size_t d, const char *name,
+                         int64_t *created)
+{
+    char path[PATH_MAX];
+    FILE *fp;
+    long long c;
+    int ret = -EBADMSG;
+
+    if (snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s/bucket",
+                 s->drives[d].path, name) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    fp = fopen(path, "re");
+    if (fp == NULL)
+        return -errno;
+    if (fscanf(fp, "created_ns=%lld", &c) == 1) {
+        *created = c;
+        ret = 0;
+    }
+    fclose(fp);
+    return ret;
+}
+
+/* A drive whose record of bucket @b is missing or from another
+ * incarnation of the bucket (it missed a delete and re-create) holds only
+ * stale objects: empty its bucket directory and give it the current record.
+ * Returns true when the drive's objects may be loaded. */
+static bool bucket_drive_current(struct stor_store *s, size_t d,
+                                 const struct obj_bucket *b)
+{
+    char dir[PATH_MAX], path[PATH_MAX];
+    int64_t c = 0;
+    FILE *fp;
+
+    int r = bucket_record(s, d, b->name, &c);
+
+    if (r == 0 && c == b->created_ns)
+        return true;
+    if (r == -ENOENT) {
+        /* offline when the bucket was made, or a crash in the middle of a
+         * delete: give it the record; older objects are filtered by
+         * version in resolve() */
+        if (snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s/bucket",
+                     s->drives[d].path, b->name) >= (int)sizeof(path))
+            return false;
+        fp = fopen(path, "we");
+        if (fp) {
+            fprintf(fp, "created_ns=%lld\n", (long long)b->created_ns);
+            fclose(fp);
+        }
+        return true;
+    }
+    if (snprintf(dir, sizeof(dir), "%s/" STOR_BUCKETS "/%s", s->drives[d].path,
+                 b->name) >= (int)sizeof(dir))
+        return false;
+    cm_log(CM_LOG_WARN, 0,
+           "load: drive %s: stale copy of bucket %s, "
+           "emptied",
+           s->drives[d].path, b->name);
+    (void)stor_rmtree(dir);
+    if (stor_mkdirs(dir) < 0)
+        return false;
+    if (snprintf(path, sizeof(path), "%s/bucket", dir) >= (int)sizeof(path))
+        return false;
+    fp = fopen(path, "we");
+    if (fp) {
+        fprintf(fp, "created_ns=%lld\n", (long long)b->created_ns);
+        fclose(fp);
+    }
+    return false;
+}
+
 /* Finds the buckets: a bucket record on more than half the online drives. */
 static int load_buckets(struct stor_store *s)
 {
@@ -462,33 +536,43 @@ static int load_buckets(struct stor_store *s)
         if (dp == NULL)
             continue;
         while ((de = readdir(dp)) != NULL) {
-            size_t have = 0;
-            int64_t created = INT64_MAX;
+            size_t have = 0, best = 0;
+            int64_t created = 0;
+            int64_t *vals = calloc(s->ndrives, sizeof(*vals));
             int ret;
 
-            if (!obj_valid_bucket(de->d_name) || obj_bucket_find(s, de->d_name))
+            if (vals == NULL) {
+                closedir(dp);
+                return -ENOMEM;
+            }
+            if (!obj_valid_bucket(de->d_name) ||
+                obj_bucket_find(s, de->d_name)) {
+                free(vals);
                 continue;
+            }
             for (size_t e = 0; e < s->ndrives; e++) {
-                char path[PATH_MAX];
-                FILE *fp;
-                long long c;
-
-                if (!obj_drive_online(s, e))
+                if (!obj_drive_online(s, e) ||
+                    bucket_record(s, e, de->d_name, &vals[have]) < 0)
                     continue;
-                snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s/bucket",
-                         s->drives[e].path, de->d_name);
-                fp = fopen(path, "re");
-                if (fp == NULL)
-                    continue;
-                if (fscanf(fp, "created_ns=%lld", &c) == 1 && c < created)
-                    created = c;
-                fclose(fp);
                 have++;
             }
+            /* the creation time most drives agree on (ties: the newest):
+             * a drive that missed a delete and re-create holds an older one */
+            for (size_t i = 0; i < have; i++) {
+                size_t cnt = 0;
+
+                for (size_t j = 0; j < have; j++)
+                    cnt += vals[j] == vals[i];
+                if (cnt > best || (cnt == best && vals[i] > created)) {
+                    best = cnt;
+                    created = vals[i];
+                }
+            }
+            free(vals);
+            have = best;
             if (have * 2 <= online && !(online == 1 && have == 1))
                 continue;
-            ret = obj_bucket_add_loaded(
-                s, de->d_name, created == INT64_MAX ? 0 : created, NULL);
+            ret = obj_bucket_add_loaded(s, de->d_name, created, NULL);
             if (ret < 0) {
                 closedir(dp);
                 return ret;
@@ -514,7 +598,7 @@ int obj_load(struct stor_store *s)
             DIR *dp;
             struct dirent *de;
 
-            if (!obj_drive_online(s, d))
+            if (!obj_drive_online(s, d) || !bucket_drive_current(s, d, b))
                 continue;
             snprintf(dir, sizeof(dir), "%s/" STOR_BUCKETS "/%s",
                      s->drives[d].path, b->name);

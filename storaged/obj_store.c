@@ -533,8 +533,15 @@ int stor_bucket_create(struct stor_store *s, const char *bucket)
         goto out;
     }
     for (size_t d = 0; d < s->ndrives; d++) {
+        char path[PATH_MAX];
+
         if (!obj_drive_online(s, d))
             continue;
+        /* leftovers of an earlier bucket of this name (a drive that was
+         * away when it was deleted) must not join the new one */
+        if (snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s",
+                     s->drives[d].path, bucket) < (int)sizeof(path))
+            (void)stor_rmtree(path);
         ret = bucket_write_record(s, d, bucket, now);
         if (ret < 0)
             obj_drive_fail(s, d, -ret);

@@ -499,6 +499,47 @@ static void test_stale_drive_unnoticed(void **st)
     env_free(e);
 }
 
+/* A drive away while its bucket is deleted and re-created keeps the old
+ * bucket's objects: they must not appear in the new bucket. */
+static void test_stale_bucket(void **st)
+{
+    struct env *e = env_new(4);
+    uint8_t d[3000];
+    struct stor_list_result r;
+
+    (void)st;
+    fill(d, sizeof(d), 4);
+    for (int i = 0; i < 10; i++) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "old%02d", i);
+        assert_int_equal(put(e->s, k, d, sizeof(d)), 0);
+    }
+    drive_away(e, 1, true);
+    obj_probe_drives(e->s);
+    for (int i = 0; i < 10; i++) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "old%02d", i);
+        assert_int_equal(stor_obj_delete(e->s, "bkt", k, strlen(k)), 0);
+    }
+    assert_int_equal(stor_bucket_delete(e->s, "bkt"), 0);
+    assert_int_equal(stor_bucket_create(e->s, "bkt"), 0);
+    assert_int_equal(put(e->s, "new", d, sizeof(d)), 0);
+    drive_away(e, 1, false);
+    for (int round = 0; round < 2; round++) {
+        stor_store_close(e->s);
+        env_open(e);
+        assert_int_equal(stor_obj_list(e->s, "bkt", NULL, NULL, NULL, 100, &r),
+                         0);
+        assert_int_equal(r.nobjs, 1);
+        assert_string_equal(r.objs[0].key, "new");
+        stor_list_result_fini(&r);
+        assert_int_equal(get_cmp(e->s, "new", d, sizeof(d)), 0);
+    }
+    env_free(e);
+}
+
 /* A drive replaced by an empty directory is formatted into its slot at
  * open; healing rebuilds its shards, which then carry reads alone. */
 static void test_replaced_drive(void **st)
@@ -655,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_write_quorum),
         cmocka_unit_test(test_stale_drive),
         cmocka_unit_test(test_stale_drive_unnoticed),
+        cmocka_unit_test(test_stale_bucket),
         cmocka_unit_test(test_replaced_drive),
         cmocka_unit_test(test_atomic_overwrite),
     };
