@@ -46,6 +46,8 @@ struct fc_opts {
     unsigned read_ahead_kb;  /* kernel bdi readahead set after mount; 0 keep */
     unsigned dir_prefetch;   /* ro: prefetch a dir's small files after this
                               * many were read; 0 = never */
+    unsigned list_prefetch;  /* list a dir's subdirs ahead after this many
+                              * of them were opened; 0 = never */
 };
 
 struct fc_fs {

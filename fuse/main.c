@@ -81,6 +81,7 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("threads=%u", o.threads),
     OPTS("read_ahead_kb=%u", o.read_ahead_kb),
     OPTS("dir_prefetch=%u", o.dir_prefetch),
+    OPTS("list_prefetch=%u", o.list_prefetch),
     OPT("allow_other", allow_other),
     FUSE_OPT_KEY("allow_other", FUSE_OPT_KEY_KEEP),
     OPT("ro", o.ro),
@@ -147,11 +148,14 @@ static void usage(const char *prog)
 "                           were read, fetch its other small files ahead\n"
 "                           (one GET each, within prefetch_mem; default 8,\n"
 "                           0 = off)\n"
+"    -o list_prefetch=N     once N subdirectories of a directory were opened\n"
+"                           (ls -R, find), list the others ahead in parallel\n"
+"                           (default 2, 0 = off)\n"
 "    -o threads=N           FUSE worker threads (default 16)\n"
 "Diagnostics:\n"
 "    -o log_level=LEVEL     debug, info, warn (default), error\n"
 "    -o log_file=PATH       append log lines here (daemon mode)\n"
-"    getfattr -n user.ecfs.stats MOUNTPOINT   request counters\n"
+"    cat MOUNTPOINT/.ecfs-stats   request counters (hidden, never listed)\n"
 "\n"
 "Unmount with fusermount3 -u MOUNTPOINT, umount, or SIGTERM.\n"
 "Also usable as: mount -t fuse.ecfs BUCKET MOUNTPOINT -o endpoint=URL\n"
@@ -394,6 +398,7 @@ int main(int argc, char *argv[])
     r.o.retries = (unsigned)-1;
     r.o.read_ahead_kb = 8192;
     r.o.dir_prefetch = 8;
+    r.o.list_prefetch = 2;
     cm_log_init("ecfs", CM_LOG_WARN);
     if (fuse_opt_parse(&args, &r, opt_spec, opt_proc) != 0)
         goto out_args;

@@ -32,7 +32,13 @@
 #include "fuse/read.h"
 #include "fuse/s3.h"
 
-#define FC_STATS_XATTR "user.ecfs.stats"
+/* The request counters are a virtual file at the mount root, found by
+ * lookup but never listed (so find, ls and ImageFolder do not see it).
+ * Not an xattr: answering getxattr at all costs ls -l a FUSE round trip
+ * per file, while ENOSYS makes the kernel stop asking for good. */
+#define FC_STATS_NAME "." "ecfs-stats"
+#define FC_STATS_INO  ((fuse_ino_t)UINT64_MAX - 1)
+#define FC_STATS_SIZE 4096
 
 /* An open file: the version it reads and its reader state. */
 struct fc_fh {
@@ -183,6 +189,44 @@ static int make_entry(struct fc_fs *fs, const char *key,
     e->entry_timeout = attr_tmo(fs);
     fc_fill_stat(fs, in->ino, a, &e->attr);
     return 0;
+}
+
+/* Formats the counters into @buf (FC_STATS_SIZE bytes, padded with spaces
+ * and ending in a newline, so the size never changes). */
+static void stats_format(struct fc_fs *fs, char *buf)
+{
+    size_t bytes, blocks;
+    int n;
+
+    n = fc_s3_stats_format(fs->s3, buf, FC_STATS_SIZE);
+    fc_cache_usage(fs->cache, &bytes, &blocks);
+    if (n >= 0 && n < FC_STATS_SIZE)
+        n += snprintf(buf + n, FC_STATS_SIZE - (size_t)n,
+                      " inodes=%zu cache_bytes=%zu cache_blocks=%zu",
+                      fc_itab_count(fs->itab), bytes, blocks);
+    if (n < 0 || n > FC_STATS_SIZE - 1)
+        n = FC_STATS_SIZE - 1;
+    memset(buf + n, ' ', FC_STATS_SIZE - 1 - (size_t)n);
+    buf[FC_STATS_SIZE - 1] = '\n';
+}
+
+/* Attributes of the stats file: a new mtime at every look, so the kernel
+ * (auto_inval_data) drops the cached page and reads fresh counters. */
+static void stats_stat(const struct fc_fs *fs, struct stat *st)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    memset(st, 0, sizeof(*st));
+    st->st_ino = FC_STATS_INO;
+    st->st_mode = S_IFREG | 0444;
+    st->st_nlink = 1;
+    st->st_size = FC_STATS_SIZE;
+    st->st_uid = fs->o.uid;
+    st->st_gid = fs->o.gid;
+    st->st_mtim = now;
+    st->st_ctim = now;
+    st->st_atim = now;
 }
 
 static void fc_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -341,6 +385,13 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, ENAMETOOLONG);
         return;
     }
+    if (parent == FUSE_ROOT_ID && strcmp(name, FC_STATS_NAME) == 0) {
+        memset(&e, 0, sizeof(e));
+        e.ino = FC_STATS_INO; /* no inode: forget of it is ignored */
+        stats_stat(fs, &e.attr);
+        fuse_reply_entry(req, &e);
+        return;
+    }
     l = fc_dir_cached_listing(fs, dir->key);
     if (l != NULL) {
         const struct fc_dirent *d = fc_listing_find(l, name);
@@ -426,6 +477,11 @@ static void fc_op_getattr(fuse_req_t req, fuse_ino_t ino,
     int ret;
 
     (void)fi;
+    if (ino == FC_STATS_INO) {
+        stats_stat(fs, &st);
+        fuse_reply_attr(req, &st, 0);
+        return;
+    }
     if (in == NULL) {
         fuse_reply_err(req, ENOENT);
         return;
@@ -449,12 +505,18 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     struct fc_attr a;
     int ret;
 
-    if (in == NULL) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
         fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (ino == FC_STATS_INO) {
+        fi->direct_io = 1; /* always fresh counters */
+        fi->fh = 0;
+        fuse_reply_open(req, fi);
+        return;
+    }
+    if (in == NULL) {
+        fuse_reply_err(req, ENOENT);
         return;
     }
     if (g_no_open) {
@@ -499,6 +561,16 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     char *buf;
     ssize_t n;
 
+    if (ino == FC_STATS_INO) {
+        char sbuf[FC_STATS_SIZE];
+        stats_format(fs, sbuf);
+        if (off < 0 || off >= FC_STATS_SIZE)
+            fuse_reply_buf(req, NULL, 0);
+        else
+            fuse_reply_buf(req, sbuf + off,
+                           CM_MIN(size, (size_t)(FC_STATS_SIZE - off)));
+        return;
+    }
     if (fh != NULL) {
         in = fh->in;
         o.etag = fh->etag;
@@ -587,6 +659,7 @@ static void fc_op_opendir(fuse_req_t req, fuse_ino_t ino,
     }
     dh->l = l;
     fi->fh = (uint64_t)(uintptr_t)dh;
+    fc_list_prefetch_note(fs, in->key);
     if (fs->cache_forever) {
         fi->cache_readdir = 1;
         fi->keep_cache = 1;
@@ -732,32 +805,15 @@ static void fc_op_statfs(fuse_req_t req, fuse_ino_t ino)
 }
 
 /* Valid replies: fuse_reply_buf, fuse_reply_data, fuse_reply_xattr,
- * fuse_reply_err */
+ * fuse_reply_err. Objects carry no xattrs: ENOSYS makes the kernel stop
+ * sending getxattr (ls -l asks for ACLs and SELinux labels of every file). */
 static void fc_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                            size_t size)
 {
-    struct fc_fs *fs = fs_of(req);
-    char buf[512];
-    size_t bytes, blocks;
-    int n;
-
-    if (ino != FUSE_ROOT_ID || strcmp(name, FC_STATS_XATTR) != 0) {
-        fuse_reply_err(req, ENODATA);
-        return;
-    }
-    n = fc_s3_stats_format(fs->s3, buf, sizeof(buf));
-    fc_cache_usage(fs->cache, &bytes, &blocks);
-    n += snprintf(buf + n, sizeof(buf) - (size_t)n,
-                  " inodes=%zu cache_bytes=%zu cache_blocks=%zu",
-                  fc_itab_count(fs->itab), bytes, blocks);
-    if ((size_t)n >= sizeof(buf))
-        n = (int)sizeof(buf) - 1;
-    if (size == 0)
-        fuse_reply_xattr(req, (size_t)n);
-    else if (size < (size_t)n)
-        fuse_reply_err(req, ERANGE);
-    else
-        fuse_reply_buf(req, buf, (size_t)n);
+    (void)ino;
+    (void)name;
+    (void)size;
+    fuse_reply_err(req, ENOSYS);
 }
 
 /* Valid replies: fuse_reply_buf, fuse_reply_data, fuse_reply_xattr,
@@ -765,10 +821,8 @@ static void fc_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void fc_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     (void)ino;
-    if (size == 0)
-        fuse_reply_xattr(req, 0);
-    else
-        fuse_reply_buf(req, NULL, 0);
+    (void)size;
+    fuse_reply_err(req, ENOSYS);
 }
 
 /* The modifying calls: writes are a separate issue. Valid replies include

@@ -43,6 +43,7 @@ struct pf_job {
     unsigned n;                 /* blocks */
     size_t bytes;               /* counted against prefetch_mem */
     bool dir;                   /* a directory-prefetch job */
+    bool list;                  /* a listing prefetch of key (no blocks) */
     struct fc_block *blks[RUN_MAX]; /* claimed, referenced */
 };
 
@@ -65,7 +66,9 @@ struct fc_prefetch {
     bool stop;
     size_t inflight;       /* bytes claimed by queued/running jobs */
     unsigned dir_jobs;     /* queued/running directory-prefetch jobs */
-    struct pf_dir *dirs;   /* uthash by key */
+    unsigned list_jobs;    /* queued/running listing prefetches */
+    struct pf_dir *dirs;   /* uthash by key: small-file prefetch state */
+    struct pf_dir *pdirs;  /* uthash by key: subdirectory listing state */
     pthread_t *threads;
     unsigned nthreads;
 };
@@ -156,14 +159,22 @@ static void *pf_worker(void *arg)
             pf->tail = NULL;
         pthread_mutex_unlock(&pf->lock);
 
-        (void)fetch_run(pf->fs, j->key, j->etag, j->size, j->first, j->n,
-                        j->blks);
+        if (j->list) {
+            struct fc_listing *l;
+            if (fc_dir_listing(pf->fs, j->key, &l) == 0)
+                fc_listing_unref(l);
+        } else {
+            (void)fetch_run(pf->fs, j->key, j->etag, j->size, j->first, j->n,
+                            j->blks);
+        }
         for (unsigned i = 0; i < j->n; i++)
             fc_cache_release(pf->fs->cache, j->blks[i]);
         pthread_mutex_lock(&pf->lock);
         pf->inflight -= j->bytes;
         if (j->dir)
             pf->dir_jobs--;
+        if (j->list)
+            pf->list_jobs--;
         pthread_mutex_unlock(&pf->lock);
         free(j->key);
         free(j);
@@ -227,6 +238,11 @@ void fc_prefetch_stop(struct fc_fs *fs)
             free(d->key);
             free(d);
         }
+        HASH_ITER(hh, pf->pdirs, d, tmp) {
+            HASH_DEL(pf->pdirs, d);
+            free(d->key);
+            free(d);
+        }
     }
     pthread_mutex_destroy(&pf->lock);
     pthread_cond_destroy(&pf->cond);
@@ -245,10 +261,13 @@ static bool pf_submit(struct fc_fs *fs, struct pf_job *j)
     if (pf != NULL && pf->nthreads > 0) {
         pthread_mutex_lock(&pf->lock);
         if (!pf->stop && pf->inflight + j->bytes <= fs->o.prefetch_mem &&
-            (!j->dir || pf->dir_jobs < 2 * pf->nthreads)) {
+            (!j->dir || pf->dir_jobs < 2 * pf->nthreads) &&
+            (!j->list || pf->list_jobs < pf->nthreads)) {
             pf->inflight += j->bytes;
             if (j->dir)
                 pf->dir_jobs++;
+            if (j->list)
+                pf->list_jobs++;
             j->next = NULL;
             if (pf->tail)
                 pf->tail->next = j;
@@ -460,6 +479,74 @@ static void dir_note(struct fc_fs *fs, const char *key)
     pthread_mutex_lock(&pf->lock);
     d->next = upto;
     d->done = l == NULL || upto >= l->n;
+    d->busy = false;
+    pthread_mutex_unlock(&pf->lock);
+    fc_listing_unref(l);
+}
+
+/* Notes that directory @dirkey was opened (see header). */
+void fc_list_prefetch_note(struct fc_fs *fs, const char *dirkey)
+{
+    struct fc_prefetch *pf = fs->pf;
+    size_t n = strlen(dirkey), pl, from, i;
+    struct fc_listing *l;
+    struct pf_dir *d;
+    char *pkey;
+    bool go;
+
+    if (pf == NULL || fs->o.list_prefetch == 0 || n < 2)
+        return;
+    /* the parent of "a/b/" is "a/"; of "b/" it is "" */
+    pl = n - 1;
+    while (pl > 0 && dirkey[pl - 1] != '/')
+        pl--;
+    pkey = strndup(dirkey, pl);
+    if (pkey == NULL)
+        return;
+    pthread_mutex_lock(&pf->lock);
+    HASH_FIND(hh, pf->pdirs, pkey, pl, d);
+    if (d == NULL && (d = calloc(1, sizeof(*d))) != NULL) {
+        d->key = pkey;
+        pkey = NULL;
+        HASH_ADD_KEYPTR(hh, pf->pdirs, d->key, pl, d);
+    }
+    go = d && !d->done && !d->busy && ++d->reads >= fs->o.list_prefetch &&
+         pf->list_jobs < pf->nthreads;
+    if (go)
+        d->busy = true;
+    from = d ? d->next : 0;
+    pthread_mutex_unlock(&pf->lock);
+    free(pkey);
+    if (!go)
+        return;
+    l = fc_dir_cached_listing(fs, d->key);
+    for (i = from; l && i < l->n; i++) {
+        const struct fc_dirent *e = &l->ents[i];
+        struct fc_listing *sub;
+        struct pf_job *j;
+
+        if (!e->is_dir)
+            continue;
+        j = calloc(1, sizeof(*j));
+        if (j == NULL)
+            break;
+        if (asprintf(&j->key, "%s%s/", d->key, e->name) < 0) {
+            free(j);
+            break;
+        }
+        if ((sub = fc_dir_cached_listing(fs, j->key)) != NULL) {
+            fc_listing_unref(sub); /* listed already */
+            free(j->key);
+            free(j);
+            continue;
+        }
+        j->list = true;
+        if (!pf_submit(fs, j))
+            break; /* queue share full: resume on a later opendir */
+    }
+    pthread_mutex_lock(&pf->lock);
+    d->next = i;
+    d->done = l == NULL || i >= l->n;
     d->busy = false;
     pthread_mutex_unlock(&pf->lock);
     fc_listing_unref(l);

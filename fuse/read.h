@@ -41,6 +41,11 @@ CM_MUST_CHECK ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o,
                               struct fc_rstate *rs, uint64_t off, size_t len,
                               char *out);
 
+/* Notes that directory @dirkey was opened; once list_prefetch subdirectories
+ * of one parent were opened (a recursive walk: ls -R, find, du, ImageFolder),
+ * the listings of the parent's other subdirectories are fetched ahead in
+ * parallel by the prefetch workers. */
+void fc_list_prefetch_note(struct fc_fs *fs, const char *dirkey);
 /* Starts @nthreads prefetch workers. 0 or -errno. */
 CM_MUST_CHECK int fc_prefetch_start(struct fc_fs *fs, unsigned nthreads);
 /* Stops and joins the workers, dropping queued jobs. */

@@ -168,3 +168,20 @@ def test_lookup_without_listing(server, ecfs_mount, tmp_path):  # noqa: F811
     assert os.path.isdir(os.path.join(m.path, "x/y"))
     s = m.stats()
     assert s["head"] >= 1 and s["get"] == 1
+
+
+def test_stats_file_is_hidden_and_fresh(server, ecfs_mount):  # noqa: F811
+    bucket = server.new_bucket()
+    server.s3.put_object(Bucket=bucket, Key="a.txt", Body=b"abc")
+    for opts in ([], ["ro"]):
+        m = mount_of(server, ecfs_mount, bucket, opts=opts)
+        assert os.listdir(m.path) == ["a.txt"]  # never listed
+        s0 = m.stats()
+        with open(os.path.join(m.path, "a.txt"), "rb") as f:
+            assert f.read() == b"abc"
+        s1 = m.stats()
+        assert s1["get"] == s0["get"] + 1  # fresh, not a cached page
+        with pytest.raises(OSError):
+            os.getxattr(os.path.join(m.path, "a.txt"), "user.x")
+        with pytest.raises(OSError):
+            open(os.path.join(m.path, ".ecfs-stats"), "w")
