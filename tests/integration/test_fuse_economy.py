@@ -1,5 +1,5 @@
-"""ecfs request economy, counted by ecfs's own counters (user.ecfs.stats on
-the mount root), so it holds against any S3 server:
+"""ecfs request economy, counted by ecfs's own counters (MOUNT/.ecfs-stats,
+found by name, never listed), so it holds against any S3 server:
 - scanning a directory of N files (ls -l, os.scandir + stat) issues
   ceil(N/1000) LISTs and zero HEADs;
 - reading N small files issues N GETs (one whole-object GET each);
