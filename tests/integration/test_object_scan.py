@@ -74,5 +74,7 @@ def test_scanner_drops_abandoned_uploads(storaged):
                   Body=b"x" * 1000)
     assert wait_for(lambda: not c.list_multipart_uploads(Bucket="mpu")
                     .get("Uploads"), 20)
-    for d in srv.drives:
-        assert os.listdir(os.path.join(d, ".ecfs.sys", "mpu", "mpu")) == []
+    # the upload leaves the index first, then its directories go
+    assert wait_for(lambda: all(
+        os.listdir(os.path.join(d, ".ecfs.sys", "mpu", "mpu")) == []
+        for d in srv.drives), 5)
