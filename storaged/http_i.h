@@ -56,6 +56,7 @@ enum stor_s3_op {
     S3_OP_ABORT_MPU,
     S3_OP_LIST_PARTS,
     S3_OP_BUCKET_SUBRESOURCE, /* versioning, policy, ...: minimal answers */
+    S3_OP_OBJECT_SUBRESOURCE, /* GET ?acl / ?tagging of an object */
     S3_OP_COUNT
 };
 

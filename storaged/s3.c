@@ -149,8 +149,15 @@ static enum stor_s3_err route(struct stor_req *r)
         }
         return S3E_NONE;
     }
-    if (has_any(r, object_subres, CM_ARRAY_SIZE(object_subres)))
+    if (has_any(r, object_subres, CM_ARRAY_SIZE(object_subres))) {
+        /* read-only answers for the two that tools ask for (s3cmd info) */
+        if ((r->is_get || r->is_head) && (stor_req_has_query(r, "acl") ||
+                                          stor_req_has_query(r, "tagging"))) {
+            r->op = S3_OP_OBJECT_SUBRESOURCE;
+            return S3E_NONE;
+        }
         return S3E_NOT_IMPLEMENTED;
+    }
     if (r->is_put) {
         if (has_upload || stor_req_has_query(r, "partNumber")) {
             if (!has_upload || !stor_req_has_query(r, "partNumber"))

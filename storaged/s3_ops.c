@@ -363,6 +363,38 @@ static void op_bucket_subresource(struct stor_req *r)
     xml_done(r);
 }
 
+#define ACL_XML                                                                \
+    S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">"                 \
+    "<Owner><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"             \
+    "</Owner><AccessControlList><Grant><Grantee "                             \
+    "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "                \
+    "xsi:type=\"CanonicalUser\"><ID>" OWNER_ID "</ID>"                        \
+    "<DisplayName>root</DisplayName></Grantee>"                               \
+    "<Permission>FULL_CONTROL</Permission></Grant>"                           \
+    "</AccessControlList></AccessControlPolicy>"
+
+/* GET ?acl (root owns everything, FULL_CONTROL) and ?tagging (no tags) of
+ * an existing object. */
+static void op_object_subresource(struct stor_req *r)
+{
+    struct stor_obj_info info;
+    int ret;
+
+    memset(&info, 0, sizeof(info));
+    ret = stor_obj_stat(stor_srv->store, r->bucket, r->key, r->key_len, &info);
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    stor_obj_info_fini(&info);
+    if (stor_req_has_query(r, "acl"))
+        x_lit(&r->resp.body, ACL_XML);
+    else
+        x_lit(&r->resp.body, S3_XML_DECL "<Tagging xmlns=\"" S3_XMLNS
+                             "\"><TagSet></TagSet></Tagging>");
+    xml_done(r);
+}
+
 /* ---- listing ---- */
 
 /* Parses max-keys style parameters: default @def, capped at @cap. */
@@ -683,6 +715,18 @@ static void op_get_object(struct stor_req *r)
     if (ret < 0) {
         fail(r, ret);
         return;
+    }
+    {
+        /* partNumber: part 1 of a simple object is the object; the part
+         * boundaries of a multipart object are not in object.h's info, so
+         * say so instead of answering with the wrong bytes. */
+        const char *pn = stor_req_query(r, "partNumber");
+
+        if (pn && (info.nparts > 0 || strcmp(pn, "1") != 0)) {
+            stor_resp_error(r, info.nparts > 0 ? S3E_NOT_IMPLEMENTED
+                                               : S3E_INVALID_RANGE);
+            goto out;
+        }
     }
     e = conditionals(r, &info, "", true);
     if (e == S3E_NOT_MODIFIED) {
@@ -1324,6 +1368,9 @@ void stor_s3_op_run(struct stor_req *r)
         break;
     case S3_OP_BUCKET_SUBRESOURCE:
         op_bucket_subresource(r);
+        break;
+    case S3_OP_OBJECT_SUBRESOURCE:
+        op_object_subresource(r);
         break;
     case S3_OP_LIST_OBJECTS:
         op_list_objects(r, false);

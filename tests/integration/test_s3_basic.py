@@ -247,3 +247,24 @@ def test_put_if_none_match(s3, bucket):
     finally:
         req.unregister("before-sign.s3.PutObject", add_header)
     assert s3.get_object(Bucket=bucket, Key="once")["Body"].read() == b"1"
+
+
+def test_object_acl_tagging_and_part_number(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="o", Body=b"abc")
+    acl = s3.get_object_acl(Bucket=bucket, Key="o")
+    assert acl["Grants"][0]["Permission"] == "FULL_CONTROL"
+    assert s3.get_object_tagging(Bucket=bucket, Key="o")["TagSet"] == []
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.get_object_acl(Bucket=bucket, Key="missing")
+    assert err_code(e) == "NoSuchKey"
+    g = s3.get_object(Bucket=bucket, Key="o", PartNumber=1)
+    assert g["Body"].read() == b"abc"
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="o", PartNumber=2)
+    assert http_status(e) == 416
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.put_object_tagging(Bucket=bucket, Key="o",
+                              Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
+    assert err_code(e) == "NotImplemented"
+    v = s3.get_bucket_versioning(Bucket=bucket)
+    assert "Status" not in v
