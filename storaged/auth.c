@@ -69,8 +69,7 @@ static void signing_key(const char *date8, const char *region, uint8_t key[32])
 
     if (c_secret != stor_srv->root_secret || strcmp(c_date, date8) != 0 ||
         strcmp(c_region, region) != 0) {
-        cm_sigv4_signing_key(stor_srv->root_secret, date8, region, "s3",
-                             c_key);
+        cm_sigv4_signing_key(stor_srv->root_secret, date8, region, "s3", c_key);
         snprintf(c_date, sizeof(c_date), "%s", date8);
         snprintf(c_region, sizeof(c_region), "%s", region);
         c_secret = stor_srv->root_secret;
@@ -145,7 +144,8 @@ static enum stor_s3_err verify(struct stor_req *r,
     signing_key(date8, region, r->sign_key);
     cm_sigv4_signature(r->sign_key, sts.data, sts.len, sig);
     if (!cm_sigv4_equal(sig, a->signature, 64)) {
-        cm_log(CM_LOG_DEBUG, 0, "req=%016llX signature mismatch; canonical:\n%s",
+        cm_log(CM_LOG_DEBUG, 0,
+               "req=%016llX signature mismatch; canonical:\n%s",
                (unsigned long long)r->id, canon.data);
         e = S3E_SIGNATURE_MISMATCH;
         goto out;
@@ -166,7 +166,8 @@ static enum stor_s3_err payload_mode(struct stor_req *r, const char *v,
 {
     size_t i;
 
-    if (stor_http_ieq(v, n, CM_SIGV4_UNSIGNED) && n == strlen(CM_SIGV4_UNSIGNED)) {
+    if (stor_http_ieq(v, n, CM_SIGV4_UNSIGNED) &&
+        n == strlen(CM_SIGV4_UNSIGNED)) {
         r->payload = STOR_PAYLOAD_UNSIGNED;
     } else if (n == strlen(CM_SIGV4_STREAMING) &&
                memcmp(v, CM_SIGV4_STREAMING, n) == 0) {
@@ -261,7 +262,8 @@ static enum stor_s3_err check_presigned(struct stor_req *r, time_t now)
     if (strlen(sig) != 64)
         return S3E_SIGNATURE_MISMATCH;
     for (i = 0; i < 64; i++)
-        if (!((sig[i] >= '0' && sig[i] <= '9') || (sig[i] >= 'a' && sig[i] <= 'f')))
+        if (!((sig[i] >= '0' && sig[i] <= '9') ||
+              (sig[i] >= 'a' && sig[i] <= 'f')))
             return S3E_SIGNATURE_MISMATCH;
     a.signed_headers = sh;
     a.signed_headers_len = strlen(sh);
@@ -271,8 +273,8 @@ static enum stor_s3_err check_presigned(struct stor_req *r, time_t now)
     r->presigned = true;
     r->payload = STOR_PAYLOAD_UNSIGNED;
     {
-        enum stor_s3_err e = verify(r, &a, date, ph ? ph : CM_SIGV4_UNSIGNED,
-                                    true);
+        enum stor_s3_err e =
+            verify(r, &a, date, ph ? ph : CM_SIGV4_UNSIGNED, true);
 
         if (e != S3E_NONE)
             return e;
@@ -324,8 +326,8 @@ enum stor_s3_err stor_auth_trailer(struct stor_req *r)
 
     cm_sha256_hex(r->trailer_raw.data ? r->trailer_raw.data : "",
                   r->trailer_raw.len, sha);
-    cm_sigv4_trailer_signature(r->sign_key, r->amz_date, r->scope,
-                               r->prev_sig, sha, expect);
+    cm_sigv4_trailer_signature(r->sign_key, r->amz_date, r->scope, r->prev_sig,
+                               sha, expect);
     if (strlen(r->trailer_sig) != 64 ||
         !cm_sigv4_equal(expect, r->trailer_sig, 64))
         return S3E_SIGNATURE_MISMATCH;

@@ -5,9 +5,9 @@
  * the loop thread (HMACs only, no I/O). */
 #ifndef STORAGED_AUTH_H
 #define STORAGED_AUTH_H
+#include "storaged/s3_err.h"
 #include <stddef.h>
 #include <time.h>
-#include "storaged/s3_err.h"
 
 struct stor_req;
 

@@ -77,8 +77,8 @@ struct stor_conn {
     bool close_after;     /* close once the response is sent */
     bool dead;            /* socket closed; waiting for jobs to return */
     bool in_eof;
-    bool buried;  /* on the graveyard list */
-    int pending;  /* cleanup jobs of finished requests still running */
+    bool buried; /* on the graveyard list */
+    int pending; /* cleanup jobs of finished requests still running */
     struct stor_conn *prev, *next; /* thread's list */
 };
 
@@ -141,8 +141,7 @@ int stor_resp_hdr(struct stor_resp *rs, const char *name, const char *fmt, ...)
 }
 
 /* See http_i.h. */
-const char *stor_req_hdr(const struct stor_req *r, const char *name,
-                         size_t *n)
+const char *stor_req_hdr(const struct stor_req *r, const char *name, size_t *n)
 {
     const struct stor_http_hdr *h = stor_http_find(&r->head, name);
 
@@ -195,8 +194,8 @@ void stor_resp_error(struct stor_req *r, enum stor_s3_err e)
     if (ret == 0 && r->path)
         ret = cm_buf_appends(&rs->body, "</Resource>");
     if (ret == 0 && r->bucket[0]) {
-        ret = cm_buf_appendf(&rs->body, "<BucketName>%s</BucketName>",
-                             r->bucket);
+        ret =
+            cm_buf_appendf(&rs->body, "<BucketName>%s</BucketName>", r->bucket);
     }
     if (ret == 0 && r->has_key && (e == S3E_NO_SUCH_KEY)) {
         ret = cm_buf_appends(&rs->body, "<Key>");
@@ -219,8 +218,8 @@ void stor_resp_error(struct stor_req *r, enum stor_s3_err e)
 /* Runs on a worker: the S3 layer's job function. */
 static void req_job_run(struct stor_job *j)
 {
-    struct stor_req *r = (struct stor_req *)((char *)j -
-                                             offsetof(struct stor_req, job));
+    struct stor_req *r =
+        (struct stor_req *)((char *)j - offsetof(struct stor_req, job));
 
     r->job_run(r);
 }
@@ -228,8 +227,8 @@ static void req_job_run(struct stor_job *j)
 /* Runs on the loop: the job came back. */
 static void req_job_done(struct stor_job *j)
 {
-    struct stor_req *r = (struct stor_req *)((char *)j -
-                                             offsetof(struct stor_req, job));
+    struct stor_req *r =
+        (struct stor_req *)((char *)j - offsetof(struct stor_req, job));
     struct stor_conn *c = r->conn;
 
     r->job_busy = false;
@@ -285,12 +284,10 @@ void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
 /* Worker: fills resp.sbuf[!cur] with the next bytes of the object. */
 static void fill_run(struct stor_job *j)
 {
-    struct stor_resp *rs = (struct stor_resp *)((char *)j -
-                                                offsetof(struct stor_resp,
-                                                         fill_job));
+    struct stor_resp *rs =
+        (struct stor_resp *)((char *)j - offsetof(struct stor_resp, fill_job));
     int idx = rs->fill_idx;
-    size_t want = (size_t)CM_MIN((uint64_t)rs->schunk,
-                                 rs->rd_end - rs->rd_off);
+    size_t want = (size_t)CM_MIN((uint64_t)rs->schunk, rs->rd_end - rs->rd_off);
     size_t got = 0;
 
     while (got < want) {
@@ -314,11 +311,10 @@ static void fill_run(struct stor_job *j)
 /* Loop: a fill finished. */
 static void fill_done(struct stor_job *j)
 {
-    struct stor_resp *rs = (struct stor_resp *)((char *)j -
-                                                offsetof(struct stor_resp,
-                                                         fill_job));
-    struct stor_req *r = (struct stor_req *)((char *)rs -
-                                             offsetof(struct stor_req, resp));
+    struct stor_resp *rs =
+        (struct stor_resp *)((char *)j - offsetof(struct stor_resp, fill_job));
+    struct stor_req *r =
+        (struct stor_req *)((char *)rs - offsetof(struct stor_req, resp));
     struct stor_conn *c = r->conn;
 
     rs->fill_busy = false;
@@ -368,8 +364,8 @@ static void maybe_fill(struct stor_req *r)
 /* Worker: releases object-layer handles of a finished request. */
 static void cleanup_run(struct stor_job *j)
 {
-    struct stor_req *r = (struct stor_req *)((char *)j -
-                                             offsetof(struct stor_req, job));
+    struct stor_req *r =
+        (struct stor_req *)((char *)j - offsetof(struct stor_req, job));
 
     if (r->put) {
         stor_put_abort(r->put);
@@ -386,8 +382,8 @@ static void req_free(struct stor_req *r);
 /* Loop: handles are released; free the request (and a dead conn). */
 static void cleanup_done(struct stor_job *j)
 {
-    struct stor_req *r = (struct stor_req *)((char *)j -
-                                             offsetof(struct stor_req, job));
+    struct stor_req *r =
+        (struct stor_req *)((char *)j - offsetof(struct stor_req, job));
     struct stor_conn *c = r->conn;
 
     r->job_busy = false;
@@ -704,24 +700,42 @@ static struct stor_req *req_create(struct stor_conn *c, size_t headlen)
 static const char *status_text(int st)
 {
     switch (st) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 206: return "Partial Content";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 412: return "Precondition Failed";
-    case 416: return "Range Not Satisfiable";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 204:
+        return "No Content";
+    case 206:
+        return "Partial Content";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 411:
+        return "Length Required";
+    case 412:
+        return "Precondition Failed";
+    case 416:
+        return "Range Not Satisfiable";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Unknown";
     }
 }
 
@@ -819,8 +833,8 @@ static int conn_flush(struct stor_conn *c)
         int niov = 0;
         ssize_t n;
         struct stor_resp *rs = r ? &r->resp : NULL;
-        bool streaming = rs && r->resp_started && rs->get &&
-                         rs->filled[rs->cur];
+        bool streaming =
+            rs && r->resp_started && rs->get && rs->filled[rs->cur];
 
         if (c->out_sent < c->out.len) {
             iov[niov].iov_base = c->out.data + c->out_sent;
@@ -1165,7 +1179,7 @@ static void conn_update_events(struct stor_conn *c)
         if (c->out.len > c->out_sent ||
             (r && r->resp.get && r->resp.filled[r->resp.cur]))
             ev = EPOLLOUT;
-        /* fall through */
+        __attribute__((fallthrough));
     case C_PRE:
     case C_WORK:
         if (c->in.len < IN_BUFFER_MAX)
@@ -1340,8 +1354,10 @@ static void tick_cb(struct stor_loop *l, void *arg)
     if (draining && t->now - t->drain_start > DRAIN_MAX_S) {
         for (c = t->conns; c; c = next) {
             next = c->next;
-            cm_log(CM_LOG_WARN, 0, "drain: closing a connection still busy "
-                                   "after %ds", DRAIN_MAX_S);
+            cm_log(CM_LOG_WARN, 0,
+                   "drain: closing a connection still busy "
+                   "after %ds",
+                   DRAIN_MAX_S);
             conn_close(c);
         }
     }
@@ -1354,12 +1370,14 @@ static void tick_cb(struct stor_loop *l, void *arg)
             if (c->in.len == 0 && (draining || idle >= s->idle_timeout_s))
                 conn_close(c);
             else if (c->in.len > 0 &&
-                     t->now - c->head_start >= s->header_timeout_s)
-                early_error(c, S3E_REQUEST_TIMEOUT), conn_run(c);
+                     t->now - c->head_start >= s->header_timeout_s) {
+                early_error(c, S3E_REQUEST_TIMEOUT);
+                conn_run(c);
+            }
             break;
         case C_BODY:
-            if (idle >= s->body_timeout_s && c->req &&
-                !c->req->piece_busy && !c->req->job_busy) {
+            if (idle >= s->body_timeout_s && c->req && !c->req->piece_busy &&
+                !c->req->job_busy) {
                 stor_resp_error(c->req, S3E_REQUEST_TIMEOUT);
                 c->close_after = true;
                 c->req->failed = true;
@@ -1476,8 +1494,8 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
         stor_loop_set_after(t->loop, after_cb, t);
     }
     for (i = 0; i < n; i++) {
-        ret = pthread_create(&g_threads[i].tid, NULL, thread_main,
-                             &g_threads[i]);
+        ret =
+            pthread_create(&g_threads[i].tid, NULL, thread_main, &g_threads[i]);
         if (ret != 0)
             return -ret;
     }

@@ -4,15 +4,15 @@
  * http_i.h for the state it shares with the S3 layer). */
 #ifndef STORAGED_HTTP_H
 #define STORAGED_HTTP_H
-#include <stddef.h>
 #include "common/compiler.h"
+#include <stddef.h>
 
 struct stor_server;
 
 struct stor_http_opts {
     const char *host; /* "127.0.0.1", "0.0.0.0", "::" */
     int port;
-    size_t nthreads; /* event loops; 0 = one per online CPU */
+    size_t nthreads;  /* event loops; 0 = one per online CPU */
     size_t nworkers;  /* write workers; 0 = default (4 per loop, >= 16) */
     size_t nrworkers; /* read workers; 0 = default (2 per loop, >= 4) */
 };

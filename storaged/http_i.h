@@ -8,11 +8,6 @@
  * back, except the GET stream's other buffer (see struct stor_resp). */
 #ifndef STORAGED_HTTP_I_H
 #define STORAGED_HTTP_I_H
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <time.h>
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/sigv4.h"
@@ -21,14 +16,20 @@
 #include "storaged/loop.h"
 #include "storaged/object.h"
 #include "storaged/s3_err.h"
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
 struct stor_pool;
 struct stor_metrics;
 struct stor_conn;
 
 #define STOR_PIECE_SIZE   (1024 * 1024) /* PUT body piece fed to the store */
-#define STOR_XML_BODY_MAX (2 * 1024 * 1024) /* buffered (XML) request bodies */
-#define STOR_MAX_QUERY    64                /* query parameters */
+#define STOR_XML_BODY_MAX (2 * 1024 * 1024) /* buffered (XML) request bodies   \
+                                             */
+#define STOR_MAX_QUERY 64                   /* query parameters */
 
 /* The S3 operations (for routing, metrics and logs). */
 enum stor_s3_op {
@@ -69,11 +70,11 @@ enum stor_body_mode {
 
 /* Where the payload's integrity comes from (x-amz-content-sha256). */
 enum stor_payload {
-    STOR_PAYLOAD_UNSIGNED = 0, /* UNSIGNED-PAYLOAD or presigned */
-    STOR_PAYLOAD_SHA256,       /* hex SHA-256 of the body, verified */
-    STOR_PAYLOAD_STREAMING,    /* aws-chunked, signed chunks */
-    STOR_PAYLOAD_STREAMING_TRAILER,   /* signed chunks + signed trailer */
-    STOR_PAYLOAD_UNSIGNED_TRAILER,    /* aws-chunked, unsigned + trailer */
+    STOR_PAYLOAD_UNSIGNED = 0,      /* UNSIGNED-PAYLOAD or presigned */
+    STOR_PAYLOAD_SHA256,            /* hex SHA-256 of the body, verified */
+    STOR_PAYLOAD_STREAMING,         /* aws-chunked, signed chunks */
+    STOR_PAYLOAD_STREAMING_TRAILER, /* signed chunks + signed trailer */
+    STOR_PAYLOAD_UNSIGNED_TRAILER,  /* aws-chunked, unsigned + trailer */
 };
 
 enum stor_cksum {
@@ -87,14 +88,14 @@ enum stor_cksum {
 
 /* The response being built (on a worker) and sent (on the loop). */
 struct stor_resp {
-    int status;            /* 0 = not decided yet */
-    struct cm_buf hdrs;    /* extra header lines "Name: value\r\n" */
-    struct cm_buf body;    /* a small body, sent after the head */
-    bool no_body;          /* HEAD or 304: Content-Length but no bytes */
-    bool has_length;       /* content_length below is the body's length */
+    int status;         /* 0 = not decided yet */
+    struct cm_buf hdrs; /* extra header lines "Name: value\r\n" */
+    struct cm_buf body; /* a small body, sent after the head */
+    bool no_body;       /* HEAD or 304: Content-Length but no bytes */
+    bool has_length;    /* content_length below is the body's length */
     uint64_t content_length;
-    bool close;            /* Connection: close after this response */
-    enum stor_s3_err err;  /* for logs and metrics; S3E_NONE on success */
+    bool close;           /* Connection: close after this response */
+    enum stor_s3_err err; /* for logs and metrics; S3E_NONE on success */
 
     /* GET streaming: bytes [rd_off, rd_end) of @get still to be read.
      * Two buffers: the loop sends buf[cur] while a worker fills the other
@@ -136,12 +137,12 @@ struct stor_req {
     char *qbuf; /* owned */
 
     /* framing */
-    bool has_body;     /* Content-Length > 0 or chunked */
+    bool has_body; /* Content-Length > 0 or chunked */
     bool te_chunked;
-    uint64_t clen;     /* Content-Length (raw bytes on the wire) */
-    uint64_t raw_left; /* Content-Length bytes not yet read */
+    uint64_t clen;             /* Content-Length (raw bytes on the wire) */
+    uint64_t raw_left;         /* Content-Length bytes not yet read */
     struct stor_chunk_dec *te; /* owned; only for chunked bodies */
-    bool body_done;    /* the whole body has been read */
+    bool body_done;            /* the whole body has been read */
     bool expect_100;
     bool keep_alive;
     uint64_t body_bytes; /* decoded payload bytes */
@@ -165,38 +166,38 @@ struct stor_req {
     struct cm_digest *sha_body;  /* whole-body SHA-256 (hex payload) */
     struct cm_digest *ck_digest; /* SHA1/SHA256 checksums */
     enum stor_cksum ck_kind;
-    uint64_t ck_crc;             /* running CRC */
-    char ck_expect[96];          /* header value, base64 */
+    uint64_t ck_crc;    /* running CRC */
+    char ck_expect[96]; /* header value, base64 */
     bool ck_from_trailer;
-    bool ck_seen;                /* trailer carried the value */
+    bool ck_seen; /* trailer carried the value */
     char trailer_sig[65];
-    struct cm_buf trailer_raw;   /* signed trailer bytes as canonicalised */
+    struct cm_buf trailer_raw; /* signed trailer bytes as canonicalised */
 
     /* body sinks */
-    struct cm_buf body;      /* STOR_BODY_BUFFER */
-    char *piece[2];          /* STOR_BODY_STREAM: fill one, write the other */
+    struct cm_buf body; /* STOR_BODY_BUFFER */
+    char *piece[2];     /* STOR_BODY_STREAM: fill one, write the other */
     size_t piece_len[2];
-    int pfill;               /* index being filled */
-    bool piece_busy;         /* a write job holds piece[!pfill] */
-    struct stor_put *put;    /* owned */
-    int put_err;             /* first error of a write job */
-    bool pre_done;           /* pre-body job finished */
-    bool end_pending;        /* body ended while a piece write was busy */
-    char ck_value[96];       /* verified checksum (base64), stored */
+    int pfill;            /* index being filled */
+    bool piece_busy;      /* a write job holds piece[!pfill] */
+    struct stor_put *put; /* owned */
+    int put_err;          /* first error of a write job */
+    bool pre_done;        /* pre-body job finished */
+    bool end_pending;     /* body ended while a piece write was busy */
+    char ck_value[96];    /* verified checksum (base64), stored */
     uint8_t content_md5[16];
     bool has_md5;
 
     /* jobs */
     struct stor_job job;
     bool job_busy;
-    void (*job_run)(struct stor_req *r);   /* what job.run calls */
-    void (*job_done)(struct stor_req *r);  /* what job.done calls */
+    void (*job_run)(struct stor_req *r);  /* what job.run calls */
+    void (*job_done)(struct stor_req *r); /* what job.done calls */
 
     struct stor_resp resp;
-    bool resp_started;     /* serialized into the connection's output */
-    bool failed;           /* body error: respond once jobs are back */
+    bool resp_started; /* serialized into the connection's output */
+    bool failed;       /* body error: respond once jobs are back */
     bool finished_metrics;
-    bool fg_entered;       /* stor_store_fg_enter() was called */
+    bool fg_entered; /* stor_store_fg_enter() was called */
     uint64_t sent_bytes;
 };
 
@@ -228,8 +229,7 @@ CM_MUST_CHECK int stor_resp_hdr(struct stor_resp *rs, const char *name,
 void stor_resp_error(struct stor_req *r, enum stor_s3_err e);
 /* Returns the value of request header @name (NUL-free, not terminated)
  * and its length in *n, or NULL. */
-const char *stor_req_hdr(const struct stor_req *r, const char *name,
-                         size_t *n);
+const char *stor_req_hdr(const struct stor_req *r, const char *name, size_t *n);
 /* Returns the decoded query parameter @name (NUL-terminated) or NULL;
  * *present is set when the name appears even without a value. */
 const char *stor_req_query(const struct stor_req *r, const char *name);

@@ -75,8 +75,7 @@ static int parse_request_line(const char *p, const char *e,
     h->target = m;
     h->target_len = (size_t)(p - m);
     p++;
-    if (e - p != 8 || memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' ||
-        p[7] > '9')
+    if (e - p != 8 || memcmp(p, "HTTP/1.", 7) != 0 || p[7] < '0' || p[7] > '9')
         return -EBADMSG;
     h->minor_version = p[7] - '0';
     return 0;

@@ -5,11 +5,11 @@
  * caller's input buffer, and the header array comes from the caller. */
 #ifndef STORAGED_HTTP_PARSE_H
 #define STORAGED_HTTP_PARSE_H
+#include "common/compiler.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "common/compiler.h"
 
 #define STOR_HTTP_MAX_HEAD    (64 * 1024) /* request line + headers */
 #define STOR_HTTP_MAX_HEADERS 100
@@ -27,7 +27,7 @@ struct stor_http_head {
     size_t method_len;
     const char *target; /* request-target as sent (origin-form) */
     size_t target_len;
-    int minor_version; /* HTTP/1.x */
+    int minor_version;          /* HTTP/1.x */
     struct stor_http_hdr *hdrs; /* caller's array */
     size_t nhdrs;               /* in: capacity; out: count */
 };

@@ -5,9 +5,9 @@
  * stor_loop_post() and stor_loop_stop(). */
 #ifndef STORAGED_LOOP_H
 #define STORAGED_LOOP_H
+#include "common/compiler.h"
 #include <stdbool.h>
 #include <stdint.h>
-#include "common/compiler.h"
 
 struct stor_loop;
 struct stor_ev;

@@ -28,7 +28,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: storaged serve --address HOST:PORT [options] DRIVE...\n"
         "       storaged inspect PATH...\n"
         "       storaged --help | --version\n"
@@ -222,7 +223,9 @@ static int cmd_serve(int argc, char **argv)
             break;
         case 'e':
             if (parse_ec(optarg, &so.ec_data, &so.ec_parity) < 0) {
-                fprintf(stderr, "storaged: --ec wants K+M (e.g. 12+4), got '%s'\n", optarg);
+                fprintf(stderr,
+                        "storaged: --ec wants K+M (e.g. 12+4), got '%s'\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -265,7 +268,8 @@ static int cmd_serve(int argc, char **argv)
             break;
         case 'R':
             if (parse_count(optarg, 1, 86400, &reqto) < 0) {
-                fprintf(stderr, "storaged: bad --request-timeout '%s'\n", optarg);
+                fprintf(stderr, "storaged: bad --request-timeout '%s'\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -286,12 +290,15 @@ static int cmd_serve(int argc, char **argv)
         }
     }
     if (address == NULL || optind >= argc) {
-        fprintf(stderr, "storaged serve: --address and at least one DRIVE are required\n");
+        fprintf(
+            stderr,
+            "storaged serve: --address and at least one DRIVE are required\n");
         usage(stderr);
         return 2;
     }
     if (parse_address(address, host, sizeof(host), &ho.port) < 0) {
-        fprintf(stderr, "storaged: bad --address '%s' (want HOST:PORT)\n", address);
+        fprintf(stderr, "storaged: bad --address '%s' (want HOST:PORT)\n",
+                address);
         return 2;
     }
     ho.host = host;
@@ -347,13 +354,13 @@ out:
 int main(int argc, char **argv)
 {
     cm_log_init("storaged", CM_LOG_INFO);
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 ||
-                      strcmp(argv[1], "-h") == 0)) {
+    if (argc >= 2 &&
+        (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;
     }
-    if (argc >= 2 && (strcmp(argv[1], "--version") == 0 ||
-                      strcmp(argv[1], "-V") == 0)) {
+    if (argc >= 2 &&
+        (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
         printf("storaged %s\n", STORAGED_VERSION);
         return 0;
     }

@@ -7,11 +7,11 @@
  * Store and drive figures are read from the object layer at scrape time. */
 #include "storaged/metrics.h"
 
-#include <stdatomic.h>
-#include <stdlib.h>
 #include "storaged/http_i.h"
 #include "storaged/object.h"
 #include "storaged/pool.h"
+#include <stdatomic.h>
+#include <stdlib.h>
 
 #define NSTATUS 600
 static const double lat_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -116,19 +116,25 @@ static int render_requests(struct stor_metrics *m, struct cm_buf *o)
     int op, st, ret = 0;
     size_t b;
 
-    ret = cm_buf_appends(o, "# HELP storaged_requests_total S3 requests by API and HTTP status.\n"
-                            "# TYPE storaged_requests_total counter\n");
+    ret = cm_buf_appends(
+        o,
+        "# HELP storaged_requests_total S3 requests by API and HTTP status.\n"
+        "# TYPE storaged_requests_total counter\n");
     for (op = 0; op < S3_OP_COUNT && ret == 0; op++)
         for (st = 0; st < NSTATUS && ret == 0; st++) {
             uint64_t v = atomic_load(&m->req[op][st]);
 
             if (v)
-                ret = cm_buf_appendf(o, "storaged_requests_total{api=\"%s\",status=\"%d\"} %llu\n",
-                                     op_names[op], st, (unsigned long long)v);
+                ret = cm_buf_appendf(
+                    o,
+                    "storaged_requests_total{api=\"%s\",status=\"%d\"} %llu\n",
+                    op_names[op], st, (unsigned long long)v);
         }
     if (ret == 0)
-        ret = cm_buf_appends(o, "# HELP storaged_request_duration_seconds Request latency by API.\n"
-                                "# TYPE storaged_request_duration_seconds histogram\n");
+        ret = cm_buf_appends(
+            o,
+            "# HELP storaged_request_duration_seconds Request latency by API.\n"
+            "# TYPE storaged_request_duration_seconds histogram\n");
     for (op = 0; op < S3_OP_COUNT && ret == 0; op++) {
         uint64_t cum = 0, cnt = atomic_load(&m->lat_count[op]);
 
@@ -136,32 +142,38 @@ static int render_requests(struct stor_metrics *m, struct cm_buf *o)
             continue;
         for (b = 0; b < NLAT && ret == 0; b++) {
             cum += atomic_load(&m->lat[op][b]);
-            ret = cm_buf_appendf(o, "storaged_request_duration_seconds_bucket{api=\"%s\",le=\"%g\"} %llu\n",
-                                 op_names[op], lat_bounds[b], (unsigned long long)cum);
+            ret = cm_buf_appendf(
+                o,
+                "storaged_request_duration_seconds_bucket{api=\"%s\",le=\"%g\"} %llu\n",
+                op_names[op], lat_bounds[b], (unsigned long long)cum);
         }
         cum += atomic_load(&m->lat[op][NLAT]);
         if (ret == 0)
-            ret = cm_buf_appendf(o,
-                                 "storaged_request_duration_seconds_bucket{api=\"%s\",le=\"+Inf\"} %llu\n"
-                                 "storaged_request_duration_seconds_sum{api=\"%s\"} %.6f\n"
-                                 "storaged_request_duration_seconds_count{api=\"%s\"} %llu\n",
-                                 op_names[op], (unsigned long long)cum, op_names[op],
-                                 (double)atomic_load(&m->lat_sum_us[op]) / 1e6,
-                                 op_names[op], (unsigned long long)cnt);
+            ret = cm_buf_appendf(
+                o,
+                "storaged_request_duration_seconds_bucket{api=\"%s\",le=\"+Inf\"} %llu\n"
+                "storaged_request_duration_seconds_sum{api=\"%s\"} %.6f\n"
+                "storaged_request_duration_seconds_count{api=\"%s\"} %llu\n",
+                op_names[op], (unsigned long long)cum, op_names[op],
+                (double)atomic_load(&m->lat_sum_us[op]) / 1e6, op_names[op],
+                (unsigned long long)cnt);
     }
     if (ret == 0)
-        ret = cm_buf_appends(o, "# HELP storaged_request_bytes_total Request body bytes received by API.\n"
-                                "# TYPE storaged_request_bytes_total counter\n"
-                                "# HELP storaged_response_bytes_total Response bytes sent by API.\n"
-                                "# TYPE storaged_response_bytes_total counter\n");
+        ret = cm_buf_appends(
+            o,
+            "# HELP storaged_request_bytes_total Request body bytes received by API.\n"
+            "# TYPE storaged_request_bytes_total counter\n"
+            "# HELP storaged_response_bytes_total Response bytes sent by API.\n"
+            "# TYPE storaged_response_bytes_total counter\n");
     for (op = 0; op < S3_OP_COUNT && ret == 0; op++) {
         uint64_t in = atomic_load(&m->bytes_in[op]);
         uint64_t out = atomic_load(&m->bytes_out[op]);
 
         if (in == 0 && out == 0)
             continue;
-        ret = cm_buf_appendf(o, "storaged_request_bytes_total{api=\"%s\"} %llu\n"
-                                "storaged_response_bytes_total{api=\"%s\"} %llu\n",
+        ret = cm_buf_appendf(o,
+                             "storaged_request_bytes_total{api=\"%s\"} %llu\n"
+                             "storaged_response_bytes_total{api=\"%s\"} %llu\n",
                              op_names[op], (unsigned long long)in, op_names[op],
                              (unsigned long long)out);
     }
@@ -176,7 +188,8 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
     int ret;
 
     stor_store_get_stats(s, &st);
-    ret = cm_buf_appendf(o,
+    ret = cm_buf_appendf(
+        o,
         "# TYPE storaged_degraded_reads_total counter\nstoraged_degraded_reads_total %llu\n"
         "# TYPE storaged_heal_queued_total counter\nstoraged_heal_queued_total %llu\n"
         "# TYPE storaged_shards_healed_total counter\nstoraged_shards_healed_total %llu\n"
@@ -188,24 +201,27 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
         "# TYPE storaged_scan_last_cycle_seconds gauge\nstoraged_scan_last_cycle_seconds %.3f\n"
         "# TYPE storaged_drives gauge\nstoraged_drives %zu\n"
         "# TYPE storaged_drives_online gauge\nstoraged_drives_online %zu\n",
-        (unsigned long long)st.degraded_reads, (unsigned long long)st.heal_queued,
-        (unsigned long long)st.shards_healed, (unsigned long long)st.corrupt_found,
+        (unsigned long long)st.degraded_reads,
+        (unsigned long long)st.heal_queued,
+        (unsigned long long)st.shards_healed,
+        (unsigned long long)st.corrupt_found,
         (unsigned long long)st.scan_objects, (unsigned long long)st.scan_bytes,
-        (unsigned long long)st.scan_cycles, st.scan_percent, st.scan_last_cycle_s,
-        st.ndrives, st.drives_online);
+        (unsigned long long)st.scan_cycles, st.scan_percent,
+        st.scan_last_cycle_s, st.ndrives, st.drives_online);
     if (ret == 0)
         ret = cm_buf_appends(o,
-            "# TYPE storaged_drive_online gauge\n"
-            "# TYPE storaged_drive_reads_total counter\n"
-            "# TYPE storaged_drive_writes_total counter\n"
-            "# TYPE storaged_drive_read_bytes_total counter\n"
-            "# TYPE storaged_drive_write_bytes_total counter\n"
-            "# TYPE storaged_drive_errors_total counter\n");
+                             "# TYPE storaged_drive_online gauge\n"
+                             "# TYPE storaged_drive_reads_total counter\n"
+                             "# TYPE storaged_drive_writes_total counter\n"
+                             "# TYPE storaged_drive_read_bytes_total counter\n"
+                             "# TYPE storaged_drive_write_bytes_total counter\n"
+                             "# TYPE storaged_drive_errors_total counter\n");
     for (i = 0; i < st.ndrives && ret == 0; i++) {
         struct stor_drive_stats d = {0};
 
         stor_store_get_drive_stats(s, i, &d);
-        ret = cm_buf_appendf(o,
+        ret = cm_buf_appendf(
+            o,
             "storaged_drive_online{drive=\"%s\"} %d\n"
             "storaged_drive_reads_total{drive=\"%s\"} %llu\n"
             "storaged_drive_writes_total{drive=\"%s\"} %llu\n"
@@ -228,7 +244,8 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
     int ret = render_requests(m, out);
 
     if (ret == 0)
-        ret = cm_buf_appendf(out,
+        ret = cm_buf_appendf(
+            out,
             "# HELP storaged_connections Open client connections.\n"
             "# TYPE storaged_connections gauge\nstoraged_connections %ld\n"
             "# TYPE storaged_connections_total counter\nstoraged_connections_total %llu\n"

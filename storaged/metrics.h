@@ -4,9 +4,9 @@
  * atomics, safe from any thread. */
 #ifndef STORAGED_METRICS_H
 #define STORAGED_METRICS_H
-#include <stdint.h>
 #include "common/buf.h"
 #include "common/compiler.h"
+#include <stdint.h>
 
 struct stor_metrics;
 struct stor_store;

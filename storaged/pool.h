@@ -4,9 +4,9 @@
  * (struct stor_job in loop.h). */
 #ifndef STORAGED_POOL_H
 #define STORAGED_POOL_H
-#include <stddef.h>
 #include "common/compiler.h"
 #include "storaged/loop.h"
+#include <stddef.h>
 
 struct stor_pool;
 

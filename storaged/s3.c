@@ -30,14 +30,14 @@
 
 static void metrics_run(struct stor_req *r)
 {
-    if (stor_metrics_render(stor_srv->metrics, stor_srv->store,
-                            &r->resp.body) < 0) {
+    if (stor_metrics_render(stor_srv->metrics, stor_srv->store, &r->resp.body) <
+        0) {
         stor_resp_error(r, S3E_INTERNAL);
         return;
     }
     r->resp.status = 200;
-    if (stor_resp_hdr(&r->resp, "Content-Type",
-                      "text/plain; version=0.0.4") < 0)
+    if (stor_resp_hdr(&r->resp, "Content-Type", "text/plain; version=0.0.4") <
+        0)
         stor_resp_error(r, S3E_INTERNAL);
 }
 
@@ -60,8 +60,8 @@ static bool special_path(struct stor_req *r)
     }
     if (strcmp(r->path, "/health/ready") == 0) {
         r->op = S3_OP_HEALTH;
-        ready = atomic_load(&stor_srv->ready) &&
-                !atomic_load(&stor_srv->draining);
+        ready =
+            atomic_load(&stor_srv->ready) && !atomic_load(&stor_srv->draining);
         r->resp.status = ready ? 200 : 503;
         return true;
     }
@@ -77,15 +77,18 @@ static bool special_path(struct stor_req *r)
 
 /* Bucket subresources we answer minimally or refuse. */
 static const char *const bucket_subres[] = {
-    "versioning", "acl",       "policy",     "lifecycle",  "cors",
-    "tagging",    "encryption", "object-lock", "replication", "website",
-    "logging",    "notification", "requestPayment", "accelerate",
-    "ownershipControls", "publicAccessBlock", "policyStatus",
-    "intelligent-tiering", "inventory", "metrics", "analytics", "versions",
+    "versioning",        "acl",          "policy",
+    "lifecycle",         "cors",         "tagging",
+    "encryption",        "object-lock",  "replication",
+    "website",           "logging",      "notification",
+    "requestPayment",    "accelerate",   "ownershipControls",
+    "publicAccessBlock", "policyStatus", "intelligent-tiering",
+    "inventory",         "metrics",      "analytics",
+    "versions",
 };
 static const char *const object_subres[] = {
-    "acl", "tagging", "retention", "legal-hold", "torrent", "restore",
-    "select", "attributes",
+    "acl",     "tagging", "retention", "legal-hold",
+    "torrent", "restore", "select",    "attributes",
 };
 
 static bool has_any(const struct stor_req *r, const char *const *names,
@@ -337,7 +340,8 @@ static void piece_write_done(struct stor_req *r)
 /* Starts a write of the fill piece when it is full and the other is free. */
 static void maybe_flush(struct stor_req *r)
 {
-    if (r->piece_busy || r->job_busy || r->piece_len[r->pfill] < STOR_PIECE_SIZE)
+    if (r->piece_busy || r->job_busy ||
+        r->piece_len[r->pfill] < STOR_PIECE_SIZE)
         return;
     r->pfill = !r->pfill;
     r->piece_busy = true;

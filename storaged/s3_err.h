@@ -36,8 +36,8 @@ enum stor_s3_err {
     S3E_SKEWED,
     S3E_SIGNATURE_MISMATCH,
     S3E_SHA256_MISMATCH,
-    S3E_BAD_REQUEST,          /* malformed HTTP */
-    S3E_HEADER_TOO_LARGE,     /* head over the limits */
+    S3E_BAD_REQUEST,      /* malformed HTTP */
+    S3E_HEADER_TOO_LARGE, /* head over the limits */
     S3E_SLOW_DOWN,
     S3E_SERVICE_UNAVAILABLE,
     S3E_EXPIRED_PRESIGN,

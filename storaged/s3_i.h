@@ -3,16 +3,16 @@
  * workers), s3_xml.c (request XML). */
 #ifndef STORAGED_S3_I_H
 #define STORAGED_S3_I_H
+#include "storaged/http_i.h"
 #include <stdbool.h>
 #include <stddef.h>
-#include "storaged/http_i.h"
 
-#define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
+#define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 #define S3_MIN_PART (5 * 1024 * 1024)
 
 /* ---- operations (s3_ops.c); each runs on a worker and fills r->resp ---- */
-void stor_s3_op_run(struct stor_req *r);       /* dispatch on r->op */
+void stor_s3_op_run(struct stor_req *r);        /* dispatch on r->op */
 void stor_s3_put_begin_run(struct stor_req *r); /* PutObject/UploadPart pre */
 void stor_s3_put_commit_run(struct stor_req *r);
 /* Builds the stored headers of a new object from the request (content-*,
@@ -33,8 +33,7 @@ struct stor_s3_del_key {
  * (malformed or more than 1000 keys) or -ENOMEM. Free with
  * stor_s3_del_keys_free. */
 int stor_s3_parse_delete(const char *xml, size_t len,
-                         struct stor_s3_del_key **keys, size_t *n,
-                         bool *quiet);
+                         struct stor_s3_del_key **keys, size_t *n, bool *quiet);
 void stor_s3_del_keys_free(struct stor_s3_del_key *k, size_t n);
 /* <CompleteMultipartUpload><Part><PartNumber/><ETag/></Part>...; ETags
  * are stored without quotes. *parts malloc'd (free()). 0 / -EBADMSG /

@@ -22,10 +22,11 @@
 #include "common/uri.h"
 #include "common/xml.h"
 
-#define LIST_MAX_KEYS   1000
-#define STREAM_MIN      (256 * 1024)
-#define STREAM_MAX      (4 * 1024 * 1024)
-#define OWNER_ID        "02d6176db174dc93cb1b899f7c6078f08654445fe8cf1b6ce98d8855f66bdbf4"
+#define LIST_MAX_KEYS 1000
+#define STREAM_MIN    (256 * 1024)
+#define STREAM_MAX    (4 * 1024 * 1024)
+#define OWNER_ID                                                               \
+    "02d6176db174dc93cb1b899f7c6078f08654445fe8cf1b6ce98d8855f66bdbf4"
 
 const char *stor_s3_cksum_hdr(enum stor_cksum k);
 
@@ -113,9 +114,14 @@ static void time_iso(time_t t, int ms, char out[CM_TIME_RFC3339_LEN + 1])
 static bool keep_header(const char *n, size_t len)
 {
     static const char *const names[] = {
-        "content-type",  "content-encoding", "content-disposition",
-        "content-language", "cache-control", "expires",
-        "x-amz-website-redirect-location", "x-amz-tagging",
+        "content-type",
+        "content-encoding",
+        "content-disposition",
+        "content-language",
+        "cache-control",
+        "expires",
+        "x-amz-website-redirect-location",
+        "x-amz-tagging",
     };
     size_t i;
 
@@ -268,8 +274,9 @@ static void op_list_buckets(struct stor_req *r)
         return;
     }
     x_lit(b, S3_XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_XMLNS "\">"
-             "<Owner><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"
-             "</Owner><Buckets>");
+                         "<Owner><ID>" OWNER_ID
+                         "</ID><DisplayName>root</DisplayName>"
+                         "</Owner><Buckets>");
     for (i = 0; i < n; i++) {
         time_iso(bs[i].created, 0, t);
         x_lit(b, "<Bucket>");
@@ -310,8 +317,8 @@ static void op_head_bucket(struct stor_req *r)
     if (need_bucket(r) < 0)
         return;
     r->resp.status = 200;
-    if (stor_resp_hdr(&r->resp, "x-amz-bucket-region", "%s",
-                      stor_srv->region) < 0)
+    if (stor_resp_hdr(&r->resp, "x-amz-bucket-region", "%s", stor_srv->region) <
+        0)
         stor_resp_error(r, S3E_INTERNAL);
 }
 
@@ -331,7 +338,7 @@ static void op_bucket_location(struct stor_req *r)
     if (need_bucket(r) < 0)
         return;
     x_lit(&r->resp.body, S3_XML_DECL "<LocationConstraint xmlns=\"" S3_XMLNS
-                         "\"></LocationConstraint>");
+                                     "\"></LocationConstraint>");
     xml_done(r);
 }
 
@@ -342,17 +349,18 @@ static void op_bucket_subresource(struct stor_req *r)
     if (need_bucket(r) < 0)
         return;
     if (stor_req_has_query(r, "versioning")) {
-        x_lit(b, S3_XML_DECL "<VersioningConfiguration xmlns=\"" S3_XMLNS
-                 "\"/>");
+        x_lit(b,
+              S3_XML_DECL "<VersioningConfiguration xmlns=\"" S3_XMLNS "\"/>");
     } else if (stor_req_has_query(r, "acl")) {
-        x_lit(b, S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">"
-                 "<Owner><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"
-                 "</Owner><AccessControlList><Grant><Grantee "
-                 "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
-                 "xsi:type=\"CanonicalUser\"><ID>" OWNER_ID "</ID>"
-                 "<DisplayName>root</DisplayName></Grantee>"
-                 "<Permission>FULL_CONTROL</Permission></Grant>"
-                 "</AccessControlList></AccessControlPolicy>");
+        x_lit(b, S3_XML_DECL
+              "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">"
+              "<Owner><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"
+              "</Owner><AccessControlList><Grant><Grantee "
+              "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+              "xsi:type=\"CanonicalUser\"><ID>" OWNER_ID "</ID>"
+              "<DisplayName>root</DisplayName></Grantee>"
+              "<Permission>FULL_CONTROL</Permission></Grant>"
+              "</AccessControlList></AccessControlPolicy>");
     } else if (stor_req_has_query(r, "policy")) {
         stor_resp_error(r, S3E_NO_SUCH_BUCKET_POLICY);
         return;
@@ -365,13 +373,13 @@ static void op_bucket_subresource(struct stor_req *r)
 
 #define ACL_XML                                                                \
     S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">"                 \
-    "<Owner><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"             \
-    "</Owner><AccessControlList><Grant><Grantee "                             \
-    "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "                \
-    "xsi:type=\"CanonicalUser\"><ID>" OWNER_ID "</ID>"                        \
-    "<DisplayName>root</DisplayName></Grantee>"                               \
-    "<Permission>FULL_CONTROL</Permission></Grant>"                           \
-    "</AccessControlList></AccessControlPolicy>"
+                "<Owner><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"  \
+                "</Owner><AccessControlList><Grant><Grantee "                  \
+                "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "     \
+                "xsi:type=\"CanonicalUser\"><ID>" OWNER_ID "</ID>"             \
+                "<DisplayName>root</DisplayName></Grantee>"                    \
+                "<Permission>FULL_CONTROL</Permission></Grant>"                \
+                "</AccessControlList></AccessControlPolicy>"
 
 /* GET ?acl (root owns everything, FULL_CONTROL) and ?tagging (no tags) of
  * an existing object. */
@@ -391,7 +399,7 @@ static void op_object_subresource(struct stor_req *r)
         x_lit(&r->resp.body, ACL_XML);
     else
         x_lit(&r->resp.body, S3_XML_DECL "<Tagging xmlns=\"" S3_XMLNS
-                             "\"><TagSet></TagSet></Tagging>");
+                                         "\"><TagSet></TagSet></Tagging>");
     xml_done(r);
 }
 
@@ -420,8 +428,8 @@ static void op_list_objects(struct stor_req *r, bool v2)
     const char *delim = stor_req_query(r, "delimiter");
     const char *enc = stor_req_query(r, "encoding-type");
     const char *token = v2 ? stor_req_query(r, "continuation-token") : NULL;
-    const char *start = v2 ? stor_req_query(r, "start-after")
-                           : stor_req_query(r, "marker");
+    const char *start =
+        v2 ? stor_req_query(r, "start-after") : stor_req_query(r, "marker");
     const char *after = start;
     struct stor_list_result res;
     struct cm_buf *b = &r->resp.body;
@@ -463,9 +471,9 @@ static void op_list_objects(struct stor_req *r, bool v2)
         after = tok;
     }
     if (maxk > 0) {
-        ret = stor_obj_list(stor_srv->store, r->bucket, prefix, delim,
-                            after && after[0] ? after : NULL, (size_t)maxk,
-                            &res);
+        ret =
+            stor_obj_list(stor_srv->store, r->bucket, prefix, delim,
+                          after && after[0] ? after : NULL, (size_t)maxk, &res);
         if (ret < 0) {
             free(tok);
             fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
@@ -516,8 +524,9 @@ static void op_list_objects(struct stor_req *r, bool v2)
         time_iso(e->mtime, e->mtime_ms, t);
         x_lit(b, "<Contents>");
         x_elem(b, "Key", e->key, e->key_len, url);
-        x_fmt(b, "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
-                 "<Size>%llu</Size>",
+        x_fmt(b,
+              "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
+              "<Size>%llu</Size>",
               t, e->etag, (unsigned long long)e->size);
         if (!v2 || stor_req_query(r, "fetch-owner"))
             x_lit(b, "<Owner><ID>" OWNER_ID "</ID><DisplayName>root"
@@ -589,8 +598,7 @@ static enum stor_s3_err conditionals(const struct stor_req *r,
 
     if (im && !etag_matches(im, imn, info->etag))
         return S3E_PRECONDITION_FAILED;
-    if (!im && ius && cm_time_parse_http(ius, iusn, &t) == 0 &&
-        info->mtime > t)
+    if (!im && ius && cm_time_parse_http(ius, iusn, &t) == 0 && info->mtime > t)
         return S3E_PRECONDITION_FAILED;
     if (inm && etag_matches(inm, inmn, info->etag))
         return allow_304 ? S3E_NOT_MODIFIED : S3E_PRECONDITION_FAILED;
@@ -603,8 +611,8 @@ static enum stor_s3_err conditionals(const struct stor_req *r,
 /* Parses "bytes=a-b" / "bytes=a-" / "bytes=-n" against @size into the
  * inclusive range [*first, *last]. 1 when a range applies, 0 to send the
  * whole object (absent or ignorable header), -ERANGE when unsatisfiable. */
-static int parse_range(const char *v, size_t n, uint64_t size,
-                       uint64_t *first, uint64_t *last)
+static int parse_range(const char *v, size_t n, uint64_t size, uint64_t *first,
+                       uint64_t *last)
 {
     const char *dash, *end = v + n;
     uint64_t a, b;
@@ -630,7 +638,8 @@ static int parse_range(const char *v, size_t n, uint64_t size,
         return 0;
     if (dash + 1 == end) {
         b = UINT64_MAX;
-    } else if (stor_http_parse_u64(dash + 1, (size_t)(end - dash - 1), &b) < 0 ||
+    } else if (stor_http_parse_u64(dash + 1, (size_t)(end - dash - 1), &b) <
+                   0 ||
                b < a) {
         return 0;
     }
@@ -758,8 +767,7 @@ static void op_get_object(struct stor_req *r)
     ret = object_headers(r, &info, !ranged);
     if (ret == 0 && ranged)
         ret = stor_resp_hdr(rs, "Content-Range", "bytes %llu-%llu/%llu",
-                            (unsigned long long)first,
-                            (unsigned long long)last,
+                            (unsigned long long)first, (unsigned long long)last,
                             (unsigned long long)info.size);
     if (ret < 0) {
         stor_resp_error(r, S3E_INTERNAL);
@@ -807,8 +815,8 @@ static void op_get_object(struct stor_req *r)
         size_t want = rs->schunk, got = 0;
 
         while (got < want) {
-            ssize_t n = stor_get_read(g, first + got, rs->sbuf[0] + got,
-                                      want - got);
+            ssize_t n =
+                stor_get_read(g, first + got, rs->sbuf[0] + got, want - got);
 
             if (n <= 0) {
                 fail(r, n < 0 ? (int)n : -EIO);
@@ -924,8 +932,8 @@ void stor_s3_put_begin_run(struct stor_req *r)
             struct stor_obj_info info;
 
             memset(&info, 0, sizeof(info));
-            ret = stor_obj_stat(stor_srv->store, r->bucket, r->key,
-                                r->key_len, &info);
+            ret = stor_obj_stat(stor_srv->store, r->bucket, r->key, r->key_len,
+                                &info);
             if (ret < 0 && ret != -STOR_ENOKEY) {
                 fail(r, ret);
                 return;
@@ -1124,9 +1132,8 @@ static void op_copy(struct stor_req *r, bool part)
         else
             ret = 0;
         if (ret == 0)
-            ret = stor_put_begin(stor_srv->store, r->bucket, r->key,
-                                 r->key_len, (int64_t)len,
-                                 replace ? h : sinfo.hdrs,
+            ret = stor_put_begin(stor_srv->store, r->bucket, r->key, r->key_len,
+                                 (int64_t)len, replace ? h : sinfo.hdrs,
                                  replace ? nh : sinfo.nhdrs, &p);
     }
     if (ret < 0) {
@@ -1172,15 +1179,15 @@ static void op_create_mpu(struct stor_req *r)
 
     ret = stor_s3_req_obj_hdrs(r, &h, &nh);
     if (ret == 0)
-        ret = stor_mpu_create(stor_srv->store, r->bucket, r->key, r->key_len,
-                              h, nh, id);
+        ret = stor_mpu_create(stor_srv->store, r->bucket, r->key, r->key_len, h,
+                              nh, id);
     stor_s3_hdrs_free(h, nh);
     if (ret < 0) {
         fail(r, ret);
         return;
     }
-    x_lit(b, S3_XML_DECL "<InitiateMultipartUploadResult xmlns=\"" S3_XMLNS
-             "\">");
+    x_lit(b,
+          S3_XML_DECL "<InitiateMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
     x_str(b, "Bucket", r->bucket, false);
     x_elem(b, "Key", r->key, r->key_len, false);
     x_str(b, "UploadId", id, false);
@@ -1215,8 +1222,8 @@ static void op_complete_mpu(struct stor_req *r)
         fail(r, ret);
         return;
     }
-    x_lit(b, S3_XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS
-             "\">");
+    x_lit(b,
+          S3_XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
     x_fmt(b, "<Location>/%s/", r->bucket);
     if (cm_xml_escape(b, r->key, r->key_len) < 0)
         x_fail(b);
@@ -1259,8 +1266,7 @@ static void op_list_parts(struct stor_req *r)
         return;
     }
     ret = stor_mpu_list_parts(stor_srv->store, r->bucket, r->key, r->key_len,
-                              id, (int)after, (size_t)maxp, &parts, &n,
-                              &trunc);
+                              id, (int)after, (size_t)maxp, &parts, &n, &trunc);
     if (ret < 0) {
         fail(r, ret);
         return;
@@ -1283,9 +1289,10 @@ static void op_list_parts(struct stor_req *r)
         char t[CM_TIME_RFC3339_LEN + 1];
 
         time_iso(parts[i].mtime, 0, t);
-        x_fmt(b, "<Part><PartNumber>%d</PartNumber><LastModified>%s"
-                 "</LastModified><ETag>&quot;%s&quot;</ETag><Size>%llu</Size>"
-                 "</Part>",
+        x_fmt(b,
+              "<Part><PartNumber>%d</PartNumber><LastModified>%s"
+              "</LastModified><ETag>&quot;%s&quot;</ETag><Size>%llu</Size>"
+              "</Part>",
               parts[i].number, t, parts[i].etag,
               (unsigned long long)parts[i].size);
     }
@@ -1309,10 +1316,10 @@ static void op_list_uploads(struct stor_req *r)
         stor_resp_error(r, S3E_INVALID_ARGUMENT);
         return;
     }
-    ret = stor_mpu_list(stor_srv->store, r->bucket,
-                        prefix && *prefix ? prefix : NULL,
-                        km && *km ? km : NULL, um && *um ? um : NULL,
-                        (size_t)maxu, &u, &n, &trunc);
+    ret =
+        stor_mpu_list(stor_srv->store, r->bucket,
+                      prefix && *prefix ? prefix : NULL, km && *km ? km : NULL,
+                      um && *um ? um : NULL, (size_t)maxu, &u, &n, &trunc);
     if (ret < 0) {
         fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
         return;
@@ -1336,10 +1343,11 @@ static void op_list_uploads(struct stor_req *r)
         x_lit(b, "<Upload>");
         x_elem(b, "Key", u[i].key, u[i].key_len, false);
         x_str(b, "UploadId", u[i].upload_id, false);
-        x_fmt(b, "<Initiator><ID>" OWNER_ID "</ID><DisplayName>root"
-                 "</DisplayName></Initiator><Owner><ID>" OWNER_ID "</ID>"
-                 "<DisplayName>root</DisplayName></Owner><StorageClass>"
-                 "STANDARD</StorageClass><Initiated>%s</Initiated></Upload>",
+        x_fmt(b,
+              "<Initiator><ID>" OWNER_ID "</ID><DisplayName>root"
+              "</DisplayName></Initiator><Owner><ID>" OWNER_ID "</ID>"
+              "<DisplayName>root</DisplayName></Owner><StorageClass>"
+              "STANDARD</StorageClass><Initiated>%s</Initiated></Upload>",
               t);
     }
     x_lit(b, "</ListMultipartUploadsResult>");

@@ -133,7 +133,8 @@ static void end_complete(struct xml_ctx *x, const char *name)
             t++;
             n--;
         }
-        while (n > 0 && (t[n - 1] == '"' || t[n - 1] == ' ' || t[n - 1] == '\n'))
+        while (n > 0 &&
+               (t[n - 1] == '"' || t[n - 1] == ' ' || t[n - 1] == '\n'))
             n--;
         if (n >= sizeof(x->cur.etag)) {
             x->err = -EBADMSG;

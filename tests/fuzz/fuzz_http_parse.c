@@ -119,7 +119,8 @@ static void fuzz_chunks(const char *in, size_t n, size_t step)
     CHECK(da == db);
     if (ra >= 0) {
         CHECK(a.data.len == b.data.len);
-        CHECK(a.data.len == 0 || memcmp(a.data.data, b.data.data, a.data.len) == 0);
+        CHECK(a.data.len == 0 ||
+              memcmp(a.data.data, b.data.data, a.data.len) == 0);
         CHECK(a.events.len == b.events.len);
         CHECK(a.events.len == 0 ||
               memcmp(a.events.data, b.events.data, a.events.len) == 0);

@@ -120,17 +120,17 @@ static void test_leading_crlf(void **state)
 static void test_malformed(void **state)
 {
     static const char *const bad[] = {
-        "GET  / HTTP/1.1\r\n\r\n",            /* double space */
-        "GET / HTTP/1.1 \r\n\r\n",            /* trailing space */
-        "GET / HTTP/2.0\r\n\r\n",             /* version */
+        "GET  / HTTP/1.1\r\n\r\n", /* double space */
+        "GET / HTTP/1.1 \r\n\r\n", /* trailing space */
+        "GET / HTTP/2.0\r\n\r\n",  /* version */
         "GET / HTTP/1.x\r\n\r\n",
-        "G(T / HTTP/1.1\r\n\r\n",             /* method token */
+        "G(T / HTTP/1.1\r\n\r\n", /* method token */
         "GET / HTTP/1.1\r\nNo-Colon\r\n\r\n",
         "GET / HTTP/1.1\r\nSp ace: v\r\n\r\n",
-        "GET / HTTP/1.1\r\nName : v\r\n\r\n", /* space before colon */
+        "GET / HTTP/1.1\r\nName : v\r\n\r\n",   /* space before colon */
         "GET / HTTP/1.1\r\nA: b\r\n c\r\n\r\n", /* obs-fold */
-        "GET / HTTP/1.1\r\nA: b\rc\r\n\r\n",  /* bare CR */
-        "GET / HTTP/1.1\r\nA: \x01\r\n\r\n",  /* control byte */
+        "GET / HTTP/1.1\r\nA: b\rc\r\n\r\n",    /* bare CR */
+        "GET / HTTP/1.1\r\nA: \x01\r\n\r\n",    /* control byte */
         "GET /\x7f HTTP/1.1\r\n\r\n",
         "\rGET / HTTP/1.1\r\n\r\n",
         ": v\r\n\r\n",
@@ -278,8 +278,8 @@ static int cb_end(void *arg, const char *ext, size_t n, uint64_t size)
                           (int)n, ext);
 }
 
-static int cb_trailer(void *arg, const char *name, size_t nl,
-                      const char *value, size_t vl)
+static int cb_trailer(void *arg, const char *name, size_t nl, const char *value,
+                      size_t vl)
 {
     struct sinkbuf *s = arg;
 
@@ -380,8 +380,8 @@ static void test_aws_chunked_trailers(void **state)
         assert_true(done);
         assert_int_equal(s.data.len, 65536);
         assert_non_null(strstr(s.events.data, "E65536:chunk-signature=ad80"));
-        assert_non_null(strstr(s.events.data,
-                               "Tx-amz-checksum-crc32=sOO8/Q==|"));
+        assert_non_null(
+            strstr(s.events.data, "Tx-amz-checksum-crc32=sOO8/Q==|"));
         assert_non_null(strstr(s.events.data, "Tx-amz-trailer-signature=63bd"));
         sink_fini(&s);
     }
@@ -391,12 +391,12 @@ static void test_aws_chunked_trailers(void **state)
 static void test_chunked_malformed(void **state)
 {
     static const char *const bad[] = {
-        "x\r\n",                      /* not hex */
-        "\r\n",                       /* empty size */
-        "5\r\nhelloXX",               /* missing CRLF after data */
-        "1234567890123456\r\n",       /* too many digits */
-        "5 x\r\n",                    /* junk after size */
-        "0\r\nbad trailer\r\n\r\n",   /* trailer without colon */
+        "x\r\n",                    /* not hex */
+        "\r\n",                     /* empty size */
+        "5\r\nhelloXX",             /* missing CRLF after data */
+        "1234567890123456\r\n",     /* too many digits */
+        "5 x\r\n",                  /* junk after size */
+        "0\r\nbad trailer\r\n\r\n", /* trailer without colon */
         "0\r\n: v\r\n\r\n",
     };
     size_t i;
