@@ -590,8 +590,16 @@ static int rename_mk(const char *from, const char *to)
         slash = strrchr(dir, '/');
         if (slash) {
             *slash = 0;
-            if (stor_mkdirs(dir) == 0 && rename(from, to) == 0)
+            if (stor_mkdirs(dir) == 0 && rename(from, to) == 0) {
+                /* the new directory's own entry must survive power loss
+                 * too (once per directory) */
+                slash = strrchr(dir, '/');
+                if (slash) {
+                    *slash = 0;
+                    (void)stor_fsync_dir(dir);
+                }
                 return 0;
+            }
         }
     }
     return -errno;
