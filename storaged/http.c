@@ -111,6 +111,7 @@ static void conn_close(struct stor_conn *c);
 static void req_finish(struct stor_conn *c);
 static void conn_maybe_bury(struct stor_conn *c);
 
+/* Seconds on the monotonic clock (timeouts are immune to clock steps). */
 static time_t mono_now(void)
 {
     struct timespec ts;
@@ -464,6 +465,7 @@ static void req_finish(struct stor_conn *c)
     req_free(r);
 }
 
+/* Value of hex digit @c, or -1. */
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')
@@ -697,6 +699,7 @@ static struct stor_req *req_create(struct stor_conn *c, size_t headlen)
 
 /* ---- response ---- */
 
+/* Reason phrase for status @st (cosmetic: clients read the code). */
 static const char *status_text(int st)
 {
     switch (st) {
@@ -1266,6 +1269,7 @@ static void conn_maybe_bury(struct stor_conn *c)
     c->t->graveyard = c;
 }
 
+/* Frees a buried connection's memory; its socket is already closed. */
 static void conn_free(struct stor_conn *c)
 {
     cm_buf_fini(&c->in);
@@ -1433,6 +1437,7 @@ out:
     return ret;
 }
 
+/* Event-loop thread body: runs its loop until the drain stops it. */
 static void *thread_main(void *arg)
 {
     struct http_thread *t = arg;

@@ -26,6 +26,7 @@
 
 #define STORAGED_VERSION "0.1"
 
+/* Prints the command-line help to @f. */
 static void usage(FILE *f)
 {
     fprintf(
@@ -125,6 +126,7 @@ static int parse_ec(const char *s, int *k, int *m)
     return 0;
 }
 
+/* Parses a decimal in [lo, hi]. 0 or -EINVAL. */
 static int parse_count(const char *s, long lo, long hi, long *out)
 {
     char *end;
@@ -151,6 +153,7 @@ static void raise_nofile(void)
     }
 }
 
+/* SIGTERM/SIGINT: async-signal-safe drain request. */
 static void on_signal(int sig)
 {
     (void)sig;
@@ -185,6 +188,8 @@ static int expand_drives(char **args, int n, char ***drives, size_t *ndrives)
     return 0;
 }
 
+/* `storaged serve`: parses options, opens the store, serves until a
+ * signal, closes. Returns the exit status. */
 static int cmd_serve(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -351,6 +356,7 @@ out:
     return ret < 0 ? 1 : 0;
 }
 
+/* Dispatches serve / inspect / --help / --version. */
 int main(int argc, char **argv)
 {
     cm_log_init("storaged", CM_LOG_INFO);

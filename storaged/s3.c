@@ -28,6 +28,7 @@
 
 /* ---- health and metrics (no auth) ---- */
 
+/* Worker: renders /metrics (reads store and drive figures). */
 static void metrics_run(struct stor_req *r)
 {
     if (stor_metrics_render(stor_srv->metrics, stor_srv->store, &r->resp.body) <
@@ -41,6 +42,7 @@ static void metrics_run(struct stor_req *r)
         stor_resp_error(r, S3E_INTERNAL);
 }
 
+/* Loop: generic job completion - the response is ready, send it. */
 static void respond_done(struct stor_req *r)
 {
     stor_http_respond(r);
@@ -202,6 +204,7 @@ static const struct {
     {"x-amz-checksum-sha256", STOR_CKSUM_SHA256},
 };
 
+/* The checksum algorithm named by header @name, or STOR_CKSUM_NONE. */
 static enum stor_cksum cksum_kind(const char *name, size_t n)
 {
     size_t i;
@@ -212,8 +215,7 @@ static enum stor_cksum cksum_kind(const char *name, size_t n)
     return STOR_CKSUM_NONE;
 }
 
-/* Name of the checksum header of @k. */
-const char *stor_s3_cksum_hdr(enum stor_cksum k);
+/* See s3_i.h. */
 const char *stor_s3_cksum_hdr(enum stor_cksum k)
 {
     size_t i;
@@ -317,6 +319,8 @@ static void piece_write_run(struct stor_req *r)
 static void submit_commit(struct stor_req *r);
 static void maybe_flush(struct stor_req *r);
 
+/* Loop: a piece write came back; fail, flush the next full piece, or
+ * commit once the body has ended. */
 static void piece_write_done(struct stor_req *r)
 {
     r->piece_busy = false;
@@ -411,6 +415,8 @@ static int sink(struct stor_req *r, const char *p, size_t n)
 
 /* ---- aws-chunked ---- */
 
+/* aws-chunked decoder callbacks: decoded data goes to the sink; chunk
+ * ends verify signatures; trailers carry the checksum and its signature. */
 static int aws_data(void *arg, const char *p, size_t n)
 {
     return sink(arg, p, n);
@@ -650,6 +656,7 @@ static void commit_run(struct stor_req *r)
     stor_s3_put_commit_run(r);
 }
 
+/* Loop: queues the final write + commit; the response follows. */
 static void submit_commit(struct stor_req *r)
 {
     stor_req_submit(r, commit_run, respond_done);

@@ -21,6 +21,8 @@ void stor_s3_put_commit_run(struct stor_req *r);
 int stor_s3_req_obj_hdrs(const struct stor_req *r, struct stor_hdr **out,
                          size_t *n);
 void stor_s3_hdrs_free(struct stor_hdr *h, size_t n);
+/* Name of the x-amz-checksum-* header of algorithm @k (s3.c). */
+const char *stor_s3_cksum_hdr(enum stor_cksum k);
 /* true when @b is a valid bucket name (S3 naming rules). */
 bool stor_s3_bucket_name_ok(const char *b);
 

@@ -28,8 +28,6 @@
 #define OWNER_ID                                                               \
     "02d6176db174dc93cb1b899f7c6078f08654445fe8cf1b6ce98d8855f66bdbf4"
 
-const char *stor_s3_cksum_hdr(enum stor_cksum k);
-
 /* Sets the error response for object-layer error @err. */
 static void fail(struct stor_req *r, int err)
 {
@@ -50,6 +48,7 @@ static void x_fail(struct cm_buf *b)
     cm_buf_init(b, 0);
 }
 
+/* Appends literal @s (sticky failure, see x_fail). */
 static void x_lit(struct cm_buf *b, const char *s)
 {
     if (cm_buf_appends(b, s) < 0)
@@ -57,6 +56,7 @@ static void x_lit(struct cm_buf *b, const char *s)
 }
 
 static void x_fmt(struct cm_buf *b, const char *fmt, ...) CM_PRINTF(2, 3);
+/* Appends formatted text (sticky failure, see x_fail). */
 static void x_fmt(struct cm_buf *b, const char *fmt, ...)
 {
     va_list ap;
@@ -86,6 +86,7 @@ static void x_elem(struct cm_buf *b, const char *tag, const char *s, size_t n,
     x_fmt(b, "</%s>", tag);
 }
 
+/* <tag>s</tag> for a NUL-terminated (or NULL: empty) string. */
 static void x_str(struct cm_buf *b, const char *tag, const char *s, bool url)
 {
     x_elem(b, tag, s ? s : "", s ? strlen(s) : 0, url);
@@ -104,6 +105,7 @@ static void xml_done(struct stor_req *r)
         stor_resp_error(r, S3E_INTERNAL);
 }
 
+/* XML timestamps: "2015-08-30T12:36:00.000Z". */
 static void time_iso(time_t t, int ms, char out[CM_TIME_RFC3339_LEN + 1])
 {
     cm_time_rfc3339(t, ms, out);
@@ -111,6 +113,8 @@ static void time_iso(time_t t, int ms, char out[CM_TIME_RFC3339_LEN + 1])
 
 /* ---- headers kept with objects ---- */
 
+/* true for request headers that are stored with an object and returned
+ * on GET/HEAD (content-*, cache-control, expires, x-amz-meta-*, ...). */
 static bool keep_header(const char *n, size_t len)
 {
     static const char *const names[] = {
@@ -260,6 +264,7 @@ bool stor_s3_bucket_name_ok(const char *b)
 
 /* ---- buckets ---- */
 
+/* GET / : ListBuckets. */
 static void op_list_buckets(struct stor_req *r)
 {
     struct stor_bucket_info *bs = NULL;
@@ -288,6 +293,8 @@ static void op_list_buckets(struct stor_req *r)
     xml_done(r);
 }
 
+/* PUT /bucket : CreateBucket (name checked on the loop; the optional
+ * CreateBucketConfiguration body is ignored: one region). */
 static void op_create_bucket(struct stor_req *r)
 {
     int ret = stor_bucket_create(stor_srv->store, r->bucket);
@@ -312,6 +319,7 @@ static int need_bucket(struct stor_req *r)
     return ret;
 }
 
+/* HEAD /bucket : 200 or 404 without a body. */
 static void op_head_bucket(struct stor_req *r)
 {
     if (need_bucket(r) < 0)
@@ -322,6 +330,7 @@ static void op_head_bucket(struct stor_req *r)
         stor_resp_error(r, S3E_INTERNAL);
 }
 
+/* DELETE /bucket : 204, or BucketNotEmpty / NoSuchBucket. */
 static void op_delete_bucket(struct stor_req *r)
 {
     int ret = stor_bucket_delete(stor_srv->store, r->bucket);
@@ -333,6 +342,7 @@ static void op_delete_bucket(struct stor_req *r)
     r->resp.status = 204;
 }
 
+/* GET /bucket?location : empty LocationConstraint (us-east-1). */
 static void op_bucket_location(struct stor_req *r)
 {
     if (need_bucket(r) < 0)
@@ -342,6 +352,8 @@ static void op_bucket_location(struct stor_req *r)
     xml_done(r);
 }
 
+/* GET /bucket?versioning|acl|policy...: minimal truthful answers
+ * (unversioned, root owns everything, no policy); others NotImplemented. */
 static void op_bucket_subresource(struct stor_req *r)
 {
     struct cm_buf *b = &r->resp.body;
@@ -422,6 +434,10 @@ static int max_param(const struct stor_req *r, const char *name, int def,
     return 0;
 }
 
+/* GET /bucket : ListObjects (v1: marker/NextMarker) and ListObjectsV2
+ * (continuation-token = base64 of the last key or prefix returned,
+ * start-after, fetch-owner); encoding-type=url encodes keys, prefixes and
+ * markers. Objects and common prefixes count together toward max-keys. */
 static void op_list_objects(struct stor_req *r, bool v2)
 {
     const char *prefix = stor_req_query(r, "prefix");
@@ -703,6 +719,10 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
     return ret;
 }
 
+/* GET/HEAD /bucket/key : conditionals (304/412), one range (206/416),
+ * stored headers and response-* overrides. Bodies that fit one read are
+ * returned whole from here; larger ones hand the reader to the stream
+ * (http.c) with the first buffer already filled. */
 static void op_get_object(struct stor_req *r)
 {
     struct stor_obj_info info;
@@ -838,6 +858,7 @@ out:
     stor_obj_info_fini(&info);
 }
 
+/* DELETE /bucket/key : 204, also for a key that does not exist. */
 static void op_delete_object(struct stor_req *r)
 {
     int ret = stor_obj_delete(stor_srv->store, r->bucket, r->key, r->key_len);
@@ -849,6 +870,8 @@ static void op_delete_object(struct stor_req *r)
     r->resp.status = 204;
 }
 
+/* POST /bucket?delete : DeleteObjects (needs Content-MD5 or a checksum;
+ * Quiet lists only errors). */
 static void op_delete_objects(struct stor_req *r)
 {
     struct stor_s3_del_key *keys = NULL;
@@ -1059,6 +1082,9 @@ static int copy_bytes(struct stor_get *g, struct stor_put *p, uint64_t first,
     return ret;
 }
 
+/* PUT with x-amz-copy-source: CopyObject (metadata COPY or REPLACE; a
+ * copy onto itself needs REPLACE) or UploadPartCopy (with an optional
+ * x-amz-copy-source-range); x-amz-copy-source-if-* give 412. */
 static void op_copy(struct stor_req *r, bool part)
 {
     char sbucket[64];
@@ -1169,6 +1195,8 @@ out:
 
 /* ---- multipart ---- */
 
+/* POST /bucket/key?uploads : CreateMultipartUpload (headers kept for the
+ * final object). */
 static void op_create_mpu(struct stor_req *r)
 {
     char id[STOR_UPLOAD_ID_MAX];
@@ -1195,6 +1223,8 @@ static void op_create_mpu(struct stor_req *r)
     xml_done(r);
 }
 
+/* POST /bucket/key?uploadId= : CompleteMultipartUpload (order checked
+ * here, ETags and sizes by the store). */
 static void op_complete_mpu(struct stor_req *r)
 {
     struct stor_part *parts = NULL;
@@ -1236,6 +1266,7 @@ static void op_complete_mpu(struct stor_req *r)
     xml_done(r);
 }
 
+/* DELETE /bucket/key?uploadId= : AbortMultipartUpload, 204. */
 static void op_abort_mpu(struct stor_req *r)
 {
     int ret = stor_mpu_abort(stor_srv->store, r->bucket, r->key, r->key_len,
@@ -1248,6 +1279,7 @@ static void op_abort_mpu(struct stor_req *r)
     r->resp.status = 204;
 }
 
+/* GET /bucket/key?uploadId= : ListParts (part-number-marker, max-parts). */
 static void op_list_parts(struct stor_req *r)
 {
     const char *id = stor_req_query(r, "uploadId");
@@ -1301,6 +1333,8 @@ static void op_list_parts(struct stor_req *r)
     xml_done(r);
 }
 
+/* GET /bucket?uploads : ListMultipartUploads (prefix, key-marker,
+ * upload-id-marker, max-uploads). */
 static void op_list_uploads(struct stor_req *r)
 {
     const char *prefix = stor_req_query(r, "prefix");

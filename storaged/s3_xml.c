@@ -38,6 +38,7 @@ static const char *local_name(const char *n)
     return c ? c + 1 : n;
 }
 
+/* expat: an element opens; its text starts empty. */
 static void XMLCALL on_start(void *ud, const char *name, const char **attrs)
 {
     struct xml_ctx *x = ud;
@@ -54,6 +55,7 @@ static void XMLCALL on_start(void *ud, const char *name, const char **attrs)
     }
 }
 
+/* expat: text of the current element (may come in pieces). */
 static void XMLCALL on_text(void *ud, const char *s, int len)
 {
     struct xml_ctx *x = ud;
@@ -78,6 +80,7 @@ static int part_number(const char *s, size_t n)
     return v >= 1 && v <= STOR_MAX_PARTS ? v : -1;
 }
 
+/* An element of <Delete> closed: collect Quiet and Object/Key. */
 static void end_delete(struct xml_ctx *x, const char *name)
 {
     const char *t = x->text.data ? x->text.data : "";
@@ -117,6 +120,7 @@ static void end_delete(struct xml_ctx *x, const char *name)
     }
 }
 
+/* An element of <CompleteMultipartUpload> closed: collect parts. */
 static void end_complete(struct xml_ctx *x, const char *name)
 {
     const char *t = x->text.data ? x->text.data : "";
@@ -162,6 +166,7 @@ static void end_complete(struct xml_ctx *x, const char *name)
     }
 }
 
+/* expat end handlers for the two documents. */
 static void XMLCALL on_end_delete(void *ud, const char *name)
 {
     struct xml_ctx *x = ud;
