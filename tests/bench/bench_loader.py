@@ -521,90 +521,95 @@ class Bench:
             m.unmount()
             self.mounts.remove(m)
 
-    def run_peer(self, peer):
-        """All selected tests for @peer, --repeat times each; fills
-        self.results[peer][test] with one [cold, warm] pair of points per
-        repetition. A point is dict(v=main figure, x=second figure or None,
-        partial=hit the time cap)."""
+    def run_peer(self, peer, rep):
+        """Repetition @rep of all selected tests for @peer; appends to
+        self.results[peer][test] one [cold, warm] pair of points. A point is
+        dict(v=main figure, x=second figure or None, partial=hit the time
+        cap)."""
         a = self.a
         r = self.results.setdefault(peer, {})
-        for rep in range(a.repeat):
-            # storaged starts empty-handed for every peer and repetition (a
-            # restart costs a few seconds, so not before every test).
-            if peer != "local":
-                self.srv.restart()
-            if "meta" in a.tests:
-                for name in ("ls -lR", "find"):
-                    root, m = self.cold(peer)
-                    argv = (["ls", "-lR", root] if name == "ls -lR"
-                            else ["find", root, "-type", "f"])
-                    pts = []
-                    for _ in range(2):
-                        secs, lines, to = timed_cmd(argv, self.budget)
-                        pts.append(dict(v=secs, x=lines, partial=to))
-                    self.done(m)
-                    if pts[0]["x"] != self.nfiles and not pts[0]["partial"]:
-                        self.notes.append("%s: %s listed %d .jpg files, "
-                                          "expected %d" % (peer, name,
-                                                           pts[0]["x"],
-                                                           self.nfiles))
-                    r.setdefault(name, []).append(pts)
-                    log("%s %s #%d: cold %.2f s, warm %.2f s" % (
-                        peer, name, rep + 1, pts[0]["v"], pts[1]["v"]))
-            if "train" in a.tests:
+        # storaged starts empty-handed for every peer and repetition (a
+        # restart costs a few seconds, so not before every test).
+        if peer != "local":
+            self.srv.restart()
+        if "meta" in a.tests:
+            for name in ("ls -lR", "find"):
                 root, m = self.cold(peer)
-                res, scan, n = bench_train(root, a, self.budget)
+                argv = (["ls", "-lR", root] if name == "ls -lR"
+                        else ["find", root, "-type", "f"])
+                pts = []
+                for _ in range(2):
+                    secs, lines, to = timed_cmd(argv, self.budget)
+                    pts.append(dict(v=secs, x=lines, partial=to))
                 self.done(m)
-                if n != self.nfiles:
-                    self.notes.append("%s: ImageFolder found %d images, "
-                                      "expected %d" % (peer, n, self.nfiles))
-                pts = [dict(v=e["items"] / e["wall"], x=e["stall"],
-                            partial=e["partial"]) for e in res]
-                r.setdefault("train", []).append(pts)
-                r.setdefault("scan", []).append(
-                    [dict(v=scan, x=None, partial=False)] * 2)
-                log("%s train #%d: %s (scan %.2f s)" % (
-                    peer, rep + 1, ", ".join(
-                        "%.0f samples/s stall %.0f%%" % (p["v"], 100 * p["x"])
-                        for p in pts), scan))
-            if "raw" in a.tests:
-                root, m = self.cold(peer)
-                res, n = bench_raw(root, a, self.budget)
-                self.done(m)
-                pts = [dict(v=e["items"] / e["wall"],
-                            x=e["bytes"] / 1048576 / e["wall"],
-                            partial=e["partial"]) for e in res]
-                r.setdefault("raw", []).append(pts)
-                log("%s raw #%d: %s" % (peer, rep + 1, ", ".join(
-                    "%.0f files/s %.1f MiB/s" % (p["v"], p["x"])
-                    for p in pts)))
-            if "seq" in a.tests:
-                root, m = self.cold(peer, prefix=os.path.dirname(SHARD_KEY))
-                path = (self.shard if m is None
-                        else os.path.join(root, os.path.basename(SHARD_KEY)))
-                runs = [seq_read(path, self.budget, self.shard)
-                        for _ in range(2)]
-                self.done(m)
-                for x in runs:
-                    if not x["ok"]:
-                        self.notes.append("%s: shard read returned WRONG "
-                                          "BYTES" % peer)
-                pts = [dict(v=x["bytes"] / 1048576 / x["secs"], x=None,
-                            partial=x["partial"]) for x in runs]
-                r.setdefault("seq", []).append(pts)
-                log("%s seq #%d: %s" % (peer, rep + 1, ", ".join(
-                    "%.0f MiB/s" % p["v"] for p in pts)))
+                if pts[0]["x"] != self.nfiles and not pts[0]["partial"]:
+                    self.notes.append("%s: %s listed %d .jpg files, "
+                                      "expected %d" % (peer, name,
+                                                       pts[0]["x"],
+                                                       self.nfiles))
+                r.setdefault(name, []).append(pts)
+                log("%s %s #%d: cold %.2f s, warm %.2f s" % (
+                    peer, name, rep + 1, pts[0]["v"], pts[1]["v"]))
+        if "train" in a.tests:
+            root, m = self.cold(peer)
+            res, scan, n = bench_train(root, a, self.budget)
+            self.done(m)
+            if n != self.nfiles:
+                self.notes.append("%s: ImageFolder found %d images, "
+                                  "expected %d" % (peer, n, self.nfiles))
+            pts = [dict(v=e["items"] / e["wall"], x=e["stall"],
+                        partial=e["partial"]) for e in res]
+            r.setdefault("train", []).append(pts)
+            r.setdefault("scan", []).append(
+                [dict(v=scan, x=None, partial=False)] * 2)
+            log("%s train #%d: %s (scan %.2f s)" % (
+                peer, rep + 1, ", ".join(
+                    "%.0f samples/s stall %.0f%%" % (p["v"], 100 * p["x"])
+                    for p in pts), scan))
+        if "raw" in a.tests:
+            root, m = self.cold(peer)
+            res, n = bench_raw(root, a, self.budget)
+            self.done(m)
+            pts = [dict(v=e["items"] / e["wall"],
+                        x=e["bytes"] / 1048576 / e["wall"],
+                        partial=e["partial"]) for e in res]
+            r.setdefault("raw", []).append(pts)
+            log("%s raw #%d: %s" % (peer, rep + 1, ", ".join(
+                "%.0f files/s %.1f MiB/s" % (p["v"], p["x"])
+                for p in pts)))
+        if "seq" in a.tests:
+            root, m = self.cold(peer, prefix=os.path.dirname(SHARD_KEY))
+            path = (self.shard if m is None
+                    else os.path.join(root, os.path.basename(SHARD_KEY)))
+            runs = [seq_read(path, self.budget, self.shard)
+                    for _ in range(2)]
+            self.done(m)
+            for x in runs:
+                if not x["ok"]:
+                    self.notes.append("%s: shard read returned WRONG "
+                                      "BYTES" % peer)
+            pts = [dict(v=x["bytes"] / 1048576 / x["secs"], x=None,
+                        partial=x["partial"]) for x in runs]
+            r.setdefault("seq", []).append(pts)
+            log("%s seq #%d: %s" % (peer, rep + 1, ", ".join(
+                "%.0f MiB/s" % p["v"] for p in pts)))
 
     def run(self):
+        """Prepares, then runs the repetitions round-robin over the peers
+        (rep 1 of every peer, then rep 2, ...), so a burst of other load on
+        the machine is spread over the peers instead of hitting one."""
         self.prepare()
-        for peer in self.a.peers:
-            try:
-                self.run_peer(peer)
-            except Exception as e:  # one broken peer must not sink the run
-                log("%s FAILED: %s" % (peer, e))
-                self.results.setdefault(peer, {})["error"] = str(e)
-                for m in list(self.mounts):
-                    self.done(m)
+        for rep in range(self.a.repeat):
+            for peer in self.a.peers:
+                if self.results.get(peer, {}).get("error"):
+                    continue
+                try:
+                    self.run_peer(peer, rep)
+                except Exception as e:  # one broken peer must not sink the run
+                    log("%s FAILED: %s" % (peer, e))
+                    self.results.setdefault(peer, {})["error"] = str(e)
+                    for m in list(self.mounts):
+                        self.done(m)
         if self.srv is not None:
             self.srv.stop()
 
