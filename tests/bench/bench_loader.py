@@ -657,6 +657,7 @@ def machine_info():
             "Amazon Simple Storage Service File System", "s3fs-fuse"),
         "rclone": cmd_out(["rclone", "version"]),
         "fuse": cmd_out(["fusermount3", "--version"]),
+        "nginx": cmd_out(["nginx", "-v"]),
         "libcurl": cmd_out(["curl-config", "--version"]),
         "python": platform.python_version(),
         "pytorch": tv,
@@ -837,6 +838,55 @@ def write_chart(path, chart, work):
     return None if r.returncode == 0 else r.stderr.strip()
 
 
+def server_chart(path):
+    """Draws the server figures of tests/bench/bench_s3_server.py (its
+    server.json at @path) as server.png beside it: storaged vs nginx for 4 KiB
+    GET/PUT at 64 connections and the single-stream 1 GiB GET. Returns an
+    error string or None."""
+    if not shutil.which("gnuplot"):
+        return "gnuplot not installed"
+    with open(path) as f:
+        j = json.load(f)
+    d = os.path.dirname(os.path.abspath(path))
+    dat = os.path.join(d, "server-chart.dat")
+    try:
+        with open(dat, "w") as f:
+            f.write('"GET 4 KiB" %g %g\n' % (j["get4k_storaged"]["rps"],
+                                              j["get4k_nginx"]["rps"]))
+            f.write('"PUT 4 KiB" %g %g\n' % (j["put4k_storaged"]["rps"],
+                                              j["put4k_nginx"]["rps"]))
+        dat2 = dat + "2"
+        with open(dat2, "w") as f:
+            f.write('"GET %d MiB" %g %g\n' % (j.get("big_mib", 1024),
+                                              j["bigget_storaged_mibs"],
+                                              j["bigget_nginx_mibs"]))
+    except (KeyError, TypeError) as e:
+        return "server.json lacks %s" % e
+    script = ["set terminal pngcairo size 1100,450 font 'sans,10'",
+              "set output '%s'" % os.path.join(d, "server.png"),
+              "set multiplot layout 1,2 title 'storaged vs nginx (same "
+              "files, 127.0.0.1)'",
+              "set style data histograms",
+              "set style histogram clustered gap 1",
+              "set style fill solid 0.85 border -1", "set boxwidth 0.9",
+              "set grid ytics", "set yrange [0:*]", "set key top right",
+              "set title '64 connections, requests/s'",
+              "plot '%s' using 2:xtic(1) title 'storaged', '' using 3 title "
+              "'nginx'" % dat,
+              "set title 'one stream, MiB/s'",
+              "plot '%s' using 2:xtic(1) title 'storaged', '' using 3 title "
+              "'nginx'" % dat2,
+              "unset multiplot"]
+    r = subprocess.run(["gnuplot"], input="\n".join(script), text=True,
+                       capture_output=True)
+    for x in (dat, dat2):
+        try:
+            os.unlink(x)
+        except OSError:
+            pass
+    return None if r.returncode == 0 else r.stderr.strip()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--size", choices=sorted(SIZES), default="default",
@@ -867,7 +917,15 @@ def main():
                     help="where the temporary drives and mounts go")
     ap.add_argument("--keep", action="store_true",
                     help="keep the work folder (logs) after the run")
+    ap.add_argument("--server-chart", metavar="SERVER_JSON",
+                    help="only draw server.png from bench_s3_server.py's "
+                    "server.json, then exit")
     a = ap.parse_args()
+    if a.server_chart:
+        err = server_chart(a.server_chart)
+        if err:
+            log("no server chart: %s" % err)
+        return 1 if err else 0
     a.peers = [p for p in a.peers.split(",") if p]
     a.tests = [t for t in a.tests.split(",") if t]
     for p in a.peers:
@@ -911,9 +969,10 @@ def main():
             "(other work on the machine makes the figures noisier).\n" % (
                 info["cores"], info["cpu"], info["memory_gib"], info["os"],
                 info["kernel"], load0, os.getloadavg()[0]),
-            "Peers: %s; storaged %s; %s; %s; %s; %s; "
+            "Peers: %s; storaged %s; %s; %s; %s; %s; %s; "
             "Python %s, %s.\n" % (info["ecfs"], info["storaged"], info["s3fs"],
-                                  info["rclone"], info["fuse"],
+                                  info["rclone"], info["nginx"],
+                                  info["fuse"],
                                   info["libcurl"], info["python"],
                                   info["pytorch"]),
             "Dataset: %d JPEGs (%.1f MiB, mean %.1f KiB) in bucket `%s` on one "
