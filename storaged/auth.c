@@ -77,6 +77,36 @@ static void signing_key(const char *date8, const char *region, uint8_t key[32])
     memcpy(key, c_key, 32);
 }
 
+/* This thread's three scratch buffers (canonical request, string to sign,
+ * scope), reused across requests: SigV4 runs on every request and malloc
+ * showed in profiles. Freed by stor_auth_thread_fini(). */
+static __thread struct cm_buf t_scratch[3];
+static __thread bool t_scratch_ready;
+
+static struct cm_buf *scratch(void)
+{
+    int i;
+
+    if (!t_scratch_ready) {
+        for (i = 0; i < 3; i++)
+            cm_buf_init(&t_scratch[i], CM_BUF_NOLIMIT);
+        t_scratch_ready = true;
+    }
+    for (i = 0; i < 3; i++)
+        cm_buf_reset(&t_scratch[i]);
+    return t_scratch;
+}
+
+/* See header. */
+void stor_auth_thread_fini(void)
+{
+    int i;
+
+    for (i = 0; i < 3 && t_scratch_ready; i++)
+        cm_buf_fini(&t_scratch[i]);
+    t_scratch_ready = false;
+}
+
 /* Computes the expected signature of @r and compares it with @a's. Fills
  * the request's signing state. */
 static enum stor_s3_err verify(struct stor_req *r,
@@ -87,7 +117,10 @@ static enum stor_s3_err verify(struct stor_req *r,
     struct cm_kv hdrs[MAX_SIGNED_HEADERS];
     struct cm_kv q[STOR_MAX_QUERY];
     struct cm_sigv4_req sr = {0};
-    struct cm_buf canon, sts, scope;
+    /* Scratch buffers reused by this thread's requests (cleared, not
+     * freed): SigV4 runs on every request and malloc showed in profiles. */
+    struct cm_buf *bufs = scratch();
+    struct cm_buf canon = bufs[0], sts = bufs[1], scope = bufs[2];
     char region[64], sig[65], date8[9];
     size_t i, nq = 0;
     int nh, ret;
@@ -129,9 +162,9 @@ static enum stor_s3_err verify(struct stor_req *r,
     sr.headers = hdrs;
     sr.nheaders = (size_t)nh;
     sr.payload_hash = payload_hash;
-    cm_buf_init(&canon, CM_BUF_NOLIMIT);
-    cm_buf_init(&sts, CM_BUF_NOLIMIT);
-    cm_buf_init(&scope, CM_BUF_NOLIMIT);
+    cm_buf_reset(&canon);
+    cm_buf_reset(&sts);
+    cm_buf_reset(&scope);
     ret = cm_sigv4_canonical_request(&sr, &canon);
     if (ret == 0)
         ret = cm_sigv4_scope(amz_date, region, "s3", &scope);
@@ -154,9 +187,11 @@ static enum stor_s3_err verify(struct stor_req *r,
     snprintf(r->amz_date, sizeof(r->amz_date), "%s", amz_date);
     snprintf(r->scope, sizeof(r->scope), "%s", scope.data);
 out:
-    cm_buf_fini(&canon);
-    cm_buf_fini(&sts);
-    cm_buf_fini(&scope);
+    if (canon.cap > 64 * 1024)
+        cm_buf_fini(&canon); /* do not keep a huge request's buffer */
+    bufs[0] = canon;
+    bufs[1] = sts;
+    bufs[2] = scope;
     return e;
 }
 

@@ -24,4 +24,7 @@ enum stor_s3_err stor_auth_chunk(struct stor_req *r, const char *sig,
  * collected in r->trailer_raw. */
 enum stor_s3_err stor_auth_trailer(struct stor_req *r);
 
+/* Frees the calling thread's auth scratch buffers (loop thread exit). */
+void stor_auth_thread_fini(void);
+
 #endif /* STORAGED_AUTH_H */

@@ -41,6 +41,7 @@
 #include "common/log.h"
 #include "common/uri.h"
 #include "common/xml.h"
+#include "storaged/auth.h"
 #include "storaged/http_i.h"
 #include "storaged/metrics.h"
 #include "storaged/pool.h"
@@ -1443,6 +1444,7 @@ static void *thread_main(void *arg)
     struct http_thread *t = arg;
 
     stor_loop_run(t->loop);
+    stor_auth_thread_fini();
     return NULL;
 }
 
