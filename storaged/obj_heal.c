@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "storaged/ec.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -683,12 +684,50 @@ static void *scan_main(void *arg)
     return NULL;
 }
 
+/* True for an existing directory with no entries at all. */
+static bool dir_is_empty(const char *path)
+{
+    DIR *dp = opendir(path);
+    struct dirent *de;
+    bool empty = true;
+
+    if (dp == NULL)
+        return false;
+    while ((de = readdir(dp)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            empty = false;
+    closedir(dp);
+    return empty;
+}
+
 /* Is the drive answering with our format record? */
 static bool probe_drive(struct stor_store *s, size_t d)
 {
     struct stor_format f;
+    int ret = stor_format_read(s->drives[d].path, &f);
 
-    if (stor_format_read(s->drives[d].path, &f) < 0)
+    if (ret == -ENOENT && !obj_drive_online(s, d) &&
+        dir_is_empty(s->drives[d].path)) {
+        /* an empty directory where a lost drive was: a hot replacement.
+         * Format it into the slot; the rescan fills it. */
+        memset(&f, 0, sizeof(f));
+        memcpy(f.deployment, s->deployment, sizeof(f.deployment));
+        f.set = s->drives[d].set;
+        f.pos = s->drives[d].pos;
+        f.nsets = s->nsets;
+        f.set_size = s->set_size;
+        f.k = s->K;
+        f.m = s->M;
+        if (stor_format_write(s->drives[d].path, &f) < 0 ||
+            obj_drive_prepare(&s->drives[d]) < 0)
+            return false;
+        cm_log(CM_LOG_INFO, 0,
+               "drive %s: new empty drive formatted into set "
+               "%d position %d",
+               s->drives[d].path, f.set, f.pos);
+        ret = 0;
+    }
+    if (ret < 0)
         return false;
     return strcmp(f.deployment, s->deployment) == 0 &&
            f.set == s->drives[d].set && f.pos == s->drives[d].pos;

@@ -128,6 +128,8 @@ size_t obj_shard_drive(struct stor_store *s, const struct stor_place *pl,
 void obj_place(struct stor_store *s, const char *bucket, const char *key,
                size_t len, struct stor_place *pl);
 bool obj_drive_online(struct stor_store *s, size_t d);
+/* Creates a drive's system directories and empties its temp area. */
+int obj_drive_prepare(struct stor_drive *d);
 void obj_drive_fail(struct stor_store *s, size_t d, int err);
 void obj_drive_count(struct stor_store *s, size_t d, bool write, uint64_t n);
 int obj_set_online(struct stor_store *s, int set);

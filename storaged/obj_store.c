@@ -716,7 +716,7 @@ static int pick_geometry(const struct stor_store_opts *o, int *set_size, int *K,
 
 /* Creates the drive's system dirs and empties its temp area (anything
  * there belongs to a write that never committed). */
-static int drive_prepare(struct stor_drive *d)
+int obj_drive_prepare(struct stor_drive *d)
 {
     char path[PATH_MAX];
     int ret;
@@ -900,7 +900,7 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
                        d->path, d->set, d->pos);
             }
         }
-        ret = drive_prepare(d);
+        ret = obj_drive_prepare(d);
         if (ret < 0) {
             cm_log(CM_LOG_WARN, -ret, "drive %s: unusable, offline", d->path);
             ret = 0;

@@ -78,3 +78,33 @@ def test_scanner_drops_abandoned_uploads(storaged):
     assert wait_for(lambda: all(
         os.listdir(os.path.join(d, ".ecfs.sys", "mpu", "mpu")) == []
         for d in srv.drives), 5)
+
+
+def test_hot_replaced_drive_is_rebuilt(storaged):
+    """A drive wiped while serving (rm -rf, then an empty directory in its
+    place) is formatted into its slot by the probe and refilled by the
+    scanner; then four other drives can go and every object still reads."""
+    import shutil
+
+    srv = storaged(ndrives=16, env={"STORAGED_SCAN_INTERVAL": "1"})
+    c = srv.client()
+    c.create_bucket(Bucket="hot")
+    objs = {"h/%d" % n: rnd(n, n + 9) for n in SIZES}
+    for k, v in objs.items():
+        c.put_object(Bucket="hot", Key=k, Body=v)
+    victim = srv.drives[6]
+    shutil.rmtree(victim)
+    assert wait_for(lambda: metric(srv, "storaged_drives_online") == 15, 10)
+    read_all(c, "hot", objs)
+    os.mkdir(victim)
+    assert wait_for(lambda: metric(srv, "storaged_drives_online") == 16, 10)
+    c0 = metric(srv, "storaged_scan_cycles_total")
+    assert wait_for(lambda: metric(srv, "storaged_scan_cycles_total") >=
+                    c0 + 2, 30)
+    assert os.path.exists(os.path.join(victim, ".ecfs.sys", "format"))
+    others = [d for d in srv.drives if d != victim][:4]
+    for d in others:
+        away(d)
+    read_all(c, "hot", objs)
+    for d in others:
+        away(d, False)
