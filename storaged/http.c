@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -515,6 +516,18 @@ static enum stor_s3_err req_parse_target(struct stor_req *r)
     const char *p, *slash;
     char *qb;
 
+    /* absolute-form (RFC 9112 3.2.2, sent through proxies): drop the
+     * scheme and authority, keep the path */
+    if (tlen > 7 && (strncasecmp(t, "http://", 7) == 0 ||
+                     (tlen > 8 && strncasecmp(t, "https://", 8) == 0))) {
+        const char *auth = t + (t[4] == ':' ? 7 : 8);
+        const char *pathp = memchr(auth, '/', tlen - (size_t)(auth - t));
+
+        if (pathp == NULL)
+            return S3E_BAD_REQUEST;
+        tlen -= (size_t)(pathp - t);
+        t = pathp;
+    }
     if (tlen == 0 || t[0] != '/')
         return S3E_BAD_REQUEST;
     q = memchr(t, '?', tlen);

@@ -278,6 +278,7 @@ def test_pipelining_in_order(s3_server, s3, bucket):
     (b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 400),
     (b"PATCH /b/k HTTP/1.1\r\nHost: x\r\n\r\n", 405),
     (b"GET relative HTTP/1.1\r\n\r\n", 400),
+    (b"GET http://nopath HTTP/1.1\r\n\r\n", 400),
 ])
 def test_malformed_http(s3_server, raw, code):
     resp = raw_request(s3_server.port, raw)
@@ -341,3 +342,21 @@ def test_refuses_without_credentials(tmp_path):
                        timeout=10)
     assert p.returncode != 0
     assert b"STORAGED_ROOT_USER" in p.stderr
+
+
+def test_absolute_form_target(s3_server, s3, bucket):
+    srv = s3_server
+    resp = raw_request(srv.port, b"GET http://127.0.0.1:%d/health/live HTTP/1.1\r\n"
+                       b"Host: 127.0.0.1\r\n\r\n" % srv.port, read_all=False)
+    assert status_of(resp) == 200
+    s3.put_object(Bucket=bucket, Key="abs", Body=b"absolute")
+    h = {"host": "127.0.0.1:%d" % srv.port}
+    s3util.sign_headers("GET", "/%s/abs" % bucket, [], h, s3util.EMPTY_SHA,
+                        srv.access_key, srv.secret_key)
+    req = ("GET http://127.0.0.1:%d/%s/abs HTTP/1.1\r\n" % (srv.port, bucket)).encode() + \
+        "".join("%s: %s\r\n" % kv for kv in h.items()).encode() + b"\r\n"
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    sock.sendall(req)
+    st, _, body = s3util.read_response(sock.makefile("rb"))
+    sock.close()
+    assert st == 200 and body == b"absolute"
