@@ -11,6 +11,7 @@ What it measures, each side by side with nginx under the same load:
   * one 1 GiB object: a single-stream GET with curl (storaged presigned
     URL vs nginx static file), plus storaged's single-stream PUT and its
     peak resident memory (VmHWM) as a check on bounded buffering.
+  * 4 KiB PUTs again on a second storaged started with --no-fsync.
 
 Usage: tests/bench/bench_s3_server.py [--seconds S] [--objects N]
        [--big-mib M] [--drives D] [--threads T] [--keep]
@@ -269,6 +270,31 @@ def main():
         res["bigget_identical"] = subprocess.run(["cmp", "-s", big, out]).returncode == 0
         os.unlink(out)
         res["storaged_vmhwm_mib"] = vm_hwm_kib(sp.pid) / 1024
+
+        # ---- PUT again with storaged --no-fsync (nginx does not sync
+        # either), on a second server with fresh drives
+        sp.send_signal(signal.SIGTERM)
+        sp.wait(30)
+        drives2 = [os.path.join(work, "nf%d" % (i + 1)) for i in range(a.drives)]
+        for d in drives2:
+            os.makedirs(d)
+        sport2 = free_port()
+        argv2 = [os.path.join(BIN, "storaged"), "serve", "--address",
+                 "127.0.0.1:%d" % sport2, "--log-level", "warn", "--no-fsync"]
+        if a.threads:
+            argv2 += ["--threads", str(a.threads)]
+        sp2 = subprocess.Popen(argv2 + drives2, env=env, stdout=slog, stderr=slog)
+        procs.append(sp2)
+        sep2 = "http://127.0.0.1:%d" % sport2
+        wait_http(sep2 + "/health/ready")
+        s3b = client(sep2)
+        s3b.create_bucket(Bucket="bench")
+        put_s2 = ["/" + rel(s3b.generate_presigned_url(
+            "put_object", Params={"Bucket": "bench", "Key": "put/" + k}, ExpiresIn=3600))
+            for k in keys]
+        scripts["put_s2"] = os.path.join(work, "put_s2.lua")
+        lua_rotate(scripts["put_s2"], "PUT", put_s2, 4096)
+        res["put4k_storaged_nofsync"] = wrk(sep2, scripts["put_s2"], a.seconds)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -284,30 +310,34 @@ def main():
 
     def row(label, s, n, unit):
         ratio = s / n if n else float("nan")
-        return "| %-34s | %12.1f | %12.1f | %6.2f |" % (label + " (" + unit + ")", s, n, ratio)
+        return "| %-40s | %12.1f | %12.1f | %6.2f |" % (label + " (" + unit + ")", s, n, ratio)
     g, gn = res["get4k_storaged"], res["get4k_nginx"]
     p, pn = res["put4k_storaged"], res["put4k_nginx"]
     print("storaged vs nginx, 127.0.0.1, %d CPUs, %d drives (one disk), %d objects, "
           "wrk -c64 %ds" % (ncpu, a.drives, a.objects, a.seconds))
     print()
-    print("| %-34s | %12s | %12s | %6s |" % ("test", "storaged", "nginx", "ratio"))
-    print("|%s|%s|%s|%s|" % ("-" * 36, "-" * 14, "-" * 14, "-" * 8))
+    print("| %-40s | %12s | %12s | %6s |" % ("test", "storaged", "nginx", "ratio"))
+    print("|%s|%s|%s|%s|" % ("-" * 42, "-" * 14, "-" * 14, "-" * 8))
     print(row("GET 4 KiB, 64 conns", g["rps"], gn["rps"], "req/s"))
     print(row("GET 4 KiB p99", g["p99_ms"], gn["p99_ms"], "ms"))
     print(row("PUT 4 KiB, 64 conns", p["rps"], pn["rps"], "req/s"))
     print(row("PUT 4 KiB p99", p["p99_ms"], pn["p99_ms"], "ms"))
+    pf = res["put4k_storaged_nofsync"]
+    print(row("PUT 4 KiB --no-fsync, 64 conns", pf["rps"], pn["rps"], "req/s"))
     print(row("GET %d MiB, one stream" % a.big_mib, res["bigget_storaged_mibs"],
               res["bigget_nginx_mibs"], "MiB/s"))
-    print("| %-34s | %12.1f | %12s | %6s |" % ("PUT %d MiB, one stream (MiB/s)" % a.big_mib,
+    print("| %-40s | %12.1f | %12s | %6s |" % ("PUT %d MiB, one stream (MiB/s)" % a.big_mib,
                                                 res["bigput_storaged_mibs"], "-", "-"))
     print()
     print("storaged peak RSS (VmHWM) over the whole run: %.1f MiB; big GET bytes identical: %s"
           % (res["storaged_vmhwm_mib"], res["bigget_identical"]))
-    for k in ("get4k_storaged", "put4k_storaged", "get4k_nginx", "put4k_nginx"):
+    for k in ("get4k_storaged", "put4k_storaged", "get4k_nginx", "put4k_nginx",
+              "put4k_storaged_nofsync"):
         if res[k]["non2xx"] or res[k]["socket_errors"]:
             print("note: %s: non-2xx %d %s" % (k, res[k]["non2xx"], res[k]["socket_errors"]))
     print("PUT: storaged syncs each object to disk before answering (default "
-          "durability); nginx's DAV PUT does not fsync.")
+          "durability); nginx's DAV PUT does not fsync; the --no-fsync row "
+          "compares like with like.")
     if os.environ.get("RESULTS_DIR"):
         with open(os.path.join(os.environ["RESULTS_DIR"], "server.json"), "w") as f:
             json.dump(res, f, indent=1)
