@@ -52,7 +52,8 @@ void fc_cache_destroy(struct fc_cache *c)
 
     if (c == NULL)
         return;
-    HASH_ITER(hh, c->table, b, tmp) {
+    HASH_ITER(hh, c->table, b, tmp)
+    {
         HASH_DEL(c->table, b);
         block_free(b);
     }

@@ -16,15 +16,15 @@ enum fc_block_state { FC_BLOCK_LOADING, FC_BLOCK_READY, FC_BLOCK_FAILED };
 
 struct fc_block {
     /* read-only for holders once state is READY */
-    char *data;   /* owned by the block */
-    size_t len;   /* valid bytes */
-    int err;      /* -errno when FAILED */
+    char *data; /* owned by the block */
+    size_t len; /* valid bytes */
+    int err;    /* -errno when FAILED */
     /* the rest is private to cache.c */
     enum fc_block_state state;
     int refs;
-    char *id;     /* key '\n' etag '\n' index; owned */
+    char *id;                     /* key '\n' etag '\n' index; owned */
     struct fc_block *prev, *next; /* LRU list */
-    UT_hash_handle hh; /* by id */
+    UT_hash_handle hh;            /* by id */
 };
 
 struct fc_cache;

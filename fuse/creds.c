@@ -6,12 +6,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
-#include <unistd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Strips leading/trailing whitespace in place; returns the start. */
 static char *trim(char *s)
@@ -90,8 +90,10 @@ static int read_passwd_file(const char *path, const char *bucket,
         return ret;
     }
     if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077) != 0) {
-        fprintf(stderr, "ecfs: passwd_file %s: readable by others "
-                        "(chmod 600 it)\n", path);
+        fprintf(stderr,
+                "ecfs: passwd_file %s: readable by others "
+                "(chmod 600 it)\n",
+                path);
         fclose(f);
         return -EPERM;
     }
@@ -102,8 +104,9 @@ static int read_passwd_file(const char *path, const char *bucket,
         bool named = strchr(line, ':') && strchr(strchr(line, ':') + 1, ':');
         ret = fc_creds_parse_passwd_line(line, bucket, &c);
         if (ret < 0) {
-            fprintf(stderr, "ecfs: passwd_file %s:%d: expected "
-                            "ACCESS:SECRET or BUCKET:ACCESS:SECRET\n",
+            fprintf(stderr,
+                    "ecfs: passwd_file %s:%d: expected "
+                    "ACCESS:SECRET or BUCKET:ACCESS:SECRET\n",
                     path, lineno);
             break;
         }
@@ -123,8 +126,10 @@ static int read_passwd_file(const char *path, const char *bucket,
             *out = plain;
             plain = (struct fc_creds){0};
         } else {
-            fprintf(stderr, "ecfs: passwd_file %s: no credentials for "
-                            "bucket %s\n", path, bucket);
+            fprintf(stderr,
+                    "ecfs: passwd_file %s: no credentials for "
+                    "bucket %s\n",
+                    path, bucket);
             ret = -ENOENT;
         }
     }
@@ -220,8 +225,7 @@ int fc_creds_load(const char *passwd_file, const char *profile,
     if (profile == NULL)
         profile = getenv("AWS_PROFILE");
     path = credentials_path();
-    ret = path ? fc_creds_read_profile(path, profile ? profile : "default",
-                                       out)
+    ret = path ? fc_creds_read_profile(path, profile ? profile : "default", out)
                : -ENOENT;
     if (ret < 0 && profile != NULL) {
         fprintf(stderr, "ecfs: profile [%s] %s in %s\n", profile,

@@ -22,12 +22,12 @@ struct fc_opts {
     char *profile;
     char *passwd_file;
     char *bucket;
-    char *prefix;      /* "" or ending in '/' */
+    char *prefix; /* "" or ending in '/' */
     char *log_level;
     unsigned uid, gid, umask;
     int set_uid, set_gid; /* whether uid=/gid= were given */
-    int ro;            /* read-only mount: metadata cached until unmount */
-    int immutable;     /* same caching as ro: objects never change */
+    int ro;               /* read-only mount: metadata cached until unmount */
+    int immutable;        /* same caching as ro: objects never change */
     int foreground;
     double attr_timeout;     /* kernel attr/entry cache, s */
     double negative_timeout; /* kernel negative dentry cache, s */
@@ -42,12 +42,12 @@ struct fc_opts {
     unsigned retries;
     unsigned connect_timeout_ms;
     unsigned stall_timeout_s;
-    unsigned threads;        /* FUSE worker threads */
-    unsigned read_ahead_kb;  /* kernel bdi readahead set after mount; 0 keep */
-    unsigned dir_prefetch;   /* ro: prefetch a dir's small files after this
-                              * many were read; 0 = never */
-    unsigned list_prefetch;  /* list a dir's subdirs ahead after this many
-                              * of them were opened; 0 = never */
+    unsigned threads;       /* FUSE worker threads */
+    unsigned read_ahead_kb; /* kernel bdi readahead set after mount; 0 keep */
+    unsigned dir_prefetch;  /* ro: prefetch a dir's small files after this
+                             * many were read; 0 = never */
+    unsigned list_prefetch; /* list a dir's subdirs ahead after this many
+                             * of them were opened; 0 = never */
 };
 
 struct fc_fs {

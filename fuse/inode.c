@@ -21,12 +21,12 @@
 #include "fuse/listxml.h"
 
 struct fc_itab {
-    pthread_mutex_t lock;     /* protects both tables and inode fields */
-    struct fc_inode *by_ino;  /* uthash hh_ino; protected by lock */
-    struct fc_inode *by_key;  /* uthash hh_key; protected by lock */
-    fuse_ino_t next_ino;      /* protected by lock */
-    size_t count;             /* protected by lock */
-    struct fc_listing *listings; /* cache by dir key; one ref each; lock */
+    pthread_mutex_t lock;           /* protects both tables and inode fields */
+    struct fc_inode *by_ino;        /* uthash hh_ino; protected by lock */
+    struct fc_inode *by_key;        /* uthash hh_key; protected by lock */
+    fuse_ino_t next_ino;            /* protected by lock */
+    size_t count;                   /* protected by lock */
+    struct fc_listing *listings;    /* cache by dir key; one ref each; lock */
     pthread_mutex_t list_locks[64]; /* serialise refreshes, by key hash */
 };
 
@@ -108,12 +108,14 @@ void fc_itab_destroy(struct fc_itab *t)
 
     if (t == NULL)
         return;
-    HASH_ITER(hh_ino, t->by_ino, in, tmp) {
+    HASH_ITER(hh_ino, t->by_ino, in, tmp)
+    {
         HASH_DELETE(hh_ino, t->by_ino, in);
         HASH_DELETE(hh_key, t->by_key, in);
         inode_free(in);
     }
-    HASH_ITER(hh, t->listings, l, ltmp) {
+    HASH_ITER(hh, t->listings, l, ltmp)
+    {
         HASH_DEL(t->listings, l);
         fc_listing_unref(l);
     }
@@ -165,8 +167,8 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
 }
 
 /* Attributes of a live inode by key (see header). */
-bool fc_itab_cached_attr(struct fc_itab *t, const char *key,
-                         struct fc_attr *a, double *fetched)
+bool fc_itab_cached_attr(struct fc_itab *t, const char *key, struct fc_attr *a,
+                         double *fetched)
 {
     struct fc_inode *in;
 

@@ -27,21 +27,21 @@ struct fc_fs;
 
 /* One directory entry of a listing snapshot. */
 struct fc_dirent {
-    char *name;    /* entry name (no '/'); owned by the listing */
+    char *name; /* entry name (no '/'); owned by the listing */
     bool is_dir;
     uint64_t size;
     time_t mtime;
-    char *etag;    /* owned by the listing; "" for directories */
+    char *etag; /* owned by the listing; "" for directories */
 };
 
 /* Immutable after creation; freed when the last reference goes. */
 struct fc_listing {
     atomic_int refs;
-    char *key;               /* directory key; owned */
-    UT_hash_handle hh;       /* in itab's listing cache; itab->lock */
-    double fetched;          /* fc_now() when the LIST started */
+    char *key;         /* directory key; owned */
+    UT_hash_handle hh; /* in itab's listing cache; itab->lock */
+    double fetched;    /* fc_now() when the LIST started */
     size_t n;
-    struct fc_dirent *ents;  /* sorted by name (bytewise), unique names */
+    struct fc_dirent *ents; /* sorted by name (bytewise), unique names */
 };
 
 /* Attributes of an object or directory. */
@@ -53,15 +53,15 @@ struct fc_attr {
 };
 
 struct fc_inode {
-    fuse_ino_t ino;          /* immutable after creation */
-    char *key;               /* S3 key; owned; immutable after creation */
-    uint64_t nlookup;        /* kernel lookups; protected by itab->lock */
-    struct fc_attr attr;     /* protected by itab->lock */
-    double attr_fetched;     /* fc_now() of attr; protected by itab->lock */
+    fuse_ino_t ino;              /* immutable after creation */
+    char *key;                   /* S3 key; owned; immutable after creation */
+    uint64_t nlookup;            /* kernel lookups; protected by itab->lock */
+    struct fc_attr attr;         /* protected by itab->lock */
+    double attr_fetched;         /* fc_now() of attr; protected by itab->lock */
     char kept_etag[FC_ETAG_MAX]; /* ETag the page cache holds; itab->lock */
-    struct fc_rstate rs;     /* reader state when opens are skipped */
-    UT_hash_handle hh_ino;   /* by ino; protected by itab->lock */
-    UT_hash_handle hh_key;   /* by key; protected by itab->lock */
+    struct fc_rstate rs;         /* reader state when opens are skipped */
+    UT_hash_handle hh_ino;       /* by ino; protected by itab->lock */
+    UT_hash_handle hh_key;       /* by key; protected by itab->lock */
 };
 
 struct fc_itab;
@@ -79,8 +79,8 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
                                  const struct fc_attr *a, double when);
 /* Copies the attributes of the inode of @key, if one is live, and when
  * they were fetched. Returns whether it exists. */
-bool fc_itab_cached_attr(struct fc_itab *t, const char *key,
-                         struct fc_attr *a, double *fetched);
+bool fc_itab_cached_attr(struct fc_itab *t, const char *key, struct fc_attr *a,
+                         double *fetched);
 /* Drops @n kernel lookups; frees the inode when none remain (not root). */
 void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n);
 /* Copies the attributes and their age under the lock. */
@@ -102,8 +102,7 @@ size_t fc_itab_count(struct fc_itab *t);
 CM_MUST_CHECK int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
                                  struct fc_listing **out);
 /* Returns a new reference to the cached listing if it is fresh, else NULL. */
-struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs,
-                                         const char *dirkey);
+struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey);
 void fc_listing_unref(struct fc_listing *l);
 /* Binary search by name; NULL when absent. */
 const struct fc_dirent *fc_listing_find(const struct fc_listing *l,

@@ -25,11 +25,11 @@
 struct lx_state {
     struct fc_listpage *p;
     XML_Parser parser;
-    int depth;                          /* number of open elements */
+    int depth;                            /* number of open elements */
     char path[LX_MAX_DEPTH][LX_NAME_MAX]; /* names of the open elements */
-    struct cm_buf text;                 /* char data of the current element */
-    struct fc_listobj cur;              /* Contents being built */
-    int err;                            /* first error (-ENOMEM) */
+    struct cm_buf text;                   /* char data of the current element */
+    struct fc_listobj cur;                /* Contents being built */
+    int err;                              /* first error (-ENOMEM) */
 };
 
 /* Initialises an empty page. */
@@ -216,8 +216,7 @@ int fc_listxml_parse(const char *xml, size_t n, struct fc_listpage *p)
     XML_SetUserData(s.parser, &s);
     XML_SetElementHandler(s.parser, lx_start, lx_end);
     XML_SetCharacterDataHandler(s.parser, lx_chars);
-    if (n > INT32_MAX ||
-        XML_Parse(s.parser, xml, (int)n, 1) != XML_STATUS_OK)
+    if (n > INT32_MAX || XML_Parse(s.parser, xml, (int)n, 1) != XML_STATUS_OK)
         ret = -EBADMSG;
     if (ret == 0 && s.err)
         ret = s.err;

@@ -3,27 +3,27 @@
  * into a directory snapshot by fuse/inode.c. */
 #ifndef FUSE_LISTXML_H
 #define FUSE_LISTXML_H
+#include "common/compiler.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
-#include "common/compiler.h"
 
 struct fc_listobj {
-    char *key;     /* full key; owned */
+    char *key; /* full key; owned */
     uint64_t size;
     time_t mtime;
-    char *etag;    /* as listed, with quotes; owned; may be "" */
+    char *etag; /* as listed, with quotes; owned; may be "" */
 };
 
 struct fc_listpage {
     struct fc_listobj *objs; /* owned array */
     size_t nobjs, capobjs;
-    char **prefixes;         /* CommonPrefixes, owned */
+    char **prefixes; /* CommonPrefixes, owned */
     size_t nprefixes, capprefixes;
-    bool truncated;          /* IsTruncated */
-    char *next_token;        /* NextContinuationToken; owned; NULL if none */
-    char *error_code;        /* <Error><Code> when the body was an error */
+    bool truncated;   /* IsTruncated */
+    char *next_token; /* NextContinuationToken; owned; NULL if none */
+    char *error_code; /* <Error><Code> when the body was an error */
 };
 
 void fc_listpage_init(struct fc_listpage *p);

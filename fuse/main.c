@@ -39,8 +39,8 @@
 /* Option strings parsed after fuse_opt_parse (sizes take K/M/G suffixes). */
 struct raw_opts {
     struct fc_opts o;
-    char *cache_size, *block_size, *readahead_max, *readahead_init,
-        *part_size, *prefetch_mem;
+    char *cache_size, *block_size, *readahead_max, *readahead_init, *part_size,
+        *prefetch_mem;
     char *log_file;
     char *umask_s;
     int show_help, show_version;
@@ -49,8 +49,14 @@ struct raw_opts {
 
 enum { KEY_HELP, KEY_VERSION, KEY_RO };
 
-#define OPT(t, f) {t, offsetof(struct raw_opts, f), 1}
-#define OPTS(t, f) {t, offsetof(struct raw_opts, f), 0}
+#define OPT(t, f)                                                              \
+    {                                                                          \
+        t, offsetof(struct raw_opts, f), 1                                     \
+    }
+#define OPTS(t, f)                                                             \
+    {                                                                          \
+        t, offsetof(struct raw_opts, f), 0                                     \
+    }
 static const struct fuse_opt opt_spec[] = {
     OPTS("endpoint=%s", o.endpoint),
     OPTS("url=%s", o.endpoint),
@@ -105,61 +111,61 @@ static const struct fuse_opt opt_spec[] = {
 static void usage(const char *prog)
 {
     printf(
-"usage: %s BUCKET[:PREFIX] MOUNTPOINT -o endpoint=URL[,options] [-f] [-d]\n"
-"\n"
-"Mounts BUCKET (or the PREFIX/ inside it) of an S3 endpoint read-only.\n"
-"Writes are refused with EROFS.\n"
-"\n"
-"General:\n"
-"    -f                     stay in the foreground (else return once mounted)\n"
-"    -d                     FUSE debug output (implies -f)\n"
-"    -h, --help             this help;  -V, --version  the version\n"
-"S3:\n"
-"    -o endpoint=URL        S3 endpoint, http(s)://host[:port] (required)\n"
-"    -o region=NAME         SigV4 region (default us-east-1)\n"
-"    -o profile=NAME        credentials from ~/.aws/credentials [NAME]\n"
-"    -o passwd_file=PATH    credentials file: ACCESS:SECRET or\n"
-"                           BUCKET:ACCESS:SECRET lines (mode 600)\n"
-"                           default: $AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY,\n"
-"                           then the [default] profile, else anonymous\n"
-"    -o max_conns=N         pooled keep-alive connections (default 32)\n"
-"    -o retries=N           retries of a failed request, with backoff and\n"
-"                           jitter (default 8; then EIO)\n"
-"    -o connect_timeout_ms=N  (default 3000)   -o stall_timeout=S (default 20)\n"
-"Namespace and metadata:\n"
-"    -o uid=N,gid=N,umask=OOO  owner and permission bits (default: mounting\n"
-"                           user, umask 022)\n"
-"    -o allow_other         let other users access the mount\n"
-"    -o ro                  read-only mount; metadata cached until unmount\n"
-"    -o immutable           objects never change: cache like ro\n"
-"    -o attr_timeout=S      kernel attribute/entry cache (default 1; ro: 1 day)\n"
-"    -o negative_timeout=S  kernel negative-entry cache (default 1; ro: 1 day)\n"
-"    -o list_ttl=S          listing and attribute cache (default 60)\n"
-"Data:\n"
-"    -o cache_size=SIZE     shared block cache (default 1G)\n"
-"    -o block_size=SIZE     cache block; files up to this size are fetched\n"
-"                           whole by one GET (default 1M)\n"
-"    -o readahead_init=SIZE first sequential readahead window (default 4M)\n"
-"    -o readahead_max=SIZE  window cap; it doubles up to this (default 64M)\n"
-"    -o part_size=SIZE      one parallel GET of a window (default 4M)\n"
-"    -o prefetch_mem=SIZE   global cap on bytes being prefetched (default 512M)\n"
-"    -o read_ahead_kb=N     kernel readahead of the mount (default 8192; 0 keep)\n"
-"    -o dir_prefetch=N      ro/immutable: once N small files of a directory\n"
-"                           were read, fetch its other small files ahead\n"
-"                           (one GET each, within prefetch_mem; default 8,\n"
-"                           0 = off)\n"
-"    -o list_prefetch=N     once N subdirectories of a directory were opened\n"
-"                           (ls -R, find), list the others ahead in parallel\n"
-"                           (default 2, 0 = off)\n"
-"    -o threads=N           FUSE worker threads (default 16)\n"
-"Diagnostics:\n"
-"    -o log_level=LEVEL     debug, info, warn (default), error\n"
-"    -o log_file=PATH       append log lines here (daemon mode)\n"
-"    cat MOUNTPOINT/.ecfs-stats   request counters (hidden, never listed)\n"
-"\n"
-"Unmount with fusermount3 -u MOUNTPOINT, umount, or SIGTERM.\n"
-"Also usable as: mount -t fuse.ecfs BUCKET MOUNTPOINT -o endpoint=URL\n"
-"and in /etc/fstab: BUCKET MOUNTPOINT fuse.ecfs endpoint=URL,_netdev 0 0\n",
+        "usage: %s BUCKET[:PREFIX] MOUNTPOINT -o endpoint=URL[,options] [-f] [-d]\n"
+        "\n"
+        "Mounts BUCKET (or the PREFIX/ inside it) of an S3 endpoint read-only.\n"
+        "Writes are refused with EROFS.\n"
+        "\n"
+        "General:\n"
+        "    -f                     stay in the foreground (else return once mounted)\n"
+        "    -d                     FUSE debug output (implies -f)\n"
+        "    -h, --help             this help;  -V, --version  the version\n"
+        "S3:\n"
+        "    -o endpoint=URL        S3 endpoint, http(s)://host[:port] (required)\n"
+        "    -o region=NAME         SigV4 region (default us-east-1)\n"
+        "    -o profile=NAME        credentials from ~/.aws/credentials [NAME]\n"
+        "    -o passwd_file=PATH    credentials file: ACCESS:SECRET or\n"
+        "                           BUCKET:ACCESS:SECRET lines (mode 600)\n"
+        "                           default: $AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY,\n"
+        "                           then the [default] profile, else anonymous\n"
+        "    -o max_conns=N         pooled keep-alive connections (default 32)\n"
+        "    -o retries=N           retries of a failed request, with backoff and\n"
+        "                           jitter (default 8; then EIO)\n"
+        "    -o connect_timeout_ms=N  (default 3000)   -o stall_timeout=S (default 20)\n"
+        "Namespace and metadata:\n"
+        "    -o uid=N,gid=N,umask=OOO  owner and permission bits (default: mounting\n"
+        "                           user, umask 022)\n"
+        "    -o allow_other         let other users access the mount\n"
+        "    -o ro                  read-only mount; metadata cached until unmount\n"
+        "    -o immutable           objects never change: cache like ro\n"
+        "    -o attr_timeout=S      kernel attribute/entry cache (default 1; ro: 1 day)\n"
+        "    -o negative_timeout=S  kernel negative-entry cache (default 1; ro: 1 day)\n"
+        "    -o list_ttl=S          listing and attribute cache (default 60)\n"
+        "Data:\n"
+        "    -o cache_size=SIZE     shared block cache (default 1G)\n"
+        "    -o block_size=SIZE     cache block; files up to this size are fetched\n"
+        "                           whole by one GET (default 1M)\n"
+        "    -o readahead_init=SIZE first sequential readahead window (default 4M)\n"
+        "    -o readahead_max=SIZE  window cap; it doubles up to this (default 64M)\n"
+        "    -o part_size=SIZE      one parallel GET of a window (default 4M)\n"
+        "    -o prefetch_mem=SIZE   global cap on bytes being prefetched (default 512M)\n"
+        "    -o read_ahead_kb=N     kernel readahead of the mount (default 8192; 0 keep)\n"
+        "    -o dir_prefetch=N      ro/immutable: once N small files of a directory\n"
+        "                           were read, fetch its other small files ahead\n"
+        "                           (one GET each, within prefetch_mem; default 8,\n"
+        "                           0 = off)\n"
+        "    -o list_prefetch=N     once N subdirectories of a directory were opened\n"
+        "                           (ls -R, find), list the others ahead in parallel\n"
+        "                           (default 2, 0 = off)\n"
+        "    -o threads=N           FUSE worker threads (default 16)\n"
+        "Diagnostics:\n"
+        "    -o log_level=LEVEL     debug, info, warn (default), error\n"
+        "    -o log_file=PATH       append log lines here (daemon mode)\n"
+        "    cat MOUNTPOINT/.ecfs-stats   request counters (hidden, never listed)\n"
+        "\n"
+        "Unmount with fusermount3 -u MOUNTPOINT, umount, or SIGTERM.\n"
+        "Also usable as: mount -t fuse.ecfs BUCKET MOUNTPOINT -o endpoint=URL\n"
+        "and in /etc/fstab: BUCKET MOUNTPOINT fuse.ecfs endpoint=URL,_netdev 0 0\n",
         prog);
 }
 
@@ -200,11 +206,25 @@ static int parse_size(const char *s, size_t *out)
     if (errno || end == s)
         return -EINVAL;
     switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
-    case 'g': case 'G': v <<= 30; end++; break;
-    case '\0': break;
-    default: return -EINVAL;
+    case 'k':
+    case 'K':
+        v <<= 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v <<= 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v <<= 30;
+        end++;
+        break;
+    case '\0':
+        break;
+    default:
+        return -EINVAL;
     }
     if (*end == 'i' || *end == 'B' || *end == 'b')
         end++;
@@ -257,8 +277,8 @@ static int finish_opts(struct raw_opts *r)
         o->endpoint = strdup(e);
     }
     if (o->region == NULL)
-        o->region = strdup(getenv("AWS_REGION") ? getenv("AWS_REGION")
-                                                : "us-east-1");
+        o->region =
+            strdup(getenv("AWS_REGION") ? getenv("AWS_REGION") : "us-east-1");
     if (!o->set_uid)
         o->uid = getuid();
     if (!o->set_gid)
@@ -408,8 +428,8 @@ int main(int argc, char *argv[])
         goto out_args;
     }
     if (r.show_version) {
-        printf("ecfs %s (libfuse %s, %s)\n", ECFS_VERSION,
-               fuse_pkgversion(), curl_version());
+        printf("ecfs %s (libfuse %s, %s)\n", ECFS_VERSION, fuse_pkgversion(),
+               curl_version());
         ret = 0;
         goto out_args;
     }
@@ -469,8 +489,8 @@ int main(int argc, char *argv[])
     sc.stall_timeout_s = fs.o.stall_timeout_s;
     ret = probe_bucket(&sc, fs.o.prefix);
     if (ret < 0) {
-        fprintf(stderr, "ecfs: cannot list s3://%s/%s at %s: %s\n",
-                fs.o.bucket, fs.o.prefix, fs.o.endpoint, strerror(-ret));
+        fprintf(stderr, "ecfs: cannot list s3://%s/%s at %s: %s\n", fs.o.bucket,
+                fs.o.prefix, fs.o.endpoint, strerror(-ret));
         ret = 1;
         goto out_curl;
     }
@@ -526,8 +546,8 @@ int main(int argc, char *argv[])
     }
     /* the loop returns the signal number after SIGTERM/SIGINT/SIGHUP:
      * that is a requested, clean unmount */
-    ret = (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0
-                                                                       : 1;
+    ret =
+        (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0 : 1;
     cm_log(CM_LOG_INFO, 0, "ecfs: unmounting %s", cmd.mountpoint);
 out_state:
     fuse_session_unmount(se);

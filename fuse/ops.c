@@ -36,15 +36,17 @@
  * lookup but never listed (so find, ls and ImageFolder do not see it).
  * Not an xattr: answering getxattr at all costs ls -l a FUSE round trip
  * per file, while ENOSYS makes the kernel stop asking for good. */
-#define FC_STATS_NAME "." "ecfs-stats"
+#define FC_STATS_NAME                                                          \
+    "."                                                                        \
+    "ecfs-stats"
 #define FC_STATS_INO  ((fuse_ino_t)UINT64_MAX - 1)
 #define FC_STATS_SIZE 4096
 
 /* An open file: the version it reads and its reader state. */
 struct fc_fh {
-    struct fc_inode *in;     /* borrowed: the kernel holds it while open */
-    char etag[FC_ETAG_MAX];  /* pinned at open */
-    uint64_t size;           /* size of that version */
+    struct fc_inode *in;    /* borrowed: the kernel holds it while open */
+    char etag[FC_ETAG_MAX]; /* pinned at open */
+    uint64_t size;          /* size of that version */
     struct fc_rstate rs;
     struct fc_fh *prev, *next; /* on g_fhs; protected by g_fh_lock */
 };
@@ -288,8 +290,8 @@ static void *dirprobe_run(void *arg)
 /* Resolves @name under @dirkey with S3 requests: HEAD key and LIST key/
  * in parallel. 0 with @a and *key (owned by the caller), -ENOENT, or
  * -errno. */
-static int lookup_remote(struct fc_fs *fs, const char *dirkey,
-                         const char *name, struct fc_attr *a, char **key)
+static int lookup_remote(struct fc_fs *fs, const char *dirkey, const char *name,
+                         struct fc_attr *a, char **key)
 {
     struct dirprobe p = {fs, NULL, 0};
     struct fc_s3_obj obj;
@@ -539,8 +541,8 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     snprintf(fh->etag, sizeof(fh->etag), "%s", a.etag);
     fh->size = a.size;
     fc_rstate_init(&fh->rs);
-    fi->keep_cache = fs->cache_forever || fc_inode_keep_etag(fs->itab, in,
-                                                             a.etag);
+    fi->keep_cache =
+        fs->cache_forever || fc_inode_keep_etag(fs->itab, in, a.etag);
     fi->fh = (uint64_t)(uintptr_t)fh;
     fh_link(fh);
     if (fuse_reply_open(req, fi) != 0)
@@ -671,8 +673,8 @@ static void fc_op_opendir(fuse_req_t req, fuse_ino_t ino,
 
 /* Fills a readdir(plus) buffer from the snapshot, starting at entry @off
  * (0 ".", 1 "..", 2.. listing entries). Replies. */
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-                       off_t off, struct fuse_file_info *fi, bool plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi, bool plus)
 {
     struct fc_fs *fs = fs_of(req);
     struct fc_dh *dh = (struct fc_dh *)(uintptr_t)fi->fh;
@@ -724,8 +726,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                 err = ENOMEM;
                 break;
             }
-            ent = fuse_add_direntry_plus(req, buf + pos, size - pos, name,
-                                         &e, i + 1);
+            ent = fuse_add_direntry_plus(req, buf + pos, size - pos, name, &e,
+                                         i + 1);
             if (ent > size - pos) {
                 /* did not fit: give the lookup back */
                 fc_inode_forget(fs->itab, e.ino, 1);
@@ -740,8 +742,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
                 h = (h ^ (unsigned char)*p) * 1099511628211ull;
             e.attr.st_ino = (h | (1ull << 62));
             e.attr.st_mode = d->is_dir ? S_IFDIR : S_IFREG;
-            ent = fuse_add_direntry(req, buf + pos, size - pos, name,
-                                    &e.attr, i + 1);
+            ent = fuse_add_direntry(req, buf + pos, size - pos, name, &e.attr,
+                                    i + 1);
             if (ent > size - pos) {
                 free(key);
                 break;
@@ -925,8 +927,7 @@ static void fc_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     fuse_reply_err(req, EROFS);
 }
 
-static void fc_op_removexattr(fuse_req_t req, fuse_ino_t ino,
-                              const char *name)
+static void fc_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     (void)ino;
     (void)name;

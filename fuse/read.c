@@ -28,22 +28,22 @@
 
 #include "common/log.h"
 #include "fuse/cache.h"
-#include "fuse/inode.h"
 #include "fuse/fs.h"
+#include "fuse/inode.h"
 #include "fuse/s3.h"
 
 #define RUN_MAX 64 /* blocks fetched by one GET at most */
 
 struct pf_job {
     struct pf_job *next;
-    char *key;                  /* owned */
+    char *key; /* owned */
     char etag[FC_ETAG_MAX];
-    uint64_t size;              /* object size */
-    uint64_t first;             /* first block index */
-    unsigned n;                 /* blocks */
-    size_t bytes;               /* counted against prefetch_mem */
-    bool dir;                   /* a directory-prefetch job */
-    bool list;                  /* a listing prefetch of key (no blocks) */
+    uint64_t size;                  /* object size */
+    uint64_t first;                 /* first block index */
+    unsigned n;                     /* blocks */
+    size_t bytes;                   /* counted against prefetch_mem */
+    bool dir;                       /* a directory-prefetch job */
+    bool list;                      /* a listing prefetch of key (no blocks) */
     struct fc_block *blks[RUN_MAX]; /* claimed, referenced */
 };
 
@@ -60,15 +60,15 @@ struct pf_dir {
 
 struct fc_prefetch {
     struct fc_fs *fs;
-    pthread_mutex_t lock;  /* protects the queue, stop, inflight */
-    pthread_cond_t cond;   /* signalled when a job is queued or on stop */
+    pthread_mutex_t lock; /* protects the queue, stop, inflight */
+    pthread_cond_t cond;  /* signalled when a job is queued or on stop */
     struct pf_job *head, *tail;
     bool stop;
-    size_t inflight;       /* bytes claimed by queued/running jobs */
-    unsigned dir_jobs;     /* queued/running directory-prefetch jobs */
-    unsigned list_jobs;    /* queued/running listing prefetches */
-    struct pf_dir *dirs;   /* uthash by key: small-file prefetch state */
-    struct pf_dir *pdirs;  /* uthash by key: subdirectory listing state */
+    size_t inflight;      /* bytes claimed by queued/running jobs */
+    unsigned dir_jobs;    /* queued/running directory-prefetch jobs */
+    unsigned list_jobs;   /* queued/running listing prefetches */
+    struct pf_dir *dirs;  /* uthash by key: small-file prefetch state */
+    struct pf_dir *pdirs; /* uthash by key: subdirectory listing state */
     pthread_t *threads;
     unsigned nthreads;
 };
@@ -119,8 +119,8 @@ static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
     }
     for (unsigned i = 0; i < n; i++) {
         size_t bstart = (size_t)i * bs;
-        size_t blen = (size_t)got > bstart ? CM_MIN(bs, (size_t)got - bstart)
-                                           : 0;
+        size_t blen =
+            (size_t)got > bstart ? CM_MIN(bs, (size_t)got - bstart) : 0;
         char *data;
         if (n == 1) {
             data = buf; /* hand the buffer over as is */
@@ -233,12 +233,14 @@ void fc_prefetch_stop(struct fc_fs *fs)
     }
     {
         struct pf_dir *d, *tmp;
-        HASH_ITER(hh, pf->dirs, d, tmp) {
+        HASH_ITER(hh, pf->dirs, d, tmp)
+        {
             HASH_DEL(pf->dirs, d);
             free(d->key);
             free(d);
         }
-        HASH_ITER(hh, pf->pdirs, d, tmp) {
+        HASH_ITER(hh, pf->pdirs, d, tmp)
+        {
             HASH_DEL(pf->pdirs, d);
             free(d->key);
             free(d);
@@ -294,7 +296,7 @@ static bool pf_submit(struct fc_fs *fs, struct pf_job *j)
 /* Schedules readahead of blocks [b0, b1) as parts. Returns the first block
  * not scheduled (b1 when all were, or where the budget ran out). */
 static uint64_t ra_schedule(struct fc_fs *fs, const struct fc_robj *o,
-                          uint64_t b0, uint64_t b1)
+                            uint64_t b0, uint64_t b1)
 {
     size_t bs = fs->o.block_size;
     unsigned part = (unsigned)CM_MAX(1, CM_MIN(RUN_MAX, fs->o.part_size / bs));
@@ -553,8 +555,8 @@ void fc_list_prefetch_note(struct fc_fs *fs, const char *dirkey)
 }
 
 /* Reads through the cache (see header). */
-ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o,
-                struct fc_rstate *rs, uint64_t off, size_t len, char *out)
+ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o, struct fc_rstate *rs,
+                uint64_t off, size_t len, char *out)
 {
     size_t bs = fs->o.block_size, copied = 0;
     struct fc_block *run[RUN_MAX];

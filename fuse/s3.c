@@ -42,11 +42,11 @@ struct fc_s3 {
     struct fc_s3_conf conf; /* numbers only; string pointers are ours */
     CURLSH *share;
     pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
-    pthread_mutex_t lock;  /* protects free/nfree */
-    pthread_cond_t cond;   /* signalled when a handle is returned */
-    CURL **free;           /* stack of idle handles; protected by lock */
+    pthread_mutex_t lock; /* protects free/nfree */
+    pthread_cond_t cond;  /* signalled when a handle is returned */
+    CURL **free;          /* stack of idle handles; protected by lock */
     unsigned nfree;
-    CURL **all;            /* every handle, for destroy */
+    CURL **all; /* every handle, for destroy */
     unsigned nall;
     struct fc_s3_stats stats;
 };
@@ -511,10 +511,9 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
                                     ? s->conf.connect_timeout_ms
                                     : 3000));
         curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-        curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
-                         (long)(s->conf.stall_timeout_s
-                                    ? s->conf.stall_timeout_s
-                                    : 20));
+        curl_easy_setopt(
+            h, CURLOPT_LOW_SPEED_TIME,
+            (long)(s->conf.stall_timeout_s ? s->conf.stall_timeout_s : 20));
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, s3_write_cb);
         curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, s3_header_cb);
@@ -544,9 +543,9 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
         }
         if ((cc != CURLE_OK && !s3_curl_is_transient(cc)) ||
             attempt >= s->conf.retries) {
-            cm_log(CM_LOG_WARN, 0, "ecfs s3 %s %s: %s (status %ld) after %u attempt(s)",
-                   method, url.data, curl_easy_strerror(cc), status,
-                   attempt + 1);
+            cm_log(CM_LOG_WARN, 0,
+                   "ecfs s3 %s %s: %s (status %ld) after %u attempt(s)", method,
+                   url.data, curl_easy_strerror(cc), status, attempt + 1);
             cm_buf_fini(&url);
             return status > 0 ? status : -EIO;
         }
@@ -613,14 +612,13 @@ ssize_t fc_s3_get(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
     if (len)
         snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off,
                  off + len - 1);
-    st = s3_perform(s, "GET", path.data, NULL, 0, len ? range : NULL,
-                    if_match, &x, &s->stats.get);
+    st = s3_perform(s, "GET", path.data, NULL, 0, len ? range : NULL, if_match,
+                    &x, &s->stats.get);
     cm_buf_fini(&path);
     if (st < 0) {
         ret = st;
     } else if (st == 0) {
-        cm_log(CM_LOG_WARN, 0, "ecfs GET %s: body larger than expected",
-               key);
+        cm_log(CM_LOG_WARN, 0, "ecfs GET %s: body larger than expected", key);
         ret = -EIO;
     } else if (st == 206) {
         /* a partial answer must be exactly the range we asked for */
@@ -644,7 +642,8 @@ ssize_t fc_s3_get(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
                                       memory_order_relaxed);
             cm_log(CM_LOG_WARN, 0,
                    "ecfs GET %s: object changed while open (ETag %s no "
-                   "longer matches)", key, if_match ? if_match : "");
+                   "longer matches)",
+                   key, if_match ? if_match : "");
         }
     }
     /* servers that ignore If-Match still send the ETag: check it too */
@@ -724,14 +723,13 @@ int fc_s3_list(struct fc_s3 *s, const char *prefix, const char *token,
     q[nq++] = (struct s3_qp){"list-type", "2"};
     q[nq++] = (struct s3_qp){"max-keys", mk};
     q[nq++] = (struct s3_qp){"prefix", prefix};
-    st = s3_perform(s, "GET", path.data, q, nq, NULL, NULL, &x,
-                    &s->stats.list);
+    st = s3_perform(s, "GET", path.data, q, nq, NULL, NULL, &x, &s->stats.list);
     if (st < 0) {
         ret = (int)st;
     } else if (st != 200) {
         ret = -fc_s3_status_errno(st);
-        cm_log(CM_LOG_WARN, 0, "ecfs LIST %s prefix=%s: HTTP %ld",
-               s->bucket, prefix, st);
+        cm_log(CM_LOG_WARN, 0, "ecfs LIST %s prefix=%s: HTTP %ld", s->bucket,
+               prefix, st);
     } else {
         ret = fc_listxml_parse(body.data ? body.data : "", body.len, page);
         if (ret < 0)

@@ -6,13 +6,13 @@
  * Counters of every request kind are kept for tests and stats. */
 #ifndef FUSE_S3_H
 #define FUSE_S3_H
+#include "common/compiler.h"
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
-#include "common/compiler.h"
 
 #define FC_ETAG_MAX 128 /* quoted ETag incl. quotes and NUL */
 
@@ -27,17 +27,19 @@ struct fc_s3_conf {
     unsigned max_conns;     /* pooled handles = max parallel requests */
     unsigned retries;       /* extra attempts after a transient failure */
     unsigned connect_timeout_ms;
-    unsigned stall_timeout_s; /* abort an attempt that moves no byte this long */
+    unsigned
+        stall_timeout_s; /* abort an attempt that moves no byte this long */
 };
 
-/* Request counters, updated with relaxed atomics; read by fc_s3_stats_format. */
+/* Request counters, updated with relaxed atomics; read by fc_s3_stats_format.
+ */
 struct fc_s3_stats {
-    atomic_ulong get;       /* GET object requests sent (attempts) */
-    atomic_ulong head;      /* HEAD object */
-    atomic_ulong list;      /* ListObjectsV2 pages */
-    atomic_ulong retries;   /* attempts that were retries */
-    atomic_ulong errors;    /* requests that failed for good */
-    atomic_ulong bytes;     /* body bytes received by GETs */
+    atomic_ulong get;           /* GET object requests sent (attempts) */
+    atomic_ulong head;          /* HEAD object */
+    atomic_ulong list;          /* ListObjectsV2 pages */
+    atomic_ulong retries;       /* attempts that were retries */
+    atomic_ulong errors;        /* requests that failed for good */
+    atomic_ulong bytes;         /* body bytes received by GETs */
     atomic_ulong etag_mismatch; /* 412 on an If-Match GET */
 };
 
@@ -66,10 +68,9 @@ struct fc_s3_stats *fc_s3_stats(struct fc_s3 *s);
  * Returns the byte count received (>= 0; fewer than asked only at EOF) or
  * -ENOENT (404), -EACCES (403), -ESTALE (412), -EIO (other failures after
  * the retries). Fills @obj when non-NULL. */
-CM_MUST_CHECK ssize_t fc_s3_get(struct fc_s3 *s, const char *key,
-                                uint64_t off, size_t len, size_t cap,
-                                const char *if_match, void *dst,
-                                struct fc_s3_obj *obj);
+CM_MUST_CHECK ssize_t fc_s3_get(struct fc_s3 *s, const char *key, uint64_t off,
+                                size_t len, size_t cap, const char *if_match,
+                                void *dst, struct fc_s3_obj *obj);
 /* HEAD @key. 0 with @obj filled, or -ENOENT, -EACCES, -EIO. */
 CM_MUST_CHECK int fc_s3_head(struct fc_s3 *s, const char *key,
                              struct fc_s3_obj *obj);

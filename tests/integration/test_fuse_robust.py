@@ -56,7 +56,10 @@ def rserver(request):
 @pytest.mark.parametrize("rserver", ["storaged", "s3rver"], indirect=True)
 def test_server_restart_during_read_pass(rserver, ecfs_mount):  # noqa: F811
     bucket, want = fill(rserver)
+    want_late = os.urandom(200 * 1024)
+    rserver.s3.put_object(Bucket=bucket, Key="late.bin", Body=want_late)
     m = mount_of(rserver, ecfs_mount, bucket, opts=["retries=14"])
+    os.listdir(m.path)  # the listing is cached: late.bin needs just a GET
     results = {}
 
     def reader():
@@ -80,12 +83,27 @@ def test_server_restart_during_read_pass(rserver, ecfs_mount):  # noqa: F811
     while m.stats()["get"] < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
     rserver.stop()
+    # a file first read while the server is down: its GET must be retried
+    late = {}
+
+    def read_late():
+        try:
+            with open(os.path.join(m.path, "late.bin"), "rb") as f:
+                late["data"] = f.read()
+        except OSError as e:
+            late["data"] = e
+
+    t2 = threading.Thread(target=read_late)
+    t2.start()
     time.sleep(1.5)
     rserver.start()
     t.join(120)
+    t2.join(120)
+    assert not t2.is_alive(), "late read hung"
+    assert late["data"] == want_late
     assert not t.is_alive(), "read pass hung"
     for k, v in want.items():
-        r = results[k]
+        r = results.get(k)
         if isinstance(r, OSError):
             assert r.errno == errno.EIO, (k, r)
         else:

@@ -55,9 +55,9 @@ static void test_backoff(void **state)
             hi = d > hi ? d : hi;
         }
         unsigned cap = a >= 6 ? 2000 : (50u << a < 2000 ? 50u << a : 2000);
-        assert_true(lo >= cap / 2);   /* equal jitter: at least half */
-        assert_true(hi <= cap);       /* never above the cap */
-        assert_true(hi > lo);         /* and actually jittered */
+        assert_true(lo >= cap / 2); /* equal jitter: at least half */
+        assert_true(hi <= cap);     /* never above the cap */
+        assert_true(hi > lo);       /* and actually jittered */
     }
 }
 
@@ -74,8 +74,7 @@ static void test_passwd_lines(void **state)
     assert_string_equal(c.access_key, "A2");
     assert_int_equal(fc_creds_parse_passwd_line("# x:y", "b", &c), 0);
     assert_int_equal(fc_creds_parse_passwd_line("   ", "b", &c), 0);
-    assert_int_equal(fc_creds_parse_passwd_line("nocolon", "b", &c),
-                     -EINVAL);
+    assert_int_equal(fc_creds_parse_passwd_line("nocolon", "b", &c), -EINVAL);
     assert_int_equal(fc_creds_parse_passwd_line("b::S", "b", &c), -EINVAL);
     fc_creds_fini(&c);
 }
@@ -92,7 +91,8 @@ static void test_profile(void **state)
     f = fdopen(fd, "w");
     fputs("[default]\naws_access_key_id=D\naws_secret_access_key = DS\n"
           "[profile train]\n aws_access_key_id = T \n"
-          "aws_secret_access_key=TS\n[half]\naws_access_key_id=H\n", f);
+          "aws_secret_access_key=TS\n[half]\naws_access_key_id=H\n",
+          f);
     fclose(f);
     assert_int_equal(fc_creds_read_profile(path, "default", &c), 0);
     assert_string_equal(c.access_key, "D");
@@ -102,8 +102,7 @@ static void test_profile(void **state)
     assert_string_equal(c.secret_key, "TS");
     assert_int_equal(fc_creds_read_profile(path, "half", &c), -EINVAL);
     assert_int_equal(fc_creds_read_profile(path, "none", &c), -ENOENT);
-    assert_int_equal(fc_creds_read_profile("/nonexistent/x", "a", &c),
-                     -ENOENT);
+    assert_int_equal(fc_creds_read_profile("/nonexistent/x", "a", &c), -ENOENT);
     fc_creds_fini(&c);
     unlink(path);
 }
