@@ -26,6 +26,7 @@ struct stor_loop {
     pthread_mutex_t lock;
     struct stor_job *head, *tail; /* completions; protected by lock */
     atomic_bool stop;
+    atomic_int sleeping; /* 1 while in (or about to enter) epoll_wait */
     stor_tick_cb *tick;
     void *tick_arg;
     stor_tick_cb *after;
@@ -33,15 +34,11 @@ struct stor_loop {
     struct timespec last_tick;
 };
 
-/* Drains the eventfd and runs every posted job's done() in post order. */
-static void wake_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
+/* Runs every posted job's done() in post order. */
+static void drain(struct stor_loop *l)
 {
-    uint64_t v;
     struct stor_job *j, *next;
 
-    (void)ev;
-    if (read(io->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-        return;
     pthread_mutex_lock(&l->lock);
     j = l->head;
     l->head = l->tail = NULL;
@@ -51,6 +48,17 @@ static void wake_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
         j->next = NULL;
         j->done(j);
     }
+}
+
+/* The eventfd fired: clear it and run the completions. */
+static void wake_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
+{
+    uint64_t v;
+
+    (void)ev;
+    if (read(io->fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+        return;
+    drain(l);
 }
 
 /* See header. */
@@ -155,7 +163,11 @@ void stor_loop_post(struct stor_loop *l, struct stor_job *j)
         l->head = j;
     l->tail = j;
     pthread_mutex_unlock(&l->lock);
-    if (was_empty && write(l->wake.fd, &one, sizeof(one)) < 0) {
+    /* A loop that is running will drain the queue before it sleeps (see
+     * stor_loop_run), so only a sleeping one needs the eventfd: this saves
+     * a write and a read per completion under load. */
+    if (was_empty && atomic_load(&l->sleeping) &&
+        write(l->wake.fd, &one, sizeof(one)) < 0) {
         /* EAGAIN: the counter is saturated, so a wakeup is pending. */
     }
 }
@@ -179,8 +191,22 @@ int stor_loop_run(struct stor_loop *l)
     struct epoll_event evs[LOOP_MAX_EVENTS];
 
     while (!atomic_load(&l->stop)) {
-        int n = epoll_wait(l->epfd, evs, LOOP_MAX_EVENTS, 250);
-        int i;
+        bool pending;
+        int n, i;
+
+        /* Completions first; then announce sleep and look once more, so a
+         * post racing with us either sees sleeping=1 (and writes the
+         * eventfd) or is seen here (Dekker-style, both sides seq_cst and
+         * the queue under its mutex). */
+        drain(l);
+        atomic_store(&l->sleeping, 1);
+        pthread_mutex_lock(&l->lock);
+        pending = l->head != NULL;
+        pthread_mutex_unlock(&l->lock);
+        if (pending)
+            atomic_store(&l->sleeping, 0);
+        n = epoll_wait(l->epfd, evs, LOOP_MAX_EVENTS, pending ? 0 : 250);
+        atomic_store(&l->sleeping, 0);
 
         if (n < 0 && errno != EINTR)
             return -errno;
