@@ -719,6 +719,21 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
     return ret;
 }
 
+/* Bytes per GET stream read: whole stripes (what costs least per byte in
+ * the store), as many as fit in STREAM_MAX, so a big object takes few
+ * worker round trips while memory stays at two such buffers. */
+static size_t stream_chunk(const struct stor_get *g)
+{
+    size_t pref = stor_get_preferred_chunk(g);
+
+    if (pref == 0)
+        return STREAM_MIN;
+    if (pref >= STREAM_MAX)
+        return STREAM_MAX;
+    pref *= STREAM_MAX / pref;
+    return pref < STREAM_MIN ? STREAM_MIN : pref;
+}
+
 /* GET/HEAD /bucket/key : conditionals (304/412), one range (206/416),
  * stored headers and response-* overrides. Bodies that fit one read are
  * returned whole from here; larger ones hand the reader to the stream
@@ -799,11 +814,7 @@ static void op_get_object(struct stor_req *r)
         rs->no_body = r->is_head;
         goto out;
     }
-    rs->schunk = stor_get_preferred_chunk(g);
-    if (rs->schunk < STREAM_MIN)
-        rs->schunk = STREAM_MIN;
-    if (rs->schunk > STREAM_MAX)
-        rs->schunk = STREAM_MAX;
+    rs->schunk = stream_chunk(g);
     if (len <= rs->schunk) {
         /* Small: read it all here and release the reader now. */
         uint64_t got = 0;
@@ -1053,15 +1064,11 @@ static enum stor_s3_err copy_source(const struct stor_req *r, char *bucket,
 static int copy_bytes(struct stor_get *g, struct stor_put *p, uint64_t first,
                       uint64_t len)
 {
-    size_t chunk = stor_get_preferred_chunk(g);
+    size_t chunk = stream_chunk(g);
     char *buf;
     uint64_t off = 0;
     int ret = 0;
 
-    if (chunk < STREAM_MIN)
-        chunk = STREAM_MIN;
-    if (chunk > STREAM_MAX)
-        chunk = STREAM_MAX;
     buf = malloc(chunk);
     if (buf == NULL)
         return -ENOMEM;
