@@ -54,22 +54,9 @@ static void bench_codec(double budget)
         for (int b = 0; b < SHARD; b++)
             bufs[i][b] = (uint8_t)rand();
     }
-    /* raw isa-l encode */
+    /* raw isa-l tables; decode: 4 lost data shards, precomputed tables */
     gf_gen_cauchy1_matrix(mat, K + M, K);
     ec_init_tables(K, M, mat + K * K, tbl);
-    for (it = 0, t0 = now(); now() - t0 < budget; it++)
-        ec_encode_data(SHARD, K, M, tbl, bufs, bufs + K);
-    raw_e = gbps(now() - t0, it);
-    for (it = 0, t0 = now(); now() - t0 < budget; it++)
-        stor_ec_encode(e, SHARD, bufs, bufs + K);
-    our_e = gbps(now() - t0, it);
-    for (it = 0, t0 = now(); now() - t0 < budget; it++) {
-        stor_ec_encode(e, SHARD, bufs, bufs + K);
-        for (int j = 0; j < K + M; j++)
-            (void)stor_crc64((uint64_t)j, bufs[j], SHARD);
-    }
-    crc_e = gbps(now() - t0, it);
-    /* decode 4 lost data shards: raw = precomputed tables, one loop */
     for (int i = 0; i < K + M; i++) {
         want[i] = i < 4;
         present[i] = i >= 4;
@@ -84,13 +71,38 @@ static void bench_codec(double budget)
         dst[w] = bufs[w];
     }
     ec_init_tables(K, 4, rows, dec_tbl);
-    for (it = 0, t0 = now(); now() - t0 < budget; it++)
-        ec_encode_data(SHARD, K, 4, dec_tbl, src, dst);
-    raw_d = gbps(now() - t0, it);
-    for (it = 0, t0 = now(); now() - t0 < budget; it++)
-        if (stor_ec_reconstruct(e, SHARD, bufs, present, want) < 0)
-            abort();
-    our_d = gbps(now() - t0, it);
+    /* 5 interleaved rounds, best of each: on a shared machine a noisy
+     * neighbour then hurts both sides alike */
+    raw_e = our_e = crc_e = raw_d = our_d = 0;
+    budget /= 5;
+    for (int round = 0; round < 5; round++) {
+        double v;
+
+        for (it = 0, t0 = now(); now() - t0 < budget; it++)
+            ec_encode_data(SHARD, K, M, tbl, bufs, bufs + K);
+        v = gbps(now() - t0, it);
+        raw_e = v > raw_e ? v : raw_e;
+        for (it = 0, t0 = now(); now() - t0 < budget; it++)
+            stor_ec_encode(e, SHARD, bufs, bufs + K);
+        v = gbps(now() - t0, it);
+        our_e = v > our_e ? v : our_e;
+        for (it = 0, t0 = now(); now() - t0 < budget; it++) {
+            stor_ec_encode(e, SHARD, bufs, bufs + K);
+            for (int j = 0; j < K + M; j++)
+                (void)stor_crc64((uint64_t)j, bufs[j], SHARD);
+        }
+        v = gbps(now() - t0, it);
+        crc_e = v > crc_e ? v : crc_e;
+        for (it = 0, t0 = now(); now() - t0 < budget; it++)
+            ec_encode_data(SHARD, K, 4, dec_tbl, src, dst);
+        v = gbps(now() - t0, it);
+        raw_d = v > raw_d ? v : raw_d;
+        for (it = 0, t0 = now(); now() - t0 < budget; it++)
+            if (stor_ec_reconstruct(e, SHARD, bufs, present, want) < 0)
+                abort();
+        v = gbps(now() - t0, it);
+        our_d = v > our_d ? v : our_d;
+    }
     printf("## coding, 12+4, 64 KiB shards (GB/s of data)\n\n");
     printf("| path | raw isa-l | ours | ratio |\n|---|---|---|---|\n");
     printf("| encode | %.2f | %.2f | %.2f |\n", raw_e, our_e, our_e / raw_e);
