@@ -26,7 +26,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, uint8_t *const *inl, size_t L,
                       bool *which);
 
-#define HEALQ_MAX 100000
+#define HEALQ_MAX 10000 /* beyond this the next scan cycle finds them */
 
 void obj_heal_queue(struct stor_store *s, const char *bucket, const char *key,
                     size_t len)
@@ -39,8 +39,10 @@ void obj_heal_queue(struct stor_store *s, const char *bucket, const char *key,
             strcmp(s->healq[i].bucket, bucket) == 0 &&
             memcmp(s->healq[i].key, key, len) == 0)
             goto out;
-    if (s->nhealq >= HEALQ_MAX)
+    if (s->nhealq >= HEALQ_MAX) {
+        s->rescan = true; /* a full cycle will find what we drop here */
         goto out;
+    }
     r = realloc(s->healq, (s->nhealq + 1) * sizeof(*r));
     if (r == NULL)
         goto out;
