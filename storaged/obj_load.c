@@ -572,6 +572,7 @@ static int load_buckets(struct stor_store *s)
             have = best;
             if (have * 2 <= online && !(online == 1 && have == 1))
                 continue;
+            raise_version(s, (uint64_t)created);
             ret = obj_bucket_add_loaded(s, de->d_name, created, NULL);
             if (ret < 0) {
                 closedir(dp);

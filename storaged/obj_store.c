@@ -521,7 +521,10 @@ static int bucket_write_record(struct stor_store *s, size_t d, const char *name,
 
 int stor_bucket_create(struct stor_store *s, const char *bucket)
 {
-    int64_t now = obj_now_ns();
+    /* from the version clock: every object put into this bucket later has
+     * a larger version, even if the wall clock steps back (obj_load
+     * filters older versions as leftovers of an earlier bucket) */
+    int64_t now = (int64_t)obj_next_version(s);
     size_t ok = 0;
     int ret;
 
