@@ -28,6 +28,7 @@ struct fc_itab {
     size_t count;                   /* protected by lock */
     struct fc_listing *listings;    /* cache by dir key; one ref each; lock */
     pthread_mutex_t list_locks[64]; /* serialise refreshes, by key hash */
+    unsigned sweep_at; /* sweep expired listings at this count; lock */
 };
 
 /* Monotonic seconds (see fs.h). */
@@ -95,6 +96,7 @@ int fc_itab_create(const char *root_key, struct fc_itab **out)
     HASH_ADD(hh_ino, t->by_ino, ino, sizeof(root->ino), root);
     HASH_ADD_KEYPTR(hh_key, t->by_key, root->key, strlen(root->key), root);
     t->next_ino = FUSE_ROOT_ID + 1;
+    t->sweep_at = 1024;
     t->count = 1;
     *out = t;
     return 0;
@@ -451,7 +453,7 @@ int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
                    struct fc_listing **out)
 {
     struct fc_itab *t = fs->itab;
-    struct fc_listing *l, *old;
+    struct fc_listing *l, *old, *stale;
     pthread_mutex_t *ll;
     uint32_t h = 2166136261u;
     int ret;
@@ -478,9 +480,29 @@ int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
     if (old)
         HASH_DEL(t->listings, old);
     HASH_ADD_KEYPTR(hh, t->listings, l->key, strlen(l->key), l);
+    /* with a TTL, expired listings would pile up for every directory ever
+     * visited: sweep them whenever the cache doubles past the last sweep */
+    stale = NULL;
+    if (!fs->cache_forever && HASH_CNT(hh, t->listings) >= t->sweep_at) {
+        struct fc_listing *x, *tmp;
+        HASH_ITER(hh, t->listings, x, tmp)
+        {
+            if (x != l && !fc_fs_is_fresh(fs, x->fetched)) {
+                HASH_DEL(t->listings, x);
+                x->hh.next = stale; /* chain through the now unused hh */
+                stale = x;
+            }
+        }
+        t->sweep_at = CM_MAX(1024u, 2 * HASH_CNT(hh, t->listings));
+    }
     pthread_mutex_unlock(&t->lock);
     pthread_mutex_unlock(ll);
     fc_listing_unref(old);
+    while (stale) {
+        struct fc_listing *next = stale->hh.next;
+        fc_listing_unref(stale);
+        stale = next;
+    }
     *out = l;
     return 0;
 }
