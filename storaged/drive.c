@@ -21,6 +21,7 @@
 
 /* ---- ellipsis expansion ---- */
 
+/* Frees what stor_drives_expand returned (NULL-safe). */
 void stor_drives_free(char **v, size_t n)
 {
     for (size_t i = 0; i < n && v; i++)
@@ -94,6 +95,7 @@ static int expand(const char *arg, char ***v, size_t *n, size_t *cap)
     return 0;
 }
 
+/* Contract in drive.h: expands every {A...B} group, up to 4096 drives. */
 int stor_drives_expand(const char *arg, char ***out, size_t *n)
 {
     char **v = NULL;
@@ -130,6 +132,7 @@ static bool format_int(const char *s, int *out)
     return true;
 }
 
+/* Contract in drive.h: parses the key=value format record. */
 int stor_format_read(const char *drive, struct stor_format *f)
 {
     char path[PATH_MAX], line[256];
@@ -176,6 +179,7 @@ int stor_format_read(const char *drive, struct stor_format *f)
     return 0;
 }
 
+/* Contract in drive.h: temp file, fsync, rename, fsync of the directory. */
 int stor_format_write(const char *drive, const struct stor_format *f)
 {
     char path[PATH_MAX], tmp[PATH_MAX], body[512];
@@ -214,6 +218,7 @@ int stor_format_write(const char *drive, const struct stor_format *f)
 
 /* ---- small file helpers ---- */
 
+/* Contract in drive.h: loops over short writes and EINTR. */
 int stor_pwrite_all(int fd, const void *p, size_t len, uint64_t off)
 {
     const char *c = p;
@@ -233,6 +238,7 @@ int stor_pwrite_all(int fd, const void *p, size_t len, uint64_t off)
     return 0;
 }
 
+/* Contract in drive.h: opens the directory read-only and fsyncs it. */
 int stor_fsync_dir(const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -246,6 +252,7 @@ int stor_fsync_dir(const char *path)
     return ret;
 }
 
+/* Contract in drive.h: creates missing parents; an existing path is fine. */
 int stor_mkdirs(const char *path)
 {
     char buf[PATH_MAX];
@@ -271,6 +278,8 @@ int stor_mkdirs(const char *path)
     return 0;
 }
 
+/* Contract in drive.h: depth first; keeps going past errors, returns the
+ * last. */
 int stor_rmtree(const char *path)
 {
     DIR *d;
@@ -311,6 +320,7 @@ struct ring_state {
 static pthread_key_t ring_key;
 static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
 
+/* Thread-exit destructor of the per-thread ring. */
 static void ring_destroy(void *p)
 {
     struct ring_state *rs = p;
@@ -320,6 +330,7 @@ static void ring_destroy(void *p)
     free(rs);
 }
 
+/* Creates the thread-local key once per process. */
 static void ring_key_init(void)
 {
     (void)pthread_key_create(&ring_key, ring_destroy);
@@ -374,6 +385,7 @@ static void io_sync(struct stor_io *io, size_t done)
     io->res = (ssize_t)done;
 }
 
+/* Contract in drive.h: batches of up to RING_DEPTH I/Os per io_uring_enter. */
 void stor_io_run(struct stor_io *ios, size_t n)
 {
     struct io_uring *ring = ring_get();

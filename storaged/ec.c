@@ -86,11 +86,13 @@ const struct stor_ec *stor_ec_get(int k, int m)
     return e;
 }
 
+/* Data shards of the codec. */
 int stor_ec_k(const struct stor_ec *e)
 {
     return e->k;
 }
 
+/* Parity shards of the codec. */
 int stor_ec_m(const struct stor_ec *e)
 {
     return e->m;

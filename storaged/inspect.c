@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Readable name of a meta record type. */
 static const char *type_name(int t)
 {
     switch (t) {
@@ -50,6 +51,7 @@ static void put_escaped(FILE *out, const char *p, size_t n)
     fputc('"', out);
 }
 
+/* Prints @ns as an ISO-8601 UTC time with milliseconds. */
 static void put_time(FILE *out, int64_t ns)
 {
     time_t t = (time_t)(ns / 1000000000LL);
@@ -61,6 +63,7 @@ static void put_time(FILE *out, int64_t ns)
     fprintf(out, "%s.%03dZ", buf, (int)((ns / 1000000LL) % 1000));
 }
 
+/* Decodes and prints one meta record; -EBADMSG when corrupt. */
 static int print_meta(const char *path, const uint8_t *p, size_t n, FILE *out)
 {
     struct stor_meta m;
@@ -102,6 +105,7 @@ static int print_meta(const char *path, const uint8_t *p, size_t n, FILE *out)
     return 0;
 }
 
+/* Contract in inspect.h. */
 int stor_inspect(const char *path, FILE *out)
 {
     struct stat st;

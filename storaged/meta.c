@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* isa-l CRC-64 (ECMA, reflected); @seed chains or salts it. */
 uint64_t stor_crc64(uint64_t seed, const void *p, size_t n)
 {
     return crc64_ecma_refl(seed, p, n);
@@ -22,6 +23,7 @@ uint64_t stor_crc64(uint64_t seed, const void *p, size_t n)
 
 /* ---- encoding ---- */
 
+/* Appends one byte. 0 or -ENOMEM/-E2BIG. */
 static int put_u8(struct cm_buf *b, unsigned v)
 {
     uint8_t c = (uint8_t)v;
@@ -29,6 +31,7 @@ static int put_u8(struct cm_buf *b, unsigned v)
     return cm_buf_append(b, &c, 1);
 }
 
+/* Appends @v as @bytes little-endian bytes. */
 static int put_le(struct cm_buf *b, uint64_t v, int bytes)
 {
     uint8_t t[8];
@@ -38,6 +41,7 @@ static int put_le(struct cm_buf *b, uint64_t v, int bytes)
     return cm_buf_append(b, t, bytes);
 }
 
+/* Appends a @lenbytes length prefix and the bytes. */
 static int put_str(struct cm_buf *b, const void *s, size_t n, int lenbytes)
 {
     int ret = put_le(b, n, lenbytes);
@@ -47,6 +51,8 @@ static int put_str(struct cm_buf *b, const void *s, size_t n, int lenbytes)
     return ret;
 }
 
+/* Contract in meta.h: fields in order, then the length and CRC are patched
+ * in. */
 int stor_meta_encode(const struct stor_meta *m, struct cm_buf *out)
 {
     size_t start = out->len;
@@ -97,6 +103,7 @@ int stor_meta_encode(const struct stor_meta *m, struct cm_buf *out)
     return 0;
 }
 
+/* Contract in meta.h: must mirror stor_meta_encode field by field. */
 size_t stor_meta_encoded_size(const struct stor_meta *m)
 {
     size_t n = STOR_META_HDR + 4 + 4 + 8 + 8 + 8;
@@ -121,6 +128,7 @@ struct rd {
     int bad;
 };
 
+/* Reads a little-endian integer; marks the reader bad when short. */
 static uint64_t get_le(struct rd *r, int bytes)
 {
     uint64_t v = 0;
@@ -162,6 +170,7 @@ static char *get_str(struct rd *r, int lenbytes, size_t *len_out, int nul_ok)
     return s;
 }
 
+/* Reads a 1-byte-length string into a fixed buffer (NUL-free). */
 static void get_fixed(struct rd *r, char *dst, size_t cap)
 {
     size_t n = (size_t)get_le(r, 1);
@@ -177,6 +186,7 @@ static void get_fixed(struct rd *r, char *dst, size_t cap)
     r->off += n;
 }
 
+/* Contract in meta.h: CRC first, then every field bounds-checked. */
 int stor_meta_decode(const void *p, size_t n, struct stor_meta *m)
 {
     struct rd r = {.p = p, .n = n};
@@ -250,6 +260,7 @@ int stor_meta_decode(const void *p, size_t n, struct stor_meta *m)
     return 0;
 }
 
+/* Frees what decode allocated and zeroes the record. */
 void stor_meta_fini(struct stor_meta *m)
 {
     free(m->key);

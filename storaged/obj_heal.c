@@ -28,6 +28,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
 
 #define HEALQ_MAX 10000 /* beyond this the next scan cycle finds them */
 
+/* Contract in obj_i.h: de-duplicated, bounded; wakes the scanner. */
 void obj_heal_queue(struct stor_store *s, const char *bucket, const char *key,
                     size_t len)
 {
@@ -298,6 +299,7 @@ static bool still_current(struct stor_store *s, const char *bucket,
     return cur;
 }
 
+/* Contract in obj_i.h. */
 int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len, bool deep)
 {
@@ -492,6 +494,7 @@ static bool nap_on(struct stor_store *s, long ms, bool queue)
     return stop;
 }
 
+/* nap_on() that also wakes for queued heal work. */
 static bool nap(struct stor_store *s, long ms)
 {
     return nap_on(s, ms, true);
@@ -517,6 +520,8 @@ static void drain_queue(struct stor_store *s)
     }
 }
 
+/* Scanner pause after each object: 10 ms + 10 ms per request in flight, at
+ * most 250 ms. */
 static long backoff_ms(struct stor_store *s)
 {
     long fg = __atomic_load_n(&s->fg, __ATOMIC_RELAXED);
@@ -662,6 +667,7 @@ stop:
     return true;
 }
 
+/* Scanner thread: drains the heal queue, runs a cycle every interval. */
 static void *scan_main(void *arg)
 {
     struct stor_store *s = arg;
@@ -735,6 +741,7 @@ static bool probe_drive(struct stor_store *s, size_t d)
            f.set == s->drives[d].set && f.pos == s->drives[d].pos;
 }
 
+/* Contract in obj_i.h. */
 void obj_probe_drives(struct stor_store *s)
 {
     for (size_t d = 0; d < s->ndrives; d++) {
@@ -761,6 +768,7 @@ void obj_probe_drives(struct stor_store *s)
     }
 }
 
+/* Probe thread: obj_probe_drives() about once a second. */
 static void *probe_main(void *arg)
 {
     struct stor_store *s = arg;
@@ -776,6 +784,7 @@ static void *probe_main(void *arg)
     return NULL;
 }
 
+/* Contract in obj_i.h (STORAGED_NO_BACKGROUND skips them). */
 int obj_threads_start(struct stor_store *s)
 {
     int ret;
@@ -798,6 +807,7 @@ int obj_threads_start(struct stor_store *s)
     return 0;
 }
 
+/* Contract in obj_i.h: wakes and joins both threads. */
 void obj_threads_stop(struct stor_store *s)
 {
     if (!s->threads_started)

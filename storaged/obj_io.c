@@ -43,6 +43,7 @@ struct pin {
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pin *pins[256]; /* protected by pin_lock */
 
+/* Finds the pin slot of (id, version); caller holds pin_lock. */
 static struct pin **pin_slot(const uint8_t id[16], uint64_t version)
 {
     struct pin **pp = &pins[id[3]];
@@ -53,6 +54,7 @@ static struct pin **pin_slot(const uint8_t id[16], uint64_t version)
     return pp;
 }
 
+/* Contract in obj_i.h. 0 or -ENOMEM. */
 int obj_pin_get(const uint8_t id[16], uint64_t version)
 {
     struct pin **pp, *p;
@@ -96,6 +98,7 @@ static void remove_shards(struct stor_store *s, const char *bucket,
     }
 }
 
+/* Contract in obj_i.h: the last unpin removes a retired version's files. */
 void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version)
 {
     struct pin **pp, *p = NULL;
@@ -170,6 +173,7 @@ static bool remove_metas(struct stor_store *s, const char *bucket,
     return sure;
 }
 
+/* Contract in obj_i.h. */
 void obj_remove_files(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, const struct stor_place *pl,
                       const bool *keep_meta)
@@ -209,6 +213,7 @@ struct stor_put {
     int partno;
 };
 
+/* Frees a put and unlinks its temp shard files. */
 static void put_free(struct stor_put *p)
 {
     for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
@@ -232,6 +237,7 @@ static void put_free(struct stor_put *p)
     free(p);
 }
 
+/* Contract in obj_i.h: a put that has not chosen its geometry yet. */
 struct stor_put *obj_put_create(struct stor_store *s, const char *bucket,
                                 const char *key, size_t key_len, int64_t size,
                                 const struct stor_hdr *hdrs, size_t nhdrs,
@@ -416,6 +422,7 @@ static int put_flush_stripe(struct stor_put *p)
     return 0;
 }
 
+/* Contract in object.h: sizes above 128 KiB stream from the first byte. */
 int stor_put_begin(struct stor_store *s, const char *bucket, const char *key,
                    size_t key_len, int64_t size, const struct stor_hdr *hdrs,
                    size_t nhdrs, struct stor_put **out)
@@ -446,6 +453,7 @@ int stor_put_begin(struct stor_store *s, const char *bucket, const char *key,
     return 0;
 }
 
+/* Contract in object.h: buffers up to 128 KiB, then stripes. */
 int stor_put_write(struct stor_put *p, const void *data, size_t len)
 {
     const uint8_t *c = data;
@@ -480,6 +488,7 @@ int stor_put_write(struct stor_put *p, const void *data, size_t len)
     return p->err;
 }
 
+/* Contract in object.h. */
 void stor_put_abort(struct stor_put *p)
 {
     if (p)
@@ -651,6 +660,7 @@ static int build_metas(const struct obj_ent *e, int type,
 int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, uint8_t *const *inl, size_t L,
                       bool *which);
+/* Contract above its declaration: healing rewrites metas. */
 int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, uint8_t *const *inl, size_t L,
                       bool *which)
@@ -697,6 +707,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
 int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                uint8_t *const *inl_shards, size_t inl_len, bool *ok,
                char (*src_shard)[PATH_MAX]);
+/* Contract above its declaration. */
 int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                uint8_t *const *inl_shards, size_t inl_len, bool *ok,
                char (*src_shard)[PATH_MAX])
@@ -924,6 +935,7 @@ int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
                     const char *uid, int partno, const uint8_t id[16],
                     const struct stor_place *pl);
 
+/* Contract in object.h: MD5 check, then obj_commit. */
 int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
                     struct stor_obj_info *out)
 {
@@ -1038,6 +1050,7 @@ struct stor_get {
     bool degraded_noted;
 };
 
+/* Closes the shard files of the current part. */
 static void get_close_fds(struct stor_get *g)
 {
     for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
@@ -1048,6 +1061,7 @@ static void get_close_fds(struct stor_get *g)
     }
 }
 
+/* Contract in object.h: also unpins the version. */
 void stor_get_close(struct stor_get *g)
 {
     if (g == NULL)
@@ -1062,6 +1076,7 @@ void stor_get_close(struct stor_get *g)
     free(g);
 }
 
+/* Counts one degraded read and queues the object for healing (once). */
 static void note_degraded(struct stor_get *g)
 {
     if (g->degraded_noted)
@@ -1188,6 +1203,7 @@ out:
     return ret;
 }
 
+/* Contract in object.h: pins the version; inline objects are read here. */
 int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
                   size_t key_len, struct stor_obj_info *info,
                   struct stor_get **out)
@@ -1259,6 +1275,7 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
     return 0;
 }
 
+/* Contract in object.h: one full stripe. */
 size_t stor_get_preferred_chunk(const struct stor_get *g)
 {
     if (g->e->inl)
@@ -1469,6 +1486,7 @@ static ssize_t get_part_read(struct stor_get *g, size_t p, uint64_t poff,
     return (ssize_t)done;
 }
 
+/* Contract in object.h: loops over parts and stripe batches. */
 ssize_t stor_get_read(struct stor_get *g, uint64_t off, void *buf, size_t len)
 {
     const struct obj_ent *e = g->e;
@@ -1510,6 +1528,7 @@ ssize_t stor_get_read(struct stor_get *g, uint64_t off, void *buf, size_t len)
     return (ssize_t)done;
 }
 
+/* Contract in object.h: from the index, no I/O. */
 int stor_obj_stat(struct stor_store *s, const char *bucket, const char *key,
                   size_t key_len, struct stor_obj_info *out)
 {
@@ -1577,6 +1596,7 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
         cm_buf_fini(&metas[j]);
 }
 
+/* Contract in object.h. */
 int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len)
 {

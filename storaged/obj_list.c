@@ -56,6 +56,7 @@ static size_t skip_prefix(struct obj_bucket *b, size_t from, const char *p,
     return lo;
 }
 
+/* Contract in object.h. */
 void stor_list_result_fini(struct stor_list_result *r)
 {
     if (r == NULL)
@@ -70,6 +71,7 @@ void stor_list_result_fini(struct stor_list_result *r)
     memset(r, 0, sizeof(*r));
 }
 
+/* NUL-terminated copy of @n bytes; NULL on ENOMEM. */
 static char *memdup0(const char *p, size_t n)
 {
     char *c = malloc(n + 1);
@@ -81,6 +83,7 @@ static char *memdup0(const char *p, size_t n)
     return c;
 }
 
+/* Contract in object.h. */
 int stor_obj_list(struct stor_store *s, const char *bucket, const char *prefix,
                   const char *delimiter, const char *after, size_t max,
                   struct stor_list_result *out)
@@ -191,6 +194,7 @@ out:
 
 /* ---- multipart ---- */
 
+/* Finds upload @uid of @key in @b (caller holds b->lock); *idx its slot. */
 static struct obj_upload *upload_find(struct obj_bucket *b, const char *uid,
                                       const char *key, size_t key_len,
                                       size_t *idx)
@@ -208,6 +212,7 @@ static struct obj_upload *upload_find(struct obj_bucket *b, const char *uid,
     return NULL;
 }
 
+/* Frees an upload and what it owns (NULL-safe). */
 static void upload_free(struct obj_upload *u)
 {
     if (u == NULL)
@@ -220,6 +225,7 @@ static void upload_free(struct obj_upload *u)
 
 /* Inserts @u in (key, uid) order; caller holds b->lock for writing. */
 int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u);
+/* Contract above its declaration. */
 int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u)
 {
     size_t at = 0;
@@ -251,6 +257,7 @@ int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u)
  * replaced part's data id in *old (0 when none). */
 int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
                         uint64_t *old);
+/* Contract above its declaration. 0 or -ENOMEM. */
 int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
                         uint64_t *old)
 {
@@ -340,6 +347,7 @@ static int write_upload_file(struct stor_store *s, const char *bucket,
     return nok;
 }
 
+/* Removes upload @uid's directory on every drive of its set. */
 static void rm_upload_dirs(struct stor_store *s, const char *bucket,
                            const char *uid, const struct stor_place *pl)
 {
@@ -353,6 +361,7 @@ static void rm_upload_dirs(struct stor_store *s, const char *bucket,
     }
 }
 
+/* Contract in object.h: upload.m on the object's set. */
 int stor_mpu_create(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len, const struct stor_hdr *hdrs, size_t nhdrs,
                     char upload_id[STOR_UPLOAD_ID_MAX])
@@ -452,6 +461,7 @@ static int upload_exists(struct stor_store *s, const char *bucket,
 /* In obj_io.c: turns a fresh put into a streaming part upload. */
 int obj_put_make_part(struct stor_put *p, const char *uid, int partno);
 
+/* Contract in object.h. */
 int stor_mpu_part_begin(struct stor_store *s, const char *bucket,
                         const char *key, size_t key_len, const char *upload_id,
                         int part, int64_t size, struct stor_put **out)
@@ -488,6 +498,7 @@ int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
                     int m, uint32_t block, uint64_t dataid, const bool *okin,
                     const char *uid, int partno, const uint8_t id[16],
                     const struct stor_place *pl);
+/* Contract above its declaration. */
 int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
                     int m, uint32_t block, uint64_t dataid, const bool *okin,
                     const char *uid, int partno, const uint8_t id[16],
@@ -600,6 +611,7 @@ static void etag_norm(const char *in, char *out, size_t cap)
     out[n] = 0;
 }
 
+/* Contract in object.h: renames part shard files, one commit. */
 int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
                       size_t key_len, const char *upload_id,
                       const struct stor_part *parts, size_t nparts,
@@ -757,6 +769,7 @@ out:
     return ret;
 }
 
+/* Contract in object.h. */
 int stor_mpu_abort(struct stor_store *s, const char *bucket, const char *key,
                    size_t key_len, const char *upload_id)
 {
@@ -793,6 +806,7 @@ int stor_mpu_abort(struct stor_store *s, const char *bucket, const char *key,
     return ret;
 }
 
+/* Contract in object.h. */
 int stor_mpu_list_parts(struct stor_store *s, const char *bucket,
                         const char *key, size_t key_len, const char *upload_id,
                         int after, size_t max, struct stor_part **out,
@@ -846,6 +860,7 @@ out:
     return ret;
 }
 
+/* Contract in object.h. */
 void stor_uploads_free(struct stor_upload *u, size_t n)
 {
     for (size_t i = 0; i < n && u; i++)
@@ -853,6 +868,7 @@ void stor_uploads_free(struct stor_upload *u, size_t n)
     free(u);
 }
 
+/* Contract in object.h. */
 int stor_mpu_list(struct stor_store *s, const char *bucket, const char *prefix,
                   const char *key_marker, const char *upload_id_marker,
                   size_t max, struct stor_upload **out, size_t *n,

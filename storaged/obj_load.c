@@ -56,6 +56,7 @@ struct ld_cand {
     UT_hash_handle hh;
 };
 
+/* Parses 2n hex digits into @n bytes. 0 or -1. */
 static int unhex(const char *p, size_t n, uint8_t *out)
 {
     for (size_t i = 0; i < n; i++) {
@@ -75,6 +76,7 @@ static int unhex(const char *p, size_t n, uint8_t *out)
     return 0;
 }
 
+/* Finds or adds the load candidate for @id; NULL on ENOMEM. */
 static struct ld_cand *cand_get(struct ld_cand **tab, const uint8_t id[16],
                                 int set)
 {
@@ -92,6 +94,7 @@ static struct ld_cand *cand_get(struct ld_cand **tab, const uint8_t id[16],
     return c;
 }
 
+/* Keeps the version clock ahead of everything seen on disk. */
 static void raise_version(struct stor_store *s, uint64_t v)
 {
     if (v > s->last_version)
@@ -184,11 +187,13 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
     closedir(dp);
 }
 
+/* Bits set in @v. */
 static int popcount32(uint32_t v)
 {
     return __builtin_popcount(v);
 }
 
+/* Set positions holding a shard file with @dataid. */
 static uint32_t file_mask(const struct ld_cand *c, uint64_t dataid)
 {
     for (const struct ld_file *f = c->files; f; f = f->next)
@@ -212,6 +217,7 @@ static bool ver_complete(const struct ld_cand *c, const struct ld_ver *v)
     return m->nparts > 0 || m->size == 0;
 }
 
+/* True when every drive of @set is online. */
 static bool set_all_online(struct stor_store *s, int set)
 {
     return obj_set_online(s, set) == s->set_size;
@@ -256,6 +262,7 @@ static void cleanup_cand(struct stor_store *s, const char *bucket,
     }
 }
 
+/* qsort comparator: key order. */
 static int ent_cmp(const void *a, const void *b)
 {
     const struct obj_ent *x = *(struct obj_ent *const *)a;
@@ -584,6 +591,7 @@ static int load_buckets(struct stor_store *s)
     return 0;
 }
 
+/* Contract in obj_i.h. */
 int obj_load(struct stor_store *s)
 {
     int ret = load_buckets(s);

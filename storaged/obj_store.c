@@ -47,6 +47,7 @@ uint64_t obj_next_version(struct stor_store *s)
     return nv;
 }
 
+/* Lower-case hex of @n bytes into @out (2n+1 bytes). */
 void obj_hex(const uint8_t *p, size_t n, char *out)
 {
     static const char hx[] = "0123456789abcdef";
@@ -58,11 +59,13 @@ void obj_hex(const uint8_t *p, size_t n, char *out)
     out[2 * n] = 0;
 }
 
+/* Maps an snprintf result to 0 or -ENAMETOOLONG. */
 static int fmt_ok(int r, size_t cap)
 {
     return r < 0 || (size_t)r >= cap ? -ENAMETOOLONG : 0;
 }
 
+/* DRIVE/b/BUCKET/hh for object @id. 0 or -ENAMETOOLONG. */
 int obj_path_dir(char *buf, size_t cap, const char *drive, const char *bucket,
                  const uint8_t id[16])
 {
@@ -74,6 +77,7 @@ int obj_path_dir(char *buf, size_t cap, const char *drive, const char *bucket,
         cap);
 }
 
+/* DRIVE/b/BUCKET/hh/HEX.m. 0 or -ENAMETOOLONG. */
 int obj_path_meta(char *buf, size_t cap, const char *drive, const char *bucket,
                   const uint8_t id[16])
 {
@@ -85,6 +89,7 @@ int obj_path_meta(char *buf, size_t cap, const char *drive, const char *bucket,
                   cap);
 }
 
+/* DRIVE/b/BUCKET/hh/HEX.DATAID. 0 or -ENAMETOOLONG. */
 int obj_path_shard(char *buf, size_t cap, const char *drive, const char *bucket,
                    const uint8_t id[16], uint64_t dataid)
 {
@@ -96,6 +101,7 @@ int obj_path_shard(char *buf, size_t cap, const char *drive, const char *bucket,
                   cap);
 }
 
+/* DRIVE/.ecfs.sys/tmp/UNIQ.N. 0 or -ENAMETOOLONG. */
 int obj_path_tmp(char *buf, size_t cap, const char *drive, uint64_t uniq, int n)
 {
     return fmt_ok(snprintf(buf, cap, "%s/" STOR_TMP_DIR "/%016llx.%d", drive,
@@ -103,6 +109,7 @@ int obj_path_tmp(char *buf, size_t cap, const char *drive, uint64_t uniq, int n)
                   cap);
 }
 
+/* DRIVE/.ecfs.sys/mpu/BUCKET[/UID[/FILE]]. 0 or -ENAMETOOLONG. */
 int obj_path_upload(char *buf, size_t cap, const char *drive,
                     const char *bucket, const char *uid, const char *file)
 {
@@ -135,18 +142,21 @@ pthread_rwlock_t *obj_klock(struct stor_store *s, const uint8_t id[16])
     return &s->klock[id[15] % OBJ_KLOCKS];
 }
 
+/* Set and rotation of bucket/key (keyed by the deployment id). */
 void obj_place(struct stor_store *s, const char *bucket, const char *key,
                size_t len, struct stor_place *pl)
 {
     stor_place(s->dkey, bucket, key, len, s->nsets, s->set_size, pl);
 }
 
+/* Index in s->drives of shard @j of an object placed at @pl. */
 size_t obj_shard_drive(struct stor_store *s, const struct stor_place *pl, int j)
 {
     return (size_t)pl->set * s->set_size +
            (size_t)((pl->rot + j) % s->set_size);
 }
 
+/* Current online flag of drive @d (atomic read). */
 bool obj_drive_online(struct stor_store *s, size_t d)
 {
     return __atomic_load_n(&s->drives[d].online, __ATOMIC_ACQUIRE);
@@ -165,6 +175,7 @@ void obj_drive_fail(struct stor_store *s, size_t d, int err)
     }
 }
 
+/* Adds one read or write of @n bytes to drive @d's counters. */
 void obj_drive_count(struct stor_store *s, size_t d, bool write, uint64_t n)
 {
     struct stor_drive *dr = &s->drives[d];
@@ -178,6 +189,7 @@ void obj_drive_count(struct stor_store *s, size_t d, bool write, uint64_t n)
     }
 }
 
+/* Online drives in erasure set @set. */
 int obj_set_online(struct stor_store *s, int set)
 {
     int n = 0;
@@ -196,6 +208,7 @@ int obj_write_quorum(struct stor_store *s, int k, int m)
     return q < k ? k : q;
 }
 
+/* 1..1024 bytes, no NUL: anything else S3 allows is fine here. */
 bool obj_valid_key(const char *key, size_t len)
 {
     return key != NULL && len >= 1 && len <= STOR_MAX_KEY_LEN &&
@@ -223,6 +236,7 @@ bool obj_valid_bucket(const char *name)
 
 /* ---- headers and entries ---- */
 
+/* Frees @n headers and the array (NULL-safe). */
 void obj_hdrs_free(struct stor_hdr *h, size_t n)
 {
     for (size_t i = 0; i < n && h; i++) {
@@ -232,6 +246,7 @@ void obj_hdrs_free(struct stor_hdr *h, size_t n)
     free(h);
 }
 
+/* Deep copy of @n headers into *out (NULL when n is 0). 0 or -ENOMEM. */
 int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out)
 {
     struct stor_hdr *c;
@@ -254,6 +269,7 @@ int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out)
     return 0;
 }
 
+/* Frees an index entry and everything it owns (NULL-safe). */
 void obj_ent_free(struct obj_ent *e)
 {
     if (e == NULL)
@@ -264,6 +280,7 @@ void obj_ent_free(struct obj_ent *e)
     free(e);
 }
 
+/* Deep copy of an entry; NULL on ENOMEM. */
 struct obj_ent *obj_ent_dup(const struct obj_ent *e)
 {
     struct obj_ent *c = calloc(1, sizeof(*c));
@@ -295,6 +312,7 @@ fail:
     return NULL;
 }
 
+/* New index entry from a decoded meta (copies); NULL on ENOMEM. */
 struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
                                   const uint8_t id[16])
 {
@@ -319,6 +337,7 @@ struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
     return obj_ent_dup(&e);
 }
 
+/* Fills the front end's info from an entry; headers copied when @hdrs. */
 void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
                    bool hdrs)
 {
@@ -332,6 +351,7 @@ void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
         out->nhdrs = e->nhdrs;
 }
 
+/* Frees the headers of an info (NULL-safe). */
 void stor_obj_info_fini(struct stor_obj_info *i)
 {
     if (i == NULL)
@@ -343,6 +363,7 @@ void stor_obj_info_fini(struct stor_obj_info *i)
 
 /* ---- sorted index ---- */
 
+/* memcmp order, shorter first on a tie: S3 listing order. */
 int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
     int c = memcmp(a, b, al < bl ? al : bl);
@@ -352,6 +373,7 @@ int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl)
     return al < bl ? -1 : al > bl ? 1 : 0;
 }
 
+/* Contract in obj_i.h (binary search). */
 ssize_t obj_index_find(struct obj_bucket *b, const char *key, size_t len)
 {
     size_t lo = 0, hi = b->n;
@@ -370,6 +392,7 @@ ssize_t obj_index_find(struct obj_bucket *b, const char *key, size_t len)
     return -(ssize_t)lo - 1;
 }
 
+/* Contract in obj_i.h (insert keeps the array sorted). */
 struct obj_ent *obj_index_put(struct obj_bucket *b, struct obj_ent *e, int *err)
 {
     ssize_t i = obj_index_find(b, e->key, e->key_len);
@@ -400,6 +423,7 @@ struct obj_ent *obj_index_put(struct obj_bucket *b, struct obj_ent *e, int *err)
     return NULL;
 }
 
+/* Removes entry @i from the index and returns it (caller frees). */
 struct obj_ent *obj_index_remove(struct obj_bucket *b, size_t i)
 {
     struct obj_ent *e = b->v[i];
@@ -409,6 +433,7 @@ struct obj_ent *obj_index_remove(struct obj_bucket *b, size_t i)
     return e;
 }
 
+/* Contract in obj_i.h (binary search by name). */
 struct obj_bucket *obj_bucket_find(struct stor_store *s, const char *name)
 {
     size_t lo = 0, hi = s->nbuckets;
@@ -427,6 +452,7 @@ struct obj_bucket *obj_bucket_find(struct stor_store *s, const char *name)
     return NULL;
 }
 
+/* Frees a bucket, its index and its uploads. */
 static void bucket_free(struct obj_bucket *b)
 {
     for (size_t i = 0; i < b->n; i++)
@@ -475,6 +501,7 @@ static int bucket_insert(struct stor_store *s, const char *name,
 /* Used by obj_load.c: registers a bucket found on the drives. */
 int obj_bucket_add_loaded(struct stor_store *s, const char *name,
                           int64_t created, struct obj_bucket **out);
+/* Adds a bucket found on the drives; 0 or -ENOMEM. */
 int obj_bucket_add_loaded(struct stor_store *s, const char *name,
                           int64_t created, struct obj_bucket **out)
 {
@@ -519,6 +546,7 @@ static int bucket_write_record(struct stor_store *s, size_t d, const char *name,
     return ret;
 }
 
+/* Contract in object.h: record on every online drive, majority needed. */
 int stor_bucket_create(struct stor_store *s, const char *bucket)
 {
     /* from the version clock: every object put into this bucket later has
@@ -561,6 +589,7 @@ out:
     return ret;
 }
 
+/* Contract in object.h: refuses while objects or uploads remain. */
 int stor_bucket_delete(struct stor_store *s, const char *bucket)
 {
     struct obj_bucket *b;
@@ -606,6 +635,7 @@ out:
     return ret;
 }
 
+/* Contract in object.h. */
 int stor_bucket_stat(struct stor_store *s, const char *bucket,
                      struct stor_bucket_info *out)
 {
@@ -625,6 +655,7 @@ int stor_bucket_stat(struct stor_store *s, const char *bucket,
     return ret;
 }
 
+/* Contract in object.h (already sorted by name). */
 int stor_bucket_list(struct stor_store *s, struct stor_bucket_info **out,
                      size_t *n)
 {
@@ -649,6 +680,7 @@ int stor_bucket_list(struct stor_store *s, struct stor_bucket_info **out,
 /* ---- open / close ---- */
 
 static void set_err(char **err, const char *fmt, ...) CM_PRINTF(2, 3);
+/* Replaces *err with a formatted message (when err is non-NULL). */
 static void set_err(char **err, const char *fmt, ...)
 {
     va_list ap;
@@ -663,6 +695,7 @@ static void set_err(char **err, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Value of a lower-case hex digit, -1 otherwise. */
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9')
@@ -918,6 +951,7 @@ out:
     return ret;
 }
 
+/* Contract in object.h: drives, index load, background threads. */
 int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
                     char **err)
 {
@@ -970,6 +1004,7 @@ fail:
     return ret;
 }
 
+/* Contract in object.h: stops the threads, frees everything. */
 void stor_store_close(struct stor_store *s)
 {
     if (s == NULL)
@@ -994,6 +1029,7 @@ void stor_store_close(struct stor_store *s)
 
 /* ---- stats ---- */
 
+/* Contract in object.h (counters are atomics). */
 void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
 {
     memset(out, 0, sizeof(*out));
@@ -1013,6 +1049,7 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
         out->drives_online += obj_drive_online(s, i);
 }
 
+/* Contract in object.h. */
 void stor_store_get_drive_stats(struct stor_store *s, size_t i,
                                 struct stor_drive_stats *out)
 {
@@ -1030,11 +1067,13 @@ void stor_store_get_drive_stats(struct stor_store *s, size_t i,
     out->errors = __atomic_load_n(&d->errors, __ATOMIC_RELAXED);
 }
 
+/* One more foreground request in flight (scanner back-off). */
 void stor_store_fg_enter(struct stor_store *s)
 {
     __atomic_add_fetch(&s->fg, 1, __ATOMIC_RELAXED);
 }
 
+/* One fewer foreground request in flight. */
 void stor_store_fg_leave(struct stor_store *s)
 {
     __atomic_sub_fetch(&s->fg, 1, __ATOMIC_RELAXED);
@@ -1042,6 +1081,7 @@ void stor_store_fg_leave(struct stor_store *s)
 
 /* ---- part geometry ---- */
 
+/* Stripe geometry of a part of @size bytes coded k+m with @block shards. */
 void obj_geom_init(struct obj_geom *g, int k, int m, uint32_t block,
                    uint64_t size)
 {
@@ -1053,6 +1093,7 @@ void obj_geom_init(struct obj_geom *g, int k, int m, uint32_t block,
     g->nstripes = (size + g->sdata - 1) / g->sdata;
 }
 
+/* Contract in obj_i.h (the last stripe is shorter). */
 uint32_t obj_geom_slen(const struct obj_geom *g, uint64_t s)
 {
     uint64_t rem;
@@ -1063,6 +1104,7 @@ uint32_t obj_geom_slen(const struct obj_geom *g, uint64_t s)
     return (uint32_t)((rem + (uint64_t)g->k - 1) / (uint64_t)g->k);
 }
 
+/* Exact size of a shard file of this part. */
 uint64_t obj_geom_file_size(const struct obj_geom *g)
 {
     if (g->nstripes == 0)

@@ -71,6 +71,7 @@ uint64_t stor_siphash(const uint8_t key[16], const void *p, size_t n)
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
+/* Contract in placement.h (DESIGN.md table). */
 int stor_default_parity(int n)
 {
     if (n <= 1)
@@ -84,6 +85,7 @@ int stor_default_parity(int n)
     return 4;
 }
 
+/* Contract in placement.h. */
 int stor_choose_set_size(int ndrives)
 {
     if (ndrives == 1)
@@ -94,11 +96,13 @@ int stor_choose_set_size(int ndrives)
     return 0;
 }
 
+/* Contract in placement.h. */
 int stor_write_quorum(int k, int m)
 {
     return k == m ? k + 1 : k;
 }
 
+/* Contract in placement.h. */
 int stor_small_k(int K, uint64_t size)
 {
     uint64_t k = size / STOR_SMALL_UNIT;
