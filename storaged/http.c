@@ -506,9 +506,8 @@ static long pct_decode(char *dst, const char *src, size_t n)
     return (long)o;
 }
 
-/* Decodes the request target into path, bucket, key and query. 0 or an S3
- * error. */
-static enum stor_s3_err req_parse_target(struct stor_req *r)
+/* See http_i.h. */
+enum stor_s3_err stor_http_req_decode_target(struct stor_req *r)
 {
     const char *t = r->head.target, *q;
     size_t tlen = r->head.target_len, plen;
@@ -983,7 +982,7 @@ static void conn_on_head(struct stor_conn *c, size_t headlen)
     }
     e = req_parse_framing(r);
     if (e == S3E_NONE)
-        e = req_parse_target(r);
+        e = stor_http_req_decode_target(r);
     if (e == S3E_NONE)
         e = req_parse_method(r);
     if (e != S3E_NONE) {

@@ -26,10 +26,11 @@ struct stor_pool;
 struct stor_metrics;
 struct stor_conn;
 
-#define STOR_PIECE_SIZE   (1024 * 1024) /* PUT body piece fed to the store */
-#define STOR_XML_BODY_MAX (2 * 1024 * 1024) /* buffered (XML) request bodies   \
-                                             */
-#define STOR_MAX_QUERY 64                   /* query parameters */
+#define STOR_PIECE_SIZE (1024 * 1024) /* PUT body piece fed to the store */
+#define STOR_XML_BODY_MAX                                                      \
+    (2 * 1024 * 1024)     /* buffered (XML) request bodies                     \
+                           */
+#define STOR_MAX_QUERY 64 /* query parameters */
 
 /* The S3 operations (for routing, metrics and logs). */
 enum stor_s3_op {
@@ -237,6 +238,11 @@ bool stor_req_has_query(const struct stor_req *r, const char *name);
 /* Submits r->job_run on a worker, then r->job_done on the loop. */
 void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
                      void (*done)(struct stor_req *));
+
+/* Decodes r->head.target (origin- or absolute-form) into r->path,
+ * r->bucket, r->key and r->query (allocations owned by @r). S3E_NONE or
+ * the error to answer with. Exposed for the fuzz target. */
+enum stor_s3_err stor_http_req_decode_target(struct stor_req *r);
 
 /* ---- s3.c hooks called by http.c on the loop thread ---- */
 /* The head is parsed and framing known: authenticate and route. Either sets
