@@ -146,8 +146,8 @@ static void usage(const char *prog)
         "    -o block_size=SIZE     cache block; files up to this size are fetched\n"
         "                           whole by one GET (default 1M)\n"
         "    -o readahead_init=SIZE first sequential readahead window (default 4M)\n"
-        "    -o readahead_max=SIZE  window cap; it doubles up to this (default 64M)\n"
-        "    -o part_size=SIZE      one parallel GET of a window (default 4M)\n"
+        "    -o readahead_max=SIZE  window cap; it doubles up to this (default 32M)\n"
+        "    -o part_size=SIZE      one parallel GET of a window (default 8M)\n"
         "    -o prefetch_mem=SIZE   global cap on bytes being prefetched (default 512M)\n"
         "    -o read_ahead_kb=N     kernel readahead of the mount (default 8192; 0 keep)\n"
         "    -o dir_prefetch=N      ro/immutable: once N small files of a directory\n"
@@ -296,8 +296,8 @@ static int finish_opts(struct raw_opts *r)
     o->cache_size = 1ull << 30;
     o->block_size = 1u << 20;
     o->readahead_init = 4u << 20;
-    o->readahead_max = 64u << 20;
-    o->part_size = 4u << 20;
+    o->readahead_max = 32u << 20;
+    o->part_size = 8u << 20;
     o->prefetch_mem = 512u << 20;
     bad |= parse_size(r->cache_size, &o->cache_size);
     bad |= parse_size(r->block_size, &o->block_size);
