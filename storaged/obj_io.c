@@ -700,6 +700,101 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
     return nok;
 }
 
+/* DRIVE/b/BUCKET/hh/HEX.p: the previous meta kept while an inline object
+ * is overwritten (its data lives in the meta, so a crash in the middle of
+ * the renames could otherwise leave neither version whole). */
+static int path_prev(char *buf, size_t cap, const char *drive,
+                     const char *bucket, const uint8_t id[16])
+{
+    int ret = obj_path_meta(buf, cap, drive, bucket, id);
+    size_t n = strlen(buf);
+
+    if (ret == 0)
+        buf[n - 1] = 'p';
+    return ret;
+}
+
+/* Before an inline object is overwritten: hard-links each current meta to
+ * HEX.p (synced), so obj_load can roll back an interrupted commit. Returns
+ * the positions that have a saved copy. Caller holds the key lock. */
+static uint32_t save_prev(struct stor_store *s, const char *bucket,
+                          const uint8_t id[16], const struct stor_place *pl,
+                          int n)
+{
+    bool done[OBJ_MAX_SHARDS] = {0};
+    uint32_t mask = 0;
+
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        char m[PATH_MAX], pv[PATH_MAX];
+        int r;
+
+        if (!obj_drive_online(s, d) ||
+            obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, id) < 0 ||
+            path_prev(pv, sizeof(pv), s->drives[d].path, bucket, id) < 0)
+            continue;
+        r = link(m, pv);
+        if (r < 0 && errno == EEXIST) { /* left by a crash: replace it */
+            unlink(pv);
+            r = link(m, pv);
+        }
+        if (r < 0)
+            continue; /* no current meta there */
+        done[j] = true;
+        mask |= 1u << j;
+    }
+    if (s->fsync && mask)
+        sync_dirs(s, bucket, id, pl, n, done);
+    return mask;
+}
+
+/* After the commit: drops the saved metas, or (@restore) puts them back
+ * where the new meta had replaced them. */
+static void drop_prev(struct stor_store *s, const char *bucket,
+                      const uint8_t id[16], const struct stor_place *pl,
+                      uint32_t mask, const bool *restore)
+{
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
+        size_t d;
+        char m[PATH_MAX], pv[PATH_MAX];
+
+        if (!(mask & (1u << j)))
+            continue;
+        d = obj_shard_drive(s, pl, j);
+        if (path_prev(pv, sizeof(pv), s->drives[d].path, bucket, id) < 0)
+            continue;
+        if (restore && restore[j] &&
+            obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, id) == 0 &&
+            rename(pv, m) == 0)
+            continue;
+        unlink(pv);
+    }
+}
+
+/* Is the current version of @key an inline object? Its k + m in *n. */
+static bool current_is_inline(struct stor_store *s, const char *bucket,
+                              const char *key, size_t key_len, int *n)
+{
+    struct obj_bucket *b;
+    bool inl = false;
+
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b) {
+        ssize_t i;
+
+        pthread_rwlock_rdlock(&b->lock);
+        i = obj_index_find(b, key, key_len);
+        if (i >= 0 && b->v[i]->inl) {
+            inl = true;
+            *n = b->v[i]->k + b->v[i]->m;
+        }
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return inl;
+}
+
 /* The commit protocol shared by simple PUTs and multipart completion:
  * metas to temp, rename shard files (src_shard[j] non-NULL) then metas into
  * place, sync dirs, swap the index entry, retire the old version. Takes
@@ -720,8 +815,11 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     struct stor_place pl;
     uint64_t uniq = obj_next_version(s);
     bool keep[OBJ_MAX_SHARDS] = {0};
-    int owq = obj_write_quorum(s, e->k, e->m);
+    int owq = obj_write_quorum(s, e->k, e->m), prev_n = 0;
+    uint32_t prev_mask = 0;
+    uint8_t id_copy[16];
 
+    memcpy(id_copy, e->id, 16); /* e goes to the index */
     obj_place(s, bucket, e->key, e->key_len, &pl);
     memset(metas, 0, sizeof(metas));
     pthread_rwlock_wrlock(kl);
@@ -734,6 +832,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         ret = -STOR_EQUORUM;
         goto out_tmp;
     }
+    if (current_is_inline(s, bucket, e->key, e->key_len, &prev_n))
+        prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
     /* shard files first: a meta never points at data that is not there */
     for (int j = 0; j < n && src_shard; j++) {
         char to[PATH_MAX];
@@ -783,6 +883,9 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                 unlink(path);
         }
         remove_shards(s, bucket, e, &pl);
+        /* the old inline version gets its metas back */
+        drop_prev(s, bucket, e->id, &pl, prev_mask, keep);
+        prev_mask = 0;
         obj_heal_queue(s, bucket, e->key, e->key_len);
         ret = -STOR_EQUORUM;
         goto out_tmp;
@@ -816,6 +919,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         retire_shards(s, bucket, old, &pl);
     }
 out_tmp:
+    if (prev_mask)
+        drop_prev(s, bucket, id_copy, &pl, prev_mask, NULL);
     for (int j = 0; j < n; j++) {
         char path[PATH_MAX];
 

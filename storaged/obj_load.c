@@ -36,7 +36,9 @@ int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
 
 struct ld_ver {
     uint64_t version;
-    uint32_t mask; /* set positions holding this version's meta */
+    uint32_t mask;   /* set positions holding this version's meta */
+    uint32_t mask_p; /* ... as a saved HEX.p copy */
+    uint32_t mask_m; /* ... as the HEX.m itself */
     int count;
     struct stor_meta m; /* owned: the first copy read */
     struct ld_ver *next;
@@ -50,7 +52,8 @@ struct ld_file {
 
 struct ld_cand {
     uint8_t id[16];
-    int set; /* set of the drives it was found on */
+    int set;       /* set of the drives it was found on */
+    bool has_prev; /* some drive holds a HEX.p (interrupted overwrite) */
     struct ld_ver *vers;
     struct ld_file *files;
     UT_hash_handle hh;
@@ -118,7 +121,8 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
 
         if (nl < 34 || de->d_name[32] != '.' || unhex(de->d_name, 16, id) < 0)
             continue;
-        if (nl == 34 && de->d_name[33] == 'm') {
+        if (nl == 34 && (de->d_name[33] == 'm' || de->d_name[33] == 'p')) {
+            bool prev = de->d_name[33] == 'p';
             char path[PATH_MAX];
             struct stor_meta m;
             struct ld_ver *v;
@@ -156,8 +160,15 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
             } else {
                 stor_meta_fini(&m);
             }
+            if (!(v->mask & (1u << pos)))
+                v->count++;
             v->mask |= 1u << pos;
-            v->count++;
+            if (prev)
+                v->mask_p |= 1u << pos;
+            if (prev)
+                c->has_prev = true;
+            else
+                v->mask_m |= 1u << pos;
         } else if (nl == 32 + 1 + 16) {
             uint8_t did[8];
             uint64_t dataid = 0;
@@ -221,6 +232,29 @@ static bool ver_complete(const struct ld_cand *c, const struct ld_ver *v)
 static bool set_all_online(struct stor_store *s, int set)
 {
     return obj_set_online(s, set) == s->set_size;
+}
+
+/* An overwrite of an inline object was interrupted: where the winner is a
+ * saved HEX.p copy, put it back as HEX.m; then drop every HEX.p. */
+static void settle_prev(struct stor_store *s, const char *bucket,
+                        struct ld_cand *c, const struct ld_ver *win)
+{
+    for (int pos = 0; pos < s->set_size; pos++) {
+        size_t d = (size_t)c->set * s->set_size + pos;
+        char m[PATH_MAX], pv[PATH_MAX];
+        size_t n;
+
+        if (!obj_drive_online(s, d) ||
+            obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, c->id) < 0)
+            continue;
+        memcpy(pv, m, sizeof(pv));
+        n = strlen(pv);
+        pv[n - 1] = 'p';
+        if (win && (win->mask_p & (1u << pos)) &&
+            !(win->mask_m & (1u << pos)) && rename(pv, m) == 0)
+            continue;
+        unlink(pv);
+    }
 }
 
 /* Removes leftovers of one object on drive positions of its set. */
@@ -334,6 +368,8 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
             }
         }
         (void)deleted;
+        if (c->has_prev)
+            settle_prev(s, b->name, c, win);
         if (set_all_online(s, c->set))
             cleanup_cand(s, b->name, c, win);
 next:
