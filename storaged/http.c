@@ -1162,6 +1162,12 @@ static void conn_run(struct stor_conn *c)
             assert(c->req == NULL);
             c->state = C_HEAD;
             c->head_start = c->t->now;
+            /* An idle keep-alive connection holds no buffers: thousands
+             * of them cost a few hundred bytes each. */
+            if (c->in.len == 0)
+                cm_buf_fini(&c->in);
+            if (c->out.cap > 64 * 1024)
+                cm_buf_fini(&c->out);
             break;
         }
     }
