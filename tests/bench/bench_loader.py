@@ -958,12 +958,23 @@ def main():
 
     os.makedirs(a.results, exist_ok=True)
     md, chart = tables(b)
+    # The options a user gave (scripts/bench adds --results itself).
+    user_args = []
+    argv = sys.argv[1:]
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--results":
+            i += 2
+            continue
+        if not argv[i].startswith("--results="):
+            user_args.append(argv[i])
+        i += 1
     head = ["## Loader benchmark (%s)\n" % time.strftime("%Y-%m-%d %H:%M UTC",
                                                           time.gmtime()),
-            "Command: `make bench%s` (tests/bench/bench_loader.py %s), "
-            "%.0f s in all.\n" % (
-                "" if a.size == "default" else " BENCH_ARGS='--size %s'"
-                % a.size, " ".join(sys.argv[1:]), elapsed),
+            "Command: `make bench%s` (loader part: tests/bench/bench_loader.py"
+            " %s), %.0f s in all.\n" % (
+                " BENCH_ARGS='%s'" % " ".join(user_args) if user_args else "",
+                " ".join(sys.argv[1:]), elapsed),
             "Machine: %d cores (%s), %.1f GiB RAM, %s, kernel %s; "
             "1-minute load average %.1f at the start, %.1f at the end "
             "(other work on the machine makes the figures noisier).\n" % (
