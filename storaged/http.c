@@ -824,7 +824,10 @@ void stor_http_pre_done(struct stor_req *r)
         return;
     }
     c->state = C_BODY;
-    if (r->expect_100 && r->has_body && c->in.len == 0) {
+    /* Send the 100 even for an empty body (as S3 does): botocore waits for
+     * it, and when it gets the final response instead its next request on
+     * the connection misreads the reply and stalls until its read timeout. */
+    if (r->expect_100 && c->in.len == 0) {
         if (cm_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n") < 0)
             conn_close(c);
     }

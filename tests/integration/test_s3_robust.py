@@ -228,3 +228,28 @@ def test_sigterm_finishes_inflight_requests(s3_server, s3, bucket):
     c = srv.client()
     got = c.get_object(Bucket=bucket, Key="inflight")["Body"].read()
     assert got == block * (size // MiB)
+
+
+def test_empty_put_with_expect_continue_keeps_connection_usable(s3_server, bucket):
+    """boto3 sends Expect: 100-continue on every PutObject, also for an empty
+    body. A server that answers an empty PUT without the 100 leaves botocore's
+    connection in a state where the next PUT stalls until the read timeout
+    (seen: 3.4 s with read_timeout=3). Both PUTs must be quick and correct."""
+    import boto3
+    from botocore.config import Config
+
+    s3 = boto3.client(
+        "s3", endpoint_url=s3_server.endpoint,
+        aws_access_key_id=s3_server.access_key,
+        aws_secret_access_key=s3_server.secret_key, region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, read_timeout=3,
+                      retries={"max_attempts": 1}))
+    t0 = time.monotonic()
+    s3.put_object(Bucket=bucket, Key="empty", Body=b"")
+    s3.put_object(Bucket=bucket, Key="one", Body=b"x")
+    s3.put_object(Bucket=bucket, Key="empty2", Body=b"")
+    s3.put_object(Bucket=bucket, Key="two", Body=b"yz")
+    elapsed = time.monotonic() - t0
+    assert elapsed < 2.0, "PUTs after an empty PUT stalled: %.1fs" % elapsed
+    assert s3.get_object(Bucket=bucket, Key="empty")["Body"].read() == b""
+    assert s3.get_object(Bucket=bucket, Key="two")["Body"].read() == b"yz"
