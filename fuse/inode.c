@@ -159,7 +159,9 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
         HASH_ADD_KEYPTR(hh_key, t->by_key, in->key, strlen(in->key), in);
         t->count++;
     }
-    if (a) {
+    /* never replace newer attributes (a HEAD) with older ones (a listing
+     * fetched earlier) */
+    if (a && (in == fresh || when >= in->attr_fetched)) {
         in->attr = *a;
         in->attr_fetched = when;
     }

@@ -74,7 +74,9 @@ void fc_itab_destroy(struct fc_itab *t);
  * the kernel holds a lookup on it, i.e. during any request naming @ino. */
 struct fc_inode *fc_inode_peek(struct fc_itab *t, fuse_ino_t ino);
 /* Finds or creates the inode of @key, stores @a as its attributes (fetched
- * at @when) and adds one kernel lookup. Returns the inode or NULL (ENOMEM). */
+ * at @when: the time of the request that produced them, not now) unless
+ * the inode holds newer ones, and adds one kernel lookup. Returns the inode
+ * or NULL (ENOMEM). */
 struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
                                  const struct fc_attr *a, double when);
 /* Copies the attributes of the inode of @key, if one is live, and when

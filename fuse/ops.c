@@ -176,12 +176,15 @@ static void dirent_attr(const struct fc_dirent *d, struct fc_attr *a)
     snprintf(a->etag, sizeof(a->etag), "%s", d->etag);
 }
 
-/* Registers (one more lookup on) the inode for @key with @a and fills @e.
- * 0 or -ENOMEM. */
+/* Registers (one more lookup on) the inode for @key with @a, fetched at
+ * @when (the age of the listing or HEAD they came from: using now would let
+ * every lookup renew stale attributes forever), and fills @e. 0 or
+ * -ENOMEM. */
 static int make_entry(struct fc_fs *fs, const char *key,
-                      const struct fc_attr *a, struct fuse_entry_param *e)
+                      const struct fc_attr *a, double when,
+                      struct fuse_entry_param *e)
 {
-    struct fc_inode *in = fc_inode_lookup(fs->itab, key, a, fc_now());
+    struct fc_inode *in = fc_inode_lookup(fs->itab, key, a, when);
 
     if (in == NULL)
         return -ENOMEM;
@@ -336,10 +339,10 @@ static int lookup_remote(struct fc_fs *fs, const char *dirkey, const char *name,
 }
 
 /* Returns the key of a live child inode of @dirkey named @name whose
- * attributes are still fresh (copied to @a), or NULL. Directories first,
- * as in listings. */
+ * attributes are still fresh (copied to @a, their age to @when), or NULL.
+ * Directories first, as in listings. */
 static char *cached_child(struct fc_fs *fs, const char *dirkey,
-                          const char *name, struct fc_attr *a)
+                          const char *name, struct fc_attr *a, double *when)
 {
     struct fc_listing *l;
     double fetched;
@@ -349,11 +352,14 @@ static char *cached_child(struct fc_fs *fs, const char *dirkey,
         if (k == NULL)
             return NULL;
         if (fc_itab_cached_attr(fs->itab, k, a, &fetched) &&
-            fc_fs_is_fresh(fs, fetched))
+            fc_fs_is_fresh(fs, fetched)) {
+            *when = fetched;
             return k;
+        }
         /* a fresh non-empty listing of key/ proves a directory */
         if (is_dir && (l = fc_dir_cached_listing(fs, k)) != NULL) {
             size_t n = l->n;
+            *when = l->fetched;
             fc_listing_unref(l);
             if (n == 0) { /* empty: a marker or nothing; ask S3 */
                 free(k);
@@ -377,6 +383,7 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     struct fc_listing *l;
     struct fc_attr a;
     char *key = NULL;
+    double when = 0;
     int ret;
 
     if (dir == NULL) {
@@ -405,12 +412,14 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
             return;
         }
         dirent_attr(d, &a);
+        when = l->fetched;
         key = child_key(dir->key, name, d->is_dir);
         fc_listing_unref(l);
         ret = key ? 0 : -ENOMEM;
-    } else if ((key = cached_child(fs, dir->key, name, &a)) != NULL) {
+    } else if ((key = cached_child(fs, dir->key, name, &a, &when)) != NULL) {
         ret = 0; /* a live inode with fresh attributes: no request */
     } else {
+        when = fc_now();
         ret = lookup_remote(fs, dir->key, name, &a, &key);
     }
     if (ret == -ENOENT) {
@@ -420,7 +429,7 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     if (ret == 0)
-        ret = make_entry(fs, key, &a, &e);
+        ret = make_entry(fs, key, &a, when, &e);
     free(key);
     if (ret < 0) {
         fuse_reply_err(req, -ret);
@@ -723,7 +732,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             break;
         }
         if (plus) {
-            if (make_entry(fs, key, &a, &e) < 0) {
+            if (make_entry(fs, key, &a, l->fetched, &e) < 0) {
                 free(key);
                 err = ENOMEM;
                 break;

@@ -1,0 +1,212 @@
+"""ecfs review regressions: odd key names, file/dir name clashes, prefix
+mounts with and without a trailing slash, directories over one LIST page,
+changed objects on a non-ro mount, concurrent readers of the same and of
+different files, errno mapping, and the stats file colliding with a real
+object. Each runs against a real storaged and a real FUSE mount."""
+
+import concurrent.futures
+import errno
+import os
+import random
+import time
+import uuid
+
+import pytest
+
+from fuse_util import ecfs_mount  # noqa: F401
+
+
+@pytest.fixture
+def srv(storaged):
+    return storaged()
+
+
+def new_bucket(srv):
+    c = srv.client()
+    name = "rv-" + uuid.uuid4().hex[:10]
+    c.create_bucket(Bucket=name)
+    return c, name
+
+
+def mount(srv, ecfs_mount, bucket, **kw):  # noqa: F811
+    return ecfs_mount(srv.endpoint, bucket, access_key=srv.access_key,
+                      secret_key=srv.secret_key, **kw)
+
+
+ODD = ["a b.txt", "pct%20x", "plus+sign", "hash#tag", "q?uery", "amp&eq=1",
+       "ünï cödé 日本.bin", "tilde~star*", "semi;colon,comma", "back\\slash",
+       "quote'\"", "[brackets]{}", "caret^`pipe|", "L" * 255]
+
+
+def test_odd_names_list_stat_read(srv, ecfs_mount):  # noqa: F811
+    c, b = new_bucket(srv)
+    want = {}
+    for i, n in enumerate(ODD):
+        for d in ("", "dir %+#?/"):
+            body = (d + n).encode() * (i + 1)
+            c.put_object(Bucket=b, Key=d + n, Body=body)
+            want[d + n] = body
+    # a key longer than a file name: never shown, never breaks the listing
+    c.put_object(Bucket=b, Key="M" * 300, Body=b"x")
+    m = mount(srv, ecfs_mount, b)
+    assert sorted(os.listdir(m.path)) == sorted(ODD + ["dir %+#?"])
+    assert sorted(os.listdir(os.path.join(m.path, "dir %+#?"))) == sorted(ODD)
+    for k, body in want.items():
+        p = os.path.join(m.path, k)
+        assert os.stat(p).st_size == len(body), k
+        with open(p, "rb") as f:
+            assert f.read() == body, k
+    with pytest.raises(OSError) as ei:
+        os.stat(os.path.join(m.path, "M" * 300))
+    assert ei.value.errno == errno.ENAMETOOLONG
+    # the same names through a fresh mount with no listing (HEAD + LIST)
+    m2 = mount(srv, ecfs_mount, b)
+    for k, body in want.items():
+        with open(os.path.join(m2.path, k), "rb") as f:
+            assert f.read() == body, k
+
+
+def test_file_and_dir_same_name(srv, ecfs_mount):  # noqa: F811
+    c, b = new_bucket(srv)
+    c.put_object(Bucket=b, Key="x", Body=b"file")
+    c.put_object(Bucket=b, Key="x/y", Body=b"yy")
+    for listed in (True, False):
+        m = mount(srv, ecfs_mount, b)
+        if listed:
+            assert os.listdir(m.path) == ["x"]
+        assert os.path.isdir(os.path.join(m.path, "x"))
+        with open(os.path.join(m.path, "x/y"), "rb") as f:
+            assert f.read() == b"yy"
+
+
+@pytest.mark.parametrize("prefix", ["data", "data/", "/data//"])
+def test_prefix_forms(srv, ecfs_mount, prefix):  # noqa: F811
+    c, b = new_bucket(srv)
+    c.put_object(Bucket=b, Key="data/a", Body=b"A")
+    c.put_object(Bucket=b, Key="data/s/b", Body=b"B")
+    c.put_object(Bucket=b, Key="database", Body=b"no")
+    c.put_object(Bucket=b, Key="data", Body=b"no")
+    m = mount(srv, ecfs_mount, b, prefix=prefix)
+    assert sorted(os.listdir(m.path)) == ["a", "s"]
+    with open(os.path.join(m.path, "s/b"), "rb") as f:
+        assert f.read() == b"B"
+
+
+def test_directory_over_one_page(srv, ecfs_mount):  # noqa: F811
+    c, b = new_bucket(srv)
+    names = ["f%05d" % i for i in range(1203)]
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        list(ex.map(lambda n: c.put_object(Bucket=b, Key="big/" + n,
+                                           Body=n.encode()), names))
+    m = mount(srv, ecfs_mount, b)
+    got = os.listdir(os.path.join(m.path, "big"))
+    assert sorted(got) == names
+    # scandir with stat (readdirplus) twice: same inodes, right sizes
+    ino1 = {e.name: e.inode() for e in os.scandir(os.path.join(m.path, "big"))}
+    for e in os.scandir(os.path.join(m.path, "big")):
+        assert e.stat().st_size == 6 and ino1[e.name] == e.inode()
+    with open(os.path.join(m.path, "big", names[-1]), "rb") as f:
+        assert f.read() == names[-1].encode()
+
+
+def test_changed_object_seen_after_ttl(srv, ecfs_mount):  # noqa: F811
+    c, b = new_bucket(srv)
+    c.put_object(Bucket=b, Key="d/f", Body=b"one")
+    m = mount(srv, ecfs_mount, b, opts=["list_ttl=1", "attr_timeout=0.5"])
+    p = os.path.join(m.path, "d/f")
+    assert os.listdir(os.path.join(m.path, "d")) == ["f"]
+    with open(p, "rb") as f:
+        assert f.read() == b"one"
+    c.put_object(Bucket=b, Key="d/f", Body=b"TWO!")  # other size
+    c.put_object(Bucket=b, Key="d/g", Body=b"new")
+    time.sleep(1.3)
+    assert sorted(os.listdir(os.path.join(m.path, "d"))) == ["f", "g"]
+    assert os.stat(p).st_size == 4
+    with open(p, "rb") as f:
+        assert f.read() == b"TWO!"
+    c.put_object(Bucket=b, Key="d/f", Body=b"3333")  # same size
+    time.sleep(1.3)
+    with open(p, "rb") as f:
+        assert f.read() == b"3333"
+    c.delete_object(Bucket=b, Key="d/f")
+    time.sleep(1.3)
+    assert not os.path.exists(p)
+    assert os.listdir(os.path.join(m.path, "d")) == ["g"]
+
+
+def test_concurrent_readers_same_and_different(srv, ecfs_mount):  # noqa: F811
+    c, b = new_bucket(srv)
+    rnd = random.Random(7)
+    data = {}
+    for i in range(6):
+        n = rnd.choice([1, 5000, 1 << 20, (1 << 20) + 1, 3 << 20])
+        data["f%d" % i] = rnd.randbytes(n)
+    data["big"] = rnd.randbytes(9 * (1 << 20) + 333)
+    for k, v in data.items():
+        c.put_object(Bucket=b, Key=k, Body=v)
+    for opts in ([], ["ro"]):
+        m = mount(srv, ecfs_mount, b, opts=opts + ["block_size=256K"])
+
+        def work(seed):
+            r = random.Random(seed)
+            for _ in range(20):
+                k = r.choice(list(data))
+                v = data[k]
+                fd = os.open(os.path.join(m.path, k), os.O_RDONLY)
+                try:
+                    if r.random() < 0.3:
+                        got = b"".join(iter(lambda: os.read(fd, 1 << 17), b""))
+                        assert got == v, k
+                    else:
+                        off = r.randrange(len(v))
+                        ln = r.randrange(1, 300000)
+                        assert os.pread(fd, ln, off) == v[off:off + ln], k
+                finally:
+                    os.close(fd)
+            return True
+
+        with concurrent.futures.ThreadPoolExecutor(12) as ex:
+            assert all(ex.map(work, range(24)))
+
+
+def test_errno_mapping(srv, ecfs_mount):  # noqa: F811
+    c, b = new_bucket(srv)
+    c.put_object(Bucket=b, Key="f", Body=b"x")
+    m = mount(srv, ecfs_mount, b)
+    with pytest.raises(NotADirectoryError):
+        os.listdir(os.path.join(m.path, "f"))
+    with pytest.raises(NotADirectoryError):
+        os.stat(os.path.join(m.path, "f/g"))
+    with pytest.raises(IsADirectoryError):
+        open(m.path, "rb").read()
+    with pytest.raises(OSError) as ei:
+        os.mkdir(os.path.join(m.path, "new"))
+    assert ei.value.errno == errno.EROFS
+
+
+def test_change_seen_under_steady_lookups(srv, ecfs_mount):  # noqa: F811
+    """A file opened by path again and again (a DataLoader with a file
+    list) must see an overwrite once list_ttl has passed: lookups of a live
+    inode must not keep renewing its attributes' age."""
+    c, b = new_bucket(srv)
+    c.put_object(Bucket=b, Key="d/f", Body=b"one")
+    for listed in (False, True):
+        m = mount(srv, ecfs_mount, b, opts=["list_ttl=1.5",
+                                            "attr_timeout=0.2",
+                                            "negative_timeout=0.2"])
+        p = os.path.join(m.path, "d/f")
+        if listed:
+            os.listdir(os.path.join(m.path, "d"))
+        with open(p, "rb") as f:
+            body0 = f.read()
+        new = b"TWO!" if body0 == b"one" else b"one"
+        c.put_object(Bucket=b, Key="d/f", Body=new)
+        deadline = time.monotonic() + 6
+        got = None
+        while time.monotonic() < deadline:
+            with open(p, "rb") as f:
+                got = f.read()
+            if got == new:
+                break
+            time.sleep(0.1)
+        assert got == new
