@@ -71,6 +71,7 @@ static const struct fuse_opt opt_spec[] = {
     OPT("gid=", o.set_gid),
     OPTS("umask=%s", umask_s),
     OPT("immutable", o.immutable),
+    OPT("nostats", o.no_stats),
     OPTS("attr_timeout=%lf", o.attr_timeout),
     OPTS("negative_timeout=%lf", o.negative_timeout),
     OPTS("list_ttl=%lf", o.list_ttl),
@@ -161,7 +162,10 @@ static void usage(const char *prog)
         "Diagnostics:\n"
         "    -o log_level=LEVEL     debug, info, warn (default), error\n"
         "    -o log_file=PATH       append log lines here (daemon mode)\n"
-        "    cat MOUNTPOINT/.ecfs-stats   request counters (hidden, never listed)\n"
+        "    cat MOUNTPOINT/.ecfs-stats   request counters (hidden, never listed;\n"
+        "                           absent when an object of that name is at the\n"
+        "                           mount root when mounting)\n"
+        "    -o nostats             no .ecfs-stats file\n"
         "\n"
         "Unmount with fusermount3 -u MOUNTPOINT, umount, or SIGTERM.\n"
         "Also usable as: mount -t fuse.ecfs BUCKET MOUNTPOINT -o endpoint=URL\n"
@@ -355,12 +359,18 @@ static void *set_read_ahead(void *arg)
 }
 
 /* Probes the bucket with a one-key LIST before mounting, so a typo fails
- * the command instead of producing an empty mount. 0 or -errno. */
-static int probe_bucket(const struct fc_s3_conf *sc, const char *prefix)
+ * the command instead of producing an empty mount, and, unless @o says
+ * nostats, HEADs PREFIX.ecfs-stats: a real object of that name must not be
+ * hidden by the stats file, which is then turned off (o->no_stats).
+ * 0 or -errno. */
+static int probe_bucket(const struct fc_s3_conf *sc, struct fc_opts *o)
 {
+    const char *prefix = o->prefix;
     struct fc_s3 *s;
     struct fc_listpage pg;
     struct fc_s3_conf c = *sc;
+    struct fc_s3_obj obj;
+    char *key = NULL;
     int ret;
 
     c.max_conns = 1;
@@ -371,6 +381,18 @@ static int probe_bucket(const struct fc_s3_conf *sc, const char *prefix)
     fc_listpage_init(&pg);
     ret = fc_s3_list(s, prefix, NULL, 1, &pg);
     fc_listpage_fini(&pg);
+    if (ret == 0 && !o->no_stats) {
+        if (asprintf(&key, "%s.ecfs-stats", prefix) < 0) {
+            ret = -ENOMEM;
+        } else if (fc_s3_head(s, key, &obj) == 0) {
+            cm_log(CM_LOG_WARN, 0,
+                   "ecfs: object %s exists: no .ecfs-stats file on this "
+                   "mount",
+                   key);
+            o->no_stats = 1;
+        }
+        free(key);
+    }
     fc_s3_destroy(s);
     return ret;
 }
@@ -487,7 +509,7 @@ int main(int argc, char *argv[])
     sc.retries = fs.o.retries;
     sc.connect_timeout_ms = fs.o.connect_timeout_ms;
     sc.stall_timeout_s = fs.o.stall_timeout_s;
-    ret = probe_bucket(&sc, fs.o.prefix);
+    ret = probe_bucket(&sc, &fs.o);
     if (ret < 0) {
         fprintf(stderr, "ecfs: cannot list s3://%s/%s at %s: %s\n", fs.o.bucket,
                 fs.o.prefix, fs.o.endpoint, strerror(-ret));

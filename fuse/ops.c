@@ -34,6 +34,8 @@
 
 /* The request counters are a virtual file at the mount root, found by
  * lookup but never listed (so find, ls and ImageFolder do not see it).
+ * Off with -o nostats, or when an object of that name was at the root at
+ * mount time (main.c probes it), so a real object is never hidden.
  * Not an xattr: answering getxattr at all costs ls -l a FUSE round trip
  * per file, while ENOSYS makes the kernel stop asking for good. */
 #define FC_STATS_NAME                                                          \
@@ -394,7 +396,8 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, ENAMETOOLONG);
         return;
     }
-    if (parent == FUSE_ROOT_ID && strcmp(name, FC_STATS_NAME) == 0) {
+    if (parent == FUSE_ROOT_ID && !fs->o.no_stats &&
+        strcmp(name, FC_STATS_NAME) == 0) {
         memset(&e, 0, sizeof(e));
         e.ino = FC_STATS_INO; /* no inode: forget of it is ignored */
         stats_stat(fs, &e.attr);

@@ -210,3 +210,24 @@ def test_change_seen_under_steady_lookups(srv, ecfs_mount):  # noqa: F811
                 break
             time.sleep(0.1)
         assert got == new
+
+
+@pytest.mark.parametrize("prefix", [None, "p"])
+def test_real_stats_object_is_not_hidden(srv, ecfs_mount, prefix):  # noqa: F811
+    c, b = new_bucket(srv)
+    pre = "" if prefix is None else prefix + "/"
+    c.put_object(Bucket=b, Key=pre + ".ecfs-stats", Body=b"my own data")
+    c.put_object(Bucket=b, Key=pre + "a", Body=b"a")
+    m = mount(srv, ecfs_mount, b, prefix=prefix)
+    p = os.path.join(m.path, ".ecfs-stats")
+    with open(p, "rb") as f:
+        assert f.read() == b"my own data"
+    assert sorted(os.listdir(m.path)) == [".ecfs-stats", "a"]
+    # -o nostats: no stats file where there is no such object either
+    c.delete_object(Bucket=b, Key=pre + ".ecfs-stats")
+    m2 = mount(srv, ecfs_mount, b, prefix=prefix, opts=["nostats"])
+    with pytest.raises(FileNotFoundError):
+        os.stat(os.path.join(m2.path, ".ecfs-stats"))
+    # default: the counters are there
+    m3 = mount(srv, ecfs_mount, b, prefix=prefix)
+    assert "get" in m3.stats()
