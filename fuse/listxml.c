@@ -5,7 +5,12 @@
  * character data of the current leaf, and on each end tag decide by the
  * path what the text was: Contents/Key, Contents/Size, ...,
  * CommonPrefixes/Prefix, IsTruncated, NextContinuationToken, Error/Code.
- * Namespaces are not processed: S3's xmlns is just an attribute to us. */
+ * Namespaces are not processed: S3's xmlns is just an attribute to us.
+ * Keys and prefixes are URL-decoded when the answer says
+ * <EncodingType>url</EncodingType> (we ask for it: XML 1.0 cannot carry
+ * keys with control characters, and one such key would otherwise make the
+ * whole directory unlistable); a server that ignores the request sends raw
+ * keys and no EncodingType, and they are taken as they are. */
 #include "fuse/listxml.h"
 
 #include <errno.h>
@@ -17,6 +22,7 @@
 
 #include "common/buf.h"
 #include "common/timefmt.h"
+#include "common/uri.h"
 
 #define LX_MAX_DEPTH 8
 #define LX_NAME_MAX  32
@@ -29,6 +35,7 @@ struct lx_state {
     char path[LX_MAX_DEPTH][LX_NAME_MAX]; /* names of the open elements */
     struct cm_buf text;                   /* char data of the current element */
     struct fc_listobj cur;                /* Contents being built */
+    bool url;                             /* <EncodingType>url */
     int err;                              /* first error (-ENOMEM) */
 };
 
@@ -169,6 +176,10 @@ static int lx_leaf(struct lx_state *s)
             return -ENOMEM;
         return lx_push_prefix(p, dup);
     }
+    if (lx_at(s, "EncodingType", NULL)) {
+        s->url = strcmp(t, "url") == 0;
+        return 0;
+    }
     if (lx_at(s, "IsTruncated", NULL)) {
         p->truncated = strcmp(t, "true") == 0;
         return 0;
@@ -201,10 +212,37 @@ static void XMLCALL lx_end(void *ud, const XML_Char *name)
     cm_buf_reset(&s->text);
 }
 
+/* URL-decodes @*str in place ('+' is a space, as botocore reads S3's
+ * encoding). A malformed escape or a decoded NUL leaves "" (an entry no
+ * listing shows). 0 or -ENOMEM. */
+static int lx_url_decode(char **str)
+{
+    struct cm_buf out;
+    char *s = *str;
+    size_t n = strlen(s);
+    int ret;
+
+    cm_buf_init(&out, CM_BUF_NOLIMIT);
+    ret = cm_uri_decode(&out, s, n, true);
+    if (ret == -ENOMEM) {
+        cm_buf_fini(&out);
+        return ret;
+    }
+    if (ret < 0 || out.len == 0 || memchr(out.data, '\0', out.len) != NULL)
+        s[0] = '\0';
+    else {
+        memcpy(s, out.data, out.len); /* decoding never grows */
+        s[out.len] = '\0';
+    }
+    cm_buf_fini(&out);
+    return 0;
+}
+
 /* Parses one ListBucketResult or Error document into @p (see header). */
 int fc_listxml_parse(const char *xml, size_t n, struct fc_listpage *p)
 {
     struct lx_state s;
+    size_t obj0 = p->nobjs, pre0 = p->nprefixes;
     int ret = 0;
 
     memset(&s, 0, sizeof(s));
@@ -220,6 +258,10 @@ int fc_listxml_parse(const char *xml, size_t n, struct fc_listpage *p)
         ret = -EBADMSG;
     if (ret == 0 && s.err)
         ret = s.err;
+    for (size_t i = obj0; ret == 0 && s.url && i < p->nobjs; i++)
+        ret = lx_url_decode(&p->objs[i].key);
+    for (size_t i = pre0; ret == 0 && s.url && i < p->nprefixes; i++)
+        ret = lx_url_decode(&p->prefixes[i]);
     free(s.cur.key);
     free(s.cur.etag);
     cm_buf_fini(&s.text);

@@ -291,7 +291,7 @@ static int finish_opts(struct raw_opts *r)
     if (r->umask_s) {
         char *end;
         unsigned long m = strtoul(r->umask_s, &end, 8);
-        if (*end != '\0' || m > 0777) {
+        if (end == r->umask_s || *end != '\0' || m > 0777) {
             fprintf(stderr, "ecfs: bad umask=%s\n", r->umask_s);
             return -EINVAL;
         }

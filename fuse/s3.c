@@ -700,7 +700,7 @@ int fc_s3_list(struct fc_s3 *s, const char *prefix, const char *token,
 {
     struct s3_xfer x;
     struct cm_buf path, body;
-    struct s3_qp q[5];
+    struct s3_qp q[6];
     size_t nq = 0;
     char mk[16];
     long st;
@@ -720,6 +720,8 @@ int fc_s3_list(struct fc_s3 *s, const char *prefix, const char *token,
     if (token)
         q[nq++] = (struct s3_qp){"continuation-token", token};
     q[nq++] = (struct s3_qp){"delimiter", "/"};
+    /* keys with control characters cannot travel raw in XML 1.0 */
+    q[nq++] = (struct s3_qp){"encoding-type", "url"};
     q[nq++] = (struct s3_qp){"list-type", "2"};
     q[nq++] = (struct s3_qp){"max-keys", mk};
     q[nq++] = (struct s3_qp){"prefix", prefix};

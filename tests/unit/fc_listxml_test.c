@@ -75,6 +75,43 @@ static void test_parse_error_and_garbage(void **state)
     fc_listpage_fini(&p);
 }
 
+/* encoding-type=url answers: keys and prefixes are decoded ('+' is a
+ * space, as AWS encodes it), the token is not; without EncodingType the
+ * same text is taken raw; a decoded NUL or bad escape leaves "". */
+static void test_url_encoded_page(void **state)
+{
+    static const char enc[] =
+        "<ListBucketResult><EncodingType>url</EncodingType>"
+        "<NextContinuationToken>a%2B</NextContinuationToken>"
+        "<Contents><Key>d/ctl%01x</Key><Size>1</Size></Contents>"
+        "<Contents><Key>d/a+b%2Bc%25</Key><Size>1</Size></Contents>"
+        "<Contents><Key>d/nul%00x</Key><Size>1</Size></Contents>"
+        "<Contents><Key>d/bad%zz</Key><Size>1</Size></Contents>"
+        "<CommonPrefixes><Prefix>d/cr%0D/</Prefix></CommonPrefixes>"
+        "</ListBucketResult>";
+    static const char raw[] =
+        "<ListBucketResult>"
+        "<Contents><Key>d/a+b%2Bc%25</Key><Size>1</Size></Contents>"
+        "</ListBucketResult>";
+    struct fc_listpage p;
+
+    (void)state;
+    fc_listpage_init(&p);
+    assert_int_equal(fc_listxml_parse(enc, strlen(enc), &p), 0);
+    assert_string_equal(p.next_token, "a%2B");
+    assert_int_equal(p.nobjs, 4);
+    assert_string_equal(p.objs[0].key, "d/ctl\x01x");
+    assert_string_equal(p.objs[1].key, "d/a b+c%");
+    assert_string_equal(p.objs[2].key, "");
+    assert_string_equal(p.objs[3].key, "");
+    assert_int_equal(p.nprefixes, 1);
+    assert_string_equal(p.prefixes[0], "d/cr\r/");
+    fc_listpage_fini(&p);
+    assert_int_equal(fc_listxml_parse(raw, strlen(raw), &p), 0);
+    assert_string_equal(p.objs[0].key, "d/a+b%2Bc%25");
+    fc_listpage_fini(&p);
+}
+
 static void test_build_listing(void **state)
 {
     struct fc_listpage pages[2];
@@ -109,6 +146,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_page),
         cmocka_unit_test(test_parse_error_and_garbage),
+        cmocka_unit_test(test_url_encoded_page),
         cmocka_unit_test(test_build_listing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
