@@ -806,6 +806,12 @@ void stor_http_respond(struct stor_req *r)
     /* A body we did not read would be taken for the next request. */
     if (r->has_body && !r->body_done)
         c->close_after = true;
+    /* A final answer to "Expect: 100-continue" sent while the client still
+     * waits for the 100 (an error found in the head): botocore keeps that
+     * status line for its next response on the connection and misreads it
+     * (stalls until its read timeout), so the connection is not reused. */
+    if (r->expect_100 && !r->sent_100 && !r->body_started)
+        c->close_after = true;
     if (resp_serialize(c, r) < 0) {
         conn_close(c);
         return;
@@ -830,6 +836,10 @@ void stor_http_pre_done(struct stor_req *r)
     if (r->expect_100 && c->in.len == 0) {
         if (cm_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n") < 0)
             conn_close(c);
+        else
+            r->sent_100 = true;
+    } else if (r->expect_100) {
+        r->body_started = true; /* the client did not wait for the 100 */
     }
 }
 

@@ -145,6 +145,8 @@ struct stor_req {
     struct stor_chunk_dec *te; /* owned; only for chunked bodies */
     bool body_done;            /* the whole body has been read */
     bool expect_100;
+    bool sent_100;     /* the interim 100 Continue was queued */
+    bool body_started; /* body bytes came before any 100 Continue */
     bool keep_alive;
     uint64_t body_bytes; /* decoded payload bytes */
 
