@@ -266,6 +266,18 @@ static int finish_opts(struct raw_opts *r)
     }
     if (o->prefix == NULL && (o->prefix = strdup("")) == NULL)
         return -ENOMEM;
+    /* the daemon runs in "/": a relative log_file is relative to here */
+    if (r->log_file && r->log_file[0] != '/') {
+        char cwd[PATH_MAX], *abs;
+        if (getcwd(cwd, sizeof(cwd)) == NULL ||
+            asprintf(&abs, "%s/%s", cwd, r->log_file) < 0) {
+            fprintf(stderr, "ecfs: cannot resolve log_file=%s\n",
+                    r->log_file);
+            return -EINVAL;
+        }
+        free(r->log_file);
+        r->log_file = abs;
+    }
     if (o->bucket[0] == '\0') {
         fprintf(stderr, "ecfs: empty bucket name\n");
         return -EINVAL;

@@ -256,3 +256,20 @@ def test_empty_umask_is_refused(srv, ecfs_mount):  # noqa: F811
     import subprocess
     r = subprocess.run(m.argv, env=m.env, capture_output=True, timeout=20)
     assert r.returncode != 0 and b"umask" in r.stderr
+
+
+def test_relative_log_file_is_relative_to_cwd(srv, ecfs_mount, tmp_path):  # noqa: F811
+    """The daemon chdirs to /: a relative log_file must still land in the
+    directory ecfs was started from."""
+    import subprocess
+    c, b = new_bucket(srv)
+    m = mount(srv, ecfs_mount, b, start=False)
+    argv = list(m.argv)
+    argv[-1] = argv[-1].replace("log_file=" + m.log,
+                                "log_file=rel.log,log_level=info")
+    r = subprocess.run(argv, env=m.env, capture_output=True, timeout=20,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    m.unmount()
+    assert os.path.getsize(os.path.join(str(tmp_path), "rel.log")) > 0
+    assert not os.path.exists("/rel.log")
