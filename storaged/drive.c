@@ -185,10 +185,11 @@ int stor_format_write(const char *drive, const struct stor_format *f)
     char path[PATH_MAX], tmp[PATH_MAX], body[512];
     int fd, ret, len;
 
+    /* The drive root must exist already: never create it (a missing mount
+     * point would otherwise be formatted on the parent filesystem). */
     snprintf(path, sizeof(path), "%s/%s", drive, STOR_SYS_DIR);
-    ret = stor_mkdirs(path);
-    if (ret < 0)
-        return ret;
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return -errno;
     snprintf(path, sizeof(path), "%s/%s", drive, STOR_FORMAT);
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
         return -ENAMETOOLONG;
@@ -252,11 +253,33 @@ int stor_fsync_dir(const char *path)
     return ret;
 }
 
-/* Contract in drive.h: creates missing parents; an existing path is fine. */
+/* True when @dir (an existing directory) is a formatted drive root or lies
+ * under one: some ancestor-or-self holds STOR_SYS_DIR. */
+static bool in_formatted_drive(char *dir)
+{
+    char probe[PATH_MAX];
+    struct stat st;
+    char *slash;
+
+    for (;;) {
+        if (snprintf(probe, sizeof(probe), "%s/%s", *dir ? dir : "",
+                     STOR_SYS_DIR) < (int)sizeof(probe) &&
+            stat(probe, &st) == 0 && S_ISDIR(st.st_mode))
+            return true;
+        slash = strrchr(dir, '/');
+        if (slash == NULL || slash == dir)
+            return false;
+        *slash = 0;
+    }
+}
+
+/* Contract in drive.h: creates missing parents below an existing ancestor
+ * inside a formatted drive; an existing path is fine. */
 int stor_mkdirs(const char *path)
 {
-    char buf[PATH_MAX];
-    size_t len = strlen(path);
+    char buf[PATH_MAX], anc[PATH_MAX];
+    size_t len = strlen(path), alen;
+    char *p;
 
     if (len == 0 || len >= sizeof(buf))
         return -EINVAL;
@@ -265,7 +288,28 @@ int stor_mkdirs(const char *path)
     if (errno != ENOENT)
         return -errno;
     memcpy(buf, path, len + 1);
-    for (char *p = buf + 1; *p; p++) {
+    /* The deepest existing ancestor: strip components until one exists. */
+    alen = len;
+    for (;;) {
+        struct stat st;
+
+        while (alen > 0 && buf[alen - 1] != '/')
+            alen--;
+        while (alen > 1 && buf[alen - 1] == '/')
+            alen--;
+        if (alen <= 1)
+            return -ENODEV;
+        memcpy(anc, buf, alen);
+        anc[alen] = 0;
+        if (stat(anc, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+            break;
+        }
+    }
+    if (!in_formatted_drive(anc))
+        return -ENODEV;
+    for (p = buf + alen + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = 0;

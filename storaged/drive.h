@@ -63,7 +63,11 @@ CM_MUST_CHECK int stor_pwrite_all(int fd, const void *p, size_t len,
                                   uint64_t off);
 /* fsyncs a directory by path. 0 or -errno. */
 int stor_fsync_dir(const char *path);
-/* mkdir -p for @path (mode 0755). 0 or -errno. */
+/* mkdir -p for @path (mode 0755), but only inside a formatted drive: the
+ * deepest existing ancestor of @path must be a directory that is, or lies
+ * under, a directory holding STOR_SYS_DIR. A drive directory that vanished
+ * (failed disk, unmounted mount point) is never recreated on the parent
+ * filesystem: that returns -ENODEV. 0 or -errno. */
 int stor_mkdirs(const char *path);
 /* rm -rf @path; ignores a missing path. 0 or -errno. */
 int stor_rmtree(const char *path);
