@@ -11,41 +11,43 @@
  * results that allocate are freed with the matching _free/_close. */
 #ifndef STORAGED_OBJECT_H
 #define STORAGED_OBJECT_H
+#include "common/compiler.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
-#include "common/compiler.h"
 
-#define STOR_MAX_KEY_LEN    1024
-#define STOR_MAX_PARTS      10000
-#define STOR_ETAG_MAX       48  /* "0123...ef-10000" + NUL, without quotes */
-#define STOR_UPLOAD_ID_MAX  64
+#define STOR_MAX_KEY_LEN   1024
+#define STOR_MAX_PARTS     10000
+#define STOR_ETAG_MAX      48 /* "0123...ef-10000" + NUL, without quotes */
+#define STOR_UPLOAD_ID_MAX 64
 
 /* errno values with an object-layer meaning (returned negated) */
-#define STOR_ENOKEY      ENOENT    /* NoSuchKey */
-#define STOR_ENOBUCKET   ENXIO     /* NoSuchBucket */
-#define STOR_EBUCKETEXISTS EEXIST  /* BucketAlreadyOwnedByYou */
-#define STOR_ENOTEMPTY   ENOTEMPTY /* BucketNotEmpty */
-#define STOR_ENOUPLOAD   EBADR     /* NoSuchUpload */
-#define STOR_EBADPART    EBADE     /* InvalidPart (missing or ETag mismatch) */
-#define STOR_EPARTORDER  EBADRQC   /* InvalidPartOrder */
-#define STOR_ETOOSMALL   EMSGSIZE  /* EntityTooSmall: non-last part < 5 MiB */
-#define STOR_EBADDIGEST  EBADMSG   /* BadDigest: Content-MD5 mismatch */
-#define STOR_EQUORUM     EHOSTDOWN /* too few drives online: 503 */
-#define STOR_EDATA       EIO       /* data cannot be reconstructed: 500 */
-#define STOR_EINVAL      EINVAL    /* bad name/argument */
+#define STOR_ENOKEY        ENOENT    /* NoSuchKey */
+#define STOR_ENOBUCKET     ENXIO     /* NoSuchBucket */
+#define STOR_EBUCKETEXISTS EEXIST    /* BucketAlreadyOwnedByYou */
+#define STOR_ENOTEMPTY     ENOTEMPTY /* BucketNotEmpty */
+#define STOR_ENOUPLOAD     EBADR     /* NoSuchUpload */
+#define STOR_EBADPART      EBADE    /* InvalidPart (missing or ETag mismatch) */
+#define STOR_EPARTORDER    EBADRQC  /* InvalidPartOrder */
+#define STOR_ETOOSMALL     EMSGSIZE /* EntityTooSmall: non-last part < 5 MiB */
+#define STOR_EBADDIGEST    EBADMSG  /* BadDigest: Content-MD5 mismatch */
+#define STOR_EQUORUM       EHOSTDOWN /* too few drives online: 503 */
+#define STOR_EDATA         EIO       /* data cannot be reconstructed: 500 */
+#define STOR_EINVAL        EINVAL    /* bad name/argument */
 
 struct stor_store;
 
 struct stor_store_opts {
-    const char *const *drives; /* drive directory paths, ellipsis already expanded */
+    const char *const
+        *drives; /* drive directory paths, ellipsis already expanded */
     size_t ndrives;
     int ec_data;   /* K; 0 = default from the set size (DESIGN.md rules) */
     int ec_parity; /* M; -1 = default */
-    int set_size;  /* drives per erasure set; 0 = choose (largest of 16..2 dividing ndrives) */
+    int set_size;  /* drives per erasure set; 0 = choose (largest of 16..2
+                      dividing ndrives) */
     bool fsync;    /* default true: an acknowledged PUT survives power loss */
 };
 
@@ -97,9 +99,9 @@ struct stor_put;
 /* Starts a write. @size is the exact body length when known (it picks the
  * small-object geometry), or -1 when unknown. Headers are copied. */
 CM_MUST_CHECK int stor_put_begin(struct stor_store *s, const char *bucket,
-                                 const char *key, size_t key_len,
-                                 int64_t size, const struct stor_hdr *hdrs,
-                                 size_t nhdrs, struct stor_put **out);
+                                 const char *key, size_t key_len, int64_t size,
+                                 const struct stor_hdr *hdrs, size_t nhdrs,
+                                 struct stor_put **out);
 /* Appends body bytes; encodes and writes whole stripes as they fill. */
 CM_MUST_CHECK int stor_put_write(struct stor_put *p, const void *data,
                                  size_t len);
@@ -107,8 +109,7 @@ CM_MUST_CHECK int stor_put_write(struct stor_put *p, const void *data,
  * @expect_md5 is non-NULL and differs from the body's MD5, nothing becomes
  * visible and -STOR_EBADDIGEST is returned. Fills @out (may be NULL).
  * Always frees @p. */
-CM_MUST_CHECK int stor_put_commit(struct stor_put *p,
-                                  const uint8_t *expect_md5,
+CM_MUST_CHECK int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
                                   struct stor_obj_info *out);
 /* Discards everything written; frees @p. */
 void stor_put_abort(struct stor_put *p);
@@ -124,8 +125,8 @@ CM_MUST_CHECK int stor_get_open(struct stor_store *s, const char *bucket,
 /* Reads up to @len bytes at @off; returns bytes read (0 at EOF) or -errno.
  * Verifies checksums, rebuilds from parity when a shard is missing or
  * corrupt (and queues the object for healing); never returns wrong bytes. */
-CM_MUST_CHECK ssize_t stor_get_read(struct stor_get *g, uint64_t off,
-                                    void *buf, size_t len);
+CM_MUST_CHECK ssize_t stor_get_read(struct stor_get *g, uint64_t off, void *buf,
+                                    size_t len);
 /* The read size that costs least per byte (a whole stripe), for callers
  * that stream. */
 size_t stor_get_preferred_chunk(const struct stor_get *g);
@@ -149,7 +150,8 @@ struct stor_list_result {
     char **prefixes; /* owned common prefixes, byte order */
     size_t nprefixes;
     bool truncated;
-    char *next_marker; /* owned; the last key or prefix returned, when truncated */
+    char *next_marker; /* owned; the last key or prefix returned, when truncated
+                        */
 };
 /* Lists keys > @after (NULL = from the start) that start with @prefix
  * (NULL = all); with @delimiter, keys containing it after the prefix roll
@@ -188,12 +190,11 @@ CM_MUST_CHECK int stor_mpu_abort(struct stor_store *s, const char *bucket,
                                  const char *key, size_t key_len,
                                  const char *upload_id);
 /* Parts with number > @after, at most @max; *out malloc'd (free()). */
-CM_MUST_CHECK int stor_mpu_list_parts(struct stor_store *s,
-                                      const char *bucket, const char *key,
-                                      size_t key_len, const char *upload_id,
-                                      int after, size_t max,
-                                      struct stor_part **out, size_t *n,
-                                      bool *truncated);
+CM_MUST_CHECK int stor_mpu_list_parts(struct stor_store *s, const char *bucket,
+                                      const char *key, size_t key_len,
+                                      const char *upload_id, int after,
+                                      size_t max, struct stor_part **out,
+                                      size_t *n, bool *truncated);
 struct stor_upload {
     char *key; /* owned */
     size_t key_len;
