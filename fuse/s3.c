@@ -62,6 +62,7 @@ struct s3_xfer {
     struct fc_s3_obj obj;
     bool have_range;
     uint64_t range_start, range_total;
+    long status; /* of the response being received (its status line) */
 };
 
 static void s3_share_lock(CURL *h, curl_lock_data d, curl_lock_access a,
@@ -227,6 +228,11 @@ static size_t s3_write_cb(char *p, size_t sz, size_t nm, void *ud)
             return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
         return n;
     }
+    /* an error answer's body (an XML <Error>, often larger than a small
+     * object) is not object data: dropping it keeps a 503 retryable
+     * instead of overflowing the buffer into a final EIO */
+    if (x->status < 200 || x->status > 299)
+        return n;
     if (x->dst_len + n > x->dst_cap) {
         x->overflow = true;
         return 0;
@@ -258,8 +264,10 @@ static size_t s3_header_cb(char *p, size_t sz, size_t nm, void *ud)
     if (colon == NULL) {
         /* status line of a new response (e.g. after 100-continue): reset */
         if (n > 5 && strncmp(p, "HTTP/", 5) == 0) {
+            const char *sp = memchr(p, ' ', n);
             memset(&x->obj, 0, sizeof(x->obj));
             x->have_range = false;
+            x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         }
         return n;
     }
@@ -497,6 +505,7 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
             cm_buf_reset(x->body);
         memset(&x->obj, 0, sizeof(x->obj));
         x->have_range = false;
+        x->status = 0;
 
         h = s3_handle_get(s);
         curl_easy_reset(h);

@@ -273,3 +273,95 @@ def test_relative_log_file_is_relative_to_cwd(srv, ecfs_mount, tmp_path):  # noq
     m.unmount()
     assert os.path.getsize(os.path.join(str(tmp_path), "rel.log")) > 0
     assert not os.path.exists("/rel.log")
+
+
+class _FaultProxy:
+    """HTTP/1.1 proxy in front of the real storaged that answers the first
+    @n_fail object GETs with 503 SlowDown and a 2 KiB XML error body (as a
+    throttling S3 does), and forwards everything else unchanged."""
+
+    def __init__(self, upstream, n_fail):
+        import http.client
+        import http.server
+        import threading
+        host, port = upstream.split("//")[1].split(":")
+        proxy = self
+        self.n_fail = n_fail
+        self.failed = 0
+        self.lock = threading.Lock()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _fwd(self, method):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                if method == "GET" and "?" not in self.path:
+                    with proxy.lock:
+                        fail = proxy.failed < proxy.n_fail
+                        proxy.failed += fail
+                    if fail:
+                        msg = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown"
+                               b"</Code><Message>" + b"x" * 2048 +
+                               b"</Message></Error>")
+                        self.send_response(503)
+                        self.send_header("Content-Length", str(len(msg)))
+                        self.end_headers()
+                        self.wfile.write(msg)
+                        return
+                c = http.client.HTTPConnection(host, int(port), timeout=20)
+                c.request(method, self.path, body=body,
+                          headers=dict(self.headers))
+                r = c.getresponse()
+                data = r.read()
+                self.send_response(r.status)
+                for k, v in r.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                if r.getheader("Content-Length") is None:
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if method != "HEAD":
+                    self.wfile.write(data)
+                c.close()
+
+            def do_GET(self):
+                self._fwd("GET")
+
+            def do_HEAD(self):
+                self._fwd("HEAD")
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.endpoint = "http://127.0.0.1:%d" % self.srv.server_address[1]
+        self.th = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.th.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_throttled_small_get_is_retried(srv, ecfs_mount):  # noqa: F811
+    """A 503 whose error body is larger than the file asked for must be
+    retried like any 503, not end in EIO."""
+    c, b = new_bucket(srv)
+    c.put_object(Bucket=b, Key="tiny", Body=b"0123456789")
+    c.put_object(Bucket=b, Key="mid", Body=b"m" * 3000)
+    px = _FaultProxy(srv.endpoint, 0)
+    try:
+        m = ecfs_mount(px.endpoint, b, access_key=srv.access_key,
+                       secret_key=srv.secret_key, opts=["retries=4"])
+        os.listdir(m.path)
+        px.n_fail = 2
+        with open(os.path.join(m.path, "tiny"), "rb") as f:
+            assert f.read() == b"0123456789"
+        px.failed, px.n_fail = 0, 1
+        with open(os.path.join(m.path, "mid"), "rb") as f:
+            assert f.read() == b"m" * 3000
+        assert m.stats()["retries"] >= 3
+    finally:
+        px.close()
