@@ -156,3 +156,27 @@ def test_mount_t_and_fstab_line(srv_bucket, tmp_path):
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
         os.unlink(dst)
+
+
+def test_mount_helper_does_not_glob_options(srv_bucket, tmp_path):
+    """An option value with a glob character reaches ecfs as written."""
+    srv, b = srv_bucket
+    mnt = tmp_path / "glob-mnt"
+    mnt.mkdir()
+    (tmp_path / "lXg").write_text("")  # what log_file=l?g would glob to
+    env = dict(os.environ, ECFS=ECFS, AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key)
+    try:
+        r = subprocess.run(
+            [HELPER, b, str(mnt), "-o", "endpoint=%s,log_level=info,"
+             "log_file=%s" % (srv.endpoint, tmp_path / "l?g")],
+            env=env, capture_output=True, timeout=30, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        assert is_mounted(str(mnt))
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        deadline = time.monotonic() + 10
+        while is_mounted(str(mnt)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert os.path.getsize(tmp_path / "l?g") > 0
+    assert os.path.getsize(tmp_path / "lXg") == 0
