@@ -154,6 +154,15 @@ static enum stor_s3_err route(struct stor_req *r)
         }
         return S3E_NONE;
     }
+    {
+        /* Buckets are unversioned: the one version of a key is "null".
+         * Any other id names a version we do not have; answering with
+         * (or deleting) the current one would act on the wrong data. */
+        const char *vid = stor_req_query(r, "versionId");
+
+        if (vid && strcmp(vid, "null") != 0)
+            return S3E_NO_SUCH_VERSION;
+    }
     if (has_any(r, object_subres, CM_ARRAY_SIZE(object_subres))) {
         /* read-only answers for the two that tools ask for (s3cmd info) */
         if ((r->is_get || r->is_head) && (stor_req_has_query(r, "acl") ||

@@ -58,6 +58,8 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_NO_SUCH_BUCKET] = {404, "NoSuchBucket",
                             "The specified bucket does not exist."},
     [S3E_NO_SUCH_KEY] = {404, "NoSuchKey", "The specified key does not exist."},
+    [S3E_NO_SUCH_VERSION] = {404, "NoSuchVersion",
+                             "The specified version does not exist."},
     [S3E_NO_SUCH_UPLOAD] =
         {404, "NoSuchUpload",
          "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."},

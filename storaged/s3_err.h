@@ -29,6 +29,7 @@ enum stor_s3_err {
     S3E_NO_SUCH_BUCKET,
     S3E_NO_SUCH_KEY,
     S3E_NO_SUCH_UPLOAD,
+    S3E_NO_SUCH_VERSION,
     S3E_NOT_IMPLEMENTED,
     S3E_PRECONDITION_FAILED,
     S3E_NOT_MODIFIED, /* 304, not an error body */

@@ -30,6 +30,7 @@ bool stor_s3_bucket_name_ok(const char *b);
 struct stor_s3_del_key {
     char *key; /* owned */
     size_t key_len;
+    bool bad_version; /* a <VersionId> other than "null" came with it */
 };
 /* <Delete><Quiet/><Object><Key/></Object>...</Delete>; 0 or -EBADMSG
  * (malformed or more than 1000 keys) or -ENOMEM. Free with

@@ -904,7 +904,11 @@ static void op_delete_objects(struct stor_req *r)
         goto out;
     x_lit(b, S3_XML_DECL "<DeleteResult xmlns=\"" S3_XMLNS "\">");
     for (i = 0; i < n; i++) {
-        ret = keys[i].key_len > STOR_MAX_KEY_LEN
+        enum stor_s3_err e = S3E_NONE;
+
+        if (keys[i].bad_version) /* never delete the "null" version */
+            e = S3E_NO_SUCH_VERSION;
+        ret = e != S3E_NONE || keys[i].key_len > STOR_MAX_KEY_LEN
                   ? -ENAMETOOLONG
                   : stor_obj_delete(stor_srv->store, r->bucket, keys[i].key,
                                     keys[i].key_len);
@@ -915,8 +919,8 @@ static void op_delete_objects(struct stor_req *r)
             x_elem(b, "Key", keys[i].key, keys[i].key_len, false);
             x_lit(b, "</Deleted>");
         } else {
-            const struct stor_s3_err_info *ei =
-                stor_s3_err_info(stor_s3_err_from_errno(ret));
+            const struct stor_s3_err_info *ei = stor_s3_err_info(
+                e != S3E_NONE ? e : stor_s3_err_from_errno(ret));
 
             x_lit(b, "<Error>");
             x_elem(b, "Key", keys[i].key, keys[i].key_len, false);
@@ -1035,8 +1039,15 @@ static enum stor_s3_err copy_source(const struct stor_req *r, char *bucket,
         return S3E_INVALID_ARGUMENT;
     cm_buf_init(&b, CM_BUF_NOLIMIT);
     q = memchr(v, '?', n);
-    if (q)
-        n = (size_t)(q - v); /* ?versionId=: we keep one version */
+    if (q) {
+        /* ?versionId=: we keep one version, "null"; another id is not
+         * ours, and copying the current data instead would be wrong. */
+        size_t qn = n - (size_t)(q - v);
+
+        if (!(qn == 15 && memcmp(q, "?versionId=null", 15) == 0))
+            return S3E_NO_SUCH_VERSION;
+        n = (size_t)(q - v);
+    }
     if (cm_uri_decode(&b, v, n, false) < 0 || b.data == NULL)
         return S3E_INVALID_ARGUMENT;
     p = b.data;

@@ -23,6 +23,8 @@ struct xml_ctx {
     size_t nkeys, capkeys;
     bool quiet;
     bool in_object;
+    size_t obj_first;     /* keys[] index where this <Object> began */
+    bool obj_bad_version; /* its <VersionId> is not "null" */
     /* complete */
     struct stor_part *parts;
     size_t nparts, capparts;
@@ -47,8 +49,11 @@ static void XMLCALL on_start(void *ud, const char *name, const char **attrs)
     x->depth++;
     cm_buf_reset(&x->text);
     name = local_name(name);
-    if (strcmp(name, "Object") == 0)
+    if (strcmp(name, "Object") == 0) {
         x->in_object = true;
+        x->obj_first = x->nkeys;
+        x->obj_bad_version = false;
+    }
     if (strcmp(name, "Part") == 0) {
         memset(&x->cur, 0, sizeof(x->cur));
         x->have_num = false;
@@ -107,6 +112,7 @@ static void end_delete(struct xml_ctx *x, const char *name)
         }
         k = &x->keys[x->nkeys];
         k->key_len = x->text.len;
+        k->bad_version = false;
         k->key = malloc(k->key_len + 1);
         if (k->key == NULL) {
             x->err = -ENOMEM;
@@ -115,7 +121,14 @@ static void end_delete(struct xml_ctx *x, const char *name)
         memcpy(k->key, t, k->key_len);
         k->key[k->key_len] = 0;
         x->nkeys++;
+    } else if (strcmp(name, "VersionId") == 0 && x->in_object) {
+        if (strcmp(t, "null") != 0)
+            x->obj_bad_version = true;
     } else if (strcmp(name, "Object") == 0) {
+        size_t i;
+
+        for (i = x->obj_first; x->obj_bad_version && i < x->nkeys; i++)
+            x->keys[i].bad_version = true;
         x->in_object = false;
     }
 }

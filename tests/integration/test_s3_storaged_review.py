@@ -40,3 +40,43 @@ def test_head_error_to_expect_continue_does_not_stall_next_request(
         c.put_object(Bucket="no-such-bucket-x", Key="k", Body=b"")
     assert ei.value.response["Error"]["Code"] == "NoSuchBucket"
     assert c.get_object(Bucket=bucket, Key="ok")["Body"].read() == b""
+
+
+def test_foreign_version_id_never_reads_or_deletes_current_data(s3, bucket):
+    """Buckets are unversioned, so the only version id is "null". A GET,
+    HEAD, DELETE, DeleteObjects entry or copy source naming another version
+    used to act on the current object (wrong bytes, or deleting the data
+    the client did not name); it must answer NoSuchVersion instead."""
+    s3.put_object(Bucket=bucket, Key="k", Body=b"current")
+
+    def code(fn, **kw):
+        with pytest.raises(botocore.exceptions.ClientError) as ei:
+            fn(Bucket=bucket, **kw)
+        return (ei.value.response["Error"]["Code"],
+                ei.value.response["ResponseMetadata"]["HTTPStatusCode"])
+
+    assert code(s3.get_object, Key="k", VersionId="abc") == (
+        "NoSuchVersion", 404)
+    assert code(s3.head_object, Key="k", VersionId="abc")[1] == 404
+    assert code(s3.delete_object, Key="k", VersionId="abc") == (
+        "NoSuchVersion", 404)
+    assert code(s3.copy_object, Key="c",
+                CopySource={"Bucket": bucket, "Key": "k",
+                            "VersionId": "abc"}) == ("NoSuchVersion", 404)
+    r = s3.delete_objects(Bucket=bucket, Delete={"Objects": [
+        {"Key": "k", "VersionId": "abc"}]})
+    assert [e["Code"] for e in r.get("Errors", [])] == ["NoSuchVersion"]
+    assert "Deleted" not in r
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"current"
+    # "null" is the version every object has
+    assert s3.get_object(Bucket=bucket, Key="k",
+                         VersionId="null")["Body"].read() == b"current"
+    s3.copy_object(Bucket=bucket, Key="c",
+                   CopySource={"Bucket": bucket, "Key": "k",
+                               "VersionId": "null"})
+    assert s3.get_object(Bucket=bucket, Key="c")["Body"].read() == b"current"
+    r = s3.delete_objects(Bucket=bucket, Delete={"Objects": [
+        {"Key": "c", "VersionId": "null"}]})
+    assert [d["Key"] for d in r["Deleted"]] == ["c"]
+    s3.delete_object(Bucket=bucket, Key="k", VersionId="null")
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
