@@ -29,8 +29,9 @@ struct fc_opts {
     int ro;               /* read-only mount: metadata cached until unmount */
     int immutable;        /* same caching as ro: objects never change */
     int foreground;
-    int no_stats; /* no .ecfs-stats file: -o nostats, or an object of
-                   * that name at the mount root (found at mount time) */
+    /* no .ecfs-stats file: -o nostats, or an object of that name at the
+     * mount root (found at mount time) */
+    int no_stats;
     double attr_timeout;     /* kernel attr/entry cache, s */
     double negative_timeout; /* kernel negative dentry cache, s */
     double list_ttl;         /* our listing + attribute cache, s */

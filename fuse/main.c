@@ -271,8 +271,7 @@ static int finish_opts(struct raw_opts *r)
         char cwd[PATH_MAX], *abs;
         if (getcwd(cwd, sizeof(cwd)) == NULL ||
             asprintf(&abs, "%s/%s", cwd, r->log_file) < 0) {
-            fprintf(stderr, "ecfs: cannot resolve log_file=%s\n",
-                    r->log_file);
+            fprintf(stderr, "ecfs: cannot resolve log_file=%s\n", r->log_file);
             return -EINVAL;
         }
         free(r->log_file);
