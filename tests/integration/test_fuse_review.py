@@ -365,3 +365,16 @@ def test_throttled_small_get_is_retried(srv, ecfs_mount):  # noqa: F811
         assert m.stats()["retries"] >= 3
     finally:
         px.close()
+
+
+def test_odd_prefix_mount(srv, ecfs_mount):  # noqa: F811
+    c, b = new_bucket(srv)
+    pre = "we ird%+#?é,x"
+    c.put_object(Bucket=b, Key=pre + "/a", Body=b"A")
+    c.put_object(Bucket=b, Key=pre + "/s/b", Body=b"B")
+    c.put_object(Bucket=b, Key=pre + "x/no", Body=b"no")
+    m = mount(srv, ecfs_mount, b, prefix=pre + "/")
+    assert sorted(os.listdir(m.path)) == ["a", "s"]
+    with open(os.path.join(m.path, "s/b"), "rb") as f:
+        assert f.read() == b"B"
+    assert "get" in m.stats()
