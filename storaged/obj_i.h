@@ -56,6 +56,7 @@ struct obj_upload {
     size_t nhdrs;
     struct stor_meta_part *parts; /* owned, sorted by number */
     size_t nparts, pcap;
+    bool completing; /* a Complete owns its part files (bucket lock) */
 };
 
 struct obj_bucket {

@@ -648,9 +648,13 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
         ret = -STOR_ENOBUCKET;
         goto out;
     }
-    pthread_rwlock_rdlock(&b->lock);
+    /* write lock: the check-and-claim of the upload below is atomic, so
+     * a second Complete of the same upload (a client retrying on a
+     * timeout) cannot rename the same part files at the same time and
+     * leave neither commit with a quorum */
+    pthread_rwlock_wrlock(&b->lock);
     u = upload_find(b, upload_id, key, key_len, NULL);
-    if (u == NULL)
+    if (u == NULL || u->completing)
         ret = -STOR_ENOUPLOAD;
     for (size_t i = 0; i < nparts && ret == 0; i++) {
         const struct stor_meta_part *have = NULL;
@@ -685,6 +689,8 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
     }
     if (ret == 0 && obj_hdrs_copy(u->hdrs, u->nhdrs, &e->hdrs) == 0)
         e->nhdrs = u->nhdrs;
+    if (ret == 0)
+        u->completing = true;
     pthread_rwlock_unlock(&b->lock);
     pthread_rwlock_unlock(&s->lock);
     if (ret < 0)
@@ -739,6 +745,17 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
     if (ret < 0) {
         if (out)
             stor_obj_info_fini(out);
+        /* the upload stays; another Complete may try again */
+        pthread_rwlock_rdlock(&s->lock);
+        b = obj_bucket_find(s, bucket);
+        if (b) {
+            pthread_rwlock_wrlock(&b->lock);
+            u = upload_find(b, upload_id, key, key_len, NULL);
+            if (u)
+                u->completing = false;
+            pthread_rwlock_unlock(&b->lock);
+        }
+        pthread_rwlock_unlock(&s->lock);
         goto out;
     }
     /* the upload is done: forget it and drop unused parts */

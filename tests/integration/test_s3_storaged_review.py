@@ -80,3 +80,51 @@ def test_foreign_version_id_never_reads_or_deletes_current_data(s3, bucket):
     assert [d["Key"] for d in r["Deleted"]] == ["c"]
     s3.delete_object(Bucket=bucket, Key="k", VersionId="null")
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
+
+
+def test_concurrent_completes_of_one_upload(s3_server, bucket):
+    """Two Completes of the same upload (a client retrying on a timeout)
+    used to rename the same part files at the same time, so often none
+    of them kept a quorum: every one answered 503 ServiceUnavailable and
+    the upload's data was scattered (no object, and no retry could
+    complete it). Now the first claims the upload; the others answer
+    NoSuchUpload and touch nothing."""
+    import os
+    import threading
+
+    clients = [_client(s3_server, read_timeout=30) for _ in range(5)]
+    parts = [os.urandom(5 * 1024 * 1024) for _ in range(3)] + [b"tail"]
+    for trial in range(4):
+        key = "cc%d" % trial
+        c0 = clients[0]
+        u = c0.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        ps = [{"PartNumber": i + 1,
+               "ETag": c0.upload_part(Bucket=bucket, Key=key, UploadId=u,
+                                      PartNumber=i + 1, Body=p)["ETag"]}
+              for i, p in enumerate(parts)]
+        res = [None] * len(clients)
+        go = threading.Barrier(len(clients))
+        for c in clients:  # warm connections: the Completes really overlap
+            c.head_bucket(Bucket=bucket)
+
+        def complete(i):
+            go.wait()
+            try:
+                res[i] = clients[i].complete_multipart_upload(
+                    Bucket=bucket, Key=key, UploadId=u,
+                    MultipartUpload={"Parts": ps})["ETag"]
+            except botocore.exceptions.ClientError as e:
+                res[i] = e.response["Error"]["Code"]
+
+        ts = [threading.Thread(target=complete, args=(i,))
+              for i in range(len(clients))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        wins = [r for r in res if r.endswith('-4"')]
+        assert len(wins) == 1, res
+        assert sorted(r for r in res if r not in wins) == [
+            "NoSuchUpload"] * (len(clients) - 1), res
+        got = c0.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert got == b"".join(parts)
