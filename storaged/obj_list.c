@@ -572,7 +572,7 @@ int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
     } else {
         pthread_rwlock_wrlock(&b->lock);
         u = upload_find(b, uid, key, key_len, NULL);
-        if (u == NULL)
+        if (u == NULL || u->completing) /* a Complete owns its parts now */
             ret = -STOR_ENOUPLOAD;
         else
             ret = obj_upload_set_part(u, &mp, &old);

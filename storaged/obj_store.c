@@ -601,7 +601,10 @@ int stor_bucket_delete(struct stor_store *s, const char *bucket)
         ret = -STOR_ENOBUCKET;
         goto out;
     }
-    if (b->n > 0 || b->nup > 0) {
+    /* uploads in progress do not keep a bucket (S3 deletes it and them;
+     * `aws s3 rb --force` after an interrupted upload must work): their
+     * directories go with the bucket below */
+    if (b->n > 0) {
         ret = -STOR_ENOTEMPTY;
         goto out;
     }

@@ -63,7 +63,8 @@ struct stor_bucket_info {
     time_t created;
 };
 CM_MUST_CHECK int stor_bucket_create(struct stor_store *s, const char *bucket);
-/* -STOR_ENOTEMPTY if objects or uploads remain. */
+/* -STOR_ENOTEMPTY if objects remain; multipart uploads in progress are
+ * aborted with the bucket (as S3 does). */
 CM_MUST_CHECK int stor_bucket_delete(struct stor_store *s, const char *bucket);
 CM_MUST_CHECK int stor_bucket_stat(struct stor_store *s, const char *bucket,
                                    struct stor_bucket_info *out);

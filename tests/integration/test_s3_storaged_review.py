@@ -128,3 +128,31 @@ def test_concurrent_completes_of_one_upload(s3_server, bucket):
             "NoSuchUpload"] * (len(clients) - 1), res
         got = c0.get_object(Bucket=bucket, Key=key)["Body"].read()
         assert got == b"".join(parts)
+
+
+def test_delete_bucket_with_only_incomplete_uploads(s3_server):
+    """S3 deletes a bucket whose only content is multipart uploads in
+    progress (and the uploads with it). storaged answered BucketNotEmpty,
+    so `aws s3 rb --force` after an interrupted upload failed on a bucket
+    that lists as empty."""
+    s3 = s3_server.client()
+    s3.create_bucket(Bucket="mpu-left")
+    u = s3.create_multipart_upload(Bucket="mpu-left", Key="big")["UploadId"]
+    s3.upload_part(Bucket="mpu-left", Key="big", UploadId=u, PartNumber=1,
+                   Body=b"x" * 1000)
+    s3.put_object(Bucket="mpu-left", Key="obj", Body=b"1")
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.delete_bucket(Bucket="mpu-left")
+    assert ei.value.response["Error"]["Code"] == "BucketNotEmpty"
+    s3.delete_object(Bucket="mpu-left", Key="obj")
+    s3.delete_bucket(Bucket="mpu-left")
+    assert "mpu-left" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.list_parts(Bucket="mpu-left", Key="big", UploadId=u)
+    assert ei.value.response["Error"]["Code"] == "NoSuchBucket"
+    s3.create_bucket(Bucket="mpu-left")
+    assert not s3.list_multipart_uploads(Bucket="mpu-left").get("Uploads")
+    s3_server.restart()
+    s3 = s3_server.client()
+    assert not s3.list_multipart_uploads(Bucket="mpu-left").get("Uploads")
+    assert "Contents" not in s3.list_objects_v2(Bucket="mpu-left")
