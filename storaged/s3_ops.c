@@ -1100,6 +1100,28 @@ static int copy_bytes(struct stor_get *g, struct stor_put *p, uint64_t first,
     return ret;
 }
 
+/* x-amz-copy-source-range must be "bytes=FIRST-LAST" inside the source
+ * (S3 answers InvalidRange otherwise): unlike a GET Range, an end past
+ * the source is not clamped, or a client that sized its parts from a
+ * stale HEAD would silently get a short part and a truncated object. */
+static bool copy_range_ok(const char *v, size_t n, uint64_t size,
+                          uint64_t *first, uint64_t *last)
+{
+    const char *dash;
+
+    if (n < 9 || memcmp(v, "bytes=", 6) != 0)
+        return false;
+    v += 6;
+    n -= 6;
+    dash = memchr(v, '-', n);
+    if (dash == NULL || dash == v || dash + 1 == v + n)
+        return false;
+    if (stor_http_parse_u64(v, (size_t)(dash - v), first) < 0 ||
+        stor_http_parse_u64(dash + 1, (size_t)(v + n - dash - 1), last) < 0)
+        return false;
+    return *first <= *last && *last < size;
+}
+
 /* PUT with x-amz-copy-source: CopyObject (metadata COPY or REPLACE; a
  * copy onto itself needs REPLACE) or UploadPartCopy (with an optional
  * x-amz-copy-source-range); x-amz-copy-source-if-* give 412. */
@@ -1161,7 +1183,7 @@ static void op_copy(struct stor_req *r, bool part)
             goto out;
         }
         if (rv) {
-            if (parse_range(rv, dn, sinfo.size, &first, &last) != 1) {
+            if (!copy_range_ok(rv, dn, sinfo.size, &first, &last)) {
                 stor_resp_error(r, S3E_INVALID_RANGE);
                 goto out;
             }

@@ -156,3 +156,38 @@ def test_delete_bucket_with_only_incomplete_uploads(s3_server):
     s3 = s3_server.client()
     assert not s3.list_multipart_uploads(Bucket="mpu-left").get("Uploads")
     assert "Contents" not in s3.list_objects_v2(Bucket="mpu-left")
+
+
+def test_upload_part_copy_range_must_lie_inside_the_source(s3, bucket):
+    """x-amz-copy-source-range past the end of the source (or in a form
+    other than bytes=FIRST-LAST) was clamped like a GET Range, so a part
+    silently came out shorter than asked. S3 answers InvalidRange."""
+    import os
+
+    s3.put_object(Bucket=bucket, Key="src", Body=b"0123456789a")
+    u = s3.create_multipart_upload(Bucket=bucket, Key="dst")["UploadId"]
+    for rg in ("bytes=2-40", "bytes=11-12", "bytes=5-2", "bytes=-3",
+               "bytes=0-", "bytes 0-3"):
+        with pytest.raises(botocore.exceptions.ClientError) as ei:
+            s3.upload_part_copy(Bucket=bucket, Key="dst", UploadId=u,
+                                PartNumber=1, CopySourceRange=rg,
+                                CopySource={"Bucket": bucket, "Key": "src"})
+        assert ei.value.response["Error"]["Code"] == "InvalidRange", rg
+    r = s3.upload_part_copy(Bucket=bucket, Key="dst", UploadId=u,
+                            PartNumber=1, CopySourceRange="bytes=3-10",
+                            CopySource={"Bucket": bucket, "Key": "src"})
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="dst", UploadId=u,
+        MultipartUpload={"Parts": [{"PartNumber": 1,
+                                    "ETag": r["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=bucket, Key="dst")["Body"].read() == \
+        b"3456789a"
+    # a managed multipart copy (exact ranges up to the last byte) works
+    from boto3.s3.transfer import TransferConfig
+    big = os.urandom(12 * 1024 * 1024 + 5)
+    s3.put_object(Bucket=bucket, Key="big", Body=big)
+    s3.copy({"Bucket": bucket, "Key": "big"}, bucket, "big2",
+            Config=TransferConfig(multipart_threshold=5 * 1024 * 1024,
+                                  multipart_chunksize=5 * 1024 * 1024))
+    assert s3.head_object(Bucket=bucket, Key="big2")["ETag"].endswith('-3"')
+    assert s3.get_object(Bucket=bucket, Key="big2")["Body"].read() == big
