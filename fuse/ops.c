@@ -187,14 +187,18 @@ static int make_entry(struct fc_fs *fs, const char *key,
                       struct fuse_entry_param *e)
 {
     struct fc_inode *in = fc_inode_lookup(fs->itab, key, a, when);
+    struct fc_attr cur;
 
     if (in == NULL)
         return -ENOMEM;
+    /* the inode may hold newer attributes than @a (an old listing
+     * snapshot): the kernel must get those, its i_size bounds reads */
+    fc_inode_get_attr(fs->itab, in, &cur, NULL);
     memset(e, 0, sizeof(*e));
     e->ino = in->ino;
     e->attr_timeout = attr_tmo(fs);
     e->entry_timeout = attr_tmo(fs);
-    fc_fill_stat(fs, in->ino, a, &e->attr);
+    fc_fill_stat(fs, in->ino, &cur, &e->attr);
     return 0;
 }
 

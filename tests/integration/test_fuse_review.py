@@ -378,3 +378,24 @@ def test_odd_prefix_mount(srv, ecfs_mount):  # noqa: F811
     with open(os.path.join(m.path, "s/b"), "rb") as f:
         assert f.read() == b"B"
     assert "get" in m.stats()
+
+
+def test_old_dir_snapshot_does_not_shrink_a_file(srv, ecfs_mount):  # noqa: F811
+    """readdirplus from a directory handle opened before an overwrite must
+    not hand the kernel the old size of an inode that already knows the new
+    one (the kernel bounds reads by it: the read came back short)."""
+    c, b = new_bucket(srv)
+    c.put_object(Bucket=b, Key="d/f", Body=b"one")
+    m = mount(srv, ecfs_mount, b, opts=["list_ttl=1", "attr_timeout=0.3",
+                                        "negative_timeout=0.3"])
+    d = os.path.join(m.path, "d")
+    it = os.scandir(d)  # opendir: the snapshot says 3 bytes
+    c.put_object(Bucket=b, Key="d/f", Body=b"TWO!!")
+    time.sleep(1.2)
+    assert os.stat(os.path.join(d, "f")).st_size == 5  # HEAD: 5 bytes
+    names = [e.name for e in it]  # readdirplus from the old snapshot
+    it.close()
+    assert names == ["f"]
+    with open(os.path.join(d, "f"), "rb") as f:
+        assert f.read() == b"TWO!!"
+    assert os.stat(os.path.join(d, "f")).st_size == 5
