@@ -211,7 +211,53 @@ struct stor_put {
     bool is_part;
     char uid[STOR_UPLOAD_ID_MAX];
     int partno;
+    /* conditional write (stor_put_set_condition) */
+    bool cond_absent;
+    char cond_etag[STOR_ETAG_MAX];
 };
+
+/* The condition of the commit in progress on this thread (obj_commit is
+ * shared with copy and Complete, which have none). */
+static __thread const struct stor_put *t_cond;
+
+/* Contract in object.h. */
+int stor_put_set_condition(struct stor_put *p, bool absent, const char *etag)
+{
+    p->cond_absent = absent;
+    if (etag)
+        snprintf(p->cond_etag, sizeof(p->cond_etag), "%s", etag);
+    return 0;
+}
+
+/* Checks t_cond against the index; caller holds the key's write lock, so
+ * no other commit or delete of the key can come in between. */
+static int cond_check(struct stor_store *s, const char *bucket,
+                      const char *key, size_t key_len)
+{
+    const struct stor_put *c = t_cond;
+    struct obj_bucket *b;
+    int ret = 0;
+
+    if (c == NULL || (!c->cond_absent && c->cond_etag[0] == 0))
+        return 0;
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b) {
+        ssize_t i;
+
+        pthread_rwlock_rdlock(&b->lock);
+        i = obj_index_find(b, key, key_len);
+        if (i >= 0 && c->cond_absent)
+            ret = -STOR_EPRECOND;
+        else if (c->cond_etag[0] && i < 0)
+            ret = -STOR_ENOKEY;
+        else if (c->cond_etag[0] && strcmp(b->v[i]->etag, c->cond_etag) != 0)
+            ret = -STOR_EPRECOND;
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
 
 /* Frees a put and unlinks its temp shard files. */
 static void put_free(struct stor_put *p)
@@ -823,6 +869,9 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     obj_place(s, bucket, e->key, e->key_len, &pl);
     memset(metas, 0, sizeof(metas));
     pthread_rwlock_wrlock(kl);
+    ret = cond_check(s, bucket, e->key, e->key_len);
+    if (ret < 0)
+        goto out; /* nothing placed yet; the caller drops its temp files */
     e->version = obj_next_version(s);
     ret = build_metas(e, STOR_META_OBJECT, inl_shards, inl_len, metas, ok);
     if (ret < 0)
@@ -1127,8 +1176,10 @@ int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
         obj_info_fill(e, out, false);
         out->mtime = (time_t)(e->mtime_ns / 1000000000LL);
     }
+    t_cond = p;
     ret = obj_commit(s, p->bucket, e, p->streaming ? NULL : inl, inl_len, p->ok,
                      p->streaming ? src : NULL);
+    t_cond = NULL;
     if (ret < 0 && out)
         stor_obj_info_fini(out);
 out:

@@ -37,6 +37,7 @@
 #define STOR_EQUORUM       EHOSTDOWN /* too few drives online: 503 */
 #define STOR_EDATA         EIO       /* data cannot be reconstructed: 500 */
 #define STOR_EINVAL        EINVAL    /* bad name/argument */
+#define STOR_EPRECOND      ECANCELED /* PreconditionFailed (conditional PUT) */
 
 struct stor_store;
 
@@ -103,6 +104,14 @@ CM_MUST_CHECK int stor_put_begin(struct stor_store *s, const char *bucket,
                                  const char *key, size_t key_len, int64_t size,
                                  const struct stor_hdr *hdrs, size_t nhdrs,
                                  struct stor_put **out);
+/* Makes the commit conditional (S3 conditional writes), checked under the
+ * key's lock at commit, so of concurrent writers exactly one can win:
+ * @absent: the key must not exist; @etag (no quotes, or NULL): the
+ * current object's ETag must be this. Else commit returns
+ * -STOR_EPRECOND (or -STOR_ENOKEY when @etag is set and the key is gone)
+ * and nothing becomes visible. 0 or -ENOMEM. */
+CM_MUST_CHECK int stor_put_set_condition(struct stor_put *p, bool absent,
+                                         const char *etag);
 /* Appends body bytes; encodes and writes whole stripes as they fill. */
 CM_MUST_CHECK int stor_put_write(struct stor_put *p, const void *data,
                                  size_t len);

@@ -140,6 +140,8 @@ enum stor_s3_err stor_s3_err_from_errno(int err)
         return S3E_SERVICE_UNAVAILABLE;
     case STOR_EINVAL:
         return S3E_INVALID_ARGUMENT;
+    case STOR_EPRECOND:
+        return S3E_PRECONDITION_FAILED;
     case ENAMETOOLONG:
         return S3E_KEY_TOO_LONG;
     case EFBIG:

@@ -960,11 +960,14 @@ void stor_s3_put_begin_run(struct stor_req *r)
             fail(r, ret);
         return;
     }
-    /* conditional writes: If-None-Match: * and If-Match */
+    /* conditional writes: If-None-Match: * and If-Match. Checked here (no
+     * body is read for a write that cannot win) and again at commit under
+     * the key's lock (of concurrent conditional writers one wins). */
+    size_t n1 = 0, n2 = 0;
+    const char *inm = stor_req_hdr(r, "if-none-match", &n1);
+    const char *im = stor_req_hdr(r, "if-match", &n2);
+    char cond_etag[STOR_ETAG_MAX] = "";
     {
-        size_t n1, n2;
-        const char *inm = stor_req_hdr(r, "if-none-match", &n1);
-        const char *im = stor_req_hdr(r, "if-match", &n2);
 
         if (inm || im) {
             struct stor_obj_info info;
@@ -983,6 +986,8 @@ void stor_s3_put_begin_run(struct stor_req *r)
                                                  : S3E_PRECONDITION_FAILED);
                 return;
             }
+            if (im) /* it matched: the commit needs this same version */
+                snprintf(cond_etag, sizeof(cond_etag), "%s", info.etag);
             stor_obj_info_fini(&info);
         }
     }
@@ -990,6 +995,9 @@ void stor_s3_put_begin_run(struct stor_req *r)
     if (ret == 0)
         ret = stor_put_begin(stor_srv->store, r->bucket, r->key, r->key_len,
                              size, h, nh, &r->put);
+    if (ret == 0 && (cond_etag[0] || (inm && n1 == 1 && inm[0] == '*')))
+        ret = stor_put_set_condition(r->put, inm && n1 == 1 && inm[0] == '*',
+                                     cond_etag[0] ? cond_etag : NULL);
     stor_s3_hdrs_free(h, nh);
     if (ret < 0)
         fail(r, ret);
