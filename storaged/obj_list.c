@@ -730,8 +730,18 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
 
                     if (obj_path_dir(dir, sizeof(dir), s->drives[d].path,
                                      bucket, e->id) == 0 &&
-                        stor_mkdirs(dir) == 0 && rename(from, to) == 0)
+                        stor_mkdirs(dir) == 0 && rename(from, to) == 0) {
+                        /* a new directory: its entry in the bucket
+                         * directory must survive power loss too (the
+                         * commit syncs only the directory itself) */
+                        char *slash = strrchr(dir, '/');
+
+                        if (s->fsync && slash) {
+                            *slash = 0;
+                            (void)stor_fsync_dir(dir);
+                        }
                         continue;
+                    }
                 }
                 ok[j] = false;
             }
