@@ -231,8 +231,8 @@ int stor_put_set_condition(struct stor_put *p, bool absent, const char *etag)
 
 /* Checks t_cond against the index; caller holds the key's write lock, so
  * no other commit or delete of the key can come in between. */
-static int cond_check(struct stor_store *s, const char *bucket,
-                      const char *key, size_t key_len)
+static int cond_check(struct stor_store *s, const char *bucket, const char *key,
+                      size_t key_len)
 {
     const struct stor_put *c = t_cond;
     struct obj_bucket *b;

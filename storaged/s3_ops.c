@@ -968,7 +968,6 @@ void stor_s3_put_begin_run(struct stor_req *r)
     const char *im = stor_req_hdr(r, "if-match", &n2);
     char cond_etag[STOR_ETAG_MAX] = "";
     {
-
         if (inm || im) {
             struct stor_obj_info info;
 
