@@ -146,6 +146,7 @@ check: deps
 	$(call SAN_ENV,) $(MAKE) SAN=$(CHECK_SAN) unit replay
 	scripts/check-headers.sh
 	scripts/check-banned.sh
+	$(MAKE) format-check
 	rm -rf $(CHECK_SANLOG) && mkdir -p $(CHECK_SANLOG)
 	$(call SAN_ENV,:log_path=$(CHECK_SANLOG)/san) ECFS_SAN_LOG_DIR=$(CHECK_SANLOG) \
 	  $(MAKE) SAN=$(CHECK_SAN) integration
