@@ -23,72 +23,15 @@
 
 #include "storaged/obj_i.h"
 
-struct env {
-    char root[256];
-    char *paths[16];
-    size_t n;
-    struct stor_store *s;
-};
+#include "tests/unit/obj_test_env.h"
 
-static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static uint64_t xr(void)
+/* A store over @n drives with default geometry and bucket "bkt". */
+static struct env *fault_env(size_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+    struct env *e = env_new("objfault", n, 0, -1);
 
-static void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed * 2654435761u + 1;
-
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)x;
-    }
-}
-
-static void env_open(struct env *e)
-{
-    struct stor_store_opts o = {0};
-    char *err = NULL;
-
-    o.drives = (const char *const *)e->paths;
-    o.ndrives = e->n;
-    o.ec_parity = -1;
-    o.fsync = false;
-    assert_int_equal(stor_store_open(&o, &e->s, &err), 0);
-    free(err);
-}
-
-static struct env *env_new(size_t n)
-{
-    struct env *e = calloc(1, sizeof(*e));
-
-    snprintf(e->root, sizeof(e->root), "/tmp/objfault.XXXXXX");
-    assert_non_null(mkdtemp(e->root));
-    e->n = n;
-    for (size_t i = 0; i < n; i++) {
-        e->paths[i] = malloc(300);
-        snprintf(e->paths[i], 300, "%s/d%zu", e->root, i);
-        assert_int_equal(stor_mkdirs(e->paths[i]), 0);
-    }
-    setenv("STORAGED_NO_BACKGROUND", "1", 1);
-    env_open(e);
     assert_int_equal(stor_bucket_create(e->s, "bkt"), 0);
     return e;
-}
-
-static void env_free(struct env *e)
-{
-    stor_store_close(e->s);
-    stor_rmtree(e->root);
-    for (size_t i = 0; i < e->n; i++)
-        free(e->paths[i]);
-    free(e);
 }
 
 /* Takes drive @i away (rename) or brings it back. */
@@ -211,7 +154,7 @@ static void put_all(struct env *e, uint8_t **data)
 
 static void test_lose_any_four(void **st)
 {
-    struct env *e = env_new(16);
+    struct env *e = fault_env(16);
     uint8_t *data[NOBJ];
 
     (void)st;
@@ -253,7 +196,7 @@ static void test_lose_any_four(void **st)
 
 static void test_corrupt_and_heal(void **st)
 {
-    struct env *e = env_new(16);
+    struct env *e = fault_env(16);
     uint8_t *data[NOBJ];
     char files[64][PATH_MAX];
     struct stor_store_stats ss;
@@ -324,7 +267,7 @@ static void test_corrupt_and_heal(void **st)
 
 static void test_write_quorum(void **st)
 {
-    struct env *e = env_new(16);
+    struct env *e = fault_env(16);
     uint8_t d[200000];
     struct stor_put *p;
 
@@ -360,7 +303,7 @@ static void test_write_quorum(void **st)
 
 static void test_stale_drive(void **st)
 {
-    struct env *e = env_new(4);
+    struct env *e = fault_env(4);
     uint8_t oldd[300000], newd[300000];
     struct stor_list_result r;
     const int nk = 24;
@@ -406,14 +349,14 @@ static void test_stale_drive(void **st)
         stor_list_result_fini(&r);
         /* reopen: the returned drive's old copies must not win */
         stor_store_close(e->s);
-        env_open(e);
+        env_open(e, 0, -1);
     }
     env_free(e);
 }
 
 static void test_drive_checks(void **st)
 {
-    struct env *e = env_new(4), *other = env_new(4);
+    struct env *e = fault_env(4), *other = fault_env(4);
     struct stor_store_opts o = {0};
     const char *dup[4];
     const char *mixed[4];
@@ -441,7 +384,7 @@ static void test_drive_checks(void **st)
     assert_true(stor_store_open(&o, &s2, &err) < 0);
     assert_non_null(strstr(err, "another deployment"));
     free(err);
-    env_open(e);
+    env_open(e, 0, -1);
     env_free(e);
     env_free(other);
 }
@@ -450,7 +393,7 @@ static void test_drive_checks(void **st)
  * the drive was gone (no probe ran): still no resurrection at restart. */
 static void test_stale_drive_unnoticed(void **st)
 {
-    struct env *e = env_new(4);
+    struct env *e = fault_env(4);
     uint8_t oldd[5000], newd[5000];
     struct stor_list_result r;
 
@@ -479,7 +422,7 @@ static void test_stale_drive_unnoticed(void **st)
     }
     drive_away(e, 0, false);
     stor_store_close(e->s);
-    env_open(e);
+    env_open(e, 0, -1);
     assert_int_equal(stor_obj_list(e->s, "bkt", NULL, NULL, NULL, 100, &r), 0);
     assert_int_equal(r.nobjs, 6);
     stor_list_result_fini(&r);
@@ -499,7 +442,7 @@ static void test_stale_drive_unnoticed(void **st)
  * bucket's objects: they must not appear in the new bucket. */
 static void test_stale_bucket(void **st)
 {
-    struct env *e = env_new(4);
+    struct env *e = fault_env(4);
     uint8_t d[3000];
     struct stor_list_result r;
 
@@ -525,7 +468,7 @@ static void test_stale_bucket(void **st)
     drive_away(e, 1, false);
     for (int round = 0; round < 2; round++) {
         stor_store_close(e->s);
-        env_open(e);
+        env_open(e, 0, -1);
         assert_int_equal(stor_obj_list(e->s, "bkt", NULL, NULL, NULL, 100, &r),
                          0);
         assert_int_equal(r.nobjs, 1);
@@ -557,7 +500,7 @@ static void copy_file(const char *from, const char *to)
  * bring the old one back whole, and the next start settles the files. */
 static void test_interrupted_inline_overwrite(void **st)
 {
-    struct env *e = env_new(16);
+    struct env *e = fault_env(16);
     uint8_t v1[100000], v2[100000];
     char files[64][PATH_MAX], saved[16][PATH_MAX];
     size_t n;
@@ -584,7 +527,7 @@ static void test_interrupted_inline_overwrite(void **st)
             copy_file(saved[i], files[i]); /* not yet renamed over */
         unlink(saved[i]);
     }
-    env_open(e);
+    env_open(e, 0, -1);
     assert_int_equal(get_cmp(e->s, "ow", v1, sizeof(v1)), 0);
     assert_int_equal(obj_files(e, "ow", files, 64), 16); /* .p gone */
     /* and it survives a loss of four drives: every .m is v1 again */
@@ -600,7 +543,7 @@ static void test_interrupted_inline_overwrite(void **st)
  * open; healing rebuilds its shards, which then carry reads alone. */
 static void test_replaced_drive(void **st)
 {
-    struct env *e = env_new(16);
+    struct env *e = fault_env(16);
     uint8_t *data[NOBJ];
 
     (void)st;
@@ -608,7 +551,7 @@ static void test_replaced_drive(void **st)
     stor_store_close(e->s);
     assert_int_equal(stor_rmtree(e->paths[5]), 0);
     assert_int_equal(stor_mkdirs(e->paths[5]), 0);
-    env_open(e);
+    env_open(e, 0, -1);
     for (int i = 0; i < NOBJ; i++) {
         char k[32];
 
@@ -719,7 +662,7 @@ static void *race_reader(void *arg)
  * version (whatever it opened), never a mix, never an error. */
 static void test_atomic_overwrite(void **st)
 {
-    struct env *e = env_new(4);
+    struct env *e = fault_env(4);
     pthread_t th[4];
     struct race r[4];
     int stop = 0;

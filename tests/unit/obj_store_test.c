@@ -18,73 +18,7 @@
 #include "storaged/drive.h"
 #include "storaged/object.h"
 
-struct env {
-    char root[256];
-    char *paths[16];
-    size_t n;
-    struct stor_store *s;
-};
-
-static uint64_t rng = 88172645463325252ULL;
-static uint64_t xr(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed * 2654435761u + 1;
-
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p[i] = (uint8_t)x;
-    }
-}
-
-static void env_open(struct env *e, size_t n, int k, int m)
-{
-    struct stor_store_opts o = {0};
-    char *err = NULL;
-
-    o.drives = (const char *const *)e->paths;
-    o.ndrives = n;
-    o.ec_data = k;
-    o.ec_parity = m;
-    o.fsync = false;
-    assert_int_equal(stor_store_open(&o, &e->s, &err), 0);
-    free(err);
-}
-
-static struct env *env_new(size_t n, int k, int m)
-{
-    struct env *e = calloc(1, sizeof(*e));
-
-    snprintf(e->root, sizeof(e->root), "/tmp/objtest.XXXXXX");
-    assert_non_null(mkdtemp(e->root));
-    e->n = n;
-    for (size_t i = 0; i < n; i++) {
-        e->paths[i] = malloc(300);
-        snprintf(e->paths[i], 300, "%s/d%zu", e->root, i);
-        assert_int_equal(stor_mkdirs(e->paths[i]), 0);
-    }
-    setenv("STORAGED_NO_BACKGROUND", "1", 1);
-    env_open(e, n, k, m);
-    return e;
-}
-
-static void env_free(struct env *e)
-{
-    stor_store_close(e->s);
-    stor_rmtree(e->root);
-    for (size_t i = 0; i < e->n; i++)
-        free(e->paths[i]);
-    free(e);
-}
+#include "tests/unit/obj_test_env.h"
 
 static int put(struct stor_store *s, const char *b, const char *k, size_t kl,
                const uint8_t *d, size_t n, bool known, size_t chunk)
@@ -135,7 +69,7 @@ static void check_range(struct stor_store *s, const char *b, const char *k,
 
 static void roundtrip_geometry(size_t nd, int k, int m)
 {
-    struct env *e = env_new(nd, k, m);
+    struct env *e = env_new("objtest", nd, k, m);
     size_t K = k > 0 ? (size_t)k : 1;
     size_t sizes[] = {0,
                       1,
@@ -173,7 +107,7 @@ static void roundtrip_geometry(size_t nd, int k, int m)
     }
     /* reload from disk: everything still reads back */
     stor_store_close(e->s);
-    env_open(e, nd, 0, -1);
+    env_open(e, 0, -1);
     for (size_t i = 0; i < CM_ARRAY_SIZE(sizes); i++) {
         size_t n = sizes[i];
         char key[64];
@@ -209,7 +143,7 @@ static void test_rt_12_4(void **st)
 
 static void test_overwrite_delete_list(void **st)
 {
-    struct env *e = env_new(4, 0, -1);
+    struct env *e = env_new("objtest", 4, 0, -1);
     uint8_t a[300000], b[5000];
     struct stor_list_result r;
     const char *keys[] = {"a",     "a/b",   "a/b/c",
@@ -286,7 +220,7 @@ static void test_overwrite_delete_list(void **st)
 
 static void test_multipart(void **st)
 {
-    struct env *e = env_new(4, 0, -1);
+    struct env *e = env_new("objtest", 4, 0, -1);
     size_t psz = 5 * 1024 * 1024 + 17, last = 1000;
     uint8_t *d = malloc(2 * psz + last);
     char uid[STOR_UPLOAD_ID_MAX];
