@@ -264,3 +264,99 @@ int cm_time_parse_http(const char *s, size_t n, time_t *t)
         return -EINVAL;
     return to_time(y, mo, d, h, mi, sec, t);
 }
+
+static const char *const wdays_long[] = {"Sunday",    "Monday",   "Tuesday",
+                                         "Wednesday", "Thursday", "Friday",
+                                         "Saturday"};
+
+/* Index of the full weekday name at s[pos] (exact case, as RFC 9110's
+ * day-name-l), its length in *len, or -1. */
+static int long_wday(const char *s, size_t n, size_t pos, size_t *len)
+{
+    int i;
+
+    for (i = 0; i < 7; i++) {
+        size_t l = strlen(wdays_long[i]);
+
+        if (n - pos >= l && memcmp(s + pos, wdays_long[i], l) == 0) {
+            *len = l;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* RFC 850 "Sunday, 06-Nov-94 08:49:37 GMT". The two-digit year is the
+ * most recent year ending in those digits that is not more than 50 years
+ * in the future of @now's year (RFC 9110 section 5.6.7). */
+static int parse_rfc850(const char *s, size_t n, time_t now, time_t *t)
+{
+    size_t p = 0, wl = 0;
+    int y, mo, d, h, mi, sec, cur;
+    struct tm tm;
+
+    if (long_wday(s, n, 0, &wl) < 0)
+        return -EINVAL;
+    p = wl;
+    if (!lit(s, n, &p, ',') || !lit(s, n, &p, ' ') ||
+        !digits(s, n, &p, 2, &d) || !lit(s, n, &p, '-'))
+        return -EINVAL;
+    mo = name_index(s, n, p, months, 12) + 1;
+    if (mo == 0)
+        return -EINVAL;
+    p += 3;
+    if (!lit(s, n, &p, '-') || !digits(s, n, &p, 2, &y) ||
+        !lit(s, n, &p, ' ') || !digits(s, n, &p, 2, &h) ||
+        !lit(s, n, &p, ':') || !digits(s, n, &p, 2, &mi) ||
+        !lit(s, n, &p, ':') || !digits(s, n, &p, 2, &sec) ||
+        !lit(s, n, &p, ' ') || n - p != 3 || memcmp(s + p, "GMT", 3) != 0)
+        return -EINVAL;
+    utc(now, &tm);
+    cur = tm.tm_year + 1900;
+    y += cur - cur % 100;
+    if (y > cur + 50)
+        y -= 100;
+    return to_time(y, mo, d, h, mi, sec, t);
+}
+
+/* asctime "Sun Nov  6 08:49:37 1994" (day space-padded to two). */
+static int parse_asctime(const char *s, size_t n, time_t *t)
+{
+    size_t p = 0;
+    int y, mo, d, h, mi, sec;
+
+    if (n != 24 || name_index(s, n, 0, wdays, 7) < 0)
+        return -EINVAL;
+    p = 3;
+    if (!lit(s, n, &p, ' '))
+        return -EINVAL;
+    mo = name_index(s, n, p, months, 12) + 1;
+    if (mo == 0)
+        return -EINVAL;
+    p += 3;
+    if (!lit(s, n, &p, ' '))
+        return -EINVAL;
+    if (lit(s, n, &p, ' ')) {
+        if (!digits(s, n, &p, 1, &d))
+            return -EINVAL;
+    } else if (!digits(s, n, &p, 2, &d)) {
+        return -EINVAL;
+    }
+    if (!lit(s, n, &p, ' ') || !digits(s, n, &p, 2, &h) ||
+        !lit(s, n, &p, ':') || !digits(s, n, &p, 2, &mi) ||
+        !lit(s, n, &p, ':') || !digits(s, n, &p, 2, &sec) ||
+        !lit(s, n, &p, ' ') || !digits(s, n, &p, 4, &y) || p != n)
+        return -EINVAL;
+    return to_time(y, mo, d, h, mi, sec, t);
+}
+
+/* Parses any of RFC 9110's three HTTP-date forms: IMF-fixdate, RFC 850
+ * (two-digit year resolved against @now) and asctime. 0 or -EINVAL. */
+int cm_time_parse_http_any(const char *s, size_t n, time_t now, time_t *t)
+{
+    if (cm_time_parse_http(s, n, t) == 0)
+        return 0;
+    if (parse_rfc850(s, n, now, t) == 0)
+        return 0;
+    return parse_asctime(s, n, t);
+}

@@ -238,7 +238,7 @@ static enum stor_s3_err check_header(struct stor_req *r, const char *auth,
     enum stor_s3_err e;
 
     if (alen >= 4 && memcmp(auth, "AWS ", 4) == 0)
-        return S3E_NOT_IMPLEMENTED; /* SigV2 */
+        return S3E_SIGV2_UNSUPPORTED; /* "AWS AKID:signature" */
     if (cm_sigv4_parse_authorization(auth, alen, &a) < 0)
         return S3E_ACCESS_DENIED;
     v = stor_req_hdr(r, "x-amz-date", &n);
@@ -277,6 +277,7 @@ static enum stor_s3_err check_presigned(struct stor_req *r, time_t now)
     const char *sh = stor_req_query(r, "X-Amz-SignedHeaders");
     const char *sig = stor_req_query(r, "X-Amz-Signature");
     const char *ph = stor_req_query(r, "X-Amz-Content-Sha256");
+    char phb[80];
     struct cm_sigv4_auth a;
     uint64_t expires;
     time_t t;
@@ -307,6 +308,31 @@ static enum stor_s3_err check_presigned(struct stor_req *r, time_t now)
         return S3E_ACCESS_DENIED; /* not valid yet */
     r->presigned = true;
     r->payload = STOR_PAYLOAD_UNSIGNED;
+    if (ph == NULL) {
+        /* the payload hash a presigning client used: the query's
+         * X-Amz-Content-Sha256, else an x-amz-content-sha256 header, else
+         * UNSIGNED-PAYLOAD; a hex digest is then checked against the body
+         * (XAmzContentSHA256Mismatch), as with header auth */
+        size_t n = 0;
+        const char *v = stor_req_hdr(r, "x-amz-content-sha256", &n);
+
+        if (v && n < sizeof(phb)) {
+            memcpy(phb, v, n);
+            phb[n] = 0;
+            ph = phb;
+        } else if (v) {
+            return S3E_INVALID_ARGUMENT;
+        }
+    }
+    if (ph) {
+        enum stor_s3_err e = payload_mode(r, ph, strlen(ph));
+
+        if (e != S3E_NONE)
+            return e;
+        if (r->payload != STOR_PAYLOAD_UNSIGNED &&
+            r->payload != STOR_PAYLOAD_SHA256)
+            return S3E_INVALID_ARGUMENT; /* no aws-chunked in a URL */
+    }
     {
         enum stor_s3_err e =
             verify(r, &a, date, ph ? ph : CM_SIGV4_UNSIGNED, true);
@@ -332,6 +358,9 @@ enum stor_s3_err stor_auth_check(struct stor_req *r, time_t now)
     else if (stor_req_has_query(r, "X-Amz-Signature") ||
              stor_req_has_query(r, "X-Amz-Algorithm"))
         e = check_presigned(r, now);
+    else if (stor_req_has_query(r, "AWSAccessKeyId") ||
+             stor_req_has_query(r, "Signature"))
+        e = S3E_SIGV2_UNSUPPORTED; /* SigV2 query string */
     else
         e = S3E_ACCESS_DENIED;
     r->authed = e == S3E_NONE;

@@ -414,6 +414,10 @@ static int sink(struct stor_req *r, const char *p, size_t n)
             stor_resp_error(r, S3E_INCOMPLETE_BODY);
             return -EBADMSG;
         }
+        if (r->body_bytes > S3_MAX_PUT) {
+            stor_resp_error(r, S3E_ENTITY_TOO_LARGE);
+            return -E2BIG;
+        }
         maybe_flush(r);
         break;
     default:
@@ -539,8 +543,9 @@ static enum stor_s3_err body_setup(struct stor_req *r)
             return S3E_MISSING_CONTENT_LENGTH;
         if (!r->aws_chunked && !r->te_chunked)
             r->decoded_len = r->clen;
-        if (r->decoded_len != UINT64_MAX &&
-            r->decoded_len > (uint64_t)5 * 1024 * 1024 * 1024 * 1024)
+        /* decided before any body byte is read (one PUT or part is at
+         * most 5 GiB); an unannounced length is checked as it streams */
+        if (r->decoded_len != UINT64_MAX && r->decoded_len > S3_MAX_PUT)
             return S3E_ENTITY_TOO_LARGE;
     }
     return S3E_NONE;

@@ -102,6 +102,14 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
          "The aws-chunked body is malformed or a chunk signature does not match."},
     [S3E_NO_SUCH_BUCKET_POLICY] = {404, "NoSuchBucketPolicy",
                                    "The bucket policy does not exist."},
+    [S3E_SIGV2_UNSUPPORTED] =
+        {400, "InvalidRequest",
+         "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256."},
+    [S3E_COPY_SOURCE_TOO_LARGE] =
+        {400, "InvalidRequest",
+         "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120"},
+    [S3E_INVALID_PART_NUMBER] = {416, "InvalidPartNumber",
+                                 "The requested partnumber is not satisfiable"},
 };
 
 /* See header. */

@@ -10,6 +10,9 @@
 #define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 #define S3_MIN_PART (5 * 1024 * 1024)
+/* The largest PutObject / UploadPart body and CopyObject / UploadPartCopy
+ * source (range) S3 accepts: 5 GiB. */
+#define S3_MAX_PUT ((uint64_t)5 * 1024 * 1024 * 1024)
 
 /* ---- operations (s3_ops.c); each runs on a worker and fills r->resp ---- */
 void stor_s3_op_run(struct stor_req *r);        /* dispatch on r->op */

@@ -601,7 +601,7 @@ static enum stor_s3_err conditionals(const struct stor_req *r,
     char name[64];
     const char *im, *inm, *ims, *ius;
     size_t imn = 0, inmn = 0, imsn = 0, iusn = 0;
-    time_t t;
+    time_t t, now = time(NULL);
 
     snprintf(name, sizeof(name), "%sif-match", pfx);
     im = stor_req_hdr(r, name, &imn);
@@ -612,16 +612,43 @@ static enum stor_s3_err conditionals(const struct stor_req *r,
     snprintf(name, sizeof(name), "%sif-unmodified-since", pfx);
     ius = stor_req_hdr(r, name, &iusn);
 
+    /* dates in any HTTP-date form; one that does not parse is ignored */
     if (im && !etag_matches(im, imn, info->etag))
         return S3E_PRECONDITION_FAILED;
-    if (!im && ius && cm_time_parse_http(ius, iusn, &t) == 0 && info->mtime > t)
+    if (!im && ius && cm_time_parse_http_any(ius, iusn, now, &t) == 0 &&
+        info->mtime > t)
         return S3E_PRECONDITION_FAILED;
     if (inm && etag_matches(inm, inmn, info->etag))
         return allow_304 ? S3E_NOT_MODIFIED : S3E_PRECONDITION_FAILED;
-    if (!inm && ims && cm_time_parse_http(ims, imsn, &t) == 0 &&
+    if (!inm && ims && cm_time_parse_http_any(ims, imsn, now, &t) == 0 &&
         info->mtime <= t)
         return allow_304 ? S3E_NOT_MODIFIED : S3E_PRECONDITION_FAILED;
     return S3E_NONE;
+}
+
+/* If-Range (RFC 9110 section 13.1.5): true when the Range may be honoured
+ * - no If-Range, or its validator matches the object: an entity tag by
+ * strong comparison (a weak "W/" tag never matches), an HTTP-date (any of
+ * the three forms) when it equals Last-Modified exactly. A value that is
+ * neither (an unparseable date) does not match: the whole object is sent,
+ * which is always a correct answer. */
+static bool if_range_ok(const struct stor_req *r,
+                        const struct stor_obj_info *info)
+{
+    size_t n = 0, el = strlen(info->etag);
+    const char *v = stor_req_hdr(r, "if-range", &n);
+    time_t t;
+
+    if (v == NULL)
+        return true;
+    if (n >= 2 && v[0] == '"' && v[n - 1] == '"')
+        return n - 2 == el && memcmp(v + 1, info->etag, el) == 0;
+    if (n >= 2 && v[0] == 'W' && v[1] == '/')
+        return false;
+    if (cm_time_parse_http_any(v, n, time(NULL), &t) == 0)
+        return t == info->mtime;
+    /* an unquoted tag, as some clients send ETags */
+    return n == el && memcmp(v, info->etag, el) == 0;
 }
 
 /* Parses "bytes=a-b" / "bytes=a-" / "bytes=-n" against @size into the
@@ -783,6 +810,8 @@ static void op_get_object(struct stor_req *r)
         goto out;
     }
     rv = stor_req_hdr(r, "range", &rn);
+    if (rv && !if_range_ok(r, &info))
+        rv = NULL; /* If-Range failed: 200 with the whole object */
     if (rv) {
         ranged = parse_range(rv, rn, info.size, &first, &last);
         if (ranged < 0) {
@@ -1142,7 +1171,7 @@ static void op_copy(struct stor_req *r, bool part)
     struct stor_put *p = NULL;
     struct stor_hdr *h = NULL;
     size_t nh = 0;
-    uint64_t first = 0, len;
+    uint64_t first = 0, len, pnum = 0;
     enum stor_s3_err e;
     const char *dir;
     size_t dn;
@@ -1182,7 +1211,7 @@ static void op_copy(struct stor_req *r, bool part)
     if (part) {
         const char *rv = stor_req_hdr(r, "x-amz-copy-source-range", &dn);
         const char *pn = stor_req_query(r, "partNumber");
-        uint64_t pnum, last;
+        uint64_t last;
 
         if (stor_http_parse_u64(pn, strlen(pn), &pnum) < 0 || pnum < 1 ||
             pnum > STOR_MAX_PARTS) {
@@ -1196,6 +1225,14 @@ static void op_copy(struct stor_req *r, bool part)
             }
             len = last - first + 1;
         }
+    }
+    if (len > S3_MAX_PUT) {
+        /* S3's limit on what one copy reads: a part copy of a larger
+         * source must name a range of at most 5 GiB */
+        stor_resp_error(r, S3E_COPY_SOURCE_TOO_LARGE);
+        goto out;
+    }
+    if (part) {
         ret = stor_mpu_part_begin(stor_srv->store, r->bucket, r->key,
                                   r->key_len, stor_req_query(r, "uploadId"),
                                   (int)pnum, (int64_t)len, &p);

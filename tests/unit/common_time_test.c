@@ -180,6 +180,76 @@ static void test_parse_bad(void **state)
                      -EINVAL);
 }
 
+/* The three HTTP-date forms of RFC 9110 section 5.6.7, as conditional
+ * request headers may carry them. */
+static void test_parse_http_any(void **state)
+{
+    static const char *const bad[] = {
+        "",
+        "Sunday, 30-Aug-15 12:36:00 UTC",
+        "Sun, 30-Aug-15 12:36:00 GMT",      /* short weekday in RFC 850 */
+        "sunday, 30-Aug-15 12:36:00 GMT",   /* case */
+        "Sunday, 30-Aug-2015 12:36:00 GMT", /* four-digit year */
+        "Sunday, 31-Sep-15 12:36:00 GMT",
+        "Sunday, 30-Aug-15 12:36:00 GMT ",
+        "Sun Aug 30 12:36:00 15",
+        "Sun Aug 30 12:36:00 2015 ",
+        "Sun Aug  6 12:36:00 2015 GMT",
+        "Sun Aug 6 12:36:00 2015", /* day not padded */
+        "Sun Aug 06  12:36:00 2015",
+        "Sun Aug 30 24:36:00 2015",
+        "Sun Aug 32 12:36:00 2015",
+        "2015-08-30T12:36:00Z",
+        "not a date",
+    };
+    time_t now = T_2015, t = 12345;
+    size_t i;
+
+    (void)state;
+    assert_int_equal(
+        cm_time_parse_http_any("Sun, 30 Aug 2015 12:36:00 GMT", 29, now, &t),
+        0);
+    assert_int_equal(t, T_2015);
+    t = 0;
+    assert_int_equal(
+        cm_time_parse_http_any("Sunday, 30-Aug-15 12:36:00 GMT", 30, now, &t),
+        0);
+    assert_int_equal(t, T_2015);
+    t = 0;
+    assert_int_equal(
+        cm_time_parse_http_any("Sun Aug 30 12:36:00 2015", 24, now, &t), 0);
+    assert_int_equal(t, T_2015);
+    /* RFC 9110's own example, 1994-11-06T08:49:37Z, in all three forms */
+    assert_int_equal(
+        cm_time_parse_http_any("Sun, 06 Nov 1994 08:49:37 GMT", 29, now, &t),
+        0);
+    assert_int_equal(t, 784111777);
+    t = 0;
+    assert_int_equal(
+        cm_time_parse_http_any("Sunday, 06-Nov-94 08:49:37 GMT", 30, now, &t),
+        0);
+    assert_int_equal(t, 784111777);
+    t = 0;
+    assert_int_equal(
+        cm_time_parse_http_any("Sun Nov  6 08:49:37 1994", 24, now, &t), 0);
+    assert_int_equal(t, 784111777);
+    /* two-digit years: up to 50 years ahead of now's year, else the
+     * century before (now = 2015: 65 -> 2065, 66 -> 1966) */
+    assert_int_equal(
+        cm_time_parse_http_any("Thursday, 01-Jan-65 00:00:00 GMT", 32, now, &t),
+        0);
+    assert_int_equal(t, (time_t)2997993600LL);
+    assert_int_equal(
+        cm_time_parse_http_any("Saturday, 01-Jan-66 00:00:00 GMT", 32, now, &t),
+        0);
+    assert_int_equal(t, (time_t)-126230400LL);
+    t = 12345;
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (cm_time_parse_http_any(bad[i], strlen(bad[i]), now, &t) != -EINVAL)
+            fail_msg("http_any accepted #%zu: %s", i, bad[i]);
+    assert_int_equal(t, 12345); /* untouched on failure */
+}
+
 static void test_round_trip(void **state)
 {
     char iso[CM_TIME_ISO_BASIC_LEN + 1], rfc[CM_TIME_RFC3339_LEN + 1],
@@ -223,9 +293,12 @@ static const char *flush(char *map, size_t pagesz, const char *s, size_t n)
 
 static void test_guard_page_prefixes(void **state)
 {
-    static const char *const good[] = {
-        "20150830T123600Z", "2015-08-30T12:36:00.123456Z",
-        "2015-08-30T12:36:00+00:00", "Sun, 30 Aug 2015 12:36:00 GMT"};
+    static const char *const good[] = {"20150830T123600Z",
+                                       "2015-08-30T12:36:00.123456Z",
+                                       "2015-08-30T12:36:00+00:00",
+                                       "Sun, 30 Aug 2015 12:36:00 GMT",
+                                       "Sunday, 30-Aug-15 12:36:00 GMT",
+                                       "Sun Aug 30 12:36:00 2015"};
     size_t pagesz, i, n;
     char *map = guard_map(&pagesz);
     time_t t;
@@ -238,12 +311,14 @@ static void test_guard_page_prefixes(void **state)
             int a = cm_time_parse_iso_basic(p, n, &t);
             int b = cm_time_parse_rfc3339(p, n, &t);
             int c = cm_time_parse_http(p, n, &t);
+            int d = cm_time_parse_http_any(p, n, T_2015, &t);
             /* a strict prefix never parses (except RFC 3339 before its
              * optional fraction/offset is cut, which still needs a 'Z') */
             if (n < len)
-                assert_true(a == -EINVAL && b == -EINVAL && c == -EINVAL);
+                assert_true(a == -EINVAL && b == -EINVAL && c == -EINVAL &&
+                            d == -EINVAL);
             else
-                assert_true(a == 0 || b == 0 || c == 0);
+                assert_true(a == 0 || b == 0 || c == 0 || d == 0);
         }
     }
     munmap(map, 2 * pagesz);
@@ -257,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_locale_independent),
         cmocka_unit_test(test_parse_good),
         cmocka_unit_test(test_parse_bad),
+        cmocka_unit_test(test_parse_http_any),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_guard_page_prefixes),
     };

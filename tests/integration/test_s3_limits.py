@@ -1,0 +1,122 @@
+"""Size limits and refused signing schemes against a real storaged, decided
+from the request head alone (no 5 GiB is ever sent):
+
+- PutObject / UploadPart larger than 5 GiB (Content-Length, or
+  x-amz-decoded-content-length with aws-chunked) -> 400 EntityTooLarge
+  before any body byte is read; exactly 5 GiB is accepted (100-continue);
+- SigV2 (Authorization: AWS AKID:sig, or ?AWSAccessKeyId=&Signature=) ->
+  400 InvalidRequest naming AWS4-HMAC-SHA256, not a generic AccessDenied.
+Each refusal leaves the store unchanged."""
+
+import socket
+
+import s3util
+
+GIB5 = 5 * 1024 * 1024 * 1024
+
+
+def head_only(srv, method, path, query, extra, payload="UNSIGNED-PAYLOAD"):
+    """Signs a request head and sends only the head; returns what the server
+    answers within a few seconds (it must not wait for the body)."""
+    h = {"host": "127.0.0.1:%d" % srv.port}
+    h.update(extra)
+    s3util.sign_headers(method, path, query, h, payload, srv.access_key,
+                        srv.secret_key)
+    target = s3util.uri_encode(path, True)
+    if query:
+        target += "?" + "&".join("%s=%s" % (s3util.uri_encode(k, False),
+                                            s3util.uri_encode(v, False))
+                                 for k, v in query)
+    head = "%s %s HTTP/1.1\r\n" % (method, target)
+    head += "".join("%s: %s\r\n" % (k, v) for k, v in h.items()) + "\r\n"
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    try:
+        s.sendall(head.encode())
+        out = b""
+        while b"\r\n\r\n" not in out or (b"</Error>" not in out and
+                                         not out.startswith(b"HTTP/1.1 100")):
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            if not b:
+                break
+            out += b
+        return out
+    finally:
+        s.close()
+
+
+def keys(s3, bucket):
+    return [o["Key"] for o in
+            s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+def test_put_over_5gib_refused_from_head(s3_server, s3, bucket):
+    srv = s3_server
+    path = "/%s/huge" % bucket
+    out = head_only(srv, "PUT", path, [], {"content-length": str(GIB5 + 1),
+                                           "expect": "100-continue"})
+    assert s3util.status_of(out) == 400, out[:200]
+    assert b"<Code>EntityTooLarge</Code>" in out
+    assert b"HTTP/1.1 100" not in out  # refused before asking for the body
+    # without Expect too: the answer comes before any body byte
+    out = head_only(srv, "PUT", path, [], {"content-length": str(GIB5 + 1)})
+    assert s3util.status_of(out) == 400 and b"EntityTooLarge" in out
+    # aws-chunked: the decoded length decides
+    out = head_only(srv, "PUT", path, [], {
+        "content-length": "100", "content-encoding": "aws-chunked",
+        "x-amz-decoded-content-length": str(GIB5 + 1),
+        "x-amz-trailer": "x-amz-checksum-crc32"},
+        payload="STREAMING-UNSIGNED-PAYLOAD-TRAILER")
+    assert s3util.status_of(out) == 400 and b"EntityTooLarge" in out
+    # exactly 5 GiB is allowed: the server asks for the body
+    out = head_only(srv, "PUT", path, [], {"content-length": str(GIB5),
+                                           "expect": "100-continue"})
+    assert out.startswith(b"HTTP/1.1 100"), out[:200]
+    assert keys(s3, bucket) == []
+
+
+def test_upload_part_over_5gib_refused(s3_server, s3, bucket):
+    srv = s3_server
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp")["UploadId"]
+    q = [("partNumber", "1"), ("uploadId", up)]
+    out = head_only(srv, "PUT", "/%s/mp" % bucket, q,
+                    {"content-length": str(GIB5 + 1),
+                     "expect": "100-continue"})
+    assert s3util.status_of(out) == 400 and b"EntityTooLarge" in out
+    assert s3.list_parts(Bucket=bucket, Key="mp",
+                         UploadId=up).get("Parts", []) == []
+    s3.abort_multipart_upload(Bucket=bucket, Key="mp", UploadId=up)
+
+
+SIGV2_MSG = (b"The authorization mechanism you have provided is not supported."
+             b" Please use AWS4-HMAC-SHA256.")
+
+
+def test_sigv2_header_refused_clearly(s3_server, s3, bucket):
+    srv = s3_server
+    for method, body in (("GET", b""), ("PUT", b"data")):
+        req = ("%s /%s/v2 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+               "Date: Sun, 30 Aug 2015 12:36:00 GMT\r\n"
+               "Authorization: AWS %s:frJIUN8DYpKDtOLCwo//yllqDzg=\r\n"
+               "Content-Length: %d\r\nConnection: close\r\n\r\n"
+               % (method, bucket, srv.port, srv.access_key, len(body)))
+        out = s3util.raw_request(srv.port, req.encode() + body)
+        assert s3util.status_of(out) == 400, out[:300]
+        assert b"<Code>InvalidRequest</Code>" in out
+        assert SIGV2_MSG in out
+        assert b"x-amz-request-id" in out.lower()
+    assert keys(s3, bucket) == []
+
+
+def test_sigv2_query_refused_clearly(s3_server, s3, bucket):
+    srv = s3_server
+    s3.put_object(Bucket=bucket, Key="v2", Body=b"x")
+    req = ("GET /%s/v2?AWSAccessKeyId=%s&Expires=4102444800&Signature="
+           "vjbyPxybdZaNmGa%%2ByT272YEAiv4%%3D HTTP/1.1\r\nHost: 127.0.0.1:%d"
+           "\r\nConnection: close\r\n\r\n" % (bucket, srv.access_key, srv.port))
+    out = s3util.raw_request(srv.port, req.encode())
+    assert s3util.status_of(out) == 400, out[:300]
+    assert b"<Code>InvalidRequest</Code>" in out and SIGV2_MSG in out
+    assert b"\r\n\r\nx" not in out  # no object bytes
