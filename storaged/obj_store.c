@@ -337,7 +337,8 @@ struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
     return obj_ent_dup(&e);
 }
 
-/* Fills the front end's info from an entry; headers copied when @hdrs. */
+/* Fills the front end's info from an entry; headers and (multipart)
+ * part sizes copied when @hdrs. */
 void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
                    bool hdrs)
 {
@@ -349,6 +350,11 @@ void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
     out->nparts = e->multipart ? (int)e->nparts : 0;
     if (hdrs && obj_hdrs_copy(e->hdrs, e->nhdrs, &out->hdrs) == 0)
         out->nhdrs = e->nhdrs;
+    if (hdrs && e->multipart && e->nparts > 0) {
+        out->part_size = malloc(e->nparts * sizeof(*out->part_size));
+        for (size_t p = 0; out->part_size && p < e->nparts; p++)
+            out->part_size[p] = e->parts[p].size;
+    }
 }
 
 /* Frees the headers of an info (NULL-safe). */
@@ -359,6 +365,8 @@ void stor_obj_info_fini(struct stor_obj_info *i)
     obj_hdrs_free(i->hdrs, i->nhdrs);
     i->hdrs = NULL;
     i->nhdrs = 0;
+    free(i->part_size);
+    i->part_size = NULL;
 }
 
 /* ---- sorted index ---- */

@@ -89,6 +89,13 @@ struct stor_obj_info {
     int nparts;               /* 0 for a simple PUT */
     struct stor_hdr *hdrs;    /* owned */
     size_t nhdrs;
+    /* Multipart objects, as filled by stor_obj_stat and stor_get_open:
+     * the byte size of each part in object order (nparts entries; owned;
+     * NULL for a simple PUT, from the other calls, or when memory ran
+     * out). Part i (1-based, its position in the completed list, not the
+     * client's part number) starts at the sum of the sizes before it; this
+     * is what GetObject ?partNumber=i returns. */
+    uint64_t *part_size;
 };
 void stor_obj_info_fini(struct stor_obj_info *i);
 

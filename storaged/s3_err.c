@@ -110,6 +110,9 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
          "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120"},
     [S3E_INVALID_PART_NUMBER] = {416, "InvalidPartNumber",
                                  "The requested partnumber is not satisfiable"},
+    [S3E_PART_AND_RANGE] =
+        {400, "InvalidRequest",
+         "Cannot specify both Range header and partNumber query parameter."},
 };
 
 /* See header. */

@@ -49,6 +49,7 @@ enum stor_s3_err {
     S3E_SIGV2_UNSUPPORTED,     /* InvalidRequest: use AWS4-HMAC-SHA256 */
     S3E_COPY_SOURCE_TOO_LARGE, /* InvalidRequest: copy source > 5 GiB */
     S3E_INVALID_PART_NUMBER,   /* 416: ?partNumber= past the last part */
+    S3E_PART_AND_RANGE,        /* InvalidRequest: partNumber with Range */
     S3E_COUNT
 };
 

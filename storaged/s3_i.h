@@ -18,6 +18,11 @@
 void stor_s3_op_run(struct stor_req *r);        /* dispatch on r->op */
 void stor_s3_put_begin_run(struct stor_req *r); /* PutObject/UploadPart pre */
 void stor_s3_put_commit_run(struct stor_req *r);
+/* The rest of GetObject/HeadObject once the object is open: conditionals,
+ * range, headers, body (whole, or the stream for big ones). Takes
+ * ownership of @g (NULL for HEAD) and of @info's contents (left empty). */
+void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *info,
+                              struct stor_get *g);
 /* Builds the stored headers of a new object from the request (content-*,
  * cache-control, expires, x-amz-meta-*, a verified checksum). *out is
  * malloc'd (free with stor_s3_hdrs_free). 0 or -ENOMEM. */

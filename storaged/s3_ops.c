@@ -693,6 +693,34 @@ static int parse_range(const char *v, size_t n, uint64_t size, uint64_t *first,
     return 1;
 }
 
+/* ?partNumber=@n (already 1..10000): the bytes of part n - its position
+ * in a multipart object's completed list - as [*first, *first + *len);
+ * a simple object has one part, the whole object. S3E_INVALID_PART_NUMBER
+ * past the last part. */
+static enum stor_s3_err part_range(const struct stor_obj_info *info, uint64_t n,
+                                   uint64_t *first, uint64_t *len)
+{
+    uint64_t off = 0;
+    int i;
+
+    if (info->nparts == 0) {
+        if (n != 1)
+            return S3E_INVALID_PART_NUMBER;
+        *first = 0;
+        *len = info->size;
+        return S3E_NONE;
+    }
+    if (n > (uint64_t)info->nparts)
+        return S3E_INVALID_PART_NUMBER;
+    if (info->part_size == NULL)
+        return S3E_INTERNAL; /* out of memory in the object layer */
+    for (i = 0; i < (int)n - 1; i++)
+        off += info->part_size[i];
+    *first = off;
+    *len = info->part_size[n - 1];
+    return S3E_NONE;
+}
+
 /* Adds the object's headers (ETag, Last-Modified, stored headers with
  * response-* overrides) to the response. */
 static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
@@ -722,8 +750,6 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
         ret = stor_resp_hdr(rs, "Last-Modified", "%s", lm);
     if (ret == 0)
         ret = stor_resp_hdr(rs, "Accept-Ranges", "bytes");
-    if (ret == 0 && in->nparts > 0)
-        ret = stor_resp_hdr(rs, "x-amz-mp-parts-count", "%d", in->nparts);
     for (i = 0; i < in->nhdrs && ret == 0; i++) {
         const char *name = in->hdrs[i].name;
         bool skip = false;
@@ -768,13 +794,8 @@ static size_t stream_chunk(const struct stor_get *g)
 static void op_get_object(struct stor_req *r)
 {
     struct stor_obj_info info;
-    struct stor_resp *rs = &r->resp;
     struct stor_get *g = NULL;
-    uint64_t first = 0, last = 0, len;
-    const char *rv;
-    size_t rn;
-    enum stor_s3_err e;
-    int ret, ranged = 0;
+    int ret;
 
     memset(&info, 0, sizeof(info));
     if (r->is_head)
@@ -787,15 +808,32 @@ static void op_get_object(struct stor_req *r)
         fail(r, ret);
         return;
     }
-    {
-        /* partNumber: part 1 of a simple object is the object; the part
-         * boundaries of a multipart object are not in object.h's info, so
-         * say so instead of answering with the wrong bytes. */
-        const char *pn = stor_req_query(r, "partNumber");
+    stor_s3_get_object_reply(r, &info, g);
+}
 
-        if (pn && (info.nparts > 0 || strcmp(pn, "1") != 0)) {
-            stor_resp_error(r, info.nparts > 0 ? S3E_NOT_IMPLEMENTED
-                                               : S3E_INVALID_RANGE);
+/* See s3_i.h. Never blocks when @g is inline (or NULL): the event loop
+ * calls it for GETs whose bytes it read itself (s3.c). */
+void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *opened,
+                              struct stor_get *g)
+{
+    struct stor_obj_info info = *opened; /* we own its contents now */
+    struct stor_resp *rs = &r->resp;
+    uint64_t first = 0, last = 0, len = 0, pnum = 0;
+    const char *rv, *pn;
+    size_t rn;
+    enum stor_s3_err e;
+    int ret, ranged = 0;
+
+    memset(opened, 0, sizeof(*opened));
+    pn = stor_req_query(r, "partNumber");
+    if (pn) {
+        if (stor_http_parse_u64(pn, strlen(pn), &pnum) < 0 || pnum < 1 ||
+            pnum > STOR_MAX_PARTS) {
+            stor_resp_error(r, S3E_INVALID_ARGUMENT);
+            goto out;
+        }
+        if (stor_req_hdr(r, "range", &rn)) {
+            stor_resp_error(r, S3E_PART_AND_RANGE);
             goto out;
         }
     }
@@ -809,10 +847,17 @@ static void op_get_object(struct stor_req *r)
         stor_resp_error(r, e);
         goto out;
     }
-    rv = stor_req_hdr(r, "range", &rn);
+    rv = pn ? NULL : stor_req_hdr(r, "range", &rn);
     if (rv && !if_range_ok(r, &info))
         rv = NULL; /* If-Range failed: 200 with the whole object */
-    if (rv) {
+    if (pn) {
+        e = part_range(&info, pnum, &first, &len);
+        if (e != S3E_NONE) {
+            stor_resp_error(r, e);
+            goto out;
+        }
+        ranged = 1;
+    } else if (rv) {
         ranged = parse_range(rv, rn, info.size, &first, &last);
         if (ranged < 0) {
             stor_resp_error(r, S3E_INVALID_RANGE);
@@ -821,18 +866,22 @@ static void op_get_object(struct stor_req *r)
                 stor_resp_error(r, S3E_INTERNAL);
             goto out;
         }
+        len = ranged ? last - first + 1 : info.size;
+    } else {
+        len = info.size;
     }
-    if (!ranged) {
+    if (!ranged)
         first = 0;
-        last = info.size ? info.size - 1 : 0;
-    }
-    len = info.size ? last - first + 1 : 0;
+    last = len ? first + len - 1 : first;
+    ranged = ranged && len > 0; /* an empty object or part: 200, no range */
     rs->status = ranged ? 206 : 200;
     ret = object_headers(r, &info, !ranged);
     if (ret == 0 && ranged)
         ret = stor_resp_hdr(rs, "Content-Range", "bytes %llu-%llu/%llu",
                             (unsigned long long)first, (unsigned long long)last,
                             (unsigned long long)info.size);
+    if (ret == 0 && pn && info.nparts > 0)
+        ret = stor_resp_hdr(rs, "x-amz-mp-parts-count", "%d", info.nparts);
     if (ret < 0) {
         stor_resp_error(r, S3E_INTERNAL);
         goto out;
