@@ -24,6 +24,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -84,8 +85,43 @@ struct stor_conn {
     struct stor_conn *prev, *next; /* thread's list */
 };
 
+/* The loop thread's io_uring for small reads done without a worker
+ * (stor_req_read_files): each file is an openat into a direct descriptor
+ * slot, a read and a close, hard-linked and submitted together. */
+#define RING_ENTRIES  256
+#define RING_SLOTS    256 /* direct descriptors: files open at once */
+#define RING_MAX_CQES 480 /* SQEs in flight: stays below the CQ size */
+
+struct file_batch;
+
+/* One SQE of a batch (its user_data). */
+struct file_op {
+    struct file_batch *b;
+    uint32_t i;   /* file index */
+    uint8_t kind; /* 0 open, 1 read, 2 close */
+};
+
+/* The reads of one request in flight on the ring. */
+struct file_batch {
+    struct stor_req *r;
+    struct stor_nb_read *rd;
+    size_t n;
+    unsigned left; /* CQEs still to come */
+    void (*done)(struct stor_req *r);
+    struct file_batch *next; /* finished list while reaping */
+    unsigned *slot;          /* n direct-descriptor slots */
+    bool *failed;            /* n: the open failed (keep its errno) */
+    struct file_op ops[];    /* 3 n */
+};
+
 struct http_thread {
     struct stor_loop *loop;
+    struct io_uring ring;
+    bool ring_ok;
+    struct stor_ev ring_ev;
+    unsigned ring_inflight; /* SQEs whose CQE is not reaped yet */
+    unsigned slot_free[RING_SLOTS];
+    unsigned nslot_free;
     pthread_t tid;
     struct stor_ev lio; /* listener */
     bool listening;
@@ -280,6 +316,157 @@ void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
     r->job.loop = r->conn->t->loop;
     r->job_busy = true;
     stor_pool_submit(pool_for(r), &r->job);
+}
+
+/* ---- small reads on the loop thread's io_uring ---- */
+
+static void req_job_done(struct stor_job *j);
+
+/* See http_i.h. */
+int stor_req_read_files(struct stor_req *r, struct stor_nb_read *rd, size_t n,
+                        void (*done)(struct stor_req *r))
+{
+    struct http_thread *t = r->conn->t;
+    struct file_batch *b;
+    size_t i;
+    int ret;
+
+    assert(!r->job_busy);
+    if (!t->ring_ok || n == 0 || n > t->nslot_free ||
+        t->ring_inflight + 3 * n > RING_MAX_CQES ||
+        io_uring_sq_space_left(&t->ring) < 3 * n)
+        return -EAGAIN;
+    b = malloc(sizeof(*b) + 3 * n * sizeof(b->ops[0]) +
+               n * (sizeof(unsigned) + sizeof(bool)));
+    if (b == NULL)
+        return -EAGAIN;
+    b->r = r;
+    b->rd = rd;
+    b->n = n;
+    b->left = (unsigned)(3 * n);
+    b->done = done;
+    b->next = NULL;
+    b->slot = (unsigned *)(void *)&b->ops[3 * n];
+    b->failed = (bool *)(b->slot + n);
+    for (i = 0; i < n; i++) {
+        struct io_uring_sqe *sqe;
+        unsigned slot = t->slot_free[--t->nslot_free];
+
+        b->slot[i] = slot;
+        b->failed[i] = false;
+        rd[i].res = -EIO;
+        /* hard links: the read and the close run even when the step
+         * before failed (an empty slot answers -EBADF), so the slot is
+         * always free again once the close's CQE is in */
+        sqe = io_uring_get_sqe(&t->ring);
+        io_uring_prep_openat_direct(sqe, AT_FDCWD, rd[i].path, O_RDONLY, 0,
+                                    slot);
+        sqe->flags |= IOSQE_IO_HARDLINK;
+        b->ops[3 * i] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 0};
+        io_uring_sqe_set_data(sqe, &b->ops[3 * i]);
+        sqe = io_uring_get_sqe(&t->ring);
+        io_uring_prep_read(sqe, (int)slot, rd[i].buf, (unsigned)rd[i].len, 0);
+        sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
+        b->ops[3 * i + 1] =
+            (struct file_op){.b = b, .i = (uint32_t)i, .kind = 1};
+        io_uring_sqe_set_data(sqe, &b->ops[3 * i + 1]);
+        sqe = io_uring_get_sqe(&t->ring);
+        io_uring_prep_close_direct(sqe, slot);
+        b->ops[3 * i + 2] =
+            (struct file_op){.b = b, .i = (uint32_t)i, .kind = 2};
+        io_uring_sqe_set_data(sqe, &b->ops[3 * i + 2]);
+    }
+    ret = io_uring_submit(&t->ring);
+    if (ret < (int)(3 * n)) {
+        /* Cannot happen with our own SQ accounting; if it did, SQEs would
+         * remain queued with pointers into @b, so stop using the ring. */
+        cm_log(CM_LOG_ERROR, ret < 0 ? -ret : 0,
+               "io_uring submit on a loop failed; small reads go to workers");
+        t->ring_ok = false;
+        stor_loop_del(t->loop, &t->ring_ev);
+        return -EAGAIN;
+    }
+    t->ring_inflight += (unsigned)(3 * n);
+    r->job.run = NULL;
+    r->job.done = req_job_done;
+    r->job.loop = t->loop;
+    r->job_run = NULL;
+    r->job_done = done;
+    r->job_busy = true;
+    return 0;
+}
+
+/* The ring has completions: account them, then finish every batch whose
+ * last CQE came in (after the CQ is released, since finishing a request
+ * may start the next one on the ring). */
+static void ring_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
+{
+    struct http_thread *t = io->arg;
+    struct file_batch *fin = NULL, **tail = &fin;
+    struct io_uring_cqe *cqe;
+    unsigned head, seen = 0;
+
+    (void)l;
+    (void)ev;
+    io_uring_for_each_cqe(&t->ring, head, cqe)
+    {
+        struct file_op *op = io_uring_cqe_get_data(cqe);
+        struct file_batch *b = op->b;
+        struct stor_nb_read *rd = &b->rd[op->i];
+
+        seen++;
+        if (op->kind == 0 && cqe->res < 0) {
+            rd->res = cqe->res;
+            b->failed[op->i] = true;
+        } else if (op->kind == 1 && !b->failed[op->i]) {
+            rd->res = cqe->res;
+        } else if (op->kind == 2) {
+            t->slot_free[t->nslot_free++] = b->slot[op->i];
+        }
+        if (--b->left == 0) {
+            *tail = b;
+            tail = &b->next;
+        }
+    }
+    io_uring_cq_advance(&t->ring, seen);
+    t->ring_inflight -= seen;
+    while (fin) {
+        struct file_batch *b = fin;
+        struct stor_req *r = b->r;
+
+        fin = b->next;
+        free(b);
+        req_job_done(&r->job);
+    }
+}
+
+/* Sets up @t's ring; without one (old kernel, locked memory limits) small
+ * reads simply go to the workers. */
+static void ring_init(struct http_thread *t)
+{
+    int ret = io_uring_queue_init(RING_ENTRIES, &t->ring, 0);
+
+    if (ret < 0) {
+        cm_log(CM_LOG_INFO, -ret, "no io_uring on the loops");
+        return;
+    }
+    ret = io_uring_register_files_sparse(&t->ring, RING_SLOTS);
+    if (ret < 0) {
+        cm_log(CM_LOG_INFO, -ret, "no direct descriptors on the loops");
+        io_uring_queue_exit(&t->ring);
+        return;
+    }
+    t->ring_ev.fd = t->ring.ring_fd;
+    t->ring_ev.cb = ring_cb;
+    t->ring_ev.arg = t;
+    if (stor_loop_add(t->loop, &t->ring_ev, EPOLLIN) < 0) {
+        io_uring_queue_exit(&t->ring);
+        return;
+    }
+    for (unsigned i = 0; i < RING_SLOTS; i++)
+        t->slot_free[i] = RING_SLOTS - 1 - i;
+    t->nslot_free = RING_SLOTS;
+    t->ring_ok = true;
 }
 
 /* ---- GET streaming ---- */
@@ -1527,6 +1714,7 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
         if (ret < 0)
             return ret;
         t->listening = true;
+        ring_init(t);
         t->now = mono_now();
         stor_loop_set_tick(t->loop, tick_cb, t);
         stor_loop_set_after(t->loop, after_cb, t);
@@ -1551,8 +1739,11 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
     srv->pool = srv->rpool = NULL;
     for (i = 0; i < n; i++)
         after_cb(g_threads[i].loop, &g_threads[i]);
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        if (g_threads[i].ring_ok)
+            io_uring_queue_exit(&g_threads[i].ring);
         stor_loop_destroy(g_threads[i].loop);
+    }
     free(g_threads);
     g_threads = NULL;
     cm_log(CM_LOG_INFO, 0, "drained; stopped serving");

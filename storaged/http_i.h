@@ -14,6 +14,7 @@
 #include "common/timefmt.h"
 #include "storaged/http_parse.h"
 #include "storaged/loop.h"
+#include "storaged/obj_nb.h"
 #include "storaged/object.h"
 #include "storaged/s3_err.h"
 #include <stdatomic.h>
@@ -190,6 +191,8 @@ struct stor_req {
     uint8_t content_md5[16];
     bool has_md5;
 
+    struct stor_get_nb *get_nb; /* owned; a GET read on the loop's ring */
+
     /* jobs */
     struct stor_job job;
     bool job_busy;
@@ -240,6 +243,17 @@ bool stor_req_has_query(const struct stor_req *r, const char *name);
 /* Submits r->job_run on a worker, then r->job_done on the loop. */
 void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
                      void (*done)(struct stor_req *));
+
+/* Performs @n whole-file reads (open, read at offset 0, close) on the
+ * loop thread's io_uring without blocking it (the kernel does them inline
+ * when the data is cached and on its own workers otherwise); @done runs
+ * on the loop once all finished, each rd[i].res set to the bytes read or
+ * the first -errno. Borrows @rd until then; the request counts as busy
+ * (job_busy) meanwhile. 0, or -EAGAIN when the ring cannot take them now
+ * (none, or full): do the work on a worker instead. */
+CM_MUST_CHECK int stor_req_read_files(struct stor_req *r,
+                                      struct stor_nb_read *rd, size_t n,
+                                      void (*done)(struct stor_req *r));
 
 /* Decodes r->head.target (origin- or absolute-form) into r->path,
  * r->bucket, r->key and r->query (allocations owned by @r). S3E_NONE or

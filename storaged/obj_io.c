@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "storaged/ec.h"
+#include "storaged/obj_nb.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -226,6 +227,36 @@ int stor_put_set_condition(struct stor_put *p, bool absent, const char *etag)
     p->cond_absent = absent;
     if (etag)
         snprintf(p->cond_etag, sizeof(p->cond_etag), "%s", etag);
+    return 0;
+}
+
+/* See object.h. */
+int stor_put_add_header(struct stor_put *p, const char *name, const char *value)
+{
+    struct stor_hdr *h;
+    char *n, *v;
+    size_t i;
+
+    v = strdup(value);
+    if (v == NULL)
+        return -ENOMEM;
+    for (i = 0; i < p->nhdrs; i++)
+        if (strcmp(p->hdrs[i].name, name) == 0) {
+            free(p->hdrs[i].value);
+            p->hdrs[i].value = v;
+            return 0;
+        }
+    n = strdup(name);
+    h = n ? realloc(p->hdrs, (p->nhdrs + 1) * sizeof(*h)) : NULL;
+    if (h == NULL) {
+        free(n);
+        free(v);
+        return -ENOMEM;
+    }
+    h[p->nhdrs].name = n;
+    h[p->nhdrs].value = v;
+    p->hdrs = h;
+    p->nhdrs++;
     return 0;
 }
 
@@ -1425,6 +1456,197 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
         stor_get_close(g);
         return ret;
     }
+    if (info)
+        obj_info_fill(g->e, info, true);
+    *out = g;
+    return 0;
+}
+
+/* ---- nonblocking inline GET (obj_nb.h) ---- */
+
+struct stor_get_nb {
+    struct stor_get *g; /* owned until end() hands it out */
+    size_t mlen;        /* encoded size of each meta record */
+    size_t L;           /* inline shard length */
+    int shard[OBJ_MAX_SHARDS];
+    struct stor_nb_read rd[OBJ_MAX_SHARDS];
+    size_t n;
+    char *paths;  /* owned: the n paths, NUL-separated */
+    uint8_t *raw; /* owned: n * (mlen + 1) read buffers */
+};
+
+/* Contract in obj_nb.h. */
+void stor_get_nb_free(struct stor_get_nb *nb)
+{
+    if (nb == NULL)
+        return;
+    stor_get_close(nb->g);
+    free(nb->paths);
+    free(nb->raw);
+    free(nb);
+}
+
+/* Copies the index entry of bucket/key into g->e with try-locks only.
+ * 0, or -EAGAIN (a lock is held by a writer, or no such key: the regular
+ * path answers errors). */
+static int nb_lookup(struct stor_get *g, const char *bucket, const char *key,
+                     size_t key_len)
+{
+    struct stor_store *s = g->s;
+    struct obj_bucket *b;
+    pthread_rwlock_t *kl;
+    uint8_t id[16];
+    ssize_t i;
+    int ret = -EAGAIN;
+
+    obj_key_id(s, key, key_len, id);
+    kl = obj_klock(s, id);
+    if (pthread_rwlock_tryrdlock(kl) != 0)
+        return -EAGAIN;
+    if (pthread_rwlock_tryrdlock(&s->lock) != 0)
+        goto out_kl;
+    b = obj_bucket_find(s, bucket);
+    if (b != NULL && pthread_rwlock_tryrdlock(&b->lock) == 0) {
+        i = obj_index_find(b, key, key_len);
+        if (i >= 0 && b->v[i]->inl) {
+            g->e = obj_ent_dup(b->v[i]);
+            ret = g->e ? 0 : -EAGAIN;
+        }
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+out_kl:
+    pthread_rwlock_unlock(kl);
+    return ret;
+}
+
+/* Contract in obj_nb.h. DESIGN: no lock is held while the metas are read:
+ * every meta read must carry the index's version, so a concurrent
+ * overwrite or delete makes end() answer -EAGAIN (and the regular path
+ * decides), never mixes versions. */
+int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
+                      size_t key_len, struct stor_get_nb **out,
+                      struct stor_nb_read **reads, size_t *n)
+{
+    struct stor_get_nb *nb;
+    struct stor_get *g;
+    struct stor_meta tmpl = {0};
+    char path[PATH_MAX];
+    size_t plen[OBJ_MAX_SHARDS], total = 0, off = 0;
+    const struct obj_ent *e;
+
+    if (!obj_valid_key(key, key_len) || strlen(bucket) >= sizeof(g->bucket))
+        return -EAGAIN;
+    nb = calloc(1, sizeof(*nb));
+    g = calloc(1, sizeof(*g));
+    if (nb == NULL || g == NULL) {
+        free(nb);
+        free(g);
+        return -EAGAIN;
+    }
+    nb->g = g;
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+        g->fd[j] = -1;
+    g->s = s;
+    g->cur_part = SIZE_MAX;
+    memcpy(g->bucket, bucket, strlen(bucket) + 1);
+    if (nb_lookup(g, bucket, key, key_len) < 0)
+        goto fail;
+    e = g->e;
+    obj_place(s, bucket, key, key_len, &g->pl);
+    nb->L = (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
+    tmpl.k = e->k;
+    tmpl.m = e->m;
+    snprintf(tmpl.etag, sizeof(tmpl.etag), "%s", e->etag);
+    tmpl.key = e->key;
+    tmpl.key_len = e->key_len;
+    tmpl.hdrs = e->hdrs;
+    tmpl.nhdrs = e->nhdrs;
+    tmpl.has_inline = 1;
+    tmpl.inl_len = nb->L;
+    nb->mlen = stor_meta_encoded_size(&tmpl);
+    nb->n = (size_t)e->k;
+    /* the data shards only, all on drives believed online */
+    for (int j = 0; j < e->k; j++) {
+        size_t d = obj_shard_drive(s, &g->pl, j);
+
+        if (!obj_drive_online(s, d) ||
+            obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
+                          e->id) < 0)
+            goto fail;
+        plen[j] = strlen(path) + 1;
+        total += plen[j];
+    }
+    nb->paths = malloc(total);
+    nb->raw = malloc(nb->n * (nb->mlen + 1));
+    if (nb->paths == NULL || nb->raw == NULL)
+        goto fail;
+    for (int j = 0; j < e->k; j++) {
+        size_t d = obj_shard_drive(s, &g->pl, j);
+
+        if (obj_path_meta(nb->paths + off, plen[j], s->drives[d].path, bucket,
+                          e->id) < 0)
+            goto fail;
+        nb->shard[j] = j;
+        nb->rd[j] = (struct stor_nb_read){
+            .path = nb->paths + off,
+            .buf = nb->raw + (size_t)j * (nb->mlen + 1),
+            .len = nb->mlen + 1, /* one more: a longer file is not ours */
+            .res = -EINVAL};
+        off += plen[j];
+    }
+    *out = nb;
+    *reads = nb->rd;
+    *n = nb->n;
+    return 0;
+fail:
+    stor_get_nb_free(nb);
+    return -EAGAIN;
+}
+
+/* Contract in obj_nb.h. */
+int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
+                    struct stor_get **out)
+{
+    struct stor_get *g = nb->g;
+    const struct obj_ent *e = g->e;
+    uint8_t *shards;
+    int ret = 0;
+
+    shards = malloc(nb->n * (nb->L ? nb->L : 1));
+    if (shards == NULL) {
+        stor_get_nb_free(nb);
+        return -EAGAIN;
+    }
+    for (size_t i = 0; i < nb->n && ret == 0; i++) {
+        const struct stor_nb_read *rd = &nb->rd[i];
+        int j = nb->shard[i];
+        struct stor_meta m;
+
+        if (rd->res != (ssize_t)nb->mlen ||
+            stor_meta_decode(rd->buf, nb->mlen, &m) < 0) {
+            ret = -EAGAIN;
+            break;
+        }
+        obj_drive_count(g->s, obj_shard_drive(g->s, &g->pl, j), false,
+                        (uint64_t)rd->res);
+        if (m.version == e->version && m.shard == j && m.has_inline &&
+            m.inl_len == nb->L && m.type == STOR_META_OBJECT) {
+            if (nb->L)
+                memcpy(shards + (size_t)j * nb->L, m.inl, nb->L);
+        } else {
+            ret = -EAGAIN;
+        }
+        stor_meta_fini(&m);
+    }
+    if (ret < 0) {
+        free(shards);
+        stor_get_nb_free(nb);
+        return ret;
+    }
+    g->data = shards; /* shards 0..k-1 are the body, in order */
+    nb->g = NULL;
+    stor_get_nb_free(nb);
     if (info)
         obj_info_fill(g->e, info, true);
     *out = g;

@@ -676,6 +676,48 @@ static void submit_commit(struct stor_req *r)
     stor_req_submit(r, commit_run, respond_done);
 }
 
+/* Loop: the metas of a GET started by get_fast() were read. The body is
+ * served from here when they verified; anything else (a missing, stale
+ * or corrupt shard, an error) takes the regular path on a worker, which
+ * rebuilds, heals and answers errors. */
+static void get_fast_done(struct stor_req *r)
+{
+    struct stor_obj_info info;
+    struct stor_get *g = NULL;
+    int ret;
+
+    memset(&info, 0, sizeof(info));
+    ret = stor_get_nb_end(r->get_nb, &info, &g);
+    r->get_nb = NULL;
+    if (ret < 0) {
+        stor_req_submit(r, stor_s3_op_run, respond_done);
+        return;
+    }
+    stor_s3_get_object_reply(r, &info, g);
+    stor_http_respond(r);
+}
+
+/* GetObject of a small (inline) object without a worker round trip: the
+ * lookup is in memory (try-locks), the meta reads go to the loop's
+ * io_uring. true when it started (get_fast_done follows). */
+static bool get_fast(struct stor_req *r)
+{
+    struct stor_nb_read *rd;
+    size_t n;
+
+    if (r->op != S3_OP_GET_OBJECT || r->is_head || !r->has_key)
+        return false;
+    if (stor_get_nb_begin(stor_srv->store, r->bucket, r->key, r->key_len,
+                          &r->get_nb, &rd, &n) < 0)
+        return false;
+    if (stor_req_read_files(r, rd, n, get_fast_done) < 0) {
+        stor_get_nb_free(r->get_nb);
+        r->get_nb = NULL;
+        return false;
+    }
+    return true;
+}
+
 /* See http_i.h. */
 void stor_s3_on_body_end(struct stor_req *r)
 {
@@ -701,6 +743,8 @@ void stor_s3_on_body_end(struct stor_req *r)
             submit_commit(r);
         return;
     }
+    if (get_fast(r))
+        return;
     stor_req_submit(r, stor_s3_op_run, respond_done);
 }
 
@@ -712,6 +756,8 @@ void stor_s3_req_fini(struct stor_req *r)
     cm_digest_destroy(r->ck_digest);
     r->sha_chunk = r->sha_body = r->ck_digest = NULL;
     cm_buf_fini(&r->trailer_raw);
+    stor_get_nb_free(r->get_nb);
+    r->get_nb = NULL;
     if (r->fg_entered) {
         r->fg_entered = false;
         stor_store_fg_leave(stor_srv->store);

@@ -14,7 +14,12 @@ What it measures, each side by side with nginx under the same load:
   * 4 KiB PUTs again on a second storaged started with --no-fsync.
 
 Usage: tests/bench/bench_s3_server.py [--seconds S] [--objects N]
-       [--big-mib M] [--drives D] [--threads T] [--keep]
+       [--big-mib M] [--drives D] [--threads T] [--repeat R]
+       [--only get,put,big,nofsync] [--keep]
+--repeat R runs each GET figure R times, alternating storaged and nginx,
+and reports the median (and the range). Every wrk row also gives the
+server's CPU time per request (utime+stime from /proc, all of nginx's
+workers summed), which is far less sensitive to other load than req/s.
 Environment: ECFS_BIN_DIR (default <repo>/bin), BENCH_SIZE (tiny|small|
 default|large, from scripts/bench: tiny shortens everything), RESULTS_DIR
 (a server.json with every number is written there when set).
@@ -86,6 +91,50 @@ def wrk(url, script, seconds, conns=64, threads=2):
     return {"rps": rps, "non2xx": int(bad.group(1)) if bad else 0,
             "socket_errors": errs.group(0) if errs else "",
             "p50_ms": pct("50"), "p99_ms": pct("99")}
+
+
+def cpu_ticks(pids):
+    """utime+stime (clock ticks) of @pids and their threads."""
+    t = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            t += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return t
+
+
+def nginx_pids(master):
+    """The nginx master and its worker processes."""
+    out = [master]
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == master:
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def wrk_cpu(url, script, seconds, pids):
+    """wrk() plus the servers' CPU microseconds per request."""
+    hz = os.sysconf("SC_CLK_TCK")
+    t0 = cpu_ticks(pids)
+    r = wrk(url, script, seconds)
+    t1 = cpu_ticks(pids)
+    nreq = r["rps"] * seconds
+    r["cpu_us_per_req"] = (t1 - t0) * 1e6 / hz / nreq if nreq else float("nan")
+    return r
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
 def lua_rotate(path, method, targets, body_len=0):
@@ -164,8 +213,13 @@ def main():
     ap.add_argument("--big-mib", type=int, default=128 if size == "tiny" else 1024)
     ap.add_argument("--drives", type=int, default=16)
     ap.add_argument("--threads", type=int, default=0, help="storaged --threads")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="GET figures: runs per side (median reported)")
+    ap.add_argument("--only", default="get,put,big,nofsync",
+                    help="comma list of phases: get,put,big,nofsync")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
+    only = set(a.only.split(","))
 
     ncpu = os.cpu_count() or 1
     work = tempfile.mkdtemp(prefix="bench-s3-")
@@ -240,61 +294,73 @@ def main():
             lua_rotate(scripts[name], method, targets, blen)
 
         # warm both once, then measure alternately
-        wrk(sep, scripts["get_s"], 1)
-        wrk(nep, scripts["get_n"], 1)
-        res["get4k_storaged"] = wrk(sep, scripts["get_s"], a.seconds)
-        res["get4k_nginx"] = wrk(nep, scripts["get_n"], a.seconds)
-        res["put4k_storaged"] = wrk(sep, scripts["put_s"], a.seconds)
-        res["put4k_nginx"] = wrk(nep, scripts["put_n"], a.seconds)
+        spids, npids = [sp.pid], nginx_pids(np_.pid)
+        if "get" in only:
+            wrk(sep, scripts["get_s"], 1)
+            wrk(nep, scripts["get_n"], 1)
+            gs, gn = [], []
+            for _ in range(a.repeat):
+                gs.append(wrk_cpu(sep, scripts["get_s"], a.seconds, spids))
+                gn.append(wrk_cpu(nep, scripts["get_n"], a.seconds, npids))
+            res["get4k_storaged_runs"], res["get4k_nginx_runs"] = gs, gn
+            res["get4k_ratio_runs"] = [x["rps"] / y["rps"] for x, y in zip(gs, gn)]
+            mid = sorted(range(len(gs)), key=lambda i: res["get4k_ratio_runs"][i])[len(gs) // 2]
+            res["get4k_storaged"], res["get4k_nginx"] = gs[mid], gn[mid]
+        if "put" in only:
+            res["put4k_storaged"] = wrk_cpu(sep, scripts["put_s"], a.seconds, spids)
+            res["put4k_nginx"] = wrk_cpu(nep, scripts["put_n"], a.seconds, npids)
 
-        # ---- one big object, single stream
-        big = os.path.join(root, "bench", "big.bin")
-        chunk = os.urandom(1024 * 1024)
-        with open(big, "wb") as f:
-            for i in range(a.big_mib):
-                f.write(chunk[i % 7:] + chunk[:i % 7])
-        put_url = s3.generate_presigned_url(
-            "put_object", Params={"Bucket": "bench", "Key": "big.bin"}, ExpiresIn=3600)
-        res["bigput_storaged_mibs"] = curl_speed(put_url, upload=big)
-        get_url = s3.generate_presigned_url(
-            "get_object", Params={"Bucket": "bench", "Key": "big.bin"}, ExpiresIn=3600)
-        sg, ng = [], []
-        for _ in range(2):
-            sg.append(curl_speed(get_url))
-            ng.append(curl_speed(nep + "/bench/big.bin"))
-        res["bigget_storaged_mibs"] = max(sg)
-        res["bigget_nginx_mibs"] = max(ng)
-        # correctness of the big object (sha of what storaged returns)
-        out = os.path.join(work, "big.back")
-        curl_speed(get_url, out=out)
-        res["bigget_identical"] = subprocess.run(["cmp", "-s", big, out]).returncode == 0
-        os.unlink(out)
-        res["storaged_vmhwm_mib"] = vm_hwm_kib(sp.pid) / 1024
+        if "big" in only:
+            # ---- one big object, single stream
+            big = os.path.join(root, "bench", "big.bin")
+            chunk = os.urandom(1024 * 1024)
+            with open(big, "wb") as f:
+                for i in range(a.big_mib):
+                    f.write(chunk[i % 7:] + chunk[:i % 7])
+            put_url = s3.generate_presigned_url(
+                "put_object", Params={"Bucket": "bench", "Key": "big.bin"}, ExpiresIn=3600)
+            res["bigput_storaged_mibs"] = curl_speed(put_url, upload=big)
+            get_url = s3.generate_presigned_url(
+                "get_object", Params={"Bucket": "bench", "Key": "big.bin"}, ExpiresIn=3600)
+            sg, ng = [], []
+            for _ in range(max(2, a.repeat)):
+                sg.append(curl_speed(get_url))
+                ng.append(curl_speed(nep + "/bench/big.bin"))
+            res["bigget_storaged_runs"], res["bigget_nginx_runs"] = sg, ng
+            res["bigget_storaged_mibs"] = max(sg)
+            res["bigget_nginx_mibs"] = max(ng)
+            # correctness of the big object (sha of what storaged returns)
+            out = os.path.join(work, "big.back")
+            curl_speed(get_url, out=out)
+            res["bigget_identical"] = subprocess.run(["cmp", "-s", big, out]).returncode == 0
+            os.unlink(out)
+            res["storaged_vmhwm_mib"] = vm_hwm_kib(sp.pid) / 1024
 
-        # ---- PUT again with storaged --no-fsync (nginx does not sync
-        # either), on a second server with fresh drives
-        sp.send_signal(signal.SIGTERM)
-        sp.wait(30)
-        drives2 = [os.path.join(work, "nf%d" % (i + 1)) for i in range(a.drives)]
-        for d in drives2:
-            os.makedirs(d)
-        sport2 = free_port()
-        argv2 = [os.path.join(BIN, "storaged"), "serve", "--address",
-                 "127.0.0.1:%d" % sport2, "--log-level", "warn", "--no-fsync"]
-        if a.threads:
-            argv2 += ["--threads", str(a.threads)]
-        sp2 = subprocess.Popen(argv2 + drives2, env=env, stdout=slog, stderr=slog)
-        procs.append(sp2)
-        sep2 = "http://127.0.0.1:%d" % sport2
-        wait_http(sep2 + "/health/ready")
-        s3b = client(sep2)
-        s3b.create_bucket(Bucket="bench")
-        put_s2 = ["/" + rel(s3b.generate_presigned_url(
-            "put_object", Params={"Bucket": "bench", "Key": "put/" + k}, ExpiresIn=3600))
-            for k in keys]
-        scripts["put_s2"] = os.path.join(work, "put_s2.lua")
-        lua_rotate(scripts["put_s2"], "PUT", put_s2, 4096)
-        res["put4k_storaged_nofsync"] = wrk(sep2, scripts["put_s2"], a.seconds)
+        if "nofsync" in only:
+            # ---- PUT again with storaged --no-fsync (nginx does not sync
+            # either), on a second server with fresh drives
+            sp.send_signal(signal.SIGTERM)
+            sp.wait(30)
+            drives2 = [os.path.join(work, "nf%d" % (i + 1)) for i in range(a.drives)]
+            for d in drives2:
+                os.makedirs(d)
+            sport2 = free_port()
+            argv2 = [os.path.join(BIN, "storaged"), "serve", "--address",
+                     "127.0.0.1:%d" % sport2, "--log-level", "warn", "--no-fsync"]
+            if a.threads:
+                argv2 += ["--threads", str(a.threads)]
+            sp2 = subprocess.Popen(argv2 + drives2, env=env, stdout=slog, stderr=slog)
+            procs.append(sp2)
+            sep2 = "http://127.0.0.1:%d" % sport2
+            wait_http(sep2 + "/health/ready")
+            s3b = client(sep2)
+            s3b.create_bucket(Bucket="bench")
+            put_s2 = ["/" + rel(s3b.generate_presigned_url(
+                "put_object", Params={"Bucket": "bench", "Key": "put/" + k}, ExpiresIn=3600))
+                for k in keys]
+            scripts["put_s2"] = os.path.join(work, "put_s2.lua")
+            lua_rotate(scripts["put_s2"], "PUT", put_s2, 4096)
+            res["put4k_storaged_nofsync"] = wrk(sep2, scripts["put_s2"], a.seconds)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -311,33 +377,54 @@ def main():
     def row(label, s, n, unit):
         ratio = s / n if n else float("nan")
         return "| %-40s | %12.1f | %12.1f | %6.2f |" % (label + " (" + unit + ")", s, n, ratio)
-    g, gn = res["get4k_storaged"], res["get4k_nginx"]
-    p, pn = res["put4k_storaged"], res["put4k_nginx"]
     print("storaged vs nginx, 127.0.0.1, %d CPUs, %d drives (one disk), %d objects, "
-          "wrk -c64 %ds" % (ncpu, a.drives, a.objects, a.seconds))
+          "wrk -c64 %ds, %d run(s) per GET figure" % (ncpu, a.drives, a.objects, a.seconds,
+                                                     a.repeat))
     print()
     print("| %-40s | %12s | %12s | %6s |" % ("test", "storaged", "nginx", "ratio"))
     print("|%s|%s|%s|%s|" % ("-" * 42, "-" * 14, "-" * 14, "-" * 8))
-    print(row("GET 4 KiB, 64 conns", g["rps"], gn["rps"], "req/s"))
-    print(row("GET 4 KiB p99", g["p99_ms"], gn["p99_ms"], "ms"))
-    print(row("PUT 4 KiB, 64 conns", p["rps"], pn["rps"], "req/s"))
-    print(row("PUT 4 KiB p99", p["p99_ms"], pn["p99_ms"], "ms"))
-    pf = res["put4k_storaged_nofsync"]
-    print(row("PUT 4 KiB --no-fsync, 64 conns", pf["rps"], pn["rps"], "req/s"))
-    print(row("GET %d MiB, one stream" % a.big_mib, res["bigget_storaged_mibs"],
-              res["bigget_nginx_mibs"], "MiB/s"))
-    print("| %-40s | %12.1f | %12s | %6s |" % ("PUT %d MiB, one stream (MiB/s)" % a.big_mib,
-                                                res["bigput_storaged_mibs"], "-", "-"))
+    if "get4k_storaged" in res:
+        g, gn = res["get4k_storaged"], res["get4k_nginx"]
+        print(row("GET 4 KiB, 64 conns", g["rps"], gn["rps"], "req/s"))
+        print(row("GET 4 KiB p99", g["p99_ms"], gn["p99_ms"], "ms"))
+        print(row("GET 4 KiB server CPU per request", g["cpu_us_per_req"],
+                  gn["cpu_us_per_req"], "us"))
+    if "put4k_storaged" in res:
+        p, pn = res["put4k_storaged"], res["put4k_nginx"]
+        print(row("PUT 4 KiB, 64 conns", p["rps"], pn["rps"], "req/s"))
+        print(row("PUT 4 KiB p99", p["p99_ms"], pn["p99_ms"], "ms"))
+        if "put4k_storaged_nofsync" in res:
+            pf = res["put4k_storaged_nofsync"]
+            print(row("PUT 4 KiB --no-fsync, 64 conns", pf["rps"], pn["rps"], "req/s"))
+    if "bigget_storaged_mibs" in res:
+        print(row("GET %d MiB, one stream" % a.big_mib, res["bigget_storaged_mibs"],
+                  res["bigget_nginx_mibs"], "MiB/s"))
+        print("| %-40s | %12.1f | %12s | %6s |" % ("PUT %d MiB, one stream (MiB/s)" % a.big_mib,
+                                                    res["bigput_storaged_mibs"], "-", "-"))
     print()
-    print("storaged peak RSS (VmHWM) over the whole run: %.1f MiB; big GET bytes identical: %s"
-          % (res["storaged_vmhwm_mib"], res["bigget_identical"]))
+    if a.repeat > 1 and "get4k_ratio_runs" in res:
+        r = res["get4k_ratio_runs"]
+        print("GET 4 KiB ratio over %d runs: median %.2f, range %.2f-%.2f; storaged req/s %s; "
+              "nginx req/s %s" % (len(r), median(r), min(r), max(r),
+                                  [round(x["rps"]) for x in res["get4k_storaged_runs"]],
+                                  [round(x["rps"]) for x in res["get4k_nginx_runs"]]))
+        print("GET 4 KiB CPU us/req: storaged %s nginx %s" % (
+            [round(x["cpu_us_per_req"], 1) for x in res["get4k_storaged_runs"]],
+            [round(x["cpu_us_per_req"], 1) for x in res["get4k_nginx_runs"]]))
+    if "bigget_storaged_runs" in res:
+        print("GET %d MiB runs (MiB/s): storaged %s nginx %s" % (
+            a.big_mib, [round(x) for x in res["bigget_storaged_runs"]],
+            [round(x) for x in res["bigget_nginx_runs"]]))
+        print("storaged peak RSS (VmHWM) over the whole run: %.1f MiB; big GET bytes "
+              "identical: %s" % (res["storaged_vmhwm_mib"], res["bigget_identical"]))
     for k in ("get4k_storaged", "put4k_storaged", "get4k_nginx", "put4k_nginx",
               "put4k_storaged_nofsync"):
-        if res[k]["non2xx"] or res[k]["socket_errors"]:
+        if k in res and (res[k]["non2xx"] or res[k]["socket_errors"]):
             print("note: %s: non-2xx %d %s" % (k, res[k]["non2xx"], res[k]["socket_errors"]))
-    print("PUT: storaged syncs each object to disk before answering (default "
-          "durability); nginx's DAV PUT does not fsync; the --no-fsync row "
-          "compares like with like.")
+    if "put4k_storaged" in res:
+        print("PUT: storaged syncs each object to disk before answering (default "
+              "durability); nginx's DAV PUT does not fsync; the --no-fsync row "
+              "compares like with like.")
     if os.environ.get("RESULTS_DIR"):
         with open(os.path.join(os.environ["RESULTS_DIR"], "server.json"), "w") as f:
             json.dump(res, f, indent=1)
