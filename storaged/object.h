@@ -119,6 +119,12 @@ CM_MUST_CHECK int stor_put_begin(struct stor_store *s, const char *bucket,
  * and nothing becomes visible. 0 or -ENOMEM. */
 CM_MUST_CHECK int stor_put_set_condition(struct stor_put *p, bool absent,
                                          const char *etag);
+/* Adds header (@name lowercase, @value) to those kept with the object,
+ * replacing one of the same name: for what is known only once the body
+ * has been read (a checksum sent as an aws-chunked trailer). Before the
+ * commit; ignored for a multipart part. 0 or -ENOMEM. */
+CM_MUST_CHECK int stor_put_add_header(struct stor_put *p, const char *name,
+                                      const char *value);
 /* Appends body bytes; encodes and writes whole stripes as they fill. */
 CM_MUST_CHECK int stor_put_write(struct stor_put *p, const void *data,
                                  size_t len);

@@ -209,7 +209,8 @@ int stor_s3_req_obj_hdrs(const struct stor_req *r, struct stor_hdr **out,
     if (ret == 0 && !have_ct)
         ret = hdr_add(&h, &nh, "content-type", 12, "binary/octet-stream", 19);
     /* A checksum sent as a header is known now (and verified before the
-     * commit); one sent as a trailer is not, and is not stored. */
+     * commit); one sent as a trailer is added at the commit
+     * (stor_s3_put_commit_run). */
     if (ret == 0 && r->ck_kind != STOR_CKSUM_NONE && !r->ck_from_trailer &&
         r->ck_expect[0] && r->op == S3_OP_PUT_OBJECT) {
         const char *cn = stor_s3_cksum_hdr(r->ck_kind);
@@ -738,9 +739,12 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
     char lm[CM_TIME_HTTP_LEN + 1];
     const char *cm;
     size_t i, j;
-    bool ck_on = false;
+    bool ck_on = false, any_override = false;
     int ret;
 
+    /* one pass over the query instead of a lookup per override name */
+    for (i = 0; i < r->nquery && !any_override; i++)
+        any_override = strncmp(r->query[i].name, "response-", 9) == 0;
     cm = stor_req_hdr(r, "x-amz-checksum-mode", &i);
     if (cm && stor_http_ieq(cm, i, "ENABLED") && full)
         ck_on = true;
@@ -754,16 +758,23 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
         const char *name = in->hdrs[i].name;
         bool skip = false;
 
-        if (strncmp(name, "x-amz-checksum-", 15) == 0 && !ck_on)
-            continue;
-        for (j = 0; j < CM_ARRAY_SIZE(overrides); j++)
+        if (strncmp(name, "x-amz-checksum-", 15) == 0) {
+            if (!ck_on)
+                continue;
+            /* the checksum of the whole body, as S3 calls it */
+            ret = stor_resp_hdr(rs, "x-amz-checksum-type", "FULL_OBJECT");
+            if (ret < 0)
+                break;
+        }
+        for (j = 0; j < CM_ARRAY_SIZE(overrides) && any_override; j++)
             if (strcmp(name, overrides[j][1]) == 0 &&
                 stor_req_query(r, overrides[j][0]))
                 skip = true;
         if (!skip)
             ret = stor_resp_hdr(rs, name, "%s", in->hdrs[i].value);
     }
-    for (j = 0; j < CM_ARRAY_SIZE(overrides) && ret == 0; j++) {
+    for (j = 0; j < CM_ARRAY_SIZE(overrides) && ret == 0 && any_override;
+         j++) {
         const char *v = stor_req_query(r, overrides[j][0]);
 
         if (v && strpbrk(v, "\r\n") == NULL)
@@ -1093,6 +1104,17 @@ void stor_s3_put_commit_run(struct stor_req *r)
     }
     memset(&info, 0, sizeof(info));
     r->put = NULL; /* commit frees it, success or not */
+    if (r->op == S3_OP_PUT_OBJECT && r->ck_from_trailer && r->ck_value[0]) {
+        /* a trailer checksum is known (and verified) only now; kept like
+         * one sent as a header (stor_s3_req_obj_hdrs) */
+        ret =
+            stor_put_add_header(p, stor_s3_cksum_hdr(r->ck_kind), r->ck_value);
+        if (ret < 0) {
+            stor_put_abort(p);
+            fail(r, ret);
+            return;
+        }
+    }
     ret = stor_put_commit(p, r->has_md5 ? r->content_md5 : NULL, &info);
     if (ret < 0) {
         fail(r, ret);
@@ -1290,6 +1312,14 @@ static void op_copy(struct stor_req *r, bool part)
             ret = stor_s3_req_obj_hdrs(r, &h, &nh);
         else
             ret = 0;
+        /* same bytes, same checksum: it survives a metadata REPLACE */
+        for (size_t i = 0; replace && ret == 0 && i < sinfo.nhdrs; i++) {
+            const struct stor_hdr *sh = &sinfo.hdrs[i];
+
+            if (strncmp(sh->name, "x-amz-checksum-", 15) == 0)
+                ret = hdr_add(&h, &nh, sh->name, strlen(sh->name), sh->value,
+                              strlen(sh->value));
+        }
         if (ret == 0)
             ret = stor_put_begin(stor_srv->store, r->bucket, r->key, r->key_len,
                                  (int64_t)len, replace ? h : sinfo.hdrs,

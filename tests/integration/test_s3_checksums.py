@@ -1,0 +1,200 @@
+"""Additional checksums kept with objects, against a real storaged: an
+x-amz-checksum-{crc32,crc32c,crc64nvme,sha1,sha256} sent with a PutObject,
+as a header or as an aws-chunked trailer, is verified, stored, and returned
+on GET/HEAD (with x-amz-checksum-type: FULL_OBJECT) when the request has
+x-amz-checksum-mode: ENABLED - boto3's ChecksumMode='ENABLED' validates the
+body against it. Not returned without the mode, for a range, or for a
+multipart object (S3's composite "-N" checksums are not kept)."""
+
+import base64
+import hashlib
+import http.client
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import s3util
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NPM_DIR = os.path.join(REPO, "build", "npm-s3")
+BODY = os.urandom(200 * 1024 + 7)  # striped, not inline
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return (crc ^ 0xFFFFFFFF).to_bytes(4, "big")
+
+
+def crc64nvme(data):
+    # table-driven CRC-64/NVME (reflected poly 0x9A6C9329AC4BC9B5)
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x9A6C9329AC4BC9B5 if c & 1 else 0)
+        table.append(c)
+    crc = 0xFFFFFFFFFFFFFFFF
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return (crc ^ 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")
+
+
+def b64_checksum(algo, data):
+    if algo == "crc32":
+        return s3util.crc32_b64(data)
+    if algo == "crc32c":
+        return base64.b64encode(crc32c(data)).decode()
+    if algo == "crc64nvme":
+        return base64.b64encode(crc64nvme(data)).decode()
+    return base64.b64encode(hashlib.new(algo, data).digest()).decode()
+
+
+def signed(srv, method, path, body=b"", headers=None):
+    h = {"host": "127.0.0.1:%d" % srv.port}
+    h.update(headers or {})
+    if method == "PUT":
+        h["content-length"] = str(len(body))
+    s3util.sign_headers(method, path, [], h, hashlib.sha256(body).hexdigest(),
+                        srv.access_key, srv.secret_key)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    try:
+        conn.request(method, path, body=body if method == "PUT" else None,
+                     headers=h)
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+def trailer_put(srv, path, data, algo, value):
+    """PutObject with STREAMING-UNSIGNED-PAYLOAD-TRAILER and the checksum in
+    the trailer (what SDKs send for stream bodies)."""
+    body = b""
+    for i in range(0, len(data), 65536):
+        c = data[i:i + 65536]
+        body += b"%x\r\n" % len(c) + c + b"\r\n"
+    body += b"0\r\nx-amz-checksum-%s:%s\r\n\r\n" % (algo.encode(),
+                                                     value.encode())
+    h = {"host": "127.0.0.1:%d" % srv.port, "content-encoding": "aws-chunked",
+         "x-amz-decoded-content-length": str(len(data)),
+         "x-amz-trailer": "x-amz-checksum-" + algo,
+         "content-length": str(len(body))}
+    s3util.sign_headers("PUT", path, [], h, "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+                        srv.access_key, srv.secret_key)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    try:
+        conn.request("PUT", path, body=body, headers=h)
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def assert_returned(srv, path, algo, value):
+    """GET and HEAD with the checksum mode return @value; without it, or
+    for a range, no checksum."""
+    name = "x-amz-checksum-" + algo
+    for method in ("GET", "HEAD"):
+        st, h, _ = signed(srv, method, path,
+                          headers={"x-amz-checksum-mode": "ENABLED"})
+        assert st == 200 and h.get(name) == value, (method, h)
+        assert h.get("x-amz-checksum-type") == "FULL_OBJECT"
+        st, h, _ = signed(srv, method, path)
+        assert st == 200 and name not in h
+    st, h, _ = signed(srv, "GET", path, headers={
+        "x-amz-checksum-mode": "ENABLED", "range": "bytes=0-99"})
+    assert st == 206 and name not in h
+
+
+@pytest.mark.parametrize("algo", ["crc32", "crc32c", "crc64nvme", "sha1",
+                                  "sha256"])
+def test_header_and_trailer_checksums_kept(s3_server, bucket, algo):
+    v = b64_checksum(algo, BODY)
+    path = "/%s/h-%s" % (bucket, algo)
+    st, h, data = signed(s3_server, "PUT", path, BODY,
+                         {"x-amz-checksum-" + algo: v})
+    assert st == 200, data
+    assert h.get("x-amz-checksum-" + algo) == v
+    assert_returned(s3_server, path, algo, v)
+    path = "/%s/t-%s" % (bucket, algo)
+    st, data = trailer_put(s3_server, path, BODY, algo, v)
+    assert st == 200, data
+    assert_returned(s3_server, path, algo, v)
+
+
+@pytest.mark.parametrize("algo", ["CRC32", "CRC32C", "SHA1", "SHA256"])
+def test_boto3_checksum_mode_validates(s3, bucket, algo):
+    s3.put_object(Bucket=bucket, Key="b", Body=BODY, ChecksumAlgorithm=algo)
+    want = b64_checksum(algo.lower(), BODY)
+    r = s3.get_object(Bucket=bucket, Key="b", ChecksumMode="ENABLED")
+    assert r["Checksum" + algo] == want
+    assert r["Body"].read() == BODY  # botocore checks it against the header
+    h = s3.head_object(Bucket=bucket, Key="b", ChecksumMode="ENABLED")
+    assert h["Checksum" + algo] == want
+    # CopyObject keeps it, also when the metadata is replaced
+    s3.copy_object(Bucket=bucket, Key="c", CopySource="%s/b" % bucket,
+                   MetadataDirective="REPLACE", Metadata={"k": "v"})
+    r = s3.get_object(Bucket=bucket, Key="c", ChecksumMode="ENABLED")
+    assert r["Checksum" + algo] == want and r["Metadata"] == {"k": "v"}
+    assert r["Body"].read() == BODY
+
+
+def test_multipart_object_has_no_checksum(s3, bucket):
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp",
+                                    ChecksumAlgorithm="CRC32")["UploadId"]
+    r = s3.upload_part(Bucket=bucket, Key="mp", UploadId=up, PartNumber=1,
+                       Body=BODY, ChecksumAlgorithm="CRC32")
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="mp", UploadId=up,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"]}]})
+    g = s3.get_object(Bucket=bucket, Key="mp", ChecksumMode="ENABLED")
+    assert "ChecksumCRC32" not in g
+    assert g["Body"].read() == BODY
+
+
+JS = r"""
+const { S3Client, CreateBucketCommand, PutObjectCommand, GetObjectCommand
+      } = require("@aws-sdk/client-s3");
+const { Readable } = require("stream");
+const crypto = require("crypto");
+const assert = require("assert");
+(async () => {
+  const c = new S3Client({ endpoint: process.env.EP, region: "us-east-1",
+    forcePathStyle: true, maxAttempts: 1,
+    credentials: { accessKeyId: process.env.AK, secretAccessKey: process.env.SK } });
+  await c.send(new CreateBucketCommand({ Bucket: "js-ck" }));
+  const big = crypto.randomBytes(1024 * 1024 + 5);
+  // a stream body: the SDK sends aws-chunked with a checksum trailer
+  const p = await c.send(new PutObjectCommand({ Bucket: "js-ck", Key: "s",
+    Body: Readable.from([big.subarray(0, 300000), big.subarray(300000)]),
+    ContentLength: big.length, ChecksumAlgorithm: "CRC32" }));
+  assert.ok(p.ChecksumCRC32, "PUT answers the checksum");
+  const g = await c.send(new GetObjectCommand({ Bucket: "js-ck", Key: "s",
+                                               ChecksumMode: "ENABLED" }));
+  assert.strictEqual(g.ChecksumCRC32, p.ChecksumCRC32);
+  const got = Buffer.from(await g.Body.transformToByteArray());
+  assert.ok(got.equals(big), "content");
+  console.log("JS-CK-OK");
+})().catch(e => { console.error(e); process.exit(1); });
+"""
+
+
+def test_aws_sdk_js_trailer_checksum_round_trip(s3_server, tmp_path):
+    mod = os.path.join(NPM_DIR, "node_modules", "@aws-sdk", "client-s3")
+    if shutil.which("node") is None or not os.path.isdir(mod):
+        pytest.skip("@aws-sdk/client-s3 not installed (test_s3_clients.py "
+                    "installs it)")
+    script = tmp_path / "ck.js"
+    script.write_text(JS)
+    env = dict(os.environ, NODE_PATH=os.path.join(NPM_DIR, "node_modules"),
+               EP=s3_server.endpoint, AK=s3_server.access_key,
+               SK=s3_server.secret_key)
+    p = subprocess.run(["node", str(script)], env=env, capture_output=True,
+                       timeout=120)
+    assert p.returncode == 0 and b"JS-CK-OK" in p.stdout, p.stderr[-2000:]
