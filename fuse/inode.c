@@ -232,17 +232,34 @@ void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
     pthread_mutex_unlock(&t->lock);
 }
 
-/* Records the ETag now in the page cache (see header). */
-bool fc_inode_keep_etag(struct fc_itab *t, struct fc_inode *in,
-                        const char *etag)
+/* Registers an open of @in pinned to @etag (see header). */
+void fc_inode_open(struct fc_itab *t, struct fc_inode *in, const char *etag,
+                   bool *keep_cache, bool *direct_io)
 {
-    bool same;
-
     pthread_mutex_lock(&t->lock);
-    same = etag[0] != '\0' && strcmp(in->kept_etag, etag) == 0;
-    snprintf(in->kept_etag, sizeof(in->kept_etag), "%s", etag);
+    if (in->nopen_cached > 0 &&
+        (etag[0] == '\0' || strcmp(in->kept_etag, etag) != 0)) {
+        /* the page cache is in use for another version: pages this
+         * handle filled would be read by the others (and theirs by it) */
+        *keep_cache = false;
+        *direct_io = true;
+    } else {
+        *keep_cache = etag[0] != '\0' && strcmp(in->kept_etag, etag) == 0;
+        *direct_io = false;
+        snprintf(in->kept_etag, sizeof(in->kept_etag), "%s", etag);
+        in->nopen_cached++;
+    }
     pthread_mutex_unlock(&t->lock);
-    return same;
+}
+
+/* Ends an open registered by fc_inode_open (see header). */
+void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io)
+{
+    if (direct_io)
+        return;
+    pthread_mutex_lock(&t->lock);
+    in->nopen_cached--;
+    pthread_mutex_unlock(&t->lock);
 }
 
 size_t fc_itab_count(struct fc_itab *t)

@@ -59,6 +59,8 @@ struct fc_inode {
     struct fc_attr attr;         /* protected by itab->lock */
     double attr_fetched;         /* fc_now() of attr; protected by itab->lock */
     char kept_etag[FC_ETAG_MAX]; /* ETag the page cache holds; itab->lock */
+    unsigned nopen_cached; /* open handles using the page cache, all pinned
+                            * to kept_etag; protected by itab->lock */
     struct fc_rstate rs;         /* reader state when opens are skipped */
     UT_hash_handle hh_ino;       /* by ino; protected by itab->lock */
     UT_hash_handle hh_key;       /* by key; protected by itab->lock */
@@ -91,10 +93,18 @@ void fc_inode_get_attr(struct fc_itab *t, struct fc_inode *in,
 /* Replaces the attributes (fetched at @when). */
 void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
                        const struct fc_attr *a, double when);
-/* Swaps in a new kept ETag; returns whether it equals the previous one
- * (the page cache may then be kept). */
-bool fc_inode_keep_etag(struct fc_itab *t, struct fc_inode *in,
-                        const char *etag);
+/* Registers an open of @in pinned to @etag (non-ro mounts) and says how
+ * the kernel may cache it. The page cache of an inode is shared by all its
+ * open files, so it must only ever hold one version: while handles pinned
+ * to another ETag (or to an unknown one, "") use it, the new handle gets
+ * *direct_io (bypasses the page cache, fills nothing); otherwise it uses
+ * the page cache, kept (*keep_cache) only when it holds this same ETag, and
+ * that ETag becomes the kept one. Each open is ended by fc_inode_close with
+ * the same *direct_io. */
+void fc_inode_open(struct fc_itab *t, struct fc_inode *in, const char *etag,
+                   bool *keep_cache, bool *direct_io);
+/* Ends an open registered by fc_inode_open. */
+void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io);
 /* Number of live inodes (tests, stats). */
 size_t fc_itab_count(struct fc_itab *t);
 

@@ -50,6 +50,8 @@ struct fc_fh {
     char etag[FC_ETAG_MAX]; /* pinned at open */
     uint64_t size;          /* size of that version */
     struct fc_rstate rs;
+    bool registered;           /* counted by fc_inode_open */
+    bool direct;               /* opened direct_io (see fc_inode_open) */
     struct fc_fh *prev, *next; /* on g_fhs; protected by g_fh_lock */
 };
 
@@ -107,8 +109,9 @@ static void fh_link(struct fc_fh *fh)
     pthread_mutex_unlock(&g_fh_lock);
 }
 
-/* Takes @fh off the open-handle list and frees it. */
-static void fh_free(struct fc_fh *fh)
+/* Takes @fh off the open-handle list, ends its page-cache registration
+ * (when @fs is given; not at session end) and frees it. */
+static void fh_free(struct fc_fs *fs, struct fc_fh *fh)
 {
     pthread_mutex_lock(&g_fh_lock);
     if (fh->prev != NULL)
@@ -118,6 +121,8 @@ static void fh_free(struct fc_fh *fh)
     if (fh->next != NULL)
         fh->next->prev = fh->prev;
     pthread_mutex_unlock(&g_fh_lock);
+    if (fs != NULL && fh->registered)
+        fc_inode_close(fs->itab, fh->in, fh->direct);
     fc_rstate_fini(&fh->rs);
     free(fh);
 }
@@ -271,7 +276,7 @@ static void fc_op_destroy(void *userdata)
 {
     (void)userdata;
     while (g_fhs != NULL)
-        fh_free(g_fhs);
+        fh_free(NULL, g_fhs);
     while (g_dhs != NULL)
         dh_free(g_dhs);
 }
@@ -557,12 +562,20 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     snprintf(fh->etag, sizeof(fh->etag), "%s", a.etag);
     fh->size = a.size;
     fc_rstate_init(&fh->rs);
-    fi->keep_cache =
-        fs->cache_forever || fc_inode_keep_etag(fs->itab, in, a.etag);
+    if (fs->cache_forever) {
+        fi->keep_cache = 1; /* objects never change */
+    } else {
+        bool keep, direct;
+        fc_inode_open(fs->itab, in, a.etag, &keep, &direct);
+        fh->registered = true;
+        fh->direct = direct;
+        fi->keep_cache = keep;
+        fi->direct_io = direct;
+    }
     fi->fh = (uint64_t)(uintptr_t)fh;
     fh_link(fh);
     if (fuse_reply_open(req, fi) != 0)
-        fh_free(fh);
+        fh_free(fs, fh);
 }
 
 /* Valid replies: fuse_reply_buf, fuse_reply_iov, fuse_reply_data,
@@ -631,7 +644,7 @@ static void fc_op_release(fuse_req_t req, fuse_ino_t ino,
 
     (void)ino;
     if (fh)
-        fh_free(fh);
+        fh_free(fs_of(req), fh);
     fuse_reply_err(req, 0);
 }
 

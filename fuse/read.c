@@ -578,7 +578,7 @@ ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o, struct fc_rstate *rs,
 
         run[0] = fc_cache_acquire(fs->cache, o->key, o->etag, b, true, &owner);
         if (run[0] == NULL)
-            return copied ? (ssize_t)copied : -ENOMEM;
+            return -ENOMEM; /* a short count would read as EOF */
         if (owner) {
             while (b + n <= last && n < RUN_MAX &&
                    (run[n] = fc_cache_claim(fs->cache, o->key, o->etag,
@@ -613,8 +613,10 @@ ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o, struct fc_rstate *rs,
         if (err != 0) {
             /* a prefetch that was cancelled or failed: fetch it ourselves,
              * once; a failure of our own fetch is final */
+            /* never a short count: the kernel takes one for EOF, zero-fills
+             * the rest of the page and shrinks i_size (wrong bytes) */
             if ((owner && i == 0) || ++tries > 3)
-                return copied ? (ssize_t)copied : err;
+                return err;
             b += i;
             continue;
         }

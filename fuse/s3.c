@@ -4,9 +4,13 @@
  * on a borrowed easy handle with curl_easy_perform: no event loop to feed.
  * The pool is a fixed array of easy handles (max_conns) behind a mutex and
  * a condvar; a thread that finds none free waits, which bounds connections
- * and concurrent requests per mount. A curl_share holds the DNS cache, TLS
- * sessions and the connection cache, so a connection opened by one handle is
- * reused by any other (keep-alive across threads). Each attempt is signed
+ * and concurrent requests per mount. A curl_share holds the DNS cache and
+ * TLS sessions; each handle keeps its own keep-alive connection (the idle
+ * stack hands out the most recently used handle, whose connection is warm).
+ * The connection cache is deliberately NOT shared: libcurl documents that
+ * sharing connections between concurrent threads is unsupported (KNOWN_BUGS
+ * "A shared connection cache is not thread-safe"), and two threads on one
+ * connection can splice two responses - wrong bytes. Each attempt is signed
  * afresh (x-amz-date moves), and transient failures (connect/transfer
  * errors, 408/429/5xx) are retried with exponential backoff and jitter.
  * Wrong bytes are never returned: a range GET must answer 206 with the
@@ -147,7 +151,6 @@ int fc_s3_create(const struct fc_s3_conf *conf, struct fc_s3 **out)
     curl_share_setopt(s->share, CURLSHOPT_USERDATA, s);
     curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    curl_share_setopt(s->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
     s->all = calloc(s->conf.max_conns, sizeof(CURL *));
     s->free = calloc(s->conf.max_conns, sizeof(CURL *));
     if (s->all == NULL || s->free == NULL)

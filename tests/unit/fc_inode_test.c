@@ -58,11 +58,46 @@ static void test_lookup_forget(void **state)
     fc_inode_forget(t, 999999, 1);
     assert_non_null(fc_inode_peek(t, FUSE_ROOT_ID));
 
-    /* keep_cache follows the ETag */
-    assert_false(fc_inode_keep_etag(t, a, "\"e1\""));
-    assert_true(fc_inode_keep_etag(t, a, "\"e1\""));
-    assert_false(fc_inode_keep_etag(t, a, "\"e2\""));
-    assert_false(fc_inode_keep_etag(t, a, ""));
+    /* keep_cache follows the ETag; one version in the page cache at a
+     * time: an open of another version while it is in use is direct */
+    {
+        bool keep, direct;
+        fc_inode_open(t, a, "\"e1\"", &keep, &direct);
+        assert_false(keep);
+        assert_false(direct);
+        fc_inode_close(t, a, direct);
+        fc_inode_open(t, a, "\"e1\"", &keep, &direct); /* e1 open */
+        assert_true(keep);
+        assert_false(direct);
+        fc_inode_open(t, a, "\"e1\"", &keep, &direct); /* 2x e1 open */
+        assert_true(keep);
+        assert_false(direct);
+        fc_inode_open(t, a, "\"e2\"", &keep, &direct); /* while e1 open */
+        assert_false(keep);
+        assert_true(direct);
+        fc_inode_close(t, a, true);
+        fc_inode_open(t, a, "", &keep, &direct); /* unknown: never shares */
+        assert_true(direct);
+        fc_inode_close(t, a, true);
+        fc_inode_close(t, a, false);
+        fc_inode_close(t, a, false);
+        /* e1 closed: e2 takes the page cache, dropping e1's pages */
+        fc_inode_open(t, a, "\"e2\"", &keep, &direct);
+        assert_false(keep);
+        assert_false(direct);
+        fc_inode_open(t, a, "\"e2\"", &keep, &direct);
+        assert_true(keep);
+        assert_false(direct);
+        fc_inode_close(t, a, false);
+        fc_inode_close(t, a, false);
+        fc_inode_open(t, a, "", &keep, &direct); /* alone: cached, not kept */
+        assert_false(keep);
+        assert_false(direct);
+        fc_inode_open(t, a, "", &keep, &direct);
+        assert_true(direct);
+        fc_inode_close(t, a, true);
+        fc_inode_close(t, a, false);
+    }
     fc_itab_destroy(t);
 }
 
