@@ -354,8 +354,22 @@ int cm_sigv4_scope(const char *amz_date, const char *region,
         cm_buf_fini(out);
         return -EINVAL;
     }
-    return cm_buf_appendf(out, "%.8s/%s/%s/" SIGV4_TERM, amz_date, region,
-                          service);
+    /* pieces instead of printf: a server builds one per request */
+    {
+        int ret = cm_buf_append(out, amz_date, 8);
+
+        if (ret == 0)
+            ret = cm_buf_appendc(out, '/');
+        if (ret == 0)
+            ret = cm_buf_appends(out, region);
+        if (ret == 0)
+            ret = cm_buf_appendc(out, '/');
+        if (ret == 0)
+            ret = cm_buf_appends(out, service);
+        if (ret == 0)
+            ret = cm_buf_appends(out, "/" SIGV4_TERM);
+        return ret;
+    }
 }
 
 /* Appends the string to sign for @canonical. */
@@ -364,9 +378,21 @@ int cm_sigv4_string_to_sign(const char *amz_date, const char *scope,
 {
     char hash[2 * CM_SHA256_LEN + 1];
 
+    int ret;
+
     cm_sha256_hex(canonical->data ? canonical->data : "", canonical->len, hash);
-    return cm_buf_appendf(out, CM_SIGV4_ALGO "\n%s\n%s\n%s", amz_date, scope,
-                          hash);
+    ret = cm_buf_appends(out, CM_SIGV4_ALGO "\n");
+    if (ret == 0)
+        ret = cm_buf_appends(out, amz_date);
+    if (ret == 0)
+        ret = cm_buf_appendc(out, '\n');
+    if (ret == 0)
+        ret = cm_buf_appends(out, scope);
+    if (ret == 0)
+        ret = cm_buf_appendc(out, '\n');
+    if (ret == 0)
+        ret = cm_buf_append(out, hash, 2 * CM_SHA256_LEN);
+    return ret;
 }
 
 /* The last signing key each thread derived: a client signs every request

@@ -93,14 +93,23 @@ static const char *const object_subres[] = {
     "torrent", "restore", "select",    "attributes",
 };
 
+/* true when a query parameter is one of @names. DESIGN: one pass over the
+ * query, skipping presigned auth parameters (X-Amz-*, never a
+ * subresource), instead of a lookup per name. */
 static bool has_any(const struct stor_req *r, const char *const *names,
                     size_t n)
 {
-    size_t i;
+    size_t i, j;
 
-    for (i = 0; i < n; i++)
-        if (stor_req_has_query(r, names[i]))
-            return true;
+    for (i = 0; i < r->nquery; i++) {
+        const char *q = r->query[i].name;
+
+        if (strncmp(q, "X-Amz-", 6) == 0)
+            continue;
+        for (j = 0; j < n; j++)
+            if (strcmp(q, names[j]) == 0)
+                return true;
+    }
     return false;
 }
 

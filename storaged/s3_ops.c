@@ -773,8 +773,7 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
         if (!skip)
             ret = stor_resp_hdr(rs, name, "%s", in->hdrs[i].value);
     }
-    for (j = 0; j < CM_ARRAY_SIZE(overrides) && ret == 0 && any_override;
-         j++) {
+    for (j = 0; j < CM_ARRAY_SIZE(overrides) && ret == 0 && any_override; j++) {
         const char *v = stor_req_query(r, overrides[j][0]);
 
         if (v && strpbrk(v, "\r\n") == NULL)
