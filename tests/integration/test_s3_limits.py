@@ -4,11 +4,19 @@ from the request head alone (no 5 GiB is ever sent):
 - PutObject / UploadPart larger than 5 GiB (Content-Length, or
   x-amz-decoded-content-length with aws-chunked) -> 400 EntityTooLarge
   before any body byte is read; exactly 5 GiB is accepted (100-continue);
+- CopyObject / UploadPartCopy of a source (or range) over 5 GiB -> 400
+  InvalidRequest, decided from the source's size before reading it;
 - SigV2 (Authorization: AWS AKID:sig, or ?AWSAccessKeyId=&Signature=) ->
   400 InvalidRequest naming AWS4-HMAC-SHA256, not a generic AccessDenied.
 Each refusal leaves the store unchanged."""
 
+import glob
+import os
 import socket
+import struct
+
+import botocore
+import pytest
 
 import s3util
 
@@ -120,3 +128,96 @@ def test_sigv2_query_refused_clearly(s3_server, s3, bucket):
     assert s3util.status_of(out) == 400, out[:300]
     assert b"<Code>InvalidRequest</Code>" in out and SIGV2_MSG in out
     assert b"\r\n\r\nx" not in out  # no object bytes
+
+
+# ---- copy sources over 5 GiB, without writing 5 GiB -----------------------
+# The object's meta records (storaged/FORMAT.md, "The meta record") are
+# rewritten while the server is stopped so that the index believes a 300 KiB
+# object is 5 GiB + 1 long: the copy limit is decided from that size before
+# any byte is read, so no 5 GiB ever exists on disk.
+
+def crc64_xz(data, _table=[]):
+    """isa-l's crc64_ecma_refl with seed 0 (CRC-64/XZ)."""
+    if not _table:
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ (0xC96C5795D7870F42 if c & 1 else 0)
+            _table.append(c)
+    crc = 0xFFFFFFFFFFFFFFFF
+    for b in data:
+        crc = _table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFFFFFFFFFF
+
+
+def forge_size(path, key, new_size):
+    """Sets size (and the one part's size) in the meta record at @path when
+    it is @key's; True when it did. Checks the record's CRC first."""
+    rec = bytearray(open(path, "rb").read())
+    assert rec[:8] == b"ECFSMET1"
+    stored = struct.unpack_from("<Q", rec, 16)[0]
+    zeroed = bytes(rec[:16]) + b"\0" * 8 + bytes(rec[24:])
+    assert crc64_xz(zeroed) == stored, "CRC model differs from FORMAT.md"
+    at = 56
+    at += 1 + rec[at]                                   # ETag
+    klen = struct.unpack_from("<H", rec, at)[0]
+    if bytes(rec[at + 2:at + 2 + klen]) != key:
+        return False
+    at += 2 + klen
+    nh = struct.unpack_from("<H", rec, at)[0]
+    at += 2
+    for _ in range(nh):
+        at += 2 + struct.unpack_from("<H", rec, at)[0]
+        at += 4 + struct.unpack_from("<I", rec, at)[0]
+    assert struct.unpack_from("<H", rec, at)[0] == 1   # one part
+    struct.pack_into("<Q", rec, 48, new_size)
+    struct.pack_into("<Q", rec, at + 2 + 4, new_size)
+    rec[16:24] = b"\0" * 8
+    struct.pack_into("<Q", rec, 16, crc64_xz(bytes(rec)))
+    open(path, "wb").write(bytes(rec))
+    return True
+
+
+COPY_MSG = (b"The specified copy source is larger than the maximum allowable"
+            b" size for a copy source: 5368709120")
+
+
+def test_copy_source_over_5gib_refused(storaged):
+    srv = storaged()
+    s3 = srv.client()
+    s3.create_bucket(Bucket="cpy")
+    data = os.urandom(300 * 1024)
+    s3.put_object(Bucket="cpy", Key="src", Body=data)
+    srv.stop()
+    n = 0
+    for d in srv.drives:
+        for m in glob.glob(os.path.join(d, "b", "cpy", "*", "*.m")):
+            n += forge_size(m, b"src", GIB5 + 1)
+    assert n >= 2
+    srv.restart()
+    s3 = srv.client()
+    assert s3.head_object(Bucket="cpy", Key="src")["ContentLength"] == GIB5 + 1
+
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.copy_object(Bucket="cpy", Key="dst", CopySource="cpy/src")
+    err = e.value.response
+    assert err["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert err["Error"]["Code"] == "InvalidRequest"
+    assert err["Error"]["Message"].encode() == COPY_MSG
+    up = s3.create_multipart_upload(Bucket="cpy", Key="mp")["UploadId"]
+    for rng in (None, "bytes=0-%d" % GIB5):  # whole source; 5 GiB + 1 range
+        kw = {"CopySourceRange": rng} if rng else {}
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            s3.upload_part_copy(Bucket="cpy", Key="mp", UploadId=up,
+                                PartNumber=1, CopySource="cpy/src", **kw)
+        assert e.value.response["Error"]["Code"] == "InvalidRequest", rng
+        assert e.value.response["Error"]["Message"].encode() == COPY_MSG
+    # a range of at most 5 GiB is allowed (these bytes really exist)
+    r = s3.upload_part_copy(Bucket="cpy", Key="mp", UploadId=up, PartNumber=1,
+                            CopySource="cpy/src", CopySourceRange="bytes=0-99")
+    assert r["CopyPartResult"]["ETag"]
+    parts = s3.list_parts(Bucket="cpy", Key="mp", UploadId=up)["Parts"]
+    assert [p["Size"] for p in parts] == [100]
+    s3.abort_multipart_upload(Bucket="cpy", Key="mp", UploadId=up)
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="cpy")["Contents"]] == [
+        "src"]
