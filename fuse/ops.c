@@ -215,6 +215,8 @@ static void stats_format(struct fc_fs *fs, char *buf)
     int n;
 
     n = fc_s3_stats_format(fs->s3, buf, FC_STATS_SIZE);
+    if (n >= 0 && n < FC_STATS_SIZE)
+        n += fc_read_stats_format(fs, buf + n, FC_STATS_SIZE - (size_t)n);
     fc_cache_usage(fs->cache, &bytes, &blocks);
     if (n >= 0 && n < FC_STATS_SIZE)
         n += snprintf(buf + n, FC_STATS_SIZE - (size_t)n,
@@ -589,6 +591,7 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fc_robj o;
     struct fc_attr a;
     struct fc_rstate *rs;
+    struct fc_rpin pin;
     char *buf;
     ssize_t n;
 
@@ -623,6 +626,18 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, EINVAL);
         return;
     }
+    /* the reply is written straight from the cache blocks (no copy) */
+    n = fc_read_pin(fs, &o, rs, (uint64_t)off, size, &pin);
+    if (n >= 0) {
+        fuse_reply_iov(req, pin.iov, (int)pin.n);
+        fc_read_unpin(fs, &pin);
+        return;
+    }
+    if (n != -E2BIG) {
+        fuse_reply_err(req, (int)-n);
+        return;
+    }
+    /* a read across more blocks than one pin holds: copy it out */
     buf = malloc(size ? size : 1);
     if (buf == NULL) {
         fuse_reply_err(req, ENOMEM);

@@ -20,9 +20,11 @@
 #include "fuse/read.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <uthash.h>
 
@@ -71,6 +73,12 @@ struct fc_prefetch {
     struct pf_dir *pdirs; /* uthash by key: subdirectory listing state */
     pthread_t *threads;
     unsigned nthreads;
+    /* counters for .ecfs-stats */
+    atomic_ulong reads;       /* FUSE reads served */
+    atomic_ulong read_gets;   /* GETs a reader made itself (a miss) */
+    atomic_ulong ra_gets;     /* readahead part GETs */
+    atomic_ulong dir_gets;    /* directory-prefetch GETs */
+    atomic_ulong list_jobs_n; /* listing prefetches */
 };
 
 void fc_rstate_init(struct fc_rstate *rs)
@@ -85,7 +93,9 @@ void fc_rstate_fini(struct fc_rstate *rs)
 }
 
 /* Fetches blocks [first, first+n) of @o (all claimed by the caller) with one
- * GET and publishes them (READY or FAILED). Returns 0 or -errno. */
+ * GET and publishes them (READY or FAILED). The body lands straight in the
+ * blocks' own buffers (a scatter GET): no staging buffer, no second copy.
+ * Returns 0 or -errno. */
 static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
                      uint64_t size, uint64_t first, unsigned n,
                      struct fc_block **blks)
@@ -94,25 +104,36 @@ static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
     uint64_t start = first * bs;
     uint64_t end = CM_MIN(size, (first + n) * bs);
     size_t len = start < end ? (size_t)(end - start) : 0;
-    char *buf = NULL;
-    ssize_t got;
+    struct iovec iov[RUN_MAX];
+    unsigned nv = 0;
+    ssize_t got = 0;
     int ret = 0;
 
-    if (len == 0) {
-        got = 0;
-    } else if ((buf = malloc(len)) == NULL) {
-        got = -ENOMEM;
+    /* one buffer per block, each exactly as long as its part of the run */
+    for (size_t done = 0; done < len && nv < n; nv++) {
+        size_t blen = CM_MIN(bs, len - done);
+        iov[nv].iov_base = malloc(blen);
+        iov[nv].iov_len = blen;
+        if (iov[nv].iov_base == NULL) {
+            got = -ENOMEM;
+            break;
+        }
+        done += blen;
+    }
+    if (got < 0 || len == 0) {
+        /* nothing to fetch, or no memory */
     } else if (size <= bs && first == 0) {
         /* small object: one plain GET of the whole thing */
-        got = fc_s3_get(fs->s3, key, 0, 0, len, etag, buf, NULL);
+        got = fc_s3_getv(fs->s3, key, 0, 0, len, etag, iov, nv, NULL);
     } else {
-        got = fc_s3_get(fs->s3, key, start, len, len, etag, buf, NULL);
+        got = fc_s3_getv(fs->s3, key, start, len, len, etag, iov, nv, NULL);
     }
     if (got == -ESTALE)
         got = -EIO; /* the object changed under an open file */
     if (got < 0) {
         ret = (int)got;
-        free(buf);
+        for (unsigned i = 0; i < nv; i++)
+            free(iov[i].iov_base);
         for (unsigned i = 0; i < n; i++)
             fc_cache_fill(fs->cache, blks[i], NULL, 0, ret);
         return ret;
@@ -121,22 +142,15 @@ static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
         size_t bstart = (size_t)i * bs;
         size_t blen =
             (size_t)got > bstart ? CM_MIN(bs, (size_t)got - bstart) : 0;
-        char *data;
-        if (n == 1) {
-            data = buf; /* hand the buffer over as is */
-            buf = NULL;
-        } else {
-            data = malloc(blen ? blen : 1);
-            if (data == NULL) {
-                fc_cache_fill(fs->cache, blks[i], NULL, 0, -ENOMEM);
-                ret = -ENOMEM;
-                continue;
-            }
-            memcpy(data, buf + bstart, blen);
+        char *data = NULL;
+
+        if (i < nv) {
+            data = iov[i].iov_base; /* the block takes the buffer over */
+            iov[i].iov_base = NULL;
         }
+        /* past a short answer's end (EOF) a block is empty */
         fc_cache_fill(fs->cache, blks[i], data, blen, 0);
     }
-    free(buf);
     return ret;
 }
 
@@ -159,6 +173,10 @@ static void *pf_worker(void *arg)
             pf->tail = NULL;
         pthread_mutex_unlock(&pf->lock);
 
+        atomic_fetch_add_explicit(j->list  ? &pf->list_jobs_n
+                                  : j->dir ? &pf->dir_gets
+                                           : &pf->ra_gets,
+                                  1, memory_order_relaxed);
         if (j->list) {
             struct fc_listing *l;
             if (fc_dir_listing(pf->fs, j->key, &l) == 0)
@@ -554,22 +572,28 @@ void fc_list_prefetch_note(struct fc_fs *fs, const char *dirkey)
     fc_listing_unref(l);
 }
 
-/* Reads through the cache (see header). */
-ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o, struct fc_rstate *rs,
-                uint64_t off, size_t len, char *out)
+/* Pins the blocks that cover a read (see header). */
+ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
+                    struct fc_rstate *rs, uint64_t off, size_t len,
+                    struct fc_rpin *p)
 {
-    size_t bs = fs->o.block_size, copied = 0;
+    size_t bs = fs->o.block_size, total = 0;
     struct fc_block *run[RUN_MAX];
     uint64_t b, last;
     unsigned tries = 0;
 
+    p->n = 0;
     if (off >= o->size || len == 0)
         return 0;
     len = (size_t)CM_MIN((uint64_t)len, o->size - off);
-    if (off == 0 && o->size <= bs)
-        dir_note(fs, o->key);
     b = off / bs;
     last = (off + len - 1) / bs;
+    if (last - b + 1 > FC_RPIN_MAX)
+        return -E2BIG;
+    if (fs->pf != NULL)
+        atomic_fetch_add_explicit(&fs->pf->reads, 1, memory_order_relaxed);
+    if (off == 0 && o->size <= bs)
+        dir_note(fs, o->key);
     read_pattern(fs, o, rs, off, len);
     while (b <= last) {
         bool owner;
@@ -577,9 +601,14 @@ ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o, struct fc_rstate *rs,
         int err = 0;
 
         run[0] = fc_cache_acquire(fs->cache, o->key, o->etag, b, true, &owner);
-        if (run[0] == NULL)
+        if (run[0] == NULL) {
+            fc_read_unpin(fs, p);
             return -ENOMEM; /* a short count would read as EOF */
+        }
         if (owner) {
+            if (fs->pf != NULL)
+                atomic_fetch_add_explicit(&fs->pf->read_gets, 1,
+                                          memory_order_relaxed);
             while (b + n <= last && n < RUN_MAX &&
                    (run[n] = fc_cache_claim(fs->cache, o->key, o->etag,
                                             b + n)) != NULL)
@@ -591,36 +620,99 @@ ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o, struct fc_rstate *rs,
             uint64_t bstart = (b + i) * bs;
             uint64_t from = CM_MAX(off, bstart);
             uint64_t to = CM_MIN(off + len, bstart + blk->len);
+            bool shorter;
 
             if (blk->state == FC_BLOCK_FAILED) {
                 err = blk->err;
                 break;
             }
+            /* object shorter than its listed size: stop at its end */
+            shorter = blk->len < CM_MIN(bs, o->size - bstart);
             if (to > from) {
-                memcpy(out + (from - off), blk->data + (from - bstart),
-                       (size_t)(to - from));
-                copied = (size_t)(to - off);
+                /* the reply points into the block: keep our reference */
+                p->iov[p->n].iov_base = blk->data + (from - bstart);
+                p->iov[p->n].iov_len = (size_t)(to - from);
+                p->blks[p->n++] = blk;
+                run[i] = NULL;
+                total += (size_t)(to - from);
             }
-            if (blk->len < CM_MIN(bs, o->size - bstart)) {
-                /* object shorter than its listed size: stop at its end */
+            if (shorter) {
                 for (unsigned k = 0; k < n; k++)
-                    fc_cache_release(fs->cache, run[k]);
-                return (ssize_t)copied;
+                    if (run[k] != NULL)
+                        fc_cache_release(fs->cache, run[k]);
+                return (ssize_t)total;
             }
         }
         for (unsigned k = 0; k < n; k++)
-            fc_cache_release(fs->cache, run[k]);
+            if (run[k] != NULL)
+                fc_cache_release(fs->cache, run[k]);
         if (err != 0) {
             /* a prefetch that was cancelled or failed: fetch it ourselves,
              * once; a failure of our own fetch is final */
             /* never a short count: the kernel takes one for EOF, zero-fills
              * the rest of the page and shrinks i_size (wrong bytes) */
-            if ((owner && i == 0) || ++tries > 3)
+            if ((owner && i == 0) || ++tries > 3) {
+                fc_read_unpin(fs, p);
                 return err;
+            }
             b += i;
             continue;
         }
         b += n;
     }
-    return (ssize_t)copied;
+    return (ssize_t)total;
+}
+
+/* Formats the read-path counters (see header). */
+int fc_read_stats_format(struct fc_fs *fs, char *out, size_t cap)
+{
+    struct fc_prefetch *pf = fs->pf;
+
+    if (pf == NULL)
+        return snprintf(out, cap, "%s", "");
+    return snprintf(out, cap,
+                    " reads=%lu read_gets=%lu readahead_gets=%lu "
+                    "dir_prefetch_gets=%lu list_prefetches=%lu",
+                    atomic_load(&pf->reads), atomic_load(&pf->read_gets),
+                    atomic_load(&pf->ra_gets), atomic_load(&pf->dir_gets),
+                    atomic_load(&pf->list_jobs_n));
+}
+
+/* Drops the references of a pinned read (see header). */
+void fc_read_unpin(struct fc_fs *fs, struct fc_rpin *p)
+{
+    for (unsigned i = 0; i < p->n; i++)
+        fc_cache_release(fs->cache, p->blks[i]);
+    p->n = 0;
+}
+
+/* Reads through the cache (see header): pins at most FC_RPIN_MAX blocks at
+ * a time and copies them out. */
+ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o, struct fc_rstate *rs,
+                uint64_t off, size_t len, char *out)
+{
+    size_t bs = fs->o.block_size, done = 0;
+    struct fc_rpin p;
+
+    if (off >= o->size || len == 0)
+        return 0;
+    len = (size_t)CM_MIN((uint64_t)len, o->size - off);
+    while (done < len) {
+        uint64_t at = off + done;
+        /* up to the end of the FC_RPIN_MAX-th block from here */
+        uint64_t stop = (at / bs + FC_RPIN_MAX) * bs;
+        size_t chunk = (size_t)CM_MIN((uint64_t)(len - done), stop - at);
+        ssize_t n = fc_read_pin(fs, o, rs, at, chunk, &p);
+
+        if (n < 0)
+            return n;
+        for (unsigned i = 0; i < p.n; i++) {
+            memcpy(out + done, p.iov[i].iov_base, p.iov[i].iov_len);
+            done += p.iov[i].iov_len;
+        }
+        fc_read_unpin(fs, &p);
+        if ((size_t)n < chunk)
+            break; /* end of the object */
+    }
+    return (ssize_t)done;
 }

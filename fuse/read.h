@@ -9,10 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "common/compiler.h"
 
 struct fc_fs;
+struct fc_block;
 
 /* Per-reader sequential detection (per open file, or per inode when the
  * kernel skips opens). */
@@ -34,6 +36,28 @@ struct fc_robj {
     uint64_t size;
 };
 
+/* A read served in place: iov[0..n) point into cache blocks, which stay
+ * referenced (never evicted, never changed: READY data is immutable) until
+ * fc_read_unpin(). Lets the FUSE reply be written straight from the cache,
+ * without copying into a reply buffer first. */
+#define FC_RPIN_MAX 32 /* blocks one pinned read may span */
+struct fc_rpin {
+    unsigned n;
+    struct iovec iov[FC_RPIN_MAX];
+    struct fc_block *blks[FC_RPIN_MAX];
+};
+
+/* Like fc_read, but pins the bytes instead of copying them: returns the
+ * byte count (the sum of p->iov lengths; short only at EOF) or -errno, and
+ * -E2BIG (nothing pinned) when the read spans more than FC_RPIN_MAX blocks
+ * (use fc_read). On success the caller must fc_read_unpin(@p); on error
+ * nothing is held. */
+CM_MUST_CHECK ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
+                                  struct fc_rstate *rs, uint64_t off,
+                                  size_t len, struct fc_rpin *p);
+/* Releases what fc_read_pin pinned; @p is empty afterwards. */
+void fc_read_unpin(struct fc_fs *fs, struct fc_rpin *p);
+
 /* Reads up to @len bytes at @off of @o into @out. Returns the byte count
  * (short only at EOF) or -errno (-EIO when the object changed or the store
  * failed, -ENOENT, -EACCES). */
@@ -46,6 +70,12 @@ CM_MUST_CHECK ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o,
  * the listings of the parent's other subdirectories are fetched ahead in
  * parallel by the prefetch workers. */
 void fc_list_prefetch_note(struct fc_fs *fs, const char *dirkey);
+/* Appends the read path's counters to @out (room for @cap bytes), as
+ * " reads=N read_gets=N readahead_gets=N dir_prefetch_gets=N
+ * list_prefetches=N": FUSE reads served, GETs made by readers themselves
+ * (cache misses), GETs of readahead parts, of directory prefetch, and
+ * listing prefetches. Returns snprintf's count. */
+int fc_read_stats_format(struct fc_fs *fs, char *out, size_t cap);
 /* Starts @nthreads prefetch workers. 0 or -errno. */
 CM_MUST_CHECK int fc_prefetch_start(struct fc_fs *fs, unsigned nthreads);
 /* Stops and joins the workers, dropping queued jobs. */

@@ -57,9 +57,13 @@ struct fc_s3 {
 
 /* One request's in/out state for the curl callbacks. */
 struct s3_xfer {
-    /* sink for the body: fixed buffer (GET) or growable buffer */
-    char *dst;
+    /* sink for the body: a scatter list (GET) or a growable buffer */
+    const struct iovec *iov;
+    unsigned iovcnt;
+    unsigned iov_i; /* iov entry being filled */
+    size_t iov_off; /* bytes of it filled */
     size_t dst_cap, dst_len;
+    long bufsize; /* CURLOPT_BUFFERSIZE for a large body; 0 default */
     bool overflow;
     struct cm_buf *body;
     /* parsed response headers */
@@ -240,9 +244,20 @@ static size_t s3_write_cb(char *p, size_t sz, size_t nm, void *ud)
         x->overflow = true;
         return 0;
     }
-    memcpy(x->dst + x->dst_len, p, n);
     x->dst_len += n;
-    return n;
+    while (n > 0) {
+        const struct iovec *v = &x->iov[x->iov_i];
+        size_t k = CM_MIN(n, v->iov_len - x->iov_off);
+        memcpy((char *)v->iov_base + x->iov_off, p, k);
+        p += k;
+        n -= k;
+        x->iov_off += k;
+        if (x->iov_off == v->iov_len && x->iov_i + 1 < x->iovcnt) {
+            x->iov_i++;
+            x->iov_off = 0;
+        }
+    }
+    return sz * nm;
 }
 
 /* Trims spaces and CR/LF at both ends of a header value in place. */
@@ -503,6 +518,8 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
         }
         /* reset the sink for this attempt */
         x->dst_len = 0;
+        x->iov_i = 0;
+        x->iov_off = 0;
         x->overflow = false;
         if (x->body)
             cm_buf_reset(x->body);
@@ -532,6 +549,9 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
         curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
         if (strcmp(method, "HEAD") == 0)
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+        /* a large body in fewer, larger socket reads and callbacks */
+        if (x->bufsize > 0)
+            curl_easy_setopt(h, CURLOPT_BUFFERSIZE, x->bufsize);
         atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
         if (attempt > 0)
             atomic_fetch_add_explicit(&s->stats.retries, 1,
@@ -604,20 +624,40 @@ bool fc_s3_etag_equal(const char *a, const char *b)
     return na == nb && memcmp(pa, pb, na) == 0;
 }
 
-/* GET (see header). */
+/* GET into one buffer (see header). */
 ssize_t fc_s3_get(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
                   size_t cap, const char *if_match, void *dst,
                   struct fc_s3_obj *obj)
 {
+    struct iovec v = {dst, len ? len : cap};
+
+    return fc_s3_getv(s, key, off, len, cap, if_match, &v, 1, obj);
+}
+
+/* GET into a scatter list (see header). */
+ssize_t fc_s3_getv(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
+                   size_t cap, const char *if_match, const struct iovec *iov,
+                   unsigned iovcnt, struct fc_s3_obj *obj)
+{
     struct s3_xfer x;
     struct cm_buf path;
     char range[64];
+    size_t room = 0;
     long st;
     ssize_t ret;
 
     memset(&x, 0, sizeof(x));
-    x.dst = dst;
-    x.dst_cap = len ? len : cap;
+    for (unsigned i = 0; i < iovcnt; i++)
+        room += iov[i].iov_len;
+    x.iov = iov;
+    x.iovcnt = iovcnt;
+    x.dst_cap = CM_MIN(room, len ? len : cap);
+    if (iovcnt == 0 || x.dst_cap < (len ? len : cap))
+        return -EINVAL;
+    /* curl reads the socket 16 KiB at a time by default: a part of a
+     * sequential readahead is better read in 256 KiB gulps */
+    if (x.dst_cap >= (1u << 20))
+        x.bufsize = 256 * 1024;
     cm_buf_init(&path, CM_BUF_NOLIMIT);
     if (s3_path(s, key, &path) < 0)
         return -ENOMEM;

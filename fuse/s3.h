@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #define FC_ETAG_MAX 128 /* quoted ETag incl. quotes and NUL */
@@ -71,6 +72,14 @@ struct fc_s3_stats *fc_s3_stats(struct fc_s3 *s);
 CM_MUST_CHECK ssize_t fc_s3_get(struct fc_s3 *s, const char *key, uint64_t off,
                                 size_t len, size_t cap, const char *if_match,
                                 void *dst, struct fc_s3_obj *obj);
+/* fc_s3_get into a scatter list: the body fills @iov[0], then @iov[1], ...
+ * (room for the sum of their lengths, which must be at least @len, or
+ * @cap when @len is 0), so each cache block gets its bytes straight from
+ * the socket buffer, with no staging copy. Same returns as fc_s3_get. */
+CM_MUST_CHECK ssize_t fc_s3_getv(struct fc_s3 *s, const char *key, uint64_t off,
+                                 size_t len, size_t cap, const char *if_match,
+                                 const struct iovec *iov, unsigned iovcnt,
+                                 struct fc_s3_obj *obj);
 /* HEAD @key. 0 with @obj filled, or -ENOENT, -EACCES, -EIO. */
 CM_MUST_CHECK int fc_s3_head(struct fc_s3 *s, const char *key,
                              struct fc_s3_obj *obj);

@@ -4,14 +4,28 @@ passthrough_ll (the cost of FUSE itself), side by side in one run on the
 same files. Figures, not pass/fail.
 
 Workloads:
-  epoch   ImageFolder raw-bytes epoch, DataLoader(num_workers=4, shuffle),
-          samples/s; epoch 1 cold (page cache dropped, fresh ecfs mount),
-          epoch 2 warm
+  epoch   ImageFolder raw-bytes epoch, DataLoader(num_workers=4, shuffle,
+          the same seed for every peer), samples/s; epoch 1 cold, epoch 2
+          warm (the same mount and page cache, a different order)
   seq     sequential read of one big file (default 1 GiB), cold, MiB/s
   lsr     ls -lR of a 10k-file tree, cold, seconds
 
+Cold means, for every peer alike: sync + drop_caches (page cache, dentries
+and inodes: also storaged's drive files, so its GETs read the disk, as
+local reads do) and, for ecfs, a fresh mount (empty block and metadata
+caches). storaged keeps no object data in memory between requests, so it is
+not restarted. Each repeat round measures every peer, in a rotated order so
+a burst of other load on the shared machine does not always hit the same
+peer; the table gives medians and [min-max] over the rounds, and the ratios
+are medians of the per-round ratios (peers of one round ran back to back).
+For every ecfs phase the script prints the requests it cost: ecfs's own
+counters (MOUNT/.ecfs-stats) and storaged's (/metrics), as deltas.
+
 Usage: tests/bench/bench_fuse.py [--files N] [--big-mib N] [--tree N]
-       [--workdir DIR] [--ecfs-opts OPTS] [--keep]
+       [--repeat N] [--tests epoch,seq,lsr] [--workdir DIR]
+       [--ecfs-opts OPTS] [--ecfs-base BIN]
+--ecfs-base BIN adds a peer "ecfs-base": another ecfs binary (e.g. the one
+built from main before a change) mounted the same way, for A/B runs.
 It builds passthrough_ll from the libfuse3-dev examples into build/bench/,
 starts bin/storaged on drive dirs under the workdir, uploads the data with
 scripts/gen-dataset / boto3, and mounts. Needs root (drop_caches, mounts).
@@ -19,6 +33,8 @@ scripts/gen-dataset / boto3, and mounts. Needs root (drop_caches, mounts).
 
 import argparse
 import glob
+import re
+import statistics
 import os
 import shutil
 import signal
@@ -136,6 +152,44 @@ def lsr(path):
     return time.monotonic() - t
 
 
+def storaged_counts(ep):
+    """Requests storaged answered so far, by API (from /metrics)."""
+    out = {}
+    try:
+        txt = urllib.request.urlopen(ep + "/metrics", timeout=5).read()
+    except Exception:
+        return out
+    for m in re.finditer(rb'^storaged_requests_total\{api="([^"]+)",'
+                         rb'status="[^"]+"\} (\d+)', txt, re.M):
+        k = m.group(1).decode()
+        out[k] = out.get(k, 0) + int(m.group(2))
+    return out
+
+
+def ecfs_counts(mnt):
+    """ecfs's request counters (MOUNT/.ecfs-stats) as a dict of ints."""
+    try:
+        with open(os.path.join(mnt, ".ecfs-stats")) as f:
+            txt = f.read()
+    except OSError:
+        return {}
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", txt)}
+
+
+def delta(after, before, keys=None):
+    keys = keys or sorted(set(after) | set(before))
+    return " ".join("%s=%d" % (k, after.get(k, 0) - before.get(k, 0))
+                    for k in keys if after.get(k, 0) != before.get(k, 0))
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def rng(xs):
+    return "%.3g-%.3g" % (min(xs), max(xs)) if xs else "-"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=3000)
@@ -143,7 +197,12 @@ def main():
     ap.add_argument("--tree", type=int, default=10000)
     ap.add_argument("--workdir", default=os.path.join(REPO, "build", "bench"))
     ap.add_argument("--ecfs-opts", default="ro")
+    ap.add_argument("--ecfs-base", default=None,
+                    help="a second ecfs binary, peer ecfs-base (A/B)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tests", default="epoch,seq,lsr")
     a = ap.parse_args()
+    tests = a.tests.split(",")
     wd = os.path.abspath(a.workdir)
     os.makedirs(wd, exist_ok=True)
     pll = build_passthrough(wd)
@@ -220,7 +279,8 @@ with ThreadPoolExecutor(16) as ex:
 
         pmnt = os.path.join(wd, "mnt-pll")
         emnt = os.path.join(wd, "mnt-ecfs")
-        for m in (pmnt, emnt):
+        bmnt = os.path.join(wd, "mnt-ecfs-base")
+        for m in (pmnt, emnt, bmnt):
             umount(m)
             os.makedirs(m, exist_ok=True)
         p = subprocess.Popen([pll, "-f", "-o", "source=" + wd, pmnt],
@@ -230,52 +290,91 @@ with ThreadPoolExecutor(16) as ex:
         wait_mounted(pmnt, p)
         mounts.append(pmnt)
 
-        def ecfs_mount():
-            umount(emnt)
-            opts = "endpoint=%s,log_file=%s" % (ep, os.path.join(wd,
-                                                                 "ecfs.log"))
+        def ecfs_mount(exe, mnt, tag):
+            umount(mnt)
+            opts = "endpoint=%s,log_file=%s" % (
+                ep, os.path.join(wd, "%s.log" % tag))
             if a.ecfs_opts:
                 opts += "," + a.ecfs_opts
-            sh(os.path.join(BIN, "ecfs"), "bench", emnt, "-o", opts, env=env)
-            if emnt not in mounts:
-                mounts.append(emnt)
+            sh(exe, "bench", mnt, "-o", opts, env=env)
+            if mnt not in mounts:
+                mounts.append(mnt)
 
-        roots = {"local": wd, "passthrough_ll": pmnt, "ecfs": emnt}
-        res = {}
-        for name, root in roots.items():
-            r = res[name] = {}
-            sub = "data" if name != "ecfs" else "data"
-            if name == "ecfs":
-                ecfs_mount()
+        peers = [("local", wd, None), ("passthrough_ll", pmnt, None),
+                 ("ecfs", emnt, os.path.join(BIN, "ecfs"))]
+        if a.ecfs_base:
+            peers.append(("ecfs-base", bmnt, os.path.abspath(a.ecfs_base)))
+        res = {name: {} for name, _, _ in peers}
+
+        def cold(name, root, exe):
+            if exe:
+                ecfs_mount(exe, root, name)
             drop_caches()
-            r["epoch1"] = epoch(os.path.join(root, sub), 1)
-            r["epoch2"] = epoch(os.path.join(root, sub), 2)
-            if name == "ecfs":
-                ecfs_mount()
-            drop_caches()
-            r["seq"] = seq_read(os.path.join(root, "big", "big.bin"))
-            if name == "ecfs":
-                ecfs_mount()
-            drop_caches()
-            r["lsr"] = lsr(os.path.join(root, "tree"))
-            if name == "ecfs":
-                with open(os.path.join(emnt, ".ecfs-stats")) as f:
-                    r["stats"] = " ".join(f.read().split())
-        loc, pl, ec = res["local"], res["passthrough_ll"], res["ecfs"]
+
+        def measure(name, root, exe, key, fn, *args):
+            s0 = storaged_counts(ep) if exe else {}
+            e0 = ecfs_counts(root) if exe else {}
+            v = fn(*args)
+            res[name].setdefault(key, []).append(v)
+            if exe:
+                print("  %-10s %-7s %10.1f  ecfs: %s | storaged: %s" % (
+                    name, key, v, delta(ecfs_counts(root), e0,
+                                        ["get", "head", "list", "retries",
+                                         "errors", "reads", "read_gets",
+                                         "readahead_gets",
+                                         "dir_prefetch_gets"]),
+                    delta(storaged_counts(ep), s0)), file=sys.stderr)
+            else:
+                print("  %-10s %-7s %10.1f" % (name, key, v),
+                      file=sys.stderr)
+
+        for rnd in range(a.repeat):
+            print("round %d/%d" % (rnd + 1, a.repeat), file=sys.stderr)
+            k = rnd % len(peers)
+            for name, root, exe in peers[k:] + peers[:k]:
+                if "epoch" in tests:
+                    cold(name, root, exe)
+                    data_root = os.path.join(root, "data")
+                    measure(name, root, exe, "epoch1", epoch, data_root, 1)
+                    measure(name, root, exe, "epoch2", epoch, data_root, 2)
+                if "seq" in tests:
+                    cold(name, root, exe)
+                    measure(name, root, exe, "seq", seq_read,
+                            os.path.join(root, "big", "big.bin"))
+                if "lsr" in tests:
+                    cold(name, root, exe)
+                    measure(name, root, exe, "lsr", lsr,
+                            os.path.join(root, "tree"))
+                if exe:
+                    umount(root)
+        names = [n for n, _, _ in peers]
         print("\nbench_fuse: %d files ImageFolder, %d MiB sequential, "
-              "%d-file ls -lR; ecfs -o %s" % (a.files, a.big_mib, a.tree,
-                                              a.ecfs_opts))
-        print("%-28s %12s %15s %12s %10s %10s" % (
-            "", "local", "passthrough_ll", "ecfs", "ecfs/pll", "ecfs/local"))
-        for key, label, unit in (("epoch1", "epoch 1 cold (samples/s)", ""),
-                                 ("epoch2", "epoch 2 warm (samples/s)", ""),
-                                 ("seq", "seq read cold (MiB/s)", ""),
-                                 ("lsr", "ls -lR cold (s, lower=better)",
-                                  "")):
-            print("%-28s %12.3f %15.3f %12.3f %10.2f %10.2f" % (
-                label, loc[key], pl[key], ec[key], ec[key] / pl[key],
-                ec[key] / loc[key]))
-        print("ecfs stats after last run:", ec.get("stats"))
+              "%d-file ls -lR; ecfs -o %s; %d round(s): median "
+              "[min-max]" % (a.files, a.big_mib, a.tree, a.ecfs_opts,
+                             a.repeat))
+        hdr = "%-26s" % ""
+        for n in names:
+            hdr += " %22s" % n
+        print(hdr + " %18s %18s" % ("ecfs/pll", "ecfs/local"))
+        for key, label in (("epoch1", "epoch 1 cold (samples/s)"),
+                           ("epoch2", "epoch 2 warm (samples/s)"),
+                           ("seq", "seq read cold (MiB/s)"),
+                           ("lsr", "ls -lR cold (s, lower=better)")):
+            if key not in res["ecfs"]:
+                continue
+            line = "%-26s" % label
+            for n in names:
+                xs = res[n][key]
+                line += " %22s" % ("%.1f [%s]" % (med(xs), rng(xs)))
+            for base in ("passthrough_ll", "local"):
+                rs = [e / b for e, b in zip(res["ecfs"][key], res[base][key])]
+                line += " %18s" % ("%.2f [%s]" % (med(rs), rng(rs)))
+            print(line)
+            if a.ecfs_base:
+                rs = [e / b for e, b in zip(res["ecfs"][key],
+                                            res["ecfs-base"][key])]
+                print("%-26s ecfs/ecfs-base %.2f [%s]" % ("", med(rs),
+                                                          rng(rs)))
     finally:
         for m in mounts:
             umount(m)
