@@ -322,11 +322,18 @@ def main():
             res["bigput_storaged_mibs"] = curl_speed(put_url, upload=big)
             get_url = s3.generate_presigned_url(
                 "get_object", Params={"Bucket": "bench", "Key": "big.bin"}, ExpiresIn=3600)
-            sg, ng = [], []
+            sg, ng, scpu, ncpu_ = [], [], [], []
+            hz = os.sysconf("SC_CLK_TCK")
             for _ in range(max(2, a.repeat)):
+                t0 = cpu_ticks(spids)
                 sg.append(curl_speed(get_url))
+                scpu.append((cpu_ticks(spids) - t0) * 1000 / hz / (a.big_mib / 1024))
+                t0 = cpu_ticks(npids)
                 ng.append(curl_speed(nep + "/bench/big.bin"))
+                ncpu_.append((cpu_ticks(npids) - t0) * 1000 / hz / (a.big_mib / 1024))
             res["bigget_storaged_runs"], res["bigget_nginx_runs"] = sg, ng
+            res["bigget_storaged_cpu_ms_per_gib"] = scpu
+            res["bigget_nginx_cpu_ms_per_gib"] = ncpu_
             res["bigget_storaged_mibs"] = max(sg)
             res["bigget_nginx_mibs"] = max(ng)
             # correctness of the big object (sha of what storaged returns)
@@ -415,6 +422,9 @@ def main():
         print("GET %d MiB runs (MiB/s): storaged %s nginx %s" % (
             a.big_mib, [round(x) for x in res["bigget_storaged_runs"]],
             [round(x) for x in res["bigget_nginx_runs"]]))
+        print("GET %d MiB server CPU ms per GiB: storaged %s nginx %s" % (
+            a.big_mib, [round(x) for x in res["bigget_storaged_cpu_ms_per_gib"]],
+            [round(x) for x in res["bigget_nginx_cpu_ms_per_gib"]]))
         print("storaged peak RSS (VmHWM) over the whole run: %.1f MiB; big GET bytes "
               "identical: %s" % (res["storaged_vmhwm_mib"], res["bigget_identical"]))
     for k in ("get4k_storaged", "put4k_storaged", "get4k_nginx", "put4k_nginx",
