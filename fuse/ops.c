@@ -271,28 +271,55 @@ static void fc_op_init(void *userdata, struct fuse_conn_info *conn)
            conn->max_readahead, conn->max_read, (int)g_no_open);
 }
 
-/* Session end (from fuse_session_destroy): frees the handles of files that
- * were still open at unmount, which the kernel never sends RELEASE for.
+static void probe_pool_stop(void);
+
+/* Session end (from fuse_session_destroy): stops the lookup probe threads
+ * and frees the handles of files that were still open at unmount, which the
+ * kernel never sends RELEASE for.
  * No request runs any more, so nothing else touches them. */
 static void fc_op_destroy(void *userdata)
 {
     (void)userdata;
+    probe_pool_stop();
     while (g_fhs != NULL)
         fh_free(NULL, g_fhs);
     while (g_dhs != NULL)
         dh_free(g_dhs);
 }
 
-/* Parallel half of a lookup without a fresh listing: is key/ a prefix? */
+/* Parallel half of a lookup without a fresh listing: is key/ a prefix?
+ * Run by a small fixed pool of probe threads (started at the first remote
+ * lookup, joined in destroy), never a thread per lookup: a stat storm
+ * (find, ls of uncached paths) creates no threads. The looking-up thread
+ * sends the HEAD meanwhile; if no probe thread took the job by then, it
+ * takes the job back and LISTs itself, so a busy pool costs latency, never
+ * a wait on other lookups. */
+#define PROBE_THREADS 8
+
 struct dirprobe {
     struct fc_fs *fs;
-    char *key; /* "a/b/" */
-    int ret;   /* 1 = directory, 0 = not, <0 error */
+    char *key;              /* "a/b/" */
+    int ret;                /* 1 = directory, 0 = not, <0 error */
+    bool queued, done;      /* protected by g_probe.lock */
+    struct dirprobe *next;  /* queue link; protected by g_probe.lock */
 };
 
-static void *dirprobe_run(void *arg)
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work; /* a job was queued, or stop */
+    pthread_cond_t done; /* a job finished */
+    struct dirprobe *head, *tail; /* queued jobs; protected by lock */
+    pthread_t th[PROBE_THREADS];
+    unsigned n;    /* threads started; protected by lock */
+    bool started;  /* start attempted; protected by lock */
+    bool stop;     /* protected by lock */
+} g_probe = {.lock = PTHREAD_MUTEX_INITIALIZER,
+             .work = PTHREAD_COND_INITIALIZER,
+             .done = PTHREAD_COND_INITIALIZER};
+
+/* Runs the LIST of one probe (no lock held). */
+static void dirprobe_run(struct dirprobe *p)
 {
-    struct dirprobe *p = arg;
     struct fc_listpage pg;
 
     fc_listpage_init(&pg);
@@ -300,7 +327,102 @@ static void *dirprobe_run(void *arg)
     if (p->ret == 0)
         p->ret = (pg.nobjs > 0 || pg.nprefixes > 0) ? 1 : 0;
     fc_listpage_fini(&pg);
+}
+
+/* Takes @p off the queue. g_probe.lock held; @p is queued. */
+static void probe_dequeue(struct dirprobe *p)
+{
+    struct dirprobe **pp = &g_probe.head, *prev = NULL;
+
+    while (*pp != p) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    *pp = p->next;
+    if (g_probe.tail == p)
+        g_probe.tail = prev;
+    p->queued = false;
+}
+
+static void *probe_worker(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_probe.lock);
+    for (;;) {
+        struct dirprobe *p;
+        while (!g_probe.stop && g_probe.head == NULL)
+            pthread_cond_wait(&g_probe.work, &g_probe.lock);
+        if (g_probe.stop)
+            break;
+        p = g_probe.head;
+        probe_dequeue(p);
+        pthread_mutex_unlock(&g_probe.lock);
+        dirprobe_run(p);
+        pthread_mutex_lock(&g_probe.lock);
+        p->done = true;
+        pthread_cond_broadcast(&g_probe.done);
+    }
+    pthread_mutex_unlock(&g_probe.lock);
     return NULL;
+}
+
+/* Queues @p for the pool (starting the pool on first use). Returns false
+ * when there is no pool thread: the caller runs the probe itself. */
+static bool probe_submit(struct dirprobe *p)
+{
+    bool ok;
+
+    pthread_mutex_lock(&g_probe.lock);
+    if (!g_probe.started) {
+        g_probe.started = true;
+        while (g_probe.n < PROBE_THREADS &&
+               pthread_create(&g_probe.th[g_probe.n], NULL, probe_worker,
+                              NULL) == 0)
+            g_probe.n++;
+    }
+    ok = g_probe.n > 0 && !g_probe.stop;
+    if (ok) {
+        p->queued = true;
+        p->done = false;
+        p->next = NULL;
+        if (g_probe.tail)
+            g_probe.tail->next = p;
+        else
+            g_probe.head = p;
+        g_probe.tail = p;
+        pthread_cond_signal(&g_probe.work);
+    }
+    pthread_mutex_unlock(&g_probe.lock);
+    return ok;
+}
+
+/* Waits for a submitted probe, or runs it here if no thread took it. */
+static void probe_finish(struct dirprobe *p)
+{
+    bool mine = false;
+
+    pthread_mutex_lock(&g_probe.lock);
+    if (p->queued) {
+        probe_dequeue(p);
+        mine = true;
+    }
+    while (!mine && !p->done)
+        pthread_cond_wait(&g_probe.done, &g_probe.lock);
+    pthread_mutex_unlock(&g_probe.lock);
+    if (mine)
+        dirprobe_run(p);
+}
+
+/* Stops and joins the probe threads (session end: no lookup runs). */
+static void probe_pool_stop(void)
+{
+    pthread_mutex_lock(&g_probe.lock);
+    g_probe.stop = true;
+    pthread_cond_broadcast(&g_probe.work);
+    pthread_mutex_unlock(&g_probe.lock);
+    for (unsigned i = 0; i < g_probe.n; i++)
+        pthread_join(g_probe.th[i], NULL);
+    g_probe.n = 0;
 }
 
 /* Resolves @name under @dirkey with S3 requests: HEAD key and LIST key/
@@ -309,11 +431,10 @@ static void *dirprobe_run(void *arg)
 static int lookup_remote(struct fc_fs *fs, const char *dirkey, const char *name,
                          struct fc_attr *a, char **key)
 {
-    struct dirprobe p = {fs, NULL, 0};
+    struct dirprobe p = {.fs = fs};
     struct fc_s3_obj obj;
     char *fkey;
-    pthread_t th;
-    bool threaded;
+    bool pooled;
     int hr;
 
     *key = NULL;
@@ -324,10 +445,10 @@ static int lookup_remote(struct fc_fs *fs, const char *dirkey, const char *name,
         free(fkey);
         return -ENOMEM;
     }
-    threaded = pthread_create(&th, NULL, dirprobe_run, &p) == 0;
+    pooled = probe_submit(&p);
     hr = fc_s3_head(fs->s3, fkey, &obj);
-    if (threaded)
-        pthread_join(th, NULL);
+    if (pooled)
+        probe_finish(&p);
     else
         dirprobe_run(&p);
     memset(a, 0, sizeof(*a));
