@@ -214,12 +214,13 @@ static enum stor_s3_err route(struct stor_req *r)
 static const struct {
     const char *hdr;
     enum stor_cksum kind;
+    long bytes; /* digest size */
 } cksums[] = {
-    {"x-amz-checksum-crc32", STOR_CKSUM_CRC32},
-    {"x-amz-checksum-crc32c", STOR_CKSUM_CRC32C},
-    {"x-amz-checksum-crc64nvme", STOR_CKSUM_CRC64NVME},
-    {"x-amz-checksum-sha1", STOR_CKSUM_SHA1},
-    {"x-amz-checksum-sha256", STOR_CKSUM_SHA256},
+    {"x-amz-checksum-crc32", STOR_CKSUM_CRC32, 4},
+    {"x-amz-checksum-crc32c", STOR_CKSUM_CRC32C, 4},
+    {"x-amz-checksum-crc64nvme", STOR_CKSUM_CRC64NVME, 8},
+    {"x-amz-checksum-sha1", STOR_CKSUM_SHA1, 20},
+    {"x-amz-checksum-sha256", STOR_CKSUM_SHA256, 32},
 };
 
 /* The checksum algorithm named by header @name, or STOR_CKSUM_NONE. */
@@ -251,16 +252,25 @@ static enum stor_s3_err cksum_setup(struct stor_req *r)
     const char *v;
     size_t n, i;
 
-    for (i = 0; i < CM_ARRAY_SIZE(cksums); i++) {
+    /* CompleteMultipartUpload's x-amz-checksum-* is the object's (a
+     * composite "...-N" or a full-object value), not its XML body's; we
+     * keep no checksum for multipart objects, so it is not checked */
+    for (i = 0; r->op != S3_OP_COMPLETE_MPU && i < CM_ARRAY_SIZE(cksums); i++) {
+        uint8_t raw[48];
+
         v = stor_req_hdr(r, cksums[i].hdr, &n);
         if (v == NULL)
             continue;
-        if (n >= sizeof(r->ck_expect))
-            return S3E_INVALID_ARGUMENT;
+        /* as S3: one algorithm per request, and a value of the right
+         * size, refused before any body byte is read */
+        if (r->ck_kind != STOR_CKSUM_NONE)
+            return S3E_MULTIPLE_CHECKSUMS;
+        if (n >= sizeof(r->ck_expect) || n > 64 ||
+            cm_base64_decode(v, n, raw) != cksums[i].bytes)
+            return S3E_INVALID_CHECKSUM;
         r->ck_kind = cksums[i].kind;
         memcpy(r->ck_expect, v, n);
         r->ck_expect[n] = 0;
-        break;
     }
     v = stor_req_hdr(r, "x-amz-trailer", &n);
     if (v && r->aws_chunked) {

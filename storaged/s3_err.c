@@ -113,6 +113,14 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_PART_AND_RANGE] =
         {400, "InvalidRequest",
          "Cannot specify both Range header and partNumber query parameter."},
+    [S3E_COPY_TO_SELF] =
+        {400, "InvalidRequest",
+         "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."},
+    [S3E_MULTIPLE_CHECKSUMS] =
+        {400, "InvalidRequest",
+         "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed."},
+    [S3E_INVALID_CHECKSUM] = {400, "InvalidRequest",
+                              "Value for x-amz-checksum- header is invalid."},
 };
 
 /* See header. */

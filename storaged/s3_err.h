@@ -50,6 +50,9 @@ enum stor_s3_err {
     S3E_COPY_SOURCE_TOO_LARGE, /* InvalidRequest: copy source > 5 GiB */
     S3E_INVALID_PART_NUMBER,   /* 416: ?partNumber= past the last part */
     S3E_PART_AND_RANGE,        /* InvalidRequest: partNumber with Range */
+    S3E_COPY_TO_SELF,          /* InvalidRequest: copy onto itself, COPY */
+    S3E_MULTIPLE_CHECKSUMS,    /* InvalidRequest: two x-amz-checksum-* */
+    S3E_INVALID_CHECKSUM,      /* InvalidRequest: checksum value malformed */
     S3E_COUNT
 };
 

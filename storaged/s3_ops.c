@@ -595,23 +595,31 @@ static bool etag_matches(const char *v, size_t n, const char *etag)
 
 /* Evaluates the conditional headers (prefix "" or "x-amz-copy-source-")
  * against @info. S3E_NONE, S3E_PRECONDITION_FAILED or S3E_NOT_MODIFIED. */
+/* Request header @pfx@suffix (value and length in *n), or NULL. GETs pass
+ * an empty @pfx: no formatting then (this runs on every GET). */
+static const char *cond_hdr(const struct stor_req *r, const char *pfx,
+                            const char *suffix, size_t *n)
+{
+    char name[64];
+
+    if (*pfx == 0)
+        return stor_req_hdr(r, suffix, n);
+    snprintf(name, sizeof(name), "%s%s", pfx, suffix);
+    return stor_req_hdr(r, name, n);
+}
+
 static enum stor_s3_err conditionals(const struct stor_req *r,
                                      const struct stor_obj_info *info,
                                      const char *pfx, bool allow_304)
 {
-    char name[64];
     const char *im, *inm, *ims, *ius;
     size_t imn = 0, inmn = 0, imsn = 0, iusn = 0;
     time_t t, now = time(NULL);
 
-    snprintf(name, sizeof(name), "%sif-match", pfx);
-    im = stor_req_hdr(r, name, &imn);
-    snprintf(name, sizeof(name), "%sif-none-match", pfx);
-    inm = stor_req_hdr(r, name, &inmn);
-    snprintf(name, sizeof(name), "%sif-modified-since", pfx);
-    ims = stor_req_hdr(r, name, &imsn);
-    snprintf(name, sizeof(name), "%sif-unmodified-since", pfx);
-    ius = stor_req_hdr(r, name, &iusn);
+    im = cond_hdr(r, pfx, "if-match", &imn);
+    inm = cond_hdr(r, pfx, "if-none-match", &inmn);
+    ims = cond_hdr(r, pfx, "if-modified-since", &imsn);
+    ius = cond_hdr(r, pfx, "if-unmodified-since", &iusn);
 
     /* dates in any HTTP-date form; one that does not parse is ignored */
     if (im && !etag_matches(im, imn, info->etag))
@@ -1264,7 +1272,7 @@ static void op_copy(struct stor_req *r, bool part)
     }
     if (!part && !replace && strcmp(sbucket, r->bucket) == 0 &&
         sklen == r->key_len && memcmp(skey, r->key, sklen) == 0) {
-        stor_resp_error(r, S3E_INVALID_REQUEST);
+        stor_resp_error(r, S3E_COPY_TO_SELF);
         goto out;
     }
     ret = stor_get_open(stor_srv->store, sbucket, skey, sklen, &sinfo, &g);

@@ -198,3 +198,35 @@ def test_aws_sdk_js_trailer_checksum_round_trip(s3_server, tmp_path):
     p = subprocess.run(["node", str(script)], env=env, capture_output=True,
                        timeout=120)
     assert p.returncode == 0 and b"JS-CK-OK" in p.stdout, p.stderr[-2000:]
+
+
+def test_checksum_header_errors_before_body(s3_server, s3, bucket):
+    v32 = b64_checksum("crc32", BODY)
+    vsha = b64_checksum("sha1", BODY)
+    # two algorithms in one request
+    st, _, data = signed(s3_server, "PUT", "/%s/two" % bucket, BODY, {
+        "x-amz-checksum-crc32": v32, "x-amz-checksum-sha1": vsha})
+    assert st == 400 and b"<Code>InvalidRequest</Code>" in data
+    assert b"Expecting a single x-amz-checksum- header" in data
+    # a value of the wrong size for its algorithm
+    for algo, bad in (("crc32", "AAAA"), ("sha256", v32), ("crc32c", "!!")):
+        st, _, data = signed(s3_server, "PUT", "/%s/bad" % bucket, BODY,
+                             {"x-amz-checksum-" + algo: bad})
+        assert st == 400 and b"<Code>InvalidRequest</Code>" in data, algo
+        assert b"Value for x-amz-checksum- header is invalid." in data
+    assert s3.list_objects_v2(Bucket=bucket).get("Contents", []) == []
+
+
+def test_complete_mpu_with_object_checksum_header(s3, bucket):
+    # CompleteMultipartUpload's x-amz-checksum-* describes the object (here a
+    # composite "-N" value), not the XML body: it must not fail the request
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mpc",
+                                    ChecksumAlgorithm="CRC32")["UploadId"]
+    r = s3.upload_part(Bucket=bucket, Key="mpc", UploadId=up, PartNumber=1,
+                       Body=BODY, ChecksumAlgorithm="CRC32")
+    comp = base64.b64encode(b"\x01\x02\x03\x04").decode() + "-1"
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="mpc", UploadId=up, ChecksumCRC32=comp,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"],
+                                    "ChecksumCRC32": r["ChecksumCRC32"]}]})
+    assert s3.get_object(Bucket=bucket, Key="mpc")["Body"].read() == BODY

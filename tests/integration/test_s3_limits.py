@@ -221,3 +221,18 @@ def test_copy_source_over_5gib_refused(storaged):
     s3.abort_multipart_upload(Bucket="cpy", Key="mp", UploadId=up)
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="cpy")["Contents"]] == [
         "src"]
+
+
+def test_copy_onto_itself_needs_replace(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="self", Body=b"x", Metadata={"a": "1"})
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.copy_object(Bucket=bucket, Key="self",
+                       CopySource="%s/self" % bucket)
+    err = e.value.response["Error"]
+    assert err["Code"] == "InvalidRequest"
+    assert err["Message"].startswith(
+        "This copy request is illegal because it is trying to copy an "
+        "object to itself without changing the object's metadata")
+    s3.copy_object(Bucket=bucket, Key="self", CopySource="%s/self" % bucket,
+                   MetadataDirective="REPLACE", Metadata={"a": "2"})
+    assert s3.head_object(Bucket=bucket, Key="self")["Metadata"] == {"a": "2"}
