@@ -26,7 +26,7 @@ static char *trim(char *s)
     return s;
 }
 
-/* Sets both keys (copies); 0 or -ENOMEM. */
+/* Sets both keys (copies; no session token); 0 or -ENOMEM. */
 static int creds_set(struct fc_creds *c, const char *ak, const char *sk)
 {
     fc_creds_fini(c);
@@ -138,11 +138,23 @@ static int read_passwd_file(const char *path, const char *bucket,
     return ret;
 }
 
+/* Sets the session token (a copy; NULL or "" = none). 0 or -ENOMEM. */
+static int creds_set_token(struct fc_creds *c, const char *token)
+{
+    free(c->session_token);
+    c->session_token = NULL;
+    if (token == NULL || *token == '\0')
+        return 0;
+    c->session_token = strdup(token);
+    return c->session_token ? 0 : -ENOMEM;
+}
+
 /* Reads an AWS credentials profile (see header). */
 int fc_creds_read_profile(const char *path, const char *profile,
                           struct fc_creds *out)
 {
-    char line[1024], *ak = NULL, *sk = NULL;
+    /* STS session tokens run to ~1-2 KiB: lines may be long */
+    char line[8192], *ak = NULL, *sk = NULL, *tok = NULL;
     bool in = false, found = false;
     FILE *f = fopen(path, "r");
     int ret;
@@ -173,6 +185,10 @@ int fc_creds_read_profile(const char *path, const char *profile,
         } else if (strcmp(k, "aws_secret_access_key") == 0) {
             free(sk);
             sk = strdup(v);
+        } else if (strcmp(k, "aws_session_token") == 0 ||
+                   strcmp(k, "aws_security_token") == 0) {
+            free(tok);
+            tok = strdup(v);
         }
     }
     fclose(f);
@@ -180,10 +196,12 @@ int fc_creds_read_profile(const char *path, const char *profile,
         ret = -ENOENT;
     else if (ak == NULL || sk == NULL || !*ak || !*sk)
         ret = -EINVAL;
-    else
-        ret = creds_set(out, ak, sk);
+    else if ((ret = creds_set(out, ak, sk)) == 0 &&
+             (ret = creds_set_token(out, tok)) < 0)
+        fc_creds_fini(out);
     free(ak);
     free(sk);
+    free(tok);
     return ret;
 }
 
@@ -220,8 +238,13 @@ int fc_creds_load(const char *passwd_file, const char *profile,
     memset(out, 0, sizeof(*out));
     if (passwd_file)
         return read_passwd_file(passwd_file, bucket, out);
-    if (profile == NULL && ak && *ak && sk && *sk)
-        return creds_set(out, ak, sk);
+    if (profile == NULL && ak && *ak && sk && *sk) {
+        ret = creds_set(out, ak, sk);
+        if (ret == 0 && (ret = creds_set_token(
+                             out, getenv("AWS_SESSION_TOKEN"))) < 0)
+            fc_creds_fini(out);
+        return ret;
+    }
     if (profile == NULL)
         profile = getenv("AWS_PROFILE");
     path = credentials_path();
@@ -242,5 +265,6 @@ void fc_creds_fini(struct fc_creds *c)
 {
     free(c->access_key);
     free(c->secret_key);
-    c->access_key = c->secret_key = NULL;
+    free(c->session_token);
+    c->access_key = c->secret_key = c->session_token = NULL;
 }

@@ -128,7 +128,9 @@ static void usage(const char *prog)
         "    -o passwd_file=PATH    credentials file: ACCESS:SECRET or\n"
         "                           BUCKET:ACCESS:SECRET lines (mode 600)\n"
         "                           default: $AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY,\n"
-        "                           then the [default] profile, else anonymous\n"
+        "                           then the [default] profile, else anonymous;\n"
+        "                           a session token ($AWS_SESSION_TOKEN or the\n"
+        "                           profile's aws_session_token) is sent signed\n"
         "    -o max_conns=N         pooled keep-alive connections (default 32)\n"
         "    -o retries=N           retries of a failed request, with backoff and\n"
         "                           jitter (default 8; then EIO)\n"
@@ -516,6 +518,7 @@ int main(int argc, char *argv[])
     sc.region = fs.o.region;
     sc.access_key = cr.access_key;
     sc.secret_key = cr.secret_key;
+    sc.session_token = cr.session_token;
     sc.max_conns = fs.o.max_conns;
     sc.retries = fs.o.retries;
     sc.connect_timeout_ms = fs.o.connect_timeout_ms;

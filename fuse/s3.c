@@ -43,6 +43,7 @@ struct fc_s3 {
     char *endpoint; /* "http://host:port", no trailing '/' */
     char *host;     /* Host header value; immutable */
     char *bucket, *region, *access_key, *secret_key;
+    char *session_token; /* "" = none */
     struct fc_s3_conf conf; /* numbers only; string pointers are ours */
     CURLSH *share;
     pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
@@ -145,7 +146,10 @@ int fc_s3_create(const struct fc_s3_conf *conf, struct fc_s3 **out)
     s->region = strdup(conf->region ? conf->region : "us-east-1");
     s->access_key = strdup(conf->access_key ? conf->access_key : "");
     s->secret_key = strdup(conf->secret_key ? conf->secret_key : "");
-    if (!s->bucket || !s->region || !s->access_key || !s->secret_key)
+    s->session_token =
+        strdup(conf->session_token ? conf->session_token : "");
+    if (!s->bucket || !s->region || !s->access_key || !s->secret_key ||
+        !s->session_token)
         goto out_free;
     s->share = curl_share_init();
     if (s->share == NULL)
@@ -191,6 +195,7 @@ void fc_s3_destroy(struct fc_s3 *s)
     free(s->region);
     free(s->access_key);
     free(s->secret_key);
+    free(s->session_token);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&s->share_locks[i]);
     pthread_mutex_destroy(&s->lock);
@@ -394,7 +399,8 @@ static int s3_prepare(struct fc_s3 *s, const char *method, const char *path,
                       struct curl_slist **hdrs)
 {
     struct cm_kv kv[8];
-    struct cm_kv h[3];
+    struct cm_kv h[4];
+    size_t nh = 3;
     char amz_date[CM_TIME_ISO_BASIC_LEN + 1];
     struct cm_buf line;
     struct curl_slist *l = NULL, *t;
@@ -441,6 +447,17 @@ static int s3_prepare(struct fc_s3 *s, const char *method, const char *path,
         (t = curl_slist_append(l, line.data)) == NULL)
         goto out;
     l = t;
+    if (s->access_key[0] != '\0' && s->session_token[0] != '\0') {
+        /* temporary credentials (STS): the token is a signed header */
+        h[nh++] = (struct cm_kv){"x-amz-security-token", 20, s->session_token,
+                                 strlen(s->session_token)};
+        cm_buf_reset(&line);
+        if (cm_buf_appendf(&line, "x-amz-security-token: %s",
+                           s->session_token) < 0 ||
+            (t = curl_slist_append(l, line.data)) == NULL)
+            goto out;
+        l = t;
+    }
     if (s->access_key[0] != '\0') {
         struct cm_sigv4_cred cred = {s->access_key, s->secret_key, s->region,
                                      "s3"};
@@ -451,7 +468,7 @@ static int s3_prepare(struct fc_s3 *s, const char *method, const char *path,
             .query = nq ? kv : NULL,
             .nquery = nq,
             .headers = h,
-            .nheaders = 3,
+            .nheaders = nh,
             .payload_hash = CM_SIGV4_EMPTY_SHA256,
         };
         cm_buf_reset(&line);

@@ -25,6 +25,9 @@ struct fc_s3_conf {
     const char *region;     /* "us-east-1"; borrowed */
     const char *access_key; /* NULL or "" = anonymous requests; borrowed */
     const char *secret_key; /* borrowed */
+    /* temporary credentials: sent signed as x-amz-security-token;
+     * NULL or "" = none; borrowed */
+    const char *session_token;
     unsigned max_conns;     /* pooled handles = max parallel requests */
     unsigned retries;       /* extra attempts after a transient failure */
     unsigned connect_timeout_ms;

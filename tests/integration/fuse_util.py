@@ -61,7 +61,8 @@ class Mount:
         o += list(opts or [])
         self.argv = [ECFS, src, self.path, "-o", ",".join(o)]
         self.env = dict(os.environ)
-        for k in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        for k in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                  "AWS_SESSION_TOKEN"):
             self.env.pop(k, None)
         if access_key is not None:
             self.env["AWS_ACCESS_KEY_ID"] = access_key
