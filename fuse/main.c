@@ -431,6 +431,40 @@ static void free_opts(struct raw_opts *r)
     free(r->umask_s);
 }
 
+/* Watches the session from its own thread: once it has exited (SIGTERM,
+ * SIGINT, SIGHUP, or the kernel ended the connection at unmount), aborts
+ * the S3 requests still in flight. FUSE worker threads and prefetch workers
+ * blocked on a hung server would otherwise hold the exit up for the stall
+ * timeout times the retries; now their requests fail (EIO) within about a
+ * second and the loop returns. */
+struct exit_watch {
+    struct fuse_session *se;
+    struct fc_s3 *s3;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool stop; /* the loop returned; protected by lock */
+};
+
+static void *exit_watch_run(void *arg)
+{
+    struct exit_watch *w = arg;
+    struct timespec ts;
+
+    pthread_mutex_lock(&w->lock);
+    while (!w->stop && !fuse_session_exited(w->se)) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+    }
+    pthread_mutex_unlock(&w->lock);
+    fc_s3_abort(w->s3);
+    return NULL;
+}
+
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -568,18 +602,37 @@ int main(int argc, char *argv[])
             free(ra);
         }
     }
+    struct exit_watch ew = {.se = se, .s3 = fs.s3};
+    pthread_t ew_th;
+    bool ew_on;
+    pthread_mutex_init(&ew.lock, NULL);
+    pthread_cond_init(&ew.cond, NULL);
+    ew_on = pthread_create(&ew_th, NULL, exit_watch_run, &ew) == 0;
     if (cmd.singlethread) {
         ret = fuse_session_loop(se);
     } else {
         lc = fuse_loop_cfg_create();
-        if (lc == NULL)
-            goto out_state;
-        fuse_loop_cfg_set_clone_fd(lc, cmd.clone_fd);
-        fuse_loop_cfg_set_idle_threads(lc, fs.o.threads);
-        fuse_loop_cfg_set_max_threads(lc, fs.o.threads);
-        ret = fuse_session_loop_mt(se, lc);
-        fuse_loop_cfg_destroy(lc);
+        if (lc == NULL) {
+            ret = 1; /* still joins the watcher below */
+        } else {
+            fuse_loop_cfg_set_clone_fd(lc, cmd.clone_fd);
+            fuse_loop_cfg_set_idle_threads(lc, fs.o.threads);
+            fuse_loop_cfg_set_max_threads(lc, fs.o.threads);
+            ret = fuse_session_loop_mt(se, lc);
+            fuse_loop_cfg_destroy(lc);
+        }
     }
+    /* the session is over: requests still running (prefetch) end now */
+    pthread_mutex_lock(&ew.lock);
+    ew.stop = true;
+    pthread_cond_signal(&ew.cond);
+    pthread_mutex_unlock(&ew.lock);
+    if (ew_on)
+        pthread_join(ew_th, NULL);
+    else
+        fc_s3_abort(fs.s3);
+    pthread_mutex_destroy(&ew.lock);
+    pthread_cond_destroy(&ew.cond);
     /* the loop returns the signal number after SIGTERM/SIGINT/SIGHUP:
      * that is a requested, clean unmount */
     ret =

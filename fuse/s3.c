@@ -54,6 +54,7 @@ struct fc_s3 {
     CURL **all; /* every handle, for destroy */
     unsigned nall;
     struct fc_s3_stats stats;
+    atomic_bool aborted; /* fc_s3_abort: every request fails now */
 };
 
 /* One request's in/out state for the curl callbacks. */
@@ -228,6 +229,27 @@ static void s3_handle_put(struct fc_s3 *s, CURL *h)
     s->free[s->nfree++] = h;
     pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
+}
+
+/* Progress callback: a non-zero return aborts the transfer. libcurl calls
+ * it at least about once a second even while the server sends nothing, so
+ * fc_s3_abort ends a hung request within about a second. */
+static int s3_xferinfo_cb(void *ud, curl_off_t dltotal, curl_off_t dlnow,
+                          curl_off_t ultotal, curl_off_t ulnow)
+{
+    struct fc_s3 *s = ud;
+
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    return atomic_load_explicit(&s->aborted, memory_order_relaxed) ? 1 : 0;
+}
+
+/* Aborts requests in flight and fails later ones (see header). */
+void fc_s3_abort(struct fc_s3 *s)
+{
+    atomic_store(&s->aborted, true);
 }
 
 static size_t s3_write_cb(char *p, size_t sz, size_t nm, void *ud)
@@ -512,6 +534,8 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
         char rbuf[64], mbuf[FC_ETAG_MAX + 16];
         int ret;
 
+        if (atomic_load_explicit(&s->aborted, memory_order_relaxed))
+            return -EIO; /* unmounting: no new attempt */
         cm_buf_init(&url, CM_BUF_NOLIMIT);
         ret = s3_prepare(s, method, path, q, nq, &url, &hdrs);
         if (ret == 0 && range) {
@@ -564,6 +588,9 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
         curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, s3_header_cb);
         curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, s3_xferinfo_cb);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
         if (strcmp(method, "HEAD") == 0)
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
         /* a large body in fewer, larger socket reads and callbacks */
@@ -602,7 +629,11 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
                method, url.data, curl_easy_strerror(cc), status);
         cm_buf_fini(&url);
         seed = seed * 1103515245u + 12345u;
-        usleep(1000u * fc_s3_backoff_ms(attempt, seed >> 8));
+        /* back off in slices, so fc_s3_abort cuts the wait short */
+        for (unsigned ms = fc_s3_backoff_ms(attempt, seed >> 8);
+             ms > 0 && !atomic_load_explicit(&s->aborted, memory_order_relaxed);
+             ms -= CM_MIN(ms, 50u))
+            usleep(1000u * CM_MIN(ms, 50u));
         attempt++;
     }
 }

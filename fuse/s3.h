@@ -60,6 +60,10 @@ struct fc_s3;
  * 0 and *out set, or -ENOMEM / -EINVAL (bad endpoint). */
 CM_MUST_CHECK int fc_s3_create(const struct fc_s3_conf *conf,
                                struct fc_s3 **out);
+/* Makes every request in flight fail within about a second (-EIO) and
+ * every later one at once: for unmount and exit, so a hung server cannot
+ * hold them up. Async-safe with respect to other threads; irreversible. */
+void fc_s3_abort(struct fc_s3 *s);
 /* Frees the pool; no request may be in flight. */
 void fc_s3_destroy(struct fc_s3 *s);
 /* The client's counters (live; valid until fc_s3_destroy). */
