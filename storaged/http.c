@@ -92,6 +92,9 @@ struct stor_conn {
 #define RING_SLOTS    256 /* direct descriptors: files open at once */
 #define RING_MAX_CQES 480 /* SQEs in flight: stays below the CQ size */
 
+#define INBUF_POOL     64          /* input buffers kept per loop thread */
+#define INBUF_POOL_MAX (64 * 1024) /* larger ones are freed */
+
 struct file_batch;
 
 /* One SQE of a batch (its user_data). */
@@ -122,6 +125,14 @@ struct http_thread {
     unsigned ring_inflight; /* SQEs whose CQE is not reaped yet */
     unsigned slot_free[RING_SLOTS];
     unsigned nslot_free;
+    /* Recycled allocations: a keep-alive connection gives its input
+     * buffer back after each response (so idle ones hold none) and every
+     * request frees its struct, and malloc showed in GET profiles. Used
+     * only on this thread. */
+    char *inbuf[INBUF_POOL];
+    size_t inbuf_cap[INBUF_POOL];
+    size_t ninbuf;
+    struct stor_req *spare_req; /* one freed request, reused by the next */
     pthread_t tid;
     struct stor_ev lio; /* listener */
     bool listening;
@@ -156,6 +167,41 @@ static time_t mono_now(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec;
+}
+
+/* Gives @b's storage to @t's pool (or frees it); @b is left empty. */
+static void inbuf_put(struct http_thread *t, struct cm_buf *b)
+{
+    if (b->data != NULL && b->cap <= INBUF_POOL_MAX && t->ninbuf < INBUF_POOL) {
+        t->inbuf[t->ninbuf] = b->data;
+        t->inbuf_cap[t->ninbuf] = b->cap;
+        t->ninbuf++;
+        b->data = NULL;
+        b->len = b->cap = 0;
+        return;
+    }
+    cm_buf_fini(b);
+}
+
+/* Gives empty, storage-less @b a buffer from @t's pool when it has one. */
+static void inbuf_get(struct http_thread *t, struct cm_buf *b)
+{
+    if (b->data != NULL || t->ninbuf == 0)
+        return;
+    t->ninbuf--;
+    b->data = t->inbuf[t->ninbuf];
+    b->cap = t->inbuf_cap[t->ninbuf];
+    b->len = 0;
+    b->data[0] = 0;
+}
+
+/* Frees @t's recycled allocations (at exit). */
+static void thread_pools_free(struct http_thread *t)
+{
+    while (t->ninbuf > 0)
+        free(t->inbuf[--t->ninbuf]);
+    free(t->spare_req);
+    t->spare_req = NULL;
 }
 
 /* ---- helpers for the S3 layer ---- */
@@ -474,6 +520,10 @@ static void ring_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
  * reads simply go to the workers. */
 static void ring_init(struct http_thread *t)
 {
+    /* DESIGN: no IORING_SETUP_DEFER_TASKRUN: with it, a read the kernel
+     * had to punt to its workers (cold page cache) completed without
+     * making the ring fd readable, and the request stalled (measured:
+     * tests/integration/test_s3_fast_get.py); it saved about 2% CPU. */
     int ret = io_uring_queue_init(RING_ENTRIES, &t->ring, 0);
 
     if (ret < 0) {
@@ -633,7 +683,10 @@ static void req_free(struct stor_req *r)
     free(r->resp.sbuf[1]);
     if (c->req == r)
         c->req = NULL;
-    free(r);
+    if (c->t->spare_req == NULL)
+        c->t->spare_req = r;
+    else
+        free(r);
 }
 
 /* Ends the current request once no job of it is in flight: records
@@ -900,12 +953,18 @@ static const char *rebase(const char *p, const char *from, char *to)
 static struct stor_req *req_create(struct stor_conn *c, size_t headlen,
                                    const struct stor_http_head *h)
 {
-    struct stor_req *r = calloc(1, sizeof(*r));
+    struct stor_req *r = c->t->spare_req;
     const char *in = c->in.data;
     size_t i;
 
-    if (r == NULL)
-        return NULL;
+    if (r != NULL) {
+        c->t->spare_req = NULL;
+        memset(r, 0, sizeof(*r));
+    } else {
+        r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            return NULL;
+    }
     r->conn = c;
     r->id = atomic_fetch_add(&stor_srv->next_req_id, 1);
     clock_gettime(CLOCK_MONOTONIC, &r->start);
@@ -1216,6 +1275,7 @@ static int conn_read(struct stor_conn *c)
     ssize_t n;
     int ret;
 
+    inbuf_get(c->t, &c->in);
     ret = cm_buf_reserve(&c->in, want);
     if (ret < 0)
         return ret;
@@ -1463,7 +1523,7 @@ static void conn_run(struct stor_conn *c)
             /* An idle keep-alive connection holds no buffers: thousands
              * of them cost a few hundred bytes each. */
             if (c->in.len == 0)
-                cm_buf_fini(&c->in);
+                inbuf_put(c->t, &c->in);
             if (c->out.cap > 64 * 1024)
                 cm_buf_fini(&c->out);
             break;
@@ -1589,7 +1649,7 @@ static void conn_maybe_bury(struct stor_conn *c)
 /* Frees a buried connection's memory; its socket is already closed. */
 static void conn_free(struct stor_conn *c)
 {
-    cm_buf_fini(&c->in);
+    inbuf_put(c->t, &c->in);
     cm_buf_fini(&c->out);
     free(c);
 }
@@ -1759,6 +1819,7 @@ static void *thread_main(void *arg)
 {
     struct http_thread *t = arg;
 
+    ring_init(t);
     stor_loop_run(t->loop);
     stor_auth_thread_fini();
     return NULL;
@@ -1812,7 +1873,6 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
         if (ret < 0)
             return ret;
         t->listening = true;
-        ring_init(t);
         t->now = mono_now();
         stor_loop_set_tick(t->loop, tick_cb, t);
         stor_loop_set_after(t->loop, after_cb, t);
@@ -1840,6 +1900,7 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
     for (i = 0; i < n; i++) {
         if (g_threads[i].ring_ok)
             io_uring_queue_exit(&g_threads[i].ring);
+        thread_pools_free(&g_threads[i]);
         stor_loop_destroy(g_threads[i].loop);
     }
     free(g_threads);

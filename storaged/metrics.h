@@ -6,6 +6,7 @@
 #define STORAGED_METRICS_H
 #include "common/buf.h"
 #include "common/compiler.h"
+#include <stdbool.h>
 #include <stdint.h>
 
 struct stor_metrics;
@@ -18,6 +19,10 @@ void stor_metrics_destroy(struct stor_metrics *m);
  * @status, taking @secs, with @in request-body and @out response bytes. */
 void stor_metrics_request(struct stor_metrics *m, int op, int status,
                           double secs, uint64_t in, uint64_t out);
+/* A GET the event loop tried to serve itself (small inline object, read
+ * on the loop's io_uring): @served, or handed to a worker because what it
+ * read did not verify (missing, stale or corrupt shard). */
+void stor_metrics_get_loop(struct stor_metrics *m, bool served);
 /* Connection opened (+1) or closed (-1). */
 void stor_metrics_conn(struct stor_metrics *m, int delta);
 /* Appends the Prometheus text exposition to @out; @store may be NULL. */

@@ -1472,8 +1472,8 @@ struct stor_get_nb {
     int shard[OBJ_MAX_SHARDS];
     struct stor_nb_read rd[OBJ_MAX_SHARDS];
     size_t n;
-    char *paths;  /* owned: the n paths, NUL-separated */
-    uint8_t *raw; /* owned: n * (mlen + 1) read buffers */
+    char *paths;  /* owned: the n paths, NUL-separated, then raw */
+    uint8_t *raw; /* n * (mlen + 1) read buffers, inside paths' block */
 };
 
 /* Contract in obj_nb.h. */
@@ -1483,7 +1483,6 @@ void stor_get_nb_free(struct stor_get_nb *nb)
         return;
     stor_get_close(nb->g);
     free(nb->paths);
-    free(nb->raw);
     free(nb);
 }
 
@@ -1532,7 +1531,7 @@ int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
     struct stor_get_nb *nb;
     struct stor_get *g;
     struct stor_meta tmpl = {0};
-    char path[PATH_MAX];
+    char path[PATH_MAX], pbuf[4 * PATH_MAX];
     size_t plen[OBJ_MAX_SHARDS], total = 0, off = 0;
     const struct obj_ent *e;
 
@@ -1567,7 +1566,8 @@ int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
     tmpl.inl_len = nb->L;
     nb->mlen = stor_meta_encoded_size(&tmpl);
     nb->n = (size_t)e->k;
-    /* the data shards only, all on drives believed online */
+    /* the data shards only, all on drives believed online; each path is
+     * formatted once, into one allocation */
     for (int j = 0; j < e->k; j++) {
         size_t d = obj_shard_drive(s, &g->pl, j);
 
@@ -1576,18 +1576,17 @@ int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
                           e->id) < 0)
             goto fail;
         plen[j] = strlen(path) + 1;
+        if (total + plen[j] > sizeof(pbuf))
+            goto fail;
+        memcpy(pbuf + total, path, plen[j]);
         total += plen[j];
     }
-    nb->paths = malloc(total);
-    nb->raw = malloc(nb->n * (nb->mlen + 1));
-    if (nb->paths == NULL || nb->raw == NULL)
+    nb->paths = malloc(total + nb->n * (nb->mlen + 1));
+    if (nb->paths == NULL)
         goto fail;
+    memcpy(nb->paths, pbuf, total);
+    nb->raw = (uint8_t *)nb->paths + total;
     for (int j = 0; j < e->k; j++) {
-        size_t d = obj_shard_drive(s, &g->pl, j);
-
-        if (obj_path_meta(nb->paths + off, plen[j], s->drives[d].path, bucket,
-                          e->id) < 0)
-            goto fail;
         nb->shard[j] = j;
         nb->rd[j] = (struct stor_nb_read){
             .path = nb->paths + off,

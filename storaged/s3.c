@@ -708,6 +708,7 @@ static void get_fast_done(struct stor_req *r)
     memset(&info, 0, sizeof(info));
     ret = stor_get_nb_end(r->get_nb, &info, &g);
     r->get_nb = NULL;
+    stor_metrics_get_loop(stor_srv->metrics, ret == 0);
     if (ret < 0) {
         stor_req_submit(r, stor_s3_op_run, respond_done);
         return;
