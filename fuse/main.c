@@ -47,7 +47,7 @@ struct raw_opts {
     int allow_other;
 };
 
-enum { KEY_HELP, KEY_VERSION, KEY_RO };
+enum { KEY_HELP, KEY_VERSION, KEY_RO, KEY_UNUM, KEY_SECS };
 
 #define OPT(t, f)                                                              \
     {                                                                          \
@@ -93,6 +93,21 @@ static const struct fuse_opt opt_spec[] = {
     FUSE_OPT_KEY("allow_other", FUSE_OPT_KEY_KEEP),
     OPT("ro", o.ro),
     FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
+    /* the same options again, checked strictly (sscanf's %u takes "-1"
+     * and wraps it; %lf takes "-5" and "nan") */
+    FUSE_OPT_KEY("uid=", KEY_UNUM),
+    FUSE_OPT_KEY("gid=", KEY_UNUM),
+    FUSE_OPT_KEY("max_conns=", KEY_UNUM),
+    FUSE_OPT_KEY("retries=", KEY_UNUM),
+    FUSE_OPT_KEY("connect_timeout_ms=", KEY_UNUM),
+    FUSE_OPT_KEY("stall_timeout=", KEY_UNUM),
+    FUSE_OPT_KEY("threads=", KEY_UNUM),
+    FUSE_OPT_KEY("read_ahead_kb=", KEY_UNUM),
+    FUSE_OPT_KEY("dir_prefetch=", KEY_UNUM),
+    FUSE_OPT_KEY("list_prefetch=", KEY_UNUM),
+    FUSE_OPT_KEY("attr_timeout=", KEY_SECS),
+    FUSE_OPT_KEY("negative_timeout=", KEY_SECS),
+    FUSE_OPT_KEY("list_ttl=", KEY_SECS),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -175,6 +190,31 @@ static void usage(const char *prog)
         prog);
 }
 
+/* Checks the value of NAME=VALUE: digits only, at most UINT_MAX (@secs:
+ * a finite number of seconds >= 0). Prints a message when it is not.
+ * 0 or -1. */
+static int check_number(const char *arg, bool secs)
+{
+    const char *v = strchr(arg, '=') + 1;
+    char *end;
+
+    errno = 0;
+    if (secs) {
+        double d = strtod(v, &end);
+        if (end != v && *end == '\0' && errno == 0 && d >= 0 && d <= 1e9)
+            return 0;
+        fprintf(stderr, "ecfs: bad %s (seconds, 0 or more)\n", arg);
+        return -1;
+    }
+    if (*v >= '0' && *v <= '9') {
+        unsigned long long n = strtoull(v, &end, 10);
+        if (*end == '\0' && errno == 0 && n <= UINT_MAX)
+            return 0;
+    }
+    fprintf(stderr, "ecfs: bad %s (a whole number, 0 or more)\n", arg);
+    return -1;
+}
+
 static int opt_proc(void *data, const char *arg, int key,
                     struct fuse_args *outargs)
 {
@@ -188,6 +228,9 @@ static int opt_proc(void *data, const char *arg, int key,
     case KEY_VERSION:
         r->show_version = 1;
         return 0;
+    case KEY_UNUM:
+    case KEY_SECS:
+        return check_number(arg, key == KEY_SECS) < 0 ? -1 : 0;
     case FUSE_OPT_KEY_NONOPT:
         if (r->o.bucket == NULL) {
             r->o.bucket = strdup(arg);

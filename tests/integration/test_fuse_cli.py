@@ -180,3 +180,36 @@ def test_mount_helper_does_not_glob_options(srv_bucket, tmp_path):
             time.sleep(0.05)
     assert os.path.getsize(tmp_path / "l?g") > 0
     assert os.path.getsize(tmp_path / "lXg") == 0
+
+
+@pytest.mark.parametrize("opt", [
+    "retries=-2",            # sscanf %u took it: 4294967294 retries
+    "dir_prefetch=-1",
+    "uid=-1",
+    "connect_timeout_ms=99999999999",
+    "threads=8x",
+    "attr_timeout=-5",
+    "list_ttl=nan",
+    "negative_timeout=inf",
+])
+def test_bad_number_option_fails_clearly(srv_bucket, tmp_path, opt):
+    """A malformed or negative number is refused before anything is
+    mounted: exit 1, a message naming the option."""
+    srv, b = srv_bucket
+    m = Mount(tmp_path, srv.endpoint, b, opts=[opt],
+              access_key=srv.access_key, secret_key=srv.secret_key)
+    r = subprocess.run(m.argv, env=m.env, capture_output=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert opt.encode() in r.stderr, r.stderr
+    assert not is_mounted(m.path)
+
+
+def test_good_number_options_mount(srv_bucket, ecfs_mount):  # noqa: F811
+    srv, b = srv_bucket
+    m = ecfs_mount(srv.endpoint, b, access_key=srv.access_key,
+                   secret_key=srv.secret_key,
+                   opts=["retries=0", "uid=0", "gid=0", "attr_timeout=0.5",
+                         "list_ttl=1e3", "negative_timeout=0",
+                         "connect_timeout_ms=4294967295"])
+    with open(os.path.join(m.path, "dir", "hello.txt"), "rb") as f:
+        assert f.read() == b"hello\n"
