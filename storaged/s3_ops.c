@@ -394,8 +394,71 @@ static void op_bucket_subresource(struct stor_req *r)
                 "<Permission>FULL_CONTROL</Permission></Grant>"                \
                 "</AccessControlList></AccessControlPolicy>"
 
-/* GET ?acl (root owns everything, FULL_CONTROL) and ?tagging (no tags) of
- * an existing object. */
+/* The stored x-amz-tagging value of @in (the URL-encoded query string
+ * "k1=v1&k2=v2" of the PutObject), or NULL. */
+static const char *obj_tagging(const struct stor_obj_info *in)
+{
+    size_t i;
+
+    for (i = 0; i < in->nhdrs; i++)
+        if (strcmp(in->hdrs[i].name, "x-amz-tagging") == 0)
+            return in->hdrs[i].value;
+    return NULL;
+}
+
+/* Number of tags in the x-amz-tagging value @v (its non-empty members). */
+static int tag_count(const char *v)
+{
+    int n = 0;
+
+    while (*v) {
+        size_t l = strcspn(v, "&");
+
+        n += l > 0;
+        v += l + (v[l] == '&');
+    }
+    return n;
+}
+
+/* Appends one URL-decoded element <@tag>...</@tag> (sticky failure). */
+static void x_uri_elem(struct cm_buf *b, const char *tag, const char *s,
+                       size_t n)
+{
+    struct cm_buf d;
+
+    cm_buf_init(&d, CM_BUF_NOLIMIT);
+    if (cm_uri_decode(&d, s, n, true) < 0)
+        x_fail(b);
+    else
+        x_elem(b, tag, d.data ? d.data : "", d.len, false);
+    cm_buf_fini(&d);
+}
+
+/* GetObjectTagging's XML: the tags given with the PutObject (x-amz-tagging)
+ * in their order; an empty TagSet when there were none. */
+static void tagging_xml(struct cm_buf *b, const struct stor_obj_info *in)
+{
+    const char *v = obj_tagging(in);
+
+    x_lit(b, S3_XML_DECL "<Tagging xmlns=\"" S3_XMLNS "\"><TagSet>");
+    while (v && *v) {
+        size_t l = strcspn(v, "&");
+        const char *eq = memchr(v, '=', l);
+        size_t kl = eq ? (size_t)(eq - v) : l;
+
+        if (l > 0) {
+            x_lit(b, "<Tag>");
+            x_uri_elem(b, "Key", v, kl);
+            x_uri_elem(b, "Value", eq ? eq + 1 : "", eq ? l - kl - 1 : 0);
+            x_lit(b, "</Tag>");
+        }
+        v += l + (v[l] == '&');
+    }
+    x_lit(b, "</TagSet></Tagging>");
+}
+
+/* GET ?acl (root owns everything, FULL_CONTROL) and ?tagging (the tags
+ * given with the PutObject) of an existing object. */
 static void op_object_subresource(struct stor_req *r)
 {
     struct stor_obj_info info;
@@ -407,12 +470,11 @@ static void op_object_subresource(struct stor_req *r)
         fail(r, ret);
         return;
     }
-    stor_obj_info_fini(&info);
     if (stor_req_has_query(r, "acl"))
         x_lit(&r->resp.body, ACL_XML);
     else
-        x_lit(&r->resp.body, S3_XML_DECL "<Tagging xmlns=\"" S3_XMLNS
-                                         "\"><TagSet></TagSet></Tagging>");
+        tagging_xml(&r->resp.body, &info);
+    stor_obj_info_fini(&info);
     xml_done(r);
 }
 
@@ -766,6 +828,12 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
         const char *name = in->hdrs[i].name;
         bool skip = false;
 
+        if (strcmp(name, "x-amz-tagging") == 0) {
+            /* S3 answers with the count; the tags via ?tagging */
+            ret = stor_resp_hdr(rs, "x-amz-tagging-count", "%d",
+                                tag_count(in->hdrs[i].value));
+            continue;
+        }
         if (strncmp(name, "x-amz-checksum-", 15) == 0) {
             if (!ck_on)
                 continue;
