@@ -44,6 +44,7 @@
 #include "common/uri.h"
 #include "common/xml.h"
 #include "storaged/auth.h"
+#include "storaged/bcache.h"
 #include "storaged/http_i.h"
 #include "storaged/metrics.h"
 #include "storaged/pool.h"
@@ -133,6 +134,7 @@ struct http_thread {
     size_t inbuf_cap[INBUF_POOL];
     size_t ninbuf;
     struct stor_req *spare_req; /* one freed request, reused by the next */
+    struct stor_bcache *bcache; /* owned; NULL without --cache-mem */
     pthread_t tid;
     struct stor_ev lio; /* listener */
     bool listening;
@@ -392,6 +394,12 @@ void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
     r->job.loop = r->conn->t->loop;
     r->job_busy = true;
     stor_pool_submit(pool_for(r), &r->job);
+}
+
+/* See http_i.h. */
+struct stor_bcache *stor_req_bcache(const struct stor_req *r)
+{
+    return r->conn->t->bcache;
 }
 
 /* ---- small reads on the loop thread's io_uring ---- */
@@ -1873,6 +1881,11 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
         if (ret < 0)
             return ret;
         t->listening = true;
+        if (o->cache_bytes) {
+            t->bcache = stor_bcache_create(o->cache_bytes / n);
+            if (t->bcache == NULL)
+                return -ENOMEM;
+        }
         t->now = mono_now();
         stor_loop_set_tick(t->loop, tick_cb, t);
         stor_loop_set_after(t->loop, after_cb, t);
@@ -1885,8 +1898,9 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
     }
     atomic_store(&srv->ready, true);
     cm_log(CM_LOG_INFO, 0,
-           "serving S3 on %s:%d (%zu loops, %zu read + %zu write workers)",
-           o->host, o->port, n, nr, nw);
+           "serving S3 on %s:%d (%zu loops, %zu read + %zu write workers, "
+           "%zu MiB small-object cache)",
+           o->host, o->port, n, nr, nw, o->cache_bytes >> 20);
     for (i = 0; i < n; i++)
         pthread_join(g_threads[i].tid, NULL);
     atomic_store(&srv->ready, false);
@@ -1901,6 +1915,7 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
         if (g_threads[i].ring_ok)
             io_uring_queue_exit(&g_threads[i].ring);
         thread_pools_free(&g_threads[i]);
+        stor_bcache_destroy(g_threads[i].bcache);
         stor_loop_destroy(g_threads[i].loop);
     }
     free(g_threads);

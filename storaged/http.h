@@ -12,9 +12,11 @@ struct stor_server;
 struct stor_http_opts {
     const char *host; /* "127.0.0.1", "0.0.0.0", "::" */
     int port;
-    size_t nthreads;  /* event loops; 0 = one per online CPU */
-    size_t nworkers;  /* write workers; 0 = default (4 per loop, >= 16) */
-    size_t nrworkers; /* read workers; 0 = default (2 per loop, >= 4) */
+    size_t nthreads;    /* event loops; 0 = one per online CPU */
+    size_t nworkers;    /* write workers; 0 = default (4 per loop, >= 16) */
+    size_t nrworkers;   /* read workers; 0 = default (2 per loop, >= 4) */
+    size_t cache_bytes; /* small-object body cache, split over the loops;
+                           0 = none */
 };
 
 /* Binds, starts the loops and the workers, and serves until

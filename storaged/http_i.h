@@ -192,6 +192,8 @@ struct stor_req {
     bool has_md5;
 
     struct stor_get_nb *get_nb; /* owned; a GET read on the loop's ring */
+    uint8_t cache_id[16];       /* that object's id and version (bcache) */
+    uint64_t cache_version;
 
     /* jobs */
     struct stor_job job;
@@ -244,6 +246,9 @@ bool stor_req_has_query(const struct stor_req *r, const char *name);
 void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
                      void (*done)(struct stor_req *));
 
+/* This loop thread's cache of small object bodies (storaged/bcache.h), or
+ * NULL when caching is off. */
+struct stor_bcache *stor_req_bcache(const struct stor_req *r);
 /* Performs @n whole-file reads (open, read at offset 0, close) on the
  * loop thread's io_uring without blocking it (the kernel does them inline
  * when the data is cached and on its own workers otherwise); @done runs

@@ -54,6 +54,8 @@ static void usage(FILE *f)
         "      --read-workers N     read worker threads: GET, HEAD, LIST\n"
         "                           (default: 2 per loop, >= 4)\n"
         "      --no-fsync           do not sync at commit (faster, unsafe on power loss)\n"
+        "      --cache-mem MIB      keep up to MIB MiB of small-object (<= 128 KiB)\n"
+        "                           bodies in memory for GETs (default 0: off)\n"
         "      --idle-timeout S     close idle keep-alive connections after S s (60)\n"
         "      --request-timeout S  slow clients: head or body stalled for S s (30)\n"
         "  -l, --log-level LEVEL    debug, info, warn, error (default info)\n"
@@ -200,6 +202,7 @@ static int cmd_serve(int argc, char **argv)
         {"read-workers", required_argument, NULL, 'r'},
         {"set-size", required_argument, NULL, 's'},
         {"no-fsync", no_argument, NULL, 'F'},
+        {"cache-mem", required_argument, NULL, 'C'},
         {"idle-timeout", required_argument, NULL, 'I'},
         {"request-timeout", required_argument, NULL, 'R'},
         {"log-level", required_argument, NULL, 'l'},
@@ -264,6 +267,13 @@ static int cmd_serve(int argc, char **argv)
             break;
         case 'F':
             so.fsync = false;
+            break;
+        case 'C':
+            if (parse_count(optarg, 0, 1024 * 1024, &v) < 0) {
+                fprintf(stderr, "storaged: bad --cache-mem '%s'\n", optarg);
+                return 2;
+            }
+            ho.cache_bytes = (size_t)v << 20;
             break;
         case 'I':
             if (parse_count(optarg, 1, 86400, &idle) < 0) {

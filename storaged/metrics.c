@@ -28,7 +28,7 @@ struct stor_metrics {
     atomic_uint_fast64_t bytes_out[S3_OP_COUNT];
     atomic_long conns;
     atomic_uint_fast64_t conns_total;
-    atomic_uint_fast64_t get_loop[2]; /* [served] */
+    atomic_uint_fast64_t get_loop[3]; /* by enum stor_get_loop */
 };
 
 static const char *const op_names[S3_OP_COUNT] = {
@@ -102,11 +102,10 @@ void stor_metrics_request(struct stor_metrics *m, int op, int status,
 }
 
 /* See header. */
-void stor_metrics_get_loop(struct stor_metrics *m, bool served)
+void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how)
 {
-    if (m != NULL)
-        atomic_fetch_add_explicit(&m->get_loop[served], 1,
-                                  memory_order_relaxed);
+    if (m != NULL && (unsigned)how < 3)
+        atomic_fetch_add_explicit(&m->get_loop[how], 1, memory_order_relaxed);
 }
 
 /* See header. */
@@ -259,19 +258,23 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             "# TYPE storaged_connections gauge\nstoraged_connections %ld\n"
             "# TYPE storaged_connections_total counter\nstoraged_connections_total %llu\n"
             "# TYPE storaged_workers_busy gauge\nstoraged_workers_busy %zu\n"
-            "# HELP storaged_get_loop_total Small GETs the event loop read "
-            "itself: served, or handed to a worker (a shard did not "
-            "verify).\n"
+            "# HELP storaged_get_loop_total Small GETs the event loop "
+            "served itself: read on its io_uring (served), from its body "
+            "cache (cached), or handed to a worker (fallback: a shard did "
+            "not verify).\n"
             "# TYPE storaged_get_loop_total counter\n"
             "storaged_get_loop_total{result=\"served\"} %llu\n"
+            "storaged_get_loop_total{result=\"cached\"} %llu\n"
             "storaged_get_loop_total{result=\"fallback\"} %llu\n",
             (long)atomic_load(&m->conns),
             (unsigned long long)atomic_load(&m->conns_total),
             stor_srv && stor_srv->pool ? stor_pool_busy(stor_srv->pool) +
                                              stor_pool_busy(stor_srv->rpool)
                                        : 0,
-            (unsigned long long)atomic_load(&m->get_loop[1]),
-            (unsigned long long)atomic_load(&m->get_loop[0]));
+            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_READ]),
+            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_CACHED]),
+            (unsigned long long)atomic_load(
+                &m->get_loop[STOR_GET_LOOP_FALLBACK]));
     if (ret == 0 && store)
         ret = render_store(store, out);
     return ret;

@@ -6,7 +6,6 @@
 #define STORAGED_METRICS_H
 #include "common/buf.h"
 #include "common/compiler.h"
-#include <stdbool.h>
 #include <stdint.h>
 
 struct stor_metrics;
@@ -19,10 +18,16 @@ void stor_metrics_destroy(struct stor_metrics *m);
  * @status, taking @secs, with @in request-body and @out response bytes. */
 void stor_metrics_request(struct stor_metrics *m, int op, int status,
                           double secs, uint64_t in, uint64_t out);
-/* A GET the event loop tried to serve itself (small inline object, read
- * on the loop's io_uring): @served, or handed to a worker because what it
- * read did not verify (missing, stale or corrupt shard). */
-void stor_metrics_get_loop(struct stor_metrics *m, bool served);
+/* How a GET the event loop tried to serve itself (small inline object)
+ * went: handed to a worker because what it read did not verify (missing,
+ * stale or corrupt shard), served from metas read on the loop's io_uring,
+ * or served from the loop's body cache (--cache-mem). */
+enum stor_get_loop {
+    STOR_GET_LOOP_FALLBACK = 0,
+    STOR_GET_LOOP_READ,
+    STOR_GET_LOOP_CACHED,
+};
+void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how);
 /* Connection opened (+1) or closed (-1). */
 void stor_metrics_conn(struct stor_metrics *m, int delta);
 /* Appends the Prometheus text exposition to @out; @store may be NULL. */

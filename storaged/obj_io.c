@@ -1605,6 +1605,43 @@ fail:
 }
 
 /* Contract in obj_nb.h. */
+void stor_get_nb_ident(const struct stor_get_nb *nb, uint8_t id[16],
+                       uint64_t *version, uint64_t *size)
+{
+    memcpy(id, nb->g->e->id, 16);
+    *version = nb->g->e->version;
+    *size = nb->g->e->size;
+}
+
+/* Contract in obj_nb.h. */
+int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body,
+                         size_t len, struct stor_obj_info *info,
+                         struct stor_get **out)
+{
+    struct stor_get *g = nb->g;
+    uint8_t *data;
+
+    if (len != g->e->size || (data = malloc(len ? len : 1)) == NULL) {
+        stor_get_nb_free(nb);
+        return -EAGAIN;
+    }
+    memcpy(data, body, len);
+    g->data = data;
+    nb->g = NULL;
+    stor_get_nb_free(nb);
+    if (info)
+        obj_info_fill(g->e, info, true);
+    *out = g;
+    return 0;
+}
+
+/* Contract in obj_nb.h. */
+const void *stor_get_inline_body(const struct stor_get *g)
+{
+    return g->e->inl ? g->data : NULL;
+}
+
+/* Contract in obj_nb.h. */
 int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
                     struct stor_get **out)
 {

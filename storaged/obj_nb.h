@@ -41,6 +41,18 @@ CM_MUST_CHECK int stor_get_nb_begin(struct stor_store *s, const char *bucket,
 CM_MUST_CHECK int stor_get_nb_end(struct stor_get_nb *nb,
                                   struct stor_obj_info *info,
                                   struct stor_get **out);
+/* What begin() found, for a cache of bodies: the object's id, version
+ * (unique within the process: never reused for other bytes) and size. */
+void stor_get_nb_ident(const struct stor_get_nb *nb, uint8_t id[16],
+                       uint64_t *version, uint64_t *size);
+/* Like end(), from @len body bytes of exactly that version the caller
+ * already holds (verified): no reads are made. Always frees @nb. 0 or
+ * -EAGAIN (wrong length, ENOMEM). */
+CM_MUST_CHECK int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body,
+                                       size_t len, struct stor_obj_info *info,
+                                       struct stor_get **out);
+/* The whole body of an inline reader (end()'s), or NULL for others. */
+const void *stor_get_inline_body(const struct stor_get *g);
 /* Frees @nb without finishing (its reads must not be in flight). */
 void stor_get_nb_free(struct stor_get_nb *nb);
 

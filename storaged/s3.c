@@ -22,6 +22,7 @@
 #include "common/codec.h"
 #include "common/log.h"
 #include "storaged/auth.h"
+#include "storaged/bcache.h"
 #include "storaged/metrics.h"
 
 #define PIECE_CAP (STOR_PIECE_SIZE + 1024 * 1024)
@@ -708,13 +709,50 @@ static void get_fast_done(struct stor_req *r)
     memset(&info, 0, sizeof(info));
     ret = stor_get_nb_end(r->get_nb, &info, &g);
     r->get_nb = NULL;
-    stor_metrics_get_loop(stor_srv->metrics, ret == 0);
+    stor_metrics_get_loop(stor_srv->metrics, ret == 0 ? STOR_GET_LOOP_READ
+                                                      : STOR_GET_LOOP_FALLBACK);
     if (ret < 0) {
         stor_req_submit(r, stor_s3_op_run, respond_done);
         return;
     }
+    if (stor_req_bcache(r)) {
+        uint64_t size = info.size;
+
+        stor_bcache_put(stor_req_bcache(r), r->bucket, r->cache_id,
+                        r->cache_version, stor_get_inline_body(g),
+                        (size_t)size);
+    }
     stor_s3_get_object_reply(r, &info, g);
     stor_http_respond(r);
+}
+
+/* Answers from this loop's body cache when it holds the version the index
+ * says is current (the cache checks the bytes' CRC). true when it did. */
+static bool get_cached(struct stor_req *r)
+{
+    struct stor_bcache *bc = stor_req_bcache(r);
+    struct stor_obj_info info;
+    struct stor_get *g = NULL;
+    const void *body;
+    uint64_t size;
+
+    if (bc == NULL)
+        return false;
+    stor_get_nb_ident(r->get_nb, r->cache_id, &r->cache_version, &size);
+    body = stor_bcache_get(bc, r->bucket, r->cache_id, r->cache_version,
+                           (size_t)size);
+    if (body == NULL)
+        return false;
+    memset(&info, 0, sizeof(info));
+    if (stor_get_nb_end_with(r->get_nb, body, (size_t)size, &info, &g) < 0) {
+        r->get_nb = NULL;
+        return false;
+    }
+    r->get_nb = NULL;
+    stor_metrics_get_loop(stor_srv->metrics, STOR_GET_LOOP_CACHED);
+    stor_s3_get_object_reply(r, &info, g);
+    stor_http_respond(r);
+    return true;
 }
 
 /* GetObject of a small (inline) object without a worker round trip: the
@@ -729,6 +767,10 @@ static bool get_fast(struct stor_req *r)
         return false;
     if (stor_get_nb_begin(stor_srv->store, r->bucket, r->key, r->key_len,
                           &r->get_nb, &rd, &n) < 0)
+        return false;
+    if (get_cached(r))
+        return true;
+    if (r->get_nb == NULL) /* the cache's end_with() failed */
         return false;
     if (stor_req_read_files(r, rd, n, get_fast_done) < 0) {
         stor_get_nb_free(r->get_nb);

@@ -15,7 +15,7 @@ What it measures, each side by side with nginx under the same load:
 
 Usage: tests/bench/bench_s3_server.py [--seconds S] [--objects N]
        [--big-mib M] [--drives D] [--threads T] [--repeat R]
-       [--only get,put,big,nofsync] [--keep]
+       [--only get,put,big,nofsync] [--storaged-args ARGS] [--keep]
 --repeat R runs each GET figure R times, alternating storaged and nginx,
 and reports the median (and the range). Every wrk row also gives the
 server's CPU time per request (utime+stime from /proc, all of nginx's
@@ -217,6 +217,8 @@ def main():
                     help="GET figures: runs per side (median reported)")
     ap.add_argument("--only", default="get,put,big,nofsync",
                     help="comma list of phases: get,put,big,nofsync")
+    ap.add_argument("--storaged-args", default="",
+                    help="extra storaged serve options, e.g. '--cache-mem 256'")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
     only = set(a.only.split(","))
@@ -237,6 +239,7 @@ def main():
                 "127.0.0.1:%d" % sport, "--log-level", "warn"]
         if a.threads:
             argv += ["--threads", str(a.threads)]
+        argv += a.storaged_args.split()
         slog = open(os.path.join(work, "storaged.log"), "wb")
         sp = subprocess.Popen(argv + drives, env=env, stdout=slog, stderr=slog)
         procs.append(sp)
@@ -385,8 +388,9 @@ def main():
         ratio = s / n if n else float("nan")
         return "| %-40s | %12.1f | %12.1f | %6.2f |" % (label + " (" + unit + ")", s, n, ratio)
     print("storaged vs nginx, 127.0.0.1, %d CPUs, %d drives (one disk), %d objects, "
-          "wrk -c64 %ds, %d run(s) per GET figure" % (ncpu, a.drives, a.objects, a.seconds,
-                                                     a.repeat))
+          "wrk -c64 %ds, %d run(s) per GET figure%s" % (
+              ncpu, a.drives, a.objects, a.seconds, a.repeat,
+              ", storaged " + a.storaged_args if a.storaged_args else ""))
     print()
     print("| %-40s | %12s | %12s | %6s |" % ("test", "storaged", "nginx", "ratio"))
     print("|%s|%s|%s|%s|" % ("-" * 42, "-" * 14, "-" * 14, "-" * 8))

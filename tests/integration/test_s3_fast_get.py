@@ -8,7 +8,8 @@ storaged_get_loop_total{result=served|fallback} counters: it is taken, a
 cold page cache (reads the kernel must punt to its workers) still answers,
 a corrupt or missing data shard falls back and still returns exact bytes,
 overwrites racing with GETs never mix versions, and more concurrent GETs
-than the ring has slots all succeed.
+than the ring has slots all succeed. With --cache-mem the loop answers
+repeated GETs from memory: never an overwritten or deleted version.
 """
 
 import concurrent.futures
@@ -43,6 +44,10 @@ def served(srv):
 
 def fallback(srv):
     return metric(srv, r'storaged_get_loop_total\{result="fallback"\}')
+
+
+def cached(srv):
+    return metric(srv, r'storaged_get_loop_total\{result="cached"\}')
 
 
 def object_files(srv):
@@ -121,21 +126,24 @@ def test_corrupt_or_missing_shard_falls_back(srv16):
         c.put_object(Bucket="fastget", Key=k, Body=v)
     files = object_files(srv16)
     assert len(files) == 8 * 5
-    rng = random.Random(5)
-    # damage every meta file of 4 of the 16 drives: some objects lose their
-    # data shard (the one the loop reads), none loses more than 4 shards
-    victims = srv16.drives[:4]
+    by_obj = {}
     for p in files:
-        if not any(p.startswith(d + os.sep) for d in victims):
-            continue
-        if rng.random() < 0.5:
-            os.unlink(p)
-        else:
-            with open(p, "r+b") as f:
-                f.seek(rng.randrange(os.path.getsize(p)))
-                b = f.read(1)
-                f.seek(-1, os.SEEK_CUR)
-                f.write(bytes([b[0] ^ 0xFF]))
+        by_obj.setdefault(os.path.basename(p), []).append(p)
+    assert len(by_obj) == 8
+    rng = random.Random(5)
+    # damage 4 of each object's 5 shard files (deleted or corrupted): the
+    # one data shard the loop reads is among them 4 times in 5, and every
+    # object stays readable from the shard that is left
+    for paths in by_obj.values():
+        for p in rng.sample(sorted(paths), 4):
+            if rng.random() < 0.5:
+                os.unlink(p)
+            else:
+                with open(p, "r+b") as f:
+                    f.seek(rng.randrange(os.path.getsize(p)))
+                    b = f.read(1)
+                    f.seek(-1, os.SEEK_CUR)
+                    f.write(bytes([b[0] ^ 0xFF]))
     fb0, deg0 = fallback(srv16), metric(srv16, "storaged_degraded_reads_total")
     for k, v in objs.items():
         assert c.get_object(Bucket="fastget", Key=k)["Body"].read() == v
@@ -145,7 +153,9 @@ def test_corrupt_or_missing_shard_falls_back(srv16):
     assert deg >= fb
 
 
-def test_overwrite_races_never_mix_versions(srv16):
+@pytest.mark.parametrize("cache", [False, True])
+def test_overwrite_races_never_mix_versions(storaged, cache):
+    srv16 = storaged(ndrives=16, args=["--cache-mem", "8"] if cache else None)
     c = srv16.client()
     c.create_bucket(Bucket="fastget")
     versions = [bytes([i]) * 4096 for i in range(1, 9)] + \
@@ -201,3 +211,38 @@ def test_more_concurrent_gets_than_ring_slots(storaged):
     with concurrent.futures.ThreadPoolExecutor(64) as ex:
         assert all(ex.map(get, keys))
     assert served(srv) > 0
+
+
+def test_cache_serves_only_current_versions(storaged):
+    srv = storaged(ndrives=16, args=["--cache-mem", "4"])
+    c = srv.client()
+    c.create_bucket(Bucket="fastget")
+    c.create_bucket(Bucket="fastget2")
+    v1, v2 = rnd(4096, 1), rnd(5000, 2)
+    c.put_object(Bucket="fastget", Key="k", Body=v1, ContentType="a/b")
+    c.put_object(Bucket="fastget2", Key="k", Body=v2)  # same key, other bucket
+    for _ in range(4):
+        assert c.get_object(Bucket="fastget", Key="k")["Body"].read() == v1
+        assert c.get_object(Bucket="fastget2", Key="k")["Body"].read() == v2
+    assert cached(srv) >= 4
+    r = c.get_object(Bucket="fastget", Key="k")
+    assert r["ContentType"] == "a/b" and r["Body"].read() == v1
+    # overwrite: the next GET reads the new version, never the cached one
+    v3 = rnd(4096, 3)
+    c.put_object(Bucket="fastget", Key="k", Body=v3)
+    for _ in range(3):
+        assert c.get_object(Bucket="fastget", Key="k")["Body"].read() == v3
+    # delete: gone, even though its bytes were cached
+    c.delete_object(Bucket="fastget", Key="k")
+    with pytest.raises(c.exceptions.NoSuchKey):
+        c.get_object(Bucket="fastget", Key="k")
+    # bounded: far more small objects than 4 MiB hold, all exact
+    objs = {"m/%d" % i: rnd(100 * 1024, 10 + i) for i in range(80)}
+    for k, v in objs.items():
+        c.put_object(Bucket="fastget", Key=k, Body=v)
+    for _ in range(2):
+        for k, v in objs.items():
+            assert c.get_object(Bucket="fastget", Key=k)["Body"].read() == v
+    with open("/proc/%d/status" % srv.proc.pid) as f:
+        rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS:")][0]
+    assert rss < 200 * 1024, rss
