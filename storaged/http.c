@@ -462,13 +462,15 @@ int stor_req_read_files(struct stor_req *r, struct stor_nb_read *rd, size_t n,
     }
     ret = io_uring_submit(&t->ring);
     if (ret < (int)(3 * n)) {
-        /* Cannot happen with our own SQ accounting; if it did, SQEs would
-         * remain queued with pointers into @b, so stop using the ring. */
+        /* Cannot happen with our own SQ accounting. If it did, some of
+         * these SQEs may be running (they write into @rd's buffers) and
+         * the rest stay queued: the ring is never entered again, and
+         * @b and the buffers are left to it (leaked), never reused. */
         cm_log(CM_LOG_ERROR, ret < 0 ? -ret : 0,
                "io_uring submit on a loop failed; small reads go to workers");
         t->ring_ok = false;
         stor_loop_del(t->loop, &t->ring_ev);
-        return -EAGAIN;
+        return -EIO;
     }
     t->ring_inflight += (unsigned)(3 * n);
     r->job.run = NULL;

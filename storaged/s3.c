@@ -762,6 +762,7 @@ static bool get_fast(struct stor_req *r)
 {
     struct stor_nb_read *rd;
     size_t n;
+    int ret;
 
     if (r->op != S3_OP_GET_OBJECT || r->is_head || !r->has_key)
         return false;
@@ -772,8 +773,10 @@ static bool get_fast(struct stor_req *r)
         return true;
     if (r->get_nb == NULL) /* the cache's end_with() failed */
         return false;
-    if (stor_req_read_files(r, rd, n, get_fast_done) < 0) {
-        stor_get_nb_free(r->get_nb);
+    ret = stor_req_read_files(r, rd, n, get_fast_done);
+    if (ret < 0) {
+        if (ret != -EIO) /* -EIO: the kernel may still write its buffers */
+            stor_get_nb_free(r->get_nb);
         r->get_nb = NULL;
         return false;
     }
