@@ -611,6 +611,7 @@ int main(int argc, char *argv[])
     se = fuse_session_new(&args, &fc_ops, sizeof(fc_ops), &fs);
     if (se == NULL)
         goto out_curl;
+    fc_ops_set_session(se);
     if (fuse_set_signal_handlers(se) != 0)
         goto out_session;
     if (fuse_session_mount(se, cmd.mountpoint) != 0)

@@ -56,6 +56,13 @@ struct fc_fh {
 };
 
 static bool g_no_open; /* kernel supports skipping opens; set in init */
+static struct fuse_session *g_se; /* for notifications; fc_ops_set_session */
+
+/* Remembers the session (see header). */
+void fc_ops_set_session(struct fuse_session *se)
+{
+    g_se = se;
+}
 
 /* Every open file handle, so the ones the kernel never released (files
  * still open at unmount) are freed in destroy instead of leaking. */
@@ -648,7 +655,7 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     struct fc_fs *fs = fs_of(req);
     struct fc_inode *in = fc_inode_peek(fs->itab, ino);
     struct fc_fh *fh;
-    struct fc_attr a;
+    struct fc_attr a, before;
     int ret;
 
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
@@ -671,10 +678,17 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
         fuse_reply_err(req, ENOSYS);
         return;
     }
+    fc_inode_get_attr(fs->itab, in, &before, NULL);
     ret = revalidate(fs, in, &a);
     if (ret < 0) {
         fuse_reply_err(req, -ret);
         return;
+    }
+    if (g_se != NULL && before.size != a.size) {
+        /* the kernel may still hold the old size (attr_timeout) and would
+         * cut this open's reads there (new bytes, old length): make it ask
+         * again. Attributes only; synchronous, so before the first read. */
+        (void)fuse_lowlevel_notify_inval_inode(g_se, ino, -1, 0);
     }
     fh = calloc(1, sizeof(*fh));
     if (fh == NULL) {

@@ -7,7 +7,9 @@ what test_fuse_soak.py's overwrite variant finds by chance):
   and shrank the file for every reader;
 - an open of a new version while an old one is still open must not share
   the kernel page cache with it: the new handle filled pages the old one
-  then read (a splice of two versions in one open file)."""
+  then read (a splice of two versions in one open file);
+- an open that finds the object grew must not be cut at the old size the
+  kernel still caches (attr_timeout): the new bytes at the old length."""
 
 import errno
 import os
@@ -110,3 +112,20 @@ def test_new_version_open_does_not_share_page_cache(one, ecfs_mount):  # noqa: F
     # both closed: the next open uses the page cache for the new version
     with open(p, "rb") as f:
         assert f.read() == body(1)
+
+
+@pytest.mark.parametrize("grow", [True, False])
+def test_open_after_size_change_reads_one_whole_version(one, ecfs_mount,  # noqa: F811,E501
+                                                        grow):
+    """The kernel may still hold the old size (attr_timeout) when an open
+    pins the new version: the read must still return one version whole,
+    not the new bytes cut at the old size (or the old size padded)."""
+    srv, c, bucket = one
+    m = mount(srv, ecfs_mount, bucket, ["attr_timeout=30"])
+    p = os.path.join(m.path, "f.bin")
+    assert os.stat(p).st_size == SIZE  # the kernel caches this size
+    new = body(1) + b"Z" * 5000 if grow else body(1)[:SIZE - 5000]
+    c.put_object(Bucket=bucket, Key="f.bin", Body=new)
+    with open(p, "rb") as f:
+        got = f.read()
+    assert got in (body(0), new), (len(got), got[:16], got[-16:])
