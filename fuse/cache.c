@@ -1,4 +1,5 @@
-/* fuse/cache.c - block cache: one hash table + one LRU list under a mutex.
+/* fuse/cache.c - block cache: one hash table + one LRU list under a mutex,
+ * and the allocator of the blocks' data buffers.
  *
  * DESIGN: the lock is held only for table/list updates, never during a
  * fetch or a copy: holders keep a reference and read the immutable data
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 struct fc_cache {
     pthread_mutex_t lock;   /* protects everything below and block fields */
@@ -38,9 +40,59 @@ int fc_cache_create(size_t max_bytes, struct fc_cache **out)
     return 0;
 }
 
+/* Buffers carry their size and kind in a header just before the data;
+ * 64 bytes keep the data cache-line aligned. */
+#define BUF_HDR    64
+#define BUF_MAPPED 0x6d617070u /* "mapp" */
+#define BUF_HEAP   0x68656170u /* "heap" */
+
+struct buf_hdr {
+    size_t len; /* of the whole allocation, header included */
+    unsigned kind;
+};
+
+/* Allocates a block buffer (see header). */
+char *fc_cache_buf_alloc(size_t size)
+{
+    size_t len = size + BUF_HDR;
+    struct buf_hdr *h;
+
+    if (size >= FC_CACHE_BIGBUF) {
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (m != MAP_FAILED) {
+            h = m;
+            h->kind = BUF_MAPPED;
+            h->len = len;
+            return (char *)h + BUF_HDR;
+        }
+        /* out of mappings (vm.max_map_count) or memory: try the heap */
+    }
+    h = malloc(len);
+    if (h == NULL)
+        return NULL;
+    h->kind = BUF_HEAP;
+    h->len = len;
+    return (char *)h + BUF_HDR;
+}
+
+/* Frees a block buffer (see header). */
+void fc_cache_buf_free(char *p)
+{
+    struct buf_hdr *h;
+
+    if (p == NULL)
+        return;
+    h = (struct buf_hdr *)(void *)(p - BUF_HDR);
+    if (h->kind == BUF_MAPPED)
+        munmap(h, h->len);
+    else
+        free(h);
+}
+
 static void block_free(struct fc_block *b)
 {
-    free(b->data);
+    fc_cache_buf_free(b->data);
     free(b->id);
     free(b);
 }
@@ -196,7 +248,7 @@ void fc_cache_fill(struct fc_cache *c, struct fc_block *b, char *data,
 {
     pthread_mutex_lock(&c->lock);
     if (err < 0) {
-        free(data);
+        fc_cache_buf_free(data);
         b->err = err;
         b->state = FC_BLOCK_FAILED;
         if (b->id[0] != '\0')

@@ -16,7 +16,7 @@ enum fc_block_state { FC_BLOCK_LOADING, FC_BLOCK_READY, FC_BLOCK_FAILED };
 
 struct fc_block {
     /* read-only for holders once state is READY */
-    char *data; /* owned by the block */
+    char *data; /* owned by the block; from fc_cache_buf_alloc */
     size_t len; /* valid bytes */
     int err;    /* -errno when FAILED */
     /* the rest is private to cache.c */
@@ -28,6 +28,18 @@ struct fc_block {
 };
 
 struct fc_cache;
+
+/* Block data buffers. Every buffer handed to fc_cache_fill comes from
+ * here, and the cache frees it with fc_cache_buf_free. A large one (at
+ * least FC_CACHE_BIGBUF bytes: readahead blocks) is its own mapping whose
+ * pages are populated by the one mmap call: faulting 1 MiB of fresh memory
+ * in page by page costs about twice the CPU, and a cold sequential read
+ * fills a fresh block per MiB. Smaller ones (small files) come from malloc.
+ * Returns NULL on ENOMEM. */
+#define FC_CACHE_BIGBUF (256u << 10)
+char *fc_cache_buf_alloc(size_t size);
+/* Frees a buffer of fc_cache_buf_alloc (NULL is a no-op). */
+void fc_cache_buf_free(char *p);
 
 /* 0 and *out or -ENOMEM. @max_bytes bounds the READY bytes kept
  * (blocks still referenced may push it over briefly). */
@@ -46,7 +58,8 @@ struct fc_block *fc_cache_acquire(struct fc_cache *c, const char *key,
  * referenced, owned block, or NULL if present (or ENOMEM). */
 struct fc_block *fc_cache_claim(struct fc_cache *c, const char *key,
                                 const char *etag, uint64_t idx);
-/* Owner publishes: takes ownership of @data (len bytes) and marks READY,
+/* Owner publishes: takes ownership of @data (len bytes, from
+ * fc_cache_buf_alloc, or NULL when len is 0) and marks READY,
  * or, with @err < 0, marks FAILED and unlinks the block so the next reader
  * retries. Wakes waiters. Does not drop the owner's reference. */
 void fc_cache_fill(struct fc_cache *c, struct fc_block *b, char *data,

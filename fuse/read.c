@@ -112,7 +112,7 @@ static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
     /* one buffer per block, each exactly as long as its part of the run */
     for (size_t done = 0; done < len && nv < n; nv++) {
         size_t blen = CM_MIN(bs, len - done);
-        iov[nv].iov_base = malloc(blen);
+        iov[nv].iov_base = fc_cache_buf_alloc(blen);
         iov[nv].iov_len = blen;
         if (iov[nv].iov_base == NULL) {
             got = -ENOMEM;
@@ -133,7 +133,7 @@ static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
     if (got < 0) {
         ret = (int)got;
         for (unsigned i = 0; i < nv; i++)
-            free(iov[i].iov_base);
+            fc_cache_buf_free(iov[i].iov_base);
         for (unsigned i = 0; i < n; i++)
             fc_cache_fill(fs->cache, blks[i], NULL, 0, ret);
         return ret;

@@ -16,10 +16,37 @@
 
 static char *dupmem(const char *s, size_t n)
 {
-    char *p = malloc(n);
+    char *p = fc_cache_buf_alloc(n);
     assert_non_null(p);
     memcpy(p, s, n);
     return p;
+}
+
+static char *zeromem(size_t n)
+{
+    char *p = fc_cache_buf_alloc(n);
+    assert_non_null(p);
+    memset(p, 0, n);
+    return p;
+}
+
+/* Small buffers come from malloc, big ones are their own populated
+ * mappings; both hold every byte asked for and free cleanly. */
+static void test_buffers(void **state)
+{
+    size_t sizes[] = {
+        0, 1, 4096, FC_CACHE_BIGBUF - 1, FC_CACHE_BIGBUF, (1u << 20) + 17};
+    (void)state;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char *p = fc_cache_buf_alloc(sizes[i]);
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % 16, 0);
+        memset(p, 0xa5, sizes[i]);
+        if (sizes[i] > 0)
+            assert_int_equal((unsigned char)p[sizes[i] - 1], 0xa5);
+        fc_cache_buf_free(p);
+    }
+    fc_cache_buf_free(NULL);
 }
 
 static void test_owner_then_hit(void **state)
@@ -61,7 +88,7 @@ static void test_eviction(void **state)
     for (uint64_t i = 0; i < 10; i++) {
         struct fc_block *b = fc_cache_acquire(c, "k", "e", i, true, &owner);
         assert_true(owner);
-        fc_cache_fill(c, b, calloc(1, 1000), 1000, 0);
+        fc_cache_fill(c, b, zeromem(1000), 1000, 0);
         fc_cache_release(c, b);
     }
     fc_cache_usage(c, &bytes, &blocks);
@@ -115,6 +142,7 @@ static void test_waiter_sees_fill(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_buffers),
         cmocka_unit_test(test_owner_then_hit),
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_waiter_sees_fill),
