@@ -49,7 +49,67 @@ int fc_cache_create(size_t max_bytes, struct fc_cache **out)
 struct buf_hdr {
     size_t len; /* of the whole allocation, header included */
     unsigned kind;
+    struct buf_hdr *next; /* on the recycle list */
 };
+
+/* Freed big buffers are kept, up to RECYCLE_MAX bytes, and handed out
+ * again to an allocation of the same size: a stream larger than the cache
+ * evicts a block per block it fetches, and reused memory costs neither
+ * page faults nor mmap/munmap calls. Process-wide: one mount per process. */
+#define RECYCLE_MAX (64u << 20)
+static pthread_mutex_t g_recycle_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct buf_hdr *g_recycle; /* protected by g_recycle_lock */
+static size_t g_recycle_bytes;    /* protected by g_recycle_lock */
+
+/* Takes a recycled buffer of exactly @len bytes, or NULL. */
+static struct buf_hdr *recycle_take(size_t len)
+{
+    struct buf_hdr **pp, *h = NULL;
+
+    pthread_mutex_lock(&g_recycle_lock);
+    for (pp = &g_recycle; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->len == len) {
+            h = *pp;
+            *pp = h->next;
+            g_recycle_bytes -= len;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_recycle_lock);
+    return h;
+}
+
+/* Keeps @h for reuse if there is room; true when kept. */
+static bool recycle_put(struct buf_hdr *h)
+{
+    bool kept = false;
+
+    pthread_mutex_lock(&g_recycle_lock);
+    if (g_recycle_bytes + h->len <= RECYCLE_MAX) {
+        h->next = g_recycle;
+        g_recycle = h;
+        g_recycle_bytes += h->len;
+        kept = true;
+    }
+    pthread_mutex_unlock(&g_recycle_lock);
+    return kept;
+}
+
+/* Unmaps every recycled buffer. */
+static void recycle_drain(void)
+{
+    struct buf_hdr *h, *next;
+
+    pthread_mutex_lock(&g_recycle_lock);
+    h = g_recycle;
+    g_recycle = NULL;
+    g_recycle_bytes = 0;
+    pthread_mutex_unlock(&g_recycle_lock);
+    for (; h != NULL; h = next) {
+        next = h->next;
+        munmap(h, h->len);
+    }
+}
 
 /* Allocates a block buffer (see header). */
 char *fc_cache_buf_alloc(size_t size)
@@ -58,8 +118,11 @@ char *fc_cache_buf_alloc(size_t size)
     struct buf_hdr *h;
 
     if (size >= FC_CACHE_BIGBUF) {
-        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        void *m;
+        if ((h = recycle_take(len)) != NULL)
+            return (char *)h + BUF_HDR;
+        m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (m != MAP_FAILED) {
             h = m;
             h->kind = BUF_MAPPED;
@@ -84,10 +147,12 @@ void fc_cache_buf_free(char *p)
     if (p == NULL)
         return;
     h = (struct buf_hdr *)(void *)(p - BUF_HDR);
-    if (h->kind == BUF_MAPPED)
-        munmap(h, h->len);
-    else
+    if (h->kind == BUF_MAPPED) {
+        if (!recycle_put(h))
+            munmap(h, h->len);
+    } else {
         free(h);
+    }
 }
 
 static void block_free(struct fc_block *b)
@@ -112,6 +177,7 @@ void fc_cache_destroy(struct fc_cache *c)
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
     free(c);
+    recycle_drain();
 }
 
 /* Builds the id string; NULL on ENOMEM. */

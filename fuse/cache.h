@@ -34,7 +34,9 @@ struct fc_cache;
  * least FC_CACHE_BIGBUF bytes: readahead blocks) is its own mapping whose
  * pages are populated by the one mmap call: faulting 1 MiB of fresh memory
  * in page by page costs about twice the CPU, and a cold sequential read
- * fills a fresh block per MiB. Smaller ones (small files) come from malloc.
+ * fills a fresh block per MiB. Freed big buffers (up to 64 MiB of them) are
+ * recycled: a stream larger than the cache reuses memory instead of
+ * faulting in more. Smaller ones (small files) come from malloc.
  * Returns NULL on ENOMEM. */
 #define FC_CACHE_BIGBUF (256u << 10)
 char *fc_cache_buf_alloc(size_t size);

@@ -1,7 +1,8 @@
 """ecfs read path, byte for byte, across block geometries: range GETs land
 straight in the cache blocks (scatter GET), replies are written from the
 pinned blocks (fuse_reply_iov), and a read that spans more blocks than one
-pin holds (tiny block_size) falls back to copying. Every byte is checked
+pin holds (tiny block_size) falls back to copying, and big block buffers
+are recycled through a cache smaller than the file. Every byte is checked
 against the uploaded object, and the request counters show that one
 sequential pass fetches each byte once (readahead, no waste)."""
 
@@ -46,6 +47,10 @@ def mount(srv, ecfs_mount, bucket, opts):  # noqa: F811
     # blocks that do not divide a page-aligned read evenly
     ["block_size=48K", "readahead_init=96K", "readahead_max=768K",
      "part_size=192K"],
+    # big (mapped) block buffers through a cache smaller than the file:
+    # evicted buffers are recycled for the next parts
+    ["block_size=512K", "cache_size=2M", "readahead_init=1M",
+     "readahead_max=2M", "part_size=1M"],
     [],  # defaults: 1 MiB blocks, 8 MiB parts
 ])
 def test_bytes_and_one_fetch_per_byte(objs, ecfs_mount, geom):  # noqa: F811
@@ -63,8 +68,14 @@ def test_bytes_and_one_fetch_per_byte(objs, ecfs_mount, geom):  # noqa: F811
         assert len(got) == n, k
         assert got == body(k, n), k
     after = m.stats()
-    # one pass over cold objects fetches every byte exactly once
-    assert after["bytes"] - before["bytes"] == sum(SIZES.values())
+    fetched = after["bytes"] - before["bytes"]
+    if "cache_size=2M" in geom:
+        # a cache smaller than the file may evict a prefetched block
+        # before its read: at most a refetch, never a wrong byte
+        assert fetched >= sum(SIZES.values())
+    else:
+        # one pass over cold objects fetches every byte exactly once
+        assert fetched == sum(SIZES.values())
     assert after["errors"] == before["errors"]
     assert after["reads"] > before["reads"]
     # the big file was sequential: most of it came from readahead parts

@@ -49,6 +49,29 @@ static void test_buffers(void **state)
     fc_cache_buf_free(NULL);
 }
 
+/* A freed big buffer is handed out again to the next allocation of its
+ * size (no new mapping); other sizes get their own. */
+static void test_buffers_recycled(void **state)
+{
+    size_t big = 1u << 20;
+    char *a, *b, *c;
+
+    (void)state;
+    a = fc_cache_buf_alloc(big);
+    assert_non_null(a);
+    memset(a, 1, big);
+    fc_cache_buf_free(a);
+    b = fc_cache_buf_alloc(big);
+    assert_ptr_equal(a, b);
+    c = fc_cache_buf_alloc(big + 4096);
+    assert_non_null(c);
+    assert_ptr_not_equal(c, b);
+    memset(b, 2, big);
+    memset(c, 3, big + 4096);
+    fc_cache_buf_free(b);
+    fc_cache_buf_free(c);
+}
+
 static void test_owner_then_hit(void **state)
 {
     struct fc_cache *c;
@@ -143,6 +166,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buffers),
+        cmocka_unit_test(test_buffers_recycled),
         cmocka_unit_test(test_owner_then_hit),
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_waiter_sees_fill),
