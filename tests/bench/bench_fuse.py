@@ -12,9 +12,9 @@ Workloads:
 
 Cold means, for every peer alike: sync + drop_caches (page cache, dentries
 and inodes: also storaged's drive files, so its GETs read the disk, as
-local reads do) and, for ecfs, a fresh mount (empty block and metadata
-caches). storaged keeps no object data in memory between requests, so it is
-not restarted. Each repeat round measures every peer, in a rotated order so
+local reads do) and, for ecfs and passthrough_ll, a fresh mount (ecfs:
+empty block and metadata caches). storaged keeps no object data in memory
+between requests, so it is not restarted. Each repeat round measures every peer, in a rotated order so
 a burst of other load on the shared machine does not always hit the same
 peer; the table gives medians and [min-max] over the rounds, and the ratios
 are medians of the per-round ratios (peers of one round ran back to back).
@@ -23,9 +23,11 @@ counters (MOUNT/.ecfs-stats) and storaged's (/metrics), as deltas.
 
 Usage: tests/bench/bench_fuse.py [--files N] [--big-mib N] [--tree N]
        [--repeat N] [--tests epoch,seq,lsr] [--workdir DIR]
-       [--ecfs-opts OPTS] [--ecfs-base BIN]
+       [--ecfs-opts OPTS] [--ecfs BIN] [--storaged BIN] [--ecfs-base BIN]
 --ecfs-base BIN adds a peer "ecfs-base": another ecfs binary (e.g. the one
 built from main before a change) mounted the same way, for A/B runs.
+--ecfs/--storaged name the binaries (default bin/): on a shared tree, copy
+them aside first so a rebuild in the middle of a run changes nothing.
 It builds passthrough_ll from the libfuse3-dev examples into build/bench/,
 starts bin/storaged on drive dirs under the workdir, uploads the data with
 scripts/gen-dataset / boto3, and mounts. Needs root (drop_caches, mounts).
@@ -126,7 +128,7 @@ print("%d %d %.4f" % (n, b, dt))
 
 def epoch(root, seed):
     r = subprocess.run([PY, "-c", EPOCH_CODE, root, str(seed)],
-                       capture_output=True, text=True,
+                       capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, PYTHONWARNINGS="ignore"))
     if r.returncode != 0:
         sys.exit("epoch failed: " + r.stderr[-2000:])
@@ -197,6 +199,10 @@ def main():
     ap.add_argument("--tree", type=int, default=10000)
     ap.add_argument("--workdir", default=os.path.join(REPO, "build", "bench"))
     ap.add_argument("--ecfs-opts", default="ro")
+    ap.add_argument("--ecfs", default=os.path.join(BIN, "ecfs"),
+                    help="the ecfs binary (default bin/ecfs)")
+    ap.add_argument("--storaged", default=os.path.join(BIN, "storaged"),
+                    help="the storaged binary (default bin/storaged)")
     ap.add_argument("--ecfs-base", default=None,
                     help="a second ecfs binary, peer ecfs-base (A/B)")
     ap.add_argument("--repeat", type=int, default=3)
@@ -235,7 +241,7 @@ def main():
     env = dict(os.environ, STORAGED_ROOT_USER=AK, STORAGED_ROOT_PASSWORD=SK,
                AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK)
     slog = open(os.path.join(wd, "storaged.log"), "ab")
-    srv = subprocess.Popen([os.path.join(BIN, "storaged"), "serve",
+    srv = subprocess.Popen([os.path.abspath(a.storaged), "serve",
                             "--address", "127.0.0.1:%d" % port] + drives,
                            stdout=slog, stderr=slog, env=env,
                            start_new_session=True)
@@ -283,12 +289,26 @@ with ThreadPoolExecutor(16) as ex:
         for m in (pmnt, emnt, bmnt):
             umount(m)
             os.makedirs(m, exist_ok=True)
-        p = subprocess.Popen([pll, "-f", "-o", "source=" + wd, pmnt],
-                             stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        procs.append(p)
-        wait_mounted(pmnt, p)
-        mounts.append(pmnt)
+        pll_proc = []
+
+        def pll_mount():
+            """A fresh passthrough_ll process per cold phase: like a fresh
+            ecfs mount, and it drops the O_PATH fd it keeps per inode it
+            knows (a 10k-file tree and repeats reach the fd limit)."""
+            umount(pmnt)
+            for q in pll_proc:
+                if q.poll() is None:
+                    q.terminate()
+                    q.wait(10)
+            pll_proc.clear()
+            q = subprocess.Popen([pll, "-f", "-o", "source=" + wd, pmnt],
+                                 stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            procs.append(q)
+            pll_proc.append(q)
+            wait_mounted(pmnt, q)
+            if pmnt not in mounts:
+                mounts.append(pmnt)
 
         def ecfs_mount(exe, mnt, tag):
             umount(mnt)
@@ -301,7 +321,7 @@ with ThreadPoolExecutor(16) as ex:
                 mounts.append(mnt)
 
         peers = [("local", wd, None), ("passthrough_ll", pmnt, None),
-                 ("ecfs", emnt, os.path.join(BIN, "ecfs"))]
+                 ("ecfs", emnt, os.path.abspath(a.ecfs))]
         if a.ecfs_base:
             peers.append(("ecfs-base", bmnt, os.path.abspath(a.ecfs_base)))
         res = {name: {} for name, _, _ in peers}
@@ -309,6 +329,8 @@ with ThreadPoolExecutor(16) as ex:
         def cold(name, root, exe):
             if exe:
                 ecfs_mount(exe, root, name)
+            elif name == "passthrough_ll":
+                pll_mount()
             drop_caches()
 
         def measure(name, root, exe, key, fn, *args):
