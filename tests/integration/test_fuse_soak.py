@@ -49,6 +49,16 @@ MEDIUM = {"m/m%d.bin" % i: 300_000 + i * 311_111 for i in range(6)}
 MEDIUM["m/edge.bin"] = 5 * BLOCK + 1
 SIZES = dict(SMALL, **MEDIUM)
 
+# set by a test before its readers fork: version 1 of every object is
+# longer than version 0 (objects change size too, not only content)
+RESIZE = False
+
+
+def size_of(key, ver):
+    """The size of version @ver of @key."""
+    return SIZES[key] + (4099 if RESIZE and ver % 2 == 1 else 0)
+
+
 MOUNT_OPTS = ["block_size=64K", "cache_size=1M", "readahead_init=128K",
               "readahead_max=512K", "part_size=128K", "prefetch_mem=2M",
               "dir_prefetch=2", "read_ahead_kb=128", "max_conns=8",
@@ -60,9 +70,9 @@ def content(key, ver):
     """The bytes of version @ver of @key: 16-byte records
     "TTTTTTVVNNNNNNN\\n" (object tag, version, record index, hex)."""
     tag = zlib.crc32(key.encode()) & 0xFFFFFF
-    n = (SIZES[key] + REC - 1) // REC
+    n = (size_of(key, ver) + REC - 1) // REC
     head = b"%06x%02x" % (tag, ver % 256)
-    return b"".join(head + b"%07x\n" % j for j in range(n))[:SIZES[key]]
+    return b"".join(head + b"%07x\n" % j for j in range(n))[:size_of(key, ver)]
 
 
 def describe(key, off, got):
@@ -101,7 +111,7 @@ def versions_of(key, off, got, cands):
     out = set()
     for v in cands:
         exp = content(key, v)[off:off + len(got)]
-        if exp == got and (len(got) > 0 or off >= SIZES[key]):
+        if exp == got and (len(got) > 0 or off >= size_of(key, v)):
             out.add(v)
     return out
 
@@ -116,7 +126,7 @@ def reader(root, keys, seconds, seed, cands, allow_eio, use_mmap, q):
     try:
         while time.monotonic() < deadline and len(bad) < 5:
             key = rnd.choice(keys)
-            size = SIZES[key]
+            size = max(size_of(key, v) for v in cands)
             mode = rnd.choice(["whole", "pread", "chunks"] +
                               (["mmap"] if use_mmap else []))
             try:
@@ -128,13 +138,12 @@ def reader(root, keys, seconds, seed, cands, allow_eio, use_mmap, q):
                 raise
             ok_vers = set(cands)
             reads = []
+            whole = None  # bytes read to EOF by "whole" and "chunks"
             try:
                 if mode == "whole":
                     with os.fdopen(os.dup(fd), "rb") as f:
                         reads.append((0, f.read()))
-                    if len(reads[0][1]) != size:
-                        bad.append("short whole read " +
-                                   describe(key, 0, reads[0][1]))
+                    whole = len(reads[0][1])
                 elif mode == "pread":
                     for _ in range(4):
                         off = rnd.randrange(0, size + 1)
@@ -142,7 +151,7 @@ def reader(root, keys, seconds, seed, cands, allow_eio, use_mmap, q):
                         reads.append((off, os.pread(fd, n, off)))
                 elif mode == "chunks":
                     off = 0
-                    while off < size:
+                    while True:
                         b = os.pread(fd, rnd.choice([4096, 65536, 131072]),
                                      off)
                         if not b:
@@ -151,9 +160,7 @@ def reader(root, keys, seconds, seed, cands, allow_eio, use_mmap, q):
                         off += len(b)
                         if rnd.random() < 0.2:
                             time.sleep(0.01)  # let a change land mid-file
-                    if off != size:
-                        bad.append("chunked read ended at %d of %s (%d)"
-                                   % (off, key, size))
+                    whole = off
                 else:
                     with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as mm:
                         for _ in range(4):
@@ -172,6 +179,13 @@ def reader(root, keys, seconds, seed, cands, allow_eio, use_mmap, q):
                                            [(o, len(x), runs(key, o, x, cands))
                                             for o, x in reads]))
                         break
+                # read to EOF: the length is one version's, whole
+                if ok_vers and whole is not None and \
+                        not any(whole == size_of(key, v) for v in ok_vers):
+                    bad.append("%s read of %s ended at %d, not at the end "
+                               "of version(s) %s: %s" % (
+                                   mode, key, whole, sorted(ok_vers),
+                                   [size_of(key, v) for v in sorted(ok_vers)]))
                 ops += 1
             except OSError as e:
                 if not (allow_eio and e.errno == errno.EIO):
@@ -284,7 +298,10 @@ def test_soak_storaged_restart(soak_server, ecfs_mount):  # noqa: F811
     verify_all(m.path)
 
 
-def test_soak_overwrite(soak_server, ecfs_mount):  # noqa: F811
+@pytest.mark.parametrize("resize", [False, True])
+def test_soak_overwrite(soak_server, ecfs_mount, resize):  # noqa: F811
+    global RESIZE
+    RESIZE = resize
     srv, c, bucket = soak_server
     m = mount(srv, ecfs_mount, bucket, ["list_ttl=0.3", "attr_timeout=0.2",
                                         "negative_timeout=0.2"])
@@ -311,6 +328,7 @@ def test_soak_overwrite(soak_server, ecfs_mount):  # noqa: F811
     finally:
         stop.set()
         t.join()
+        RESIZE = False
     assert bad == [], "\n".join(bad)
     assert vers["n"] >= 3, vers
     assert ops > 30, (ops, eio)
