@@ -152,6 +152,7 @@ class Mount:
                 pass
         if is_mounted(self.path):
             subprocess.run(["umount", "-l", self.path], capture_output=True)
+        detach_moved_mounts(basename=os.path.basename(self.path))
 
     def log_text(self):
         try:
@@ -159,6 +160,23 @@ class Mount:
                 return f.read().decode("utf-8", "replace")
         except OSError:
             return ""
+
+
+def detach_moved_mounts(source=None, basename=None):
+    """Lazily unmounts ecfs mounts whose mountpoint moved away: pytest
+    sessions running side by side rotate each other's basetemp directories
+    (renaming them to garbage-*), and a test that then unmounts by its old
+    path would leave the mount and its daemon behind. Matches by mount
+    source (the BUCKET[:PREFIX] argument) or by mountpoint basename."""
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) < 3 or parts[2] != "fuse.ecfs":
+                continue
+            mp = parts[1].encode().decode("unicode_escape")
+            if (source is not None and parts[0] == source) or \
+                    (basename is not None and os.path.basename(mp) == basename):
+                subprocess.run(["umount", "-l", mp], capture_output=True)
 
 
 def _is_zombie(pid):

@@ -12,7 +12,8 @@ import uuid
 import pytest
 
 from conftest import REPO
-from fuse_util import ECFS, Mount, ecfs_mount, is_mounted  # noqa: F401
+from fuse_util import (ECFS, Mount, detach_moved_mounts,  # noqa: F401
+                       ecfs_mount, is_mounted)
 
 HELPER = os.path.join(REPO, "scripts", "mount.fuse.ecfs")
 
@@ -25,6 +26,20 @@ def srv_bucket(storaged):
     c.create_bucket(Bucket=b)
     c.put_object(Bucket=b, Key="dir/hello.txt", Body=b"hello\n")
     return srv, b
+
+
+def unmount_hard(mnt, source):
+    """Unmounts @mnt for sure: a plain unmount can meet EBUSY (anything
+    walking /tmp at that moment), so retry, then detach lazily; never leave
+    a mount (and its daemon) behind."""
+    deadline = time.monotonic() + 10
+    while is_mounted(mnt) and time.monotonic() < deadline:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        time.sleep(0.1)
+    if is_mounted(mnt):
+        subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+    # the tmp dir may have been moved by another pytest session
+    detach_moved_mounts(source=source)
 
 
 def test_help_and_version():
@@ -104,10 +119,7 @@ def test_mount_helper_fstab_options(srv_bucket, tmp_path):
             line = [x for x in f if str(mnt) in x][0]
         assert "fuse.ecfs" in line and " ro," in line, line
     finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        deadline = time.monotonic() + 10
-        while is_mounted(str(mnt)) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        unmount_hard(str(mnt), b)
 
 
 def test_foreground_sigint_unmounts(srv_bucket, ecfs_mount):  # noqa: F811
@@ -155,6 +167,7 @@ def test_mount_t_and_fstab_line(srv_bucket, tmp_path):
         assert sorted(os.listdir(mnt)) == ["dir"]
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        detach_moved_mounts(source=b)
         os.unlink(dst)
 
 
@@ -174,10 +187,8 @@ def test_mount_helper_does_not_glob_options(srv_bucket, tmp_path):
         assert r.returncode == 0, r.stderr
         assert is_mounted(str(mnt))
     finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        deadline = time.monotonic() + 10
-        while is_mounted(str(mnt)) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        unmount_hard(str(mnt), b)
+    assert not is_mounted(str(mnt))
     assert os.path.getsize(tmp_path / "l?g") > 0
     assert os.path.getsize(tmp_path / "lXg") == 0
 
