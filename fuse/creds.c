@@ -240,8 +240,8 @@ int fc_creds_load(const char *passwd_file, const char *profile,
         return read_passwd_file(passwd_file, bucket, out);
     if (profile == NULL && ak && *ak && sk && *sk) {
         ret = creds_set(out, ak, sk);
-        if (ret == 0 && (ret = creds_set_token(
-                             out, getenv("AWS_SESSION_TOKEN"))) < 0)
+        if (ret == 0 &&
+            (ret = creds_set_token(out, getenv("AWS_SESSION_TOKEN"))) < 0)
             fc_creds_fini(out);
         return ret;
     }

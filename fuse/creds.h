@@ -9,8 +9,8 @@
 #include "common/compiler.h"
 
 struct fc_creds {
-    char *access_key; /* owned; NULL = anonymous */
-    char *secret_key; /* owned */
+    char *access_key;    /* owned; NULL = anonymous */
+    char *secret_key;    /* owned */
     char *session_token; /* owned; NULL = none (long-term keys) */
 };
 

@@ -61,9 +61,9 @@ struct fc_inode {
     char kept_etag[FC_ETAG_MAX]; /* ETag the page cache holds; itab->lock */
     unsigned nopen_cached; /* open handles using the page cache, all pinned
                             * to kept_etag; protected by itab->lock */
-    struct fc_rstate rs;         /* reader state when opens are skipped */
-    UT_hash_handle hh_ino;       /* by ino; protected by itab->lock */
-    UT_hash_handle hh_key;       /* by key; protected by itab->lock */
+    struct fc_rstate rs;   /* reader state when opens are skipped */
+    UT_hash_handle hh_ino; /* by ino; protected by itab->lock */
+    UT_hash_handle hh_key; /* by key; protected by itab->lock */
 };
 
 struct fc_itab;

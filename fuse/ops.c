@@ -305,21 +305,21 @@ static void fc_op_destroy(void *userdata)
 
 struct dirprobe {
     struct fc_fs *fs;
-    char *key;              /* "a/b/" */
-    int ret;                /* 1 = directory, 0 = not, <0 error */
-    bool queued, done;      /* protected by g_probe.lock */
-    struct dirprobe *next;  /* queue link; protected by g_probe.lock */
+    char *key;             /* "a/b/" */
+    int ret;               /* 1 = directory, 0 = not, <0 error */
+    bool queued, done;     /* protected by g_probe.lock */
+    struct dirprobe *next; /* queue link; protected by g_probe.lock */
 };
 
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t work; /* a job was queued, or stop */
-    pthread_cond_t done; /* a job finished */
+    pthread_cond_t work;          /* a job was queued, or stop */
+    pthread_cond_t done;          /* a job finished */
     struct dirprobe *head, *tail; /* queued jobs; protected by lock */
     pthread_t th[PROBE_THREADS];
-    unsigned n;    /* threads started; protected by lock */
-    bool started;  /* start attempted; protected by lock */
-    bool stop;     /* protected by lock */
+    unsigned n;   /* threads started; protected by lock */
+    bool started; /* start attempted; protected by lock */
+    bool stop;    /* protected by lock */
 } g_probe = {.lock = PTHREAD_MUTEX_INITIALIZER,
              .work = PTHREAD_COND_INITIALIZER,
              .done = PTHREAD_COND_INITIALIZER};

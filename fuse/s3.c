@@ -43,7 +43,7 @@ struct fc_s3 {
     char *endpoint; /* "http://host:port", no trailing '/' */
     char *host;     /* Host header value; immutable */
     char *bucket, *region, *access_key, *secret_key;
-    char *session_token; /* "" = none */
+    char *session_token;    /* "" = none */
     struct fc_s3_conf conf; /* numbers only; string pointers are ours */
     CURLSH *share;
     pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
@@ -147,8 +147,7 @@ int fc_s3_create(const struct fc_s3_conf *conf, struct fc_s3 **out)
     s->region = strdup(conf->region ? conf->region : "us-east-1");
     s->access_key = strdup(conf->access_key ? conf->access_key : "");
     s->secret_key = strdup(conf->secret_key ? conf->secret_key : "");
-    s->session_token =
-        strdup(conf->session_token ? conf->session_token : "");
+    s->session_token = strdup(conf->session_token ? conf->session_token : "");
     if (!s->bucket || !s->region || !s->access_key || !s->secret_key ||
         !s->session_token)
         goto out_free;

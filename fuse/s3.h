@@ -28,8 +28,8 @@ struct fc_s3_conf {
     /* temporary credentials: sent signed as x-amz-security-token;
      * NULL or "" = none; borrowed */
     const char *session_token;
-    unsigned max_conns;     /* pooled handles = max parallel requests */
-    unsigned retries;       /* extra attempts after a transient failure */
+    unsigned max_conns; /* pooled handles = max parallel requests */
+    unsigned retries;   /* extra attempts after a transient failure */
     unsigned connect_timeout_ms;
     unsigned
         stall_timeout_s; /* abort an attempt that moves no byte this long */
