@@ -121,6 +121,13 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
          "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed."},
     [S3E_INVALID_CHECKSUM] = {400, "InvalidRequest",
                               "Value for x-amz-checksum- header is invalid."},
+    [S3E_TAGGING_HEADER] =
+        {400, "InvalidArgument",
+         "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates."},
+    [S3E_TOO_MANY_TAGS] = {400, "BadRequest",
+                           "Object tags cannot be greater than 10"},
+    [S3E_INVALID_TAG] = {400, "InvalidTag",
+                         "The TagKey or TagValue you have provided is invalid"},
 };
 
 /* See header. */

@@ -53,6 +53,9 @@ enum stor_s3_err {
     S3E_COPY_TO_SELF,          /* InvalidRequest: copy onto itself, COPY */
     S3E_MULTIPLE_CHECKSUMS,    /* InvalidRequest: two x-amz-checksum-* */
     S3E_INVALID_CHECKSUM,      /* InvalidRequest: checksum value malformed */
+    S3E_TAGGING_HEADER,        /* InvalidArgument: x-amz-tagging malformed */
+    S3E_TOO_MANY_TAGS,         /* BadRequest: more than 10 object tags */
+    S3E_INVALID_TAG,           /* InvalidTag: a tag key or value */
     S3E_COUNT
 };
 

@@ -457,6 +457,90 @@ static void tagging_xml(struct cm_buf *b, const struct stor_obj_info *in)
     x_lit(b, "</TagSet></Tagging>");
 }
 
+/* Characters (UTF-8 code points) in @s: S3's tag limits count these. */
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t i, c = 0;
+
+    for (i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return c;
+}
+
+/* S3E_INVALID_TAG when decoded tag key (@is_key) or value @s is not one
+ * S3 accepts: a key of 1..128 characters, a value of at most 256, and no
+ * control character (which the XML of GetObjectTagging cannot carry). */
+static enum stor_s3_err tag_part_check(const struct cm_buf *s, bool is_key)
+{
+    size_t i, c = utf8_chars(s->data ? s->data : "", s->len);
+
+    if (is_key ? (c < 1 || c > 128) : c > 256)
+        return S3E_INVALID_TAG;
+    for (i = 0; i < s->len; i++)
+        if ((unsigned char)s->data[i] < 0x20 || s->data[i] == 0x7f)
+            return S3E_INVALID_TAG;
+    return S3E_NONE;
+}
+
+/* Checks the x-amz-tagging value @v (PutObject, CreateMultipartUpload,
+ * CopyObject with x-amz-tagging-directive REPLACE) as S3 does, before
+ * anything is stored: URL-encoded "k=v&..." members with no duplicate key
+ * (InvalidArgument), at most 10 (BadRequest), valid keys and values
+ * (InvalidTag). What is stored here is later decoded by tagging_xml. */
+static enum stor_s3_err tagging_check(const char *v, size_t n)
+{
+    struct cm_buf keys[10], val;
+    const char *end = v + n;
+    enum stor_s3_err e = S3E_NONE;
+    size_t nk = 0, i;
+
+    cm_buf_init(&val, CM_BUF_NOLIMIT);
+    while (v < end && e == S3E_NONE) {
+        const char *amp = memchr(v, '&', (size_t)(end - v));
+        size_t l = amp ? (size_t)(amp - v) : (size_t)(end - v);
+        const char *eq = memchr(v, '=', l);
+        size_t kl = eq ? (size_t)(eq - v) : l;
+
+        if (l == 0) {
+            v++; /* "a=1&&b=2": an empty member is no tag */
+            continue;
+        }
+        if (nk == CM_ARRAY_SIZE(keys)) {
+            e = S3E_TOO_MANY_TAGS;
+            break;
+        }
+        cm_buf_init(&keys[nk], CM_BUF_NOLIMIT);
+        nk++;
+        cm_buf_reset(&val);
+        if (cm_uri_decode(&keys[nk - 1], v, kl, true) < 0 ||
+            (eq && cm_uri_decode(&val, eq + 1, l - kl - 1, true) < 0)) {
+            e = S3E_TAGGING_HEADER;
+            break;
+        }
+        e = tag_part_check(&keys[nk - 1], true);
+        if (e == S3E_NONE)
+            e = tag_part_check(&val, false);
+        for (i = 0; i + 1 < nk && e == S3E_NONE; i++)
+            if (keys[i].len == keys[nk - 1].len &&
+                memcmp(keys[i].data, keys[nk - 1].data, keys[i].len) == 0)
+                e = S3E_TAGGING_HEADER;
+        v += l + (amp != NULL);
+    }
+    for (i = 0; i < nk; i++)
+        cm_buf_fini(&keys[i]);
+    cm_buf_fini(&val);
+    return e;
+}
+
+/* tagging_check of the request's x-amz-tagging, if any. */
+static enum stor_s3_err req_tagging_check(const struct stor_req *r)
+{
+    size_t n = 0;
+    const char *v = stor_req_hdr(r, "x-amz-tagging", &n);
+
+    return v ? tagging_check(v, n) : S3E_NONE;
+}
+
 /* GET ?acl (root owns everything, FULL_CONTROL) and ?tagging (the tags
  * given with the PutObject) of an existing object. */
 static void op_object_subresource(struct stor_req *r)
@@ -1131,6 +1215,12 @@ void stor_s3_put_begin_run(struct stor_req *r)
     const char *inm = stor_req_hdr(r, "if-none-match", &n1);
     const char *im = stor_req_hdr(r, "if-match", &n2);
     char cond_etag[STOR_ETAG_MAX] = "";
+    enum stor_s3_err te = req_tagging_check(r);
+
+    if (te != S3E_NONE) {
+        stor_resp_error(r, te);
+        return;
+    }
     {
         if (inm || im) {
             struct stor_obj_info info;
@@ -1304,6 +1394,53 @@ static bool copy_range_ok(const char *v, size_t n, uint64_t size,
     return *first <= *last && *last < size;
 }
 
+/* The headers CopyObject stores with the copy: the request's (metadata
+ * REPLACE) or the source's (COPY), the source's checksums either way (same
+ * bytes), and the tags x-amz-tagging-directive chooses independently of
+ * the metadata directive, as S3: the source's (COPY, the default) or the
+ * request's x-amz-tagging (REPLACE; no tags without one). 0 or -ENOMEM. */
+static int copy_dest_hdrs(const struct stor_req *r,
+                          const struct stor_obj_info *src, bool replace,
+                          bool tag_replace, struct stor_hdr **out, size_t *n)
+{
+    struct stor_hdr *req = NULL, *h = NULL;
+    size_t nreq = 0, nh = 0, i, tn = 0;
+    const char *tv;
+    int ret = 0;
+
+    if (replace)
+        ret = stor_s3_req_obj_hdrs(r, &req, &nreq);
+    for (i = 0; ret == 0 && i < nreq; i++)
+        if (strcmp(req[i].name, "x-amz-tagging") != 0)
+            ret = hdr_add(&h, &nh, req[i].name, strlen(req[i].name),
+                          req[i].value, strlen(req[i].value));
+    for (i = 0; ret == 0 && i < src->nhdrs; i++) {
+        const struct stor_hdr *sh = &src->hdrs[i];
+
+        if (strcmp(sh->name, "x-amz-tagging") == 0 ||
+            (replace && strncmp(sh->name, "x-amz-checksum-", 15) != 0))
+            continue;
+        ret = hdr_add(&h, &nh, sh->name, strlen(sh->name), sh->value,
+                      strlen(sh->value));
+    }
+    if (tag_replace) {
+        tv = stor_req_hdr(r, "x-amz-tagging", &tn);
+    } else {
+        tv = obj_tagging(src);
+        tn = tv ? strlen(tv) : 0;
+    }
+    if (ret == 0 && tv && tn > 0)
+        ret = hdr_add(&h, &nh, "x-amz-tagging", 13, tv, tn);
+    stor_s3_hdrs_free(req, nreq);
+    if (ret < 0) {
+        stor_s3_hdrs_free(h, nh);
+        return ret;
+    }
+    *out = h;
+    *n = nh;
+    return 0;
+}
+
 /* PUT with x-amz-copy-source: CopyObject (metadata COPY or REPLACE; a
  * copy onto itself needs REPLACE) or UploadPartCopy (with an optional
  * x-amz-copy-source-range); x-amz-copy-source-if-* give 412. */
@@ -1321,7 +1458,7 @@ static void op_copy(struct stor_req *r, bool part)
     enum stor_s3_err e;
     const char *dir;
     size_t dn;
-    bool replace;
+    bool replace, tag_replace;
     char t[CM_TIME_RFC3339_LEN + 1];
     int ret;
 
@@ -1336,6 +1473,17 @@ static void op_copy(struct stor_req *r, bool part)
     replace = dir && stor_http_ieq(dir, dn, "REPLACE");
     if (dir && !replace && !stor_http_ieq(dir, dn, "COPY")) {
         stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        goto out;
+    }
+    dir = stor_req_hdr(r, "x-amz-tagging-directive", &dn);
+    tag_replace = !part && dir && stor_http_ieq(dir, dn, "REPLACE");
+    if (!part && dir && !tag_replace && !stor_http_ieq(dir, dn, "COPY")) {
+        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        goto out;
+    }
+    e = tag_replace ? req_tagging_check(r) : S3E_NONE;
+    if (e != S3E_NONE) {
+        stor_resp_error(r, e);
         goto out;
     }
     if (!part && !replace && strcmp(sbucket, r->bucket) == 0 &&
@@ -1383,22 +1531,10 @@ static void op_copy(struct stor_req *r, bool part)
                                   r->key_len, stor_req_query(r, "uploadId"),
                                   (int)pnum, (int64_t)len, &p);
     } else {
-        if (replace)
-            ret = stor_s3_req_obj_hdrs(r, &h, &nh);
-        else
-            ret = 0;
-        /* same bytes, same checksum: it survives a metadata REPLACE */
-        for (size_t i = 0; replace && ret == 0 && i < sinfo.nhdrs; i++) {
-            const struct stor_hdr *sh = &sinfo.hdrs[i];
-
-            if (strncmp(sh->name, "x-amz-checksum-", 15) == 0)
-                ret = hdr_add(&h, &nh, sh->name, strlen(sh->name), sh->value,
-                              strlen(sh->value));
-        }
+        ret = copy_dest_hdrs(r, &sinfo, replace, tag_replace, &h, &nh);
         if (ret == 0)
             ret = stor_put_begin(stor_srv->store, r->bucket, r->key, r->key_len,
-                                 (int64_t)len, replace ? h : sinfo.hdrs,
-                                 replace ? nh : sinfo.nhdrs, &p);
+                                 (int64_t)len, h, nh, &p);
     }
     if (ret < 0) {
         fail(r, ret);
@@ -1441,8 +1577,13 @@ static void op_create_mpu(struct stor_req *r)
     struct stor_hdr *h = NULL;
     size_t nh = 0;
     struct cm_buf *b = &r->resp.body;
+    enum stor_s3_err e = req_tagging_check(r);
     int ret;
 
+    if (e != S3E_NONE) {
+        stor_resp_error(r, e);
+        return;
+    }
     ret = stor_s3_req_obj_hdrs(r, &h, &nh);
     if (ret == 0)
         ret = stor_mpu_create(stor_srv->store, r->bucket, r->key, r->key_len, h,
