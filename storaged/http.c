@@ -224,7 +224,9 @@ int stor_resp_hdr(struct stor_resp *rs, const char *name, const char *fmt, ...)
         v = va_arg(ap, const char *);
         va_end(ap);
         vlen = strlen(v);
-        ret = cm_buf_reserve(&rs->hdrs, nlen + vlen + 6);
+        /* room for a GET's usual headers at once, not a realloc each */
+        ret = cm_buf_reserve(&rs->hdrs,
+                             CM_MAX(nlen + vlen + 6, rs->hdrs.cap ? 0 : 400));
         if (ret < 0)
             return ret;
         p = rs->hdrs.data + rs->hdrs.len;

@@ -1604,6 +1604,21 @@ fail:
     return -EAGAIN;
 }
 
+/* Fills @info (may be NULL) for a finished nonblocking GET, moving the
+ * stored headers out of g's private entry copy instead of copying them
+ * again (an inline reader never needs them: one malloc'd copy per GET
+ * fewer). Inline objects are never multipart: no part sizes. */
+static void nb_info_move(struct stor_get *g, struct stor_obj_info *info)
+{
+    if (info == NULL)
+        return;
+    obj_info_fill(g->e, info, false);
+    info->hdrs = g->e->hdrs;
+    info->nhdrs = g->e->nhdrs;
+    g->e->hdrs = NULL;
+    g->e->nhdrs = 0;
+}
+
 /* Contract in obj_nb.h. */
 void stor_get_nb_ident(const struct stor_get_nb *nb, uint8_t id[16],
                        uint64_t *version, uint64_t *size)
@@ -1614,9 +1629,8 @@ void stor_get_nb_ident(const struct stor_get_nb *nb, uint8_t id[16],
 }
 
 /* Contract in obj_nb.h. */
-int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body,
-                         size_t len, struct stor_obj_info *info,
-                         struct stor_get **out)
+int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body, size_t len,
+                         struct stor_obj_info *info, struct stor_get **out)
 {
     struct stor_get *g = nb->g;
     uint8_t *data;
@@ -1629,8 +1643,7 @@ int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body,
     g->data = data;
     nb->g = NULL;
     stor_get_nb_free(nb);
-    if (info)
-        obj_info_fill(g->e, info, true);
+    nb_info_move(g, info);
     *out = g;
     return 0;
 }
@@ -1684,8 +1697,7 @@ int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
     g->data = shards; /* shards 0..k-1 are the body, in order */
     nb->g = NULL;
     stor_get_nb_free(nb);
-    if (info)
-        obj_info_fill(g->e, info, true);
+    nb_info_move(g, info);
     *out = g;
     return 0;
 }
