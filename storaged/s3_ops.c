@@ -913,9 +913,12 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
         bool skip = false;
 
         if (strcmp(name, "x-amz-tagging") == 0) {
-            /* S3 answers with the count; the tags via ?tagging */
-            ret = stor_resp_hdr(rs, "x-amz-tagging-count", "%d",
-                                tag_count(in->hdrs[i].value));
+            /* S3 answers with the count (none for no tags: an empty
+             * x-amz-tagging); the tags via ?tagging */
+            int tc = tag_count(in->hdrs[i].value);
+
+            if (tc > 0)
+                ret = stor_resp_hdr(rs, "x-amz-tagging-count", "%d", tc);
             continue;
         }
         if (strncmp(name, "x-amz-checksum-", 15) == 0) {

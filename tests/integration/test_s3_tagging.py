@@ -23,6 +23,14 @@ def test_put_tagging_is_readable(s3, bucket):
     s3.put_object(Bucket=bucket, Key="plain", Body=b"y")
     assert s3.get_object_tagging(Bucket=bucket, Key="plain")["TagSet"] == []
     assert "TagCount" not in s3.get_object(Bucket=bucket, Key="plain")
+    # an empty x-amz-tagging is no tags either: no count of 0
+    for i, empty in enumerate(["", "&"]):
+        s3.put_object(Bucket=bucket, Key="e%d" % i, Body=b"y", Tagging=empty)
+        assert "TagCount" not in s3.get_object(Bucket=bucket, Key="e%d" % i)
+        assert "x-amz-tagging-count" not in s3.head_object(
+            Bucket=bucket, Key="e%d" % i)["ResponseMetadata"]["HTTPHeaders"]
+        assert s3.get_object_tagging(Bucket=bucket,
+                                     Key="e%d" % i)["TagSet"] == []
 
 
 def _err(exc_info):
