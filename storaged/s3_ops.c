@@ -532,12 +532,19 @@ static enum stor_s3_err tagging_check(const char *v, size_t n)
     return e;
 }
 
-/* tagging_check of the request's x-amz-tagging, if any. */
+/* tagging_check of the request's x-amz-tagging, if any. The header twice
+ * is refused too: both would be stored, but only the first listed, and
+ * GET/HEAD would carry two x-amz-tagging-count headers. */
 static enum stor_s3_err req_tagging_check(const struct stor_req *r)
 {
-    size_t n = 0;
+    size_t n = 0, i, seen = 0;
     const char *v = stor_req_hdr(r, "x-amz-tagging", &n);
 
+    for (i = 0; v && i < r->head.nhdrs; i++)
+        seen += stor_http_ieq(r->hdrs[i].name, r->hdrs[i].name_len,
+                              "x-amz-tagging");
+    if (seen > 1)
+        return S3E_TAGGING_HEADER;
     return v ? tagging_check(v, n) : S3E_NONE;
 }
 

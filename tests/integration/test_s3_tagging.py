@@ -123,3 +123,25 @@ def test_copy_object_tagging_directive(s3, bucket):
         s3.copy_object(Bucket=bucket, Key="x", CopySource="%s/src" % bucket,
                        TaggingDirective="REPLACE", Tagging="a=1&a=2")
     assert _err(ei) == (400, "InvalidArgument")
+
+
+def test_tagging_header_twice_refused(s3_server, bucket):
+    """x-amz-tagging twice in one PutObject is refused (it was stored
+    twice: GET/HEAD then carried two x-amz-tagging-count headers, which
+    botocore merges into an unparseable "1, 1")."""
+    import hashlib
+
+    import s3util
+
+    body = b"x"
+    h = {"host": "127.0.0.1:%d" % s3_server.port, "content-length": "1"}
+    s3util.sign_headers("PUT", "/%s/dup" % bucket, "", h,
+                        hashlib.sha256(body).hexdigest(),
+                        s3_server.access_key, s3_server.secret_key)
+    req = "PUT /%s/dup HTTP/1.1\r\n" % bucket + "".join(
+        "%s: %s\r\n" % kv for kv in h.items()) + \
+        "x-amz-tagging: a=1\r\nx-amz-tagging: b=2\r\n" \
+        "Connection: close\r\n\r\n"
+    resp = s3util.raw_request(s3_server.port, req.encode() + body)
+    assert resp.startswith(b"HTTP/1.1 400"), resp[:200]
+    assert b"<Code>InvalidArgument</Code>" in resp
