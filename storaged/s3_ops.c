@@ -467,13 +467,60 @@ static size_t utf8_chars(const char *s, size_t n)
     return c;
 }
 
-/* S3E_INVALID_TAG when decoded tag key (@is_key) or value @s is not one
- * S3 accepts: a key of 1..128 characters, a value of at most 256, and no
- * control character (which the XML of GetObjectTagging cannot carry). */
+/* true when @s is well-formed UTF-8: no stray continuation byte,
+ * truncated sequence, overlong form, surrogate or code point past
+ * U+10FFFF. */
+static bool utf8_valid(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, k, len;
+    uint32_t cp, min;
+
+    while (i < n) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        if ((s[i] & 0xe0) == 0xc0) {
+            len = 2;
+            cp = s[i] & 0x1fu;
+            min = 0x80;
+        } else if ((s[i] & 0xf0) == 0xe0) {
+            len = 3;
+            cp = s[i] & 0x0fu;
+            min = 0x800;
+        } else if ((s[i] & 0xf8) == 0xf0) {
+            len = 4;
+            cp = s[i] & 0x07u;
+            min = 0x10000;
+        } else {
+            return false;
+        }
+        if (n - i < len)
+            return false;
+        for (k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3fu);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+/* Whether decoded tag key (@is_key) or value @s is one S3 accepts: UTF-8
+ * (else S3E_TAGGING_HEADER, as S3 says of the header; the XML that lists
+ * tags could not carry it either), a key of 1..128 characters, a value of
+ * at most 256, no control character (S3E_INVALID_TAG). */
 static enum stor_s3_err tag_part_check(const struct cm_buf *s, bool is_key)
 {
-    size_t i, c = utf8_chars(s->data ? s->data : "", s->len);
+    size_t i, c;
 
+    if (!utf8_valid(s->data ? s->data : "", s->len))
+        return S3E_TAGGING_HEADER;
+    c = utf8_chars(s->data ? s->data : "", s->len);
     if (is_key ? (c < 1 || c > 128) : c > 256)
         return S3E_INVALID_TAG;
     for (i = 0; i < s->len; i++)

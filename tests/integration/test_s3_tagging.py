@@ -53,6 +53,11 @@ def test_bad_tagging_header_refused(s3, bucket):
         ("k=" + "v" * 257, 400, "InvalidTag"),    # value over 256
         ("=v", 400, "InvalidTag"),                # empty key
         ("a=%01", 400, "InvalidTag"),             # control character
+        # not UTF-8 (stored, GetObjectTagging's XML was unparseable)
+        ("a=%FF", 400, "InvalidArgument"),
+        ("%C3=v", 400, "InvalidArgument"),        # truncated sequence
+        ("a=%C0%AF", 400, "InvalidArgument"),     # overlong "/"
+        ("a=%ED%A0%80", 400, "InvalidArgument"),  # surrogate
     ]
     for tagging, status, code in cases:
         with pytest.raises(botocore.exceptions.ClientError) as ei:
@@ -68,12 +73,13 @@ def test_bad_tagging_header_refused(s3, bucket):
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
     # limits themselves are fine: 10 tags, 128-character keys (counted in
     # characters, not bytes), 256-character values
-    ok = "&".join("k%d=v" % i for i in range(9)) + "&" + \
-        "%C3%A9" * 128 + "=" + "v" * 256
+    ok = "&".join("k%d=v" % i for i in range(8)) + "&" + \
+        "%C3%A9" * 128 + "=" + "v" * 256 + "&emoji=%F0%9F%98%80"
     s3.put_object(Bucket=bucket, Key="ok", Body=b"x", Tagging=ok)
     tags = s3.get_object_tagging(Bucket=bucket, Key="ok")["TagSet"]
-    assert len(tags) == 10 and tags[9] == {"Key": "\u00e9" * 128,
+    assert len(tags) == 10 and tags[8] == {"Key": "\u00e9" * 128,
                                            "Value": "v" * 256}
+    assert tags[9] == {"Key": "emoji", "Value": "\U0001f600"}
 
 
 def test_copy_object_tagging_directive(s3, bucket):
