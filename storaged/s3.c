@@ -279,6 +279,8 @@ static enum stor_s3_err cksum_setup(struct stor_req *r)
 
         if (k == STOR_CKSUM_NONE)
             return S3E_NOT_IMPLEMENTED;
+        if (r->ck_kind != STOR_CKSUM_NONE)
+            return S3E_MULTIPLE_CHECKSUMS; /* a header's would go unchecked */
         r->ck_kind = k;
         r->ck_from_trailer = true;
     }

@@ -230,3 +230,33 @@ def test_complete_mpu_with_object_checksum_header(s3, bucket):
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"],
                                     "ChecksumCRC32": r["ChecksumCRC32"]}]})
     assert s3.get_object(Bucket=bucket, Key="mpc")["Body"].read() == BODY
+
+
+def test_checksum_header_with_trailer_refused(s3_server, bucket):
+    """An x-amz-checksum-* header and an announced trailer checksum are two
+    checksums: InvalidRequest, as for two headers (the header's value was
+    never checked: a wrong one got 200)."""
+    data = b"hello trailer"
+    good = b64_checksum("sha256", data)
+    body = b"%x\r\n" % len(data) + data + \
+        b"\r\n0\r\nx-amz-checksum-sha256:%s\r\n\r\n" % good.encode()
+    path = "/%s/both" % bucket
+    h = {"host": "127.0.0.1:%d" % s3_server.port,
+         "content-encoding": "aws-chunked",
+         "x-amz-decoded-content-length": str(len(data)),
+         "x-amz-trailer": "x-amz-checksum-sha256",
+         "x-amz-checksum-crc32": "AAAAAA==",
+         "content-length": str(len(body))}
+    s3util.sign_headers("PUT", path, [], h,
+                        "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+                        s3_server.access_key, s3_server.secret_key)
+    conn = http.client.HTTPConnection("127.0.0.1", s3_server.port, timeout=10)
+    try:
+        conn.request("PUT", path, body=body, headers=h)
+        r = conn.getresponse()
+        status, text = r.status, r.read()
+    finally:
+        conn.close()
+    assert status == 400, text
+    assert b"<Code>InvalidRequest</Code>" in text
+    assert signed(s3_server, "HEAD", path)[0] == 404
