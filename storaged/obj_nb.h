@@ -11,6 +11,7 @@
 #define STORAGED_OBJ_NB_H
 #include "common/compiler.h"
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct stor_store;
