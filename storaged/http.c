@@ -1794,8 +1794,12 @@ static void tick_cb(struct stor_loop *l, void *arg)
         stor_loop_stop(l);
 }
 
-/* Opens a listening socket on @host:@port with SO_REUSEPORT. */
-static int listen_on(const char *host, int port)
+/* Opens a listening socket on @host:@port with SO_REUSEPORT, or (with
+ * @probe) binds a plain socket there and closes it again: SO_REUSEPORT
+ * would let a second storaged (same user) bind the same address and
+ * silently take half the connections, so the first bind is an exclusive
+ * one that fails with -EADDRINUSE if anything listens there. */
+static int listen_on(const char *host, int port, bool probe)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -1814,11 +1818,17 @@ static int listen_on(const char *host, int port)
         goto out;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 4096) < 0) {
+    if (!probe)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
+        (!probe && listen(fd, 4096) < 0)) {
         ret = -errno;
         close(fd);
         goto out;
+    }
+    if (probe) {
+        close(fd);
+        fd = 0;
     }
     ret = fd;
 out:
@@ -1862,6 +1872,13 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
         ret = stor_pool_create(nr, &srv->rpool);
     if (ret < 0)
         return ret;
+    ret = listen_on(o->host, o->port, true);
+    if (ret < 0) {
+        cm_log(CM_LOG_ERROR, -ret, "cannot listen on %s:%d%s", o->host,
+               o->port,
+               ret == -EADDRINUSE ? " (address in use: another server?)" : "");
+        return ret;
+    }
     g_threads = calloc(n, sizeof(*g_threads));
     if (g_threads == NULL)
         return -ENOMEM;
@@ -1872,7 +1889,7 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
         t->loop = stor_loop_create();
         if (t->loop == NULL)
             return -ENOMEM;
-        ret = listen_on(o->host, o->port);
+        ret = listen_on(o->host, o->port, false);
         if (ret < 0) {
             cm_log(CM_LOG_ERROR, -ret, "cannot listen on %s:%d", o->host,
                    o->port);

@@ -253,3 +253,28 @@ def test_empty_put_with_expect_continue_keeps_connection_usable(s3_server, bucke
     assert elapsed < 2.0, "PUTs after an empty PUT stalled: %.1fs" % elapsed
     assert s3.get_object(Bucket=bucket, Key="empty")["Body"].read() == b""
     assert s3.get_object(Bucket=bucket, Key="two")["Body"].read() == b"yz"
+
+
+def test_second_server_on_same_address_is_refused(s3_server, tmp_path):
+    """SO_REUSEPORT listeners would let a second storaged bind the same
+    address and silently take half the connections (to other drives): the
+    second one must fail to start with a clear message, the first keeps
+    serving."""
+    import subprocess
+    from conftest import STORAGED, ROOT_USER, ROOT_PASSWORD
+    drives = [str(tmp_path / ("x%d" % i)) for i in range(4)]
+    for d in drives:
+        os.makedirs(d)
+    env = dict(os.environ, STORAGED_ROOT_USER=ROOT_USER,
+               STORAGED_ROOT_PASSWORD=ROOT_PASSWORD)
+    r = subprocess.run([STORAGED, "serve", "--address",
+                        "127.0.0.1:%d" % s3_server.port] + drives,
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "in use" in r.stderr, r.stderr
+    # every connection still reaches the first server
+    for _ in range(20):
+        c = http.client.HTTPConnection("127.0.0.1", s3_server.port, timeout=5)
+        c.request("GET", "/health/ready")
+        assert c.getresponse().status == 200
+        c.close()
