@@ -464,14 +464,15 @@ int stor_req_read_files(struct stor_req *r, struct stor_nb_read *rd, size_t n,
     }
     ret = io_uring_submit(&t->ring);
     if (ret < (int)(3 * n)) {
-        /* Cannot happen with our own SQ accounting. If it did, some of
-         * these SQEs may be running (they write into @rd's buffers) and
-         * the rest stay queued: the ring is never entered again, and
-         * @b and the buffers are left to it (leaked), never reused. */
+        /* The kernel could not take them all (-EAGAIN when it cannot
+         * allocate). Some of these SQEs may be running (they write into
+         * @rd's buffers) and the rest stay queued: the ring is never
+         * entered again, and @b and the buffers are left to it (leaked),
+         * never reused. The ring fd stays in epoll: reads submitted
+         * before still complete, and their requests must be answered. */
         cm_log(CM_LOG_ERROR, ret < 0 ? -ret : 0,
                "io_uring submit on a loop failed; small reads go to workers");
         t->ring_ok = false;
-        stor_loop_del(t->loop, &t->ring_ev);
         return -EIO;
     }
     t->ring_inflight += (unsigned)(3 * n);
