@@ -465,15 +465,21 @@ int stor_req_read_files(struct stor_req *r, struct stor_nb_read *rd, size_t n,
     ret = io_uring_submit(&t->ring);
     if (ret < (int)(3 * n)) {
         /* The kernel could not take them all (-EAGAIN when it cannot
-         * allocate). Some of these SQEs may be running (they write into
-         * @rd's buffers) and the rest stay queued: the ring is never
-         * entered again, and @b and the buffers are left to it (leaked),
-         * never reused. The ring fd stays in epoll: reads submitted
-         * before still complete, and their requests must be answered. */
+         * allocate). The ring is never entered again, so SQEs it did not
+         * take never run. When it took some, they may be running (they
+         * write into @rd's buffers): @b and the buffers are left to it
+         * (leaked), never reused. The ring fd stays in epoll: reads
+         * submitted before still complete, and their requests must be
+         * answered. */
         cm_log(CM_LOG_ERROR, ret < 0 ? -ret : 0,
                "io_uring submit on a loop failed; small reads go to workers");
         t->ring_ok = false;
-        return -EIO;
+        if (ret > 0)
+            return -EIO;
+        for (i = 0; i < n; i++)
+            t->slot_free[t->nslot_free++] = b->slot[i];
+        free(b);
+        return -EAGAIN;
     }
     t->ring_inflight += (unsigned)(3 * n);
     r->job.run = NULL;

@@ -255,9 +255,10 @@ struct stor_bcache *stor_req_bcache(const struct stor_req *r);
  * on the loop once all finished, each rd[i].res set to the bytes read or
  * the first -errno. Borrows @rd until then; the request counts as busy
  * (job_busy) meanwhile. 0, or -EAGAIN when the ring cannot take them now
- * (none, or full): do the work on a worker instead; or -EIO when the ring
- * broke while submitting: the same, but @rd's buffers may still be
- * written by the kernel, so the caller must leak them, never free them. */
+ * (none, or full, or broken before it took any): do the work on a worker
+ * instead; or -EIO when the ring broke while submitting after the kernel
+ * took some of them: the same, but @rd's buffers may still be written by
+ * the kernel, so the caller must leak them, never free them. */
 CM_MUST_CHECK int stor_req_read_files(struct stor_req *r,
                                       struct stor_nb_read *rd, size_t n,
                                       void (*done)(struct stor_req *r));
