@@ -422,3 +422,45 @@ def test_ring_submit_failure_leaves_earlier_reads_answered(storaged,
     # later small GETs take the workers, and still answer exactly
     for k, v in objs.items():
         assert c.get_object(Bucket="ring", Key=k)["Body"].read() == v
+
+
+def test_cache_never_serves_after_copy_mpu_or_multi_delete(storaged):
+    """A cached small body is replaced by CopyObject (small and metadata
+    REPLACE onto itself), by a multipart upload, and removed by
+    DeleteObjects: the next GETs see exactly the new state."""
+    srv = storaged(ndrives=16, args=["--cache-mem", "4"])
+    c = srv.client()
+    c.create_bucket(Bucket="ccb")
+    v1, v2 = rnd(5000, 1), rnd(6000, 2)
+    c.put_object(Bucket="ccb", Key="a", Body=v1, ContentType="x/1")
+    c.put_object(Bucket="ccb", Key="b", Body=v2)
+
+    def warm(k, v):
+        for _ in range(3):
+            assert c.get_object(Bucket="ccb", Key=k)["Body"].read() == v
+
+    warm("a", v1)
+    c.copy_object(Bucket="ccb", Key="a", CopySource={"Bucket": "ccb", "Key": "b"})
+    warm("a", v2)
+    c.copy_object(Bucket="ccb", Key="a", CopySource={"Bucket": "ccb", "Key": "a"},
+                  MetadataDirective="REPLACE", ContentType="x/2")
+    r = c.get_object(Bucket="ccb", Key="a")
+    assert r["Body"].read() == v2 and r["ContentType"] == "x/2"
+    up = c.create_multipart_upload(Bucket="ccb", Key="a")["UploadId"]
+    e = c.upload_part(Bucket="ccb", Key="a", UploadId=up, PartNumber=1,
+                      Body=b"m" * 100)["ETag"]
+    c.complete_multipart_upload(Bucket="ccb", Key="a", UploadId=up,
+                                MultipartUpload={"Parts": [
+                                    {"PartNumber": 1, "ETag": e}]})
+    warm("a", b"m" * 100)
+    c.put_object(Bucket="ccb", Key="a", Body=v1)
+    warm("a", v1)
+    c.delete_objects(Bucket="ccb", Delete={"Objects": [{"Key": "a"},
+                                                      {"Key": "b"}]})
+    for k in ("a", "b"):
+        with pytest.raises(c.exceptions.NoSuchKey):
+            c.get_object(Bucket="ccb", Key=k)
+    # same key re-created with other bytes of the same size
+    v3 = rnd(5000, 3)
+    c.put_object(Bucket="ccb", Key="a", Body=v3)
+    warm("a", v3)
