@@ -388,7 +388,10 @@ def test_ring_submit_failure_leaves_earlier_reads_answered(storaged,
     taking new reads, but the reads it already runs must still be reaped:
     the request whose metas are on the ring gets its answer (it hung
     forever when the ring fd was dropped from epoll with them pending)."""
+    import shutil
     import subprocess
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler for the LD_PRELOAD shim")
     so = str(tmp_path / "shim.so")
     src = tmp_path / "shim.c"
     src.write_text(SHIM_C)
