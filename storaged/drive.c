@@ -474,7 +474,14 @@ void stor_io_run(struct stor_io *ios, size_t n)
             struct io_uring_cqe *cqe;
             struct stor_io *io;
 
-            if (io_uring_wait_cqe(ring, &cqe) < 0)
+            int wr;
+
+            /* a signal (EINTR) must not end the wait: the kernel still
+             * owns this batch's buffers until every completion is seen */
+            do
+                wr = io_uring_wait_cqe(ring, &cqe);
+            while (wr == -EINTR || wr == -EAGAIN);
+            if (wr < 0)
                 break;
             io = io_uring_cqe_get_data(cqe);
             if (io->fd >= 0) {

@@ -1881,8 +1881,7 @@ int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
         return ret;
     ret = listen_on(o->host, o->port, true);
     if (ret < 0) {
-        cm_log(CM_LOG_ERROR, -ret, "cannot listen on %s:%d%s", o->host,
-               o->port,
+        cm_log(CM_LOG_ERROR, -ret, "cannot listen on %s:%d%s", o->host, o->port,
                ret == -EADDRINUSE ? " (address in use: another server?)" : "");
         return ret;
     }
