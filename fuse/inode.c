@@ -232,10 +232,32 @@ void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
     pthread_mutex_unlock(&t->lock);
 }
 
-/* Registers an open of @in pinned to @etag (see header). */
-void fc_inode_open(struct fc_itab *t, struct fc_inode *in, const char *etag,
-                   bool *keep_cache, bool *direct_io)
+/* Attributes for a reply to the kernel (see header). */
+void fc_inode_reply_attr(struct fc_itab *t, struct fc_inode *in,
+                         struct fc_attr *a)
 {
+    pthread_mutex_lock(&t->lock);
+    *a = in->attr;
+    if (!a->is_dir && in->nopen_cached > 0) {
+        a->size = in->kept_size;
+        a->mtime = in->kept_mtime;
+        snprintf(a->etag, sizeof(a->etag), "%s", in->kept_etag);
+    }
+    if (in->shown && a->size != in->shown_size)
+        in->shown_mixed = true;
+    in->shown_size = a->size;
+    in->shown = true;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Registers an open of version @v (see header). */
+void fc_inode_open_version(struct fc_itab *t, struct fc_inode *in,
+                           const struct fc_attr *v, bool *keep_cache,
+                           bool *direct_io, bool *inval_attr)
+{
+    const char *etag = v->etag;
+
+    *inval_attr = false;
     pthread_mutex_lock(&t->lock);
     if (in->nopen_cached > 0 &&
         (etag[0] == '\0' || strcmp(in->kept_etag, etag) != 0)) {
@@ -247,9 +269,32 @@ void fc_inode_open(struct fc_itab *t, struct fc_inode *in, const char *etag,
         *keep_cache = etag[0] != '\0' && strcmp(in->kept_etag, etag) == 0;
         *direct_io = false;
         snprintf(in->kept_etag, sizeof(in->kept_etag), "%s", etag);
+        in->kept_size = v->size;
+        in->kept_mtime = v->mtime;
         in->nopen_cached++;
+        /* from here on every reply sends kept_size; older replies of
+         * another size may still be on their way: the caller's
+         * notify_inval_inode makes the kernel discard them */
+        if (!in->shown || in->shown_mixed || in->shown_size != v->size) {
+            *inval_attr = true;
+            in->shown_mixed = false;
+            in->shown_size = v->size;
+            in->shown = true;
+        }
     }
     pthread_mutex_unlock(&t->lock);
+}
+
+/* Registers an open of @in pinned to @etag (see header). */
+void fc_inode_open(struct fc_itab *t, struct fc_inode *in, const char *etag,
+                   bool *keep_cache, bool *direct_io)
+{
+    struct fc_attr v;
+    bool inval;
+
+    fc_inode_get_attr(t, in, &v, NULL);
+    snprintf(v.etag, sizeof(v.etag), "%s", etag);
+    fc_inode_open_version(t, in, &v, keep_cache, direct_io, &inval);
 }
 
 /* Ends an open registered by fc_inode_open (see header). */

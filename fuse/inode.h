@@ -59,8 +59,15 @@ struct fc_inode {
     struct fc_attr attr;         /* protected by itab->lock */
     double attr_fetched;         /* fc_now() of attr; protected by itab->lock */
     char kept_etag[FC_ETAG_MAX]; /* ETag the page cache holds; itab->lock */
+    uint64_t kept_size;          /* size of that version; itab->lock */
+    time_t kept_mtime;           /* its mtime; itab->lock */
     unsigned nopen_cached; /* open handles using the page cache, all pinned
                             * to kept_etag; protected by itab->lock */
+    uint64_t shown_size;   /* size of the last attribute reply; itab->lock */
+    bool shown;            /* shown_size is set; protected by itab->lock */
+    bool shown_mixed;      /* replies of other sizes since the kernel was last
+                            * told to drop its size (they may still be in
+                            * flight); protected by itab->lock */
     struct fc_rstate rs;   /* reader state when opens are skipped */
     UT_hash_handle hh_ino; /* by ino; protected by itab->lock */
     UT_hash_handle hh_key; /* by key; protected by itab->lock */
@@ -93,6 +100,13 @@ void fc_inode_get_attr(struct fc_itab *t, struct fc_inode *in,
 /* Replaces the attributes (fetched at @when). */
 void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
                        const struct fc_attr *a, double when);
+/* Copies the attributes to send the kernel in an attribute reply (getattr,
+ * lookup, readdirplus) and records the size sent. While page-cache handles
+ * are open they are the size and mtime of the kept version, whatever
+ * version the inode's attributes are now: the kernel cuts page-cache reads
+ * at the size it was last told (and drops pages past it). */
+void fc_inode_reply_attr(struct fc_itab *t, struct fc_inode *in,
+                         struct fc_attr *a);
 /* Registers an open of @in pinned to @etag (non-ro mounts) and says how
  * the kernel may cache it. The page cache of an inode is shared by all its
  * open files, so it must only ever hold one version: while handles pinned
@@ -103,6 +117,14 @@ void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
  * the same *direct_io. */
 void fc_inode_open(struct fc_itab *t, struct fc_inode *in, const char *etag,
                    bool *keep_cache, bool *direct_io);
+/* fc_inode_open of version @v (its ETag, size and mtime: attribute replies
+ * report those while the page cache holds it). *inval_attr says that the
+ * kernel may hold, or still get from replies in flight, another size than
+ * this page-cache handle's: the caller must notify_inval_inode (attributes)
+ * before replying to the open, so those replies are discarded. */
+void fc_inode_open_version(struct fc_itab *t, struct fc_inode *in,
+                           const struct fc_attr *v, bool *keep_cache,
+                           bool *direct_io, bool *inval_attr);
 /* Ends an open registered by fc_inode_open. */
 void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io);
 /* Number of live inodes (tests, stats). */

@@ -12,7 +12,9 @@
  * Reads: see read.c. On a read-only/immutable mount the kernel is told that
  * open is not needed (FUSE_CAP_NO_OPEN_SUPPORT) and keeps its page cache;
  * otherwise each open pins the ETag it saw and keeps the page cache only
- * while that ETag is the one the cache was filled from.
+ * while that ETag is the one the cache was filled from; while such handles
+ * are open, every attribute reply carries that version's size (the kernel
+ * cuts page-cache reads at the size it was last told).
  * Writes are a separate issue: every modifying call answers EROFS. */
 #include "fuse/ops.h"
 
@@ -204,8 +206,9 @@ static int make_entry(struct fc_fs *fs, const char *key,
     if (in == NULL)
         return -ENOMEM;
     /* the inode may hold newer attributes than @a (an old listing
-     * snapshot): the kernel must get those, its i_size bounds reads */
-    fc_inode_get_attr(fs->itab, in, &cur, NULL);
+     * snapshot): the kernel must get those, its i_size bounds reads; or
+     * those of the version its page cache holds, while that is in use */
+    fc_inode_reply_attr(fs->itab, in, &cur);
     memset(e, 0, sizeof(*e));
     e->ino = in->ino;
     e->attr_timeout = attr_tmo(fs);
@@ -644,6 +647,7 @@ static void fc_op_getattr(fuse_req_t req, fuse_ino_t ino,
         fuse_reply_err(req, -ret);
         return;
     }
+    fc_inode_reply_attr(fs->itab, in, &a);
     fc_fill_stat(fs, ino, &a, &st);
     fuse_reply_attr(req, &st, attr_tmo(fs));
 }
@@ -655,7 +659,7 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     struct fc_fs *fs = fs_of(req);
     struct fc_inode *in = fc_inode_peek(fs->itab, ino);
     struct fc_fh *fh;
-    struct fc_attr a, before;
+    struct fc_attr a;
     int ret;
 
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
@@ -678,17 +682,10 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
         fuse_reply_err(req, ENOSYS);
         return;
     }
-    fc_inode_get_attr(fs->itab, in, &before, NULL);
     ret = revalidate(fs, in, &a);
     if (ret < 0) {
         fuse_reply_err(req, -ret);
         return;
-    }
-    if (g_se != NULL && before.size != a.size) {
-        /* the kernel may still hold the old size (attr_timeout) and would
-         * cut this open's reads there (new bytes, old length): make it ask
-         * again. Attributes only; synchronous, so before the first read. */
-        (void)fuse_lowlevel_notify_inval_inode(g_se, ino, -1, 0);
     }
     fh = calloc(1, sizeof(*fh));
     if (fh == NULL) {
@@ -702,12 +699,21 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     if (fs->cache_forever) {
         fi->keep_cache = 1; /* objects never change */
     } else {
-        bool keep, direct;
-        fc_inode_open(fs->itab, in, a.etag, &keep, &direct);
+        bool keep, direct, inval;
+        fc_inode_open_version(fs->itab, in, &a, &keep, &direct, &inval);
         fh->registered = true;
         fh->direct = direct;
         fi->keep_cache = keep;
         fi->direct_io = direct;
+        if (inval && g_se != NULL) {
+            /* the kernel may hold another size (attr_timeout, or replies
+             * still in flight) and would cut this handle's page-cache
+             * reads there: make it drop that and discard replies of
+             * requests begun before now (later ones send this version's
+             * size). Attributes only; synchronous, so before the first
+             * read. */
+            (void)fuse_lowlevel_notify_inval_inode(g_se, ino, -1, 0);
+        }
     }
     fi->fh = (uint64_t)(uintptr_t)fh;
     fh_link(fh);

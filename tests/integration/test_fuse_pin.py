@@ -9,7 +9,10 @@ what test_fuse_soak.py's overwrite variant finds by chance):
   the kernel page cache with it: the new handle filled pages the old one
   then read (a splice of two versions in one open file);
 - an open that finds the object grew must not be cut at the old size the
-  kernel still caches (attr_timeout): the new bytes at the old length."""
+  kernel still caches (attr_timeout): the new bytes at the old length;
+- while a page-cache handle of one version is open, an attribute reply that
+  saw another version must not set the kernel's size: it cut that handle's
+  reads to EOF at the other version's size."""
 
 import errno
 import os
@@ -129,3 +132,46 @@ def test_open_after_size_change_reads_one_whole_version(one, ecfs_mount,  # noqa
     with open(p, "rb") as f:
         got = f.read()
     assert got in (body(0), new), (len(got), got[:16], got[-16:])
+
+
+@pytest.mark.parametrize("grow", [False, True])
+def test_attr_reply_of_other_version_does_not_cut_open_file(one, ecfs_mount,  # noqa: F811,E501
+                                                            grow):
+    """A page-cache handle of one version stays whole while attribute
+    replies (getattr, lookup, readdirplus) see another version: the kernel
+    cuts page-cache reads at the i_size they set. An open of the new
+    version meanwhile (direct_io) reads it whole too, whatever i_size the
+    kernel holds (what test_fuse_soak.py's resize variant hits by chance:
+    reads to EOF ending 4099 bytes early)."""
+    srv, c, bucket = one
+    m = mount(srv, ecfs_mount, bucket, [])  # attr_timeout=0, list_ttl=0
+    p = os.path.join(m.path, "f.bin")
+    old = body(0)
+    new = body(1) + b"Z" * 5000 if grow else body(1)[:SIZE - 5000]
+    a = os.open(p, os.O_RDONLY)
+    try:
+        assert os.pread(a, SIZE, 0) == old  # pages and blocks of version 0
+        c.put_object(Bucket=bucket, Key="f.bin", Body=new)
+        # attributes of the new version reach the kernel: a HEAD (getattr),
+        # a listing (readdirplus, lookup)
+        os.stat(p)
+        os.listdir(m.path)
+        os.stat(p)
+        # the old handle reads its version to EOF, not cut at the new size
+        # (nor padded to it)
+        with os.fdopen(os.dup(a), "rb") as f:
+            got = f.read()
+        assert len(got) == SIZE and got == old, (len(got), got[-16:])
+        assert os.fstat(a).st_size == SIZE
+        # a new open pins the new version (direct_io: pages of the old one
+        # are in use) and reads it whole, even past the size the kernel
+        # holds for the old one
+        with open(p, "rb") as f:
+            got = f.read()
+        assert got == new, (len(got), len(new), got[-16:])
+    finally:
+        os.close(a)
+    # all closed: attributes follow the object again
+    assert os.stat(p).st_size == len(new)
+    with open(p, "rb") as f:
+        assert f.read() == new
