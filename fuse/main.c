@@ -623,7 +623,18 @@ int main(int argc, char *argv[])
             goto out_unmount;
         setvbuf(stderr, NULL, _IOLBF, 0);
     }
-    /* threads and connections from here on (after the fork) */
+    /* threads and connections from here on (after the fork). Every thread
+     * of ours blocks SIGINT/SIGTERM/SIGHUP (they inherit this mask; libfuse's
+     * workers block all signals): libfuse 3.14's multi-threaded loop only
+     * notices the exit flag its handler sets when the signal interrupts the
+     * main thread's sem_wait, so a signal taken by any other thread left
+     * the mount up until the next FUSE request (libfuse issue #997). */
+    sigset_t exit_sigs, old_mask;
+    sigemptyset(&exit_sigs);
+    sigaddset(&exit_sigs, SIGINT);
+    sigaddset(&exit_sigs, SIGTERM);
+    sigaddset(&exit_sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &exit_sigs, &old_mask);
     if (fc_s3_create(&sc, &fs.s3) < 0 ||
         fc_itab_create(fs.o.prefix, &fs.itab) < 0 ||
         fc_cache_create(fs.o.cache_size, &fs.cache) < 0 ||
@@ -652,6 +663,8 @@ int main(int argc, char *argv[])
     pthread_mutex_init(&ew.lock, NULL);
     pthread_cond_init(&ew.cond, NULL);
     ew_on = pthread_create(&ew_th, NULL, exit_watch_run, &ew) == 0;
+    /* the main thread alone takes the exit signals (one pending now runs) */
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     if (cmd.singlethread) {
         ret = fuse_session_loop(se);
     } else {

@@ -224,3 +224,40 @@ def test_good_number_options_mount(srv_bucket, ecfs_mount):  # noqa: F811
                          "connect_timeout_ms=4294967295"])
     with open(os.path.join(m.path, "dir", "hello.txt"), "rb") as f:
         assert f.read() == b"hello\n"
+
+
+def _sig_blocked(pid, tid, sig):
+    with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
+        for line in f:
+            if line.startswith("SigBlk:"):
+                return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    raise AssertionError("no SigBlk for %d/%d" % (pid, tid))
+
+
+def test_only_main_thread_takes_exit_signals(srv_bucket, ecfs_mount):  # noqa: F811
+    """libfuse 3.14's multi-threaded loop notices SIGINT/SIGTERM/SIGHUP only
+    when the main thread takes them (libfuse issue #997): a signal delivered
+    to any other thread left the mount up until the next FUSE request. So
+    every thread but the main one must block them - including threads made
+    later (prefetch workers, lookup probes, curl's resolver)."""
+    srv, b = srv_bucket
+    m = ecfs_mount(srv.endpoint, b, access_key=srv.access_key,
+                   secret_key=srv.secret_key, foreground=True)
+    # activity that starts the lazily created threads
+    assert os.listdir(m.path) == ["dir"]
+    for p in ("dir/hello.txt", "nope", "dir/nope/x"):
+        try:
+            with open(os.path.join(m.path, p), "rb") as f:
+                f.read()
+        except OSError:
+            pass
+    pid = m.proc.pid
+    tids = sorted(int(t) for t in os.listdir("/proc/%d/task" % pid))
+    assert len(tids) > 2, tids
+    for tid in tids:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            blocked = _sig_blocked(pid, tid, sig)
+            assert blocked == (tid != pid), (tid, sig, blocked)
+    m.proc.send_signal(signal.SIGTERM)
+    assert m.proc.wait(10) == 0
+    assert not is_mounted(m.path)
