@@ -483,6 +483,7 @@ static void free_opts(struct raw_opts *r)
 struct exit_watch {
     struct fuse_session *se;
     struct fc_s3 *s3;
+    pthread_t main; /* runs the session loop */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool stop; /* the loop returned; protected by lock */
@@ -505,7 +506,30 @@ static void *exit_watch_run(void *arg)
     }
     pthread_mutex_unlock(&w->lock);
     fc_s3_abort(w->s3);
+    /* libfuse 3.14's loop checks the exit flag, then sleeps in sem_wait
+     * until a signal interrupts it: a signal that lands between the two
+     * (or an exit not caused by a signal) leaves it asleep until the next
+     * FUSE request. Interrupt it (SIGUSR1, a no-op handler) until the
+     * loop has returned. */
+    pthread_mutex_lock(&w->lock);
+    while (!w->stop) {
+        pthread_kill(w->main, SIGUSR1);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+    }
+    pthread_mutex_unlock(&w->lock);
     return NULL;
+}
+
+/* SIGUSR1 only interrupts the session loop's sleep (see exit_watch_run). */
+static void on_wake(int sig)
+{
+    (void)sig;
 }
 
 int main(int argc, char *argv[])
@@ -634,6 +658,7 @@ int main(int argc, char *argv[])
     sigaddset(&exit_sigs, SIGINT);
     sigaddset(&exit_sigs, SIGTERM);
     sigaddset(&exit_sigs, SIGHUP);
+    sigaddset(&exit_sigs, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &exit_sigs, &old_mask);
     if (fc_s3_create(&sc, &fs.s3) < 0 ||
         fc_itab_create(fs.o.prefix, &fs.itab) < 0 ||
@@ -657,7 +682,10 @@ int main(int argc, char *argv[])
             free(ra);
         }
     }
-    struct exit_watch ew = {.se = se, .s3 = fs.s3};
+    struct exit_watch ew = {.se = se, .s3 = fs.s3, .main = pthread_self()};
+    struct sigaction wake = {.sa_handler = on_wake}; /* no SA_RESTART */
+    sigemptyset(&wake.sa_mask);
+    sigaction(SIGUSR1, &wake, NULL);
     pthread_t ew_th;
     bool ew_on;
     pthread_mutex_init(&ew.lock, NULL);
