@@ -45,6 +45,11 @@ def is_mounted(path):
     return False
 
 
+def _default_sigint():
+    """In the child before exec: SIGINT back to its default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Mount:
     """A running ecfs mount (see module doc)."""
 
@@ -74,10 +79,15 @@ class Mount:
     def start(self, timeout=20):
         if self.foreground:
             logf = open(self.log, "ab")
+            # a runner started in the background of a script (`cmd &`)
+            # ignores SIGINT, ecfs inherits that, and libfuse then leaves
+            # the disposition alone: give the daemon the default, as an
+            # interactive `ecfs -f` has
             self.proc = subprocess.Popen(self.argv + ["-f"],
                                          stdout=logf, stderr=logf,
                                          env=self.env,
-                                         start_new_session=True)
+                                         start_new_session=True,
+                                         preexec_fn=_default_sigint)
             logf.close()
             deadline = time.monotonic() + timeout
             while not is_mounted(self.path):
