@@ -6,7 +6,10 @@ import base64
 import datetime
 import hashlib
 import hmac
+import os
+import shutil
 import socket
+import subprocess
 import urllib.parse
 import zlib
 
@@ -119,3 +122,29 @@ def read_response(f):
     n = int(headers.get("content-length", "0"))
     body = f.read(n) if n else b""
     return status, headers, body
+
+
+# @aws-sdk/client-s3 (npm) for the JavaScript client tests, installed once
+# into a git-ignored folder by whichever test needs it first
+NPM_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "build", "npm-s3")
+
+
+def ensure_js_sdk():
+    """Returns the path of @aws-sdk/client-s3, installing it with npm when
+    missing; skips the test (with the reason) without node/npm or a
+    reachable registry."""
+    import pytest
+    mod = os.path.join(NPM_DIR, "node_modules", "@aws-sdk", "client-s3")
+    if os.path.isdir(mod):
+        return mod
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("node/npm not installed")
+    os.makedirs(NPM_DIR, exist_ok=True)
+    p = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent",
+                        "@aws-sdk/client-s3"], cwd=NPM_DIR, capture_output=True,
+                       timeout=300)
+    if p.returncode != 0 or not os.path.isdir(mod):
+        pytest.skip("npm registry unreachable: %s"
+                    % p.stderr.decode(errors="replace")[-300:])
+    return mod

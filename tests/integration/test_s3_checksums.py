@@ -10,15 +10,16 @@ import base64
 import hashlib
 import http.client
 import os
-import shutil
 import subprocess
 
 import pytest
 
 import s3util
 
+from s3util import NPM_DIR, ensure_js_sdk
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NPM_DIR = os.path.join(REPO, "build", "npm-s3")
+
 BODY = os.urandom(200 * 1024 + 7)  # striped, not inline
 
 
@@ -186,10 +187,7 @@ const assert = require("assert");
 
 
 def test_aws_sdk_js_trailer_checksum_round_trip(s3_server, tmp_path):
-    mod = os.path.join(NPM_DIR, "node_modules", "@aws-sdk", "client-s3")
-    if shutil.which("node") is None or not os.path.isdir(mod):
-        pytest.skip("@aws-sdk/client-s3 not installed (test_s3_clients.py "
-                    "installs it)")
+    ensure_js_sdk()
     script = tmp_path / "ck.js"
     script.write_text(JS)
     env = dict(os.environ, NODE_PATH=os.path.join(NPM_DIR, "node_modules"),

@@ -15,8 +15,10 @@ import urllib.request
 
 import pytest
 
+from s3util import NPM_DIR, ensure_js_sdk
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NPM_DIR = os.path.join(REPO, "build", "npm-s3")
+
 TIMEOUT = 120
 
 
@@ -217,21 +219,6 @@ def test_s3fs_mount(s3_server, s3, tmp_path):
 
 
 # ---------------------------------------------------------------- aws-sdk-js v3
-
-def ensure_js_sdk():
-    mod = os.path.join(NPM_DIR, "node_modules", "@aws-sdk", "client-s3")
-    if os.path.isdir(mod):
-        return mod
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.skip("node/npm not installed")
-    os.makedirs(NPM_DIR, exist_ok=True)
-    p = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--silent",
-                        "@aws-sdk/client-s3"], cwd=NPM_DIR, capture_output=True,
-                       timeout=300)
-    if p.returncode != 0 or not os.path.isdir(mod):
-        pytest.skip("npm registry unreachable: %s" % p.stderr.decode(errors="replace")[-300:])
-    return mod
-
 
 JS = r"""
 const { S3Client, CreateBucketCommand, PutObjectCommand, GetObjectCommand,
