@@ -78,8 +78,18 @@ def test_bytes_and_one_fetch_per_byte(objs, ecfs_mount, geom):  # noqa: F811
         assert fetched == sum(SIZES.values())
     assert after["errors"] == before["errors"]
     assert after["reads"] > before["reads"]
-    # the big file was sequential: most of it came from readahead parts
-    assert after["readahead_gets"] > before["readahead_gets"]
+    # the big file was sequential: with a readahead window larger than
+    # the 1 MiB reads, readahead parts fetched ahead of the reader. (With a
+    # smaller window each read already covers the window, and whether a
+    # part is claimed by the prefetcher or by the reader itself is a race -
+    # seen once in CI; bytes and fetch count are checked above either way.)
+    ra_max = 32 << 20
+    for o in geom:
+        if o.startswith("readahead_max="):
+            v = o.split("=", 1)[1]
+            ra_max = int(v[:-1]) << {"K": 10, "M": 20}[v[-1]]
+    if ra_max >= 2 << 20:
+        assert after["readahead_gets"] > before["readahead_gets"]
 
 
 def test_random_preads_match(objs, ecfs_mount):  # noqa: F811
