@@ -489,20 +489,27 @@ struct exit_watch {
     bool stop; /* the loop returned; protected by lock */
 };
 
+/* Waits up to 50 ms for a signal on @w->cond (w->lock held). */
+static void watch_nap(struct exit_watch *w)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+}
+
 static void *exit_watch_run(void *arg)
 {
     struct exit_watch *w = arg;
-    struct timespec ts;
 
     pthread_mutex_lock(&w->lock);
     while (!w->stop && !fuse_session_exited(w->se)) {
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+        watch_nap(w);
     }
     pthread_mutex_unlock(&w->lock);
     fc_s3_abort(w->s3);
@@ -514,13 +521,7 @@ static void *exit_watch_run(void *arg)
     pthread_mutex_lock(&w->lock);
     while (!w->stop) {
         pthread_kill(w->main, SIGUSR1);
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+        watch_nap(w);
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;

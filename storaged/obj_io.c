@@ -1274,6 +1274,23 @@ static void note_degraded(struct stor_get *g)
     obj_heal_queue(g->s, g->bucket, g->e->key, g->e->key_len);
 }
 
+/* Fills @t with the meta record fields an inline object's shard records
+ * share (geometry, ETag, key, headers; shard length @L), so a record's
+ * encoded size can be computed before it is read. */
+static void inline_meta_tmpl(const struct obj_ent *e, size_t L,
+                             struct stor_meta *t)
+{
+    t->k = e->k;
+    t->m = e->m;
+    snprintf(t->etag, sizeof(t->etag), "%s", e->etag);
+    t->key = e->key;
+    t->key_len = e->key_len;
+    t->hdrs = e->hdrs;
+    t->nhdrs = e->nhdrs;
+    t->has_inline = 1;
+    t->inl_len = L;
+}
+
 /* Reads the inline shards of @e (data shards first, parity only when one
  * is missing, stale or corrupt) and assembles the body. Caller holds the
  * key lock for reading, so the metas match the index. */
@@ -1291,15 +1308,7 @@ static int get_inline(struct stor_get *g)
     uint8_t *shards = NULL;
     int ret = 0;
 
-    tmpl.k = e->k;
-    tmpl.m = e->m;
-    snprintf(tmpl.etag, sizeof(tmpl.etag), "%s", e->etag);
-    tmpl.key = e->key;
-    tmpl.key_len = e->key_len;
-    tmpl.hdrs = e->hdrs;
-    tmpl.nhdrs = e->nhdrs;
-    tmpl.has_inline = 1;
-    tmpl.inl_len = L;
+    inline_meta_tmpl(e, L, &tmpl);
     mlen = stor_meta_encoded_size(&tmpl);
     shards = calloc((size_t)n, L ? L : 1);
     if (shards == NULL)
@@ -1555,15 +1564,7 @@ int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
     e = g->e;
     obj_place(s, bucket, key, key_len, &g->pl);
     nb->L = (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
-    tmpl.k = e->k;
-    tmpl.m = e->m;
-    snprintf(tmpl.etag, sizeof(tmpl.etag), "%s", e->etag);
-    tmpl.key = e->key;
-    tmpl.key_len = e->key_len;
-    tmpl.hdrs = e->hdrs;
-    tmpl.nhdrs = e->nhdrs;
-    tmpl.has_inline = 1;
-    tmpl.inl_len = nb->L;
+    inline_meta_tmpl(e, nb->L, &tmpl);
     nb->mlen = stor_meta_encoded_size(&tmpl);
     nb->n = (size_t)e->k;
     /* the data shards only, all on drives believed online; each path is
