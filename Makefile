@@ -210,7 +210,7 @@ replay: $(REPLAY_BINS)
 # .clang-format; make format-check changes nothing, names each file that
 # differs with its number of differing spots, and fails if any does
 # (FORMAT_VERBOSE=1 prints clang-format's diagnostics too).
-SRC_FILES = $(wildcard common/*.[ch] storaged/*.[ch] fuse/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch])
+SRC_FILES = $(wildcard common/*.[ch] storaged/*.[ch] storaged/*/*.[ch] fuse/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch])
 FORMAT_FILES ?= $(SRC_FILES)
 format:
 	clang-format -i $(FORMAT_FILES)

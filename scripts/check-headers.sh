@@ -5,7 +5,7 @@
 # follows its path (common/buf.h -> COMMON_BUF_H).
 #
 # Usage: scripts/check-headers.sh [HEADER...]   (default: common/*.h
-# storaged/*.h fuse/*.h). Run from the repository root. Each header is
+# storaged/*.h storaged/*/*.h fuse/*.h). Run from the repository root. Each header is
 # compiled by cc and, when installed, clang (the fuzz build's compiler), or
 # by $CC alone when set; CFLAGS_EXTRA may add flags. The flags match the
 # Makefile's CSTD and include path, with -Wall -Wextra -Werror.
@@ -24,7 +24,7 @@ PKG_CFLAGS=$(pkg-config --cflags $PKGS 2>/dev/null)
 FLAGS="-std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -I. $PKG_CFLAGS -Wall -Wextra -Werror -fsyntax-only ${CFLAGS_EXTRA:-}"
 
 if [ $# -eq 0 ]; then
-    set -- common/*.h storaged/*.h fuse/*.h
+    set -- common/*.h storaged/*.h storaged/*/*.h fuse/*.h
 fi
 
 tmp=$(mktemp -d)

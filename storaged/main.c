@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "storaged/drive.h"
-#include "storaged/http.h"
-#include "storaged/http_i.h"
-#include "storaged/inspect.h"
-#include "storaged/metrics.h"
-#include "storaged/object.h"
+#include "storaged/http/http.h"
+#include "storaged/http/http_i.h"
+#include "storaged/s3/metrics.h"
+#include "storaged/store/drive.h"
+#include "storaged/store/inspect.h"
+#include "storaged/store/object.h"
 
 #define STORAGED_VERSION "0.1"
 

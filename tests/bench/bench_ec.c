@@ -1,15 +1,15 @@
 /* tests/bench/bench_ec.c - figures for the erasure-coded object layer
  * (not pass/fail; run by tests/bench/bench_ec.sh):
- *   1. encode and decode throughput of our coding path (storaged/ec.c, and
+ *   1. encode and decode throughput of our coding path (storaged/store/ec.c, and
  *      with the per-block CRC-64 a PUT/GET also pays) against a raw isa-l
  *      loop on the same buffers;
- *   2. 4 KiB and 1 MiB PUT/GET rates through storaged/object.h alone on
+ *   2. 4 KiB and 1 MiB PUT/GET rates through storaged/store/object.h alone on
  *      temp drive directories (16 drives, 12+4; fsync on and off);
  *   3. a 1,000-key listing page with 100,000 objects in the bucket. */
-#include "storaged/drive.h"
-#include "storaged/ec.h"
-#include "storaged/meta.h"
-#include "storaged/object.h"
+#include "storaged/store/drive.h"
+#include "storaged/store/ec.h"
+#include "storaged/store/meta.h"
+#include "storaged/store/object.h"
 #include <errno.h>
 #include <isa-l/erasure_code.h>
 #include <pthread.h>

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/buf.h"
-#include "storaged/http_parse.h"
+#include "storaged/http/parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_meta.c - libFuzzer target for the on-disk meta record
- * decoder (storaged/meta.c), which reads files a damaged disk may have
+ * decoder (storaged/store/meta.c), which reads files a damaged disk may have
  * garbled. Besides "no crash", it checks that a record that decodes
  * re-encodes to exactly the same bytes, and that a valid record with any
  * one byte changed is rejected (the CRC-64 catches it). */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/buf.h"
-#include "storaged/meta.h"
+#include "storaged/store/meta.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

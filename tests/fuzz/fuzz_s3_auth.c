@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storaged/auth.h"
-#include "storaged/http_i.h"
+#include "storaged/http/http_i.h"
+#include "storaged/s3/auth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storaged/s3_i.h"
+#include "storaged/s3/s3_i.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

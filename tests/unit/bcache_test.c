@@ -1,7 +1,8 @@
-/* tests/unit/bcache_test.c - the small-object body cache (storaged/bcache.c):
- * hits only for the exact bucket, id, version and length; a newer version
- * replaces an older one; the byte budget holds, least recently used first
- * out; a corrupted entry is detected by its CRC and dropped. */
+/* tests/unit/bcache_test.c - the small-object body cache
+ * (storaged/s3/bcache.c): hits only for the exact bucket, id, version and
+ * length; a newer version replaces an older one; the byte budget holds, least
+ * recently used first out; a corrupted entry is detected by its CRC and
+ * dropped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storaged/bcache.h"
+#include "storaged/s3/bcache.h"
 
 static void id_of(int n, uint8_t id[16])
 {

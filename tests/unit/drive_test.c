@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "storaged/drive.h"
+#include "storaged/store/drive.h"
 
 static char g_top[256];
 

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storaged/ec.h"
-#include "storaged/placement.h"
+#include "storaged/store/ec.h"
+#include "storaged/store/placement.h"
 
 /* Tries every subset of lost shards of size <= m (bitmask walk). */
 static void exhaustive(int k, int m, size_t len)

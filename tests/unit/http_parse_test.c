@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "common/buf.h"
-#include "storaged/http_parse.h"
+#include "storaged/http/parse.h"
 
 /* Copies @s to the end of a page followed by a PROT_NONE page, so a read
  * past the end faults. Returns the copy; release with guard_free(). */

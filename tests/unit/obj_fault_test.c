@@ -1,5 +1,5 @@
 /* tests/unit/obj_fault_test.c - faults on real drive directories through
- * storaged/object.h: lost drives (renamed away), corrupt shard bytes,
+ * storaged/store/object.h: lost drives (renamed away), corrupt shard bytes,
  * too many losses (error, never wrong bytes), write quorum, stale drives
  * that missed overwrites and deletes (at run time and across a reopen),
  * and healing (rebuilt shards survive a further loss). */
@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "storaged/obj_i.h"
+#include "storaged/store/obj_i.h"
 
 #include "tests/unit/obj_test_env.h"
 

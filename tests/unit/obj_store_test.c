@@ -1,7 +1,8 @@
-/* tests/unit/obj_store_test.c - the object layer through storaged/object.h
- * on real temp drive directories: round trips of edge sizes over several
- * geometries with random ranges, overwrite, delete, listing order and
- * roll-ups, awkward keys, multipart, reopen (index reload), ellipsis. */
+/* tests/unit/obj_store_test.c - the object layer through
+ * storaged/store/object.h on real temp drive directories: round trips of edge
+ * sizes over several geometries with random ranges, overwrite, delete, listing
+ * order and roll-ups, awkward keys, multipart, reopen (index reload), ellipsis.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "storaged/drive.h"
-#include "storaged/object.h"
+#include "storaged/store/drive.h"
+#include "storaged/store/object.h"
 
 #include "tests/unit/obj_test_env.h"
 

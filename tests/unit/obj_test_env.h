@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 
 #include "common/compiler.h"
-#include "storaged/drive.h"
-#include "storaged/object.h"
+#include "storaged/store/drive.h"
+#include "storaged/store/object.h"
 
 struct env {
     char root[256];

@@ -1,0 +1,1952 @@
+/* storaged/http/conn.c - connections: accept, read, parse, frame bodies, hand
+ * requests to the S3 layer, send responses, keep-alive, timeouts, drain.
+ *
+ * DESIGN: one epoll loop per thread, each with its own SO_REUSEPORT
+ * listener, so the kernel spreads connections and no connection ever
+ * crosses threads. A connection is a small state machine:
+ *
+ *   HEAD -> (PRE) -> BODY -> WORK -> SEND -> HEAD ...
+ *
+ * HEAD parses the request head from the input buffer (stateless parser,
+ * re-run as bytes arrive); PRE waits for a job that must run before the
+ * body is read (PutObject's stor_put_begin: the bucket check happens before
+ * a 100 Continue); BODY frames the body (Content-Length or chunked) and
+ * feeds the S3 layer, which streams it into the store piece by piece and
+ * pauses us while both pieces are busy (backpressure: we stop polling for
+ * input, TCP flow control does the rest); WORK waits for the operation's
+ * job; SEND writes the head and body, then streams a GET's remaining bytes
+ * from two alternating buffers filled by workers. Pipelined requests simply
+ * stay in the input buffer until the current response is sent, so they are
+ * answered in order. Nothing on a loop thread blocks: object-layer calls,
+ * including closing a reader or aborting a write, happen on workers. */
+#include "storaged/http/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/uri.h"
+#include "common/xml.h"
+#include "storaged/http/http_i.h"
+#include "storaged/http/pool.h"
+#include "storaged/s3/auth.h"
+#include "storaged/s3/bcache.h"
+#include "storaged/s3/metrics.h"
+
+#define READ_HEAD      (16 * 1024)  /* read size while waiting for a head */
+#define READ_CHUNK     (256 * 1024) /* read size while a body streams in */
+#define IN_BUFFER_MAX  (64 * 1024)  /* buffered pipelined input while busy */
+#define LINGER_S       2            /* lingering close: wait for the peer */
+#define SEND_LOW_WATER (256 * 1024)
+
+struct stor_server *stor_srv;
+
+enum conn_state {
+    C_HEAD = 0,
+    C_PRE,
+    C_BODY,
+    C_WORK,
+    C_SEND,
+    C_LINGER, /* response sent, write side shut: discard input until EOF */
+};
+
+struct http_thread;
+
+struct stor_conn {
+    struct stor_ev io;
+    struct http_thread *t;
+    struct cm_buf in;
+    struct cm_buf out; /* response head (+ small body) */
+    size_t out_sent;
+    enum conn_state state;
+    struct stor_req *req;
+    time_t last_progress; /* monotonic seconds */
+    time_t head_start;    /* when the first byte of this head arrived */
+    bool close_after;     /* close once the response is sent */
+    bool dead;            /* socket closed; waiting for jobs to return */
+    bool in_eof;
+    bool buried; /* on the graveyard list */
+    int pending; /* cleanup jobs of finished requests still running */
+    struct stor_conn *prev, *next; /* thread's list */
+};
+
+/* The loop thread's io_uring for small reads done without a worker
+ * (stor_req_read_files): each file is an openat into a direct descriptor
+ * slot, a read and a close, hard-linked and submitted together. */
+#define RING_ENTRIES  256
+#define RING_SLOTS    256 /* direct descriptors: files open at once */
+#define RING_MAX_CQES 480 /* SQEs in flight: stays below the CQ size */
+
+#define INBUF_POOL     64          /* input buffers kept per loop thread */
+#define INBUF_POOL_MAX (64 * 1024) /* larger ones are freed */
+
+struct file_batch;
+
+/* One SQE of a batch (its user_data). */
+struct file_op {
+    struct file_batch *b;
+    uint32_t i;   /* file index */
+    uint8_t kind; /* 0 open, 1 read, 2 close */
+};
+
+/* The reads of one request in flight on the ring. */
+struct file_batch {
+    struct stor_req *r;
+    struct stor_nb_read *rd;
+    size_t n;
+    unsigned left; /* CQEs still to come */
+    void (*done)(struct stor_req *r);
+    struct file_batch *next; /* finished list while reaping */
+    unsigned *slot;          /* n direct-descriptor slots */
+    bool *failed;            /* n: the open failed (keep its errno) */
+    struct file_op ops[];    /* 3 n */
+};
+
+struct http_thread {
+    struct stor_loop *loop;
+    struct io_uring ring;
+    bool ring_ok;
+    struct stor_ev ring_ev;
+    unsigned ring_inflight; /* SQEs whose CQE is not reaped yet */
+    unsigned slot_free[RING_SLOTS];
+    unsigned nslot_free;
+    /* Recycled allocations: a keep-alive connection gives its input
+     * buffer back after each response (so idle ones hold none) and every
+     * request frees its struct, and malloc showed in GET profiles. Used
+     * only on this thread. */
+    char *inbuf[INBUF_POOL];
+    size_t inbuf_cap[INBUF_POOL];
+    size_t ninbuf;
+    struct stor_req *spare_req; /* one freed request, reused by the next */
+    struct stor_bcache *bcache; /* owned; NULL without --cache-mem */
+    pthread_t tid;
+    struct stor_ev lio; /* listener */
+    bool listening;
+    struct stor_conn *conns;
+    struct stor_conn *graveyard; /* freed after the current event batch */
+    size_t nconns;
+    time_t now;
+    char date[CM_TIME_HTTP_LEN + 1];
+    time_t date_t;
+    time_t drain_start; /* 0 until the drain begins */
+};
+
+#define DRAIN_MAX_S 25 /* SIGTERM: in-flight requests get this long */
+
+static struct http_thread *g_threads;
+static size_t g_nthreads;
+/* set from a signal handler, read by every loop thread: a lock-free atomic
+ * is both async-signal-safe and race-free across threads (sig_atomic_t is
+ * only the former) */
+static atomic_int g_shutdown;
+
+static void conn_run(struct stor_conn *c);
+static void conn_update_events(struct stor_conn *c);
+static void conn_close(struct stor_conn *c);
+static void req_finish(struct stor_conn *c);
+static void conn_maybe_bury(struct stor_conn *c);
+
+/* Seconds on the monotonic clock (timeouts are immune to clock steps). */
+static time_t mono_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
+}
+
+/* Gives @b's storage to @t's pool (or frees it); @b is left empty. */
+static void inbuf_put(struct http_thread *t, struct cm_buf *b)
+{
+    if (b->data != NULL && b->cap <= INBUF_POOL_MAX && t->ninbuf < INBUF_POOL) {
+        t->inbuf[t->ninbuf] = b->data;
+        t->inbuf_cap[t->ninbuf] = b->cap;
+        t->ninbuf++;
+        b->data = NULL;
+        b->len = b->cap = 0;
+        return;
+    }
+    cm_buf_fini(b);
+}
+
+/* Gives empty, storage-less @b a buffer from @t's pool when it has one. */
+static void inbuf_get(struct http_thread *t, struct cm_buf *b)
+{
+    if (b->data != NULL || t->ninbuf == 0)
+        return;
+    t->ninbuf--;
+    b->data = t->inbuf[t->ninbuf];
+    b->cap = t->inbuf_cap[t->ninbuf];
+    b->len = 0;
+    b->data[0] = 0;
+}
+
+/* Frees @t's recycled allocations (at exit). */
+static void thread_pools_free(struct http_thread *t)
+{
+    while (t->ninbuf > 0)
+        free(t->inbuf[--t->ninbuf]);
+    free(t->spare_req);
+    t->spare_req = NULL;
+}
+
+/* ---- helpers for the S3 layer ---- */
+
+/* See http_i.h. DESIGN: most values are one string ("%s", or a quoted
+ * ETag), copied directly: printf per header showed in GET profiles. */
+int stor_resp_hdr(struct stor_resp *rs, const char *name, const char *fmt, ...)
+{
+    size_t nlen = strlen(name), vlen;
+    const char *v;
+    va_list ap;
+    bool quoted = strcmp(fmt, "\"%s\"") == 0;
+    char *p;
+    int ret;
+
+    if (quoted || strcmp(fmt, "%s") == 0) {
+        va_start(ap, fmt);
+        v = va_arg(ap, const char *);
+        va_end(ap);
+        vlen = strlen(v);
+        /* room for a GET's usual headers at once, not a realloc each */
+        ret = cm_buf_reserve(&rs->hdrs,
+                             CM_MAX(nlen + vlen + 6, rs->hdrs.cap ? 0 : 400));
+        if (ret < 0)
+            return ret;
+        p = rs->hdrs.data + rs->hdrs.len;
+        memcpy(p, name, nlen);
+        p += nlen;
+        *p++ = ':';
+        *p++ = ' ';
+        if (quoted)
+            *p++ = '"';
+        memcpy(p, v, vlen);
+        p += vlen;
+        if (quoted)
+            *p++ = '"';
+        *p++ = '\r';
+        *p++ = '\n';
+        *p = 0;
+        rs->hdrs.len = (size_t)(p - rs->hdrs.data);
+        return 0;
+    }
+    ret = cm_buf_append(&rs->hdrs, name, nlen);
+    if (ret == 0)
+        ret = cm_buf_append(&rs->hdrs, ": ", 2);
+    if (ret < 0)
+        return ret;
+    va_start(ap, fmt);
+    ret = cm_buf_vappendf(&rs->hdrs, fmt, ap);
+    va_end(ap);
+    if (ret == 0)
+        ret = cm_buf_append(&rs->hdrs, "\r\n", 2);
+    return ret;
+}
+
+/* See http_i.h. */
+const char *stor_req_hdr(const struct stor_req *r, const char *name, size_t *n)
+{
+    const struct stor_http_hdr *h = stor_http_find(&r->head, name);
+
+    if (h == NULL)
+        return NULL;
+    *n = h->value_len;
+    return h->value;
+}
+
+/* See http_i.h. */
+const char *stor_req_query(const struct stor_req *r, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < r->nquery; i++)
+        if (strcmp(r->query[i].name, name) == 0)
+            return r->query[i].value;
+    return NULL;
+}
+
+/* See http_i.h. */
+bool stor_req_has_query(const struct stor_req *r, const char *name)
+{
+    return stor_req_query(r, name) != NULL;
+}
+
+/* See http_i.h. */
+void stor_resp_error(struct stor_req *r, enum stor_s3_err e)
+{
+    const struct stor_s3_err_info *ei = stor_s3_err_info(e);
+    struct stor_resp *rs = &r->resp;
+    int ret;
+
+    cm_buf_reset(&rs->body);
+    rs->status = ei->status;
+    rs->err = e;
+    rs->has_length = false;
+    if (r->is_head || e == S3E_NOT_MODIFIED) {
+        rs->no_body = true;
+        return;
+    }
+    ret = cm_buf_appendf(&rs->body,
+                         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                         "<Error><Code>%s</Code><Message>%s</Message>",
+                         ei->code, ei->message);
+    if (ret == 0 && r->path)
+        ret = cm_buf_appends(&rs->body, "<Resource>");
+    if (ret == 0 && r->path)
+        ret = cm_xml_escape(&rs->body, r->path, r->path_len);
+    if (ret == 0 && r->path)
+        ret = cm_buf_appends(&rs->body, "</Resource>");
+    if (ret == 0 && r->bucket[0]) {
+        ret =
+            cm_buf_appendf(&rs->body, "<BucketName>%s</BucketName>", r->bucket);
+    }
+    if (ret == 0 && r->has_key && (e == S3E_NO_SUCH_KEY)) {
+        ret = cm_buf_appends(&rs->body, "<Key>");
+        if (ret == 0)
+            ret = cm_xml_escape(&rs->body, r->key, r->key_len);
+        if (ret == 0)
+            ret = cm_buf_appends(&rs->body, "</Key>");
+    }
+    if (ret == 0)
+        ret = cm_buf_appendf(&rs->body,
+                             "<RequestId>%016llX</RequestId>"
+                             "<HostId>storaged</HostId></Error>",
+                             (unsigned long long)r->id);
+    if (ret == 0)
+        ret = stor_resp_hdr(rs, "Content-Type", "application/xml");
+    if (ret < 0)
+        cm_buf_reset(&rs->body);
+}
+
+/* Runs on a worker: the S3 layer's job function. */
+static void req_job_run(struct stor_job *j)
+{
+    struct stor_req *r =
+        (struct stor_req *)((char *)j - offsetof(struct stor_req, job));
+
+    r->job_run(r);
+}
+
+/* Runs on the loop: the job came back. */
+static void req_job_done(struct stor_job *j)
+{
+    struct stor_req *r =
+        (struct stor_req *)((char *)j - offsetof(struct stor_req, job));
+    struct stor_conn *c = r->conn;
+
+    r->job_busy = false;
+    if (c->dead) {
+        req_finish(c);
+        conn_maybe_bury(c);
+        return;
+    }
+    r->job_done(r);
+    if (!c->dead)
+        conn_run(c);
+}
+
+/* The pool for @r's jobs. DESIGN: reads are short and CPU-bound when the
+ * data is cached, so a small pool (about one worker per core) avoids the
+ * context switches a big one costs; writes wait on fsync, so they get a
+ * bigger pool of their own and cannot starve reads (a queue per job class,
+ * as Redis bio and nginx thread pools do). */
+static struct stor_pool *pool_for(const struct stor_req *r)
+{
+    switch (r->op) {
+    case S3_OP_GET_OBJECT:
+    case S3_OP_HEAD_OBJECT:
+    case S3_OP_LIST_OBJECTS:
+    case S3_OP_LIST_OBJECTS_V2:
+    case S3_OP_LIST_BUCKETS:
+    case S3_OP_HEAD_BUCKET:
+    case S3_OP_METRICS:
+    case S3_OP_LIST_PARTS:
+    case S3_OP_LIST_UPLOADS:
+        return stor_srv->rpool;
+    default:
+        return stor_srv->pool;
+    }
+}
+
+/* See http_i.h. */
+void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
+                     void (*done)(struct stor_req *))
+{
+    assert(!r->job_busy);
+    r->job_run = run;
+    r->job_done = done;
+    r->job.run = req_job_run;
+    r->job.done = req_job_done;
+    r->job.loop = r->conn->t->loop;
+    r->job_busy = true;
+    stor_pool_submit(pool_for(r), &r->job);
+}
+
+/* See http_i.h. */
+struct stor_bcache *stor_req_bcache(const struct stor_req *r)
+{
+    return r->conn->t->bcache;
+}
+
+/* ---- small reads on the loop thread's io_uring ---- */
+
+static void req_job_done(struct stor_job *j);
+
+/* See http_i.h. */
+int stor_req_read_files(struct stor_req *r, struct stor_nb_read *rd, size_t n,
+                        void (*done)(struct stor_req *r))
+{
+    struct http_thread *t = r->conn->t;
+    struct file_batch *b;
+    size_t i;
+    int ret;
+
+    assert(!r->job_busy);
+    if (!t->ring_ok || n == 0 || n > t->nslot_free ||
+        t->ring_inflight + 3 * n > RING_MAX_CQES ||
+        io_uring_sq_space_left(&t->ring) < 3 * n)
+        return -EAGAIN;
+    b = malloc(sizeof(*b) + 3 * n * sizeof(b->ops[0]) +
+               n * (sizeof(unsigned) + sizeof(bool)));
+    if (b == NULL)
+        return -EAGAIN;
+    b->r = r;
+    b->rd = rd;
+    b->n = n;
+    b->left = (unsigned)(3 * n);
+    b->done = done;
+    b->next = NULL;
+    b->slot = (unsigned *)(void *)&b->ops[3 * n];
+    b->failed = (bool *)(b->slot + n);
+    for (i = 0; i < n; i++) {
+        struct io_uring_sqe *sqe;
+        unsigned slot = t->slot_free[--t->nslot_free];
+
+        b->slot[i] = slot;
+        b->failed[i] = false;
+        rd[i].res = -EIO;
+        /* hard links: the read and the close run even when the step
+         * before failed (an empty slot answers -EBADF), so the slot is
+         * always free again once the close's CQE is in */
+        sqe = io_uring_get_sqe(&t->ring);
+        io_uring_prep_openat_direct(sqe, AT_FDCWD, rd[i].path, O_RDONLY, 0,
+                                    slot);
+        sqe->flags |= IOSQE_IO_HARDLINK;
+        b->ops[3 * i] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 0};
+        io_uring_sqe_set_data(sqe, &b->ops[3 * i]);
+        sqe = io_uring_get_sqe(&t->ring);
+        io_uring_prep_read(sqe, (int)slot, rd[i].buf, (unsigned)rd[i].len, 0);
+        sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
+        b->ops[3 * i + 1] =
+            (struct file_op){.b = b, .i = (uint32_t)i, .kind = 1};
+        io_uring_sqe_set_data(sqe, &b->ops[3 * i + 1]);
+        sqe = io_uring_get_sqe(&t->ring);
+        io_uring_prep_close_direct(sqe, slot);
+        b->ops[3 * i + 2] =
+            (struct file_op){.b = b, .i = (uint32_t)i, .kind = 2};
+        io_uring_sqe_set_data(sqe, &b->ops[3 * i + 2]);
+    }
+    ret = io_uring_submit(&t->ring);
+    if (ret < (int)(3 * n)) {
+        /* The kernel could not take them all (-EAGAIN when it cannot
+         * allocate). The ring is never entered again, so SQEs it did not
+         * take never run. When it took some, they may be running (they
+         * write into @rd's buffers): @b and the buffers are left to it
+         * (leaked), never reused. The ring fd stays in epoll: reads
+         * submitted before still complete, and their requests must be
+         * answered. */
+        cm_log(CM_LOG_ERROR, ret < 0 ? -ret : 0,
+               "io_uring submit on a loop failed; small reads go to workers");
+        t->ring_ok = false;
+        if (ret > 0)
+            return -EIO;
+        for (i = 0; i < n; i++)
+            t->slot_free[t->nslot_free++] = b->slot[i];
+        free(b);
+        return -EAGAIN;
+    }
+    t->ring_inflight += (unsigned)(3 * n);
+    r->job.run = NULL;
+    r->job.done = req_job_done;
+    r->job.loop = t->loop;
+    r->job_run = NULL;
+    r->job_done = done;
+    r->job_busy = true;
+    return 0;
+}
+
+/* The ring has completions: account them, then finish every batch whose
+ * last CQE came in (after the CQ is released, since finishing a request
+ * may start the next one on the ring). */
+static void ring_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
+{
+    struct http_thread *t = io->arg;
+    struct file_batch *fin = NULL, **tail = &fin;
+    struct io_uring_cqe *cqe;
+    unsigned head, seen = 0;
+
+    (void)l;
+    (void)ev;
+    io_uring_for_each_cqe(&t->ring, head, cqe)
+    {
+        struct file_op *op = io_uring_cqe_get_data(cqe);
+        struct file_batch *b = op->b;
+        struct stor_nb_read *rd = &b->rd[op->i];
+
+        seen++;
+        if (op->kind == 0 && cqe->res < 0) {
+            rd->res = cqe->res;
+            b->failed[op->i] = true;
+        } else if (op->kind == 1 && !b->failed[op->i]) {
+            rd->res = cqe->res;
+        } else if (op->kind == 2) {
+            t->slot_free[t->nslot_free++] = b->slot[op->i];
+        }
+        if (--b->left == 0) {
+            *tail = b;
+            tail = &b->next;
+        }
+    }
+    io_uring_cq_advance(&t->ring, seen);
+    t->ring_inflight -= seen;
+    while (fin) {
+        struct file_batch *b = fin;
+        struct stor_req *r = b->r;
+
+        fin = b->next;
+        free(b);
+        req_job_done(&r->job);
+    }
+}
+
+/* Sets up @t's ring; without one (old kernel, locked memory limits) small
+ * reads simply go to the workers. */
+static void ring_init(struct http_thread *t)
+{
+    /* DESIGN: no IORING_SETUP_DEFER_TASKRUN: with it, a read the kernel
+     * had to punt to its workers (cold page cache) completed without
+     * making the ring fd readable, and the request stalled (measured:
+     * tests/integration/test_s3_fast_get.py); it saved about 2% CPU. */
+    int ret = io_uring_queue_init(RING_ENTRIES, &t->ring, 0);
+
+    if (ret < 0) {
+        cm_log(CM_LOG_INFO, -ret, "no io_uring on the loops");
+        return;
+    }
+    ret = io_uring_register_files_sparse(&t->ring, RING_SLOTS);
+    if (ret < 0) {
+        cm_log(CM_LOG_INFO, -ret, "no direct descriptors on the loops");
+        io_uring_queue_exit(&t->ring);
+        return;
+    }
+    t->ring_ev.fd = t->ring.ring_fd;
+    t->ring_ev.cb = ring_cb;
+    t->ring_ev.arg = t;
+    if (stor_loop_add(t->loop, &t->ring_ev, EPOLLIN) < 0) {
+        io_uring_queue_exit(&t->ring);
+        return;
+    }
+    for (unsigned i = 0; i < RING_SLOTS; i++)
+        t->slot_free[i] = RING_SLOTS - 1 - i;
+    t->nslot_free = RING_SLOTS;
+    t->ring_ok = true;
+}
+
+/* ---- GET streaming ---- */
+
+/* Worker: fills resp.sbuf[!cur] with the next bytes of the object. */
+static void fill_run(struct stor_job *j)
+{
+    struct stor_resp *rs =
+        (struct stor_resp *)((char *)j - offsetof(struct stor_resp, fill_job));
+    int idx = rs->fill_idx;
+    size_t want = (size_t)CM_MIN((uint64_t)rs->schunk, rs->rd_end - rs->rd_off);
+    size_t got = 0;
+
+    while (got < want) {
+        ssize_t n = stor_get_read(rs->get, rs->rd_off + got,
+                                  rs->sbuf[idx] + got, want - got);
+
+        if (n < 0) {
+            rs->fill_err = (int)n;
+            return;
+        }
+        if (n == 0) {
+            rs->fill_err = -EIO; /* object shorter than its size */
+            return;
+        }
+        got += (size_t)n;
+    }
+    rs->slen[idx] = got;
+    rs->rd_off += got;
+}
+
+/* Loop: a fill finished. */
+static void fill_done(struct stor_job *j)
+{
+    struct stor_resp *rs =
+        (struct stor_resp *)((char *)j - offsetof(struct stor_resp, fill_job));
+    struct stor_req *r =
+        (struct stor_req *)((char *)rs - offsetof(struct stor_req, resp));
+    struct stor_conn *c = r->conn;
+
+    rs->fill_busy = false;
+    if (rs->fill_err == 0)
+        rs->filled[rs->fill_idx] = true;
+    if (c->dead) {
+        req_finish(c);
+        conn_maybe_bury(c);
+        return;
+    }
+    if (rs->fill_err < 0) {
+        cm_log(CM_LOG_ERROR, -rs->fill_err,
+               "req=%016llX read of %s/%s failed mid-stream",
+               (unsigned long long)r->id, r->bucket, r->key ? r->key : "");
+        conn_close(c);
+        return;
+    }
+    conn_run(c);
+}
+
+/* Loop: starts filling the idle buffer when there is more to read. */
+static void maybe_fill(struct stor_req *r)
+{
+    struct stor_resp *rs = &r->resp;
+
+    if (rs->get == NULL || rs->fill_busy || rs->filled[!rs->cur] ||
+        rs->rd_off >= rs->rd_end)
+        return;
+    if (rs->sbuf[!rs->cur] == NULL) {
+        rs->sbuf[!rs->cur] = malloc(rs->schunk);
+        if (rs->sbuf[!rs->cur] == NULL) {
+            rs->fill_err = -ENOMEM;
+            conn_close(r->conn);
+            return;
+        }
+    }
+    rs->fill_busy = true;
+    rs->fill_idx = !rs->cur;
+    rs->fill_job.run = fill_run;
+    rs->fill_job.done = fill_done;
+    rs->fill_job.loop = r->conn->t->loop;
+    stor_pool_submit(stor_srv->rpool, &rs->fill_job);
+}
+
+/* ---- request lifecycle ---- */
+
+/* Worker: releases object-layer handles of a finished request. */
+static void cleanup_run(struct stor_job *j)
+{
+    struct stor_req *r =
+        (struct stor_req *)((char *)j - offsetof(struct stor_req, job));
+
+    if (r->put) {
+        stor_put_abort(r->put);
+        r->put = NULL;
+    }
+    if (r->resp.get) {
+        stor_get_close(r->resp.get);
+        r->resp.get = NULL;
+    }
+}
+
+static void req_free(struct stor_req *r);
+
+/* Loop: handles are released; free the request (and a dead conn). */
+static void cleanup_done(struct stor_job *j)
+{
+    struct stor_req *r =
+        (struct stor_req *)((char *)j - offsetof(struct stor_req, job));
+    struct stor_conn *c = r->conn;
+
+    r->job_busy = false;
+    c->pending--;
+    req_free(r);
+    conn_maybe_bury(c);
+}
+
+/* Frees every allocation of @r; object handles must be gone. */
+static void req_free(struct stor_req *r)
+{
+    struct stor_conn *c = r->conn;
+
+    stor_s3_req_fini(r);
+    free(r->headbuf);
+    free(r->path);
+    free(r->key);
+    free(r->qbuf);
+    free(r->te);
+    free(r->aws);
+    cm_buf_fini(&r->body);
+    free(r->piece[0]);
+    free(r->piece[1]);
+    cm_buf_fini(&r->resp.hdrs);
+    cm_buf_fini(&r->resp.body);
+    free(r->resp.sbuf[0]);
+    free(r->resp.sbuf[1]);
+    if (c->req == r)
+        c->req = NULL;
+    if (c->t->spare_req == NULL)
+        c->t->spare_req = r;
+    else
+        free(r);
+}
+
+/* Ends the current request once no job of it is in flight: records
+ * metrics, releases handles (on a worker when there are any), frees it.
+ * Safe to call again from job completions while jobs remain. */
+static void req_finish(struct stor_conn *c)
+{
+    struct stor_req *r = c->req;
+    struct timespec now;
+    double secs;
+
+    if (r == NULL || r->job_busy || r->resp.fill_busy || r->piece_busy)
+        return;
+    if (!r->finished_metrics) {
+        r->finished_metrics = true;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        secs = (double)(now.tv_sec - r->start.tv_sec) +
+               (double)(now.tv_nsec - r->start.tv_nsec) / 1e9;
+        stor_metrics_request(stor_srv->metrics, r->op,
+                             r->resp.status ? r->resp.status : 499, secs,
+                             r->body_bytes, r->sent_bytes);
+        if (r->op != S3_OP_HEALTH && r->op != S3_OP_METRICS)
+            cm_log(CM_LOG_DEBUG, 0,
+                   "req=%016llX api=%s %.*s %.*s payload=%d cksum=%d "
+                   "in=%llu out=%llu -> %d %.3fms",
+                   (unsigned long long)r->id, stor_metrics_op_name(r->op),
+                   (int)r->head.method_len, r->head.method,
+                   (int)CM_MIN(r->head.target_len, 200), r->head.target,
+                   (int)r->payload, (int)r->ck_kind,
+                   (unsigned long long)r->body_bytes,
+                   (unsigned long long)r->sent_bytes, r->resp.status,
+                   secs * 1e3);
+        if (r->fg_entered) {
+            r->fg_entered = false;
+            stor_store_fg_leave(stor_srv->store);
+        }
+    }
+    if (r->put || r->resp.get) {
+        r->job.run = cleanup_run;
+        r->job.done = cleanup_done;
+        r->job.loop = c->t->loop;
+        r->job_busy = true;
+        c->pending++;
+        c->req = NULL; /* the job owns @r now */
+        stor_pool_submit(r->put ? stor_srv->pool : stor_srv->rpool, &r->job);
+        return;
+    }
+    req_free(r);
+}
+
+/* Value of hex digit @c, or -1. */
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes @n bytes of a query component into @dst ('+' is a
+ * space, as in form encoding) and NUL-terminates it. Returns the decoded
+ * length or -1 on a malformed escape. @dst has room for n + 1 bytes. */
+static long pct_decode(char *dst, const char *src, size_t n)
+{
+    size_t i, o = 0;
+
+    for (i = 0; i < n; i++) {
+        if (src[i] == '%') {
+            int hi, lo;
+
+            if (i + 2 >= n)
+                return -1;
+            hi = hexval(src[i + 1]);
+            lo = hexval(src[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            dst[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            dst[o++] = src[i] == '+' ? ' ' : src[i];
+        }
+    }
+    dst[o] = 0;
+    return (long)o;
+}
+
+/* See http_i.h. */
+enum stor_s3_err stor_http_req_decode_target(struct stor_req *r)
+{
+    const char *t = r->head.target, *q;
+    size_t tlen = r->head.target_len, plen;
+    struct cm_buf b;
+    const char *p, *slash;
+    char *qb;
+
+    /* absolute-form (RFC 9112 3.2.2, sent through proxies): drop the
+     * scheme and authority, keep the path */
+    if (tlen > 7 && (strncasecmp(t, "http://", 7) == 0 ||
+                     (tlen > 8 && strncasecmp(t, "https://", 8) == 0))) {
+        const char *auth = t + (t[4] == ':' ? 7 : 8);
+        const char *pathp = memchr(auth, '/', tlen - (size_t)(auth - t));
+
+        if (pathp == NULL)
+            return S3E_BAD_REQUEST;
+        tlen -= (size_t)(pathp - t);
+        t = pathp;
+    }
+    if (tlen == 0 || t[0] != '/')
+        return S3E_BAD_REQUEST;
+    q = memchr(t, '?', tlen);
+    plen = q ? (size_t)(q - t) : tlen;
+    cm_buf_init(&b, CM_BUF_NOLIMIT);
+    if (cm_uri_decode(&b, t, plen, false) < 0 || b.data == NULL)
+        return S3E_BAD_REQUEST;
+    if (memchr(b.data, 0, b.len) != NULL) {
+        cm_buf_fini(&b);
+        return S3E_INVALID_ARGUMENT;
+    }
+    r->path_len = b.len;
+    r->path = cm_buf_steal(&b);
+    /* path-style: /bucket[/key] */
+    p = r->path + 1;
+    slash = memchr(p, '/', r->path_len - 1);
+    plen = slash ? (size_t)(slash - p) : r->path_len - 1;
+    if (plen >= sizeof(r->bucket))
+        return S3E_INVALID_BUCKET_NAME;
+    memcpy(r->bucket, p, plen);
+    r->bucket[plen] = 0;
+    if (slash) {
+        r->key_len = r->path_len - 1 - plen - 1;
+        r->key = malloc(r->key_len + 1);
+        if (r->key == NULL)
+            return S3E_INTERNAL;
+        memcpy(r->key, slash + 1, r->key_len);
+        r->key[r->key_len] = 0;
+        r->has_key = r->key_len > 0;
+        if (r->key_len > STOR_MAX_KEY_LEN)
+            return S3E_KEY_TOO_LONG;
+    }
+    if (q == NULL)
+        return S3E_NONE;
+    /* query: name[=value]&... decoded into one buffer of NUL-terminated
+     * strings */
+    q++;
+    tlen -= (size_t)(q - t);
+    qb = malloc(2 * tlen + 2);
+    if (qb == NULL)
+        return S3E_INTERNAL;
+    r->qbuf = qb;
+    while (tlen > 0) {
+        const char *amp = memchr(q, '&', tlen);
+        size_t plen2 = amp ? (size_t)(amp - q) : tlen;
+        const char *eq = memchr(q, '=', plen2);
+        size_t nlen = eq ? (size_t)(eq - q) : plen2;
+        struct cm_kv *kv;
+        long n;
+
+        if (plen2 > 0) {
+            if (r->nquery >= STOR_MAX_QUERY)
+                return S3E_INVALID_ARGUMENT;
+            kv = &r->query[r->nquery++];
+            n = pct_decode(qb, q, nlen);
+            if (n < 0)
+                return S3E_INVALID_ARGUMENT;
+            kv->name = qb;
+            kv->name_len = (size_t)n;
+            qb += n + 1;
+            n = eq ? pct_decode(qb, eq + 1, plen2 - nlen - 1) : 0;
+            if (n < 0)
+                return S3E_INVALID_ARGUMENT;
+            qb[n] = 0;
+            kv->value = qb;
+            kv->value_len = (size_t)n;
+            qb += n + 1;
+        }
+        if (amp == NULL)
+            break;
+        tlen -= plen2 + 1;
+        q = amp + 1;
+    }
+    return S3E_NONE;
+}
+
+/* Works out body framing and keep-alive from the headers. */
+static enum stor_s3_err req_parse_framing(struct stor_req *r)
+{
+    const char *v;
+    size_t n;
+    bool has_cl;
+
+    v = stor_req_hdr(r, "transfer-encoding", &n);
+    if (v) {
+        if (!stor_http_ieq(v, n, "chunked"))
+            return S3E_NOT_IMPLEMENTED;
+        r->te_chunked = true;
+        r->has_body = true;
+        r->te = malloc(sizeof(*r->te));
+        if (r->te == NULL)
+            return S3E_INTERNAL;
+        stor_chunk_init(r->te, UINT64_MAX);
+    }
+    v = stor_req_hdr(r, "content-length", &n);
+    has_cl = v != NULL;
+    if (has_cl) {
+        size_t i, count = 0;
+
+        if (r->te_chunked)
+            return S3E_BAD_REQUEST; /* both: smuggling risk */
+        /* exactly one Content-Length */
+        for (i = 0; i < r->head.nhdrs; i++)
+            if (stor_http_ieq(r->hdrs[i].name, r->hdrs[i].name_len,
+                              "content-length"))
+                count++;
+        if (count != 1 || stor_http_parse_u64(v, n, &r->clen) < 0)
+            return S3E_BAD_REQUEST;
+        r->raw_left = r->clen;
+        r->has_body = r->clen > 0;
+    }
+    v = stor_req_hdr(r, "expect", &n);
+    if (v && stor_http_ieq(v, n, "100-continue"))
+        r->expect_100 = true;
+    r->keep_alive = r->head.minor_version >= 1;
+    v = stor_req_hdr(r, "connection", &n);
+    if (v && stor_http_ieq(v, n, "close"))
+        r->keep_alive = false;
+    else if (v && stor_http_ieq(v, n, "keep-alive"))
+        r->keep_alive = true;
+    return S3E_NONE;
+}
+
+/* Sets the method flags; S3E_METHOD_NOT_ALLOWED for methods S3 lacks. */
+static enum stor_s3_err req_parse_method(struct stor_req *r)
+{
+    const char *m = r->head.method;
+    size_t n = r->head.method_len;
+
+    if (n == 3 && memcmp(m, "GET", 3) == 0)
+        r->is_get = true;
+    else if (n == 4 && memcmp(m, "HEAD", 4) == 0)
+        r->is_head = true;
+    else if (n == 3 && memcmp(m, "PUT", 3) == 0)
+        r->is_put = true;
+    else if (n == 4 && memcmp(m, "POST", 4) == 0)
+        r->is_post = true;
+    else if (n == 6 && memcmp(m, "DELETE", 6) == 0)
+        r->is_delete = true;
+    else
+        return S3E_METHOD_NOT_ALLOWED;
+    return S3E_NONE;
+}
+
+/* @p (inside @from) moved to the same offset inside @to. */
+static const char *rebase(const char *p, const char *from, char *to)
+{
+    return p ? to + (p - from) : NULL;
+}
+
+/* Creates the request for head @h of @headlen bytes, already parsed at the
+ * start of c->in (consumed here): the head is copied and @h's pointers
+ * moved onto the copy, not parsed again. NULL on ENOMEM. */
+static struct stor_req *req_create(struct stor_conn *c, size_t headlen,
+                                   const struct stor_http_head *h)
+{
+    struct stor_req *r = c->t->spare_req;
+    const char *in = c->in.data;
+    size_t i;
+
+    if (r != NULL) {
+        c->t->spare_req = NULL;
+        memset(r, 0, sizeof(*r));
+    } else {
+        r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            return NULL;
+    }
+    r->conn = c;
+    r->id = atomic_fetch_add(&stor_srv->next_req_id, 1);
+    clock_gettime(CLOCK_MONOTONIC, &r->start);
+    r->headbuf = malloc(headlen + 1);
+    if (r->headbuf == NULL) {
+        free(r);
+        return NULL;
+    }
+    memcpy(r->headbuf, in, headlen);
+    r->headbuf[headlen] = 0;
+    r->headlen = headlen;
+    r->head = *h;
+    r->head.method = rebase(h->method, in, r->headbuf);
+    r->head.target = rebase(h->target, in, r->headbuf);
+    r->head.hdrs = r->hdrs;
+    for (i = 0; i < h->nhdrs; i++) {
+        r->hdrs[i] = h->hdrs[i];
+        r->hdrs[i].name = rebase(h->hdrs[i].name, in, r->headbuf);
+        r->hdrs[i].value = rebase(h->hdrs[i].value, in, r->headbuf);
+    }
+    cm_buf_init(&r->body, STOR_XML_BODY_MAX);
+    cm_buf_init(&r->resp.hdrs, CM_BUF_NOLIMIT);
+    cm_buf_init(&r->resp.body, CM_BUF_NOLIMIT);
+    cm_buf_init(&r->trailer_raw, 8192);
+    r->decoded_len = UINT64_MAX;
+    cm_buf_consume(&c->in, headlen);
+    c->req = r;
+    return r;
+}
+
+/* ---- response ---- */
+
+/* Reason phrase for status @st (cosmetic: clients read the code). */
+static const char *status_text(int st)
+{
+    switch (st) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 204:
+        return "No Content";
+    case 206:
+        return "Partial Content";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 411:
+        return "Length Required";
+    case 412:
+        return "Precondition Failed";
+    case 416:
+        return "Range Not Satisfiable";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Unknown";
+    }
+}
+
+/* Writes @v in decimal at @p; returns the digits written (at most 20). */
+static size_t put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0, i;
+
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* Writes @v as 16 upper-case hex digits at @p. */
+static void put_hex16(char *p, uint64_t v)
+{
+    static const char hx[] = "0123456789ABCDEF";
+
+    for (int i = 15; i >= 0; i--) {
+        p[i] = hx[v & 0xf];
+        v >>= 4;
+    }
+}
+
+/* Formats the status line, standard headers, the S3 layer's headers and a
+ * small body into c->out. DESIGN: runs once per request, so it copies
+ * pieces instead of going through printf (which showed in profiles). */
+static int resp_serialize(struct stor_conn *c, struct stor_req *r)
+{
+    struct stor_resp *rs = &r->resp;
+    struct http_thread *t = c->t;
+    time_t wall = time(NULL);
+    const char *st = status_text(rs->status);
+    size_t stlen = strlen(st), dlen, cap;
+    uint64_t len;
+    char *p;
+    int ret;
+
+    if (t->date_t != wall) {
+        cm_time_http(wall, t->date);
+        t->date_t = wall;
+    }
+    dlen = strlen(t->date);
+    len = rs->has_length ? rs->content_length : rs->body.len;
+    cap = 256 + stlen + dlen + rs->hdrs.len;
+    if (!rs->no_body && !r->is_head)
+        cap += rs->body.len;
+    ret = cm_buf_reserve(&c->out, cap);
+    if (ret < 0)
+        return ret;
+    p = c->out.data + c->out.len;
+#define PUT_LIT(s)                                                             \
+    do {                                                                       \
+        memcpy(p, s, sizeof(s) - 1);                                           \
+        p += sizeof(s) - 1;                                                    \
+    } while (0)
+    PUT_LIT("HTTP/1.1 ");
+    p += put_u64(
+        p,
+        (uint64_t)(rs->status >= 100 && rs->status <= 999 ? rs->status : 500));
+    *p++ = ' ';
+    memcpy(p, st, stlen);
+    p += stlen;
+    PUT_LIT("\r\nServer: storaged\r\nDate: ");
+    memcpy(p, t->date, dlen);
+    p += dlen;
+    PUT_LIT("\r\nx-amz-request-id: ");
+    put_hex16(p, r->id);
+    p += 16;
+    PUT_LIT("\r\nx-amz-id-2: storaged\r\n");
+    if (rs->status != 304 && rs->status != 204) {
+        PUT_LIT("Content-Length: ");
+        p += put_u64(p, len);
+        PUT_LIT("\r\n");
+    }
+    if (c->close_after)
+        PUT_LIT("Connection: close\r\n");
+    else if (r->head.minor_version == 0)
+        PUT_LIT("Connection: keep-alive\r\n");
+    if (rs->hdrs.len) {
+        memcpy(p, rs->hdrs.data, rs->hdrs.len);
+        p += rs->hdrs.len;
+    }
+    PUT_LIT("\r\n");
+#undef PUT_LIT
+    if (!rs->no_body && rs->body.len && !r->is_head) {
+        memcpy(p, rs->body.data, rs->body.len);
+        p += rs->body.len;
+    }
+    c->out.len = (size_t)(p - c->out.data);
+    c->out.data[c->out.len] = 0;
+    return 0;
+}
+
+/* See http_i.h. */
+void stor_http_respond(struct stor_req *r)
+{
+    struct stor_conn *c = r->conn;
+
+    if (r->resp.status == 0)
+        stor_resp_error(r, S3E_INTERNAL);
+    if (r->resp.close || !r->keep_alive || atomic_load(&stor_srv->draining))
+        c->close_after = true;
+    /* A body we did not read would be taken for the next request. */
+    if (r->has_body && !r->body_done)
+        c->close_after = true;
+    /* A final answer to "Expect: 100-continue" sent while the client still
+     * waits for the 100 (an error found in the head): botocore keeps that
+     * status line for its next response on the connection and misreads it
+     * (stalls until its read timeout), so the connection is not reused. */
+    if (r->expect_100 && !r->sent_100 && !r->body_started)
+        c->close_after = true;
+    if (resp_serialize(c, r) < 0) {
+        conn_close(c);
+        return;
+    }
+    r->resp_started = true;
+    c->state = C_SEND;
+}
+
+/* See http_i.h. */
+void stor_http_pre_done(struct stor_req *r)
+{
+    struct stor_conn *c = r->conn;
+
+    if (r->resp.status) {
+        stor_http_respond(r);
+        return;
+    }
+    c->state = C_BODY;
+    /* Send the 100 even for an empty body (as S3 does): botocore waits for
+     * it, and when it gets the final response instead its next request on
+     * the connection misreads the reply and stalls until its read timeout. */
+    if (r->expect_100 && c->in.len == 0) {
+        if (cm_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n") < 0)
+            conn_close(c);
+        else
+            r->sent_100 = true;
+    } else if (r->expect_100) {
+        r->body_started = true; /* the client did not wait for the 100 */
+    }
+}
+
+/* See http_i.h. */
+void stor_http_body_resume(struct stor_req *r)
+{
+    (void)r; /* conn_run() after every job re-evaluates the state */
+}
+
+/* ---- connection I/O ---- */
+
+/* Writes what is pending; returns 1 when everything queued is sent, 0 when
+ * the socket is full, -errno when the peer is gone. */
+static int conn_flush(struct stor_conn *c)
+{
+    struct stor_req *r = c->req;
+
+    for (;;) {
+        struct iovec iov[2];
+        int niov = 0;
+        ssize_t n;
+        struct stor_resp *rs = r ? &r->resp : NULL;
+        bool streaming =
+            rs && r->resp_started && rs->get && rs->filled[rs->cur];
+
+        if (c->out_sent < c->out.len) {
+            iov[niov].iov_base = c->out.data + c->out_sent;
+            iov[niov].iov_len = c->out.len - c->out_sent;
+            niov++;
+        }
+        if (streaming) {
+            iov[niov].iov_base = rs->sbuf[rs->cur] + rs->ssent;
+            iov[niov].iov_len = rs->slen[rs->cur] - rs->ssent;
+            niov++;
+        }
+        if (niov == 0)
+            return 1;
+        n = writev(c->io.fd, iov, niov);
+        if (n < 0) {
+            if (errno == EAGAIN)
+                return 0;
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        c->last_progress = c->t->now;
+        if (r)
+            r->sent_bytes += (uint64_t)n;
+        if (c->out_sent < c->out.len) {
+            size_t take = CM_MIN((size_t)n, c->out.len - c->out_sent);
+
+            c->out_sent += take;
+            n -= (ssize_t)take;
+            if (c->out_sent == c->out.len) {
+                cm_buf_reset(&c->out);
+                c->out_sent = 0;
+            }
+        }
+        if (streaming && n > 0) {
+            rs->ssent += (size_t)n;
+            if (rs->ssent == rs->slen[rs->cur]) {
+                rs->filled[rs->cur] = false;
+                rs->ssent = 0;
+                rs->cur = !rs->cur;
+                maybe_fill(r);
+            }
+        }
+    }
+}
+
+/* Returns true when the response of the current request is fully sent. */
+static bool resp_complete(struct stor_conn *c)
+{
+    struct stor_req *r = c->req;
+    struct stor_resp *rs = &r->resp;
+
+    if (c->out.len > c->out_sent)
+        return false;
+    if (rs->get == NULL)
+        return true;
+    /* fill_busy first: while a fill runs, its worker owns rd_off */
+    return !rs->fill_busy && rs->rd_off >= rs->rd_end && !rs->filled[0] &&
+           !rs->filled[1];
+}
+
+/* Reads what the socket has into c->in. 1 when bytes arrived, 0 on
+ * EAGAIN, -ECONNRESET on EOF or error. */
+static int conn_read(struct stor_conn *c)
+{
+    size_t want = c->state == C_BODY ? READ_CHUNK : READ_HEAD;
+    ssize_t n;
+    int ret;
+
+    inbuf_get(c->t, &c->in);
+    ret = cm_buf_reserve(&c->in, want);
+    if (ret < 0)
+        return ret;
+    n = read(c->io.fd, c->in.data + c->in.len, want);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR)
+            return 0;
+        return -ECONNRESET;
+    }
+    if (n == 0) {
+        c->in_eof = true;
+        return -ECONNRESET;
+    }
+    if (c->in.len == 0 && c->state == C_HEAD)
+        c->head_start = c->t->now;
+    c->in.len += (size_t)n;
+    c->in.data[c->in.len] = 0;
+    c->last_progress = c->t->now;
+    return 1;
+}
+
+/* Replies to a request that could not even be parsed, and closes after. */
+static void early_error(struct stor_conn *c, enum stor_s3_err e)
+{
+    struct stor_req *r = c->req;
+
+    if (r == NULL) {
+        /* Fabricate a minimal request to carry the response. */
+        r = calloc(1, sizeof(*r));
+        if (r == NULL) {
+            conn_close(c);
+            return;
+        }
+        r->conn = c;
+        r->id = atomic_fetch_add(&stor_srv->next_req_id, 1);
+        clock_gettime(CLOCK_MONOTONIC, &r->start);
+        cm_buf_init(&r->resp.hdrs, CM_BUF_NOLIMIT);
+        cm_buf_init(&r->resp.body, CM_BUF_NOLIMIT);
+        cm_buf_init(&r->body, 0);
+        cm_buf_init(&r->trailer_raw, 0);
+        r->head.minor_version = 1;
+        c->req = r;
+    }
+    c->close_after = true;
+    cm_buf_reset(&c->in);
+    stor_resp_error(r, e);
+    stor_http_respond(r);
+}
+
+/* Handles head @h (@headlen bytes at the start of c->in): framing,
+ * target, then the S3 layer. */
+static void conn_on_head(struct stor_conn *c, size_t headlen,
+                         const struct stor_http_head *h)
+{
+    struct stor_req *r = req_create(c, headlen, h);
+    enum stor_s3_err e;
+    int ret;
+
+    if (r == NULL) {
+        conn_close(c);
+        return;
+    }
+    e = req_parse_framing(r);
+    if (e == S3E_NONE)
+        e = stor_http_req_decode_target(r);
+    if (e == S3E_NONE)
+        e = req_parse_method(r);
+    if (e != S3E_NONE) {
+        if (e == S3E_BAD_REQUEST)
+            c->close_after = true;
+        stor_resp_error(r, e);
+        stor_http_respond(r);
+        return;
+    }
+    ret = stor_s3_on_head(r);
+    /* job_busy first: while a job runs, its worker owns resp */
+    if (!r->job_busy && r->resp.status) {
+        stor_http_respond(r);
+        return;
+    }
+    if (ret == 1) {
+        c->state = C_PRE;
+        return;
+    }
+    stor_http_pre_done(r);
+}
+
+/* Data callback of the transport chunk decoder. */
+static int te_data(void *arg, const char *p, size_t n)
+{
+    return stor_s3_on_body(arg, p, n);
+}
+
+/* Feeds buffered input to the body; moves to WORK when it is complete. */
+static void conn_body(struct stor_conn *c)
+{
+    struct stor_req *r = c->req;
+    struct stor_chunk_cb cb = {.data = te_data, .arg = r};
+    size_t take;
+    ssize_t n;
+    int ret;
+
+    if (!r->has_body) {
+        r->body_done = true;
+    } else if (r->te_chunked) {
+        n = stor_chunk_decode(r->te, c->in.data, c->in.len, &cb);
+        if (n < 0)
+            goto fail;
+        cm_buf_consume(&c->in, (size_t)n);
+        if (r->te->done)
+            r->body_done = true;
+    } else {
+        take = (size_t)CM_MIN((uint64_t)c->in.len, r->raw_left);
+        if (take) {
+            ret = stor_s3_on_body(r, c->in.data, take);
+            if (ret < 0) {
+                n = ret;
+                goto fail;
+            }
+            cm_buf_consume(&c->in, take);
+            r->raw_left -= take;
+        }
+        if (r->raw_left == 0)
+            r->body_done = true;
+    }
+    if (!r->body_done) {
+        if (c->in_eof) {
+            n = -EPIPE;
+            goto fail;
+        }
+        return;
+    }
+    c->state = C_WORK;
+    stor_s3_on_body_end(r);
+    return;
+
+fail:
+    if (r->resp.status == 0)
+        stor_resp_error(r, n == -E2BIG ? S3E_ENTITY_TOO_LARGE
+                                       : S3E_INCOMPLETE_BODY);
+    c->close_after = true;
+    c->state = C_WORK;
+    r->failed = true;
+    if (!r->job_busy && !r->piece_busy)
+        stor_http_respond(r);
+}
+
+/* Closes after a response the peer may not have finished sending to (an
+ * error before its body, a head over the limits): closing with unread
+ * input makes the kernel send RST, which can destroy the response before
+ * the client reads it. So we shut our write side and discard input until
+ * the peer's EOF or LINGER_S seconds (nginx's lingering close). */
+static void linger(struct stor_conn *c)
+{
+    if (c->in_eof) {
+        conn_close(c);
+        return;
+    }
+    req_finish(c);
+    shutdown(c->io.fd, SHUT_WR);
+    cm_buf_reset(&c->in);
+    c->state = C_LINGER;
+    c->last_progress = c->t->now;
+    conn_update_events(c);
+}
+
+/* Drives the state machine as far as the buffered input and the jobs
+ * allow, then sets the epoll interest. */
+static void conn_run(struct stor_conn *c)
+{
+    for (;;) {
+        struct stor_req *r = c->req;
+        int ret;
+
+        if (c->dead)
+            return;
+        switch (c->state) {
+        case C_HEAD: {
+            struct stor_http_hdr hdrs[STOR_HTTP_MAX_HEADERS];
+            struct stor_http_head h = {.hdrs = hdrs,
+                                       .nhdrs = STOR_HTTP_MAX_HEADERS};
+
+            if (c->in.len == 0) {
+                if (c->in_eof || atomic_load(&stor_srv->draining)) {
+                    conn_close(c);
+                    return;
+                }
+                goto out;
+            }
+            ret = stor_http_parse_head(c->in.data, c->in.len, &h);
+            if (ret == -EAGAIN) {
+                if (c->in_eof) {
+                    conn_close(c);
+                    return;
+                }
+                goto out;
+            }
+            if (ret < 0) {
+                early_error(c, ret == -E2BIG ? S3E_HEADER_TOO_LARGE
+                                             : S3E_BAD_REQUEST);
+                break;
+            }
+            conn_on_head(c, (size_t)ret, &h);
+            break;
+        }
+        case C_BODY:
+            if (stor_s3_body_paused(r))
+                goto out;
+            if (c->out.len > c->out_sent) { /* 100 Continue */
+                ret = conn_flush(c);
+                if (ret < 0) {
+                    conn_close(c);
+                    return;
+                }
+            }
+            if (c->in.len == 0 && r->has_body && !c->in_eof)
+                goto out;
+            conn_body(c);
+            if (c->state == C_BODY)
+                goto out;
+            break;
+        case C_PRE:
+        case C_WORK:
+        case C_LINGER:
+            goto out;
+        case C_SEND:
+            maybe_fill(r);
+            if (c->dead)
+                return;
+            ret = conn_flush(c);
+            if (ret < 0) {
+                conn_close(c);
+                return;
+            }
+            if (!resp_complete(c))
+                goto out;
+            if (c->close_after) {
+                linger(c);
+                return;
+            }
+            req_finish(c);
+            assert(c->req == NULL);
+            c->state = C_HEAD;
+            c->head_start = c->t->now;
+            /* An idle keep-alive connection holds no buffers: thousands
+             * of them cost a few hundred bytes each. */
+            if (c->in.len == 0)
+                inbuf_put(c->t, &c->in);
+            if (c->out.cap > 64 * 1024)
+                cm_buf_fini(&c->out);
+            break;
+        }
+    }
+out:
+    conn_update_events(c);
+}
+
+/* Sets epoll interest from the state. */
+static void conn_update_events(struct stor_conn *c)
+{
+    struct stor_req *r = c->req;
+    uint32_t ev = 0;
+
+    if (c->dead)
+        return;
+    /* While a request is in the works, input stays enabled (a client that
+     * does not pipeline sends nothing, so this costs no wakeups, and it
+     * saves two epoll_ctl calls per request); pipelined bytes are buffered
+     * up to IN_BUFFER_MAX, then reading stops until the response is out. */
+    switch (c->state) {
+    case C_HEAD:
+        ev = EPOLLIN;
+        break;
+    case C_BODY:
+        if (!stor_s3_body_paused(r))
+            ev = EPOLLIN;
+        if (c->out.len > c->out_sent)
+            ev |= EPOLLOUT;
+        break;
+    case C_SEND:
+        if (c->out.len > c->out_sent ||
+            (r && r->resp.get && r->resp.filled[r->resp.cur]))
+            ev = EPOLLOUT;
+        __attribute__((fallthrough));
+    case C_PRE:
+    case C_WORK:
+        if (c->in.len < IN_BUFFER_MAX)
+            ev |= EPOLLIN;
+        break;
+    case C_LINGER:
+        ev = EPOLLIN;
+        break;
+    }
+    if (c->in_eof)
+        ev &= ~(uint32_t)EPOLLIN;
+    if (stor_loop_mod(c->t->loop, &c->io, ev) < 0)
+        conn_close(c);
+}
+
+/* epoll callback of a connection. */
+static void conn_io_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
+{
+    struct stor_conn *c = io->arg;
+    int ret;
+
+    (void)l;
+    if (c->dead)
+        return;
+    if (c->state == C_LINGER) {
+        char sink[16384];
+        ssize_t n = read(c->io.fd, sink, sizeof(sink));
+
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            conn_close(c);
+        return;
+    }
+    if (ev & EPOLLIN) {
+        ret = conn_read(c);
+        if (ret < 0 && !c->in_eof) {
+            conn_close(c);
+            return;
+        }
+        if (ret < 0 && c->state == C_HEAD && c->in.len == 0) {
+            conn_close(c);
+            return;
+        }
+    } else if (ev & (EPOLLERR | EPOLLHUP)) {
+        if (!(ev & EPOLLOUT)) {
+            conn_close(c);
+            return;
+        }
+    }
+    conn_run(c);
+}
+
+/* Closes the socket now; the memory goes when no job holds it. */
+static void conn_close(struct stor_conn *c)
+{
+    struct http_thread *t = c->t;
+
+    if (c->dead)
+        return;
+    c->dead = true;
+    stor_loop_del(t->loop, &c->io);
+    close(c->io.fd);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        t->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    t->nconns--;
+    atomic_fetch_sub(&stor_srv->nconns, 1);
+    stor_metrics_conn(stor_srv->metrics, -1);
+    if (c->req)
+        req_finish(c);
+    conn_maybe_bury(c);
+}
+
+/* Queues a dead connection for freeing once nothing refers to it. */
+static void conn_maybe_bury(struct stor_conn *c)
+{
+    if (!c->dead || c->buried || c->req != NULL || c->pending > 0)
+        return;
+    c->buried = true;
+    c->next = c->t->graveyard;
+    c->t->graveyard = c;
+}
+
+/* Frees a buried connection's memory; its socket is already closed. */
+static void conn_free(struct stor_conn *c)
+{
+    inbuf_put(c->t, &c->in);
+    cm_buf_fini(&c->out);
+    free(c);
+}
+
+/* Accepts every pending connection on the listener. */
+static void accept_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
+{
+    struct http_thread *t = io->arg;
+
+    (void)l;
+    (void)ev;
+    for (;;) {
+        struct stor_conn *c;
+        int fd = accept4(io->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int one = 1;
+
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                cm_log(CM_LOG_WARN, errno, "accept");
+            return;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        c->t = t;
+        c->io.fd = fd;
+        c->io.cb = conn_io_cb;
+        c->io.arg = c;
+        cm_buf_init(&c->in, CM_BUF_NOLIMIT);
+        cm_buf_init(&c->out, CM_BUF_NOLIMIT);
+        c->last_progress = c->head_start = t->now;
+        if (stor_loop_add(t->loop, &c->io, EPOLLIN) < 0) {
+            close(fd);
+            conn_free(c);
+            continue;
+        }
+        c->next = t->conns;
+        if (t->conns)
+            t->conns->prev = c;
+        t->conns = c;
+        t->nconns++;
+        atomic_fetch_add(&stor_srv->nconns, 1);
+        stor_metrics_conn(stor_srv->metrics, 1);
+    }
+}
+
+/* After each event batch: frees closed connections. */
+static void after_cb(struct stor_loop *l, void *arg)
+{
+    struct http_thread *t = arg;
+
+    (void)l;
+    while (t->graveyard) {
+        struct stor_conn *c = t->graveyard;
+
+        t->graveyard = c->next;
+        conn_free(c);
+    }
+    t->now = mono_now();
+}
+
+/* Once a second: timeouts, and the drain on shutdown. */
+static void tick_cb(struct stor_loop *l, void *arg)
+{
+    struct http_thread *t = arg;
+    struct stor_server *s = stor_srv;
+    struct stor_conn *c, *next;
+    bool draining = atomic_load(&s->draining) ||
+                    atomic_load_explicit(&g_shutdown, memory_order_relaxed);
+
+    t->now = mono_now();
+    if (draining && !atomic_load(&s->draining))
+        atomic_store(&s->draining, true);
+    if (draining && t->listening) {
+        stor_loop_del(l, &t->lio);
+        close(t->lio.fd);
+        t->listening = false;
+        t->drain_start = t->now;
+    }
+    if (draining && t->now - t->drain_start > DRAIN_MAX_S) {
+        for (c = t->conns; c; c = next) {
+            next = c->next;
+            cm_log(CM_LOG_WARN, 0,
+                   "drain: closing a connection still busy "
+                   "after %ds",
+                   DRAIN_MAX_S);
+            conn_close(c);
+        }
+    }
+    for (c = t->conns; c; c = next) {
+        time_t idle = t->now - c->last_progress;
+
+        next = c->next;
+        switch (c->state) {
+        case C_HEAD:
+            if (c->in.len == 0 && (draining || idle >= s->idle_timeout_s))
+                conn_close(c);
+            else if (c->in.len > 0 &&
+                     t->now - c->head_start >= s->header_timeout_s) {
+                early_error(c, S3E_REQUEST_TIMEOUT);
+                conn_run(c);
+            }
+            break;
+        case C_BODY:
+            if (idle >= s->body_timeout_s && c->req && !c->req->piece_busy &&
+                !c->req->job_busy) {
+                stor_resp_error(c->req, S3E_REQUEST_TIMEOUT);
+                c->close_after = true;
+                c->req->failed = true;
+                stor_http_respond(c->req);
+                conn_run(c);
+            }
+            break;
+        case C_SEND:
+            if (idle >= s->body_timeout_s)
+                conn_close(c);
+            break;
+        case C_LINGER:
+            if (idle >= LINGER_S || draining)
+                conn_close(c);
+            break;
+        default:
+            break;
+        }
+    }
+    if (draining && t->nconns == 0)
+        stor_loop_stop(l);
+}
+
+/* Opens a listening socket on @host:@port with SO_REUSEPORT, or (with
+ * @probe) binds a plain socket there and closes it again: SO_REUSEPORT
+ * would let a second storaged (same user) bind the same address and
+ * silently take half the connections, so the first bind is an exclusive
+ * one that fails with -EADDRINUSE if anything listens there. */
+static int listen_on(const char *host, int port, bool probe)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char ports[16];
+    int fd = -1, one = 1, ret;
+
+    snprintf(ports, sizeof(ports), "%d", port);
+    ret = getaddrinfo(host && *host ? host : NULL, ports, &hints, &ai);
+    if (ret != 0)
+        return -EADDRNOTAVAIL;
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        ret = -errno;
+        goto out;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (!probe)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
+        (!probe && listen(fd, 4096) < 0)) {
+        ret = -errno;
+        close(fd);
+        goto out;
+    }
+    if (probe) {
+        close(fd);
+        fd = 0;
+    }
+    ret = fd;
+out:
+    freeaddrinfo(ai);
+    return ret;
+}
+
+/* Event-loop thread body: runs its loop until the drain stops it. */
+static void *thread_main(void *arg)
+{
+    struct http_thread *t = arg;
+
+    ring_init(t);
+    stor_loop_run(t->loop);
+    stor_auth_thread_fini();
+    return NULL;
+}
+
+/* See header. */
+void stor_http_shutdown(void)
+{
+    atomic_store_explicit(&g_shutdown, 1, memory_order_relaxed);
+}
+
+/* See header. */
+int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
+{
+    size_t n = o->nthreads, i, nw = o->nworkers, nr = o->nrworkers;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int ret = 0;
+
+    stor_srv = srv;
+    if (n == 0)
+        n = ncpu > 0 ? (size_t)ncpu : 1;
+    if (nw == 0)
+        nw = CM_MAX((size_t)16, 4 * n);
+    if (nr == 0)
+        nr = CM_MAX((size_t)4, 2 * n);
+    ret = stor_pool_create(nw, &srv->pool);
+    if (ret == 0)
+        ret = stor_pool_create(nr, &srv->rpool);
+    if (ret < 0)
+        return ret;
+    ret = listen_on(o->host, o->port, true);
+    if (ret < 0) {
+        cm_log(CM_LOG_ERROR, -ret, "cannot listen on %s:%d%s", o->host, o->port,
+               ret == -EADDRINUSE ? " (address in use: another server?)" : "");
+        return ret;
+    }
+    g_threads = calloc(n, sizeof(*g_threads));
+    if (g_threads == NULL)
+        return -ENOMEM;
+    g_nthreads = n;
+    for (i = 0; i < n; i++) {
+        struct http_thread *t = &g_threads[i];
+
+        t->loop = stor_loop_create();
+        if (t->loop == NULL)
+            return -ENOMEM;
+        ret = listen_on(o->host, o->port, false);
+        if (ret < 0) {
+            cm_log(CM_LOG_ERROR, -ret, "cannot listen on %s:%d", o->host,
+                   o->port);
+            return ret;
+        }
+        t->lio.fd = ret;
+        t->lio.cb = accept_cb;
+        t->lio.arg = t;
+        ret = stor_loop_add(t->loop, &t->lio, EPOLLIN);
+        if (ret < 0)
+            return ret;
+        t->listening = true;
+        if (o->cache_bytes) {
+            t->bcache = stor_bcache_create(o->cache_bytes / n);
+            if (t->bcache == NULL)
+                return -ENOMEM;
+        }
+        t->now = mono_now();
+        stor_loop_set_tick(t->loop, tick_cb, t);
+        stor_loop_set_after(t->loop, after_cb, t);
+    }
+    for (i = 0; i < n; i++) {
+        ret =
+            pthread_create(&g_threads[i].tid, NULL, thread_main, &g_threads[i]);
+        if (ret != 0)
+            return -ret;
+    }
+    atomic_store(&srv->ready, true);
+    cm_log(CM_LOG_INFO, 0,
+           "serving S3 on %s:%d (%zu loops, %zu read + %zu write workers, "
+           "%zu MiB small-object cache)",
+           o->host, o->port, n, nr, nw, o->cache_bytes >> 20);
+    for (i = 0; i < n; i++)
+        pthread_join(g_threads[i].tid, NULL);
+    atomic_store(&srv->ready, false);
+    /* Workers finish what is queued; completions then run on no loop, so
+     * connections still waiting for a job are released with the process. */
+    stor_pool_destroy(srv->pool);
+    stor_pool_destroy(srv->rpool);
+    srv->pool = srv->rpool = NULL;
+    for (i = 0; i < n; i++)
+        after_cb(g_threads[i].loop, &g_threads[i]);
+    for (i = 0; i < n; i++) {
+        if (g_threads[i].ring_ok)
+            io_uring_queue_exit(&g_threads[i].ring);
+        thread_pools_free(&g_threads[i]);
+        stor_bcache_destroy(g_threads[i].bcache);
+        stor_loop_destroy(g_threads[i].loop);
+    }
+    free(g_threads);
+    g_threads = NULL;
+    cm_log(CM_LOG_INFO, 0, "drained; stopped serving");
+    return 0;
+}

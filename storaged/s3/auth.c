@@ -1,0 +1,399 @@
+/* storaged/s3/auth.c - SigV4 verification on the server side.
+ *
+ * DESIGN: the request is described to common/sigv4 exactly as the client
+ * described it when signing (decoded path, decoded query, the headers named
+ * in SignedHeaders), and the signature recomputed; comparison is constant
+ * time. The region is the one the client put in its credential scope (S3
+ * clients disagree about what to send to a single-region server: "us-east-1",
+ * "US", "other-v2-signature"...), the service must be "s3". The signing key
+ * and scope are kept in the request so that aws-chunked chunk signatures,
+ * which chain from the header signature, can be verified as they arrive. */
+#include "storaged/s3/auth.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "common/sigv4.h"
+#include "common/timefmt.h"
+#include "storaged/http/http_i.h"
+
+#define MAX_SIGNED_HEADERS 64
+
+/* Collects the request headers named in @list (';'-separated, lowercase)
+ * into @out. Returns the count, or -1 when a named header is absent (the
+ * client signed something we did not receive) or there are too many. */
+static int signed_headers(const struct stor_req *r, const char *list,
+                          size_t len, struct cm_kv *out, size_t cap)
+{
+    size_t n = 0, i;
+    const char *p = list, *end = list + len;
+
+    while (p < end) {
+        const char *semi = memchr(p, ';', (size_t)(end - p));
+        size_t nl = semi ? (size_t)(semi - p) : (size_t)(end - p);
+        bool found = false;
+
+        for (i = 0; i < r->head.nhdrs; i++) {
+            const struct stor_http_hdr *h = &r->hdrs[i];
+
+            if (nl > 0 && h->name_len == nl &&
+                strncasecmp(h->name, p, nl) == 0) {
+                if (n >= cap)
+                    return -1;
+                out[n].name = h->name;
+                out[n].name_len = h->name_len;
+                out[n].value = h->value;
+                out[n].value_len = h->value_len;
+                n++;
+                found = true;
+            }
+        }
+        if (!found)
+            return -1;
+        p += nl + 1;
+    }
+    return (int)n;
+}
+
+/* The signing key for (@date8, @region) under the root secret. DESIGN: it
+ * changes once a day, so each loop thread keeps the last one it derived
+ * (thread-local: no lock) and skips four HMACs per request. */
+static void signing_key(const char *date8, const char *region, uint8_t key[32])
+{
+    static __thread char c_date[9], c_region[64];
+    static __thread const char *c_secret;
+    static __thread uint8_t c_key[32];
+
+    if (c_secret != stor_srv->root_secret || strcmp(c_date, date8) != 0 ||
+        strcmp(c_region, region) != 0) {
+        cm_sigv4_signing_key(stor_srv->root_secret, date8, region, "s3", c_key);
+        snprintf(c_date, sizeof(c_date), "%s", date8);
+        snprintf(c_region, sizeof(c_region), "%s", region);
+        c_secret = stor_srv->root_secret;
+    }
+    memcpy(key, c_key, 32);
+}
+
+/* This thread's three scratch buffers (canonical request, string to sign,
+ * scope), reused across requests: SigV4 runs on every request and malloc
+ * showed in profiles. Freed by stor_auth_thread_fini(). */
+static __thread struct cm_buf t_scratch[3];
+static __thread bool t_scratch_ready;
+
+static struct cm_buf *scratch(void)
+{
+    int i;
+
+    if (!t_scratch_ready) {
+        for (i = 0; i < 3; i++)
+            cm_buf_init(&t_scratch[i], CM_BUF_NOLIMIT);
+        t_scratch_ready = true;
+    }
+    for (i = 0; i < 3; i++)
+        cm_buf_reset(&t_scratch[i]);
+    return t_scratch;
+}
+
+/* See header. */
+void stor_auth_thread_fini(void)
+{
+    int i;
+
+    for (i = 0; i < 3 && t_scratch_ready; i++)
+        cm_buf_fini(&t_scratch[i]);
+    t_scratch_ready = false;
+}
+
+/* Computes the expected signature of @r and compares it with @a's. Fills
+ * the request's signing state. */
+static enum stor_s3_err verify(struct stor_req *r,
+                               const struct cm_sigv4_auth *a,
+                               const char *amz_date, const char *payload_hash,
+                               bool presigned)
+{
+    struct cm_kv hdrs[MAX_SIGNED_HEADERS];
+    struct cm_kv q[STOR_MAX_QUERY];
+    struct cm_sigv4_req sr = {0};
+    /* Scratch buffers reused by this thread's requests (cleared, not
+     * freed): SigV4 runs on every request and malloc showed in profiles. */
+    struct cm_buf *bufs = scratch();
+    struct cm_buf canon = bufs[0], sts = bufs[1], scope = bufs[2];
+    char region[64], sig[65], date8[9];
+    size_t i, nq = 0;
+    int nh, ret;
+    enum stor_s3_err e = S3E_NONE;
+
+    if (a->access_key_len != strlen(stor_srv->root_user) ||
+        memcmp(a->access_key, stor_srv->root_user, a->access_key_len) != 0)
+        return S3E_INVALID_ACCESS_KEY;
+    if (a->service_len != 2 || memcmp(a->service, "s3", 2) != 0 ||
+        a->region_len >= sizeof(region))
+        return presigned ? S3E_AUTH_QUERY_INVALID : S3E_INVALID_ARGUMENT;
+    if (memcmp(a->date8, amz_date, 8) != 0)
+        return S3E_SIGNATURE_MISMATCH;
+    memcpy(region, a->region, a->region_len);
+    region[a->region_len] = 0;
+    memcpy(date8, amz_date, 8);
+    date8[8] = 0;
+    nh = signed_headers(r, a->signed_headers, a->signed_headers_len, hdrs,
+                        MAX_SIGNED_HEADERS);
+    if (nh < 0)
+        return S3E_SIGNATURE_MISMATCH;
+    for (i = 0; i < r->nquery; i++) {
+        if (presigned && strcmp(r->query[i].name, "X-Amz-Signature") == 0)
+            continue;
+        q[nq++] = r->query[i];
+    }
+    sr.method = r->is_get      ? "GET"
+                : r->is_head   ? "HEAD"
+                : r->is_put    ? "PUT"
+                : r->is_post   ? "POST"
+                : r->is_delete ? "DELETE"
+                               : NULL;
+    if (sr.method == NULL)
+        return S3E_METHOD_NOT_ALLOWED;
+    sr.path = r->path;
+    sr.path_len = r->path_len;
+    sr.query = q;
+    sr.nquery = nq;
+    sr.headers = hdrs;
+    sr.nheaders = (size_t)nh;
+    sr.payload_hash = payload_hash;
+    cm_buf_reset(&canon);
+    cm_buf_reset(&sts);
+    cm_buf_reset(&scope);
+    ret = cm_sigv4_canonical_request(&sr, &canon);
+    if (ret == 0)
+        ret = cm_sigv4_scope(amz_date, region, "s3", &scope);
+    if (ret == 0)
+        ret = cm_sigv4_string_to_sign(amz_date, scope.data, &canon, &sts);
+    if (ret < 0) {
+        e = S3E_INTERNAL;
+        goto out;
+    }
+    signing_key(date8, region, r->sign_key);
+    cm_sigv4_signature(r->sign_key, sts.data, sts.len, sig);
+    if (!cm_sigv4_equal(sig, a->signature, 64)) {
+        cm_log(CM_LOG_DEBUG, 0,
+               "req=%016llX signature mismatch; canonical:\n%s",
+               (unsigned long long)r->id, canon.data);
+        e = S3E_SIGNATURE_MISMATCH;
+        goto out;
+    }
+    memcpy(r->prev_sig, sig, 65);
+    snprintf(r->amz_date, sizeof(r->amz_date), "%s", amz_date);
+    snprintf(r->scope, sizeof(r->scope), "%s", scope.data);
+out:
+    if (canon.cap > 64 * 1024)
+        cm_buf_fini(&canon); /* do not keep a huge request's buffer */
+    bufs[0] = canon;
+    bufs[1] = sts;
+    bufs[2] = scope;
+    return e;
+}
+
+/* Sets r->payload from the x-amz-content-sha256 value. */
+static enum stor_s3_err payload_mode(struct stor_req *r, const char *v,
+                                     size_t n)
+{
+    size_t i;
+
+    if (stor_http_ieq(v, n, CM_SIGV4_UNSIGNED) &&
+        n == strlen(CM_SIGV4_UNSIGNED)) {
+        r->payload = STOR_PAYLOAD_UNSIGNED;
+    } else if (n == strlen(CM_SIGV4_STREAMING) &&
+               memcmp(v, CM_SIGV4_STREAMING, n) == 0) {
+        r->payload = STOR_PAYLOAD_STREAMING;
+    } else if (n == strlen(CM_SIGV4_STREAMING_TRAILER) &&
+               memcmp(v, CM_SIGV4_STREAMING_TRAILER, n) == 0) {
+        r->payload = STOR_PAYLOAD_STREAMING_TRAILER;
+    } else if (n == strlen(CM_SIGV4_STREAMING_UNSIGNED_TRAILER) &&
+               memcmp(v, CM_SIGV4_STREAMING_UNSIGNED_TRAILER, n) == 0) {
+        r->payload = STOR_PAYLOAD_UNSIGNED_TRAILER;
+    } else if (n == 64) {
+        for (i = 0; i < 64; i++)
+            if (!((v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f')))
+                return S3E_INVALID_ARGUMENT;
+        r->payload = STOR_PAYLOAD_SHA256;
+        memcpy(r->payload_sha256, v, 64);
+        r->payload_sha256[64] = 0;
+    } else {
+        return S3E_INVALID_ARGUMENT;
+    }
+    return S3E_NONE;
+}
+
+/* Header-based SigV4. */
+static enum stor_s3_err check_header(struct stor_req *r, const char *auth,
+                                     size_t alen, time_t now)
+{
+    struct cm_sigv4_auth a;
+    char amz_date[CM_TIME_ISO_BASIC_LEN + 1];
+    const char *v;
+    size_t n;
+    time_t t;
+    enum stor_s3_err e;
+
+    if (alen >= 4 && memcmp(auth, "AWS ", 4) == 0)
+        return S3E_SIGV2_UNSUPPORTED; /* "AWS AKID:signature" */
+    if (cm_sigv4_parse_authorization(auth, alen, &a) < 0)
+        return S3E_ACCESS_DENIED;
+    v = stor_req_hdr(r, "x-amz-date", &n);
+    if (v == NULL || n != CM_TIME_ISO_BASIC_LEN ||
+        cm_time_parse_iso_basic(v, n, &t) < 0)
+        return S3E_ACCESS_DENIED;
+    memcpy(amz_date, v, n);
+    amz_date[n] = 0;
+    if (t > now + CM_SIGV4_SKEW_SECONDS || t < now - CM_SIGV4_SKEW_SECONDS)
+        return S3E_SKEWED;
+    v = stor_req_hdr(r, "x-amz-content-sha256", &n);
+    if (v == NULL) {
+        /* S3 requires it with header auth. */
+        return S3E_INVALID_REQUEST;
+    }
+    e = payload_mode(r, v, n);
+    if (e != S3E_NONE)
+        return e;
+    {
+        char ph[80];
+
+        memcpy(ph, v, n);
+        ph[n] = 0;
+        e = verify(r, &a, amz_date, ph, false);
+    }
+    return e;
+}
+
+/* Presigned query SigV4. */
+static enum stor_s3_err check_presigned(struct stor_req *r, time_t now)
+{
+    const char *alg = stor_req_query(r, "X-Amz-Algorithm");
+    const char *cred = stor_req_query(r, "X-Amz-Credential");
+    const char *date = stor_req_query(r, "X-Amz-Date");
+    const char *exp = stor_req_query(r, "X-Amz-Expires");
+    const char *sh = stor_req_query(r, "X-Amz-SignedHeaders");
+    const char *sig = stor_req_query(r, "X-Amz-Signature");
+    const char *ph = stor_req_query(r, "X-Amz-Content-Sha256");
+    char phb[80];
+    struct cm_sigv4_auth a;
+    uint64_t expires;
+    time_t t;
+    size_t i;
+
+    if (alg == NULL || strcmp(alg, CM_SIGV4_ALGO) != 0 || cred == NULL ||
+        date == NULL || exp == NULL || sh == NULL || sig == NULL)
+        return S3E_AUTH_QUERY_INVALID;
+    memset(&a, 0, sizeof(a));
+    if (cm_sigv4_parse_credential(cred, strlen(cred), &a) < 0)
+        return S3E_AUTH_QUERY_INVALID;
+    if (strlen(date) != CM_TIME_ISO_BASIC_LEN ||
+        cm_time_parse_iso_basic(date, strlen(date), &t) < 0)
+        return S3E_AUTH_QUERY_INVALID;
+    if (stor_http_parse_u64(exp, strlen(exp), &expires) < 0 || expires < 1 ||
+        expires > CM_SIGV4_MAX_PRESIGN_EXPIRES)
+        return S3E_AUTH_QUERY_INVALID;
+    if (strlen(sig) != 64)
+        return S3E_SIGNATURE_MISMATCH;
+    for (i = 0; i < 64; i++)
+        if (!((sig[i] >= '0' && sig[i] <= '9') ||
+              (sig[i] >= 'a' && sig[i] <= 'f')))
+            return S3E_SIGNATURE_MISMATCH;
+    a.signed_headers = sh;
+    a.signed_headers_len = strlen(sh);
+    a.signature = sig;
+    if (t > now + CM_SIGV4_SKEW_SECONDS)
+        return S3E_ACCESS_DENIED; /* not valid yet */
+    r->presigned = true;
+    r->payload = STOR_PAYLOAD_UNSIGNED;
+    if (ph == NULL) {
+        /* the payload hash a presigning client used: the query's
+         * X-Amz-Content-Sha256, else an x-amz-content-sha256 header, else
+         * UNSIGNED-PAYLOAD; a hex digest is then checked against the body
+         * (XAmzContentSHA256Mismatch), as with header auth */
+        size_t n = 0;
+        const char *v = stor_req_hdr(r, "x-amz-content-sha256", &n);
+
+        if (v && n < sizeof(phb)) {
+            memcpy(phb, v, n);
+            phb[n] = 0;
+            ph = phb;
+        } else if (v) {
+            return S3E_INVALID_ARGUMENT;
+        }
+    }
+    if (ph) {
+        enum stor_s3_err e = payload_mode(r, ph, strlen(ph));
+
+        if (e != S3E_NONE)
+            return e;
+        if (r->payload != STOR_PAYLOAD_UNSIGNED &&
+            r->payload != STOR_PAYLOAD_SHA256)
+            return S3E_INVALID_ARGUMENT; /* no aws-chunked in a URL */
+    }
+    {
+        enum stor_s3_err e =
+            verify(r, &a, date, ph ? ph : CM_SIGV4_UNSIGNED, true);
+
+        if (e != S3E_NONE)
+            return e;
+    }
+    if ((uint64_t)now > (uint64_t)t + expires)
+        return S3E_EXPIRED_PRESIGN;
+    return S3E_NONE;
+}
+
+/* See header. */
+enum stor_s3_err stor_auth_check(struct stor_req *r, time_t now)
+{
+    const char *auth;
+    size_t n;
+    enum stor_s3_err e;
+
+    auth = stor_req_hdr(r, "authorization", &n);
+    if (auth)
+        e = check_header(r, auth, n, now);
+    else if (stor_req_has_query(r, "X-Amz-Signature") ||
+             stor_req_has_query(r, "X-Amz-Algorithm"))
+        e = check_presigned(r, now);
+    else if (stor_req_has_query(r, "AWSAccessKeyId") ||
+             stor_req_has_query(r, "Signature"))
+        e = S3E_SIGV2_UNSUPPORTED; /* SigV2 query string */
+    else
+        e = S3E_ACCESS_DENIED;
+    r->authed = e == S3E_NONE;
+    return e;
+}
+
+/* See header. */
+enum stor_s3_err stor_auth_chunk(struct stor_req *r, const char *sig,
+                                 size_t sig_len, const char *sha_hex)
+{
+    char expect[65];
+
+    if (sig_len != 64)
+        return S3E_SIGNATURE_MISMATCH;
+    cm_sigv4_chunk_signature(r->sign_key, r->amz_date, r->scope, r->prev_sig,
+                             sha_hex, expect);
+    if (!cm_sigv4_equal(expect, sig, 64))
+        return S3E_SIGNATURE_MISMATCH;
+    memcpy(r->prev_sig, expect, 65);
+    return S3E_NONE;
+}
+
+/* See header. */
+enum stor_s3_err stor_auth_trailer(struct stor_req *r)
+{
+    char sha[65], expect[65];
+
+    cm_sha256_hex(r->trailer_raw.data ? r->trailer_raw.data : "",
+                  r->trailer_raw.len, sha);
+    cm_sigv4_trailer_signature(r->sign_key, r->amz_date, r->scope, r->prev_sig,
+                               sha, expect);
+    if (strlen(r->trailer_sig) != 64 ||
+        !cm_sigv4_equal(expect, r->trailer_sig, 64))
+        return S3E_SIGNATURE_MISMATCH;
+    return S3E_NONE;
+}

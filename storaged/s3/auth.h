@@ -1,0 +1,30 @@
+/* storaged/s3/auth.h - request authentication (AWS SigV4) for the S3 front
+ * end: the Authorization header and presigned query strings, the payload
+ * modes of x-amz-content-sha256, and the per-chunk and trailer signatures
+ * of aws-chunked bodies. Only the root credentials exist for now. Runs on
+ * the loop thread (HMACs only, no I/O). */
+#ifndef STORAGED_S3_AUTH_H
+#define STORAGED_S3_AUTH_H
+#include "storaged/s3/err.h"
+#include <stddef.h>
+#include <time.h>
+
+struct stor_req;
+
+/* Authenticates @r at wall-clock @now: verifies the signature, the clock
+ * skew or presign expiry, and sets r->payload (and the signing state that
+ * aws-chunked bodies need). S3E_NONE or the error to answer with. */
+enum stor_s3_err stor_auth_check(struct stor_req *r, time_t now);
+
+/* aws-chunked with signed chunks: verifies the signature @sig (64 hex) of
+ * a chunk whose data hashed to @sha_hex, and advances the chain. */
+enum stor_s3_err stor_auth_chunk(struct stor_req *r, const char *sig,
+                                 size_t sig_len, const char *sha_hex);
+/* Verifies the trailer signature over the canonical trailer bytes
+ * collected in r->trailer_raw. */
+enum stor_s3_err stor_auth_trailer(struct stor_req *r);
+
+/* Frees the calling thread's auth scratch buffers (loop thread exit). */
+void stor_auth_thread_fini(void);
+
+#endif /* STORAGED_S3_AUTH_H */

@@ -1,0 +1,178 @@
+/* storaged/s3/err.c - S3 error table and the errno -> S3 error mapping.
+ * The codes and statuses are what AWS S3 returns and what clients test
+ * (shared/research/store-anchors.md section 8). */
+#include "storaged/s3/err.h"
+
+#include "storaged/store/object.h"
+#include <errno.h>
+
+static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
+    [S3E_NONE] = {200, "OK", "OK"},
+    [S3E_ACCESS_DENIED] = {403, "AccessDenied", "Access Denied."},
+    [S3E_BAD_DIGEST] =
+        {400, "BadDigest",
+         "The Content-MD5 you specified did not match what we received."},
+    [S3E_BUCKET_EXISTS] =
+        {409, "BucketAlreadyOwnedByYou",
+         "Your previous request to create the named bucket succeeded and you already own it."},
+    [S3E_BUCKET_NOT_EMPTY] = {409, "BucketNotEmpty",
+                              "The bucket you tried to delete is not empty."},
+    [S3E_ENTITY_TOO_LARGE] =
+        {400, "EntityTooLarge",
+         "Your proposed upload exceeds the maximum allowed object size."},
+    [S3E_ENTITY_TOO_SMALL] =
+        {400, "EntityTooSmall",
+         "Your proposed upload is smaller than the minimum allowed object size."},
+    [S3E_INCOMPLETE_BODY] =
+        {400, "IncompleteBody",
+         "You did not provide the number of bytes specified by the Content-Length HTTP header."},
+    [S3E_INTERNAL] = {500, "InternalError",
+                      "We encountered an internal error. Please try again."},
+    [S3E_INVALID_ACCESS_KEY] =
+        {403, "InvalidAccessKeyId",
+         "The AWS Access Key Id you provided does not exist in our records."},
+    [S3E_INVALID_ARGUMENT] = {400, "InvalidArgument", "Invalid Argument."},
+    [S3E_INVALID_BUCKET_NAME] = {400, "InvalidBucketName",
+                                 "The specified bucket is not valid."},
+    [S3E_INVALID_DIGEST] = {400, "InvalidDigest",
+                            "The Content-MD5 you specified is not valid."},
+    [S3E_INVALID_PART] =
+        {400, "InvalidPart",
+         "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag."},
+    [S3E_INVALID_PART_ORDER] =
+        {400, "InvalidPartOrder",
+         "The list of parts was not in ascending order. Parts must be ordered by part number."},
+    [S3E_INVALID_RANGE] = {416, "InvalidRange",
+                           "The requested range is not satisfiable."},
+    [S3E_INVALID_REQUEST] = {400, "InvalidRequest", "Invalid Request."},
+    [S3E_KEY_TOO_LONG] = {400, "KeyTooLongError", "Your key is too long."},
+    [S3E_MALFORMED_XML] =
+        {400, "MalformedXML",
+         "The XML you provided was not well-formed or did not validate against our published schema."},
+    [S3E_METHOD_NOT_ALLOWED] =
+        {405, "MethodNotAllowed",
+         "The specified method is not allowed against this resource."},
+    [S3E_MISSING_CONTENT_LENGTH] =
+        {411, "MissingContentLength",
+         "You must provide the Content-Length HTTP header."},
+    [S3E_NO_SUCH_BUCKET] = {404, "NoSuchBucket",
+                            "The specified bucket does not exist."},
+    [S3E_NO_SUCH_KEY] = {404, "NoSuchKey", "The specified key does not exist."},
+    [S3E_NO_SUCH_VERSION] = {404, "NoSuchVersion",
+                             "The specified version does not exist."},
+    [S3E_NO_SUCH_UPLOAD] =
+        {404, "NoSuchUpload",
+         "The specified multipart upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed."},
+    [S3E_NOT_IMPLEMENTED] =
+        {501, "NotImplemented",
+         "A header or query you provided implies functionality that is not implemented."},
+    [S3E_PRECONDITION_FAILED] =
+        {412, "PreconditionFailed",
+         "At least one of the pre-conditions you specified did not hold."},
+    [S3E_NOT_MODIFIED] = {304, "NotModified", "Not Modified."},
+    [S3E_REQUEST_TIMEOUT] =
+        {400, "RequestTimeout",
+         "Your socket connection to the server was not read from or written to within the timeout period."},
+    [S3E_SKEWED] =
+        {403, "RequestTimeTooSkewed",
+         "The difference between the request time and the server's time is too large."},
+    [S3E_SIGNATURE_MISMATCH] =
+        {403, "SignatureDoesNotMatch",
+         "The request signature we calculated does not match the signature you provided. Check your key and signing method."},
+    [S3E_SHA256_MISMATCH] =
+        {400, "XAmzContentSHA256Mismatch",
+         "The provided 'x-amz-content-sha256' header does not match what was computed."},
+    [S3E_BAD_REQUEST] = {400, "BadRequest", "Malformed HTTP request."},
+    [S3E_HEADER_TOO_LARGE] =
+        {400, "RequestHeaderSectionTooLarge",
+         "Your request header section exceeds the maximum allowed size."},
+    [S3E_SLOW_DOWN] = {503, "SlowDown", "Please reduce your request rate."},
+    [S3E_SERVICE_UNAVAILABLE] =
+        {503, "ServiceUnavailable",
+         "Too few drives are online to serve this request."},
+    [S3E_EXPIRED_PRESIGN] = {403, "AccessDenied", "Request has expired"},
+    [S3E_AUTH_QUERY_INVALID] =
+        {400, "AuthorizationQueryParametersError",
+         "Error parsing the X-Amz-Credential or other presigned parameters."},
+    [S3E_CHECKSUM_MISMATCH] =
+        {400, "BadDigest",
+         "The checksum you specified did not match what we received."},
+    [S3E_INVALID_CHUNK] =
+        {400, "IncompleteBody",
+         "The aws-chunked body is malformed or a chunk signature does not match."},
+    [S3E_NO_SUCH_BUCKET_POLICY] = {404, "NoSuchBucketPolicy",
+                                   "The bucket policy does not exist."},
+    [S3E_SIGV2_UNSUPPORTED] =
+        {400, "InvalidRequest",
+         "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256."},
+    [S3E_COPY_SOURCE_TOO_LARGE] =
+        {400, "InvalidRequest",
+         "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120"},
+    [S3E_INVALID_PART_NUMBER] = {416, "InvalidPartNumber",
+                                 "The requested partnumber is not satisfiable"},
+    [S3E_PART_AND_RANGE] =
+        {400, "InvalidRequest",
+         "Cannot specify both Range header and partNumber query parameter."},
+    [S3E_COPY_TO_SELF] =
+        {400, "InvalidRequest",
+         "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."},
+    [S3E_MULTIPLE_CHECKSUMS] =
+        {400, "InvalidRequest",
+         "Expecting a single x-amz-checksum- header. Multiple checksum Types are not allowed."},
+    [S3E_INVALID_CHECKSUM] = {400, "InvalidRequest",
+                              "Value for x-amz-checksum- header is invalid."},
+    [S3E_TAGGING_HEADER] =
+        {400, "InvalidArgument",
+         "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates."},
+    [S3E_TOO_MANY_TAGS] = {400, "BadRequest",
+                           "Object tags cannot be greater than 10"},
+    [S3E_INVALID_TAG] = {400, "InvalidTag",
+                         "The TagKey or TagValue you have provided is invalid"},
+};
+
+/* See header. */
+const struct stor_s3_err_info *stor_s3_err_info(enum stor_s3_err e)
+{
+    if ((int)e < 0 || e >= S3E_COUNT || s3_errs[e].code == NULL)
+        return &s3_errs[S3E_INTERNAL];
+    return &s3_errs[e];
+}
+
+/* See header. */
+enum stor_s3_err stor_s3_err_from_errno(int err)
+{
+    switch (-err) {
+    case 0:
+        return S3E_NONE;
+    case STOR_ENOKEY:
+        return S3E_NO_SUCH_KEY;
+    case STOR_ENOBUCKET:
+        return S3E_NO_SUCH_BUCKET;
+    case STOR_EBUCKETEXISTS:
+        return S3E_BUCKET_EXISTS;
+    case STOR_ENOTEMPTY:
+        return S3E_BUCKET_NOT_EMPTY;
+    case STOR_ENOUPLOAD:
+        return S3E_NO_SUCH_UPLOAD;
+    case STOR_EBADPART:
+        return S3E_INVALID_PART;
+    case STOR_EPARTORDER:
+        return S3E_INVALID_PART_ORDER;
+    case STOR_ETOOSMALL:
+        return S3E_ENTITY_TOO_SMALL;
+    case STOR_EBADDIGEST:
+        return S3E_BAD_DIGEST;
+    case STOR_EQUORUM:
+        return S3E_SERVICE_UNAVAILABLE;
+    case STOR_EINVAL:
+        return S3E_INVALID_ARGUMENT;
+    case STOR_EPRECOND:
+        return S3E_PRECONDITION_FAILED;
+    case ENAMETOOLONG:
+        return S3E_KEY_TOO_LONG;
+    case EFBIG:
+        return S3E_ENTITY_TOO_LARGE;
+    default:
+        return S3E_INTERNAL;
+    }
+}

@@ -1,0 +1,74 @@
+/* storaged/s3/err.h - the S3 error vocabulary: one enum, one table mapping
+ * each error to its HTTP status, XML Code and message. Errors travel as
+ * enum values and become status + XML only at the reply boundary. */
+#ifndef STORAGED_S3_ERR_H
+#define STORAGED_S3_ERR_H
+
+enum stor_s3_err {
+    S3E_NONE = 0,
+    S3E_ACCESS_DENIED,
+    S3E_BAD_DIGEST,
+    S3E_BUCKET_EXISTS,
+    S3E_BUCKET_NOT_EMPTY,
+    S3E_ENTITY_TOO_LARGE,
+    S3E_ENTITY_TOO_SMALL,
+    S3E_INCOMPLETE_BODY,
+    S3E_INTERNAL,
+    S3E_INVALID_ACCESS_KEY,
+    S3E_INVALID_ARGUMENT,
+    S3E_INVALID_BUCKET_NAME,
+    S3E_INVALID_DIGEST,
+    S3E_INVALID_PART,
+    S3E_INVALID_PART_ORDER,
+    S3E_INVALID_RANGE,
+    S3E_INVALID_REQUEST,
+    S3E_KEY_TOO_LONG,
+    S3E_MALFORMED_XML,
+    S3E_METHOD_NOT_ALLOWED,
+    S3E_MISSING_CONTENT_LENGTH,
+    S3E_NO_SUCH_BUCKET,
+    S3E_NO_SUCH_KEY,
+    S3E_NO_SUCH_UPLOAD,
+    S3E_NO_SUCH_VERSION,
+    S3E_NOT_IMPLEMENTED,
+    S3E_PRECONDITION_FAILED,
+    S3E_NOT_MODIFIED, /* 304, not an error body */
+    S3E_REQUEST_TIMEOUT,
+    S3E_SKEWED,
+    S3E_SIGNATURE_MISMATCH,
+    S3E_SHA256_MISMATCH,
+    S3E_BAD_REQUEST,      /* malformed HTTP */
+    S3E_HEADER_TOO_LARGE, /* head over the limits */
+    S3E_SLOW_DOWN,
+    S3E_SERVICE_UNAVAILABLE,
+    S3E_EXPIRED_PRESIGN,
+    S3E_AUTH_QUERY_INVALID,
+    S3E_CHECKSUM_MISMATCH,
+    S3E_INVALID_CHUNK,
+    S3E_NO_SUCH_BUCKET_POLICY,
+    S3E_SIGV2_UNSUPPORTED,     /* InvalidRequest: use AWS4-HMAC-SHA256 */
+    S3E_COPY_SOURCE_TOO_LARGE, /* InvalidRequest: copy source > 5 GiB */
+    S3E_INVALID_PART_NUMBER,   /* 416: ?partNumber= past the last part */
+    S3E_PART_AND_RANGE,        /* InvalidRequest: partNumber with Range */
+    S3E_COPY_TO_SELF,          /* InvalidRequest: copy onto itself, COPY */
+    S3E_MULTIPLE_CHECKSUMS,    /* InvalidRequest: two x-amz-checksum-* */
+    S3E_INVALID_CHECKSUM,      /* InvalidRequest: checksum value malformed */
+    S3E_TAGGING_HEADER,        /* InvalidArgument: x-amz-tagging malformed */
+    S3E_TOO_MANY_TAGS,         /* BadRequest: more than 10 object tags */
+    S3E_INVALID_TAG,           /* InvalidTag: a tag key or value */
+    S3E_COUNT
+};
+
+struct stor_s3_err_info {
+    int status;
+    const char *code;
+    const char *message;
+};
+
+/* The table entry for @e (S3E_INTERNAL for out-of-range values). */
+const struct stor_s3_err_info *stor_s3_err_info(enum stor_s3_err e);
+/* Maps an object-layer error (negative errno, STOR_E* in object.h) to an
+ * S3 error; @is_key selects NoSuchKey vs NoSuchBucket for ENOENT. */
+enum stor_s3_err stor_s3_err_from_errno(int err);
+
+#endif /* STORAGED_S3_ERR_H */

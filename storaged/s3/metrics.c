@@ -1,0 +1,281 @@
+/* storaged/s3/metrics.c - counters and histograms in fixed atomic arrays,
+ * rendered as Prometheus text on /metrics.
+ *
+ * DESIGN: no registry, no locks: the label space is small and known (S3
+ * API x HTTP status), so each series is a slot in a static array indexed
+ * by (op, status); a scrape walks the arrays and prints the non-zero ones.
+ * Store and drive figures are read from the object layer at scrape time. */
+#include "storaged/s3/metrics.h"
+
+#include "storaged/http/http_i.h"
+#include "storaged/http/pool.h"
+#include "storaged/store/object.h"
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define NSTATUS 600
+static const double lat_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                    0.025,  0.05,  0.1,    0.25,  0.5,
+                                    1,      2.5,   5,      10};
+#define NLAT (sizeof(lat_bounds) / sizeof(lat_bounds[0]))
+
+struct stor_metrics {
+    atomic_uint_fast64_t req[S3_OP_COUNT][NSTATUS];
+    atomic_uint_fast64_t lat[S3_OP_COUNT][NLAT + 1];
+    atomic_uint_fast64_t lat_sum_us[S3_OP_COUNT];
+    atomic_uint_fast64_t lat_count[S3_OP_COUNT];
+    atomic_uint_fast64_t bytes_in[S3_OP_COUNT];
+    atomic_uint_fast64_t bytes_out[S3_OP_COUNT];
+    atomic_long conns;
+    atomic_uint_fast64_t conns_total;
+    atomic_uint_fast64_t get_loop[3]; /* by enum stor_get_loop */
+};
+
+static const char *const op_names[S3_OP_COUNT] = {
+    [S3_OP_UNKNOWN] = "Unknown",
+    [S3_OP_HEALTH] = "Health",
+    [S3_OP_METRICS] = "Metrics",
+    [S3_OP_LIST_BUCKETS] = "ListBuckets",
+    [S3_OP_CREATE_BUCKET] = "CreateBucket",
+    [S3_OP_HEAD_BUCKET] = "HeadBucket",
+    [S3_OP_DELETE_BUCKET] = "DeleteBucket",
+    [S3_OP_GET_BUCKET_LOCATION] = "GetBucketLocation",
+    [S3_OP_LIST_OBJECTS] = "ListObjects",
+    [S3_OP_LIST_OBJECTS_V2] = "ListObjectsV2",
+    [S3_OP_LIST_UPLOADS] = "ListMultipartUploads",
+    [S3_OP_DELETE_OBJECTS] = "DeleteObjects",
+    [S3_OP_PUT_OBJECT] = "PutObject",
+    [S3_OP_COPY_OBJECT] = "CopyObject",
+    [S3_OP_GET_OBJECT] = "GetObject",
+    [S3_OP_HEAD_OBJECT] = "HeadObject",
+    [S3_OP_DELETE_OBJECT] = "DeleteObject",
+    [S3_OP_CREATE_MPU] = "CreateMultipartUpload",
+    [S3_OP_UPLOAD_PART] = "UploadPart",
+    [S3_OP_UPLOAD_PART_COPY] = "UploadPartCopy",
+    [S3_OP_COMPLETE_MPU] = "CompleteMultipartUpload",
+    [S3_OP_ABORT_MPU] = "AbortMultipartUpload",
+    [S3_OP_LIST_PARTS] = "ListParts",
+    [S3_OP_BUCKET_SUBRESOURCE] = "BucketSubresource",
+    [S3_OP_OBJECT_SUBRESOURCE] = "ObjectSubresource",
+};
+
+/* See header. */
+const char *stor_metrics_op_name(int op)
+{
+    if (op < 0 || op >= S3_OP_COUNT || op_names[op] == NULL)
+        return "Unknown";
+    return op_names[op];
+}
+
+/* See header. */
+struct stor_metrics *stor_metrics_create(void)
+{
+    return calloc(1, sizeof(struct stor_metrics));
+}
+
+/* See header. */
+void stor_metrics_destroy(struct stor_metrics *m)
+{
+    free(m);
+}
+
+/* See header. */
+void stor_metrics_request(struct stor_metrics *m, int op, int status,
+                          double secs, uint64_t in, uint64_t out)
+{
+    size_t b;
+
+    if (m == NULL)
+        return;
+    if (op < 0 || op >= S3_OP_COUNT)
+        op = S3_OP_UNKNOWN;
+    if (status < 0 || status >= NSTATUS)
+        status = 0;
+    atomic_fetch_add(&m->req[op][status], 1);
+    for (b = 0; b < NLAT && secs > lat_bounds[b]; b++)
+        ;
+    atomic_fetch_add(&m->lat[op][b], 1);
+    atomic_fetch_add(&m->lat_sum_us[op], (uint64_t)(secs * 1e6));
+    atomic_fetch_add(&m->lat_count[op], 1);
+    atomic_fetch_add(&m->bytes_in[op], in);
+    atomic_fetch_add(&m->bytes_out[op], out);
+}
+
+/* See header. */
+void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how)
+{
+    if (m != NULL && (unsigned)how < 3)
+        atomic_fetch_add_explicit(&m->get_loop[how], 1, memory_order_relaxed);
+}
+
+/* See header. */
+void stor_metrics_conn(struct stor_metrics *m, int delta)
+{
+    if (m == NULL)
+        return;
+    atomic_fetch_add(&m->conns, delta);
+    if (delta > 0)
+        atomic_fetch_add(&m->conns_total, 1);
+}
+
+/* Appends the per-op request families. */
+static int render_requests(struct stor_metrics *m, struct cm_buf *o)
+{
+    int op, st, ret = 0;
+    size_t b;
+
+    ret = cm_buf_appends(
+        o,
+        "# HELP storaged_requests_total S3 requests by API and HTTP status.\n"
+        "# TYPE storaged_requests_total counter\n");
+    for (op = 0; op < S3_OP_COUNT && ret == 0; op++)
+        for (st = 0; st < NSTATUS && ret == 0; st++) {
+            uint64_t v = atomic_load(&m->req[op][st]);
+
+            if (v)
+                ret = cm_buf_appendf(
+                    o,
+                    "storaged_requests_total{api=\"%s\",status=\"%d\"} %llu\n",
+                    op_names[op], st, (unsigned long long)v);
+        }
+    if (ret == 0)
+        ret = cm_buf_appends(
+            o,
+            "# HELP storaged_request_duration_seconds Request latency by API.\n"
+            "# TYPE storaged_request_duration_seconds histogram\n");
+    for (op = 0; op < S3_OP_COUNT && ret == 0; op++) {
+        uint64_t cum = 0, cnt = atomic_load(&m->lat_count[op]);
+
+        if (cnt == 0)
+            continue;
+        for (b = 0; b < NLAT && ret == 0; b++) {
+            cum += atomic_load(&m->lat[op][b]);
+            ret = cm_buf_appendf(
+                o,
+                "storaged_request_duration_seconds_bucket{api=\"%s\",le=\"%g\"} %llu\n",
+                op_names[op], lat_bounds[b], (unsigned long long)cum);
+        }
+        cum += atomic_load(&m->lat[op][NLAT]);
+        if (ret == 0)
+            ret = cm_buf_appendf(
+                o,
+                "storaged_request_duration_seconds_bucket{api=\"%s\",le=\"+Inf\"} %llu\n"
+                "storaged_request_duration_seconds_sum{api=\"%s\"} %.6f\n"
+                "storaged_request_duration_seconds_count{api=\"%s\"} %llu\n",
+                op_names[op], (unsigned long long)cum, op_names[op],
+                (double)atomic_load(&m->lat_sum_us[op]) / 1e6, op_names[op],
+                (unsigned long long)cnt);
+    }
+    if (ret == 0)
+        ret = cm_buf_appends(
+            o,
+            "# HELP storaged_request_bytes_total Request body bytes received by API.\n"
+            "# TYPE storaged_request_bytes_total counter\n"
+            "# HELP storaged_response_bytes_total Response bytes sent by API.\n"
+            "# TYPE storaged_response_bytes_total counter\n");
+    for (op = 0; op < S3_OP_COUNT && ret == 0; op++) {
+        uint64_t in = atomic_load(&m->bytes_in[op]);
+        uint64_t out = atomic_load(&m->bytes_out[op]);
+
+        if (in == 0 && out == 0)
+            continue;
+        ret = cm_buf_appendf(o,
+                             "storaged_request_bytes_total{api=\"%s\"} %llu\n"
+                             "storaged_response_bytes_total{api=\"%s\"} %llu\n",
+                             op_names[op], (unsigned long long)in, op_names[op],
+                             (unsigned long long)out);
+    }
+    return ret;
+}
+
+/* Appends the store and per-drive families. */
+static int render_store(struct stor_store *s, struct cm_buf *o)
+{
+    struct stor_store_stats st = {0};
+    size_t i;
+    int ret;
+
+    stor_store_get_stats(s, &st);
+    ret = cm_buf_appendf(
+        o,
+        "# TYPE storaged_degraded_reads_total counter\nstoraged_degraded_reads_total %llu\n"
+        "# TYPE storaged_heal_queued_total counter\nstoraged_heal_queued_total %llu\n"
+        "# TYPE storaged_shards_healed_total counter\nstoraged_shards_healed_total %llu\n"
+        "# TYPE storaged_corrupt_found_total counter\nstoraged_corrupt_found_total %llu\n"
+        "# TYPE storaged_scan_objects_total counter\nstoraged_scan_objects_total %llu\n"
+        "# TYPE storaged_scan_bytes_total counter\nstoraged_scan_bytes_total %llu\n"
+        "# TYPE storaged_scan_cycles_total counter\nstoraged_scan_cycles_total %llu\n"
+        "# TYPE storaged_scan_cycle_percent gauge\nstoraged_scan_cycle_percent %.2f\n"
+        "# TYPE storaged_scan_last_cycle_seconds gauge\nstoraged_scan_last_cycle_seconds %.3f\n"
+        "# TYPE storaged_drives gauge\nstoraged_drives %zu\n"
+        "# TYPE storaged_drives_online gauge\nstoraged_drives_online %zu\n",
+        (unsigned long long)st.degraded_reads,
+        (unsigned long long)st.heal_queued,
+        (unsigned long long)st.shards_healed,
+        (unsigned long long)st.corrupt_found,
+        (unsigned long long)st.scan_objects, (unsigned long long)st.scan_bytes,
+        (unsigned long long)st.scan_cycles, st.scan_percent,
+        st.scan_last_cycle_s, st.ndrives, st.drives_online);
+    if (ret == 0)
+        ret = cm_buf_appends(o,
+                             "# TYPE storaged_drive_online gauge\n"
+                             "# TYPE storaged_drive_reads_total counter\n"
+                             "# TYPE storaged_drive_writes_total counter\n"
+                             "# TYPE storaged_drive_read_bytes_total counter\n"
+                             "# TYPE storaged_drive_write_bytes_total counter\n"
+                             "# TYPE storaged_drive_errors_total counter\n");
+    for (i = 0; i < st.ndrives && ret == 0; i++) {
+        struct stor_drive_stats d = {0};
+
+        stor_store_get_drive_stats(s, i, &d);
+        ret = cm_buf_appendf(
+            o,
+            "storaged_drive_online{drive=\"%s\"} %d\n"
+            "storaged_drive_reads_total{drive=\"%s\"} %llu\n"
+            "storaged_drive_writes_total{drive=\"%s\"} %llu\n"
+            "storaged_drive_read_bytes_total{drive=\"%s\"} %llu\n"
+            "storaged_drive_write_bytes_total{drive=\"%s\"} %llu\n"
+            "storaged_drive_errors_total{drive=\"%s\"} %llu\n",
+            d.path, d.online ? 1 : 0, d.path, (unsigned long long)d.reads,
+            d.path, (unsigned long long)d.writes, d.path,
+            (unsigned long long)d.read_bytes, d.path,
+            (unsigned long long)d.write_bytes, d.path,
+            (unsigned long long)d.errors);
+    }
+    return ret;
+}
+
+/* See header. */
+int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
+                        struct cm_buf *out)
+{
+    int ret = render_requests(m, out);
+
+    if (ret == 0)
+        ret = cm_buf_appendf(
+            out,
+            "# HELP storaged_connections Open client connections.\n"
+            "# TYPE storaged_connections gauge\nstoraged_connections %ld\n"
+            "# TYPE storaged_connections_total counter\nstoraged_connections_total %llu\n"
+            "# TYPE storaged_workers_busy gauge\nstoraged_workers_busy %zu\n"
+            "# HELP storaged_get_loop_total Small GETs the event loop "
+            "served itself: read on its io_uring (served), from its body "
+            "cache (cached), or handed to a worker (fallback: a shard did "
+            "not verify).\n"
+            "# TYPE storaged_get_loop_total counter\n"
+            "storaged_get_loop_total{result=\"served\"} %llu\n"
+            "storaged_get_loop_total{result=\"cached\"} %llu\n"
+            "storaged_get_loop_total{result=\"fallback\"} %llu\n",
+            (long)atomic_load(&m->conns),
+            (unsigned long long)atomic_load(&m->conns_total),
+            stor_srv && stor_srv->pool ? stor_pool_busy(stor_srv->pool) +
+                                             stor_pool_busy(stor_srv->rpool)
+                                       : 0,
+            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_READ]),
+            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_CACHED]),
+            (unsigned long long)atomic_load(
+                &m->get_loop[STOR_GET_LOOP_FALLBACK]));
+    if (ret == 0 && store)
+        ret = render_store(store, out);
+    return ret;
+}

@@ -1,0 +1,40 @@
+/* storaged/s3/metrics.h - the daemon's Prometheus metrics: request counts by
+ * S3 API and status, latency histograms, bytes in/out, connections, plus
+ * the store's and drives' figures read at scrape time. Updates are lock-free
+ * atomics, safe from any thread. */
+#ifndef STORAGED_S3_METRICS_H
+#define STORAGED_S3_METRICS_H
+#include "common/buf.h"
+#include "common/compiler.h"
+#include <stdint.h>
+
+struct stor_metrics;
+struct stor_store;
+
+/* NULL on ENOMEM. */
+struct stor_metrics *stor_metrics_create(void);
+void stor_metrics_destroy(struct stor_metrics *m);
+/* One finished request of operation @op (enum stor_s3_op) with HTTP
+ * @status, taking @secs, with @in request-body and @out response bytes. */
+void stor_metrics_request(struct stor_metrics *m, int op, int status,
+                          double secs, uint64_t in, uint64_t out);
+/* How a GET the event loop tried to serve itself (small inline object)
+ * went: handed to a worker because what it read did not verify (missing,
+ * stale or corrupt shard), served from metas read on the loop's io_uring,
+ * or served from the loop's body cache (--cache-mem). */
+enum stor_get_loop {
+    STOR_GET_LOOP_FALLBACK = 0,
+    STOR_GET_LOOP_READ,
+    STOR_GET_LOOP_CACHED,
+};
+void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how);
+/* Connection opened (+1) or closed (-1). */
+void stor_metrics_conn(struct stor_metrics *m, int delta);
+/* Appends the Prometheus text exposition to @out; @store may be NULL. */
+CM_MUST_CHECK int stor_metrics_render(struct stor_metrics *m,
+                                      struct stor_store *store,
+                                      struct cm_buf *out);
+/* The API name of @op ("GetObject", ...). */
+const char *stor_metrics_op_name(int op);
+
+#endif /* STORAGED_S3_METRICS_H */

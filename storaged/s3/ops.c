@@ -1,0 +1,1894 @@
+/* storaged/s3/ops.c - the S3 operations, run on worker threads: each takes
+ * a routed, authenticated request (body complete, verified) and fills its
+ * response (status, headers, small XML body, or a GET stream).
+ *
+ * DESIGN: one function per operation, each a straight line of object-layer
+ * calls and XML output; errors map through stor_s3_err_from_errno() at one
+ * place (fail()). Responses follow AWS S3 byte for byte where clients look
+ * (ETag quoting, Last-Modified format, 206/304/412/416 rules, list
+ * ordering and markers: shared/research/store-anchors.md section 8). */
+#include "storaged/s3/s3_i.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/codec.h"
+#include "common/log.h"
+#include "common/timefmt.h"
+#include "common/uri.h"
+#include "common/xml.h"
+
+#define LIST_MAX_KEYS 1000
+#define STREAM_MIN    (256 * 1024)
+#define STREAM_MAX    (4 * 1024 * 1024)
+#define OWNER_ID                                                               \
+    "02d6176db174dc93cb1b899f7c6078f08654445fe8cf1b6ce98d8855f66bdbf4"
+
+/* Sets the error response for object-layer error @err. */
+static void fail(struct stor_req *r, int err)
+{
+    enum stor_s3_err e = stor_s3_err_from_errno(err);
+
+    if (e == S3E_INTERNAL)
+        cm_log(CM_LOG_ERROR, -err, "req=%016llX %s/%s: object layer error",
+               (unsigned long long)r->id, r->bucket, r->key ? r->key : "");
+    stor_resp_error(r, e);
+}
+
+/* XML response helpers: every append is checked once, at xml_done(). A
+ * failed append leaves the buffer empty with limit 0, so every later
+ * append fails too and xml_done() sees it (sticky failure). */
+static void x_fail(struct cm_buf *b)
+{
+    cm_buf_fini(b);
+    cm_buf_init(b, 0);
+}
+
+/* Appends literal @s (sticky failure, see x_fail). */
+static void x_lit(struct cm_buf *b, const char *s)
+{
+    if (cm_buf_appends(b, s) < 0)
+        x_fail(b);
+}
+
+static void x_fmt(struct cm_buf *b, const char *fmt, ...) CM_PRINTF(2, 3);
+/* Appends formatted text (sticky failure, see x_fail). */
+static void x_fmt(struct cm_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (cm_buf_vappendf(b, fmt, ap) < 0)
+        x_fail(b);
+    va_end(ap);
+}
+
+/* <tag>escaped text</tag>, url-encoded first when @url. */
+static void x_elem(struct cm_buf *b, const char *tag, const char *s, size_t n,
+                   bool url)
+{
+    x_fmt(b, "<%s>", tag);
+    if (url) {
+        struct cm_buf e;
+
+        cm_buf_init(&e, CM_BUF_NOLIMIT);
+        if (cm_uri_encode(&e, s, n, true) < 0 ||
+            cm_xml_escape(b, e.data ? e.data : "", e.len) < 0)
+            x_fail(b);
+        cm_buf_fini(&e);
+    } else if (cm_xml_escape(b, s, n) < 0) {
+        x_fail(b);
+    }
+    x_fmt(b, "</%s>", tag);
+}
+
+/* <tag>s</tag> for a NUL-terminated (or NULL: empty) string. */
+static void x_str(struct cm_buf *b, const char *tag, const char *s, bool url)
+{
+    x_elem(b, tag, s ? s : "", s ? strlen(s) : 0, url);
+}
+
+/* Finishes an XML response: 200 unless set, Content-Type. */
+static void xml_done(struct stor_req *r)
+{
+    if (r->resp.body.limit == 0) {
+        /* an append failed (ENOMEM) */
+        stor_resp_error(r, S3E_INTERNAL);
+        return;
+    }
+    r->resp.status = r->resp.status ? r->resp.status : 200;
+    if (stor_resp_hdr(&r->resp, "Content-Type", "application/xml") < 0)
+        stor_resp_error(r, S3E_INTERNAL);
+}
+
+/* XML timestamps: "2015-08-30T12:36:00.000Z". */
+static void time_iso(time_t t, int ms, char out[CM_TIME_RFC3339_LEN + 1])
+{
+    cm_time_rfc3339(t, ms, out);
+}
+
+/* ---- headers kept with objects ---- */
+
+/* true for request headers that are stored with an object and returned
+ * on GET/HEAD (content-*, cache-control, expires, x-amz-meta-*, ...). */
+static bool keep_header(const char *n, size_t len)
+{
+    static const char *const names[] = {
+        "content-type",
+        "content-encoding",
+        "content-disposition",
+        "content-language",
+        "cache-control",
+        "expires",
+        "x-amz-website-redirect-location",
+        "x-amz-tagging",
+    };
+    size_t i;
+
+    if (len > 11 && strncasecmp(n, "x-amz-meta-", 11) == 0)
+        return true;
+    for (i = 0; i < CM_ARRAY_SIZE(names); i++)
+        if (stor_http_ieq(n, len, names[i]))
+            return true;
+    return false;
+}
+
+/* See s3_i.h. */
+void stor_s3_hdrs_free(struct stor_hdr *h, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        free(h[i].name);
+        free(h[i].value);
+    }
+    free(h);
+}
+
+/* Appends a copy of (name, value) to *h (lowercasing the name). */
+static int hdr_add(struct stor_hdr **h, size_t *n, const char *name,
+                   size_t nlen, const char *value, size_t vlen)
+{
+    struct stor_hdr *nh = realloc(*h, (*n + 1) * sizeof(**h));
+    size_t i;
+
+    if (nh == NULL)
+        return -ENOMEM;
+    *h = nh;
+    nh[*n].name = strndup(name, nlen);
+    nh[*n].value = strndup(value, vlen);
+    if (nh[*n].name == NULL || nh[*n].value == NULL) {
+        free(nh[*n].name);
+        free(nh[*n].value);
+        return -ENOMEM;
+    }
+    for (i = 0; i < nlen; i++)
+        if (nh[*n].name[i] >= 'A' && nh[*n].name[i] <= 'Z')
+            nh[*n].name[i] = (char)(nh[*n].name[i] + 32);
+    (*n)++;
+    return 0;
+}
+
+/* See s3_i.h. */
+int stor_s3_req_obj_hdrs(const struct stor_req *r, struct stor_hdr **out,
+                         size_t *n)
+{
+    struct stor_hdr *h = NULL;
+    size_t nh = 0, i;
+    bool have_ct = false;
+    int ret = 0;
+
+    for (i = 0; i < r->head.nhdrs && ret == 0; i++) {
+        const struct stor_http_hdr *x = &r->hdrs[i];
+        const char *v = x->value;
+        size_t vl = x->value_len;
+
+        if (!keep_header(x->name, x->name_len))
+            continue;
+        if (stor_http_ieq(x->name, x->name_len, "content-encoding")) {
+            /* aws-chunked is transport framing, not the object's */
+            if (vl >= 11 && strncasecmp(v, "aws-chunked", 11) == 0) {
+                v += 11;
+                vl -= 11;
+                while (vl > 0 && (*v == ',' || *v == ' ')) {
+                    v++;
+                    vl--;
+                }
+            }
+            if (vl == 0)
+                continue;
+        }
+        if (stor_http_ieq(x->name, x->name_len, "content-type"))
+            have_ct = true;
+        ret = hdr_add(&h, &nh, x->name, x->name_len, v, vl);
+    }
+    if (ret == 0 && !have_ct)
+        ret = hdr_add(&h, &nh, "content-type", 12, "binary/octet-stream", 19);
+    /* A checksum sent as a header is known now (and verified before the
+     * commit); one sent as a trailer is added at the commit
+     * (stor_s3_put_commit_run). */
+    if (ret == 0 && r->ck_kind != STOR_CKSUM_NONE && !r->ck_from_trailer &&
+        r->ck_expect[0] && r->op == S3_OP_PUT_OBJECT) {
+        const char *cn = stor_s3_cksum_hdr(r->ck_kind);
+
+        ret = hdr_add(&h, &nh, cn, strlen(cn), r->ck_expect,
+                      strlen(r->ck_expect));
+    }
+    if (ret < 0) {
+        stor_s3_hdrs_free(h, nh);
+        return ret;
+    }
+    *out = h;
+    *n = nh;
+    return 0;
+}
+
+/* See s3_i.h. */
+bool stor_s3_bucket_name_ok(const char *b)
+{
+    size_t n = strlen(b), i, dots = 0;
+    bool all_digits_dots = true;
+
+    if (n < 3 || n > 63)
+        return false;
+    for (i = 0; i < n; i++) {
+        char c = b[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '-'))
+            return false;
+        if (c == '.') {
+            dots++;
+            if (i > 0 && (b[i - 1] == '.' || b[i - 1] == '-'))
+                return false;
+        }
+        if (c == '-' && i > 0 && b[i - 1] == '.')
+            return false;
+        if (!(c == '.' || (c >= '0' && c <= '9')))
+            all_digits_dots = false;
+    }
+    if (!((b[0] >= 'a' && b[0] <= 'z') || (b[0] >= '0' && b[0] <= '9')))
+        return false;
+    if (!((b[n - 1] >= 'a' && b[n - 1] <= 'z') ||
+          (b[n - 1] >= '0' && b[n - 1] <= '9')))
+        return false;
+    if (all_digits_dots && dots == 3)
+        return false; /* looks like an IPv4 address */
+    if (strncmp(b, "xn--", 4) == 0)
+        return false;
+    return true;
+}
+
+/* ---- buckets ---- */
+
+/* GET / : ListBuckets. */
+static void op_list_buckets(struct stor_req *r)
+{
+    struct stor_bucket_info *bs = NULL;
+    struct cm_buf *b = &r->resp.body;
+    size_t n = 0, i;
+    char t[CM_TIME_RFC3339_LEN + 1];
+    int ret;
+
+    ret = stor_bucket_list(stor_srv->store, &bs, &n);
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    x_lit(b, S3_XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_XMLNS "\">"
+                         "<Owner><ID>" OWNER_ID
+                         "</ID><DisplayName>root</DisplayName>"
+                         "</Owner><Buckets>");
+    for (i = 0; i < n; i++) {
+        time_iso(bs[i].created, 0, t);
+        x_lit(b, "<Bucket>");
+        x_str(b, "Name", bs[i].name, false);
+        x_fmt(b, "<CreationDate>%s</CreationDate></Bucket>", t);
+    }
+    x_lit(b, "</Buckets></ListAllMyBucketsResult>");
+    free(bs);
+    xml_done(r);
+}
+
+/* PUT /bucket : CreateBucket (name checked on the loop; the optional
+ * CreateBucketConfiguration body is ignored: one region). */
+static void op_create_bucket(struct stor_req *r)
+{
+    int ret = stor_bucket_create(stor_srv->store, r->bucket);
+
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    r->resp.status = 200;
+    if (stor_resp_hdr(&r->resp, "Location", "/%s", r->bucket) < 0)
+        stor_resp_error(r, S3E_INTERNAL);
+}
+
+/* 0 when the bucket exists, else sets the error and returns it. */
+static int need_bucket(struct stor_req *r)
+{
+    struct stor_bucket_info bi;
+    int ret = stor_bucket_stat(stor_srv->store, r->bucket, &bi);
+
+    if (ret < 0)
+        fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
+    return ret;
+}
+
+/* HEAD /bucket : 200 or 404 without a body. */
+static void op_head_bucket(struct stor_req *r)
+{
+    if (need_bucket(r) < 0)
+        return;
+    r->resp.status = 200;
+    if (stor_resp_hdr(&r->resp, "x-amz-bucket-region", "%s", stor_srv->region) <
+        0)
+        stor_resp_error(r, S3E_INTERNAL);
+}
+
+/* DELETE /bucket : 204, or BucketNotEmpty / NoSuchBucket. */
+static void op_delete_bucket(struct stor_req *r)
+{
+    int ret = stor_bucket_delete(stor_srv->store, r->bucket);
+
+    if (ret < 0) {
+        fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
+        return;
+    }
+    r->resp.status = 204;
+}
+
+/* GET /bucket?location : empty LocationConstraint (us-east-1). */
+static void op_bucket_location(struct stor_req *r)
+{
+    if (need_bucket(r) < 0)
+        return;
+    x_lit(&r->resp.body, S3_XML_DECL "<LocationConstraint xmlns=\"" S3_XMLNS
+                                     "\"></LocationConstraint>");
+    xml_done(r);
+}
+
+/* GET /bucket?versioning|acl|policy...: minimal truthful answers
+ * (unversioned, root owns everything, no policy); others NotImplemented. */
+static void op_bucket_subresource(struct stor_req *r)
+{
+    struct cm_buf *b = &r->resp.body;
+
+    if (need_bucket(r) < 0)
+        return;
+    if (stor_req_has_query(r, "versioning")) {
+        x_lit(b,
+              S3_XML_DECL "<VersioningConfiguration xmlns=\"" S3_XMLNS "\"/>");
+    } else if (stor_req_has_query(r, "acl")) {
+        x_lit(b, S3_XML_DECL
+              "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">"
+              "<Owner><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"
+              "</Owner><AccessControlList><Grant><Grantee "
+              "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+              "xsi:type=\"CanonicalUser\"><ID>" OWNER_ID "</ID>"
+              "<DisplayName>root</DisplayName></Grantee>"
+              "<Permission>FULL_CONTROL</Permission></Grant>"
+              "</AccessControlList></AccessControlPolicy>");
+    } else if (stor_req_has_query(r, "policy")) {
+        stor_resp_error(r, S3E_NO_SUCH_BUCKET_POLICY);
+        return;
+    } else {
+        stor_resp_error(r, S3E_NOT_IMPLEMENTED);
+        return;
+    }
+    xml_done(r);
+}
+
+#define ACL_XML                                                                \
+    S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">"                 \
+                "<Owner><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"  \
+                "</Owner><AccessControlList><Grant><Grantee "                  \
+                "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "     \
+                "xsi:type=\"CanonicalUser\"><ID>" OWNER_ID "</ID>"             \
+                "<DisplayName>root</DisplayName></Grantee>"                    \
+                "<Permission>FULL_CONTROL</Permission></Grant>"                \
+                "</AccessControlList></AccessControlPolicy>"
+
+/* The stored x-amz-tagging value of @in (the URL-encoded query string
+ * "k1=v1&k2=v2" of the PutObject), or NULL. */
+static const char *obj_tagging(const struct stor_obj_info *in)
+{
+    size_t i;
+
+    for (i = 0; i < in->nhdrs; i++)
+        if (strcmp(in->hdrs[i].name, "x-amz-tagging") == 0)
+            return in->hdrs[i].value;
+    return NULL;
+}
+
+/* Number of tags in the x-amz-tagging value @v (its non-empty members). */
+static int tag_count(const char *v)
+{
+    int n = 0;
+
+    while (*v) {
+        size_t l = strcspn(v, "&");
+
+        n += l > 0;
+        v += l + (v[l] == '&');
+    }
+    return n;
+}
+
+/* Appends one URL-decoded element <@tag>...</@tag> (sticky failure). */
+static void x_uri_elem(struct cm_buf *b, const char *tag, const char *s,
+                       size_t n)
+{
+    struct cm_buf d;
+
+    cm_buf_init(&d, CM_BUF_NOLIMIT);
+    if (cm_uri_decode(&d, s, n, true) < 0)
+        x_fail(b);
+    else
+        x_elem(b, tag, d.data ? d.data : "", d.len, false);
+    cm_buf_fini(&d);
+}
+
+/* GetObjectTagging's XML: the tags given with the PutObject (x-amz-tagging)
+ * in their order; an empty TagSet when there were none. */
+static void tagging_xml(struct cm_buf *b, const struct stor_obj_info *in)
+{
+    const char *v = obj_tagging(in);
+
+    x_lit(b, S3_XML_DECL "<Tagging xmlns=\"" S3_XMLNS "\"><TagSet>");
+    while (v && *v) {
+        size_t l = strcspn(v, "&");
+        const char *eq = memchr(v, '=', l);
+        size_t kl = eq ? (size_t)(eq - v) : l;
+
+        if (l > 0) {
+            x_lit(b, "<Tag>");
+            x_uri_elem(b, "Key", v, kl);
+            x_uri_elem(b, "Value", eq ? eq + 1 : "", eq ? l - kl - 1 : 0);
+            x_lit(b, "</Tag>");
+        }
+        v += l + (v[l] == '&');
+    }
+    x_lit(b, "</TagSet></Tagging>");
+}
+
+/* Characters (UTF-8 code points) in @s: S3's tag limits count these. */
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t i, c = 0;
+
+    for (i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return c;
+}
+
+/* true when @s is well-formed UTF-8: no stray continuation byte,
+ * truncated sequence, overlong form, surrogate or code point past
+ * U+10FFFF. */
+static bool utf8_valid(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, k, len;
+    uint32_t cp, min;
+
+    while (i < n) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        if ((s[i] & 0xe0) == 0xc0) {
+            len = 2;
+            cp = s[i] & 0x1fu;
+            min = 0x80;
+        } else if ((s[i] & 0xf0) == 0xe0) {
+            len = 3;
+            cp = s[i] & 0x0fu;
+            min = 0x800;
+        } else if ((s[i] & 0xf8) == 0xf0) {
+            len = 4;
+            cp = s[i] & 0x07u;
+            min = 0x10000;
+        } else {
+            return false;
+        }
+        if (n - i < len)
+            return false;
+        for (k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3fu);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+/* Whether decoded tag key (@is_key) or value @s is one S3 accepts: UTF-8
+ * (else S3E_TAGGING_HEADER, as S3 says of the header; the XML that lists
+ * tags could not carry it either), a key of 1..128 characters, a value of
+ * at most 256, no control character (S3E_INVALID_TAG). */
+static enum stor_s3_err tag_part_check(const struct cm_buf *s, bool is_key)
+{
+    size_t i, c;
+
+    if (!utf8_valid(s->data ? s->data : "", s->len))
+        return S3E_TAGGING_HEADER;
+    c = utf8_chars(s->data ? s->data : "", s->len);
+    if (is_key ? (c < 1 || c > 128) : c > 256)
+        return S3E_INVALID_TAG;
+    for (i = 0; i < s->len; i++)
+        if ((unsigned char)s->data[i] < 0x20 || s->data[i] == 0x7f)
+            return S3E_INVALID_TAG;
+    return S3E_NONE;
+}
+
+/* Checks the x-amz-tagging value @v (PutObject, CreateMultipartUpload,
+ * CopyObject with x-amz-tagging-directive REPLACE) as S3 does, before
+ * anything is stored: URL-encoded "k=v&..." members with no duplicate key
+ * (InvalidArgument), at most 10 (BadRequest), valid keys and values
+ * (InvalidTag). What is stored here is later decoded by tagging_xml. */
+static enum stor_s3_err tagging_check(const char *v, size_t n)
+{
+    struct cm_buf keys[10], val;
+    const char *end = v + n;
+    enum stor_s3_err e = S3E_NONE;
+    size_t nk = 0, i;
+
+    cm_buf_init(&val, CM_BUF_NOLIMIT);
+    while (v < end && e == S3E_NONE) {
+        const char *amp = memchr(v, '&', (size_t)(end - v));
+        size_t l = amp ? (size_t)(amp - v) : (size_t)(end - v);
+        const char *eq = memchr(v, '=', l);
+        size_t kl = eq ? (size_t)(eq - v) : l;
+
+        if (l == 0) {
+            v++; /* "a=1&&b=2": an empty member is no tag */
+            continue;
+        }
+        if (nk == CM_ARRAY_SIZE(keys)) {
+            e = S3E_TOO_MANY_TAGS;
+            break;
+        }
+        cm_buf_init(&keys[nk], CM_BUF_NOLIMIT);
+        nk++;
+        cm_buf_reset(&val);
+        if (cm_uri_decode(&keys[nk - 1], v, kl, true) < 0 ||
+            (eq && cm_uri_decode(&val, eq + 1, l - kl - 1, true) < 0)) {
+            e = S3E_TAGGING_HEADER;
+            break;
+        }
+        e = tag_part_check(&keys[nk - 1], true);
+        if (e == S3E_NONE)
+            e = tag_part_check(&val, false);
+        for (i = 0; i + 1 < nk && e == S3E_NONE; i++)
+            if (keys[i].len == keys[nk - 1].len &&
+                memcmp(keys[i].data, keys[nk - 1].data, keys[i].len) == 0)
+                e = S3E_TAGGING_HEADER;
+        v += l + (amp != NULL);
+    }
+    for (i = 0; i < nk; i++)
+        cm_buf_fini(&keys[i]);
+    cm_buf_fini(&val);
+    return e;
+}
+
+/* tagging_check of the request's x-amz-tagging, if any. The header twice
+ * is refused too: both would be stored, but only the first listed, and
+ * GET/HEAD would carry two x-amz-tagging-count headers. */
+static enum stor_s3_err req_tagging_check(const struct stor_req *r)
+{
+    size_t n = 0, i, seen = 0;
+    const char *v = stor_req_hdr(r, "x-amz-tagging", &n);
+
+    for (i = 0; v && i < r->head.nhdrs; i++)
+        seen += stor_http_ieq(r->hdrs[i].name, r->hdrs[i].name_len,
+                              "x-amz-tagging");
+    if (seen > 1)
+        return S3E_TAGGING_HEADER;
+    return v ? tagging_check(v, n) : S3E_NONE;
+}
+
+/* GET ?acl (root owns everything, FULL_CONTROL) and ?tagging (the tags
+ * given with the PutObject) of an existing object. */
+static void op_object_subresource(struct stor_req *r)
+{
+    struct stor_obj_info info;
+    int ret;
+
+    memset(&info, 0, sizeof(info));
+    ret = stor_obj_stat(stor_srv->store, r->bucket, r->key, r->key_len, &info);
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    if (stor_req_has_query(r, "acl"))
+        x_lit(&r->resp.body, ACL_XML);
+    else
+        tagging_xml(&r->resp.body, &info);
+    stor_obj_info_fini(&info);
+    xml_done(r);
+}
+
+/* ---- listing ---- */
+
+/* Parses max-keys style parameters: default @def, capped at @cap. */
+static int max_param(const struct stor_req *r, const char *name, int def,
+                     int cap, int *out)
+{
+    const char *v = stor_req_query(r, name);
+    uint64_t x;
+
+    if (v == NULL) {
+        *out = def;
+        return 0;
+    }
+    if (stor_http_parse_u64(v, strlen(v), &x) < 0)
+        return -EINVAL;
+    *out = x > (uint64_t)cap ? cap : (int)x;
+    return 0;
+}
+
+/* GET /bucket : ListObjects (v1: marker/NextMarker) and ListObjectsV2
+ * (continuation-token = base64 of the last key or prefix returned,
+ * start-after, fetch-owner); encoding-type=url encodes keys, prefixes and
+ * markers. Objects and common prefixes count together toward max-keys. */
+static void op_list_objects(struct stor_req *r, bool v2)
+{
+    const char *prefix = stor_req_query(r, "prefix");
+    const char *delim = stor_req_query(r, "delimiter");
+    const char *enc = stor_req_query(r, "encoding-type");
+    const char *token = v2 ? stor_req_query(r, "continuation-token") : NULL;
+    const char *start =
+        v2 ? stor_req_query(r, "start-after") : stor_req_query(r, "marker");
+    const char *after = start;
+    struct stor_list_result res;
+    struct cm_buf *b = &r->resp.body;
+    char *tok = NULL;
+    bool url;
+    int maxk, ret;
+    size_t i;
+
+    memset(&res, 0, sizeof(res));
+    if (enc && strcmp(enc, "url") != 0) {
+        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        return;
+    }
+    url = enc != NULL;
+    if (max_param(r, "max-keys", LIST_MAX_KEYS, LIST_MAX_KEYS, &maxk) < 0) {
+        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        return;
+    }
+    if (delim && delim[0] == 0)
+        delim = NULL;
+    if (prefix && prefix[0] == 0)
+        prefix = NULL;
+    if (token) {
+        size_t tl = strlen(token);
+        long n;
+
+        tok = malloc(tl + 4);
+        if (tok == NULL) {
+            stor_resp_error(r, S3E_INTERNAL);
+            return;
+        }
+        n = cm_base64_decode(token, tl, (uint8_t *)tok);
+        if (n <= 0) {
+            free(tok);
+            stor_resp_error(r, S3E_INVALID_ARGUMENT);
+            return;
+        }
+        tok[n] = 0;
+        after = tok;
+    }
+    if (maxk > 0) {
+        ret =
+            stor_obj_list(stor_srv->store, r->bucket, prefix, delim,
+                          after && after[0] ? after : NULL, (size_t)maxk, &res);
+        if (ret < 0) {
+            free(tok);
+            fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
+            return;
+        }
+    } else if (need_bucket(r) < 0) {
+        free(tok);
+        return;
+    }
+    x_lit(b, S3_XML_DECL "<ListBucketResult xmlns=\"" S3_XMLNS "\">");
+    x_str(b, "Name", r->bucket, false);
+    x_str(b, "Prefix", prefix, url);
+    if (v2) {
+        if (token)
+            x_str(b, "ContinuationToken", token, false);
+        if (start)
+            x_str(b, "StartAfter", start, url);
+        x_fmt(b, "<KeyCount>%zu</KeyCount>", res.nobjs + res.nprefixes);
+    } else {
+        x_str(b, "Marker", start, url);
+    }
+    x_fmt(b, "<MaxKeys>%d</MaxKeys>", maxk);
+    if (delim)
+        x_str(b, "Delimiter", delim, url);
+    x_fmt(b, "<IsTruncated>%s</IsTruncated>", res.truncated ? "true" : "false");
+    if (res.truncated && res.next_marker) {
+        if (v2) {
+            size_t ml = strlen(res.next_marker);
+            char *t = malloc(CM_BASE64_LEN(ml) + 1);
+
+            if (t) {
+                cm_base64_encode(res.next_marker, ml, t);
+                x_str(b, "NextContinuationToken", t, false);
+                free(t);
+            } else {
+                x_fail(b);
+            }
+        } else if (delim) {
+            x_str(b, "NextMarker", res.next_marker, url);
+        }
+    }
+    if (url)
+        x_lit(b, "<EncodingType>url</EncodingType>");
+    for (i = 0; i < res.nobjs; i++) {
+        const struct stor_list_entry *e = &res.objs[i];
+        char t[CM_TIME_RFC3339_LEN + 1];
+
+        time_iso(e->mtime, e->mtime_ms, t);
+        x_lit(b, "<Contents>");
+        x_elem(b, "Key", e->key, e->key_len, url);
+        x_fmt(b,
+              "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
+              "<Size>%llu</Size>",
+              t, e->etag, (unsigned long long)e->size);
+        if (!v2 || stor_req_query(r, "fetch-owner"))
+            x_lit(b, "<Owner><ID>" OWNER_ID "</ID><DisplayName>root"
+                     "</DisplayName></Owner>");
+        x_lit(b, "<StorageClass>STANDARD</StorageClass></Contents>");
+    }
+    for (i = 0; i < res.nprefixes; i++) {
+        x_lit(b, "<CommonPrefixes>");
+        x_str(b, "Prefix", res.prefixes[i], url);
+        x_lit(b, "</CommonPrefixes>");
+    }
+    x_lit(b, "</ListBucketResult>");
+    stor_list_result_fini(&res);
+    free(tok);
+    xml_done(r);
+}
+
+/* ---- objects: conditionals and ranges ---- */
+
+/* true when the If-Match style list @v (comma separated, quoted or not,
+ * or '*') contains @etag. */
+static bool etag_matches(const char *v, size_t n, const char *etag)
+{
+    size_t el = strlen(etag);
+    const char *p = v, *end = v + n;
+
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *e = comma ? comma : end;
+        const char *s = p;
+
+        while (s < e && (*s == ' ' || *s == '\t'))
+            s++;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (e - s >= 2 && s[0] == 'W' && s[1] == '/')
+            s += 2;
+        if (e - s >= 2 && *s == '"' && e[-1] == '"') {
+            s++;
+            e--;
+        }
+        if ((e - s == 1 && *s == '*') ||
+            ((size_t)(e - s) == el && memcmp(s, etag, el) == 0))
+            return true;
+        p = comma ? comma + 1 : end;
+    }
+    return false;
+}
+
+/* Evaluates the conditional headers (prefix "" or "x-amz-copy-source-")
+ * against @info. S3E_NONE, S3E_PRECONDITION_FAILED or S3E_NOT_MODIFIED. */
+/* Request header @pfx@suffix (value and length in *n), or NULL. GETs pass
+ * an empty @pfx: no formatting then (this runs on every GET). */
+static const char *cond_hdr(const struct stor_req *r, const char *pfx,
+                            const char *suffix, size_t *n)
+{
+    char name[64];
+
+    if (*pfx == 0)
+        return stor_req_hdr(r, suffix, n);
+    snprintf(name, sizeof(name), "%s%s", pfx, suffix);
+    return stor_req_hdr(r, name, n);
+}
+
+static enum stor_s3_err conditionals(const struct stor_req *r,
+                                     const struct stor_obj_info *info,
+                                     const char *pfx, bool allow_304)
+{
+    const char *im, *inm, *ims, *ius;
+    size_t imn = 0, inmn = 0, imsn = 0, iusn = 0;
+    time_t t, now = time(NULL);
+
+    im = cond_hdr(r, pfx, "if-match", &imn);
+    inm = cond_hdr(r, pfx, "if-none-match", &inmn);
+    ims = cond_hdr(r, pfx, "if-modified-since", &imsn);
+    ius = cond_hdr(r, pfx, "if-unmodified-since", &iusn);
+
+    /* dates in any HTTP-date form; one that does not parse is ignored */
+    if (im && !etag_matches(im, imn, info->etag))
+        return S3E_PRECONDITION_FAILED;
+    if (!im && ius && cm_time_parse_http_any(ius, iusn, now, &t) == 0 &&
+        info->mtime > t)
+        return S3E_PRECONDITION_FAILED;
+    if (inm && etag_matches(inm, inmn, info->etag))
+        return allow_304 ? S3E_NOT_MODIFIED : S3E_PRECONDITION_FAILED;
+    if (!inm && ims && cm_time_parse_http_any(ims, imsn, now, &t) == 0 &&
+        info->mtime <= t)
+        return allow_304 ? S3E_NOT_MODIFIED : S3E_PRECONDITION_FAILED;
+    return S3E_NONE;
+}
+
+/* If-Range (RFC 9110 section 13.1.5): true when the Range may be honoured
+ * - no If-Range, or its validator matches the object: an entity tag by
+ * strong comparison (a weak "W/" tag never matches), an HTTP-date (any of
+ * the three forms) when it equals Last-Modified exactly. A value that is
+ * neither (an unparseable date) does not match: the whole object is sent,
+ * which is always a correct answer. */
+static bool if_range_ok(const struct stor_req *r,
+                        const struct stor_obj_info *info)
+{
+    size_t n = 0, el = strlen(info->etag);
+    const char *v = stor_req_hdr(r, "if-range", &n);
+    time_t t;
+
+    if (v == NULL)
+        return true;
+    if (n >= 2 && v[0] == '"' && v[n - 1] == '"')
+        return n - 2 == el && memcmp(v + 1, info->etag, el) == 0;
+    if (n >= 2 && v[0] == 'W' && v[1] == '/')
+        return false;
+    if (cm_time_parse_http_any(v, n, time(NULL), &t) == 0)
+        return t == info->mtime;
+    /* an unquoted tag, as some clients send ETags */
+    return n == el && memcmp(v, info->etag, el) == 0;
+}
+
+/* Parses "bytes=a-b" / "bytes=a-" / "bytes=-n" against @size into the
+ * inclusive range [*first, *last]. 1 when a range applies, 0 to send the
+ * whole object (absent or ignorable header), -ERANGE when unsatisfiable. */
+static int parse_range(const char *v, size_t n, uint64_t size, uint64_t *first,
+                       uint64_t *last)
+{
+    const char *dash, *end = v + n;
+    uint64_t a, b;
+
+    if (n < 7 || strncasecmp(v, "bytes=", 6) != 0)
+        return 0;
+    v += 6;
+    if (memchr(v, ',', (size_t)(end - v)))
+        return 0; /* multiple ranges: S3 ignores, sends the whole object */
+    dash = memchr(v, '-', (size_t)(end - v));
+    if (dash == NULL)
+        return 0;
+    if (dash == v) { /* suffix */
+        if (stor_http_parse_u64(dash + 1, (size_t)(end - dash - 1), &b) < 0)
+            return 0;
+        if (b == 0 || size == 0)
+            return -ERANGE;
+        *first = b >= size ? 0 : size - b;
+        *last = size - 1;
+        return 1;
+    }
+    if (stor_http_parse_u64(v, (size_t)(dash - v), &a) < 0)
+        return 0;
+    if (dash + 1 == end) {
+        b = UINT64_MAX;
+    } else if (stor_http_parse_u64(dash + 1, (size_t)(end - dash - 1), &b) <
+                   0 ||
+               b < a) {
+        return 0;
+    }
+    if (a >= size)
+        return -ERANGE;
+    *first = a;
+    *last = b >= size ? size - 1 : b;
+    return 1;
+}
+
+/* ?partNumber=@n (already 1..10000): the bytes of part n - its position
+ * in a multipart object's completed list - as [*first, *first + *len);
+ * a simple object has one part, the whole object. S3E_INVALID_PART_NUMBER
+ * past the last part. */
+static enum stor_s3_err part_range(const struct stor_obj_info *info, uint64_t n,
+                                   uint64_t *first, uint64_t *len)
+{
+    uint64_t off = 0;
+    int i;
+
+    if (info->nparts == 0) {
+        if (n != 1)
+            return S3E_INVALID_PART_NUMBER;
+        *first = 0;
+        *len = info->size;
+        return S3E_NONE;
+    }
+    if (n > (uint64_t)info->nparts)
+        return S3E_INVALID_PART_NUMBER;
+    if (info->part_size == NULL)
+        return S3E_INTERNAL; /* out of memory in the object layer */
+    for (i = 0; i < (int)n - 1; i++)
+        off += info->part_size[i];
+    *first = off;
+    *len = info->part_size[n - 1];
+    return S3E_NONE;
+}
+
+/* Adds the object's headers (ETag, Last-Modified, stored headers with
+ * response-* overrides) to the response. */
+static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
+                          bool full)
+{
+    static const char *const overrides[][2] = {
+        {"response-content-type", "content-type"},
+        {"response-content-language", "content-language"},
+        {"response-expires", "expires"},
+        {"response-cache-control", "cache-control"},
+        {"response-content-disposition", "content-disposition"},
+        {"response-content-encoding", "content-encoding"},
+    };
+    struct stor_resp *rs = &r->resp;
+    char lm[CM_TIME_HTTP_LEN + 1];
+    const char *cm;
+    size_t i, j;
+    bool ck_on = false, any_override = false;
+    int ret;
+
+    /* one pass over the query instead of a lookup per override name */
+    for (i = 0; i < r->nquery && !any_override; i++)
+        any_override = strncmp(r->query[i].name, "response-", 9) == 0;
+    cm = stor_req_hdr(r, "x-amz-checksum-mode", &i);
+    if (cm && stor_http_ieq(cm, i, "ENABLED") && full)
+        ck_on = true;
+    cm_time_http(in->mtime, lm);
+    ret = stor_resp_hdr(rs, "ETag", "\"%s\"", in->etag);
+    if (ret == 0)
+        ret = stor_resp_hdr(rs, "Last-Modified", "%s", lm);
+    if (ret == 0)
+        ret = stor_resp_hdr(rs, "Accept-Ranges", "bytes");
+    for (i = 0; i < in->nhdrs && ret == 0; i++) {
+        const char *name = in->hdrs[i].name;
+        bool skip = false;
+
+        if (strcmp(name, "x-amz-tagging") == 0) {
+            /* S3 answers with the count (none for no tags: an empty
+             * x-amz-tagging); the tags via ?tagging */
+            int tc = tag_count(in->hdrs[i].value);
+
+            if (tc > 0)
+                ret = stor_resp_hdr(rs, "x-amz-tagging-count", "%d", tc);
+            continue;
+        }
+        if (strncmp(name, "x-amz-checksum-", 15) == 0) {
+            if (!ck_on)
+                continue;
+            /* the checksum of the whole body, as S3 calls it */
+            ret = stor_resp_hdr(rs, "x-amz-checksum-type", "FULL_OBJECT");
+            if (ret < 0)
+                break;
+        }
+        for (j = 0; j < CM_ARRAY_SIZE(overrides) && any_override; j++)
+            if (strcmp(name, overrides[j][1]) == 0 &&
+                stor_req_query(r, overrides[j][0]))
+                skip = true;
+        if (!skip)
+            ret = stor_resp_hdr(rs, name, "%s", in->hdrs[i].value);
+    }
+    for (j = 0; j < CM_ARRAY_SIZE(overrides) && ret == 0 && any_override; j++) {
+        const char *v = stor_req_query(r, overrides[j][0]);
+
+        if (v && strpbrk(v, "\r\n") == NULL)
+            ret = stor_resp_hdr(rs, overrides[j][1], "%s", v);
+    }
+    return ret;
+}
+
+/* Bytes per GET stream read: whole stripes (what costs least per byte in
+ * the store), as many as fit in STREAM_MAX, so a big object takes few
+ * worker round trips while memory stays at two such buffers. */
+static size_t stream_chunk(const struct stor_get *g)
+{
+    size_t pref = stor_get_preferred_chunk(g);
+
+    if (pref == 0)
+        return STREAM_MIN;
+    if (pref >= STREAM_MAX)
+        return STREAM_MAX;
+    pref *= STREAM_MAX / pref;
+    return pref < STREAM_MIN ? STREAM_MIN : pref;
+}
+
+/* GET/HEAD /bucket/key : conditionals (304/412), one range (206/416),
+ * stored headers and response-* overrides. Bodies that fit one read are
+ * returned whole from here; larger ones hand the reader to the stream
+ * (http.c) with the first buffer already filled. */
+static void op_get_object(struct stor_req *r)
+{
+    struct stor_obj_info info;
+    struct stor_get *g = NULL;
+    int ret;
+
+    memset(&info, 0, sizeof(info));
+    if (r->is_head)
+        ret = stor_obj_stat(stor_srv->store, r->bucket, r->key, r->key_len,
+                            &info);
+    else
+        ret = stor_get_open(stor_srv->store, r->bucket, r->key, r->key_len,
+                            &info, &g);
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    stor_s3_get_object_reply(r, &info, g);
+}
+
+/* See s3_i.h. Never blocks when @g is inline (or NULL): the event loop
+ * calls it for GETs whose bytes it read itself (s3.c). */
+void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *opened,
+                              struct stor_get *g)
+{
+    struct stor_obj_info info = *opened; /* we own its contents now */
+    struct stor_resp *rs = &r->resp;
+    uint64_t first = 0, last = 0, len = 0, pnum = 0;
+    const char *rv, *pn;
+    size_t rn;
+    enum stor_s3_err e;
+    int ret, ranged = 0;
+
+    memset(opened, 0, sizeof(*opened));
+    pn = stor_req_query(r, "partNumber");
+    if (pn) {
+        if (stor_http_parse_u64(pn, strlen(pn), &pnum) < 0 || pnum < 1 ||
+            pnum > STOR_MAX_PARTS) {
+            stor_resp_error(r, S3E_INVALID_ARGUMENT);
+            goto out;
+        }
+        if (stor_req_hdr(r, "range", &rn)) {
+            stor_resp_error(r, S3E_PART_AND_RANGE);
+            goto out;
+        }
+    }
+    e = conditionals(r, &info, "", true);
+    if (e == S3E_NOT_MODIFIED) {
+        stor_resp_error(r, e);
+        ret = stor_resp_hdr(rs, "ETag", "\"%s\"", info.etag);
+        goto out;
+    }
+    if (e != S3E_NONE) {
+        stor_resp_error(r, e);
+        goto out;
+    }
+    rv = pn ? NULL : stor_req_hdr(r, "range", &rn);
+    if (rv && !if_range_ok(r, &info))
+        rv = NULL; /* If-Range failed: 200 with the whole object */
+    if (pn) {
+        e = part_range(&info, pnum, &first, &len);
+        if (e != S3E_NONE) {
+            stor_resp_error(r, e);
+            goto out;
+        }
+        ranged = 1;
+    } else if (rv) {
+        ranged = parse_range(rv, rn, info.size, &first, &last);
+        if (ranged < 0) {
+            stor_resp_error(r, S3E_INVALID_RANGE);
+            if (stor_resp_hdr(rs, "Content-Range", "bytes */%llu",
+                              (unsigned long long)info.size) < 0)
+                stor_resp_error(r, S3E_INTERNAL);
+            goto out;
+        }
+        len = ranged ? last - first + 1 : info.size;
+    } else {
+        len = info.size;
+    }
+    if (!ranged)
+        first = 0;
+    last = len ? first + len - 1 : first;
+    ranged = ranged && len > 0; /* an empty object or part: 200, no range */
+    rs->status = ranged ? 206 : 200;
+    ret = object_headers(r, &info, !ranged);
+    if (ret == 0 && ranged)
+        ret = stor_resp_hdr(rs, "Content-Range", "bytes %llu-%llu/%llu",
+                            (unsigned long long)first, (unsigned long long)last,
+                            (unsigned long long)info.size);
+    if (ret == 0 && pn && info.nparts > 0)
+        ret = stor_resp_hdr(rs, "x-amz-mp-parts-count", "%d", info.nparts);
+    if (ret < 0) {
+        stor_resp_error(r, S3E_INTERNAL);
+        goto out;
+    }
+    rs->has_length = true;
+    rs->content_length = len;
+    if (r->is_head || len == 0) {
+        rs->no_body = r->is_head;
+        goto out;
+    }
+    rs->schunk = stream_chunk(g);
+    if (len <= rs->schunk) {
+        /* Small: read it all here and release the reader now. */
+        uint64_t got = 0;
+
+        if (cm_buf_reserve(&rs->body, (size_t)len) < 0) {
+            stor_resp_error(r, S3E_INTERNAL);
+            goto out;
+        }
+        while (got < len) {
+            ssize_t n = stor_get_read(g, first + got, rs->body.data + got,
+                                      (size_t)(len - got));
+
+            if (n <= 0) {
+                fail(r, n < 0 ? (int)n : -EIO);
+                goto out;
+            }
+            got += (uint64_t)n;
+        }
+        rs->body.len = (size_t)len;
+        rs->has_length = false;
+        goto out;
+    }
+    rs->sbuf[0] = malloc(rs->schunk);
+    if (rs->sbuf[0] == NULL) {
+        stor_resp_error(r, S3E_INTERNAL);
+        goto out;
+    }
+    {
+        size_t want = rs->schunk, got = 0;
+
+        while (got < want) {
+            ssize_t n =
+                stor_get_read(g, first + got, rs->sbuf[0] + got, want - got);
+
+            if (n <= 0) {
+                fail(r, n < 0 ? (int)n : -EIO);
+                goto out;
+            }
+            got += (size_t)n;
+        }
+        rs->slen[0] = got;
+    }
+    rs->filled[0] = true;
+    rs->cur = 0;
+    rs->rd_off = first + rs->slen[0];
+    rs->rd_end = last + 1;
+    rs->get = g; /* the stream owns the reader now */
+    g = NULL;
+out:
+    if (g)
+        stor_get_close(g);
+    stor_obj_info_fini(&info);
+}
+
+/* DELETE /bucket/key : 204, also for a key that does not exist. */
+static void op_delete_object(struct stor_req *r)
+{
+    int ret = stor_obj_delete(stor_srv->store, r->bucket, r->key, r->key_len);
+
+    if (ret < 0 && ret != -STOR_ENOKEY) {
+        fail(r, ret);
+        return;
+    }
+    r->resp.status = 204;
+}
+
+/* POST /bucket?delete : DeleteObjects (needs Content-MD5 or a checksum;
+ * Quiet lists only errors). */
+static void op_delete_objects(struct stor_req *r)
+{
+    struct stor_s3_del_key *keys = NULL;
+    struct cm_buf *b = &r->resp.body;
+    size_t n = 0, i;
+    bool quiet = false;
+    int ret;
+
+    if (!r->has_md5 && r->ck_kind == STOR_CKSUM_NONE) {
+        stor_resp_error(r, S3E_INVALID_REQUEST);
+        return;
+    }
+    ret = stor_s3_parse_delete(r->body.data, r->body.len, &keys, &n, &quiet);
+    if (ret < 0) {
+        stor_resp_error(r, ret == -ENOMEM ? S3E_INTERNAL : S3E_MALFORMED_XML);
+        return;
+    }
+    if (need_bucket(r) < 0)
+        goto out;
+    x_lit(b, S3_XML_DECL "<DeleteResult xmlns=\"" S3_XMLNS "\">");
+    for (i = 0; i < n; i++) {
+        enum stor_s3_err e = S3E_NONE;
+
+        if (keys[i].bad_version) /* never delete the "null" version */
+            e = S3E_NO_SUCH_VERSION;
+        ret = e != S3E_NONE || keys[i].key_len > STOR_MAX_KEY_LEN
+                  ? -ENAMETOOLONG
+                  : stor_obj_delete(stor_srv->store, r->bucket, keys[i].key,
+                                    keys[i].key_len);
+        if (ret == 0 || ret == -STOR_ENOKEY) {
+            if (quiet)
+                continue;
+            x_lit(b, "<Deleted>");
+            x_elem(b, "Key", keys[i].key, keys[i].key_len, false);
+            x_lit(b, "</Deleted>");
+        } else {
+            const struct stor_s3_err_info *ei = stor_s3_err_info(
+                e != S3E_NONE ? e : stor_s3_err_from_errno(ret));
+
+            x_lit(b, "<Error>");
+            x_elem(b, "Key", keys[i].key, keys[i].key_len, false);
+            x_fmt(b, "<Code>%s</Code><Message>%s</Message></Error>", ei->code,
+                  ei->message);
+        }
+    }
+    x_lit(b, "</DeleteResult>");
+    xml_done(r);
+out:
+    stor_s3_del_keys_free(keys, n);
+}
+
+/* ---- PUT (streamed by s3.c) ---- */
+
+/* See s3_i.h: runs before the body is read. */
+void stor_s3_put_begin_run(struct stor_req *r)
+{
+    struct stor_hdr *h = NULL;
+    size_t nh = 0;
+    int64_t size = r->decoded_len == UINT64_MAX ? -1 : (int64_t)r->decoded_len;
+    int ret;
+
+    if (r->op == S3_OP_UPLOAD_PART) {
+        const char *pn = stor_req_query(r, "partNumber");
+        uint64_t part;
+
+        if (stor_http_parse_u64(pn, strlen(pn), &part) < 0 || part < 1 ||
+            part > STOR_MAX_PARTS) {
+            stor_resp_error(r, S3E_INVALID_ARGUMENT);
+            return;
+        }
+        ret = stor_mpu_part_begin(stor_srv->store, r->bucket, r->key,
+                                  r->key_len, stor_req_query(r, "uploadId"),
+                                  (int)part, size, &r->put);
+        if (ret < 0)
+            fail(r, ret);
+        return;
+    }
+    /* conditional writes: If-None-Match: * and If-Match. Checked here (no
+     * body is read for a write that cannot win) and again at commit under
+     * the key's lock (of concurrent conditional writers one wins). */
+    size_t n1 = 0, n2 = 0;
+    const char *inm = stor_req_hdr(r, "if-none-match", &n1);
+    const char *im = stor_req_hdr(r, "if-match", &n2);
+    char cond_etag[STOR_ETAG_MAX] = "";
+    enum stor_s3_err te = req_tagging_check(r);
+
+    if (te != S3E_NONE) {
+        stor_resp_error(r, te);
+        return;
+    }
+    {
+        if (inm || im) {
+            struct stor_obj_info info;
+
+            memset(&info, 0, sizeof(info));
+            ret = stor_obj_stat(stor_srv->store, r->bucket, r->key, r->key_len,
+                                &info);
+            if (ret < 0 && ret != -STOR_ENOKEY) {
+                fail(r, ret);
+                return;
+            }
+            if ((ret == 0 && inm && etag_matches(inm, n1, info.etag)) ||
+                (im && (ret < 0 || !etag_matches(im, n2, info.etag)))) {
+                stor_obj_info_fini(&info);
+                stor_resp_error(r, ret < 0 && im ? S3E_NO_SUCH_KEY
+                                                 : S3E_PRECONDITION_FAILED);
+                return;
+            }
+            if (im) /* it matched: the commit needs this same version */
+                snprintf(cond_etag, sizeof(cond_etag), "%s", info.etag);
+            stor_obj_info_fini(&info);
+        }
+    }
+    ret = stor_s3_req_obj_hdrs(r, &h, &nh);
+    if (ret == 0)
+        ret = stor_put_begin(stor_srv->store, r->bucket, r->key, r->key_len,
+                             size, h, nh, &r->put);
+    if (ret == 0 && (cond_etag[0] || (inm && n1 == 1 && inm[0] == '*')))
+        ret = stor_put_set_condition(r->put, inm && n1 == 1 && inm[0] == '*',
+                                     cond_etag[0] ? cond_etag : NULL);
+    stor_s3_hdrs_free(h, nh);
+    if (ret < 0)
+        fail(r, ret);
+}
+
+/* See s3_i.h: the body is complete and verified. */
+void stor_s3_put_commit_run(struct stor_req *r)
+{
+    struct stor_obj_info info;
+    struct stor_put *p = r->put;
+    int ret;
+
+    if (r->put_err < 0) {
+        fail(r, r->put_err);
+        return;
+    }
+    memset(&info, 0, sizeof(info));
+    r->put = NULL; /* commit frees it, success or not */
+    if (r->op == S3_OP_PUT_OBJECT && r->ck_from_trailer && r->ck_value[0]) {
+        /* a trailer checksum is known (and verified) only now; kept like
+         * one sent as a header (stor_s3_req_obj_hdrs) */
+        ret =
+            stor_put_add_header(p, stor_s3_cksum_hdr(r->ck_kind), r->ck_value);
+        if (ret < 0) {
+            stor_put_abort(p);
+            fail(r, ret);
+            return;
+        }
+    }
+    ret = stor_put_commit(p, r->has_md5 ? r->content_md5 : NULL, &info);
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    r->resp.status = 200;
+    ret = stor_resp_hdr(&r->resp, "ETag", "\"%s\"", info.etag);
+    if (ret == 0 && r->ck_kind != STOR_CKSUM_NONE && r->ck_value[0])
+        ret = stor_resp_hdr(&r->resp, stor_s3_cksum_hdr(r->ck_kind), "%s",
+                            r->ck_value);
+    if (ret < 0)
+        stor_resp_error(r, S3E_INTERNAL);
+    stor_obj_info_fini(&info);
+}
+
+/* ---- copy ---- */
+
+/* Decodes x-amz-copy-source into @bucket (64) and a malloc'd key. */
+static enum stor_s3_err copy_source(const struct stor_req *r, char *bucket,
+                                    char **key, size_t *key_len)
+{
+    const char *v;
+    size_t n;
+    struct cm_buf b;
+    char *p, *slash, *q;
+
+    v = stor_req_hdr(r, "x-amz-copy-source", &n);
+    if (v == NULL)
+        return S3E_INVALID_ARGUMENT;
+    cm_buf_init(&b, CM_BUF_NOLIMIT);
+    q = memchr(v, '?', n);
+    if (q) {
+        /* ?versionId=: we keep one version, "null"; another id is not
+         * ours, and copying the current data instead would be wrong. */
+        size_t qn = n - (size_t)(q - v);
+
+        if (!(qn == 15 && memcmp(q, "?versionId=null", 15) == 0))
+            return S3E_NO_SUCH_VERSION;
+        n = (size_t)(q - v);
+    }
+    if (cm_uri_decode(&b, v, n, false) < 0 || b.data == NULL)
+        return S3E_INVALID_ARGUMENT;
+    p = b.data;
+    if (*p == '/')
+        p++;
+    slash = strchr(p, '/');
+    if (slash == NULL || slash == p || (size_t)(slash - p) >= 64 ||
+        slash[1] == 0) {
+        cm_buf_fini(&b);
+        return S3E_INVALID_ARGUMENT;
+    }
+    memcpy(bucket, p, (size_t)(slash - p));
+    bucket[slash - p] = 0;
+    *key_len = b.len - (size_t)(slash + 1 - b.data);
+    if (*key_len > STOR_MAX_KEY_LEN) {
+        cm_buf_fini(&b);
+        return S3E_KEY_TOO_LONG;
+    }
+    *key = strndup(slash + 1, *key_len);
+    cm_buf_fini(&b);
+    return *key ? S3E_NONE : S3E_INTERNAL;
+}
+
+/* Copies [first, last] of @g into @p. 0 or -errno. */
+static int copy_bytes(struct stor_get *g, struct stor_put *p, uint64_t first,
+                      uint64_t len)
+{
+    size_t chunk = stream_chunk(g);
+    char *buf;
+    uint64_t off = 0;
+    int ret = 0;
+
+    buf = malloc(chunk);
+    if (buf == NULL)
+        return -ENOMEM;
+    while (off < len) {
+        size_t want = (size_t)CM_MIN((uint64_t)chunk, len - off);
+        ssize_t n = stor_get_read(g, first + off, buf, want);
+
+        if (n <= 0) {
+            ret = n < 0 ? (int)n : -EIO;
+            break;
+        }
+        ret = stor_put_write(p, buf, (size_t)n);
+        if (ret < 0)
+            break;
+        off += (uint64_t)n;
+    }
+    free(buf);
+    return ret;
+}
+
+/* x-amz-copy-source-range must be "bytes=FIRST-LAST" inside the source
+ * (S3 answers InvalidRange otherwise): unlike a GET Range, an end past
+ * the source is not clamped, or a client that sized its parts from a
+ * stale HEAD would silently get a short part and a truncated object. */
+static bool copy_range_ok(const char *v, size_t n, uint64_t size,
+                          uint64_t *first, uint64_t *last)
+{
+    const char *dash;
+
+    if (n < 9 || memcmp(v, "bytes=", 6) != 0)
+        return false;
+    v += 6;
+    n -= 6;
+    dash = memchr(v, '-', n);
+    if (dash == NULL || dash == v || dash + 1 == v + n)
+        return false;
+    if (stor_http_parse_u64(v, (size_t)(dash - v), first) < 0 ||
+        stor_http_parse_u64(dash + 1, (size_t)(v + n - dash - 1), last) < 0)
+        return false;
+    return *first <= *last && *last < size;
+}
+
+/* The headers CopyObject stores with the copy: the request's (metadata
+ * REPLACE) or the source's (COPY), the source's checksums either way (same
+ * bytes), and the tags x-amz-tagging-directive chooses independently of
+ * the metadata directive, as S3: the source's (COPY, the default) or the
+ * request's x-amz-tagging (REPLACE; no tags without one). 0 or -ENOMEM. */
+static int copy_dest_hdrs(const struct stor_req *r,
+                          const struct stor_obj_info *src, bool replace,
+                          bool tag_replace, struct stor_hdr **out, size_t *n)
+{
+    struct stor_hdr *req = NULL, *h = NULL;
+    size_t nreq = 0, nh = 0, i, tn = 0;
+    const char *tv;
+    int ret = 0;
+
+    if (replace)
+        ret = stor_s3_req_obj_hdrs(r, &req, &nreq);
+    for (i = 0; ret == 0 && i < nreq; i++)
+        if (strcmp(req[i].name, "x-amz-tagging") != 0)
+            ret = hdr_add(&h, &nh, req[i].name, strlen(req[i].name),
+                          req[i].value, strlen(req[i].value));
+    for (i = 0; ret == 0 && i < src->nhdrs; i++) {
+        const struct stor_hdr *sh = &src->hdrs[i];
+
+        if (strcmp(sh->name, "x-amz-tagging") == 0 ||
+            (replace && strncmp(sh->name, "x-amz-checksum-", 15) != 0))
+            continue;
+        ret = hdr_add(&h, &nh, sh->name, strlen(sh->name), sh->value,
+                      strlen(sh->value));
+    }
+    if (tag_replace) {
+        tv = stor_req_hdr(r, "x-amz-tagging", &tn);
+    } else {
+        tv = obj_tagging(src);
+        tn = tv ? strlen(tv) : 0;
+    }
+    if (ret == 0 && tv && tn > 0)
+        ret = hdr_add(&h, &nh, "x-amz-tagging", 13, tv, tn);
+    stor_s3_hdrs_free(req, nreq);
+    if (ret < 0) {
+        stor_s3_hdrs_free(h, nh);
+        return ret;
+    }
+    *out = h;
+    *n = nh;
+    return 0;
+}
+
+/* PUT with x-amz-copy-source: CopyObject (metadata COPY or REPLACE; a
+ * copy onto itself needs REPLACE) or UploadPartCopy (with an optional
+ * x-amz-copy-source-range); x-amz-copy-source-if-* give 412. */
+static void op_copy(struct stor_req *r, bool part)
+{
+    char sbucket[64];
+    char *skey = NULL;
+    size_t sklen = 0;
+    struct stor_obj_info sinfo, dinfo;
+    struct stor_get *g = NULL;
+    struct stor_put *p = NULL;
+    struct stor_hdr *h = NULL;
+    size_t nh = 0;
+    uint64_t first = 0, len, pnum = 0;
+    enum stor_s3_err e;
+    const char *dir;
+    size_t dn;
+    bool replace, tag_replace;
+    char t[CM_TIME_RFC3339_LEN + 1];
+    int ret;
+
+    memset(&sinfo, 0, sizeof(sinfo));
+    memset(&dinfo, 0, sizeof(dinfo));
+    e = copy_source(r, sbucket, &skey, &sklen);
+    if (e != S3E_NONE) {
+        stor_resp_error(r, e);
+        return;
+    }
+    dir = stor_req_hdr(r, "x-amz-metadata-directive", &dn);
+    replace = dir && stor_http_ieq(dir, dn, "REPLACE");
+    if (dir && !replace && !stor_http_ieq(dir, dn, "COPY")) {
+        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        goto out;
+    }
+    dir = stor_req_hdr(r, "x-amz-tagging-directive", &dn);
+    tag_replace = !part && dir && stor_http_ieq(dir, dn, "REPLACE");
+    if (!part && dir && !tag_replace && !stor_http_ieq(dir, dn, "COPY")) {
+        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        goto out;
+    }
+    e = tag_replace ? req_tagging_check(r) : S3E_NONE;
+    if (e != S3E_NONE) {
+        stor_resp_error(r, e);
+        goto out;
+    }
+    if (!part && !replace && strcmp(sbucket, r->bucket) == 0 &&
+        sklen == r->key_len && memcmp(skey, r->key, sklen) == 0) {
+        stor_resp_error(r, S3E_COPY_TO_SELF);
+        goto out;
+    }
+    ret = stor_get_open(stor_srv->store, sbucket, skey, sklen, &sinfo, &g);
+    if (ret < 0) {
+        fail(r, ret);
+        goto out;
+    }
+    e = conditionals(r, &sinfo, "x-amz-copy-source-", false);
+    if (e != S3E_NONE) {
+        stor_resp_error(r, e);
+        goto out;
+    }
+    len = sinfo.size;
+    if (part) {
+        const char *rv = stor_req_hdr(r, "x-amz-copy-source-range", &dn);
+        const char *pn = stor_req_query(r, "partNumber");
+        uint64_t last;
+
+        if (stor_http_parse_u64(pn, strlen(pn), &pnum) < 0 || pnum < 1 ||
+            pnum > STOR_MAX_PARTS) {
+            stor_resp_error(r, S3E_INVALID_ARGUMENT);
+            goto out;
+        }
+        if (rv) {
+            if (!copy_range_ok(rv, dn, sinfo.size, &first, &last)) {
+                stor_resp_error(r, S3E_INVALID_RANGE);
+                goto out;
+            }
+            len = last - first + 1;
+        }
+    }
+    if (len > S3_MAX_PUT) {
+        /* S3's limit on what one copy reads: a part copy of a larger
+         * source must name a range of at most 5 GiB */
+        stor_resp_error(r, S3E_COPY_SOURCE_TOO_LARGE);
+        goto out;
+    }
+    if (part) {
+        ret = stor_mpu_part_begin(stor_srv->store, r->bucket, r->key,
+                                  r->key_len, stor_req_query(r, "uploadId"),
+                                  (int)pnum, (int64_t)len, &p);
+    } else {
+        ret = copy_dest_hdrs(r, &sinfo, replace, tag_replace, &h, &nh);
+        if (ret == 0)
+            ret = stor_put_begin(stor_srv->store, r->bucket, r->key, r->key_len,
+                                 (int64_t)len, h, nh, &p);
+    }
+    if (ret < 0) {
+        fail(r, ret);
+        goto out;
+    }
+    ret = copy_bytes(g, p, first, len);
+    if (ret < 0) {
+        stor_put_abort(p);
+        fail(r, ret);
+        goto out;
+    }
+    ret = stor_put_commit(p, NULL, &dinfo);
+    if (ret < 0) {
+        fail(r, ret);
+        goto out;
+    }
+    time_iso(dinfo.mtime, dinfo.mtime_ms, t);
+    x_fmt(&r->resp.body,
+          S3_XML_DECL "<%s xmlns=\"" S3_XMLNS "\"><LastModified>%s"
+                      "</LastModified><ETag>&quot;%s&quot;</ETag></%s>",
+          part ? "CopyPartResult" : "CopyObjectResult", t, dinfo.etag,
+          part ? "CopyPartResult" : "CopyObjectResult");
+    xml_done(r);
+out:
+    if (g)
+        stor_get_close(g);
+    stor_s3_hdrs_free(h, nh);
+    stor_obj_info_fini(&sinfo);
+    stor_obj_info_fini(&dinfo);
+    free(skey);
+}
+
+/* ---- multipart ---- */
+
+/* POST /bucket/key?uploads : CreateMultipartUpload (headers kept for the
+ * final object). */
+static void op_create_mpu(struct stor_req *r)
+{
+    char id[STOR_UPLOAD_ID_MAX];
+    struct stor_hdr *h = NULL;
+    size_t nh = 0;
+    struct cm_buf *b = &r->resp.body;
+    enum stor_s3_err e = req_tagging_check(r);
+    int ret;
+
+    if (e != S3E_NONE) {
+        stor_resp_error(r, e);
+        return;
+    }
+    ret = stor_s3_req_obj_hdrs(r, &h, &nh);
+    if (ret == 0)
+        ret = stor_mpu_create(stor_srv->store, r->bucket, r->key, r->key_len, h,
+                              nh, id);
+    stor_s3_hdrs_free(h, nh);
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    x_lit(b,
+          S3_XML_DECL "<InitiateMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
+    x_str(b, "Bucket", r->bucket, false);
+    x_elem(b, "Key", r->key, r->key_len, false);
+    x_str(b, "UploadId", id, false);
+    x_lit(b, "</InitiateMultipartUploadResult>");
+    xml_done(r);
+}
+
+/* POST /bucket/key?uploadId= : CompleteMultipartUpload (order checked
+ * here, ETags and sizes by the store). */
+static void op_complete_mpu(struct stor_req *r)
+{
+    struct stor_part *parts = NULL;
+    struct stor_obj_info info;
+    struct cm_buf *b = &r->resp.body;
+    size_t n = 0, i;
+    int ret;
+
+    memset(&info, 0, sizeof(info));
+    ret = stor_s3_parse_complete(r->body.data, r->body.len, &parts, &n);
+    if (ret < 0) {
+        stor_resp_error(r, ret == -ENOMEM ? S3E_INTERNAL : S3E_MALFORMED_XML);
+        return;
+    }
+    for (i = 1; i < n; i++)
+        if (parts[i].number <= parts[i - 1].number) {
+            stor_resp_error(r, S3E_INVALID_PART_ORDER);
+            free(parts);
+            return;
+        }
+    ret = stor_mpu_complete(stor_srv->store, r->bucket, r->key, r->key_len,
+                            stor_req_query(r, "uploadId"), parts, n, &info);
+    free(parts);
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    x_lit(b,
+          S3_XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
+    x_fmt(b, "<Location>/%s/", r->bucket);
+    if (cm_xml_escape(b, r->key, r->key_len) < 0)
+        x_fail(b);
+    x_lit(b, "</Location>");
+    x_str(b, "Bucket", r->bucket, false);
+    x_elem(b, "Key", r->key, r->key_len, false);
+    x_fmt(b, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>",
+          info.etag);
+    stor_obj_info_fini(&info);
+    xml_done(r);
+}
+
+/* DELETE /bucket/key?uploadId= : AbortMultipartUpload, 204. */
+static void op_abort_mpu(struct stor_req *r)
+{
+    int ret = stor_mpu_abort(stor_srv->store, r->bucket, r->key, r->key_len,
+                             stor_req_query(r, "uploadId"));
+
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    r->resp.status = 204;
+}
+
+/* GET /bucket/key?uploadId= : ListParts (part-number-marker, max-parts). */
+static void op_list_parts(struct stor_req *r)
+{
+    const char *id = stor_req_query(r, "uploadId");
+    const char *pm = stor_req_query(r, "part-number-marker");
+    struct stor_part *parts = NULL;
+    struct cm_buf *b = &r->resp.body;
+    size_t n = 0, i;
+    bool trunc = false;
+    uint64_t after = 0;
+    int maxp, ret;
+
+    if (max_param(r, "max-parts", 1000, 1000, &maxp) < 0 ||
+        (pm && stor_http_parse_u64(pm, strlen(pm), &after) < 0) ||
+        after > STOR_MAX_PARTS) {
+        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        return;
+    }
+    ret = stor_mpu_list_parts(stor_srv->store, r->bucket, r->key, r->key_len,
+                              id, (int)after, (size_t)maxp, &parts, &n, &trunc);
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
+    x_lit(b, S3_XML_DECL "<ListPartsResult xmlns=\"" S3_XMLNS "\">");
+    x_str(b, "Bucket", r->bucket, false);
+    x_elem(b, "Key", r->key, r->key_len, false);
+    x_str(b, "UploadId", id, false);
+    x_lit(b, "<Initiator><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"
+             "</Initiator><Owner><ID>" OWNER_ID "</ID><DisplayName>root"
+             "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
+    x_fmt(b, "<PartNumberMarker>%llu</PartNumberMarker>",
+          (unsigned long long)after);
+    if (n > 0)
+        x_fmt(b, "<NextPartNumberMarker>%d</NextPartNumberMarker>",
+              parts[n - 1].number);
+    x_fmt(b, "<MaxParts>%d</MaxParts><IsTruncated>%s</IsTruncated>", maxp,
+          trunc ? "true" : "false");
+    for (i = 0; i < n; i++) {
+        char t[CM_TIME_RFC3339_LEN + 1];
+
+        time_iso(parts[i].mtime, 0, t);
+        x_fmt(b,
+              "<Part><PartNumber>%d</PartNumber><LastModified>%s"
+              "</LastModified><ETag>&quot;%s&quot;</ETag><Size>%llu</Size>"
+              "</Part>",
+              parts[i].number, t, parts[i].etag,
+              (unsigned long long)parts[i].size);
+    }
+    x_lit(b, "</ListPartsResult>");
+    free(parts);
+    xml_done(r);
+}
+
+/* GET /bucket?uploads : ListMultipartUploads (prefix, key-marker,
+ * upload-id-marker, max-uploads). */
+static void op_list_uploads(struct stor_req *r)
+{
+    const char *prefix = stor_req_query(r, "prefix");
+    const char *km = stor_req_query(r, "key-marker");
+    const char *um = stor_req_query(r, "upload-id-marker");
+    struct stor_upload *u = NULL;
+    struct cm_buf *b = &r->resp.body;
+    size_t n = 0, i;
+    bool trunc = false;
+    int maxu, ret;
+
+    if (max_param(r, "max-uploads", 1000, 1000, &maxu) < 0) {
+        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        return;
+    }
+    ret =
+        stor_mpu_list(stor_srv->store, r->bucket,
+                      prefix && *prefix ? prefix : NULL, km && *km ? km : NULL,
+                      um && *um ? um : NULL, (size_t)maxu, &u, &n, &trunc);
+    if (ret < 0) {
+        fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
+        return;
+    }
+    x_lit(b, S3_XML_DECL "<ListMultipartUploadsResult xmlns=\"" S3_XMLNS "\">");
+    x_str(b, "Bucket", r->bucket, false);
+    x_str(b, "KeyMarker", km, false);
+    x_str(b, "UploadIdMarker", um, false);
+    if (n > 0) {
+        x_elem(b, "NextKeyMarker", u[n - 1].key, u[n - 1].key_len, false);
+        x_str(b, "NextUploadIdMarker", u[n - 1].upload_id, false);
+    }
+    if (prefix)
+        x_str(b, "Prefix", prefix, false);
+    x_fmt(b, "<MaxUploads>%d</MaxUploads><IsTruncated>%s</IsTruncated>", maxu,
+          trunc ? "true" : "false");
+    for (i = 0; i < n; i++) {
+        char t[CM_TIME_RFC3339_LEN + 1];
+
+        time_iso(u[i].initiated, 0, t);
+        x_lit(b, "<Upload>");
+        x_elem(b, "Key", u[i].key, u[i].key_len, false);
+        x_str(b, "UploadId", u[i].upload_id, false);
+        x_fmt(b,
+              "<Initiator><ID>" OWNER_ID "</ID><DisplayName>root"
+              "</DisplayName></Initiator><Owner><ID>" OWNER_ID "</ID>"
+              "<DisplayName>root</DisplayName></Owner><StorageClass>"
+              "STANDARD</StorageClass><Initiated>%s</Initiated></Upload>",
+              t);
+    }
+    x_lit(b, "</ListMultipartUploadsResult>");
+    stor_uploads_free(u, n);
+    xml_done(r);
+}
+
+/* See s3_i.h. */
+void stor_s3_op_run(struct stor_req *r)
+{
+    switch (r->op) {
+    case S3_OP_LIST_BUCKETS:
+        op_list_buckets(r);
+        break;
+    case S3_OP_CREATE_BUCKET:
+        op_create_bucket(r);
+        break;
+    case S3_OP_HEAD_BUCKET:
+        op_head_bucket(r);
+        break;
+    case S3_OP_DELETE_BUCKET:
+        op_delete_bucket(r);
+        break;
+    case S3_OP_GET_BUCKET_LOCATION:
+        op_bucket_location(r);
+        break;
+    case S3_OP_BUCKET_SUBRESOURCE:
+        op_bucket_subresource(r);
+        break;
+    case S3_OP_OBJECT_SUBRESOURCE:
+        op_object_subresource(r);
+        break;
+    case S3_OP_LIST_OBJECTS:
+        op_list_objects(r, false);
+        break;
+    case S3_OP_LIST_OBJECTS_V2:
+        op_list_objects(r, true);
+        break;
+    case S3_OP_LIST_UPLOADS:
+        op_list_uploads(r);
+        break;
+    case S3_OP_DELETE_OBJECTS:
+        op_delete_objects(r);
+        break;
+    case S3_OP_GET_OBJECT:
+    case S3_OP_HEAD_OBJECT:
+        op_get_object(r);
+        break;
+    case S3_OP_DELETE_OBJECT:
+        op_delete_object(r);
+        break;
+    case S3_OP_COPY_OBJECT:
+        op_copy(r, false);
+        break;
+    case S3_OP_UPLOAD_PART_COPY:
+        op_copy(r, true);
+        break;
+    case S3_OP_CREATE_MPU:
+        op_create_mpu(r);
+        break;
+    case S3_OP_COMPLETE_MPU:
+        op_complete_mpu(r);
+        break;
+    case S3_OP_ABORT_MPU:
+        op_abort_mpu(r);
+        break;
+    case S3_OP_LIST_PARTS:
+        op_list_parts(r);
+        break;
+    default:
+        stor_resp_error(r, S3E_NOT_IMPLEMENTED);
+        break;
+    }
+}

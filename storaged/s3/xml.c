@@ -1,0 +1,276 @@
+/* storaged/s3/xml.c - parsing of the two S3 request bodies we need
+ * (DeleteObjects and CompleteMultipartUpload) with expat.
+ *
+ * DESIGN: a tiny path tracker over expat's callbacks: we keep the element
+ * depth and the text of the current leaf, and act on the end tags we care
+ * about. Namespaces are ignored (clients send the S3 xmlns or none).
+ * Anything not well-formed is -EBADMSG, which becomes MalformedXML. */
+#include "storaged/s3/s3_i.h"
+
+#include <errno.h>
+#include <expat.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DELETE_KEYS 1000
+
+struct xml_ctx {
+    int depth;
+    struct cm_buf text;
+    int err;
+    /* delete */
+    struct stor_s3_del_key *keys;
+    size_t nkeys, capkeys;
+    bool quiet;
+    bool in_object;
+    size_t obj_first;     /* keys[] index where this <Object> began */
+    bool obj_bad_version; /* its <VersionId> is not "null" */
+    /* complete */
+    struct stor_part *parts;
+    size_t nparts, capparts;
+    struct stor_part cur;
+    bool have_num;
+};
+
+/* Strips a namespace prefix "ns:Name" -> "Name". */
+static const char *local_name(const char *n)
+{
+    const char *c = strrchr(n, ':');
+
+    return c ? c + 1 : n;
+}
+
+/* expat: an element opens; its text starts empty. */
+static void XMLCALL on_start(void *ud, const char *name, const char **attrs)
+{
+    struct xml_ctx *x = ud;
+
+    (void)attrs;
+    x->depth++;
+    cm_buf_reset(&x->text);
+    name = local_name(name);
+    if (strcmp(name, "Object") == 0) {
+        x->in_object = true;
+        x->obj_first = x->nkeys;
+        x->obj_bad_version = false;
+    }
+    if (strcmp(name, "Part") == 0) {
+        memset(&x->cur, 0, sizeof(x->cur));
+        x->have_num = false;
+    }
+}
+
+/* expat: text of the current element (may come in pieces). */
+static void XMLCALL on_text(void *ud, const char *s, int len)
+{
+    struct xml_ctx *x = ud;
+
+    if (x->err == 0 && cm_buf_append(&x->text, s, (size_t)len) < 0)
+        x->err = -ENOMEM;
+}
+
+/* Parses a decimal part number 1..10000; -1 when invalid. */
+static int part_number(const char *s, size_t n)
+{
+    int v = 0;
+    size_t i;
+
+    if (n == 0 || n > 5)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v >= 1 && v <= STOR_MAX_PARTS ? v : -1;
+}
+
+/* An element of <Delete> closed: collect Quiet and Object/Key. */
+static void end_delete(struct xml_ctx *x, const char *name)
+{
+    const char *t = x->text.data ? x->text.data : "";
+
+    if (strcmp(name, "Quiet") == 0) {
+        x->quiet = strcmp(t, "true") == 0;
+    } else if (strcmp(name, "Key") == 0 && x->in_object) {
+        struct stor_s3_del_key *k;
+
+        if (x->nkeys >= MAX_DELETE_KEYS) {
+            x->err = -EBADMSG;
+            return;
+        }
+        if (x->nkeys == x->capkeys) {
+            size_t nc = x->capkeys ? 2 * x->capkeys : 16;
+            void *p = realloc(x->keys, nc * sizeof(*x->keys));
+
+            if (p == NULL) {
+                x->err = -ENOMEM;
+                return;
+            }
+            x->keys = p;
+            x->capkeys = nc;
+        }
+        k = &x->keys[x->nkeys];
+        k->key_len = x->text.len;
+        k->bad_version = false;
+        k->key = malloc(k->key_len + 1);
+        if (k->key == NULL) {
+            x->err = -ENOMEM;
+            return;
+        }
+        memcpy(k->key, t, k->key_len);
+        k->key[k->key_len] = 0;
+        x->nkeys++;
+    } else if (strcmp(name, "VersionId") == 0 && x->in_object) {
+        if (strcmp(t, "null") != 0)
+            x->obj_bad_version = true;
+    } else if (strcmp(name, "Object") == 0) {
+        size_t i;
+
+        for (i = x->obj_first; x->obj_bad_version && i < x->nkeys; i++)
+            x->keys[i].bad_version = true;
+        x->in_object = false;
+    }
+}
+
+/* An element of <CompleteMultipartUpload> closed: collect parts. */
+static void end_complete(struct xml_ctx *x, const char *name)
+{
+    const char *t = x->text.data ? x->text.data : "";
+    size_t n = x->text.len;
+
+    if (strcmp(name, "PartNumber") == 0) {
+        x->cur.number = part_number(t, n);
+        if (x->cur.number < 0)
+            x->err = -EBADMSG;
+        x->have_num = true;
+    } else if (strcmp(name, "ETag") == 0) {
+        /* strip blanks and quotes (raw or as &quot;) */
+        while (n > 0 && (*t == '"' || *t == ' ' || *t == '\n')) {
+            t++;
+            n--;
+        }
+        while (n > 0 &&
+               (t[n - 1] == '"' || t[n - 1] == ' ' || t[n - 1] == '\n'))
+            n--;
+        if (n >= sizeof(x->cur.etag)) {
+            x->err = -EBADMSG;
+            return;
+        }
+        memcpy(x->cur.etag, t, n);
+        x->cur.etag[n] = 0;
+    } else if (strcmp(name, "Part") == 0) {
+        if (!x->have_num || x->nparts >= STOR_MAX_PARTS) {
+            x->err = -EBADMSG;
+            return;
+        }
+        if (x->nparts == x->capparts) {
+            size_t nc = x->capparts ? 2 * x->capparts : 16;
+            void *p = realloc(x->parts, nc * sizeof(*x->parts));
+
+            if (p == NULL) {
+                x->err = -ENOMEM;
+                return;
+            }
+            x->parts = p;
+            x->capparts = nc;
+        }
+        x->parts[x->nparts++] = x->cur;
+    }
+}
+
+/* expat end handlers for the two documents. */
+static void XMLCALL on_end_delete(void *ud, const char *name)
+{
+    struct xml_ctx *x = ud;
+
+    if (x->err == 0)
+        end_delete(x, local_name(name));
+    cm_buf_reset(&x->text);
+    x->depth--;
+}
+
+static void XMLCALL on_end_complete(void *ud, const char *name)
+{
+    struct xml_ctx *x = ud;
+
+    if (x->err == 0)
+        end_complete(x, local_name(name));
+    cm_buf_reset(&x->text);
+    x->depth--;
+}
+
+/* Runs expat over @xml with the given end handler. 0 or -errno. */
+static int run_parser(struct xml_ctx *x, const char *xml, size_t len,
+                      XML_EndElementHandler end, const char *root)
+{
+    XML_Parser p = XML_ParserCreate(NULL);
+    int ret = 0;
+
+    if (p == NULL)
+        return -ENOMEM;
+    cm_buf_init(&x->text, 1024 * 1024);
+    XML_SetUserData(p, x);
+    XML_SetElementHandler(p, on_start, end);
+    XML_SetCharacterDataHandler(p, on_text);
+    if (len > (size_t)INT32_MAX ||
+        XML_Parse(p, xml ? xml : "", (int)len, 1) != XML_STATUS_OK)
+        ret = -EBADMSG;
+    if (ret == 0 && x->err)
+        ret = x->err;
+    (void)root;
+    XML_ParserFree(p);
+    cm_buf_fini(&x->text);
+    return ret;
+}
+
+/* See s3_i.h. */
+void stor_s3_del_keys_free(struct stor_s3_del_key *k, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        free(k[i].key);
+    free(k);
+}
+
+/* See s3_i.h. */
+int stor_s3_parse_delete(const char *xml, size_t len,
+                         struct stor_s3_del_key **keys, size_t *n, bool *quiet)
+{
+    struct xml_ctx x;
+    int ret;
+
+    memset(&x, 0, sizeof(x));
+    ret = run_parser(&x, xml, len, on_end_delete, "Delete");
+    if (ret == 0 && x.nkeys == 0)
+        ret = -EBADMSG;
+    if (ret < 0) {
+        stor_s3_del_keys_free(x.keys, x.nkeys);
+        return ret;
+    }
+    *keys = x.keys;
+    *n = x.nkeys;
+    *quiet = x.quiet;
+    return 0;
+}
+
+/* See s3_i.h. */
+int stor_s3_parse_complete(const char *xml, size_t len,
+                           struct stor_part **parts, size_t *n)
+{
+    struct xml_ctx x;
+    int ret;
+
+    memset(&x, 0, sizeof(x));
+    ret = run_parser(&x, xml, len, on_end_complete, "CompleteMultipartUpload");
+    if (ret == 0 && x.nparts == 0)
+        ret = -EBADMSG;
+    if (ret < 0) {
+        free(x.parts);
+        return ret;
+    }
+    *parts = x.parts;
+    *n = x.nparts;
+    return 0;
+}

@@ -1,0 +1,204 @@
+/* storaged/store/obj_i.h - internals shared by the object layer's files
+ * (obj_store.c, obj_io.c, obj_list.c, obj_heal.c). Not for the front end:
+ * it codes against storaged/store/object.h only.
+ *
+ * Locking, outermost first:
+ *   s->lock (rwlock)        the bucket table; read for any object call
+ *   s->klock[i] (rwlock)    per-key stripe: write held across a commit or
+ *                           delete (version, renames, index, old data),
+ *                           read held while a GET pins its version
+ *   b->lock (rwlock)        one bucket's sorted index and uploads
+ * Index entries are immutable after creation: a commit swaps the pointer
+ * under b->lock and frees the old entry after dropping it. */
+#ifndef STORAGED_STORE_OBJ_I_H
+#define STORAGED_STORE_OBJ_I_H
+#include "storaged/store/drive.h"
+#include "storaged/store/meta.h"
+#include "storaged/store/object.h"
+#include "storaged/store/placement.h"
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define OBJ_INLINE_MAX (128u * 1024) /* objects up to this are inline */
+#define OBJ_BLOCK      (64u * 1024)  /* shard block of a full stripe */
+#define OBJ_CRC_LEN    8             /* CRC-64 before each shard block */
+#define OBJ_KLOCKS     256
+#define OBJ_MAX_SHARDS 32
+
+/* One object in a bucket's in-memory index; immutable after creation. */
+struct obj_ent {
+    char *key; /* owned */
+    size_t key_len;
+    uint8_t id[16]; /* names the files: hex(id) */
+    uint64_t version;
+    int64_t mtime_ns;
+    uint64_t size;
+    char etag[STOR_ETAG_MAX];
+    int k, m;
+    uint32_t block;
+    bool inl;                     /* shard inline in the meta file */
+    bool multipart;               /* parts[] are client parts (numbers 1..) */
+    struct stor_meta_part *parts; /* owned; 0 when inline */
+    size_t nparts;
+    struct stor_hdr *hdrs; /* owned */
+    size_t nhdrs;
+};
+
+/* A multipart upload in progress. */
+struct obj_upload {
+    char *key; /* owned */
+    size_t key_len;
+    uint8_t id[16];
+    char uid[STOR_UPLOAD_ID_MAX];
+    int64_t initiated_ns;
+    struct stor_hdr *hdrs; /* owned */
+    size_t nhdrs;
+    struct stor_meta_part *parts; /* owned, sorted by number */
+    size_t nparts, pcap;
+    bool completing; /* a Complete owns its part files (bucket lock) */
+};
+
+struct obj_bucket {
+    char name[64];
+    int64_t created_ns;
+    pthread_rwlock_t lock;
+    struct obj_ent **v; /* sorted by key bytes; protected by lock */
+    size_t n, cap;
+    struct obj_upload **up; /* sorted by (key, uid); protected by lock */
+    size_t nup, upcap;
+};
+
+struct stor_store {
+    struct stor_drive *drives; /* owned, ndrives */
+    size_t ndrives;
+    int nsets, set_size, K, M, wq; /* set geometry and write quorum */
+    uint8_t dkey[16];              /* deployment id, the placement key */
+    char deployment[33];
+    bool fsync;
+    pthread_rwlock_t lock;
+    struct obj_bucket **buckets; /* sorted by name; protected by lock */
+    size_t nbuckets;
+    pthread_rwlock_t klock[OBJ_KLOCKS];
+    uint64_t last_version; /* atomic */
+    /* stats, atomics */
+    uint64_t degraded_reads, heal_queued, shards_healed, corrupt_found;
+    uint64_t scan_objects, scan_bytes, scan_cycles;
+    double scan_percent, scan_last_cycle_s; /* protected by heal_lock */
+    int fg;                                 /* atomic foreground concurrency */
+    /* heal queue and background threads */
+    pthread_mutex_t heal_lock;
+    pthread_cond_t heal_cond;
+    struct obj_healreq *healq; /* protected by heal_lock */
+    size_t nhealq;
+    bool stopping; /* protected by heal_lock */
+    bool rescan;   /* a drive came back: scan now; protected by heal_lock */
+    bool threads_started;
+    pthread_t scan_thread, probe_thread;
+};
+
+struct obj_healreq {
+    char bucket[64];
+    char *key;
+    size_t key_len;
+};
+
+/* ---- obj_store.c ---- */
+uint64_t obj_next_version(struct stor_store *s);
+int64_t obj_now_ns(void);
+/* Finds a bucket; caller holds s->lock. NULL when absent. */
+struct obj_bucket *obj_bucket_find(struct stor_store *s, const char *name);
+/* Binary search in b->v; returns index of key or -(insert point)-1. */
+ssize_t obj_index_find(struct obj_bucket *b, const char *key, size_t len);
+int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl);
+/* Inserts or replaces; returns the replaced entry (caller frees) or NULL.
+ * Caller holds b->lock for writing. -ENOMEM via *err. */
+struct obj_ent *obj_index_put(struct obj_bucket *b, struct obj_ent *e,
+                              int *err);
+struct obj_ent *obj_index_remove(struct obj_bucket *b, size_t i);
+void obj_ent_free(struct obj_ent *e);
+struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
+                                  const uint8_t id[16]);
+struct obj_ent *obj_ent_dup(const struct obj_ent *e);
+void obj_key_id(struct stor_store *s, const char *key, size_t len,
+                uint8_t id[16]);
+pthread_rwlock_t *obj_klock(struct stor_store *s, const uint8_t id[16]);
+/* Drive index of shard @j of an object placed at @pl. */
+size_t obj_shard_drive(struct stor_store *s, const struct stor_place *pl,
+                       int j);
+void obj_place(struct stor_store *s, const char *bucket, const char *key,
+               size_t len, struct stor_place *pl);
+bool obj_drive_online(struct stor_store *s, size_t d);
+/* Creates a drive's system directories and empties its temp area. */
+int obj_drive_prepare(struct stor_drive *d);
+void obj_drive_fail(struct stor_store *s, size_t d, int err);
+void obj_drive_count(struct stor_store *s, size_t d, bool write, uint64_t n);
+int obj_set_online(struct stor_store *s, int set);
+/* Per-object write quorum: shards that must commit. */
+int obj_write_quorum(struct stor_store *s, int k, int m);
+bool obj_valid_key(const char *key, size_t len);
+bool obj_valid_bucket(const char *name);
+void obj_heal_queue(struct stor_store *s, const char *bucket, const char *key,
+                    size_t len);
+void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
+                   bool hdrs);
+int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out);
+void obj_hdrs_free(struct stor_hdr *h, size_t n);
+
+/* paths: DRIVE/b/BUCKET/hh/HEX.m and DRIVE/b/BUCKET/hh/HEX.DATAID */
+int obj_path_meta(char *buf, size_t cap, const char *drive, const char *bucket,
+                  const uint8_t id[16]);
+int obj_path_shard(char *buf, size_t cap, const char *drive, const char *bucket,
+                   const uint8_t id[16], uint64_t dataid);
+int obj_path_dir(char *buf, size_t cap, const char *drive, const char *bucket,
+                 const uint8_t id[16]);
+int obj_path_tmp(char *buf, size_t cap, const char *drive, uint64_t uniq,
+                 int n);
+int obj_path_upload(char *buf, size_t cap, const char *drive,
+                    const char *bucket, const char *uid, const char *file);
+void obj_hex(const uint8_t *p, size_t n, char *out);
+
+/* ---- geometry of a part's shard file ---- */
+struct obj_geom {
+    int k, m;
+    uint32_t block;
+    uint64_t size; /* part bytes */
+    uint64_t nstripes;
+    uint64_t sdata; /* k * block */
+};
+void obj_geom_init(struct obj_geom *g, int k, int m, uint32_t block,
+                   uint64_t size);
+/* Shard bytes of stripe @s (block for full stripes). */
+uint32_t obj_geom_slen(const struct obj_geom *g, uint64_t s);
+uint64_t obj_geom_file_size(const struct obj_geom *g);
+uint64_t obj_block_seed(uint64_t dataid, int shard, uint64_t stripe);
+
+/* ---- obj_io.c ---- */
+/* Deletes every file of entry @e on its drives (shards, and metas on
+ * drives where @keep_meta_on is false). Caller holds the key lock. */
+void obj_remove_files(struct stor_store *s, const char *bucket,
+                      const struct obj_ent *e, const struct stor_place *pl,
+                      const bool *keep_meta);
+/* Streams parts for multipart: shared put engine. */
+struct stor_put *obj_put_create(struct stor_store *s, const char *bucket,
+                                const char *key, size_t key_len, int64_t size,
+                                const struct stor_hdr *hdrs, size_t nhdrs,
+                                int *err);
+/* Pins version @version of object @id: its shard files stay until the
+ * last obj_pin_put (a commit or delete defers removing them). */
+int obj_pin_get(const uint8_t id[16], uint64_t version);
+void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version);
+/* ---- obj_heal.c ---- */
+/* Verifies every shard of one object and rebuilds what is missing or
+ * corrupt; @deep reads and checks all block checksums. Returns shards
+ * healed (>= 0) or -errno. */
+int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
+                    size_t key_len, bool deep);
+int obj_threads_start(struct stor_store *s);
+/* Checks every drive's format record once: offline / back online. */
+void obj_probe_drives(struct stor_store *s);
+void obj_threads_stop(struct stor_store *s);
+/* Loads every bucket's index from the drives (at open). */
+int obj_load(struct stor_store *s);
+
+#endif /* STORAGED_STORE_OBJ_I_H */

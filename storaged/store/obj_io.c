@@ -1,0 +1,2142 @@
+/* storaged/store/obj_io.c - object PUT, GET and DELETE over erasure-coded
+ * shards.
+ *
+ * PUT: the first 128 KiB are buffered; an object that ends there is coded
+ * with the small geometry k = min(K, max(1, size/4 KiB)) + M and its shards
+ * go inline into the meta files; a longer body streams stripe by stripe
+ * (K data shards of 64 KiB + M parity) into temp shard files, each block
+ * preceded by its CRC-64. Commit (under the key's lock): metas are written
+ * to temp files, synced, then shard files and metas are renamed into place,
+ * directories synced, the index entry swapped, and the old version's files
+ * removed (deferred while a GET still reads them: see pins).
+ *
+ * GET: the reader pins the version it opened; reads fetch only the data
+ * shards covering the range, all in one io_uring batch, verify every
+ * block's CRC and fall back to reading parity and rebuilding on any miss. */
+#include "storaged/store/obj_i.h"
+
+#include "common/log.h"
+#include "storaged/store/ec.h"
+#include "storaged/store/obj_nb.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GET_BATCH        2 /* stripes per shard read */
+#define GET_DIRECT_BATCH 8 /* stripes per direct read (no staging copy) */
+
+/* ---- pins: versions that open GETs still read ---- */
+
+struct pin {
+    uint8_t id[16];
+    uint64_t version;
+    int refs;
+    struct obj_ent *zombie; /* owned; files to remove at last unpin */
+    char bucket[64];
+    struct stor_place pl;
+    struct pin *next;
+};
+
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pin *pins[256]; /* protected by pin_lock */
+
+/* Finds the pin slot of (id, version); caller holds pin_lock. */
+static struct pin **pin_slot(const uint8_t id[16], uint64_t version)
+{
+    struct pin **pp = &pins[id[3]];
+
+    while (*pp &&
+           !((*pp)->version == version && memcmp((*pp)->id, id, 16) == 0))
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* Contract in obj_i.h. 0 or -ENOMEM. */
+int obj_pin_get(const uint8_t id[16], uint64_t version)
+{
+    struct pin **pp, *p;
+
+    pthread_mutex_lock(&pin_lock);
+    pp = pin_slot(id, version);
+    if (*pp == NULL) {
+        p = calloc(1, sizeof(*p));
+        if (p == NULL) {
+            pthread_mutex_unlock(&pin_lock);
+            return -ENOMEM;
+        }
+        memcpy(p->id, id, 16);
+        p->version = version;
+        p->next = pins[id[3]];
+        pins[id[3]] = p;
+    } else {
+        p = *pp;
+    }
+    p->refs++;
+    pthread_mutex_unlock(&pin_lock);
+    return 0;
+}
+
+/* Removes the shard files of @e (all parts, all positions). Shard files
+ * are named by a unique data id, so no lock is needed. */
+static void remove_shards(struct stor_store *s, const char *bucket,
+                          const struct obj_ent *e, const struct stor_place *pl)
+{
+    char path[PATH_MAX];
+
+    if (e->inl)
+        return;
+    for (int j = 0; j < e->k + e->m; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+
+        for (size_t p = 0; p < e->nparts; p++)
+            if (obj_path_shard(path, sizeof(path), s->drives[d].path, bucket,
+                               e->id, e->parts[p].dataid) == 0)
+                unlink(path);
+    }
+}
+
+/* Contract in obj_i.h: the last unpin removes a retired version's files. */
+void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version)
+{
+    struct pin **pp, *p = NULL;
+
+    pthread_mutex_lock(&pin_lock);
+    pp = pin_slot(id, version);
+    if (*pp && --(*pp)->refs == 0) {
+        p = *pp;
+        *pp = p->next;
+    }
+    pthread_mutex_unlock(&pin_lock);
+    if (p) {
+        if (p->zombie) {
+            remove_shards(s, p->bucket, p->zombie, &p->pl);
+            obj_ent_free(p->zombie);
+        }
+        free(p);
+    }
+}
+
+/* Takes ownership of @e: removes its shards now, or when the last reader
+ * of that version closes. */
+static void retire_shards(struct stor_store *s, const char *bucket,
+                          struct obj_ent *e, const struct stor_place *pl)
+{
+    struct pin **pp;
+
+    pthread_mutex_lock(&pin_lock);
+    pp = pin_slot(e->id, e->version);
+    if (*pp && (*pp)->zombie == NULL) {
+        (*pp)->zombie = e;
+        snprintf((*pp)->bucket, sizeof((*pp)->bucket), "%s", bucket);
+        (*pp)->pl = *pl;
+        pthread_mutex_unlock(&pin_lock);
+        return;
+    }
+    pthread_mutex_unlock(&pin_lock);
+    remove_shards(s, bucket, e, pl);
+    obj_ent_free(e);
+}
+
+/* Unlinks the meta of @e on every drive of its placement except where
+ * @keep (indexed by shard number) says a newer meta now lives. Caller
+ * holds the key lock. */
+static bool remove_metas(struct stor_store *s, const char *bucket,
+                         const struct obj_ent *e, const struct stor_place *pl,
+                         const bool *keep)
+{
+    char path[PATH_MAX];
+    bool sure = true;
+
+    for (int j = 0; j < e->k + e->m; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+
+        if (keep && keep[j])
+            continue;
+        if (obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
+                          e->id) < 0 ||
+            unlink(path) == 0)
+            continue;
+        /* ENOENT also means "the whole drive is gone" when the probe has
+         * not noticed yet: tell the two apart by the format record */
+        if (errno != ENOENT) {
+            sure = false;
+            obj_drive_fail(s, d, errno);
+        } else {
+            snprintf(path, sizeof(path), "%s/" STOR_FORMAT, s->drives[d].path);
+            if (access(path, F_OK) < 0)
+                sure = false;
+        }
+    }
+    return sure;
+}
+
+/* Contract in obj_i.h. */
+void obj_remove_files(struct stor_store *s, const char *bucket,
+                      const struct obj_ent *e, const struct stor_place *pl,
+                      const bool *keep_meta)
+{
+    (void)remove_metas(s, bucket, e, pl, keep_meta);
+    remove_shards(s, bucket, e, pl);
+}
+
+/* ---- PUT ---- */
+
+struct stor_put {
+    struct stor_store *s;
+    char bucket[64];
+    char *key; /* owned */
+    size_t key_len;
+    uint8_t id[16];
+    struct stor_place pl;
+    struct stor_hdr *hdrs; /* owned */
+    size_t nhdrs;
+    int64_t expect;
+    EVP_MD_CTX *md5;
+    uint64_t total;
+    bool streaming;
+    int k, m;
+    uint32_t block;
+    uint64_t dataid;
+    uint8_t *buf; /* small buffer, then stripe data (k * block); owned */
+    size_t blen, bcap;
+    uint8_t *par; /* m * block; owned */
+    int fd[OBJ_MAX_SHARDS];
+    bool ok[OBJ_MAX_SHARDS];
+    uint64_t stripes;
+    int err;
+    /* multipart part */
+    bool is_part;
+    char uid[STOR_UPLOAD_ID_MAX];
+    int partno;
+    /* conditional write (stor_put_set_condition) */
+    bool cond_absent;
+    char cond_etag[STOR_ETAG_MAX];
+};
+
+/* The condition of the commit in progress on this thread (obj_commit is
+ * shared with copy and Complete, which have none). */
+static __thread const struct stor_put *t_cond;
+
+/* Contract in object.h. */
+int stor_put_set_condition(struct stor_put *p, bool absent, const char *etag)
+{
+    p->cond_absent = absent;
+    if (etag)
+        snprintf(p->cond_etag, sizeof(p->cond_etag), "%s", etag);
+    return 0;
+}
+
+/* See object.h. */
+int stor_put_add_header(struct stor_put *p, const char *name, const char *value)
+{
+    struct stor_hdr *h;
+    char *n, *v;
+    size_t i;
+
+    v = strdup(value);
+    if (v == NULL)
+        return -ENOMEM;
+    for (i = 0; i < p->nhdrs; i++)
+        if (strcmp(p->hdrs[i].name, name) == 0) {
+            free(p->hdrs[i].value);
+            p->hdrs[i].value = v;
+            return 0;
+        }
+    n = strdup(name);
+    h = n ? realloc(p->hdrs, (p->nhdrs + 1) * sizeof(*h)) : NULL;
+    if (h == NULL) {
+        free(n);
+        free(v);
+        return -ENOMEM;
+    }
+    h[p->nhdrs].name = n;
+    h[p->nhdrs].value = v;
+    p->hdrs = h;
+    p->nhdrs++;
+    return 0;
+}
+
+/* Checks t_cond against the index; caller holds the key's write lock, so
+ * no other commit or delete of the key can come in between. */
+static int cond_check(struct stor_store *s, const char *bucket, const char *key,
+                      size_t key_len)
+{
+    const struct stor_put *c = t_cond;
+    struct obj_bucket *b;
+    int ret = 0;
+
+    if (c == NULL || (!c->cond_absent && c->cond_etag[0] == 0))
+        return 0;
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b) {
+        ssize_t i;
+
+        pthread_rwlock_rdlock(&b->lock);
+        i = obj_index_find(b, key, key_len);
+        if (i >= 0 && c->cond_absent)
+            ret = -STOR_EPRECOND;
+        else if (c->cond_etag[0] && i < 0)
+            ret = -STOR_ENOKEY;
+        else if (c->cond_etag[0] && strcmp(b->v[i]->etag, c->cond_etag) != 0)
+            ret = -STOR_EPRECOND;
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+/* Frees a put and unlinks its temp shard files. */
+static void put_free(struct stor_put *p)
+{
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
+        char path[PATH_MAX];
+
+        if (p->fd[j] >= 0)
+            close(p->fd[j]);
+        /* committed shards were renamed away; this removes the rest */
+        if (p->streaming && j < p->k + p->m &&
+            obj_path_tmp(path, sizeof(path),
+                         p->s->drives[obj_shard_drive(p->s, &p->pl, j)].path,
+                         p->dataid, j) == 0)
+            unlink(path);
+    }
+    if (p->md5)
+        EVP_MD_CTX_free(p->md5);
+    obj_hdrs_free(p->hdrs, p->nhdrs);
+    free(p->key);
+    free(p->buf);
+    free(p->par);
+    free(p);
+}
+
+/* Contract in obj_i.h: a put that has not chosen its geometry yet. */
+struct stor_put *obj_put_create(struct stor_store *s, const char *bucket,
+                                const char *key, size_t key_len, int64_t size,
+                                const struct stor_hdr *hdrs, size_t nhdrs,
+                                int *err)
+{
+    struct stor_put *p;
+
+    *err = 0;
+    if (!obj_valid_key(key, key_len)) {
+        *err = -STOR_EINVAL;
+        return NULL;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        *err = -ENOMEM;
+        return NULL;
+    }
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+        p->fd[j] = -1;
+    p->s = s;
+    snprintf(p->bucket, sizeof(p->bucket), "%s", bucket);
+    p->key = malloc(key_len + 1);
+    p->md5 = EVP_MD_CTX_new();
+    if (p->key == NULL || p->md5 == NULL ||
+        EVP_DigestInit_ex(p->md5, EVP_md5(), NULL) != 1 ||
+        obj_hdrs_copy(hdrs, nhdrs, &p->hdrs) < 0) {
+        put_free(p);
+        *err = -ENOMEM;
+        return NULL;
+    }
+    p->nhdrs = nhdrs;
+    memcpy(p->key, key, key_len);
+    p->key[key_len] = 0;
+    p->key_len = key_len;
+    p->expect = size;
+    obj_key_id(s, key, key_len, p->id);
+    obj_place(s, bucket, key, key_len, &p->pl);
+    p->dataid = obj_next_version(s);
+    return p;
+}
+
+static int put_flush_stripe(struct stor_put *p);
+
+/* Appends to the stripe buffer, flushing each full stripe. */
+static int put_feed_stream(struct stor_put *p, const uint8_t *c, size_t len)
+{
+    while (len > 0) {
+        size_t n = CM_MIN(len, p->bcap - p->blen);
+        int ret;
+
+        memcpy(p->buf + p->blen, c, n);
+        p->blen += n;
+        c += n;
+        len -= n;
+        if (p->blen == p->bcap) {
+            ret = put_flush_stripe(p);
+            if (ret)
+                return ret;
+        }
+    }
+    return 0;
+}
+
+/* Switches to streaming: K+M geometry, temp shard files on every online
+ * drive of the placement. */
+static int put_start_stream(struct stor_put *p)
+{
+    struct stor_store *s = p->s;
+    uint8_t *old = p->buf;
+    size_t olen = p->blen;
+    int nok = 0;
+
+    p->k = s->K;
+    p->m = s->M;
+    p->block = OBJ_BLOCK;
+    p->buf = malloc((size_t)p->k * p->block);
+    p->par = p->m ? malloc((size_t)p->m * p->block) : NULL;
+    if (p->buf == NULL || (p->m && p->par == NULL)) {
+        free(old);
+        return -ENOMEM;
+    }
+    p->bcap = (size_t)p->k * p->block;
+    p->blen = 0;
+    for (int j = 0; j < p->k + p->m; j++) {
+        size_t d = obj_shard_drive(s, &p->pl, j);
+        char path[PATH_MAX];
+
+        if (!obj_drive_online(s, d) ||
+            obj_path_tmp(path, sizeof(path), s->drives[d].path, p->dataid, j) <
+                0)
+            continue;
+        p->fd[j] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (p->fd[j] < 0) {
+            /* no temp dir: the drive itself is gone */
+            obj_drive_fail(s, d, errno == ENOENT ? ENODEV : errno);
+            continue;
+        }
+        p->ok[j] = true;
+        nok++;
+    }
+    p->streaming = true;
+    if (nok < obj_write_quorum(s, p->k, p->m)) {
+        free(old);
+        return -STOR_EQUORUM;
+    }
+    if (olen > 0) {
+        /* olen <= OBJ_INLINE_MAX may exceed one stripe: feed it through */
+        int ret = put_feed_stream(p, old, olen);
+
+        free(old);
+        return ret;
+    }
+    free(old);
+    return 0;
+}
+
+/* Encodes the buffered stripe and writes every shard block in one batch. */
+static int put_flush_stripe(struct stor_put *p)
+{
+    struct stor_store *s = p->s;
+    int n = p->k + p->m, nio = 0, nok = 0;
+    uint32_t slen = (uint32_t)((p->blen + p->k - 1) / p->k);
+    uint8_t *data[OBJ_MAX_SHARDS], *par[OBJ_MAX_SHARDS];
+    uint8_t crc[OBJ_MAX_SHARDS][OBJ_CRC_LEN];
+    struct stor_io io[2 * OBJ_MAX_SHARDS];
+    uint64_t off = p->stripes * (uint64_t)(p->block + OBJ_CRC_LEN);
+
+    if (p->blen == 0)
+        return 0;
+    if (p->blen < p->bcap)
+        memset(p->buf + p->blen, 0, (size_t)slen * p->k - p->blen);
+    for (int j = 0; j < p->k; j++)
+        data[j] = p->buf + (size_t)j * slen;
+    for (int j = 0; j < p->m; j++)
+        par[j] = p->par + (size_t)j * slen;
+    if (p->m)
+        stor_ec_encode(stor_ec_get(p->k, p->m), slen, data, par);
+    for (int j = 0; j < n; j++) {
+        uint8_t *b = j < p->k ? data[j] : par[j - p->k];
+        uint64_t c;
+
+        if (!p->ok[j])
+            continue;
+        c = stor_crc64(obj_block_seed(p->dataid, j, p->stripes), b, slen);
+        for (int i = 0; i < OBJ_CRC_LEN; i++)
+            crc[j][i] = (uint8_t)(c >> (8 * i));
+        io[nio++] = (struct stor_io){.fd = p->fd[j],
+                                     .op = 'w',
+                                     .buf = crc[j],
+                                     .len = OBJ_CRC_LEN,
+                                     .off = off};
+        io[nio++] = (struct stor_io){.fd = p->fd[j],
+                                     .op = 'w',
+                                     .buf = b,
+                                     .len = slen,
+                                     .off = off + OBJ_CRC_LEN};
+    }
+    stor_io_run(io, (size_t)nio);
+    nio = 0;
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, &p->pl, j);
+
+        if (!p->ok[j])
+            continue;
+        if (io[nio].res < 0 || io[nio + 1].res < 0 ||
+            (size_t)io[nio + 1].res != slen) {
+            int e = io[nio].res < 0       ? (int)-io[nio].res
+                    : io[nio + 1].res < 0 ? (int)-io[nio + 1].res
+                                          : EIO;
+            obj_drive_fail(s, d, e);
+            p->ok[j] = false;
+        } else {
+            obj_drive_count(s, d, true, slen + OBJ_CRC_LEN);
+            nok++;
+        }
+        nio += 2;
+    }
+    p->stripes++;
+    p->blen = 0;
+    if (nok < obj_write_quorum(s, p->k, p->m))
+        return -STOR_EQUORUM;
+    return 0;
+}
+
+/* Contract in object.h: sizes above 128 KiB stream from the first byte. */
+int stor_put_begin(struct stor_store *s, const char *bucket, const char *key,
+                   size_t key_len, int64_t size, const struct stor_hdr *hdrs,
+                   size_t nhdrs, struct stor_put **out)
+{
+    struct stor_put *p;
+    struct stor_place pl;
+    int ret;
+
+    ret = stor_bucket_stat(s, bucket, NULL);
+    if (ret < 0)
+        return ret;
+    if (!obj_valid_key(key, key_len))
+        return -STOR_EINVAL;
+    obj_place(s, bucket, key, key_len, &pl);
+    if (obj_set_online(s, pl.set) < s->wq)
+        return -STOR_EQUORUM;
+    p = obj_put_create(s, bucket, key, key_len, size, hdrs, nhdrs, &ret);
+    if (p == NULL)
+        return ret;
+    if (size > (int64_t)OBJ_INLINE_MAX) {
+        ret = put_start_stream(p);
+        if (ret < 0) {
+            put_free(p);
+            return ret;
+        }
+    }
+    *out = p;
+    return 0;
+}
+
+/* Contract in object.h: buffers up to 128 KiB, then stripes. */
+int stor_put_write(struct stor_put *p, const void *data, size_t len)
+{
+    const uint8_t *c = data;
+
+    if (p->err)
+        return p->err;
+    if (len == 0)
+        return 0;
+    EVP_DigestUpdate(p->md5, data, len);
+    p->total += len;
+    if (!p->streaming) {
+        if (p->blen + len <= OBJ_INLINE_MAX) {
+            if (p->blen + len > p->bcap) {
+                size_t nc = CM_MAX(p->blen + len,
+                                   CM_MIN(2 * p->bcap + 4096, OBJ_INLINE_MAX));
+                uint8_t *nb = realloc(p->buf, nc);
+
+                if (nb == NULL)
+                    return p->err = -ENOMEM;
+                p->buf = nb;
+                p->bcap = nc;
+            }
+            memcpy(p->buf + p->blen, data, len);
+            p->blen += len;
+            return 0;
+        }
+        p->err = put_start_stream(p);
+        if (p->err)
+            return p->err;
+    }
+    p->err = put_feed_stream(p, c, len);
+    return p->err;
+}
+
+/* Contract in object.h. */
+void stor_put_abort(struct stor_put *p)
+{
+    if (p)
+        put_free(p);
+}
+
+/* Writes one meta record per committing shard into temp files, synced.
+ * @metas[j] NULL skips shard j. Returns the number written; sets ok[j]. */
+static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
+                           uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
+                           int *fds)
+{
+    struct stor_io io[2 * OBJ_MAX_SHARDS];
+    int map[2 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
+
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        char path[PATH_MAX];
+
+        fds[j] = -1;
+        if (!ok[j])
+            continue;
+        if (obj_path_tmp(path, sizeof(path), s->drives[d].path, uniq, 100 + j) <
+            0) {
+            ok[j] = false;
+            continue;
+        }
+        fds[j] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fds[j] < 0) {
+            obj_drive_fail(s, d, errno == ENOENT ? ENODEV : errno);
+            ok[j] = false;
+            continue;
+        }
+        map[nio] = j;
+        io[nio++] = (struct stor_io){
+            .fd = fds[j], .op = 'w', .buf = metas[j].data, .len = metas[j].len};
+    }
+    stor_io_run(io, (size_t)nio);
+    for (int i = 0; i < nio; i++) {
+        size_t d = obj_shard_drive(s, pl, map[i]);
+
+        if (io[i].res != (ssize_t)metas[map[i]].len) {
+            obj_drive_fail(s, d, io[i].res < 0 ? (int)-io[i].res : EIO);
+            ok[map[i]] = false;
+        } else {
+            obj_drive_count(s, d, true, metas[map[i]].len);
+        }
+    }
+    if (s->fsync) {
+        int nf = 0;
+
+        for (int j = 0; j < n; j++)
+            if (ok[j]) {
+                map[nf] = j;
+                io[nf++] = (struct stor_io){.fd = fds[j], .op = 's'};
+            }
+        stor_io_run(io, (size_t)nf);
+        for (int i = 0; i < nf; i++)
+            if (io[i].res < 0) {
+                obj_drive_fail(s, obj_shard_drive(s, pl, map[i]),
+                               (int)-io[i].res);
+                ok[map[i]] = false;
+            }
+    }
+    for (int j = 0; j < n; j++) {
+        if (fds[j] >= 0)
+            close(fds[j]);
+        nok += ok[j];
+    }
+    return nok;
+}
+
+/* fsyncs the object directory on each drive where ok[j], in one batch. */
+static void sync_dirs(struct stor_store *s, const char *bucket,
+                      const uint8_t id[16], const struct stor_place *pl, int n,
+                      const bool *ok)
+{
+    struct stor_io io[OBJ_MAX_SHARDS];
+    int nio = 0;
+
+    for (int j = 0; j < n; j++) {
+        char path[PATH_MAX];
+        int fd;
+
+        if (!ok[j] || obj_path_dir(path, sizeof(path),
+                                   s->drives[obj_shard_drive(s, pl, j)].path,
+                                   bucket, id) < 0)
+            continue;
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0)
+            io[nio++] = (struct stor_io){.fd = fd, .op = 's'};
+    }
+    stor_io_run(io, (size_t)nio);
+    for (int i = 0; i < nio; i++)
+        close(io[i].fd);
+}
+
+/* rename() that creates the object directory on first use. */
+static int rename_mk(const char *from, const char *to)
+{
+    if (rename(from, to) == 0)
+        return 0;
+    if (errno == ENOENT) {
+        char dir[PATH_MAX];
+        char *slash;
+
+        snprintf(dir, sizeof(dir), "%s", to);
+        slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = 0;
+            if (stor_mkdirs(dir) == 0 && rename(from, to) == 0) {
+                /* the new directory's own entry must survive power loss
+                 * too (once per directory) */
+                slash = strrchr(dir, '/');
+                if (slash) {
+                    *slash = 0;
+                    (void)stor_fsync_dir(dir);
+                }
+                return 0;
+            }
+        }
+    }
+    return -errno;
+}
+
+/* Builds the meta records of a committing object: one per shard. Inline
+ * objects carry their shard; @shards is NULL otherwise. */
+static int build_metas(const struct obj_ent *e, int type,
+                       uint8_t *const *shards, size_t slen,
+                       struct cm_buf *metas, const bool *ok)
+{
+    struct stor_meta m = {0};
+
+    m.type = type;
+    m.k = e->k;
+    m.m = e->m;
+    m.block = e->block;
+    m.version = e->version;
+    m.mtime_ns = e->mtime_ns;
+    m.size = e->size;
+    memcpy(m.etag, e->etag, sizeof(m.etag));
+    m.key = e->key;
+    m.key_len = e->key_len;
+    if (type == STOR_META_OBJECT) {
+        m.hdrs = e->hdrs;
+        m.nhdrs = e->nhdrs;
+        m.parts = e->parts;
+        m.nparts = e->nparts;
+        m.has_inline = e->inl;
+    }
+    for (int j = 0; j < e->k + e->m; j++) {
+        cm_buf_init(&metas[j], STOR_META_MAX);
+        if (!ok[j])
+            continue;
+        m.shard = j;
+        if (shards && type == STOR_META_OBJECT) {
+            m.inl = shards[j];
+            m.inl_len = slen;
+        }
+        if (stor_meta_encode(&m, &metas[j]) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Rewrites the metas of @e's shards marked in @which (inline shards from
+ * @inl) through temp files and renames; used by healing. Caller holds the
+ * key lock. Returns how many were written. */
+int obj_rewrite_metas(struct stor_store *s, const char *bucket,
+                      const struct obj_ent *e, uint8_t *const *inl, size_t L,
+                      bool *which);
+/* Contract above its declaration: healing rewrites metas. */
+int obj_rewrite_metas(struct stor_store *s, const char *bucket,
+                      const struct obj_ent *e, uint8_t *const *inl, size_t L,
+                      bool *which)
+{
+    struct cm_buf metas[OBJ_MAX_SHARDS];
+    struct stor_place pl;
+    int fds[OBJ_MAX_SHARDS], n = e->k + e->m, nok = 0;
+    uint64_t uniq = obj_next_version(s);
+
+    memset(metas, 0, sizeof(metas));
+    obj_place(s, bucket, e->key, e->key_len, &pl);
+    if (build_metas(e, STOR_META_OBJECT, e->inl ? inl : NULL, L, metas,
+                    which) == 0 &&
+        write_tmp_metas(s, &pl, uniq, metas, n, which, fds) > 0) {
+        for (int j = 0; j < n; j++) {
+            char from[PATH_MAX], to[PATH_MAX];
+            size_t d = obj_shard_drive(s, &pl, j);
+
+            if (!which[j])
+                continue;
+            if (obj_path_tmp(from, sizeof(from), s->drives[d].path, uniq,
+                             100 + j) == 0 &&
+                obj_path_meta(to, sizeof(to), s->drives[d].path, bucket,
+                              e->id) == 0 &&
+                rename_mk(from, to) == 0) {
+                nok++;
+            } else {
+                unlink(from);
+                which[j] = false;
+            }
+        }
+        if (s->fsync)
+            sync_dirs(s, bucket, e->id, &pl, n, which);
+    }
+    for (int j = 0; j < n; j++)
+        cm_buf_fini(&metas[j]);
+    return nok;
+}
+
+/* DRIVE/b/BUCKET/hh/HEX.p: the previous meta kept while an inline object
+ * is overwritten (its data lives in the meta, so a crash in the middle of
+ * the renames could otherwise leave neither version whole). */
+static int path_prev(char *buf, size_t cap, const char *drive,
+                     const char *bucket, const uint8_t id[16])
+{
+    int ret = obj_path_meta(buf, cap, drive, bucket, id);
+    size_t n = strlen(buf);
+
+    if (ret == 0)
+        buf[n - 1] = 'p';
+    return ret;
+}
+
+/* Before an inline object is overwritten: hard-links each current meta to
+ * HEX.p (synced), so obj_load can roll back an interrupted commit. Returns
+ * the positions that have a saved copy. Caller holds the key lock. */
+static uint32_t save_prev(struct stor_store *s, const char *bucket,
+                          const uint8_t id[16], const struct stor_place *pl,
+                          int n)
+{
+    bool done[OBJ_MAX_SHARDS] = {0};
+    uint32_t mask = 0;
+
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        char m[PATH_MAX], pv[PATH_MAX];
+        int r;
+
+        if (!obj_drive_online(s, d) ||
+            obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, id) < 0 ||
+            path_prev(pv, sizeof(pv), s->drives[d].path, bucket, id) < 0)
+            continue;
+        r = link(m, pv);
+        if (r < 0 && errno == EEXIST) { /* left by a crash: replace it */
+            unlink(pv);
+            r = link(m, pv);
+        }
+        if (r < 0)
+            continue; /* no current meta there */
+        done[j] = true;
+        mask |= 1u << j;
+    }
+    if (s->fsync && mask)
+        sync_dirs(s, bucket, id, pl, n, done);
+    return mask;
+}
+
+/* After the commit: drops the saved metas, or (@restore) puts them back
+ * where the new meta had replaced them. */
+static void drop_prev(struct stor_store *s, const char *bucket,
+                      const uint8_t id[16], const struct stor_place *pl,
+                      uint32_t mask, const bool *restore)
+{
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
+        size_t d;
+        char m[PATH_MAX], pv[PATH_MAX];
+
+        if (!(mask & (1u << j)))
+            continue;
+        d = obj_shard_drive(s, pl, j);
+        if (path_prev(pv, sizeof(pv), s->drives[d].path, bucket, id) < 0)
+            continue;
+        if (restore && restore[j] &&
+            obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, id) == 0 &&
+            rename(pv, m) == 0)
+            continue;
+        unlink(pv);
+    }
+}
+
+/* Is the current version of @key an inline object? Its k + m in *n. */
+static bool current_is_inline(struct stor_store *s, const char *bucket,
+                              const char *key, size_t key_len, int *n)
+{
+    struct obj_bucket *b;
+    bool inl = false;
+
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b) {
+        ssize_t i;
+
+        pthread_rwlock_rdlock(&b->lock);
+        i = obj_index_find(b, key, key_len);
+        if (i >= 0 && b->v[i]->inl) {
+            inl = true;
+            *n = b->v[i]->k + b->v[i]->m;
+        }
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return inl;
+}
+
+/* The commit protocol shared by simple PUTs and multipart completion:
+ * metas to temp, rename shard files (src_shard[j] non-NULL) then metas into
+ * place, sync dirs, swap the index entry, retire the old version. Takes
+ * ownership of @e. Caller holds no lock. */
+int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
+               uint8_t *const *inl_shards, size_t inl_len, bool *ok,
+               char (*src_shard)[PATH_MAX]);
+/* Contract above its declaration. */
+int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
+               uint8_t *const *inl_shards, size_t inl_len, bool *ok,
+               char (*src_shard)[PATH_MAX])
+{
+    struct cm_buf metas[OBJ_MAX_SHARDS];
+    int fds[OBJ_MAX_SHARDS], n = e->k + e->m, nok, ret = 0;
+    pthread_rwlock_t *kl = obj_klock(s, e->id);
+    struct obj_bucket *b;
+    struct obj_ent *old = NULL;
+    struct stor_place pl;
+    uint64_t uniq = obj_next_version(s);
+    bool keep[OBJ_MAX_SHARDS] = {0};
+    int owq = obj_write_quorum(s, e->k, e->m), prev_n = 0;
+    uint32_t prev_mask = 0;
+    uint8_t id_copy[16];
+
+    memcpy(id_copy, e->id, 16); /* e goes to the index */
+    obj_place(s, bucket, e->key, e->key_len, &pl);
+    memset(metas, 0, sizeof(metas));
+    pthread_rwlock_wrlock(kl);
+    ret = cond_check(s, bucket, e->key, e->key_len);
+    if (ret < 0)
+        goto out; /* nothing placed yet; the caller drops its temp files */
+    e->version = obj_next_version(s);
+    ret = build_metas(e, STOR_META_OBJECT, inl_shards, inl_len, metas, ok);
+    if (ret < 0)
+        goto out;
+    nok = write_tmp_metas(s, &pl, uniq, metas, n, ok, fds);
+    if (nok < owq) {
+        ret = -STOR_EQUORUM;
+        goto out_tmp;
+    }
+    if (current_is_inline(s, bucket, e->key, e->key_len, &prev_n))
+        prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
+    /* shard files first: a meta never points at data that is not there */
+    for (int j = 0; j < n && src_shard; j++) {
+        char to[PATH_MAX];
+        size_t d = obj_shard_drive(s, &pl, j);
+
+        if (!ok[j])
+            continue;
+        if (obj_path_shard(to, sizeof(to), s->drives[d].path, bucket, e->id,
+                           e->parts[0].dataid) < 0 ||
+            rename_mk(src_shard[j], to) < 0) {
+            obj_drive_fail(s, d, errno);
+            ok[j] = false;
+        }
+    }
+    nok = 0;
+    for (int j = 0; j < n; j++) {
+        char from[PATH_MAX], to[PATH_MAX];
+        size_t d = obj_shard_drive(s, &pl, j);
+
+        if (!ok[j])
+            continue;
+        if (obj_path_tmp(from, sizeof(from), s->drives[d].path, uniq, 100 + j) <
+                0 ||
+            obj_path_meta(to, sizeof(to), s->drives[d].path, bucket, e->id) <
+                0 ||
+            rename_mk(from, to) < 0) {
+            obj_drive_fail(s, d, errno);
+            ok[j] = false;
+            continue;
+        }
+        keep[j] = true;
+        nok++;
+    }
+    if (s->fsync)
+        sync_dirs(s, bucket, e->id, &pl, n, ok);
+    if (nok < owq) {
+        /* not committed: take back what we placed (best effort); the old
+         * version, if any, stays in the index and gets healed */
+        for (int j = 0; j < n; j++) {
+            char path[PATH_MAX];
+            size_t d = obj_shard_drive(s, &pl, j);
+
+            if (!keep[j])
+                continue;
+            if (obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
+                              e->id) == 0)
+                unlink(path);
+        }
+        remove_shards(s, bucket, e, &pl);
+        /* the old inline version gets its metas back */
+        drop_prev(s, bucket, e->id, &pl, prev_mask, keep);
+        prev_mask = 0;
+        obj_heal_queue(s, bucket, e->key, e->key_len);
+        ret = -STOR_EQUORUM;
+        goto out_tmp;
+    }
+    if (nok < n)
+        obj_heal_queue(s, bucket, e->key, e->key_len);
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        pthread_rwlock_unlock(&s->lock);
+        obj_remove_files(s, bucket, e, &pl, NULL);
+        ret = -STOR_ENOBUCKET;
+        goto out_tmp;
+    }
+    pthread_rwlock_wrlock(&b->lock);
+    old = obj_index_put(b, e, &ret);
+    pthread_rwlock_unlock(&b->lock);
+    pthread_rwlock_unlock(&s->lock);
+    if (ret < 0) {
+        obj_remove_files(s, bucket, e, &pl, NULL);
+        goto out_tmp;
+    }
+    e = NULL; /* owned by the index now */
+    if (old) {
+        bool keep_old[OBJ_MAX_SHARDS] = {0};
+
+        /* same key, same rotation: old shard j sat where new shard j sits */
+        for (int j = 0; j < old->k + old->m && j < n; j++)
+            keep_old[j] = keep[j];
+        (void)remove_metas(s, bucket, old, &pl, keep_old);
+        retire_shards(s, bucket, old, &pl);
+    }
+out_tmp:
+    if (prev_mask)
+        drop_prev(s, bucket, id_copy, &pl, prev_mask, NULL);
+    for (int j = 0; j < n; j++) {
+        char path[PATH_MAX];
+
+        if (keep[j] && ret == 0)
+            continue; /* renamed into place */
+        if (obj_path_tmp(path, sizeof(path),
+                         s->drives[obj_shard_drive(s, &pl, j)].path, uniq,
+                         100 + j) == 0)
+            unlink(path);
+    }
+out:
+    pthread_rwlock_unlock(kl);
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+        cm_buf_fini(&metas[j]);
+    obj_ent_free(e);
+    return ret;
+}
+
+/* Finishes the body: the last stripe, or the small-object encoding. */
+static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
+                           uint8_t **inl_buf)
+{
+    struct stor_store *s = p->s;
+
+    *inl_buf = NULL;
+    if (p->streaming) {
+        int ret = put_flush_stripe(p);
+        struct stor_io io[OBJ_MAX_SHARDS];
+        int nio = 0, map[OBJ_MAX_SHARDS], nok = 0;
+
+        if (ret < 0)
+            return ret;
+        if (s->fsync) {
+            for (int j = 0; j < p->k + p->m; j++)
+                if (p->ok[j]) {
+                    map[nio] = j;
+                    io[nio++] = (struct stor_io){.fd = p->fd[j], .op = 's'};
+                }
+            stor_io_run(io, (size_t)nio);
+            for (int i = 0; i < nio; i++)
+                if (io[i].res < 0) {
+                    obj_drive_fail(s, obj_shard_drive(s, &p->pl, map[i]),
+                                   (int)-io[i].res);
+                    p->ok[map[i]] = false;
+                }
+        }
+        for (int j = 0; j < p->k + p->m; j++) {
+            if (p->fd[j] >= 0) {
+                close(p->fd[j]);
+                p->fd[j] = -1;
+            }
+            nok += p->ok[j];
+        }
+        if (nok < obj_write_quorum(s, p->k, p->m))
+            return -STOR_EQUORUM;
+        return 0;
+    }
+    /* small object: k from the size, M parity, shards inline */
+    {
+        int k = stor_small_k(s->K, p->total), m = s->M;
+        size_t L = (size_t)((p->total + (uint64_t)k - 1) / (uint64_t)k);
+        uint8_t *b = calloc((size_t)(k + m) * (L ? L : 1), 1);
+        int nok = 0;
+
+        if (b == NULL)
+            return -ENOMEM;
+        if (p->total)
+            memcpy(b, p->buf, p->total);
+        for (int j = 0; j < k + m; j++)
+            inl[j] = b + (size_t)j * L;
+        if (m && L)
+            stor_ec_encode(stor_ec_get(k, m), L, inl, inl + k);
+        p->k = k;
+        p->m = m;
+        p->block = 0;
+        *inl_len = L;
+        *inl_buf = b;
+        for (int j = 0; j < k + m; j++) {
+            p->ok[j] = obj_drive_online(s, obj_shard_drive(s, &p->pl, j));
+            nok += p->ok[j];
+        }
+        if (nok < obj_write_quorum(s, k, m))
+            return -STOR_EQUORUM;
+    }
+    return 0;
+}
+
+struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
+                                 const char **key, size_t *klen);
+int obj_put_make_part(struct stor_put *p, const char *uid, int partno);
+
+/* Exposes a put's identity to the multipart code in obj_list.c. */
+struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
+                                 const char **key, size_t *klen)
+{
+    *bucket = p->bucket;
+    *key = p->key;
+    *klen = p->key_len;
+    return p->s;
+}
+
+/* Marks @p as part @partno of upload @uid and starts streaming at once:
+ * parts always use the set's full K+M geometry and shard files. */
+int obj_put_make_part(struct stor_put *p, const char *uid, int partno)
+{
+    p->is_part = true;
+    p->partno = partno;
+    snprintf(p->uid, sizeof(p->uid), "%s", uid);
+    if (obj_set_online(p->s, p->pl.set) < p->s->wq)
+        return -STOR_EQUORUM;
+    return put_start_stream(p);
+}
+
+/* Multipart part commit lives in obj_list.c. */
+int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
+                    int m, uint32_t block, uint64_t dataid, const bool *ok,
+                    const char *uid, int partno, const uint8_t id[16],
+                    const struct stor_place *pl);
+
+/* Contract in object.h: MD5 check, then obj_commit. */
+int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
+                    struct stor_obj_info *out)
+{
+    struct stor_store *s = p->s;
+    uint8_t md[EVP_MAX_MD_SIZE], *inl[OBJ_MAX_SHARDS], *inl_buf = NULL;
+    unsigned mdlen = 0;
+    size_t inl_len = 0;
+    struct obj_ent *e = NULL;
+    char src[OBJ_MAX_SHARDS][PATH_MAX];
+    int ret;
+
+    if (p->err) {
+        ret = p->err;
+        goto out;
+    }
+    if (p->expect >= 0 && p->total != (uint64_t)p->expect) {
+        ret = -STOR_EINVAL;
+        goto out;
+    }
+    if (p->is_part && !p->streaming) {
+        ret = put_start_stream(p);
+        if (ret < 0)
+            goto out;
+    }
+    ret = put_finish_data(p, inl, &inl_len, &inl_buf);
+    if (ret < 0)
+        goto out;
+    EVP_DigestFinal_ex(p->md5, md, &mdlen);
+    if (expect_md5 && memcmp(expect_md5, md, 16) != 0) {
+        ret = -STOR_EBADDIGEST;
+        goto out;
+    }
+    e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    obj_hex(md, 16, e->etag);
+    if (p->is_part) {
+        ret =
+            obj_part_commit(p, e->etag, p->total, p->k, p->m, p->block,
+                            p->dataid, p->ok, p->uid, p->partno, p->id, &p->pl);
+        if (ret == 0 && out) {
+            memset(out, 0, sizeof(*out));
+            out->size = p->total;
+            memcpy(out->etag, e->etag, sizeof(out->etag));
+            out->mtime = (time_t)(obj_now_ns() / 1000000000LL);
+        }
+        free(e);
+        goto out;
+    }
+    e->key = p->key;
+    e->key_len = p->key_len;
+    p->key = NULL;
+    memcpy(e->id, p->id, 16);
+    e->mtime_ns = obj_now_ns();
+    e->size = p->total;
+    e->k = p->k;
+    e->m = p->m;
+    e->block = p->block;
+    e->inl = !p->streaming;
+    e->hdrs = p->hdrs;
+    e->nhdrs = p->nhdrs;
+    p->hdrs = NULL;
+    p->nhdrs = 0;
+    if (p->streaming) {
+        e->parts = calloc(1, sizeof(*e->parts));
+        if (e->parts == NULL) {
+            obj_ent_free(e);
+            ret = -ENOMEM;
+            goto out;
+        }
+        e->nparts = 1;
+        e->parts[0].size = p->total;
+        e->parts[0].dataid = p->dataid;
+        memcpy(e->parts[0].etag, e->etag, sizeof(e->etag));
+        for (int j = 0; j < p->k + p->m; j++)
+            if (obj_path_tmp(src[j], sizeof(src[j]),
+                             s->drives[obj_shard_drive(s, &p->pl, j)].path,
+                             p->dataid, j) < 0)
+                p->ok[j] = false;
+    }
+    if (out) {
+        obj_info_fill(e, out, false);
+        out->mtime = (time_t)(e->mtime_ns / 1000000000LL);
+    }
+    t_cond = p;
+    ret = obj_commit(s, p->bucket, e, p->streaming ? NULL : inl, inl_len, p->ok,
+                     p->streaming ? src : NULL);
+    t_cond = NULL;
+    if (ret < 0 && out)
+        stor_obj_info_fini(out);
+out:
+    free(inl_buf);
+    put_free(p);
+    return ret;
+}
+
+/* ---- GET ---- */
+
+struct stor_get {
+    struct stor_store *s;
+    char bucket[64];
+    struct obj_ent *e; /* owned copy of the pinned version */
+    struct stor_place pl;
+    bool pinned;
+    uint8_t *data;   /* inline objects: the whole body; owned */
+    uint64_t *cum;   /* part start offsets; owned */
+    size_t cur_part; /* part whose fds are open */
+    int fd[OBJ_MAX_SHARDS];
+    bool fd_tried[OBJ_MAX_SHARDS];
+    uint8_t *sbuf; /* (k+m) * GET_BATCH * (block + crc); owned */
+    size_t sbuf_stride;
+    bool degraded_noted;
+};
+
+/* Closes the shard files of the current part. */
+static void get_close_fds(struct stor_get *g)
+{
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
+        if (g->fd[j] >= 0)
+            close(g->fd[j]);
+        g->fd[j] = -1;
+        g->fd_tried[j] = false;
+    }
+}
+
+/* Contract in object.h: also unpins the version. */
+void stor_get_close(struct stor_get *g)
+{
+    if (g == NULL)
+        return;
+    get_close_fds(g);
+    if (g->pinned)
+        obj_pin_put(g->s, g->e->id, g->e->version);
+    obj_ent_free(g->e);
+    free(g->data);
+    free(g->cum);
+    free(g->sbuf);
+    free(g);
+}
+
+/* Counts one degraded read and queues the object for healing (once). */
+static void note_degraded(struct stor_get *g)
+{
+    if (g->degraded_noted)
+        return;
+    g->degraded_noted = true;
+    __atomic_add_fetch(&g->s->degraded_reads, 1, __ATOMIC_RELAXED);
+    obj_heal_queue(g->s, g->bucket, g->e->key, g->e->key_len);
+}
+
+/* Fills @t with the meta record fields an inline object's shard records
+ * share (geometry, ETag, key, headers; shard length @L), so a record's
+ * encoded size can be computed before it is read. */
+static void inline_meta_tmpl(const struct obj_ent *e, size_t L,
+                             struct stor_meta *t)
+{
+    t->k = e->k;
+    t->m = e->m;
+    snprintf(t->etag, sizeof(t->etag), "%s", e->etag);
+    t->key = e->key;
+    t->key_len = e->key_len;
+    t->hdrs = e->hdrs;
+    t->nhdrs = e->nhdrs;
+    t->has_inline = 1;
+    t->inl_len = L;
+}
+
+/* Reads the inline shards of @e (data shards first, parity only when one
+ * is missing, stale or corrupt) and assembles the body. Caller holds the
+ * key lock for reading, so the metas match the index. */
+static int get_inline(struct stor_get *g)
+{
+    struct stor_store *s = g->s;
+    const struct obj_ent *e = g->e;
+    int n = e->k + e->m, good = 0;
+    size_t L = (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
+    struct stor_meta tmpl = {0};
+    size_t mlen;
+    uint8_t *raw[OBJ_MAX_SHARDS] = {0}, *sh[OBJ_MAX_SHARDS];
+    bool present[OBJ_MAX_SHARDS] = {0}, tried[OBJ_MAX_SHARDS] = {0};
+    bool want[OBJ_MAX_SHARDS] = {0};
+    uint8_t *shards = NULL;
+    int ret = 0;
+
+    inline_meta_tmpl(e, L, &tmpl);
+    mlen = stor_meta_encoded_size(&tmpl);
+    shards = calloc((size_t)n, L ? L : 1);
+    if (shards == NULL)
+        return -ENOMEM;
+    for (int round = 0; round < 2 && good < e->k; round++) {
+        struct stor_io io[OBJ_MAX_SHARDS];
+        int map[OBJ_MAX_SHARDS], nio = 0;
+
+        for (int j = 0; j < n; j++) {
+            size_t d = obj_shard_drive(s, &g->pl, j);
+            char path[PATH_MAX];
+            int fd;
+
+            if (tried[j] || (round == 0 && j >= e->k))
+                continue;
+            /* last round: a drive marked offline may be back already */
+            if (round == 0 && !obj_drive_online(s, d))
+                continue;
+            tried[j] = true;
+            if (obj_path_meta(path, sizeof(path), s->drives[d].path, g->bucket,
+                              e->id) < 0)
+                continue;
+            fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0) {
+                if (errno != ENOENT)
+                    obj_drive_fail(s, d, errno);
+                continue;
+            }
+            raw[j] = malloc(mlen + 1);
+            if (raw[j] == NULL) {
+                close(fd);
+                continue;
+            }
+            map[nio] = j;
+            io[nio++] = (struct stor_io){
+                .fd = fd, .op = 'r', .buf = raw[j], .len = mlen + 1};
+        }
+        stor_io_run(io, (size_t)nio);
+        for (int i = 0; i < nio; i++) {
+            int j = map[i];
+            struct stor_meta m;
+
+            close(io[i].fd);
+            obj_drive_count(s, obj_shard_drive(s, &g->pl, j), false,
+                            io[i].res > 0 ? (uint64_t)io[i].res : 0);
+            if (io[i].res != (ssize_t)mlen ||
+                stor_meta_decode(raw[j], mlen, &m) < 0) {
+                if (io[i].res == (ssize_t)mlen)
+                    __atomic_add_fetch(&s->corrupt_found, 1, __ATOMIC_RELAXED);
+                continue;
+            }
+            if (m.version == e->version && m.shard == j && m.has_inline &&
+                m.inl_len == L && m.type == STOR_META_OBJECT) {
+                if (L)
+                    memcpy(shards + (size_t)j * L, m.inl, L);
+                present[j] = true;
+                good++;
+            }
+            stor_meta_fini(&m);
+        }
+    }
+    for (int j = 0; j < n; j++)
+        free(raw[j]);
+    if (good < e->k) {
+        ret = -STOR_EDATA;
+        goto out;
+    }
+    for (int j = 0; j < e->k; j++)
+        want[j] = !present[j];
+    for (int j = 0; j < n; j++)
+        sh[j] = shards + (size_t)j * L;
+    for (int j = 0; j < e->k; j++) {
+        if (want[j]) {
+            note_degraded(g);
+            ret = stor_ec_reconstruct(stor_ec_get(e->k, e->m), L, sh, present,
+                                      want);
+            if (ret < 0)
+                goto out;
+            break;
+        }
+    }
+    for (int j = 0; j < n && !g->degraded_noted; j++)
+        if (!present[j] && tried[j])
+            note_degraded(g);
+    g->data = shards; /* shards 0..k-1 are the body, in order */
+    shards = NULL;
+out:
+    free(shards);
+    return ret;
+}
+
+/* Contract in object.h: pins the version; inline objects are read here. */
+int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
+                  size_t key_len, struct stor_obj_info *info,
+                  struct stor_get **out)
+{
+    struct stor_get *g;
+    struct obj_bucket *b;
+    pthread_rwlock_t *kl;
+    uint8_t id[16];
+    ssize_t i;
+    int ret = 0;
+
+    if (!obj_valid_key(key, key_len))
+        return -STOR_EINVAL;
+    g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return -ENOMEM;
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+        g->fd[j] = -1;
+    g->s = s;
+    g->cur_part = SIZE_MAX;
+    snprintf(g->bucket, sizeof(g->bucket), "%s", bucket);
+    obj_key_id(s, key, key_len, id);
+    kl = obj_klock(s, id);
+    pthread_rwlock_rdlock(kl);
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        pthread_rwlock_rdlock(&b->lock);
+        i = obj_index_find(b, key, key_len);
+        if (i < 0) {
+            ret = -STOR_ENOKEY;
+        } else {
+            g->e = obj_ent_dup(b->v[i]);
+            if (g->e == NULL)
+                ret = -ENOMEM;
+        }
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (ret == 0) {
+        obj_place(s, bucket, key, key_len, &g->pl);
+        if (g->e->inl) {
+            ret = get_inline(g);
+        } else {
+            ret = obj_pin_get(g->e->id, g->e->version);
+            g->pinned = ret == 0;
+        }
+    }
+    pthread_rwlock_unlock(kl);
+    if (ret == 0 && !g->e->inl) {
+        g->cum = malloc((g->e->nparts + 1) * sizeof(*g->cum));
+        if (g->cum == NULL) {
+            ret = -ENOMEM;
+        } else {
+            g->cum[0] = 0;
+            for (size_t p = 0; p < g->e->nparts; p++)
+                g->cum[p + 1] = g->cum[p] + g->e->parts[p].size;
+        }
+    }
+    if (ret < 0) {
+        stor_get_close(g);
+        return ret;
+    }
+    if (info)
+        obj_info_fill(g->e, info, true);
+    *out = g;
+    return 0;
+}
+
+/* ---- nonblocking inline GET (obj_nb.h) ---- */
+
+struct stor_get_nb {
+    struct stor_get *g; /* owned until end() hands it out */
+    size_t mlen;        /* encoded size of each meta record */
+    size_t L;           /* inline shard length */
+    int shard[OBJ_MAX_SHARDS];
+    struct stor_nb_read rd[OBJ_MAX_SHARDS];
+    size_t n;
+    char *paths;  /* owned: the n paths, NUL-separated, then raw */
+    uint8_t *raw; /* n * (mlen + 1) read buffers, inside paths' block */
+};
+
+/* Contract in obj_nb.h. */
+void stor_get_nb_free(struct stor_get_nb *nb)
+{
+    if (nb == NULL)
+        return;
+    stor_get_close(nb->g);
+    free(nb->paths);
+    free(nb);
+}
+
+/* Copies the index entry of bucket/key into g->e with try-locks only.
+ * 0, or -EAGAIN (a lock is held by a writer, or no such key: the regular
+ * path answers errors). */
+static int nb_lookup(struct stor_get *g, const char *bucket, const char *key,
+                     size_t key_len)
+{
+    struct stor_store *s = g->s;
+    struct obj_bucket *b;
+    pthread_rwlock_t *kl;
+    uint8_t id[16];
+    ssize_t i;
+    int ret = -EAGAIN;
+
+    obj_key_id(s, key, key_len, id);
+    kl = obj_klock(s, id);
+    if (pthread_rwlock_tryrdlock(kl) != 0)
+        return -EAGAIN;
+    if (pthread_rwlock_tryrdlock(&s->lock) != 0)
+        goto out_kl;
+    b = obj_bucket_find(s, bucket);
+    if (b != NULL && pthread_rwlock_tryrdlock(&b->lock) == 0) {
+        i = obj_index_find(b, key, key_len);
+        if (i >= 0 && b->v[i]->inl) {
+            g->e = obj_ent_dup(b->v[i]);
+            ret = g->e ? 0 : -EAGAIN;
+        }
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+out_kl:
+    pthread_rwlock_unlock(kl);
+    return ret;
+}
+
+/* Contract in obj_nb.h. DESIGN: no lock is held while the metas are read:
+ * every meta read must carry the index's version, so a concurrent
+ * overwrite or delete makes end() answer -EAGAIN (and the regular path
+ * decides), never mixes versions. */
+int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
+                      size_t key_len, struct stor_get_nb **out,
+                      struct stor_nb_read **reads, size_t *n)
+{
+    struct stor_get_nb *nb;
+    struct stor_get *g;
+    struct stor_meta tmpl = {0};
+    char path[PATH_MAX], pbuf[4 * PATH_MAX];
+    size_t plen[OBJ_MAX_SHARDS], total = 0, off = 0;
+    const struct obj_ent *e;
+
+    if (!obj_valid_key(key, key_len) || strlen(bucket) >= sizeof(g->bucket))
+        return -EAGAIN;
+    nb = calloc(1, sizeof(*nb));
+    g = calloc(1, sizeof(*g));
+    if (nb == NULL || g == NULL) {
+        free(nb);
+        free(g);
+        return -EAGAIN;
+    }
+    nb->g = g;
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+        g->fd[j] = -1;
+    g->s = s;
+    g->cur_part = SIZE_MAX;
+    memcpy(g->bucket, bucket, strlen(bucket) + 1);
+    if (nb_lookup(g, bucket, key, key_len) < 0)
+        goto fail;
+    e = g->e;
+    obj_place(s, bucket, key, key_len, &g->pl);
+    nb->L = (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
+    inline_meta_tmpl(e, nb->L, &tmpl);
+    nb->mlen = stor_meta_encoded_size(&tmpl);
+    nb->n = (size_t)e->k;
+    /* the data shards only, all on drives believed online; each path is
+     * formatted once, into one allocation */
+    for (int j = 0; j < e->k; j++) {
+        size_t d = obj_shard_drive(s, &g->pl, j);
+
+        if (!obj_drive_online(s, d) ||
+            obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
+                          e->id) < 0)
+            goto fail;
+        plen[j] = strlen(path) + 1;
+        if (total + plen[j] > sizeof(pbuf))
+            goto fail;
+        memcpy(pbuf + total, path, plen[j]);
+        total += plen[j];
+    }
+    nb->paths = malloc(total + nb->n * (nb->mlen + 1));
+    if (nb->paths == NULL)
+        goto fail;
+    memcpy(nb->paths, pbuf, total);
+    nb->raw = (uint8_t *)nb->paths + total;
+    for (int j = 0; j < e->k; j++) {
+        nb->shard[j] = j;
+        nb->rd[j] = (struct stor_nb_read){
+            .path = nb->paths + off,
+            .buf = nb->raw + (size_t)j * (nb->mlen + 1),
+            .len = nb->mlen + 1, /* one more: a longer file is not ours */
+            .res = -EINVAL};
+        off += plen[j];
+    }
+    *out = nb;
+    *reads = nb->rd;
+    *n = nb->n;
+    return 0;
+fail:
+    stor_get_nb_free(nb);
+    return -EAGAIN;
+}
+
+/* Fills @info (may be NULL) for a finished nonblocking GET, moving the
+ * stored headers out of g's private entry copy instead of copying them
+ * again (an inline reader never needs them: one malloc'd copy per GET
+ * fewer). Inline objects are never multipart: no part sizes. */
+static void nb_info_move(struct stor_get *g, struct stor_obj_info *info)
+{
+    if (info == NULL)
+        return;
+    obj_info_fill(g->e, info, false);
+    info->hdrs = g->e->hdrs;
+    info->nhdrs = g->e->nhdrs;
+    g->e->hdrs = NULL;
+    g->e->nhdrs = 0;
+}
+
+/* Contract in obj_nb.h. */
+void stor_get_nb_ident(const struct stor_get_nb *nb, uint8_t id[16],
+                       uint64_t *version, uint64_t *size)
+{
+    memcpy(id, nb->g->e->id, 16);
+    *version = nb->g->e->version;
+    *size = nb->g->e->size;
+}
+
+/* Contract in obj_nb.h. */
+int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body, size_t len,
+                         struct stor_obj_info *info, struct stor_get **out)
+{
+    struct stor_get *g = nb->g;
+    uint8_t *data;
+
+    if (len != g->e->size || (data = malloc(len ? len : 1)) == NULL) {
+        stor_get_nb_free(nb);
+        return -EAGAIN;
+    }
+    memcpy(data, body, len);
+    g->data = data;
+    nb->g = NULL;
+    stor_get_nb_free(nb);
+    nb_info_move(g, info);
+    *out = g;
+    return 0;
+}
+
+/* Contract in obj_nb.h. */
+const void *stor_get_inline_body(const struct stor_get *g)
+{
+    return g->e->inl ? g->data : NULL;
+}
+
+/* Contract in obj_nb.h. */
+int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
+                    struct stor_get **out)
+{
+    struct stor_get *g = nb->g;
+    const struct obj_ent *e = g->e;
+    uint8_t *shards;
+    int ret = 0;
+
+    shards = malloc(nb->n * (nb->L ? nb->L : 1));
+    if (shards == NULL) {
+        stor_get_nb_free(nb);
+        return -EAGAIN;
+    }
+    for (size_t i = 0; i < nb->n && ret == 0; i++) {
+        const struct stor_nb_read *rd = &nb->rd[i];
+        int j = nb->shard[i];
+        struct stor_meta m;
+
+        if (rd->res != (ssize_t)nb->mlen ||
+            stor_meta_decode(rd->buf, nb->mlen, &m) < 0) {
+            ret = -EAGAIN;
+            break;
+        }
+        obj_drive_count(g->s, obj_shard_drive(g->s, &g->pl, j), false,
+                        (uint64_t)rd->res);
+        if (m.version == e->version && m.shard == j && m.has_inline &&
+            m.inl_len == nb->L && m.type == STOR_META_OBJECT) {
+            if (nb->L)
+                memcpy(shards + (size_t)j * nb->L, m.inl, nb->L);
+        } else {
+            ret = -EAGAIN;
+        }
+        stor_meta_fini(&m);
+    }
+    if (ret < 0) {
+        free(shards);
+        stor_get_nb_free(nb);
+        return ret;
+    }
+    g->data = shards; /* shards 0..k-1 are the body, in order */
+    nb->g = NULL;
+    stor_get_nb_free(nb);
+    nb_info_move(g, info);
+    *out = g;
+    return 0;
+}
+
+/* Contract in object.h: one full stripe. */
+size_t stor_get_preferred_chunk(const struct stor_get *g)
+{
+    if (g->e->inl)
+        return g->e->size ? (size_t)g->e->size : 4096;
+    return (size_t)g->e->k * g->e->block;
+}
+
+/* Opens shard @j of the current part (once). Drives marked offline are
+ * tried only with @force (the last resort: one may be back already). */
+static int get_fd(struct stor_get *g, int j, bool force)
+{
+    struct stor_store *s = g->s;
+    size_t d = obj_shard_drive(s, &g->pl, j);
+    char path[PATH_MAX];
+
+    if (g->fd_tried[j])
+        return g->fd[j];
+    if (!force && !obj_drive_online(s, d))
+        return -1;
+    g->fd_tried[j] = true;
+    if (obj_path_shard(path, sizeof(path), s->drives[d].path, g->bucket,
+                       g->e->id, g->e->parts[g->cur_part].dataid) < 0)
+        return -1;
+    g->fd[j] = open(path, O_RDONLY | O_CLOEXEC);
+    if (g->fd[j] < 0 && errno != ENOENT)
+        obj_drive_fail(s, d, errno);
+    return g->fd[j];
+}
+
+/* Reads stripes [s0, s0 + ns) of part @p into g->sbuf, verified and
+ * rebuilt. @need[j] marks data shards the caller will copy from. */
+static int get_stripes(struct stor_get *g, size_t p, uint64_t s0, int ns,
+                       const bool *need)
+{
+    struct stor_store *s = g->s;
+    const struct obj_ent *e = g->e;
+    struct obj_geom gm;
+    int n = e->k + e->m, good = 0;
+    bool tried[OBJ_MAX_SHARDS] = {0}, present[OBJ_MAX_SHARDS] = {0};
+    uint64_t off0 = s0 * (uint64_t)(e->block + OBJ_CRC_LEN);
+    size_t span = 0;
+
+    obj_geom_init(&gm, e->k, e->m, e->block, e->parts[p].size);
+    for (int i = 0; i < ns; i++)
+        span += obj_geom_slen(&gm, s0 + (uint64_t)i) + OBJ_CRC_LEN;
+    for (int round = 0; round <= n + 1; round++) {
+        struct stor_io io[OBJ_MAX_SHARDS];
+        int map[OBJ_MAX_SHARDS], nio = 0, want_more = e->k - good;
+        int attempted = 0;
+        bool missing = false;
+
+        /* round 0: the needed data shards; then, each round, as many
+         * untried shards as decoding still needs; from round 2 on also on
+         * drives marked offline (one may be back already) */
+        for (int j = 0; j < n && (round == 0 || want_more > 0); j++) {
+            int fd;
+
+            if (tried[j])
+                continue;
+            if (round == 0 && !(j < e->k && need[j]))
+                continue;
+            attempted++;
+            fd = get_fd(g, j, round >= 2);
+            if (fd < 0) {
+                if (g->fd_tried[j])
+                    tried[j] = true; /* opened and failed: lost */
+                continue;
+            }
+            tried[j] = true;
+            want_more--;
+            map[nio] = j;
+            io[nio++] =
+                (struct stor_io){.fd = fd,
+                                 .op = 'r',
+                                 .buf = g->sbuf + (size_t)j * g->sbuf_stride,
+                                 .len = span,
+                                 .off = off0};
+        }
+        stor_io_run(io, (size_t)nio);
+        for (int i = 0; i < nio; i++) {
+            int j = map[i];
+            uint8_t *b = g->sbuf + (size_t)j * g->sbuf_stride;
+            bool ok = io[i].res == (ssize_t)span;
+
+            obj_drive_count(s, obj_shard_drive(s, &g->pl, j), false,
+                            io[i].res > 0 ? (uint64_t)io[i].res : 0);
+            if (io[i].res < 0)
+                obj_drive_fail(s, obj_shard_drive(s, &g->pl, j),
+                               (int)-io[i].res);
+            for (int t = 0; t < ns && ok; t++) {
+                uint32_t sl = obj_geom_slen(&gm, s0 + (uint64_t)t);
+                uint64_t want = 0, got;
+
+                for (int q = 0; q < OBJ_CRC_LEN; q++)
+                    want |= (uint64_t)b[q] << (8 * q);
+                got = stor_crc64(
+                    obj_block_seed(e->parts[p].dataid, j, s0 + (uint64_t)t),
+                    b + OBJ_CRC_LEN, sl);
+                if (got != want) {
+                    ok = false;
+                    __atomic_add_fetch(&s->corrupt_found, 1, __ATOMIC_RELAXED);
+                }
+                b += sl + OBJ_CRC_LEN;
+            }
+            present[j] = ok;
+            good += ok;
+        }
+        for (int j = 0; j < e->k; j++)
+            if (need[j] && !present[j])
+                missing = true;
+        if (round == 0 && !missing)
+            return 0;
+        if (round == 0)
+            note_degraded(g);
+        if (good >= e->k || (round >= 2 && attempted == 0))
+            break;
+    }
+    if (good < e->k)
+        return -STOR_EDATA;
+    /* rebuild the needed data shards, stripe by stripe */
+    {
+        size_t boff = 0;
+        bool want[OBJ_MAX_SHARDS] = {0};
+
+        for (int j = 0; j < e->k; j++)
+            want[j] = need[j] && !present[j];
+        for (int t = 0; t < ns; t++) {
+            uint32_t sl = obj_geom_slen(&gm, s0 + (uint64_t)t);
+            uint8_t *sh[OBJ_MAX_SHARDS];
+            int ret;
+
+            for (int j = 0; j < n; j++)
+                sh[j] =
+                    g->sbuf + (size_t)j * g->sbuf_stride + boff + OBJ_CRC_LEN;
+            ret = stor_ec_reconstruct(stor_ec_get(e->k, e->m), sl, sh, present,
+                                      want);
+            if (ret < 0)
+                return ret;
+            boff += sl + OBJ_CRC_LEN;
+        }
+    }
+    return 0;
+}
+
+/* Reads whole, full-width stripes [s0, s0 + ns) of part @p straight into
+ * @buf, which receives exactly their data bytes in order: each block goes
+ * where the caller wants it and its CRC beside it, checked on @buf, so no
+ * staging copy is made (big GETs are bound by copies). 0, or -EAGAIN when
+ * a data shard is offline, missing, short or corrupt: the caller then uses
+ * get_stripes(), which reads parity and rebuilds (and counts the
+ * corruption). */
+static int get_stripes_direct(struct stor_get *g, size_t p, uint64_t s0, int ns,
+                              uint8_t *buf)
+{
+    struct stor_store *s = g->s;
+    const struct obj_ent *e = g->e;
+    uint64_t dataid = e->parts[p].dataid;
+    size_t blk = e->block, sdata = (size_t)e->k * blk;
+    uint8_t crc[OBJ_MAX_SHARDS][GET_DIRECT_BATCH][OBJ_CRC_LEN];
+    struct stor_io io[2 * OBJ_MAX_SHARDS * GET_DIRECT_BATCH];
+    size_t nio = 0;
+
+    assert(ns > 0 && ns <= GET_DIRECT_BATCH);
+    for (int j = 0; j < e->k; j++) {
+        int fd = get_fd(g, j, false);
+
+        if (fd < 0)
+            return -EAGAIN;
+        for (int t = 0; t < ns; t++) {
+            uint64_t off = (s0 + (uint64_t)t) * (uint64_t)(blk + OBJ_CRC_LEN);
+
+            io[nio++] = (struct stor_io){.fd = fd,
+                                         .op = 'r',
+                                         .buf = crc[j][t],
+                                         .len = OBJ_CRC_LEN,
+                                         .off = off};
+            io[nio++] =
+                (struct stor_io){.fd = fd,
+                                 .op = 'r',
+                                 .buf = buf + (size_t)t * sdata + j * blk,
+                                 .len = blk,
+                                 .off = off + OBJ_CRC_LEN};
+        }
+    }
+    stor_io_run(io, nio);
+    for (size_t i = 0; i < nio; i++)
+        if (io[i].res != (ssize_t)io[i].len)
+            return -EAGAIN;
+    for (int j = 0; j < e->k; j++) {
+        obj_drive_count(s, obj_shard_drive(s, &g->pl, j), false,
+                        (uint64_t)ns * (blk + OBJ_CRC_LEN));
+        for (int t = 0; t < ns; t++) {
+            uint64_t want = 0;
+
+            for (int q = 0; q < OBJ_CRC_LEN; q++)
+                want |= (uint64_t)crc[j][t][q] << (8 * q);
+            if (stor_crc64(obj_block_seed(dataid, j, s0 + (uint64_t)t),
+                           buf + (size_t)t * sdata + j * blk, blk) != want)
+                return -EAGAIN;
+        }
+    }
+    return 0;
+}
+
+/* Reads from part @p at part offset @poff into @buf, at most the stripes
+ * of one batch; returns bytes copied or -errno. */
+static ssize_t get_part_read(struct stor_get *g, size_t p, uint64_t poff,
+                             uint8_t *buf, size_t len)
+{
+    const struct obj_ent *e = g->e;
+    struct obj_geom gm;
+    uint64_t s0, s1, end;
+    bool need[OBJ_MAX_SHARDS] = {0};
+    size_t done = 0, boff = 0;
+    int ns, ret;
+
+    obj_geom_init(&gm, e->k, e->m, e->block, e->parts[p].size);
+    end = CM_MIN(poff + len, gm.size);
+    s0 = poff / gm.sdata;
+    s1 = (end - 1) / gm.sdata;
+    if (s1 - s0 + 1 > GET_BATCH)
+        s1 = s0 + GET_BATCH - 1;
+    ns = (int)(s1 - s0 + 1);
+    if (g->cur_part != p) {
+        get_close_fds(g);
+        g->cur_part = p;
+    }
+    /* whole full-width stripes from a stripe boundary: straight into
+     * @buf when every data shard reads back clean */
+    if (poff % gm.sdata == 0 && (end - poff) / gm.sdata > 0) {
+        uint64_t nfull = (end - poff) / gm.sdata;
+        int nd = (int)CM_MIN(nfull, (uint64_t)GET_DIRECT_BATCH);
+
+        if (get_stripes_direct(g, p, s0, nd, buf) == 0)
+            return (ssize_t)((uint64_t)nd * gm.sdata);
+    }
+    if (g->sbuf == NULL) {
+        g->sbuf_stride = GET_BATCH * (size_t)(e->block + OBJ_CRC_LEN);
+        g->sbuf = malloc((size_t)(e->k + e->m) * g->sbuf_stride);
+        if (g->sbuf == NULL)
+            return -ENOMEM;
+    }
+    /* which data shards hold the requested bytes */
+    for (uint64_t st = s0; st <= s1; st++) {
+        uint32_t sl = obj_geom_slen(&gm, st);
+        uint64_t a = CM_MAX(poff, st * gm.sdata) - st * gm.sdata;
+        uint64_t z =
+            CM_MIN(end, st * gm.sdata + (uint64_t)sl * e->k) - st * gm.sdata;
+
+        if (z > (uint64_t)sl * e->k)
+            z = (uint64_t)sl * e->k;
+        for (uint64_t j = a / sl; j <= (z - 1) / sl && j < (uint64_t)e->k; j++)
+            need[j] = true;
+    }
+    ret = get_stripes(g, p, s0, ns, need);
+    if (ret < 0)
+        return ret;
+    for (uint64_t st = s0; st <= s1; st++) {
+        uint32_t sl = obj_geom_slen(&gm, st);
+        uint64_t sbase = st * gm.sdata;
+        uint64_t a = CM_MAX(poff, sbase), z = CM_MIN(end, sbase + gm.sdata);
+
+        while (a < z) {
+            uint64_t o = a - sbase;
+            uint64_t j = o / sl, w = o % sl;
+            uint64_t n = CM_MIN(z - a, (uint64_t)sl - w);
+
+            memcpy(buf + done,
+                   g->sbuf + (size_t)j * g->sbuf_stride + boff + OBJ_CRC_LEN +
+                       w,
+                   (size_t)n);
+            done += (size_t)n;
+            a += n;
+        }
+        boff += sl + OBJ_CRC_LEN;
+    }
+    return (ssize_t)done;
+}
+
+/* Contract in object.h: loops over parts and stripe batches. */
+ssize_t stor_get_read(struct stor_get *g, uint64_t off, void *buf, size_t len)
+{
+    const struct obj_ent *e = g->e;
+    size_t done = 0;
+
+    if (off >= e->size || len == 0)
+        return 0;
+    if (len > e->size - off)
+        len = (size_t)(e->size - off);
+    if (e->inl) {
+        memcpy(buf, g->data + off, len);
+        return (ssize_t)len;
+    }
+    while (done < len) {
+        uint64_t at = off + done;
+        size_t lo = 0, hi = e->nparts;
+        ssize_t r;
+
+        while (hi - lo > 1) { /* last part whose start <= at */
+            size_t mid = (lo + hi) / 2;
+
+            if (g->cum[mid] <= at)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        while (lo < e->nparts && g->cum[lo + 1] <= at)
+            lo++; /* skip empty parts */
+        if (lo >= e->nparts)
+            break;
+        r = get_part_read(g, lo, at - g->cum[lo], (uint8_t *)buf + done,
+                          len - done);
+        if (r < 0)
+            return done > 0 ? (ssize_t)done : r;
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    return (ssize_t)done;
+}
+
+/* Contract in object.h: from the index, no I/O. */
+int stor_obj_stat(struct stor_store *s, const char *bucket, const char *key,
+                  size_t key_len, struct stor_obj_info *out)
+{
+    struct obj_bucket *b;
+    ssize_t i;
+    int ret = 0;
+
+    if (!obj_valid_key(key, key_len))
+        return -STOR_EINVAL;
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        pthread_rwlock_rdlock(&b->lock);
+        i = obj_index_find(b, key, key_len);
+        if (i < 0)
+            ret = -STOR_ENOKEY;
+        else if (out)
+            obj_info_fill(b->v[i], out, true);
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+/* ---- DELETE ---- */
+
+/* Writes tombstones on the online drives of @e's placement so a drive that
+ * missed the delete cannot bring the object back at the next start. */
+static void write_tombstones(struct stor_store *s, const char *bucket,
+                             const struct obj_ent *e,
+                             const struct stor_place *pl)
+{
+    struct obj_ent t = *e;
+    struct cm_buf metas[OBJ_MAX_SHARDS];
+    bool ok[OBJ_MAX_SHARDS] = {0};
+    int fds[OBJ_MAX_SHARDS], n = e->k + e->m;
+    uint64_t uniq = obj_next_version(s);
+
+    t.version = obj_next_version(s);
+    t.inl = false;
+    t.nparts = 0;
+    for (int j = 0; j < n; j++)
+        ok[j] = obj_drive_online(s, obj_shard_drive(s, pl, j));
+    if (build_metas(&t, STOR_META_TOMBSTONE, NULL, 0, metas, ok) == 0 &&
+        write_tmp_metas(s, pl, uniq, metas, n, ok, fds) > 0) {
+        for (int j = 0; j < n; j++) {
+            char from[PATH_MAX], to[PATH_MAX];
+            size_t d = obj_shard_drive(s, pl, j);
+
+            if (!ok[j])
+                continue;
+            if (obj_path_tmp(from, sizeof(from), s->drives[d].path, uniq,
+                             100 + j) == 0 &&
+                obj_path_meta(to, sizeof(to), s->drives[d].path, bucket,
+                              e->id) == 0 &&
+                rename_mk(from, to) < 0)
+                unlink(from);
+        }
+        if (s->fsync)
+            sync_dirs(s, bucket, e->id, pl, n, ok);
+    }
+    for (int j = 0; j < n; j++)
+        cm_buf_fini(&metas[j]);
+}
+
+/* Contract in object.h. */
+int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
+                    size_t key_len)
+{
+    struct obj_bucket *b;
+    struct obj_ent *e = NULL;
+    struct stor_place pl;
+    pthread_rwlock_t *kl;
+    uint8_t id[16];
+    ssize_t i;
+    int ret = 0;
+    bool all = true;
+
+    if (!obj_valid_key(key, key_len))
+        return -STOR_EINVAL;
+    obj_key_id(s, key, key_len, id);
+    obj_place(s, bucket, key, key_len, &pl);
+    kl = obj_klock(s, id);
+    pthread_rwlock_wrlock(kl);
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        pthread_rwlock_wrlock(&b->lock);
+        i = obj_index_find(b, key, key_len);
+        if (i < 0)
+            ret = -STOR_ENOKEY;
+        else
+            e = obj_index_remove(b, (size_t)i);
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (e) {
+        for (int j = 0; j < e->k + e->m; j++)
+            if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))
+                all = false;
+        /* a drive that may have missed the delete gets tombstones on the
+         * others, so it cannot bring the object back at the next start */
+        if (!all || !remove_metas(s, bucket, e, &pl, NULL))
+            write_tombstones(s, bucket, e, &pl);
+        retire_shards(s, bucket, e, &pl);
+    }
+    pthread_rwlock_unlock(kl);
+    return ret;
+}

@@ -1,0 +1,60 @@
+/* storaged/store/obj_nb.h - a GET of a small (inline) object split so that an
+ * event loop can run it without blocking: begin() looks the object up in
+ * memory (try-locks only) and says which meta files to read; the caller
+ * reads them asynchronously (the loop thread's io_uring); end() verifies
+ * what was read and hands back an ordinary struct stor_get. Anything
+ * unusual (a lock held by a writer, a shard file missing, stale or
+ * corrupt, a drive offline, an object that is not inline) answers -EAGAIN
+ * and the caller runs the regular stor_get_open() on a worker, which
+ * handles every error and degraded case. */
+#ifndef STORAGED_STORE_OBJ_NB_H
+#define STORAGED_STORE_OBJ_NB_H
+#include "common/compiler.h"
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct stor_store;
+struct stor_get;
+struct stor_obj_info;
+struct stor_get_nb;
+
+/* One whole-file read the caller performs for begin(). */
+struct stor_nb_read {
+    const char *path; /* borrowed from the stor_get_nb */
+    void *buf;        /* borrowed from the stor_get_nb */
+    size_t len;       /* read at most this many bytes from offset 0 */
+    ssize_t res;      /* set by the caller: bytes read or -errno */
+};
+
+/* Starts a nonblocking GET of bucket/key. Never blocks (no I/O, no lock
+ * waits). On 0, *out owns the state and (*reads)[0..*n) are the reads to
+ * perform (borrowed from *out). -EAGAIN: use stor_get_open() instead. */
+CM_MUST_CHECK int stor_get_nb_begin(struct stor_store *s, const char *bucket,
+                                    const char *key, size_t key_len,
+                                    struct stor_get_nb **out,
+                                    struct stor_nb_read **reads, size_t *n);
+/* Finishes after every read's res is set: verifies each shard (meta CRC,
+ * version equal to the index's, shard number) and assembles the body.
+ * 0: *out is an open reader (close with stor_get_close(); closing never
+ * blocks: no pin, no files) and @info (may be NULL) is filled. -EAGAIN:
+ * use stor_get_open() instead. Always frees @nb. */
+CM_MUST_CHECK int stor_get_nb_end(struct stor_get_nb *nb,
+                                  struct stor_obj_info *info,
+                                  struct stor_get **out);
+/* What begin() found, for a cache of bodies: the object's id, version
+ * (unique within the process: never reused for other bytes) and size. */
+void stor_get_nb_ident(const struct stor_get_nb *nb, uint8_t id[16],
+                       uint64_t *version, uint64_t *size);
+/* Like end(), from @len body bytes of exactly that version the caller
+ * already holds (verified): no reads are made. Always frees @nb. 0 or
+ * -EAGAIN (wrong length, ENOMEM). */
+CM_MUST_CHECK int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body,
+                                       size_t len, struct stor_obj_info *info,
+                                       struct stor_get **out);
+/* The whole body of an inline reader (end()'s), or NULL for others. */
+const void *stor_get_inline_body(const struct stor_get *g);
+/* Frees @nb without finishing (its reads must not be in flight). */
+void stor_get_nb_free(struct stor_get_nb *nb);
+
+#endif /* STORAGED_STORE_OBJ_NB_H */

@@ -1,0 +1,1132 @@
+/* storaged/store/obj_store.c - opening the store (drive checks, format records,
+ * set geometry), buckets, the in-memory sorted index helpers, paths and
+ * statistics. Object I/O lives in obj_io.c, listing and multipart in
+ * obj_list.c, loading in obj_load.c, healing and scanning in obj_heal.c.
+ *
+ * DESIGN: one process owns the drives, so the authoritative view of which
+ * object version is current lives in memory (one sorted array of immutable
+ * entries per bucket), loaded from the per-drive meta files at start. GETs
+ * and listings never need a metadata quorum read; a drive that returns after
+ * an outage can only hold older versions, which GETs reject by version. */
+#include "storaged/store/obj_i.h"
+
+#include "common/log.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- small helpers ---- */
+
+int64_t obj_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Versions are wall-clock nanoseconds made strictly increasing, so they
+ * also order writes across restarts (obj_load raises last_version). */
+uint64_t obj_next_version(struct stor_store *s)
+{
+    uint64_t now = (uint64_t)obj_now_ns();
+    uint64_t cur = __atomic_load_n(&s->last_version, __ATOMIC_RELAXED), nv;
+
+    do {
+        nv = now > cur ? now : cur + 1;
+    } while (!__atomic_compare_exchange_n(&s->last_version, &cur, nv, false,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    return nv;
+}
+
+/* Lower-case hex of @n bytes into @out (2n+1 bytes). */
+void obj_hex(const uint8_t *p, size_t n, char *out)
+{
+    static const char hx[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hx[p[i] >> 4];
+        out[2 * i + 1] = hx[p[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+/* Maps an snprintf result to 0 or -ENAMETOOLONG. */
+static int fmt_ok(int r, size_t cap)
+{
+    return r < 0 || (size_t)r >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* DRIVE/b/BUCKET/hh for object @id. 0 or -ENAMETOOLONG. */
+int obj_path_dir(char *buf, size_t cap, const char *drive, const char *bucket,
+                 const uint8_t id[16])
+{
+    char hx[33];
+
+    obj_hex(id, 16, hx);
+    return fmt_ok(
+        snprintf(buf, cap, "%s/" STOR_BUCKETS "/%s/%.2s", drive, bucket, hx),
+        cap);
+}
+
+/* DRIVE/b/BUCKET/hh/HEX.m. 0 or -ENAMETOOLONG. */
+int obj_path_meta(char *buf, size_t cap, const char *drive, const char *bucket,
+                  const uint8_t id[16])
+{
+    char hx[33];
+
+    obj_hex(id, 16, hx);
+    return fmt_ok(snprintf(buf, cap, "%s/" STOR_BUCKETS "/%s/%.2s/%s.m", drive,
+                           bucket, hx, hx),
+                  cap);
+}
+
+/* DRIVE/b/BUCKET/hh/HEX.DATAID. 0 or -ENAMETOOLONG. */
+int obj_path_shard(char *buf, size_t cap, const char *drive, const char *bucket,
+                   const uint8_t id[16], uint64_t dataid)
+{
+    char hx[33];
+
+    obj_hex(id, 16, hx);
+    return fmt_ok(snprintf(buf, cap, "%s/" STOR_BUCKETS "/%s/%.2s/%s.%016llx",
+                           drive, bucket, hx, hx, (unsigned long long)dataid),
+                  cap);
+}
+
+/* DRIVE/.ecfs.sys/tmp/UNIQ.N. 0 or -ENAMETOOLONG. */
+int obj_path_tmp(char *buf, size_t cap, const char *drive, uint64_t uniq, int n)
+{
+    return fmt_ok(snprintf(buf, cap, "%s/" STOR_TMP_DIR "/%016llx.%d", drive,
+                           (unsigned long long)uniq, n),
+                  cap);
+}
+
+/* DRIVE/.ecfs.sys/mpu/BUCKET[/UID[/FILE]]. 0 or -ENAMETOOLONG. */
+int obj_path_upload(char *buf, size_t cap, const char *drive,
+                    const char *bucket, const char *uid, const char *file)
+{
+    return fmt_ok(snprintf(buf, cap, "%s/" STOR_MPU_DIR "/%s/%s%s%s", drive,
+                           bucket, uid ? uid : "", file ? "/" : "",
+                           file ? file : ""),
+                  cap);
+}
+
+/* Object file names come from a keyed 128-bit hash of the key (two
+ * SipHash halves), never from the key itself: any key bytes are safe. */
+void obj_key_id(struct stor_store *s, const char *key, size_t len,
+                uint8_t id[16])
+{
+    uint8_t k2[16];
+    uint64_t a, b;
+
+    memcpy(k2, s->dkey, 16);
+    k2[0] ^= 0x5a;
+    a = stor_siphash(s->dkey, key, len);
+    b = stor_siphash(k2, key, len);
+    for (int i = 0; i < 8; i++) {
+        id[i] = (uint8_t)(a >> (8 * i));
+        id[8 + i] = (uint8_t)(b >> (8 * i));
+    }
+}
+
+pthread_rwlock_t *obj_klock(struct stor_store *s, const uint8_t id[16])
+{
+    return &s->klock[id[15] % OBJ_KLOCKS];
+}
+
+/* Set and rotation of bucket/key (keyed by the deployment id). */
+void obj_place(struct stor_store *s, const char *bucket, const char *key,
+               size_t len, struct stor_place *pl)
+{
+    stor_place(s->dkey, bucket, key, len, s->nsets, s->set_size, pl);
+}
+
+/* Index in s->drives of shard @j of an object placed at @pl. */
+size_t obj_shard_drive(struct stor_store *s, const struct stor_place *pl, int j)
+{
+    return (size_t)pl->set * s->set_size +
+           (size_t)((pl->rot + j) % s->set_size);
+}
+
+/* Current online flag of drive @d (atomic read). */
+bool obj_drive_online(struct stor_store *s, size_t d)
+{
+    return __atomic_load_n(&s->drives[d].online, __ATOMIC_ACQUIRE);
+}
+
+/* An I/O error other than "not there" takes the drive offline until the
+ * probe thread sees it healthy again. */
+void obj_drive_fail(struct stor_store *s, size_t d, int err)
+{
+    __atomic_add_fetch(&s->drives[d].errors, 1, __ATOMIC_RELAXED);
+    if (err == EIO || err == ENOTDIR || err == EROFS || err == ENOSPC ||
+        err == ENXIO || err == ENODEV) {
+        if (__atomic_exchange_n(&s->drives[d].online, false, __ATOMIC_ACQ_REL))
+            cm_log(CM_LOG_WARN, err, "drive %s: marked offline",
+                   s->drives[d].path);
+    }
+}
+
+/* Adds one read or write of @n bytes to drive @d's counters. */
+void obj_drive_count(struct stor_store *s, size_t d, bool write, uint64_t n)
+{
+    struct stor_drive *dr = &s->drives[d];
+
+    if (write) {
+        __atomic_add_fetch(&dr->writes, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&dr->write_bytes, n, __ATOMIC_RELAXED);
+    } else {
+        __atomic_add_fetch(&dr->reads, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&dr->read_bytes, n, __ATOMIC_RELAXED);
+    }
+}
+
+/* Online drives in erasure set @set. */
+int obj_set_online(struct stor_store *s, int set)
+{
+    int n = 0;
+
+    for (int i = 0; i < s->set_size; i++)
+        n += obj_drive_online(s, (size_t)set * s->set_size + i);
+    return n;
+}
+
+/* An object tolerates as many missing shards at write as its set
+ * tolerates offline drives, and never fewer than k shards. */
+int obj_write_quorum(struct stor_store *s, int k, int m)
+{
+    int tol = s->set_size - s->wq, q = k + m - tol;
+
+    return q < k ? k : q;
+}
+
+/* 1..1024 bytes, no NUL: anything else S3 allows is fine here. */
+bool obj_valid_key(const char *key, size_t len)
+{
+    return key != NULL && len >= 1 && len <= STOR_MAX_KEY_LEN &&
+           memchr(key, 0, len) == NULL;
+}
+
+/* S3 bucket naming: 3..63 of [a-z0-9.-], starting and ending alnum. */
+bool obj_valid_bucket(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+
+    if (n < 3 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+        if (!alnum && c != '.' && c != '-')
+            return false;
+        if ((i == 0 || i == n - 1) && !alnum)
+            return false;
+    }
+    return true;
+}
+
+/* ---- headers and entries ---- */
+
+/* Frees @n headers and the array (NULL-safe). */
+void obj_hdrs_free(struct stor_hdr *h, size_t n)
+{
+    for (size_t i = 0; i < n && h; i++) {
+        free(h[i].name);
+        free(h[i].value);
+    }
+    free(h);
+}
+
+/* Deep copy of @n headers into *out (NULL when n is 0). 0 or -ENOMEM. */
+int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out)
+{
+    struct stor_hdr *c;
+
+    *out = NULL;
+    if (n == 0)
+        return 0;
+    c = calloc(n, sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        c[i].name = strdup(h[i].name ? h[i].name : "");
+        c[i].value = strdup(h[i].value ? h[i].value : "");
+        if (c[i].name == NULL || c[i].value == NULL) {
+            obj_hdrs_free(c, n);
+            return -ENOMEM;
+        }
+    }
+    *out = c;
+    return 0;
+}
+
+/* Frees an index entry and everything it owns (NULL-safe). */
+void obj_ent_free(struct obj_ent *e)
+{
+    if (e == NULL)
+        return;
+    free(e->key);
+    free(e->parts);
+    obj_hdrs_free(e->hdrs, e->nhdrs);
+    free(e);
+}
+
+/* Deep copy of an entry; NULL on ENOMEM. */
+struct obj_ent *obj_ent_dup(const struct obj_ent *e)
+{
+    struct obj_ent *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return NULL;
+    *c = *e;
+    c->key = NULL;
+    c->parts = NULL;
+    c->hdrs = NULL;
+    c->key = malloc(e->key_len + 1);
+    if (c->key == NULL)
+        goto fail;
+    memcpy(c->key, e->key, e->key_len);
+    c->key[e->key_len] = 0;
+    if (e->nparts) {
+        c->parts = malloc(e->nparts * sizeof(*c->parts));
+        if (c->parts == NULL)
+            goto fail;
+        memcpy(c->parts, e->parts, e->nparts * sizeof(*c->parts));
+    }
+    if (obj_hdrs_copy(e->hdrs, e->nhdrs, &c->hdrs) < 0) {
+        c->nhdrs = 0;
+        goto fail;
+    }
+    return c;
+fail:
+    obj_ent_free(c);
+    return NULL;
+}
+
+/* New index entry from a decoded meta (copies); NULL on ENOMEM. */
+struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
+                                  const uint8_t id[16])
+{
+    struct obj_ent e = {0};
+
+    e.key = m->key;
+    e.key_len = m->key_len;
+    memcpy(e.id, id, 16);
+    e.version = m->version;
+    e.mtime_ns = m->mtime_ns;
+    e.size = m->size;
+    memcpy(e.etag, m->etag, sizeof(e.etag));
+    e.k = m->k;
+    e.m = m->m;
+    e.block = m->block;
+    e.inl = m->has_inline;
+    e.parts = m->parts;
+    e.nparts = m->nparts;
+    e.multipart = m->nparts > 0 && m->parts[0].number > 0;
+    e.hdrs = m->hdrs;
+    e.nhdrs = m->nhdrs;
+    return obj_ent_dup(&e);
+}
+
+/* Fills the front end's info from an entry; headers and (multipart)
+ * part sizes copied when @hdrs. */
+void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
+                   bool hdrs)
+{
+    memset(out, 0, sizeof(*out));
+    out->size = e->size;
+    out->mtime = (time_t)(e->mtime_ns / 1000000000LL);
+    out->mtime_ms = (int)((e->mtime_ns / 1000000LL) % 1000);
+    memcpy(out->etag, e->etag, sizeof(out->etag));
+    out->nparts = e->multipart ? (int)e->nparts : 0;
+    if (hdrs && obj_hdrs_copy(e->hdrs, e->nhdrs, &out->hdrs) == 0)
+        out->nhdrs = e->nhdrs;
+    if (hdrs && e->multipart && e->nparts > 0) {
+        out->part_size = malloc(e->nparts * sizeof(*out->part_size));
+        for (size_t p = 0; out->part_size && p < e->nparts; p++)
+            out->part_size[p] = e->parts[p].size;
+    }
+}
+
+/* Frees the headers of an info (NULL-safe). */
+void stor_obj_info_fini(struct stor_obj_info *i)
+{
+    if (i == NULL)
+        return;
+    obj_hdrs_free(i->hdrs, i->nhdrs);
+    i->hdrs = NULL;
+    i->nhdrs = 0;
+    free(i->part_size);
+    i->part_size = NULL;
+}
+
+/* ---- sorted index ---- */
+
+/* memcmp order, shorter first on a tie: S3 listing order. */
+int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+
+    if (c != 0)
+        return c;
+    return al < bl ? -1 : al > bl ? 1 : 0;
+}
+
+/* Contract in obj_i.h (binary search). */
+ssize_t obj_index_find(struct obj_bucket *b, const char *key, size_t len)
+{
+    size_t lo = 0, hi = b->n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = obj_key_cmp(b->v[mid]->key, b->v[mid]->key_len, key, len);
+
+        if (c == 0)
+            return (ssize_t)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -(ssize_t)lo - 1;
+}
+
+/* Contract in obj_i.h (insert keeps the array sorted). */
+struct obj_ent *obj_index_put(struct obj_bucket *b, struct obj_ent *e, int *err)
+{
+    ssize_t i = obj_index_find(b, e->key, e->key_len);
+    struct obj_ent *old;
+    size_t at;
+
+    *err = 0;
+    if (i >= 0) {
+        old = b->v[i];
+        b->v[i] = e;
+        return old;
+    }
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 64;
+        struct obj_ent **nv = realloc(b->v, nc * sizeof(*nv));
+
+        if (nv == NULL) {
+            *err = -ENOMEM;
+            return NULL;
+        }
+        b->v = nv;
+        b->cap = nc;
+    }
+    at = (size_t)(-i - 1);
+    memmove(b->v + at + 1, b->v + at, (b->n - at) * sizeof(*b->v));
+    b->v[at] = e;
+    b->n++;
+    return NULL;
+}
+
+/* Removes entry @i from the index and returns it (caller frees). */
+struct obj_ent *obj_index_remove(struct obj_bucket *b, size_t i)
+{
+    struct obj_ent *e = b->v[i];
+
+    memmove(b->v + i, b->v + i + 1, (b->n - i - 1) * sizeof(*b->v));
+    b->n--;
+    return e;
+}
+
+/* Contract in obj_i.h (binary search by name). */
+struct obj_bucket *obj_bucket_find(struct stor_store *s, const char *name)
+{
+    size_t lo = 0, hi = s->nbuckets;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(s->buckets[mid]->name, name);
+
+        if (c == 0)
+            return s->buckets[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Frees a bucket, its index and its uploads. */
+static void bucket_free(struct obj_bucket *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        obj_ent_free(b->v[i]);
+    free(b->v);
+    for (size_t i = 0; i < b->nup; i++) {
+        free(b->up[i]->key);
+        free(b->up[i]->parts);
+        obj_hdrs_free(b->up[i]->hdrs, b->up[i]->nhdrs);
+        free(b->up[i]);
+    }
+    free(b->up);
+    pthread_rwlock_destroy(&b->lock);
+    free(b);
+}
+
+/* Adds a bucket to the table; caller holds s->lock for writing. */
+static int bucket_insert(struct stor_store *s, const char *name,
+                         int64_t created, struct obj_bucket **out)
+{
+    struct obj_bucket *b = calloc(1, sizeof(*b)), **nv;
+    size_t at = 0;
+
+    if (b == NULL)
+        return -ENOMEM;
+    snprintf(b->name, sizeof(b->name), "%s", name);
+    b->created_ns = created;
+    pthread_rwlock_init(&b->lock, NULL);
+    nv = realloc(s->buckets, (s->nbuckets + 1) * sizeof(*nv));
+    if (nv == NULL) {
+        bucket_free(b);
+        return -ENOMEM;
+    }
+    s->buckets = nv;
+    while (at < s->nbuckets && strcmp(s->buckets[at]->name, name) < 0)
+        at++;
+    memmove(s->buckets + at + 1, s->buckets + at,
+            (s->nbuckets - at) * sizeof(*nv));
+    s->buckets[at] = b;
+    s->nbuckets++;
+    if (out)
+        *out = b;
+    return 0;
+}
+
+/* Used by obj_load.c: registers a bucket found on the drives. */
+int obj_bucket_add_loaded(struct stor_store *s, const char *name,
+                          int64_t created, struct obj_bucket **out);
+/* Adds a bucket found on the drives; 0 or -ENOMEM. */
+int obj_bucket_add_loaded(struct stor_store *s, const char *name,
+                          int64_t created, struct obj_bucket **out)
+{
+    return bucket_insert(s, name, created, out);
+}
+
+/* ---- buckets ---- */
+
+/* Writes DRIVE/b/NAME/bucket with the creation time, durably. */
+static int bucket_write_record(struct stor_store *s, size_t d, const char *name,
+                               int64_t created)
+{
+    char path[PATH_MAX], body[64];
+    int fd, ret, len;
+
+    ret = fmt_ok(snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s",
+                          s->drives[d].path, name),
+                 sizeof(path));
+    if (ret < 0)
+        return ret;
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    ret = fmt_ok(snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s/bucket",
+                          s->drives[d].path, name),
+                 sizeof(path));
+    if (ret < 0)
+        return ret;
+    len = snprintf(body, sizeof(body), "created_ns=%lld\n", (long long)created);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    ret = stor_pwrite_all(fd, body, (size_t)len, 0);
+    if (ret == 0 && s->fsync && fsync(fd) < 0)
+        ret = -errno;
+    close(fd);
+    if (ret == 0 && s->fsync) {
+        char dir[PATH_MAX];
+
+        snprintf(dir, sizeof(dir), "%s/" STOR_BUCKETS, s->drives[d].path);
+        ret = stor_fsync_dir(dir);
+    }
+    return ret;
+}
+
+/* Contract in object.h: record on every online drive, majority needed. */
+int stor_bucket_create(struct stor_store *s, const char *bucket)
+{
+    /* from the version clock: every object put into this bucket later has
+     * a larger version, even if the wall clock steps back (obj_load
+     * filters older versions as leftovers of an earlier bucket) */
+    int64_t now = (int64_t)obj_next_version(s);
+    size_t ok = 0;
+    int ret;
+
+    if (!obj_valid_bucket(bucket))
+        return -STOR_EINVAL;
+    pthread_rwlock_wrlock(&s->lock);
+    if (obj_bucket_find(s, bucket) != NULL) {
+        ret = -STOR_EBUCKETEXISTS;
+        goto out;
+    }
+    for (size_t d = 0; d < s->ndrives; d++) {
+        char path[PATH_MAX];
+
+        if (!obj_drive_online(s, d))
+            continue;
+        /* leftovers of an earlier bucket of this name (a drive that was
+         * away when it was deleted) must not join the new one */
+        if (snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s",
+                     s->drives[d].path, bucket) < (int)sizeof(path))
+            (void)stor_rmtree(path);
+        ret = bucket_write_record(s, d, bucket, now);
+        if (ret < 0)
+            obj_drive_fail(s, d, -ret);
+        else
+            ok++;
+    }
+    if (ok * 2 <= s->ndrives && !(s->ndrives == 1 && ok == 1)) {
+        ret = -STOR_EQUORUM;
+        goto out;
+    }
+    ret = bucket_insert(s, bucket, now, NULL);
+out:
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+/* Contract in object.h: refuses while objects or uploads remain. */
+int stor_bucket_delete(struct stor_store *s, const char *bucket)
+{
+    struct obj_bucket *b;
+    int ret = 0;
+
+    pthread_rwlock_wrlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+        goto out;
+    }
+    /* uploads in progress do not keep a bucket (S3 deletes it and them;
+     * `aws s3 rb --force` after an interrupted upload must work): their
+     * directories go with the bucket below */
+    if (b->n > 0) {
+        ret = -STOR_ENOTEMPTY;
+        goto out;
+    }
+    for (size_t d = 0; d < s->ndrives; d++) {
+        char path[PATH_MAX];
+
+        if (!obj_drive_online(s, d))
+            continue;
+        /* the record first, so a crash midway cannot resurrect it */
+        snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s/bucket",
+                 s->drives[d].path, bucket);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s",
+                 s->drives[d].path, bucket);
+        (void)stor_rmtree(path);
+        if (obj_path_upload(path, sizeof(path), s->drives[d].path, bucket, NULL,
+                            NULL) == 0)
+            (void)stor_rmtree(path);
+    }
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        if (s->buckets[i] == b) {
+            memmove(s->buckets + i, s->buckets + i + 1,
+                    (s->nbuckets - i - 1) * sizeof(*s->buckets));
+            s->nbuckets--;
+            break;
+        }
+    }
+    bucket_free(b);
+out:
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+/* Contract in object.h. */
+int stor_bucket_stat(struct stor_store *s, const char *bucket,
+                     struct stor_bucket_info *out)
+{
+    struct obj_bucket *b;
+    int ret = 0;
+
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else if (out) {
+        memset(out, 0, sizeof(*out));
+        snprintf(out->name, sizeof(out->name), "%s", b->name);
+        out->created = (time_t)(b->created_ns / 1000000000LL);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+/* Contract in object.h (already sorted by name). */
+int stor_bucket_list(struct stor_store *s, struct stor_bucket_info **out,
+                     size_t *n)
+{
+    struct stor_bucket_info *v;
+
+    pthread_rwlock_rdlock(&s->lock);
+    v = calloc(s->nbuckets ? s->nbuckets : 1, sizeof(*v));
+    if (v == NULL) {
+        pthread_rwlock_unlock(&s->lock);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->nbuckets; i++) {
+        snprintf(v[i].name, sizeof(v[i].name), "%s", s->buckets[i]->name);
+        v[i].created = (time_t)(s->buckets[i]->created_ns / 1000000000LL);
+    }
+    *n = s->nbuckets;
+    *out = v;
+    pthread_rwlock_unlock(&s->lock);
+    return 0;
+}
+
+/* ---- open / close ---- */
+
+static void set_err(char **err, const char *fmt, ...) CM_PRINTF(2, 3);
+/* Replaces *err with a formatted message (when err is non-NULL). */
+static void set_err(char **err, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL)
+        return;
+    free(*err);
+    *err = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0)
+        *err = NULL;
+    va_end(ap);
+}
+
+/* Value of a lower-case hex digit, -1 otherwise. */
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Chooses the geometry for a fresh deployment from the options. */
+static int pick_geometry(const struct stor_store_opts *o, int *set_size, int *K,
+                         int *M, char **err)
+{
+    int n = (int)o->ndrives, ss = o->set_size;
+
+    if (o->ec_data > 0) {
+        int m = o->ec_parity < 0 ? 0 : o->ec_parity;
+
+        if (ss == 0)
+            ss = o->ec_data + m;
+        if (o->ec_data + m != ss || ss > 16 || n % ss != 0) {
+            set_err(err,
+                    "--ec %d+%d does not fit %d drives (sets of 1..16 "
+                    "drives that divide the drive count)",
+                    o->ec_data, m, n);
+            return -EINVAL;
+        }
+        *K = o->ec_data;
+        *M = m;
+    } else {
+        if (ss == 0)
+            ss = stor_choose_set_size(n);
+        if (ss < 1 || ss > 16 || n % ss != 0) {
+            set_err(err,
+                    "%d drives cannot be split into erasure sets of "
+                    "2..16 drives",
+                    n);
+            return -EINVAL;
+        }
+        *M = o->ec_parity >= 0 ? o->ec_parity : stor_default_parity(ss);
+        *K = ss - *M;
+        if (*K < 1 || *M >= ss || (ss > 1 && *M > ss / 2)) {
+            set_err(err, "parity %d is invalid for sets of %d drives", *M, ss);
+            return -EINVAL;
+        }
+    }
+    if (*M > *K) {
+        set_err(err, "parity (%d) may not exceed data (%d)", *M, *K);
+        return -EINVAL;
+    }
+    *set_size = ss;
+    return 0;
+}
+
+/* Creates the drive's system dirs and empties its temp area (anything
+ * there belongs to a write that never committed). */
+int obj_drive_prepare(struct stor_drive *d)
+{
+    char path[PATH_MAX];
+    int ret;
+
+    snprintf(path, sizeof(path), "%s/" STOR_TMP_DIR, d->path);
+    (void)stor_rmtree(path);
+    ret = stor_mkdirs(path);
+    if (ret < 0)
+        return ret;
+    snprintf(path, sizeof(path), "%s/" STOR_MPU_DIR, d->path);
+    ret = stor_mkdirs(path);
+    if (ret < 0)
+        return ret;
+    snprintf(path, sizeof(path), "%s/" STOR_BUCKETS, d->path);
+    return stor_mkdirs(path);
+}
+
+/* Checks paths and format records, formats fresh drives. */
+static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
+                       char **err)
+{
+    size_t n = o->ndrives;
+    struct stor_format *fm = calloc(n, sizeof(*fm));
+    int *state = calloc(n, sizeof(int)); /* 0 missing, 1 blank, 2 formatted */
+    struct stat *st = calloc(n, sizeof(*st));
+    int ret = 0, nformatted = 0, ref = -1;
+
+    if (fm == NULL || state == NULL || st == NULL) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (stat(o->drives[i], &st[i]) < 0) {
+            state[i] = 0;
+            continue;
+        }
+        if (!S_ISDIR(st[i].st_mode)) {
+            set_err(err, "drive %s is not a directory", o->drives[i]);
+            ret = -ENOTDIR;
+            goto out;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (state[j] && st[j].st_dev == st[i].st_dev &&
+                st[j].st_ino == st[i].st_ino) {
+                set_err(err,
+                        "drive %s is the same directory as %s "
+                        "(duplicated drive)",
+                        o->drives[i], o->drives[j]);
+                ret = -EINVAL;
+                goto out;
+            }
+        }
+        ret = stor_format_read(o->drives[i], &fm[i]);
+        if (ret == -ENOENT) {
+            state[i] = 1;
+        } else if (ret < 0) {
+            set_err(err, "drive %s: unreadable format record %s/%s",
+                    o->drives[i], o->drives[i], STOR_FORMAT);
+            goto out;
+        } else {
+            state[i] = 2;
+            nformatted++;
+            if (ref < 0)
+                ref = (int)i;
+            if (strcmp(fm[i].deployment, fm[ref].deployment) != 0) {
+                set_err(err,
+                        "drive %s belongs to another deployment (%s, "
+                        "not %s)",
+                        o->drives[i], fm[i].deployment, fm[ref].deployment);
+                ret = -EINVAL;
+                goto out;
+            }
+        }
+        ret = 0;
+    }
+    if (nformatted == 0) {
+        uint8_t rnd[16];
+        int ss, K, M;
+
+        for (size_t i = 0; i < n; i++) {
+            if (state[i] == 0) {
+                set_err(err,
+                        "drive %s does not exist (create the directory "
+                        "or mount the disk)",
+                        o->drives[i]);
+                ret = -ENOENT;
+                goto out;
+            }
+        }
+        ret = pick_geometry(o, &ss, &K, &M, err);
+        if (ret < 0)
+            goto out;
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+            ret = -EIO;
+            goto out;
+        }
+        obj_hex(rnd, 16, s->deployment);
+        s->set_size = ss;
+        s->nsets = (int)n / ss;
+        s->K = K;
+        s->M = M;
+    } else {
+        const struct stor_format *f = &fm[ref];
+
+        memcpy(s->deployment, f->deployment, 33);
+        s->set_size = f->set_size;
+        s->nsets = f->nsets;
+        s->K = f->k;
+        s->M = f->m;
+        if ((size_t)(f->nsets * f->set_size) != n) {
+            set_err(err,
+                    "the deployment has %d drives (%d sets of %d) but "
+                    "%zu were given",
+                    f->nsets * f->set_size, f->nsets, f->set_size, n);
+            ret = -EINVAL;
+            goto out;
+        }
+        if (o->ec_data > 0 && (o->ec_data != f->k ||
+                               (o->ec_parity >= 0 && o->ec_parity != f->m))) {
+            set_err(err, "--ec %d+%d differs from the drives' format %d+%d",
+                    o->ec_data, o->ec_parity, f->k, f->m);
+            ret = -EINVAL;
+            goto out;
+        }
+    }
+    for (int i = 0; i < 16; i++)
+        s->dkey[i] = (uint8_t)(hexval(s->deployment[2 * i]) << 4 |
+                               hexval(s->deployment[2 * i + 1]));
+    s->wq = s->M == 0 ? s->K : stor_write_quorum(s->K, s->M);
+    s->drives = calloc(n, sizeof(*s->drives));
+    if (s->drives == NULL) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    s->ndrives = n;
+    for (size_t i = 0; i < n; i++) {
+        struct stor_drive *d = &s->drives[i];
+        struct stor_format f = {0};
+
+        d->path = strdup(o->drives[i]);
+        if (d->path == NULL) {
+            ret = -ENOMEM;
+            goto out;
+        }
+        d->set = (int)i / s->set_size;
+        d->pos = (int)i % s->set_size;
+        if (state[i] == 2 && (fm[i].set != d->set || fm[i].pos != d->pos)) {
+            set_err(err,
+                    "drive %s was formatted as set %d position %d but "
+                    "is given as set %d position %d (keep the drive order)",
+                    d->path, fm[i].set, fm[i].pos, d->set, d->pos);
+            ret = -EINVAL;
+            goto out;
+        }
+        if (state[i] == 0) {
+            cm_log(CM_LOG_WARN, ENOENT,
+                   "drive %s: missing, serving without "
+                   "it",
+                   d->path);
+            continue;
+        }
+        if (state[i] == 1) {
+            memcpy(f.deployment, s->deployment, 33);
+            f.set = d->set;
+            f.pos = d->pos;
+            f.nsets = s->nsets;
+            f.set_size = s->set_size;
+            f.k = s->K;
+            f.m = s->M;
+            ret = stor_format_write(d->path, &f);
+            if (ret < 0) {
+                set_err(err, "drive %s: cannot write format record: %s",
+                        d->path, strerror(-ret));
+                goto out;
+            }
+            if (nformatted > 0) {
+                d->stale = true; /* a replacement drive: heal everything */
+                cm_log(CM_LOG_INFO, 0,
+                       "drive %s: new drive formatted into "
+                       "set %d position %d",
+                       d->path, d->set, d->pos);
+            }
+        }
+        ret = obj_drive_prepare(d);
+        if (ret < 0) {
+            cm_log(CM_LOG_WARN, -ret, "drive %s: unusable, offline", d->path);
+            ret = 0;
+            continue;
+        }
+        d->online = true;
+    }
+out:
+    free(fm);
+    free(state);
+    free(st);
+    return ret;
+}
+
+/* Contract in object.h: drives, index load, background threads. */
+int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
+                    char **err)
+{
+    struct stor_store *s;
+    int ret;
+
+    if (err)
+        *err = NULL;
+    if (o == NULL || o->ndrives == 0 || o->drives == NULL) {
+        set_err(err, "no drives given");
+        return -EINVAL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->fsync = o->fsync;
+    pthread_rwlock_init(&s->lock, NULL);
+    for (int i = 0; i < OBJ_KLOCKS; i++)
+        pthread_rwlock_init(&s->klock[i], NULL);
+    pthread_mutex_init(&s->heal_lock, NULL);
+    pthread_cond_init(&s->heal_cond, NULL);
+    ret = open_drives(s, o, err);
+    if (ret < 0)
+        goto fail;
+    if (obj_set_online(s, 0) == 0 && s->ndrives == 1) {
+        set_err(err, "drive %s is not usable", s->drives[0].path);
+        ret = -EIO;
+        goto fail;
+    }
+    ret = obj_load(s);
+    if (ret < 0) {
+        set_err(err, "loading the object index failed: %s", strerror(-ret));
+        goto fail;
+    }
+    ret = obj_threads_start(s);
+    if (ret < 0) {
+        set_err(err, "cannot start background threads: %s", strerror(-ret));
+        goto fail;
+    }
+    cm_log(CM_LOG_INFO, 0,
+           "store: deployment %s, %zu drives, %d set(s) of "
+           "%d, EC %d+%d",
+           s->deployment, s->ndrives, s->nsets, s->set_size, s->K, s->M);
+    *out = s;
+    return 0;
+fail:
+    if (err && *err == NULL)
+        set_err(err, "cannot open the store: %s", strerror(-ret));
+    stor_store_close(s);
+    return ret;
+}
+
+/* Contract in object.h: stops the threads, frees everything. */
+void stor_store_close(struct stor_store *s)
+{
+    if (s == NULL)
+        return;
+    obj_threads_stop(s);
+    for (size_t i = 0; i < s->nbuckets; i++)
+        bucket_free(s->buckets[i]);
+    free(s->buckets);
+    for (size_t i = 0; i < s->ndrives; i++)
+        free(s->drives[i].path);
+    free(s->drives);
+    for (size_t i = 0; i < s->nhealq; i++)
+        free(s->healq[i].key);
+    free(s->healq);
+    for (int i = 0; i < OBJ_KLOCKS; i++)
+        pthread_rwlock_destroy(&s->klock[i]);
+    pthread_rwlock_destroy(&s->lock);
+    pthread_mutex_destroy(&s->heal_lock);
+    pthread_cond_destroy(&s->heal_cond);
+    free(s);
+}
+
+/* ---- stats ---- */
+
+/* Contract in object.h (counters are atomics). */
+void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->degraded_reads = __atomic_load_n(&s->degraded_reads, __ATOMIC_RELAXED);
+    out->heal_queued = __atomic_load_n(&s->heal_queued, __ATOMIC_RELAXED);
+    out->shards_healed = __atomic_load_n(&s->shards_healed, __ATOMIC_RELAXED);
+    out->corrupt_found = __atomic_load_n(&s->corrupt_found, __ATOMIC_RELAXED);
+    out->scan_objects = __atomic_load_n(&s->scan_objects, __ATOMIC_RELAXED);
+    out->scan_bytes = __atomic_load_n(&s->scan_bytes, __ATOMIC_RELAXED);
+    out->scan_cycles = __atomic_load_n(&s->scan_cycles, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&s->heal_lock);
+    out->scan_percent = s->scan_percent;
+    out->scan_last_cycle_s = s->scan_last_cycle_s;
+    pthread_mutex_unlock(&s->heal_lock);
+    out->ndrives = s->ndrives;
+    for (size_t i = 0; i < s->ndrives; i++)
+        out->drives_online += obj_drive_online(s, i);
+}
+
+/* Contract in object.h. */
+void stor_store_get_drive_stats(struct stor_store *s, size_t i,
+                                struct stor_drive_stats *out)
+{
+    struct stor_drive *d = &s->drives[i];
+
+    memset(out, 0, sizeof(*out));
+    if (i >= s->ndrives)
+        return;
+    out->path = d->path;
+    out->online = obj_drive_online(s, i);
+    out->reads = __atomic_load_n(&d->reads, __ATOMIC_RELAXED);
+    out->writes = __atomic_load_n(&d->writes, __ATOMIC_RELAXED);
+    out->read_bytes = __atomic_load_n(&d->read_bytes, __ATOMIC_RELAXED);
+    out->write_bytes = __atomic_load_n(&d->write_bytes, __ATOMIC_RELAXED);
+    out->errors = __atomic_load_n(&d->errors, __ATOMIC_RELAXED);
+}
+
+/* One more foreground request in flight (scanner back-off). */
+void stor_store_fg_enter(struct stor_store *s)
+{
+    __atomic_add_fetch(&s->fg, 1, __ATOMIC_RELAXED);
+}
+
+/* One fewer foreground request in flight. */
+void stor_store_fg_leave(struct stor_store *s)
+{
+    __atomic_sub_fetch(&s->fg, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- part geometry ---- */
+
+/* Stripe geometry of a part of @size bytes coded k+m with @block shards. */
+void obj_geom_init(struct obj_geom *g, int k, int m, uint32_t block,
+                   uint64_t size)
+{
+    g->k = k;
+    g->m = m;
+    g->block = block;
+    g->size = size;
+    g->sdata = (uint64_t)k * block;
+    g->nstripes = (size + g->sdata - 1) / g->sdata;
+}
+
+/* Contract in obj_i.h (the last stripe is shorter). */
+uint32_t obj_geom_slen(const struct obj_geom *g, uint64_t s)
+{
+    uint64_t rem;
+
+    if (s + 1 < g->nstripes)
+        return g->block;
+    rem = g->size - s * g->sdata;
+    return (uint32_t)((rem + (uint64_t)g->k - 1) / (uint64_t)g->k);
+}
+
+/* Exact size of a shard file of this part. */
+uint64_t obj_geom_file_size(const struct obj_geom *g)
+{
+    if (g->nstripes == 0)
+        return 0;
+    return (g->nstripes - 1) * (uint64_t)(g->block + OBJ_CRC_LEN) +
+           obj_geom_slen(g, g->nstripes - 1) + OBJ_CRC_LEN;
+}
+
+/* Seeds each block's CRC with where it belongs, so a block copied to the
+ * wrong file or offset fails verification like a corrupt one. */
+uint64_t obj_block_seed(uint64_t dataid, int shard, uint64_t stripe)
+{
+    return dataid ^ ((uint64_t)shard << 56) ^ (stripe * 0x9e3779b97f4a7c15ULL);
+}

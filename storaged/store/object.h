@@ -1,0 +1,260 @@
+/* storaged/store/object.h - the object layer's interface: the one contract
+ * between the S3 front end (storaged/s3_*.c, http*.c) and the erasure-coded
+ * store (storaged/obj_*.c, ec.c, drive.c). See storaged/FORMAT.md for the
+ * bytes.
+ *
+ * Threading: every function is synchronous and thread-safe; the front end
+ * calls them from its worker threads, never from an event-loop thread.
+ * Inside, the shard I/O of one call is submitted together (liburing).
+ * Errors: 0 / >= 0 or a negative errno; the object-specific meanings are the
+ * STOR_E* names below (the front end maps them to S3 error codes).
+ * Ownership: strings passed in are borrowed for the duration of the call;
+ * results that allocate are freed with the matching _free/_close. */
+#ifndef STORAGED_STORE_OBJECT_H
+#define STORAGED_STORE_OBJECT_H
+#include "common/compiler.h"
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define STOR_MAX_KEY_LEN   1024
+#define STOR_MAX_PARTS     10000
+#define STOR_ETAG_MAX      48 /* "0123...ef-10000" + NUL, without quotes */
+#define STOR_UPLOAD_ID_MAX 64
+
+/* errno values with an object-layer meaning (returned negated) */
+#define STOR_ENOKEY        ENOENT    /* NoSuchKey */
+#define STOR_ENOBUCKET     ENXIO     /* NoSuchBucket */
+#define STOR_EBUCKETEXISTS EEXIST    /* BucketAlreadyOwnedByYou */
+#define STOR_ENOTEMPTY     ENOTEMPTY /* BucketNotEmpty */
+#define STOR_ENOUPLOAD     EBADR     /* NoSuchUpload */
+#define STOR_EBADPART      EBADE    /* InvalidPart (missing or ETag mismatch) */
+#define STOR_EPARTORDER    EBADRQC  /* InvalidPartOrder */
+#define STOR_ETOOSMALL     EMSGSIZE /* EntityTooSmall: non-last part < 5 MiB */
+#define STOR_EBADDIGEST    EBADMSG  /* BadDigest: Content-MD5 mismatch */
+#define STOR_EQUORUM       EHOSTDOWN /* too few drives online: 503 */
+#define STOR_EDATA         EIO       /* data cannot be reconstructed: 500 */
+#define STOR_EINVAL        EINVAL    /* bad name/argument */
+#define STOR_EPRECOND      ECANCELED /* PreconditionFailed (conditional PUT) */
+
+struct stor_store;
+
+struct stor_store_opts {
+    const char *const
+        *drives; /* drive directory paths, ellipsis already expanded */
+    size_t ndrives;
+    int ec_data;   /* K; 0 = default from the set size (DESIGN.md rules) */
+    int ec_parity; /* M; -1 = default */
+    int set_size;  /* drives per erasure set; 0 = choose (largest of 16..2
+                      dividing ndrives) */
+    bool fsync;    /* default true: an acknowledged PUT survives power loss */
+};
+
+/* Opens (formatting fresh drives on first start) and cleans stale temp data.
+ * On failure *err (if non-NULL) gets a malloc'd human-readable message. */
+CM_MUST_CHECK int stor_store_open(const struct stor_store_opts *o,
+                                  struct stor_store **out, char **err);
+void stor_store_close(struct stor_store *s);
+
+/* ---- buckets ---- */
+struct stor_bucket_info {
+    char name[64];
+    time_t created;
+};
+CM_MUST_CHECK int stor_bucket_create(struct stor_store *s, const char *bucket);
+/* -STOR_ENOTEMPTY if objects remain; multipart uploads in progress are
+ * aborted with the bucket (as S3 does). */
+CM_MUST_CHECK int stor_bucket_delete(struct stor_store *s, const char *bucket);
+CM_MUST_CHECK int stor_bucket_stat(struct stor_store *s, const char *bucket,
+                                   struct stor_bucket_info *out);
+/* *out: malloc'd array sorted by name (free()), *n entries. */
+CM_MUST_CHECK int stor_bucket_list(struct stor_store *s,
+                                   struct stor_bucket_info **out, size_t *n);
+
+/* ---- object info ---- */
+/* Headers kept with an object and sent back on GET/HEAD: lowercase names
+ * ("content-type", "x-amz-meta-foo", "cache-control", ...), opaque values. */
+struct stor_hdr {
+    char *name;  /* owned */
+    char *value; /* owned */
+};
+
+struct stor_obj_info {
+    uint64_t size;
+    time_t mtime;
+    int mtime_ms;
+    char etag[STOR_ETAG_MAX]; /* hex MD5, or hex-N for multipart; no quotes */
+    int nparts;               /* 0 for a simple PUT */
+    struct stor_hdr *hdrs;    /* owned */
+    size_t nhdrs;
+    /* Multipart objects, as filled by stor_obj_stat and stor_get_open:
+     * the byte size of each part in object order (nparts entries; owned;
+     * NULL for a simple PUT, from the other calls, or when memory ran
+     * out). Part i (1-based, its position in the completed list, not the
+     * client's part number) starts at the sum of the sizes before it; this
+     * is what GetObject ?partNumber=i returns. */
+    uint64_t *part_size;
+};
+void stor_obj_info_fini(struct stor_obj_info *i);
+
+CM_MUST_CHECK int stor_obj_stat(struct stor_store *s, const char *bucket,
+                                const char *key, size_t key_len,
+                                struct stor_obj_info *out);
+
+/* ---- PUT (streaming) ---- */
+struct stor_put;
+/* Starts a write. @size is the exact body length when known (it picks the
+ * small-object geometry), or -1 when unknown. Headers are copied. */
+CM_MUST_CHECK int stor_put_begin(struct stor_store *s, const char *bucket,
+                                 const char *key, size_t key_len, int64_t size,
+                                 const struct stor_hdr *hdrs, size_t nhdrs,
+                                 struct stor_put **out);
+/* Makes the commit conditional (S3 conditional writes), checked under the
+ * key's lock at commit, so of concurrent writers exactly one can win:
+ * @absent: the key must not exist; @etag (no quotes, or NULL): the
+ * current object's ETag must be this. Else commit returns
+ * -STOR_EPRECOND (or -STOR_ENOKEY when @etag is set and the key is gone)
+ * and nothing becomes visible. 0 or -ENOMEM. */
+CM_MUST_CHECK int stor_put_set_condition(struct stor_put *p, bool absent,
+                                         const char *etag);
+/* Adds header (@name lowercase, @value) to those kept with the object,
+ * replacing one of the same name: for what is known only once the body
+ * has been read (a checksum sent as an aws-chunked trailer). Before the
+ * commit; ignored for a multipart part. 0 or -ENOMEM. */
+CM_MUST_CHECK int stor_put_add_header(struct stor_put *p, const char *name,
+                                      const char *value);
+/* Appends body bytes; encodes and writes whole stripes as they fill. */
+CM_MUST_CHECK int stor_put_write(struct stor_put *p, const void *data,
+                                 size_t len);
+/* Makes the object visible atomically (replacing any old one). If
+ * @expect_md5 is non-NULL and differs from the body's MD5, nothing becomes
+ * visible and -STOR_EBADDIGEST is returned. Fills @out (may be NULL).
+ * Always frees @p. */
+CM_MUST_CHECK int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
+                                  struct stor_obj_info *out);
+/* Discards everything written; frees @p. */
+void stor_put_abort(struct stor_put *p);
+
+/* ---- GET ---- */
+struct stor_get;
+/* Opens the current version; @info (may be NULL) is filled. The reader pins
+ * that version: a concurrent overwrite does not change what it returns. */
+CM_MUST_CHECK int stor_get_open(struct stor_store *s, const char *bucket,
+                                const char *key, size_t key_len,
+                                struct stor_obj_info *info,
+                                struct stor_get **out);
+/* Reads up to @len bytes at @off; returns bytes read (0 at EOF) or -errno.
+ * Verifies checksums, rebuilds from parity when a shard is missing or
+ * corrupt (and queues the object for healing); never returns wrong bytes. */
+CM_MUST_CHECK ssize_t stor_get_read(struct stor_get *g, uint64_t off, void *buf,
+                                    size_t len);
+/* The read size that costs least per byte (a whole stripe), for callers
+ * that stream. */
+size_t stor_get_preferred_chunk(const struct stor_get *g);
+void stor_get_close(struct stor_get *g);
+
+CM_MUST_CHECK int stor_obj_delete(struct stor_store *s, const char *bucket,
+                                  const char *key, size_t key_len);
+
+/* ---- LIST ---- */
+struct stor_list_entry {
+    char *key; /* owned; may contain any byte but NUL */
+    size_t key_len;
+    uint64_t size;
+    time_t mtime;
+    int mtime_ms;
+    char etag[STOR_ETAG_MAX];
+};
+struct stor_list_result {
+    struct stor_list_entry *objs; /* owned, byte order */
+    size_t nobjs;
+    char **prefixes; /* owned common prefixes, byte order */
+    size_t nprefixes;
+    bool truncated;
+    char *next_marker; /* owned; the last key or prefix returned, when truncated
+                        */
+};
+/* Lists keys > @after (NULL = from the start) that start with @prefix
+ * (NULL = all); with @delimiter, keys containing it after the prefix roll
+ * up into common prefixes. At most @max entries (objects + prefixes). */
+CM_MUST_CHECK int stor_obj_list(struct stor_store *s, const char *bucket,
+                                const char *prefix, const char *delimiter,
+                                const char *after, size_t max,
+                                struct stor_list_result *out);
+void stor_list_result_fini(struct stor_list_result *r);
+
+/* ---- multipart ---- */
+CM_MUST_CHECK int stor_mpu_create(struct stor_store *s, const char *bucket,
+                                  const char *key, size_t key_len,
+                                  const struct stor_hdr *hdrs, size_t nhdrs,
+                                  char upload_id[STOR_UPLOAD_ID_MAX]);
+/* Like stor_put_begin for part @part (1..10000) of @upload_id; commit
+ * replaces an earlier upload of the same part number. */
+CM_MUST_CHECK int stor_mpu_part_begin(struct stor_store *s, const char *bucket,
+                                      const char *key, size_t key_len,
+                                      const char *upload_id, int part,
+                                      int64_t size, struct stor_put **out);
+struct stor_part {
+    int number;
+    char etag[STOR_ETAG_MAX]; /* no quotes */
+    uint64_t size;
+    time_t mtime;
+};
+/* Completes with the client's list (ascending part numbers, ETags must
+ * match; every part but the last >= 5 MiB). Without copying data. */
+CM_MUST_CHECK int stor_mpu_complete(struct stor_store *s, const char *bucket,
+                                    const char *key, size_t key_len,
+                                    const char *upload_id,
+                                    const struct stor_part *parts,
+                                    size_t nparts, struct stor_obj_info *out);
+CM_MUST_CHECK int stor_mpu_abort(struct stor_store *s, const char *bucket,
+                                 const char *key, size_t key_len,
+                                 const char *upload_id);
+/* Parts with number > @after, at most @max; *out malloc'd (free()). */
+CM_MUST_CHECK int stor_mpu_list_parts(struct stor_store *s, const char *bucket,
+                                      const char *key, size_t key_len,
+                                      const char *upload_id, int after,
+                                      size_t max, struct stor_part **out,
+                                      size_t *n, bool *truncated);
+struct stor_upload {
+    char *key; /* owned */
+    size_t key_len;
+    char upload_id[STOR_UPLOAD_ID_MAX];
+    time_t initiated;
+};
+/* Uploads in (key, upload id) order after the given marker pair (NULLs =
+ * from start), filtered by @prefix; *out malloc'd, free with
+ * stor_uploads_free. */
+CM_MUST_CHECK int stor_mpu_list(struct stor_store *s, const char *bucket,
+                                const char *prefix, const char *key_marker,
+                                const char *upload_id_marker, size_t max,
+                                struct stor_upload **out, size_t *n,
+                                bool *truncated);
+void stor_uploads_free(struct stor_upload *u, size_t n);
+
+/* ---- operations and metrics ---- */
+struct stor_store_stats {
+    uint64_t degraded_reads; /* reads that needed parity */
+    uint64_t heal_queued, shards_healed, corrupt_found;
+    uint64_t scan_objects, scan_bytes, scan_cycles;
+    double scan_percent, scan_last_cycle_s;
+    size_t ndrives, drives_online;
+};
+void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out);
+/* Per-drive figures for /metrics; @i < ndrives. */
+struct stor_drive_stats {
+    const char *path; /* borrowed from the store */
+    bool online;
+    uint64_t reads, writes, read_bytes, write_bytes, errors;
+};
+void stor_store_get_drive_stats(struct stor_store *s, size_t i,
+                                struct stor_drive_stats *out);
+/* Foreground concurrency hint for the scanner's back-off (front end bumps
+ * it around each request). */
+void stor_store_fg_enter(struct stor_store *s);
+void stor_store_fg_leave(struct stor_store *s);
+
+#endif /* STORAGED_STORE_OBJECT_H */
