@@ -22,10 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int obj_rewrite_metas(struct stor_store *s, const char *bucket,
-                      const struct obj_ent *e, uint8_t *const *inl, size_t L,
-                      bool *which);
-
 #define HEALQ_MAX 10000 /* beyond this the next scan cycle finds them */
 
 /* Contract in obj_i.h: de-duplicated, bounded; wakes the scanner. */

@@ -1,6 +1,7 @@
 /* storaged/store/obj_i.h - internals shared by the object layer's files
- * (obj_store.c, obj_io.c, obj_list.c, obj_heal.c). Not for the front end:
- * it codes against storaged/store/object.h only.
+ * (obj_store.c, obj_io.c, obj_list.c, obj_load.c, obj_heal.c), declared
+ * once here, never copied into a .c. Not for the front end: it codes
+ * against storaged/store/object.h only.
  *
  * Locking, outermost first:
  *   s->lock (rwlock)        the bucket table; read for any object call
@@ -16,6 +17,7 @@
 #include "storaged/store/meta.h"
 #include "storaged/store/object.h"
 #include "storaged/store/placement.h"
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -144,6 +146,10 @@ void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
                    bool hdrs);
 int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out);
 void obj_hdrs_free(struct stor_hdr *h, size_t n);
+/* Adds bucket @name (created at @created ns) found on the drives by
+ * obj_load; stores it in *out. 0 or -ENOMEM. */
+int obj_bucket_add_loaded(struct stor_store *s, const char *name,
+                          int64_t created, struct obj_bucket **out);
 
 /* paths: DRIVE/b/BUCKET/hh/HEX.m and DRIVE/b/BUCKET/hh/HEX.DATAID */
 int obj_path_meta(char *buf, size_t cap, const char *drive, const char *bucket,
@@ -188,6 +194,42 @@ struct stor_put *obj_put_create(struct stor_store *s, const char *bucket,
  * last obj_pin_put (a commit or delete defers removing them). */
 int obj_pin_get(const uint8_t id[16], uint64_t version);
 void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version);
+/* Rewrites the metas of @e's shards marked in @which (inline shards from
+ * @inl, @L bytes each) through temp files and renames; used by healing.
+ * Caller holds the key lock. Returns how many were written. */
+int obj_rewrite_metas(struct stor_store *s, const char *bucket,
+                      const struct obj_ent *e, uint8_t *const *inl, size_t L,
+                      bool *which);
+/* The commit protocol shared by simple PUTs and multipart completion:
+ * metas to temp, rename shard files (src_shard[j] non-NULL) then metas into
+ * place, sync dirs, swap the index entry, retire the old version. Takes
+ * ownership of @e. Caller holds no lock. */
+int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
+               uint8_t *const *inl_shards, size_t inl_len, bool *ok,
+               char (*src_shard)[PATH_MAX]);
+/* Exposes a put's identity (store, bucket, key) to the multipart code in
+ * obj_list.c; borrows, valid while @p lives. */
+struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
+                                 const char **key, size_t *klen);
+/* Marks fresh put @p as part @partno of upload @uid and starts streaming
+ * at once: parts always use the set's full K+M geometry and shard files.
+ * 0 or a negative error (-STOR_EQUORUM when the set is short of drives). */
+int obj_put_make_part(struct stor_put *p, const char *uid, int partno);
+
+/* ---- obj_list.c ---- */
+/* Called by stor_put_commit for a part: moves the synced temp shard files
+ * into the upload directory, writes the part's meta, records the part. */
+int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
+                    int m, uint32_t block, uint64_t dataid, const bool *okin,
+                    const char *uid, int partno, const uint8_t id[16],
+                    const struct stor_place *pl);
+/* Inserts @u in (key, uid) order; caller holds b->lock for writing.
+ * 0 or -ENOMEM. */
+int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u);
+/* Inserts or replaces part @np in @u (sorted by number); returns the
+ * replaced part's data id in *old (0 when none). */
+int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
+                        uint64_t *old);
 /* ---- obj_heal.c ---- */
 /* Verifies every shard of one object and rebuilds what is missing or
  * corrupt; @deep reads and checks all block checksums. Returns shards

@@ -733,13 +733,7 @@ static int build_metas(const struct obj_ent *e, int type,
     return 0;
 }
 
-/* Rewrites the metas of @e's shards marked in @which (inline shards from
- * @inl) through temp files and renames; used by healing. Caller holds the
- * key lock. Returns how many were written. */
-int obj_rewrite_metas(struct stor_store *s, const char *bucket,
-                      const struct obj_ent *e, uint8_t *const *inl, size_t L,
-                      bool *which);
-/* Contract above its declaration: healing rewrites metas. */
+/* Contract in obj_i.h: healing rewrites metas. */
 int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, uint8_t *const *inl, size_t L,
                       bool *which)
@@ -874,14 +868,7 @@ static bool current_is_inline(struct stor_store *s, const char *bucket,
     return inl;
 }
 
-/* The commit protocol shared by simple PUTs and multipart completion:
- * metas to temp, rename shard files (src_shard[j] non-NULL) then metas into
- * place, sync dirs, swap the index entry, retire the old version. Takes
- * ownership of @e. Caller holds no lock. */
-int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
-               uint8_t *const *inl_shards, size_t inl_len, bool *ok,
-               char (*src_shard)[PATH_MAX]);
-/* Contract above its declaration. */
+/* Contract in obj_i.h: the commit protocol. */
 int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                uint8_t *const *inl_shards, size_t inl_len, bool *ok,
                char (*src_shard)[PATH_MAX])
@@ -1090,11 +1077,7 @@ static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
     return 0;
 }
 
-struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
-                                 const char **key, size_t *klen);
-int obj_put_make_part(struct stor_put *p, const char *uid, int partno);
-
-/* Exposes a put's identity to the multipart code in obj_list.c. */
+/* Contract in obj_i.h: a put's identity for the multipart code. */
 struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
                                  const char **key, size_t *klen)
 {
@@ -1104,8 +1087,7 @@ struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
     return p->s;
 }
 
-/* Marks @p as part @partno of upload @uid and starts streaming at once:
- * parts always use the set's full K+M geometry and shard files. */
+/* Contract in obj_i.h: parts use the set's full K+M geometry. */
 int obj_put_make_part(struct stor_put *p, const char *uid, int partno)
 {
     p->is_part = true;
@@ -1115,12 +1097,6 @@ int obj_put_make_part(struct stor_put *p, const char *uid, int partno)
         return -STOR_EQUORUM;
     return put_start_stream(p);
 }
-
-/* Multipart part commit lives in obj_list.c. */
-int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
-                    int m, uint32_t block, uint64_t dataid, const bool *ok,
-                    const char *uid, int partno, const uint8_t id[16],
-                    const struct stor_place *pl);
 
 /* Contract in object.h: MD5 check, then obj_commit. */
 int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,

@@ -22,10 +22,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
-               uint8_t *const *inl_shards, size_t inl_len, bool *ok,
-               char (*src_shard)[PATH_MAX]);
-
 /* ---- LIST ---- */
 
 /* First index whose key is > @k (strictly). */
@@ -223,9 +219,7 @@ static void upload_free(struct obj_upload *u)
     free(u);
 }
 
-/* Inserts @u in (key, uid) order; caller holds b->lock for writing. */
-int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u);
-/* Contract above its declaration. */
+/* Contract in obj_i.h. */
 int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u)
 {
     size_t at = 0;
@@ -253,11 +247,7 @@ int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u)
     return 0;
 }
 
-/* Inserts or replaces part @np in @u (sorted by number); returns the
- * replaced part's data id in *old (0 when none). */
-int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
-                        uint64_t *old);
-/* Contract above its declaration. 0 or -ENOMEM. */
+/* Contract in obj_i.h. 0 or -ENOMEM. */
 int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
                         uint64_t *old)
 {
@@ -458,9 +448,6 @@ static int upload_exists(struct stor_store *s, const char *bucket,
     return ret;
 }
 
-/* In obj_io.c: turns a fresh put into a streaming part upload. */
-int obj_put_make_part(struct stor_put *p, const char *uid, int partno);
-
 /* Contract in object.h. */
 int stor_mpu_part_begin(struct stor_store *s, const char *bucket,
                         const char *key, size_t key_len, const char *upload_id,
@@ -488,17 +475,7 @@ int stor_mpu_part_begin(struct stor_store *s, const char *bucket,
     return 0;
 }
 
-/* In obj_io.c: the store, bucket and key of a put. */
-struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
-                                 const char **key, size_t *klen);
-
-/* Called by stor_put_commit for a part: moves the synced temp shard files
- * into the upload directory, writes the part's meta, records the part. */
-int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
-                    int m, uint32_t block, uint64_t dataid, const bool *okin,
-                    const char *uid, int partno, const uint8_t id[16],
-                    const struct stor_place *pl);
-/* Contract above its declaration. */
+/* Contract in obj_i.h: a part's commit. */
 int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
                     int m, uint32_t block, uint64_t dataid, const bool *okin,
                     const char *uid, int partno, const uint8_t id[16],

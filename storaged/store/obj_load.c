@@ -29,12 +29,6 @@
 #include "common/log.h"
 #include <uthash.h>
 
-int obj_bucket_add_loaded(struct stor_store *s, const char *name,
-                          int64_t created, struct obj_bucket **out);
-int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u);
-int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
-                        uint64_t *old);
-
 struct ld_ver {
     uint64_t version;
     uint32_t mask;   /* set positions holding this version's meta */

@@ -506,10 +506,7 @@ static int bucket_insert(struct stor_store *s, const char *name,
     return 0;
 }
 
-/* Used by obj_load.c: registers a bucket found on the drives. */
-int obj_bucket_add_loaded(struct stor_store *s, const char *name,
-                          int64_t created, struct obj_bucket **out);
-/* Adds a bucket found on the drives; 0 or -ENOMEM. */
+/* Contract in obj_i.h. */
 int obj_bucket_add_loaded(struct stor_store *s, const char *name,
                           int64_t created, struct obj_bucket **out)
 {
