@@ -36,6 +36,9 @@ import pytest
 # autouse: fails a test whose daemons printed a sanitizer report
 from sanitizer_check import sanitizer_reports  # noqa: F401
 
+# s3_backend (storaged / s3rver / Ceph RGW) and the session's rgw_cluster
+pytest_plugins = ["s3_backends"]
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN_DIR = os.environ.get("ECFS_BIN_DIR", os.path.join(REPO, "bin"))
 STORAGED = os.path.join(BIN_DIR, "storaged")

@@ -1,5 +1,6 @@
 """ecfs request economy, counted by ecfs's own counters (MOUNT/.ecfs-stats,
-found by name, never listed), so it holds against any S3 server:
+found by name, never listed), so it holds against any S3 server (run
+against every ``s3_backend``: storaged, s3rver, Ceph RGW):
 - scanning a directory of N files (ls -l, os.scandir + stat) issues
   ceil(N/1000) LISTs and zero HEADs;
 - reading N small files issues N GETs (one whole-object GET each);
@@ -15,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fuse_util import ecfs_mount, s3rver  # noqa: F401
-from test_fuse_tree import server, mount_of  # noqa: F401
+from fuse_util import ecfs_mount  # noqa: F401
+from test_fuse_tree import mount_of  # noqa: F401
 
 N = 2100
 
@@ -26,23 +27,23 @@ def delta(a, b):
 
 
 @pytest.fixture
-def many(server):  # noqa: F811
+def many(s3_backend):  # noqa: F811
     bucket = "eco-" + uuid.uuid4().hex[:10]
-    server.s3.create_bucket(Bucket=bucket)
+    s3_backend.s3.create_bucket(Bucket=bucket)
     bodies = {"many/f%05d.jpg" % i: os.urandom(100 + (i * 37) % 4000)
               for i in range(N)}
 
     def put(kv):
-        server.s3.put_object(Bucket=bucket, Key=kv[0], Body=kv[1])
+        s3_backend.s3.put_object(Bucket=bucket, Key=kv[0], Body=kv[1])
 
     with ThreadPoolExecutor(16) as ex:
         list(ex.map(put, bodies.items()))
     return bucket, bodies
 
 
-def test_scan_and_read_economy(server, many, ecfs_mount):  # noqa: F811
+def test_scan_and_read_economy(s3_backend, many, ecfs_mount):  # noqa: F811
     bucket, bodies = many
-    m = mount_of(server, ecfs_mount, bucket, opts=["log_level=debug"])
+    m = mount_of(s3_backend, ecfs_mount, bucket, opts=["log_level=debug"])
     d = os.path.join(m.path, "many")
     os.stat(d)  # the lookup of "many" itself (HEAD + LIST probe)
     s0 = m.stats()
@@ -67,9 +68,9 @@ def test_scan_and_read_economy(server, many, ecfs_mount):  # noqa: F811
     assert dl["head"] == 0 and dl["list"] == 0, str(dl)
 
 
-def test_ro_second_pass_is_free(server, many, ecfs_mount):  # noqa: F811
+def test_ro_second_pass_is_free(s3_backend, many, ecfs_mount):  # noqa: F811
     bucket, bodies = many
-    m = mount_of(server, ecfs_mount, bucket, opts=["ro"])
+    m = mount_of(s3_backend, ecfs_mount, bucket, opts=["ro"])
 
     def one_pass():
         for e in os.scandir(os.path.join(m.path, "many")):
@@ -86,9 +87,9 @@ def test_ro_second_pass_is_free(server, many, ecfs_mount):  # noqa: F811
     assert {k: s2[k] - s1[k] for k in req} == {k: 0 for k in req}, str(s2)
 
 
-def test_concurrent_scans_share_one_listing(server, many, ecfs_mount):  # noqa: F811
+def test_concurrent_scans_share_one_listing(s3_backend, many, ecfs_mount):  # noqa: F811
     bucket, _ = many
-    m = mount_of(server, ecfs_mount, bucket)
+    m = mount_of(s3_backend, ecfs_mount, bucket)
     d = os.path.join(m.path, "many")
     os.stat(d)
     s0 = m.stats()

@@ -1,11 +1,11 @@
 """torchvision ImageFolder + DataLoader(num_workers=4, shuffle=True) over an
-ecfs mount yields the same samples and labels as over the local copy."""
+ecfs mount yields the same samples and labels as over the local copy, on
+every ``s3_backend`` (storaged, s3rver, Ceph RGW)."""
 
 import hashlib
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 
@@ -32,8 +32,8 @@ def epoch(root, seed):
     return ds.classes, rel, out
 
 
-def test_imagefolder_dataloader(storaged, ecfs_mount, tmp_path):  # noqa: F811
-    srv = storaged()
+def test_imagefolder_dataloader(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+    srv = s3_backend
     local = str(tmp_path / "data")
     r = subprocess.run([sys.executable, os.path.join(REPO, "scripts",
                                                      "gen-dataset"),
@@ -41,8 +41,7 @@ def test_imagefolder_dataloader(storaged, ecfs_mount, tmp_path):  # noqa: F811
                        capture_output=True)
     assert r.returncode == 0, r.stderr
     c = srv.client()
-    bucket = "if-" + uuid.uuid4().hex[:8]
-    c.create_bucket(Bucket=bucket)
+    bucket = srv.new_bucket("if")
     n = upload_tree(c, bucket, local, prefix="train/")
     assert n >= 40
     m = ecfs_mount(srv.endpoint, bucket, opts=["ro"],

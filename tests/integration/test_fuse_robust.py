@@ -15,14 +15,7 @@ import uuid
 import pytest
 
 from fuse_util import Mount, ecfs_mount, is_mounted, s3rver  # noqa: F401
-from test_fuse_tree import mount_of, server  # noqa: F401
-
-
-def restart_of(request, server):  # noqa: F811
-    if "s3rver" in request.node.name:
-        return request.getfixturevalue("s3rver").restart
-    # the storaged fixture's last server is the one `server` made
-    return server.restart
+from test_fuse_tree import mount_of  # noqa: F401
 
 
 def fill(server, n_small=24, big_mib=12):  # noqa: F811
@@ -37,24 +30,9 @@ def fill(server, n_small=24, big_mib=12):  # noqa: F811
     return bucket, want
 
 
-@pytest.fixture
-def rserver(request):
-    """`server` plus a restart() that keeps port and data."""
-    if request.param == "storaged":
-        srv = request.getfixturevalue("storaged")()
-        from test_fuse_tree import Server
-        s = Server(srv.endpoint, srv.access_key, srv.secret_key, srv.client())
-        s.stop, s.start = srv.stop, srv.start
-        return s
-    srv = request.getfixturevalue("s3rver")
-    from test_fuse_tree import Server
-    s = Server(srv.endpoint, srv.access_key, srv.secret_key, srv.client())
-    s.stop, s.start = srv.stop, srv.start
-    return s
-
-
-@pytest.mark.parametrize("rserver", ["storaged", "s3rver"], indirect=True)
-def test_server_restart_during_read_pass(rserver, ecfs_mount):  # noqa: F811
+def test_server_restart_during_read_pass(s3_backend, ecfs_mount):  # noqa: F811
+    """stop()/start() keep port and data (radosgw alone for RGW)."""
+    rserver = s3_backend
     bucket, want = fill(rserver)
     want_late = os.urandom(200 * 1024)
     rserver.s3.put_object(Bucket=bucket, Key="late.bin", Body=want_late)
@@ -114,8 +92,8 @@ def test_server_restart_during_read_pass(rserver, ecfs_mount):  # noqa: F811
     assert m.stats()["retries"] > 0
 
 
-@pytest.mark.parametrize("rserver", ["s3rver"], indirect=True)
-def test_server_gone_gives_eio(rserver, ecfs_mount):  # noqa: F811
+def test_server_gone_gives_eio(s3_backend, ecfs_mount):  # noqa: F811
+    rserver = s3_backend
     bucket, want = fill(rserver, n_small=2, big_mib=1)
     m = mount_of(rserver, ecfs_mount, bucket,
                  opts=["retries=3", "connect_timeout_ms=500"])

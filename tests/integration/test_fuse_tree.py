@@ -1,38 +1,17 @@
 """ecfs tree fidelity: a generated ImageFolder-like tree uploaded with boto3
 is seen through the mount by find, ls -lR and stat with the right sizes,
 every file compares equal, random preads match, and writes fail with EROFS.
-Run against storaged and against s3rver (the "other S3 server")."""
+Run against every server of the ``s3_backend`` fixture (storaged, s3rver,
+Ceph RGW)."""
 
 import errno
 import os
 import random
 import subprocess
-import uuid
 
 import pytest
 
-from fuse_util import ecfs_mount, make_tree, s3rver, upload_tree  # noqa: F401
-
-
-class Server:
-    def __init__(self, endpoint, ak, sk, client):
-        self.endpoint, self.access_key, self.secret_key = endpoint, ak, sk
-        self.s3 = client
-
-    def new_bucket(self):
-        name = "fb-" + uuid.uuid4().hex[:10]
-        self.s3.create_bucket(Bucket=name)
-        return name
-
-
-@pytest.fixture(params=["storaged", "s3rver"])
-def server(request):
-    if request.param == "storaged":
-        srv = request.getfixturevalue("storaged")()
-        return Server(srv.endpoint, srv.access_key, srv.secret_key,
-                      srv.client())
-    srv = request.getfixturevalue("s3rver")
-    return Server(srv.endpoint, srv.access_key, srv.secret_key, srv.client())
+from fuse_util import ecfs_mount, make_tree, upload_tree  # noqa: F401
 
 
 def mount_of(server, ecfs_mount, bucket, **kw):  # noqa: F811
@@ -67,7 +46,8 @@ def find_view(mnt):
     return files, dirs
 
 
-def test_tree_fidelity(server, ecfs_mount, tmp_path):  # noqa: F811
+def test_tree_fidelity(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+    server = s3_backend
     local = str(tmp_path / "local")
     make_tree(local)
     bucket = server.new_bucket()
@@ -106,7 +86,8 @@ def test_tree_fidelity(server, ecfs_mount, tmp_path):  # noqa: F811
     assert st["get"] > 0 and st["list"] > 0 and st["errors"] == 0
 
 
-def test_writes_are_refused(server, ecfs_mount, tmp_path):  # noqa: F811
+def test_writes_are_refused(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+    server = s3_backend
     bucket = server.new_bucket()
     server.s3.put_object(Bucket=bucket, Key="d/f.txt", Body=b"data")
     m = mount_of(server, ecfs_mount, bucket)
@@ -132,8 +113,9 @@ def test_writes_are_refused(server, ecfs_mount, tmp_path):  # noqa: F811
         Bucket=bucket)["Contents"]] == ["d/f.txt"]
 
 
-def test_prefix_mount_markers_and_missing(server, ecfs_mount, tmp_path):  # noqa: F811
-    if "s3rver" in os.environ.get("PYTEST_CURRENT_TEST", ""):
+def test_prefix_mount_markers_and_missing(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+    server = s3_backend
+    if server.kind == "s3rver":
         pytest.skip("s3rver omits CommonPrefixes of prefixes that hold no "
                     "direct object (its bug); checked on storaged")
     bucket = server.new_bucket()
@@ -155,7 +137,8 @@ def test_prefix_mount_markers_and_missing(server, ecfs_mount, tmp_path):  # noqa
         os.stat(os.path.join(m.path, "other"))
 
 
-def test_lookup_without_listing(server, ecfs_mount, tmp_path):  # noqa: F811
+def test_lookup_without_listing(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+    server = s3_backend
     """Direct path access with no readdir first: HEAD + LIST per lookup."""
     bucket = server.new_bucket()
     server.s3.put_object(Bucket=bucket, Key="x/y/z.txt", Body=b"zz")
@@ -170,7 +153,8 @@ def test_lookup_without_listing(server, ecfs_mount, tmp_path):  # noqa: F811
     assert s["head"] >= 1 and s["get"] == 1
 
 
-def test_stats_file_is_hidden_and_fresh(server, ecfs_mount):  # noqa: F811
+def test_stats_file_is_hidden_and_fresh(s3_backend, ecfs_mount):  # noqa: F811
+    server = s3_backend
     bucket = server.new_bucket()
     server.s3.put_object(Bucket=bucket, Key="a.txt", Body=b"abc")
     for opts in ([], ["ro"]):
