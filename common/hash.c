@@ -12,6 +12,7 @@
 #include "common/hash.h"
 
 #include <isa-l/crc.h>
+#include <isa-l/crc64.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -220,6 +221,12 @@ uint32_t cm_crc32c(uint32_t seed, const void *p, size_t n)
         n -= (size_t)chunk;
     }
     return ~crc;
+}
+
+/* See header. */
+uint64_t cm_crc64(uint64_t seed, const void *p, size_t n)
+{
+    return crc64_ecma_refl(seed, p, n);
 }
 
 /* isa-l >= 2.31 exports CRC-64/NVME as crc64_rocksoft_refl. */

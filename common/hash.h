@@ -33,5 +33,9 @@ void cm_digest_destroy(struct cm_digest *d);
 uint32_t cm_crc32(uint32_t seed, const void *p, size_t n);     /* zlib CRC-32 */
 uint32_t cm_crc32c(uint32_t seed, const void *p, size_t n);    /* Castagnoli */
 uint64_t cm_crc64nvme(uint64_t seed, const void *p, size_t n); /* CRC-64/NVME */
+/* CRC-64/ECMA-182, reflected (isa-l crc64_ecma_refl): the CRC of storaged's
+ * meta records and shard blocks (storaged/FORMAT.md), and of its small-object
+ * cache entries. */
+uint64_t cm_crc64(uint64_t seed, const void *p, size_t n);
 
 #endif /* COMMON_HASH_H */

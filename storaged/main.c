@@ -18,8 +18,7 @@
 
 #include "common/log.h"
 #include "storaged/http/http.h"
-#include "storaged/http/http_i.h"
-#include "storaged/s3/metrics.h"
+#include "storaged/s3/s3.h"
 #include "storaged/store/drive.h"
 #include "storaged/store/inspect.h"
 #include "storaged/store/object.h"
@@ -211,7 +210,9 @@ static int cmd_serve(int argc, char **argv)
     };
     struct stor_store_opts so = {.ec_parity = -1, .fsync = true};
     struct stor_http_opts ho = {0};
-    struct stor_server srv;
+    struct stor_s3_opts s3o = {0};
+    struct stor_store *store = NULL;
+    struct stor_s3 *s3 = NULL;
     char host[256] = "";
     char **drives = NULL;
     size_t ndrives = 0;
@@ -223,7 +224,6 @@ static int cmd_serve(int argc, char **argv)
     int c, ret, lvl;
     struct sigaction sa;
 
-    memset(&srv, 0, sizeof(srv));
     while ((c = getopt_long(argc, argv, "a:e:t:w:l:h", opts, NULL)) != -1) {
         switch (c) {
         case 'a':
@@ -273,7 +273,7 @@ static int cmd_serve(int argc, char **argv)
                 fprintf(stderr, "storaged: bad --cache-mem '%s'\n", optarg);
                 return 2;
             }
-            ho.cache_bytes = (size_t)v << 20;
+            s3o.cache_bytes = (size_t)v << 20;
             break;
         case 'I':
             if (parse_count(optarg, 1, 86400, &idle) < 0) {
@@ -329,25 +329,25 @@ static int cmd_serve(int argc, char **argv)
         goto out;
     so.drives = (const char *const *)drives;
     so.ndrives = ndrives;
-    ret = stor_store_open(&so, &srv.store, &err);
+    ret = stor_store_open(&so, &store, &err);
     if (ret < 0) {
         fprintf(stderr, "storaged: cannot open the store: %s\n",
                 err ? err : strerror(-ret));
         free(err);
         goto out;
     }
-    srv.metrics = stor_metrics_create();
-    if (srv.metrics == NULL) {
-        ret = -ENOMEM;
+    s3o.store = store;
+    s3o.root_user = user;
+    s3o.root_secret = pass;
+    s3o.region = "us-east-1";
+    ret = stor_s3_create(&s3o, &s3);
+    if (ret < 0)
         goto out_store;
-    }
-    srv.root_user = user;
-    srv.root_secret = pass;
-    srv.region = "us-east-1";
-    srv.idle_timeout_s = (int)idle;
-    srv.header_timeout_s = (int)reqto;
-    srv.body_timeout_s = (int)reqto;
-    atomic_store(&srv.next_req_id, ((uint64_t)time(NULL) << 24));
+    ho.idle_timeout_s = (int)idle;
+    ho.header_timeout_s = (int)reqto;
+    ho.body_timeout_s = (int)reqto;
+    ho.app = &stor_s3_app;
+    ho.app_ctx = s3;
 
     raise_nofile();
     memset(&sa, 0, sizeof(sa));
@@ -357,10 +357,10 @@ static int cmd_serve(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    ret = stor_http_serve(&srv, &ho);
-    stor_metrics_destroy(srv.metrics);
+    ret = stor_http_serve(&ho);
+    stor_s3_destroy(s3);
 out_store:
-    stor_store_close(srv.store);
+    stor_store_close(store);
 out:
     stor_drives_free(drives, ndrives);
     return ret < 0 ? 1 : 0;

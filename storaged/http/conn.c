@@ -1,5 +1,6 @@
 /* storaged/http/conn.c - connections: accept, read, parse, frame bodies, hand
- * requests to the S3 layer, send responses, keep-alive, timeouts, drain.
+ * requests to the application through its hooks (struct stor_http_app), send
+ * responses, keep-alive, timeouts, drain. Nothing here knows S3.
  *
  * DESIGN: one epoll loop per thread, each with its own SO_REUSEPORT
  * listener, so the kernel spreads connections and no connection ever
@@ -9,16 +10,22 @@
  *
  * HEAD parses the request head from the input buffer (stateless parser,
  * re-run as bytes arrive); PRE waits for a job that must run before the
- * body is read (PutObject's stor_put_begin: the bucket check happens before
- * a 100 Continue); BODY frames the body (Content-Length or chunked) and
- * feeds the S3 layer, which streams it into the store piece by piece and
- * pauses us while both pieces are busy (backpressure: we stop polling for
+ * body is read (the application's on_head submitted it: S3's PutObject
+ * checks the bucket before a 100 Continue); BODY frames the body
+ * (Content-Length or chunked) and feeds the application's on_body, which
+ * may pause us (body_paused: S3 streams pieces into the store and pauses
+ * while both are busy; backpressure: we stop polling for
  * input, TCP flow control does the rest); WORK waits for the operation's
  * job; SEND writes the head and body, then streams a GET's remaining bytes
- * from two alternating buffers filled by workers. Pipelined requests simply
- * stay in the input buffer until the current response is sent, so they are
- * answered in order. Nothing on a loop thread blocks: object-layer calls,
- * including closing a reader or aborting a write, happen on workers. */
+ * from two alternating buffers filled by workers (the stream_fill hook).
+ * Pipelined requests simply stay in the input buffer until the current
+ * response is sent, so they are answered in order. Nothing on a loop thread
+ * blocks: the application's blocking work, including releasing a finished
+ * request's handles (req_release), happens on workers.
+ *
+ * No global server: each loop thread points at its server, each connection
+ * at its thread. The one process-wide variable is the shutdown flag, set
+ * from a signal handler. */
 #include "storaged/http/http.h"
 
 #include <arpa/inet.h>
@@ -41,13 +48,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/uri.h"
-#include "common/xml.h"
-#include "storaged/http/http_i.h"
+#include "common/timefmt.h"
 #include "storaged/http/pool.h"
-#include "storaged/s3/auth.h"
-#include "storaged/s3/bcache.h"
-#include "storaged/s3/metrics.h"
 
 #define READ_HEAD      (16 * 1024)  /* read size while waiting for a head */
 #define READ_CHUNK     (256 * 1024) /* read size while a body streams in */
@@ -55,7 +57,23 @@
 #define LINGER_S       2            /* lingering close: wait for the peer */
 #define SEND_LOW_WATER (256 * 1024)
 
-struct stor_server *stor_srv;
+/* Server-wide state; immutable after start except the atomics. */
+struct stor_http_server {
+    const struct stor_http_app *app;
+    void *app_ctx;
+    struct stor_pool *pool;  /* the application's write jobs */
+    struct stor_pool *rpool; /* read jobs (r->read_jobs), GET stream fills */
+    int idle_timeout_s;
+    int header_timeout_s;
+    int body_timeout_s;
+    atomic_bool draining; /* SIGTERM: finish in-flight, accept nothing */
+    atomic_uint_fast64_t next_req_id;
+    atomic_long nconns;
+    atomic_uint_fast64_t conns_total;
+    atomic_bool ready;
+    struct http_thread *threads; /* owned; nthreads of them */
+    size_t nthreads;
+};
 
 enum conn_state {
     C_HEAD = 0,
@@ -108,7 +126,7 @@ struct file_op {
 /* The reads of one request in flight on the ring. */
 struct file_batch {
     struct stor_req *r;
-    struct stor_nb_read *rd;
+    struct stor_http_file_read *rd;
     size_t n;
     unsigned left; /* CQEs still to come */
     void (*done)(struct stor_req *r);
@@ -119,6 +137,7 @@ struct file_batch {
 };
 
 struct http_thread {
+    struct stor_http_server *srv;
     struct stor_loop *loop;
     struct io_uring ring;
     bool ring_ok;
@@ -134,7 +153,7 @@ struct http_thread {
     size_t inbuf_cap[INBUF_POOL];
     size_t ninbuf;
     struct stor_req *spare_req; /* one freed request, reused by the next */
-    struct stor_bcache *bcache; /* owned; NULL without --cache-mem */
+    void *app_loop;             /* the application's loop_init data */
     pthread_t tid;
     struct stor_ev lio; /* listener */
     bool listening;
@@ -149,8 +168,6 @@ struct http_thread {
 
 #define DRAIN_MAX_S 25 /* SIGTERM: in-flight requests get this long */
 
-static struct http_thread *g_threads;
-static size_t g_nthreads;
 /* set from a signal handler, read by every loop thread: a lock-free atomic
  * is both async-signal-safe and race-free across threads (sig_atomic_t is
  * only the former) */
@@ -206,7 +223,13 @@ static void thread_pools_free(struct http_thread *t)
     t->spare_req = NULL;
 }
 
-/* ---- helpers for the S3 layer ---- */
+/* The application of @r's server. */
+static const struct stor_http_app *app_of(const struct stor_req *r)
+{
+    return r->conn->t->srv->app;
+}
+
+/* ---- services for the application ---- */
 
 /* See http_i.h. DESIGN: most values are one string ("%s", or a quoted
  * ETag), copied directly: printf per header showed in GET profiles. */
@@ -259,7 +282,7 @@ int stor_resp_hdr(struct stor_resp *rs, const char *name, const char *fmt, ...)
     return ret;
 }
 
-/* See http_i.h. */
+/* See http.h. */
 const char *stor_req_hdr(const struct stor_req *r, const char *name, size_t *n)
 {
     const struct stor_http_hdr *h = stor_http_find(&r->head, name);
@@ -270,71 +293,7 @@ const char *stor_req_hdr(const struct stor_req *r, const char *name, size_t *n)
     return h->value;
 }
 
-/* See http_i.h. */
-const char *stor_req_query(const struct stor_req *r, const char *name)
-{
-    size_t i;
-
-    for (i = 0; i < r->nquery; i++)
-        if (strcmp(r->query[i].name, name) == 0)
-            return r->query[i].value;
-    return NULL;
-}
-
-/* See http_i.h. */
-bool stor_req_has_query(const struct stor_req *r, const char *name)
-{
-    return stor_req_query(r, name) != NULL;
-}
-
-/* See http_i.h. */
-void stor_resp_error(struct stor_req *r, enum stor_s3_err e)
-{
-    const struct stor_s3_err_info *ei = stor_s3_err_info(e);
-    struct stor_resp *rs = &r->resp;
-    int ret;
-
-    cm_buf_reset(&rs->body);
-    rs->status = ei->status;
-    rs->err = e;
-    rs->has_length = false;
-    if (r->is_head || e == S3E_NOT_MODIFIED) {
-        rs->no_body = true;
-        return;
-    }
-    ret = cm_buf_appendf(&rs->body,
-                         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                         "<Error><Code>%s</Code><Message>%s</Message>",
-                         ei->code, ei->message);
-    if (ret == 0 && r->path)
-        ret = cm_buf_appends(&rs->body, "<Resource>");
-    if (ret == 0 && r->path)
-        ret = cm_xml_escape(&rs->body, r->path, r->path_len);
-    if (ret == 0 && r->path)
-        ret = cm_buf_appends(&rs->body, "</Resource>");
-    if (ret == 0 && r->bucket[0]) {
-        ret =
-            cm_buf_appendf(&rs->body, "<BucketName>%s</BucketName>", r->bucket);
-    }
-    if (ret == 0 && r->has_key && (e == S3E_NO_SUCH_KEY)) {
-        ret = cm_buf_appends(&rs->body, "<Key>");
-        if (ret == 0)
-            ret = cm_xml_escape(&rs->body, r->key, r->key_len);
-        if (ret == 0)
-            ret = cm_buf_appends(&rs->body, "</Key>");
-    }
-    if (ret == 0)
-        ret = cm_buf_appendf(&rs->body,
-                             "<RequestId>%016llX</RequestId>"
-                             "<HostId>storaged</HostId></Error>",
-                             (unsigned long long)r->id);
-    if (ret == 0)
-        ret = stor_resp_hdr(rs, "Content-Type", "application/xml");
-    if (ret < 0)
-        cm_buf_reset(&rs->body);
-}
-
-/* Runs on a worker: the S3 layer's job function. */
+/* Runs on a worker: the application's job function. */
 static void req_job_run(struct stor_job *j)
 {
     struct stor_req *r =
@@ -368,23 +327,12 @@ static void req_job_done(struct stor_job *j)
  * as Redis bio and nginx thread pools do). */
 static struct stor_pool *pool_for(const struct stor_req *r)
 {
-    switch (r->op) {
-    case S3_OP_GET_OBJECT:
-    case S3_OP_HEAD_OBJECT:
-    case S3_OP_LIST_OBJECTS:
-    case S3_OP_LIST_OBJECTS_V2:
-    case S3_OP_LIST_BUCKETS:
-    case S3_OP_HEAD_BUCKET:
-    case S3_OP_METRICS:
-    case S3_OP_LIST_PARTS:
-    case S3_OP_LIST_UPLOADS:
-        return stor_srv->rpool;
-    default:
-        return stor_srv->pool;
-    }
+    struct stor_http_server *s = r->conn->t->srv;
+
+    return r->read_jobs ? s->rpool : s->pool;
 }
 
-/* See http_i.h. */
+/* See http.h. */
 void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
                      void (*done)(struct stor_req *))
 {
@@ -398,19 +346,41 @@ void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
     stor_pool_submit(pool_for(r), &r->job);
 }
 
-/* See http_i.h. */
-struct stor_bcache *stor_req_bcache(const struct stor_req *r)
+/* See http.h. */
+void *stor_req_loop_data(const struct stor_req *r)
 {
-    return r->conn->t->bcache;
+    return r->conn->t->app_loop;
+}
+
+/* See http.h. */
+struct stor_http_server *stor_req_server(const struct stor_req *r)
+{
+    return r->conn ? r->conn->t->srv : NULL;
+}
+
+/* See http.h. */
+bool stor_http_is_ready(const struct stor_http_server *s)
+{
+    return atomic_load(&s->ready) && !atomic_load(&s->draining);
+}
+
+/* See http.h. */
+void stor_http_stats(const struct stor_http_server *s,
+                     struct stor_http_stats *st)
+{
+    st->conns = atomic_load(&s->nconns);
+    st->conns_total = atomic_load(&s->conns_total);
+    st->workers_busy =
+        s->pool ? stor_pool_busy(s->pool) + stor_pool_busy(s->rpool) : 0;
 }
 
 /* ---- small reads on the loop thread's io_uring ---- */
 
 static void req_job_done(struct stor_job *j);
 
-/* See http_i.h. */
-int stor_req_read_files(struct stor_req *r, struct stor_nb_read *rd, size_t n,
-                        void (*done)(struct stor_req *r))
+/* See http.h. */
+int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
+                        size_t n, void (*done)(struct stor_req *r))
 {
     struct http_thread *t = r->conn->t;
     struct file_batch *b;
@@ -507,7 +477,7 @@ static void ring_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
     {
         struct file_op *op = io_uring_cqe_get_data(cqe);
         struct file_batch *b = op->b;
-        struct stor_nb_read *rd = &b->rd[op->i];
+        struct stor_http_file_read *rd = &b->rd[op->i];
 
         seen++;
         if (op->kind == 0 && cqe->res < 0) {
@@ -575,13 +545,16 @@ static void fill_run(struct stor_job *j)
 {
     struct stor_resp *rs =
         (struct stor_resp *)((char *)j - offsetof(struct stor_resp, fill_job));
+    struct stor_req *r =
+        (struct stor_req *)((char *)rs - offsetof(struct stor_req, resp));
+    const struct stor_http_app *app = app_of(r);
     int idx = rs->fill_idx;
     size_t want = (size_t)CM_MIN((uint64_t)rs->schunk, rs->rd_end - rs->rd_off);
     size_t got = 0;
 
     while (got < want) {
-        ssize_t n = stor_get_read(rs->get, rs->rd_off + got,
-                                  rs->sbuf[idx] + got, want - got);
+        ssize_t n = app->stream_fill(r, rs->rd_off + got, rs->sbuf[idx] + got,
+                                     want - got);
 
         if (n < 0) {
             rs->fill_err = (int)n;
@@ -616,8 +589,9 @@ static void fill_done(struct stor_job *j)
     }
     if (rs->fill_err < 0) {
         cm_log(CM_LOG_ERROR, -rs->fill_err,
-               "req=%016llX read of %s/%s failed mid-stream",
-               (unsigned long long)r->id, r->bucket, r->key ? r->key : "");
+               "req=%016llX read for %.*s failed mid-stream",
+               (unsigned long long)r->id, (int)CM_MIN(r->head.target_len, 200),
+               r->head.target);
         conn_close(c);
         return;
     }
@@ -629,7 +603,7 @@ static void maybe_fill(struct stor_req *r)
 {
     struct stor_resp *rs = &r->resp;
 
-    if (rs->get == NULL || rs->fill_busy || rs->filled[!rs->cur] ||
+    if (!rs->stream || rs->fill_busy || rs->filled[!rs->cur] ||
         rs->rd_off >= rs->rd_end)
         return;
     if (rs->sbuf[!rs->cur] == NULL) {
@@ -645,25 +619,18 @@ static void maybe_fill(struct stor_req *r)
     rs->fill_job.run = fill_run;
     rs->fill_job.done = fill_done;
     rs->fill_job.loop = r->conn->t->loop;
-    stor_pool_submit(stor_srv->rpool, &rs->fill_job);
+    stor_pool_submit(r->conn->t->srv->rpool, &rs->fill_job);
 }
 
 /* ---- request lifecycle ---- */
 
-/* Worker: releases object-layer handles of a finished request. */
+/* Worker: the application releases the handles of a finished request. */
 static void cleanup_run(struct stor_job *j)
 {
     struct stor_req *r =
         (struct stor_req *)((char *)j - offsetof(struct stor_req, job));
 
-    if (r->put) {
-        stor_put_abort(r->put);
-        r->put = NULL;
-    }
-    if (r->resp.get) {
-        stor_get_close(r->resp.get);
-        r->resp.get = NULL;
-    }
+    app_of(r)->req_release(r);
 }
 
 static void req_free(struct stor_req *r);
@@ -681,21 +648,14 @@ static void cleanup_done(struct stor_job *j)
     conn_maybe_bury(c);
 }
 
-/* Frees every allocation of @r; object handles must be gone. */
+/* Frees the transport's allocations of @r (the application's went in its
+ * req_fini / req_release). */
 static void req_free(struct stor_req *r)
 {
     struct stor_conn *c = r->conn;
 
-    stor_s3_req_fini(r);
     free(r->headbuf);
-    free(r->path);
-    free(r->key);
-    free(r->qbuf);
     free(r->te);
-    free(r->aws);
-    cm_buf_fini(&r->body);
-    free(r->piece[0]);
-    free(r->piece[1]);
     cm_buf_fini(&r->resp.hdrs);
     cm_buf_fini(&r->resp.body);
     free(r->resp.sbuf[0]);
@@ -708,192 +668,35 @@ static void req_free(struct stor_req *r)
         free(r);
 }
 
-/* Ends the current request once no job of it is in flight: records
- * metrics, releases handles (on a worker when there are any), frees it.
- * Safe to call again from job completions while jobs remain. */
+/* Ends the current request once no job of it is in flight: the
+ * application records it and frees its state (req_fini), handles it still
+ * holds are released on a worker, then the request is freed. Safe to call
+ * again from job completions while jobs remain. */
 static void req_finish(struct stor_conn *c)
 {
     struct stor_req *r = c->req;
-    struct timespec now;
-    double secs;
+    struct stor_http_server *s = c->t->srv;
 
-    if (r == NULL || r->job_busy || r->resp.fill_busy || r->piece_busy)
+    if (r == NULL || r->job_busy || r->resp.fill_busy)
         return;
-    if (!r->finished_metrics) {
-        r->finished_metrics = true;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        secs = (double)(now.tv_sec - r->start.tv_sec) +
-               (double)(now.tv_nsec - r->start.tv_nsec) / 1e9;
-        stor_metrics_request(stor_srv->metrics, r->op,
-                             r->resp.status ? r->resp.status : 499, secs,
-                             r->body_bytes, r->sent_bytes);
-        if (r->op != S3_OP_HEALTH && r->op != S3_OP_METRICS)
-            cm_log(CM_LOG_DEBUG, 0,
-                   "req=%016llX api=%s %.*s %.*s payload=%d cksum=%d "
-                   "in=%llu out=%llu -> %d %.3fms",
-                   (unsigned long long)r->id, stor_metrics_op_name(r->op),
-                   (int)r->head.method_len, r->head.method,
-                   (int)CM_MIN(r->head.target_len, 200), r->head.target,
-                   (int)r->payload, (int)r->ck_kind,
-                   (unsigned long long)r->body_bytes,
-                   (unsigned long long)r->sent_bytes, r->resp.status,
-                   secs * 1e3);
-        if (r->fg_entered) {
-            r->fg_entered = false;
-            stor_store_fg_leave(stor_srv->store);
-        }
-    }
-    if (r->put || r->resp.get) {
+    assert(!r->fini_done);
+    r->fini_done = true;
+    if (s->app->req_fini(r)) {
         r->job.run = cleanup_run;
         r->job.done = cleanup_done;
         r->job.loop = c->t->loop;
         r->job_busy = true;
         c->pending++;
         c->req = NULL; /* the job owns @r now */
-        stor_pool_submit(r->put ? stor_srv->pool : stor_srv->rpool, &r->job);
+        stor_pool_submit(pool_for(r), &r->job);
         return;
     }
     req_free(r);
 }
 
-/* Value of hex digit @c, or -1. */
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes @n bytes of a query component into @dst ('+' is a
- * space, as in form encoding) and NUL-terminates it. Returns the decoded
- * length or -1 on a malformed escape. @dst has room for n + 1 bytes. */
-static long pct_decode(char *dst, const char *src, size_t n)
-{
-    size_t i, o = 0;
-
-    for (i = 0; i < n; i++) {
-        if (src[i] == '%') {
-            int hi, lo;
-
-            if (i + 2 >= n)
-                return -1;
-            hi = hexval(src[i + 1]);
-            lo = hexval(src[i + 2]);
-            if (hi < 0 || lo < 0)
-                return -1;
-            dst[o++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else {
-            dst[o++] = src[i] == '+' ? ' ' : src[i];
-        }
-    }
-    dst[o] = 0;
-    return (long)o;
-}
-
-/* See http_i.h. */
-enum stor_s3_err stor_http_req_decode_target(struct stor_req *r)
-{
-    const char *t = r->head.target, *q;
-    size_t tlen = r->head.target_len, plen;
-    struct cm_buf b;
-    const char *p, *slash;
-    char *qb;
-
-    /* absolute-form (RFC 9112 3.2.2, sent through proxies): drop the
-     * scheme and authority, keep the path */
-    if (tlen > 7 && (strncasecmp(t, "http://", 7) == 0 ||
-                     (tlen > 8 && strncasecmp(t, "https://", 8) == 0))) {
-        const char *auth = t + (t[4] == ':' ? 7 : 8);
-        const char *pathp = memchr(auth, '/', tlen - (size_t)(auth - t));
-
-        if (pathp == NULL)
-            return S3E_BAD_REQUEST;
-        tlen -= (size_t)(pathp - t);
-        t = pathp;
-    }
-    if (tlen == 0 || t[0] != '/')
-        return S3E_BAD_REQUEST;
-    q = memchr(t, '?', tlen);
-    plen = q ? (size_t)(q - t) : tlen;
-    cm_buf_init(&b, CM_BUF_NOLIMIT);
-    if (cm_uri_decode(&b, t, plen, false) < 0 || b.data == NULL)
-        return S3E_BAD_REQUEST;
-    if (memchr(b.data, 0, b.len) != NULL) {
-        cm_buf_fini(&b);
-        return S3E_INVALID_ARGUMENT;
-    }
-    r->path_len = b.len;
-    r->path = cm_buf_steal(&b);
-    /* path-style: /bucket[/key] */
-    p = r->path + 1;
-    slash = memchr(p, '/', r->path_len - 1);
-    plen = slash ? (size_t)(slash - p) : r->path_len - 1;
-    if (plen >= sizeof(r->bucket))
-        return S3E_INVALID_BUCKET_NAME;
-    memcpy(r->bucket, p, plen);
-    r->bucket[plen] = 0;
-    if (slash) {
-        r->key_len = r->path_len - 1 - plen - 1;
-        r->key = malloc(r->key_len + 1);
-        if (r->key == NULL)
-            return S3E_INTERNAL;
-        memcpy(r->key, slash + 1, r->key_len);
-        r->key[r->key_len] = 0;
-        r->has_key = r->key_len > 0;
-        if (r->key_len > STOR_MAX_KEY_LEN)
-            return S3E_KEY_TOO_LONG;
-    }
-    if (q == NULL)
-        return S3E_NONE;
-    /* query: name[=value]&... decoded into one buffer of NUL-terminated
-     * strings */
-    q++;
-    tlen -= (size_t)(q - t);
-    qb = malloc(2 * tlen + 2);
-    if (qb == NULL)
-        return S3E_INTERNAL;
-    r->qbuf = qb;
-    while (tlen > 0) {
-        const char *amp = memchr(q, '&', tlen);
-        size_t plen2 = amp ? (size_t)(amp - q) : tlen;
-        const char *eq = memchr(q, '=', plen2);
-        size_t nlen = eq ? (size_t)(eq - q) : plen2;
-        struct cm_kv *kv;
-        long n;
-
-        if (plen2 > 0) {
-            if (r->nquery >= STOR_MAX_QUERY)
-                return S3E_INVALID_ARGUMENT;
-            kv = &r->query[r->nquery++];
-            n = pct_decode(qb, q, nlen);
-            if (n < 0)
-                return S3E_INVALID_ARGUMENT;
-            kv->name = qb;
-            kv->name_len = (size_t)n;
-            qb += n + 1;
-            n = eq ? pct_decode(qb, eq + 1, plen2 - nlen - 1) : 0;
-            if (n < 0)
-                return S3E_INVALID_ARGUMENT;
-            qb[n] = 0;
-            kv->value = qb;
-            kv->value_len = (size_t)n;
-            qb += n + 1;
-        }
-        if (amp == NULL)
-            break;
-        tlen -= plen2 + 1;
-        q = amp + 1;
-    }
-    return S3E_NONE;
-}
-
-/* Works out body framing and keep-alive from the headers. */
-static enum stor_s3_err req_parse_framing(struct stor_req *r)
+/* Works out body framing and keep-alive from the headers. 0, or -1 with
+ * the error in *e. */
+static int req_parse_framing(struct stor_req *r, enum stor_http_err *e)
 {
     const char *v;
     size_t n;
@@ -901,13 +704,17 @@ static enum stor_s3_err req_parse_framing(struct stor_req *r)
 
     v = stor_req_hdr(r, "transfer-encoding", &n);
     if (v) {
-        if (!stor_http_ieq(v, n, "chunked"))
-            return S3E_NOT_IMPLEMENTED;
+        if (!stor_http_ieq(v, n, "chunked")) {
+            *e = STOR_HTTP_E_NOT_IMPLEMENTED;
+            return -1;
+        }
         r->te_chunked = true;
         r->has_body = true;
         r->te = malloc(sizeof(*r->te));
-        if (r->te == NULL)
-            return S3E_INTERNAL;
+        if (r->te == NULL) {
+            *e = STOR_HTTP_E_INTERNAL;
+            return -1;
+        }
         stor_chunk_init(r->te, UINT64_MAX);
     }
     v = stor_req_hdr(r, "content-length", &n);
@@ -915,15 +722,16 @@ static enum stor_s3_err req_parse_framing(struct stor_req *r)
     if (has_cl) {
         size_t i, count = 0;
 
+        *e = STOR_HTTP_E_BAD_REQUEST;
         if (r->te_chunked)
-            return S3E_BAD_REQUEST; /* both: smuggling risk */
+            return -1; /* both: smuggling risk */
         /* exactly one Content-Length */
         for (i = 0; i < r->head.nhdrs; i++)
             if (stor_http_ieq(r->hdrs[i].name, r->hdrs[i].name_len,
                               "content-length"))
                 count++;
         if (count != 1 || stor_http_parse_u64(v, n, &r->clen) < 0)
-            return S3E_BAD_REQUEST;
+            return -1;
         r->raw_left = r->clen;
         r->has_body = r->clen > 0;
     }
@@ -936,11 +744,12 @@ static enum stor_s3_err req_parse_framing(struct stor_req *r)
         r->keep_alive = false;
     else if (v && stor_http_ieq(v, n, "keep-alive"))
         r->keep_alive = true;
-    return S3E_NONE;
+    return 0;
 }
 
-/* Sets the method flags; S3E_METHOD_NOT_ALLOWED for methods S3 lacks. */
-static enum stor_s3_err req_parse_method(struct stor_req *r)
+/* Sets the method flags (none for other methods: the application answers
+ * them). */
+static void req_parse_method(struct stor_req *r)
 {
     const char *m = r->head.method;
     size_t n = r->head.method_len;
@@ -955,9 +764,6 @@ static enum stor_s3_err req_parse_method(struct stor_req *r)
         r->is_post = true;
     else if (n == 6 && memcmp(m, "DELETE", 6) == 0)
         r->is_delete = true;
-    else
-        return S3E_METHOD_NOT_ALLOWED;
-    return S3E_NONE;
 }
 
 /* @p (inside @from) moved to the same offset inside @to. */
@@ -972,20 +778,22 @@ static const char *rebase(const char *p, const char *from, char *to)
 static struct stor_req *req_create(struct stor_conn *c, size_t headlen,
                                    const struct stor_http_head *h)
 {
+    struct stor_http_server *s = c->t->srv;
     struct stor_req *r = c->t->spare_req;
     const char *in = c->in.data;
     size_t i;
 
     if (r != NULL) {
         c->t->spare_req = NULL;
-        memset(r, 0, sizeof(*r));
+        memset(r, 0, s->app->req_size);
     } else {
-        r = calloc(1, sizeof(*r));
+        r = calloc(1, s->app->req_size);
         if (r == NULL)
             return NULL;
     }
     r->conn = c;
-    r->id = atomic_fetch_add(&stor_srv->next_req_id, 1);
+    r->app = s->app_ctx;
+    r->id = atomic_fetch_add(&s->next_req_id, 1);
     clock_gettime(CLOCK_MONOTONIC, &r->start);
     r->headbuf = malloc(headlen + 1);
     if (r->headbuf == NULL) {
@@ -1004,11 +812,8 @@ static struct stor_req *req_create(struct stor_conn *c, size_t headlen,
         r->hdrs[i].name = rebase(h->hdrs[i].name, in, r->headbuf);
         r->hdrs[i].value = rebase(h->hdrs[i].value, in, r->headbuf);
     }
-    cm_buf_init(&r->body, STOR_XML_BODY_MAX);
     cm_buf_init(&r->resp.hdrs, CM_BUF_NOLIMIT);
     cm_buf_init(&r->resp.body, CM_BUF_NOLIMIT);
-    cm_buf_init(&r->trailer_raw, 8192);
-    r->decoded_len = UINT64_MAX;
     cm_buf_consume(&c->in, headlen);
     c->req = r;
     return r;
@@ -1085,7 +890,7 @@ static void put_hex16(char *p, uint64_t v)
     }
 }
 
-/* Formats the status line, standard headers, the S3 layer's headers and a
+/* Formats the status line, standard headers, the application's headers and a
  * small body into c->out. DESIGN: runs once per request, so it copies
  * pieces instead of going through printf (which showed in profiles). */
 static int resp_serialize(struct stor_conn *c, struct stor_req *r)
@@ -1155,14 +960,14 @@ static int resp_serialize(struct stor_conn *c, struct stor_req *r)
     return 0;
 }
 
-/* See http_i.h. */
+/* See http.h. */
 void stor_http_respond(struct stor_req *r)
 {
     struct stor_conn *c = r->conn;
 
     if (r->resp.status == 0)
-        stor_resp_error(r, S3E_INTERNAL);
-    if (r->resp.close || !r->keep_alive || atomic_load(&stor_srv->draining))
+        c->t->srv->app->on_error(r, STOR_HTTP_E_INTERNAL);
+    if (r->resp.close || !r->keep_alive || atomic_load(&c->t->srv->draining))
         c->close_after = true;
     /* A body we did not read would be taken for the next request. */
     if (r->has_body && !r->body_done)
@@ -1181,7 +986,7 @@ void stor_http_respond(struct stor_req *r)
     c->state = C_SEND;
 }
 
-/* See http_i.h. */
+/* See http.h. */
 void stor_http_pre_done(struct stor_req *r)
 {
     struct stor_conn *c = r->conn;
@@ -1204,12 +1009,6 @@ void stor_http_pre_done(struct stor_req *r)
     }
 }
 
-/* See http_i.h. */
-void stor_http_body_resume(struct stor_req *r)
-{
-    (void)r; /* conn_run() after every job re-evaluates the state */
-}
-
 /* ---- connection I/O ---- */
 
 /* Writes what is pending; returns 1 when everything queued is sent, 0 when
@@ -1224,7 +1023,7 @@ static int conn_flush(struct stor_conn *c)
         ssize_t n;
         struct stor_resp *rs = r ? &r->resp : NULL;
         bool streaming =
-            rs && r->resp_started && rs->get && rs->filled[rs->cur];
+            rs && r->resp_started && rs->stream && rs->filled[rs->cur];
 
         if (c->out_sent < c->out.len) {
             iov[niov].iov_base = c->out.data + c->out_sent;
@@ -1279,7 +1078,7 @@ static bool resp_complete(struct stor_conn *c)
 
     if (c->out.len > c->out_sent)
         return false;
-    if (rs->get == NULL)
+    if (!rs->stream)
         return true;
     /* fill_busy first: while a fill runs, its worker owns rd_off */
     return !rs->fill_busy && rs->rd_off >= rs->rd_end && !rs->filled[0] &&
@@ -1317,59 +1116,55 @@ static int conn_read(struct stor_conn *c)
 }
 
 /* Replies to a request that could not even be parsed, and closes after. */
-static void early_error(struct stor_conn *c, enum stor_s3_err e)
+static void early_error(struct stor_conn *c, enum stor_http_err e)
 {
+    struct stor_http_server *s = c->t->srv;
     struct stor_req *r = c->req;
 
     if (r == NULL) {
         /* Fabricate a minimal request to carry the response. */
-        r = calloc(1, sizeof(*r));
+        r = calloc(1, s->app->req_size);
         if (r == NULL) {
             conn_close(c);
             return;
         }
         r->conn = c;
-        r->id = atomic_fetch_add(&stor_srv->next_req_id, 1);
+        r->app = s->app_ctx;
+        r->id = atomic_fetch_add(&s->next_req_id, 1);
         clock_gettime(CLOCK_MONOTONIC, &r->start);
         cm_buf_init(&r->resp.hdrs, CM_BUF_NOLIMIT);
         cm_buf_init(&r->resp.body, CM_BUF_NOLIMIT);
-        cm_buf_init(&r->body, 0);
-        cm_buf_init(&r->trailer_raw, 0);
         r->head.minor_version = 1;
         c->req = r;
     }
     c->close_after = true;
     cm_buf_reset(&c->in);
-    stor_resp_error(r, e);
+    s->app->on_error(r, e);
     stor_http_respond(r);
 }
 
-/* Handles head @h (@headlen bytes at the start of c->in): framing,
- * target, then the S3 layer. */
+/* Handles head @h (@headlen bytes at the start of c->in): framing and
+ * method, then the application (which decodes the target). */
 static void conn_on_head(struct stor_conn *c, size_t headlen,
                          const struct stor_http_head *h)
 {
     struct stor_req *r = req_create(c, headlen, h);
-    enum stor_s3_err e;
+    enum stor_http_err e;
     int ret;
 
     if (r == NULL) {
         conn_close(c);
         return;
     }
-    e = req_parse_framing(r);
-    if (e == S3E_NONE)
-        e = stor_http_req_decode_target(r);
-    if (e == S3E_NONE)
-        e = req_parse_method(r);
-    if (e != S3E_NONE) {
-        if (e == S3E_BAD_REQUEST)
+    if (req_parse_framing(r, &e) < 0) {
+        if (e == STOR_HTTP_E_BAD_REQUEST)
             c->close_after = true;
-        stor_resp_error(r, e);
+        c->t->srv->app->on_error(r, e);
         stor_http_respond(r);
         return;
     }
-    ret = stor_s3_on_head(r);
+    req_parse_method(r);
+    ret = c->t->srv->app->on_head(r);
     /* job_busy first: while a job runs, its worker owns resp */
     if (!r->job_busy && r->resp.status) {
         stor_http_respond(r);
@@ -1385,13 +1180,14 @@ static void conn_on_head(struct stor_conn *c, size_t headlen,
 /* Data callback of the transport chunk decoder. */
 static int te_data(void *arg, const char *p, size_t n)
 {
-    return stor_s3_on_body(arg, p, n);
+    return app_of(arg)->on_body(arg, p, n);
 }
 
 /* Feeds buffered input to the body; moves to WORK when it is complete. */
 static void conn_body(struct stor_conn *c)
 {
     struct stor_req *r = c->req;
+    const struct stor_http_app *app = c->t->srv->app;
     struct stor_chunk_cb cb = {.data = te_data, .arg = r};
     size_t take;
     ssize_t n;
@@ -1409,7 +1205,7 @@ static void conn_body(struct stor_conn *c)
     } else {
         take = (size_t)CM_MIN((uint64_t)c->in.len, r->raw_left);
         if (take) {
-            ret = stor_s3_on_body(r, c->in.data, take);
+            ret = app->on_body(r, c->in.data, take);
             if (ret < 0) {
                 n = ret;
                 goto fail;
@@ -1428,17 +1224,17 @@ static void conn_body(struct stor_conn *c)
         return;
     }
     c->state = C_WORK;
-    stor_s3_on_body_end(r);
+    app->on_body_end(r);
     return;
 
 fail:
     if (r->resp.status == 0)
-        stor_resp_error(r, n == -E2BIG ? S3E_ENTITY_TOO_LARGE
-                                       : S3E_INCOMPLETE_BODY);
+        app->on_error(r, n == -E2BIG ? STOR_HTTP_E_BODY_TOO_LARGE
+                                     : STOR_HTTP_E_BODY_INCOMPLETE);
     c->close_after = true;
     c->state = C_WORK;
     r->failed = true;
-    if (!r->job_busy && !r->piece_busy)
+    if (!r->job_busy)
         stor_http_respond(r);
 }
 
@@ -1478,7 +1274,7 @@ static void conn_run(struct stor_conn *c)
                                        .nhdrs = STOR_HTTP_MAX_HEADERS};
 
             if (c->in.len == 0) {
-                if (c->in_eof || atomic_load(&stor_srv->draining)) {
+                if (c->in_eof || atomic_load(&c->t->srv->draining)) {
                     conn_close(c);
                     return;
                 }
@@ -1493,15 +1289,15 @@ static void conn_run(struct stor_conn *c)
                 goto out;
             }
             if (ret < 0) {
-                early_error(c, ret == -E2BIG ? S3E_HEADER_TOO_LARGE
-                                             : S3E_BAD_REQUEST);
+                early_error(c, ret == -E2BIG ? STOR_HTTP_E_HEADER_TOO_LARGE
+                                             : STOR_HTTP_E_BAD_REQUEST);
                 break;
             }
             conn_on_head(c, (size_t)ret, &h);
             break;
         }
         case C_BODY:
-            if (stor_s3_body_paused(r))
+            if (c->t->srv->app->body_paused(r))
                 goto out;
             if (c->out.len > c->out_sent) { /* 100 Continue */
                 ret = conn_flush(c);
@@ -1569,14 +1365,14 @@ static void conn_update_events(struct stor_conn *c)
         ev = EPOLLIN;
         break;
     case C_BODY:
-        if (!stor_s3_body_paused(r))
+        if (!c->t->srv->app->body_paused(r))
             ev = EPOLLIN;
         if (c->out.len > c->out_sent)
             ev |= EPOLLOUT;
         break;
     case C_SEND:
         if (c->out.len > c->out_sent ||
-            (r && r->resp.get && r->resp.filled[r->resp.cur]))
+            (r && r->resp.stream && r->resp.filled[r->resp.cur]))
             ev = EPOLLOUT;
         __attribute__((fallthrough));
     case C_PRE:
@@ -1648,8 +1444,7 @@ static void conn_close(struct stor_conn *c)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
     t->nconns--;
-    atomic_fetch_sub(&stor_srv->nconns, 1);
-    stor_metrics_conn(stor_srv->metrics, -1);
+    atomic_fetch_sub(&t->srv->nconns, 1);
     if (c->req)
         req_finish(c);
     conn_maybe_bury(c);
@@ -1713,8 +1508,8 @@ static void accept_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
             t->conns->prev = c;
         t->conns = c;
         t->nconns++;
-        atomic_fetch_add(&stor_srv->nconns, 1);
-        stor_metrics_conn(stor_srv->metrics, 1);
+        atomic_fetch_add(&t->srv->nconns, 1);
+        atomic_fetch_add(&t->srv->conns_total, 1);
     }
 }
 
@@ -1737,7 +1532,7 @@ static void after_cb(struct stor_loop *l, void *arg)
 static void tick_cb(struct stor_loop *l, void *arg)
 {
     struct http_thread *t = arg;
-    struct stor_server *s = stor_srv;
+    struct stor_http_server *s = t->srv;
     struct stor_conn *c, *next;
     bool draining = atomic_load(&s->draining) ||
                     atomic_load_explicit(&g_shutdown, memory_order_relaxed);
@@ -1771,14 +1566,13 @@ static void tick_cb(struct stor_loop *l, void *arg)
                 conn_close(c);
             else if (c->in.len > 0 &&
                      t->now - c->head_start >= s->header_timeout_s) {
-                early_error(c, S3E_REQUEST_TIMEOUT);
+                early_error(c, STOR_HTTP_E_TIMEOUT);
                 conn_run(c);
             }
             break;
         case C_BODY:
-            if (idle >= s->body_timeout_s && c->req && !c->req->piece_busy &&
-                !c->req->job_busy) {
-                stor_resp_error(c->req, S3E_REQUEST_TIMEOUT);
+            if (idle >= s->body_timeout_s && c->req && !c->req->job_busy) {
+                s->app->on_error(c->req, STOR_HTTP_E_TIMEOUT);
                 c->close_after = true;
                 c->req->failed = true;
                 stor_http_respond(c->req);
@@ -1850,7 +1644,6 @@ static void *thread_main(void *arg)
 
     ring_init(t);
     stor_loop_run(t->loop);
-    stor_auth_thread_fini();
     return NULL;
 }
 
@@ -1860,93 +1653,137 @@ void stor_http_shutdown(void)
     atomic_store_explicit(&g_shutdown, 1, memory_order_relaxed);
 }
 
+/* Frees @s and what its loops hold (the loops have stopped). */
+static void server_free(struct stor_http_server *s)
+{
+    size_t i;
+
+    stor_pool_destroy(s->pool);
+    stor_pool_destroy(s->rpool);
+    s->pool = s->rpool = NULL;
+    for (i = 0; i < s->nthreads; i++) {
+        struct http_thread *t = &s->threads[i];
+
+        if (t->loop == NULL)
+            continue;
+        after_cb(t->loop, t);
+        if (t->ring_ok)
+            io_uring_queue_exit(&t->ring);
+        thread_pools_free(t);
+        if (s->app->loop_fini)
+            s->app->loop_fini(s->app_ctx, t->app_loop);
+        if (t->listening)
+            close(t->lio.fd);
+        stor_loop_destroy(t->loop);
+    }
+    free(s->threads);
+    free(s);
+}
+
+/* Sets up loop thread @t of @s (listener, application data, timers). */
+static int thread_setup(struct stor_http_server *s, struct http_thread *t,
+                        const struct stor_http_opts *o)
+{
+    int ret;
+
+    t->srv = s;
+    t->loop = stor_loop_create();
+    if (t->loop == NULL)
+        return -ENOMEM;
+    ret = listen_on(o->host, o->port, false);
+    if (ret < 0) {
+        cm_log(CM_LOG_ERROR, -ret, "cannot listen on %s:%d", o->host, o->port);
+        return ret;
+    }
+    t->lio.fd = ret;
+    t->lio.cb = accept_cb;
+    t->lio.arg = t;
+    ret = stor_loop_add(t->loop, &t->lio, EPOLLIN);
+    if (ret < 0) {
+        close(t->lio.fd);
+        return ret;
+    }
+    t->listening = true;
+    if (s->app->loop_init) {
+        ret = s->app->loop_init(s->app_ctx, s->nthreads, &t->app_loop);
+        if (ret < 0)
+            return ret;
+    }
+    t->now = mono_now();
+    stor_loop_set_tick(t->loop, tick_cb, t);
+    stor_loop_set_after(t->loop, after_cb, t);
+    return 0;
+}
+
 /* See header. */
-int stor_http_serve(struct stor_server *srv, const struct stor_http_opts *o)
+int stor_http_serve(const struct stor_http_opts *o)
 {
     size_t n = o->nthreads, i, nw = o->nworkers, nr = o->nrworkers;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    struct stor_http_server *s;
     int ret = 0;
 
-    stor_srv = srv;
     if (n == 0)
         n = ncpu > 0 ? (size_t)ncpu : 1;
     if (nw == 0)
         nw = CM_MAX((size_t)16, 4 * n);
     if (nr == 0)
         nr = CM_MAX((size_t)4, 2 * n);
-    ret = stor_pool_create(nw, &srv->pool);
+    assert(o->app->req_size >= sizeof(struct stor_req));
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->app = o->app;
+    s->app_ctx = o->app_ctx;
+    s->idle_timeout_s = o->idle_timeout_s;
+    s->header_timeout_s = o->header_timeout_s;
+    s->body_timeout_s = o->body_timeout_s;
+    atomic_store(&s->next_req_id, ((uint64_t)time(NULL) << 24));
+    s->threads = calloc(n, sizeof(*s->threads));
+    if (s->threads == NULL) {
+        free(s);
+        return -ENOMEM;
+    }
+    s->nthreads = n;
+    ret = stor_pool_create(nw, &s->pool);
     if (ret == 0)
-        ret = stor_pool_create(nr, &srv->rpool);
+        ret = stor_pool_create(nr, &s->rpool);
     if (ret < 0)
-        return ret;
+        goto out_free;
     ret = listen_on(o->host, o->port, true);
     if (ret < 0) {
         cm_log(CM_LOG_ERROR, -ret, "cannot listen on %s:%d%s", o->host, o->port,
                ret == -EADDRINUSE ? " (address in use: another server?)" : "");
-        return ret;
+        goto out_free;
     }
-    g_threads = calloc(n, sizeof(*g_threads));
-    if (g_threads == NULL)
-        return -ENOMEM;
-    g_nthreads = n;
     for (i = 0; i < n; i++) {
-        struct http_thread *t = &g_threads[i];
-
-        t->loop = stor_loop_create();
-        if (t->loop == NULL)
-            return -ENOMEM;
-        ret = listen_on(o->host, o->port, false);
-        if (ret < 0) {
-            cm_log(CM_LOG_ERROR, -ret, "cannot listen on %s:%d", o->host,
-                   o->port);
-            return ret;
-        }
-        t->lio.fd = ret;
-        t->lio.cb = accept_cb;
-        t->lio.arg = t;
-        ret = stor_loop_add(t->loop, &t->lio, EPOLLIN);
+        ret = thread_setup(s, &s->threads[i], o);
         if (ret < 0)
-            return ret;
-        t->listening = true;
-        if (o->cache_bytes) {
-            t->bcache = stor_bcache_create(o->cache_bytes / n);
-            if (t->bcache == NULL)
-                return -ENOMEM;
-        }
-        t->now = mono_now();
-        stor_loop_set_tick(t->loop, tick_cb, t);
-        stor_loop_set_after(t->loop, after_cb, t);
+            goto out_free;
     }
     for (i = 0; i < n; i++) {
-        ret =
-            pthread_create(&g_threads[i].tid, NULL, thread_main, &g_threads[i]);
+        ret = pthread_create(&s->threads[i].tid, NULL, thread_main,
+                             &s->threads[i]);
         if (ret != 0)
-            return -ret;
+            return -ret; /* loops already running: nothing safe to free */
     }
-    atomic_store(&srv->ready, true);
+    atomic_store(&s->ready, true);
     cm_log(CM_LOG_INFO, 0,
-           "serving S3 on %s:%d (%zu loops, %zu read + %zu write workers, "
-           "%zu MiB small-object cache)",
-           o->host, o->port, n, nr, nw, o->cache_bytes >> 20);
+           "serving HTTP on %s:%d (%zu loops, %zu read + %zu write workers)",
+           o->host, o->port, n, nr, nw);
     for (i = 0; i < n; i++)
-        pthread_join(g_threads[i].tid, NULL);
-    atomic_store(&srv->ready, false);
+        pthread_join(s->threads[i].tid, NULL);
+    atomic_store(&s->ready, false);
     /* Workers finish what is queued; completions then run on no loop, so
      * connections still waiting for a job are released with the process. */
-    stor_pool_destroy(srv->pool);
-    stor_pool_destroy(srv->rpool);
-    srv->pool = srv->rpool = NULL;
-    for (i = 0; i < n; i++)
-        after_cb(g_threads[i].loop, &g_threads[i]);
-    for (i = 0; i < n; i++) {
-        if (g_threads[i].ring_ok)
-            io_uring_queue_exit(&g_threads[i].ring);
-        thread_pools_free(&g_threads[i]);
-        stor_bcache_destroy(g_threads[i].bcache);
-        stor_loop_destroy(g_threads[i].loop);
-    }
-    free(g_threads);
-    g_threads = NULL;
+    stor_pool_destroy(s->pool);
+    stor_pool_destroy(s->rpool);
+    s->pool = s->rpool = NULL;
+    server_free(s);
     cm_log(CM_LOG_INFO, 0, "drained; stopped serving");
     return 0;
+
+out_free:
+    server_free(s);
+    return ret;
 }

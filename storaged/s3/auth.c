@@ -10,6 +10,7 @@
  * which chain from the header signature, can be verified as they arrive. */
 #include "storaged/s3/auth.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +19,14 @@
 #include "common/log.h"
 #include "common/sigv4.h"
 #include "common/timefmt.h"
-#include "storaged/http/http_i.h"
+#include "storaged/s3/s3_i.h"
 
 #define MAX_SIGNED_HEADERS 64
 
 /* Collects the request headers named in @list (';'-separated, lowercase)
  * into @out. Returns the count, or -1 when a named header is absent (the
  * client signed something we did not receive) or there are too many. */
-static int signed_headers(const struct stor_req *r, const char *list,
+static int signed_headers(const struct stor_s3_req *r, const char *list,
                           size_t len, struct cm_kv *out, size_t cap)
 {
     size_t n = 0, i;
@@ -36,8 +37,8 @@ static int signed_headers(const struct stor_req *r, const char *list,
         size_t nl = semi ? (size_t)(semi - p) : (size_t)(end - p);
         bool found = false;
 
-        for (i = 0; i < r->head.nhdrs; i++) {
-            const struct stor_http_hdr *h = &r->hdrs[i];
+        for (i = 0; i < r->http.head.nhdrs; i++) {
+            const struct stor_http_hdr *h = &r->http.hdrs[i];
 
             if (nl > 0 && h->name_len == nl &&
                 strncasecmp(h->name, p, nl) == 0) {
@@ -61,55 +62,79 @@ static int signed_headers(const struct stor_req *r, const char *list,
 /* The signing key for (@date8, @region) under the root secret. DESIGN: it
  * changes once a day, so each loop thread keeps the last one it derived
  * (thread-local: no lock) and skips four HMACs per request. */
-static void signing_key(const char *date8, const char *region, uint8_t key[32])
+static void signing_key(const char *secret, const char *date8,
+                        const char *region, uint8_t key[32])
 {
     static __thread char c_date[9], c_region[64];
     static __thread const char *c_secret;
     static __thread uint8_t c_key[32];
 
-    if (c_secret != stor_srv->root_secret || strcmp(c_date, date8) != 0 ||
+    if (c_secret != secret || strcmp(c_date, date8) != 0 ||
         strcmp(c_region, region) != 0) {
-        cm_sigv4_signing_key(stor_srv->root_secret, date8, region, "s3", c_key);
+        cm_sigv4_signing_key(secret, date8, region, "s3", c_key);
         snprintf(c_date, sizeof(c_date), "%s", date8);
         snprintf(c_region, sizeof(c_region), "%s", region);
-        c_secret = stor_srv->root_secret;
+        c_secret = secret;
     }
     memcpy(key, c_key, 32);
 }
 
 /* This thread's three scratch buffers (canonical request, string to sign,
  * scope), reused across requests: SigV4 runs on every request and malloc
- * showed in profiles. Freed by stor_auth_thread_fini(). */
-static __thread struct cm_buf t_scratch[3];
-static __thread bool t_scratch_ready;
+ * showed in profiles. DESIGN: they hang off a pthread key whose destructor
+ * frees them when the thread exits (as store/drive.c does with its rings),
+ * so no thread has to remember to clean up after auth. */
+struct auth_scratch {
+    struct cm_buf b[3];
+};
 
-static struct cm_buf *scratch(void)
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+/* Key destructor: the exiting thread's scratch buffers. */
+static void scratch_free(void *p)
 {
+    struct auth_scratch *sc = p;
     int i;
 
-    if (!t_scratch_ready) {
-        for (i = 0; i < 3; i++)
-            cm_buf_init(&t_scratch[i], CM_BUF_NOLIMIT);
-        t_scratch_ready = true;
-    }
     for (i = 0; i < 3; i++)
-        cm_buf_reset(&t_scratch[i]);
-    return t_scratch;
+        cm_buf_fini(&sc->b[i]);
+    free(sc);
 }
 
-/* See header. */
-void stor_auth_thread_fini(void)
+static void scratch_key_init(void)
 {
+    if (pthread_key_create(&scratch_key, scratch_free) != 0)
+        abort(); /* only with the process out of keys: a bug */
+}
+
+/* This thread's scratch buffers, emptied; NULL on ENOMEM. */
+static struct cm_buf *scratch(void)
+{
+    struct auth_scratch *sc;
     int i;
 
-    for (i = 0; i < 3 && t_scratch_ready; i++)
-        cm_buf_fini(&t_scratch[i]);
-    t_scratch_ready = false;
+    pthread_once(&scratch_once, scratch_key_init);
+    sc = pthread_getspecific(scratch_key);
+    if (sc == NULL) {
+        sc = malloc(sizeof(*sc));
+        if (sc == NULL)
+            return NULL;
+        for (i = 0; i < 3; i++)
+            cm_buf_init(&sc->b[i], CM_BUF_NOLIMIT);
+        if (pthread_setspecific(scratch_key, sc) != 0) {
+            free(sc);
+            return NULL;
+        }
+    }
+    for (i = 0; i < 3; i++)
+        cm_buf_reset(&sc->b[i]);
+    return sc->b;
 }
 
 /* Computes the expected signature of @r and compares it with @a's. Fills
  * the request's signing state. */
-static enum stor_s3_err verify(struct stor_req *r,
+static enum stor_s3_err verify(struct stor_s3_req *r,
                                const struct cm_sigv4_auth *a,
                                const char *amz_date, const char *payload_hash,
                                bool presigned)
@@ -120,14 +145,19 @@ static enum stor_s3_err verify(struct stor_req *r,
     /* Scratch buffers reused by this thread's requests (cleared, not
      * freed): SigV4 runs on every request and malloc showed in profiles. */
     struct cm_buf *bufs = scratch();
-    struct cm_buf canon = bufs[0], sts = bufs[1], scope = bufs[2];
+    struct cm_buf canon, sts, scope;
     char region[64], sig[65], date8[9];
     size_t i, nq = 0;
     int nh, ret;
     enum stor_s3_err e = S3E_NONE;
 
-    if (a->access_key_len != strlen(stor_srv->root_user) ||
-        memcmp(a->access_key, stor_srv->root_user, a->access_key_len) != 0)
+    if (bufs == NULL)
+        return S3E_INTERNAL;
+    canon = bufs[0];
+    sts = bufs[1];
+    scope = bufs[2];
+    if (a->access_key_len != strlen(r->s3->root_user) ||
+        memcmp(a->access_key, r->s3->root_user, a->access_key_len) != 0)
         return S3E_INVALID_ACCESS_KEY;
     if (a->service_len != 2 || memcmp(a->service, "s3", 2) != 0 ||
         a->region_len >= sizeof(region))
@@ -147,12 +177,12 @@ static enum stor_s3_err verify(struct stor_req *r,
             continue;
         q[nq++] = r->query[i];
     }
-    sr.method = r->is_get      ? "GET"
-                : r->is_head   ? "HEAD"
-                : r->is_put    ? "PUT"
-                : r->is_post   ? "POST"
-                : r->is_delete ? "DELETE"
-                               : NULL;
+    sr.method = r->http.is_get      ? "GET"
+                : r->http.is_head   ? "HEAD"
+                : r->http.is_put    ? "PUT"
+                : r->http.is_post   ? "POST"
+                : r->http.is_delete ? "DELETE"
+                                    : NULL;
     if (sr.method == NULL)
         return S3E_METHOD_NOT_ALLOWED;
     sr.path = r->path;
@@ -174,12 +204,12 @@ static enum stor_s3_err verify(struct stor_req *r,
         e = S3E_INTERNAL;
         goto out;
     }
-    signing_key(date8, region, r->sign_key);
+    signing_key(r->s3->root_secret, date8, region, r->sign_key);
     cm_sigv4_signature(r->sign_key, sts.data, sts.len, sig);
     if (!cm_sigv4_equal(sig, a->signature, 64)) {
         cm_log(CM_LOG_DEBUG, 0,
                "req=%016llX signature mismatch; canonical:\n%s",
-               (unsigned long long)r->id, canon.data);
+               (unsigned long long)r->http.id, canon.data);
         e = S3E_SIGNATURE_MISMATCH;
         goto out;
     }
@@ -196,7 +226,7 @@ out:
 }
 
 /* Sets r->payload from the x-amz-content-sha256 value. */
-static enum stor_s3_err payload_mode(struct stor_req *r, const char *v,
+static enum stor_s3_err payload_mode(struct stor_s3_req *r, const char *v,
                                      size_t n)
 {
     size_t i;
@@ -227,7 +257,7 @@ static enum stor_s3_err payload_mode(struct stor_req *r, const char *v,
 }
 
 /* Header-based SigV4. */
-static enum stor_s3_err check_header(struct stor_req *r, const char *auth,
+static enum stor_s3_err check_header(struct stor_s3_req *r, const char *auth,
                                      size_t alen, time_t now)
 {
     struct cm_sigv4_auth a;
@@ -241,7 +271,7 @@ static enum stor_s3_err check_header(struct stor_req *r, const char *auth,
         return S3E_SIGV2_UNSUPPORTED; /* "AWS AKID:signature" */
     if (cm_sigv4_parse_authorization(auth, alen, &a) < 0)
         return S3E_ACCESS_DENIED;
-    v = stor_req_hdr(r, "x-amz-date", &n);
+    v = stor_s3_hdr(r, "x-amz-date", &n);
     if (v == NULL || n != CM_TIME_ISO_BASIC_LEN ||
         cm_time_parse_iso_basic(v, n, &t) < 0)
         return S3E_ACCESS_DENIED;
@@ -249,7 +279,7 @@ static enum stor_s3_err check_header(struct stor_req *r, const char *auth,
     amz_date[n] = 0;
     if (t > now + CM_SIGV4_SKEW_SECONDS || t < now - CM_SIGV4_SKEW_SECONDS)
         return S3E_SKEWED;
-    v = stor_req_hdr(r, "x-amz-content-sha256", &n);
+    v = stor_s3_hdr(r, "x-amz-content-sha256", &n);
     if (v == NULL) {
         /* S3 requires it with header auth. */
         return S3E_INVALID_REQUEST;
@@ -268,15 +298,15 @@ static enum stor_s3_err check_header(struct stor_req *r, const char *auth,
 }
 
 /* Presigned query SigV4. */
-static enum stor_s3_err check_presigned(struct stor_req *r, time_t now)
+static enum stor_s3_err check_presigned(struct stor_s3_req *r, time_t now)
 {
-    const char *alg = stor_req_query(r, "X-Amz-Algorithm");
-    const char *cred = stor_req_query(r, "X-Amz-Credential");
-    const char *date = stor_req_query(r, "X-Amz-Date");
-    const char *exp = stor_req_query(r, "X-Amz-Expires");
-    const char *sh = stor_req_query(r, "X-Amz-SignedHeaders");
-    const char *sig = stor_req_query(r, "X-Amz-Signature");
-    const char *ph = stor_req_query(r, "X-Amz-Content-Sha256");
+    const char *alg = stor_s3_query(r, "X-Amz-Algorithm");
+    const char *cred = stor_s3_query(r, "X-Amz-Credential");
+    const char *date = stor_s3_query(r, "X-Amz-Date");
+    const char *exp = stor_s3_query(r, "X-Amz-Expires");
+    const char *sh = stor_s3_query(r, "X-Amz-SignedHeaders");
+    const char *sig = stor_s3_query(r, "X-Amz-Signature");
+    const char *ph = stor_s3_query(r, "X-Amz-Content-Sha256");
     char phb[80];
     struct cm_sigv4_auth a;
     uint64_t expires;
@@ -314,7 +344,7 @@ static enum stor_s3_err check_presigned(struct stor_req *r, time_t now)
          * UNSIGNED-PAYLOAD; a hex digest is then checked against the body
          * (XAmzContentSHA256Mismatch), as with header auth */
         size_t n = 0;
-        const char *v = stor_req_hdr(r, "x-amz-content-sha256", &n);
+        const char *v = stor_s3_hdr(r, "x-amz-content-sha256", &n);
 
         if (v && n < sizeof(phb)) {
             memcpy(phb, v, n);
@@ -346,20 +376,20 @@ static enum stor_s3_err check_presigned(struct stor_req *r, time_t now)
 }
 
 /* See header. */
-enum stor_s3_err stor_auth_check(struct stor_req *r, time_t now)
+enum stor_s3_err stor_auth_check(struct stor_s3_req *r, time_t now)
 {
     const char *auth;
     size_t n;
     enum stor_s3_err e;
 
-    auth = stor_req_hdr(r, "authorization", &n);
+    auth = stor_s3_hdr(r, "authorization", &n);
     if (auth)
         e = check_header(r, auth, n, now);
-    else if (stor_req_has_query(r, "X-Amz-Signature") ||
-             stor_req_has_query(r, "X-Amz-Algorithm"))
+    else if (stor_s3_has_query(r, "X-Amz-Signature") ||
+             stor_s3_has_query(r, "X-Amz-Algorithm"))
         e = check_presigned(r, now);
-    else if (stor_req_has_query(r, "AWSAccessKeyId") ||
-             stor_req_has_query(r, "Signature"))
+    else if (stor_s3_has_query(r, "AWSAccessKeyId") ||
+             stor_s3_has_query(r, "Signature"))
         e = S3E_SIGV2_UNSUPPORTED; /* SigV2 query string */
     else
         e = S3E_ACCESS_DENIED;
@@ -368,7 +398,7 @@ enum stor_s3_err stor_auth_check(struct stor_req *r, time_t now)
 }
 
 /* See header. */
-enum stor_s3_err stor_auth_chunk(struct stor_req *r, const char *sig,
+enum stor_s3_err stor_auth_chunk(struct stor_s3_req *r, const char *sig,
                                  size_t sig_len, const char *sha_hex)
 {
     char expect[65];
@@ -384,7 +414,7 @@ enum stor_s3_err stor_auth_chunk(struct stor_req *r, const char *sig,
 }
 
 /* See header. */
-enum stor_s3_err stor_auth_trailer(struct stor_req *r)
+enum stor_s3_err stor_auth_trailer(struct stor_s3_req *r)
 {
     char sha[65], expect[65];
 

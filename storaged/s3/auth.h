@@ -2,29 +2,27 @@
  * end: the Authorization header and presigned query strings, the payload
  * modes of x-amz-content-sha256, and the per-chunk and trailer signatures
  * of aws-chunked bodies. Only the root credentials exist for now. Runs on
- * the loop thread (HMACs only, no I/O). */
+ * the loop thread (HMACs only, no I/O); each thread's scratch buffers are
+ * freed by a thread-key destructor when it exits. */
 #ifndef STORAGED_S3_AUTH_H
 #define STORAGED_S3_AUTH_H
 #include "storaged/s3/err.h"
 #include <stddef.h>
 #include <time.h>
 
-struct stor_req;
+struct stor_s3_req;
 
 /* Authenticates @r at wall-clock @now: verifies the signature, the clock
  * skew or presign expiry, and sets r->payload (and the signing state that
  * aws-chunked bodies need). S3E_NONE or the error to answer with. */
-enum stor_s3_err stor_auth_check(struct stor_req *r, time_t now);
+enum stor_s3_err stor_auth_check(struct stor_s3_req *r, time_t now);
 
 /* aws-chunked with signed chunks: verifies the signature @sig (64 hex) of
  * a chunk whose data hashed to @sha_hex, and advances the chain. */
-enum stor_s3_err stor_auth_chunk(struct stor_req *r, const char *sig,
+enum stor_s3_err stor_auth_chunk(struct stor_s3_req *r, const char *sig,
                                  size_t sig_len, const char *sha_hex);
 /* Verifies the trailer signature over the canonical trailer bytes
  * collected in r->trailer_raw. */
-enum stor_s3_err stor_auth_trailer(struct stor_req *r);
-
-/* Frees the calling thread's auth scratch buffers (loop thread exit). */
-void stor_auth_thread_fini(void);
+enum stor_s3_err stor_auth_trailer(struct stor_s3_req *r);
 
 #endif /* STORAGED_S3_AUTH_H */

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "storaged/store/meta.h"
+#include "common/hash.h"
 
 /* The hash key: ids name keys, not buckets, so the bucket is part of it
  * (zero-padded: compared as bytes). */
@@ -117,7 +117,7 @@ const void *stor_bcache_get(struct stor_bcache *c, const char *bucket,
     HASH_FIND(hh, c->map, &k, sizeof(k), e);
     if (e == NULL || e->version != version || e->len != len)
         return NULL;
-    if (stor_crc64(0, e->data, e->len) != e->crc) {
+    if (cm_crc64(0, e->data, e->len) != e->crc) {
         ent_drop(c, e);
         return NULL;
     }
@@ -156,7 +156,7 @@ void stor_bcache_put(struct stor_bcache *c, const char *bucket,
     e->len = len;
     if (len)
         memcpy(e->data, p, len);
-    e->crc = stor_crc64(0, e->data, len);
+    e->crc = cm_crc64(0, e->data, len);
     HASH_ADD(hh, c->map, key, sizeof(k), e);
     lru_push(c, e);
     c->bytes += ENT_COST(len);

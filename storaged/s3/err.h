@@ -67,8 +67,9 @@ struct stor_s3_err_info {
 
 /* The table entry for @e (S3E_INTERNAL for out-of-range values). */
 const struct stor_s3_err_info *stor_s3_err_info(enum stor_s3_err e);
-/* Maps an object-layer error (negative errno, STOR_E* in object.h) to an
- * S3 error; @is_key selects NoSuchKey vs NoSuchBucket for ENOENT. */
+/* Maps an object-layer error @err (a negative errno, STOR_E* in object.h)
+ * to an S3 error: STOR_ENOKEY is NoSuchKey, STOR_ENOBUCKET NoSuchBucket,
+ * anything unknown InternalError. */
 enum stor_s3_err stor_s3_err_from_errno(int err);
 
 #endif /* STORAGED_S3_ERR_H */

@@ -4,11 +4,13 @@
  * DESIGN: no registry, no locks: the label space is small and known (S3
  * API x HTTP status), so each series is a slot in a static array indexed
  * by (op, status); a scrape walks the arrays and prints the non-zero ones.
- * Store and drive figures are read from the object layer at scrape time. */
+ * Store and drive figures are read from the object layer at scrape time,
+ * connection and worker figures from the transport (struct
+ * stor_http_stats). */
 #include "storaged/s3/metrics.h"
 
-#include "storaged/http/http_i.h"
-#include "storaged/http/pool.h"
+#include "storaged/http/http.h"
+#include "storaged/s3/s3_i.h"
 #include "storaged/store/object.h"
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,8 +28,6 @@ struct stor_metrics {
     atomic_uint_fast64_t lat_count[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_in[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_out[S3_OP_COUNT];
-    atomic_long conns;
-    atomic_uint_fast64_t conns_total;
     atomic_uint_fast64_t get_loop[3]; /* by enum stor_get_loop */
 };
 
@@ -106,16 +106,6 @@ void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how)
 {
     if (m != NULL && (unsigned)how < 3)
         atomic_fetch_add_explicit(&m->get_loop[how], 1, memory_order_relaxed);
-}
-
-/* See header. */
-void stor_metrics_conn(struct stor_metrics *m, int delta)
-{
-    if (m == NULL)
-        return;
-    atomic_fetch_add(&m->conns, delta);
-    if (delta > 0)
-        atomic_fetch_add(&m->conns_total, 1);
 }
 
 /* Appends the per-op request families. */
@@ -247,7 +237,7 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
 
 /* See header. */
 int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
-                        struct cm_buf *out)
+                        const struct stor_http_stats *hs, struct cm_buf *out)
 {
     int ret = render_requests(m, out);
 
@@ -266,11 +256,8 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             "storaged_get_loop_total{result=\"served\"} %llu\n"
             "storaged_get_loop_total{result=\"cached\"} %llu\n"
             "storaged_get_loop_total{result=\"fallback\"} %llu\n",
-            (long)atomic_load(&m->conns),
-            (unsigned long long)atomic_load(&m->conns_total),
-            stor_srv && stor_srv->pool ? stor_pool_busy(stor_srv->pool) +
-                                             stor_pool_busy(stor_srv->rpool)
-                                       : 0,
+            hs ? hs->conns : 0L, (unsigned long long)(hs ? hs->conns_total : 0),
+            hs ? hs->workers_busy : 0,
             (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_READ]),
             (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_CACHED]),
             (unsigned long long)atomic_load(

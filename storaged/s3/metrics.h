@@ -10,6 +10,7 @@
 
 struct stor_metrics;
 struct stor_store;
+struct stor_http_stats;
 
 /* NULL on ENOMEM. */
 struct stor_metrics *stor_metrics_create(void);
@@ -28,11 +29,11 @@ enum stor_get_loop {
     STOR_GET_LOOP_CACHED,
 };
 void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how);
-/* Connection opened (+1) or closed (-1). */
-void stor_metrics_conn(struct stor_metrics *m, int delta);
-/* Appends the Prometheus text exposition to @out; @store may be NULL. */
+/* Appends the Prometheus text exposition to @out, with the transport's
+ * connection and worker figures @hs; @store and @hs may be NULL. */
 CM_MUST_CHECK int stor_metrics_render(struct stor_metrics *m,
                                       struct stor_store *store,
+                                      const struct stor_http_stats *hs,
                                       struct cm_buf *out);
 /* The API name of @op ("GetObject", ...). */
 const char *stor_metrics_op_name(int op);

@@ -29,14 +29,14 @@
     "02d6176db174dc93cb1b899f7c6078f08654445fe8cf1b6ce98d8855f66bdbf4"
 
 /* Sets the error response for object-layer error @err. */
-static void fail(struct stor_req *r, int err)
+static void fail(struct stor_s3_req *r, int err)
 {
     enum stor_s3_err e = stor_s3_err_from_errno(err);
 
     if (e == S3E_INTERNAL)
         cm_log(CM_LOG_ERROR, -err, "req=%016llX %s/%s: object layer error",
-               (unsigned long long)r->id, r->bucket, r->key ? r->key : "");
-    stor_resp_error(r, e);
+               (unsigned long long)r->http.id, r->bucket, r->key ? r->key : "");
+    stor_s3_error(r, e);
 }
 
 /* XML response helpers: every append is checked once, at xml_done(). A
@@ -93,16 +93,16 @@ static void x_str(struct cm_buf *b, const char *tag, const char *s, bool url)
 }
 
 /* Finishes an XML response: 200 unless set, Content-Type. */
-static void xml_done(struct stor_req *r)
+static void xml_done(struct stor_s3_req *r)
 {
-    if (r->resp.body.limit == 0) {
+    if (r->http.resp.body.limit == 0) {
         /* an append failed (ENOMEM) */
-        stor_resp_error(r, S3E_INTERNAL);
+        stor_s3_error(r, S3E_INTERNAL);
         return;
     }
-    r->resp.status = r->resp.status ? r->resp.status : 200;
-    if (stor_resp_hdr(&r->resp, "Content-Type", "application/xml") < 0)
-        stor_resp_error(r, S3E_INTERNAL);
+    r->http.resp.status = r->http.resp.status ? r->http.resp.status : 200;
+    if (stor_resp_hdr(&r->http.resp, "Content-Type", "application/xml") < 0)
+        stor_s3_error(r, S3E_INTERNAL);
 }
 
 /* XML timestamps: "2015-08-30T12:36:00.000Z". */
@@ -174,7 +174,7 @@ static int hdr_add(struct stor_hdr **h, size_t *n, const char *name,
 }
 
 /* See s3_i.h. */
-int stor_s3_req_obj_hdrs(const struct stor_req *r, struct stor_hdr **out,
+int stor_s3_req_obj_hdrs(const struct stor_s3_req *r, struct stor_hdr **out,
                          size_t *n)
 {
     struct stor_hdr *h = NULL;
@@ -182,8 +182,8 @@ int stor_s3_req_obj_hdrs(const struct stor_req *r, struct stor_hdr **out,
     bool have_ct = false;
     int ret = 0;
 
-    for (i = 0; i < r->head.nhdrs && ret == 0; i++) {
-        const struct stor_http_hdr *x = &r->hdrs[i];
+    for (i = 0; i < r->http.head.nhdrs && ret == 0; i++) {
+        const struct stor_http_hdr *x = &r->http.hdrs[i];
         const char *v = x->value;
         size_t vl = x->value_len;
 
@@ -266,15 +266,15 @@ bool stor_s3_bucket_name_ok(const char *b)
 /* ---- buckets ---- */
 
 /* GET / : ListBuckets. */
-static void op_list_buckets(struct stor_req *r)
+static void op_list_buckets(struct stor_s3_req *r)
 {
     struct stor_bucket_info *bs = NULL;
-    struct cm_buf *b = &r->resp.body;
+    struct cm_buf *b = &r->http.resp.body;
     size_t n = 0, i;
     char t[CM_TIME_RFC3339_LEN + 1];
     int ret;
 
-    ret = stor_bucket_list(stor_srv->store, &bs, &n);
+    ret = stor_bucket_list(r->s3->store, &bs, &n);
     if (ret < 0) {
         fail(r, ret);
         return;
@@ -296,24 +296,24 @@ static void op_list_buckets(struct stor_req *r)
 
 /* PUT /bucket : CreateBucket (name checked on the loop; the optional
  * CreateBucketConfiguration body is ignored: one region). */
-static void op_create_bucket(struct stor_req *r)
+static void op_create_bucket(struct stor_s3_req *r)
 {
-    int ret = stor_bucket_create(stor_srv->store, r->bucket);
+    int ret = stor_bucket_create(r->s3->store, r->bucket);
 
     if (ret < 0) {
         fail(r, ret);
         return;
     }
-    r->resp.status = 200;
-    if (stor_resp_hdr(&r->resp, "Location", "/%s", r->bucket) < 0)
-        stor_resp_error(r, S3E_INTERNAL);
+    r->http.resp.status = 200;
+    if (stor_resp_hdr(&r->http.resp, "Location", "/%s", r->bucket) < 0)
+        stor_s3_error(r, S3E_INTERNAL);
 }
 
 /* 0 when the bucket exists, else sets the error and returns it. */
-static int need_bucket(struct stor_req *r)
+static int need_bucket(struct stor_s3_req *r)
 {
     struct stor_bucket_info bi;
-    int ret = stor_bucket_stat(stor_srv->store, r->bucket, &bi);
+    int ret = stor_bucket_stat(r->s3->store, r->bucket, &bi);
 
     if (ret < 0)
         fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
@@ -321,50 +321,50 @@ static int need_bucket(struct stor_req *r)
 }
 
 /* HEAD /bucket : 200 or 404 without a body. */
-static void op_head_bucket(struct stor_req *r)
+static void op_head_bucket(struct stor_s3_req *r)
 {
     if (need_bucket(r) < 0)
         return;
-    r->resp.status = 200;
-    if (stor_resp_hdr(&r->resp, "x-amz-bucket-region", "%s", stor_srv->region) <
-        0)
-        stor_resp_error(r, S3E_INTERNAL);
+    r->http.resp.status = 200;
+    if (stor_resp_hdr(&r->http.resp, "x-amz-bucket-region", "%s",
+                      r->s3->region) < 0)
+        stor_s3_error(r, S3E_INTERNAL);
 }
 
 /* DELETE /bucket : 204, or BucketNotEmpty / NoSuchBucket. */
-static void op_delete_bucket(struct stor_req *r)
+static void op_delete_bucket(struct stor_s3_req *r)
 {
-    int ret = stor_bucket_delete(stor_srv->store, r->bucket);
+    int ret = stor_bucket_delete(r->s3->store, r->bucket);
 
     if (ret < 0) {
         fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
         return;
     }
-    r->resp.status = 204;
+    r->http.resp.status = 204;
 }
 
 /* GET /bucket?location : empty LocationConstraint (us-east-1). */
-static void op_bucket_location(struct stor_req *r)
+static void op_bucket_location(struct stor_s3_req *r)
 {
     if (need_bucket(r) < 0)
         return;
-    x_lit(&r->resp.body, S3_XML_DECL "<LocationConstraint xmlns=\"" S3_XMLNS
-                                     "\"></LocationConstraint>");
+    x_lit(&r->http.resp.body, S3_XML_DECL
+          "<LocationConstraint xmlns=\"" S3_XMLNS "\"></LocationConstraint>");
     xml_done(r);
 }
 
 /* GET /bucket?versioning|acl|policy...: minimal truthful answers
  * (unversioned, root owns everything, no policy); others NotImplemented. */
-static void op_bucket_subresource(struct stor_req *r)
+static void op_bucket_subresource(struct stor_s3_req *r)
 {
-    struct cm_buf *b = &r->resp.body;
+    struct cm_buf *b = &r->http.resp.body;
 
     if (need_bucket(r) < 0)
         return;
-    if (stor_req_has_query(r, "versioning")) {
+    if (stor_s3_has_query(r, "versioning")) {
         x_lit(b,
               S3_XML_DECL "<VersioningConfiguration xmlns=\"" S3_XMLNS "\"/>");
-    } else if (stor_req_has_query(r, "acl")) {
+    } else if (stor_s3_has_query(r, "acl")) {
         x_lit(b, S3_XML_DECL
               "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">"
               "<Owner><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"
@@ -374,11 +374,11 @@ static void op_bucket_subresource(struct stor_req *r)
               "<DisplayName>root</DisplayName></Grantee>"
               "<Permission>FULL_CONTROL</Permission></Grant>"
               "</AccessControlList></AccessControlPolicy>");
-    } else if (stor_req_has_query(r, "policy")) {
-        stor_resp_error(r, S3E_NO_SUCH_BUCKET_POLICY);
+    } else if (stor_s3_has_query(r, "policy")) {
+        stor_s3_error(r, S3E_NO_SUCH_BUCKET_POLICY);
         return;
     } else {
-        stor_resp_error(r, S3E_NOT_IMPLEMENTED);
+        stor_s3_error(r, S3E_NOT_IMPLEMENTED);
         return;
     }
     xml_done(r);
@@ -582,13 +582,13 @@ static enum stor_s3_err tagging_check(const char *v, size_t n)
 /* tagging_check of the request's x-amz-tagging, if any. The header twice
  * is refused too: both would be stored, but only the first listed, and
  * GET/HEAD would carry two x-amz-tagging-count headers. */
-static enum stor_s3_err req_tagging_check(const struct stor_req *r)
+static enum stor_s3_err req_tagging_check(const struct stor_s3_req *r)
 {
     size_t n = 0, i, seen = 0;
-    const char *v = stor_req_hdr(r, "x-amz-tagging", &n);
+    const char *v = stor_s3_hdr(r, "x-amz-tagging", &n);
 
-    for (i = 0; v && i < r->head.nhdrs; i++)
-        seen += stor_http_ieq(r->hdrs[i].name, r->hdrs[i].name_len,
+    for (i = 0; v && i < r->http.head.nhdrs; i++)
+        seen += stor_http_ieq(r->http.hdrs[i].name, r->http.hdrs[i].name_len,
                               "x-amz-tagging");
     if (seen > 1)
         return S3E_TAGGING_HEADER;
@@ -597,21 +597,21 @@ static enum stor_s3_err req_tagging_check(const struct stor_req *r)
 
 /* GET ?acl (root owns everything, FULL_CONTROL) and ?tagging (the tags
  * given with the PutObject) of an existing object. */
-static void op_object_subresource(struct stor_req *r)
+static void op_object_subresource(struct stor_s3_req *r)
 {
     struct stor_obj_info info;
     int ret;
 
     memset(&info, 0, sizeof(info));
-    ret = stor_obj_stat(stor_srv->store, r->bucket, r->key, r->key_len, &info);
+    ret = stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info);
     if (ret < 0) {
         fail(r, ret);
         return;
     }
-    if (stor_req_has_query(r, "acl"))
-        x_lit(&r->resp.body, ACL_XML);
+    if (stor_s3_has_query(r, "acl"))
+        x_lit(&r->http.resp.body, ACL_XML);
     else
-        tagging_xml(&r->resp.body, &info);
+        tagging_xml(&r->http.resp.body, &info);
     stor_obj_info_fini(&info);
     xml_done(r);
 }
@@ -619,10 +619,10 @@ static void op_object_subresource(struct stor_req *r)
 /* ---- listing ---- */
 
 /* Parses max-keys style parameters: default @def, capped at @cap. */
-static int max_param(const struct stor_req *r, const char *name, int def,
+static int max_param(const struct stor_s3_req *r, const char *name, int def,
                      int cap, int *out)
 {
-    const char *v = stor_req_query(r, name);
+    const char *v = stor_s3_query(r, name);
     uint64_t x;
 
     if (v == NULL) {
@@ -639,17 +639,17 @@ static int max_param(const struct stor_req *r, const char *name, int def,
  * (continuation-token = base64 of the last key or prefix returned,
  * start-after, fetch-owner); encoding-type=url encodes keys, prefixes and
  * markers. Objects and common prefixes count together toward max-keys. */
-static void op_list_objects(struct stor_req *r, bool v2)
+static void op_list_objects(struct stor_s3_req *r, bool v2)
 {
-    const char *prefix = stor_req_query(r, "prefix");
-    const char *delim = stor_req_query(r, "delimiter");
-    const char *enc = stor_req_query(r, "encoding-type");
-    const char *token = v2 ? stor_req_query(r, "continuation-token") : NULL;
+    const char *prefix = stor_s3_query(r, "prefix");
+    const char *delim = stor_s3_query(r, "delimiter");
+    const char *enc = stor_s3_query(r, "encoding-type");
+    const char *token = v2 ? stor_s3_query(r, "continuation-token") : NULL;
     const char *start =
-        v2 ? stor_req_query(r, "start-after") : stor_req_query(r, "marker");
+        v2 ? stor_s3_query(r, "start-after") : stor_s3_query(r, "marker");
     const char *after = start;
     struct stor_list_result res;
-    struct cm_buf *b = &r->resp.body;
+    struct cm_buf *b = &r->http.resp.body;
     char *tok = NULL;
     bool url;
     int maxk, ret;
@@ -657,12 +657,12 @@ static void op_list_objects(struct stor_req *r, bool v2)
 
     memset(&res, 0, sizeof(res));
     if (enc && strcmp(enc, "url") != 0) {
-        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        stor_s3_error(r, S3E_INVALID_ARGUMENT);
         return;
     }
     url = enc != NULL;
     if (max_param(r, "max-keys", LIST_MAX_KEYS, LIST_MAX_KEYS, &maxk) < 0) {
-        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        stor_s3_error(r, S3E_INVALID_ARGUMENT);
         return;
     }
     if (delim && delim[0] == 0)
@@ -675,13 +675,13 @@ static void op_list_objects(struct stor_req *r, bool v2)
 
         tok = malloc(tl + 4);
         if (tok == NULL) {
-            stor_resp_error(r, S3E_INTERNAL);
+            stor_s3_error(r, S3E_INTERNAL);
             return;
         }
         n = cm_base64_decode(token, tl, (uint8_t *)tok);
         if (n <= 0) {
             free(tok);
-            stor_resp_error(r, S3E_INVALID_ARGUMENT);
+            stor_s3_error(r, S3E_INVALID_ARGUMENT);
             return;
         }
         tok[n] = 0;
@@ -689,7 +689,7 @@ static void op_list_objects(struct stor_req *r, bool v2)
     }
     if (maxk > 0) {
         ret =
-            stor_obj_list(stor_srv->store, r->bucket, prefix, delim,
+            stor_obj_list(r->s3->store, r->bucket, prefix, delim,
                           after && after[0] ? after : NULL, (size_t)maxk, &res);
         if (ret < 0) {
             free(tok);
@@ -745,7 +745,7 @@ static void op_list_objects(struct stor_req *r, bool v2)
               "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
               "<Size>%llu</Size>",
               t, e->etag, (unsigned long long)e->size);
-        if (!v2 || stor_req_query(r, "fetch-owner"))
+        if (!v2 || stor_s3_query(r, "fetch-owner"))
             x_lit(b, "<Owner><ID>" OWNER_ID "</ID><DisplayName>root"
                      "</DisplayName></Owner>");
         x_lit(b, "<StorageClass>STANDARD</StorageClass></Contents>");
@@ -797,18 +797,18 @@ static bool etag_matches(const char *v, size_t n, const char *etag)
  * against @info. S3E_NONE, S3E_PRECONDITION_FAILED or S3E_NOT_MODIFIED. */
 /* Request header @pfx@suffix (value and length in *n), or NULL. GETs pass
  * an empty @pfx: no formatting then (this runs on every GET). */
-static const char *cond_hdr(const struct stor_req *r, const char *pfx,
+static const char *cond_hdr(const struct stor_s3_req *r, const char *pfx,
                             const char *suffix, size_t *n)
 {
     char name[64];
 
     if (*pfx == 0)
-        return stor_req_hdr(r, suffix, n);
+        return stor_s3_hdr(r, suffix, n);
     snprintf(name, sizeof(name), "%s%s", pfx, suffix);
-    return stor_req_hdr(r, name, n);
+    return stor_s3_hdr(r, name, n);
 }
 
-static enum stor_s3_err conditionals(const struct stor_req *r,
+static enum stor_s3_err conditionals(const struct stor_s3_req *r,
                                      const struct stor_obj_info *info,
                                      const char *pfx, bool allow_304)
 {
@@ -841,11 +841,11 @@ static enum stor_s3_err conditionals(const struct stor_req *r,
  * the three forms) when it equals Last-Modified exactly. A value that is
  * neither (an unparseable date) does not match: the whole object is sent,
  * which is always a correct answer. */
-static bool if_range_ok(const struct stor_req *r,
+static bool if_range_ok(const struct stor_s3_req *r,
                         const struct stor_obj_info *info)
 {
     size_t n = 0, el = strlen(info->etag);
-    const char *v = stor_req_hdr(r, "if-range", &n);
+    const char *v = stor_s3_hdr(r, "if-range", &n);
     time_t t;
 
     if (v == NULL)
@@ -932,7 +932,7 @@ static enum stor_s3_err part_range(const struct stor_obj_info *info, uint64_t n,
 
 /* Adds the object's headers (ETag, Last-Modified, stored headers with
  * response-* overrides) to the response. */
-static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
+static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
                           bool full)
 {
     static const char *const overrides[][2] = {
@@ -943,7 +943,7 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
         {"response-content-disposition", "content-disposition"},
         {"response-content-encoding", "content-encoding"},
     };
-    struct stor_resp *rs = &r->resp;
+    struct stor_resp *rs = &r->http.resp;
     char lm[CM_TIME_HTTP_LEN + 1];
     const char *cm;
     size_t i, j;
@@ -953,7 +953,7 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
     /* one pass over the query instead of a lookup per override name */
     for (i = 0; i < r->nquery && !any_override; i++)
         any_override = strncmp(r->query[i].name, "response-", 9) == 0;
-    cm = stor_req_hdr(r, "x-amz-checksum-mode", &i);
+    cm = stor_s3_hdr(r, "x-amz-checksum-mode", &i);
     if (cm && stor_http_ieq(cm, i, "ENABLED") && full)
         ck_on = true;
     cm_time_http(in->mtime, lm);
@@ -985,13 +985,13 @@ static int object_headers(struct stor_req *r, const struct stor_obj_info *in,
         }
         for (j = 0; j < CM_ARRAY_SIZE(overrides) && any_override; j++)
             if (strcmp(name, overrides[j][1]) == 0 &&
-                stor_req_query(r, overrides[j][0]))
+                stor_s3_query(r, overrides[j][0]))
                 skip = true;
         if (!skip)
             ret = stor_resp_hdr(rs, name, "%s", in->hdrs[i].value);
     }
     for (j = 0; j < CM_ARRAY_SIZE(overrides) && ret == 0 && any_override; j++) {
-        const char *v = stor_req_query(r, overrides[j][0]);
+        const char *v = stor_s3_query(r, overrides[j][0]);
 
         if (v && strpbrk(v, "\r\n") == NULL)
             ret = stor_resp_hdr(rs, overrides[j][1], "%s", v);
@@ -1017,20 +1017,20 @@ static size_t stream_chunk(const struct stor_get *g)
 /* GET/HEAD /bucket/key : conditionals (304/412), one range (206/416),
  * stored headers and response-* overrides. Bodies that fit one read are
  * returned whole from here; larger ones hand the reader to the stream
- * (http.c) with the first buffer already filled. */
-static void op_get_object(struct stor_req *r)
+ * (the transport's stream_fill hook) with the first buffer already
+ * filled. */
+static void op_get_object(struct stor_s3_req *r)
 {
     struct stor_obj_info info;
     struct stor_get *g = NULL;
     int ret;
 
     memset(&info, 0, sizeof(info));
-    if (r->is_head)
-        ret = stor_obj_stat(stor_srv->store, r->bucket, r->key, r->key_len,
-                            &info);
+    if (r->http.is_head)
+        ret = stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info);
     else
-        ret = stor_get_open(stor_srv->store, r->bucket, r->key, r->key_len,
-                            &info, &g);
+        ret = stor_get_open(r->s3->store, r->bucket, r->key, r->key_len, &info,
+                            &g);
     if (ret < 0) {
         fail(r, ret);
         return;
@@ -1040,11 +1040,11 @@ static void op_get_object(struct stor_req *r)
 
 /* See s3_i.h. Never blocks when @g is inline (or NULL): the event loop
  * calls it for GETs whose bytes it read itself (s3.c). */
-void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *opened,
-                              struct stor_get *g)
+void stor_s3_get_object_reply(struct stor_s3_req *r,
+                              struct stor_obj_info *opened, struct stor_get *g)
 {
     struct stor_obj_info info = *opened; /* we own its contents now */
-    struct stor_resp *rs = &r->resp;
+    struct stor_resp *rs = &r->http.resp;
     uint64_t first = 0, last = 0, len = 0, pnum = 0;
     const char *rv, *pn;
     size_t rn;
@@ -1052,45 +1052,45 @@ void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *opened,
     int ret, ranged = 0;
 
     memset(opened, 0, sizeof(*opened));
-    pn = stor_req_query(r, "partNumber");
+    pn = stor_s3_query(r, "partNumber");
     if (pn) {
         if (stor_http_parse_u64(pn, strlen(pn), &pnum) < 0 || pnum < 1 ||
             pnum > STOR_MAX_PARTS) {
-            stor_resp_error(r, S3E_INVALID_ARGUMENT);
+            stor_s3_error(r, S3E_INVALID_ARGUMENT);
             goto out;
         }
-        if (stor_req_hdr(r, "range", &rn)) {
-            stor_resp_error(r, S3E_PART_AND_RANGE);
+        if (stor_s3_hdr(r, "range", &rn)) {
+            stor_s3_error(r, S3E_PART_AND_RANGE);
             goto out;
         }
     }
     e = conditionals(r, &info, "", true);
     if (e == S3E_NOT_MODIFIED) {
-        stor_resp_error(r, e);
+        stor_s3_error(r, e);
         ret = stor_resp_hdr(rs, "ETag", "\"%s\"", info.etag);
         goto out;
     }
     if (e != S3E_NONE) {
-        stor_resp_error(r, e);
+        stor_s3_error(r, e);
         goto out;
     }
-    rv = pn ? NULL : stor_req_hdr(r, "range", &rn);
+    rv = pn ? NULL : stor_s3_hdr(r, "range", &rn);
     if (rv && !if_range_ok(r, &info))
         rv = NULL; /* If-Range failed: 200 with the whole object */
     if (pn) {
         e = part_range(&info, pnum, &first, &len);
         if (e != S3E_NONE) {
-            stor_resp_error(r, e);
+            stor_s3_error(r, e);
             goto out;
         }
         ranged = 1;
     } else if (rv) {
         ranged = parse_range(rv, rn, info.size, &first, &last);
         if (ranged < 0) {
-            stor_resp_error(r, S3E_INVALID_RANGE);
+            stor_s3_error(r, S3E_INVALID_RANGE);
             if (stor_resp_hdr(rs, "Content-Range", "bytes */%llu",
                               (unsigned long long)info.size) < 0)
-                stor_resp_error(r, S3E_INTERNAL);
+                stor_s3_error(r, S3E_INTERNAL);
             goto out;
         }
         len = ranged ? last - first + 1 : info.size;
@@ -1110,13 +1110,13 @@ void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *opened,
     if (ret == 0 && pn && info.nparts > 0)
         ret = stor_resp_hdr(rs, "x-amz-mp-parts-count", "%d", info.nparts);
     if (ret < 0) {
-        stor_resp_error(r, S3E_INTERNAL);
+        stor_s3_error(r, S3E_INTERNAL);
         goto out;
     }
     rs->has_length = true;
     rs->content_length = len;
-    if (r->is_head || len == 0) {
-        rs->no_body = r->is_head;
+    if (r->http.is_head || len == 0) {
+        rs->no_body = r->http.is_head;
         goto out;
     }
     rs->schunk = stream_chunk(g);
@@ -1125,7 +1125,7 @@ void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *opened,
         uint64_t got = 0;
 
         if (cm_buf_reserve(&rs->body, (size_t)len) < 0) {
-            stor_resp_error(r, S3E_INTERNAL);
+            stor_s3_error(r, S3E_INTERNAL);
             goto out;
         }
         while (got < len) {
@@ -1144,7 +1144,7 @@ void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *opened,
     }
     rs->sbuf[0] = malloc(rs->schunk);
     if (rs->sbuf[0] == NULL) {
-        stor_resp_error(r, S3E_INTERNAL);
+        stor_s3_error(r, S3E_INTERNAL);
         goto out;
     }
     {
@@ -1166,7 +1166,8 @@ void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *opened,
     rs->cur = 0;
     rs->rd_off = first + rs->slen[0];
     rs->rd_end = last + 1;
-    rs->get = g; /* the stream owns the reader now */
+    rs->stream = true;
+    r->get = g; /* the stream owns the reader now */
     g = NULL;
 out:
     if (g)
@@ -1175,34 +1176,34 @@ out:
 }
 
 /* DELETE /bucket/key : 204, also for a key that does not exist. */
-static void op_delete_object(struct stor_req *r)
+static void op_delete_object(struct stor_s3_req *r)
 {
-    int ret = stor_obj_delete(stor_srv->store, r->bucket, r->key, r->key_len);
+    int ret = stor_obj_delete(r->s3->store, r->bucket, r->key, r->key_len);
 
     if (ret < 0 && ret != -STOR_ENOKEY) {
         fail(r, ret);
         return;
     }
-    r->resp.status = 204;
+    r->http.resp.status = 204;
 }
 
 /* POST /bucket?delete : DeleteObjects (needs Content-MD5 or a checksum;
  * Quiet lists only errors). */
-static void op_delete_objects(struct stor_req *r)
+static void op_delete_objects(struct stor_s3_req *r)
 {
     struct stor_s3_del_key *keys = NULL;
-    struct cm_buf *b = &r->resp.body;
+    struct cm_buf *b = &r->http.resp.body;
     size_t n = 0, i;
     bool quiet = false;
     int ret;
 
     if (!r->has_md5 && r->ck_kind == STOR_CKSUM_NONE) {
-        stor_resp_error(r, S3E_INVALID_REQUEST);
+        stor_s3_error(r, S3E_INVALID_REQUEST);
         return;
     }
     ret = stor_s3_parse_delete(r->body.data, r->body.len, &keys, &n, &quiet);
     if (ret < 0) {
-        stor_resp_error(r, ret == -ENOMEM ? S3E_INTERNAL : S3E_MALFORMED_XML);
+        stor_s3_error(r, ret == -ENOMEM ? S3E_INTERNAL : S3E_MALFORMED_XML);
         return;
     }
     if (need_bucket(r) < 0)
@@ -1215,7 +1216,7 @@ static void op_delete_objects(struct stor_req *r)
             e = S3E_NO_SUCH_VERSION;
         ret = e != S3E_NONE || keys[i].key_len > STOR_MAX_KEY_LEN
                   ? -ENAMETOOLONG
-                  : stor_obj_delete(stor_srv->store, r->bucket, keys[i].key,
+                  : stor_obj_delete(r->s3->store, r->bucket, keys[i].key,
                                     keys[i].key_len);
         if (ret == 0 || ret == -STOR_ENOKEY) {
             if (quiet)
@@ -1242,7 +1243,7 @@ out:
 /* ---- PUT (streamed by s3.c) ---- */
 
 /* See s3_i.h: runs before the body is read. */
-void stor_s3_put_begin_run(struct stor_req *r)
+void stor_s3_put_begin_run(struct stor_s3_req *r)
 {
     struct stor_hdr *h = NULL;
     size_t nh = 0;
@@ -1250,17 +1251,17 @@ void stor_s3_put_begin_run(struct stor_req *r)
     int ret;
 
     if (r->op == S3_OP_UPLOAD_PART) {
-        const char *pn = stor_req_query(r, "partNumber");
+        const char *pn = stor_s3_query(r, "partNumber");
         uint64_t part;
 
         if (stor_http_parse_u64(pn, strlen(pn), &part) < 0 || part < 1 ||
             part > STOR_MAX_PARTS) {
-            stor_resp_error(r, S3E_INVALID_ARGUMENT);
+            stor_s3_error(r, S3E_INVALID_ARGUMENT);
             return;
         }
-        ret = stor_mpu_part_begin(stor_srv->store, r->bucket, r->key,
-                                  r->key_len, stor_req_query(r, "uploadId"),
-                                  (int)part, size, &r->put);
+        ret = stor_mpu_part_begin(r->s3->store, r->bucket, r->key, r->key_len,
+                                  stor_s3_query(r, "uploadId"), (int)part, size,
+                                  &r->put);
         if (ret < 0)
             fail(r, ret);
         return;
@@ -1269,13 +1270,13 @@ void stor_s3_put_begin_run(struct stor_req *r)
      * body is read for a write that cannot win) and again at commit under
      * the key's lock (of concurrent conditional writers one wins). */
     size_t n1 = 0, n2 = 0;
-    const char *inm = stor_req_hdr(r, "if-none-match", &n1);
-    const char *im = stor_req_hdr(r, "if-match", &n2);
+    const char *inm = stor_s3_hdr(r, "if-none-match", &n1);
+    const char *im = stor_s3_hdr(r, "if-match", &n2);
     char cond_etag[STOR_ETAG_MAX] = "";
     enum stor_s3_err te = req_tagging_check(r);
 
     if (te != S3E_NONE) {
-        stor_resp_error(r, te);
+        stor_s3_error(r, te);
         return;
     }
     {
@@ -1283,7 +1284,7 @@ void stor_s3_put_begin_run(struct stor_req *r)
             struct stor_obj_info info;
 
             memset(&info, 0, sizeof(info));
-            ret = stor_obj_stat(stor_srv->store, r->bucket, r->key, r->key_len,
+            ret = stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len,
                                 &info);
             if (ret < 0 && ret != -STOR_ENOKEY) {
                 fail(r, ret);
@@ -1292,8 +1293,8 @@ void stor_s3_put_begin_run(struct stor_req *r)
             if ((ret == 0 && inm && etag_matches(inm, n1, info.etag)) ||
                 (im && (ret < 0 || !etag_matches(im, n2, info.etag)))) {
                 stor_obj_info_fini(&info);
-                stor_resp_error(r, ret < 0 && im ? S3E_NO_SUCH_KEY
-                                                 : S3E_PRECONDITION_FAILED);
+                stor_s3_error(r, ret < 0 && im ? S3E_NO_SUCH_KEY
+                                               : S3E_PRECONDITION_FAILED);
                 return;
             }
             if (im) /* it matched: the commit needs this same version */
@@ -1303,8 +1304,8 @@ void stor_s3_put_begin_run(struct stor_req *r)
     }
     ret = stor_s3_req_obj_hdrs(r, &h, &nh);
     if (ret == 0)
-        ret = stor_put_begin(stor_srv->store, r->bucket, r->key, r->key_len,
-                             size, h, nh, &r->put);
+        ret = stor_put_begin(r->s3->store, r->bucket, r->key, r->key_len, size,
+                             h, nh, &r->put);
     if (ret == 0 && (cond_etag[0] || (inm && n1 == 1 && inm[0] == '*')))
         ret = stor_put_set_condition(r->put, inm && n1 == 1 && inm[0] == '*',
                                      cond_etag[0] ? cond_etag : NULL);
@@ -1314,7 +1315,7 @@ void stor_s3_put_begin_run(struct stor_req *r)
 }
 
 /* See s3_i.h: the body is complete and verified. */
-void stor_s3_put_commit_run(struct stor_req *r)
+void stor_s3_put_commit_run(struct stor_s3_req *r)
 {
     struct stor_obj_info info;
     struct stor_put *p = r->put;
@@ -1342,20 +1343,20 @@ void stor_s3_put_commit_run(struct stor_req *r)
         fail(r, ret);
         return;
     }
-    r->resp.status = 200;
-    ret = stor_resp_hdr(&r->resp, "ETag", "\"%s\"", info.etag);
+    r->http.resp.status = 200;
+    ret = stor_resp_hdr(&r->http.resp, "ETag", "\"%s\"", info.etag);
     if (ret == 0 && r->ck_kind != STOR_CKSUM_NONE && r->ck_value[0])
-        ret = stor_resp_hdr(&r->resp, stor_s3_cksum_hdr(r->ck_kind), "%s",
+        ret = stor_resp_hdr(&r->http.resp, stor_s3_cksum_hdr(r->ck_kind), "%s",
                             r->ck_value);
     if (ret < 0)
-        stor_resp_error(r, S3E_INTERNAL);
+        stor_s3_error(r, S3E_INTERNAL);
     stor_obj_info_fini(&info);
 }
 
 /* ---- copy ---- */
 
 /* Decodes x-amz-copy-source into @bucket (64) and a malloc'd key. */
-static enum stor_s3_err copy_source(const struct stor_req *r, char *bucket,
+static enum stor_s3_err copy_source(const struct stor_s3_req *r, char *bucket,
                                     char **key, size_t *key_len)
 {
     const char *v;
@@ -1363,7 +1364,7 @@ static enum stor_s3_err copy_source(const struct stor_req *r, char *bucket,
     struct cm_buf b;
     char *p, *slash, *q;
 
-    v = stor_req_hdr(r, "x-amz-copy-source", &n);
+    v = stor_s3_hdr(r, "x-amz-copy-source", &n);
     if (v == NULL)
         return S3E_INVALID_ARGUMENT;
     cm_buf_init(&b, CM_BUF_NOLIMIT);
@@ -1456,7 +1457,7 @@ static bool copy_range_ok(const char *v, size_t n, uint64_t size,
  * bytes), and the tags x-amz-tagging-directive chooses independently of
  * the metadata directive, as S3: the source's (COPY, the default) or the
  * request's x-amz-tagging (REPLACE; no tags without one). 0 or -ENOMEM. */
-static int copy_dest_hdrs(const struct stor_req *r,
+static int copy_dest_hdrs(const struct stor_s3_req *r,
                           const struct stor_obj_info *src, bool replace,
                           bool tag_replace, struct stor_hdr **out, size_t *n)
 {
@@ -1481,7 +1482,7 @@ static int copy_dest_hdrs(const struct stor_req *r,
                       strlen(sh->value));
     }
     if (tag_replace) {
-        tv = stor_req_hdr(r, "x-amz-tagging", &tn);
+        tv = stor_s3_hdr(r, "x-amz-tagging", &tn);
     } else {
         tv = obj_tagging(src);
         tn = tv ? strlen(tv) : 0;
@@ -1501,7 +1502,7 @@ static int copy_dest_hdrs(const struct stor_req *r,
 /* PUT with x-amz-copy-source: CopyObject (metadata COPY or REPLACE; a
  * copy onto itself needs REPLACE) or UploadPartCopy (with an optional
  * x-amz-copy-source-range); x-amz-copy-source-if-* give 412. */
-static void op_copy(struct stor_req *r, bool part)
+static void op_copy(struct stor_s3_req *r, bool part)
 {
     char sbucket[64];
     char *skey = NULL;
@@ -1523,55 +1524,55 @@ static void op_copy(struct stor_req *r, bool part)
     memset(&dinfo, 0, sizeof(dinfo));
     e = copy_source(r, sbucket, &skey, &sklen);
     if (e != S3E_NONE) {
-        stor_resp_error(r, e);
+        stor_s3_error(r, e);
         return;
     }
-    dir = stor_req_hdr(r, "x-amz-metadata-directive", &dn);
+    dir = stor_s3_hdr(r, "x-amz-metadata-directive", &dn);
     replace = dir && stor_http_ieq(dir, dn, "REPLACE");
     if (dir && !replace && !stor_http_ieq(dir, dn, "COPY")) {
-        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        stor_s3_error(r, S3E_INVALID_ARGUMENT);
         goto out;
     }
-    dir = stor_req_hdr(r, "x-amz-tagging-directive", &dn);
+    dir = stor_s3_hdr(r, "x-amz-tagging-directive", &dn);
     tag_replace = !part && dir && stor_http_ieq(dir, dn, "REPLACE");
     if (!part && dir && !tag_replace && !stor_http_ieq(dir, dn, "COPY")) {
-        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        stor_s3_error(r, S3E_INVALID_ARGUMENT);
         goto out;
     }
     e = tag_replace ? req_tagging_check(r) : S3E_NONE;
     if (e != S3E_NONE) {
-        stor_resp_error(r, e);
+        stor_s3_error(r, e);
         goto out;
     }
     if (!part && !replace && strcmp(sbucket, r->bucket) == 0 &&
         sklen == r->key_len && memcmp(skey, r->key, sklen) == 0) {
-        stor_resp_error(r, S3E_COPY_TO_SELF);
+        stor_s3_error(r, S3E_COPY_TO_SELF);
         goto out;
     }
-    ret = stor_get_open(stor_srv->store, sbucket, skey, sklen, &sinfo, &g);
+    ret = stor_get_open(r->s3->store, sbucket, skey, sklen, &sinfo, &g);
     if (ret < 0) {
         fail(r, ret);
         goto out;
     }
     e = conditionals(r, &sinfo, "x-amz-copy-source-", false);
     if (e != S3E_NONE) {
-        stor_resp_error(r, e);
+        stor_s3_error(r, e);
         goto out;
     }
     len = sinfo.size;
     if (part) {
-        const char *rv = stor_req_hdr(r, "x-amz-copy-source-range", &dn);
-        const char *pn = stor_req_query(r, "partNumber");
+        const char *rv = stor_s3_hdr(r, "x-amz-copy-source-range", &dn);
+        const char *pn = stor_s3_query(r, "partNumber");
         uint64_t last;
 
         if (stor_http_parse_u64(pn, strlen(pn), &pnum) < 0 || pnum < 1 ||
             pnum > STOR_MAX_PARTS) {
-            stor_resp_error(r, S3E_INVALID_ARGUMENT);
+            stor_s3_error(r, S3E_INVALID_ARGUMENT);
             goto out;
         }
         if (rv) {
             if (!copy_range_ok(rv, dn, sinfo.size, &first, &last)) {
-                stor_resp_error(r, S3E_INVALID_RANGE);
+                stor_s3_error(r, S3E_INVALID_RANGE);
                 goto out;
             }
             len = last - first + 1;
@@ -1580,17 +1581,17 @@ static void op_copy(struct stor_req *r, bool part)
     if (len > S3_MAX_PUT) {
         /* S3's limit on what one copy reads: a part copy of a larger
          * source must name a range of at most 5 GiB */
-        stor_resp_error(r, S3E_COPY_SOURCE_TOO_LARGE);
+        stor_s3_error(r, S3E_COPY_SOURCE_TOO_LARGE);
         goto out;
     }
     if (part) {
-        ret = stor_mpu_part_begin(stor_srv->store, r->bucket, r->key,
-                                  r->key_len, stor_req_query(r, "uploadId"),
-                                  (int)pnum, (int64_t)len, &p);
+        ret = stor_mpu_part_begin(r->s3->store, r->bucket, r->key, r->key_len,
+                                  stor_s3_query(r, "uploadId"), (int)pnum,
+                                  (int64_t)len, &p);
     } else {
         ret = copy_dest_hdrs(r, &sinfo, replace, tag_replace, &h, &nh);
         if (ret == 0)
-            ret = stor_put_begin(stor_srv->store, r->bucket, r->key, r->key_len,
+            ret = stor_put_begin(r->s3->store, r->bucket, r->key, r->key_len,
                                  (int64_t)len, h, nh, &p);
     }
     if (ret < 0) {
@@ -1609,7 +1610,7 @@ static void op_copy(struct stor_req *r, bool part)
         goto out;
     }
     time_iso(dinfo.mtime, dinfo.mtime_ms, t);
-    x_fmt(&r->resp.body,
+    x_fmt(&r->http.resp.body,
           S3_XML_DECL "<%s xmlns=\"" S3_XMLNS "\"><LastModified>%s"
                       "</LastModified><ETag>&quot;%s&quot;</ETag></%s>",
           part ? "CopyPartResult" : "CopyObjectResult", t, dinfo.etag,
@@ -1628,22 +1629,22 @@ out:
 
 /* POST /bucket/key?uploads : CreateMultipartUpload (headers kept for the
  * final object). */
-static void op_create_mpu(struct stor_req *r)
+static void op_create_mpu(struct stor_s3_req *r)
 {
     char id[STOR_UPLOAD_ID_MAX];
     struct stor_hdr *h = NULL;
     size_t nh = 0;
-    struct cm_buf *b = &r->resp.body;
+    struct cm_buf *b = &r->http.resp.body;
     enum stor_s3_err e = req_tagging_check(r);
     int ret;
 
     if (e != S3E_NONE) {
-        stor_resp_error(r, e);
+        stor_s3_error(r, e);
         return;
     }
     ret = stor_s3_req_obj_hdrs(r, &h, &nh);
     if (ret == 0)
-        ret = stor_mpu_create(stor_srv->store, r->bucket, r->key, r->key_len, h,
+        ret = stor_mpu_create(r->s3->store, r->bucket, r->key, r->key_len, h,
                               nh, id);
     stor_s3_hdrs_free(h, nh);
     if (ret < 0) {
@@ -1661,28 +1662,28 @@ static void op_create_mpu(struct stor_req *r)
 
 /* POST /bucket/key?uploadId= : CompleteMultipartUpload (order checked
  * here, ETags and sizes by the store). */
-static void op_complete_mpu(struct stor_req *r)
+static void op_complete_mpu(struct stor_s3_req *r)
 {
     struct stor_part *parts = NULL;
     struct stor_obj_info info;
-    struct cm_buf *b = &r->resp.body;
+    struct cm_buf *b = &r->http.resp.body;
     size_t n = 0, i;
     int ret;
 
     memset(&info, 0, sizeof(info));
     ret = stor_s3_parse_complete(r->body.data, r->body.len, &parts, &n);
     if (ret < 0) {
-        stor_resp_error(r, ret == -ENOMEM ? S3E_INTERNAL : S3E_MALFORMED_XML);
+        stor_s3_error(r, ret == -ENOMEM ? S3E_INTERNAL : S3E_MALFORMED_XML);
         return;
     }
     for (i = 1; i < n; i++)
         if (parts[i].number <= parts[i - 1].number) {
-            stor_resp_error(r, S3E_INVALID_PART_ORDER);
+            stor_s3_error(r, S3E_INVALID_PART_ORDER);
             free(parts);
             return;
         }
-    ret = stor_mpu_complete(stor_srv->store, r->bucket, r->key, r->key_len,
-                            stor_req_query(r, "uploadId"), parts, n, &info);
+    ret = stor_mpu_complete(r->s3->store, r->bucket, r->key, r->key_len,
+                            stor_s3_query(r, "uploadId"), parts, n, &info);
     free(parts);
     if (ret < 0) {
         fail(r, ret);
@@ -1703,25 +1704,25 @@ static void op_complete_mpu(struct stor_req *r)
 }
 
 /* DELETE /bucket/key?uploadId= : AbortMultipartUpload, 204. */
-static void op_abort_mpu(struct stor_req *r)
+static void op_abort_mpu(struct stor_s3_req *r)
 {
-    int ret = stor_mpu_abort(stor_srv->store, r->bucket, r->key, r->key_len,
-                             stor_req_query(r, "uploadId"));
+    int ret = stor_mpu_abort(r->s3->store, r->bucket, r->key, r->key_len,
+                             stor_s3_query(r, "uploadId"));
 
     if (ret < 0) {
         fail(r, ret);
         return;
     }
-    r->resp.status = 204;
+    r->http.resp.status = 204;
 }
 
 /* GET /bucket/key?uploadId= : ListParts (part-number-marker, max-parts). */
-static void op_list_parts(struct stor_req *r)
+static void op_list_parts(struct stor_s3_req *r)
 {
-    const char *id = stor_req_query(r, "uploadId");
-    const char *pm = stor_req_query(r, "part-number-marker");
+    const char *id = stor_s3_query(r, "uploadId");
+    const char *pm = stor_s3_query(r, "part-number-marker");
     struct stor_part *parts = NULL;
-    struct cm_buf *b = &r->resp.body;
+    struct cm_buf *b = &r->http.resp.body;
     size_t n = 0, i;
     bool trunc = false;
     uint64_t after = 0;
@@ -1730,11 +1731,11 @@ static void op_list_parts(struct stor_req *r)
     if (max_param(r, "max-parts", 1000, 1000, &maxp) < 0 ||
         (pm && stor_http_parse_u64(pm, strlen(pm), &after) < 0) ||
         after > STOR_MAX_PARTS) {
-        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        stor_s3_error(r, S3E_INVALID_ARGUMENT);
         return;
     }
-    ret = stor_mpu_list_parts(stor_srv->store, r->bucket, r->key, r->key_len,
-                              id, (int)after, (size_t)maxp, &parts, &n, &trunc);
+    ret = stor_mpu_list_parts(r->s3->store, r->bucket, r->key, r->key_len, id,
+                              (int)after, (size_t)maxp, &parts, &n, &trunc);
     if (ret < 0) {
         fail(r, ret);
         return;
@@ -1771,23 +1772,23 @@ static void op_list_parts(struct stor_req *r)
 
 /* GET /bucket?uploads : ListMultipartUploads (prefix, key-marker,
  * upload-id-marker, max-uploads). */
-static void op_list_uploads(struct stor_req *r)
+static void op_list_uploads(struct stor_s3_req *r)
 {
-    const char *prefix = stor_req_query(r, "prefix");
-    const char *km = stor_req_query(r, "key-marker");
-    const char *um = stor_req_query(r, "upload-id-marker");
+    const char *prefix = stor_s3_query(r, "prefix");
+    const char *km = stor_s3_query(r, "key-marker");
+    const char *um = stor_s3_query(r, "upload-id-marker");
     struct stor_upload *u = NULL;
-    struct cm_buf *b = &r->resp.body;
+    struct cm_buf *b = &r->http.resp.body;
     size_t n = 0, i;
     bool trunc = false;
     int maxu, ret;
 
     if (max_param(r, "max-uploads", 1000, 1000, &maxu) < 0) {
-        stor_resp_error(r, S3E_INVALID_ARGUMENT);
+        stor_s3_error(r, S3E_INVALID_ARGUMENT);
         return;
     }
     ret =
-        stor_mpu_list(stor_srv->store, r->bucket,
+        stor_mpu_list(r->s3->store, r->bucket,
                       prefix && *prefix ? prefix : NULL, km && *km ? km : NULL,
                       um && *um ? um : NULL, (size_t)maxu, &u, &n, &trunc);
     if (ret < 0) {
@@ -1826,7 +1827,7 @@ static void op_list_uploads(struct stor_req *r)
 }
 
 /* See s3_i.h. */
-void stor_s3_op_run(struct stor_req *r)
+void stor_s3_op_run(struct stor_s3_req *r)
 {
     switch (r->op) {
     case S3_OP_LIST_BUCKETS:
@@ -1888,7 +1889,7 @@ void stor_s3_op_run(struct stor_req *r)
         op_list_parts(r);
         break;
     default:
-        stor_resp_error(r, S3E_NOT_IMPLEMENTED);
+        stor_s3_error(r, S3E_NOT_IMPLEMENTED);
         break;
     }
 }

@@ -1,16 +1,17 @@
-/* storaged/s3/s3.c - the S3 front end's loop-side half: health and metrics
- * endpoints, authentication, routing of a request to its operation, and
- * the request-body pipeline.
+/* storaged/s3/s3.c - the S3 application's loop-side half: the hooks the
+ * transport calls (stor_s3_app), health and metrics endpoints,
+ * authentication, routing of a request to its operation, the request-body
+ * pipeline, and the GET of a small object on the loop.
  *
  * DESIGN: the body pipeline is a chain of push callbacks, so no layer
  * buffers more than it must: transport bytes (already de-chunked by
- * http.c) -> aws-chunked decoder (when x-amz-content-sha256 is STREAMING-*:
- * chunk signatures chained from the request signature, trailers) -> sink
- * (SHA-256 of the payload when the client sent one, the x-amz-checksum-*
- * algorithm, then either a capped buffer for XML bodies or one of two
- * 1 MiB pieces handed to a worker for stor_put_write). While a piece is
+ * http/conn.c) -> aws-chunked decoder (when x-amz-content-sha256 is
+ * STREAMING-*: chunk signatures chained from the request signature, trailers)
+ * -> sink (SHA-256 of the payload when the client sent one, the
+ * x-amz-checksum-* algorithm, then either a capped buffer for XML bodies or one
+ * of two 1 MiB pieces handed to a worker for stor_put_write). While a piece is
  * being written the other fills; when both are busy body_paused() stops
- * http.c from reading the socket. All integrity checks finish before the
+ * the transport from reading the socket. All integrity checks finish before the
  * commit job runs, so a bad body never becomes visible. */
 #include "storaged/s3/s3_i.h"
 
@@ -25,52 +26,61 @@
 #include "storaged/s3/bcache.h"
 #include "storaged/s3/metrics.h"
 
+#include <stdatomic.h>
+
 #define PIECE_CAP (STOR_PIECE_SIZE + 1024 * 1024)
 
 /* ---- health and metrics (no auth) ---- */
 
 /* Worker: renders /metrics (reads store and drive figures). */
-static void metrics_run(struct stor_req *r)
+static void metrics_run(struct stor_s3_req *r)
 {
-    if (stor_metrics_render(stor_srv->metrics, stor_srv->store, &r->resp.body) <
-        0) {
-        stor_resp_error(r, S3E_INTERNAL);
+    struct stor_http_server *srv = stor_req_server(&r->http);
+    struct stor_http_stats st = {0};
+
+    if (srv)
+        stor_http_stats(srv, &st);
+    if (stor_metrics_render(r->s3->metrics, r->s3->store, &st,
+                            &r->http.resp.body) < 0) {
+        stor_s3_error(r, S3E_INTERNAL);
         return;
     }
-    r->resp.status = 200;
-    if (stor_resp_hdr(&r->resp, "Content-Type", "text/plain; version=0.0.4") <
-        0)
-        stor_resp_error(r, S3E_INTERNAL);
+    r->http.resp.status = 200;
+    if (stor_resp_hdr(&r->http.resp, "Content-Type",
+                      "text/plain; version=0.0.4") < 0)
+        stor_s3_error(r, S3E_INTERNAL);
 }
 
 /* Loop: generic job completion - the response is ready, send it. */
-static void respond_done(struct stor_req *r)
+static void respond_done(struct stor_s3_req *r)
 {
-    stor_http_respond(r);
+    stor_http_respond(&r->http);
 }
 
 /* Answers /health/live, /health/ready and /metrics; true when it did. */
-static bool special_path(struct stor_req *r)
+static bool special_path(struct stor_s3_req *r)
 {
     bool ready;
 
-    if (!(r->is_get || r->is_head) || r->nquery > 0)
+    if (!(r->http.is_get || r->http.is_head) || r->nquery > 0)
         return false;
     if (strcmp(r->path, "/health/live") == 0) {
         r->op = S3_OP_HEALTH;
-        r->resp.status = 200;
+        r->http.resp.status = 200;
         return true;
     }
     if (strcmp(r->path, "/health/ready") == 0) {
+        struct stor_http_server *srv = stor_req_server(&r->http);
+
         r->op = S3_OP_HEALTH;
-        ready =
-            atomic_load(&stor_srv->ready) && !atomic_load(&stor_srv->draining);
-        r->resp.status = ready ? 200 : 503;
+        ready = srv && stor_http_is_ready(srv);
+        r->http.resp.status = ready ? 200 : 503;
         return true;
     }
     if (strcmp(r->path, "/metrics") == 0) {
         r->op = S3_OP_METRICS;
-        stor_req_submit(r, metrics_run, respond_done);
+        r->http.read_jobs = true;
+        stor_s3_submit(r, metrics_run, respond_done);
         return true;
     }
     return false;
@@ -97,7 +107,7 @@ static const char *const object_subres[] = {
 /* true when a query parameter is one of @names. DESIGN: one pass over the
  * query, skipping presigned auth parameters (X-Amz-*, never a
  * subresource), instead of a lookup per name. */
-static bool has_any(const struct stor_req *r, const char *const *names,
+static bool has_any(const struct stor_s3_req *r, const char *const *names,
                     size_t n)
 {
     size_t i, j;
@@ -114,50 +124,50 @@ static bool has_any(const struct stor_req *r, const char *const *names,
     return false;
 }
 
-/* Sets r->op and r->body_mode; returns S3E_NONE or the routing error. */
-static enum stor_s3_err route(struct stor_req *r)
+/* See s3_i.h. */
+enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
 {
-    bool has_upload = stor_req_has_query(r, "uploadId");
-    bool has_copy = stor_req_hdr(r, "x-amz-copy-source", &(size_t){0}) != NULL;
+    bool has_upload = stor_s3_has_query(r, "uploadId");
+    bool has_copy = stor_s3_hdr(r, "x-amz-copy-source", &(size_t){0}) != NULL;
 
     r->body_mode = STOR_BODY_NONE;
     if (r->bucket[0] == 0) {
-        if (r->is_get || r->is_head) {
+        if (r->http.is_get || r->http.is_head) {
             r->op = S3_OP_LIST_BUCKETS;
             return S3E_NONE;
         }
         return S3E_METHOD_NOT_ALLOWED;
     }
     if (!r->has_key) {
-        if (r->is_put) {
+        if (r->http.is_put) {
             r->op = S3_OP_CREATE_BUCKET;
             r->body_mode = STOR_BODY_BUFFER;
             if (has_any(r, bucket_subres, CM_ARRAY_SIZE(bucket_subres))) {
                 r->op = S3_OP_BUCKET_SUBRESOURCE;
                 return S3E_NOT_IMPLEMENTED;
             }
-        } else if (r->is_head) {
+        } else if (r->http.is_head) {
             r->op = S3_OP_HEAD_BUCKET;
-        } else if (r->is_delete) {
+        } else if (r->http.is_delete) {
             r->op = S3_OP_DELETE_BUCKET;
             if (has_any(r, bucket_subres, CM_ARRAY_SIZE(bucket_subres))) {
                 r->op = S3_OP_BUCKET_SUBRESOURCE;
                 return S3E_NOT_IMPLEMENTED;
             }
-        } else if (r->is_get) {
-            if (stor_req_has_query(r, "location"))
+        } else if (r->http.is_get) {
+            if (stor_s3_has_query(r, "location"))
                 r->op = S3_OP_GET_BUCKET_LOCATION;
-            else if (stor_req_has_query(r, "uploads"))
+            else if (stor_s3_has_query(r, "uploads"))
                 r->op = S3_OP_LIST_UPLOADS;
             else if (has_any(r, bucket_subres, CM_ARRAY_SIZE(bucket_subres)))
                 r->op = S3_OP_BUCKET_SUBRESOURCE;
-            else if (stor_req_query(r, "list-type") &&
-                     strcmp(stor_req_query(r, "list-type"), "2") == 0)
+            else if (stor_s3_query(r, "list-type") &&
+                     strcmp(stor_s3_query(r, "list-type"), "2") == 0)
                 r->op = S3_OP_LIST_OBJECTS_V2;
             else
                 r->op = S3_OP_LIST_OBJECTS;
-        } else if (r->is_post) {
-            if (!stor_req_has_query(r, "delete"))
+        } else if (r->http.is_post) {
+            if (!stor_s3_has_query(r, "delete"))
                 return S3E_NOT_IMPLEMENTED;
             r->op = S3_OP_DELETE_OBJECTS;
             r->body_mode = STOR_BODY_BUFFER;
@@ -168,37 +178,37 @@ static enum stor_s3_err route(struct stor_req *r)
         /* Buckets are unversioned: the one version of a key is "null".
          * Any other id names a version we do not have; answering with
          * (or deleting) the current one would act on the wrong data. */
-        const char *vid = stor_req_query(r, "versionId");
+        const char *vid = stor_s3_query(r, "versionId");
 
         if (vid && strcmp(vid, "null") != 0)
             return S3E_NO_SUCH_VERSION;
     }
     if (has_any(r, object_subres, CM_ARRAY_SIZE(object_subres))) {
         /* read-only answers for the two that tools ask for (s3cmd info) */
-        if ((r->is_get || r->is_head) && (stor_req_has_query(r, "acl") ||
-                                          stor_req_has_query(r, "tagging"))) {
+        if ((r->http.is_get || r->http.is_head) &&
+            (stor_s3_has_query(r, "acl") || stor_s3_has_query(r, "tagging"))) {
             r->op = S3_OP_OBJECT_SUBRESOURCE;
             return S3E_NONE;
         }
         return S3E_NOT_IMPLEMENTED;
     }
-    if (r->is_put) {
-        if (has_upload || stor_req_has_query(r, "partNumber")) {
-            if (!has_upload || !stor_req_has_query(r, "partNumber"))
+    if (r->http.is_put) {
+        if (has_upload || stor_s3_has_query(r, "partNumber")) {
+            if (!has_upload || !stor_s3_has_query(r, "partNumber"))
                 return S3E_INVALID_ARGUMENT;
             r->op = has_copy ? S3_OP_UPLOAD_PART_COPY : S3_OP_UPLOAD_PART;
         } else {
             r->op = has_copy ? S3_OP_COPY_OBJECT : S3_OP_PUT_OBJECT;
         }
         r->body_mode = has_copy ? STOR_BODY_NONE : STOR_BODY_STREAM;
-    } else if (r->is_get) {
+    } else if (r->http.is_get) {
         r->op = has_upload ? S3_OP_LIST_PARTS : S3_OP_GET_OBJECT;
-    } else if (r->is_head) {
+    } else if (r->http.is_head) {
         r->op = S3_OP_HEAD_OBJECT;
-    } else if (r->is_delete) {
+    } else if (r->http.is_delete) {
         r->op = has_upload ? S3_OP_ABORT_MPU : S3_OP_DELETE_OBJECT;
-    } else if (r->is_post) {
-        if (stor_req_has_query(r, "uploads")) {
+    } else if (r->http.is_post) {
+        if (stor_s3_has_query(r, "uploads")) {
             r->op = S3_OP_CREATE_MPU;
         } else if (has_upload) {
             r->op = S3_OP_COMPLETE_MPU;
@@ -212,43 +222,9 @@ static enum stor_s3_err route(struct stor_req *r)
 
 /* ---- checksums ---- */
 
-static const struct {
-    const char *hdr;
-    enum stor_cksum kind;
-    long bytes; /* digest size */
-} cksums[] = {
-    {"x-amz-checksum-crc32", STOR_CKSUM_CRC32, 4},
-    {"x-amz-checksum-crc32c", STOR_CKSUM_CRC32C, 4},
-    {"x-amz-checksum-crc64nvme", STOR_CKSUM_CRC64NVME, 8},
-    {"x-amz-checksum-sha1", STOR_CKSUM_SHA1, 20},
-    {"x-amz-checksum-sha256", STOR_CKSUM_SHA256, 32},
-};
-
-/* The checksum algorithm named by header @name, or STOR_CKSUM_NONE. */
-static enum stor_cksum cksum_kind(const char *name, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < CM_ARRAY_SIZE(cksums); i++)
-        if (stor_http_ieq(name, n, cksums[i].hdr))
-            return cksums[i].kind;
-    return STOR_CKSUM_NONE;
-}
-
-/* See s3_i.h. */
-const char *stor_s3_cksum_hdr(enum stor_cksum k)
-{
-    size_t i;
-
-    for (i = 0; i < CM_ARRAY_SIZE(cksums); i++)
-        if (cksums[i].kind == k)
-            return cksums[i].hdr;
-    return NULL;
-}
-
 /* Sets up checksum verification from x-amz-checksum-* headers or an
  * announced x-amz-trailer. */
-static enum stor_s3_err cksum_setup(struct stor_req *r)
+static enum stor_s3_err cksum_setup(struct stor_s3_req *r)
 {
     const char *v;
     size_t n, i;
@@ -256,10 +232,11 @@ static enum stor_s3_err cksum_setup(struct stor_req *r)
     /* CompleteMultipartUpload's x-amz-checksum-* is the object's (a
      * composite "...-N" or a full-object value), not its XML body's; we
      * keep no checksum for multipart objects, so it is not checked */
-    for (i = 0; r->op != S3_OP_COMPLETE_MPU && i < CM_ARRAY_SIZE(cksums); i++) {
+    for (i = 1; r->op != S3_OP_COMPLETE_MPU && i < STOR_CKSUM_COUNT; i++) {
+        enum stor_cksum k = (enum stor_cksum)i;
         uint8_t raw[48];
 
-        v = stor_req_hdr(r, cksums[i].hdr, &n);
+        v = stor_s3_hdr(r, stor_s3_cksum_hdr(k), &n);
         if (v == NULL)
             continue;
         /* as S3: one algorithm per request, and a value of the right
@@ -267,15 +244,15 @@ static enum stor_s3_err cksum_setup(struct stor_req *r)
         if (r->ck_kind != STOR_CKSUM_NONE)
             return S3E_MULTIPLE_CHECKSUMS;
         if (n >= sizeof(r->ck_expect) || n > 64 ||
-            cm_base64_decode(v, n, raw) != cksums[i].bytes)
+            cm_base64_decode(v, n, raw) != (long)stor_s3_cksum_size(k))
             return S3E_INVALID_CHECKSUM;
-        r->ck_kind = cksums[i].kind;
+        r->ck_kind = k;
         memcpy(r->ck_expect, v, n);
         r->ck_expect[n] = 0;
     }
-    v = stor_req_hdr(r, "x-amz-trailer", &n);
+    v = stor_s3_hdr(r, "x-amz-trailer", &n);
     if (v && r->aws_chunked) {
-        enum stor_cksum k = cksum_kind(v, n);
+        enum stor_cksum k = stor_s3_cksum_kind(v, n);
 
         if (k == STOR_CKSUM_NONE)
             return S3E_NOT_IMPLEMENTED;
@@ -284,57 +261,15 @@ static enum stor_s3_err cksum_setup(struct stor_req *r)
         r->ck_kind = k;
         r->ck_from_trailer = true;
     }
-    if (r->ck_kind == STOR_CKSUM_SHA1)
-        r->ck_digest = cm_digest_create(CM_DIGEST_SHA1);
-    else if (r->ck_kind == STOR_CKSUM_SHA256)
-        r->ck_digest = cm_digest_create(CM_DIGEST_SHA256);
-    if ((r->ck_kind == STOR_CKSUM_SHA1 || r->ck_kind == STOR_CKSUM_SHA256) &&
-        r->ck_digest == NULL)
+    if (stor_s3_cksum_begin(r->ck_kind, &r->ck_digest) < 0)
         return S3E_INTERNAL;
     return S3E_NONE;
-}
-
-/* Base64 of the finished checksum into @out (>= 64 bytes). */
-static void cksum_final(struct stor_req *r, char *out)
-{
-    uint8_t b[32];
-    size_t n = 0;
-
-    switch (r->ck_kind) {
-    case STOR_CKSUM_CRC32:
-    case STOR_CKSUM_CRC32C: {
-        uint32_t c = (uint32_t)r->ck_crc;
-
-        b[0] = (uint8_t)(c >> 24);
-        b[1] = (uint8_t)(c >> 16);
-        b[2] = (uint8_t)(c >> 8);
-        b[3] = (uint8_t)c;
-        n = 4;
-        break;
-    }
-    case STOR_CKSUM_CRC64NVME: {
-        int i;
-
-        for (i = 0; i < 8; i++)
-            b[i] = (uint8_t)(r->ck_crc >> (56 - 8 * i));
-        n = 8;
-        break;
-    }
-    case STOR_CKSUM_SHA1:
-    case STOR_CKSUM_SHA256:
-        n = cm_digest_final(r->ck_digest, b);
-        break;
-    default:
-        out[0] = 0;
-        return;
-    }
-    cm_base64_encode(b, n, out);
 }
 
 /* ---- body sink ---- */
 
 /* Hands the full fill piece to a worker (stor_put_write). */
-static void piece_write_run(struct stor_req *r)
+static void piece_write_run(struct stor_s3_req *r)
 {
     int idx = !r->pfill;
 
@@ -347,22 +282,22 @@ static void piece_write_run(struct stor_req *r)
     r->piece_len[idx] = 0;
 }
 
-static void submit_commit(struct stor_req *r);
-static void maybe_flush(struct stor_req *r);
+static void submit_commit(struct stor_s3_req *r);
+static void maybe_flush(struct stor_s3_req *r);
 
 /* Loop: a piece write came back; fail, flush the next full piece, or
  * commit once the body has ended. */
-static void piece_write_done(struct stor_req *r)
+static void piece_write_done(struct stor_s3_req *r)
 {
     r->piece_busy = false;
-    if (r->failed) {
-        stor_http_respond(r);
+    if (r->http.failed) {
+        stor_http_respond(&r->http);
         return;
     }
     if (r->put_err < 0) {
-        stor_resp_error(r, stor_s3_err_from_errno(r->put_err));
-        r->failed = true;
-        stor_http_respond(r);
+        stor_s3_error(r, stor_s3_err_from_errno(r->put_err));
+        r->http.failed = true;
+        stor_http_respond(&r->http);
         return;
     }
     maybe_flush(r);
@@ -373,18 +308,18 @@ static void piece_write_done(struct stor_req *r)
 }
 
 /* Starts a write of the fill piece when it is full and the other is free. */
-static void maybe_flush(struct stor_req *r)
+static void maybe_flush(struct stor_s3_req *r)
 {
-    if (r->piece_busy || r->job_busy ||
+    if (r->piece_busy || r->http.job_busy ||
         r->piece_len[r->pfill] < STOR_PIECE_SIZE)
         return;
     r->pfill = !r->pfill;
     r->piece_busy = true;
-    stor_req_submit(r, piece_write_run, piece_write_done);
+    stor_s3_submit(r, piece_write_run, piece_write_done);
 }
 
 /* Final decoded payload bytes. */
-static int sink(struct stor_req *r, const char *p, size_t n)
+static int sink(struct stor_s3_req *r, const char *p, size_t n)
 {
     size_t i;
 
@@ -393,27 +328,12 @@ static int sink(struct stor_req *r, const char *p, size_t n)
         cm_digest_update(r->sha_body, p, n);
     if (r->sha_chunk)
         cm_digest_update(r->sha_chunk, p, n);
-    switch (r->ck_kind) {
-    case STOR_CKSUM_CRC32:
-        r->ck_crc = cm_crc32((uint32_t)r->ck_crc, p, n);
-        break;
-    case STOR_CKSUM_CRC32C:
-        r->ck_crc = cm_crc32c((uint32_t)r->ck_crc, p, n);
-        break;
-    case STOR_CKSUM_CRC64NVME:
-        r->ck_crc = cm_crc64nvme(r->ck_crc, p, n);
-        break;
-    case STOR_CKSUM_SHA1:
-    case STOR_CKSUM_SHA256:
-        cm_digest_update(r->ck_digest, p, n);
-        break;
-    default:
-        break;
-    }
+    if (r->ck_kind != STOR_CKSUM_NONE)
+        stor_s3_cksum_update(r->ck_kind, &r->ck_crc, r->ck_digest, p, n);
     switch (r->body_mode) {
     case STOR_BODY_BUFFER:
         if (cm_buf_append(&r->body, p, n) < 0) {
-            stor_resp_error(r, S3E_MALFORMED_XML);
+            stor_s3_error(r, S3E_MALFORMED_XML);
             return -E2BIG;
         }
         break;
@@ -422,22 +342,22 @@ static int sink(struct stor_req *r, const char *p, size_t n)
             if (r->piece[i] == NULL) {
                 r->piece[i] = malloc(PIECE_CAP);
                 if (r->piece[i] == NULL) {
-                    stor_resp_error(r, S3E_INTERNAL);
+                    stor_s3_error(r, S3E_INTERNAL);
                     return -ENOMEM;
                 }
             }
         if (r->piece_len[r->pfill] + n > PIECE_CAP) {
-            stor_resp_error(r, S3E_INTERNAL);
+            stor_s3_error(r, S3E_INTERNAL);
             return -EOVERFLOW;
         }
         memcpy(r->piece[r->pfill] + r->piece_len[r->pfill], p, n);
         r->piece_len[r->pfill] += n;
         if (r->decoded_len != UINT64_MAX && r->body_bytes > r->decoded_len) {
-            stor_resp_error(r, S3E_INCOMPLETE_BODY);
+            stor_s3_error(r, S3E_INCOMPLETE_BODY);
             return -EBADMSG;
         }
         if (r->body_bytes > S3_MAX_PUT) {
-            stor_resp_error(r, S3E_ENTITY_TOO_LARGE);
+            stor_s3_error(r, S3E_ENTITY_TOO_LARGE);
             return -E2BIG;
         }
         maybe_flush(r);
@@ -460,7 +380,7 @@ static int aws_data(void *arg, const char *p, size_t n)
 static int aws_chunk_end(void *arg, const char *ext, size_t ext_len,
                          uint64_t size)
 {
-    struct stor_req *r = arg;
+    struct stor_s3_req *r = arg;
     static const char pfx[] = "chunk-signature=";
     uint8_t sha[32];
     char hex[65];
@@ -470,14 +390,14 @@ static int aws_chunk_end(void *arg, const char *ext, size_t ext_len,
         r->payload != STOR_PAYLOAD_STREAMING_TRAILER)
         return 0;
     if (ext_len < sizeof(pfx) - 1 || memcmp(ext, pfx, sizeof(pfx) - 1) != 0) {
-        stor_resp_error(r, S3E_SIGNATURE_MISMATCH);
+        stor_s3_error(r, S3E_SIGNATURE_MISMATCH);
         return -EACCES;
     }
     cm_digest_final(r->sha_chunk, sha);
     cm_hex_encode(sha, 32, hex);
     if (stor_auth_chunk(r, ext + sizeof(pfx) - 1, ext_len - sizeof(pfx) + 1,
                         hex) != S3E_NONE) {
-        stor_resp_error(r, S3E_SIGNATURE_MISMATCH);
+        stor_s3_error(r, S3E_SIGNATURE_MISMATCH);
         return -EACCES;
     }
     return 0;
@@ -486,7 +406,7 @@ static int aws_chunk_end(void *arg, const char *ext, size_t ext_len,
 static int aws_trailer(void *arg, const char *name, size_t nlen,
                        const char *value, size_t vlen)
 {
-    struct stor_req *r = arg;
+    struct stor_s3_req *r = arg;
     enum stor_cksum k;
 
     if (stor_http_ieq(name, nlen, "x-amz-trailer-signature")) {
@@ -496,7 +416,7 @@ static int aws_trailer(void *arg, const char *name, size_t nlen,
         r->trailer_sig[64] = 0;
         return 0;
     }
-    k = cksum_kind(name, nlen);
+    k = stor_s3_cksum_kind(name, nlen);
     if (k == STOR_CKSUM_NONE || k != r->ck_kind || vlen >= sizeof(r->ck_expect))
         goto bad;
     memcpy(r->ck_expect, value, vlen);
@@ -510,20 +430,20 @@ static int aws_trailer(void *arg, const char *name, size_t nlen,
         goto bad;
     return 0;
 bad:
-    stor_resp_error(r, S3E_INVALID_CHUNK);
+    stor_s3_error(r, S3E_INVALID_CHUNK);
     return -EBADMSG;
 }
 
 /* ---- hooks ---- */
 
 /* Validates Content-MD5 and reads the body-related headers. */
-static enum stor_s3_err body_setup(struct stor_req *r)
+static enum stor_s3_err body_setup(struct stor_s3_req *r)
 {
     const char *v;
     size_t n;
     enum stor_s3_err e;
 
-    v = stor_req_hdr(r, "content-md5", &n);
+    v = stor_s3_hdr(r, "content-md5", &n);
     if (v) {
         uint8_t md5[20];
 
@@ -540,7 +460,7 @@ static enum stor_s3_err body_setup(struct stor_req *r)
         if (r->aws == NULL)
             return S3E_INTERNAL;
         stor_chunk_init(r->aws, UINT64_MAX);
-        v = stor_req_hdr(r, "x-amz-decoded-content-length", &n);
+        v = stor_s3_hdr(r, "x-amz-decoded-content-length", &n);
         if (v) {
             if (stor_http_parse_u64(v, n, &r->decoded_len) < 0)
                 return S3E_INVALID_ARGUMENT;
@@ -561,10 +481,10 @@ static enum stor_s3_err body_setup(struct stor_req *r)
     if (e != S3E_NONE)
         return e;
     if (r->body_mode == STOR_BODY_STREAM) {
-        if (!r->te_chunked && stor_req_hdr(r, "content-length", &n) == NULL)
+        if (!r->http.te_chunked && stor_s3_hdr(r, "content-length", &n) == NULL)
             return S3E_MISSING_CONTENT_LENGTH;
-        if (!r->aws_chunked && !r->te_chunked)
-            r->decoded_len = r->clen;
+        if (!r->aws_chunked && !r->http.te_chunked)
+            r->decoded_len = r->http.clen;
         /* decided before any body byte is read (one PUT or part is at
          * most 5 GiB); an unannounced length is checked as it streams */
         if (r->decoded_len != UINT64_MAX && r->decoded_len > S3_MAX_PUT)
@@ -573,37 +493,93 @@ static enum stor_s3_err body_setup(struct stor_req *r)
     return S3E_NONE;
 }
 
-/* See http_i.h. */
-int stor_s3_on_head(struct stor_req *r)
+/* Whether jobs of operation @op go to the read pool. DESIGN: reads are
+ * short and CPU-bound when the data is cached, so a small pool (about one
+ * worker per core) avoids the context switches a big one costs; writes wait
+ * on fsync, so they get a bigger pool of their own and cannot starve reads
+ * (a queue per job class, as Redis bio and nginx thread pools do). */
+static bool op_reads(enum stor_s3_op op)
+{
+    switch (op) {
+    case S3_OP_GET_OBJECT:
+    case S3_OP_HEAD_OBJECT:
+    case S3_OP_LIST_OBJECTS:
+    case S3_OP_LIST_OBJECTS_V2:
+    case S3_OP_LIST_BUCKETS:
+    case S3_OP_HEAD_BUCKET:
+    case S3_OP_METRICS:
+    case S3_OP_LIST_PARTS:
+    case S3_OP_LIST_UPLOADS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Loop: the pre-body job (PutObject's stor_put_begin) is back. */
+static void pre_done(struct stor_s3_req *r)
+{
+    stor_http_pre_done(&r->http);
+}
+
+/* The target, then the method: what S3 answers before looking further. */
+static enum stor_s3_err head_setup(struct stor_s3_req *r)
 {
     enum stor_s3_err e;
 
+    cm_buf_init(&r->body, STOR_XML_BODY_MAX);
+    cm_buf_init(&r->trailer_raw, 8192);
+    r->decoded_len = UINT64_MAX;
+    e = stor_s3_decode_target(r);
+    if (e == S3E_BAD_REQUEST)
+        r->http.resp.close = true; /* malformed HTTP: do not reuse */
+    if (e == S3E_NONE &&
+        !(r->http.is_get || r->http.is_head || r->http.is_put ||
+          r->http.is_post || r->http.is_delete))
+        e = S3E_METHOD_NOT_ALLOWED;
+    return e;
+}
+
+/* Hook on_head (see http.h). */
+static int s3_on_head(struct stor_req *h)
+{
+    struct stor_s3_req *r = stor_s3_req(h);
+    enum stor_s3_err e;
+
+    r->s3 = h->app;
+    e = head_setup(r);
+    if (e != S3E_NONE) {
+        stor_s3_error(r, e);
+        return 0;
+    }
     if (special_path(r))
-        return r->job_busy ? 1 : 0;
+        return r->http.job_busy ? 1 : 0;
     e = stor_auth_check(r, time(NULL));
     if (e == S3E_NONE)
-        e = route(r);
+        e = stor_s3_route(r);
+    r->http.read_jobs = op_reads(r->op);
     if (e == S3E_NONE && (r->op == S3_OP_CREATE_BUCKET) &&
         !stor_s3_bucket_name_ok(r->bucket))
         e = S3E_INVALID_BUCKET_NAME;
     if (e == S3E_NONE)
         e = body_setup(r);
     if (e != S3E_NONE) {
-        stor_resp_error(r, e);
+        stor_s3_error(r, e);
         return 0;
     }
-    stor_store_fg_enter(stor_srv->store);
+    stor_store_fg_enter(r->s3->store);
     r->fg_entered = true;
     if (r->body_mode == STOR_BODY_STREAM) {
-        stor_req_submit(r, stor_s3_put_begin_run, stor_http_pre_done);
+        stor_s3_submit(r, stor_s3_put_begin_run, pre_done);
         return 1;
     }
     return 0;
 }
 
-/* See http_i.h. */
-int stor_s3_on_body(struct stor_req *r, const char *p, size_t n)
+/* Hook on_body (see http.h). */
+static int s3_on_body(struct stor_req *h, const char *p, size_t n)
 {
+    struct stor_s3_req *r = stor_s3_req(h);
     struct stor_chunk_cb cb = {.data = aws_data,
                                .chunk_end = aws_chunk_end,
                                .trailer = aws_trailer,
@@ -613,31 +589,33 @@ int stor_s3_on_body(struct stor_req *r, const char *p, size_t n)
     if (!r->aws_chunked)
         return sink(r, p, n);
     if (r->aws->done) {
-        stor_resp_error(r, S3E_INVALID_CHUNK);
+        stor_s3_error(r, S3E_INVALID_CHUNK);
         return -EBADMSG;
     }
     used = stor_chunk_decode(r->aws, p, n, &cb);
     if (used < 0) {
-        if (r->resp.status == 0)
-            stor_resp_error(r, S3E_INVALID_CHUNK);
+        if (h->resp.status == 0)
+            stor_s3_error(r, S3E_INVALID_CHUNK);
         return (int)used;
     }
     if ((size_t)used != n) {
-        stor_resp_error(r, S3E_INVALID_CHUNK);
+        stor_s3_error(r, S3E_INVALID_CHUNK);
         return -EBADMSG;
     }
     return 0;
 }
 
-/* See http_i.h. */
-bool stor_s3_body_paused(const struct stor_req *r)
+/* Hook body_paused (see http.h). */
+static bool s3_body_paused(const struct stor_req *h)
 {
+    const struct stor_s3_req *r = (const struct stor_s3_req *)(const void *)h;
+
     return r->body_mode == STOR_BODY_STREAM && r->piece_busy &&
            r->piece_len[r->pfill] >= STOR_PIECE_SIZE;
 }
 
 /* Verifies what can only be checked once the body is complete. */
-static enum stor_s3_err body_verify(struct stor_req *r)
+static enum stor_s3_err body_verify(struct stor_s3_req *r)
 {
     char got[96];
 
@@ -666,7 +644,7 @@ static enum stor_s3_err body_verify(struct stor_req *r)
         return S3E_SHA256_MISMATCH;
     }
     if (r->ck_kind != STOR_CKSUM_NONE) {
-        cksum_final(r, got);
+        stor_s3_cksum_final(r->ck_kind, r->ck_crc, r->ck_digest, got);
         if (strcmp(got, r->ck_expect) != 0)
             return S3E_CHECKSUM_MISMATCH;
         snprintf(r->ck_value, sizeof(r->ck_value), "%s", got);
@@ -682,7 +660,7 @@ static enum stor_s3_err body_verify(struct stor_req *r)
 }
 
 /* Writes the last piece and commits (on a worker). */
-static void commit_run(struct stor_req *r)
+static void commit_run(struct stor_s3_req *r)
 {
     int idx = r->pfill;
 
@@ -693,46 +671,50 @@ static void commit_run(struct stor_req *r)
 }
 
 /* Loop: queues the final write + commit; the response follows. */
-static void submit_commit(struct stor_req *r)
+static void submit_commit(struct stor_s3_req *r)
 {
-    stor_req_submit(r, commit_run, respond_done);
+    stor_s3_submit(r, commit_run, respond_done);
 }
 
 /* Loop: the metas of a GET started by get_fast() were read. The body is
  * served from here when they verified; anything else (a missing, stale
  * or corrupt shard, an error) takes the regular path on a worker, which
  * rebuilds, heals and answers errors. */
-static void get_fast_done(struct stor_req *r)
+static void get_fast_done(struct stor_req *h)
 {
+    struct stor_s3_req *r = stor_s3_req(h);
+    struct stor_bcache *bc = stor_req_loop_data(h);
     struct stor_obj_info info;
     struct stor_get *g = NULL;
+    size_t i;
     int ret;
 
+    for (i = 0; i < r->nb_n; i++)
+        r->nb_src[i].res = r->nb_rd[i].res;
     memset(&info, 0, sizeof(info));
     ret = stor_get_nb_end(r->get_nb, &info, &g);
     r->get_nb = NULL;
-    stor_metrics_get_loop(stor_srv->metrics, ret == 0 ? STOR_GET_LOOP_READ
-                                                      : STOR_GET_LOOP_FALLBACK);
+    stor_metrics_get_loop(r->s3->metrics, ret == 0 ? STOR_GET_LOOP_READ
+                                                   : STOR_GET_LOOP_FALLBACK);
     if (ret < 0) {
-        stor_req_submit(r, stor_s3_op_run, respond_done);
+        stor_s3_submit(r, stor_s3_op_run, respond_done);
         return;
     }
-    if (stor_req_bcache(r)) {
+    if (bc) {
         uint64_t size = info.size;
 
-        stor_bcache_put(stor_req_bcache(r), r->bucket, r->cache_id,
-                        r->cache_version, stor_get_inline_body(g),
-                        (size_t)size);
+        stor_bcache_put(bc, r->bucket, r->cache_id, r->cache_version,
+                        stor_get_inline_body(g), (size_t)size);
     }
     stor_s3_get_object_reply(r, &info, g);
-    stor_http_respond(r);
+    stor_http_respond(h);
 }
 
 /* Answers from this loop's body cache when it holds the version the index
  * says is current (the cache checks the bytes' CRC). true when it did. */
-static bool get_cached(struct stor_req *r)
+static bool get_cached(struct stor_s3_req *r)
 {
-    struct stor_bcache *bc = stor_req_bcache(r);
+    struct stor_bcache *bc = stor_req_loop_data(&r->http);
     struct stor_obj_info info;
     struct stor_get *g = NULL;
     const void *body;
@@ -751,31 +733,41 @@ static bool get_cached(struct stor_req *r)
         return false;
     }
     r->get_nb = NULL;
-    stor_metrics_get_loop(stor_srv->metrics, STOR_GET_LOOP_CACHED);
+    stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_CACHED);
     stor_s3_get_object_reply(r, &info, g);
-    stor_http_respond(r);
+    stor_http_respond(&r->http);
     return true;
 }
 
 /* GetObject of a small (inline) object without a worker round trip: the
  * lookup is in memory (try-locks), the meta reads go to the loop's
  * io_uring. true when it started (get_fast_done follows). */
-static bool get_fast(struct stor_req *r)
+static bool get_fast(struct stor_s3_req *r)
 {
     struct stor_nb_read *rd;
-    size_t n;
+    size_t n, i;
     int ret;
 
-    if (r->op != S3_OP_GET_OBJECT || r->is_head || !r->has_key)
+    if (r->op != S3_OP_GET_OBJECT || r->http.is_head || !r->has_key)
         return false;
-    if (stor_get_nb_begin(stor_srv->store, r->bucket, r->key, r->key_len,
+    if (stor_get_nb_begin(r->s3->store, r->bucket, r->key, r->key_len,
                           &r->get_nb, &rd, &n) < 0)
         return false;
     if (get_cached(r))
         return true;
     if (r->get_nb == NULL) /* the cache's end_with() failed */
         return false;
-    ret = stor_req_read_files(r, rd, n, get_fast_done);
+    if (n > S3_NB_READS_MAX) {
+        stor_get_nb_free(r->get_nb);
+        r->get_nb = NULL;
+        return false;
+    }
+    for (i = 0; i < n; i++)
+        r->nb_rd[i] = (struct stor_http_file_read){
+            .path = rd[i].path, .buf = rd[i].buf, .len = rd[i].len};
+    r->nb_src = rd;
+    r->nb_n = n;
+    ret = stor_req_read_files(&r->http, r->nb_rd, n, get_fast_done);
     if (ret < 0) {
         if (ret != -EIO) /* -EIO: the kernel may still write its buffers */
             stor_get_nb_free(r->get_nb);
@@ -785,22 +777,23 @@ static bool get_fast(struct stor_req *r)
     return true;
 }
 
-/* See http_i.h. */
-void stor_s3_on_body_end(struct stor_req *r)
+/* Hook on_body_end (see http.h). */
+static void s3_on_body_end(struct stor_req *h)
 {
+    struct stor_s3_req *r = stor_s3_req(h);
     enum stor_s3_err e = body_verify(r);
 
     if (e != S3E_NONE) {
-        stor_resp_error(r, e);
+        stor_s3_error(r, e);
         if (r->piece_busy) {
-            r->failed = true; /* respond when the write comes back */
+            h->failed = true; /* respond when the write comes back */
             return;
         }
-        stor_http_respond(r);
+        stor_http_respond(h);
         return;
     }
-    if (r->resp.status) { /* answered at head time (health) */
-        stor_http_respond(r);
+    if (h->resp.status) { /* answered at head time (health) */
+        stor_http_respond(h);
         return;
     }
     if (r->body_mode == STOR_BODY_STREAM) {
@@ -812,21 +805,159 @@ void stor_s3_on_body_end(struct stor_req *r)
     }
     if (get_fast(r))
         return;
-    stor_req_submit(r, stor_s3_op_run, respond_done);
+    stor_s3_submit(r, stor_s3_op_run, respond_done);
 }
 
-/* See http_i.h. */
-void stor_s3_req_fini(struct stor_req *r)
+/* Hook on_error (see http.h): the S3 error for a transport error. */
+static void s3_on_error(struct stor_req *h, enum stor_http_err he)
 {
+    static const enum stor_s3_err map[] = {
+        [STOR_HTTP_E_INTERNAL] = S3E_INTERNAL,
+        [STOR_HTTP_E_BAD_REQUEST] = S3E_BAD_REQUEST,
+        [STOR_HTTP_E_HEADER_TOO_LARGE] = S3E_HEADER_TOO_LARGE,
+        [STOR_HTTP_E_TIMEOUT] = S3E_REQUEST_TIMEOUT,
+        [STOR_HTTP_E_BODY_TOO_LARGE] = S3E_ENTITY_TOO_LARGE,
+        [STOR_HTTP_E_BODY_INCOMPLETE] = S3E_INCOMPLETE_BODY,
+        [STOR_HTTP_E_NOT_IMPLEMENTED] = S3E_NOT_IMPLEMENTED,
+    };
+    struct stor_s3_req *r = stor_s3_req(h);
+
+    r->s3 = h->app;
+    stor_s3_error(r, (size_t)he < CM_ARRAY_SIZE(map) ? map[he] : S3E_INTERNAL);
+}
+
+/* Hook req_fini (see http.h): metrics, the debug log line, and the S3
+ * state; true when a reader or an unfinished write remains. */
+static bool s3_req_fini(struct stor_req *h)
+{
+    struct stor_s3_req *r = stor_s3_req(h);
+    struct stor_s3 *s3 = h->app;
+    struct timespec now;
+    double secs;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    secs = (double)(now.tv_sec - h->start.tv_sec) +
+           (double)(now.tv_nsec - h->start.tv_nsec) / 1e9;
+    stor_metrics_request(s3->metrics, r->op,
+                         h->resp.status ? h->resp.status : 499, secs,
+                         r->body_bytes, h->sent_bytes);
+    if (r->op != S3_OP_HEALTH && r->op != S3_OP_METRICS)
+        cm_log(CM_LOG_DEBUG, 0,
+               "req=%016llX api=%s %.*s %.*s payload=%d cksum=%d "
+               "in=%llu out=%llu -> %d %.3fms",
+               (unsigned long long)h->id, stor_metrics_op_name(r->op),
+               (int)h->head.method_len, h->head.method,
+               (int)CM_MIN(h->head.target_len, 200), h->head.target,
+               (int)r->payload, (int)r->ck_kind,
+               (unsigned long long)r->body_bytes,
+               (unsigned long long)h->sent_bytes, h->resp.status, secs * 1e3);
+    if (r->fg_entered) {
+        r->fg_entered = false;
+        stor_store_fg_leave(s3->store);
+    }
     cm_digest_destroy(r->sha_chunk);
     cm_digest_destroy(r->sha_body);
     cm_digest_destroy(r->ck_digest);
     r->sha_chunk = r->sha_body = r->ck_digest = NULL;
     cm_buf_fini(&r->trailer_raw);
+    cm_buf_fini(&r->body);
     stor_get_nb_free(r->get_nb);
     r->get_nb = NULL;
-    if (r->fg_entered) {
-        r->fg_entered = false;
-        stor_store_fg_leave(stor_srv->store);
+    free(r->aws);
+    r->aws = NULL;
+    free(r->piece[0]);
+    free(r->piece[1]);
+    r->piece[0] = r->piece[1] = NULL;
+    stor_s3_target_fini(r);
+    return r->put != NULL || r->get != NULL;
+}
+
+/* Hook req_release (see http.h), on a worker: the object-layer handles. */
+static void s3_req_release(struct stor_req *h)
+{
+    struct stor_s3_req *r = stor_s3_req(h);
+
+    if (r->put) {
+        stor_put_abort(r->put);
+        r->put = NULL;
     }
+    if (r->get) {
+        stor_get_close(r->get);
+        r->get = NULL;
+    }
+}
+
+/* Hook stream_fill (see http.h), on a worker: the GET's next bytes. */
+static ssize_t s3_stream_fill(struct stor_req *h, uint64_t off, char *buf,
+                              size_t len)
+{
+    return stor_get_read(stor_s3_req(h)->get, off, buf, len);
+}
+
+/* Hook loop_init: the loop's body cache (--cache-mem), or none. */
+static int s3_loop_init(void *app, size_t nloops, void **loop_data)
+{
+    struct stor_s3 *s3 = app;
+
+    *loop_data = NULL;
+    if (s3->cache_bytes == 0)
+        return 0;
+    *loop_data = stor_bcache_create(s3->cache_bytes / nloops);
+    return *loop_data ? 0 : -ENOMEM;
+}
+
+/* Hook loop_fini. */
+static void s3_loop_fini(void *app, void *loop_data)
+{
+    (void)app;
+    stor_bcache_destroy(loop_data);
+}
+
+/* See s3.h. */
+const struct stor_http_app stor_s3_app = {
+    .req_size = sizeof(struct stor_s3_req),
+    .loop_init = s3_loop_init,
+    .loop_fini = s3_loop_fini,
+    .on_head = s3_on_head,
+    .on_body = s3_on_body,
+    .body_paused = s3_body_paused,
+    .on_body_end = s3_on_body_end,
+    .on_error = s3_on_error,
+    .req_fini = s3_req_fini,
+    .req_release = s3_req_release,
+    .stream_fill = s3_stream_fill,
+};
+
+/* See s3.h. */
+int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
+{
+    struct stor_s3 *s3 = calloc(1, sizeof(*s3));
+
+    *out = NULL;
+    if (s3 == NULL)
+        return -ENOMEM;
+    s3->metrics = stor_metrics_create();
+    if (s3->metrics == NULL) {
+        free(s3);
+        return -ENOMEM;
+    }
+    s3->store = o->store;
+    s3->root_user = o->root_user;
+    s3->root_secret = o->root_secret;
+    s3->region = o->region ? o->region : "us-east-1";
+    s3->cache_bytes = o->cache_bytes;
+    if (s3->cache_bytes)
+        cm_log(CM_LOG_INFO, 0, "S3: %zu MiB small-object cache",
+               s3->cache_bytes >> 20);
+    *out = s3;
+    return 0;
+}
+
+/* See s3.h. */
+void stor_s3_destroy(struct stor_s3 *s3)
+{
+    if (s3 == NULL)
+        return;
+    stor_metrics_destroy(s3->metrics);
+    free(s3);
 }

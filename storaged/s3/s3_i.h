@@ -1,11 +1,29 @@
-/* storaged/s3/s3_i.h - declarations shared by the S3 front end's files:
- * s3.c (hooks, routing, body pipeline), s3_ops.c (operations, run on
- * workers), s3_xml.c (request XML). */
+/* storaged/s3/s3_i.h - declarations shared by the S3 application's files:
+ * s3.c (the transport's hooks, routing, body pipeline), req.c (the target,
+ * the query, error responses), ops.c (operations, run on workers), auth.c
+ * (SigV4), xml.c (request XML), metrics.c.
+ *
+ * Ownership: a struct stor_s3_req is the transport's request (first member,
+ * allocated and zeroed by the transport) extended with the S3 state; it
+ * lives exactly as long as the transport's request, and the same rules
+ * apply: while a job of it runs on a worker, only that worker touches it. */
 #ifndef STORAGED_S3_S3_I_H
 #define STORAGED_S3_S3_I_H
-#include "storaged/http/http_i.h"
+#include "common/buf.h"
+#include "common/hash.h"
+#include "common/sigv4.h"
+#include "common/timefmt.h"
+#include "storaged/http/http.h"
+#include "storaged/s3/cksum.h"
+#include "storaged/s3/err.h"
+#include "storaged/s3/s3.h"
+#include "storaged/store/obj_nb.h"
+#include "storaged/store/object.h"
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+struct stor_metrics;
 
 #define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -14,27 +32,198 @@
  * source (range) S3 accepts: 5 GiB. */
 #define S3_MAX_PUT ((uint64_t)5 * 1024 * 1024 * 1024)
 
-/* ---- operations (s3_ops.c); each runs on a worker and fills r->resp ---- */
-void stor_s3_op_run(struct stor_req *r);        /* dispatch on r->op */
-void stor_s3_put_begin_run(struct stor_req *r); /* PutObject/UploadPart pre */
-void stor_s3_put_commit_run(struct stor_req *r);
+#define STOR_PIECE_SIZE (1024 * 1024) /* PUT body piece fed to the store */
+#define STOR_XML_BODY_MAX                                                      \
+    (2 * 1024 * 1024)      /* buffered (XML) request bodies                    \
+                            */
+#define STOR_MAX_QUERY  64 /* query parameters */
+#define S3_NB_READS_MAX 32 /* meta reads of one loop GET (k data shards) */
+
+/* The S3 operations (for routing, metrics and logs). */
+enum stor_s3_op {
+    S3_OP_UNKNOWN = 0,
+    S3_OP_HEALTH,
+    S3_OP_METRICS,
+    S3_OP_LIST_BUCKETS,
+    S3_OP_CREATE_BUCKET,
+    S3_OP_HEAD_BUCKET,
+    S3_OP_DELETE_BUCKET,
+    S3_OP_GET_BUCKET_LOCATION,
+    S3_OP_LIST_OBJECTS,
+    S3_OP_LIST_OBJECTS_V2,
+    S3_OP_LIST_UPLOADS,
+    S3_OP_DELETE_OBJECTS,
+    S3_OP_PUT_OBJECT,
+    S3_OP_COPY_OBJECT,
+    S3_OP_GET_OBJECT,
+    S3_OP_HEAD_OBJECT,
+    S3_OP_DELETE_OBJECT,
+    S3_OP_CREATE_MPU,
+    S3_OP_UPLOAD_PART,
+    S3_OP_UPLOAD_PART_COPY,
+    S3_OP_COMPLETE_MPU,
+    S3_OP_ABORT_MPU,
+    S3_OP_LIST_PARTS,
+    S3_OP_BUCKET_SUBRESOURCE, /* versioning, policy, ...: minimal answers */
+    S3_OP_OBJECT_SUBRESOURCE, /* GET ?acl / ?tagging of an object */
+    S3_OP_COUNT
+};
+
+/* How the request body is consumed. */
+enum stor_body_mode {
+    STOR_BODY_NONE = 0, /* discarded (GET with a body: ignored) */
+    STOR_BODY_BUFFER,   /* whole body into r->body (<= STOR_XML_BODY_MAX) */
+    STOR_BODY_STREAM,   /* pieces into the store (PutObject, UploadPart) */
+};
+
+/* Where the payload's integrity comes from (x-amz-content-sha256). */
+enum stor_payload {
+    STOR_PAYLOAD_UNSIGNED = 0,      /* UNSIGNED-PAYLOAD or presigned */
+    STOR_PAYLOAD_SHA256,            /* hex SHA-256 of the body, verified */
+    STOR_PAYLOAD_STREAMING,         /* aws-chunked, signed chunks */
+    STOR_PAYLOAD_STREAMING_TRAILER, /* signed chunks + signed trailer */
+    STOR_PAYLOAD_UNSIGNED_TRAILER,  /* aws-chunked, unsigned + trailer */
+};
+
+/* The application: server-wide S3 state, immutable after start. */
+struct stor_s3 {
+    struct stor_store *store;     /* borrowed */
+    struct stor_metrics *metrics; /* owned */
+    const char *root_user;        /* borrowed */
+    const char *root_secret;      /* borrowed */
+    const char *region;
+    size_t cache_bytes; /* --cache-mem, split over the loops */
+};
+
+/* One S3 request: the transport's, then the S3 state. */
+struct stor_s3_req {
+    struct stor_req http; /* first: the transport allocates the whole */
+    struct stor_s3 *s3;   /* the application (== http.app) */
+
+    /* target, decoded (stor_s3_decode_target) */
+    char *path; /* owned, decoded path (starts with '/') */
+    size_t path_len;
+    char bucket[64];
+    char *key; /* owned NUL-terminated decoded key (may be "") */
+    size_t key_len;
+    bool has_key;
+    struct cm_kv query[STOR_MAX_QUERY]; /* decoded; point into qbuf */
+    size_t nquery;
+    char *qbuf; /* owned */
+
+    enum stor_s3_op op;
+    enum stor_body_mode body_mode;
+    enum stor_s3_err err; /* the last error response set */
+    uint64_t body_bytes;  /* decoded payload bytes */
+
+    /* SigV4 (auth.c); signing state kept for aws-chunked */
+    enum stor_payload payload;
+    char payload_sha256[65];
+    bool authed;
+    bool presigned;
+    uint8_t sign_key[32];
+    char amz_date[CM_TIME_ISO_BASIC_LEN + 1];
+    char scope[80];
+    char prev_sig[65];
+    char trailer_sig[65];
+    struct cm_buf trailer_raw; /* signed trailer bytes as canonicalised */
+
+    /* aws-chunked and payload hashes */
+    struct stor_chunk_dec *aws; /* owned; aws-chunked decoder */
+    bool aws_chunked;
+    uint64_t decoded_len; /* x-amz-decoded-content-length, or UINT64_MAX */
+    struct cm_digest *sha_chunk; /* owned; per-chunk SHA-256 (signed) */
+    struct cm_digest *sha_body;  /* owned; whole-body SHA-256 (hex payload) */
+    uint8_t content_md5[16];
+    bool has_md5;
+
+    /* x-amz-checksum-* (cksum.c) */
+    enum stor_cksum ck_kind;
+    struct cm_digest *ck_digest; /* owned; SHA1/SHA256 checksums */
+    uint64_t ck_crc;             /* running CRC */
+    char ck_expect[96];          /* header value, base64 */
+    bool ck_from_trailer;
+    bool ck_seen;      /* trailer carried the value */
+    char ck_value[96]; /* verified checksum (base64), stored */
+
+    /* body sinks */
+    struct cm_buf body; /* STOR_BODY_BUFFER */
+    char *piece[2];     /* STOR_BODY_STREAM: fill one, write the other */
+    size_t piece_len[2];
+    int pfill;            /* index being filled */
+    bool piece_busy;      /* a write job holds piece[!pfill] */
+    struct stor_put *put; /* owned; aborted on a worker unless committed */
+    int put_err;          /* first error of a write job */
+    bool end_pending;     /* body ended while a piece write was busy */
+
+    /* GET: the reader the response streams from (stream_fill) */
+    struct stor_get *get; /* owned; closed on a worker when it ends */
+    /* GET of a small object on the loop (obj_nb.h) */
+    struct stor_get_nb *get_nb; /* owned; a GET read on the loop's ring */
+    struct stor_http_file_read nb_rd[S3_NB_READS_MAX]; /* its reads */
+    struct stor_nb_read *nb_src; /* where their results go back */
+    size_t nb_n;
+    uint8_t cache_id[16]; /* that object's id and version (bcache) */
+    uint64_t cache_version;
+    bool fg_entered; /* stor_store_fg_enter() was called */
+
+    /* jobs (s3_submit): what the transport's job runs and then calls */
+    void (*run)(struct stor_s3_req *r);
+    void (*done)(struct stor_s3_req *r);
+};
+
+/* The S3 request of transport request @h. */
+static inline struct stor_s3_req *stor_s3_req(struct stor_req *h)
+{
+    return (struct stor_s3_req *)(void *)h;
+}
+
+/* ---- requests (req.c) ---- */
+/* Decodes r->http.head.target (origin- or absolute-form) into r->path,
+ * r->bucket, r->key and r->query (allocations owned by @r). S3E_NONE or the
+ * error to answer with. */
+enum stor_s3_err stor_s3_decode_target(struct stor_s3_req *r);
+/* Returns the decoded query parameter @name (NUL-terminated) or NULL. */
+const char *stor_s3_query(const struct stor_s3_req *r, const char *name);
+bool stor_s3_has_query(const struct stor_s3_req *r, const char *name);
+/* Request header @name (see stor_req_hdr). */
+static inline const char *stor_s3_hdr(const struct stor_s3_req *r,
+                                      const char *name, size_t *n)
+{
+    return stor_req_hdr(&r->http, name, n);
+}
+/* Replaces the response with S3 error @e (status, XML body unless HEAD). */
+void stor_s3_error(struct stor_s3_req *r, enum stor_s3_err e);
+/* Frees what stor_s3_decode_target() allocated. */
+void stor_s3_target_fini(struct stor_s3_req *r);
+/* Submits @run on a worker, then @done on the loop (stor_req_submit). */
+void stor_s3_submit(struct stor_s3_req *r, void (*run)(struct stor_s3_req *),
+                    void (*done)(struct stor_s3_req *));
+
+/* ---- routing (s3.c) ---- */
+/* Sets r->op and r->body_mode from the method, target and headers;
+ * S3E_NONE or the routing error. */
+enum stor_s3_err stor_s3_route(struct stor_s3_req *r);
+
+/* ---- operations (ops.c); each runs on a worker and fills the response ---- */
+void stor_s3_op_run(struct stor_s3_req *r);        /* dispatch on r->op */
+void stor_s3_put_begin_run(struct stor_s3_req *r); /* PutObject/UploadPart */
+void stor_s3_put_commit_run(struct stor_s3_req *r);
 /* The rest of GetObject/HeadObject once the object is open: conditionals,
  * range, headers, body (whole, or the stream for big ones). Takes
  * ownership of @g (NULL for HEAD) and of @info's contents (left empty). */
-void stor_s3_get_object_reply(struct stor_req *r, struct stor_obj_info *info,
+void stor_s3_get_object_reply(struct stor_s3_req *r, struct stor_obj_info *info,
                               struct stor_get *g);
 /* Builds the stored headers of a new object from the request (content-*,
  * cache-control, expires, x-amz-meta-*, a verified checksum). *out is
  * malloc'd (free with stor_s3_hdrs_free). 0 or -ENOMEM. */
-int stor_s3_req_obj_hdrs(const struct stor_req *r, struct stor_hdr **out,
+int stor_s3_req_obj_hdrs(const struct stor_s3_req *r, struct stor_hdr **out,
                          size_t *n);
 void stor_s3_hdrs_free(struct stor_hdr *h, size_t n);
-/* Name of the x-amz-checksum-* header of algorithm @k (s3.c). */
-const char *stor_s3_cksum_hdr(enum stor_cksum k);
 /* true when @b is a valid bucket name (S3 naming rules). */
 bool stor_s3_bucket_name_ok(const char *b);
 
-/* ---- request XML (s3_xml.c) ---- */
+/* ---- request XML (xml.c) ---- */
 struct stor_s3_del_key {
     char *key; /* owned */
     size_t key_len;

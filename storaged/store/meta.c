@@ -9,17 +9,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <isa-l/crc64.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* isa-l CRC-64 (ECMA, reflected); @seed chains or salts it. */
-uint64_t stor_crc64(uint64_t seed, const void *p, size_t n)
-{
-    return crc64_ecma_refl(seed, p, n);
-}
 
 /* ---- encoding ---- */
 

@@ -7,6 +7,7 @@
 #define STORAGED_STORE_META_H
 #include "common/buf.h"
 #include "common/compiler.h"
+#include "common/hash.h"
 #include "storaged/store/object.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -64,7 +65,11 @@ size_t stor_meta_encoded_size(const struct stor_meta *m);
 /* Reads and decodes a meta file in one read. -ENOENT, -EBADMSG, -errno. */
 CM_MUST_CHECK int stor_meta_read_file(const char *path, struct stor_meta *m);
 
-/* CRC-64 (isa-l ECMA reflected) used for metadata and shard blocks. */
-uint64_t stor_crc64(uint64_t seed, const void *p, size_t n);
+/* CRC-64 (isa-l ECMA reflected) used for metadata and shard blocks: common/
+ * hash's cm_crc64, under the name the store's code uses. */
+static inline uint64_t stor_crc64(uint64_t seed, const void *p, size_t n)
+{
+    return cm_crc64(seed, p, n);
+}
 
 #endif /* STORAGED_STORE_META_H */

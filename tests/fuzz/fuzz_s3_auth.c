@@ -1,18 +1,18 @@
 /* tests/fuzz/fuzz_s3_auth.c - libFuzzer target for what storaged does with
  * an untrusted request before any object-layer call: the head parser, the
- * target decoder (path, bucket, key, query; origin- and absolute-form) and
- * SigV4 verification of the Authorization header or presigned query
- * (auth.c: credential, signed-header lookup, skew, expiry, payload modes).
- * Properties: no crash; a fuzzed request never authenticates unless it
- * carries the valid signature (the inputs cannot know the secret, so
+ * target decoder (s3/req.c: path, bucket, key, query; origin- and
+ * absolute-form) and SigV4 verification of the Authorization header or
+ * presigned query (auth.c: credential, signed-header lookup, skew, expiry,
+ * payload modes). Properties: no crash; a fuzzed request never authenticates
+ * unless it carries the valid signature (the inputs cannot know the secret, so
  * stor_auth_check must never return S3E_NONE); decoded strings stay
  * within their stated lengths. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "storaged/http/http_i.h"
 #include "storaged/s3/auth.h"
+#include "storaged/s3/s3_i.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,33 +28,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static struct stor_server srv = {
+    static struct stor_s3 s3 = {
         .root_user = "AKIDEXAMPLE",
         .root_secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
         .region = "us-east-1",
     };
-    struct stor_req *r;
+    struct stor_s3_req *r;
     char *copy;
     int ret;
 
-    stor_srv = &srv;
     r = calloc(1, sizeof(*r));
     copy = malloc(size + 1);
     if (r == NULL || copy == NULL)
         goto out;
     memcpy(copy, data, size);
     copy[size] = 0;
-    r->head.hdrs = r->hdrs;
-    r->head.nhdrs = STOR_HTTP_MAX_HEADERS;
-    ret = stor_http_parse_head(copy, size, &r->head);
+    r->s3 = &s3;
+    r->http.app = &s3;
+    r->http.head.hdrs = r->http.hdrs;
+    r->http.head.nhdrs = STOR_HTTP_MAX_HEADERS;
+    ret = stor_http_parse_head(copy, size, &r->http.head);
     if (ret < 0)
         goto out;
-    r->is_get =
-        r->head.method_len == 3 && memcmp(r->head.method, "GET", 3) == 0;
-    r->is_put =
-        r->head.method_len == 3 && memcmp(r->head.method, "PUT", 3) == 0;
-    r->is_head = !r->is_get && !r->is_put;
-    if (stor_http_req_decode_target(r) != S3E_NONE)
+    r->http.is_get = r->http.head.method_len == 3 &&
+                     memcmp(r->http.head.method, "GET", 3) == 0;
+    r->http.is_put = r->http.head.method_len == 3 &&
+                     memcmp(r->http.head.method, "PUT", 3) == 0;
+    r->http.is_head = !r->http.is_get && !r->http.is_put;
+    if (stor_s3_decode_target(r) != S3E_NONE)
         goto out;
     CHECK(r->path != NULL && r->path[0] == '/');
     CHECK(strlen(r->bucket) < sizeof(r->bucket));
@@ -65,11 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               r->query[i].value[r->query[i].value_len] == 0);
     CHECK(stor_auth_check(r, FUZZ_NOW) != S3E_NONE);
 out:
-    if (r) {
-        free(r->path);
-        free(r->key);
-        free(r->qbuf);
-    }
+    if (r)
+        stor_s3_target_fini(r);
     free(r);
     free(copy);
     return 0;

@@ -1,0 +1,125 @@
+/* storaged/s3/cksum.c - the checksum table and the running checksums of
+ * x-amz-checksum-* (see cksum.h). The CRC64NVME, CRC32 and CRC32C kernels are
+ * common/hash's; the table here only names them as S3 does. */
+#include "storaged/s3/cksum.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/codec.h"
+#include "common/hash.h"
+
+static const struct {
+    const char *hdr;
+    enum stor_cksum kind;
+    size_t bytes; /* digest size */
+} cksums[] = {
+    {"x-amz-checksum-crc32", STOR_CKSUM_CRC32, 4},
+    {"x-amz-checksum-crc32c", STOR_CKSUM_CRC32C, 4},
+    {"x-amz-checksum-crc64nvme", STOR_CKSUM_CRC64NVME, 8},
+    {"x-amz-checksum-sha1", STOR_CKSUM_SHA1, 20},
+    {"x-amz-checksum-sha256", STOR_CKSUM_SHA256, 32},
+};
+
+/* See header. */
+enum stor_cksum stor_s3_cksum_kind(const char *name, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < CM_ARRAY_SIZE(cksums); i++)
+        if (n == strlen(cksums[i].hdr) &&
+            strncasecmp(name, cksums[i].hdr, n) == 0)
+            return cksums[i].kind;
+    return STOR_CKSUM_NONE;
+}
+
+/* See header. */
+const char *stor_s3_cksum_hdr(enum stor_cksum k)
+{
+    size_t i;
+
+    for (i = 0; i < CM_ARRAY_SIZE(cksums); i++)
+        if (cksums[i].kind == k)
+            return cksums[i].hdr;
+    return NULL;
+}
+
+/* See header. */
+size_t stor_s3_cksum_size(enum stor_cksum k)
+{
+    size_t i;
+
+    for (i = 0; i < CM_ARRAY_SIZE(cksums); i++)
+        if (cksums[i].kind == k)
+            return cksums[i].bytes;
+    return 0;
+}
+
+/* See header. */
+int stor_s3_cksum_begin(enum stor_cksum k, struct cm_digest **d)
+{
+    *d = NULL;
+    if (k == STOR_CKSUM_SHA1)
+        *d = cm_digest_create(CM_DIGEST_SHA1);
+    else if (k == STOR_CKSUM_SHA256)
+        *d = cm_digest_create(CM_DIGEST_SHA256);
+    else
+        return 0;
+    return *d ? 0 : -ENOMEM;
+}
+
+/* See header. */
+void stor_s3_cksum_update(enum stor_cksum k, uint64_t *crc, struct cm_digest *d,
+                          const void *p, size_t n)
+{
+    switch (k) {
+    case STOR_CKSUM_CRC32:
+        *crc = cm_crc32((uint32_t)*crc, p, n);
+        break;
+    case STOR_CKSUM_CRC32C:
+        *crc = cm_crc32c((uint32_t)*crc, p, n);
+        break;
+    case STOR_CKSUM_CRC64NVME:
+        *crc = cm_crc64nvme(*crc, p, n);
+        break;
+    case STOR_CKSUM_SHA1:
+    case STOR_CKSUM_SHA256:
+        cm_digest_update(d, p, n);
+        break;
+    default:
+        break;
+    }
+}
+
+/* See header. */
+void stor_s3_cksum_final(enum stor_cksum k, uint64_t crc, struct cm_digest *d,
+                         char *out)
+{
+    uint8_t b[32];
+    size_t n = 0;
+    int i;
+
+    switch (k) {
+    case STOR_CKSUM_CRC32:
+    case STOR_CKSUM_CRC32C:
+        for (i = 0; i < 4; i++)
+            b[i] = (uint8_t)((uint32_t)crc >> (24 - 8 * i));
+        n = 4;
+        break;
+    case STOR_CKSUM_CRC64NVME:
+        for (i = 0; i < 8; i++)
+            b[i] = (uint8_t)(crc >> (56 - 8 * i));
+        n = 8;
+        break;
+    case STOR_CKSUM_SHA1:
+    case STOR_CKSUM_SHA256:
+        n = cm_digest_final(d, b);
+        break;
+    default:
+        out[0] = 0;
+        return;
+    }
+    cm_base64_encode(b, n, out);
+}

@@ -1,0 +1,254 @@
+/* storaged/s3/req.c - the S3 side of a request: decoding the target into
+ * path, bucket, key and query (path-style addressing), the S3 error
+ * response (status + XML), and jobs run on the transport's workers.
+ *
+ * DESIGN: the transport hands over the raw target; what it means (a bucket,
+ * a key, sub-resources in the query) is S3's business, so decoding lives
+ * here, next to the error XML that quotes it back (<Resource>, <Key>). */
+#include "storaged/s3/s3_i.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/uri.h"
+#include "common/xml.h"
+
+/* See s3_i.h. */
+const char *stor_s3_query(const struct stor_s3_req *r, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < r->nquery; i++)
+        if (strcmp(r->query[i].name, name) == 0)
+            return r->query[i].value;
+    return NULL;
+}
+
+/* See s3_i.h. */
+bool stor_s3_has_query(const struct stor_s3_req *r, const char *name)
+{
+    return stor_s3_query(r, name) != NULL;
+}
+
+/* See s3_i.h. */
+void stor_s3_error(struct stor_s3_req *r, enum stor_s3_err e)
+{
+    const struct stor_s3_err_info *ei = stor_s3_err_info(e);
+    struct stor_resp *rs = &r->http.resp;
+    int ret;
+
+    cm_buf_reset(&rs->body);
+    rs->status = ei->status;
+    r->err = e;
+    rs->has_length = false;
+    if (r->http.is_head || e == S3E_NOT_MODIFIED) {
+        rs->no_body = true;
+        return;
+    }
+    ret = cm_buf_appendf(&rs->body,
+                         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                         "<Error><Code>%s</Code><Message>%s</Message>",
+                         ei->code, ei->message);
+    if (ret == 0 && r->path)
+        ret = cm_buf_appends(&rs->body, "<Resource>");
+    if (ret == 0 && r->path)
+        ret = cm_xml_escape(&rs->body, r->path, r->path_len);
+    if (ret == 0 && r->path)
+        ret = cm_buf_appends(&rs->body, "</Resource>");
+    if (ret == 0 && r->bucket[0]) {
+        ret =
+            cm_buf_appendf(&rs->body, "<BucketName>%s</BucketName>", r->bucket);
+    }
+    if (ret == 0 && r->has_key && (e == S3E_NO_SUCH_KEY)) {
+        ret = cm_buf_appends(&rs->body, "<Key>");
+        if (ret == 0)
+            ret = cm_xml_escape(&rs->body, r->key, r->key_len);
+        if (ret == 0)
+            ret = cm_buf_appends(&rs->body, "</Key>");
+    }
+    if (ret == 0)
+        ret = cm_buf_appendf(&rs->body,
+                             "<RequestId>%016llX</RequestId>"
+                             "<HostId>storaged</HostId></Error>",
+                             (unsigned long long)r->http.id);
+    if (ret == 0)
+        ret = stor_resp_hdr(rs, "Content-Type", "application/xml");
+    if (ret < 0)
+        cm_buf_reset(&rs->body);
+}
+
+/* Value of hex digit @c, or -1. */
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes @n bytes of a query component into @dst ('+' is a
+ * space, as in form encoding) and NUL-terminates it. Returns the decoded
+ * length or -1 on a malformed escape. @dst has room for n + 1 bytes. */
+static long pct_decode(char *dst, const char *src, size_t n)
+{
+    size_t i, o = 0;
+
+    for (i = 0; i < n; i++) {
+        if (src[i] == '%') {
+            int hi, lo;
+
+            if (i + 2 >= n)
+                return -1;
+            hi = hexval(src[i + 1]);
+            lo = hexval(src[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            dst[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            dst[o++] = src[i] == '+' ? ' ' : src[i];
+        }
+    }
+    dst[o] = 0;
+    return (long)o;
+}
+
+/* Decodes query @q (@tlen bytes after the '?'): name[=value]&... into one
+ * buffer of NUL-terminated strings (r->qbuf), r->query pointing into it. */
+static enum stor_s3_err decode_query(struct stor_s3_req *r, const char *q,
+                                     size_t tlen)
+{
+    char *qb = malloc(2 * tlen + 2);
+
+    if (qb == NULL)
+        return S3E_INTERNAL;
+    r->qbuf = qb;
+    while (tlen > 0) {
+        const char *amp = memchr(q, '&', tlen);
+        size_t plen2 = amp ? (size_t)(amp - q) : tlen;
+        const char *eq = memchr(q, '=', plen2);
+        size_t nlen = eq ? (size_t)(eq - q) : plen2;
+        struct cm_kv *kv;
+        long n;
+
+        if (plen2 > 0) {
+            if (r->nquery >= STOR_MAX_QUERY)
+                return S3E_INVALID_ARGUMENT;
+            kv = &r->query[r->nquery++];
+            n = pct_decode(qb, q, nlen);
+            if (n < 0)
+                return S3E_INVALID_ARGUMENT;
+            kv->name = qb;
+            kv->name_len = (size_t)n;
+            qb += n + 1;
+            n = eq ? pct_decode(qb, eq + 1, plen2 - nlen - 1) : 0;
+            if (n < 0)
+                return S3E_INVALID_ARGUMENT;
+            qb[n] = 0;
+            kv->value = qb;
+            kv->value_len = (size_t)n;
+            qb += n + 1;
+        }
+        if (amp == NULL)
+            break;
+        tlen -= plen2 + 1;
+        q = amp + 1;
+    }
+    return S3E_NONE;
+}
+
+/* See s3_i.h. */
+enum stor_s3_err stor_s3_decode_target(struct stor_s3_req *r)
+{
+    const char *t = r->http.head.target, *q;
+    size_t tlen = r->http.head.target_len, plen;
+    struct cm_buf b;
+    const char *p, *slash;
+
+    /* absolute-form (RFC 9112 3.2.2, sent through proxies): drop the
+     * scheme and authority, keep the path */
+    if (tlen > 7 && (strncasecmp(t, "http://", 7) == 0 ||
+                     (tlen > 8 && strncasecmp(t, "https://", 8) == 0))) {
+        const char *auth = t + (t[4] == ':' ? 7 : 8);
+        const char *pathp = memchr(auth, '/', tlen - (size_t)(auth - t));
+
+        if (pathp == NULL)
+            return S3E_BAD_REQUEST;
+        tlen -= (size_t)(pathp - t);
+        t = pathp;
+    }
+    if (tlen == 0 || t[0] != '/')
+        return S3E_BAD_REQUEST;
+    q = memchr(t, '?', tlen);
+    plen = q ? (size_t)(q - t) : tlen;
+    cm_buf_init(&b, CM_BUF_NOLIMIT);
+    if (cm_uri_decode(&b, t, plen, false) < 0 || b.data == NULL)
+        return S3E_BAD_REQUEST;
+    if (memchr(b.data, 0, b.len) != NULL) {
+        cm_buf_fini(&b);
+        return S3E_INVALID_ARGUMENT;
+    }
+    r->path_len = b.len;
+    r->path = cm_buf_steal(&b);
+    /* path-style: /bucket[/key] */
+    p = r->path + 1;
+    slash = memchr(p, '/', r->path_len - 1);
+    plen = slash ? (size_t)(slash - p) : r->path_len - 1;
+    if (plen >= sizeof(r->bucket))
+        return S3E_INVALID_BUCKET_NAME;
+    memcpy(r->bucket, p, plen);
+    r->bucket[plen] = 0;
+    if (slash) {
+        r->key_len = r->path_len - 1 - plen - 1;
+        r->key = malloc(r->key_len + 1);
+        if (r->key == NULL)
+            return S3E_INTERNAL;
+        memcpy(r->key, slash + 1, r->key_len);
+        r->key[r->key_len] = 0;
+        r->has_key = r->key_len > 0;
+        if (r->key_len > STOR_MAX_KEY_LEN)
+            return S3E_KEY_TOO_LONG;
+    }
+    if (q == NULL)
+        return S3E_NONE;
+    q++;
+    return decode_query(r, q, tlen - (size_t)(q - t));
+}
+
+/* See s3_i.h. */
+void stor_s3_target_fini(struct stor_s3_req *r)
+{
+    free(r->path);
+    free(r->key);
+    free(r->qbuf);
+    r->path = r->key = r->qbuf = NULL;
+}
+
+/* Worker: the transport's job of an S3 request. */
+static void job_run(struct stor_req *h)
+{
+    struct stor_s3_req *r = stor_s3_req(h);
+
+    r->run(r);
+}
+
+/* Loop: the job came back. */
+static void job_done(struct stor_req *h)
+{
+    struct stor_s3_req *r = stor_s3_req(h);
+
+    r->done(r);
+}
+
+/* See s3_i.h. */
+void stor_s3_submit(struct stor_s3_req *r, void (*run)(struct stor_s3_req *),
+                    void (*done)(struct stor_s3_req *))
+{
+    r->run = run;
+    r->done = done;
+    stor_req_submit(&r->http, job_run, job_done);
+}

@@ -1,0 +1,30 @@
+/* storaged/s3/s3.h - the S3 application's public interface: the table of
+ * hooks to give the transport (storaged/http/http.h) and the server-wide S3
+ * state it runs with. main.c creates the state, then serves with
+ * stor_http_opts.app = &stor_s3_app and .app_ctx = that state. */
+#ifndef STORAGED_S3_S3_H
+#define STORAGED_S3_S3_H
+#include "common/compiler.h"
+#include "storaged/http/http.h"
+#include <stddef.h>
+
+struct stor_store;
+struct stor_s3;
+
+struct stor_s3_opts {
+    struct stor_store *store; /* borrowed; outlives the stor_s3 */
+    const char *root_user;    /* borrowed: the only credentials */
+    const char *root_secret;  /* borrowed */
+    const char *region;       /* NULL: "us-east-1" */
+    size_t cache_bytes;       /* --cache-mem, split over the loops; 0: none */
+};
+
+/* Creates the S3 state (and its metrics). 0 or -ENOMEM. */
+CM_MUST_CHECK int stor_s3_create(const struct stor_s3_opts *o,
+                                 struct stor_s3 **out);
+void stor_s3_destroy(struct stor_s3 *s3);
+
+/* The transport hooks of the S3 application. */
+extern const struct stor_http_app stor_s3_app;
+
+#endif /* STORAGED_S3_S3_H */
