@@ -145,6 +145,7 @@ check: deps
 	$(MAKE) SAN=$(CHECK_SAN) all
 	$(call SAN_ENV,) $(MAKE) SAN=$(CHECK_SAN) unit replay
 	scripts/check-headers.sh
+	scripts/check-layers.sh
 	scripts/check-banned.sh
 	$(MAKE) format-check
 	rm -rf $(CHECK_SANLOG) && mkdir -p $(CHECK_SANLOG)
