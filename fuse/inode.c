@@ -6,8 +6,16 @@
  * mount, so a stale number can never name another object. A directory
  * listing is fetched with all its ListObjectsV2 pages into an immutable,
  * refcounted snapshot; concurrent refreshes of one directory are coalesced
- * by the inode's list_lock (the second thread finds the fresh listing the
- * first one built), so N threads scanning a directory cost one LIST pass. */
+ * by one of 64 list_locks chosen by a hash of the directory key (the
+ * second thread finds the fresh listing the first one built), so N threads
+ * scanning a directory cost one LIST pass.
+ * Changes made through this mount (create, unlink, mkdir, rmdir, rename)
+ * are notes (key -> exists + attributes, time) that lookups prefer over
+ * listings fetched before them, and mark the parent's listing stale for
+ * directory reads (dirchg: directory key -> time of its last change), so
+ * the mount sees its own changes at once without re-listing a directory
+ * per created file. A note is dropped once list_ttl has passed: every
+ * listing used after that was fetched after it. */
 #include "fuse/inode.h"
 
 #include <errno.h>
@@ -29,6 +37,24 @@ struct fc_itab {
     struct fc_listing *listings;    /* cache by dir key; one ref each; lock */
     pthread_mutex_t list_locks[64]; /* serialise refreshes, by key hash */
     unsigned sweep_at; /* sweep expired listings at this count; lock */
+    struct fc_note *notes;  /* by key; protected by lock */
+    struct fc_note *dirchg; /* by directory key: last change; lock */
+    unsigned notes_sweep_at; /* sweep old notes at this count; lock */
+};
+
+/* A namespace change made through this mount (see DESIGN). */
+struct fc_note {
+    char *key; /* owned */
+    bool exists;
+    struct fc_attr a;
+    double t; /* fc_now() when recorded */
+    UT_hash_handle hh;
+};
+
+/* A key replaced by a rename, kept until the inode is freed. */
+struct fc_oldkey {
+    struct fc_oldkey *next;
+    char *key; /* owned */
 };
 
 /* Monotonic seconds (see fs.h). */
@@ -68,6 +94,12 @@ static struct fc_inode *inode_alloc(const char *key)
 
 static void inode_free(struct fc_inode *in)
 {
+    while (in->old_keys) {
+        struct fc_oldkey *o = in->old_keys;
+        in->old_keys = o->next;
+        free(o->key);
+        free(o);
+    }
     fc_rstate_fini(&in->rs);
     free(in->key);
     free(in);
@@ -95,6 +127,7 @@ int fc_itab_create(const char *root_key, struct fc_itab **out)
     root->attr.mtime = time(NULL);
     HASH_ADD(hh_ino, t->by_ino, ino, sizeof(root->ino), root);
     HASH_ADD_KEYPTR(hh_key, t->by_key, root->key, strlen(root->key), root);
+    root->hashed = true;
     t->next_ino = FUSE_ROOT_ID + 1;
     t->sweep_at = 1024;
     t->count = 1;
@@ -113,8 +146,24 @@ void fc_itab_destroy(struct fc_itab *t)
     HASH_ITER(hh_ino, t->by_ino, in, tmp)
     {
         HASH_DELETE(hh_ino, t->by_ino, in);
-        HASH_DELETE(hh_key, t->by_key, in);
+        if (in->hashed)
+            HASH_DELETE(hh_key, t->by_key, in);
         inode_free(in);
+    }
+    {
+        struct fc_note *n, *ntmp;
+        HASH_ITER(hh, t->notes, n, ntmp)
+        {
+            HASH_DEL(t->notes, n);
+            free(n->key);
+            free(n);
+        }
+        HASH_ITER(hh, t->dirchg, n, ntmp)
+        {
+            HASH_DEL(t->dirchg, n);
+            free(n->key);
+            free(n);
+        }
     }
     HASH_ITER(hh, t->listings, l, ltmp)
     {
@@ -157,6 +206,7 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
         in->ino = t->next_ino++;
         HASH_ADD(hh_ino, t->by_ino, ino, sizeof(in->ino), in);
         HASH_ADD_KEYPTR(hh_key, t->by_key, in->key, strlen(in->key), in);
+        in->hashed = true;
         t->count++;
     }
     /* never replace newer attributes (a HEAD) with older ones (a listing
@@ -205,7 +255,8 @@ void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n)
         return;
     }
     HASH_DELETE(hh_ino, t->by_ino, in);
-    HASH_DELETE(hh_key, t->by_key, in);
+    if (in->hashed)
+        HASH_DELETE(hh_key, t->by_key, in);
     t->count--;
     pthread_mutex_unlock(&t->lock);
     inode_free(in);
@@ -238,7 +289,11 @@ void fc_inode_reply_attr(struct fc_itab *t, struct fc_inode *in,
 {
     pthread_mutex_lock(&t->lock);
     *a = in->attr;
-    if (!a->is_dir && in->nopen_cached > 0) {
+    if (!a->is_dir && in->nwriters > 0) {
+        /* being written here: the size so far (the kernel's i_size) */
+        a->size = in->wsize;
+        a->mtime = in->wmtime;
+    } else if (!a->is_dir && in->nopen_cached > 0) {
         a->size = in->kept_size;
         a->mtime = in->kept_mtime;
         snprintf(a->etag, sizeof(a->etag), "%s", in->kept_etag);
@@ -305,6 +360,247 @@ void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io)
     pthread_mutex_lock(&t->lock);
     in->nopen_cached--;
     pthread_mutex_unlock(&t->lock);
+}
+
+/* Counts write handles and their size (see header). */
+void fc_inode_write_note(struct fc_itab *t, struct fc_inode *in, int delta,
+                         uint64_t size)
+{
+    pthread_mutex_lock(&t->lock);
+    if (delta > 0)
+        in->nwriters++;
+    else if (delta < 0 && !CM_NEVER(in->nwriters == 0))
+        in->nwriters--;
+    in->wsize = size;
+    in->wmtime = time(NULL);
+    pthread_mutex_unlock(&t->lock);
+}
+
+bool fc_inode_is_writing(struct fc_itab *t, struct fc_inode *in)
+{
+    bool w;
+
+    pthread_mutex_lock(&t->lock);
+    w = in->nwriters > 0;
+    pthread_mutex_unlock(&t->lock);
+    return w;
+}
+
+/* Takes the inode of @key out of by_key. t->lock held. */
+static void unhash_locked(struct fc_itab *t, const char *key)
+{
+    struct fc_inode *in;
+
+    HASH_FIND(hh_key, t->by_key, key, strlen(key), in);
+    if (in != NULL && in->ino != FUSE_ROOT_ID) {
+        HASH_DELETE(hh_key, t->by_key, in);
+        in->hashed = false;
+    }
+}
+
+void fc_itab_unhash(struct fc_itab *t, const char *key)
+{
+    pthread_mutex_lock(&t->lock);
+    unhash_locked(t, key);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Gives @in the key @key (owned by the caller; copied). t->lock held.
+ * 0 or -ENOMEM. */
+static int rekey_locked(struct fc_itab *t, struct fc_inode *in,
+                        const char *key)
+{
+    struct fc_oldkey *o = calloc(1, sizeof(*o));
+    char *k = strdup(key);
+
+    if (o == NULL || k == NULL) {
+        free(o);
+        free(k);
+        return -ENOMEM;
+    }
+    if (in->hashed)
+        HASH_DELETE(hh_key, t->by_key, in);
+    o->key = in->key;
+    o->next = in->old_keys;
+    in->old_keys = o;
+    in->key = k;
+    /* a server-side copy has its own ETag: ask again before trusting */
+    in->attr_fetched = 0;
+    unhash_locked(t, k);
+    HASH_ADD_KEYPTR(hh_key, t->by_key, in->key, strlen(in->key), in);
+    in->hashed = true;
+    return 0;
+}
+
+/* Renames live inodes (see header). */
+int fc_itab_rename(struct fc_itab *t, const char *from, const char *to)
+{
+    size_t fl = strlen(from);
+    struct fc_inode *in, *tmp, **v = NULL;
+    size_t n = 0, cap = 0;
+    int ret = 0;
+
+    pthread_mutex_lock(&t->lock);
+    if (fl == 0 || from[fl - 1] != '/') {
+        HASH_FIND(hh_key, t->by_key, from, fl, in);
+        if (in != NULL)
+            ret = rekey_locked(t, in, to);
+        else
+            unhash_locked(t, to);
+        pthread_mutex_unlock(&t->lock);
+        return ret;
+    }
+    /* a directory: collect first, the table changes while rekeying */
+    HASH_ITER(hh_key, t->by_key, in, tmp)
+    {
+        if (strncmp(in->key, from, fl) != 0 || in->ino == FUSE_ROOT_ID)
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            struct fc_inode **nv = realloc(v, nc * sizeof(*v));
+            if (nv == NULL) {
+                ret = -ENOMEM;
+                goto out;
+            }
+            v = nv;
+            cap = nc;
+        }
+        v[n++] = in;
+    }
+    for (size_t i = 0; i < n && ret == 0; i++) {
+        char *k = NULL;
+        if (asprintf(&k, "%s%s", to, v[i]->key + fl) < 0) {
+            ret = -ENOMEM;
+            break;
+        }
+        ret = rekey_locked(t, v[i], k);
+        free(k);
+    }
+out:
+    pthread_mutex_unlock(&t->lock);
+    free(v);
+    return ret;
+}
+
+/* Sets (or adds) the note of @key in table @h. t->lock held. */
+static void note_put(struct fc_note **h, const char *key, bool exists,
+                     const struct fc_attr *a, double now)
+{
+    struct fc_note *n;
+
+    HASH_FIND_STR(*h, key, n);
+    if (n == NULL) {
+        n = calloc(1, sizeof(*n));
+        if (n == NULL || (n->key = strdup(key)) == NULL) {
+            free(n);
+            return; /* ENOMEM: the change shows after list_ttl */
+        }
+        HASH_ADD_KEYPTR(hh, *h, n->key, strlen(n->key), n);
+    }
+    n->exists = exists;
+    if (a != NULL)
+        n->a = *a;
+    else
+        memset(&n->a, 0, sizeof(n->a));
+    n->t = now;
+}
+
+/* Drops notes older than list_ttl (a listing fetched after them is as
+ * good). t->lock held. */
+static void note_sweep(struct fc_fs *fs, struct fc_note **h, double now)
+{
+    struct fc_note *n, *tmp;
+
+    HASH_ITER(hh, *h, n, tmp)
+    {
+        if (now - n->t > fs->o.list_ttl + 1) {
+            HASH_DEL(*h, n);
+            free(n->key);
+            free(n);
+        }
+    }
+}
+
+/* Records a change (see header). */
+void fc_itab_note(struct fc_fs *fs, const char *key, bool exists,
+                  const struct fc_attr *a)
+{
+    struct fc_itab *t = fs->itab;
+    size_t kl = strlen(key), dl;
+    double now = fc_now();
+    char *dir;
+
+    /* the parent directory key: up to and including the last '/' before
+     * the name (a directory key ends in '/' itself) */
+    dl = kl > 0 && key[kl - 1] == '/' ? kl - 1 : kl;
+    while (dl > 0 && key[dl - 1] != '/')
+        dl--;
+    dir = strndup(key, dl);
+    pthread_mutex_lock(&t->lock);
+    note_put(&t->notes, key, exists, a, now);
+    if (dir != NULL)
+        note_put(&t->dirchg, dir, true, NULL, now);
+    if (!fs->cache_forever && HASH_COUNT(t->notes) >= t->notes_sweep_at) {
+        note_sweep(fs, &t->notes, now);
+        note_sweep(fs, &t->dirchg, now);
+        t->notes_sweep_at = CM_MAX(1024u, 2 * HASH_COUNT(t->notes));
+    }
+    pthread_mutex_unlock(&t->lock);
+    free(dir);
+}
+
+/* Looks a change up (see header). */
+bool fc_itab_noted(struct fc_fs *fs, const char *key, double since,
+                   bool *exists, struct fc_attr *a, double *when)
+{
+    struct fc_itab *t = fs->itab;
+    struct fc_note *n;
+    bool found = false;
+
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND_STR(t->notes, key, n);
+    /* older than list_ttl: what S3 says now is as new (other clients) */
+    if (n != NULL && n->t >= since && fc_fs_is_fresh(fs, n->t)) {
+        found = true;
+        *exists = n->exists;
+        *a = n->a;
+        *when = n->t;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return found;
+}
+
+/* Whether the directory changed here after @t. t->lock held. */
+static bool dir_changed_since(struct fc_itab *t, const char *dirkey, double when)
+{
+    struct fc_note *n;
+
+    HASH_FIND_STR(t->dirchg, dirkey, n);
+    return n != NULL && n->t >= when;
+}
+
+/* Drops listings of a subtree (see header). */
+void fc_itab_drop_listings(struct fc_fs *fs, const char *dirkey)
+{
+    struct fc_itab *t = fs->itab;
+    struct fc_listing *l, *tmp, *drop = NULL;
+    size_t dl = strlen(dirkey);
+
+    pthread_mutex_lock(&t->lock);
+    HASH_ITER(hh, t->listings, l, tmp)
+    {
+        if (strncmp(l->key, dirkey, dl) == 0) {
+            HASH_DEL(t->listings, l);
+            l->hh.next = drop;
+            drop = l;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    while (drop) {
+        struct fc_listing *next = drop->hh.next;
+        fc_listing_unref(drop);
+        drop = next;
+    }
 }
 
 size_t fc_itab_count(struct fc_itab *t)
@@ -450,20 +746,29 @@ const struct fc_dirent *fc_listing_find(const struct fc_listing *l,
     return NULL;
 }
 
-/* Fresh cached listing or NULL (see header). */
-struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey)
+/* A fresh cached listing (with @unchanged: one that no change made here
+ * since its fetch made stale) or NULL. */
+static struct fc_listing *cached_listing(struct fc_fs *fs, const char *dirkey,
+                                         bool unchanged)
 {
     struct fc_itab *t = fs->itab;
     struct fc_listing *l;
 
     pthread_mutex_lock(&t->lock);
     HASH_FIND(hh, t->listings, dirkey, strlen(dirkey), l);
-    if (l && fc_fs_is_fresh(fs, l->fetched))
+    if (l && fc_fs_is_fresh(fs, l->fetched) &&
+        !(unchanged && dir_changed_since(t, dirkey, l->fetched)))
         atomic_fetch_add(&l->refs, 1);
     else
         l = NULL;
     pthread_mutex_unlock(&t->lock);
     return l;
+}
+
+/* Fresh cached listing or NULL (see header). */
+struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey)
+{
+    return cached_listing(fs, dirkey, false);
 }
 
 /* Fetches all pages of a directory. 0 and *out, or -errno. */
@@ -522,14 +827,14 @@ int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
     uint32_t h = 2166136261u;
     int ret;
 
-    if ((*out = fc_dir_cached_listing(fs, dirkey)) != NULL)
+    if ((*out = cached_listing(fs, dirkey, true)) != NULL)
         return 0;
     for (const char *p = dirkey; *p; p++)
         h = (h ^ (unsigned char)*p) * 16777619u;
     ll = &t->list_locks[h % CM_ARRAY_SIZE(t->list_locks)];
     pthread_mutex_lock(ll);
     /* another thread may have refreshed it while we waited */
-    if ((*out = fc_dir_cached_listing(fs, dirkey)) != NULL) {
+    if ((*out = cached_listing(fs, dirkey, true)) != NULL) {
         pthread_mutex_unlock(ll);
         return 0;
     }

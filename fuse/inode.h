@@ -24,6 +24,7 @@
 #include "fuse/s3.h"
 
 struct fc_fs;
+struct fc_wfile;
 
 /* One directory entry of a listing snapshot. */
 struct fc_dirent {
@@ -52,9 +53,17 @@ struct fc_attr {
     char etag[FC_ETAG_MAX];
 };
 
+struct fc_oldkey;
+
 struct fc_inode {
-    fuse_ino_t ino;              /* immutable after creation */
-    char *key;                   /* S3 key; owned; immutable after creation */
+    fuse_ino_t ino; /* immutable after creation */
+    /* S3 key; owned; replaced (under itab->lock) only by a rename, and the
+     * replaced string stays allocated until the inode is freed, so a
+     * request that read the old pointer can still use it */
+    char *key;
+    struct fc_oldkey *old_keys;  /* keys replaced by renames; itab->lock */
+    bool hashed;                 /* in by_key (false once unlinked or
+                                  * renamed over); itab->lock */
     uint64_t nlookup;            /* kernel lookups; protected by itab->lock */
     struct fc_attr attr;         /* protected by itab->lock */
     double attr_fetched;         /* fc_now() of attr; protected by itab->lock */
@@ -68,6 +77,11 @@ struct fc_inode {
     bool shown_mixed;      /* replies of other sizes since the kernel was last
                             * told to drop its size (they may still be in
                             * flight); protected by itab->lock */
+    unsigned nwriters;     /* open write handles; itab->lock */
+    uint64_t wsize;        /* file size as the last writer left it;
+                            * itab->lock */
+    time_t wmtime;         /* time of the last write; itab->lock */
+    struct fc_wfile *writers; /* open write handles; write.c's lock */
     struct fc_rstate rs;   /* reader state when opens are skipped */
     UT_hash_handle hh_ino; /* by ino; protected by itab->lock */
     UT_hash_handle hh_key; /* by key; protected by itab->lock */
@@ -127,6 +141,37 @@ void fc_inode_open_version(struct fc_itab *t, struct fc_inode *in,
                            bool *direct_io, bool *inval_attr);
 /* Ends an open registered by fc_inode_open. */
 void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io);
+/* A write handle of @in opened (@delta 1), closed (-1) or wrote (0):
+ * while any is open, attribute replies carry @size and the time of the
+ * last write, and revalidation asks S3 nothing. */
+void fc_inode_write_note(struct fc_itab *t, struct fc_inode *in, int delta,
+                         uint64_t size);
+/* Whether write handles of @in are open. */
+bool fc_inode_is_writing(struct fc_itab *t, struct fc_inode *in);
+/* Forgets the key of the live inode of @key, if any (after an unlink or a
+ * rename onto it): a new object of that name gets a new inode. */
+void fc_itab_unhash(struct fc_itab *t, const char *key);
+/* Renames the live inodes of @from to @to: the one of that key, or, for a
+ * directory key (ending in '/'), every inode under it. Inodes of the
+ * target names are unhashed first. 0 or -ENOMEM (nothing changed). */
+CM_MUST_CHECK int fc_itab_rename(struct fc_itab *t, const char *from,
+                                 const char *to);
+
+/* This mount's own namespace changes, so it sees them at once although
+ * the cached listings predate them: @key (a file, or a directory ending
+ * in '/') now exists with @a (@exists) or is gone. Recorded with the time
+ * now; lookups prefer it over listings fetched before, and the listing of
+ * its parent directory is fetched again by the next opendir. */
+void fc_itab_note(struct fc_fs *fs, const char *key, bool exists,
+                  const struct fc_attr *a);
+/* What this mount changed at @key after time @since, within list_ttl:
+ * true with *@exists, @a and the note's time *@when, when there is such a
+ * note. */
+bool fc_itab_noted(struct fc_fs *fs, const char *key, double since,
+                   bool *exists, struct fc_attr *a, double *when);
+/* Drops every cached listing of @dirkey and below (a directory rename). */
+void fc_itab_drop_listings(struct fc_fs *fs, const char *dirkey);
+
 /* Number of live inodes (tests, stats). */
 size_t fc_itab_count(struct fc_itab *t);
 
@@ -135,7 +180,9 @@ size_t fc_itab_count(struct fc_itab *t);
  * 0 and *out, or -errno. */
 CM_MUST_CHECK int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
                                  struct fc_listing **out);
-/* Returns a new reference to the cached listing if it is fresh, else NULL. */
+/* Returns a new reference to the cached listing if it is fresh, else NULL
+ * (fresh also when this mount changed the directory since: lookups check
+ * fc_itab_noted; directory reads use fc_dir_listing, which refetches). */
 struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey);
 void fc_listing_unref(struct fc_listing *l);
 /* Binary search by name; NULL when absent. */

@@ -33,6 +33,7 @@
 #include "fuse/ops.h"
 #include "fuse/read.h"
 #include "fuse/s3.h"
+#include "fuse/write.h"
 
 #define ECFS_VERSION "0.1"
 
@@ -40,7 +41,7 @@
 struct raw_opts {
     struct fc_opts o;
     char *cache_size, *block_size, *readahead_max, *readahead_init, *part_size,
-        *prefetch_mem;
+        *prefetch_mem, *write_part_size, *stage_max;
     char *log_file;
     char *umask_s;
     int show_help, show_version;
@@ -81,6 +82,10 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("readahead_init=%s", readahead_init),
     OPTS("part_size=%s", part_size),
     OPTS("prefetch_mem=%s", prefetch_mem),
+    OPTS("write_part_size=%s", write_part_size),
+    OPTS("stage_dir=%s", o.stage_dir),
+    OPTS("stage_max=%s", stage_max),
+    OPTS("rename_dir_max=%u", o.rename_dir_max),
     OPTS("max_conns=%u", o.max_conns),
     OPTS("retries=%u", o.retries),
     OPTS("connect_timeout_ms=%u", o.connect_timeout_ms),
@@ -105,6 +110,7 @@ static const struct fuse_opt opt_spec[] = {
     FUSE_OPT_KEY("read_ahead_kb=", KEY_UNUM),
     FUSE_OPT_KEY("dir_prefetch=", KEY_UNUM),
     FUSE_OPT_KEY("list_prefetch=", KEY_UNUM),
+    FUSE_OPT_KEY("rename_dir_max=", KEY_UNUM),
     FUSE_OPT_KEY("attr_timeout=", KEY_SECS),
     FUSE_OPT_KEY("negative_timeout=", KEY_SECS),
     FUSE_OPT_KEY("list_ttl=", KEY_SECS),
@@ -365,9 +371,43 @@ static int finish_opts(struct raw_opts *r)
     bad |= parse_size(r->readahead_max, &o->readahead_max);
     bad |= parse_size(r->part_size, &o->part_size);
     bad |= parse_size(r->prefetch_mem, &o->prefetch_mem);
+    o->write_part_size = 8u << 20;
+    bad |= parse_size(r->write_part_size, &o->write_part_size);
+    {
+        size_t sm = (size_t)1 << 30;
+        bad |= parse_size(r->stage_max, &sm);
+        o->stage_max = sm;
+    }
     if (bad || o->block_size < 4096 || o->block_size > (64u << 20)) {
         fprintf(stderr, "ecfs: bad size option (use N, NK, NM or NG; "
                         "block_size 4K..64M)\n");
+        return -EINVAL;
+    }
+    if (o->write_part_size < (5u << 20) ||
+        o->write_part_size > ((size_t)5 << 30)) {
+        fprintf(stderr, "ecfs: bad write_part_size (5M..5G: S3 refuses "
+                        "smaller parts)\n");
+        return -EINVAL;
+    }
+    if (o->rename_dir_max == 0)
+        o->rename_dir_max = 10000;
+    if (o->stage_dir == NULL) {
+        const char *tmp = getenv("TMPDIR");
+        if (asprintf(&o->stage_dir, "%s/ecfs-stage-%u",
+                     tmp && tmp[0] == '/' ? tmp : "/tmp",
+                     (unsigned)getuid()) < 0)
+            return -ENOMEM;
+    } else if (o->stage_dir[0] != '/') {
+        char cwd[PATH_MAX], *abs;
+        if (getcwd(cwd, sizeof(cwd)) == NULL ||
+            asprintf(&abs, "%s/%s", cwd, o->stage_dir) < 0)
+            return -EINVAL;
+        free(o->stage_dir);
+        o->stage_dir = abs;
+    }
+    if (!o->ro && mkdir(o->stage_dir, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "ecfs: cannot create stage_dir=%s: %s\n",
+                o->stage_dir, strerror(errno));
         return -EINVAL;
     }
     if (o->readahead_init < o->block_size)
@@ -470,6 +510,9 @@ static void free_opts(struct raw_opts *r)
     free(r->readahead_init);
     free(r->part_size);
     free(r->prefetch_mem);
+    free(r->write_part_size);
+    free(r->stage_max);
+    free(o->stage_dir);
     free(r->log_file);
     free(r->umask_s);
 }
@@ -664,7 +707,9 @@ int main(int argc, char *argv[])
     if (fc_s3_create(&sc, &fs.s3) < 0 ||
         fc_itab_create(fs.o.prefix, &fs.itab) < 0 ||
         fc_cache_create(fs.o.cache_size, &fs.cache) < 0 ||
-        fc_prefetch_start(&fs, CM_MAX(2u, fs.o.max_conns / 2)) < 0) {
+        fc_prefetch_start(&fs, CM_MAX(2u, fs.o.max_conns / 2)) < 0 ||
+        (!fs.o.ro && fc_upload_start(&fs, CM_MAX(2u, fs.o.max_conns / 2)) <
+                         0)) {
         cm_log(CM_LOG_ERROR, ENOMEM, "ecfs: setup failed");
         goto out_state;
     }
@@ -726,6 +771,7 @@ int main(int argc, char *argv[])
     cm_log(CM_LOG_INFO, 0, "ecfs: unmounting %s", cmd.mountpoint);
 out_state:
     fuse_session_unmount(se);
+    fc_upload_stop(&fs);
     fc_prefetch_stop(&fs);
     fc_cache_destroy(fs.cache);
     fc_itab_destroy(fs.itab);

@@ -15,7 +15,12 @@
  * while that ETag is the one the cache was filled from; while such handles
  * are open, every attribute reply carries that version's size (the kernel
  * cuts page-cache reads at the size it was last told).
- * Writes are a separate issue: every modifying call answers EROFS. */
+ * Writes: see write.c. create and open for writing give a write handle
+ * (direct_io: no page cache); flush (close) commits and returns the
+ * upload's error. Namespace changes (unlink, mkdir, rmdir, rename) are
+ * made in S3 at once and noted in the inode table, so lookups and the
+ * next directory read of this mount see them immediately. -o ro answers
+ * EROFS to every modifying call. */
 #include "fuse/ops.h"
 
 #include <errno.h>
@@ -33,6 +38,7 @@
 #include "fuse/listxml.h"
 #include "fuse/read.h"
 #include "fuse/s3.h"
+#include "fuse/write.h"
 
 /* The request counters are a virtual file at the mount root, found by
  * lookup but never listed (so find, ls and ImageFolder do not see it).
@@ -54,6 +60,10 @@ struct fc_fh {
     struct fc_rstate rs;
     bool registered;           /* counted by fc_inode_open */
     bool direct;               /* opened direct_io (see fc_inode_open) */
+    bool near_writer;          /* opened while the file was being written
+                                * here: reads follow the writer, then the
+                                * inode's current attributes */
+    struct fc_wfile *wf;       /* write handle, or NULL (read-only) */
     struct fc_fh *prev, *next; /* on g_fhs; protected by g_fh_lock */
 };
 
@@ -132,6 +142,10 @@ static void fh_free(struct fc_fs *fs, struct fc_fh *fh)
     pthread_mutex_unlock(&g_fh_lock);
     if (fs != NULL && fh->registered)
         fc_inode_close(fs->itab, fh->in, fh->direct);
+    if (fh->wf != NULL && fs != NULL)
+        fc_write_release(fh->wf);
+    else if (fh->wf != NULL)
+        fc_write_discard(fh->wf);
     fc_rstate_fini(&fh->rs);
     free(fh);
 }
@@ -139,6 +153,13 @@ static void fh_free(struct fc_fs *fs, struct fc_fh *fh)
 static struct fc_fs *fs_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
+}
+
+/* Whether modifying calls are refused (-o ro): EROFS, as the kernel
+ * answers itself for a read-only mount. */
+static bool is_ro(const struct fc_fs *fs)
+{
+    return fs->o.ro;
 }
 
 /* Kernel attribute/entry timeout for this mount. */
@@ -227,6 +248,8 @@ static void stats_format(struct fc_fs *fs, char *buf)
     n = fc_s3_stats_format(fs->s3, buf, FC_STATS_SIZE);
     if (n >= 0 && n < FC_STATS_SIZE)
         n += fc_read_stats_format(fs, buf + n, FC_STATS_SIZE - (size_t)n);
+    if (n >= 0 && n < FC_STATS_SIZE)
+        n += fc_write_stats_format(fs, buf + n, FC_STATS_SIZE - (size_t)n);
     fc_cache_usage(fs->cache, &bytes, &blocks);
     if (n >= 0 && n < FC_STATS_SIZE)
         n += snprintf(buf + n, FC_STATS_SIZE - (size_t)n,
@@ -273,12 +296,21 @@ static void fc_op_init(void *userdata, struct fuse_conn_info *conn)
      * drop cached pages itself when it sees a new mtime/size */
     if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
         conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
-    g_no_open = fs->cache_forever && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
+    /* not on a writable immutable mount: writes need their handles */
+    g_no_open = fs->o.ro && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
+    /* O_TRUNC arrives with the open (no separate setattr): a truncating
+     * open of an existing file streams like a new one */
+    if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+        conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+    /* 1 MiB writes: a quarter of the FUSE round trips of 256 KiB ones */
+    conn->max_write = 1u << 20;
     conn->max_background = 64;
     conn->congestion_threshold = 48;
     cm_log(CM_LOG_INFO, 0,
-           "ecfs: mounted; kernel max_readahead=%u max_read=%u no_open=%d",
-           conn->max_readahead, conn->max_read, (int)g_no_open);
+           "ecfs: mounted; kernel max_readahead=%u max_read=%u max_write=%u "
+           "no_open=%d",
+           conn->max_readahead, conn->max_read, conn->max_write,
+           (int)g_no_open);
 }
 
 static void probe_pool_stop(void);
@@ -518,13 +550,74 @@ static char *cached_child(struct fc_fs *fs, const char *dirkey,
     return NULL;
 }
 
+/* What this mount's own changes say about @name under @dirkey, newer
+ * than @since: 1 (exists: @a, *@key set), 0 (gone), -1 (no note). */
+static int noted_child(struct fc_fs *fs, const char *dirkey, const char *name,
+                       double since, struct fc_attr *a, char **key,
+                       double *when)
+{
+    int verdict = -1;
+
+    for (int is_dir = 1; is_dir >= 0; is_dir--) {
+        char *k = child_key(dirkey, name, is_dir);
+        bool exists;
+        if (k == NULL)
+            return -1;
+        if (fc_itab_noted(fs, k, since, &exists, a, when)) {
+            if (exists) {
+                a->is_dir = is_dir;
+                *key = k;
+                return 1;
+            }
+            verdict = 0;
+        }
+        free(k);
+    }
+    return verdict;
+}
+
+/* Resolves @name under directory key @dirkey: this mount's own changes,
+ * then a fresh listing, then a live inode's fresh attributes, then S3
+ * (HEAD and LIST). 0 with @a, *@key (owned by the caller) and *@when
+ * (the age of the attributes), -ENOENT, or -errno. */
+static int resolve_child(struct fc_fs *fs, const char *dirkey,
+                         const char *name, struct fc_attr *a, char **key,
+                         double *when)
+{
+    struct fc_listing *l = fc_dir_cached_listing(fs, dirkey);
+    double since = l ? l->fetched : 0;
+    int v;
+
+    *key = NULL;
+    v = noted_child(fs, dirkey, name, since, a, key, when);
+    if (v >= 0) {
+        fc_listing_unref(l);
+        return v == 1 ? 0 : -ENOENT;
+    }
+    if (l != NULL) {
+        const struct fc_dirent *d = fc_listing_find(l, name);
+        int ret = -ENOENT;
+        if (d != NULL) {
+            dirent_attr(d, a);
+            *when = l->fetched;
+            *key = child_key(dirkey, name, d->is_dir);
+            ret = *key ? 0 : -ENOMEM;
+        }
+        fc_listing_unref(l);
+        return ret;
+    }
+    if ((*key = cached_child(fs, dirkey, name, a, when)) != NULL)
+        return 0; /* a live inode with fresh attributes: no request */
+    *when = fc_now();
+    return lookup_remote(fs, dirkey, name, a, key);
+}
+
 /* Valid replies: fuse_reply_entry, fuse_reply_err */
 static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fc_fs *fs = fs_of(req);
     struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
     struct fuse_entry_param e;
-    struct fc_listing *l;
     struct fc_attr a;
     char *key = NULL;
     double when = 0;
@@ -546,27 +639,7 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_entry(req, &e);
         return;
     }
-    l = fc_dir_cached_listing(fs, dir->key);
-    if (l != NULL) {
-        const struct fc_dirent *d = fc_listing_find(l, name);
-        if (d == NULL) {
-            fc_listing_unref(l);
-            memset(&e, 0, sizeof(e));
-            e.entry_timeout = fs->o.negative_timeout;
-            fuse_reply_entry(req, &e); /* cached negative entry */
-            return;
-        }
-        dirent_attr(d, &a);
-        when = l->fetched;
-        key = child_key(dir->key, name, d->is_dir);
-        fc_listing_unref(l);
-        ret = key ? 0 : -ENOMEM;
-    } else if ((key = cached_child(fs, dir->key, name, &a, &when)) != NULL) {
-        ret = 0; /* a live inode with fresh attributes: no request */
-    } else {
-        when = fc_now();
-        ret = lookup_remote(fs, dir->key, name, &a, &key);
-    }
+    ret = resolve_child(fs, dir->key, name, &a, &key, &when);
     if (ret == -ENOENT) {
         memset(&e, 0, sizeof(e));
         e.entry_timeout = fs->o.negative_timeout;
@@ -610,6 +683,9 @@ static int revalidate(struct fc_fs *fs, struct fc_inode *in, struct fc_attr *a)
 
     fc_inode_get_attr(fs->itab, in, a, &fetched);
     if (a->is_dir || in->ino == FUSE_ROOT_ID || fc_fs_is_fresh(fs, fetched))
+        return 0;
+    /* being written here: S3 does not have it yet */
+    if (fc_inode_is_writing(fs->itab, in))
         return 0;
     ret = fc_s3_head(fs->s3, in->key, &obj);
     if (ret < 0)
@@ -662,8 +738,10 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     struct fc_attr a;
     int ret;
 
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-        fuse_reply_err(req, EROFS);
+    bool wr = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+
+    if (wr && (is_ro(fs) || ino == FC_STATS_INO)) {
+        fuse_reply_err(req, is_ro(fs) ? EROFS : EACCES);
         return;
     }
     if (ino == FC_STATS_INO) {
@@ -696,7 +774,24 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     snprintf(fh->etag, sizeof(fh->etag), "%s", a.etag);
     fh->size = a.size;
     fc_rstate_init(&fh->rs);
-    if (fs->cache_forever) {
+    if (wr) {
+        ret = fc_write_open(fs, in, fi->flags, false, &fh->wf);
+        if (ret < 0) {
+            fc_rstate_fini(&fh->rs);
+            free(fh);
+            fuse_reply_err(req, -ret);
+            return;
+        }
+        /* writes and reads of a handle being written skip the page
+         * cache: the bytes live in its buffer or staging file */
+        fh->direct = true;
+        fi->direct_io = 1;
+    } else if (fc_inode_is_writing(fs->itab, in)) {
+        /* another handle writes it: reads follow that one */
+        fh->near_writer = true;
+        fh->direct = true;
+        fi->direct_io = 1;
+    } else if (fs->cache_forever) {
         fi->keep_cache = 1; /* objects never change */
     } else {
         bool keep, direct, inval;
@@ -746,7 +841,42 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                            CM_MIN(size, (size_t)(FC_STATS_SIZE - off)));
         return;
     }
-    if (fh != NULL) {
+    if (off < 0) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    if (fh != NULL && (fh->wf != NULL || fh->near_writer)) {
+        /* the bytes written so far, from the writing handle */
+        struct fc_wfile *wf = fh->wf;
+        if (wf == NULL)
+            wf = fc_write_find(fs, fh->in);
+        else
+            wf = NULL; /* our own: no reference needed */
+        if (fh->wf != NULL || wf != NULL) {
+            buf = malloc(size ? size : 1);
+            if (buf == NULL) {
+                fc_wfile_unref(wf);
+                fuse_reply_err(req, ENOMEM);
+                return;
+            }
+            n = fc_write_read(fh->wf ? fh->wf : wf, buf, size, (uint64_t)off);
+            fc_wfile_unref(wf);
+            if (n < 0)
+                fuse_reply_err(req, (int)-n);
+            else
+                fuse_reply_buf(req, buf, (size_t)n);
+            free(buf);
+            return;
+        }
+    }
+    if (fh != NULL && fh->near_writer) {
+        /* the writer is gone: its commit set the attributes */
+        fc_inode_get_attr(fs->itab, fh->in, &a, NULL);
+        in = fh->in;
+        o.etag = a.etag;
+        o.size = a.size;
+        rs = &fh->rs;
+    } else if (fh != NULL) {
         in = fh->in;
         o.etag = fh->etag;
         o.size = fh->size;
@@ -763,10 +893,6 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         rs = &in->rs;
     }
     o.key = in->key;
-    if (off < 0) {
-        fuse_reply_err(req, EINVAL);
-        return;
-    }
     /* the reply is written straight from the cache blocks (no copy) */
     n = fc_read_pin(fs, &o, rs, (uint64_t)off, size, &pin);
     if (n >= 0) {
@@ -804,15 +930,33 @@ static void fc_op_release(fuse_req_t req, fuse_ino_t ino,
     fuse_reply_err(req, 0);
 }
 
-/* Valid replies: fuse_reply_err. Nothing is ever dirty: ENOSYS makes the
- * kernel stop sending FLUSH at every close (one round trip per sample of
- * an epoch otherwise). */
+/* Valid replies: fuse_reply_err. close() commits: the upload's error is
+ * what close returns (the kernel passes FLUSH's answer on; RELEASE's is
+ * lost). On a ro mount nothing is ever dirty: ENOSYS makes the kernel
+ * stop sending FLUSH at every close (one round trip per sample of an
+ * epoch otherwise). */
 static void fc_op_flush(fuse_req_t req, fuse_ino_t ino,
                         struct fuse_file_info *fi)
 {
-    (void)ino;
-    (void)fi;
-    fuse_reply_err(req, ENOSYS);
+    struct fc_fh *fh = (struct fc_fh *)(uintptr_t)fi->fh;
+    bool changed;
+    int ret;
+
+    if (is_ro(fs_of(req))) {
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
+    if (fh == NULL || fh->wf == NULL) {
+        fuse_reply_err(req, 0);
+        return;
+    }
+    ret = fc_write_flush(fh->wf);
+    changed = fc_write_take_changed(fh->wf);
+    /* after the reply @fh may be released at any moment */
+    fuse_reply_err(req, -ret);
+    /* pages other handles cached belong to the old version */
+    if (changed && g_se != NULL)
+        (void)fuse_lowlevel_notify_inval_inode(g_se, ino, 0, 0);
 }
 
 /* Valid replies: fuse_reply_open, fuse_reply_err */
@@ -1014,95 +1158,602 @@ static void fc_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     fuse_reply_err(req, ENOSYS);
 }
 
-/* The modifying calls: writes are a separate issue. Valid replies include
- * fuse_reply_err for each. */
+/* Valid replies: fuse_reply_attr, fuse_reply_err.
+ * Only the size is stored: mode, owner and times come from the mount
+ * options and the object (S3 keeps no such metadata here), so chmod,
+ * chown and utimens succeed without changing anything (cp -a, rsync -a
+ * and tar x work; documented in man/ecfs.1). */
 static void fc_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
                           int to_set, struct fuse_file_info *fi)
 {
-    (void)ino;
-    (void)attr;
-    (void)to_set;
-    (void)fi;
-    fuse_reply_err(req, EROFS);
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *in = fc_inode_peek(fs->itab, ino);
+    struct fc_fh *fh = fi ? (struct fc_fh *)(uintptr_t)fi->fh : NULL;
+    struct fc_attr a;
+    struct stat st;
+    int ret = 0;
+
+    if (ino == FC_STATS_INO) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
+    if (in == NULL) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (is_ro(fs)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    fc_inode_get_attr(fs->itab, in, &a, NULL);
+    if ((to_set & FUSE_SET_ATTR_SIZE) && a.is_dir) {
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        if (fh != NULL && fh->wf != NULL)
+            ret = fc_write_truncate(fh->wf, (uint64_t)attr->st_size);
+        else if ((ret = revalidate(fs, in, &a)) == 0)
+            ret = fc_write_truncate_inode(fs, in, (uint64_t)attr->st_size);
+    }
+    if (ret < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    fc_inode_reply_attr(fs->itab, in, &a);
+    fc_fill_stat(fs, ino, &a, &st);
+    fuse_reply_attr(req, &st, attr_tmo(fs));
 }
 
+/* Attributes of a file or directory made here just now. */
+static void new_attr(struct fc_attr *a, bool is_dir)
+{
+    memset(a, 0, sizeof(*a));
+    a->is_dir = is_dir;
+    a->mtime = time(NULL);
+}
+
+/* Checks a new entry's name; 0 or -errno. */
+static int check_new_name(struct fc_fs *fs, fuse_ino_t parent,
+                          const char *name)
+{
+    if (is_ro(fs))
+        return -EROFS;
+    if (strlen(name) > 255)
+        return -ENAMETOOLONG;
+    if (parent == FUSE_ROOT_ID && !fs->o.no_stats &&
+        strcmp(name, FC_STATS_NAME) == 0)
+        return -EEXIST;
+    return 0;
+}
+
+/* PUTs an empty object @key (a directory marker, an empty file). */
+static int put_empty(struct fc_fs *fs, const char *key, char *etag)
+{
+    struct fc_s3_body b = {.data = "", .len = 0};
+
+    return fc_s3_put(fs->s3, key, &b, etag);
+}
+
+/* Valid replies: fuse_reply_entry, fuse_reply_err. Regular files only
+ * (an empty object); devices, FIFOs and sockets cannot be objects. */
 static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
                         mode_t mode, dev_t rdev)
 {
-    (void)parent;
-    (void)name;
-    (void)mode;
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
+    struct fuse_entry_param e;
+    struct fc_attr a;
+    char *key;
+    int ret;
+
     (void)rdev;
-    fuse_reply_err(req, EROFS);
+    if ((ret = check_new_name(fs, parent, name)) < 0 ||
+        (ret = S_ISREG(mode) ? 0 : -EPERM) < 0 ||
+        (ret = dir ? 0 : -ENOENT) < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    key = child_key(dir->key, name, false);
+    if (key == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    new_attr(&a, false);
+    ret = put_empty(fs, key, a.etag);
+    if (ret == 0) {
+        fc_itab_note(fs, key, true, &a);
+        ret = make_entry(fs, key, &a, fc_now(), &e);
+    }
+    free(key);
+    if (ret < 0)
+        fuse_reply_err(req, -ret);
+    else if (fuse_reply_entry(req, &e) != 0)
+        fc_inode_forget(fs->itab, e.ino, 1);
 }
 
+/* Valid replies: fuse_reply_entry, fuse_reply_err. A directory is a
+ * "name/" marker object. */
 static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
                         mode_t mode)
 {
-    (void)parent;
-    (void)name;
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
+    struct fuse_entry_param e;
+    struct fc_attr a;
+    char etag[FC_ETAG_MAX], *key;
+    int ret;
+
     (void)mode;
-    fuse_reply_err(req, EROFS);
+    if ((ret = check_new_name(fs, parent, name)) < 0 ||
+        (ret = dir ? 0 : -ENOENT) < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    key = child_key(dir->key, name, true);
+    if (key == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    new_attr(&a, true);
+    ret = put_empty(fs, key, etag);
+    if (ret == 0) {
+        fc_itab_note(fs, key, true, &a);
+        ret = make_entry(fs, key, &a, fc_now(), &e);
+    }
+    free(key);
+    if (ret < 0)
+        fuse_reply_err(req, -ret);
+    else if (fuse_reply_entry(req, &e) != 0)
+        fc_inode_forget(fs->itab, e.ino, 1);
 }
 
+/* Runs @fn on the live inode of @key, if there is one (holding a lookup
+ * on it meanwhile, so it cannot be freed). */
+static void with_live_inode(struct fc_fs *fs, const char *key,
+                            void (*fn)(struct fc_fs *, struct fc_inode *,
+                                       const char *),
+                            const char *arg)
+{
+    struct fc_attr a;
+    double t;
+    struct fc_inode *in;
+
+    if (!fc_itab_cached_attr(fs->itab, key, &a, &t))
+        return;
+    in = fc_inode_lookup(fs->itab, key, NULL, 0);
+    if (in == NULL)
+        return;
+    fn(fs, in, arg);
+    fc_inode_forget(fs->itab, in->ino, 1);
+}
+
+static void mark_unlinked(struct fc_fs *fs, struct fc_inode *in,
+                          const char *arg)
+{
+    (void)arg;
+    fc_write_unlinked(fs, in);
+}
+
+static void mark_renamed(struct fc_fs *fs, struct fc_inode *in,
+                         const char *key)
+{
+    fc_write_renamed(fs, in, key);
+}
+
+/* The attributes of the copy, @arg being a struct fc_attr. */
+static void set_copied_attr(struct fc_fs *fs, struct fc_inode *in,
+                            const char *arg)
+{
+    const struct fc_attr *a = (const struct fc_attr *)(const void *)arg;
+
+    if (a->etag[0] != '\0' && !fc_inode_is_writing(fs->itab, in))
+        fc_inode_set_attr(fs->itab, in, a, fc_now());
+}
+
+/* Valid replies: fuse_reply_err */
 static void fc_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    (void)parent;
-    (void)name;
-    fuse_reply_err(req, EROFS);
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
+    char *key;
+    int ret;
+
+    if (is_ro(fs)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (dir == NULL) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (parent == FUSE_ROOT_ID && !fs->o.no_stats &&
+        strcmp(name, FC_STATS_NAME) == 0) {
+        fuse_reply_err(req, EPERM);
+        return;
+    }
+    key = child_key(dir->key, name, false);
+    if (key == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    ret = fc_s3_delete(fs->s3, key);
+    if (ret == 0) {
+        with_live_inode(fs, key, mark_unlinked, NULL);
+        fc_itab_note(fs, key, false, NULL);
+        fc_itab_unhash(fs->itab, key);
+    }
+    free(key);
+    fuse_reply_err(req, -ret);
 }
 
+/* Whether anything but the marker @dirkey itself is under @dirkey.
+ * 1, 0 or -errno. */
+static int dir_has_children(struct fc_fs *fs, const char *dirkey)
+{
+    struct fc_listpage pg;
+    int ret;
+
+    fc_listpage_init(&pg);
+    ret = fc_s3_list_flat(fs->s3, dirkey, NULL, 2, &pg);
+    if (ret == 0) {
+        ret = 0;
+        for (size_t i = 0; i < pg.nobjs; i++)
+            if (strcmp(pg.objs[i].key, dirkey) != 0)
+                ret = 1;
+    }
+    fc_listpage_fini(&pg);
+    return ret;
+}
+
+/* Valid replies: fuse_reply_err */
+static void fc_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
+    char *key;
+    int ret;
+
+    if (is_ro(fs)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (dir == NULL) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    key = child_key(dir->key, name, true);
+    if (key == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    ret = dir_has_children(fs, key);
+    if (ret > 0)
+        ret = -ENOTEMPTY;
+    if (ret == 0)
+        ret = fc_s3_delete(fs->s3, key);
+    if (ret == 0) {
+        fc_itab_note(fs, key, false, NULL);
+        fc_itab_unhash(fs->itab, key);
+        fc_itab_drop_listings(fs, key);
+    }
+    free(key);
+    fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_entry, fuse_reply_err. Objects cannot be
+ * symbolic links here (documented): EPERM, as for hard links. */
 static void fc_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
                           const char *name)
 {
     (void)link;
     (void)parent;
     (void)name;
-    fuse_reply_err(req, EROFS);
+    fuse_reply_err(req, is_ro(fs_of(req)) ? EROFS : EPERM);
 }
 
-static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-                         fuse_ino_t newparent, const char *newname,
-                         unsigned int flags)
-{
-    (void)parent;
-    (void)name;
-    (void)newparent;
-    (void)newname;
-    (void)flags;
-    fuse_reply_err(req, EROFS);
-}
-
+/* Valid replies: fuse_reply_entry, fuse_reply_err */
 static void fc_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
                        const char *newname)
 {
     (void)ino;
     (void)newparent;
     (void)newname;
-    fuse_reply_err(req, EROFS);
+    fuse_reply_err(req, is_ro(fs_of(req)) ? EROFS : EPERM);
 }
 
+/* Copies object @src to @dst server-side: CopyObject up to 5 GiB, else
+ * UploadPartCopy in parts. 0 and @etag or -errno. */
+static int copy_object(struct fc_fs *fs, const char *src, const char *dst,
+                       uint64_t size, char *etag)
+{
+    const uint64_t max1 = (uint64_t)5 << 30;
+    uint64_t part = CM_MAX((uint64_t)1 << 30, (size + 9999) / 10000);
+    char *id = NULL, *etags;
+    unsigned n = (unsigned)((size + part - 1) / part);
+    int ret;
+
+    if (size <= max1)
+        return fc_s3_copy(fs->s3, src, dst, etag);
+    etags = calloc(n, FC_ETAG_MAX);
+    if (etags == NULL)
+        return -ENOMEM;
+    ret = fc_s3_mpu_create(fs->s3, dst, &id);
+    for (unsigned i = 0; ret == 0 && i < n; i++) {
+        uint64_t first = (uint64_t)i * part;
+        uint64_t last = CM_MIN(size, first + part) - 1;
+        ret = fc_s3_mpu_copy_part(fs->s3, dst, id, i + 1, src, first, last,
+                                  etags + (size_t)i * FC_ETAG_MAX);
+    }
+    if (ret == 0)
+        ret = fc_s3_mpu_complete(fs->s3, dst, id, etags, n, etag);
+    if (ret < 0 && id != NULL && fc_s3_mpu_abort(fs->s3, dst, id) < 0)
+        cm_log(CM_LOG_WARN, 0, "ecfs: %s: copy upload %s left behind", dst,
+               id);
+    free(id);
+    free(etags);
+    return ret;
+}
+
+/* Renames one file object @src -> @dst. */
+static int rename_file(struct fc_fs *fs, const char *src, const char *dst)
+{
+    struct fc_attr a, cur;
+    struct fc_s3_obj obj;
+    double t;
+    int ret;
+
+    ret = fc_s3_head(fs->s3, src, &obj);
+    if (ret == -ENOENT && fc_itab_cached_attr(fs->itab, src, &cur, &t)) {
+        /* created here and still being written: nothing to copy yet, the
+         * commit goes to the new name */
+        memset(&a, 0, sizeof(a));
+        a.mtime = time(NULL);
+        ret = 0;
+    } else if (ret == 0) {
+        memset(&a, 0, sizeof(a));
+        a.size = obj.size;
+        a.mtime = time(NULL);
+        ret = copy_object(fs, src, dst, obj.size, a.etag);
+        if (ret == 0)
+            ret = fc_s3_delete(fs->s3, src);
+    }
+    if (ret < 0)
+        return ret;
+    with_live_inode(fs, src, mark_renamed, dst);
+    if (fc_itab_rename(fs->itab, src, dst) < 0)
+        fc_itab_unhash(fs->itab, src);
+    with_live_inode(fs, dst, set_copied_attr, (const char *)(const void *)&a);
+    fc_itab_note(fs, src, false, NULL);
+    fc_itab_note(fs, dst, true, &a);
+    return 0;
+}
+
+/* Renames directory @src/ -> @dst/ key by key, up to rename_dir_max keys
+ * (beyond: EXDEV, so mv copies instead). */
+static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
+{
+    struct fc_listpage pg;
+    struct fc_listobj *objs = NULL;
+    size_t n = 0, cap = 0, sl = strlen(src);
+    char *token = NULL;
+    struct fc_attr a;
+    int ret;
+
+    ret = dir_has_children(fs, dst);
+    if (ret != 0)
+        return ret > 0 ? -ENOTEMPTY : ret;
+    do {
+        fc_listpage_init(&pg);
+        ret = fc_s3_list_flat(fs->s3, src, token, 1000, &pg);
+        free(token);
+        token = NULL;
+        if (ret == 0 && n + pg.nobjs > fs->o.rename_dir_max) {
+            cm_log(CM_LOG_WARN, EXDEV,
+                   "ecfs: rename of %s: more than rename_dir_max=%u keys "
+                   "(answered EXDEV: mv copies instead)",
+                   src, fs->o.rename_dir_max);
+            ret = -EXDEV;
+        }
+        if (ret == 0 && n + pg.nobjs > cap) {
+            size_t nc = CM_MAX(2 * cap, n + pg.nobjs);
+            struct fc_listobj *no = realloc(objs, nc * sizeof(*no));
+            if (no == NULL)
+                ret = -ENOMEM;
+            else {
+                objs = no;
+                cap = nc;
+            }
+        }
+        for (size_t i = 0; ret == 0 && i < pg.nobjs; i++) {
+            objs[n] = pg.objs[i];
+            memset(&pg.objs[i], 0, sizeof(pg.objs[i]));
+            n++;
+        }
+        if (ret == 0 && pg.truncated && pg.next_token && pg.next_token[0])
+            token = strdup(pg.next_token);
+        fc_listpage_fini(&pg);
+    } while (ret == 0 && token != NULL);
+    /* copy everything first, then delete: a failure leaves the source */
+    for (size_t i = 0; ret == 0 && i < n; i++) {
+        char *to = NULL, etag[FC_ETAG_MAX];
+        if (asprintf(&to, "%s%s", dst, objs[i].key + sl) < 0)
+            ret = -ENOMEM;
+        else
+            ret = copy_object(fs, objs[i].key, to, objs[i].size, etag);
+        free(to);
+    }
+    for (size_t i = 0; ret == 0 && i < n; i++)
+        ret = fc_s3_delete(fs->s3, objs[i].key);
+    if (ret == 0 && n == 0) {
+        /* only noted here (made by mkdir and never listed?): a marker */
+        char etag[FC_ETAG_MAX];
+        ret = put_empty(fs, dst, etag);
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(objs[i].key);
+        free(objs[i].etag);
+    }
+    free(objs);
+    if (ret < 0)
+        return ret;
+    if (fc_itab_rename(fs->itab, src, dst) < 0)
+        fc_itab_unhash(fs->itab, src);
+    fc_itab_drop_listings(fs, src);
+    fc_itab_drop_listings(fs, dst);
+    new_attr(&a, true);
+    fc_itab_note(fs, src, false, NULL);
+    fc_itab_note(fs, dst, true, &a);
+    return 0;
+}
+
+static int resolve_child(struct fc_fs *fs, const char *dirkey,
+                         const char *name, struct fc_attr *a, char **key,
+                         double *when);
+
+/* Valid replies: fuse_reply_err */
+static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                         fuse_ino_t newparent, const char *newname,
+                         unsigned int flags)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *d1 = fc_inode_peek(fs->itab, parent);
+    struct fc_inode *d2 = fc_inode_peek(fs->itab, newparent);
+    struct fc_attr a;
+    char *src = NULL, *dst = NULL;
+    double when;
+    int ret;
+
+    if (is_ro(fs)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (flags & RENAME_EXCHANGE) {
+        fuse_reply_err(req, EINVAL); /* no atomic swap in S3 */
+        return;
+    }
+    if (d1 == NULL || d2 == NULL) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if ((ret = check_new_name(fs, newparent, newname)) < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    ret = resolve_child(fs, d1->key, name, &a, &src, &when);
+    if (ret == 0) {
+        dst = child_key(d2->key, newname, a.is_dir);
+        if (dst == NULL)
+            ret = -ENOMEM;
+    }
+    if (ret == 0 && strcmp(src, dst) == 0)
+        ret = 0; /* same name: nothing to do */
+    else if (ret == 0 && a.is_dir && strncmp(dst, src, strlen(src)) == 0)
+        ret = -EINVAL; /* into itself */
+    else if (ret == 0)
+        ret = a.is_dir ? rename_dir(fs, src, dst) : rename_file(fs, src, dst);
+    free(src);
+    free(dst);
+    fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_write, fuse_reply_err */
 static void fc_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
                         size_t size, off_t off, struct fuse_file_info *fi)
 {
+    struct fc_fh *fh = (struct fc_fh *)(uintptr_t)fi->fh;
+    ssize_t n;
+
     (void)ino;
-    (void)buf;
-    (void)size;
-    (void)off;
-    (void)fi;
-    fuse_reply_err(req, EROFS);
+    if (fh == NULL || fh->wf == NULL || off < 0) {
+        fuse_reply_err(req, EBADF);
+        return;
+    }
+    n = fc_write(fh->wf, buf, size, (uint64_t)off);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else
+        fuse_reply_write(req, (size_t)n);
 }
 
+/* Valid replies: fuse_reply_create, fuse_reply_err */
 static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
                          mode_t mode, struct fuse_file_info *fi)
 {
-    (void)parent;
-    (void)name;
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *dir = fc_inode_peek(fs->itab, parent), *in;
+    struct fuse_entry_param e;
+    struct fc_fh *fh = NULL;
+    struct fc_attr a;
+    char *key;
+    int ret;
+
     (void)mode;
-    (void)fi;
-    fuse_reply_err(req, EROFS);
+    if ((ret = check_new_name(fs, parent, name)) < 0 ||
+        (ret = dir ? 0 : -ENOENT) < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    key = child_key(dir->key, name, false);
+    fh = calloc(1, sizeof(*fh));
+    if (key == NULL || fh == NULL) {
+        free(key);
+        free(fh);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    new_attr(&a, false);
+    /* a note now: a lookup while it is written finds it */
+    fc_itab_note(fs, key, true, &a);
+    ret = make_entry(fs, key, &a, fc_now(), &e);
+    free(key);
+    if (ret < 0) {
+        free(fh);
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    in = fc_inode_peek(fs->itab, e.ino);
+    ret = fc_write_open(fs, in, fi->flags, true, &fh->wf);
+    if (ret < 0) {
+        fc_inode_forget(fs->itab, e.ino, 1);
+        free(fh);
+        fuse_reply_err(req, -ret);
+        return;
+    }
+    fh->in = in;
+    fc_rstate_init(&fh->rs);
+    fh->direct = true;
+    fi->direct_io = 1;
+    fi->fh = (uint64_t)(uintptr_t)fh;
+    fh_link(fh);
+    if (fuse_reply_create(req, &e, fi) != 0) {
+        fc_inode_forget(fs->itab, e.ino, 1);
+        fh_free(fs, fh);
+    }
 }
 
+/* Valid replies: fuse_reply_err. A staged file is uploaded now; a
+ * streamed one reports the parts sent so far (see fc_write_fsync). */
+static void fc_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+                        struct fuse_file_info *fi)
+{
+    struct fc_fh *fh = (struct fc_fh *)(uintptr_t)fi->fh;
+    int ret = 0;
+
+    (void)datasync;
+    if (fh != NULL && fh->wf != NULL) {
+        ret = fc_write_fsync(fh->wf);
+        /* (after the reply @fh may be released at any moment) */
+        if (fc_write_take_changed(fh->wf) && g_se != NULL) {
+            fuse_reply_err(req, -ret);
+            (void)fuse_lowlevel_notify_inval_inode(g_se, ino, 0, 0);
+            return;
+        }
+    }
+    fuse_reply_err(req, -ret);
+}
+
+/* Valid replies: fuse_reply_err */
 static void fc_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
                            const char *value, size_t size, int flags)
 {
@@ -1111,14 +1762,15 @@ static void fc_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
     (void)value;
     (void)size;
     (void)flags;
-    fuse_reply_err(req, EROFS);
+    fuse_reply_err(req, is_ro(fs_of(req)) ? EROFS : ENOTSUP);
 }
 
+/* Valid replies: fuse_reply_err */
 static void fc_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     (void)ino;
     (void)name;
-    fuse_reply_err(req, EROFS);
+    fuse_reply_err(req, is_ro(fs_of(req)) ? EROFS : ENOTSUP);
 }
 
 const struct fuse_lowlevel_ops fc_ops = {
@@ -1132,7 +1784,7 @@ const struct fuse_lowlevel_ops fc_ops = {
     .mknod = fc_op_mknod,
     .mkdir = fc_op_mkdir,
     .unlink = fc_op_unlink,
-    .rmdir = fc_op_unlink,
+    .rmdir = fc_op_rmdir,
     .symlink = fc_op_symlink,
     .rename = fc_op_rename,
     .link = fc_op_link,
@@ -1141,6 +1793,7 @@ const struct fuse_lowlevel_ops fc_ops = {
     .write = fc_op_write,
     .flush = fc_op_flush,
     .release = fc_op_release,
+    .fsync = fc_op_fsync,
     .opendir = fc_op_opendir,
     .readdir = fc_op_readdir,
     .readdirplus = fc_op_readdirplus,

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <uthash.h>
 
@@ -64,6 +65,7 @@ struct fc_prefetch {
     struct fc_fs *fs;
     pthread_mutex_t lock; /* protects the queue, stop, inflight */
     pthread_cond_t cond;  /* signalled when a job is queued or on stop */
+    pthread_cond_t mem;   /* signalled when inflight goes down */
     struct pf_job *head, *tail;
     bool stop;
     size_t inflight;      /* bytes claimed by queued/running jobs */
@@ -189,6 +191,7 @@ static void *pf_worker(void *arg)
             fc_cache_release(pf->fs->cache, j->blks[i]);
         pthread_mutex_lock(&pf->lock);
         pf->inflight -= j->bytes;
+        pthread_cond_broadcast(&pf->mem);
         if (j->dir)
             pf->dir_jobs--;
         if (j->list)
@@ -209,6 +212,7 @@ int fc_prefetch_start(struct fc_fs *fs, unsigned nthreads)
     pf->fs = fs;
     pthread_mutex_init(&pf->lock, NULL);
     pthread_cond_init(&pf->cond, NULL);
+    pthread_cond_init(&pf->mem, NULL);
     pf->threads = calloc(nthreads ? nthreads : 1, sizeof(pthread_t));
     if (pf->threads == NULL) {
         free(pf);
@@ -266,9 +270,49 @@ void fc_prefetch_stop(struct fc_fs *fs)
     }
     pthread_mutex_destroy(&pf->lock);
     pthread_cond_destroy(&pf->cond);
+    pthread_cond_destroy(&pf->mem);
     free(pf->threads);
     free(pf);
     fs->pf = NULL;
+}
+
+/* Reserves write-part memory (see header). */
+void fc_mem_reserve(struct fc_fs *fs, size_t bytes)
+{
+    struct fc_prefetch *pf = fs->pf;
+
+    if (pf == NULL)
+        return;
+    pthread_mutex_lock(&pf->lock);
+    /* a reservation larger than the whole budget waits for an idle one;
+     * and none waits more than 2 s: buffers of files held open (a process
+     * writing many at once) can fill the budget and never give it back
+     * until they are closed, which the waiter may be holding up */
+    if (!pf->stop && pf->inflight > 0 &&
+        pf->inflight + bytes > fs->o.prefetch_mem) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 2;
+        while (!pf->stop && pf->inflight > 0 &&
+               pf->inflight + bytes > fs->o.prefetch_mem &&
+               pthread_cond_timedwait(&pf->mem, &pf->lock, &dl) == 0)
+            ;
+    }
+    pf->inflight += bytes;
+    pthread_mutex_unlock(&pf->lock);
+}
+
+/* Gives back what fc_mem_reserve took (see header). */
+void fc_mem_release(struct fc_fs *fs, size_t bytes)
+{
+    struct fc_prefetch *pf = fs->pf;
+
+    if (pf == NULL || bytes == 0)
+        return;
+    pthread_mutex_lock(&pf->lock);
+    pf->inflight -= CM_MIN(bytes, pf->inflight);
+    pthread_cond_broadcast(&pf->mem);
+    pthread_mutex_unlock(&pf->lock);
 }
 
 /* Queues a job, or gives its blocks back if the budget is spent.

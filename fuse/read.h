@@ -76,6 +76,12 @@ void fc_list_prefetch_note(struct fc_fs *fs, const char *dirkey);
  * (cache misses), GETs of readahead parts, of directory prefetch, and
  * listing prefetches. Returns snprintf's count. */
 int fc_read_stats_format(struct fc_fs *fs, char *out, size_t cap);
+/* The memory budget (prefetch_mem) is shared by readahead and the
+ * buffers of streamed uploads: readahead skips what does not fit, a writer
+ * waits here until @bytes fit (or nothing else is reserved). Every
+ * reservation is given back with fc_mem_release. */
+void fc_mem_reserve(struct fc_fs *fs, size_t bytes);
+void fc_mem_release(struct fc_fs *fs, size_t bytes);
 /* Starts @nthreads prefetch workers. 0 or -errno. */
 CM_MUST_CHECK int fc_prefetch_start(struct fc_fs *fs, unsigned nthreads);
 /* Stops and joins the workers, dropping queued jobs. */

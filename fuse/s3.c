@@ -57,6 +57,11 @@ struct fc_s3 {
     atomic_bool aborted; /* fc_s3_abort: every request fails now */
 };
 
+/* Query parameter, decoded (NUL-terminated name and value). */
+struct s3_qp {
+    const char *name, *value;
+};
+
 /* One request's in/out state for the curl callbacks. */
 struct s3_xfer {
     /* sink for the body: a scatter list (GET) or a growable buffer */
@@ -73,6 +78,24 @@ struct s3_xfer {
     bool have_range;
     uint64_t range_start, range_total;
     long status; /* of the response being received (its status line) */
+    /* request body (PUT/POST), re-read from the start by every attempt */
+    const struct fc_s3_body *up;
+    size_t up_pos; /* bytes of it sent in this attempt */
+    int up_err;    /* -errno of a failed pread of the body */
+};
+
+/* What one request is: method, path, query, extra signed headers and an
+ * optional body. */
+struct s3_req {
+    const char *method;
+    const char *path; /* decoded "/bucket/key" */
+    const struct s3_qp *q;
+    size_t nq;
+    const struct cm_kv *hdr; /* extra headers, lowercase names; signed */
+    size_t nhdr;
+    const char *range;    /* "a-b" or NULL */
+    const char *if_match; /* NULL or "" for none */
+    const struct fc_s3_body *body; /* NULL: no body */
 };
 
 static void s3_share_lock(CURL *h, curl_lock_data d, curl_lock_access a,
@@ -264,8 +287,8 @@ static size_t s3_write_cb(char *p, size_t sz, size_t nm, void *ud)
     /* an error answer's body (an XML <Error>, often larger than a small
      * object) is not object data: dropping it keeps a 503 retryable
      * instead of overflowing the buffer into a final EIO */
-    if (x->status < 200 || x->status > 299)
-        return n;
+    if (x->status < 200 || x->status > 299 || x->iov == NULL)
+        return n; /* nor is the (empty) answer to a PUT or DELETE */
     if (x->dst_len + n > x->dst_cap) {
         x->overflow = true;
         return 0;
@@ -408,101 +431,109 @@ static bool s3_curl_is_transient(CURLcode c)
     }
 }
 
-/* Query parameter, decoded (NUL-terminated name and value). */
-struct s3_qp {
-    const char *name, *value;
-};
+#define S3_XHDR_MAX 4 /* extra signed headers of one request */
 
-/* Builds the request URL and the signed header list into @url / @hdrs.
- * 0 or -ENOMEM. */
-static int s3_prepare(struct fc_s3 *s, const char *method, const char *path,
-                      const struct s3_qp *q, size_t nq, struct cm_buf *url,
-                      struct curl_slist **hdrs)
+/* Appends "Name: value" to the header list *@l. 0 or -ENOMEM. */
+static int s3_hdr_add(struct curl_slist **l, struct cm_buf *line,
+                      const char *name, size_t nlen, const char *value,
+                      size_t vlen)
+{
+    struct curl_slist *t;
+
+    cm_buf_reset(line);
+    if (cm_buf_appendf(line, "%.*s: %.*s", (int)nlen, name, (int)vlen,
+                       value) < 0 ||
+        (t = curl_slist_append(*l, line->data)) == NULL)
+        return -ENOMEM;
+    *l = t;
+    return 0;
+}
+
+/* Builds the request URL and the signed header list of @r into @url /
+ * @hdrs. 0 or -ENOMEM (-EINVAL: too many query params or headers). */
+static int s3_prepare(struct fc_s3 *s, const struct s3_req *r,
+                      struct cm_buf *url, struct curl_slist **hdrs)
 {
     struct cm_kv kv[8];
-    struct cm_kv h[4];
+    struct cm_kv h[4 + S3_XHDR_MAX];
     size_t nh = 3;
     char amz_date[CM_TIME_ISO_BASIC_LEN + 1];
+    const char *ph = r->body ? CM_SIGV4_UNSIGNED : CM_SIGV4_EMPTY_SHA256;
     struct cm_buf line;
     struct curl_slist *l = NULL, *t;
     time_t now = time(NULL);
     int ret;
 
-    if (nq > CM_ARRAY_SIZE(kv))
+    if (r->nq > CM_ARRAY_SIZE(kv) || r->nhdr > S3_XHDR_MAX)
         return -EINVAL;
     cm_buf_init(&line, CM_BUF_NOLIMIT);
     ret = cm_buf_appends(url, s->endpoint);
     if (ret == 0)
-        ret = cm_uri_encode(url, path, strlen(path), true);
-    for (size_t i = 0; ret == 0 && i < nq; i++) {
+        ret = cm_uri_encode(url, r->path, strlen(r->path), true);
+    for (size_t i = 0; ret == 0 && i < r->nq; i++) {
+        const struct s3_qp *q = &r->q[i];
         ret = cm_buf_appendc(url, i == 0 ? '?' : '&');
         if (ret == 0)
-            ret = cm_uri_encode(url, q[i].name, strlen(q[i].name), false);
-        if (ret == 0)
+            ret = cm_uri_encode(url, q->name, strlen(q->name), false);
+        if (ret == 0 && q->value != NULL) {
             ret = cm_buf_appendc(url, '=');
-        if (ret == 0)
-            ret = cm_uri_encode(url, q[i].value, strlen(q[i].value), false);
-        kv[i] = (struct cm_kv){q[i].name, strlen(q[i].name), q[i].value,
-                               strlen(q[i].value)};
+            if (ret == 0)
+                ret = cm_uri_encode(url, q->value, strlen(q->value), false);
+        }
+        kv[i] = (struct cm_kv){q->name, strlen(q->name),
+                               q->value ? q->value : "",
+                               q->value ? strlen(q->value) : 0};
     }
     if (ret < 0)
         goto out;
     cm_time_iso_basic(now, amz_date);
     h[0] = (struct cm_kv){"host", 4, s->host, strlen(s->host)};
-    h[1] = (struct cm_kv){"x-amz-content-sha256", 20, CM_SIGV4_EMPTY_SHA256,
-                          strlen(CM_SIGV4_EMPTY_SHA256)};
+    h[1] = (struct cm_kv){"x-amz-content-sha256", 20, ph, strlen(ph)};
     h[2] = (struct cm_kv){"x-amz-date", 10, amz_date, strlen(amz_date)};
-    ret = -ENOMEM;
-    if (cm_buf_appendf(&line, "Host: %s", s->host) < 0 ||
-        (t = curl_slist_append(l, line.data)) == NULL)
-        goto out;
-    l = t;
-    cm_buf_reset(&line);
-    if (cm_buf_appendf(&line, "x-amz-content-sha256: %s",
-                       CM_SIGV4_EMPTY_SHA256) < 0 ||
-        (t = curl_slist_append(l, line.data)) == NULL)
-        goto out;
-    l = t;
-    cm_buf_reset(&line);
-    if (cm_buf_appendf(&line, "x-amz-date: %s", amz_date) < 0 ||
-        (t = curl_slist_append(l, line.data)) == NULL)
-        goto out;
-    l = t;
-    if (s->access_key[0] != '\0' && s->session_token[0] != '\0') {
+    for (size_t i = 0; i < r->nhdr; i++)
+        h[nh++] = r->hdr[i];
+    if (s->access_key[0] != '\0' && s->session_token[0] != '\0')
         /* temporary credentials (STS): the token is a signed header */
         h[nh++] = (struct cm_kv){"x-amz-security-token", 20, s->session_token,
                                  strlen(s->session_token)};
-        cm_buf_reset(&line);
-        if (cm_buf_appendf(&line, "x-amz-security-token: %s",
-                           s->session_token) < 0 ||
-            (t = curl_slist_append(l, line.data)) == NULL)
+    ret = -ENOMEM;
+    for (size_t i = 0; i < nh; i++)
+        if (s3_hdr_add(&l, &line, i == 0 ? "Host" : h[i].name,
+                       h[i].name_len, h[i].value, h[i].value_len) < 0)
             goto out;
-        l = t;
-    }
     if (s->access_key[0] != '\0') {
         struct cm_sigv4_cred cred = {s->access_key, s->secret_key, s->region,
                                      "s3"};
-        struct cm_sigv4_req r = {
-            .method = method,
-            .path = path,
-            .path_len = strlen(path),
-            .query = nq ? kv : NULL,
-            .nquery = nq,
+        struct cm_sigv4_req sr = {
+            .method = r->method,
+            .path = r->path,
+            .path_len = strlen(r->path),
+            .query = r->nq ? kv : NULL,
+            .nquery = r->nq,
             .headers = h,
             .nheaders = nh,
-            .payload_hash = CM_SIGV4_EMPTY_SHA256,
+            .payload_hash = ph,
         };
         cm_buf_reset(&line);
         if (cm_buf_appends(&line, "Authorization: ") < 0 ||
-            cm_sigv4_sign(&cred, &r, now, &line) < 0 ||
+            cm_sigv4_sign(&cred, &sr, now, &line) < 0 ||
             (t = curl_slist_append(l, line.data)) == NULL)
             goto out;
         l = t;
     }
-    /* drop curl's default Accept header: one less line per request */
+    /* drop curl's default Accept header: one less line per request; and
+     * for bodies, no "Expect: 100-continue" round trip nor form type */
     if ((t = curl_slist_append(l, "Accept:")) == NULL)
         goto out;
     l = t;
+    if (r->body != NULL) {
+        if ((t = curl_slist_append(l, "Expect:")) == NULL)
+            goto out;
+        l = t;
+        if ((t = curl_slist_append(l, "Content-Type:")) == NULL)
+            goto out;
+        l = t;
+    }
     *hdrs = l;
     l = NULL;
     ret = 0;
@@ -512,19 +543,43 @@ out:
     return ret;
 }
 
-/* Runs one request with retries. @range is "a-b" or NULL; @if_match may be
- * NULL. The body goes to x (fixed buffer or cm_buf). @counter is bumped per
- * attempt. Returns the final HTTP status (> 0) or -EIO when no response
- * came after all attempts; -ENOMEM on allocation failure. */
-static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
-                       const struct s3_qp *q, size_t nq, const char *range,
-                       const char *if_match, struct s3_xfer *x,
-                       atomic_ulong *counter)
+/* Read callback of a request body: from memory or pread of a file. */
+static size_t s3_read_cb(char *p, size_t sz, size_t nm, void *ud)
+{
+    struct s3_xfer *x = ud;
+    const struct fc_s3_body *b = x->up;
+    size_t n = CM_MIN(sz * nm, b->len - x->up_pos);
+    ssize_t got;
+
+    if (n == 0)
+        return 0;
+    if (b->data != NULL) {
+        memcpy(p, (const char *)b->data + x->up_pos, n);
+        x->up_pos += n;
+        return n;
+    }
+    got = pread(b->fd, p, n, (off_t)(b->off + x->up_pos));
+    if (got <= 0) {
+        x->up_err = got < 0 ? -errno : -EIO; /* short file: it shrank */
+        return CURL_READFUNC_ABORT;
+    }
+    x->up_pos += (size_t)got;
+    return (size_t)got;
+}
+
+/* Runs one request @r with retries. The body goes to x (fixed buffer or
+ * cm_buf). @counter is bumped per attempt. Returns the final HTTP status
+ * (> 0) or -EIO when no response came after all attempts; -ENOMEM on
+ * allocation failure; the -errno of a failed read of the request body. */
+static long s3_perform(struct fc_s3 *s, const struct s3_req *r,
+                       struct s3_xfer *x, atomic_ulong *counter)
 {
     unsigned attempt = 0;
     long status = 0;
     uint32_t seed = (uint32_t)(uintptr_t)x ^ (uint32_t)time(NULL);
+    const char *method = r->method;
 
+    x->up = r->body;
     for (;;) {
         struct cm_buf url;
         struct curl_slist *hdrs = NULL, *t;
@@ -536,16 +591,16 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
         if (atomic_load_explicit(&s->aborted, memory_order_relaxed))
             return -EIO; /* unmounting: no new attempt */
         cm_buf_init(&url, CM_BUF_NOLIMIT);
-        ret = s3_prepare(s, method, path, q, nq, &url, &hdrs);
-        if (ret == 0 && range) {
-            snprintf(rbuf, sizeof(rbuf), "Range: bytes=%s", range);
+        ret = s3_prepare(s, r, &url, &hdrs);
+        if (ret == 0 && r->range) {
+            snprintf(rbuf, sizeof(rbuf), "Range: bytes=%s", r->range);
             if ((t = curl_slist_append(hdrs, rbuf)) == NULL)
                 ret = -ENOMEM;
             else
                 hdrs = t;
         }
-        if (ret == 0 && if_match && if_match[0]) {
-            snprintf(mbuf, sizeof(mbuf), "If-Match: %s", if_match);
+        if (ret == 0 && r->if_match && r->if_match[0]) {
+            snprintf(mbuf, sizeof(mbuf), "If-Match: %s", r->if_match);
             if ((t = curl_slist_append(hdrs, mbuf)) == NULL)
                 ret = -ENOMEM;
             else
@@ -556,11 +611,13 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
             cm_buf_fini(&url);
             return ret;
         }
-        /* reset the sink for this attempt */
+        /* reset the sink and the body source for this attempt */
         x->dst_len = 0;
         x->iov_i = 0;
         x->iov_off = 0;
         x->overflow = false;
+        x->up_pos = 0;
+        x->up_err = 0;
         if (x->body)
             cm_buf_reset(x->body);
         memset(&x->obj, 0, sizeof(x->obj));
@@ -590,8 +647,26 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, s3_xferinfo_cb);
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
-        if (strcmp(method, "HEAD") == 0)
+        if (strcmp(method, "HEAD") == 0) {
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+        } else if (strcmp(method, "PUT") == 0) {
+            curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+            curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+                             (curl_off_t)(r->body ? r->body->len : 0));
+        } else if (strcmp(method, "POST") == 0) {
+            curl_easy_setopt(h, CURLOPT_POST, 1L);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                             (curl_off_t)(r->body ? r->body->len : 0));
+        } else if (strcmp(method, "GET") != 0) {
+            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        }
+        if (r->body != NULL) {
+            curl_easy_setopt(h, CURLOPT_READFUNCTION, s3_read_cb);
+            curl_easy_setopt(h, CURLOPT_READDATA, x);
+            /* a part is sent in 512 KiB writes, not 64 KiB ones */
+            if (r->body->len >= (1u << 20))
+                curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, 512L << 10);
+        }
         /* a large body in fewer, larger socket reads and callbacks */
         if (x->bufsize > 0)
             curl_easy_setopt(h, CURLOPT_BUFFERSIZE, x->bufsize);
@@ -600,7 +675,7 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
             atomic_fetch_add_explicit(&s->stats.retries, 1,
                                       memory_order_relaxed);
         cm_log(CM_LOG_DEBUG, 0, "ecfs s3 %s %s%s%s", method, url.data,
-               range ? " range=" : "", range ? range : "");
+               r->range ? " range=" : "", r->range ? r->range : "");
         cc = curl_easy_perform(h);
         status = 0;
         if (cc == CURLE_OK)
@@ -615,6 +690,12 @@ static long s3_perform(struct fc_s3 *s, const char *method, const char *path,
         if (cc == CURLE_WRITE_ERROR && x->overflow) {
             cm_buf_fini(&url);
             return 0; /* caller sees status 0 + overflow */
+        }
+        if (x->up_err < 0) {
+            cm_log(CM_LOG_WARN, -x->up_err, "ecfs s3 %s %s: reading the body",
+                   method, url.data);
+            cm_buf_fini(&url);
+            return x->up_err;
         }
         if ((cc != CURLE_OK && !s3_curl_is_transient(cc)) ||
             attempt >= s->conf.retries) {
@@ -711,8 +792,13 @@ ssize_t fc_s3_getv(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
     if (len)
         snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, off,
                  off + len - 1);
-    st = s3_perform(s, "GET", path.data, NULL, 0, len ? range : NULL, if_match,
-                    &x, &s->stats.get);
+    {
+        struct s3_req r = {.method = "GET",
+                           .path = path.data,
+                           .range = len ? range : NULL,
+                           .if_match = if_match};
+        st = s3_perform(s, &r, &x, &s->stats.get);
+    }
     cm_buf_fini(&path);
     if (st < 0) {
         ret = st;
@@ -777,8 +863,10 @@ int fc_s3_head(struct fc_s3 *s, const char *key, struct fc_s3_obj *obj)
     cm_buf_init(&path, CM_BUF_NOLIMIT);
     if (s3_path(s, key, &path) < 0)
         return -ENOMEM;
-    st = s3_perform(s, "HEAD", path.data, NULL, 0, NULL, NULL, &x,
-                    &s->stats.head);
+    {
+        struct s3_req r = {.method = "HEAD", .path = path.data};
+        st = s3_perform(s, &r, &x, &s->stats.head);
+    }
     cm_buf_fini(&path);
     if (st < 0)
         return (int)st;
@@ -793,9 +881,26 @@ int fc_s3_head(struct fc_s3 *s, const char *key, struct fc_s3_obj *obj)
     return 0;
 }
 
+static int s3_list(struct fc_s3 *s, const char *prefix, const char *token,
+                   unsigned max_keys, bool delim, struct fc_listpage *page);
+
 /* One ListObjectsV2 page (see header). */
 int fc_s3_list(struct fc_s3 *s, const char *prefix, const char *token,
                unsigned max_keys, struct fc_listpage *page)
+{
+    return s3_list(s, prefix, token, max_keys, true, page);
+}
+
+/* One page without delimiter (see header). */
+int fc_s3_list_flat(struct fc_s3 *s, const char *prefix, const char *token,
+                    unsigned max_keys, struct fc_listpage *page)
+{
+    return s3_list(s, prefix, token, max_keys, false, page);
+}
+
+/* One ListObjectsV2 page, with or without delimiter "/". */
+static int s3_list(struct fc_s3 *s, const char *prefix, const char *token,
+                   unsigned max_keys, bool delim, struct fc_listpage *page)
 {
     struct s3_xfer x;
     struct cm_buf path, body;
@@ -818,13 +923,18 @@ int fc_s3_list(struct fc_s3 *s, const char *prefix, const char *token,
     /* kept in canonical (sorted) order, though SigV4 sorts anyway */
     if (token)
         q[nq++] = (struct s3_qp){"continuation-token", token};
-    q[nq++] = (struct s3_qp){"delimiter", "/"};
+    if (delim)
+        q[nq++] = (struct s3_qp){"delimiter", "/"};
     /* keys with control characters cannot travel raw in XML 1.0 */
     q[nq++] = (struct s3_qp){"encoding-type", "url"};
     q[nq++] = (struct s3_qp){"list-type", "2"};
     q[nq++] = (struct s3_qp){"max-keys", mk};
     q[nq++] = (struct s3_qp){"prefix", prefix};
-    st = s3_perform(s, "GET", path.data, q, nq, NULL, NULL, &x, &s->stats.list);
+    {
+        struct s3_req r = {
+            .method = "GET", .path = path.data, .q = q, .nq = nq};
+        st = s3_perform(s, &r, &x, &s->stats.list);
+    }
     if (st < 0) {
         ret = (int)st;
     } else if (st != 200) {
@@ -847,6 +957,275 @@ out:
     return ret;
 }
 
+/* Copies the text of the first <@tag> element of @body (entities
+ * decoded) into @out of @cap bytes. Returns whether it was found and fit. */
+static bool s3_xml_text(const struct cm_buf *body, const char *tag, char *out,
+                        size_t cap)
+{
+    char open[64], close[64];
+    const char *b = body->data ? body->data : "", *p, *e;
+    size_t n = 0;
+
+    snprintf(open, sizeof(open), "<%s>", tag);
+    snprintf(close, sizeof(close), "</%s>", tag);
+    p = strstr(b, open);
+    if (p == NULL)
+        return false;
+    p += strlen(open);
+    e = strstr(p, close);
+    if (e == NULL)
+        return false;
+    while (p < e) {
+        static const struct {
+            const char *ent;
+            char c;
+        } ents[] = {{"&quot;", '"'}, {"&amp;", '&'}, {"&lt;", '<'},
+                    {"&gt;", '>'},   {"&apos;", '\''}, {"&#34;", '"'}};
+        char c = *p;
+        size_t adv = 1;
+        for (size_t i = 0; c == '&' && i < CM_ARRAY_SIZE(ents); i++) {
+            size_t el = strlen(ents[i].ent);
+            if ((size_t)(e - p) >= el && memcmp(p, ents[i].ent, el) == 0) {
+                c = ents[i].c;
+                adv = el;
+                break;
+            }
+        }
+        if (n + 1 >= cap)
+            return false;
+        out[n++] = c;
+        p += adv;
+    }
+    out[n] = '\0';
+    return true;
+}
+
+/* Runs a modifying request on @key and maps its answer: 0 for @ok_status
+ * (or any 2xx when 0), else -errno (logged). A 200 whose body is an
+ * <Error> (CopyObject, CompleteMultipartUpload) fails with -EIO. */
+static int s3_modify(struct fc_s3 *s, const char *what, const char *key,
+                     struct s3_req *r, struct cm_buf *body,
+                     atomic_ulong *counter, struct fc_s3_obj *obj)
+{
+    struct s3_xfer x;
+    struct cm_buf path;
+    long st;
+    int ret = 0;
+
+    memset(&x, 0, sizeof(x));
+    x.body = body;
+    cm_buf_init(&path, CM_BUF_NOLIMIT);
+    if (s3_path(s, key, &path) < 0)
+        return -ENOMEM;
+    r->path = path.data;
+    st = s3_perform(s, r, &x, counter);
+    if (st < 0) {
+        ret = (int)st;
+    } else if (st == 0 || st / 100 != 2) {
+        ret = st == 0 ? -EIO : -fc_s3_status_errno(st);
+        if (ret == -EINVAL || ret == -ESTALE)
+            ret = -EIO;
+        cm_log(CM_LOG_WARN, 0, "ecfs %s %s: HTTP %ld %.200s", what, key, st,
+               body && body->data ? body->data : "");
+    } else if (body && body->data && strstr(body->data, "<Error>")) {
+        ret = -EIO;
+        cm_log(CM_LOG_WARN, 0, "ecfs %s %s: error in a 200 answer: %.200s",
+               what, key, body->data);
+    }
+    if (ret < 0)
+        atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
+    else if (r->body)
+        atomic_fetch_add_explicit(&s->stats.bytes_up,
+                                  (unsigned long)r->body->len,
+                                  memory_order_relaxed);
+    if (obj)
+        *obj = x.obj;
+    cm_buf_fini(&path);
+    return ret;
+}
+
+/* PUT object (see header). */
+int fc_s3_put(struct fc_s3 *s, const char *key, const struct fc_s3_body *b,
+              char *etag)
+{
+    struct s3_req r = {.method = "PUT", .body = b};
+    struct fc_s3_obj obj;
+    int ret;
+
+    ret = s3_modify(s, "PUT", key, &r, NULL, &s->stats.put, &obj);
+    if (ret == 0)
+        snprintf(etag, FC_ETAG_MAX, "%s", obj.etag);
+    return ret;
+}
+
+/* CreateMultipartUpload (see header). */
+int fc_s3_mpu_create(struct fc_s3 *s, const char *key, char **upload_id)
+{
+    struct s3_qp q[] = {{"uploads", NULL}};
+    struct fc_s3_body empty = {.data = "", .len = 0};
+    struct s3_req r = {.method = "POST", .q = q, .nq = 1, .body = &empty};
+    struct cm_buf body;
+    char id[1024];
+    int ret;
+
+    cm_buf_init(&body, S3_ERR_BODY_MAX);
+    ret = s3_modify(s, "CreateMultipartUpload", key, &r, &body, &s->stats.mpu,
+                    NULL);
+    if (ret == 0 && !s3_xml_text(&body, "UploadId", id, sizeof(id))) {
+        cm_log(CM_LOG_WARN, 0, "ecfs CreateMultipartUpload %s: no UploadId",
+               key);
+        ret = -EIO;
+    }
+    if (ret == 0 && (*upload_id = strdup(id)) == NULL)
+        ret = -ENOMEM;
+    cm_buf_fini(&body);
+    return ret;
+}
+
+/* UploadPart (see header). */
+int fc_s3_mpu_part(struct fc_s3 *s, const char *key, const char *upload_id,
+                   unsigned partno, const struct fc_s3_body *b, char *etag)
+{
+    char pn[16];
+    struct s3_qp q[] = {{"partNumber", pn}, {"uploadId", upload_id}};
+    struct s3_req r = {.method = "PUT", .q = q, .nq = 2, .body = b};
+    struct fc_s3_obj obj;
+    int ret;
+
+    snprintf(pn, sizeof(pn), "%u", partno);
+    ret = s3_modify(s, "UploadPart", key, &r, NULL, &s->stats.parts, &obj);
+    if (ret == 0 && obj.etag[0] == '\0') {
+        cm_log(CM_LOG_WARN, 0, "ecfs UploadPart %s #%u: no ETag", key, partno);
+        ret = -EIO;
+    }
+    if (ret == 0)
+        snprintf(etag, FC_ETAG_MAX, "%s", obj.etag);
+    return ret;
+}
+
+/* The x-amz-copy-source value of @src: "/bucket/key", URI-encoded. */
+static int s3_copy_source(struct fc_s3 *s, const char *src, struct cm_buf *v)
+{
+    if (cm_buf_appendc(v, '/') < 0 ||
+        cm_uri_encode(v, s->bucket, strlen(s->bucket), false) < 0 ||
+        cm_buf_appendc(v, '/') < 0 ||
+        cm_uri_encode(v, src, strlen(src), true) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* UploadPartCopy (see header). */
+int fc_s3_mpu_copy_part(struct fc_s3 *s, const char *key,
+                        const char *upload_id, unsigned partno,
+                        const char *src, uint64_t first, uint64_t last,
+                        char *etag)
+{
+    char pn[16], range[80];
+    struct s3_qp q[] = {{"partNumber", pn}, {"uploadId", upload_id}};
+    struct cm_kv h[2];
+    struct s3_req r = {.method = "PUT", .q = q, .nq = 2, .hdr = h, .nhdr = 2};
+    struct cm_buf cs, body;
+    int ret;
+
+    cm_buf_init(&cs, CM_BUF_NOLIMIT);
+    cm_buf_init(&body, S3_ERR_BODY_MAX);
+    if (s3_copy_source(s, src, &cs) < 0) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    snprintf(pn, sizeof(pn), "%u", partno);
+    snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, first, last);
+    h[0] = (struct cm_kv){"x-amz-copy-source", 17, cs.data, cs.len};
+    h[1] = (struct cm_kv){"x-amz-copy-source-range", 23, range,
+                          strlen(range)};
+    ret = s3_modify(s, "UploadPartCopy", key, &r, &body, &s->stats.parts,
+                    NULL);
+    if (ret == 0 && !s3_xml_text(&body, "ETag", etag, FC_ETAG_MAX))
+        ret = -EIO;
+out:
+    cm_buf_fini(&cs);
+    cm_buf_fini(&body);
+    return ret;
+}
+
+/* CompleteMultipartUpload (see header). */
+int fc_s3_mpu_complete(struct fc_s3 *s, const char *key,
+                       const char *upload_id, const char *etags,
+                       unsigned nparts, char *etag)
+{
+    struct s3_qp q[] = {{"uploadId", upload_id}};
+    struct fc_s3_body b;
+    struct s3_req r = {.method = "POST", .q = q, .nq = 1, .body = &b};
+    struct cm_buf xml, body;
+    int ret = 0;
+
+    cm_buf_init(&xml, CM_BUF_NOLIMIT);
+    cm_buf_init(&body, S3_ERR_BODY_MAX);
+    if (cm_buf_appends(&xml, "<CompleteMultipartUpload>") < 0)
+        ret = -ENOMEM;
+    for (unsigned i = 0; ret == 0 && i < nparts; i++)
+        if (cm_buf_appendf(&xml,
+                           "<Part><PartNumber>%u</PartNumber>"
+                           "<ETag>%s</ETag></Part>",
+                           i + 1, etags + (size_t)i * FC_ETAG_MAX) < 0)
+            ret = -ENOMEM;
+    if (ret == 0 && cm_buf_appends(&xml, "</CompleteMultipartUpload>") < 0)
+        ret = -ENOMEM;
+    if (ret == 0) {
+        b = (struct fc_s3_body){.data = xml.data, .len = xml.len};
+        ret = s3_modify(s, "CompleteMultipartUpload", key, &r, &body,
+                        &s->stats.mpu, NULL);
+    }
+    if (ret == 0 && !s3_xml_text(&body, "ETag", etag, FC_ETAG_MAX))
+        etag[0] = '\0'; /* the next LIST or HEAD tells */
+    cm_buf_fini(&xml);
+    cm_buf_fini(&body);
+    return ret;
+}
+
+/* AbortMultipartUpload (see header). */
+int fc_s3_mpu_abort(struct fc_s3 *s, const char *key, const char *upload_id)
+{
+    struct s3_qp q[] = {{"uploadId", upload_id}};
+    struct s3_req r = {.method = "DELETE", .q = q, .nq = 1};
+
+    return s3_modify(s, "AbortMultipartUpload", key, &r, NULL, &s->stats.mpu,
+                     NULL);
+}
+
+/* DELETE object (see header). */
+int fc_s3_delete(struct fc_s3 *s, const char *key)
+{
+    struct s3_req r = {.method = "DELETE"};
+    int ret = s3_modify(s, "DELETE", key, &r, NULL, &s->stats.del, NULL);
+
+    return ret == -ENOENT ? 0 : ret;
+}
+
+/* CopyObject (see header). */
+int fc_s3_copy(struct fc_s3 *s, const char *src, const char *dst, char *etag)
+{
+    struct cm_kv h[1];
+    struct s3_req r = {.method = "PUT", .hdr = h, .nhdr = 1};
+    struct cm_buf cs, body;
+    int ret;
+
+    cm_buf_init(&cs, CM_BUF_NOLIMIT);
+    cm_buf_init(&body, S3_ERR_BODY_MAX);
+    if (s3_copy_source(s, src, &cs) < 0) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    h[0] = (struct cm_kv){"x-amz-copy-source", 17, cs.data, cs.len};
+    ret = s3_modify(s, "CopyObject", dst, &r, &body, &s->stats.copy, NULL);
+    if (ret == 0 && !s3_xml_text(&body, "ETag", etag, FC_ETAG_MAX))
+        etag[0] = '\0';
+out:
+    cm_buf_fini(&cs);
+    cm_buf_fini(&body);
+    return ret;
+}
+
 /* Formats the counters (see header). */
 int fc_s3_stats_format(struct fc_s3 *s, char *out, size_t cap)
 {
@@ -854,9 +1233,13 @@ int fc_s3_stats_format(struct fc_s3 *s, char *out, size_t cap)
 
     return snprintf(out, cap,
                     "get=%lu head=%lu list=%lu retries=%lu errors=%lu "
-                    "bytes=%lu etag_mismatch=%lu",
+                    "bytes=%lu etag_mismatch=%lu put=%lu parts=%lu mpu=%lu "
+                    "del=%lu copy=%lu bytes_up=%lu",
                     atomic_load(&t->get), atomic_load(&t->head),
                     atomic_load(&t->list), atomic_load(&t->retries),
                     atomic_load(&t->errors), atomic_load(&t->bytes),
-                    atomic_load(&t->etag_mismatch));
+                    atomic_load(&t->etag_mismatch), atomic_load(&t->put),
+                    atomic_load(&t->parts), atomic_load(&t->mpu),
+                    atomic_load(&t->del), atomic_load(&t->copy),
+                    atomic_load(&t->bytes_up));
 }

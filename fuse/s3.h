@@ -45,6 +45,22 @@ struct fc_s3_stats {
     atomic_ulong errors;        /* requests that failed for good */
     atomic_ulong bytes;         /* body bytes received by GETs */
     atomic_ulong etag_mismatch; /* 412 on an If-Match GET */
+    atomic_ulong put;           /* PUT object (single-request uploads) */
+    atomic_ulong parts;         /* UploadPart and UploadPartCopy */
+    atomic_ulong mpu;           /* Create/Complete/AbortMultipartUpload */
+    atomic_ulong del;           /* DELETE object */
+    atomic_ulong copy;          /* CopyObject */
+    atomic_ulong bytes_up;      /* body bytes sent by PUTs and parts */
+};
+
+/* A request body: @len bytes at @data, or, when @data is NULL, at offset
+ * @off of file @fd (read with pread, so one fd serves parallel parts).
+ * Borrowed by the request; resent from the start by every retry. */
+struct fc_s3_body {
+    const void *data;
+    int fd;
+    uint64_t off;
+    size_t len;
 };
 
 /* What a GET/HEAD told about the object. */
@@ -97,6 +113,46 @@ CM_MUST_CHECK int fc_s3_head(struct fc_s3 *s, const char *key,
 CM_MUST_CHECK int fc_s3_list(struct fc_s3 *s, const char *prefix,
                              const char *token, unsigned max_keys,
                              struct fc_listpage *page);
+/* fc_s3_list without a delimiter: every key under @prefix, at any depth
+ * (directory renames, emptiness checks). */
+CM_MUST_CHECK int fc_s3_list_flat(struct fc_s3 *s, const char *prefix,
+                                  const char *token, unsigned max_keys,
+                                  struct fc_listpage *page);
+
+/* PUTs @b as object @key. 0 with the new ETag in @etag (FC_ETAG_MAX
+ * bytes; "" when the server sent none), or -EACCES, -ENOENT (no bucket),
+ * -EIO. */
+CM_MUST_CHECK int fc_s3_put(struct fc_s3 *s, const char *key,
+                            const struct fc_s3_body *b, char *etag);
+/* CreateMultipartUpload of @key: 0 and *@upload_id (malloc'd), or -errno. */
+CM_MUST_CHECK int fc_s3_mpu_create(struct fc_s3 *s, const char *key,
+                                   char **upload_id);
+/* UploadPart number @partno (1-based) of @b; 0 and its ETag in @etag, or
+ * -errno. */
+CM_MUST_CHECK int fc_s3_mpu_part(struct fc_s3 *s, const char *key,
+                                 const char *upload_id, unsigned partno,
+                                 const struct fc_s3_body *b, char *etag);
+/* UploadPartCopy: part @partno is bytes [first, last] of object @src.
+ * 0 and the part's ETag in @etag, or -errno. */
+CM_MUST_CHECK int fc_s3_mpu_copy_part(struct fc_s3 *s, const char *key,
+                                      const char *upload_id, unsigned partno,
+                                      const char *src, uint64_t first,
+                                      uint64_t last, char *etag);
+/* CompleteMultipartUpload with the ETags of parts 1..@nparts (each
+ * FC_ETAG_MAX bytes, consecutive in @etags). 0 and the object's ETag in
+ * @etag, or -errno (also for a 200 answer that carries an <Error>). */
+CM_MUST_CHECK int fc_s3_mpu_complete(struct fc_s3 *s, const char *key,
+                                     const char *upload_id, const char *etags,
+                                     unsigned nparts, char *etag);
+/* AbortMultipartUpload. 0 or -errno (-ENOENT: no such upload). */
+CM_MUST_CHECK int fc_s3_mpu_abort(struct fc_s3 *s, const char *key,
+                                  const char *upload_id);
+/* DELETE @key (absent is success, as in S3). 0 or -errno. */
+CM_MUST_CHECK int fc_s3_delete(struct fc_s3 *s, const char *key);
+/* CopyObject @src -> @dst (sources up to 5 GiB). 0 and the new ETag in
+ * @etag, or -errno (-ENOENT: no source). */
+CM_MUST_CHECK int fc_s3_copy(struct fc_s3 *s, const char *src,
+                             const char *dst, char *etag);
 
 /* Appends "get=N head=N list=N ..." (one line, NUL-terminated) to @out of
  * @cap bytes; returns the length written (snprintf semantics). */

@@ -1,0 +1,1100 @@
+/* fuse/write.c - streamed and staged uploads of files written through the
+ * mount.
+ *
+ * DESIGN: S3 has no partial writes, so a file is uploaded whole when it is
+ * committed (close; fsync of a staged file). Two ways to get there:
+ * - Streaming. A new (created or O_TRUNC) write-only file that is written
+ *   front to back never touches local disk: bytes collect in a part buffer
+ *   (starting at 64 KiB and doubling to the part size, so a small file
+ *   costs little memory); when more bytes arrive for a full buffer, it
+ *   becomes part N of a multipart upload, queued to the upload workers,
+ *   which send parts in parallel while the writer fills the next one (at
+ *   most max_conns/4 parts in flight per file). Buffers are reserved from
+ *   the memory budget shared with readahead (fc_mem_reserve). A file that
+ *   ends within its first part is one PUT at commit. Part sizes double
+ *   every 1000 parts, so the 10,000 parts S3 allows cover > 1 TiB.
+ *   A write past the end zero-fills the gap; any other jump (backwards,
+ *   into the middle) turns the file into a staged one while no part has
+ *   been sent yet; after that it fails with EIO (logged), since the bytes
+ *   sent are not readable before the upload completes.
+ * - Staging. Everything else (an existing file opened without O_TRUNC,
+ *   O_RDWR, truncate, a seek back) works on an unlinked temp file in
+ *   stage_dir, filled from the object by the first operation that needs
+ *   its bytes, refused with EFBIG beyond stage_max, uploaded at commit
+ *   (one PUT, or parallel parts read from the file with pread).
+ * A failed commit returns its errno to close/fsync and aborts the
+ * multipart upload, so neither a partial object nor an upload is left.
+ * Two handles of one path upload independently: the last commit wins.
+ * Locks: wf->wlock serialises a handle's operations (FUSE may run two of
+ * them at once) and is held across its S3 requests; wf->lock protects what
+ * upload workers touch (etags, inflight, err); g_up.lock the job queue and
+ * every inode's writers list. Order: wlock, then lock or g_up.lock. */
+#include "fuse/write.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "fuse/fs.h"
+#include "fuse/inode.h"
+#include "fuse/read.h"
+#include "fuse/s3.h"
+
+#define W_BUF_MIN  (64u << 10)           /* first buffer of a stream */
+#define W_PART_MAX ((size_t)5 << 30)     /* S3's part size limit */
+#define W_GET_CHUNK (8u << 20)           /* staging fill: one GET each */
+
+struct fc_wfile {
+    struct fc_fs *fs;
+    struct fc_inode *in;  /* borrowed: the kernel holds it while open */
+    atomic_int refs;
+    pthread_mutex_t wlock; /* serialises the handle's operations */
+    pthread_mutex_t lock;  /* protects etags, inflight, err with workers */
+    pthread_cond_t cond;   /* a part finished */
+    char *key;             /* commit target; owned; wlock */
+    bool dirty;            /* the object must be (re)written; wlock */
+    bool changed;          /* a commit changed the object; wlock */
+    bool created;          /* no object existed at open; wlock */
+    bool unlinked;         /* the file was unlinked: upload nothing; wlock */
+    bool staged;           /* works on the staging file; wlock */
+    bool filled;           /* staging file holds the object's bytes; wlock */
+    bool efbig_logged;     /* wlock */
+    int werr;              /* a write failed: the commit uploads nothing
+                            * and returns this; wlock */
+    int fd;                /* staging file or -1; wlock */
+    uint64_t size;         /* current file size; wlock */
+    char base_etag[FC_ETAG_MAX]; /* version a staging fill reads; wlock */
+    uint64_t base_size;          /* its size; wlock */
+    /* streaming (and staged commits), wlock unless noted */
+    char *buf;         /* part being filled; owned */
+    size_t blen, bcap; /* bytes in it, its capacity */
+    size_t breserved;  /* budget reserved for it */
+    uint64_t sent;     /* bytes handed to parts */
+    char *upload_id;   /* multipart upload in progress; owned */
+    char *upload_key;  /* the key it was created for; owned */
+    unsigned nparts;   /* parts queued */
+    char *etags;       /* FC_ETAG_MAX per part; lock */
+    unsigned etags_cap;
+    unsigned inflight; /* parts queued or sending; lock */
+    int err;           /* first failure of a part; lock */
+    struct fc_wfile *next; /* on in->writers; g_up.lock */
+};
+
+/* One part for an upload worker. */
+struct up_job {
+    struct up_job *next;
+    struct fc_wfile *wf; /* one reference */
+    unsigned partno;
+    struct fc_s3_body body;
+    char *buf;       /* owned (freed when sent); NULL for a file body */
+    size_t reserved; /* budget to give back */
+};
+
+/* An abort that failed (the server was away): retried by the janitor. */
+struct up_abort {
+    struct up_abort *next;
+    char *key, *upload_id; /* owned */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work;
+    struct up_abort *aborts; /* retried every second; protected by lock */
+    pthread_t janitor;
+    bool janitor_on;
+    struct up_job *head, *tail; /* protected by lock */
+    bool stop;                  /* protected by lock */
+    pthread_t *th;
+    unsigned n;
+    atomic_ulong writes, streamed, staged, commits, commit_errors, efbig;
+} g_up = {.lock = PTHREAD_MUTEX_INITIALIZER,
+          .work = PTHREAD_COND_INITIALIZER};
+
+/* Part size for part @partno (see header). */
+size_t fc_write_part_size(size_t base, unsigned partno)
+{
+    unsigned shift = partno > 0 ? (partno - 1) / 1000 : 0;
+
+    if (shift >= 20 || base > (W_PART_MAX >> shift))
+        return W_PART_MAX;
+    return base << shift;
+}
+
+/* Per-file cap on parts in flight. */
+static unsigned max_inflight(const struct fc_fs *fs)
+{
+    return CM_MAX(2u, fs->o.max_conns / 4);
+}
+
+static void wfile_free(struct fc_wfile *wf)
+{
+    if (wf->fd >= 0)
+        close(wf->fd);
+    free(wf->buf);
+    fc_mem_release(wf->fs, wf->breserved);
+    free(wf->key);
+    free(wf->upload_id);
+    free(wf->upload_key);
+    free(wf->etags);
+    pthread_mutex_destroy(&wf->wlock);
+    pthread_mutex_destroy(&wf->lock);
+    pthread_cond_destroy(&wf->cond);
+    free(wf);
+}
+
+void fc_wfile_unref(struct fc_wfile *wf)
+{
+    if (wf != NULL && atomic_fetch_sub(&wf->refs, 1) == 1)
+        wfile_free(wf);
+}
+
+/* Sends one part; records its ETag or the error. */
+static void job_run(struct fc_fs *fs, struct up_job *j)
+{
+    struct fc_wfile *wf = j->wf;
+    char etag[FC_ETAG_MAX];
+    int ret;
+
+    ret = fc_s3_mpu_part(fs->s3, wf->upload_key, wf->upload_id, j->partno,
+                         &j->body, etag);
+    pthread_mutex_lock(&wf->lock);
+    if (ret == 0)
+        snprintf(wf->etags + (size_t)(j->partno - 1) * FC_ETAG_MAX,
+                 FC_ETAG_MAX, "%s", etag);
+    else if (wf->err == 0)
+        wf->err = ret;
+    wf->inflight--;
+    pthread_cond_broadcast(&wf->cond);
+    pthread_mutex_unlock(&wf->lock);
+}
+
+static void *up_worker(void *arg)
+{
+    struct fc_fs *fs = arg;
+
+    pthread_mutex_lock(&g_up.lock);
+    for (;;) {
+        struct up_job *j;
+        while (!g_up.stop && g_up.head == NULL)
+            pthread_cond_wait(&g_up.work, &g_up.lock);
+        if (g_up.head == NULL)
+            break; /* stop, queue drained */
+        j = g_up.head;
+        g_up.head = j->next;
+        if (g_up.head == NULL)
+            g_up.tail = NULL;
+        pthread_mutex_unlock(&g_up.lock);
+        job_run(fs, j);
+        free(j->buf);
+        fc_mem_release(fs, j->reserved);
+        fc_wfile_unref(j->wf);
+        free(j);
+        pthread_mutex_lock(&g_up.lock);
+    }
+    pthread_mutex_unlock(&g_up.lock);
+    return NULL;
+}
+
+/* Tries the failed aborts again once; keeps those that still fail. */
+static void aborts_retry(struct fc_fs *fs)
+{
+    struct up_abort *list, *a, *keep = NULL;
+
+    pthread_mutex_lock(&g_up.lock);
+    list = g_up.aborts;
+    g_up.aborts = NULL;
+    pthread_mutex_unlock(&g_up.lock);
+    while ((a = list) != NULL) {
+        int ret = fc_s3_mpu_abort(fs->s3, a->key, a->upload_id);
+        list = a->next;
+        if (ret == 0 || ret == -ENOENT) {
+            cm_log(CM_LOG_INFO, 0, "ecfs: %s: upload %s aborted", a->key,
+                   a->upload_id);
+            free(a->key);
+            free(a->upload_id);
+            free(a);
+        } else {
+            a->next = keep;
+            keep = a;
+        }
+    }
+    pthread_mutex_lock(&g_up.lock);
+    while ((a = keep) != NULL) {
+        keep = a->next;
+        a->next = g_up.aborts;
+        g_up.aborts = a;
+    }
+    pthread_mutex_unlock(&g_up.lock);
+}
+
+/* Retries failed aborts every second until they succeed or we stop. */
+static void *janitor_run(void *arg)
+{
+    struct fc_fs *fs = arg;
+
+    pthread_mutex_lock(&g_up.lock);
+    while (!g_up.stop) {
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 1;
+        pthread_cond_timedwait(&g_up.work, &g_up.lock, &dl);
+        if (g_up.aborts != NULL && !g_up.stop) {
+            pthread_mutex_unlock(&g_up.lock);
+            aborts_retry(fs);
+            pthread_mutex_lock(&g_up.lock);
+        }
+    }
+    pthread_mutex_unlock(&g_up.lock);
+    return NULL;
+}
+
+/* Starts the workers (see header). */
+int fc_upload_start(struct fc_fs *fs, unsigned nthreads)
+{
+    g_up.th = calloc(nthreads ? nthreads : 1, sizeof(pthread_t));
+    if (g_up.th == NULL)
+        return -ENOMEM;
+    for (unsigned i = 0; i < nthreads; i++) {
+        int e = pthread_create(&g_up.th[g_up.n], NULL, up_worker, fs);
+        if (e != 0) {
+            cm_log(CM_LOG_WARN, e, "ecfs: upload thread");
+            break;
+        }
+        g_up.n++;
+    }
+    g_up.janitor_on = pthread_create(&g_up.janitor, NULL, janitor_run, fs) == 0;
+    return g_up.n > 0 ? 0 : -EAGAIN;
+}
+
+/* Stops the workers (see header). */
+void fc_upload_stop(struct fc_fs *fs)
+{
+    pthread_mutex_lock(&g_up.lock);
+    g_up.stop = true;
+    pthread_cond_broadcast(&g_up.work);
+    pthread_mutex_unlock(&g_up.lock);
+    for (unsigned i = 0; i < g_up.n; i++)
+        pthread_join(g_up.th[i], NULL);
+    g_up.n = 0;
+    if (g_up.janitor_on)
+        pthread_join(g_up.janitor, NULL);
+    g_up.janitor_on = false;
+    /* a last try (the S3 client may already be aborted: then they stay
+     * on the server until its own cleanup of abandoned uploads) */
+    aborts_retry(fs);
+    while (g_up.aborts != NULL) {
+        struct up_abort *a = g_up.aborts;
+        g_up.aborts = a->next;
+        cm_log(CM_LOG_WARN, 0, "ecfs: %s: upload %s could not be aborted",
+               a->key, a->upload_id);
+        free(a->key);
+        free(a->upload_id);
+        free(a);
+    }
+    free(g_up.th);
+    g_up.th = NULL;
+}
+
+/* Counters (see header). */
+int fc_write_stats_format(struct fc_fs *fs, char *out, size_t cap)
+{
+    (void)fs;
+    return snprintf(out, cap,
+                    " writes=%lu streamed=%lu staged=%lu commits=%lu "
+                    "commit_errors=%lu efbig=%lu",
+                    atomic_load(&g_up.writes), atomic_load(&g_up.streamed),
+                    atomic_load(&g_up.staged), atomic_load(&g_up.commits),
+                    atomic_load(&g_up.commit_errors),
+                    atomic_load(&g_up.efbig));
+}
+
+/* Waits until at most @max parts of @wf are in flight; returns the first
+ * part error. */
+static int wait_parts(struct fc_wfile *wf, unsigned max)
+{
+    int err;
+
+    pthread_mutex_lock(&wf->lock);
+    while (wf->inflight > max)
+        pthread_cond_wait(&wf->cond, &wf->lock);
+    err = wf->err;
+    pthread_mutex_unlock(&wf->lock);
+    return err;
+}
+
+/* Queues part wf->nparts+1 with @body (@buf owned by the job, @reserved
+ * given back by it). Creates the upload first if needed. 0 or -errno (the
+ * job's buffer is freed on failure). wlock held. */
+static int queue_part(struct fc_wfile *wf, const struct fc_s3_body *body,
+                      char *buf, size_t reserved)
+{
+    struct fc_fs *fs = wf->fs;
+    struct up_job *j = NULL;
+    int ret;
+
+    if (wf->upload_id == NULL) {
+        free(wf->upload_key);
+        wf->upload_key = strdup(wf->key);
+        if (wf->upload_key == NULL) {
+            ret = -ENOMEM;
+            goto out_free;
+        }
+        ret = fc_s3_mpu_create(fs->s3, wf->upload_key, &wf->upload_id);
+        if (ret < 0)
+            goto out_free;
+    }
+    ret = wait_parts(wf, max_inflight(fs) - 1);
+    if (ret < 0)
+        goto out_free;
+    if (wf->nparts >= 10000) {
+        cm_log(CM_LOG_WARN, 0, "ecfs: %s: more than 10000 parts", wf->key);
+        ret = -EFBIG;
+        goto out_free;
+    }
+    pthread_mutex_lock(&wf->lock);
+    if (wf->nparts == wf->etags_cap) {
+        unsigned nc = wf->etags_cap ? 2 * wf->etags_cap : 16;
+        char *ne = realloc(wf->etags, (size_t)nc * FC_ETAG_MAX);
+        if (ne == NULL) {
+            pthread_mutex_unlock(&wf->lock);
+            ret = -ENOMEM;
+            goto out_free;
+        }
+        wf->etags = ne;
+        wf->etags_cap = nc;
+    }
+    pthread_mutex_unlock(&wf->lock);
+    j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        ret = -ENOMEM;
+        goto out_free;
+    }
+    j->partno = ++wf->nparts;
+    j->body = *body;
+    j->buf = buf;
+    j->reserved = reserved;
+    j->wf = wf;
+    atomic_fetch_add(&wf->refs, 1);
+    pthread_mutex_lock(&wf->lock);
+    wf->inflight++;
+    pthread_mutex_unlock(&wf->lock);
+    pthread_mutex_lock(&g_up.lock);
+    j->next = NULL;
+    if (g_up.tail)
+        g_up.tail->next = j;
+    else
+        g_up.head = j;
+    g_up.tail = j;
+    pthread_cond_signal(&g_up.work);
+    pthread_mutex_unlock(&g_up.lock);
+    return 0;
+
+out_free:
+    free(buf);
+    fc_mem_release(fs, reserved);
+    return ret;
+}
+
+/* Aborts the multipart upload in progress, if any. wlock held, no part in
+ * flight. */
+static void abort_upload(struct fc_wfile *wf)
+{
+    int ret;
+
+    if (wf->upload_id == NULL)
+        return;
+    ret = fc_s3_mpu_abort(wf->fs->s3, wf->upload_key, wf->upload_id);
+    if (ret < 0 && ret != -ENOENT) {
+        struct up_abort *a = calloc(1, sizeof(*a));
+        cm_log(CM_LOG_WARN, -ret,
+               "ecfs: %s: abort of upload %s failed; retrying every second",
+               wf->upload_key, wf->upload_id);
+        if (a != NULL && (a->key = strdup(wf->upload_key)) != NULL) {
+            a->upload_id = wf->upload_id;
+            wf->upload_id = NULL;
+            pthread_mutex_lock(&g_up.lock);
+            a->next = g_up.aborts;
+            g_up.aborts = a;
+            pthread_mutex_unlock(&g_up.lock);
+        } else {
+            free(a);
+        }
+    }
+    free(wf->upload_id);
+    wf->upload_id = NULL;
+    wf->nparts = 0;
+    wf->sent = 0;
+    pthread_mutex_lock(&wf->lock);
+    wf->err = 0;
+    pthread_mutex_unlock(&wf->lock);
+}
+
+/* Completes the upload of wf->nparts parts into wf->key. 0 and @etag, or
+ * -errno (the upload is aborted). wlock held. */
+static int complete_upload(struct fc_wfile *wf, char *etag)
+{
+    struct fc_fs *fs = wf->fs;
+    int ret = wait_parts(wf, 0);
+
+    if (ret == 0)
+        ret = fc_s3_mpu_complete(fs->s3, wf->upload_key, wf->upload_id,
+                                 wf->etags, wf->nparts, etag);
+    if (ret < 0) {
+        abort_upload(wf);
+        return ret;
+    }
+    free(wf->upload_id);
+    wf->upload_id = NULL;
+    wf->nparts = 0;
+    wf->sent = 0;
+    if (strcmp(wf->upload_key, wf->key) != 0) {
+        /* renamed while uploading: move the result */
+        ret = fc_s3_copy(fs->s3, wf->upload_key, wf->key, etag);
+        if (ret == 0)
+            ret = fc_s3_delete(fs->s3, wf->upload_key);
+    }
+    return ret;
+}
+
+/* Opens the staging file (unlinked at once: nothing is left behind).
+ * 0 or -errno. */
+static int stage_create(struct fc_wfile *wf)
+{
+    const char *dir = wf->fs->o.stage_dir;
+    char *path = NULL;
+    int fd;
+
+    fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+        if (asprintf(&path, "%s/ecfs-stage.XXXXXX", dir) < 0)
+            return -ENOMEM;
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd >= 0)
+            unlink(path);
+        free(path);
+    }
+    if (fd < 0) {
+        int e = errno;
+        cm_log(CM_LOG_WARN, e, "ecfs: cannot create a staging file in %s",
+               dir);
+        return -e;
+    }
+    wf->fd = fd;
+    atomic_fetch_add(&g_up.staged, 1);
+    return 0;
+}
+
+/* Writes all of @buf at @off of the staging file. 0 or -errno. */
+static int stage_pwrite(int fd, const char *buf, size_t len, uint64_t off)
+{
+    while (len > 0) {
+        ssize_t n = pwrite(fd, buf, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        buf += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* Refuses a size past stage_max (logged once per handle). */
+static int stage_check_size(struct fc_wfile *wf, uint64_t size)
+{
+    if (size <= wf->fs->o.stage_max)
+        return 0;
+    if (!wf->efbig_logged) {
+        cm_log(CM_LOG_WARN, EFBIG,
+               "ecfs: %s: a staged file may not grow past stage_max=%" PRIu64
+               " bytes (size %" PRIu64 "); nothing is uploaded",
+               wf->key, (uint64_t)wf->fs->o.stage_max, size);
+        wf->efbig_logged = true;
+    }
+    atomic_fetch_add(&g_up.efbig, 1);
+    return -EFBIG;
+}
+
+/* Makes the staging file hold the object's bytes (the version seen at
+ * open) when it does not yet. 0 or -errno. wlock held, staged. */
+static int stage_fill(struct fc_wfile *wf)
+{
+    struct fc_fs *fs = wf->fs;
+    char *chunk;
+    int ret = 0;
+
+    if (wf->fd < 0 && (ret = stage_create(wf)) < 0)
+        return ret;
+    if (wf->filled)
+        return 0;
+    if (wf->base_size > 0 && (ret = stage_check_size(wf, wf->base_size)) < 0)
+        return ret;
+    chunk = malloc(CM_MIN(W_GET_CHUNK, CM_MAX(wf->base_size, 1)));
+    if (chunk == NULL)
+        return -ENOMEM;
+    for (uint64_t off = 0; off < wf->base_size && ret == 0;) {
+        size_t n = (size_t)CM_MIN(W_GET_CHUNK, wf->base_size - off);
+        ssize_t got = fc_s3_get(fs->s3, wf->key, off, n, n, wf->base_etag,
+                                chunk, NULL);
+        if (got < 0) {
+            ret = got == -ESTALE ? -EIO : (int)got;
+            cm_log(CM_LOG_WARN, -ret, "ecfs: %s: reading it for staging",
+                   wf->key);
+        } else if ((size_t)got != n) {
+            ret = -EIO; /* shorter than its size said: it changed */
+        } else {
+            ret = stage_pwrite(wf->fd, chunk, n, off);
+            off += n;
+        }
+    }
+    free(chunk);
+    if (ret == 0 && ftruncate(wf->fd, (off_t)wf->size) < 0)
+        ret = -errno;
+    if (ret == 0)
+        wf->filled = true;
+    return ret;
+}
+
+/* Turns a stream with no part sent into a staged file. 0 or -errno (-EIO
+ * when parts were sent: logged). wlock held. */
+static int stream_to_stage(struct fc_wfile *wf, const char *why)
+{
+    int ret;
+
+    if (wf->staged)
+        return 0;
+    if (wf->nparts > 0 || wf->upload_id != NULL) {
+        cm_log(CM_LOG_WARN, EIO,
+               "ecfs: %s: %s after %" PRIu64 " bytes were streamed up: a "
+               "file written front to back cannot change what was sent "
+               "(open it O_RDWR to stage it instead)",
+               wf->key, why, wf->sent);
+        return -EIO;
+    }
+    if ((ret = stage_check_size(wf, wf->size)) < 0)
+        return ret;
+    if ((ret = stage_create(wf)) < 0)
+        return ret;
+    if (wf->blen > 0 && (ret = stage_pwrite(wf->fd, wf->buf, wf->blen, 0)) < 0)
+        return ret;
+    free(wf->buf);
+    wf->buf = NULL;
+    wf->blen = wf->bcap = 0;
+    fc_mem_release(wf->fs, wf->breserved);
+    wf->breserved = 0;
+    wf->staged = true;
+    wf->filled = true;
+    return 0;
+}
+
+/* Opens a write handle (see header). */
+int fc_write_open(struct fc_fs *fs, struct fc_inode *in, int flags,
+                  bool created, struct fc_wfile **out)
+{
+    struct fc_wfile *wf = calloc(1, sizeof(*wf));
+    struct fc_attr a;
+    bool trunc = created || (flags & O_TRUNC);
+
+    if (wf == NULL)
+        return -ENOMEM;
+    wf->fs = fs;
+    wf->in = in;
+    wf->fd = -1;
+    atomic_init(&wf->refs, 1);
+    pthread_mutex_init(&wf->wlock, NULL);
+    pthread_mutex_init(&wf->lock, NULL);
+    pthread_cond_init(&wf->cond, NULL);
+    wf->key = strdup(in->key);
+    if (wf->key == NULL) {
+        wfile_free(wf);
+        return -ENOMEM;
+    }
+    fc_inode_get_attr(fs->itab, in, &a, NULL);
+    wf->created = created;
+    if (trunc) {
+        wf->dirty = true; /* O_TRUNC empties it even if nothing is written */
+        wf->filled = true;
+        wf->staged = (flags & O_ACCMODE) != O_WRONLY || (flags & O_APPEND);
+    } else {
+        wf->staged = true;
+        wf->size = a.size;
+        wf->base_size = a.size;
+        snprintf(wf->base_etag, sizeof(wf->base_etag), "%s", a.etag);
+    }
+    if (!wf->staged)
+        atomic_fetch_add(&g_up.streamed, 1); /* staged: at stage_create */
+    pthread_mutex_lock(&g_up.lock);
+    wf->next = in->writers;
+    in->writers = wf;
+    pthread_mutex_unlock(&g_up.lock);
+    fc_inode_write_note(fs->itab, in, 1, wf->size);
+    *out = wf;
+    return 0;
+}
+
+/* Appends @len bytes to the stream. wlock held, !staged, off == size. */
+static int stream_append(struct fc_wfile *wf, const char *buf, size_t len)
+{
+    struct fc_fs *fs = wf->fs;
+    size_t part = fc_write_part_size(fs->o.write_part_size, wf->nparts + 1);
+    int ret;
+
+    while (len > 0) {
+        if (wf->buf != NULL && wf->blen == part) {
+            /* full, and more is coming: it is a part */
+            struct fc_s3_body b = {.data = wf->buf, .len = wf->blen};
+            ret = queue_part(wf, &b, wf->buf, wf->breserved);
+            wf->sent += wf->blen;
+            wf->buf = NULL;
+            wf->blen = wf->bcap = wf->breserved = 0;
+            if (ret < 0)
+                return ret;
+            part = fc_write_part_size(fs->o.write_part_size, wf->nparts + 1);
+        }
+        if (wf->buf == NULL || wf->blen == wf->bcap) {
+            /* the first part grows from W_BUF_MIN (small files stay
+             * small), later ones are allocated whole */
+            size_t ncap = part;
+            char *nb;
+            if (wf->nparts == 0)
+                ncap = CM_MIN(part, CM_MAX(CM_MAX(W_BUF_MIN, 2 * wf->bcap),
+                                           wf->blen + len));
+            fc_mem_reserve(fs, ncap - wf->breserved);
+            nb = realloc(wf->buf, ncap);
+            if (nb == NULL) {
+                fc_mem_release(fs, ncap - wf->breserved);
+                return -ENOMEM;
+            }
+            wf->breserved = ncap;
+            wf->buf = nb;
+            wf->bcap = ncap;
+        }
+        size_t n = CM_MIN(len, wf->bcap - wf->blen);
+        memcpy(wf->buf + wf->blen, buf, n);
+        wf->blen += n;
+        wf->size += n;
+        buf += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Writes (see header). */
+ssize_t fc_write(struct fc_wfile *wf, const char *buf, size_t len, uint64_t off)
+{
+    static const char zeros[64 << 10];
+    int ret = 0;
+
+    atomic_fetch_add_explicit(&g_up.writes, 1, memory_order_relaxed);
+    pthread_mutex_lock(&wf->wlock);
+    pthread_mutex_lock(&wf->lock);
+    ret = wf->err;
+    pthread_mutex_unlock(&wf->lock);
+    if (ret < 0)
+        goto out; /* a part failed: tell the writer now, not only at close */
+    if (!wf->staged && off < wf->size)
+        ret = stream_to_stage(wf, "a write before the end");
+    /* a write past the end of a stream: the gap is zeros */
+    while (ret == 0 && !wf->staged && off > wf->size)
+        ret = stream_append(wf, zeros,
+                            (size_t)CM_MIN(sizeof(zeros), off - wf->size));
+    if (ret < 0)
+        goto out;
+    if (!wf->staged) {
+        ret = stream_append(wf, buf, len);
+    } else {
+        uint64_t end = off + len;
+        ret = stage_check_size(wf, CM_MAX(end, wf->size));
+        if (ret == 0)
+            ret = stage_fill(wf);
+        if (ret == 0)
+            ret = stage_pwrite(wf->fd, buf, len, off);
+        if (ret == 0 && end > wf->size)
+            wf->size = end;
+    }
+    if (ret == 0) {
+        wf->dirty = true;
+        fc_inode_write_note(wf->fs->itab, wf->in, 0, wf->size);
+    } else if (wf->werr == 0) {
+        /* the file now lacks bytes the writer meant to be there: keep
+         * the object as it was rather than upload a hole */
+        wf->werr = ret;
+    }
+out:
+    pthread_mutex_unlock(&wf->wlock);
+    return ret < 0 ? ret : (ssize_t)len;
+}
+
+/* Reads through the handle (see header). */
+ssize_t fc_write_read(struct fc_wfile *wf, char *buf, size_t len, uint64_t off)
+{
+    ssize_t ret;
+
+    pthread_mutex_lock(&wf->wlock);
+    if (off >= wf->size) {
+        ret = 0;
+        goto out;
+    }
+    len = (size_t)CM_MIN(len, wf->size - off);
+    if (!wf->staged && off >= wf->sent) {
+        /* still in the part buffer */
+        memcpy(buf, wf->buf + (off - wf->sent), len);
+        ret = (ssize_t)len;
+        goto out;
+    }
+    if (!wf->staged && (ret = stream_to_stage(wf, "a read")) < 0)
+        goto out;
+    ret = stage_fill(wf);
+    if (ret == 0) {
+        ret = pread(wf->fd, buf, len, (off_t)off);
+        if (ret < 0)
+            ret = -errno;
+    }
+out:
+    pthread_mutex_unlock(&wf->wlock);
+    return ret;
+}
+
+/* ftruncate (see header). */
+int fc_write_truncate(struct fc_wfile *wf, uint64_t size)
+{
+    int ret = 0;
+
+    pthread_mutex_lock(&wf->wlock);
+    if (!wf->staged && size == wf->size)
+        goto out;
+    if (!wf->staged && (ret = stream_to_stage(wf, "a truncate")) < 0)
+        goto out;
+    if (size == 0 && !wf->filled) {
+        /* nothing of the object survives: no need to fetch it */
+        if (wf->fd < 0 && (ret = stage_create(wf)) < 0)
+            goto out;
+        wf->filled = true;
+    }
+    ret = stage_check_size(wf, size);
+    if (ret == 0)
+        ret = stage_fill(wf);
+    if (ret == 0 && ftruncate(wf->fd, (off_t)size) < 0)
+        ret = -errno;
+    if (ret == 0) {
+        wf->size = size;
+        wf->dirty = true;
+        fc_inode_write_note(wf->fs->itab, wf->in, 0, wf->size);
+    }
+out:
+    pthread_mutex_unlock(&wf->wlock);
+    return ret;
+}
+
+/* Uploads the staging file: one PUT, or parts read from the file.
+ * 0 and @etag or -errno. wlock held. */
+static int stage_upload(struct fc_wfile *wf, char *etag)
+{
+    struct fc_fs *fs = wf->fs;
+    size_t part = fc_write_part_size(fs->o.write_part_size, 1);
+    uint64_t off = 0;
+    int ret;
+
+    if ((ret = stage_fill(wf)) < 0)
+        return ret;
+    if (wf->size <= part) {
+        struct fc_s3_body b = {.fd = wf->fd, .len = (size_t)wf->size};
+        return fc_s3_put(fs->s3, wf->key, &b, etag);
+    }
+    while (off < wf->size) {
+        struct fc_s3_body b = {.fd = wf->fd, .off = off};
+        part = fc_write_part_size(fs->o.write_part_size, wf->nparts + 1);
+        b.len = (size_t)CM_MIN(part, wf->size - off);
+        ret = queue_part(wf, &b, NULL, 0);
+        if (ret < 0) {
+            (void)wait_parts(wf, 0);
+            abort_upload(wf);
+            return ret;
+        }
+        off += b.len;
+    }
+    return complete_upload(wf, etag);
+}
+
+/* Uploads what the stream holds: the buffer as one PUT, or its last part
+ * and the completion. 0 and @etag or -errno. wlock held. */
+static int stream_upload(struct fc_wfile *wf, char *etag)
+{
+    struct fc_fs *fs = wf->fs;
+    int ret;
+
+    if (wf->upload_id == NULL) {
+        struct fc_s3_body b = {.data = wf->buf ? wf->buf : "",
+                               .len = wf->blen};
+        ret = fc_s3_put(fs->s3, wf->key, &b, etag);
+    } else {
+        ret = 0;
+        if (wf->blen > 0) {
+            struct fc_s3_body b = {.data = wf->buf, .len = wf->blen};
+            ret = queue_part(wf, &b, wf->buf, wf->breserved);
+            wf->sent += wf->blen;
+            wf->buf = NULL;
+            wf->breserved = 0;
+        }
+        if (ret < 0) {
+            (void)wait_parts(wf, 0);
+            abort_upload(wf);
+        } else {
+            ret = complete_upload(wf, etag);
+        }
+    }
+    free(wf->buf);
+    wf->buf = NULL;
+    wf->blen = wf->bcap = 0;
+    fc_mem_release(fs, wf->breserved);
+    wf->breserved = 0;
+    /* the stream is over either way: later writes stage the object */
+    wf->staged = true;
+    wf->filled = false;
+    wf->base_size = ret == 0 ? wf->size : 0;
+    snprintf(wf->base_etag, sizeof(wf->base_etag), "%s", ret == 0 ? etag : "");
+    if (ret < 0)
+        wf->size = 0;
+    return ret;
+}
+
+/* Commits a dirty handle. wlock held. */
+static int commit(struct fc_wfile *wf)
+{
+    struct fc_fs *fs = wf->fs;
+    char etag[FC_ETAG_MAX] = "";
+    struct fc_attr a;
+    int ret;
+
+    if (!wf->dirty)
+        return 0;
+    if (wf->werr < 0) {
+        /* a write failed (ENOSPC, EFBIG, EIO): upload nothing */
+        ret = wf->werr;
+        (void)wait_parts(wf, 0);
+        abort_upload(wf);
+        wf->dirty = false;
+        cm_log(CM_LOG_WARN, -ret, "ecfs: %s: a write failed; the object is "
+               "left unchanged", wf->key);
+        if (wf->created)
+            fc_itab_note(fs, wf->key, false, NULL);
+        atomic_fetch_add(&g_up.commit_errors, 1);
+        return ret == -EFBIG || ret == -ENOSPC ? ret : -EIO;
+    }
+    if (wf->unlinked) {
+        /* unlinked while open: nothing to keep */
+        (void)wait_parts(wf, 0);
+        abort_upload(wf);
+        wf->dirty = false;
+        return 0;
+    }
+    ret = wf->staged ? stage_upload(wf, etag) : stream_upload(wf, etag);
+    atomic_fetch_add(&g_up.commits, 1);
+    if (ret < 0) {
+        atomic_fetch_add(&g_up.commit_errors, 1);
+        cm_log(CM_LOG_WARN, -ret, "ecfs: %s: upload failed; the object is "
+               "unchanged", wf->key);
+        if (wf->created)
+            fc_itab_note(fs, wf->key, false, NULL);
+        wf->dirty = false;
+        return ret == -ENOMEM || ret == -EFBIG || ret == -ENOSPC ? ret : -EIO;
+    }
+    wf->dirty = false;
+    wf->created = false;
+    wf->changed = true;
+    memset(&a, 0, sizeof(a));
+    a.size = wf->size;
+    a.mtime = time(NULL);
+    snprintf(a.etag, sizeof(a.etag), "%s", etag);
+    snprintf(wf->base_etag, sizeof(wf->base_etag), "%s", etag);
+    wf->base_size = wf->size;
+    /* a later open pins this version; an empty ETag (a server that sent
+     * none) makes the next revalidation ask */
+    fc_inode_set_attr(fs->itab, wf->in, &a, etag[0] ? fc_now() : 0);
+    fc_itab_note(fs, wf->key, true, &a);
+    return 0;
+}
+
+/* flush (see header). */
+int fc_write_flush(struct fc_wfile *wf)
+{
+    int ret;
+
+    pthread_mutex_lock(&wf->wlock);
+    ret = commit(wf);
+    pthread_mutex_unlock(&wf->wlock);
+    return ret;
+}
+
+/* fsync (see header). */
+int fc_write_fsync(struct fc_wfile *wf)
+{
+    int ret;
+
+    pthread_mutex_lock(&wf->wlock);
+    if (wf->staged) {
+        ret = commit(wf);
+    } else {
+        ret = wait_parts(wf, 0);
+    }
+    pthread_mutex_unlock(&wf->wlock);
+    return ret;
+}
+
+bool fc_write_take_changed(struct fc_wfile *wf)
+{
+    bool c;
+
+    pthread_mutex_lock(&wf->wlock);
+    c = wf->changed;
+    wf->changed = false;
+    pthread_mutex_unlock(&wf->wlock);
+    return c;
+}
+
+/* release (see header). */
+void fc_write_release(struct fc_wfile *wf)
+{
+    struct fc_fs *fs = wf->fs;
+    struct fc_wfile **pp;
+    int ret;
+
+    pthread_mutex_lock(&wf->wlock);
+    ret = commit(wf);
+    if (ret < 0)
+        cm_log(CM_LOG_ERROR, -ret, "ecfs: %s: upload at release failed",
+               wf->key);
+    (void)wait_parts(wf, 0);
+    abort_upload(wf);
+    pthread_mutex_unlock(&wf->wlock);
+    pthread_mutex_lock(&g_up.lock);
+    for (pp = &wf->in->writers; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == wf) {
+            *pp = wf->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_up.lock);
+    fc_inode_write_note(fs->itab, wf->in, -1, wf->size);
+    fc_wfile_unref(wf);
+}
+
+/* Handle left at session end (see header). */
+void fc_write_discard(struct fc_wfile *wf)
+{
+    if (wf->dirty)
+        cm_log(CM_LOG_ERROR, 0,
+               "ecfs: %s: still open for writing at unmount: not uploaded",
+               wf->key);
+    fc_mem_release(wf->fs, wf->breserved);
+    wf->breserved = 0;
+    wfile_free(wf); /* parts in flight hold no reference any more: the
+                     * workers were stopped and drained before this */
+}
+
+/* Newest writer (see header). */
+struct fc_wfile *fc_write_find(struct fc_fs *fs, struct fc_inode *in)
+{
+    struct fc_wfile *wf;
+
+    (void)fs;
+    pthread_mutex_lock(&g_up.lock);
+    wf = in->writers;
+    if (wf != NULL)
+        atomic_fetch_add(&wf->refs, 1);
+    pthread_mutex_unlock(&g_up.lock);
+    return wf;
+}
+
+/* Collects new references to every writer of @in into *@v (malloc'd).
+ * Returns the count. */
+static size_t writers_of(struct fc_inode *in, struct fc_wfile ***v)
+{
+    struct fc_wfile *wf;
+    size_t n = 0;
+
+    *v = NULL;
+    pthread_mutex_lock(&g_up.lock);
+    for (wf = in->writers; wf != NULL; wf = wf->next)
+        n++;
+    if (n > 0 && (*v = calloc(n, sizeof(**v))) != NULL) {
+        n = 0;
+        for (wf = in->writers; wf != NULL; wf = wf->next) {
+            atomic_fetch_add(&wf->refs, 1);
+            (*v)[n++] = wf;
+        }
+    } else {
+        n = 0;
+    }
+    pthread_mutex_unlock(&g_up.lock);
+    return n;
+}
+
+void fc_write_unlinked(struct fc_fs *fs, struct fc_inode *in)
+{
+    struct fc_wfile **v;
+    size_t n = writers_of(in, &v);
+
+    (void)fs;
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&v[i]->wlock);
+        v[i]->unlinked = true;
+        pthread_mutex_unlock(&v[i]->wlock);
+        fc_wfile_unref(v[i]);
+    }
+    free(v);
+}
+
+void fc_write_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key)
+{
+    struct fc_wfile **v;
+    size_t n = writers_of(in, &v);
+
+    (void)fs;
+    for (size_t i = 0; i < n; i++) {
+        char *k = strdup(key);
+        pthread_mutex_lock(&v[i]->wlock);
+        if (k != NULL) {
+            free(v[i]->key);
+            v[i]->key = k;
+        }
+        pthread_mutex_unlock(&v[i]->wlock);
+        fc_wfile_unref(v[i]);
+    }
+    free(v);
+}
+
+/* truncate(2) without a handle (see header). */
+int fc_write_truncate_inode(struct fc_fs *fs, struct fc_inode *in,
+                            uint64_t size)
+{
+    struct fc_wfile *wf = fc_write_find(fs, in);
+    int ret;
+
+    if (wf != NULL) {
+        ret = fc_write_truncate(wf, size);
+        fc_wfile_unref(wf);
+        return ret;
+    }
+    ret = fc_write_open(fs, in, size == 0 ? O_RDWR | O_TRUNC : O_RDWR, false,
+                        &wf);
+    if (ret < 0)
+        return ret;
+    if (size != 0)
+        ret = fc_write_truncate(wf, size);
+    if (ret == 0)
+        ret = fc_write_flush(wf);
+    fc_write_release(wf);
+    return ret;
+}

@@ -1,0 +1,87 @@
+/* fuse/write.h - the write path: one fc_wfile per open handle that may
+ * write. A new file written front to back is streamed as a multipart
+ * upload (parts sent in parallel by upload workers while the writer keeps
+ * writing; one PUT when it ends within the first part); every other
+ * pattern works on a staging file under stage_dir, uploaded at commit.
+ * The commit (close, fsync of a staged file) returns the upload's error;
+ * a failed multipart upload is aborted. */
+#ifndef FUSE_WRITE_H
+#define FUSE_WRITE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/compiler.h"
+
+struct fc_fs;
+struct fc_inode;
+struct fc_wfile;
+
+/* Opens a write handle on @in. @flags are the open(2) flags; @created:
+ * the file was just created (it has no object yet). A handle starts
+ * empty (and dirty: the commit writes the object even if nothing is
+ * written) when created or opened with O_TRUNC; it streams when it is
+ * also write-only, and stages otherwise. 0 and *@out (one reference), or
+ * -errno. */
+CM_MUST_CHECK int fc_write_open(struct fc_fs *fs, struct fc_inode *in,
+                                int flags, bool created, struct fc_wfile **out);
+/* Writes @len bytes at @off. Returns @len or -errno: -EFBIG past
+ * stage_max (logged), -ENOSPC/-EIO from the staging file, the error of a
+ * part that failed to upload. */
+CM_MUST_CHECK ssize_t fc_write(struct fc_wfile *wf, const char *buf,
+                               size_t len, uint64_t off);
+/* Reads what the handle's file holds now (the bytes written so far):
+ * returns the count (short at EOF) or -errno; -EIO for a range of a
+ * streamed file already sent (logged: readable once closed). */
+CM_MUST_CHECK ssize_t fc_write_read(struct fc_wfile *wf, char *buf,
+                                    size_t len, uint64_t off);
+/* Sets the size (ftruncate; a streamed file is staged unless nothing
+ * changes). 0 or -errno (-EFBIG past stage_max). */
+CM_MUST_CHECK int fc_write_truncate(struct fc_wfile *wf, uint64_t size);
+/* Commits when dirty: uploads, updates the inode's attributes and the
+ * mount's notes. 0 or the upload's -errno (the upload is aborted; the
+ * handle stays dirty only when a staged retry can still work). */
+CM_MUST_CHECK int fc_write_flush(struct fc_wfile *wf);
+/* fsync: a staged file is committed (fc_write_flush); a streamed one
+ * waits for the parts sent so far and returns their error: its object
+ * appears at close (documented in man/ecfs.1). */
+CM_MUST_CHECK int fc_write_fsync(struct fc_wfile *wf);
+/* Whether the last commit changed the object (the caller then drops the
+ * kernel's cached pages of the inode). Clears the flag. */
+bool fc_write_take_changed(struct fc_wfile *wf);
+/* Ends the handle: commits if still dirty (the error can only be logged),
+ * aborts an unfinished upload, drops the reference of fc_write_open. */
+void fc_write_release(struct fc_wfile *wf);
+
+/* Frees a handle still open when the session ended (no S3 request, no
+ * inode touched: both are gone); what it held is lost, and logged. */
+void fc_write_discard(struct fc_wfile *wf);
+
+/* Returns a new reference to the newest open write handle of @in, or NULL:
+ * reads by other handles go through it (fc_write_read). */
+struct fc_wfile *fc_write_find(struct fc_fs *fs, struct fc_inode *in);
+void fc_wfile_unref(struct fc_wfile *wf);
+/* Truncates the file of @in to @size without a handle (truncate(2)):
+ * through an open write handle when there is one, else staged and
+ * uploaded at once. 0 or -errno. */
+CM_MUST_CHECK int fc_write_truncate_inode(struct fc_fs *fs,
+                                          struct fc_inode *in, uint64_t size);
+/* The file of @in was unlinked: its open handles upload nothing. */
+void fc_write_unlinked(struct fc_fs *fs, struct fc_inode *in);
+/* The file of @in was renamed to @key: its open handles commit there. */
+void fc_write_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key);
+
+/* Part size of part @partno (1-based) for base size @base: doubles every
+ * 1000 parts (10,000 parts of an 8 MiB base reach ~8 TiB), at most 5 GiB. */
+size_t fc_write_part_size(size_t base, unsigned partno);
+
+/* Starts @nthreads upload workers (after daemonizing). 0 or -errno. */
+CM_MUST_CHECK int fc_upload_start(struct fc_fs *fs, unsigned nthreads);
+/* Stops and joins them; no handle may be open. */
+void fc_upload_stop(struct fc_fs *fs);
+/* Appends " writes=N ..." counters to @out (@cap bytes); snprintf's
+ * count. */
+int fc_write_stats_format(struct fc_fs *fs, char *out, size_t cap);
+
+#endif /* FUSE_WRITE_H */

@@ -1,0 +1,494 @@
+"""ecfs writes through a real mount: cp -r, rsync -a, tar x, mv, rm -r,
+torch.save, appends, the staged patterns (O_RDWR, O_APPEND, truncate, seek
+back), namespace calls, error paths (server gone mid-upload, stage_dir
+full, stage_max, ro) and concurrent writers/readers.
+
+Every mount uses write_part_size=5M (S3's smallest part), so the "part
+size +-1" and "3 parts +-1" files stay small. The tree tests run on
+storaged and on s3rver (a second S3 server), through ``write_backend``
+(the interface of the shared s3_backend fixture: .kind, .endpoint,
+.access_key, .secret_key, .client(), .new_bucket()).
+"""
+
+import errno
+import filecmp
+import os
+import random
+import shutil
+import subprocess
+import tarfile
+import threading
+import time
+import uuid
+
+import pytest
+
+from fuse_util import S3rver, ensure_s3rver, ecfs_mount  # noqa: F401
+
+PART = 5 * 1024 * 1024
+OPTS = ["write_part_size=5M", "retries=2", "connect_timeout_ms=500",
+        "stall_timeout=5"]
+
+
+class _Backend:
+    def __init__(self, kind, endpoint, access_key, secret_key, client):
+        self.kind = kind
+        self.endpoint = endpoint
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self._client = client
+
+    def client(self):
+        return self._client()
+
+    def new_bucket(self):
+        name = "w-" + uuid.uuid4().hex[:12]
+        self.client().create_bucket(Bucket=name)
+        return name
+
+
+@pytest.fixture(params=["storaged", "s3rver"])
+def write_backend(request, storaged, tmp_path):
+    if request.param == "storaged":
+        srv = storaged(ndrives=4)
+        yield _Backend("storaged", srv.endpoint, srv.access_key,
+                       srv.secret_key, srv.client)
+        return
+    ensure_s3rver()
+    srv = S3rver(tmp_path)
+    try:
+        yield _Backend("s3rver", srv.endpoint, srv.access_key,
+                       srv.secret_key, srv.client)
+    finally:
+        srv.stop()
+
+
+def mount(ecfs_mount, be, bucket, opts=()):
+    return ecfs_mount(be.endpoint, bucket, OPTS + list(opts),
+                      access_key=be.access_key, secret_key=be.secret_key)
+
+
+@pytest.fixture
+def srv_mount(storaged, ecfs_mount):
+    """A storaged, a fresh bucket and a mount of it: (server, s3, bucket,
+    mount)."""
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    b = "w-" + uuid.uuid4().hex[:12]
+    s3.create_bucket(Bucket=b)
+
+    def make(opts=(), bucket=b):
+        return ecfs_mount(srv.endpoint, bucket, OPTS + list(opts),
+                          access_key=srv.access_key,
+                          secret_key=srv.secret_key)
+    return srv, s3, b, make
+
+
+def gen_tree(root, seed=7):
+    """Nested dirs, 0/1-byte files, part size +-1, 3 parts +-1, a sparse-ish
+    file, unicode and space names. Returns {relpath: size}."""
+    rnd = random.Random(seed)
+    sizes = {
+        "empty": 0,
+        "one": 1,
+        "a b/ünï cödé 日本.txt": 1000,
+        "a b/c/d/e/leaf": 4097,
+        "parts/p-1": PART - 1,
+        "parts/p": PART,
+        "parts/p+1": PART + 1,
+        "parts/3p-1": 3 * PART - 1,
+        "parts/3p": 3 * PART,
+        "parts/3p+1": 3 * PART + 1,
+    }
+    for i in range(20):
+        sizes["small/f%02d" % i] = rnd.choice([0, 1, 100, 4096, 65537])
+    for rel, n in sizes.items():
+        p = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(rnd.randbytes(n))
+    # sparse-ish: holes with a few written bytes (12 MiB apparent)
+    p = os.path.join(root, "sparse.bin")
+    with open(p, "wb") as f:
+        for off in (0, 4 << 20, 12 << 20):
+            f.seek(off)
+            f.write(b"x" * 4096)
+    sizes["sparse.bin"] = (12 << 20) + 4096
+    return sizes
+
+
+def assert_same_tree(src, dst):
+    for d, _, files in os.walk(src):
+        for name in files:
+            a = os.path.join(d, name)
+            b = os.path.join(dst, os.path.relpath(a, src))
+            assert os.path.getsize(a) == os.path.getsize(b), b
+            assert filecmp.cmp(a, b, shallow=False), b
+
+
+def assert_bucket_matches(s3, bucket, src, prefix=""):
+    want = {}
+    for d, _, files in os.walk(src):
+        for name in files:
+            p = os.path.join(d, name)
+            want[prefix + os.path.relpath(p, src)] = p
+    got = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            if not o["Key"].endswith("/"):
+                got[o["Key"]] = o["Size"]
+    assert sorted(got) == sorted(want)
+    for k, p in want.items():
+        body = s3.get_object(Bucket=bucket, Key=k)["Body"].read()
+        with open(p, "rb") as f:
+            assert body == f.read(), k
+
+
+def stats(m):
+    return m.stats()
+
+
+def test_cp_tree_roundtrip(write_backend, ecfs_mount, tmp_path):
+    be = write_backend
+    bucket = be.new_bucket()
+    src = tmp_path / "src"
+    gen_tree(str(src))
+    m = mount(ecfs_mount, be, bucket)
+    dst = os.path.join(m.path, "copy")
+    subprocess.run(["cp", "-r", str(src), dst], check=True)
+    # read-after-write on the same mount, then through S3
+    assert_same_tree(str(src), dst)
+    assert_bucket_matches(be.client(), bucket, str(src), "copy/")
+    st = stats(m)
+    assert st["commit_errors"] == 0
+    # 3p+1 and 3p-1... stream as multipart: 4 + 3 + 3 + 2 parts (p+1 is
+    # 2 parts); everything up to one part is one PUT
+    assert st["parts"] >= 4 + 3 + 3 + 2
+    # a fresh mount reads the same bytes
+    m.unmount()
+    m2 = mount(ecfs_mount, be, bucket)
+    assert_same_tree(str(src), os.path.join(m2.path, "copy"))
+
+
+def test_rsync_tar_mv_rm(srv_mount, tmp_path):
+    srv, s3, bucket, make = srv_mount
+    m = make()
+    src = tmp_path / "src"
+    gen_tree(str(src))
+    # rsync -a: temp file + rename, chmod/utimens (accepted)
+    r = subprocess.run(["rsync", "-a", str(src) + "/",
+                        os.path.join(m.path, "rs") + "/"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert_same_tree(str(src), os.path.join(m.path, "rs"))
+    assert_bucket_matches(s3, bucket, str(src), "rs/")
+    # no rsync temp file left behind
+    keys = [o["Key"] for o in s3.list_objects_v2(
+        Bucket=bucket, Prefix="rs/")["Contents"]]
+    assert not [k for k in keys if "/." in k or k.startswith("rs/.")]
+    # tar x of a tarball
+    tb = tmp_path / "t.tar"
+    with tarfile.open(tb, "w") as t:
+        t.add(str(src), arcname="t")
+    r = subprocess.run(["tar", "xf", str(tb), "-C", m.path],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert_same_tree(str(src), os.path.join(m.path, "t"))
+    # mv within the mount: a directory, then a file onto an existing one
+    subprocess.run(["mv", os.path.join(m.path, "t"),
+                    os.path.join(m.path, "moved")], check=True)
+    assert not os.path.exists(os.path.join(m.path, "t"))
+    assert_same_tree(str(src), os.path.join(m.path, "moved"))
+    assert_bucket_matches(s3, bucket, str(src), "moved/")
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="t/")
+    subprocess.run(["mv", os.path.join(m.path, "moved", "one"),
+                    os.path.join(m.path, "moved", "empty")], check=True)
+    with open(os.path.join(m.path, "moved", "empty"), "rb") as f:
+        assert f.read() == (src / "one").read_bytes()
+    assert os.listdir(os.path.join(m.path, "moved")).count("one") == 0
+    # rm -r leaves the prefixes empty
+    for d in ("rs", "moved"):
+        subprocess.run(["rm", "-r", os.path.join(m.path, d)], check=True)
+        assert not os.path.exists(os.path.join(m.path, d))
+        assert "Contents" not in s3.list_objects_v2(Bucket=bucket,
+                                                    Prefix=d + "/")
+    assert sorted(os.listdir(m.path)) == []
+
+
+def test_torch_save_load_and_append_log(srv_mount):
+    torch = pytest.importorskip("torch")
+    srv, s3, bucket, make = srv_mount
+    m = make()
+    os.makedirs(os.path.join(m.path, "ckpt"))
+    model = torch.nn.Sequential(torch.nn.Linear(64, 512),
+                                torch.nn.ReLU(), torch.nn.Linear(512, 4096))
+    p = os.path.join(m.path, "ckpt", "x.pt")
+    torch.save(model.state_dict(), p)   # ~8.5 MiB: a multipart stream
+    sd = torch.load(p)
+    for k, v in model.state_dict().items():
+        assert torch.equal(sd[k], v), k
+    body = s3.get_object(Bucket=bucket, Key="ckpt/x.pt")["Body"].read()
+    assert body == open(p, "rb").read()
+    # a log appended across three opens (O_APPEND: staged)
+    log = os.path.join(m.path, "ckpt", "train.log")
+    lines = []
+    for i in range(3):
+        with open(log, "a") as f:
+            for j in range(5):
+                lines.append("epoch %d step %d\n" % (i, j))
+                f.write(lines[-1])
+    assert open(log).read() == "".join(lines)
+    assert s3.get_object(Bucket=bucket, Key="ckpt/train.log")[
+        "Body"].read().decode() == "".join(lines)
+
+
+def test_staged_patterns_and_fsync(srv_mount):
+    srv, s3, bucket, make = srv_mount
+    s3.put_object(Bucket=bucket, Key="exist", Body=b"0123456789")
+    m = make()
+    p = os.path.join(m.path, "exist")
+    # write into the middle of an existing file (no O_TRUNC)
+    fd = os.open(p, os.O_WRONLY)
+    os.pwrite(fd, b"AB", 3)
+    # fsync of a staged file commits what exists
+    os.fsync(fd)
+    assert s3.get_object(Bucket=bucket, Key="exist")["Body"].read() == \
+        b"012AB56789"
+    os.pwrite(fd, b"Z", 0)
+    os.close(fd)
+    assert s3.get_object(Bucket=bucket, Key="exist")["Body"].read() == \
+        b"Z12AB56789"
+    # O_RDWR: read back what was written before close
+    with open(p, "r+b") as f:
+        f.seek(0, 2)
+        f.write(b"tail")
+        f.seek(0)
+        assert f.read() == b"Z12AB56789tail"
+    # truncate (path and fd)
+    os.truncate(p, 4)
+    assert open(p, "rb").read() == b"Z12A"
+    assert s3.get_object(Bucket=bucket, Key="exist")["Body"].read() == b"Z12A"
+    with open(p, "r+b") as f:
+        f.truncate(2)
+    assert s3.get_object(Bucket=bucket, Key="exist")["Body"].read() == b"Z1"
+    # O_TRUNC of an existing file overwrites it
+    with open(p, "wb") as f:
+        f.write(b"new")
+    assert s3.get_object(Bucket=bucket, Key="exist")["Body"].read() == b"new"
+    # a new file written with a seek back (zip-like header patch)
+    q = os.path.join(m.path, "seekback")
+    with open(q, "wb") as f:
+        f.write(b"\0" * 8 + b"payload" * 1000)
+        f.seek(0)
+        f.write(b"HEADER!!")
+    want = b"HEADER!!" + b"payload" * 1000
+    assert open(q, "rb").read() == want
+    assert s3.get_object(Bucket=bucket, Key="seekback")["Body"].read() == want
+    # fsync of a streamed file: waits for the parts sent, the object
+    # appears at close (documented)
+    r = os.path.join(m.path, "streamed")
+    data = os.urandom(2 * PART + 17)
+    fd = os.open(r, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(fd, data[:PART + 5])
+    os.fsync(fd)
+    os.write(fd, data[PART + 5:])
+    # read-after-write while the writer holds it open: from the buffer
+    with open(r, "rb") as rf:
+        rf.seek(2 * PART)
+        assert rf.read() == data[2 * PART:]
+    os.close(fd)
+    assert s3.get_object(Bucket=bucket, Key="streamed")["Body"].read() == data
+    # a small new file is readable by another open before close
+    fd = os.open(os.path.join(m.path, "early"), os.O_WRONLY | os.O_CREAT)
+    os.write(fd, b"visible")
+    assert open(os.path.join(m.path, "early"), "rb").read() == b"visible"
+    assert os.stat(os.path.join(m.path, "early")).st_size == 7
+    os.close(fd)
+    assert s3.get_object(Bucket=bucket, Key="early")["Body"].read() == \
+        b"visible"
+
+
+def test_namespace_calls(srv_mount):
+    srv, s3, bucket, make = srv_mount
+    m = make(["rename_dir_max=3"])
+    d = os.path.join(m.path, "d")
+    os.mkdir(d)
+    assert s3.get_object(Bucket=bucket, Key="d/")["ContentLength"] == 0
+    assert os.path.isdir(d) and os.listdir(d) == []
+    with open(os.path.join(d, "f"), "wb") as f:
+        f.write(b"x")
+    with pytest.raises(OSError) as ei:
+        os.rmdir(d)
+    assert ei.value.errno == errno.ENOTEMPTY
+    # rename onto an existing file replaces it
+    with open(os.path.join(d, "g"), "wb") as f:
+        f.write(b"gg")
+    os.rename(os.path.join(d, "g"), os.path.join(d, "f"))
+    assert open(os.path.join(d, "f"), "rb").read() == b"gg"
+    assert sorted(os.listdir(d)) == ["f"]
+    assert s3.get_object(Bucket=bucket, Key="d/f")["Body"].read() == b"gg"
+    # chmod/chown/utime are accepted (no-ops), symlink/link refused
+    os.chmod(os.path.join(d, "f"), 0o600)
+    os.chown(os.path.join(d, "f"), os.getuid(), os.getgid())
+    os.utime(os.path.join(d, "f"), (1, 1))
+    with pytest.raises(OSError) as ei:
+        os.symlink("f", os.path.join(d, "s"))
+    assert ei.value.errno == errno.EPERM
+    with pytest.raises(OSError) as ei:
+        os.link(os.path.join(d, "f"), os.path.join(d, "h"))
+    assert ei.value.errno == errno.EPERM
+    # a directory rename beyond rename_dir_max: EXDEV (mv copies)
+    for i in range(4):
+        with open(os.path.join(d, "n%d" % i), "wb") as f:
+            f.write(b"n")
+    with pytest.raises(OSError) as ei:
+        os.rename(d, os.path.join(m.path, "e"))
+    assert ei.value.errno == errno.EXDEV
+    assert "rename_dir_max" in m.log_text()
+    # unlink, rmdir; the same mount sees it at once
+    for n in os.listdir(d):
+        os.unlink(os.path.join(d, n))
+    assert os.listdir(d) == []
+    os.rmdir(d)
+    assert not os.path.exists(d)
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
+    # two writers of one path: the last close wins
+    p = os.path.join(m.path, "two")
+    f1 = open(p, "wb")
+    f2 = open(p, "wb")
+    f1.write(b"first")
+    f2.write(b"second")
+    f2.close()
+    f1.close()
+    assert s3.get_object(Bucket=bucket, Key="two")["Body"].read() == b"first"
+
+
+def test_server_stopped_during_multipart(srv_mount):
+    srv, s3, bucket, make = srv_mount
+    m = make()
+    p = os.path.join(m.path, "big")
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    chunk = os.urandom(1 << 20)
+    for _ in range(2 * 5 + 1):    # two parts queued and a third started
+        os.write(fd, chunk)
+    srv.stop()
+    err = None
+    try:
+        for _ in range(3 * 5):
+            os.write(fd, chunk)
+    except OSError as e:
+        err = e
+    with pytest.raises(OSError) as ei:
+        os.close(fd)
+    assert ei.value.errno == errno.EIO
+    if err is not None:
+        assert err.errno == errno.EIO
+    srv.start()
+    # no partial object; the janitor aborts the upload once it is back
+    with pytest.raises(s3.exceptions.ClientError):
+        s3.head_object(Bucket=bucket, Key="big")
+    deadline = time.monotonic() + 15
+    while s3.list_multipart_uploads(Bucket=bucket).get("Uploads"):
+        assert time.monotonic() < deadline, "upload left behind"
+        time.sleep(0.2)
+    assert "upload failed" in m.log_text()
+
+
+def test_stage_limits_and_enospc(srv_mount, tmp_path):
+    srv, s3, bucket, make = srv_mount
+    s3.put_object(Bucket=bucket, Key="x", Body=b"abc")
+    # stage_max: EFBIG from write(), nothing uploaded
+    m = make(["stage_max=1M"])
+    with open(os.path.join(m.path, "x"), "r+b") as f:
+        with pytest.raises(OSError) as ei:
+            os.pwrite(f.fileno(), b"y" * 4096, 1 << 20)
+        assert ei.value.errno == errno.EFBIG
+    assert s3.get_object(Bucket=bucket, Key="x")["Body"].read() == b"abc"
+    assert "stage_max" in m.log_text()
+    m.unmount()
+    # stage_dir on a full file system: ENOSPC from write()
+    sd = tmp_path / "stage"
+    sd.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
+                        str(sd)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: %s" % r.stderr.decode())
+    try:
+        m = make(["stage_dir=" + str(sd)])
+        fd = os.open(os.path.join(m.path, "x"), os.O_WRONLY | os.O_APPEND)
+        with pytest.raises(OSError) as ei:
+            for _ in range(4):
+                os.write(fd, b"z" * (512 << 10))
+        assert ei.value.errno == errno.ENOSPC
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        m.unmount()
+    finally:
+        subprocess.run(["umount", "-l", str(sd)])
+    assert s3.get_object(Bucket=bucket, Key="x")["Body"].read() in (
+        b"abc", )
+
+
+def test_ro_mount_erofs(srv_mount):
+    srv, s3, bucket, make = srv_mount
+    s3.put_object(Bucket=bucket, Key="f", Body=b"data")
+    m = make(["ro"])
+    p = os.path.join(m.path, "f")
+    calls = [
+        lambda: open(os.path.join(m.path, "new"), "wb"),
+        lambda: open(p, "r+b"),
+        lambda: os.mkdir(os.path.join(m.path, "d")),
+        lambda: os.unlink(p),
+        lambda: os.rename(p, os.path.join(m.path, "g")),
+        lambda: os.truncate(p, 0),
+        lambda: os.chmod(p, 0o600),
+    ]
+    for c in calls:
+        with pytest.raises(OSError) as ei:
+            c()
+        assert ei.value.errno == errno.EROFS
+    assert open(p, "rb").read() == b"data"
+
+
+def test_writers_and_readers_at_once(srv_mount):
+    srv, s3, bucket, make = srv_mount
+    rnd = random.Random(3)
+    existing = {"r%d" % i: rnd.randbytes(rnd.choice([5000, PART + 3]))
+                for i in range(4)}
+    for k, v in existing.items():
+        s3.put_object(Bucket=bucket, Key=k, Body=v)
+    m = make()
+    new = {"w%d" % i: rnd.randbytes(rnd.choice([1, 70000, 2 * PART + 9]))
+           for i in range(8)}
+    errors = []
+
+    def writer(name):
+        try:
+            with open(os.path.join(m.path, name), "wb") as f:
+                data = new[name]
+                for off in range(0, len(data), 128 << 10):
+                    f.write(data[off:off + (128 << 10)])
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def reader(name):
+        try:
+            for _ in range(3):
+                with open(os.path.join(m.path, name), "rb") as f:
+                    assert f.read() == existing[name]
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    ths = [threading.Thread(target=writer, args=(n,)) for n in new]
+    ths += [threading.Thread(target=reader, args=(n,)) for n in existing]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    assert not errors, errors
+    for k, v in new.items():
+        assert open(os.path.join(m.path, k), "rb").read() == v
+        assert s3.get_object(Bucket=bucket, Key=k)["Body"].read() == v
