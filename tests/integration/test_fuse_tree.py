@@ -1,7 +1,7 @@
 """ecfs tree fidelity: a generated ImageFolder-like tree uploaded with boto3
 is seen through the mount by find, ls -lR and stat with the right sizes,
-every file compares equal, random preads match, and writes fail with EROFS.
-Run against every server of the ``s3_backend`` fixture (storaged, s3rver,
+every file compares equal, random preads match, and writes to a ro mount fail
+with EROFS. Run against every server of the ``s3_backend`` fixture (storaged, s3rver,
 Ceph RGW)."""
 
 import errno
@@ -87,10 +87,11 @@ def test_tree_fidelity(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
 
 
 def test_writes_are_refused(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+    """On a ro mount (writable mounts: test_fuse_write.py)."""
     server = s3_backend
     bucket = server.new_bucket()
     server.s3.put_object(Bucket=bucket, Key="d/f.txt", Body=b"data")
-    m = mount_of(server, ecfs_mount, bucket)
+    m = mount_of(server, ecfs_mount, bucket, opts=["ro"])
     p = m.path
     cases = [
         lambda: open(os.path.join(p, "new.txt"), "w"),
