@@ -4,17 +4,15 @@ back), namespace calls, error paths (server gone mid-upload, stage_dir
 full, stage_max, ro) and concurrent writers/readers.
 
 Every mount uses write_part_size=5M (S3's smallest part), so the "part
-size +-1" and "3 parts +-1" files stay small. The tree tests run on
-storaged and on s3rver (a second S3 server), through ``write_backend``
-(the interface of the shared s3_backend fixture: .kind, .endpoint,
-.access_key, .secret_key, .client(), .new_bucket()).
+size +-1" and "3 parts +-1" files stay small. The tree copy and the
+server-gone-mid-upload tests run on every server of ``s3_backend``
+(storaged, s3rver, Ceph RGW); the rest on storaged.
 """
 
 import errno
 import filecmp
 import os
 import random
-import shutil
 import subprocess
 import tarfile
 import threading
@@ -23,44 +21,11 @@ import uuid
 
 import pytest
 
-from fuse_util import S3rver, ensure_s3rver, ecfs_mount  # noqa: F401
+from fuse_util import ecfs_mount  # noqa: F401
 
 PART = 5 * 1024 * 1024
 OPTS = ["write_part_size=5M", "retries=2", "connect_timeout_ms=500",
         "stall_timeout=5"]
-
-
-class _Backend:
-    def __init__(self, kind, endpoint, access_key, secret_key, client):
-        self.kind = kind
-        self.endpoint = endpoint
-        self.access_key = access_key
-        self.secret_key = secret_key
-        self._client = client
-
-    def client(self):
-        return self._client()
-
-    def new_bucket(self):
-        name = "w-" + uuid.uuid4().hex[:12]
-        self.client().create_bucket(Bucket=name)
-        return name
-
-
-@pytest.fixture(params=["storaged", "s3rver"])
-def write_backend(request, storaged, tmp_path):
-    if request.param == "storaged":
-        srv = storaged(ndrives=4)
-        yield _Backend("storaged", srv.endpoint, srv.access_key,
-                       srv.secret_key, srv.client)
-        return
-    ensure_s3rver()
-    srv = S3rver(tmp_path)
-    try:
-        yield _Backend("s3rver", srv.endpoint, srv.access_key,
-                       srv.secret_key, srv.client)
-    finally:
-        srv.stop()
 
 
 def mount(ecfs_mount, be, bucket, opts=()):
@@ -149,8 +114,8 @@ def stats(m):
     return m.stats()
 
 
-def test_cp_tree_roundtrip(write_backend, ecfs_mount, tmp_path):
-    be = write_backend
+def test_cp_tree_roundtrip(s3_backend, ecfs_mount, tmp_path):
+    be = s3_backend
     bucket = be.new_bucket()
     src = tmp_path / "src"
     gen_tree(str(src))
@@ -364,9 +329,11 @@ def test_namespace_calls(srv_mount):
     assert s3.get_object(Bucket=bucket, Key="two")["Body"].read() == b"first"
 
 
-def test_server_stopped_during_multipart(srv_mount):
-    srv, s3, bucket, make = srv_mount
-    m = make()
+def test_server_stopped_during_multipart(s3_backend, ecfs_mount):
+    srv = s3_backend
+    s3 = srv.client()
+    bucket = srv.new_bucket()
+    m = mount(ecfs_mount, srv, bucket)
     p = os.path.join(m.path, "big")
     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     chunk = os.urandom(1 << 20)
@@ -389,7 +356,9 @@ def test_server_stopped_during_multipart(srv_mount):
     with pytest.raises(s3.exceptions.ClientError):
         s3.head_object(Bucket=bucket, Key="big")
     deadline = time.monotonic() + 15
-    while s3.list_multipart_uploads(Bucket=bucket).get("Uploads"):
+    # (s3rver implements no ListMultipartUploads: the object check is all)
+    while srv.kind != "s3rver" and \
+            s3.list_multipart_uploads(Bucket=bucket).get("Uploads"):
         assert time.monotonic() < deadline, "upload left behind"
         time.sleep(0.2)
     assert "upload failed" in m.log_text()
