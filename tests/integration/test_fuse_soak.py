@@ -37,6 +37,9 @@ import pytest
 from fuse_util import ecfs_mount  # noqa: F401
 
 SOAK_SECONDS = float(os.environ.get("SOAK_SECONDS", "8"))
+# readers run up to about 2.5 x SOAK_SECONDS per test (the restart variant
+# runs two passes), plus the tree upload and the mount
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60 + 4 * SOAK_SECONDS)]
 WORKERS = 6
 BLOCK = 64 * 1024
 REC = 16

@@ -10,6 +10,7 @@ import random
 import threading
 import time
 
+import pytest
 from botocore.exceptions import ClientError
 
 
@@ -35,6 +36,7 @@ def writer(c, keys, state, stop, seed):
         st["acked_seq"].append(h)
 
 
+@pytest.mark.slow
 def test_kill9_during_puts(storaged):
     srv = storaged(ndrives=4)
     c = srv.client()

@@ -117,6 +117,7 @@ def test_five_lost_fails_never_lies(srv16):
     read_all(c, "fault", {"big": big, "mid": mid})
 
 
+@pytest.mark.slow
 def test_write_quorum(srv16):
     c = srv16.client()
     c.create_bucket(Bucket="wquorum")
@@ -141,6 +142,7 @@ def test_write_quorum(srv16):
         c.head_object(Bucket="wquorum", Key="fail")
 
 
+@pytest.mark.slow
 def test_stale_drive_never_resurrects(storaged):
     srv = storaged(ndrives=4)
     c = srv.client()

@@ -186,6 +186,9 @@ const assert = require("assert");
 """
 
 
+# the first JS test of a clean clone installs @aws-sdk/client-s3 with npm
+# (ensure_js_sdk, up to 300 s) in the test body
+@pytest.mark.timeout(360)
 def test_aws_sdk_js_trailer_checksum_round_trip(s3_server, tmp_path):
     ensure_js_sdk()
     script = tmp_path / "ck.js"

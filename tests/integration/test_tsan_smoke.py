@@ -22,13 +22,19 @@ import pytest
 
 from fuse_util import ecfs_mount  # noqa: F401
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("ECFS_SAN") != "thread",
-    reason="TSan smoke needs SAN=thread binaries (ECFS_SAN=thread)")
+S3_SECONDS = float(os.environ.get("ECFS_TSAN_SECONDS", "10"))
+# S3 load for S3_SECONDS (joined within S3_SECONDS + 120), then cat/find on
+# the mount (120 s each at most), all under TSan
+pytestmark = [
+    pytest.mark.skipif(
+        os.environ.get("ECFS_SAN") != "thread",
+        reason="TSan smoke needs SAN=thread binaries (ECFS_SAN=thread)"),
+    pytest.mark.slow,
+    pytest.mark.timeout(S3_SECONDS + 300),
+]
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 THREADS = 16
-S3_SECONDS = float(os.environ.get("ECFS_TSAN_SECONDS", "10"))
 BIG = 6 * 1024 * 1024 + 13
 
 
