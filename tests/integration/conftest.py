@@ -33,13 +33,15 @@ import uuid
 
 import pytest
 
-# autouse: fails a test whose daemons printed a sanitizer report
-from sanitizer_check import sanitizer_reports  # noqa: F401
-
-# s3_backend (storaged / s3rver / Ceph RGW) and the session's rgw_cluster;
-# marks: markers set from the fixtures a test takes (pytest.ini lists all);
-# hang_guard: the per-test timeout's backstop for a test stuck in FUSE
-pytest_plugins = ["s3_backends", "marks", "hang_guard"]
+# Fixture modules, registered as plugins (a test takes their fixtures by
+# name and imports only plain helpers from them):
+#   sanitizer_check  autouse: fails a test whose daemons printed a report
+#   fuse_util        ecfs_mount, s3rver
+#   s3_backends      s3_backend (storaged / s3rver / Ceph RGW), rgw_cluster
+#   marks            markers set from the fixtures a test takes
+#   hang_guard       the per-test timeout's backstop for a test stuck in FUSE
+pytest_plugins = ["sanitizer_check", "fuse_util", "s3_backends", "marks",
+                  "hang_guard"]
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN_DIR = os.environ.get("ECFS_BIN_DIR", os.path.join(REPO, "bin"))

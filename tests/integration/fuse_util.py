@@ -10,6 +10,8 @@
 - ``s3rver``: a second S3 server (npm's s3rver, installed by the test into
   build/node/ when missing; skipped only if npm cannot install it), with
   ``.endpoint``, ``.client()``, ``.stop()``.
+- ``mount_of(server, ecfs_mount, bucket, **kw)``: a mount of @bucket on
+  @server with its keys.
 - ``upload_tree(client, bucket, root, prefix="")``: uploads a local tree.
 - ``make_tree(root)``: writes an ImageFolder-like tree with nested dirs,
   0-byte and multi-MiB files, names with spaces and unicode.
@@ -324,6 +326,14 @@ def make_tree(root, seed=1, nclass=3, per_class=6, big_mib=(3, 5)):
             put(os.path.join(d, "README"), d.encode())
             d = os.path.dirname(d)
     return files
+
+
+def mount_of(server, ecfs_mount, bucket, **kw):
+    """Mounts @bucket of @server (anything with .endpoint, .access_key and
+    .secret_key: an s3_backend, a Storaged) through the ecfs_mount
+    factory; returns the Mount."""
+    return ecfs_mount(server.endpoint, bucket, access_key=server.access_key,
+                      secret_key=server.secret_key, **kw)
 
 
 def upload_tree(client, bucket, root, prefix=""):

@@ -12,8 +12,7 @@ import uuid
 import pytest
 
 from conftest import REPO
-from fuse_util import (ECFS, Mount, detach_moved_mounts,  # noqa: F401
-                       ecfs_mount, is_mounted)
+from fuse_util import ECFS, Mount, detach_moved_mounts, is_mounted
 
 HELPER = os.path.join(REPO, "scripts", "mount.fuse.ecfs")
 
@@ -66,7 +65,7 @@ def test_wrong_credentials_fail_the_mount(srv_bucket, tmp_path):
     assert not is_mounted(m.path)
 
 
-def test_passwd_file_and_profile(srv_bucket, ecfs_mount, tmp_path):  # noqa: F811
+def test_passwd_file_and_profile(srv_bucket, ecfs_mount, tmp_path):
     srv, b = srv_bucket
     pw = tmp_path / "passwd"
     pw.write_text("# comment\nother-bucket:AK:SK\n%s:%s:%s\n" % (
@@ -122,7 +121,7 @@ def test_mount_helper_fstab_options(srv_bucket, tmp_path):
         unmount_hard(str(mnt), b)
 
 
-def test_foreground_sigint_unmounts(srv_bucket, ecfs_mount):  # noqa: F811
+def test_foreground_sigint_unmounts(srv_bucket, ecfs_mount):
     srv, b = srv_bucket
     m = ecfs_mount(srv.endpoint, b, access_key=srv.access_key,
                    secret_key=srv.secret_key, foreground=True)
@@ -215,7 +214,7 @@ def test_bad_number_option_fails_clearly(srv_bucket, tmp_path, opt):
     assert not is_mounted(m.path)
 
 
-def test_good_number_options_mount(srv_bucket, ecfs_mount):  # noqa: F811
+def test_good_number_options_mount(srv_bucket, ecfs_mount):
     srv, b = srv_bucket
     m = ecfs_mount(srv.endpoint, b, access_key=srv.access_key,
                    secret_key=srv.secret_key,
@@ -234,7 +233,7 @@ def _sig_blocked(pid, tid, sig):
     raise AssertionError("no SigBlk for %d/%d" % (pid, tid))
 
 
-def test_only_main_thread_takes_exit_signals(srv_bucket, ecfs_mount):  # noqa: F811
+def test_only_main_thread_takes_exit_signals(srv_bucket, ecfs_mount):
     """libfuse 3.14's multi-threaded loop notices SIGINT/SIGTERM/SIGHUP only
     when the main thread takes them (libfuse issue #997): a signal delivered
     to any other thread left the mount up until the next FUSE request. So
@@ -290,7 +289,7 @@ int sem_wait(sem_t *s)
 """
 
 
-def test_signal_between_exit_check_and_sleep_still_exits(srv_bucket, ecfs_mount,  # noqa: F811
+def test_signal_between_exit_check_and_sleep_still_exits(srv_bucket, ecfs_mount,
                                                          tmp_path):
     """libfuse 3.14's loop checks its exit flag and then sleeps until a
     signal interrupts it; a SIGINT landing between the two (a race a loaded

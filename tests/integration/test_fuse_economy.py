@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fuse_util import ecfs_mount  # noqa: F401
-from test_fuse_tree import mount_of  # noqa: F401
+from fuse_util import mount_of
 
 N = 2100
 
@@ -27,7 +26,7 @@ def delta(a, b):
 
 
 @pytest.fixture
-def many(s3_backend):  # noqa: F811
+def many(s3_backend):
     bucket = "eco-" + uuid.uuid4().hex[:10]
     s3_backend.s3.create_bucket(Bucket=bucket)
     bodies = {"many/f%05d.jpg" % i: os.urandom(100 + (i * 37) % 4000)
@@ -41,7 +40,7 @@ def many(s3_backend):  # noqa: F811
     return bucket, bodies
 
 
-def test_scan_and_read_economy(s3_backend, many, ecfs_mount):  # noqa: F811
+def test_scan_and_read_economy(s3_backend, many, ecfs_mount):
     bucket, bodies = many
     m = mount_of(s3_backend, ecfs_mount, bucket, opts=["log_level=debug"])
     d = os.path.join(m.path, "many")
@@ -68,7 +67,7 @@ def test_scan_and_read_economy(s3_backend, many, ecfs_mount):  # noqa: F811
     assert dl["head"] == 0 and dl["list"] == 0, str(dl)
 
 
-def test_ro_second_pass_is_free(s3_backend, many, ecfs_mount):  # noqa: F811
+def test_ro_second_pass_is_free(s3_backend, many, ecfs_mount):
     bucket, bodies = many
     m = mount_of(s3_backend, ecfs_mount, bucket, opts=["ro"])
 
@@ -87,7 +86,7 @@ def test_ro_second_pass_is_free(s3_backend, many, ecfs_mount):  # noqa: F811
     assert {k: s2[k] - s1[k] for k in req} == {k: 0 for k in req}, str(s2)
 
 
-def test_concurrent_scans_share_one_listing(s3_backend, many, ecfs_mount):  # noqa: F811
+def test_concurrent_scans_share_one_listing(s3_backend, many, ecfs_mount):
     bucket, _ = many
     m = mount_of(s3_backend, ecfs_mount, bucket)
     d = os.path.join(m.path, "many")

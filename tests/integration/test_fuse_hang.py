@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import free_port
-from fuse_util import ecfs_mount, is_mounted  # noqa: F401
+from fuse_util import is_mounted
 
 BODY_LEN = 1000
 LIST = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
@@ -121,7 +121,7 @@ def _alive(pid):
         return False
 
 
-def test_sigterm_with_a_hung_get(hung, ecfs_mount):  # noqa: F811
+def test_sigterm_with_a_hung_get(hung, ecfs_mount):
     m = ecfs_mount(hung, "hb")
     pids = m.pids()
     r = start_reader(m)
@@ -139,7 +139,7 @@ def test_sigterm_with_a_hung_get(hung, ecfs_mount):  # noqa: F811
     assert float(out.split()[2]) < BOUND, out
 
 
-def test_lazy_unmount_with_a_hung_get(hung, ecfs_mount):  # noqa: F811
+def test_lazy_unmount_with_a_hung_get(hung, ecfs_mount):
     m = ecfs_mount(hung, "hb")
     pids = m.pids()
     r = start_reader(m)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from fuse_util import ecfs_mount, upload_tree  # noqa: F401
+from fuse_util import upload_tree
 
 torch = pytest.importorskip("torch")
 datasets = pytest.importorskip("torchvision.datasets")
@@ -32,7 +32,7 @@ def epoch(root, seed):
     return ds.classes, rel, out
 
 
-def test_imagefolder_dataloader(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+def test_imagefolder_dataloader(s3_backend, ecfs_mount, tmp_path):
     srv = s3_backend
     local = str(tmp_path / "data")
     r = subprocess.run([sys.executable, os.path.join(REPO, "scripts",

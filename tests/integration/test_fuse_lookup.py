@@ -8,7 +8,6 @@ import threading
 import time
 import uuid
 
-from fuse_util import ecfs_mount  # noqa: F401
 
 N = 1500
 PAR = 32
@@ -21,7 +20,7 @@ def tids(pid):
         return set()
 
 
-def test_stat_storm_uses_bounded_threads(storaged, ecfs_mount):  # noqa: F811
+def test_stat_storm_uses_bounded_threads(storaged, ecfs_mount):
     srv = storaged(ndrives=4)
     c = srv.client()
     bucket = "lk-" + uuid.uuid4().hex[:8]

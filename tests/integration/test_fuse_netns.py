@@ -15,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fuse_util import ecfs_mount  # noqa: F401
 from netns_util import NetnsLab, available
+
+pytestmark = pytest.mark.needs_net_ns
 
 NMOUNTS = 4
 
@@ -59,7 +60,7 @@ def read_all(root, keys, threads=4):
 
 
 def test_four_mounts_in_own_namespaces_read_one_storaged(lab, storaged,
-                                                         ecfs_mount):  # noqa: F811
+                                                         ecfs_mount):
     srv = storaged(start=False)
     srv.host = lab.server_addr
     srv.endpoint = "http://%s:%d" % (srv.host, srv.port)

@@ -20,7 +20,6 @@ import uuid
 
 import pytest
 
-from fuse_util import ecfs_mount  # noqa: F401
 
 SIZE = 1 << 20
 BLOCK = 64 * 1024
@@ -41,7 +40,7 @@ def one(storaged):
     return srv, c, bucket
 
 
-def mount(srv, ecfs_mount, bucket, extra):  # noqa: F811
+def mount(srv, ecfs_mount, bucket, extra):
     return ecfs_mount(srv.endpoint, bucket, access_key=srv.access_key,
                       secret_key=srv.secret_key,
                       opts=["block_size=64K", "readahead_max=0",
@@ -49,7 +48,7 @@ def mount(srv, ecfs_mount, bucket, extra):  # noqa: F811
                             "negative_timeout=0"] + extra)
 
 
-def test_partly_cached_read_of_changed_object_is_eio(one, ecfs_mount):  # noqa: F811,E501
+def test_partly_cached_read_of_changed_object_is_eio(one, ecfs_mount):
     srv, c, bucket = one
     # attributes cached: no getattr refreshes i_size or drops pages behind
     # the test's back
@@ -91,7 +90,7 @@ def test_partly_cached_read_of_changed_object_is_eio(one, ecfs_mount):  # noqa: 
     assert m.stats()["etag_mismatch"] >= 1
 
 
-def test_new_version_open_does_not_share_page_cache(one, ecfs_mount):  # noqa: F811,E501
+def test_new_version_open_does_not_share_page_cache(one, ecfs_mount):
     srv, c, bucket = one
     m = mount(srv, ecfs_mount, bucket, ["read_ahead_kb=16"])
     p = os.path.join(m.path, "f.bin")
@@ -118,7 +117,7 @@ def test_new_version_open_does_not_share_page_cache(one, ecfs_mount):  # noqa: F
 
 
 @pytest.mark.parametrize("grow", [True, False])
-def test_open_after_size_change_reads_one_whole_version(one, ecfs_mount,  # noqa: F811,E501
+def test_open_after_size_change_reads_one_whole_version(one, ecfs_mount,
                                                         grow):
     """The kernel may still hold the old size (attr_timeout) when an open
     pins the new version: the read must still return one version whole,
@@ -135,7 +134,7 @@ def test_open_after_size_change_reads_one_whole_version(one, ecfs_mount,  # noqa
 
 
 @pytest.mark.parametrize("grow", [False, True])
-def test_attr_reply_of_other_version_does_not_cut_open_file(one, ecfs_mount,  # noqa: F811,E501
+def test_attr_reply_of_other_version_does_not_cut_open_file(one, ecfs_mount,
                                                             grow):
     """A page-cache handle of one version stays whole while attribute
     replies (getattr, lookup, readdirplus) see another version: the kernel

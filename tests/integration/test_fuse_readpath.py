@@ -12,7 +12,6 @@ import uuid
 
 import pytest
 
-from fuse_util import ecfs_mount  # noqa: F401
 
 # odd sizes: the last block is partial; the big one is fetched by readahead
 SIZES = {"big.bin": (3 << 20) + 12345, "one.bin": 1, "small.bin": 70001}
@@ -35,7 +34,7 @@ def objs(storaged):
     return srv, bucket
 
 
-def mount(srv, ecfs_mount, bucket, opts):  # noqa: F811
+def mount(srv, ecfs_mount, bucket, opts):
     return ecfs_mount(srv.endpoint, bucket, access_key=srv.access_key,
                       secret_key=srv.secret_key, opts=["ro"] + opts)
 
@@ -53,7 +52,7 @@ def mount(srv, ecfs_mount, bucket, opts):  # noqa: F811
      "readahead_max=2M", "part_size=1M"],
     [],  # defaults: 1 MiB blocks, 8 MiB parts
 ])
-def test_bytes_and_one_fetch_per_byte(objs, ecfs_mount, geom):  # noqa: F811
+def test_bytes_and_one_fetch_per_byte(objs, ecfs_mount, geom):
     srv, bucket = objs
     m = mount(srv, ecfs_mount, bucket, geom)
     before = m.stats()
@@ -92,7 +91,7 @@ def test_bytes_and_one_fetch_per_byte(objs, ecfs_mount, geom):  # noqa: F811
         assert after["readahead_gets"] > before["readahead_gets"]
 
 
-def test_random_preads_match(objs, ecfs_mount):  # noqa: F811
+def test_random_preads_match(objs, ecfs_mount):
     srv, bucket = objs
     m = mount(srv, ecfs_mount, bucket, ["block_size=64K", "cache_size=256K"])
     n = SIZES["big.bin"]

@@ -13,7 +13,6 @@ import uuid
 
 import pytest
 
-from fuse_util import ecfs_mount  # noqa: F401
 
 
 @pytest.fixture
@@ -28,7 +27,7 @@ def new_bucket(srv):
     return c, name
 
 
-def mount(srv, ecfs_mount, bucket, **kw):  # noqa: F811
+def mount(srv, ecfs_mount, bucket, **kw):
     return ecfs_mount(srv.endpoint, bucket, access_key=srv.access_key,
                       secret_key=srv.secret_key, **kw)
 
@@ -38,7 +37,7 @@ ODD = ["a b.txt", "pct%20x", "plus+sign", "hash#tag", "q?uery", "amp&eq=1",
        "quote'\"", "[brackets]{}", "caret^`pipe|", "L" * 255]
 
 
-def test_odd_names_list_stat_read(srv, ecfs_mount):  # noqa: F811
+def test_odd_names_list_stat_read(srv, ecfs_mount):
     c, b = new_bucket(srv)
     want = {}
     for i, n in enumerate(ODD):
@@ -66,7 +65,7 @@ def test_odd_names_list_stat_read(srv, ecfs_mount):  # noqa: F811
             assert f.read() == body, k
 
 
-def test_file_and_dir_same_name(srv, ecfs_mount):  # noqa: F811
+def test_file_and_dir_same_name(srv, ecfs_mount):
     c, b = new_bucket(srv)
     c.put_object(Bucket=b, Key="x", Body=b"file")
     c.put_object(Bucket=b, Key="x/y", Body=b"yy")
@@ -80,7 +79,7 @@ def test_file_and_dir_same_name(srv, ecfs_mount):  # noqa: F811
 
 
 @pytest.mark.parametrize("prefix", ["data", "data/", "/data//"])
-def test_prefix_forms(srv, ecfs_mount, prefix):  # noqa: F811
+def test_prefix_forms(srv, ecfs_mount, prefix):
     c, b = new_bucket(srv)
     c.put_object(Bucket=b, Key="data/a", Body=b"A")
     c.put_object(Bucket=b, Key="data/s/b", Body=b"B")
@@ -92,7 +91,7 @@ def test_prefix_forms(srv, ecfs_mount, prefix):  # noqa: F811
         assert f.read() == b"B"
 
 
-def test_directory_over_one_page(srv, ecfs_mount):  # noqa: F811
+def test_directory_over_one_page(srv, ecfs_mount):
     c, b = new_bucket(srv)
     names = ["f%05d" % i for i in range(1203)]
     with concurrent.futures.ThreadPoolExecutor(8) as ex:
@@ -109,7 +108,7 @@ def test_directory_over_one_page(srv, ecfs_mount):  # noqa: F811
         assert f.read() == names[-1].encode()
 
 
-def test_changed_object_seen_after_ttl(srv, ecfs_mount):  # noqa: F811
+def test_changed_object_seen_after_ttl(srv, ecfs_mount):
     c, b = new_bucket(srv)
     c.put_object(Bucket=b, Key="d/f", Body=b"one")
     m = mount(srv, ecfs_mount, b, opts=["list_ttl=1", "attr_timeout=0.5"])
@@ -134,7 +133,7 @@ def test_changed_object_seen_after_ttl(srv, ecfs_mount):  # noqa: F811
     assert os.listdir(os.path.join(m.path, "d")) == ["g"]
 
 
-def test_concurrent_readers_same_and_different(srv, ecfs_mount):  # noqa: F811
+def test_concurrent_readers_same_and_different(srv, ecfs_mount):
     c, b = new_bucket(srv)
     rnd = random.Random(7)
     data = {}
@@ -169,7 +168,7 @@ def test_concurrent_readers_same_and_different(srv, ecfs_mount):  # noqa: F811
             assert all(ex.map(work, range(24)))
 
 
-def test_errno_mapping(srv, ecfs_mount):  # noqa: F811
+def test_errno_mapping(srv, ecfs_mount):
     c, b = new_bucket(srv)
     c.put_object(Bucket=b, Key="f", Body=b"x")
     m = mount(srv, ecfs_mount, b)
@@ -184,7 +183,7 @@ def test_errno_mapping(srv, ecfs_mount):  # noqa: F811
         os.mkdir(os.path.join(m.path, "f", "new"))
 
 
-def test_change_seen_under_steady_lookups(srv, ecfs_mount):  # noqa: F811
+def test_change_seen_under_steady_lookups(srv, ecfs_mount):
     """A file opened by path again and again (a DataLoader with a file
     list) must see an overwrite once list_ttl has passed: lookups of a live
     inode must not keep renewing its attributes' age."""
@@ -213,7 +212,7 @@ def test_change_seen_under_steady_lookups(srv, ecfs_mount):  # noqa: F811
 
 
 @pytest.mark.parametrize("prefix", [None, "p"])
-def test_real_stats_object_is_not_hidden(srv, ecfs_mount, prefix):  # noqa: F811
+def test_real_stats_object_is_not_hidden(srv, ecfs_mount, prefix):
     c, b = new_bucket(srv)
     pre = "" if prefix is None else prefix + "/"
     c.put_object(Bucket=b, Key=pre + ".ecfs-stats", Body=b"my own data")
@@ -233,7 +232,7 @@ def test_real_stats_object_is_not_hidden(srv, ecfs_mount, prefix):  # noqa: F811
     assert "get" in m3.stats()
 
 
-def test_control_characters_do_not_break_a_directory(srv, ecfs_mount):  # noqa: F811
+def test_control_characters_do_not_break_a_directory(srv, ecfs_mount):
     """Keys XML 1.0 cannot carry (LIST asks for encoding-type=url): the
     directory lists, and every name opens with its own bytes."""
     c, b = new_bucket(srv)
@@ -250,7 +249,7 @@ def test_control_characters_do_not_break_a_directory(srv, ecfs_mount):  # noqa: 
             assert f.read() == k.encode(), repr(k)
 
 
-def test_empty_umask_is_refused(srv, ecfs_mount):  # noqa: F811
+def test_empty_umask_is_refused(srv, ecfs_mount):
     c, b = new_bucket(srv)
     m = mount(srv, ecfs_mount, b, opts=["umask="], start=False)
     import subprocess
@@ -258,7 +257,7 @@ def test_empty_umask_is_refused(srv, ecfs_mount):  # noqa: F811
     assert r.returncode != 0 and b"umask" in r.stderr
 
 
-def test_relative_log_file_is_relative_to_cwd(srv, ecfs_mount, tmp_path):  # noqa: F811
+def test_relative_log_file_is_relative_to_cwd(srv, ecfs_mount, tmp_path):
     """The daemon chdirs to /: a relative log_file must still land in the
     directory ecfs was started from."""
     import subprocess
@@ -345,7 +344,7 @@ class _FaultProxy:
         self.srv.server_close()
 
 
-def test_throttled_small_get_is_retried(srv, ecfs_mount):  # noqa: F811
+def test_throttled_small_get_is_retried(srv, ecfs_mount):
     """A 503 whose error body is larger than the file asked for must be
     retried like any 503, not end in EIO."""
     c, b = new_bucket(srv)
@@ -367,7 +366,7 @@ def test_throttled_small_get_is_retried(srv, ecfs_mount):  # noqa: F811
         px.close()
 
 
-def test_odd_prefix_mount(srv, ecfs_mount):  # noqa: F811
+def test_odd_prefix_mount(srv, ecfs_mount):
     c, b = new_bucket(srv)
     pre = "we ird%+#?é,x"
     c.put_object(Bucket=b, Key=pre + "/a", Body=b"A")
@@ -380,7 +379,7 @@ def test_odd_prefix_mount(srv, ecfs_mount):  # noqa: F811
     assert "get" in m.stats()
 
 
-def test_old_dir_snapshot_does_not_shrink_a_file(srv, ecfs_mount):  # noqa: F811
+def test_old_dir_snapshot_does_not_shrink_a_file(srv, ecfs_mount):
     """readdirplus from a directory handle opened before an overwrite must
     not hand the kernel the old size of an inode that already knows the new
     one (the kernel bounds reads by it: the read came back short)."""

@@ -14,11 +14,10 @@ import uuid
 
 import pytest
 
-from fuse_util import Mount, ecfs_mount, is_mounted, s3rver  # noqa: F401
-from test_fuse_tree import mount_of  # noqa: F401
+from fuse_util import Mount, is_mounted, mount_of
 
 
-def fill(server, n_small=24, big_mib=12):  # noqa: F811
+def fill(server, n_small=24, big_mib=12):
     bucket = "rb-" + uuid.uuid4().hex[:10]
     server.s3.create_bucket(Bucket=bucket)
     want = {}
@@ -30,7 +29,7 @@ def fill(server, n_small=24, big_mib=12):  # noqa: F811
     return bucket, want
 
 
-def test_server_restart_during_read_pass(s3_backend, ecfs_mount):  # noqa: F811
+def test_server_restart_during_read_pass(s3_backend, ecfs_mount):
     """stop()/start() keep port and data (radosgw alone for RGW)."""
     rserver = s3_backend
     bucket, want = fill(rserver)
@@ -92,7 +91,7 @@ def test_server_restart_during_read_pass(s3_backend, ecfs_mount):  # noqa: F811
     assert m.stats()["retries"] > 0
 
 
-def test_server_gone_gives_eio(s3_backend, ecfs_mount):  # noqa: F811
+def test_server_gone_gives_eio(s3_backend, ecfs_mount):
     rserver = s3_backend
     bucket, want = fill(rserver, n_small=2, big_mib=1)
     m = mount_of(rserver, ecfs_mount, bucket,
@@ -109,7 +108,7 @@ def test_server_gone_gives_eio(s3_backend, ecfs_mount):  # noqa: F811
     assert m.stats()["errors"] >= 1
 
 
-def test_unmount_with_open_files(s3rver, ecfs_mount):  # noqa: F811
+def test_unmount_with_open_files(s3rver, ecfs_mount):
     c = s3rver.client()
     c.create_bucket(Bucket="umt")
     c.put_object(Bucket="umt", Key="f", Body=b"x" * 100000)
@@ -153,7 +152,7 @@ def test_unmount_with_open_files(s3rver, ecfs_mount):  # noqa: F811
         time.sleep(0.05)
 
 
-def test_bad_bucket_fails_command(s3rver, tmp_path):  # noqa: F811
+def test_bad_bucket_fails_command(s3rver, tmp_path):
     m = Mount(tmp_path, s3rver.endpoint, "no-such-bucket",
               access_key="S3RVER", secret_key="S3RVER")
     r = subprocess.run(m.argv, env=m.env, capture_output=True, timeout=30)
@@ -162,7 +161,7 @@ def test_bad_bucket_fails_command(s3rver, tmp_path):  # noqa: F811
     assert not is_mounted(m.path)
 
 
-def test_changed_object_is_eio_not_splice(s3rver, ecfs_mount):  # noqa: F811
+def test_changed_object_is_eio_not_splice(s3rver, ecfs_mount):
     c = s3rver.client()
     c.create_bucket(Bucket="chg")
     v1 = os.urandom(6 * 1024 * 1024)

@@ -34,7 +34,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fuse_util import ecfs_mount  # noqa: F401
 
 SOAK_SECONDS = float(os.environ.get("SOAK_SECONDS", "8"))
 # readers run up to about 2.5 x SOAK_SECONDS per test (the restart variant
@@ -243,7 +242,7 @@ def soak_server(storaged):
     return srv, c, bucket
 
 
-def mount(srv, ecfs_mount, bucket, opts):  # noqa: F811
+def mount(srv, ecfs_mount, bucket, opts):
     return ecfs_mount(srv.endpoint, bucket, access_key=srv.access_key,
                       secret_key=srv.secret_key, opts=MOUNT_OPTS + opts)
 
@@ -256,7 +255,7 @@ def verify_all(root):
         assert b == content(k, 0), describe(k, 0, b)
 
 
-def test_soak_static_ro(soak_server, ecfs_mount):  # noqa: F811
+def test_soak_static_ro(soak_server, ecfs_mount):
     srv, _, bucket = soak_server
     m = mount(srv, ecfs_mount, bucket, ["ro"])
     ops, eio, bad = run_readers(m.path, SOAK_SECONDS)
@@ -273,7 +272,7 @@ def test_soak_static_ro(soak_server, ecfs_mount):  # noqa: F811
     verify_all(m.path)
 
 
-def test_soak_storaged_restart(soak_server, ecfs_mount):  # noqa: F811
+def test_soak_storaged_restart(soak_server, ecfs_mount):
     srv, _, bucket = soak_server
     m = mount(srv, ecfs_mount, bucket, ["ro", "retries=8",
                                         "connect_timeout_ms=500"])
@@ -302,7 +301,7 @@ def test_soak_storaged_restart(soak_server, ecfs_mount):  # noqa: F811
 
 
 @pytest.mark.parametrize("resize", [False, True])
-def test_soak_overwrite(soak_server, ecfs_mount, resize):  # noqa: F811
+def test_soak_overwrite(soak_server, ecfs_mount, resize):
     global RESIZE
     RESIZE = resize
     srv, c, bucket = soak_server

@@ -18,7 +18,6 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from conftest import free_port
-from fuse_util import ecfs_mount  # noqa: F401
 
 AK, SK = "ASIATESTKEY", "test/secret+key"
 TOKEN = "FQoGZXIvYXdzE" + "x" * 600 + "/+=="  # STS tokens are long
@@ -121,14 +120,14 @@ def check_seen():
         assert tok == TOKEN, (c, p)
 
 
-def test_session_token_from_environment(recorder, ecfs_mount):  # noqa: F811
+def test_session_token_from_environment(recorder, ecfs_mount):
     m = ecfs_mount(recorder, "tb", access_key=AK, secret_key=SK,
                    env={"AWS_SESSION_TOKEN": TOKEN})
     read_through(m)
     check_seen()
 
 
-def test_session_token_from_profile(recorder, ecfs_mount, tmp_path):  # noqa: F811,E501
+def test_session_token_from_profile(recorder, ecfs_mount, tmp_path):
     cred = tmp_path / "credentials"
     cred.write_text("[default]\naws_access_key_id = wrong\n"
                     "aws_secret_access_key = wrong\n\n"
@@ -141,7 +140,7 @@ def test_session_token_from_profile(recorder, ecfs_mount, tmp_path):  # noqa: F8
     check_seen()
 
 
-def test_without_token_the_server_refuses(recorder, ecfs_mount):  # noqa: F811
+def test_without_token_the_server_refuses(recorder, ecfs_mount):
     """The stand-in really checks: the same keys without the token are
     refused, so the mount fails (nothing mounted)."""
     m = ecfs_mount(recorder, "tb", access_key=AK, secret_key=SK,

@@ -11,12 +11,7 @@ import subprocess
 
 import pytest
 
-from fuse_util import ecfs_mount, make_tree, upload_tree  # noqa: F401
-
-
-def mount_of(server, ecfs_mount, bucket, **kw):  # noqa: F811
-    return ecfs_mount(server.endpoint, bucket, access_key=server.access_key,
-                      secret_key=server.secret_key, **kw)
+from fuse_util import make_tree, mount_of, upload_tree
 
 
 def local_view(root):
@@ -46,7 +41,7 @@ def find_view(mnt):
     return files, dirs
 
 
-def test_tree_fidelity(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+def test_tree_fidelity(s3_backend, ecfs_mount, tmp_path):
     server = s3_backend
     local = str(tmp_path / "local")
     make_tree(local)
@@ -86,7 +81,7 @@ def test_tree_fidelity(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
     assert st["get"] > 0 and st["list"] > 0 and st["errors"] == 0
 
 
-def test_writes_are_refused(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+def test_writes_are_refused(s3_backend, ecfs_mount, tmp_path):
     """On a ro mount (writable mounts: test_fuse_write.py)."""
     server = s3_backend
     bucket = server.new_bucket()
@@ -114,7 +109,7 @@ def test_writes_are_refused(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
         Bucket=bucket)["Contents"]] == ["d/f.txt"]
 
 
-def test_prefix_mount_markers_and_missing(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+def test_prefix_mount_markers_and_missing(s3_backend, ecfs_mount, tmp_path):
     server = s3_backend
     if server.kind == "s3rver":
         pytest.skip("s3rver omits CommonPrefixes of prefixes that hold no "
@@ -138,7 +133,7 @@ def test_prefix_mount_markers_and_missing(s3_backend, ecfs_mount, tmp_path):  # 
         os.stat(os.path.join(m.path, "other"))
 
 
-def test_lookup_without_listing(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
+def test_lookup_without_listing(s3_backend, ecfs_mount, tmp_path):
     server = s3_backend
     """Direct path access with no readdir first: HEAD + LIST per lookup."""
     bucket = server.new_bucket()
@@ -154,7 +149,7 @@ def test_lookup_without_listing(s3_backend, ecfs_mount, tmp_path):  # noqa: F811
     assert s["head"] >= 1 and s["get"] == 1
 
 
-def test_stats_file_is_hidden_and_fresh(s3_backend, ecfs_mount):  # noqa: F811
+def test_stats_file_is_hidden_and_fresh(s3_backend, ecfs_mount):
     server = s3_backend
     bucket = server.new_bucket()
     server.s3.put_object(Bucket=bucket, Key="a.txt", Body=b"abc")

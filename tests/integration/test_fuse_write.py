@@ -21,7 +21,6 @@ import uuid
 
 import pytest
 
-from fuse_util import ecfs_mount  # noqa: F401
 
 PART = 5 * 1024 * 1024
 OPTS = ["write_part_size=5M", "retries=2", "connect_timeout_ms=500",

@@ -20,7 +20,6 @@ import uuid
 
 import pytest
 
-from fuse_util import ecfs_mount  # noqa: F401
 
 S3_SECONDS = float(os.environ.get("ECFS_TSAN_SECONDS", "10"))
 # S3 load for S3_SECONDS (joined within S3_SECONDS + 120), then cat/find on
@@ -81,7 +80,7 @@ def s3_worker(client, bucket, tid, deadline, big, errors, counts):
     counts[tid] = i
 
 
-def test_tsan_storaged_and_ecfs(storaged, ecfs_mount, tmp_path):  # noqa: F811
+def test_tsan_storaged_and_ecfs(storaged, ecfs_mount, tmp_path):
     srv = storaged(ndrives=4, env=tsan_env(tmp_path, "storaged"))
     bucket = "tsan-" + uuid.uuid4().hex[:8]
     srv.client().create_bucket(Bucket=bucket)
