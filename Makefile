@@ -49,7 +49,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  ?= -O2 -g
 CFLAGS  += $(CSTD) $(WARN) $(SANFLAGS) $(if $(WERROR),-Werror) -MMD -MP -I. $(PKG_CFLAGS) -pthread
 LDFLAGS += $(SANFLAGS) -pthread
-LDLIBS  := $(PKG_LIBS) -lisal -lm
+LDLIBS  := $(PKG_LIBS) -lisal -llmdb -lm
 
 .PHONY: all test check unit integration fuzz replay format format-check install clean \
         run stop bench deps

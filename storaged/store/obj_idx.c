@@ -1,0 +1,1045 @@
+/* storaged/store/obj_idx.c - the persistent object index over LMDB.
+ *
+ * DESIGN: two tables in one environment. "obj" maps bucket NUL key-prefix
+ * (the first OBJ_IDX_KEYPFX bytes of the key: LMDB keys are at most 511
+ * bytes, S3 keys 1024) to a group of records sorted by the full key; keys
+ * that share those bytes share a group, so a cursor walk still returns
+ * exact byte order (cutting keys to a prefix keeps their order). Nearly
+ * every group holds one record. "sys" holds the state record and one
+ * record per bucket (creation time, object count). The environment runs
+ * with MDB_NOSYNC: a commit is written to the kernel (it survives kill -9)
+ * and flushed at a clean close; FORMAT.md says why that is enough. Read
+ * transactions come from a fixed pool made at open, so a lookup takes no
+ * lock and allocates nothing in LMDB. */
+#include "storaged/store/obj_idx.h"
+
+#include "storaged/store/obj_i.h"
+#include <errno.h>
+#include <lmdb.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define IDX_READERS  64                 /* pre-made read transactions */
+#define IDX_MAPSIZE  (1ULL << 40)       /* address space, not disk */
+#define IDX_KEYMAX   (64 + OBJ_IDX_KEYPFX) /* bucket NUL prefix */
+#define IDX_SYS_STATE "s"
+#define IDX_SYS_BUCKET "b/"
+#define IDX_BUCKET_REC 24 /* u8 version, 7 pad, i64 created, u64 count */
+#define IDX_STATE_REC  56 /* u32 format, u32 pad, 32 hex, u64 gen, u64 clock */
+
+struct idx_rtxn {
+    MDB_txn *t; /* reset while idle; owned */
+    int busy;   /* atomic: claimed by a reader */
+};
+
+struct obj_idx {
+    MDB_env *env;
+    MDB_dbi obj, sys;
+    char *data_path; /* owned */
+    struct idx_rtxn pool[IDX_READERS];
+    unsigned hint; /* atomic: where the next claim starts */
+};
+
+struct obj_idx_cur {
+    struct obj_idx *x;
+    MDB_txn *t;
+    struct idx_rtxn *slot; /* NULL: t is a private transaction */
+    MDB_cursor *c;
+    char pfx[64]; /* bucket NUL */
+    size_t pfx_len;
+    MDB_val k, v; /* the current group */
+    size_t off;   /* next record in v */
+    bool valid;
+};
+
+/* LMDB result -> 0 / -errno. */
+static int mdb_err(int rc)
+{
+    switch (rc) {
+    case MDB_SUCCESS:
+        return 0;
+    case MDB_NOTFOUND:
+        return -ENOENT;
+    case MDB_MAP_FULL:
+    case MDB_TXN_FULL:
+        return -ENOSPC;
+    case MDB_INVALID:
+    case MDB_CORRUPTED:
+    case MDB_VERSION_MISMATCH:
+    case MDB_PAGE_NOTFOUND:
+    case MDB_BAD_TXN:
+        return -EBADMSG;
+    case MDB_READERS_FULL:
+        return -EAGAIN;
+    default:
+        return rc > 0 ? -rc : -EIO;
+    }
+}
+
+/* ---- little-endian fields ---- */
+
+static void le_put(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t le_get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Appends an @n-byte little-endian integer. */
+static int put_int(struct cm_buf *b, uint64_t v, int n)
+{
+    uint8_t t[8];
+
+    le_put(t, v, n);
+    return cm_buf_append(b, t, (size_t)n);
+}
+
+/* Bounds-checked reader of one record. */
+struct rd {
+    const uint8_t *p;
+    size_t n, off;
+    bool bad;
+};
+
+static uint64_t rd_int(struct rd *r, int n)
+{
+    uint64_t v;
+
+    if (r->bad || r->n - r->off < (size_t)n) {
+        r->bad = true;
+        return 0;
+    }
+    v = le_get(r->p + r->off, n);
+    r->off += (size_t)n;
+    return v;
+}
+
+/* Borrows @n bytes; NULL (and bad) past the end. */
+static const uint8_t *rd_bytes(struct rd *r, size_t n)
+{
+    const uint8_t *p;
+
+    if (r->bad || r->n - r->off < n) {
+        r->bad = true;
+        return NULL;
+    }
+    p = r->p + r->off;
+    r->off += n;
+    return p;
+}
+
+/* ---- the record ----
+ * u8 rec version, u8 type, u16 flags (1 inline, 2 multipart), u32 length,
+ * u16 key length, key, 16 id, u64 version, i64 mtime, u64 size, u8 k,
+ * u8 m, u32 block, u8 etag length, etag, u16 headers (u16+name, u32+value),
+ * u32 parts (u32 number, u64 size, u64 data id, u8+etag), u16 extensions
+ * (u16 tag, u32 length, bytes): room for what later formats add. */
+
+/* Contract in obj_idx.h. */
+int obj_idx_rec_encode(const struct obj_ent *e, struct cm_buf *out)
+{
+    size_t start = out->len, el = strnlen(e->etag, sizeof(e->etag));
+    uint16_t flags = (uint16_t)((e->inl ? 1 : 0) | (e->multipart ? 2 : 0));
+    int ret = 0;
+
+    if (e->key_len > 0xffff || e->nhdrs > 0xffff)
+        return -E2BIG;
+    ret |= put_int(out, OBJ_IDX_REC_VER, 1);
+    ret |= put_int(out, OBJ_IDX_CURRENT, 1);
+    ret |= put_int(out, flags, 2);
+    ret |= put_int(out, 0, 4); /* length, filled below */
+    ret |= put_int(out, e->key_len, 2);
+    ret |= cm_buf_append(out, e->key, e->key_len);
+    ret |= cm_buf_append(out, e->id, 16);
+    ret |= put_int(out, e->version, 8);
+    ret |= put_int(out, (uint64_t)e->mtime_ns, 8);
+    ret |= put_int(out, e->size, 8);
+    ret |= put_int(out, (uint64_t)e->k, 1);
+    ret |= put_int(out, (uint64_t)e->m, 1);
+    ret |= put_int(out, e->block, 4);
+    ret |= put_int(out, el, 1);
+    ret |= cm_buf_append(out, e->etag, el);
+    ret |= put_int(out, e->nhdrs, 2);
+    for (size_t i = 0; i < e->nhdrs && ret == 0; i++) {
+        size_t nl = strlen(e->hdrs[i].name), vl = strlen(e->hdrs[i].value);
+
+        if (nl > 0xffff)
+            return -E2BIG;
+        ret |= put_int(out, nl, 2);
+        ret |= cm_buf_append(out, e->hdrs[i].name, nl);
+        ret |= put_int(out, vl, 4);
+        ret |= cm_buf_append(out, e->hdrs[i].value, vl);
+    }
+    ret |= put_int(out, e->nparts, 4);
+    for (size_t i = 0; i < e->nparts && ret == 0; i++) {
+        const struct stor_meta_part *p = &e->parts[i];
+        size_t pl = strnlen(p->etag, sizeof(p->etag));
+
+        ret |= put_int(out, (uint64_t)p->number, 4);
+        ret |= put_int(out, p->size, 8);
+        ret |= put_int(out, p->dataid, 8);
+        ret |= put_int(out, pl, 1);
+        ret |= cm_buf_append(out, p->etag, pl);
+    }
+    ret |= put_int(out, 0, 2); /* no extensions yet */
+    if (ret != 0 || out->data == NULL)
+        return -ENOMEM; /* a failed append emptied the buffer */
+    le_put((uint8_t *)out->data + start + 4, out->len - start, 4);
+    return 0;
+}
+
+/* Contract in obj_idx.h. */
+ssize_t obj_idx_rec_view(const void *p, size_t n, struct obj_idx_view *v)
+{
+    struct rd r = {p, n, 0, false};
+    uint64_t len;
+
+    memset(v, 0, sizeof(*v));
+    if (rd_int(&r, 1) != OBJ_IDX_REC_VER)
+        return -EBADMSG;
+    (void)rd_int(&r, 1); /* type */
+    (void)rd_int(&r, 2); /* flags */
+    len = rd_int(&r, 4);
+    if (r.bad || len < 8 || len > n)
+        return -EBADMSG;
+    r.n = len;
+    v->key_len = rd_int(&r, 2);
+    v->key = (const char *)rd_bytes(&r, v->key_len);
+    (void)rd_bytes(&r, 16);
+    v->version = rd_int(&r, 8);
+    v->mtime_ns = (int64_t)rd_int(&r, 8);
+    v->size = rd_int(&r, 8);
+    (void)rd_bytes(&r, 6); /* k, m, block */
+    v->etag_len = rd_int(&r, 1);
+    v->etag = (const char *)rd_bytes(&r, v->etag_len);
+    if (r.bad || v->etag_len >= STOR_ETAG_MAX)
+        return -EBADMSG;
+    v->rec = p;
+    v->rec_len = len;
+    return (ssize_t)len;
+}
+
+/* Copies @n bytes into a new NUL-terminated string. */
+static char *dup0(const uint8_t *p, size_t n)
+{
+    char *c = malloc(n + 1);
+
+    if (c) {
+        if (n)
+            memcpy(c, p, n);
+        c[n] = 0;
+    }
+    return c;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_rec_decode(const void *p, size_t n, struct obj_ent **out)
+{
+    struct obj_idx_view v;
+    struct rd r;
+    struct obj_ent *e;
+    const uint8_t *b;
+    uint16_t flags;
+    ssize_t len = obj_idx_rec_view(p, n, &v);
+
+    *out = NULL;
+    if (len < 0)
+        return (int)len;
+    r = (struct rd){p, (size_t)len, 0, false};
+    e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return -ENOMEM;
+    (void)rd_int(&r, 2);
+    flags = (uint16_t)rd_int(&r, 2);
+    (void)rd_int(&r, 4);
+    e->key_len = rd_int(&r, 2);
+    b = rd_bytes(&r, e->key_len);
+    e->key = b ? dup0(b, e->key_len) : NULL;
+    if (e->key == NULL)
+        goto fail;
+    b = rd_bytes(&r, 16);
+    if (b)
+        memcpy(e->id, b, 16);
+    e->version = rd_int(&r, 8);
+    e->mtime_ns = (int64_t)rd_int(&r, 8);
+    e->size = rd_int(&r, 8);
+    e->k = (int)rd_int(&r, 1);
+    e->m = (int)rd_int(&r, 1);
+    e->block = (uint32_t)rd_int(&r, 4);
+    {
+        size_t el = rd_int(&r, 1);
+
+        b = rd_bytes(&r, el);
+        if (b == NULL || el >= sizeof(e->etag))
+            goto bad;
+        memcpy(e->etag, b, el);
+    }
+    e->inl = flags & 1;
+    e->multipart = (flags & 2) != 0;
+    e->nhdrs = rd_int(&r, 2);
+    if (e->nhdrs) {
+        e->hdrs = calloc(e->nhdrs, sizeof(*e->hdrs));
+        if (e->hdrs == NULL)
+            goto nomem;
+    }
+    for (size_t i = 0; i < e->nhdrs; i++) {
+        size_t l = rd_int(&r, 2);
+
+        b = rd_bytes(&r, l);
+        if (b == NULL)
+            goto bad;
+        e->hdrs[i].name = dup0(b, l);
+        l = rd_int(&r, 4);
+        b = rd_bytes(&r, l);
+        if (b == NULL)
+            goto bad;
+        e->hdrs[i].value = dup0(b, l);
+        if (e->hdrs[i].name == NULL || e->hdrs[i].value == NULL)
+            goto nomem;
+    }
+    e->nparts = rd_int(&r, 4);
+    if (r.bad || e->nparts > STOR_MAX_PARTS)
+        goto bad;
+    if (e->nparts) {
+        e->parts = calloc(e->nparts, sizeof(*e->parts));
+        if (e->parts == NULL)
+            goto nomem;
+    }
+    for (size_t i = 0; i < e->nparts; i++) {
+        struct stor_meta_part *pt = &e->parts[i];
+        size_t el;
+
+        pt->number = (int)rd_int(&r, 4);
+        pt->size = rd_int(&r, 8);
+        pt->dataid = rd_int(&r, 8);
+        el = rd_int(&r, 1);
+        b = rd_bytes(&r, el);
+        if (b == NULL || el >= sizeof(pt->etag))
+            goto bad;
+        memcpy(pt->etag, b, el);
+    }
+    {
+        size_t next = rd_int(&r, 2);
+
+        for (size_t i = 0; i < next; i++) {
+            (void)rd_int(&r, 2);
+            (void)rd_bytes(&r, rd_int(&r, 4)); /* unknown: skipped */
+        }
+    }
+    if (r.bad)
+        goto bad;
+    *out = e;
+    return 0;
+bad:
+    obj_ent_free(e);
+    return -EBADMSG;
+nomem:
+    obj_ent_free(e);
+    return -ENOMEM;
+fail:
+    obj_ent_free(e);
+    return r.bad ? -EBADMSG : -ENOMEM;
+}
+
+/* ---- environment ---- */
+
+/* Contract in obj_idx.h. */
+int obj_idx_open(const char *dir, bool create, struct obj_idx **out)
+{
+    struct obj_idx *x;
+    MDB_txn *t = NULL;
+    char path[PATH_MAX];
+    struct stat st;
+    int rc, dead = 0;
+
+    *out = NULL;
+    if (snprintf(path, sizeof(path), "%s/data.mdb", dir) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    if (!create && stat(path, &st) < 0)
+        return -errno;
+    if (create && mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    x = calloc(1, sizeof(*x));
+    if (x == NULL)
+        return -ENOMEM;
+    x->data_path = strdup(path);
+    if (x->data_path == NULL) {
+        free(x);
+        return -ENOMEM;
+    }
+    rc = mdb_env_create(&x->env);
+    if (rc == 0)
+        rc = mdb_env_set_maxdbs(x->env, 4);
+    if (rc == 0)
+        rc = mdb_env_set_mapsize(x->env, IDX_MAPSIZE);
+    if (rc == 0)
+        rc = mdb_env_set_maxreaders(x->env, 4 * IDX_READERS);
+    if (rc == 0)
+        rc = mdb_env_open(x->env, dir,
+                          MDB_NOTLS | MDB_NOSYNC | MDB_NORDAHEAD, 0644);
+    if (rc != 0)
+        goto fail;
+    if (mdb_env_get_maxkeysize(x->env) < IDX_KEYMAX) {
+        rc = MDB_INCOMPATIBLE;
+        goto fail;
+    }
+    (void)mdb_reader_check(x->env, &dead); /* slots of a killed process */
+    rc = mdb_txn_begin(x->env, NULL, 0, &t);
+    if (rc == 0)
+        rc = mdb_dbi_open(t, "obj", MDB_CREATE, &x->obj);
+    if (rc == 0)
+        rc = mdb_dbi_open(t, "sys", MDB_CREATE, &x->sys);
+    if (rc == 0) {
+        rc = mdb_txn_commit(t);
+        t = NULL;
+    }
+    for (int i = 0; rc == 0 && i < IDX_READERS; i++) {
+        rc = mdb_txn_begin(x->env, NULL, MDB_RDONLY, &x->pool[i].t);
+        if (rc == 0)
+            mdb_txn_reset(x->pool[i].t);
+        else
+            x->pool[i].t = NULL;
+    }
+    if (rc != 0)
+        goto fail;
+    *out = x;
+    return 0;
+fail:
+    if (t)
+        mdb_txn_abort(t);
+    obj_idx_close(x, false);
+    return rc == MDB_INCOMPATIBLE ? -EBADMSG : mdb_err(rc);
+}
+
+/* Contract in obj_idx.h. */
+void obj_idx_close(struct obj_idx *x, bool sync)
+{
+    if (x == NULL)
+        return;
+    for (int i = 0; i < IDX_READERS; i++)
+        if (x->pool[i].t)
+            mdb_txn_abort(x->pool[i].t);
+    if (x->env) {
+        if (sync)
+            (void)mdb_env_sync(x->env, 1);
+        mdb_env_close(x->env);
+    }
+    free(x->data_path);
+    free(x);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_sync(struct obj_idx *x)
+{
+    return mdb_err(mdb_env_sync(x->env, 1));
+}
+
+/* Contract in obj_idx.h. */
+const char *obj_idx_data_path(const struct obj_idx *x)
+{
+    return x->data_path;
+}
+
+/* A read transaction: from the pool (*slot set), else with !@nb a private
+ * one (*slot NULL). 0, -EAGAIN (@nb and none free), -errno. */
+static int rtxn_get(struct obj_idx *x, bool nb, MDB_txn **t,
+                    struct idx_rtxn **slot)
+{
+    unsigned start = __atomic_fetch_add(&x->hint, 1, __ATOMIC_RELAXED);
+
+    for (unsigned i = 0; i < IDX_READERS; i++) {
+        struct idx_rtxn *r = &x->pool[(start + i) % IDX_READERS];
+
+        if (__atomic_exchange_n(&r->busy, 1, __ATOMIC_ACQUIRE) != 0)
+            continue;
+        if (mdb_txn_renew(r->t) != 0) {
+            __atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+            break;
+        }
+        *t = r->t;
+        *slot = r;
+        return 0;
+    }
+    if (nb)
+        return -EAGAIN;
+    *slot = NULL;
+    return mdb_err(mdb_txn_begin(x->env, NULL, MDB_RDONLY, t));
+}
+
+static void rtxn_put(MDB_txn *t, struct idx_rtxn *slot)
+{
+    if (slot == NULL) {
+        mdb_txn_abort(t);
+        return;
+    }
+    mdb_txn_reset(t);
+    __atomic_store_n(&slot->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* LMDB key of bucket/key into @buf (IDX_KEYMAX bytes); its length. */
+static size_t mkkey(char *buf, const char *bucket, const char *key,
+                    size_t key_len)
+{
+    size_t bl = strnlen(bucket, 63), kl = CM_MIN(key_len, OBJ_IDX_KEYPFX);
+
+    memcpy(buf, bucket, bl);
+    buf[bl] = 0;
+    memcpy(buf + bl + 1, key, kl);
+    return bl + 1 + kl;
+}
+
+static size_t mksyskey(char *buf, const char *bucket)
+{
+    size_t bl = strnlen(bucket, 63);
+
+    memcpy(buf, IDX_SYS_BUCKET, 2);
+    memcpy(buf + 2, bucket, bl);
+    return 2 + bl;
+}
+
+/* ---- state ---- */
+
+/* Contract in obj_idx.h. */
+int obj_idx_state_get(struct obj_idx *x, struct obj_idx_state *st)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    char sk[] = IDX_SYS_STATE;
+    MDB_val k = {1, sk}, v;
+    int ret = rtxn_get(x, false, &t, &slot);
+
+    if (ret < 0)
+        return ret;
+    memset(st, 0, sizeof(*st));
+    ret = mdb_err(mdb_get(t, x->sys, &k, &v));
+    if (ret == 0 && v.mv_size != IDX_STATE_REC)
+        ret = -EBADMSG;
+    if (ret == 0) {
+        const uint8_t *p = v.mv_data;
+
+        st->format = (uint32_t)le_get(p, 4);
+        memcpy(st->deployment, p + 8, 32);
+        st->deployment[32] = 0;
+        st->gen = le_get(p + 40, 8);
+        st->last_version = le_get(p + 48, 8);
+    }
+    rtxn_put(t, slot);
+    return ret;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_state_set(struct obj_idx *x, const struct obj_idx_state *st)
+{
+    uint8_t rec[IDX_STATE_REC] = {0};
+    char sk[] = IDX_SYS_STATE;
+    MDB_val k = {1, sk}, v = {sizeof(rec), rec};
+    MDB_txn *t;
+    int rc;
+
+    le_put(rec, st->format, 4);
+    memcpy(rec + 8, st->deployment, 32);
+    le_put(rec + 40, st->gen, 8);
+    le_put(rec + 48, st->last_version, 8);
+    rc = mdb_txn_begin(x->env, NULL, 0, &t);
+    if (rc != 0)
+        return mdb_err(rc);
+    rc = mdb_put(t, x->sys, &k, &v, 0);
+    if (rc != 0) {
+        mdb_txn_abort(t);
+        return mdb_err(rc);
+    }
+    rc = mdb_txn_commit(t);
+    if (rc != 0)
+        return mdb_err(rc);
+    return obj_idx_sync(x);
+}
+
+/* ---- buckets ---- */
+
+/* Reads a bucket record in @t. 0 or -ENOENT/-EBADMSG. */
+static int bucket_read(struct obj_idx *x, MDB_txn *t, const char *bucket,
+                       int64_t *created, uint64_t *count)
+{
+    char kb[2 + 64];
+    MDB_val k = {mksyskey(kb, bucket), kb}, v;
+    int ret = mdb_err(mdb_get(t, x->sys, &k, &v));
+
+    if (ret < 0)
+        return ret;
+    if (v.mv_size != IDX_BUCKET_REC || ((const uint8_t *)v.mv_data)[0] != 1)
+        return -EBADMSG;
+    if (created)
+        *created = (int64_t)le_get((const uint8_t *)v.mv_data + 8, 8);
+    if (count)
+        *count = le_get((const uint8_t *)v.mv_data + 16, 8);
+    return 0;
+}
+
+static int bucket_write(struct obj_idx *x, MDB_txn *t, const char *bucket,
+                        int64_t created, uint64_t count)
+{
+    uint8_t rec[IDX_BUCKET_REC] = {1};
+    char kb[2 + 64];
+    MDB_val k = {mksyskey(kb, bucket), kb}, v = {sizeof(rec), rec};
+
+    le_put(rec + 8, (uint64_t)created, 8);
+    le_put(rec + 16, count, 8);
+    return mdb_err(mdb_put(t, x->sys, &k, &v, 0));
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_bucket_get(struct obj_idx *x, const char *bucket,
+                       int64_t *created_ns, uint64_t *count)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    int ret = rtxn_get(x, false, &t, &slot);
+
+    if (ret < 0)
+        return ret;
+    ret = bucket_read(x, t, bucket, created_ns, count);
+    rtxn_put(t, slot);
+    return ret;
+}
+
+/* Commits @t when @ret is 0, else aborts it; the result. */
+static int wtxn_end(MDB_txn *t, int ret)
+{
+    if (ret < 0) {
+        mdb_txn_abort(t);
+        return ret;
+    }
+    return mdb_err(mdb_txn_commit(t));
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_bucket_set(struct obj_idx *x, const char *bucket,
+                       int64_t created_ns)
+{
+    MDB_txn *t;
+    uint64_t count = 0;
+    int ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    ret = bucket_read(x, t, bucket, NULL, &count);
+    if (ret == -ENOENT || ret == -EBADMSG)
+        ret = 0, count = 0;
+    if (ret == 0)
+        ret = bucket_write(x, t, bucket, created_ns, count);
+    return wtxn_end(t, ret);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_bucket_drop(struct obj_idx *x, const char *bucket)
+{
+    char kb[IDX_KEYMAX], sk[2 + 64];
+    size_t pl = mkkey(kb, bucket, "", 0);
+    MDB_val k = {pl, kb}, v, skv = {mksyskey(sk, bucket), sk};
+    MDB_txn *t;
+    MDB_cursor *c;
+    int rc, ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    ret = mdb_err(mdb_cursor_open(t, x->obj, &c));
+    if (ret < 0)
+        return wtxn_end(t, ret);
+    rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    while (rc == 0 && k.mv_size >= pl && memcmp(k.mv_data, kb, pl) == 0) {
+        rc = mdb_cursor_del(c, 0);
+        if (rc == 0)
+            rc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT);
+    }
+    mdb_cursor_close(c);
+    ret = rc == 0 || rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
+    if (ret == 0) {
+        rc = mdb_del(t, x->sys, &skv, NULL);
+        ret = rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
+    }
+    return wtxn_end(t, ret);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_bucket_each(struct obj_idx *x,
+                        int (*fn)(void *arg, const char *bucket,
+                                  int64_t created_ns, uint64_t count),
+                        void *arg)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    MDB_cursor *c;
+    char bk[] = IDX_SYS_BUCKET;
+    MDB_val k = {2, bk}, v;
+    int rc, ret = rtxn_get(x, false, &t, &slot);
+
+    if (ret < 0)
+        return ret;
+    ret = mdb_err(mdb_cursor_open(t, x->sys, &c));
+    if (ret < 0) {
+        rtxn_put(t, slot);
+        return ret;
+    }
+    rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    while (rc == 0 && k.mv_size > 2 && k.mv_size < 2 + 64 &&
+           memcmp(k.mv_data, IDX_SYS_BUCKET, 2) == 0) {
+        char name[64];
+        const uint8_t *p = v.mv_data;
+
+        if (v.mv_size != IDX_BUCKET_REC || p[0] != 1) {
+            ret = -EBADMSG;
+            break;
+        }
+        memcpy(name, (const char *)k.mv_data + 2, k.mv_size - 2);
+        name[k.mv_size - 2] = 0;
+        ret = fn(arg, name, (int64_t)le_get(p + 8, 8), le_get(p + 16, 8));
+        if (ret != 0)
+            break;
+        rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(c);
+    rtxn_put(t, slot);
+    return ret;
+}
+
+/* ---- objects ---- */
+
+/* In group @g (@n bytes), finds the record of key @key: its offset in
+ * *at and length (> 0); 0 when absent (*at: where it would go); -EBADMSG. */
+static ssize_t group_find(const uint8_t *g, size_t n, const char *key,
+                          size_t key_len, size_t *at)
+{
+    size_t off = 0;
+
+    while (off < n) {
+        struct obj_idx_view v;
+        ssize_t l = obj_idx_rec_view(g + off, n - off, &v);
+        int c;
+
+        if (l < 0)
+            return l;
+        c = obj_key_cmp(v.key, v.key_len, key, key_len);
+        if (c == 0) {
+            *at = off;
+            return l;
+        }
+        if (c > 0)
+            break;
+        off += (size_t)l;
+    }
+    *at = off;
+    return 0;
+}
+
+/* Lookup inside read transaction @t. */
+static int lookup_in(struct obj_idx *x, MDB_txn *t, const char *bucket,
+                     const char *key, size_t key_len, struct obj_ent **out)
+{
+    char kb[IDX_KEYMAX];
+    MDB_val k = {mkkey(kb, bucket, key, key_len), kb}, v;
+    size_t at;
+    ssize_t l;
+    int ret = mdb_err(mdb_get(t, x->obj, &k, &v));
+
+    if (ret < 0)
+        return ret;
+    l = group_find(v.mv_data, v.mv_size, key, key_len, &at);
+    if (l < 0)
+        return (int)l;
+    if (l == 0)
+        return -ENOENT;
+    return obj_idx_rec_decode((const uint8_t *)v.mv_data + at, (size_t)l, out);
+}
+
+static int lookup(struct obj_idx *x, bool nb, const char *bucket,
+                  const char *key, size_t key_len, struct obj_ent **out)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    int ret = rtxn_get(x, nb, &t, &slot);
+
+    *out = NULL;
+    if (ret < 0)
+        return ret;
+    ret = lookup_in(x, t, bucket, key, key_len, out);
+    rtxn_put(t, slot);
+    return ret;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_lookup(struct obj_idx *x, const char *bucket, const char *key,
+                   size_t key_len, struct obj_ent **out)
+{
+    return lookup(x, false, bucket, key, key_len, out);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_lookup_nb(struct obj_idx *x, const char *bucket, const char *key,
+                      size_t key_len, struct obj_ent **out)
+{
+    return lookup(x, true, bucket, key, key_len, out);
+}
+
+/* Puts @e into its group in write transaction @t. With @del, removes the
+ * key instead. *delta: change of the object count (-1, 0, +1). With @old,
+ * the replaced record is decoded into it. */
+static int group_change(struct obj_idx *x, MDB_txn *t, const char *bucket,
+                        const struct obj_ent *e, const char *key,
+                        size_t key_len, struct obj_ent **old, int *delta)
+{
+    char kb[IDX_KEYMAX];
+    MDB_val k = {mkkey(kb, bucket, key, key_len), kb}, v = {0, NULL};
+    struct cm_buf nb;
+    size_t at = 0;
+    ssize_t l = 0;
+    int ret = mdb_err(mdb_get(t, x->obj, &k, &v));
+
+    *delta = 0;
+    if (ret < 0 && ret != -ENOENT)
+        return ret;
+    if (ret == 0) {
+        l = group_find(v.mv_data, v.mv_size, key, key_len, &at);
+        if (l < 0)
+            return (int)l;
+    }
+    if (e == NULL && l == 0)
+        return -ENOENT;
+    if (old && l > 0) {
+        ret = obj_idx_rec_decode((const uint8_t *)v.mv_data + at, (size_t)l,
+                                 old);
+        if (ret < 0)
+            return ret;
+    }
+    cm_buf_init(&nb, CM_BUF_NOLIMIT);
+    ret = 0;
+    if (at > 0)
+        ret = cm_buf_append(&nb, v.mv_data, at);
+    if (ret == 0 && e)
+        ret = obj_idx_rec_encode(e, &nb);
+    if (ret == 0 && v.mv_size > at + (size_t)l)
+        ret = cm_buf_append(&nb, (const uint8_t *)v.mv_data + at + l,
+                            v.mv_size - at - (size_t)l);
+    if (ret < 0)
+        goto out;
+    if (nb.len == 0) {
+        ret = mdb_err(mdb_del(t, x->obj, &k, NULL));
+    } else {
+        MDB_val nv = {nb.len, nb.data};
+
+        ret = mdb_err(mdb_put(t, x->obj, &k, &nv, 0));
+    }
+    if (ret == 0)
+        *delta = e == NULL ? -1 : l == 0 ? 1 : 0;
+out:
+    cm_buf_fini(&nb);
+    if (ret < 0 && old) {
+        obj_ent_free(*old);
+        *old = NULL;
+    }
+    return ret;
+}
+
+/* Adds @delta to the bucket's count in @t (a missing record: created 0). */
+static int count_add(struct obj_idx *x, MDB_txn *t, const char *bucket,
+                     int64_t delta)
+{
+    int64_t created = 0;
+    uint64_t count = 0;
+    int ret;
+
+    if (delta == 0)
+        return 0;
+    ret = bucket_read(x, t, bucket, &created, &count);
+    if (ret < 0 && ret != -ENOENT)
+        return ret;
+    count = (int64_t)count + delta < 0 ? 0 : (uint64_t)((int64_t)count + delta);
+    return bucket_write(x, t, bucket, created, count);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_put(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
+                struct obj_ent **old)
+{
+    MDB_txn *t;
+    int delta = 0, ret;
+
+    if (old)
+        *old = NULL;
+    ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+    if (ret < 0)
+        return ret;
+    ret = group_change(x, t, bucket, e, e->key, e->key_len, old, &delta);
+    if (ret == 0)
+        ret = count_add(x, t, bucket, delta);
+    ret = wtxn_end(t, ret);
+    if (ret < 0 && old) {
+        obj_ent_free(*old);
+        *old = NULL;
+    }
+    return ret;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_put_many(struct obj_idx *x, const char *bucket,
+                     struct obj_ent *const *e, size_t n)
+{
+    MDB_txn *t;
+    int64_t total = 0;
+    int ret;
+
+    if (n == 0)
+        return 0;
+    ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+    if (ret < 0)
+        return ret;
+    for (size_t i = 0; i < n && ret == 0; i++) {
+        int delta = 0;
+
+        ret = group_change(x, t, bucket, e[i], e[i]->key, e[i]->key_len, NULL,
+                           &delta);
+        total += delta;
+    }
+    if (ret == 0)
+        ret = count_add(x, t, bucket, total);
+    return wtxn_end(t, ret);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_remove(struct obj_idx *x, const char *bucket, const char *key,
+                   size_t key_len, struct obj_ent **old)
+{
+    MDB_txn *t;
+    int delta = 0, ret;
+
+    if (old)
+        *old = NULL;
+    ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+    if (ret < 0)
+        return ret;
+    ret = group_change(x, t, bucket, NULL, key, key_len, old, &delta);
+    if (ret == 0)
+        ret = count_add(x, t, bucket, delta);
+    ret = wtxn_end(t, ret);
+    if (ret < 0 && old) {
+        obj_ent_free(*old);
+        *old = NULL;
+    }
+    return ret;
+}
+
+/* ---- cursors ---- */
+
+/* Contract in obj_idx.h. */
+int obj_idx_cur_open(struct obj_idx *x, const char *bucket,
+                     struct obj_idx_cur **out)
+{
+    struct obj_idx_cur *c = calloc(1, sizeof(*c));
+    int ret;
+
+    *out = NULL;
+    if (c == NULL)
+        return -ENOMEM;
+    c->x = x;
+    c->pfx_len = mkkey(c->pfx, bucket, "", 0);
+    ret = rtxn_get(x, false, &c->t, &c->slot);
+    if (ret < 0) {
+        free(c);
+        return ret;
+    }
+    ret = mdb_err(mdb_cursor_open(c->t, x->obj, &c->c));
+    if (ret < 0) {
+        rtxn_put(c->t, c->slot);
+        free(c);
+        return ret;
+    }
+    *out = c;
+    return 0;
+}
+
+/* Does the cursor's current LMDB key belong to the bucket? */
+static bool cur_in_bucket(const struct obj_idx_cur *c)
+{
+    return c->k.mv_size >= c->pfx_len &&
+           memcmp(c->k.mv_data, c->pfx, c->pfx_len) == 0;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_cur_seek(struct obj_idx_cur *c, const char *key, size_t key_len,
+                     bool after)
+{
+    char kb[IDX_KEYMAX];
+    int rc;
+
+    if (key == NULL) {
+        key = "";
+        key_len = 0;
+        after = false;
+    }
+    c->k.mv_size = mkkey(kb, c->pfx, key, key_len); /* pfx is bucket NUL */
+    c->k.mv_data = kb;
+    rc = mdb_cursor_get(c->c, &c->k, &c->v, MDB_SET_RANGE);
+    c->off = 0;
+    c->valid = rc == 0 && cur_in_bucket(c);
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        return mdb_err(rc);
+    if (!c->valid)
+        return 0;
+    /* the first group may hold keys before @key (same first bytes) */
+    while (c->off < c->v.mv_size) {
+        struct obj_idx_view v;
+        ssize_t l = obj_idx_rec_view((const uint8_t *)c->v.mv_data + c->off,
+                                     c->v.mv_size - c->off, &v);
+        int cmp;
+
+        if (l < 0)
+            return (int)l;
+        cmp = obj_key_cmp(v.key, v.key_len, key, key_len);
+        if (cmp > 0 || (cmp == 0 && !after))
+            break;
+        c->off += (size_t)l;
+    }
+    return 0;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_cur_next(struct obj_idx_cur *c, struct obj_idx_view *v)
+{
+    while (c->valid) {
+        if (c->off < c->v.mv_size) {
+            ssize_t l = obj_idx_rec_view((const uint8_t *)c->v.mv_data + c->off,
+                                         c->v.mv_size - c->off, v);
+
+            if (l < 0)
+                return (int)l;
+            c->off += (size_t)l;
+            return 0;
+        }
+        if (mdb_cursor_get(c->c, &c->k, &c->v, MDB_NEXT) != 0 ||
+            !cur_in_bucket(c))
+            c->valid = false;
+        c->off = 0;
+    }
+    return -ENOENT;
+}
+
+/* Contract in obj_idx.h. */
+void obj_idx_cur_close(struct obj_idx_cur *c)
+{
+    if (c == NULL)
+        return;
+    mdb_cursor_close(c->c);
+    rtxn_put(c->t, c->slot);
+    free(c);
+}

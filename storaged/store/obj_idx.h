@@ -1,0 +1,145 @@
+/* storaged/store/obj_idx.h - the persistent object index: one LMDB
+ * environment (a memory-mapped B+tree) holding every bucket's current
+ * objects in key order, and the index's own state (FORMAT.md "The object
+ * index"). The meta records on the drives stay the truth; this is a
+ * durable copy the store reads instead of scanning them.
+ *
+ * Threading: every call is thread-safe. Readers never block: they take a
+ * pre-made LMDB read transaction from a fixed pool (no lock; an LMDB
+ * reader takes none) and answer -EAGAIN from the _nb calls when the pool
+ * is empty. Writers serialise on LMDB's write lock. Entries handed out
+ * are copies the caller owns (obj_ent_free). */
+#ifndef STORAGED_STORE_OBJ_IDX_H
+#define STORAGED_STORE_OBJ_IDX_H
+#include "common/buf.h"
+#include "common/compiler.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct obj_ent;
+struct obj_idx;
+struct obj_idx_cur;
+
+#define OBJ_IDX_FORMAT  1   /* the state record's format number */
+#define OBJ_IDX_REC_VER 1   /* every object record starts with this */
+#define OBJ_IDX_KEYPFX  400 /* key bytes in an LMDB key (rest: in the value) */
+
+/* Object record types (the record's second byte). Only CURRENT is written
+ * today; the others are reserved for versioning (FORMAT.md). */
+enum obj_idx_rec_type {
+    OBJ_IDX_CURRENT = 1,
+    OBJ_IDX_DELETE_MARKER = 2, /* reserved */
+    OBJ_IDX_NONCURRENT = 3,    /* reserved */
+};
+
+/* The index's own record ("state" in the sys table). */
+struct obj_idx_state {
+    uint32_t format;      /* OBJ_IDX_FORMAT */
+    char deployment[33];  /* 32 hex + NUL */
+    uint64_t gen;         /* generation: bumped at every open */
+    uint64_t last_version; /* version clock at the last clean close */
+};
+
+/* A borrowed view of one record during a cursor walk: points into the
+ * map, valid until the next cursor call. */
+struct obj_idx_view {
+    const char *key;
+    size_t key_len;
+    uint64_t version, size;
+    int64_t mtime_ns;
+    const char *etag; /* not NUL-terminated */
+    size_t etag_len;
+    const uint8_t *rec; /* the whole record (obj_idx_rec_decode) */
+    size_t rec_len;
+};
+
+/* Opens (with @create: creating) the environment in directory @dir.
+ * 0, -ENOENT (no index there and !@create), -EBADMSG (not an LMDB file,
+ * or damaged), -errno. */
+CM_MUST_CHECK int obj_idx_open(const char *dir, bool create,
+                               struct obj_idx **out);
+/* Closes; with @sync the data is flushed to disk first. NULL-safe. */
+void obj_idx_close(struct obj_idx *x, bool sync);
+/* Flushes every committed write to disk (fdatasync). 0 or -errno. */
+CM_MUST_CHECK int obj_idx_sync(struct obj_idx *x);
+/* Path of the environment's data file (borrowed). */
+const char *obj_idx_data_path(const struct obj_idx *x);
+
+/* State record: 0, -ENOENT (never set), -EBADMSG. */
+CM_MUST_CHECK int obj_idx_state_get(struct obj_idx *x,
+                                    struct obj_idx_state *st);
+/* Writes it (and flushes the index). 0 or -errno. */
+CM_MUST_CHECK int obj_idx_state_set(struct obj_idx *x,
+                                    const struct obj_idx_state *st);
+
+/* ---- buckets ---- */
+/* Bucket record: creation time and object count. 0 or -ENOENT. */
+CM_MUST_CHECK int obj_idx_bucket_get(struct obj_idx *x, const char *bucket,
+                                     int64_t *created_ns, uint64_t *count);
+/* Creates or replaces the bucket record (count 0 when new). */
+CM_MUST_CHECK int obj_idx_bucket_set(struct obj_idx *x, const char *bucket,
+                                     int64_t created_ns);
+/* Removes the bucket record and every object of the bucket. */
+CM_MUST_CHECK int obj_idx_bucket_drop(struct obj_idx *x, const char *bucket);
+/* Calls @fn for every bucket record in name order; stops at a non-zero
+ * return and passes it back. */
+CM_MUST_CHECK int obj_idx_bucket_each(struct obj_idx *x,
+                                      int (*fn)(void *arg, const char *bucket,
+                                                int64_t created_ns,
+                                                uint64_t count),
+                                      void *arg);
+
+/* ---- objects ---- */
+/* Current entry of bucket/key: 0 and *out (owned by the caller), or
+ * -ENOENT, -ENOMEM, -EBADMSG. */
+CM_MUST_CHECK int obj_idx_lookup(struct obj_idx *x, const char *bucket,
+                                 const char *key, size_t key_len,
+                                 struct obj_ent **out);
+/* The same without ever waiting: -EAGAIN when no read transaction is free. */
+CM_MUST_CHECK int obj_idx_lookup_nb(struct obj_idx *x, const char *bucket,
+                                    const char *key, size_t key_len,
+                                    struct obj_ent **out);
+/* Inserts or replaces @e (borrowed) in one transaction. With @old, the
+ * replaced entry (or NULL) is handed to the caller. 0 or -errno. */
+CM_MUST_CHECK int obj_idx_put(struct obj_idx *x, const char *bucket,
+                              const struct obj_ent *e, struct obj_ent **old);
+/* Removes bucket/key; with @old the removed entry goes to the caller.
+ * 0, -ENOENT, -errno. */
+CM_MUST_CHECK int obj_idx_remove(struct obj_idx *x, const char *bucket,
+                                 const char *key, size_t key_len,
+                                 struct obj_ent **old);
+
+/* Bulk load (rebuild): puts many entries of one bucket in one write
+ * transaction. Same meaning as obj_idx_put for each. */
+CM_MUST_CHECK int obj_idx_put_many(struct obj_idx *x, const char *bucket,
+                                   struct obj_ent *const *e, size_t n);
+
+/* ---- cursor walks (listing, scanner, check) ---- */
+/* A read cursor over @bucket (a consistent snapshot until closed). */
+CM_MUST_CHECK int obj_idx_cur_open(struct obj_idx *x, const char *bucket,
+                                   struct obj_idx_cur **out);
+/* Positions before the first key >= @key (> @key with @after); a NULL
+ * @key means the bucket's first. */
+CM_MUST_CHECK int obj_idx_cur_seek(struct obj_idx_cur *c, const char *key,
+                                   size_t key_len, bool after);
+/* The next record: 0 and *v, -ENOENT past the bucket's last, -EBADMSG. */
+CM_MUST_CHECK int obj_idx_cur_next(struct obj_idx_cur *c,
+                                   struct obj_idx_view *v);
+void obj_idx_cur_close(struct obj_idx_cur *c);
+
+/* ---- the record ---- */
+/* Appends @e's record (format in FORMAT.md) to @out. 0 or -ENOMEM/-E2BIG. */
+CM_MUST_CHECK int obj_idx_rec_encode(const struct obj_ent *e,
+                                     struct cm_buf *out);
+/* Decodes one record of @n bytes into a new entry (caller frees). 0,
+ * -EBADMSG, -ENOMEM. */
+CM_MUST_CHECK int obj_idx_rec_decode(const void *p, size_t n,
+                                     struct obj_ent **out);
+/* Fills @v from the record at @p (at most @n bytes): its length (> 0), or
+ * -EBADMSG. */
+CM_MUST_CHECK ssize_t obj_idx_rec_view(const void *p, size_t n,
+                                       struct obj_idx_view *v);
+
+#endif /* STORAGED_STORE_OBJ_IDX_H */

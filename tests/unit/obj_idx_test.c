@@ -1,0 +1,459 @@
+/* tests/unit/obj_idx_test.c - the LMDB object index (storaged/store/obj_idx.c)
+ * against a real LMDB environment in a temp directory: one case per
+ * function, plus the record codec, long keys that share their first
+ * OBJ_IDX_KEYPFX bytes, and reopening. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storaged/store/drive.h"
+#include "storaged/store/obj_i.h"
+#include "storaged/store/obj_idx.h"
+
+static char dir[256];
+
+static int setup(void **st)
+{
+    (void)st;
+    snprintf(dir, sizeof(dir), "/tmp/obj_idx_test.XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    return 0;
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    assert_int_equal(stor_rmtree(dir), 0);
+    return 0;
+}
+
+static struct obj_idx *idx_open(void)
+{
+    struct obj_idx *x;
+
+    assert_int_equal(obj_idx_open(dir, true, &x), 0);
+    return x;
+}
+
+/* An entry with @nh headers and @np parts; key is copied. */
+static struct obj_ent *mk(const char *key, size_t kl, uint64_t version, int nh,
+                          int np)
+{
+    struct obj_ent *e = calloc(1, sizeof(*e));
+
+    assert_non_null(e);
+    e->key = malloc(kl + 1);
+    memcpy(e->key, key, kl);
+    e->key[kl] = 0;
+    e->key_len = kl;
+    for (int i = 0; i < 16; i++)
+        e->id[i] = (uint8_t)(i * 7 + version);
+    e->version = version;
+    e->mtime_ns = 1700000000123456789LL;
+    e->size = 4096 + version;
+    snprintf(e->etag, sizeof(e->etag), "%032llx", (unsigned long long)version);
+    e->k = 1;
+    e->m = 4;
+    e->block = np ? 65536 : 0;
+    e->inl = np == 0;
+    e->multipart = np > 1;
+    e->nhdrs = (size_t)nh;
+    e->hdrs = nh ? calloc((size_t)nh, sizeof(*e->hdrs)) : NULL;
+    for (int i = 0; i < nh; i++) {
+        char n[32], v[32];
+
+        snprintf(n, sizeof(n), "x-amz-meta-h%d", i);
+        snprintf(v, sizeof(v), "value %d", i);
+        e->hdrs[i].name = strdup(n);
+        e->hdrs[i].value = strdup(v);
+    }
+    e->nparts = (size_t)np;
+    e->parts = np ? calloc((size_t)np, sizeof(*e->parts)) : NULL;
+    for (int i = 0; i < np; i++) {
+        e->parts[i].number = np > 1 ? i + 1 : 0;
+        e->parts[i].size = 5u << 20;
+        e->parts[i].dataid = 1000 + (uint64_t)i;
+        snprintf(e->parts[i].etag, sizeof(e->parts[i].etag), "p%d", i);
+    }
+    return e;
+}
+
+static void ent_equal(const struct obj_ent *a, const struct obj_ent *b)
+{
+    assert_int_equal(a->key_len, b->key_len);
+    assert_memory_equal(a->key, b->key, a->key_len);
+    assert_memory_equal(a->id, b->id, 16);
+    assert_int_equal(a->version, b->version);
+    assert_int_equal(a->mtime_ns, b->mtime_ns);
+    assert_int_equal(a->size, b->size);
+    assert_string_equal(a->etag, b->etag);
+    assert_int_equal(a->k, b->k);
+    assert_int_equal(a->m, b->m);
+    assert_int_equal(a->block, b->block);
+    assert_int_equal(a->inl, b->inl);
+    assert_int_equal(a->multipart, b->multipart);
+    assert_int_equal(a->nhdrs, b->nhdrs);
+    for (size_t i = 0; i < a->nhdrs; i++) {
+        assert_string_equal(a->hdrs[i].name, b->hdrs[i].name);
+        assert_string_equal(a->hdrs[i].value, b->hdrs[i].value);
+    }
+    assert_int_equal(a->nparts, b->nparts);
+    for (size_t i = 0; i < a->nparts; i++) {
+        assert_int_equal(a->parts[i].number, b->parts[i].number);
+        assert_int_equal(a->parts[i].size, b->parts[i].size);
+        assert_int_equal(a->parts[i].dataid, b->parts[i].dataid);
+        assert_string_equal(a->parts[i].etag, b->parts[i].etag);
+    }
+}
+
+static void test_rec_roundtrip(void **st)
+{
+    struct obj_ent *e = mk("a/b\xff\x01 c", 8, 7, 3, 2), *d = NULL;
+    struct obj_idx_view v;
+    struct cm_buf b;
+
+    (void)st;
+    cm_buf_init(&b, CM_BUF_NOLIMIT);
+    assert_int_equal(obj_idx_rec_encode(e, &b), 0);
+    assert_int_equal(b.data[0], OBJ_IDX_REC_VER); /* version first */
+    assert_int_equal(obj_idx_rec_view(b.data, b.len, &v), (ssize_t)b.len);
+    assert_int_equal(v.key_len, 8);
+    assert_int_equal(v.version, 7);
+    assert_int_equal(v.size, e->size);
+    assert_int_equal(obj_idx_rec_decode(b.data, b.len, &d), 0);
+    ent_equal(e, d);
+    /* every truncation is refused, never misread */
+    for (size_t n = 0; n < b.len; n++) {
+        struct obj_ent *t = NULL;
+
+        assert_int_equal(obj_idx_rec_decode(b.data, n, &t), -EBADMSG);
+        assert_null(t);
+    }
+    b.data[0] = 9; /* an unknown record version */
+    assert_int_equal(obj_idx_rec_view(b.data, b.len, &v), -EBADMSG);
+    cm_buf_fini(&b);
+    obj_ent_free(e);
+    obj_ent_free(d);
+}
+
+static void test_open_missing_and_garbage(void **st)
+{
+    struct obj_idx *x = NULL;
+    char sub[300], path[400];
+    int fd;
+
+    (void)st;
+    snprintf(sub, sizeof(sub), "%s/none", dir);
+    assert_int_equal(obj_idx_open(sub, false, &x), -ENOENT);
+    assert_null(x);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    snprintf(path, sizeof(path), "%s/data.mdb", sub);
+    fd = open(path, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(write(fd, "not an lmdb file", 16), 16);
+    close(fd);
+    assert_int_equal(obj_idx_open(sub, false, &x), -EBADMSG);
+    assert_null(x);
+}
+
+static void test_state(void **st)
+{
+    struct obj_idx *x = idx_open();
+    struct obj_idx_state s = {0}, r;
+
+    (void)st;
+    assert_int_equal(obj_idx_state_get(x, &r), -ENOENT);
+    s.format = OBJ_IDX_FORMAT;
+    memcpy(s.deployment, "0123456789abcdef0123456789abcdef", 33);
+    s.gen = 42;
+    s.last_version = 1234567890123ULL;
+    assert_int_equal(obj_idx_state_set(x, &s), 0);
+    obj_idx_close(x, true);
+    x = idx_open(); /* it is durable */
+    assert_int_equal(obj_idx_state_get(x, &r), 0);
+    assert_int_equal(r.format, OBJ_IDX_FORMAT);
+    assert_string_equal(r.deployment, s.deployment);
+    assert_int_equal(r.gen, 42);
+    assert_int_equal(r.last_version, s.last_version);
+    assert_int_equal(obj_idx_sync(x), 0);
+    assert_non_null(strstr(obj_idx_data_path(x), "data.mdb"));
+    obj_idx_close(x, false);
+}
+
+static int count_cb(void *arg, const char *bucket, int64_t created,
+                    uint64_t count)
+{
+    char *seen = arg;
+
+    (void)count;
+    strcat(seen, bucket);
+    strcat(seen, created == 5 ? "5," : "?,");
+    return 0;
+}
+
+static void test_buckets(void **st)
+{
+    struct obj_idx *x = idx_open();
+    struct obj_ent *e = mk("k", 1, 1, 0, 0), *got = NULL;
+    int64_t c;
+    uint64_t n;
+    char seen[128] = "";
+
+    (void)st;
+    assert_int_equal(obj_idx_bucket_get(x, "b1", &c, &n), -ENOENT);
+    assert_int_equal(obj_idx_bucket_set(x, "b1", 5), 0);
+    assert_int_equal(obj_idx_bucket_set(x, "a0", 5), 0);
+    assert_int_equal(obj_idx_bucket_get(x, "b1", &c, &n), 0);
+    assert_int_equal(c, 5);
+    assert_int_equal(n, 0);
+    assert_int_equal(obj_idx_put(x, "b1", e, NULL), 0);
+    assert_int_equal(obj_idx_put(x, "a0", e, NULL), 0);
+    assert_int_equal(obj_idx_bucket_get(x, "b1", &c, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(obj_idx_bucket_set(x, "b1", 5), 0); /* count kept */
+    assert_int_equal(obj_idx_bucket_get(x, "b1", NULL, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(obj_idx_bucket_each(x, count_cb, seen), 0);
+    assert_string_equal(seen, "a05,b15,");
+    assert_int_equal(obj_idx_bucket_drop(x, "b1"), 0);
+    assert_int_equal(obj_idx_bucket_get(x, "b1", &c, &n), -ENOENT);
+    assert_int_equal(obj_idx_lookup(x, "b1", "k", 1, &got), -ENOENT);
+    /* the other bucket keeps its object */
+    assert_int_equal(obj_idx_lookup(x, "a0", "k", 1, &got), 0);
+    obj_ent_free(got);
+    obj_ent_free(e);
+    obj_idx_close(x, false);
+}
+
+static void test_put_lookup_remove(void **st)
+{
+    struct obj_idx *x = idx_open();
+    struct obj_ent *a = mk("dir/a", 5, 1, 2, 0), *a2 = mk("dir/a", 5, 2, 0, 3);
+    struct obj_ent *got = NULL, *old = NULL;
+    uint64_t n;
+
+    (void)st;
+    assert_int_equal(obj_idx_bucket_set(x, "bk", 1), 0);
+    assert_int_equal(obj_idx_lookup(x, "bk", "dir/a", 5, &got), -ENOENT);
+    assert_int_equal(obj_idx_put(x, "bk", a, &old), 0);
+    assert_null(old);
+    assert_int_equal(obj_idx_lookup(x, "bk", "dir/a", 5, &got), 0);
+    ent_equal(a, got);
+    obj_ent_free(got);
+    assert_int_equal(obj_idx_lookup_nb(x, "bk", "dir/a", 5, &got), 0);
+    ent_equal(a, got);
+    obj_ent_free(got);
+    /* a prefix or an extension of the key is another key */
+    assert_int_equal(obj_idx_lookup(x, "bk", "dir/", 4, &got), -ENOENT);
+    assert_int_equal(obj_idx_lookup(x, "bk", "dir/ab", 6, &got), -ENOENT);
+    assert_int_equal(obj_idx_lookup(x, "bk2", "dir/a", 5, &got), -ENOENT);
+    /* replace: the old entry comes back, the count stays */
+    assert_int_equal(obj_idx_put(x, "bk", a2, &old), 0);
+    assert_non_null(old);
+    ent_equal(a, old);
+    obj_ent_free(old);
+    assert_int_equal(obj_idx_bucket_get(x, "bk", NULL, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(obj_idx_lookup(x, "bk", "dir/a", 5, &got), 0);
+    ent_equal(a2, got);
+    obj_ent_free(got);
+    assert_int_equal(obj_idx_remove(x, "bk", "dir/a", 5, &old), 0);
+    ent_equal(a2, old);
+    obj_ent_free(old);
+    assert_int_equal(obj_idx_remove(x, "bk", "dir/a", 5, NULL), -ENOENT);
+    assert_int_equal(obj_idx_bucket_get(x, "bk", NULL, &n), 0);
+    assert_int_equal(n, 0);
+    obj_ent_free(a);
+    obj_ent_free(a2);
+    obj_idx_close(x, false);
+}
+
+/* Keys longer than OBJ_IDX_KEYPFX that share their first bytes live in one
+ * group; they still come back exactly and in byte order. */
+static void test_long_keys_order(void **st)
+{
+    struct obj_idx *x = idx_open();
+    char base[1024];
+    size_t lens[] = {OBJ_IDX_KEYPFX - 1, OBJ_IDX_KEYPFX, OBJ_IDX_KEYPFX + 1,
+                     OBJ_IDX_KEYPFX + 5, 1024};
+    struct obj_ent *es[10];
+    size_t ne = 0;
+    struct obj_idx_cur *c;
+    struct obj_idx_view v;
+    char prev[1100];
+    size_t prev_len = 0, seen = 0;
+
+    (void)st;
+    memset(base, 'k', sizeof(base));
+    /* insert out of order: the long ones, then the shorter */
+    for (int pass = 1; pass >= 0; pass--) {
+        for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+            char key[1024];
+
+            memcpy(key, base, lens[i]);
+            key[lens[i] - 1] = pass ? 'z' : 'a';
+            es[ne] = mk(key, lens[i], ne + 1, 0, 0);
+            assert_int_equal(obj_idx_put(x, "b", es[ne], NULL), 0);
+            ne++;
+        }
+    }
+    for (size_t i = 0; i < ne; i++) {
+        struct obj_ent *got;
+
+        assert_int_equal(
+            obj_idx_lookup(x, "b", es[i]->key, es[i]->key_len, &got), 0);
+        ent_equal(es[i], got);
+        obj_ent_free(got);
+    }
+    assert_int_equal(obj_idx_cur_open(x, "b", &c), 0);
+    assert_int_equal(obj_idx_cur_seek(c, NULL, 0, false), 0);
+    while (obj_idx_cur_next(c, &v) == 0) {
+        if (seen)
+            assert_true(obj_key_cmp(prev, prev_len, v.key, v.key_len) < 0);
+        memcpy(prev, v.key, v.key_len);
+        prev_len = v.key_len;
+        seen++;
+    }
+    assert_int_equal(seen, ne);
+    /* seek into the middle of a shared group, inclusive and exclusive */
+    assert_int_equal(obj_idx_cur_seek(c, es[2]->key, es[2]->key_len, false), 0);
+    assert_int_equal(obj_idx_cur_next(c, &v), 0);
+    assert_int_equal(v.key_len, es[2]->key_len);
+    assert_memory_equal(v.key, es[2]->key, v.key_len);
+    assert_int_equal(obj_idx_cur_seek(c, es[2]->key, es[2]->key_len, true), 0);
+    assert_int_equal(obj_idx_cur_next(c, &v), 0);
+    assert_true(obj_key_cmp(v.key, v.key_len, es[2]->key, es[2]->key_len) > 0);
+    obj_idx_cur_close(c);
+    for (size_t i = 0; i < ne; i++) {
+        assert_int_equal(
+            obj_idx_remove(x, "b", es[i]->key, es[i]->key_len, NULL), 0);
+        obj_ent_free(es[i]);
+    }
+    assert_int_equal(obj_idx_cur_open(x, "b", &c), 0);
+    assert_int_equal(obj_idx_cur_seek(c, NULL, 0, false), 0);
+    assert_int_equal(obj_idx_cur_next(c, &v), -ENOENT);
+    obj_idx_cur_close(c);
+    obj_idx_close(x, false);
+}
+
+/* A cursor stays inside its bucket and is a snapshot. */
+static void test_cursor_bucket_bounds(void **st)
+{
+    struct obj_idx *x = idx_open();
+    const char *keys[] = {"", "a", "a/b", "b"};
+    struct obj_ent *es[4], *late = mk("c", 1, 99, 0, 0);
+    struct obj_idx_cur *c;
+    struct obj_idx_view v;
+    size_t i = 0;
+
+    (void)st;
+    for (int j = 0; j < 4; j++) {
+        es[j] = mk(keys[j], strlen(keys[j]), (uint64_t)j + 1, 0, 0);
+        assert_int_equal(obj_idx_put(x, "m", es[j], NULL), 0);
+        assert_int_equal(obj_idx_put(x, "l", es[j], NULL), 0);
+        assert_int_equal(obj_idx_put(x, "mm", es[j], NULL), 0);
+    }
+    assert_int_equal(obj_idx_cur_open(x, "m", &c), 0);
+    assert_int_equal(obj_idx_put(x, "m", late, NULL), 0); /* after open */
+    assert_int_equal(obj_idx_cur_seek(c, NULL, 0, false), 0);
+    while (obj_idx_cur_next(c, &v) == 0) {
+        assert_true(i < 4);
+        assert_int_equal(v.key_len, strlen(keys[i]));
+        assert_memory_equal(v.key, keys[i], v.key_len);
+        i++;
+    }
+    assert_int_equal(i, 4);
+    assert_int_equal(obj_idx_cur_seek(c, "a", 1, true), 0);
+    assert_int_equal(obj_idx_cur_next(c, &v), 0);
+    assert_int_equal(v.key_len, 3);
+    obj_idx_cur_close(c);
+    for (int j = 0; j < 4; j++)
+        obj_ent_free(es[j]);
+    obj_ent_free(late);
+    obj_idx_close(x, false);
+}
+
+static void test_put_many_and_reopen(void **st)
+{
+    struct obj_idx *x = idx_open();
+    struct obj_ent *es[300];
+    uint64_t n;
+
+    (void)st;
+    for (int i = 0; i < 300; i++) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "key%05d", (i * 7919) % 300);
+        es[i] = mk(k, strlen(k), (uint64_t)i + 1, i % 3, i % 2);
+    }
+    assert_int_equal(obj_idx_put_many(x, "bulk", es, 300), 0);
+    assert_int_equal(obj_idx_bucket_get(x, "bulk", NULL, &n), 0);
+    assert_int_equal(n, 300);
+    obj_idx_close(x, true);
+    x = idx_open();
+    for (int i = 0; i < 300; i++) {
+        struct obj_ent *got;
+
+        assert_int_equal(
+            obj_idx_lookup(x, "bulk", es[i]->key, es[i]->key_len, &got), 0);
+        ent_equal(es[i], got);
+        obj_ent_free(got);
+        obj_ent_free(es[i]);
+    }
+    obj_idx_close(x, false);
+}
+
+/* More readers at once than the pool holds: the blocking path makes its
+ * own transaction, the nonblocking one answers -EAGAIN. */
+static void test_reader_pool_exhausted(void **st)
+{
+    struct obj_idx *x = idx_open();
+    struct obj_idx_cur *c[70];
+    struct obj_ent *e = mk("k", 1, 1, 0, 0), *got;
+    int nb_again = 0;
+
+    (void)st;
+    assert_int_equal(obj_idx_put(x, "b", e, NULL), 0);
+    for (int i = 0; i < 70; i++)
+        assert_int_equal(obj_idx_cur_open(x, "b", &c[i]), 0);
+    nb_again = obj_idx_lookup_nb(x, "b", "k", 1, &got) == -EAGAIN;
+    assert_true(nb_again);
+    assert_int_equal(obj_idx_lookup(x, "b", "k", 1, &got), 0);
+    obj_ent_free(got);
+    for (int i = 0; i < 70; i++)
+        obj_idx_cur_close(c[i]);
+    assert_int_equal(obj_idx_lookup_nb(x, "b", "k", 1, &got), 0);
+    obj_ent_free(got);
+    obj_ent_free(e);
+    obj_idx_close(x, false);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rec_roundtrip),
+        cmocka_unit_test_setup_teardown(test_open_missing_and_garbage, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_state, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_buckets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_lookup_remove, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_long_keys_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cursor_bucket_bounds, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_put_many_and_reopen, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reader_pool_exhausted, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
