@@ -24,7 +24,7 @@ enum stor_meta_type {
 };
 
 struct stor_meta_part {
-    int number;      /* 1..10000; 1 for a simple PUT */
+    int number;      /* 1..10000 for a multipart part; 0 for a simple PUT */
     uint64_t size;   /* bytes of object data in this part */
     uint64_t dataid; /* names the shard files of this part */
     char etag[STOR_ETAG_MAX];

@@ -9,6 +9,8 @@
  * drive that answers again comes back online and its set is healed. */
 #include "storaged/store/obj_i.h"
 
+#include "storaged/store/obj_idx.h"
+
 #include "common/log.h"
 #include "storaged/store/ec.h"
 #include <dirent.h>
@@ -278,20 +280,11 @@ static void heal_discard(struct stor_store *s, const struct obj_ent *e,
 static bool still_current(struct stor_store *s, const char *bucket,
                           const struct obj_ent *e)
 {
-    struct obj_bucket *b;
-    bool cur = false;
+    struct obj_ent *c;
+    bool cur = obj_cur_lookup(s, bucket, e->key, e->key_len, &c) == 0 &&
+               c->version == e->version;
 
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b) {
-        ssize_t i;
-
-        pthread_rwlock_rdlock(&b->lock);
-        i = obj_index_find(b, e->key, e->key_len);
-        cur = i >= 0 && b->v[i]->version == e->version;
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
+    obj_ent_free(c);
     return cur;
 }
 
@@ -299,7 +292,6 @@ static bool still_current(struct stor_store *s, const char *bucket,
 int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len, bool deep)
 {
-    struct obj_bucket *b;
     struct obj_ent *e = NULL;
     struct stor_place pl;
     pthread_rwlock_t *kl;
@@ -313,18 +305,7 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
     obj_key_id(s, key, key_len, id);
     kl = obj_klock(s, id);
     pthread_rwlock_rdlock(kl);
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b) {
-        ssize_t i;
-
-        pthread_rwlock_rdlock(&b->lock);
-        i = obj_index_find(b, key, key_len);
-        if (i >= 0)
-            e = obj_ent_dup(b->v[i]);
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
+    (void)obj_cur_lookup(s, bucket, key, key_len, &e);
     if (e && !e->inl && obj_pin_get(e->id, e->version) == 0)
         pinned = true;
     pthread_rwlock_unlock(kl);
@@ -583,11 +564,11 @@ static bool scan_cycle(struct stor_store *s)
     pthread_rwlock_rdlock(&s->lock);
     names = calloc(s->nbuckets ? s->nbuckets : 1, sizeof(*names));
     for (size_t i = 0; names && i < s->nbuckets; i++) {
+        uint64_t n = 0;
+
         names[i] = strdup(s->buckets[i]->name);
-        /* n is written under the bucket lock (obj_index_put) */
-        pthread_rwlock_rdlock(&s->buckets[i]->lock);
-        total += s->buckets[i]->n;
-        pthread_rwlock_unlock(&s->buckets[i]->lock);
+        if (obj_idx_bucket_get(s->idx, s->buckets[i]->name, NULL, &n) == 0)
+            total += n;
         nb++;
     }
     pthread_rwlock_unlock(&s->lock);
@@ -596,35 +577,29 @@ static bool scan_cycle(struct stor_store *s)
         size_t last_len = 0;
 
         for (;;) {
-            struct obj_bucket *b;
+            struct obj_idx_cur *c = NULL;
+            struct obj_idx_view v;
             char *key = NULL;
             size_t kl = 0;
 
             drain_queue(s);
+            /* a cursor step from the last key: nothing is held between
+             * objects, and nothing grows with the bucket */
             pthread_rwlock_rdlock(&s->lock);
-            b = names[bi] ? obj_bucket_find(s, names[bi]) : NULL;
-            if (b) {
-                ssize_t i;
-                size_t at;
-
-                pthread_rwlock_rdlock(&b->lock);
-                if (last == NULL) {
-                    at = 0;
-                } else {
-                    i = obj_index_find(b, last, last_len);
-                    at = i >= 0 ? (size_t)i + 1 : (size_t)(-i - 1);
-                }
-                if (at < b->n) {
-                    kl = b->v[at]->key_len;
-                    key = malloc(kl + 1);
-                    if (key) {
-                        memcpy(key, b->v[at]->key, kl);
-                        key[kl] = 0;
-                    }
-                }
-                pthread_rwlock_unlock(&b->lock);
-            }
+            if (names[bi] && obj_bucket_find(s, names[bi]) &&
+                obj_idx_cur_open(s->idx, names[bi], &c) < 0)
+                c = NULL;
             pthread_rwlock_unlock(&s->lock);
+            if (c && obj_idx_cur_seek(c, last, last_len, last != NULL) == 0 &&
+                obj_idx_cur_next(c, &v) == 0) {
+                kl = v.key_len;
+                key = malloc(kl + 1);
+                if (key) {
+                    memcpy(key, v.key, kl);
+                    key[kl] = 0;
+                }
+            }
+            obj_idx_cur_close(c);
             if (key == NULL)
                 break;
             (void)obj_heal_object(s, names[bi], key, kl, true);

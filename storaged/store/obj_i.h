@@ -8,9 +8,11 @@
  *   s->klock[i] (rwlock)    per-key stripe: write held across a commit or
  *                           delete (version, renames, index, old data),
  *                           read held while a GET pins its version
- *   b->lock (rwlock)        one bucket's sorted index and uploads
- * Index entries are immutable after creation: a commit swaps the pointer
- * under b->lock and frees the old entry after dropping it. */
+ *   b->lock (rwlock)        one bucket's multipart uploads
+ *   LMDB's own write lock   inside obj_idx.c, for one index write
+ * The objects are in the persistent index (s->idx, obj_idx.h): a lookup
+ * returns a copy, readers never lock, a commit replaces the record under
+ * the key's write lock (and s->lock read, so its bucket stays). */
 #ifndef STORAGED_STORE_OBJ_I_H
 #define STORAGED_STORE_OBJ_I_H
 #include "storaged/store/drive.h"
@@ -21,6 +23,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define OBJ_INLINE_MAX (128u * 1024) /* objects up to this are inline */
 #define OBJ_BLOCK      (64u * 1024)  /* shard block of a full stripe */
@@ -64,9 +67,7 @@ struct obj_upload {
 struct obj_bucket {
     char name[64];
     int64_t created_ns;
-    pthread_rwlock_t lock;
-    struct obj_ent **v; /* sorted by key bytes; protected by lock */
-    size_t n, cap;
+    pthread_rwlock_t lock;  /* the uploads; objects live in s->idx */
     struct obj_upload **up; /* sorted by (key, uid); protected by lock */
     size_t nup, upcap;
 };
@@ -83,6 +84,15 @@ struct stor_store {
     size_t nbuckets;
     pthread_rwlock_t klock[OBJ_KLOCKS];
     uint64_t last_version; /* atomic */
+    /* the persistent object index (obj_idx.h; FORMAT.md) */
+    struct obj_idx *idx; /* owned; immutable after open */
+    size_t idx_drive;    /* the drive holding it */
+    uint64_t idx_gen;    /* generation of this run */
+    bool idx_ready;      /* loaded or rebuilt: a close may mark it clean */
+    bool idx_broken;     /* atomic: a write failed; rebuild at next start */
+    bool offline;        /* `storaged index`: no formatting, no threads */
+    uint64_t idx_rebuilds, idx_rebuild_objects; /* atomics */
+    double idx_rebuild_s, idx_open_s;           /* written at open only */
     /* stats, atomics */
     uint64_t degraded_reads, heal_queued, shards_healed, corrupt_found;
     uint64_t scan_objects, scan_bytes, scan_cycles;
@@ -110,14 +120,27 @@ uint64_t obj_next_version(struct stor_store *s);
 int64_t obj_now_ns(void);
 /* Finds a bucket; caller holds s->lock. NULL when absent. */
 struct obj_bucket *obj_bucket_find(struct stor_store *s, const char *name);
-/* Binary search in b->v; returns index of key or -(insert point)-1. */
-ssize_t obj_index_find(struct obj_bucket *b, const char *key, size_t len);
 int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl);
-/* Inserts or replaces; returns the replaced entry (caller frees) or NULL.
- * Caller holds b->lock for writing. -ENOMEM via *err. */
-struct obj_ent *obj_index_put(struct obj_bucket *b, struct obj_ent *e,
-                              int *err);
-struct obj_ent *obj_index_remove(struct obj_bucket *b, size_t i);
+/* The one way to the current entry of bucket/key: store lock, bucket,
+ * index lookup. 0 and *out (a copy the caller frees), -STOR_ENOBUCKET,
+ * -STOR_ENOKEY, -ENOMEM, -EIO (index unreadable). */
+int obj_cur_lookup(struct stor_store *s, const char *bucket, const char *key,
+                   size_t key_len, struct obj_ent **out);
+/* The same with try-locks only, for an event loop: -EAGAIN where the
+ * regular path would wait (or should answer the error itself). */
+int obj_cur_lookup_nb(struct stor_store *s, const char *bucket, const char *key,
+                      size_t key_len, struct obj_ent **out);
+/* Makes @e (borrowed) the current entry of its key; the replaced one goes
+ * to *old (may be NULL). Caller holds the key's write lock. 0,
+ * -STOR_ENOBUCKET, -errno (the index is then marked for rebuild). */
+int obj_cur_set(struct stor_store *s, const char *bucket,
+                const struct obj_ent *e, struct obj_ent **old);
+/* Removes bucket/key from the index; the removed entry to *old. Caller
+ * holds the key's write lock. 0, -STOR_ENOBUCKET, -STOR_ENOKEY, -errno. */
+int obj_cur_remove(struct stor_store *s, const char *bucket, const char *key,
+                   size_t key_len, struct obj_ent **old);
+/* Records an index write failure (logged once; rebuild at next start). */
+void obj_idx_failed(struct stor_store *s, int err);
 void obj_ent_free(struct obj_ent *e);
 struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
                                   const uint8_t id[16]);
@@ -240,7 +263,15 @@ int obj_threads_start(struct stor_store *s);
 /* Checks every drive's format record once: offline / back online. */
 void obj_probe_drives(struct stor_store *s);
 void obj_threads_stop(struct stor_store *s);
-/* Loads every bucket's index from the drives (at open). */
+/* Opens the persistent index and the buckets: trusts a clean index of this
+ * deployment, else rebuilds it from the metas (at open). */
 int obj_load(struct stor_store *s);
+/* At a clean close: flushes the index and marks it clean on the drives. */
+void obj_index_close(struct stor_store *s);
+/* `storaged index check|rebuild` on a store opened offline: builds an index
+ * from the metas, prints how the one the drives name differs from it, and
+ * with @rebuild puts the new one in its place (clean). The number of
+ * differences (>= 0) or -errno. */
+long obj_index_check(struct stor_store *s, bool rebuild, FILE *out);
 
 #endif /* STORAGED_STORE_OBJ_I_H */

@@ -15,18 +15,18 @@
 
 #include "storaged/store/obj_i.h"
 #include <errno.h>
-#include <lmdb.h>
 #include <limits.h>
+#include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define IDX_READERS  64                 /* pre-made read transactions */
-#define IDX_MAPSIZE  (1ULL << 40)       /* address space, not disk */
-#define IDX_KEYMAX   (64 + OBJ_IDX_KEYPFX) /* bucket NUL prefix */
-#define IDX_SYS_STATE "s"
+#define IDX_READERS    64                    /* pre-made read transactions */
+#define IDX_MAPSIZE    (1ULL << 40)          /* address space, not disk */
+#define IDX_KEYMAX     (64 + OBJ_IDX_KEYPFX) /* bucket NUL prefix */
+#define IDX_SYS_STATE  "s"
 #define IDX_SYS_BUCKET "b/"
 #define IDX_BUCKET_REC 24 /* u8 version, 7 pad, i64 created, u64 count */
 #define IDX_STATE_REC  56 /* u32 format, u32 pad, 32 hex, u64 gen, u64 clock */
@@ -387,8 +387,8 @@ int obj_idx_open(const char *dir, bool create, struct obj_idx **out)
     if (rc == 0)
         rc = mdb_env_set_maxreaders(x->env, 4 * IDX_READERS);
     if (rc == 0)
-        rc = mdb_env_open(x->env, dir,
-                          MDB_NOTLS | MDB_NOSYNC | MDB_NORDAHEAD, 0644);
+        rc = mdb_env_open(x->env, dir, MDB_NOTLS | MDB_NOSYNC | MDB_NORDAHEAD,
+                          0644);
     if (rc != 0)
         goto fail;
     if (mdb_env_get_maxkeysize(x->env) < IDX_KEYMAX) {
@@ -817,8 +817,8 @@ static int group_change(struct obj_idx *x, MDB_txn *t, const char *bucket,
     if (e == NULL && l == 0)
         return -ENOENT;
     if (old && l > 0) {
-        ret = obj_idx_rec_decode((const uint8_t *)v.mv_data + at, (size_t)l,
-                                 old);
+        ret =
+            obj_idx_rec_decode((const uint8_t *)v.mv_data + at, (size_t)l, old);
         if (ret < 0)
             return ret;
     }

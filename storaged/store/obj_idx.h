@@ -36,9 +36,9 @@ enum obj_idx_rec_type {
 
 /* The index's own record ("state" in the sys table). */
 struct obj_idx_state {
-    uint32_t format;      /* OBJ_IDX_FORMAT */
-    char deployment[33];  /* 32 hex + NUL */
-    uint64_t gen;         /* generation: bumped at every open */
+    uint32_t format;       /* OBJ_IDX_FORMAT */
+    char deployment[33];   /* 32 hex + NUL */
+    uint64_t gen;          /* generation: bumped at every open */
     uint64_t last_version; /* version clock at the last clean close */
 };
 

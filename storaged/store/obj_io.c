@@ -268,27 +268,25 @@ static int cond_check(struct stor_store *s, const char *bucket, const char *key,
                       size_t key_len)
 {
     const struct stor_put *c = t_cond;
-    struct obj_bucket *b;
-    int ret = 0;
+    struct obj_ent *cur;
+    int ret;
 
     if (c == NULL || (!c->cond_absent && c->cond_etag[0] == 0))
         return 0;
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b) {
-        ssize_t i;
-
-        pthread_rwlock_rdlock(&b->lock);
-        i = obj_index_find(b, key, key_len);
-        if (i >= 0 && c->cond_absent)
-            ret = -STOR_EPRECOND;
-        else if (c->cond_etag[0] && i < 0)
-            ret = -STOR_ENOKEY;
-        else if (c->cond_etag[0] && strcmp(b->v[i]->etag, c->cond_etag) != 0)
-            ret = -STOR_EPRECOND;
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
+    ret = obj_cur_lookup(s, bucket, key, key_len, &cur);
+    if (ret == -STOR_ENOBUCKET)
+        return 0; /* the commit answers it */
+    if (ret < 0 && ret != -STOR_ENOKEY)
+        return ret;
+    if (cur && c->cond_absent)
+        ret = -STOR_EPRECOND;
+    else if (c->cond_etag[0] && cur == NULL)
+        ret = -STOR_ENOKEY;
+    else if (c->cond_etag[0] && strcmp(cur->etag, c->cond_etag) != 0)
+        ret = -STOR_EPRECOND;
+    else
+        ret = 0;
+    obj_ent_free(cur);
     return ret;
 }
 
@@ -848,23 +846,14 @@ static void drop_prev(struct stor_store *s, const char *bucket,
 static bool current_is_inline(struct stor_store *s, const char *bucket,
                               const char *key, size_t key_len, int *n)
 {
-    struct obj_bucket *b;
+    struct obj_ent *cur;
     bool inl = false;
 
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b) {
-        ssize_t i;
-
-        pthread_rwlock_rdlock(&b->lock);
-        i = obj_index_find(b, key, key_len);
-        if (i >= 0 && b->v[i]->inl) {
-            inl = true;
-            *n = b->v[i]->k + b->v[i]->m;
-        }
-        pthread_rwlock_unlock(&b->lock);
+    if (obj_cur_lookup(s, bucket, key, key_len, &cur) == 0 && cur->inl) {
+        inl = true;
+        *n = cur->k + cur->m;
     }
-    pthread_rwlock_unlock(&s->lock);
+    obj_ent_free(cur);
     return inl;
 }
 
@@ -876,7 +865,6 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     struct cm_buf metas[OBJ_MAX_SHARDS];
     int fds[OBJ_MAX_SHARDS], n = e->k + e->m, nok, ret = 0;
     pthread_rwlock_t *kl = obj_klock(s, e->id);
-    struct obj_bucket *b;
     struct obj_ent *old = NULL;
     struct stor_place pl;
     uint64_t uniq = obj_next_version(s);
@@ -885,7 +873,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     uint32_t prev_mask = 0;
     uint8_t id_copy[16];
 
-    memcpy(id_copy, e->id, 16); /* e goes to the index */
+    memcpy(id_copy, e->id, 16);
     obj_place(s, bucket, e->key, e->key_len, &pl);
     memset(metas, 0, sizeof(metas));
     pthread_rwlock_wrlock(kl);
@@ -961,23 +949,18 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     }
     if (nok < n)
         obj_heal_queue(s, bucket, e->key, e->key_len);
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        pthread_rwlock_unlock(&s->lock);
+    ret = obj_cur_set(s, bucket, e, &old);
+    if (ret == -STOR_ENOBUCKET) {
         obj_remove_files(s, bucket, e, &pl, NULL);
-        ret = -STOR_ENOBUCKET;
         goto out_tmp;
     }
-    pthread_rwlock_wrlock(&b->lock);
-    old = obj_index_put(b, e, &ret);
-    pthread_rwlock_unlock(&b->lock);
-    pthread_rwlock_unlock(&s->lock);
     if (ret < 0) {
-        obj_remove_files(s, bucket, e, &pl, NULL);
+        /* the metas are committed (they are the truth): the object is
+         * there for the rebuild at the next start, but this run's index
+         * does not know it; fail the PUT rather than claim it is listed */
+        ret = -STOR_EDATA;
         goto out_tmp;
     }
-    e = NULL; /* owned by the index now */
     if (old) {
         bool keep_old[OBJ_MAX_SHARDS] = {0};
 
@@ -1383,10 +1366,8 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
                   struct stor_get **out)
 {
     struct stor_get *g;
-    struct obj_bucket *b;
     pthread_rwlock_t *kl;
     uint8_t id[16];
-    ssize_t i;
     int ret = 0;
 
     if (!obj_valid_key(key, key_len))
@@ -1402,23 +1383,7 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
     obj_key_id(s, key, key_len, id);
     kl = obj_klock(s, id);
     pthread_rwlock_rdlock(kl);
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        ret = -STOR_ENOBUCKET;
-    } else {
-        pthread_rwlock_rdlock(&b->lock);
-        i = obj_index_find(b, key, key_len);
-        if (i < 0) {
-            ret = -STOR_ENOKEY;
-        } else {
-            g->e = obj_ent_dup(b->v[i]);
-            if (g->e == NULL)
-                ret = -ENOMEM;
-        }
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
+    ret = obj_cur_lookup(s, bucket, key, key_len, &g->e);
     if (ret == 0) {
         obj_place(s, bucket, key, key_len, &g->pl);
         if (g->e->inl) {
@@ -1479,30 +1444,21 @@ static int nb_lookup(struct stor_get *g, const char *bucket, const char *key,
                      size_t key_len)
 {
     struct stor_store *s = g->s;
-    struct obj_bucket *b;
     pthread_rwlock_t *kl;
     uint8_t id[16];
-    ssize_t i;
-    int ret = -EAGAIN;
+    int ret;
 
     obj_key_id(s, key, key_len, id);
     kl = obj_klock(s, id);
     if (pthread_rwlock_tryrdlock(kl) != 0)
         return -EAGAIN;
-    if (pthread_rwlock_tryrdlock(&s->lock) != 0)
-        goto out_kl;
-    b = obj_bucket_find(s, bucket);
-    if (b != NULL && pthread_rwlock_tryrdlock(&b->lock) == 0) {
-        i = obj_index_find(b, key, key_len);
-        if (i >= 0 && b->v[i]->inl) {
-            g->e = obj_ent_dup(b->v[i]);
-            ret = g->e ? 0 : -EAGAIN;
-        }
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
-out_kl:
+    ret = obj_cur_lookup_nb(s, bucket, key, key_len, &g->e);
     pthread_rwlock_unlock(kl);
+    if (ret == 0 && !g->e->inl) {
+        obj_ent_free(g->e);
+        g->e = NULL;
+        ret = -EAGAIN;
+    }
     return ret;
 }
 
@@ -2006,26 +1962,15 @@ ssize_t stor_get_read(struct stor_get *g, uint64_t off, void *buf, size_t len)
 int stor_obj_stat(struct stor_store *s, const char *bucket, const char *key,
                   size_t key_len, struct stor_obj_info *out)
 {
-    struct obj_bucket *b;
-    ssize_t i;
-    int ret = 0;
+    struct obj_ent *e;
+    int ret;
 
     if (!obj_valid_key(key, key_len))
         return -STOR_EINVAL;
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        ret = -STOR_ENOBUCKET;
-    } else {
-        pthread_rwlock_rdlock(&b->lock);
-        i = obj_index_find(b, key, key_len);
-        if (i < 0)
-            ret = -STOR_ENOKEY;
-        else if (out)
-            obj_info_fill(b->v[i], out, true);
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
+    ret = obj_cur_lookup(s, bucket, key, key_len, &e);
+    if (ret == 0 && out)
+        obj_info_fill(e, out, true);
+    obj_ent_free(e);
     return ret;
 }
 
@@ -2074,12 +2019,10 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
 int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len)
 {
-    struct obj_bucket *b;
     struct obj_ent *e = NULL;
     struct stor_place pl;
     pthread_rwlock_t *kl;
     uint8_t id[16];
-    ssize_t i;
     int ret = 0;
     bool all = true;
 
@@ -2089,20 +2032,9 @@ int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
     obj_place(s, bucket, key, key_len, &pl);
     kl = obj_klock(s, id);
     pthread_rwlock_wrlock(kl);
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        ret = -STOR_ENOBUCKET;
-    } else {
-        pthread_rwlock_wrlock(&b->lock);
-        i = obj_index_find(b, key, key_len);
-        if (i < 0)
-            ret = -STOR_ENOKEY;
-        else
-            e = obj_index_remove(b, (size_t)i);
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
+    ret = obj_cur_remove(s, bucket, key, key_len, &e);
+    if (ret < 0 && ret != -STOR_ENOBUCKET && ret != -STOR_ENOKEY)
+        ret = -STOR_EDATA;
     if (e) {
         for (int j = 0; j < e->k + e->m; j++)
             if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))

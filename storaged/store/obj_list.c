@@ -1,15 +1,17 @@
 /* storaged/store/obj_list.c - listing (prefix, delimiter, marker, max) from the
- * in-memory index, and multipart uploads.
+ * persistent index, and multipart uploads.
  *
- * DESIGN: a listing never touches the drives. Keys sit in one sorted array
- * per bucket, so a page costs a binary search to the start plus one step per
- * returned entry; a delimiter roll-up skips all keys under a common prefix
- * with a second binary search, so 1,000 entries out of 100,000 objects stay
- * fast. Multipart parts are coded as they arrive (the same streaming engine
+ * DESIGN: a listing never touches the drives. It walks the index with an
+ * LMDB cursor (a consistent snapshot for the page): a seek to the start,
+ * one step per returned entry, and a seek past every common prefix that a
+ * delimiter rolls up, so a page of 1,000 costs the same at 10^3 and 10^6
+ * objects. Multipart parts are coded as they arrive (the same streaming engine
  * as PUT, K+M geometry) into the upload's directory on each drive of the
  * object's set; completion renames their shard files into the object
  * directory and commits one meta listing the parts: no data is copied. */
 #include "storaged/store/obj_i.h"
+
+#include "storaged/store/obj_idx.h"
 
 #include "common/log.h"
 #include <errno.h>
@@ -24,32 +26,23 @@
 
 /* ---- LIST ---- */
 
-/* First index whose key is > @k (strictly). */
-static size_t upper_bound(struct obj_bucket *b, const char *k, size_t kl)
+/* Moves @c past every key that starts with @p (@pl bytes): to the first
+ * key >= the smallest string greater than all of them. */
+static int skip_prefix(struct obj_idx_cur *c, const char *p, size_t pl,
+                       bool *end)
 {
-    ssize_t i = obj_index_find(b, k, kl);
+    char succ[STOR_MAX_KEY_LEN + 1];
+    size_t n = pl;
 
-    return i >= 0 ? (size_t)i + 1 : (size_t)(-i - 1);
-}
-
-/* First index whose key does not start with @p and is > @p. */
-static size_t skip_prefix(struct obj_bucket *b, size_t from, const char *p,
-                          size_t pl)
-{
-    size_t lo = from, hi = b->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct obj_ent *e = b->v[mid];
-        size_t cl = CM_MIN(e->key_len, pl);
-        int c = memcmp(e->key, p, cl);
-
-        if (c < 0 || (c == 0 && cl == pl) || (c == 0 && e->key_len < pl))
-            lo = mid + 1; /* starts with p, or sorts before it */
-        else
-            hi = mid;
+    memcpy(succ, p, pl);
+    while (n > 0 && (uint8_t)succ[n - 1] == 0xff)
+        n--;
+    if (n == 0) {
+        *end = true; /* every later key starts with p */
+        return 0;
     }
-    return lo;
+    succ[n - 1] = (char)((uint8_t)succ[n - 1] + 1);
+    return obj_idx_cur_seek(c, succ, n, false);
 }
 
 /* Contract in object.h. */
@@ -79,52 +72,62 @@ static char *memdup0(const char *p, size_t n)
     return c;
 }
 
-/* Contract in object.h. */
+/* Contract in object.h. A cursor walk over the index: a seek to the start,
+ * one step per entry, one seek past each rolled-up common prefix. */
 int stor_obj_list(struct stor_store *s, const char *bucket, const char *prefix,
                   const char *delimiter, const char *after, size_t max,
                   struct stor_list_result *out)
 {
-    struct obj_bucket *b;
+    struct obj_idx_cur *c = NULL;
     size_t pl = prefix ? strlen(prefix) : 0;
     size_t dl = delimiter ? strlen(delimiter) : 0;
     size_t al = after ? strlen(after) : 0;
-    size_t i, count = 0, ocap = 0, pcap = 0;
+    size_t count = 0, ocap = 0, pcap = 0;
     const char *last = NULL;
     size_t last_len = 0;
+    bool end = false;
     int ret = 0;
 
     memset(out, 0, sizeof(*out));
+    if (pl > STOR_MAX_KEY_LEN)
+        return 0; /* no key is that long */
     pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
+    if (obj_bucket_find(s, bucket) == NULL) {
         pthread_rwlock_unlock(&s->lock);
         return -STOR_ENOBUCKET;
     }
-    pthread_rwlock_rdlock(&b->lock);
-    i = 0;
-    if (pl)
-        i = obj_index_find(b, prefix, pl) >= 0
-                ? (size_t)obj_index_find(b, prefix, pl)
-                : (size_t)(-obj_index_find(b, prefix, pl) - 1);
+    ret = obj_idx_cur_open(s->idx, bucket, &c);
+    pthread_rwlock_unlock(&s->lock);
+    if (ret < 0)
+        return ret == -EBADMSG ? -EIO : ret;
     if (after && obj_key_cmp(after, al, prefix ? prefix : "", pl) >= 0)
-        i = CM_MAX(i, upper_bound(b, after, al));
-    while (i < b->n) {
-        const struct obj_ent *e = b->v[i];
+        ret = obj_idx_cur_seek(c, after, al, true);
+    else
+        ret = obj_idx_cur_seek(c, prefix, pl, false);
+    while (ret == 0 && !end) {
+        struct obj_idx_view e;
         const char *d = NULL;
 
-        if (e->key_len < pl || (pl && memcmp(e->key, prefix, pl) != 0))
+        ret = obj_idx_cur_next(c, &e);
+        if (ret == -ENOENT) {
+            ret = 0;
+            break;
+        }
+        if (ret < 0)
+            break;
+        if (e.key_len < pl || (pl && memcmp(e.key, prefix, pl) != 0))
             break; /* past the prefix range */
         if (dl)
-            d = memmem(e->key + pl, e->key_len - pl, delimiter, dl);
+            d = memmem(e.key + pl, e.key_len - pl, delimiter, dl);
         if (count >= max) {
             out->truncated = true;
             break;
         }
         if (d) {
-            size_t cl = (size_t)(d - e->key) + dl;
+            size_t cl = (size_t)(d - e.key) + dl;
 
-            if (after && obj_key_cmp(e->key, cl, after, al) <= 0) {
-                i = skip_prefix(b, i, e->key, cl);
+            if (after && obj_key_cmp(e.key, cl, after, al) <= 0) {
+                ret = skip_prefix(c, e.key, cl, &end);
                 continue;
             }
             if (out->nprefixes == pcap) {
@@ -136,13 +139,13 @@ int stor_obj_list(struct stor_store *s, const char *bucket, const char *prefix,
                 out->prefixes = nv;
                 pcap = nc;
             }
-            out->prefixes[out->nprefixes] = memdup0(e->key, cl);
+            out->prefixes[out->nprefixes] = memdup0(e.key, cl);
             if (out->prefixes[out->nprefixes] == NULL)
                 goto nomem;
             last = out->prefixes[out->nprefixes++];
             last_len = cl;
             count++;
-            i = skip_prefix(b, i, e->key, cl);
+            ret = skip_prefix(c, last, cl, &end);
             continue;
         }
         if (out->nobjs == ocap) {
@@ -158,20 +161,24 @@ int stor_obj_list(struct stor_store *s, const char *bucket, const char *prefix,
             struct stor_list_entry *le = &out->objs[out->nobjs];
 
             memset(le, 0, sizeof(*le));
-            le->key = memdup0(e->key, e->key_len);
+            le->key = memdup0(e.key, e.key_len);
             if (le->key == NULL)
                 goto nomem;
-            le->key_len = e->key_len;
-            le->size = e->size;
-            le->mtime = (time_t)(e->mtime_ns / 1000000000LL);
-            le->mtime_ms = (int)((e->mtime_ns / 1000000LL) % 1000);
-            memcpy(le->etag, e->etag, sizeof(le->etag));
+            le->key_len = e.key_len;
+            le->size = e.size;
+            le->mtime = (time_t)(e.mtime_ns / 1000000000LL);
+            le->mtime_ms = (int)((e.mtime_ns / 1000000LL) % 1000);
+            memcpy(le->etag, e.etag, e.etag_len);
+            le->etag[e.etag_len] = 0;
             out->nobjs++;
             last = le->key;
             last_len = le->key_len;
         }
         count++;
-        i++;
+    }
+    if (ret < 0) {
+        stor_list_result_fini(out);
+        goto out;
     }
     if (out->truncated && last) {
         out->next_marker = memdup0(last, last_len);
@@ -183,9 +190,8 @@ nomem:
     ret = -ENOMEM;
     stor_list_result_fini(out);
 out:
-    pthread_rwlock_unlock(&b->lock);
-    pthread_rwlock_unlock(&s->lock);
-    return ret;
+    obj_idx_cur_close(c);
+    return ret == -EBADMSG ? -EIO : ret;
 }
 
 /* ---- multipart ---- */

@@ -12,12 +12,17 @@
  * every drive of the set is online; missing copies are queued for healing. */
 #include "storaged/store/obj_i.h"
 
+#include "storaged/store/obj_idx.h"
+
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 /* ids are already keyed hashes: take 4 of their bytes (and avoid uthash's
  * default Jenkins hash, whose switch falls through) */
@@ -291,26 +296,26 @@ static void cleanup_cand(struct stor_store *s, const char *bucket,
     }
 }
 
-/* qsort comparator: key order. */
-static int ent_cmp(const void *a, const void *b)
-{
-    const struct obj_ent *x = *(struct obj_ent *const *)a;
-    const struct obj_ent *y = *(struct obj_ent *const *)b;
-
-    return obj_key_cmp(x->key, x->key_len, y->key, y->key_len);
-}
-
-/* Picks the winner of each candidate and fills the bucket's index. */
+/* Picks the winner of each candidate and puts it into index @x (one write
+ * transaction for the lot). Without @dry, settles interrupted overwrites,
+ * removes leftovers and queues missing copies for healing. *n: objects put. */
 static int resolve(struct stor_store *s, struct obj_bucket *b,
-                   struct ld_cand **tab)
+                   struct ld_cand **tab, struct obj_idx *x, bool dry,
+                   uint64_t *n)
 {
     struct ld_cand *c, *tmp;
+    struct obj_ent **ents = NULL;
+    size_t nents = 0, cap = HASH_COUNT(*tab);
     int ret = 0;
 
+    if (cap) {
+        ents = calloc(cap, sizeof(*ents));
+        if (ents == NULL)
+            ret = -ENOMEM;
+    }
     HASH_ITER(hh, *tab, c, tmp)
     {
         struct ld_ver *win = NULL, *best = NULL;
-        bool deleted = false;
 
         /* newest first */
         for (;;) {
@@ -325,10 +330,8 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
             best = cand;
             if ((int64_t)cand->version < b->created_ns)
                 break; /* from an earlier bucket of the same name */
-            if (cand->m.type == STOR_META_TOMBSTONE) {
-                deleted = true;
-                break;
-            }
+            if (cand->m.type == STOR_META_TOMBSTONE)
+                break; /* deleted */
             if (ver_complete(c, cand)) {
                 win = cand;
                 break;
@@ -340,34 +343,21 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
             if (e == NULL) {
                 ret = -ENOMEM;
             } else {
-                if (b->n == b->cap) {
-                    size_t nc = b->cap ? 2 * b->cap : 64;
-                    struct obj_ent **nv = realloc(b->v, nc * sizeof(*nv));
+                bool heal = win->count < win->m.k + win->m.m || c->vers->next;
 
-                    if (nv == NULL) {
-                        obj_ent_free(e);
-                        ret = -ENOMEM;
-                        goto next;
-                    }
-                    b->v = nv;
-                    b->cap = nc;
-                }
-                b->v[b->n++] = e;
-                if (win->count < win->m.k + win->m.m || c->vers->next)
+                ents[nents++] = e;
+                for (size_t p = 0; p < win->m.nparts; p++)
+                    if (popcount32(file_mask(c, win->m.parts[p].dataid)) <
+                        win->m.k + win->m.m)
+                        heal = true;
+                if (heal && !dry)
                     obj_heal_queue(s, b->name, e->key, e->key_len);
-                else
-                    for (size_t p = 0; p < win->m.nparts; p++)
-                        if (popcount32(file_mask(c, win->m.parts[p].dataid)) <
-                            win->m.k + win->m.m)
-                            obj_heal_queue(s, b->name, e->key, e->key_len);
             }
         }
-        (void)deleted;
-        if (c->has_prev)
+        if (!dry && c->has_prev)
             settle_prev(s, b->name, c, win);
-        if (set_all_online(s, c->set))
+        if (!dry && set_all_online(s, c->set))
             cleanup_cand(s, b->name, c, win);
-next:
         HASH_DEL(*tab, c);
         while (c->vers) {
             struct ld_ver *v = c->vers;
@@ -384,8 +374,13 @@ next:
         }
         free(c);
     }
-    if (b->n > 1)
-        qsort(b->v, b->n, sizeof(*b->v), ent_cmp);
+    if (ret == 0)
+        ret = obj_idx_put_many(x, b->name, ents, nents);
+    if (ret == 0)
+        *n += nents;
+    for (size_t i = 0; i < nents; i++)
+        obj_ent_free(ents[i]);
+    free(ents);
     return ret;
 }
 
@@ -622,45 +617,670 @@ static int load_buckets(struct stor_store *s)
     return 0;
 }
 
-/* Contract in obj_i.h. */
-int obj_load(struct stor_store *s)
-{
-    int ret = load_buckets(s);
+/* ---- the index: where it is, whether to trust it ---- */
 
+#define IDX_DIR STOR_SYS_DIR "/index"       /* the LMDB environment */
+#define IDX_PTR STOR_SYS_DIR "/index.state" /* the pointer, on every drive */
+
+/* The pointer record every online drive keeps (FORMAT.md): which drive
+ * holds the index of which generation, and whether it was closed cleanly
+ * (then with the size and CRC-64 of its data file). */
+struct idx_ptr {
+    bool valid;
+    char deployment[33];
+    uint64_t gen;
+    size_t drive;
+    bool clean;
+    uint64_t size, crc;
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Reads DRIVE/.ecfs.sys/index.state; p->valid when well-formed. */
+static void ptr_read(const char *drive, struct idx_ptr *p)
+{
+    char path[PATH_MAX], line[128];
+    FILE *fp;
+    int seen = 0, ver = 0;
+
+    memset(p, 0, sizeof(*p));
+    if (snprintf(path, sizeof(path), "%s/" IDX_PTR, drive) >= (int)sizeof(path))
+        return;
+    fp = fopen(path, "re");
+    if (fp == NULL)
+        return;
+    while (fgets(line, sizeof(line), fp)) {
+        unsigned long long v;
+        char hex[40];
+
+        if (sscanf(line, "version=%d", &ver) == 1)
+            seen |= 1;
+        else if (sscanf(line, "deployment=%32[0-9a-f]", hex) == 1 &&
+                 strlen(hex) == 32) {
+            memcpy(p->deployment, hex, 33);
+            seen |= 2;
+        } else if (sscanf(line, "gen=%llu", &v) == 1) {
+            p->gen = v;
+            seen |= 4;
+        } else if (sscanf(line, "drive=%llu", &v) == 1) {
+            p->drive = (size_t)v;
+            seen |= 8;
+        } else if (sscanf(line, "clean=%llu", &v) == 1) {
+            p->clean = v == 1;
+            seen |= 16;
+        } else if (sscanf(line, "size=%llu", &v) == 1) {
+            p->size = v;
+        } else if (sscanf(line, "crc=%llx", &v) == 1) {
+            p->crc = v;
+        }
+    }
+    fclose(fp);
+    p->valid = seen == 31 && ver == 1;
+}
+
+/* Writes @p as DRIVE/.ecfs.sys/index.state (tmp, fsync, rename, fsync). */
+static int ptr_write(const char *drive, const struct idx_ptr *p)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 8], body[512];
+    int fd, ret, len;
+
+    if (snprintf(path, sizeof(path), "%s/" IDX_PTR, drive) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    len = snprintf(body, sizeof(body),
+                   "# ecfs storaged index pointer; do not edit\n"
+                   "version=1\ndeployment=%s\ngen=%llu\ndrive=%zu\n"
+                   "clean=%d\nsize=%llu\ncrc=%016llx\n",
+                   p->deployment, (unsigned long long)p->gen, p->drive,
+                   p->clean ? 1 : 0, (unsigned long long)p->size,
+                   (unsigned long long)p->crc);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    ret = stor_pwrite_all(fd, body, (size_t)len, 0);
+    if (ret == 0 && fsync(fd) < 0)
+        ret = -errno;
+    close(fd);
+    if (ret == 0 && rename(tmp, path) < 0)
+        ret = -errno;
+    if (ret == 0) {
+        snprintf(path, sizeof(path), "%s/" STOR_SYS_DIR, drive);
+        ret = stor_fsync_dir(path);
+    }
+    if (ret < 0)
+        unlink(tmp);
+    return ret;
+}
+
+/* Writes the pointer on every online drive; how many took it. */
+static size_t ptr_write_all(struct stor_store *s, const struct idx_ptr *p)
+{
+    size_t ok = 0;
+
+    for (size_t d = 0; d < s->ndrives; d++) {
+        int r;
+
+        if (!obj_drive_online(s, d))
+            continue;
+        r = ptr_write(s->drives[d].path, p);
+        if (r == 0)
+            ok++;
+        else
+            cm_log(CM_LOG_WARN, -r, "index: drive %s: cannot write %s",
+                   s->drives[d].path, IDX_PTR);
+    }
+    return ok;
+}
+
+/* Size and CRC-64 of the file at @path. 0 or -errno. */
+static int file_crc(const char *path, uint64_t *size, uint64_t *crc)
+{
+    size_t cap = 1u << 20;
+    uint8_t *buf = malloc(cap);
+    uint64_t off = 0, c = 0;
+    int fd, ret = 0;
+
+    if (buf == NULL)
+        return -ENOMEM;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        ret = -errno;
+        free(buf);
+        return ret;
+    }
+    for (;;) {
+        ssize_t r = pread(fd, buf, cap, (off_t)off);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            ret = -errno;
+            break;
+        }
+        if (r == 0)
+            break;
+        c = stor_crc64(c, buf, (size_t)r);
+        off += (uint64_t)r;
+    }
+    close(fd);
+    free(buf);
+    *size = off;
+    *crc = c;
+    return ret;
+}
+
+static int idx_dir(char *buf, size_t cap, const char *drive)
+{
+    return snprintf(buf, cap, "%s/" IDX_DIR, drive) >= (int)cap ? -ENAMETOOLONG
+                                                                : 0;
+}
+
+struct bucket_cmp {
+    struct stor_store *s;
+    size_t seen;
+};
+
+/* obj_idx_bucket_each callback: does the index know this bucket as the
+ * drives do? */
+static int bucket_matches(void *arg, const char *bucket, int64_t created,
+                          uint64_t count)
+{
+    struct bucket_cmp *bc = arg;
+    struct obj_bucket *b = obj_bucket_find(bc->s, bucket);
+
+    (void)count;
+    if (b == NULL || b->created_ns != created)
+        return 1;
+    bc->seen++;
+    return 0;
+}
+
+/* The newest pointer among the online drives (a clean one wins a tie). */
+static void ptr_newest(struct stor_store *s, struct idx_ptr *best)
+{
+    memset(best, 0, sizeof(*best));
+    for (size_t d = 0; d < s->ndrives; d++) {
+        struct idx_ptr p;
+
+        if (!obj_drive_online(s, d))
+            continue;
+        ptr_read(s->drives[d].path, &p);
+        if (!p.valid || strcmp(p.deployment, s->deployment) != 0)
+            continue;
+        if (!best->valid || p.gen > best->gen ||
+            (p.gen == best->gen && p.clean && !best->clean))
+            *best = p;
+    }
+}
+
+/* Opens the index the pointer names when it can be trusted as it is:
+ * closed cleanly, its file unchanged since, of this deployment and
+ * generation, with the buckets the drives hold. NULL and *why otherwise. */
+static struct obj_idx *idx_trusted(struct stor_store *s,
+                                   const struct idx_ptr *p, const char **why)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16];
+    struct obj_idx *x = NULL;
+    struct obj_idx_state st;
+    struct bucket_cmp bc = {s, 0};
+    uint64_t size, crc;
+
+    if (!p->valid) {
+        *why = "no index";
+        return NULL;
+    }
+    if (!p->clean) {
+        *why = "left dirty (the last run did not close it cleanly)";
+        return NULL;
+    }
+    if (p->drive >= s->ndrives || !obj_drive_online(s, p->drive)) {
+        *why = "the drive holding it is offline";
+        return NULL;
+    }
+    if (idx_dir(dir, sizeof(dir), s->drives[p->drive].path) < 0) {
+        *why = "path too long";
+        return NULL;
+    }
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    if (file_crc(path, &size, &crc) < 0) {
+        *why = "missing";
+        return NULL;
+    }
+    if (size != p->size || crc != p->crc) {
+        *why = "damaged (its checksum differs from the one kept at close)";
+        return NULL;
+    }
+    if (obj_idx_open(dir, false, &x) < 0) {
+        *why = "unreadable";
+        return NULL;
+    }
+    if (obj_idx_state_get(x, &st) < 0 || st.format != OBJ_IDX_FORMAT) {
+        *why = "of another format";
+        goto fail;
+    }
+    if (strcmp(st.deployment, s->deployment) != 0) {
+        *why = "from another deployment";
+        goto fail;
+    }
+    if (st.gen != p->gen) {
+        *why = "of another generation than the drives name";
+        goto fail;
+    }
+    if (obj_idx_bucket_each(x, bucket_matches, &bc) != 0 ||
+        bc.seen != s->nbuckets) {
+        *why = "its buckets differ from the drives'";
+        goto fail;
+    }
+    raise_version(s, st.last_version);
+    return x;
+fail:
+    obj_idx_close(x, false);
+    return NULL;
+}
+
+/* Rebuilds bucket @b of index @x from the metas, one object directory (HH)
+ * at a time across the drives, so memory stays bounded. With @dry nothing
+ * on the drives changes. *n: objects put. */
+static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
+                          struct obj_idx *x, bool dry, uint64_t *n)
+{
+    bool *cur = calloc(s->ndrives, sizeof(*cur));
+    double last_log = mono_s();
+    int ret = 0;
+
+    if (cur == NULL)
+        return -ENOMEM;
+    for (size_t d = 0; d < s->ndrives; d++) {
+        int64_t c = 0;
+        int r;
+
+        if (!obj_drive_online(s, d))
+            continue;
+        if (!dry) {
+            cur[d] = bucket_drive_current(s, d, b);
+            continue;
+        }
+        r = bucket_record(s, d, b->name, &c);
+        cur[d] = r == -ENOENT || (r == 0 && c == b->created_ns);
+    }
+    for (int hh = 0; hh < 256 && ret == 0; hh++) {
+        struct ld_cand *tab = NULL;
+        uint64_t before = *n;
+
+        for (size_t d = 0; d < s->ndrives; d++) {
+            char sub[PATH_MAX];
+
+            if (!cur[d] ||
+                snprintf(sub, sizeof(sub), "%s/" STOR_BUCKETS "/%s/%02x",
+                         s->drives[d].path, b->name, hh) >= (int)sizeof(sub))
+                continue;
+            load_dir(s, d, sub, &tab);
+        }
+        ret = resolve(s, b, &tab, x, dry, n);
+        __atomic_add_fetch(&s->idx_rebuild_objects, *n - before,
+                           __ATOMIC_RELAXED);
+        if (mono_s() - last_log >= 5.0) {
+            last_log = mono_s();
+            cm_log(CM_LOG_INFO, 0,
+                   "index: rebuilding bucket %s: %d%% of its directories, "
+                   "%llu objects so far",
+                   b->name, (hh + 1) * 100 / 256, (unsigned long long)*n);
+        }
+    }
+    free(cur);
+    return ret;
+}
+
+/* Creates a fresh index in @dir (removing what was there) and fills it
+ * from the metas. */
+static int rebuild_into(struct stor_store *s, const char *dir, bool dry,
+                        struct obj_idx **out)
+{
+    struct obj_idx *x;
+    double t0 = mono_s();
+    uint64_t total = 0;
+    int ret;
+
+    (void)stor_rmtree(dir);
+    ret = obj_idx_open(dir, true, &x);
     if (ret < 0)
         return ret;
     for (size_t i = 0; i < s->nbuckets && ret == 0; i++) {
         struct obj_bucket *b = s->buckets[i];
-        struct ld_cand *tab = NULL;
+        uint64_t n = 0;
 
-        for (size_t d = 0; d < s->ndrives; d++) {
-            char dir[PATH_MAX];
-            DIR *dp;
-            struct dirent *de;
-
-            if (!obj_drive_online(s, d) || !bucket_drive_current(s, d, b))
-                continue;
-            snprintf(dir, sizeof(dir), "%s/" STOR_BUCKETS "/%s",
-                     s->drives[d].path, b->name);
-            dp = opendir(dir);
-            if (dp == NULL)
-                continue;
-            while ((de = readdir(dp)) != NULL) {
-                char sub[PATH_MAX];
-
-                if (strlen(de->d_name) != 2 || de->d_name[0] == '.')
-                    continue;
-                if (snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name) >=
-                    (int)sizeof(sub))
-                    continue;
-                load_dir(s, d, sub, &tab);
-            }
-            closedir(dp);
-        }
-        ret = resolve(s, b, &tab);
-        load_uploads(s, b);
-        cm_log(CM_LOG_INFO, 0, "load: bucket %s: %zu objects, %zu uploads",
-               b->name, b->n, b->nup);
+        ret = obj_idx_bucket_set(x, b->name, b->created_ns);
+        if (ret == 0)
+            ret = rebuild_bucket(s, b, x, dry, &n);
+        total += n;
+        if (!dry)
+            cm_log(CM_LOG_INFO, 0, "index: bucket %s: %llu objects", b->name,
+                   (unsigned long long)n);
     }
-    return ret;
+    if (ret < 0) {
+        obj_idx_close(x, false);
+        return ret;
+    }
+    s->idx_rebuild_s = mono_s() - t0;
+    cm_log(CM_LOG_INFO, 0,
+           "index: %s: %llu objects in %zu bucket(s) from the metas in "
+           "%.1f s",
+           dry ? "checked" : "rebuilt", (unsigned long long)total, s->nbuckets,
+           s->idx_rebuild_s);
+    *out = x;
+    return 0;
+}
+
+/* Removes index directories on drives other than @keep. */
+static void idx_remove_others(struct stor_store *s, size_t keep)
+{
+    for (size_t d = 0; d < s->ndrives; d++) {
+        char dir[PATH_MAX];
+
+        if (d != keep && obj_drive_online(s, d) &&
+            idx_dir(dir, sizeof(dir), s->drives[d].path) == 0)
+            (void)stor_rmtree(dir);
+    }
+}
+
+/* Contract in obj_i.h. */
+int obj_load(struct stor_store *s)
+{
+    struct idx_ptr p;
+    struct obj_idx_state st = {0};
+    const char *why = NULL;
+    double t0 = mono_s();
+    int ret = load_buckets(s);
+
+    if (ret < 0)
+        return ret;
+    ptr_newest(s, &p);
+    s->idx = idx_trusted(s, &p, &why);
+    if (s->idx) {
+        s->idx_drive = p.drive;
+        /* per bucket and drive, not per object: a drive that missed a
+         * delete and re-create of a bucket is emptied here */
+        for (size_t i = 0; i < s->nbuckets; i++)
+            for (size_t d = 0; d < s->ndrives; d++)
+                if (obj_drive_online(s, d))
+                    (void)bucket_drive_current(s, d, s->buckets[i]);
+    } else {
+        char dir[PATH_MAX];
+        size_t d = 0;
+
+        while (d < s->ndrives && !obj_drive_online(s, d))
+            d++;
+        if (d == s->ndrives)
+            return -EIO;
+        cm_log(CM_LOG_WARN, 0,
+               "index: %s: rebuilding it from the metas on "
+               "drive %s",
+               why, s->drives[d].path);
+        if (idx_dir(dir, sizeof(dir), s->drives[d].path) < 0)
+            return -ENAMETOOLONG;
+        __atomic_add_fetch(&s->idx_rebuilds, 1, __ATOMIC_RELAXED);
+        ret = rebuild_into(s, dir, false, &s->idx);
+        if (ret < 0)
+            return ret;
+        s->idx_drive = d;
+    }
+    idx_remove_others(s, s->idx_drive);
+    for (size_t i = 0; i < s->nbuckets; i++)
+        load_uploads(s, s->buckets[i]);
+    /* a new generation, dirty until a clean close */
+    s->idx_gen = (p.valid ? p.gen : 0) + 1;
+    st.format = OBJ_IDX_FORMAT;
+    memcpy(st.deployment, s->deployment, 33);
+    st.gen = s->idx_gen;
+    st.last_version = s->last_version;
+    ret = obj_idx_state_set(s->idx, &st);
+    if (ret < 0)
+        return ret;
+    memset(&p, 0, sizeof(p));
+    p.valid = true;
+    memcpy(p.deployment, s->deployment, 33);
+    p.gen = s->idx_gen;
+    p.drive = s->idx_drive;
+    if (ptr_write_all(s, &p) == 0)
+        return -EIO;
+    s->idx_ready = true;
+    s->idx_open_s = mono_s() - t0;
+    cm_log(CM_LOG_INFO, 0, "index: generation %llu on drive %s, open in %.3f s",
+           (unsigned long long)s->idx_gen, s->drives[s->idx_drive].path,
+           s->idx_open_s);
+    return 0;
+}
+
+/* Contract in obj_i.h. */
+void obj_index_close(struct stor_store *s)
+{
+    struct obj_idx_state st = {0};
+    struct idx_ptr p = {0};
+    char dir[PATH_MAX], path[PATH_MAX + 16];
+    int ret;
+
+    if (s->idx == NULL)
+        return;
+    if (!s->idx_ready || __atomic_load_n(&s->idx_broken, __ATOMIC_RELAXED) ||
+        !obj_drive_online(s, s->idx_drive) ||
+        idx_dir(dir, sizeof(dir), s->drives[s->idx_drive].path) < 0) {
+        obj_idx_close(s->idx, false); /* stays dirty: rebuilt next start */
+        s->idx = NULL;
+        return;
+    }
+    st.format = OBJ_IDX_FORMAT;
+    memcpy(st.deployment, s->deployment, 33);
+    st.gen = s->idx_gen;
+    st.last_version = __atomic_load_n(&s->last_version, __ATOMIC_RELAXED);
+    ret = obj_idx_state_set(s->idx, &st);
+    obj_idx_close(s->idx, true);
+    s->idx = NULL;
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    if (ret == 0)
+        ret = file_crc(path, &p.size, &p.crc);
+    if (ret < 0) {
+        cm_log(CM_LOG_WARN, -ret, "index: not closed cleanly");
+        return;
+    }
+    p.valid = true;
+    memcpy(p.deployment, s->deployment, 33);
+    p.gen = s->idx_gen;
+    p.drive = s->idx_drive;
+    p.clean = true;
+    (void)ptr_write_all(s, &p);
+}
+
+/* ---- `storaged index check|rebuild` ---- */
+
+/* Prints one key (bytes outside printable ASCII as \xHH). */
+static void put_key(FILE *out, const char *bucket, const char *k, size_t n)
+{
+    fprintf(out, "%s/", bucket);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)k[i];
+
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            fputc(c, out);
+        else
+            fprintf(out, "\\x%02x", c);
+    }
+}
+
+/* Compares bucket @b in the old index @x (may be NULL) with the one just
+ * built from the metas @nx; prints and counts the differences. */
+static long compare_bucket(struct obj_idx *x, struct obj_idx *nx, const char *b,
+                           FILE *out)
+{
+    struct obj_idx_cur *oc = NULL, *nc = NULL;
+    struct obj_idx_view ov, nv;
+    int orc = -ENOENT, nrc;
+    long diffs = 0;
+
+    if (obj_idx_cur_open(nx, b, &nc) < 0 ||
+        obj_idx_cur_seek(nc, NULL, 0, false) < 0) {
+        obj_idx_cur_close(nc);
+        return -EIO;
+    }
+    if (x && obj_idx_cur_open(x, b, &oc) == 0 &&
+        obj_idx_cur_seek(oc, NULL, 0, false) == 0)
+        orc = obj_idx_cur_next(oc, &ov);
+    nrc = obj_idx_cur_next(nc, &nv);
+    while (orc == 0 || nrc == 0) {
+        int c = orc != 0 ? 1
+                : nrc != 0
+                    ? -1
+                    : obj_key_cmp(ov.key, ov.key_len, nv.key, nv.key_len);
+
+        if (c < 0) {
+            put_key(out, b, ov.key, ov.key_len);
+            fprintf(out,
+                    ": in the index only (version %llu): no complete "
+                    "copy on the drives\n",
+                    (unsigned long long)ov.version);
+            diffs++;
+            orc = obj_idx_cur_next(oc, &ov);
+            continue;
+        }
+        if (c > 0) {
+            put_key(out, b, nv.key, nv.key_len);
+            fprintf(out, ": missing from the index (metas: version %llu)\n",
+                    (unsigned long long)nv.version);
+            diffs++;
+            nrc = obj_idx_cur_next(nc, &nv);
+            continue;
+        }
+        if (ov.rec_len != nv.rec_len ||
+            memcmp(ov.rec, nv.rec, ov.rec_len) != 0) {
+            put_key(out, b, nv.key, nv.key_len);
+            fprintf(out,
+                    ": differs: index version %llu size %llu, metas "
+                    "version %llu size %llu\n",
+                    (unsigned long long)ov.version, (unsigned long long)ov.size,
+                    (unsigned long long)nv.version,
+                    (unsigned long long)nv.size);
+            diffs++;
+        }
+        orc = obj_idx_cur_next(oc, &ov);
+        nrc = obj_idx_cur_next(nc, &nv);
+    }
+    obj_idx_cur_close(oc);
+    obj_idx_cur_close(nc);
+    return diffs;
+}
+
+struct stale_buckets {
+    struct stor_store *s;
+    FILE *out;
+    long diffs;
+};
+
+/* obj_idx_bucket_each callback: a bucket the index has, the drives not. */
+static int report_stale_bucket(void *arg, const char *bucket, int64_t created,
+                               uint64_t count)
+{
+    struct stale_buckets *sb = arg;
+    struct obj_bucket *b = obj_bucket_find(sb->s, bucket);
+
+    if (b == NULL || b->created_ns != created) {
+        fprintf(sb->out,
+                "%s: bucket in the index (%llu objects) but not on the "
+                "drives\n",
+                bucket, (unsigned long long)count);
+        sb->diffs++;
+    }
+    return 0;
+}
+
+/* Contract in obj_i.h. */
+long obj_index_check(struct stor_store *s, bool rebuild, FILE *out)
+{
+    struct idx_ptr p;
+    struct obj_idx *x, *nx = NULL, *old = NULL;
+    struct stale_buckets sb = {s, out, 0};
+    const char *why = NULL;
+    char dir[PATH_MAX], ndir[PATH_MAX + 8];
+    size_t d = 0;
+    long diffs = 0;
+    int ret = load_buckets(s);
+
+    if (ret < 0)
+        return ret;
+    ptr_newest(s, &p);
+    x = idx_trusted(s, &p, &why);
+    if (x == NULL) {
+        fprintf(out, "index: %s: the server would rebuild it at start\n", why);
+        diffs++;
+        /* compare with it anyway when it can be opened */
+        if (p.valid && p.drive < s->ndrives && obj_drive_online(s, p.drive) &&
+            idx_dir(dir, sizeof(dir), s->drives[p.drive].path) == 0 &&
+            obj_idx_open(dir, false, &old) == 0)
+            x = old;
+    }
+    while (d < s->ndrives && !obj_drive_online(s, d))
+        d++;
+    if (d == s->ndrives || idx_dir(dir, sizeof(dir), s->drives[d].path) < 0) {
+        obj_idx_close(x, false);
+        return -EIO;
+    }
+    snprintf(ndir, sizeof(ndir), "%s.new", dir);
+    ret = rebuild_into(s, ndir, !rebuild, &nx);
+    if (ret < 0) {
+        obj_idx_close(x, false);
+        (void)stor_rmtree(ndir);
+        return ret;
+    }
+    for (size_t i = 0; i < s->nbuckets && diffs >= 0; i++) {
+        long n = compare_bucket(x, nx, s->buckets[i]->name, out);
+
+        diffs = n < 0 ? n : diffs + n;
+    }
+    if (x && diffs >= 0 &&
+        obj_idx_bucket_each(x, report_stale_bucket, &sb) == 0)
+        diffs += sb.diffs;
+    obj_idx_close(x, false);
+    if (!rebuild || diffs < 0) {
+        obj_idx_close(nx, false);
+        (void)stor_rmtree(ndir);
+        return diffs;
+    }
+    /* put the new one in place, clean, as a clean close would */
+    {
+        struct obj_idx_state st = {0};
+        struct idx_ptr np = {0};
+        char path[PATH_MAX + 16];
+
+        st.format = OBJ_IDX_FORMAT;
+        memcpy(st.deployment, s->deployment, 33);
+        st.gen = (p.valid ? p.gen : 0) + 1;
+        st.last_version = s->last_version;
+        ret = obj_idx_state_set(nx, &st);
+        obj_idx_close(nx, true);
+        if (ret == 0) {
+            (void)stor_rmtree(dir);
+            if (rename(ndir, dir) < 0)
+                ret = -errno;
+        }
+        snprintf(path, sizeof(path), "%s/data.mdb", dir);
+        if (ret == 0)
+            ret = file_crc(path, &np.size, &np.crc);
+        if (ret < 0)
+            return ret;
+        np.valid = true;
+        memcpy(np.deployment, s->deployment, 33);
+        np.gen = st.gen;
+        np.drive = d;
+        np.clean = true;
+        if (ptr_write_all(s, &np) == 0)
+            return -EIO;
+        idx_remove_others(s, d);
+        fprintf(out, "index: rebuilt on %s (generation %llu)\n",
+                s->drives[d].path, (unsigned long long)np.gen);
+    }
+    return diffs;
 }

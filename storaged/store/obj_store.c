@@ -1,14 +1,18 @@
-/* storaged/store/obj_store.c - opening the store (drive checks, format records,
- * set geometry), buckets, the in-memory sorted index helpers, paths and
- * statistics. Object I/O lives in obj_io.c, listing and multipart in
- * obj_list.c, loading in obj_load.c, healing and scanning in obj_heal.c.
+/* storaged/store/obj_store.c - the core of the object layer: opening the
+ * store (drive checks, format records, set geometry), buckets, the one
+ * way to the current entry of a key (obj_cur_*), paths and statistics.
+ * Object I/O lives in obj_io.c, listing and multipart in obj_list.c, the
+ * index's start-up in obj_load.c, healing and scanning in obj_heal.c.
  *
- * DESIGN: one process owns the drives, so the authoritative view of which
- * object version is current lives in memory (one sorted array of immutable
- * entries per bucket), loaded from the per-drive meta files at start. GETs
- * and listings never need a metadata quorum read; a drive that returns after
- * an outage can only hold older versions, which GETs reject by version. */
+ * DESIGN: one process owns the drives, so it can know which object version
+ * is current: the persistent index (obj_idx.c, LMDB) holds it, a durable
+ * copy of the per-drive meta files, which stay the truth (obj_load.c
+ * rebuilds the index from them when it cannot be trusted). GETs and
+ * listings never need a metadata quorum read; a drive that returns after an
+ * outage can only hold older versions, which GETs reject by version. */
 #include "storaged/store/obj_i.h"
+
+#include "storaged/store/obj_idx.h"
 
 #include "common/log.h"
 #include <errno.h>
@@ -369,7 +373,7 @@ void stor_obj_info_fini(struct stor_obj_info *i)
     i->part_size = NULL;
 }
 
-/* ---- sorted index ---- */
+/* ---- the current entry (every lookup goes through here) ---- */
 
 /* memcmp order, shorter first on a tie: S3 listing order. */
 int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl)
@@ -381,64 +385,90 @@ int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl)
     return al < bl ? -1 : al > bl ? 1 : 0;
 }
 
-/* Contract in obj_i.h (binary search). */
-ssize_t obj_index_find(struct obj_bucket *b, const char *key, size_t len)
+/* Contract in obj_i.h. */
+void obj_idx_failed(struct stor_store *s, int err)
 {
-    size_t lo = 0, hi = b->n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = obj_key_cmp(b->v[mid]->key, b->v[mid]->key_len, key, len);
-
-        if (c == 0)
-            return (ssize_t)mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -(ssize_t)lo - 1;
+    if (!__atomic_exchange_n(&s->idx_broken, true, __ATOMIC_RELAXED))
+        cm_log(CM_LOG_ERROR, -err,
+               "index: a write failed; serving on, the index is rebuilt "
+               "from the metas at the next start");
 }
 
-/* Contract in obj_i.h (insert keeps the array sorted). */
-struct obj_ent *obj_index_put(struct obj_bucket *b, struct obj_ent *e, int *err)
+/* Contract in obj_i.h. */
+int obj_cur_lookup(struct stor_store *s, const char *bucket, const char *key,
+                   size_t key_len, struct obj_ent **out)
 {
-    ssize_t i = obj_index_find(b, e->key, e->key_len);
-    struct obj_ent *old;
-    size_t at;
+    int ret;
 
-    *err = 0;
-    if (i >= 0) {
-        old = b->v[i];
-        b->v[i] = e;
-        return old;
-    }
-    if (b->n == b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 64;
-        struct obj_ent **nv = realloc(b->v, nc * sizeof(*nv));
-
-        if (nv == NULL) {
-            *err = -ENOMEM;
-            return NULL;
-        }
-        b->v = nv;
-        b->cap = nc;
-    }
-    at = (size_t)(-i - 1);
-    memmove(b->v + at + 1, b->v + at, (b->n - at) * sizeof(*b->v));
-    b->v[at] = e;
-    b->n++;
-    return NULL;
+    *out = NULL;
+    pthread_rwlock_rdlock(&s->lock);
+    if (obj_bucket_find(s, bucket) == NULL)
+        ret = -STOR_ENOBUCKET;
+    else
+        ret = obj_idx_lookup(s->idx, bucket, key, key_len, out);
+    pthread_rwlock_unlock(&s->lock);
+    if (ret == -ENOENT)
+        return -STOR_ENOKEY;
+    if (ret == -EBADMSG)
+        return -EIO;
+    return ret;
 }
 
-/* Removes entry @i from the index and returns it (caller frees). */
-struct obj_ent *obj_index_remove(struct obj_bucket *b, size_t i)
+/* Contract in obj_i.h. */
+int obj_cur_lookup_nb(struct stor_store *s, const char *bucket, const char *key,
+                      size_t key_len, struct obj_ent **out)
 {
-    struct obj_ent *e = b->v[i];
+    int ret = -EAGAIN;
 
-    memmove(b->v + i, b->v + i + 1, (b->n - i - 1) * sizeof(*b->v));
-    b->n--;
-    return e;
+    *out = NULL;
+    if (pthread_rwlock_tryrdlock(&s->lock) != 0)
+        return -EAGAIN;
+    if (obj_bucket_find(s, bucket) != NULL)
+        ret = obj_idx_lookup_nb(s->idx, bucket, key, key_len, out);
+    pthread_rwlock_unlock(&s->lock);
+    return ret == 0 ? 0 : -EAGAIN;
+}
+
+/* Contract in obj_i.h. */
+int obj_cur_set(struct stor_store *s, const char *bucket,
+                const struct obj_ent *e, struct obj_ent **old)
+{
+    int ret;
+
+    if (old)
+        *old = NULL;
+    pthread_rwlock_rdlock(&s->lock);
+    if (obj_bucket_find(s, bucket) == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        ret = obj_idx_put(s->idx, bucket, e, old);
+        if (ret < 0)
+            obj_idx_failed(s, ret);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+/* Contract in obj_i.h. */
+int obj_cur_remove(struct stor_store *s, const char *bucket, const char *key,
+                   size_t key_len, struct obj_ent **old)
+{
+    int ret;
+
+    if (old)
+        *old = NULL;
+    pthread_rwlock_rdlock(&s->lock);
+    if (obj_bucket_find(s, bucket) == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        ret = obj_idx_remove(s->idx, bucket, key, key_len, old);
+        if (ret == -ENOENT)
+            ret = -STOR_ENOKEY;
+        else if (ret < 0)
+            obj_idx_failed(s, ret);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
 }
 
 /* Contract in obj_i.h (binary search by name). */
@@ -463,9 +493,6 @@ struct obj_bucket *obj_bucket_find(struct stor_store *s, const char *name)
 /* Frees a bucket, its index and its uploads. */
 static void bucket_free(struct obj_bucket *b)
 {
-    for (size_t i = 0; i < b->n; i++)
-        obj_ent_free(b->v[i]);
-    free(b->v);
     for (size_t i = 0; i < b->nup; i++) {
         free(b->up[i]->key);
         free(b->up[i]->parts);
@@ -588,6 +615,11 @@ int stor_bucket_create(struct stor_store *s, const char *bucket)
         ret = -STOR_EQUORUM;
         goto out;
     }
+    ret = obj_idx_bucket_set(s->idx, bucket, now);
+    if (ret < 0) {
+        obj_idx_failed(s, ret);
+        ret = 0; /* the drives hold it; the next start rebuilds the index */
+    }
     ret = bucket_insert(s, bucket, now, NULL);
 out:
     pthread_rwlock_unlock(&s->lock);
@@ -609,9 +641,18 @@ int stor_bucket_delete(struct stor_store *s, const char *bucket)
     /* uploads in progress do not keep a bucket (S3 deletes it and them;
      * `aws s3 rb --force` after an interrupted upload must work): their
      * directories go with the bucket below */
-    if (b->n > 0) {
-        ret = -STOR_ENOTEMPTY;
-        goto out;
+    {
+        struct obj_idx_cur *c;
+        struct obj_idx_view v;
+
+        ret = obj_idx_cur_open(s->idx, bucket, &c);
+        if (ret == 0)
+            ret = obj_idx_cur_seek(c, NULL, 0, false);
+        if (ret == 0)
+            ret = obj_idx_cur_next(c, &v) == 0 ? -STOR_ENOTEMPTY : 0;
+        obj_idx_cur_close(c);
+        if (ret < 0)
+            goto out;
     }
     for (size_t d = 0; d < s->ndrives; d++) {
         char path[PATH_MAX];
@@ -628,6 +669,11 @@ int stor_bucket_delete(struct stor_store *s, const char *bucket)
         if (obj_path_upload(path, sizeof(path), s->drives[d].path, bucket, NULL,
                             NULL) == 0)
             (void)stor_rmtree(path);
+    }
+    ret = obj_idx_bucket_drop(s->idx, bucket);
+    if (ret < 0) {
+        obj_idx_failed(s, ret);
+        ret = 0;
     }
     for (size_t i = 0; i < s->nbuckets; i++) {
         if (s->buckets[i] == b) {
@@ -836,6 +882,11 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
         }
         ret = 0;
     }
+    if (nformatted == 0 && s->offline) {
+        set_err(err, "no formatted drive among the %zu given", n);
+        ret = -ENOENT;
+        goto out;
+    }
     if (nformatted == 0) {
         uint8_t rnd[16];
         int ss, K, M;
@@ -915,7 +966,7 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
             ret = -EINVAL;
             goto out;
         }
-        if (state[i] == 0) {
+        if (state[i] == 0 || (state[i] == 1 && s->offline)) {
             cm_log(CM_LOG_WARN, ENOENT,
                    "drive %s: missing, serving without "
                    "it",
@@ -944,7 +995,7 @@ static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
                        d->path, d->set, d->pos);
             }
         }
-        ret = obj_drive_prepare(d);
+        ret = s->offline ? 0 : obj_drive_prepare(d);
         if (ret < 0) {
             cm_log(CM_LOG_WARN, -ret, "drive %s: unusable, offline", d->path);
             ret = 0;
@@ -1012,12 +1063,49 @@ fail:
     return ret;
 }
 
+/* Contract in object.h. */
+long stor_index_check(const char *const *drives, size_t ndrives, bool rebuild,
+                      FILE *out, char **err)
+{
+    struct stor_store_opts o = {
+        .drives = drives, .ndrives = ndrives, .ec_parity = -1, .fsync = true};
+    struct stor_store *s;
+    long ret;
+
+    if (err)
+        *err = NULL;
+    if (ndrives == 0 || drives == NULL) {
+        set_err(err, "no drives given");
+        return -EINVAL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->fsync = true;
+    s->offline = true;
+    pthread_rwlock_init(&s->lock, NULL);
+    for (int i = 0; i < OBJ_KLOCKS; i++)
+        pthread_rwlock_init(&s->klock[i], NULL);
+    pthread_mutex_init(&s->heal_lock, NULL);
+    pthread_cond_init(&s->heal_cond, NULL);
+    ret = open_drives(s, &o, err);
+    if (ret == 0) {
+        ret = obj_index_check(s, rebuild, out);
+        if (ret < 0)
+            set_err(err, "%s the index failed: %s",
+                    rebuild ? "rebuilding" : "checking", strerror((int)-ret));
+    }
+    stor_store_close(s);
+    return ret;
+}
+
 /* Contract in object.h: stops the threads, frees everything. */
 void stor_store_close(struct stor_store *s)
 {
     if (s == NULL)
         return;
     obj_threads_stop(s);
+    obj_index_close(s);
     for (size_t i = 0; i < s->nbuckets; i++)
         bucket_free(s->buckets[i]);
     free(s->buckets);
@@ -1037,6 +1125,16 @@ void stor_store_close(struct stor_store *s)
 
 /* ---- stats ---- */
 
+/* obj_idx_bucket_each callback: sums the object counts. */
+static int count_objects(void *arg, const char *bucket, int64_t created,
+                         uint64_t count)
+{
+    (void)bucket;
+    (void)created;
+    *(uint64_t *)arg += count;
+    return 0;
+}
+
 /* Contract in object.h (counters are atomics). */
 void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
 {
@@ -1055,6 +1153,15 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
     out->ndrives = s->ndrives;
     for (size_t i = 0; i < s->ndrives; i++)
         out->drives_online += obj_drive_online(s, i);
+    if (s->idx &&
+        obj_idx_bucket_each(s->idx, count_objects, &out->index_objects) < 0)
+        out->index_objects = 0;
+    out->index_rebuilds = __atomic_load_n(&s->idx_rebuilds, __ATOMIC_RELAXED);
+    out->index_rebuild_objects =
+        __atomic_load_n(&s->idx_rebuild_objects, __ATOMIC_RELAXED);
+    out->index_rebuild_s = s->idx_rebuild_s;
+    out->index_open_s = s->idx_open_s;
+    out->index_broken = __atomic_load_n(&s->idx_broken, __ATOMIC_RELAXED);
 }
 
 /* Contract in object.h. */

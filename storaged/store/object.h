@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -46,7 +47,7 @@ struct stor_store_opts {
     const char *const
         *drives; /* drive directory paths, ellipsis already expanded */
     size_t ndrives;
-    int ec_data;   /* K; 0 = default from the set size (DESIGN.md rules) */
+    int ec_data;   /* K; 0 = default from the set size (FORMAT.md rules) */
     int ec_parity; /* M; -1 = default */
     int set_size;  /* drives per erasure set; 0 = choose (largest of 16..2
                       dividing ndrives) */
@@ -58,6 +59,15 @@ struct stor_store_opts {
 CM_MUST_CHECK int stor_store_open(const struct stor_store_opts *o,
                                   struct stor_store **out, char **err);
 void stor_store_close(struct stor_store *s);
+
+/* `storaged index check|rebuild DRIVE...`, with the store not served:
+ * reads every meta of the drives (as a start-up rebuild does), compares
+ * the result with the index the drives name and prints every difference
+ * to @out; with @rebuild the index is then replaced by the new one (marked
+ * clean). Nothing else on the drives changes for a check. Returns the
+ * number of differences (>= 0) or -errno, *err as for stor_store_open. */
+CM_MUST_CHECK long stor_index_check(const char *const *drives, size_t ndrives,
+                                    bool rebuild, FILE *out, char **err);
 
 /* ---- buckets ---- */
 struct stor_bucket_info {
@@ -242,6 +252,13 @@ struct stor_store_stats {
     uint64_t scan_objects, scan_bytes, scan_cycles;
     double scan_percent, scan_last_cycle_s;
     size_t ndrives, drives_online;
+    /* the persistent index (storaged/FORMAT.md "The object index") */
+    uint64_t index_objects;         /* current objects, every bucket */
+    uint64_t index_rebuilds;        /* rebuilds from the metas at this start */
+    uint64_t index_rebuild_objects; /* objects the rebuild put back */
+    double index_rebuild_s;         /* how long that rebuild took */
+    double index_open_s;            /* how long opening the index took */
+    bool index_broken; /* a write failed: rebuilt at the next start */
 };
 void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out);
 /* Per-drive figures for /metrics; @i < ndrives. */

@@ -71,7 +71,8 @@ uint64_t stor_siphash(const uint8_t key[16], const void *p, size_t n)
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
-/* Contract in placement.h (DESIGN.md table). */
+/* Contract in placement.h (the table in storaged/FORMAT.md "Drives and sets").
+ */
 int stor_default_parity(int n)
 {
     if (n <= 1)

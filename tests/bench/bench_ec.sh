@@ -11,5 +11,5 @@ make -s -j2 build/rel/libstoraged.a build/rel/libcommon.a
 mkdir -p build/rel/bench
 cc -O2 -g -std=c11 -D_GNU_SOURCE -I. -pthread -o build/rel/bench/bench_ec \
     tests/bench/bench_ec.c build/rel/libstoraged.a build/rel/libcommon.a \
-    $(pkg-config --libs libcurl openssl expat liburing) -lisal -lm
+    $(pkg-config --libs libcurl openssl expat liburing) -lisal -llmdb -lm
 exec build/rel/bench/bench_ec "$@" 2> >(grep -v ' INFO ' >&2)

@@ -1,7 +1,8 @@
 /* tests/unit/ec_test.c - the isa-l codec wrapper and placement: every
  * erasure pattern up to m lost shards rebuilds exactly for the geometries we
- * use; SipHash matches the reference vector; set defaults follow DESIGN.md;
- * 10,000 keys spread over 4 sets (and shard 0 over all drives) within 10%. */
+ * use; SipHash matches the reference vector; set defaults follow
+ * storaged/FORMAT.md "Drives and sets"; 10,000 keys spread over 4 sets (and
+ * shard 0 over all drives) within 10%. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -193,10 +193,10 @@ static int count_cb(void *arg, const char *bucket, int64_t created,
                     uint64_t count)
 {
     char *seen = arg;
+    size_t n = strlen(seen);
 
     (void)count;
-    strcat(seen, bucket);
-    strcat(seen, created == 5 ? "5," : "?,");
+    snprintf(seen + n, 128 - n, "%s%s", bucket, created == 5 ? "5," : "?,");
     return 0;
 }
 
