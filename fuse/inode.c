@@ -579,6 +579,23 @@ static bool dir_changed_since(struct fc_itab *t, const char *dirkey, double when
     return n != NULL && n->t >= when;
 }
 
+/* A directory made here is empty (see header). */
+void fc_itab_empty_listing(struct fc_fs *fs, const char *dirkey)
+{
+    struct fc_itab *t = fs->itab;
+    struct fc_listing *l = fc_listing_build(dirkey, NULL, 0, fc_now()), *old;
+
+    if (l == NULL)
+        return;
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND(hh, t->listings, dirkey, strlen(dirkey), old);
+    if (old)
+        HASH_DEL(t->listings, old);
+    HASH_ADD_KEYPTR(hh, t->listings, l->key, strlen(l->key), l);
+    pthread_mutex_unlock(&t->lock);
+    fc_listing_unref(old);
+}
+
 /* Drops listings of a subtree (see header). */
 void fc_itab_drop_listings(struct fc_fs *fs, const char *dirkey)
 {

@@ -169,6 +169,9 @@ void fc_itab_note(struct fc_fs *fs, const char *key, bool exists,
  * note. */
 bool fc_itab_noted(struct fc_fs *fs, const char *key, double since,
                    bool *exists, struct fc_attr *a, double *when);
+/* Caches an empty listing of @dirkey, fetched now: a directory mkdir just
+ * made, so lookups of new names in it cost no request. */
+void fc_itab_empty_listing(struct fc_fs *fs, const char *dirkey);
 /* Drops every cached listing of @dirkey and below (a directory rename). */
 void fc_itab_drop_listings(struct fc_fs *fs, const char *dirkey);
 

@@ -1272,6 +1272,8 @@ static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
         fc_inode_forget(fs->itab, e.ino, 1);
 }
 
+static int dir_has_children(struct fc_fs *fs, const char *dirkey);
+
 /* Valid replies: fuse_reply_entry, fuse_reply_err. A directory is a
  * "name/" marker object. */
 static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -1299,6 +1301,10 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     ret = put_empty(fs, key, etag);
     if (ret == 0) {
         fc_itab_note(fs, key, true, &a);
+        /* (it may have existed as a prefix: then the marker is all that
+         * is new and its listing is fetched as usual) */
+        if (dir_has_children(fs, key) == 0)
+            fc_itab_empty_listing(fs, key);
         ret = make_entry(fs, key, &a, fc_now(), &e);
     }
     free(key);
@@ -1503,7 +1509,15 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst)
     double t;
     int ret;
 
-    ret = fc_s3_head(fs->s3, src, &obj);
+    if (fc_itab_cached_attr(fs->itab, src, &cur, &t) && cur.etag[0] &&
+        fc_fs_is_fresh(fs, t) && !cur.is_dir) {
+        /* attributes from this mount's own commit (rsync's temp file):
+         * no HEAD needed */
+        obj.size = cur.size;
+        ret = 0;
+    } else {
+        ret = fc_s3_head(fs->s3, src, &obj);
+    }
     if (ret == -ENOENT && fc_itab_cached_attr(fs->itab, src, &cur, &t)) {
         /* created here and still being written: nothing to copy yet, the
          * commit goes to the new name */

@@ -460,3 +460,25 @@ def test_writers_and_readers_at_once(srv_mount):
     for k, v in new.items():
         assert open(os.path.join(m.path, k), "rb").read() == v
         assert s3.get_object(Bucket=bucket, Key=k)["Body"].read() == v
+
+
+def test_small_file_request_economy(srv_mount):
+    """cp of small files into a new directory: one PUT per file, no HEAD
+    or LIST per file (the new directory's listing is known empty, the
+    mount's own creations are noted); rsync's rename needs no HEAD."""
+    srv, s3, bucket, make = srv_mount
+    m = make()
+    d = os.path.join(m.path, "new")
+    os.mkdir(d)
+    before = m.stats()
+    for i in range(20):
+        with open(os.path.join(d, "f%02d" % i), "wb") as f:
+            f.write(b"x" * i)
+    os.rename(os.path.join(d, "f00"), os.path.join(d, "g00"))
+    after = m.stats()
+    delta = {k: after[k] - before[k] for k in ("put", "head", "list", "copy",
+                                               "del", "parts", "mpu")}
+    assert delta == {"put": 20, "head": 0, "list": 0, "copy": 1, "del": 1,
+                     "parts": 0, "mpu": 0}, delta
+    assert sorted(os.listdir(d)) == ["f%02d" % i for i in range(1, 20)] + \
+        ["g00"]

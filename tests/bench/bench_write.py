@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""tests/bench/bench_write.py - write throughput into a mount: local disk,
+ecfs, s3fs-fuse and rclone mount, each on the same storaged, side by side
+in one run; and the server's own single-stream PUT rate (boto3) as the
+ceiling of the big-file figure. Figures, not pass/fail.
+
+Workloads (each peer writes into a fresh folder every round):
+  cp      cp -r of the ImageFolder dataset (scripts/gen-dataset, the
+          3000-file default preset, cached under var/bench/), files/s
+  big     cp of one 1 GiB file (random bytes), MiB/s
+  rsync   rsync -a of the dataset (temp file + rename per file), files/s
+  put     boto3 put_object of the same 1 GiB file (one PUT, one stream):
+          the server's single-stream PUT rate, MiB/s
+Every figure includes the uploads: ecfs, s3fs and rclone (VFS cache off)
+finish a file's upload in close(); for local disk the big file's figure
+includes its fsync (else it measures the page cache). Rounds rotate the
+peer order; tables give medians and [min-max]; ratios are against s3fs
+and rclone (small files) and against boto3's PUT (big file).
+
+Usage: tests/bench/bench_write.py [--repeat N] [--peers local,ecfs,...]
+       [--tests cp,big,rsync,put] [--big-mib N] [--files N] [--results DIR]
+Needs root (mounts).
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_loader as bl  # noqa: E402  (Storaged, Mount, helpers)
+
+PEERS = ["local", "ecfs", "s3fs", "rclone"]
+TESTS = ["cp", "big", "rsync", "put"]
+BUCKET = "wbench"
+
+
+class WMount(bl.Mount):
+    """A writable mount of BUCKET:prefix (bench_loader's are ro)."""
+
+    def argv_env(self):
+        argv, env = super().argv_env()
+        src = {"ecfs": "%s:%s" % (bl.BUCKET, self.prefix),
+               "s3fs": "%s:/%s" % (bl.BUCKET, self.prefix),
+               "rclone": "bench:%s/%s" % (bl.BUCKET, self.prefix)}[self.kind]
+        dst = src.replace(bl.BUCKET, BUCKET, 1) if self.kind != "rclone" \
+            else "bench:%s/%s" % (BUCKET, self.prefix)
+        argv = [dst if x == src else x for x in argv]
+        if self.kind == "ecfs":
+            argv[-1] = argv[-1].replace(",ro", "")
+        elif self.kind == "s3fs":
+            argv[-1] = argv[-1].replace(",ro,", ",")
+        elif self.kind == "rclone":
+            argv.remove("--read-only")
+        return argv, env
+
+
+def log(msg):
+    print("[bench_write %6.1fs] %s" % (time.monotonic() - T0, msg),
+          flush=True)
+
+
+T0 = time.monotonic()
+
+
+def count_files(root):
+    return sum(len(f) for _, _, f in os.walk(root))
+
+
+def timed(argv):
+    t = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--peers", default=",".join(PEERS))
+    ap.add_argument("--tests", default=",".join(TESTS))
+    ap.add_argument("--big-mib", type=int, default=1024)
+    ap.add_argument("--files", type=int, default=3000)
+    ap.add_argument("--results", default=None,
+                    help="also write write.md into this folder")
+    ap.add_argument("--workdir", default=None)
+    a = ap.parse_args()
+    peers = [p for p in a.peers.split(",") if p]
+    tests = [t for t in a.tests.split(",") if t]
+
+    work = tempfile.mkdtemp(prefix="bench-write-", dir=a.workdir)
+    cache = os.path.join(bl.REPO, "var", "bench")
+    data = os.path.join(cache, "dataset-w%d" % a.files)
+    if not os.path.isdir(data):
+        subprocess.run([bl.PY, os.path.join(bl.REPO, "scripts", "gen-dataset"),
+                        data, "--preset", "default", "--files",
+                        str(a.files), "--quiet"], check=True)
+    nfiles = count_files(data)
+    big = os.path.join(work, "big.bin")
+    with open(big, "wb") as f:
+        chunk = os.urandom(1 << 20)
+        for i in range(a.big_mib):
+            f.write(chunk[i % 7:] + chunk[:i % 7])  # not dedupable
+    srv = bl.Storaged(os.path.join(work, "drives"))
+    srv.start()
+    if True:
+        import boto3
+        from botocore.config import Config
+        s3 = boto3.client("s3", endpoint_url=srv.endpoint,
+                          aws_access_key_id=bl.ACCESS,
+                          aws_secret_access_key=bl.SECRET,
+                          region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"}))
+    s3.create_bucket(Bucket=BUCKET)
+    log("storaged %s, %d files (%.0f MiB), big file %d MiB"
+        % (srv.endpoint, nfiles,
+           sum(os.path.getsize(os.path.join(d, n))
+               for d, _, fs in os.walk(data) for n in fs) / 2**20, a.big_mib))
+    res = {(p, t): [] for p in peers + ["boto3"] for t in tests}
+    try:
+        for r in range(a.repeat):
+            order = peers[r % len(peers):] + peers[:r % len(peers)]
+            for peer in order:
+                run_peer(peer, r, tests, data, nfiles, big, a.big_mib, srv,
+                         s3, work, res)
+            if "put" in tests:
+                t = time.perf_counter()
+                with open(big, "rb") as f:
+                    s3.put_object(Bucket=BUCKET, Key="put/r%d" % r, Body=f)
+                res[("boto3", "put")].append(a.big_mib /
+                                             (time.perf_counter() - t))
+                s3.delete_object(Bucket=BUCKET, Key="put/r%d" % r)
+                log("boto3 put: %.0f MiB/s" % res[("boto3", "put")][-1])
+    finally:
+        srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    md = table(res, peers, tests, a, nfiles)
+    print(md)
+    if a.results:
+        with open(os.path.join(a.results, "write.md"), "w") as f:
+            f.write(md)
+    return 0
+
+
+def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
+    root = os.path.join(work, "local-out") if peer == "local" else \
+        os.path.join(work, "mnt-" + peer)
+    m = None
+    if peer == "local":
+        os.makedirs(root, exist_ok=True)
+    else:
+        prefix = "%s-r%d" % (peer, r)
+        # the prefix must exist for s3fs/rclone to mount it
+        s3.put_object(Bucket=BUCKET, Key=prefix + "/", Body=b"")
+        m = WMount(peer, root, srv, work, prefix)
+        try:
+            m.mount()
+        except RuntimeError:
+            with open(m.log, errors="replace") as f:
+                log("%s failed to mount:\n%s" % (peer, f.read()[-2000:]))
+            raise
+    try:
+        if "cp" in tests:
+            dst = os.path.join(root, "cp")
+            s = timed(["cp", "-r", data, dst])
+            res[(peer, "cp")].append(nfiles / s)
+            log("%s cp -r: %.0f files/s" % (peer, nfiles / s))
+        if "big" in tests:
+            dst = os.path.join(root, "big.bin")
+            t = time.perf_counter()
+            subprocess.run(["cp", big, dst], check=True)
+            if peer == "local":
+                fd = os.open(dst, os.O_RDONLY)
+                os.fsync(fd)
+                os.close(fd)
+            s = time.perf_counter() - t
+            res[(peer, "big")].append(big_mib / s)
+            log("%s big: %.0f MiB/s" % (peer, big_mib / s))
+        if "rsync" in tests:
+            dst = os.path.join(root, "rs")
+            s = timed(["rsync", "-a", data + "/", dst + "/"])
+            res[(peer, "rsync")].append(nfiles / s)
+            log("%s rsync -a: %.0f files/s" % (peer, nfiles / s))
+    finally:
+        if m is not None:
+            m.unmount()
+        if peer == "local":
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def fmt(xs):
+    if not xs:
+        return "-"
+    return "%.0f [%.0f-%.0f]" % (statistics.median(xs), min(xs), max(xs))
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def table(res, peers, tests, a, nfiles):
+    out = ["## Write throughput into the mount (tests/bench/bench_write.py)",
+           "",
+           "%d files (gen-dataset default preset), %d MiB big file, %d "
+           "round(s); median [min-max]." % (nfiles, a.big_mib, a.repeat),
+           "",
+           "| peer | cp -r files/s | 1 GiB cp MiB/s | rsync -a files/s |",
+           "|---|---|---|---|"]
+    for p in peers:
+        out.append("| %s | %s | %s | %s |" % (
+            p, fmt(res[(p, "cp")]), fmt(res[(p, "big")]),
+            fmt(res[(p, "rsync")])))
+    if "put" in tests:
+        out.append("| boto3 put_object (server, one stream) | - | %s | - |"
+                   % fmt(res[("boto3", "put")]))
+    out.append("")
+    e = {t: med(res.get(("ecfs", t), [])) for t in ("cp", "big", "rsync")}
+    lines = []
+    for peer in ("s3fs", "rclone"):
+        for t in ("cp", "rsync"):
+            o = med(res.get((peer, t), []))
+            if e[t] and o:
+                lines.append("ecfs/%s %s: %.2fx" % (peer, t, e[t] / o))
+    put = med(res.get(("boto3", "put"), []))
+    if e["big"] and put:
+        lines.append("ecfs big / boto3 PUT: %.2fx" % (e["big"] / put))
+    out.append("Ratios (medians): " + "; ".join(lines) + ".")
+    out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
