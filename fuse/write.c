@@ -774,6 +774,18 @@ int fc_write_truncate(struct fc_wfile *wf, uint64_t size)
     pthread_mutex_lock(&wf->wlock);
     if (!wf->staged && size == wf->size)
         goto out;
+    if (!wf->staged && size > wf->size) {
+        /* a stream extended (cp of a file ending in a hole): zeros */
+        static const char zeros[64 << 10];
+        while (ret == 0 && wf->size < size)
+            ret = stream_append(wf, zeros,
+                                (size_t)CM_MIN(sizeof(zeros), size - wf->size));
+        if (ret == 0) {
+            wf->dirty = true;
+            fc_inode_write_note(wf->fs->itab, wf->in, 0, wf->size);
+        }
+        goto out;
+    }
     if (!wf->staged && (ret = stream_to_stage(wf, "a truncate")) < 0)
         goto out;
     if (size == 0 && !wf->filled) {

@@ -78,6 +78,12 @@ def gen_tree(root, seed=7):
             f.seek(off)
             f.write(b"x" * 4096)
     sizes["sparse.bin"] = (12 << 20) + 4096
+    # ends in a hole: cp writes the data, then extends with ftruncate
+    p = os.path.join(root, "hole-at-end.bin")
+    with open(p, "wb") as f:
+        f.write(b"y" * 4096)
+        f.truncate(11 << 20)
+    sizes["hole-at-end.bin"] = 11 << 20
     return sizes
 
 
