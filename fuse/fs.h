@@ -45,15 +45,15 @@ struct fc_opts {
     unsigned retries;
     unsigned connect_timeout_ms;
     unsigned stall_timeout_s;
-    unsigned threads;       /* FUSE worker threads */
-    unsigned read_ahead_kb; /* kernel bdi readahead set after mount; 0 keep */
-    unsigned dir_prefetch;  /* ro: prefetch a dir's small files after this
-                             * many were read; 0 = never */
-    unsigned list_prefetch; /* list a dir's subdirs ahead after this many
-                             * of them were opened; 0 = never */
-    size_t write_part_size; /* first part size of uploads (>= 5 MiB) */
-    char *stage_dir;        /* staging files go here (created if absent) */
-    uint64_t stage_max;     /* largest staged file */
+    unsigned threads;        /* FUSE worker threads */
+    unsigned read_ahead_kb;  /* kernel bdi readahead set after mount; 0 keep */
+    unsigned dir_prefetch;   /* ro: prefetch a dir's small files after this
+                              * many were read; 0 = never */
+    unsigned list_prefetch;  /* list a dir's subdirs ahead after this many
+                              * of them were opened; 0 = never */
+    size_t write_part_size;  /* first part size of uploads (>= 5 MiB) */
+    char *stage_dir;         /* staging files go here (created if absent) */
+    uint64_t stage_max;      /* largest staged file */
     unsigned rename_dir_max; /* most keys a directory rename moves */
 };
 

@@ -36,9 +36,9 @@ struct fc_itab {
     size_t count;                   /* protected by lock */
     struct fc_listing *listings;    /* cache by dir key; one ref each; lock */
     pthread_mutex_t list_locks[64]; /* serialise refreshes, by key hash */
-    unsigned sweep_at; /* sweep expired listings at this count; lock */
-    struct fc_note *notes;  /* by key; protected by lock */
-    struct fc_note *dirchg; /* by directory key: last change; lock */
+    unsigned sweep_at;       /* sweep expired listings at this count; lock */
+    struct fc_note *notes;   /* by key; protected by lock */
+    struct fc_note *dirchg;  /* by directory key: last change; lock */
     unsigned notes_sweep_at; /* sweep old notes at this count; lock */
 };
 
@@ -407,8 +407,7 @@ void fc_itab_unhash(struct fc_itab *t, const char *key)
 
 /* Gives @in the key @key (owned by the caller; copied). t->lock held.
  * 0 or -ENOMEM. */
-static int rekey_locked(struct fc_itab *t, struct fc_inode *in,
-                        const char *key)
+static int rekey_locked(struct fc_itab *t, struct fc_inode *in, const char *key)
 {
     struct fc_oldkey *o = calloc(1, sizeof(*o));
     char *k = strdup(key);
@@ -571,7 +570,8 @@ bool fc_itab_noted(struct fc_fs *fs, const char *key, double since,
 }
 
 /* Whether the directory changed here after @t. t->lock held. */
-static bool dir_changed_since(struct fc_itab *t, const char *dirkey, double when)
+static bool dir_changed_since(struct fc_itab *t, const char *dirkey,
+                              double when)
 {
     struct fc_note *n;
 

@@ -82,9 +82,9 @@ struct fc_inode {
                             * itab->lock */
     time_t wmtime;         /* time of the last write; itab->lock */
     struct fc_wfile *writers; /* open write handles; write.c's lock */
-    struct fc_rstate rs;   /* reader state when opens are skipped */
-    UT_hash_handle hh_ino; /* by ino; protected by itab->lock */
-    UT_hash_handle hh_key; /* by key; protected by itab->lock */
+    struct fc_rstate rs;      /* reader state when opens are skipped */
+    UT_hash_handle hh_ino;    /* by ino; protected by itab->lock */
+    UT_hash_handle hh_key;    /* by key; protected by itab->lock */
 };
 
 struct fc_itab;

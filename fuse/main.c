@@ -420,8 +420,8 @@ static int finish_opts(struct raw_opts *r)
         o->stage_dir = abs;
     }
     if (!o->ro && mkdir(o->stage_dir, 0700) < 0 && errno != EEXIST) {
-        fprintf(stderr, "ecfs: cannot create stage_dir=%s: %s\n",
-                o->stage_dir, strerror(errno));
+        fprintf(stderr, "ecfs: cannot create stage_dir=%s: %s\n", o->stage_dir,
+                strerror(errno));
         return -EINVAL;
     }
     if (o->readahead_init < o->block_size)
@@ -722,8 +722,8 @@ int main(int argc, char *argv[])
         fc_itab_create(fs.o.prefix, &fs.itab) < 0 ||
         fc_cache_create(fs.o.cache_size, &fs.cache) < 0 ||
         fc_prefetch_start(&fs, CM_MAX(2u, fs.o.max_conns / 2)) < 0 ||
-        (!fs.o.ro && fc_upload_start(&fs, CM_MAX(2u, fs.o.max_conns / 2)) <
-                         0)) {
+        (!fs.o.ro &&
+         fc_upload_start(&fs, CM_MAX(2u, fs.o.max_conns / 2)) < 0)) {
         cm_log(CM_LOG_ERROR, ENOMEM, "ecfs: setup failed");
         goto out_state;
     }

@@ -580,9 +580,8 @@ static int noted_child(struct fc_fs *fs, const char *dirkey, const char *name,
  * then a fresh listing, then a live inode's fresh attributes, then S3
  * (HEAD and LIST). 0 with @a, *@key (owned by the caller) and *@when
  * (the age of the attributes), -ENOENT, or -errno. */
-static int resolve_child(struct fc_fs *fs, const char *dirkey,
-                         const char *name, struct fc_attr *a, char **key,
-                         double *when)
+static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
+                         struct fc_attr *a, char **key, double *when)
 {
     struct fc_listing *l = fc_dir_cached_listing(fs, dirkey);
     double since = l ? l->fetched : 0;
@@ -1214,8 +1213,7 @@ static void new_attr(struct fc_attr *a, bool is_dir)
 }
 
 /* Checks a new entry's name; 0 or -errno. */
-static int check_new_name(struct fc_fs *fs, fuse_ino_t parent,
-                          const char *name)
+static int check_new_name(struct fc_fs *fs, fuse_ino_t parent, const char *name)
 {
     if (is_ro(fs))
         return -EROFS;
@@ -1341,8 +1339,7 @@ static void mark_unlinked(struct fc_fs *fs, struct fc_inode *in,
     fc_write_unlinked(fs, in);
 }
 
-static void mark_renamed(struct fc_fs *fs, struct fc_inode *in,
-                         const char *key)
+static void mark_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key)
 {
     fc_write_renamed(fs, in, key);
 }
@@ -1494,8 +1491,7 @@ static int copy_object(struct fc_fs *fs, const char *src, const char *dst,
     if (ret == 0)
         ret = fc_s3_mpu_complete(fs->s3, dst, id, etags, n, etag);
     if (ret < 0 && id != NULL && fc_s3_mpu_abort(fs->s3, dst, id) < 0)
-        cm_log(CM_LOG_WARN, 0, "ecfs: %s: copy upload %s left behind", dst,
-               id);
+        cm_log(CM_LOG_WARN, 0, "ecfs: %s: copy upload %s left behind", dst, id);
     free(id);
     free(etags);
     return ret;
@@ -1621,9 +1617,8 @@ static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
     return 0;
 }
 
-static int resolve_child(struct fc_fs *fs, const char *dirkey,
-                         const char *name, struct fc_attr *a, char **key,
-                         double *when);
+static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
+                         struct fc_attr *a, char **key, double *when);
 
 /* Valid replies: fuse_reply_err */
 static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,

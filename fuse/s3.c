@@ -93,8 +93,8 @@ struct s3_req {
     size_t nq;
     const struct cm_kv *hdr; /* extra headers, lowercase names; signed */
     size_t nhdr;
-    const char *range;    /* "a-b" or NULL */
-    const char *if_match; /* NULL or "" for none */
+    const char *range;             /* "a-b" or NULL */
+    const char *if_match;          /* NULL or "" for none */
     const struct fc_s3_body *body; /* NULL: no body */
 };
 
@@ -441,8 +441,8 @@ static int s3_hdr_add(struct curl_slist **l, struct cm_buf *line,
     struct curl_slist *t;
 
     cm_buf_reset(line);
-    if (cm_buf_appendf(line, "%.*s: %.*s", (int)nlen, name, (int)vlen,
-                       value) < 0 ||
+    if (cm_buf_appendf(line, "%.*s: %.*s", (int)nlen, name, (int)vlen, value) <
+            0 ||
         (t = curl_slist_append(*l, line->data)) == NULL)
         return -ENOMEM;
     *l = t;
@@ -480,9 +480,9 @@ static int s3_prepare(struct fc_s3 *s, const struct s3_req *r,
             if (ret == 0)
                 ret = cm_uri_encode(url, q->value, strlen(q->value), false);
         }
-        kv[i] = (struct cm_kv){q->name, strlen(q->name),
-                               q->value ? q->value : "",
-                               q->value ? strlen(q->value) : 0};
+        kv[i] =
+            (struct cm_kv){q->name, strlen(q->name), q->value ? q->value : "",
+                           q->value ? strlen(q->value) : 0};
     }
     if (ret < 0)
         goto out;
@@ -498,8 +498,8 @@ static int s3_prepare(struct fc_s3 *s, const struct s3_req *r,
                                  strlen(s->session_token)};
     ret = -ENOMEM;
     for (size_t i = 0; i < nh; i++)
-        if (s3_hdr_add(&l, &line, i == 0 ? "Host" : h[i].name,
-                       h[i].name_len, h[i].value, h[i].value_len) < 0)
+        if (s3_hdr_add(&l, &line, i == 0 ? "Host" : h[i].name, h[i].name_len,
+                       h[i].value, h[i].value_len) < 0)
             goto out;
     if (s->access_key[0] != '\0') {
         struct cm_sigv4_cred cred = {s->access_key, s->secret_key, s->region,
@@ -979,7 +979,7 @@ static bool s3_xml_text(const struct cm_buf *body, const char *tag, char *out,
         static const struct {
             const char *ent;
             char c;
-        } ents[] = {{"&quot;", '"'}, {"&amp;", '&'}, {"&lt;", '<'},
+        } ents[] = {{"&quot;", '"'}, {"&amp;", '&'},   {"&lt;", '<'},
                     {"&gt;", '>'},   {"&apos;", '\''}, {"&#34;", '"'}};
         char c = *p;
         size_t adv = 1;
@@ -1115,10 +1115,9 @@ static int s3_copy_source(struct fc_s3 *s, const char *src, struct cm_buf *v)
 }
 
 /* UploadPartCopy (see header). */
-int fc_s3_mpu_copy_part(struct fc_s3 *s, const char *key,
-                        const char *upload_id, unsigned partno,
-                        const char *src, uint64_t first, uint64_t last,
-                        char *etag)
+int fc_s3_mpu_copy_part(struct fc_s3 *s, const char *key, const char *upload_id,
+                        unsigned partno, const char *src, uint64_t first,
+                        uint64_t last, char *etag)
 {
     char pn[16], range[80];
     struct s3_qp q[] = {{"partNumber", pn}, {"uploadId", upload_id}};
@@ -1136,10 +1135,8 @@ int fc_s3_mpu_copy_part(struct fc_s3 *s, const char *key,
     snprintf(pn, sizeof(pn), "%u", partno);
     snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, first, last);
     h[0] = (struct cm_kv){"x-amz-copy-source", 17, cs.data, cs.len};
-    h[1] = (struct cm_kv){"x-amz-copy-source-range", 23, range,
-                          strlen(range)};
-    ret = s3_modify(s, "UploadPartCopy", key, &r, &body, &s->stats.parts,
-                    NULL);
+    h[1] = (struct cm_kv){"x-amz-copy-source-range", 23, range, strlen(range)};
+    ret = s3_modify(s, "UploadPartCopy", key, &r, &body, &s->stats.parts, NULL);
     if (ret == 0 && !s3_xml_text(&body, "ETag", etag, FC_ETAG_MAX))
         ret = -EIO;
 out:
@@ -1149,9 +1146,8 @@ out:
 }
 
 /* CompleteMultipartUpload (see header). */
-int fc_s3_mpu_complete(struct fc_s3 *s, const char *key,
-                       const char *upload_id, const char *etags,
-                       unsigned nparts, char *etag)
+int fc_s3_mpu_complete(struct fc_s3 *s, const char *key, const char *upload_id,
+                       const char *etags, unsigned nparts, char *etag)
 {
     struct s3_qp q[] = {{"uploadId", upload_id}};
     struct fc_s3_body b;
@@ -1231,15 +1227,14 @@ int fc_s3_stats_format(struct fc_s3 *s, char *out, size_t cap)
 {
     struct fc_s3_stats *t = &s->stats;
 
-    return snprintf(out, cap,
-                    "get=%lu head=%lu list=%lu retries=%lu errors=%lu "
-                    "bytes=%lu etag_mismatch=%lu put=%lu parts=%lu mpu=%lu "
-                    "del=%lu copy=%lu bytes_up=%lu",
-                    atomic_load(&t->get), atomic_load(&t->head),
-                    atomic_load(&t->list), atomic_load(&t->retries),
-                    atomic_load(&t->errors), atomic_load(&t->bytes),
-                    atomic_load(&t->etag_mismatch), atomic_load(&t->put),
-                    atomic_load(&t->parts), atomic_load(&t->mpu),
-                    atomic_load(&t->del), atomic_load(&t->copy),
-                    atomic_load(&t->bytes_up));
+    return snprintf(
+        out, cap,
+        "get=%lu head=%lu list=%lu retries=%lu errors=%lu "
+        "bytes=%lu etag_mismatch=%lu put=%lu parts=%lu mpu=%lu "
+        "del=%lu copy=%lu bytes_up=%lu",
+        atomic_load(&t->get), atomic_load(&t->head), atomic_load(&t->list),
+        atomic_load(&t->retries), atomic_load(&t->errors),
+        atomic_load(&t->bytes), atomic_load(&t->etag_mismatch),
+        atomic_load(&t->put), atomic_load(&t->parts), atomic_load(&t->mpu),
+        atomic_load(&t->del), atomic_load(&t->copy), atomic_load(&t->bytes_up));
 }

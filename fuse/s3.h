@@ -151,8 +151,8 @@ CM_MUST_CHECK int fc_s3_mpu_abort(struct fc_s3 *s, const char *key,
 CM_MUST_CHECK int fc_s3_delete(struct fc_s3 *s, const char *key);
 /* CopyObject @src -> @dst (sources up to 5 GiB). 0 and the new ETag in
  * @etag, or -errno (-ENOENT: no source). */
-CM_MUST_CHECK int fc_s3_copy(struct fc_s3 *s, const char *src,
-                             const char *dst, char *etag);
+CM_MUST_CHECK int fc_s3_copy(struct fc_s3 *s, const char *src, const char *dst,
+                             char *etag);
 
 /* Appends "get=N head=N list=N ..." (one line, NUL-terminated) to @out of
  * @cap bytes; returns the length written (snprintf semantics). */

@@ -49,13 +49,13 @@
 #include "fuse/read.h"
 #include "fuse/s3.h"
 
-#define W_BUF_MIN  (64u << 10)           /* first buffer of a stream */
-#define W_PART_MAX ((size_t)5 << 30)     /* S3's part size limit */
-#define W_GET_CHUNK (8u << 20)           /* staging fill: one GET each */
+#define W_BUF_MIN   (64u << 10)       /* first buffer of a stream */
+#define W_PART_MAX  ((size_t)5 << 30) /* S3's part size limit */
+#define W_GET_CHUNK (8u << 20)        /* staging fill: one GET each */
 
 struct fc_wfile {
     struct fc_fs *fs;
-    struct fc_inode *in;  /* borrowed: the kernel holds it while open */
+    struct fc_inode *in; /* borrowed: the kernel holds it while open */
     atomic_int refs;
     pthread_mutex_t wlock; /* serialises the handle's operations */
     pthread_mutex_t lock;  /* protects etags, inflight, err with workers */
@@ -84,8 +84,8 @@ struct fc_wfile {
     unsigned nparts;   /* parts queued */
     char *etags;       /* FC_ETAG_MAX per part; lock */
     unsigned etags_cap;
-    unsigned inflight; /* parts queued or sending; lock */
-    int err;           /* first failure of a part; lock */
+    unsigned inflight;     /* parts queued or sending; lock */
+    int err;               /* first failure of a part; lock */
     struct fc_wfile *next; /* on in->writers; g_up.lock */
 };
 
@@ -116,8 +116,7 @@ static struct {
     pthread_t *th;
     unsigned n;
     atomic_ulong writes, streamed, staged, commits, commit_errors, efbig;
-} g_up = {.lock = PTHREAD_MUTEX_INITIALIZER,
-          .work = PTHREAD_COND_INITIALIZER};
+} g_up = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
 
 /* Part size for part @partno (see header). */
 size_t fc_write_part_size(size_t base, unsigned partno)
@@ -168,8 +167,8 @@ static void job_run(struct fc_fs *fs, struct up_job *j)
                          &j->body, etag);
     pthread_mutex_lock(&wf->lock);
     if (ret == 0)
-        snprintf(wf->etags + (size_t)(j->partno - 1) * FC_ETAG_MAX,
-                 FC_ETAG_MAX, "%s", etag);
+        snprintf(wf->etags + (size_t)(j->partno - 1) * FC_ETAG_MAX, FC_ETAG_MAX,
+                 "%s", etag);
     else if (wf->err == 0)
         wf->err = ret;
     wf->inflight--;
@@ -313,8 +312,7 @@ int fc_write_stats_format(struct fc_fs *fs, char *out, size_t cap)
                     "commit_errors=%lu efbig=%lu",
                     atomic_load(&g_up.writes), atomic_load(&g_up.streamed),
                     atomic_load(&g_up.staged), atomic_load(&g_up.commits),
-                    atomic_load(&g_up.commit_errors),
-                    atomic_load(&g_up.efbig));
+                    atomic_load(&g_up.commit_errors), atomic_load(&g_up.efbig));
 }
 
 /* Waits until at most @max parts of @wf are in flight; returns the first
@@ -484,8 +482,7 @@ static int stage_create(struct fc_wfile *wf)
     }
     if (fd < 0) {
         int e = errno;
-        cm_log(CM_LOG_WARN, e, "ecfs: cannot create a staging file in %s",
-               dir);
+        cm_log(CM_LOG_WARN, e, "ecfs: cannot create a staging file in %s", dir);
         return -e;
     }
     wf->fd = fd;
@@ -545,8 +542,8 @@ static int stage_fill(struct fc_wfile *wf)
         return -ENOMEM;
     for (uint64_t off = 0; off < wf->base_size && ret == 0;) {
         size_t n = (size_t)CM_MIN(W_GET_CHUNK, wf->base_size - off);
-        ssize_t got = fc_s3_get(fs->s3, wf->key, off, n, n, wf->base_etag,
-                                chunk, NULL);
+        ssize_t got =
+            fc_s3_get(fs->s3, wf->key, off, n, n, wf->base_etag, chunk, NULL);
         if (got < 0) {
             ret = got == -ESTALE ? -EIO : (int)got;
             cm_log(CM_LOG_WARN, -ret, "ecfs: %s: reading it for staging",
@@ -847,8 +844,7 @@ static int stream_upload(struct fc_wfile *wf, char *etag)
     int ret;
 
     if (wf->upload_id == NULL) {
-        struct fc_s3_body b = {.data = wf->buf ? wf->buf : "",
-                               .len = wf->blen};
+        struct fc_s3_body b = {.data = wf->buf ? wf->buf : "", .len = wf->blen};
         ret = fc_s3_put(fs->s3, wf->key, &b, etag);
     } else {
         ret = 0;
@@ -897,8 +893,10 @@ static int commit(struct fc_wfile *wf)
         (void)wait_parts(wf, 0);
         abort_upload(wf);
         wf->dirty = false;
-        cm_log(CM_LOG_WARN, -ret, "ecfs: %s: a write failed; the object is "
-               "left unchanged", wf->key);
+        cm_log(CM_LOG_WARN, -ret,
+               "ecfs: %s: a write failed; the object is "
+               "left unchanged",
+               wf->key);
         if (wf->created)
             fc_itab_note(fs, wf->key, false, NULL);
         atomic_fetch_add(&g_up.commit_errors, 1);
@@ -915,8 +913,10 @@ static int commit(struct fc_wfile *wf)
     atomic_fetch_add(&g_up.commits, 1);
     if (ret < 0) {
         atomic_fetch_add(&g_up.commit_errors, 1);
-        cm_log(CM_LOG_WARN, -ret, "ecfs: %s: upload failed; the object is "
-               "unchanged", wf->key);
+        cm_log(CM_LOG_WARN, -ret,
+               "ecfs: %s: upload failed; the object is "
+               "unchanged",
+               wf->key);
         if (wf->created)
             fc_itab_note(fs, wf->key, false, NULL);
         wf->dirty = false;

@@ -29,13 +29,13 @@ CM_MUST_CHECK int fc_write_open(struct fc_fs *fs, struct fc_inode *in,
 /* Writes @len bytes at @off. Returns @len or -errno: -EFBIG past
  * stage_max (logged), -ENOSPC/-EIO from the staging file, the error of a
  * part that failed to upload. */
-CM_MUST_CHECK ssize_t fc_write(struct fc_wfile *wf, const char *buf,
-                               size_t len, uint64_t off);
+CM_MUST_CHECK ssize_t fc_write(struct fc_wfile *wf, const char *buf, size_t len,
+                               uint64_t off);
 /* Reads what the handle's file holds now (the bytes written so far):
  * returns the count (short at EOF) or -errno; -EIO for a range of a
  * streamed file already sent (logged: readable once closed). */
-CM_MUST_CHECK ssize_t fc_write_read(struct fc_wfile *wf, char *buf,
-                                    size_t len, uint64_t off);
+CM_MUST_CHECK ssize_t fc_write_read(struct fc_wfile *wf, char *buf, size_t len,
+                                    uint64_t off);
 /* Sets the size (ftruncate; a streamed file is staged unless nothing
  * changes). 0 or -errno (-EFBIG past stage_max). */
 CM_MUST_CHECK int fc_write_truncate(struct fc_wfile *wf, uint64_t size);
@@ -65,8 +65,8 @@ void fc_wfile_unref(struct fc_wfile *wf);
 /* Truncates the file of @in to @size without a handle (truncate(2)):
  * through an open write handle when there is one, else staged and
  * uploaded at once. 0 or -errno. */
-CM_MUST_CHECK int fc_write_truncate_inode(struct fc_fs *fs,
-                                          struct fc_inode *in, uint64_t size);
+CM_MUST_CHECK int fc_write_truncate_inode(struct fc_fs *fs, struct fc_inode *in,
+                                          uint64_t size);
 /* The file of @in was unlinked: its open handles upload nothing. */
 void fc_write_unlinked(struct fc_fs *fs, struct fc_inode *in);
 /* The file of @in was renamed to @key: its open handles commit there. */
