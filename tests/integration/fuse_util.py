@@ -11,7 +11,8 @@
   build/node/ when missing; skipped only if npm cannot install it), with
   ``.endpoint``, ``.client()``, ``.stop()``.
 - ``mount_of(server, ecfs_mount, bucket, **kw)``: a mount of @bucket on
-  @server with its keys.
+  @server with its keys; ``client_bucket(srv)``: (boto3 client, fresh
+  bucket) on a storaged.
 - ``upload_tree(client, bucket, root, prefix="")``: uploads a local tree.
 - ``make_tree(root)``: writes an ImageFolder-like tree with nested dirs,
   0-byte and multi-MiB files, names with spaces and unicode.
@@ -326,6 +327,15 @@ def make_tree(root, seed=1, nclass=3, per_class=6, big_mib=(3, 5)):
             put(os.path.join(d, "README"), d.encode())
             d = os.path.dirname(d)
     return files
+
+
+def client_bucket(srv, prefix="rv"):
+    """A boto3 client of @srv and a fresh bucket made with it: (client,
+    name)."""
+    c = srv.client()
+    name = "%s-%s" % (prefix, uuid.uuid4().hex[:10])
+    c.create_bucket(Bucket=name)
+    return c, name
 
 
 def mount_of(server, ecfs_mount, bucket, **kw):

@@ -16,6 +16,22 @@ import zlib
 EMPTY_SHA = hashlib.sha256(b"").hexdigest()
 
 
+def client_with_read_timeout(srv, read_timeout=5):
+    """A boto3 client of @srv (path-style, SigV4, no retries) with its own
+    read timeout, for tests that must notice a stalled response fast."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3", endpoint_url=srv.endpoint, region_name="us-east-1",
+        aws_access_key_id=srv.access_key,
+        aws_secret_access_key=srv.secret_key,
+        config=Config(signature_version="s3v4",
+                      s3={"addressing_style": "path"},
+                      retries={"max_attempts": 1, "mode": "standard"},
+                      connect_timeout=5, read_timeout=read_timeout))
+
+
 def _hmac(key, msg):
     return hmac.new(key, msg.encode() if isinstance(msg, str) else msg,
                     hashlib.sha256).digest()

@@ -1,7 +1,8 @@
 """ecfs command line: --help, credentials from passwd_file / profile / env
 (checked by storaged's SigV4 verification: wrong keys fail the mount), the
-mount(8) helper with fstab-style options, uid/gid/umask, foreground mode
-with SIGINT, and stats counters."""
+mount(8) helper with fstab-style options, uid/gid/umask (an empty umask=
+is refused), a relative log_file (relative to the starting directory, not
+the daemon's /), foreground mode with SIGINT, and stats counters."""
 
 import os
 import signal
@@ -12,7 +13,8 @@ import uuid
 import pytest
 
 from conftest import REPO
-from fuse_util import ECFS, Mount, detach_moved_mounts, is_mounted
+from fuse_util import (ECFS, Mount, detach_moved_mounts, is_mounted,
+                       mount_of)
 
 HELPER = os.path.join(REPO, "scripts", "mount.fuse.ecfs")
 
@@ -326,3 +328,27 @@ def test_signal_between_exit_check_and_sleep_still_exits(srv_bucket, ecfs_mount,
     # the shim sleeps 2 s; anything near that is the fixed path
     assert time.monotonic() - t0 < 6
     assert not is_mounted(m.path)
+
+
+def test_empty_umask_is_refused(srv_bucket, ecfs_mount):
+    srv, b = srv_bucket
+    m = mount_of(srv, ecfs_mount, b, opts=["umask="], start=False)
+    r = subprocess.run(m.argv, env=m.env, capture_output=True, timeout=20)
+    assert r.returncode != 0 and b"umask" in r.stderr
+
+
+def test_relative_log_file_is_relative_to_cwd(srv_bucket, ecfs_mount,
+                                              tmp_path):
+    """The daemon chdirs to /: a relative log_file must still land in the
+    directory ecfs was started from."""
+    srv, b = srv_bucket
+    m = mount_of(srv, ecfs_mount, b, start=False)
+    argv = list(m.argv)
+    argv[-1] = argv[-1].replace("log_file=" + m.log,
+                                "log_file=rel.log,log_level=info")
+    r = subprocess.run(argv, env=m.env, capture_output=True, timeout=20,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    m.unmount()
+    assert os.path.getsize(os.path.join(str(tmp_path), "rel.log")) > 0
+    assert not os.path.exists("/rel.log")

@@ -4,13 +4,19 @@ pinned blocks (fuse_reply_iov), and a read that spans more blocks than one
 pin holds (tiny block_size) falls back to copying, and big block buffers
 are recycled through a cache smaller than the file. Every byte is checked
 against the uploaded object, and the request counters show that one
-sequential pass fetches each byte once (readahead, no waste)."""
+sequential pass fetches each byte once (readahead, no waste). Also: many
+threads reading the same and different files at random offsets, on rw
+and ro mounts, and a throttled GET (503 SlowDown with an error body bigger
+than the file) is retried, not turned into EIO."""
 
+import concurrent.futures
 import os
 import random
 import uuid
 
 import pytest
+
+from fuse_util import client_bucket, mount_of
 
 
 # odd sizes: the last block is partial; the big one is fetched by readahead
@@ -109,3 +115,137 @@ def test_random_preads_match(objs, ecfs_mount):
     finally:
         os.close(fd)
     assert m.stats()["errors"] == 0
+
+
+# ---- concurrent readers and retried GETs (plain mounts) ----
+
+
+@pytest.fixture
+def srv(storaged):
+    return storaged()
+
+class _FaultProxy:
+    """HTTP/1.1 proxy in front of the real storaged that answers the first
+    @n_fail object GETs with 503 SlowDown and a 2 KiB XML error body (as a
+    throttling S3 does), and forwards everything else unchanged."""
+
+    def __init__(self, upstream, n_fail):
+        import http.client
+        import http.server
+        import threading
+        host, port = upstream.split("//")[1].split(":")
+        proxy = self
+        self.n_fail = n_fail
+        self.failed = 0
+        self.lock = threading.Lock()
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _fwd(self, method):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                if method == "GET" and "?" not in self.path:
+                    with proxy.lock:
+                        fail = proxy.failed < proxy.n_fail
+                        proxy.failed += fail
+                    if fail:
+                        msg = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown"
+                               b"</Code><Message>" + b"x" * 2048 +
+                               b"</Message></Error>")
+                        self.send_response(503)
+                        self.send_header("Content-Length", str(len(msg)))
+                        self.end_headers()
+                        self.wfile.write(msg)
+                        return
+                c = http.client.HTTPConnection(host, int(port), timeout=20)
+                c.request(method, self.path, body=body,
+                          headers=dict(self.headers))
+                r = c.getresponse()
+                data = r.read()
+                self.send_response(r.status)
+                for k, v in r.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                if r.getheader("Content-Length") is None:
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if method != "HEAD":
+                    self.wfile.write(data)
+                c.close()
+
+            def do_GET(self):
+                self._fwd("GET")
+
+            def do_HEAD(self):
+                self._fwd("HEAD")
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.endpoint = "http://127.0.0.1:%d" % self.srv.server_address[1]
+        self.th = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.th.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_concurrent_readers_same_and_different(srv, ecfs_mount):
+    c, b = client_bucket(srv)
+    rnd = random.Random(7)
+    data = {}
+    for i in range(6):
+        n = rnd.choice([1, 5000, 1 << 20, (1 << 20) + 1, 3 << 20])
+        data["f%d" % i] = rnd.randbytes(n)
+    data["big"] = rnd.randbytes(9 * (1 << 20) + 333)
+    for k, v in data.items():
+        c.put_object(Bucket=b, Key=k, Body=v)
+    for opts in ([], ["ro"]):
+        m = mount_of(srv, ecfs_mount, b, opts=opts + ["block_size=256K"])
+
+        def work(seed):
+            r = random.Random(seed)
+            for _ in range(20):
+                k = r.choice(list(data))
+                v = data[k]
+                fd = os.open(os.path.join(m.path, k), os.O_RDONLY)
+                try:
+                    if r.random() < 0.3:
+                        got = b"".join(iter(lambda: os.read(fd, 1 << 17), b""))
+                        assert got == v, k
+                    else:
+                        off = r.randrange(len(v))
+                        ln = r.randrange(1, 300000)
+                        assert os.pread(fd, ln, off) == v[off:off + ln], k
+                finally:
+                    os.close(fd)
+            return True
+
+        with concurrent.futures.ThreadPoolExecutor(12) as ex:
+            assert all(ex.map(work, range(24)))
+
+
+def test_throttled_small_get_is_retried(srv, ecfs_mount):
+    """A 503 whose error body is larger than the file asked for must be
+    retried like any 503, not end in EIO."""
+    c, b = client_bucket(srv)
+    c.put_object(Bucket=b, Key="tiny", Body=b"0123456789")
+    c.put_object(Bucket=b, Key="mid", Body=b"m" * 3000)
+    px = _FaultProxy(srv.endpoint, 0)
+    try:
+        m = ecfs_mount(px.endpoint, b, access_key=srv.access_key,
+                       secret_key=srv.secret_key, opts=["retries=4"])
+        os.listdir(m.path)
+        px.n_fail = 2
+        with open(os.path.join(m.path, "tiny"), "rb") as f:
+            assert f.read() == b"0123456789"
+        px.failed, px.n_fail = 0, 1
+        with open(os.path.join(m.path, "mid"), "rb") as f:
+            assert f.read() == b"m" * 3000
+        assert m.stats()["retries"] >= 3
+    finally:
+        px.close()

@@ -1,7 +1,8 @@
 """Authentication and HTTP-level behaviour against a real storaged: wrong
 secrets, missing auth, skew, payload hashes, aws-chunked (signed and
-unsigned-with-trailer), Expect: 100-continue, chunked bodies, pipelining,
-keep-alive, malformed requests and limits. Each error leaves the store
+unsigned-with-trailer), Expect: 100-continue (an error in the head closes
+the connection, so the client's next request does not stall), chunked
+bodies, pipelining, keep-alive, malformed requests and limits. Each error leaves the store
 unchanged."""
 
 import datetime
@@ -360,3 +361,24 @@ def test_absolute_form_target(s3_server, s3, bucket):
     st, _, body = s3util.read_response(sock.makefile("rb"))
     sock.close()
     assert st == 200 and body == b"absolute"
+
+
+def test_head_error_to_expect_continue_does_not_stall_next_request(
+        s3_server, bucket):
+    """An error found in the head of an empty PUT (Expect: 100-continue,
+    no 100 sent) used to leave the connection open; botocore then reused
+    that status line for its next response on the connection and stalled
+    until its read timeout. The connection must be closed instead."""
+    c = s3util.client_with_read_timeout(s3_server, read_timeout=3)
+    for _ in range(2):
+        with pytest.raises(botocore.exceptions.ClientError) as ei:
+            c.put_object(Bucket=bucket, Key="k" * 1025, Body=b"")
+        assert ei.value.response["Error"]["Code"] == "KeyTooLongError"
+        t0 = time.monotonic()
+        r = c.put_object(Bucket=bucket, Key="ok", Body=b"")
+        assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+        assert time.monotonic() - t0 < 2.0
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        c.put_object(Bucket="no-such-bucket-x", Key="k", Body=b"")
+    assert ei.value.response["Error"]["Code"] == "NoSuchBucket"
+    assert c.get_object(Bucket=bucket, Key="ok")["Body"].read() == b""
