@@ -24,43 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HEALQ_MAX 10000 /* beyond this the next scan cycle finds them */
-
-/* Contract in obj_i.h: de-duplicated, bounded; wakes the scanner. */
-void obj_heal_queue(struct stor_store *s, const char *bucket, const char *key,
-                    size_t len)
-{
-    struct obj_healreq *r;
-
-    pthread_mutex_lock(&s->heal_lock);
-    for (size_t i = 0; i < s->nhealq; i++)
-        if (s->healq[i].key_len == len &&
-            strcmp(s->healq[i].bucket, bucket) == 0 &&
-            memcmp(s->healq[i].key, key, len) == 0)
-            goto out;
-    if (s->nhealq >= HEALQ_MAX) {
-        s->rescan = true; /* a full cycle will find what we drop here */
-        goto out;
-    }
-    r = realloc(s->healq, (s->nhealq + 1) * sizeof(*r));
-    if (r == NULL)
-        goto out;
-    s->healq = r;
-    r = &s->healq[s->nhealq];
-    r->key = malloc(len + 1);
-    if (r->key == NULL)
-        goto out;
-    memcpy(r->key, key, len);
-    r->key[len] = 0;
-    r->key_len = len;
-    snprintf(r->bucket, sizeof(r->bucket), "%s", bucket);
-    s->nhealq++;
-    __atomic_add_fetch(&s->heal_queued, 1, __ATOMIC_RELAXED);
-    pthread_cond_broadcast(&s->heal_cond);
-out:
-    pthread_mutex_unlock(&s->heal_lock);
-}
-
 /* Reads and verifies shard @j's block of stripe @st into @buf (slen bytes
  * after an 8-byte CRC). true when intact. */
 static bool read_block(int fd, const struct obj_geom *g, uint64_t dataid, int j,

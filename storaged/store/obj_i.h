@@ -1,5 +1,6 @@
 /* storaged/store/obj_i.h - internals shared by the object layer's files
- * (obj_store.c, obj_io.c, obj_list.c, obj_load.c, obj_heal.c), declared
+ * (obj_store.c, obj_io.c, obj_list.c, obj_mpu.c, obj_load.c, obj_heal.c,
+ * obj_open.c), declared
  * once here, never copied into a .c. Not for the front end: it codes
  * against storaged/store/object.h only.
  *
@@ -154,6 +155,8 @@ size_t obj_shard_drive(struct stor_store *s, const struct stor_place *pl,
 void obj_place(struct stor_store *s, const char *bucket, const char *key,
                size_t len, struct stor_place *pl);
 bool obj_drive_online(struct stor_store *s, size_t d);
+/* Frees the bucket table and every bucket's uploads (at close). */
+void obj_buckets_free(struct stor_store *s);
 /* Creates a drive's system directories and empties its temp area. */
 int obj_drive_prepare(struct stor_drive *d);
 void obj_drive_fail(struct stor_store *s, size_t d, int err);
@@ -169,6 +172,8 @@ void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
                    bool hdrs);
 int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out);
 void obj_hdrs_free(struct stor_hdr *h, size_t n);
+/* NUL-terminated copy of @n bytes; NULL on ENOMEM. */
+char *obj_memdup0(const char *p, size_t n);
 /* Adds bucket @name (created at @created ns) found on the drives by
  * obj_load; stores it in *out. 0 or -ENOMEM. */
 int obj_bucket_add_loaded(struct stor_store *s, const char *name,
@@ -234,18 +239,23 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
  * obj_list.c; borrows, valid while @p lives. */
 struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
                                  const char **key, size_t *klen);
+/* What stor_put_commit calls for a part (multipart's obj_part_commit, so
+ * that PUT/GET/DELETE never call up into multipart): moves the synced temp
+ * shard files into the upload directory, writes the part's meta, records
+ * the part. */
+typedef int obj_part_commit_fn(struct stor_put *p, const char *etag,
+                               uint64_t size, int k, int m, uint32_t block,
+                               uint64_t dataid, const bool *okin,
+                               const char *uid, int partno,
+                               const uint8_t id[16],
+                               const struct stor_place *pl);
 /* Marks fresh put @p as part @partno of upload @uid and starts streaming
  * at once: parts always use the set's full K+M geometry and shard files.
  * 0 or a negative error (-STOR_EQUORUM when the set is short of drives). */
-int obj_put_make_part(struct stor_put *p, const char *uid, int partno);
+int obj_put_make_part(struct stor_put *p, const char *uid, int partno,
+                      obj_part_commit_fn *commit);
 
-/* ---- obj_list.c ---- */
-/* Called by stor_put_commit for a part: moves the synced temp shard files
- * into the upload directory, writes the part's meta, records the part. */
-int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size, int k,
-                    int m, uint32_t block, uint64_t dataid, const bool *okin,
-                    const char *uid, int partno, const uint8_t id[16],
-                    const struct stor_place *pl);
+/* ---- obj_mpu.c ---- */
 /* Inserts @u in (key, uid) order; caller holds b->lock for writing.
  * 0 or -ENOMEM. */
 int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u);

@@ -214,6 +214,7 @@ struct stor_put {
     bool is_part;
     char uid[STOR_UPLOAD_ID_MAX];
     int partno;
+    obj_part_commit_fn *part_commit; /* multipart's, set by make_part */
     /* conditional write (stor_put_set_condition) */
     bool cond_absent;
     char cond_etag[STOR_ETAG_MAX];
@@ -1071,9 +1072,11 @@ struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
 }
 
 /* Contract in obj_i.h: parts use the set's full K+M geometry. */
-int obj_put_make_part(struct stor_put *p, const char *uid, int partno)
+int obj_put_make_part(struct stor_put *p, const char *uid, int partno,
+                      obj_part_commit_fn *commit)
 {
     p->is_part = true;
+    p->part_commit = commit;
     p->partno = partno;
     snprintf(p->uid, sizeof(p->uid), "%s", uid);
     if (obj_set_online(p->s, p->pl.set) < p->s->wq)
@@ -1122,8 +1125,8 @@ int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
     obj_hex(md, 16, e->etag);
     if (p->is_part) {
         ret =
-            obj_part_commit(p, e->etag, p->total, p->k, p->m, p->block,
-                            p->dataid, p->ok, p->uid, p->partno, p->id, &p->pl);
+            p->part_commit(p, e->etag, p->total, p->k, p->m, p->block,
+                           p->dataid, p->ok, p->uid, p->partno, p->id, &p->pl);
         if (ret == 0 && out) {
             memset(out, 0, sizeof(*out));
             out->size = p->total;

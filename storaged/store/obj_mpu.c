@@ -1,0 +1,771 @@
+/* storaged/store/obj_mpu.c - multipart uploads: create, parts, complete,
+ * abort, list parts and uploads.
+ *
+ * DESIGN: parts are coded as they arrive (the same streaming engine as PUT,
+ * K+M geometry) into the upload's directory on each drive of the object's
+ * set; completion renames their shard files into the object directory and
+ * commits one meta listing the parts (obj_commit): no data is copied.
+ * Uploads in progress live in memory per bucket (b->up, under b->lock) and
+ * are loaded from the drives at start (obj_load.c). */
+#include "storaged/store/obj_i.h"
+
+#include "common/log.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+/* ---- multipart ---- */
+
+/* Finds upload @uid of @key in @b (caller holds b->lock); *idx its slot. */
+static struct obj_upload *upload_find(struct obj_bucket *b, const char *uid,
+                                      const char *key, size_t key_len,
+                                      size_t *idx)
+{
+    for (size_t i = 0; i < b->nup; i++) {
+        struct obj_upload *u = b->up[i];
+
+        if (strcmp(u->uid, uid) == 0 && u->key_len == key_len &&
+            memcmp(u->key, key, key_len) == 0) {
+            if (idx)
+                *idx = i;
+            return u;
+        }
+    }
+    return NULL;
+}
+
+/* Frees an upload and what it owns (NULL-safe). */
+static void upload_free(struct obj_upload *u)
+{
+    if (u == NULL)
+        return;
+    free(u->key);
+    free(u->parts);
+    obj_hdrs_free(u->hdrs, u->nhdrs);
+    free(u);
+}
+
+/* Contract in obj_i.h. */
+int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u)
+{
+    size_t at = 0;
+
+    if (b->nup == b->upcap) {
+        size_t nc = b->upcap ? 2 * b->upcap : 8;
+        struct obj_upload **nv = realloc(b->up, nc * sizeof(*nv));
+
+        if (nv == NULL)
+            return -ENOMEM;
+        b->up = nv;
+        b->upcap = nc;
+    }
+    while (at < b->nup) {
+        int c =
+            obj_key_cmp(b->up[at]->key, b->up[at]->key_len, u->key, u->key_len);
+
+        if (c > 0 || (c == 0 && strcmp(b->up[at]->uid, u->uid) > 0))
+            break;
+        at++;
+    }
+    memmove(b->up + at + 1, b->up + at, (b->nup - at) * sizeof(*b->up));
+    b->up[at] = u;
+    b->nup++;
+    return 0;
+}
+
+/* Contract in obj_i.h. 0 or -ENOMEM. */
+int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
+                        uint64_t *old)
+{
+    size_t at = 0;
+
+    *old = 0;
+    while (at < u->nparts && u->parts[at].number < np->number)
+        at++;
+    if (at < u->nparts && u->parts[at].number == np->number) {
+        *old = u->parts[at].dataid;
+        u->parts[at] = *np;
+        return 0;
+    }
+    if (u->nparts == u->pcap) {
+        size_t nc = u->pcap ? 2 * u->pcap : 8;
+        struct stor_meta_part *nv = realloc(u->parts, nc * sizeof(*nv));
+
+        if (nv == NULL)
+            return -ENOMEM;
+        u->parts = nv;
+        u->pcap = nc;
+    }
+    memmove(u->parts + at + 1, u->parts + at,
+            (u->nparts - at) * sizeof(*u->parts));
+    u->parts[at] = *np;
+    u->nparts++;
+    return 0;
+}
+
+/* Writes @m (one copy per placement shard, shard index set) to
+ * DRIVE/.ecfs.sys/mpu/BUCKET/UID/@file via temp + rename. Returns the
+ * number of drives that have it and fills ok[]. */
+static int write_upload_file(struct stor_store *s, const char *bucket,
+                             const char *uid, const struct stor_place *pl,
+                             int n, struct stor_meta *m, const char *file,
+                             bool *ok)
+{
+    int nok = 0;
+
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
+        struct cm_buf buf;
+        int fd, ret;
+
+        if (!ok[j] || !obj_drive_online(s, d)) {
+            ok[j] = false;
+            continue;
+        }
+        ok[j] = false;
+        if (obj_path_upload(dir, sizeof(dir), s->drives[d].path, bucket, uid,
+                            NULL) < 0 ||
+            obj_path_upload(path, sizeof(path), s->drives[d].path, bucket, uid,
+                            file) < 0 ||
+            obj_path_tmp(tmp, sizeof(tmp), s->drives[d].path,
+                         obj_next_version(s), j) < 0)
+            continue;
+        if (stor_mkdirs(dir) < 0)
+            continue;
+        cm_buf_init(&buf, STOR_META_MAX);
+        m->shard = j;
+        if (stor_meta_encode(m, &buf) < 0)
+            continue;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            obj_drive_fail(s, d, errno);
+            cm_buf_fini(&buf);
+            continue;
+        }
+        ret = stor_pwrite_all(fd, buf.data, buf.len, 0);
+        if (ret == 0 && s->fsync && fsync(fd) < 0)
+            ret = -errno;
+        close(fd);
+        cm_buf_fini(&buf);
+        if (ret == 0 && rename(tmp, path) < 0)
+            ret = -errno;
+        if (ret < 0) {
+            unlink(tmp);
+            obj_drive_fail(s, d, -ret);
+            continue;
+        }
+        if (s->fsync)
+            (void)stor_fsync_dir(dir);
+        ok[j] = true;
+        nok++;
+    }
+    return nok;
+}
+
+/* Removes upload @uid's directory on every drive of its set. */
+static void rm_upload_dirs(struct stor_store *s, const char *bucket,
+                           const char *uid, const struct stor_place *pl)
+{
+    for (int j = 0; j < s->set_size; j++) {
+        char dir[PATH_MAX];
+
+        if (obj_path_upload(dir, sizeof(dir),
+                            s->drives[obj_shard_drive(s, pl, j)].path, bucket,
+                            uid, NULL) == 0)
+            (void)stor_rmtree(dir);
+    }
+}
+
+/* Contract in object.h: upload.m on the object's set. */
+int stor_mpu_create(struct stor_store *s, const char *bucket, const char *key,
+                    size_t key_len, const struct stor_hdr *hdrs, size_t nhdrs,
+                    char upload_id[STOR_UPLOAD_ID_MAX])
+{
+    struct obj_upload *u;
+    struct obj_bucket *b;
+    struct stor_place pl;
+    struct stor_meta m = {0};
+    bool ok[OBJ_MAX_SHARDS];
+    uint8_t rnd[16];
+    int ret;
+
+    if (!obj_valid_key(key, key_len))
+        return -STOR_EINVAL;
+    ret = stor_bucket_stat(s, bucket, NULL);
+    if (ret < 0)
+        return ret;
+    obj_place(s, bucket, key, key_len, &pl);
+    if (obj_set_online(s, pl.set) < s->wq)
+        return -STOR_EQUORUM;
+    u = calloc(1, sizeof(*u));
+    if (u == NULL)
+        return -ENOMEM;
+    u->key = obj_memdup0(key, key_len);
+    if (u->key == NULL || obj_hdrs_copy(hdrs, nhdrs, &u->hdrs) < 0) {
+        upload_free(u);
+        return -ENOMEM;
+    }
+    u->nhdrs = nhdrs;
+    u->key_len = key_len;
+    obj_key_id(s, key, key_len, u->id);
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+        upload_free(u);
+        return -EIO;
+    }
+    obj_hex(rnd, 16, u->uid);
+    u->initiated_ns = obj_now_ns();
+    m.type = STOR_META_UPLOAD;
+    m.k = s->K;
+    m.m = s->M;
+    m.block = OBJ_BLOCK;
+    m.version = obj_next_version(s);
+    m.mtime_ns = u->initiated_ns;
+    memcpy(m.etag, u->uid, 33); /* 32 hex + NUL */
+    m.key = u->key;
+    m.key_len = key_len;
+    m.hdrs = u->hdrs;
+    m.nhdrs = nhdrs;
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+        ok[j] = true;
+    if (write_upload_file(s, bucket, u->uid, &pl, s->K + s->M, &m, "upload.m",
+                          ok) < obj_write_quorum(s, s->K, s->M)) {
+        rm_upload_dirs(s, bucket, u->uid, &pl);
+        upload_free(u);
+        return -STOR_EQUORUM;
+    }
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        pthread_rwlock_wrlock(&b->lock);
+        ret = obj_upload_insert(b, u);
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (ret < 0) {
+        rm_upload_dirs(s, bucket, u->uid, &pl);
+        upload_free(u);
+        return ret;
+    }
+    snprintf(upload_id, STOR_UPLOAD_ID_MAX, "%s", u->uid);
+    return 0;
+}
+
+/* Looks an upload up; 0 when it exists. */
+static int upload_exists(struct stor_store *s, const char *bucket,
+                         const char *key, size_t key_len, const char *uid)
+{
+    struct obj_bucket *b;
+    int ret = 0;
+
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        pthread_rwlock_rdlock(&b->lock);
+        if (upload_find(b, uid, key, key_len, NULL) == NULL)
+            ret = -STOR_ENOUPLOAD;
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+static obj_part_commit_fn obj_part_commit;
+
+/* Contract in object.h. */
+int stor_mpu_part_begin(struct stor_store *s, const char *bucket,
+                        const char *key, size_t key_len, const char *upload_id,
+                        int part, int64_t size, struct stor_put **out)
+{
+    struct stor_put *p;
+    int ret;
+
+    if (part < 1 || part > STOR_MAX_PARTS || upload_id == NULL)
+        return -STOR_EINVAL;
+    if (!obj_valid_key(key, key_len))
+        return -STOR_EINVAL;
+    ret = upload_exists(s, bucket, key, key_len, upload_id);
+    if (ret < 0)
+        return ret;
+    p = obj_put_create(s, bucket, key, key_len, size, NULL, 0, &ret);
+    if (p == NULL)
+        return ret;
+    ret = obj_put_make_part(p, upload_id, part, obj_part_commit);
+    if (ret < 0) {
+        stor_put_abort(p);
+        return ret;
+    }
+    *out = p;
+    return 0;
+}
+
+/* Contract in obj_i.h: a part's commit. */
+static int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
+                           int k, int m, uint32_t block, uint64_t dataid,
+                           const bool *okin, const char *uid, int partno,
+                           const uint8_t id[16], const struct stor_place *pl)
+{
+    struct stor_store *s = NULL;
+    const char *bucket = NULL;
+    struct stor_meta mt = {0};
+    struct stor_meta_part mp = {0};
+    struct obj_bucket *b;
+    struct obj_upload *u;
+    bool ok[OBJ_MAX_SHARDS];
+    char hx[33], fname[64], pname[32];
+    pthread_rwlock_t *kl;
+    uint64_t old = 0;
+    int ret = 0, n = k + m;
+    const char *key;
+    size_t key_len;
+
+    s = obj_put_store(p, &bucket, &key, &key_len);
+    obj_hex(id, 16, hx);
+    snprintf(fname, sizeof(fname), "%s.%016llx", hx,
+             (unsigned long long)dataid);
+    snprintf(pname, sizeof(pname), "p%05d.m", partno);
+    kl = obj_klock(s, id);
+    pthread_rwlock_wrlock(kl);
+    ret = upload_exists(s, bucket, key, key_len, uid);
+    if (ret < 0)
+        goto out;
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        char from[PATH_MAX], to[PATH_MAX];
+
+        ok[j] = okin[j];
+        if (!ok[j])
+            continue;
+        if (obj_path_tmp(from, sizeof(from), s->drives[d].path, dataid, j) <
+                0 ||
+            obj_path_upload(to, sizeof(to), s->drives[d].path, bucket, uid,
+                            fname) < 0 ||
+            rename(from, to) < 0) {
+            ok[j] = false;
+            continue;
+        }
+    }
+    mp.number = partno;
+    mp.size = size;
+    mp.dataid = dataid;
+    snprintf(mp.etag, sizeof(mp.etag), "%s", etag);
+    mt.type = STOR_META_PART;
+    mt.k = k;
+    mt.m = m;
+    mt.block = block;
+    mt.version = obj_next_version(s);
+    mt.mtime_ns = obj_now_ns();
+    mt.size = size;
+    snprintf(mt.etag, sizeof(mt.etag), "%s", etag);
+    mt.key = (char *)key;
+    mt.key_len = key_len;
+    mt.parts = &mp;
+    mt.nparts = 1;
+    if (write_upload_file(s, bucket, uid, pl, n, &mt, pname, ok) <
+        obj_write_quorum(s, k, m)) {
+        ret = -STOR_EQUORUM;
+        goto out;
+    }
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        pthread_rwlock_wrlock(&b->lock);
+        u = upload_find(b, uid, key, key_len, NULL);
+        if (u == NULL || u->completing) /* a Complete owns its parts now */
+            ret = -STOR_ENOUPLOAD;
+        else
+            ret = obj_upload_set_part(u, &mp, &old);
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (ret == 0 && old != 0) {
+        snprintf(fname, sizeof(fname), "%s.%016llx", hx,
+                 (unsigned long long)old);
+        for (int j = 0; j < n; j++) {
+            char path[PATH_MAX];
+
+            if (obj_path_upload(path, sizeof(path),
+                                s->drives[obj_shard_drive(s, pl, j)].path,
+                                bucket, uid, fname) == 0)
+                unlink(path);
+        }
+    }
+out:
+    pthread_rwlock_unlock(kl);
+    return ret;
+}
+
+/* Strips surrounding quotes from a client ETag. */
+static void etag_norm(const char *in, char *out, size_t cap)
+{
+    size_t n = strlen(in);
+
+    if (n >= 2 && in[0] == '"' && in[n - 1] == '"') {
+        in++;
+        n -= 2;
+    }
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, in, n);
+    out[n] = 0;
+}
+
+/* Contract in object.h: renames part shard files, one commit. */
+int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
+                      size_t key_len, const char *upload_id,
+                      const struct stor_part *parts, size_t nparts,
+                      struct stor_obj_info *out)
+{
+    struct obj_bucket *b;
+    struct obj_upload *u;
+    struct obj_ent *e = NULL;
+    struct stor_place pl;
+    bool ok[OBJ_MAX_SHARDS];
+    EVP_MD_CTX *md = NULL;
+    uint8_t digest[EVP_MAX_MD_SIZE];
+    unsigned dl;
+    char hx[33];
+    int ret = 0, n = s->K + s->M;
+
+    if (!obj_valid_key(key, key_len) || upload_id == NULL)
+        return -STOR_EINVAL;
+    if (nparts == 0 || nparts > STOR_MAX_PARTS)
+        return -STOR_EINVAL;
+    e = calloc(1, sizeof(*e));
+    md = EVP_MD_CTX_new();
+    if (e == NULL || md == NULL || EVP_DigestInit_ex(md, EVP_md5(), NULL) != 1)
+        goto nomem;
+    e->parts = calloc(nparts, sizeof(*e->parts));
+    e->key = obj_memdup0(key, key_len);
+    if (e->parts == NULL || e->key == NULL)
+        goto nomem;
+    e->key_len = key_len;
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        pthread_rwlock_unlock(&s->lock);
+        ret = -STOR_ENOBUCKET;
+        goto out;
+    }
+    /* write lock: the check-and-claim of the upload below is atomic, so
+     * a second Complete of the same upload (a client retrying on a
+     * timeout) cannot rename the same part files at the same time and
+     * leave neither commit with a quorum */
+    pthread_rwlock_wrlock(&b->lock);
+    u = upload_find(b, upload_id, key, key_len, NULL);
+    if (u == NULL || u->completing)
+        ret = -STOR_ENOUPLOAD;
+    for (size_t i = 0; i < nparts && ret == 0; i++) {
+        const struct stor_meta_part *have = NULL;
+        char want[STOR_ETAG_MAX];
+
+        if (i > 0 && parts[i].number <= parts[i - 1].number) {
+            ret = -STOR_EPARTORDER;
+            break;
+        }
+        for (size_t q = 0; q < u->nparts; q++)
+            if (u->parts[q].number == parts[i].number)
+                have = &u->parts[q];
+        etag_norm(parts[i].etag, want, sizeof(want));
+        if (have == NULL || strcmp(have->etag, want) != 0) {
+            ret = -STOR_EBADPART;
+            break;
+        }
+        if (i + 1 < nparts && have->size < 5u * 1024 * 1024) {
+            ret = -STOR_ETOOSMALL;
+            break;
+        }
+        e->parts[i] = *have;
+        e->size += have->size;
+        for (int q = 0; q < 16; q++) {
+            unsigned v;
+
+            if (sscanf(have->etag + 2 * q, "%2x", &v) != 1)
+                v = 0;
+            digest[q] = (uint8_t)v;
+        }
+        EVP_DigestUpdate(md, digest, 16);
+    }
+    if (ret == 0 && obj_hdrs_copy(u->hdrs, u->nhdrs, &e->hdrs) == 0)
+        e->nhdrs = u->nhdrs;
+    if (ret == 0)
+        u->completing = true;
+    pthread_rwlock_unlock(&b->lock);
+    pthread_rwlock_unlock(&s->lock);
+    if (ret < 0)
+        goto out;
+    e->nparts = nparts;
+    e->multipart = true;
+    EVP_DigestFinal_ex(md, digest, &dl);
+    obj_hex(digest, 16, e->etag);
+    snprintf(e->etag + 32, sizeof(e->etag) - 32, "-%zu", nparts);
+    obj_key_id(s, key, key_len, e->id);
+    e->k = s->K;
+    e->m = s->M;
+    e->block = OBJ_BLOCK;
+    e->mtime_ns = obj_now_ns();
+    obj_place(s, bucket, key, key_len, &pl);
+    obj_hex(e->id, 16, hx);
+    /* move every listed part's shard files into the object directory */
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, &pl, j);
+
+        ok[j] = obj_drive_online(s, d);
+        for (size_t i = 0; i < nparts && ok[j]; i++) {
+            char from[PATH_MAX], to[PATH_MAX], fname[64];
+
+            snprintf(fname, sizeof(fname), "%s.%016llx", hx,
+                     (unsigned long long)e->parts[i].dataid);
+            if (obj_path_upload(from, sizeof(from), s->drives[d].path, bucket,
+                                upload_id, fname) < 0 ||
+                obj_path_shard(to, sizeof(to), s->drives[d].path, bucket, e->id,
+                               e->parts[i].dataid) < 0) {
+                ok[j] = false;
+                break;
+            }
+            if (rename(from, to) < 0) {
+                if (errno == ENOENT) {
+                    char dir[PATH_MAX];
+
+                    if (obj_path_dir(dir, sizeof(dir), s->drives[d].path,
+                                     bucket, e->id) == 0 &&
+                        stor_mkdirs(dir) == 0 && rename(from, to) == 0) {
+                        /* a new directory: its entry in the bucket
+                         * directory must survive power loss too (the
+                         * commit syncs only the directory itself) */
+                        char *slash = strrchr(dir, '/');
+
+                        if (s->fsync && slash) {
+                            *slash = 0;
+                            (void)stor_fsync_dir(dir);
+                        }
+                        continue;
+                    }
+                }
+                ok[j] = false;
+            }
+        }
+    }
+    if (out) {
+        obj_info_fill(e, out, false);
+    }
+    ret = obj_commit(s, bucket, e, NULL, 0, ok, NULL);
+    e = NULL;
+    if (ret < 0) {
+        if (out)
+            stor_obj_info_fini(out);
+        /* the upload stays; another Complete may try again */
+        pthread_rwlock_rdlock(&s->lock);
+        b = obj_bucket_find(s, bucket);
+        if (b) {
+            pthread_rwlock_wrlock(&b->lock);
+            u = upload_find(b, upload_id, key, key_len, NULL);
+            if (u)
+                u->completing = false;
+            pthread_rwlock_unlock(&b->lock);
+        }
+        pthread_rwlock_unlock(&s->lock);
+        goto out;
+    }
+    /* the upload is done: forget it and drop unused parts */
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b) {
+        size_t idx;
+
+        pthread_rwlock_wrlock(&b->lock);
+        u = upload_find(b, upload_id, key, key_len, &idx);
+        if (u) {
+            memmove(b->up + idx, b->up + idx + 1,
+                    (b->nup - idx - 1) * sizeof(*b->up));
+            b->nup--;
+            upload_free(u);
+        }
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    rm_upload_dirs(s, bucket, upload_id, &pl);
+    goto out;
+nomem:
+    ret = -ENOMEM;
+out:
+    if (md)
+        EVP_MD_CTX_free(md);
+    obj_ent_free(e);
+    return ret;
+}
+
+/* Contract in object.h. */
+int stor_mpu_abort(struct stor_store *s, const char *bucket, const char *key,
+                   size_t key_len, const char *upload_id)
+{
+    struct obj_bucket *b;
+    struct obj_upload *u = NULL;
+    struct stor_place pl;
+    size_t idx;
+    int ret = 0;
+
+    if (!obj_valid_key(key, key_len) || upload_id == NULL)
+        return -STOR_EINVAL;
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        pthread_rwlock_wrlock(&b->lock);
+        u = upload_find(b, upload_id, key, key_len, &idx);
+        if (u == NULL) {
+            ret = -STOR_ENOUPLOAD;
+        } else {
+            memmove(b->up + idx, b->up + idx + 1,
+                    (b->nup - idx - 1) * sizeof(*b->up));
+            b->nup--;
+        }
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    if (u) {
+        obj_place(s, bucket, key, key_len, &pl);
+        rm_upload_dirs(s, bucket, upload_id, &pl);
+        upload_free(u);
+    }
+    return ret;
+}
+
+/* Contract in object.h. */
+int stor_mpu_list_parts(struct stor_store *s, const char *bucket,
+                        const char *key, size_t key_len, const char *upload_id,
+                        int after, size_t max, struct stor_part **out,
+                        size_t *n, bool *truncated)
+{
+    struct obj_bucket *b;
+    struct obj_upload *u;
+    int ret = 0;
+
+    *out = NULL;
+    *n = 0;
+    *truncated = false;
+    if (!obj_valid_key(key, key_len) || upload_id == NULL)
+        return -STOR_EINVAL;
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+        goto out;
+    }
+    pthread_rwlock_rdlock(&b->lock);
+    u = upload_find(b, upload_id, key, key_len, NULL);
+    if (u == NULL) {
+        ret = -STOR_ENOUPLOAD;
+    } else {
+        struct stor_part *v = calloc(u->nparts ? u->nparts : 1, sizeof(*v));
+
+        if (v == NULL) {
+            ret = -ENOMEM;
+        } else {
+            for (size_t i = 0; i < u->nparts; i++) {
+                if (u->parts[i].number <= after)
+                    continue;
+                if (*n >= max) {
+                    *truncated = true;
+                    break;
+                }
+                v[*n].number = u->parts[i].number;
+                v[*n].size = u->parts[i].size;
+                snprintf(v[*n].etag, sizeof(v[*n].etag), "%s",
+                         u->parts[i].etag);
+                v[*n].mtime = (time_t)(u->initiated_ns / 1000000000LL);
+                (*n)++;
+            }
+            *out = v;
+        }
+    }
+    pthread_rwlock_unlock(&b->lock);
+out:
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+/* Contract in object.h. */
+void stor_uploads_free(struct stor_upload *u, size_t n)
+{
+    for (size_t i = 0; i < n && u; i++)
+        free(u[i].key);
+    free(u);
+}
+
+/* Contract in object.h. */
+int stor_mpu_list(struct stor_store *s, const char *bucket, const char *prefix,
+                  const char *key_marker, const char *upload_id_marker,
+                  size_t max, struct stor_upload **out, size_t *n,
+                  bool *truncated)
+{
+    struct obj_bucket *b;
+    size_t pl = prefix ? strlen(prefix) : 0;
+    size_t ml = key_marker ? strlen(key_marker) : 0;
+    struct stor_upload *v;
+    int ret = 0;
+
+    *out = NULL;
+    *n = 0;
+    *truncated = false;
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        pthread_rwlock_unlock(&s->lock);
+        return -STOR_ENOBUCKET;
+    }
+    pthread_rwlock_rdlock(&b->lock);
+    v = calloc(b->nup ? b->nup : 1, sizeof(*v));
+    if (v == NULL) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < b->nup; i++) {
+        struct obj_upload *u = b->up[i];
+
+        if (u->key_len < pl || (pl && memcmp(u->key, prefix, pl) != 0))
+            continue;
+        if (key_marker && *key_marker) {
+            int c = obj_key_cmp(u->key, u->key_len, key_marker, ml);
+
+            if (c < 0)
+                continue;
+            if (c == 0 && (upload_id_marker == NULL || !*upload_id_marker ||
+                           strcmp(u->uid, upload_id_marker) <= 0))
+                continue;
+        }
+        if (*n >= max) {
+            *truncated = true;
+            break;
+        }
+        v[*n].key = obj_memdup0(u->key, u->key_len);
+        if (v[*n].key == NULL) {
+            stor_uploads_free(v, *n);
+            *n = 0;
+            ret = -ENOMEM;
+            goto out;
+        }
+        v[*n].key_len = u->key_len;
+        snprintf(v[*n].upload_id, sizeof(v[*n].upload_id), "%s", u->uid);
+        v[*n].initiated = (time_t)(u->initiated_ns / 1000000000LL);
+        (*n)++;
+    }
+    *out = v;
+out:
+    pthread_rwlock_unlock(&b->lock);
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}

@@ -1,0 +1,389 @@
+/* storaged/store/obj_open.c - opening and closing the store: drive checks,
+ * format records and set geometry, then the index (obj_load.c) and the
+ * background threads (obj_heal.c); the offline `storaged index` entry.
+ *
+ * DESIGN: the top of the object layer's chain (core obj_store.c, then
+ * obj_io.c, then obj_mpu.c, obj_list.c, obj_heal.c and obj_load.c, then
+ * this file): nothing below calls up into it. A formatted deployment is
+ * never reformatted: a drive of another deployment, at another position,
+ * a different drive count or --ec is refused with a message naming it. */
+#include "storaged/store/obj_i.h"
+
+#include "common/log.h"
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+/* ---- open / close ---- */
+
+static void set_err(char **err, const char *fmt, ...) CM_PRINTF(2, 3);
+/* Replaces *err with a formatted message (when err is non-NULL). */
+static void set_err(char **err, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL)
+        return;
+    free(*err);
+    *err = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(err, fmt, ap) < 0)
+        *err = NULL;
+    va_end(ap);
+}
+
+/* Value of a lower-case hex digit, -1 otherwise. */
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Chooses the geometry for a fresh deployment from the options. */
+static int pick_geometry(const struct stor_store_opts *o, int *set_size, int *K,
+                         int *M, char **err)
+{
+    int n = (int)o->ndrives, ss = o->set_size;
+
+    if (o->ec_data > 0) {
+        int m = o->ec_parity < 0 ? 0 : o->ec_parity;
+
+        if (ss == 0)
+            ss = o->ec_data + m;
+        if (o->ec_data + m != ss || ss > 16 || n % ss != 0) {
+            set_err(err,
+                    "--ec %d+%d does not fit %d drives (sets of 1..16 "
+                    "drives that divide the drive count)",
+                    o->ec_data, m, n);
+            return -EINVAL;
+        }
+        *K = o->ec_data;
+        *M = m;
+    } else {
+        if (ss == 0)
+            ss = stor_choose_set_size(n);
+        if (ss < 1 || ss > 16 || n % ss != 0) {
+            set_err(err,
+                    "%d drives cannot be split into erasure sets of "
+                    "2..16 drives",
+                    n);
+            return -EINVAL;
+        }
+        *M = o->ec_parity >= 0 ? o->ec_parity : stor_default_parity(ss);
+        *K = ss - *M;
+        if (*K < 1 || *M >= ss || (ss > 1 && *M > ss / 2)) {
+            set_err(err, "parity %d is invalid for sets of %d drives", *M, ss);
+            return -EINVAL;
+        }
+    }
+    if (*M > *K) {
+        set_err(err, "parity (%d) may not exceed data (%d)", *M, *K);
+        return -EINVAL;
+    }
+    *set_size = ss;
+    return 0;
+}
+
+/* Checks paths and format records, formats fresh drives. */
+static int open_drives(struct stor_store *s, const struct stor_store_opts *o,
+                       char **err)
+{
+    size_t n = o->ndrives;
+    struct stor_format *fm = calloc(n, sizeof(*fm));
+    int *state = calloc(n, sizeof(int)); /* 0 missing, 1 blank, 2 formatted */
+    struct stat *st = calloc(n, sizeof(*st));
+    int ret = 0, nformatted = 0, ref = -1;
+
+    if (fm == NULL || state == NULL || st == NULL) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (stat(o->drives[i], &st[i]) < 0) {
+            state[i] = 0;
+            continue;
+        }
+        if (!S_ISDIR(st[i].st_mode)) {
+            set_err(err, "drive %s is not a directory", o->drives[i]);
+            ret = -ENOTDIR;
+            goto out;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (state[j] && st[j].st_dev == st[i].st_dev &&
+                st[j].st_ino == st[i].st_ino) {
+                set_err(err,
+                        "drive %s is the same directory as %s "
+                        "(duplicated drive)",
+                        o->drives[i], o->drives[j]);
+                ret = -EINVAL;
+                goto out;
+            }
+        }
+        ret = stor_format_read(o->drives[i], &fm[i]);
+        if (ret == -ENOENT) {
+            state[i] = 1;
+        } else if (ret < 0) {
+            set_err(err, "drive %s: unreadable format record %s/%s",
+                    o->drives[i], o->drives[i], STOR_FORMAT);
+            goto out;
+        } else {
+            state[i] = 2;
+            nformatted++;
+            if (ref < 0)
+                ref = (int)i;
+            if (strcmp(fm[i].deployment, fm[ref].deployment) != 0) {
+                set_err(err,
+                        "drive %s belongs to another deployment (%s, "
+                        "not %s)",
+                        o->drives[i], fm[i].deployment, fm[ref].deployment);
+                ret = -EINVAL;
+                goto out;
+            }
+        }
+        ret = 0;
+    }
+    if (nformatted == 0 && s->offline) {
+        set_err(err, "no formatted drive among the %zu given", n);
+        ret = -ENOENT;
+        goto out;
+    }
+    if (nformatted == 0) {
+        uint8_t rnd[16];
+        int ss, K, M;
+
+        for (size_t i = 0; i < n; i++) {
+            if (state[i] == 0) {
+                set_err(err,
+                        "drive %s does not exist (create the directory "
+                        "or mount the disk)",
+                        o->drives[i]);
+                ret = -ENOENT;
+                goto out;
+            }
+        }
+        ret = pick_geometry(o, &ss, &K, &M, err);
+        if (ret < 0)
+            goto out;
+        if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+            ret = -EIO;
+            goto out;
+        }
+        obj_hex(rnd, 16, s->deployment);
+        s->set_size = ss;
+        s->nsets = (int)n / ss;
+        s->K = K;
+        s->M = M;
+    } else {
+        const struct stor_format *f = &fm[ref];
+
+        memcpy(s->deployment, f->deployment, 33);
+        s->set_size = f->set_size;
+        s->nsets = f->nsets;
+        s->K = f->k;
+        s->M = f->m;
+        if ((size_t)(f->nsets * f->set_size) != n) {
+            set_err(err,
+                    "the deployment has %d drives (%d sets of %d) but "
+                    "%zu were given",
+                    f->nsets * f->set_size, f->nsets, f->set_size, n);
+            ret = -EINVAL;
+            goto out;
+        }
+        if (o->ec_data > 0 && (o->ec_data != f->k ||
+                               (o->ec_parity >= 0 && o->ec_parity != f->m))) {
+            set_err(err, "--ec %d+%d differs from the drives' format %d+%d",
+                    o->ec_data, o->ec_parity, f->k, f->m);
+            ret = -EINVAL;
+            goto out;
+        }
+    }
+    for (int i = 0; i < 16; i++)
+        s->dkey[i] = (uint8_t)(hexval(s->deployment[2 * i]) << 4 |
+                               hexval(s->deployment[2 * i + 1]));
+    s->wq = s->M == 0 ? s->K : stor_write_quorum(s->K, s->M);
+    s->drives = calloc(n, sizeof(*s->drives));
+    if (s->drives == NULL) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    s->ndrives = n;
+    for (size_t i = 0; i < n; i++) {
+        struct stor_drive *d = &s->drives[i];
+        struct stor_format f = {0};
+
+        d->path = strdup(o->drives[i]);
+        if (d->path == NULL) {
+            ret = -ENOMEM;
+            goto out;
+        }
+        d->set = (int)i / s->set_size;
+        d->pos = (int)i % s->set_size;
+        if (state[i] == 2 && (fm[i].set != d->set || fm[i].pos != d->pos)) {
+            set_err(err,
+                    "drive %s was formatted as set %d position %d but "
+                    "is given as set %d position %d (keep the drive order)",
+                    d->path, fm[i].set, fm[i].pos, d->set, d->pos);
+            ret = -EINVAL;
+            goto out;
+        }
+        if (state[i] == 0 || (state[i] == 1 && s->offline)) {
+            cm_log(CM_LOG_WARN, ENOENT,
+                   "drive %s: missing, serving without "
+                   "it",
+                   d->path);
+            continue;
+        }
+        if (state[i] == 1) {
+            memcpy(f.deployment, s->deployment, 33);
+            f.set = d->set;
+            f.pos = d->pos;
+            f.nsets = s->nsets;
+            f.set_size = s->set_size;
+            f.k = s->K;
+            f.m = s->M;
+            ret = stor_format_write(d->path, &f);
+            if (ret < 0) {
+                set_err(err, "drive %s: cannot write format record: %s",
+                        d->path, strerror(-ret));
+                goto out;
+            }
+            if (nformatted > 0) {
+                d->stale = true; /* a replacement drive: heal everything */
+                cm_log(CM_LOG_INFO, 0,
+                       "drive %s: new drive formatted into "
+                       "set %d position %d",
+                       d->path, d->set, d->pos);
+            }
+        }
+        ret = s->offline ? 0 : obj_drive_prepare(d);
+        if (ret < 0) {
+            cm_log(CM_LOG_WARN, -ret, "drive %s: unusable, offline", d->path);
+            ret = 0;
+            continue;
+        }
+        d->online = true;
+    }
+out:
+    free(fm);
+    free(state);
+    free(st);
+    return ret;
+}
+
+/* Contract in object.h: drives, index load, background threads. */
+int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
+                    char **err)
+{
+    struct stor_store *s;
+    int ret;
+
+    if (err)
+        *err = NULL;
+    if (o == NULL || o->ndrives == 0 || o->drives == NULL) {
+        set_err(err, "no drives given");
+        return -EINVAL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->fsync = o->fsync;
+    pthread_rwlock_init(&s->lock, NULL);
+    for (int i = 0; i < OBJ_KLOCKS; i++)
+        pthread_rwlock_init(&s->klock[i], NULL);
+    pthread_mutex_init(&s->heal_lock, NULL);
+    pthread_cond_init(&s->heal_cond, NULL);
+    ret = open_drives(s, o, err);
+    if (ret < 0)
+        goto fail;
+    if (obj_set_online(s, 0) == 0 && s->ndrives == 1) {
+        set_err(err, "drive %s is not usable", s->drives[0].path);
+        ret = -EIO;
+        goto fail;
+    }
+    ret = obj_load(s);
+    if (ret < 0) {
+        set_err(err, "loading the object index failed: %s", strerror(-ret));
+        goto fail;
+    }
+    ret = obj_threads_start(s);
+    if (ret < 0) {
+        set_err(err, "cannot start background threads: %s", strerror(-ret));
+        goto fail;
+    }
+    cm_log(CM_LOG_INFO, 0,
+           "store: deployment %s, %zu drives, %d set(s) of "
+           "%d, EC %d+%d",
+           s->deployment, s->ndrives, s->nsets, s->set_size, s->K, s->M);
+    *out = s;
+    return 0;
+fail:
+    if (err && *err == NULL)
+        set_err(err, "cannot open the store: %s", strerror(-ret));
+    stor_store_close(s);
+    return ret;
+}
+
+/* Contract in object.h. */
+long stor_index_check(const char *const *drives, size_t ndrives, bool rebuild,
+                      FILE *out, char **err)
+{
+    struct stor_store_opts o = {
+        .drives = drives, .ndrives = ndrives, .ec_parity = -1, .fsync = true};
+    struct stor_store *s;
+    long ret;
+
+    if (err)
+        *err = NULL;
+    if (ndrives == 0 || drives == NULL) {
+        set_err(err, "no drives given");
+        return -EINVAL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->fsync = true;
+    s->offline = true;
+    pthread_rwlock_init(&s->lock, NULL);
+    for (int i = 0; i < OBJ_KLOCKS; i++)
+        pthread_rwlock_init(&s->klock[i], NULL);
+    pthread_mutex_init(&s->heal_lock, NULL);
+    pthread_cond_init(&s->heal_cond, NULL);
+    ret = open_drives(s, &o, err);
+    if (ret == 0) {
+        ret = obj_index_check(s, rebuild, out);
+        if (ret < 0)
+            set_err(err, "%s the index failed: %s",
+                    rebuild ? "rebuilding" : "checking", strerror((int)-ret));
+    }
+    stor_store_close(s);
+    return ret;
+}
+
+/* Contract in object.h: stops the threads, frees everything. */
+void stor_store_close(struct stor_store *s)
+{
+    if (s == NULL)
+        return;
+    obj_threads_stop(s);
+    obj_index_close(s);
+    obj_buckets_free(s);
+    for (size_t i = 0; i < s->ndrives; i++)
+        free(s->drives[i].path);
+    free(s->drives);
+    for (size_t i = 0; i < s->nhealq; i++)
+        free(s->healq[i].key);
+    free(s->healq);
+    for (int i = 0; i < OBJ_KLOCKS; i++)
+        pthread_rwlock_destroy(&s->klock[i]);
+    pthread_rwlock_destroy(&s->lock);
+    pthread_mutex_destroy(&s->heal_lock);
+    pthread_cond_destroy(&s->heal_cond);
+    free(s);
+}

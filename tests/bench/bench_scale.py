@@ -1,0 +1,304 @@
+#!/usr/bin/python3
+"""tests/bench/bench_scale.py - does storaged's cost grow with the number of
+objects in a bucket? (figures, not pass/fail)
+
+One bucket is filled in steps (default 10^3, 10^5, 10^6 objects) through
+the object layer itself (tests/bench/bench_fill.c: fsync off, a clean
+close), which is far faster than S3. At each size, through S3 on a real
+storaged:
+  * start-up time to /health/ready, warm (page cache hot) and cold (the
+    index file evicted from the page cache with posix_fadvise DONTNEED;
+    a trusted start reads nothing else per object);
+  * RSS after start and after the rate runs (VmRSS, and RssAnon = heap,
+    RssFile = mapped files such as the index, which the kernel may drop);
+  * (the server runs without its background scanner and drive probe,
+    STORAGED_NO_BACKGROUND=1, so their work is not counted per request)
+  * PUT (new keys), GET (random existing keys), DELETE (the keys just
+    put, so the bucket stays at its size) and LIST (ListObjectsV2 pages of
+    1000 keys from random start-after markers) rates with CLIENTS threads,
+    and the server's CPU time per request (utime+stime from /proc), which
+    is steadier than the rate on a shared machine.
+Each figure gets a ratio against the first (smallest) row. The table is
+Markdown; --out FILE also writes it there.
+
+Usage: tests/bench/bench_scale.py [--sizes 1000,100000,1000000]
+       [--obj-size BYTES] [--drives N] [--ops N] [--pages N]
+       [--clients N] [--dir DIR] [--keep] [--out FILE] [--no-build]
+Environment: ECFS_BIN_DIR (default <repo>/bin), BENCH_FILL (the filler
+binary; default build/rel/bench/bench_fill, built from the release
+libraries), BENCH_DIR (default /tmp).
+Disk: about 3 files of one 4 KiB block per object with 4 drives
+(2+2; a small object is 1+2), so 10^6 objects take about 12 GB and
+3 million inodes under --dir (default /tmp).
+"""
+
+import argparse
+import concurrent.futures
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import boto3
+from botocore.config import Config
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("ECFS_BIN_DIR", os.path.join(REPO, "bin"))
+FILL = os.environ.get("BENCH_FILL",
+                      os.path.join(REPO, "build", "rel", "bench", "bench_fill"))
+AK, SK = "benchroot", "bench-secret-key-0123456789"
+BUCKET = "scale"
+
+
+def build_fill():
+    subprocess.run(["make", "-s", "-j2", "build/rel/libstoraged.a",
+                    "build/rel/libcommon.a", os.path.join(BIN, "storaged")],
+                   cwd=REPO, check=True)
+    os.makedirs(os.path.dirname(FILL), exist_ok=True)
+    libs = subprocess.run(["pkg-config", "--libs", "libcurl", "openssl",
+                           "expat", "liburing"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    subprocess.run(["cc", "-O2", "-g", "-std=c11", "-D_GNU_SOURCE", "-I.",
+                    "-pthread", "-o", FILL, "tests/bench/bench_fill.c",
+                    "build/rel/libstoraged.a", "build/rel/libcommon.a"]
+                   + libs + ["-lisal", "-llmdb", "-lm"],
+                   cwd=REPO, check=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ready(url):
+    try:
+        with urllib.request.urlopen(url, timeout=1) as r:
+            return r.status == 200
+    except Exception:
+        return False
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid):
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "RssAnon", "RssFile"):
+                out[k] = int(v.split()[0])
+    return out
+
+
+def evict(drives):
+    """Drops the index (and format/pointer) files from the page cache."""
+    for d in drives:
+        for root, _, files in os.walk(os.path.join(d, ".ecfs.sys")):
+            for f in files:
+                p = os.path.join(root, f)
+                try:
+                    fd = os.open(p, os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    os.fdatasync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
+
+class Server:
+    def __init__(self, drives, log):
+        self.drives, self.log = drives, log
+        self.port = free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.proc = None
+
+    def start(self):
+        # no scanner: its walk of every object would be counted in the
+        # server's CPU per request (and grows with the bucket by design)
+        env = dict(os.environ, STORAGED_ROOT_USER=AK,
+                   STORAGED_ROOT_PASSWORD=SK, STORAGED_NO_BACKGROUND="1")
+        t0 = time.monotonic()
+        with open(self.log, "ab") as lf:
+            self.proc = subprocess.Popen(
+                [os.path.join(BIN, "storaged"), "serve", "--address",
+                 "127.0.0.1:%d" % self.port] + self.drives,
+                stdout=lf, stderr=lf, env=env, start_new_session=True)
+        while not ready(self.url + "/health/ready"):
+            if self.proc.poll() is not None:
+                raise RuntimeError("storaged exited; see " + self.log)
+            time.sleep(0.005)
+        return time.monotonic() - t0
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(120)
+        self.proc = None
+
+    def client(self):
+        return boto3.client(
+            "s3", endpoint_url=self.url, aws_access_key_id=AK,
+            aws_secret_access_key=SK, region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"},
+                          retries={"max_attempts": 0},
+                          max_pool_connections=64))
+
+
+def run_ops(srv, clients, items, fn):
+    """Runs fn(client, item) over items with len(clients) threads; returns
+    (ops/s, server CPU µs per op)."""
+    c0, t0 = cpu_s(srv.proc.pid), time.monotonic()
+    chunks = [items[i::len(clients)] for i in range(len(clients))]
+
+    def work(i):
+        for it in chunks[i]:
+            fn(clients[i], it)
+    with concurrent.futures.ThreadPoolExecutor(len(clients)) as ex:
+        list(ex.map(work, range(len(clients))))
+    dt, dc = time.monotonic() - t0, cpu_s(srv.proc.pid) - c0
+    return len(items) / dt, dc / len(items) * 1e6
+
+
+def measure(srv, n, args, rng):
+    row = {"objects": n}
+    # start-up: cold (index evicted) then warm (twice, the better one)
+    evict(srv.drives)
+    row["start_cold_s"] = srv.start()
+    srv.stop()
+    warm = []
+    for _ in range(2):
+        warm.append(srv.start())
+        if len(warm) < 2:
+            srv.stop()
+    row["start_warm_s"] = min(warm)
+    rs = rss_kib(srv.proc.pid)
+    row["rss_start_mib"] = rs["VmRSS"] / 1024
+    cl = [srv.client() for _ in range(args.clients)]
+    body = os.urandom(args.obj_size)
+    newkeys = ["new/%d/%06d" % (n, i) for i in range(args.ops)]
+    row["put"] = run_ops(srv, cl, newkeys,
+                         lambda c, k: c.put_object(Bucket=BUCKET, Key=k,
+                                                   Body=body))
+    gets = ["obj/%09d" % rng.randrange(n) for _ in range(args.ops)]
+    row["get"] = run_ops(srv, cl, gets,
+                         lambda c, k: c.get_object(Bucket=BUCKET,
+                                                   Key=k)["Body"].read())
+    row["delete"] = run_ops(srv, cl, newkeys,
+                            lambda c, k: c.delete_object(Bucket=BUCKET,
+                                                         Key=k))
+    marks = ["obj/%09d" % rng.randrange(max(1, n - 1000))
+             for _ in range(args.pages)]
+
+    def page(c, m):
+        r = c.list_objects_v2(Bucket=BUCKET, StartAfter=m, MaxKeys=1000)
+        assert r["KeyCount"] == min(1000, n - 1 - int(m[4:])), r["KeyCount"]
+    row["list"] = run_ops(srv, cl, marks, page)
+    rs = rss_kib(srv.proc.pid)
+    row["rss_mib"] = rs["VmRSS"] / 1024
+    row["anon_mib"] = rs.get("RssAnon", 0) / 1024
+    row["file_mib"] = rs.get("RssFile", 0) / 1024
+    srv.stop()
+    idx = [os.path.join(d, ".ecfs.sys", "index", "data.mdb")
+           for d in srv.drives]
+    row["index_mib"] = sum(os.path.getsize(p) for p in idx
+                           if os.path.exists(p)) / 2**20
+    return row
+
+
+def table(rows):
+    base = rows[0]
+
+    def ratio(v, b):
+        return "%.2f" % (v / b) if b else "-"
+    out = ["| objects | start warm s | start cold s | RSS MiB (heap + files) "
+           "| index MiB | PUT/s (x) | GET/s (x) | DELETE/s (x) "
+           "| LIST 1000/s (x) | CPU µs PUT/GET/DEL/LIST (x) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cpu = "/".join("%.0f" % r[k][1] for k in ("put", "get", "delete",
+                                                   "list"))
+        cpux = "/".join(ratio(r[k][1], base[k][1])
+                        for k in ("put", "get", "delete", "list"))
+        out.append(
+            "| %d | %.3f (%s) | %.3f (%s) | %.0f (%.0f + %.0f) | %.1f | "
+            "%.0f (%s) | %.0f (%s) | %.0f (%s) | %.1f (%s) | %s (%s) |" % (
+                r["objects"], r["start_warm_s"],
+                ratio(r["start_warm_s"], base["start_warm_s"]),
+                r["start_cold_s"],
+                ratio(r["start_cold_s"], base["start_cold_s"]),
+                r["rss_mib"], r["anon_mib"], r["file_mib"], r["index_mib"],
+                r["put"][0], ratio(r["put"][0], base["put"][0]),
+                r["get"][0], ratio(r["get"][0], base["get"][0]),
+                r["delete"][0], ratio(r["delete"][0], base["delete"][0]),
+                r["list"][0], ratio(r["list"][0], base["list"][0]),
+                cpu, cpux))
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1000,100000,1000000")
+    ap.add_argument("--obj-size", type=int, default=1024)
+    ap.add_argument("--drives", type=int, default=4)
+    ap.add_argument("--ops", type=int, default=2000)
+    ap.add_argument("--pages", type=int, default=100)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--fill-threads", type=int, default=2)
+    ap.add_argument("--dir", default=os.environ.get("BENCH_DIR", "/tmp"))
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--out")
+    ap.add_argument("--no-build", action="store_true",
+                    help="use $ECFS_BIN_DIR/storaged and $BENCH_FILL as they are")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    if not args.no_build:
+        build_fill()
+    root = tempfile.mkdtemp(prefix="bench_scale.", dir=args.dir)
+    drives = [os.path.join(root, "d%d" % i) for i in range(args.drives)]
+    for d in drives:
+        os.makedirs(d)
+    srv = Server(drives, os.path.join(root, "storaged.log"))
+    rng = random.Random(1)
+    rows, have = [], 0
+    try:
+        for n in sizes:
+            t0 = time.monotonic()
+            subprocess.run([FILL, BUCKET, str(have), str(n - have),
+                            str(args.obj_size), str(args.fill_threads)]
+                           + drives, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            have = n
+            print("filled to %d objects in %.0f s" % (n, time.monotonic() - t0),
+                  file=sys.stderr, flush=True)
+            rows.append(measure(srv, n, args, rng))
+            print(table(rows), file=sys.stderr, flush=True)
+    finally:
+        srv.stop()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    text = ("storaged scale benchmark: %d drives, %d-byte objects, %d "
+            "clients, %d ops per rate, %d LIST pages\n\n%s\n"
+            % (args.drives, args.obj_size, args.clients, args.ops,
+               args.pages, table(rows)))
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
