@@ -198,6 +198,8 @@ mon_allow_pool_size_one = true
 mon_warn_on_pool_no_redundancy = false
 mon_allow_pool_delete = true
 ms_async_op_threads = 1
+ms_bind_retry_count = 2
+ms_bind_retry_delay = 1
 rocksdb_cache_size = 33554432
 
 [mon]

@@ -72,3 +72,30 @@ def test_rgw_multipart_and_ranges(rgw_cluster):
     assert got["Body"].read() == whole[5242000:5243001]
     assert got["ContentRange"] == "bytes 5242000-5243000/%d" % len(whole)
     assert h["ContentLength"] == len(whole)
+
+
+def test_failed_bringup_reports_logs_and_cleans_up(tmp_path):
+    """A cluster that cannot come up (its monitor's port is taken) fails
+    with a clear error, its daemons' logs say why, and stop() leaves no
+    process and no directory behind."""
+    import socket
+    from ceph_rgw import CephCluster, CephError
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen(1)
+    wd = tmp_path / "ceph"
+    c = CephCluster(wd)
+    c.mon_port = blocker.getsockname()[1]
+    try:
+        with pytest.raises(CephError) as e:
+            c.start()
+        logs = c.logs()
+        assert "mon.a exited" in str(e.value), e.value
+        assert "unable to bind monitor" in logs, logs[-3000:]
+    finally:
+        procs = list(c.procs.values())
+        c.stop()
+        blocker.close()
+    assert all(p.poll() is not None for p in procs)
+    assert not wd.exists()
