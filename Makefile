@@ -4,7 +4,10 @@
 #
 #   make            bin/storaged bin/ecfs
 #   make test       install deps, build, unit tests, integration tests
-#   make check      the same tests on an ASan+UBSan build (+ corpus replay)
+#   make check-fast the quick gates (CI runs it after make test): ASan+UBSan
+#                   unit tests and corpus replay, header/layer/banned-function
+#                   checks, format-check
+#   make check      check-fast's checks plus the sanitized integration run
 #   make fuzz       libFuzzer targets with clang, each run FUZZ_SECONDS
 #   make run/stop   the main job (see README.md)
 
@@ -51,8 +54,8 @@ CFLAGS  += $(CSTD) $(WARN) $(SANFLAGS) $(if $(WERROR),-Werror) -MMD -MP -I. $(PK
 LDFLAGS += $(SANFLAGS) -pthread
 LDLIBS  := $(PKG_LIBS) -lisal -llmdb -lm
 
-.PHONY: all test check unit integration fuzz replay format format-check install clean \
-        run stop bench deps
+.PHONY: all test check check-fast check-static unit integration fuzz replay format \
+        format-check install clean run stop bench deps
 all: $(BINDIR)/storaged $(BINDIR)/ecfs
 
 COMMON_SRCS :=
@@ -144,16 +147,32 @@ SAN_ENV = ECFS_SAN=$(CHECK_SAN) \
 check: deps
 	$(MAKE) SAN=$(CHECK_SAN) all
 	$(call SAN_ENV,) $(MAKE) SAN=$(CHECK_SAN) unit replay
-	scripts/check-headers.sh
-	scripts/check-layers.sh
-	scripts/check-banned.sh
-	$(MAKE) format-check
+	$(MAKE) check-static
 	rm -rf $(CHECK_SANLOG) && mkdir -p $(CHECK_SANLOG)
 	$(call SAN_ENV,:log_path=$(CHECK_SANLOG)/san) ECFS_SAN_LOG_DIR=$(CHECK_SANLOG) \
 	  $(MAKE) SAN=$(CHECK_SAN) integration
 	@if grep -lE '$(SAN_MARKERS)' $(CHECK_SANLOG)/* 2>/dev/null; then \
 	  echo "check: sanitizer reports above in $(CHECK_SANLOG)" >&2; exit 1; fi
 	@echo "check: OK ($(CHECK_SAN))"
+
+# make check-fast: the gates CI runs after make test, in a few minutes (see
+# tests/README.md for the time): the unit tests and every fuzz corpus on an
+# ASan+UBSan build (a report aborts), then check-static. No integration run:
+# that is make check.
+check-fast: deps
+	$(call SAN_ENV,) $(MAKE) SAN=address unit replay
+	$(MAKE) check-static
+	@echo "check-fast: OK"
+
+# The checks that build nothing: every header compiles alone and no .c
+# declares a non-static function (check-headers.sh), storaged's folders
+# include each other only through their interfaces (check-layers.sh), no
+# banned function (check-banned.sh), every source as .clang-format says.
+check-static:
+	scripts/check-headers.sh
+	scripts/check-layers.sh
+	scripts/check-banned.sh
+	$(MAKE) format-check
 
 # Fuzzing: libFuzzer targets built with clang; corpora replayed by replay.
 # Sources are instrumented once into build/fuzz/obj and archived, so a

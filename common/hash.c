@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/codec.h"
+#include "common/isal_compat.h" /* crc64_rocksoft_refl, weak */
 
 struct cm_digest {
     EVP_MD_CTX *ctx;
@@ -228,10 +229,6 @@ uint64_t cm_crc64(uint64_t seed, const void *p, size_t n)
 {
     return crc64_ecma_refl(seed, p, n);
 }
-
-/* isa-l >= 2.31 exports CRC-64/NVME as crc64_rocksoft_refl. */
-extern uint64_t crc64_rocksoft_refl(uint64_t init_crc, const unsigned char *buf,
-                                    uint64_t len) __attribute__((weak));
 
 #define CRC64_NVME_POLY                                                        \
     0x9A6C9329AC4BC9B5ULL /* reflected 0xAD93D23594C93659                      \

@@ -13,8 +13,7 @@
 
 #include "common/buf.h"
 #include "storaged/http/parse.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tests/fuzz/fuzz.h"
 
 #define CHECK(x)                                                               \
     do {                                                                       \

@@ -9,8 +9,7 @@
 
 #include "common/buf.h"
 #include "storaged/store/meta.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tests/fuzz/fuzz.h"
 
 #define CHECK(x)                                                               \
     do {                                                                       \

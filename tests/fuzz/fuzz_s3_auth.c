@@ -13,8 +13,7 @@
 
 #include "storaged/s3/auth.h"
 #include "storaged/s3/s3_i.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tests/fuzz/fuzz.h"
 
 #define CHECK(x)                                                               \
     do {                                                                       \

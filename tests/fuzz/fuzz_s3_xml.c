@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "storaged/s3/s3_i.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tests/fuzz/fuzz.h"
 
 #define CHECK(x)                                                               \
     do {                                                                       \

@@ -14,8 +14,7 @@
 #include "common/sigv4.h"
 #include "common/timefmt.h"
 #include "common/uri.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tests/fuzz/fuzz.h"
 
 #define CHECK(x)                                                               \
     do {                                                                       \

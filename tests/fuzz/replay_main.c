@@ -13,8 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
+#include "tests/fuzz/fuzz.h"
 
 /* Feeds one file to the target in an exactly-sized heap buffer (so ASan
  * sees reads past the end). Returns 0 or -errno. */

@@ -172,11 +172,11 @@ static void test_target_limits(void **state)
     t[3 + STOR_MAX_KEY_LEN] = 'k';
     assert_int_equal(decode(t), S3E_KEY_TOO_LONG);
     /* query parameters: STOR_MAX_QUERY, not one more */
-    p = t + sprintf(t, "/b?");
+    p = t + snprintf(t, sizeof(t), "/b?");
     for (i = 0; i < STOR_MAX_QUERY; i++)
-        p += sprintf(p, "p%d=%d&", i, i);
+        p += snprintf(p, sizeof(t) - (size_t)(p - t), "p%d=%d&", i, i);
     assert_int_equal(decode(t), S3E_NONE);
-    sprintf(p, "one=more");
+    snprintf(p, sizeof(t) - (size_t)(p - t), "one=more");
     assert_int_equal(decode(t), S3E_INVALID_ARGUMENT);
 }
 
