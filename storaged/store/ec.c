@@ -25,16 +25,22 @@ struct dec_entry {
     uint8_t *tables; /* 32 * k * nw; owned */
 };
 
+/* A degraded set loses the same drives for many reads in a row, so decode
+ * tables are cached per pattern; entries are published once and never
+ * freed. */
+struct dec_cache {
+    pthread_mutex_t lock; /* taken to publish an entry */
+    struct dec_entry dec[DEC_CACHE];
+    int ndec; /* atomic */
+};
+
 struct stor_ec {
     int k, m;
     uint8_t *matrix; /* (k + m) x k generator; owned; immutable */
     uint8_t *tables; /* 32 * k * m encode tables; owned; immutable */
-    /* a degraded set loses the same drives for many reads in a row, so
-     * decode tables are cached per pattern; entries are published once and
-     * never freed; protected by dec_lock for writes */
-    pthread_mutex_t dec_lock;
-    struct dec_entry dec[DEC_CACHE];
-    int ndec; /* atomic */
+    /* owned; behind a pointer because codecs are shared as const and this
+     * cache is the one part that changes */
+    struct dec_cache *dc;
 };
 
 static pthread_mutex_t ec_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -52,13 +58,15 @@ static struct stor_ec *ec_create(int k, int m)
     e->m = m;
     e->matrix = malloc((size_t)(k + m) * k);
     e->tables = malloc(32 * (size_t)k * (m > 0 ? m : 1));
-    if (e->matrix == NULL || e->tables == NULL) {
+    e->dc = calloc(1, sizeof(*e->dc));
+    if (e->matrix == NULL || e->tables == NULL || e->dc == NULL) {
         free(e->matrix);
         free(e->tables);
+        free(e->dc);
         free(e);
         return NULL;
     }
-    pthread_mutex_init(&e->dec_lock, NULL);
+    pthread_mutex_init(&e->dc->lock, NULL);
     gf_gen_cauchy1_matrix(e->matrix, k + m, k);
     if (m > 0)
         ec_init_tables(k, m, e->matrix + (size_t)k * k, e->tables);
@@ -102,10 +110,15 @@ int stor_ec_m(const struct stor_ec *e)
 void stor_ec_encode(const struct stor_ec *e, size_t len, uint8_t *const *data,
                     uint8_t *const *parity)
 {
+    uint8_t *d[STOR_EC_MAX_SHARDS], *p[STOR_EC_MAX_SHARDS];
+
     if (e->m == 0 || len == 0)
         return;
-    ec_encode_data((int)len, e->k, e->m, e->tables, (uint8_t **)data,
-                   (uint8_t **)parity);
+    /* ISA-L takes non-const pointer arrays; it writes only through the
+     * parity pointers */
+    memcpy(d, data, (size_t)e->k * sizeof(*d));
+    memcpy(p, parity, (size_t)e->m * sizeof(*p));
+    ec_encode_data((int)len, e->k, e->m, e->tables, d, p);
 }
 
 /* Builds the decode tables of one pattern: invert the rows of the
@@ -158,7 +171,7 @@ int stor_ec_reconstruct(const struct stor_ec *e, size_t len,
                         uint8_t *const *shards, const bool *present,
                         const bool *want)
 {
-    struct stor_ec *me = (struct stor_ec *)e; /* the cache is internal */
+    struct dec_cache *dc = e->dc;
     int k = e->k, n = e->k + e->m, ns = 0, nd;
     uint32_t src_mask = 0, want_mask = 0;
     uint8_t *src[STOR_EC_MAX_SHARDS], *dst[STOR_EC_MAX_SHARDS];
@@ -178,25 +191,25 @@ int stor_ec_reconstruct(const struct stor_ec *e, size_t len,
         return -EIO;
     if (want_mask == 0 || len == 0)
         return 0;
-    nd = __atomic_load_n(&me->ndec, __ATOMIC_ACQUIRE);
+    nd = __atomic_load_n(&dc->ndec, __ATOMIC_ACQUIRE);
     for (int i = 0; i < nd; i++)
-        if (me->dec[i].src_mask == src_mask &&
-            me->dec[i].want_mask == want_mask)
-            hit = &me->dec[i];
+        if (dc->dec[i].src_mask == src_mask &&
+            dc->dec[i].want_mask == want_mask)
+            hit = &dc->dec[i];
     if (hit == NULL) {
         ret = dec_build(e, present, want, &tmp);
         if (ret < 0) {
             free(tmp.tables);
             return ret;
         }
-        pthread_mutex_lock(&me->dec_lock);
-        if (me->ndec < DEC_CACHE) {
-            me->dec[me->ndec] = tmp;
-            hit = &me->dec[me->ndec];
-            __atomic_store_n(&me->ndec, me->ndec + 1, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&dc->lock);
+        if (dc->ndec < DEC_CACHE) {
+            dc->dec[dc->ndec] = tmp;
+            hit = &dc->dec[dc->ndec];
+            __atomic_store_n(&dc->ndec, dc->ndec + 1, __ATOMIC_RELEASE);
             tmp.tables = NULL;
         }
-        pthread_mutex_unlock(&me->dec_lock);
+        pthread_mutex_unlock(&dc->lock);
         if (hit == NULL)
             hit = &tmp;
     }

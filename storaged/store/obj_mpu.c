@@ -367,7 +367,7 @@ static int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
     mt.mtime_ns = obj_now_ns();
     mt.size = size;
     snprintf(mt.etag, sizeof(mt.etag), "%s", etag);
-    mt.key = (char *)key;
+    mt.key = CM_UNCONST(char *, key); /* encode only reads it */
     mt.key_len = key_len;
     mt.parts = &mp;
     mt.nparts = 1;

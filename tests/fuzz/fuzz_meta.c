@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Build a valid record from the input and flip one byte of it. */
     if (size >= 4) {
         struct stor_meta v = {0};
-        struct stor_hdr h = {(char *)"content-type", (char *)"image/jpeg"};
+        char hname[] = "content-type", hvalue[] = "image/jpeg";
+        struct stor_hdr h = {hname, hvalue};
         struct stor_meta_part p = {1, 5, 6, "abc"};
         size_t at;
 
@@ -43,14 +44,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         v.m = data[1] % 5;
         v.shard = data[2] % (v.k + v.m);
         v.version = size;
-        v.key = (char *)data;
+        v.key = CM_UNCONST(char *, data); /* encode only reads v */
         v.key_len = size > 1024 ? 1024 : size;
         v.hdrs = &h;
         v.nhdrs = data[3] & 1;
         v.parts = &p;
         v.nparts = (data[3] >> 1) & 1;
         v.has_inline = (data[3] >> 2) & 1;
-        v.inl = (uint8_t *)data;
+        v.inl = CM_UNCONST(uint8_t *, data);
         v.inl_len = size;
         cm_buf_init(&b, STOR_META_MAX);
         CHECK(stor_meta_encode(&v, &b) == 0);
