@@ -38,6 +38,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +67,9 @@ struct stor_http_server {
     int idle_timeout_s;
     int header_timeout_s;
     int body_timeout_s;
-    atomic_bool draining; /* SIGTERM: finish in-flight, accept nothing */
+    size_t id_hdr_len;     /* strlen(app->id_header), 0 without one */
+    size_t fixed_hdrs_len; /* strlen(app->fixed_headers), 0 without */
+    atomic_bool draining;  /* SIGTERM: finish in-flight, accept nothing */
     atomic_uint_fast64_t next_req_id;
     atomic_long nconns;
     atomic_uint_fast64_t conns_total;
@@ -231,7 +234,7 @@ static const struct stor_http_app *app_of(const struct stor_req *r)
 
 /* ---- services for the application ---- */
 
-/* See http_i.h. DESIGN: most values are one string ("%s", or a quoted
+/* See http.h. DESIGN: most values are one string ("%s", or a quoted
  * ETag), copied directly: printf per header showed in GET profiles. */
 int stor_resp_hdr(struct stor_resp *rs, const char *name, const char *fmt, ...)
 {
@@ -320,11 +323,9 @@ static void req_job_done(struct stor_job *j)
         conn_run(c);
 }
 
-/* The pool for @r's jobs. DESIGN: reads are short and CPU-bound when the
- * data is cached, so a small pool (about one worker per core) avoids the
- * context switches a big one costs; writes wait on fsync, so they get a
- * bigger pool of their own and cannot starve reads (a queue per job class,
- * as Redis bio and nginx thread pools do). */
+/* The pool for @r's jobs: the application says which (r->read_jobs). Two
+ * pools, a queue per job class as Redis bio and nginx thread pools have, so
+ * slow jobs (fsync) cannot starve quick ones. */
 static struct stor_pool *pool_for(const struct stor_req *r)
 {
     struct stor_http_server *s = r->conn->t->srv;
@@ -897,6 +898,7 @@ static int resp_serialize(struct stor_conn *c, struct stor_req *r)
 {
     struct stor_resp *rs = &r->resp;
     struct http_thread *t = c->t;
+    const struct stor_http_server *srv = t->srv;
     time_t wall = time(NULL);
     const char *st = status_text(rs->status);
     size_t stlen = strlen(st), dlen, cap;
@@ -910,7 +912,8 @@ static int resp_serialize(struct stor_conn *c, struct stor_req *r)
     }
     dlen = strlen(t->date);
     len = rs->has_length ? rs->content_length : rs->body.len;
-    cap = 256 + stlen + dlen + rs->hdrs.len;
+    cap = 256 + stlen + dlen + srv->id_hdr_len + srv->fixed_hdrs_len +
+          rs->hdrs.len;
     if (!rs->no_body && !r->is_head)
         cap += rs->body.len;
     ret = cm_buf_reserve(&c->out, cap);
@@ -932,10 +935,19 @@ static int resp_serialize(struct stor_conn *c, struct stor_req *r)
     PUT_LIT("\r\nServer: storaged\r\nDate: ");
     memcpy(p, t->date, dlen);
     p += dlen;
-    PUT_LIT("\r\nx-amz-request-id: ");
-    put_hex16(p, r->id);
-    p += 16;
-    PUT_LIT("\r\nx-amz-id-2: storaged\r\n");
+    PUT_LIT("\r\n");
+    if (srv->id_hdr_len) {
+        memcpy(p, srv->app->id_header, srv->id_hdr_len);
+        p += srv->id_hdr_len;
+        PUT_LIT(": ");
+        put_hex16(p, r->id);
+        p += 16;
+        PUT_LIT("\r\n");
+    }
+    if (srv->fixed_hdrs_len) {
+        memcpy(p, srv->app->fixed_headers, srv->fixed_hdrs_len);
+        p += srv->fixed_hdrs_len;
+    }
     if (rs->status != 304 && rs->status != 204) {
         PUT_LIT("Content-Length: ");
         p += put_u64(p, len);
@@ -1738,6 +1750,9 @@ int stor_http_serve(const struct stor_http_opts *o)
     s->idle_timeout_s = o->idle_timeout_s;
     s->header_timeout_s = o->header_timeout_s;
     s->body_timeout_s = o->body_timeout_s;
+    s->id_hdr_len = o->app->id_header ? strlen(o->app->id_header) : 0;
+    s->fixed_hdrs_len =
+        o->app->fixed_headers ? strlen(o->app->fixed_headers) : 0;
     atomic_store(&s->next_req_id, ((uint64_t)time(NULL) << 24));
     s->threads = calloc(n, sizeof(*s->threads));
     if (s->threads == NULL) {

@@ -15,7 +15,6 @@
 #include "common/compiler.h"
 #include "storaged/http/loop.h"
 #include "storaged/http/parse.h"
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -113,6 +112,11 @@ struct stor_req {
  * unless it says otherwise. */
 struct stor_http_app {
     size_t req_size; /* >= sizeof(struct stor_req) */
+    /* Every response carries "@id_header: <request id, 16 hex digits>"
+     * when set, then the lines of @fixed_headers ("Name: value\r\n"...)
+     * when set. */
+    const char *id_header;
+    const char *fixed_headers;
     /* Once per loop before the loops start (main thread): *loop_data is
      * handed back by stor_req_loop_data(). 0 or -errno (start fails). */
     int (*loop_init)(void *app, size_t nloops, void **loop_data);

@@ -26,8 +26,6 @@
 #include "storaged/s3/bcache.h"
 #include "storaged/s3/metrics.h"
 
-#include <stdatomic.h>
-
 #define PIECE_CAP (STOR_PIECE_SIZE + 1024 * 1024)
 
 /* ---- health and metrics (no auth) ---- */
@@ -916,6 +914,8 @@ static void s3_loop_fini(void *app, void *loop_data)
 /* See s3.h. */
 const struct stor_http_app stor_s3_app = {
     .req_size = sizeof(struct stor_s3_req),
+    .id_header = "x-amz-request-id",
+    .fixed_headers = "x-amz-id-2: storaged\r\n",
     .loop_init = s3_loop_init,
     .loop_fini = s3_loop_fini,
     .on_head = s3_on_head,
