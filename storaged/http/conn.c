@@ -379,6 +379,17 @@ void stor_http_stats(const struct stor_http_server *s,
 
 static void req_job_done(struct stor_job *j);
 
+/* io_uring_get_sqe() on a ring whose free SQ space the caller checked: it
+ * cannot fail then, and a NULL would be a bug, not a load condition. */
+static struct io_uring_sqe *ring_sqe(struct io_uring *ring)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+    if (sqe == NULL)
+        abort(); /* the caller checked io_uring_sq_space_left() */
+    return sqe;
+}
+
 /* See http.h. */
 int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
                         size_t n, void (*done)(struct stor_req *r))
@@ -415,19 +426,19 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
         /* hard links: the read and the close run even when the step
          * before failed (an empty slot answers -EBADF), so the slot is
          * always free again once the close's CQE is in */
-        sqe = io_uring_get_sqe(&t->ring);
+        sqe = ring_sqe(&t->ring);
         io_uring_prep_openat_direct(sqe, AT_FDCWD, rd[i].path, O_RDONLY, 0,
                                     slot);
         sqe->flags |= IOSQE_IO_HARDLINK;
         b->ops[3 * i] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 0};
         io_uring_sqe_set_data(sqe, &b->ops[3 * i]);
-        sqe = io_uring_get_sqe(&t->ring);
+        sqe = ring_sqe(&t->ring);
         io_uring_prep_read(sqe, (int)slot, rd[i].buf, (unsigned)rd[i].len, 0);
         sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
         b->ops[3 * i + 1] =
             (struct file_op){.b = b, .i = (uint32_t)i, .kind = 1};
         io_uring_sqe_set_data(sqe, &b->ops[3 * i + 1]);
-        sqe = io_uring_get_sqe(&t->ring);
+        sqe = ring_sqe(&t->ring);
         io_uring_prep_close_direct(sqe, slot);
         b->ops[3 * i + 2] =
             (struct file_op){.b = b, .i = (uint32_t)i, .kind = 2};
