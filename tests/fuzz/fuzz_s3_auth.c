@@ -3,10 +3,11 @@
  * target decoder (s3/req.c: path, bucket, key, query; origin- and
  * absolute-form) and SigV4 verification of the Authorization header or
  * presigned query (auth.c: credential, signed-header lookup, skew, expiry,
- * payload modes). Properties: no crash; a fuzzed request never authenticates
- * unless it carries the valid signature (the inputs cannot know the secret, so
- * stor_auth_check must never return S3E_NONE); decoded strings stay
- * within their stated lengths. */
+ * payload modes), and the router (s3.c: stor_s3_route, whatever auth says).
+ * Properties: no crash; a route is an operation or an error; a fuzzed request
+ * never authenticates unless it carries the valid signature (the inputs cannot
+ * know the secret, so stor_auth_check must never return S3E_NONE); decoded
+ * strings stay within their stated lengths. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(r->query[i].name[r->query[i].name_len] == 0 &&
               r->query[i].value[r->query[i].value_len] == 0);
     CHECK(stor_auth_check(r, FUZZ_NOW) != S3E_NONE);
+    {
+        enum stor_s3_err e = stor_s3_route(r);
+
+        CHECK(e != S3E_NONE || r->op != S3_OP_UNKNOWN);
+        CHECK(r->op < S3_OP_COUNT);
+    }
 out:
     if (r)
         stor_s3_target_fini(r);
