@@ -212,12 +212,14 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "# TYPE storaged_index_objects gauge\nstoraged_index_objects %llu\n"
             "# TYPE storaged_index_rebuilds_total counter\nstoraged_index_rebuilds_total %llu\n"
             "# TYPE storaged_index_rebuild_objects gauge\nstoraged_index_rebuild_objects %llu\n"
+            "# TYPE storaged_index_reconciled_keys gauge\nstoraged_index_reconciled_keys %llu\n"
             "# TYPE storaged_index_rebuild_seconds gauge\nstoraged_index_rebuild_seconds %.3f\n"
             "# TYPE storaged_index_open_seconds gauge\nstoraged_index_open_seconds %.3f\n"
             "# TYPE storaged_index_broken gauge\nstoraged_index_broken %d\n",
             (unsigned long long)st.index_objects,
             (unsigned long long)st.index_rebuilds,
-            (unsigned long long)st.index_rebuild_objects, st.index_rebuild_s,
+            (unsigned long long)st.index_rebuild_objects,
+            (unsigned long long)st.index_reconciled, st.index_rebuild_s,
             st.index_open_s, st.index_broken ? 1 : 0);
     if (ret == 0)
         ret = cm_buf_appends(o,

@@ -31,6 +31,10 @@
 #define OBJ_CRC_LEN    8             /* CRC-64 before each shard block */
 #define OBJ_KLOCKS     256
 #define OBJ_MAX_SHARDS 32
+#define OBJ_LEASE_NS   (10ULL * 1000000000ULL) /* version lease step: 10 s */
+#define OBJ_IDX_DIR    STOR_SYS_DIR "/index"   /* the LMDB environment */
+#define OBJ_IDX_PTR    STOR_SYS_DIR "/index.state" /* pointer, every drive */
+#define OBJ_IDX_BROKEN OBJ_IDX_DIR "/broken"       /* a write failed this run */
 
 /* One object in a bucket's in-memory index; immutable after creation. */
 struct obj_ent {
@@ -86,14 +90,17 @@ struct stor_store {
     pthread_rwlock_t klock[OBJ_KLOCKS];
     uint64_t last_version; /* atomic */
     /* the persistent object index (obj_idx.h; FORMAT.md) */
-    struct obj_idx *idx; /* owned; immutable after open */
-    size_t idx_drive;    /* the drive holding it */
-    uint64_t idx_gen;    /* generation of this run */
-    bool idx_ready;      /* loaded or rebuilt: a close may mark it clean */
-    bool idx_broken;     /* atomic: a write failed; rebuild at next start */
-    bool offline;        /* `storaged index`: no formatting, no threads */
+    struct obj_idx *idx;    /* owned; immutable after open */
+    size_t idx_drive;       /* the drive holding it */
+    uint64_t idx_gen;       /* generation of this run */
+    bool idx_ready;         /* loaded or rebuilt: a close may mark it clean */
+    bool idx_broken;        /* atomic: a write failed; rebuild at next start */
+    bool offline;           /* `storaged index`: no formatting, no threads */
+    uint64_t version_lease; /* atomic; versions below it are handed out */
+    pthread_mutex_t lease_lock;                 /* raising version_lease */
     uint64_t idx_rebuilds, idx_rebuild_objects; /* atomics */
-    double idx_rebuild_s, idx_open_s;           /* written at open only */
+    uint64_t idx_reconciled;          /* atomic: keys settled after a crash */
+    double idx_rebuild_s, idx_open_s; /* written at open only */
     /* stats, atomics */
     uint64_t degraded_reads, heal_queued, shards_healed, corrupt_found;
     uint64_t scan_objects, scan_bytes, scan_cycles;
@@ -140,8 +147,19 @@ int obj_cur_set(struct stor_store *s, const char *bucket,
  * holds the key's write lock. 0, -STOR_ENOBUCKET, -STOR_ENOKEY, -errno. */
 int obj_cur_remove(struct stor_store *s, const char *bucket, const char *key,
                    size_t key_len, struct obj_ent **old);
-/* Records an index write failure (logged once; rebuild at next start). */
+/* Records an index write failure (logged once; rebuild at next start,
+ * also after a crash: it leaves OBJ_IDX_BROKEN in the index directory). */
 void obj_idx_failed(struct stor_store *s, int err);
+/* Before a commit or delete changes bucket/key on the drives: records it in
+ * the index as in flight, for a start after a crash to reconcile (the
+ * commit's index write clears it). 0 or -errno (the index is broken). */
+int obj_cur_pending(struct stor_store *s, const char *bucket,
+                    const uint8_t id[16], const char *key, size_t key_len);
+/* After a delete (or a failed commit) is done with the drives. */
+void obj_cur_settled(struct stor_store *s, const char *bucket,
+                     const uint8_t id[16]);
+/* Raises the version lease above @v (obj_next_version calls it). */
+void obj_lease_extend(struct stor_store *s, uint64_t v);
 void obj_ent_free(struct obj_ent *e);
 struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
                                   const uint8_t id[16]);

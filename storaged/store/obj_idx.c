@@ -38,7 +38,7 @@ struct idx_rtxn {
 
 struct obj_idx {
     MDB_env *env;
-    MDB_dbi obj, sys;
+    MDB_dbi obj, sys, pend;
     char *data_path; /* owned */
     struct idx_rtxn pool[IDX_READERS];
     unsigned hint; /* atomic: where the next claim starts */
@@ -401,6 +401,8 @@ int obj_idx_open(const char *dir, bool create, struct obj_idx **out)
         rc = mdb_dbi_open(t, "obj", MDB_CREATE, &x->obj);
     if (rc == 0)
         rc = mdb_dbi_open(t, "sys", MDB_CREATE, &x->sys);
+    if (rc == 0)
+        rc = mdb_dbi_open(t, "pend", MDB_CREATE, &x->pend);
     if (rc == 0) {
         rc = mdb_txn_commit(t);
         t = NULL;
@@ -868,6 +870,8 @@ static int count_add(struct obj_idx *x, MDB_txn *t, const char *bucket,
     return bucket_write(x, t, bucket, created, count);
 }
 
+static size_t mkpendkey(char *buf, const char *bucket, const uint8_t id[16]);
+
 /* Contract in obj_idx.h. */
 int obj_idx_put(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
                 struct obj_ent **old)
@@ -883,6 +887,13 @@ int obj_idx_put(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
     ret = group_change(x, t, bucket, e, e->key, e->key_len, old, &delta);
     if (ret == 0)
         ret = count_add(x, t, bucket, delta);
+    if (ret == 0) {
+        char kb[64 + 16];
+        MDB_val k = {mkpendkey(kb, bucket, e->id), kb};
+        int rc = mdb_del(t, x->pend, &k, NULL); /* its commit is done */
+
+        ret = rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
+    }
     ret = wtxn_end(t, ret);
     if (ret < 0 && old) {
         obj_ent_free(*old);
@@ -1042,4 +1053,139 @@ void obj_idx_cur_close(struct obj_idx_cur *c)
     mdb_cursor_close(c->c);
     rtxn_put(c->t, c->slot);
     free(c);
+}
+
+/* ---- keys in flight (reconcile after a crash) ---- */
+
+/* LMDB key of a pending record: bucket NUL id. */
+static size_t mkpendkey(char *buf, const char *bucket, const uint8_t id[16])
+{
+    size_t bl = strnlen(bucket, 63);
+
+    memcpy(buf, bucket, bl);
+    buf[bl] = 0;
+    memcpy(buf + bl + 1, id, 16);
+    return bl + 17;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_pend_add(struct obj_idx *x, const char *bucket,
+                     const uint8_t id[16], const char *key, size_t key_len)
+{
+    char kb[64 + 16];
+    MDB_val k = {mkpendkey(kb, bucket, id), kb};
+    MDB_val v = {key_len, (void *)(uintptr_t)key};
+    MDB_txn *t;
+    int ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    return wtxn_end(t, mdb_err(mdb_put(t, x->pend, &k, &v, 0)));
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_pend_clear(struct obj_idx *x, const char *bucket,
+                       const uint8_t id[16])
+{
+    char kb[64 + 16];
+    MDB_val k = {mkpendkey(kb, bucket, id), kb};
+    MDB_txn *t;
+    int rc, ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    rc = mdb_del(t, x->pend, &k, NULL);
+    return wtxn_end(t, rc == MDB_NOTFOUND ? 0 : mdb_err(rc));
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_pend_each(struct obj_idx *x,
+                      int (*fn)(void *arg, const char *bucket,
+                                const uint8_t id[16], const char *key,
+                                size_t key_len),
+                      void *arg)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    MDB_cursor *c;
+    MDB_val k, v;
+    int rc, ret = rtxn_get(x, false, &t, &slot);
+
+    if (ret < 0)
+        return ret;
+    ret = mdb_err(mdb_cursor_open(t, x->pend, &c));
+    if (ret < 0) {
+        rtxn_put(t, slot);
+        return ret;
+    }
+    rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+    while (rc == 0) {
+        char bucket[64];
+        const char *kp = k.mv_data;
+        size_t bl = strnlen(kp, k.mv_size);
+
+        if (bl >= sizeof(bucket) || k.mv_size != bl + 17 ||
+            v.mv_size > STOR_MAX_KEY_LEN) {
+            ret = -EBADMSG;
+            break;
+        }
+        memcpy(bucket, kp, bl);
+        bucket[bl] = 0;
+        ret =
+            fn(arg, bucket, (const uint8_t *)kp + bl + 1, v.mv_data, v.mv_size);
+        if (ret != 0)
+            break;
+        rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(c);
+    rtxn_put(t, slot);
+    return ret;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_pend_drop_all(struct obj_idx *x)
+{
+    MDB_txn *t;
+    int ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    return wtxn_end(t, mdb_err(mdb_drop(t, x->pend, 0)));
+}
+
+/* ---- the version lease ---- */
+
+/* Contract in obj_idx.h. */
+int obj_idx_lease_set(struct obj_idx *x, uint64_t lease)
+{
+    uint8_t rec[8];
+    char lk[] = "l";
+    MDB_val k = {1, lk}, v = {sizeof(rec), rec};
+    MDB_txn *t;
+    int ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    le_put(rec, lease, 8);
+    return wtxn_end(t, mdb_err(mdb_put(t, x->sys, &k, &v, 0)));
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_lease_get(struct obj_idx *x, uint64_t *lease)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    char lk[] = "l";
+    MDB_val k = {1, lk}, v;
+    int ret = rtxn_get(x, false, &t, &slot);
+
+    if (ret < 0)
+        return ret;
+    ret = mdb_err(mdb_get(t, x->sys, &k, &v));
+    if (ret == 0 && v.mv_size != 8)
+        ret = -EBADMSG;
+    if (ret == 0)
+        *lease = le_get(v.mv_data, 8);
+    rtxn_put(t, slot);
+    return ret;
 }

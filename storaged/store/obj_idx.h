@@ -116,6 +116,28 @@ CM_MUST_CHECK int obj_idx_remove(struct obj_idx *x, const char *bucket,
 CM_MUST_CHECK int obj_idx_put_many(struct obj_idx *x, const char *bucket,
                                    struct obj_ent *const *e, size_t n);
 
+/* ---- keys in flight: what a start after a crash reconciles ---- */
+/* Records that bucket/key (object id @id) is about to change on the drives.
+ * obj_idx_put clears it in its own transaction; others obj_idx_pend_clear. */
+CM_MUST_CHECK int obj_idx_pend_add(struct obj_idx *x, const char *bucket,
+                                   const uint8_t id[16], const char *key,
+                                   size_t key_len);
+CM_MUST_CHECK int obj_idx_pend_clear(struct obj_idx *x, const char *bucket,
+                                     const uint8_t id[16]);
+/* Calls @fn for every pending record; stops at a non-zero return. */
+CM_MUST_CHECK int obj_idx_pend_each(struct obj_idx *x,
+                                    int (*fn)(void *arg, const char *bucket,
+                                              const uint8_t id[16],
+                                              const char *key, size_t key_len),
+                                    void *arg);
+CM_MUST_CHECK int obj_idx_pend_drop_all(struct obj_idx *x);
+
+/* The version lease: no version at or above it is handed out before it is
+ * raised here, so a start after a crash can continue above it. */
+CM_MUST_CHECK int obj_idx_lease_set(struct obj_idx *x, uint64_t lease);
+/* 0 and *lease, or -ENOENT (never set). */
+CM_MUST_CHECK int obj_idx_lease_get(struct obj_idx *x, uint64_t *lease);
+
 /* ---- cursor walks (listing, scanner, check) ---- */
 /* A read cursor over @bucket (a consistent snapshot until closed). */
 CM_MUST_CHECK int obj_idx_cur_open(struct obj_idx *x, const char *bucket,

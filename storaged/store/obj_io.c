@@ -873,6 +873,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     int owq = obj_write_quorum(s, e->k, e->m), prev_n = 0;
     uint32_t prev_mask = 0;
     uint8_t id_copy[16];
+    bool pending = false;
 
     memcpy(id_copy, e->id, 16);
     obj_place(s, bucket, e->key, e->key_len, &pl);
@@ -885,6 +886,13 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     ret = build_metas(e, STOR_META_OBJECT, inl_shards, inl_len, metas, ok);
     if (ret < 0)
         goto out;
+    /* in flight until the index has it: a start after a crash reconciles
+     * this key from the metas (the index write below clears it) */
+    if (obj_cur_pending(s, bucket, e->id, e->key, e->key_len) < 0) {
+        ret = -STOR_EDATA;
+        goto out;
+    }
+    pending = true;
     nok = write_tmp_metas(s, &pl, uniq, metas, n, ok, fds);
     if (nok < owq) {
         ret = -STOR_EQUORUM;
@@ -985,6 +993,8 @@ out_tmp:
             unlink(path);
     }
 out:
+    if (pending && ret < 0)
+        obj_cur_settled(s, bucket, id_copy); /* undone: nothing in flight */
     pthread_rwlock_unlock(kl);
     for (int j = 0; j < OBJ_MAX_SHARDS; j++)
         cm_buf_fini(&metas[j]);
@@ -2035,6 +2045,12 @@ int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
     obj_place(s, bucket, key, key_len, &pl);
     kl = obj_klock(s, id);
     pthread_rwlock_wrlock(kl);
+    /* in flight until the files are gone (the truth): a start after a
+     * crash reconciles this key from whatever metas are left */
+    if (obj_cur_pending(s, bucket, id, key, key_len) < 0) {
+        pthread_rwlock_unlock(kl);
+        return -STOR_EDATA;
+    }
     ret = obj_cur_remove(s, bucket, key, key_len, &e);
     if (ret < 0 && ret != -STOR_ENOBUCKET && ret != -STOR_ENOKEY)
         ret = -STOR_EDATA;
@@ -2048,6 +2064,7 @@ int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
             write_tombstones(s, bucket, e, &pl);
         retire_shards(s, bucket, e, &pl);
     }
+    obj_cur_settled(s, bucket, id);
     pthread_rwlock_unlock(kl);
     return ret;
 }

@@ -106,7 +106,7 @@ static void raise_version(struct stor_store *s, uint64_t v)
 
 /* Reads one object directory (DRIVE/b/BUCKET/hh) into the candidate table. */
 static void load_dir(struct stor_store *s, size_t d, const char *dir,
-                     struct ld_cand **tab)
+                     struct ld_cand **tab, const uint8_t *only)
 {
     DIR *dp = opendir(dir);
     struct dirent *de;
@@ -120,6 +120,8 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
         struct ld_cand *c;
 
         if (nl < 34 || de->d_name[32] != '.' || unhex(de->d_name, 16, id) < 0)
+            continue;
+        if (only && memcmp(id, only, 16) != 0)
             continue;
         if (nl == 34 && (de->d_name[33] == 'm' || de->d_name[33] == 'p')) {
             bool prev = de->d_name[33] == 'p';
@@ -619,8 +621,8 @@ static int load_buckets(struct stor_store *s)
 
 /* ---- the index: where it is, whether to trust it ---- */
 
-#define IDX_DIR STOR_SYS_DIR "/index"       /* the LMDB environment */
-#define IDX_PTR STOR_SYS_DIR "/index.state" /* the pointer, on every drive */
+#define IDX_DIR OBJ_IDX_DIR
+#define IDX_PTR OBJ_IDX_PTR
 
 /* The pointer record every online drive keeps (FORMAT.md): which drive
  * holds the index of which generation, and whether it was closed cleanly
@@ -632,7 +634,21 @@ struct idx_ptr {
     size_t drive;
     bool clean;
     uint64_t size, crc;
+    char boot[40]; /* the kernel's boot id when the run opened it (dirty) */
 };
+
+/* This boot's id (/proc/sys/kernel/random/boot_id) into @out, "" if none. */
+static void boot_id(char out[40])
+{
+    FILE *fp = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+    out[0] = 0;
+    if (fp == NULL)
+        return;
+    if (fscanf(fp, "%39s", out) != 1)
+        out[0] = 0;
+    fclose(fp);
+}
 
 static double mono_s(void)
 {
@@ -657,7 +673,7 @@ static void ptr_read(const char *drive, struct idx_ptr *p)
         return;
     while (fgets(line, sizeof(line), fp)) {
         unsigned long long v;
-        char hex[40];
+        char hex[41];
 
         if (sscanf(line, "version=%d", &ver) == 1)
             seen |= 1;
@@ -678,6 +694,8 @@ static void ptr_read(const char *drive, struct idx_ptr *p)
             p->size = v;
         } else if (sscanf(line, "crc=%llx", &v) == 1) {
             p->crc = v;
+        } else if (sscanf(line, "boot=%39s", hex) == 1) {
+            memcpy(p->boot, hex, sizeof(p->boot));
         }
     }
     fclose(fp);
@@ -696,10 +714,10 @@ static int ptr_write(const char *drive, const struct idx_ptr *p)
     len = snprintf(body, sizeof(body),
                    "# ecfs storaged index pointer; do not edit\n"
                    "version=1\ndeployment=%s\ngen=%llu\ndrive=%zu\n"
-                   "clean=%d\nsize=%llu\ncrc=%016llx\n",
+                   "clean=%d\nsize=%llu\ncrc=%016llx\nboot=%s\n",
                    p->deployment, (unsigned long long)p->gen, p->drive,
                    p->clean ? 1 : 0, (unsigned long long)p->size,
-                   (unsigned long long)p->crc);
+                   (unsigned long long)p->crc, p->boot[0] ? p->boot : "-");
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
@@ -819,11 +837,14 @@ static void ptr_newest(struct stor_store *s, struct idx_ptr *best)
     }
 }
 
-/* Opens the index the pointer names when it can be trusted as it is:
- * closed cleanly, its file unchanged since, of this deployment and
- * generation, with the buckets the drives hold. NULL and *why otherwise. */
+/* Opens the index the pointer names when it can be trusted: closed cleanly
+ * with its file unchanged since, or (with @may_reconcile) left dirty by a
+ * crash of the process in this boot (then obj_load reconciles the keys in
+ * flight); of this deployment and generation, not marked broken, with the
+ * buckets the drives hold. NULL and *why otherwise. */
 static struct obj_idx *idx_trusted(struct stor_store *s,
-                                   const struct idx_ptr *p, const char **why)
+                                   const struct idx_ptr *p, bool may_reconcile,
+                                   const char **why)
 {
     char dir[PATH_MAX], path[PATH_MAX + 16];
     struct obj_idx *x = NULL;
@@ -835,10 +856,6 @@ static struct obj_idx *idx_trusted(struct stor_store *s,
         *why = "no index";
         return NULL;
     }
-    if (!p->clean) {
-        *why = "left dirty (the last run did not close it cleanly)";
-        return NULL;
-    }
     if (p->drive >= s->ndrives || !obj_drive_online(s, p->drive)) {
         *why = "the drive holding it is offline";
         return NULL;
@@ -847,14 +864,33 @@ static struct obj_idx *idx_trusted(struct stor_store *s,
         *why = "path too long";
         return NULL;
     }
-    snprintf(path, sizeof(path), "%s/data.mdb", dir);
-    if (file_crc(path, &size, &crc) < 0) {
-        *why = "missing";
+    snprintf(path, sizeof(path), "%s/broken", dir);
+    if (access(path, F_OK) == 0) {
+        *why = "marked broken (an index write failed in the last run)";
         return NULL;
     }
-    if (size != p->size || crc != p->crc) {
-        *why = "damaged (its checksum differs from the one kept at close)";
-        return NULL;
+    if (!p->clean) {
+        char boot[40];
+
+        /* a crash of the process: every committed transaction reached the
+         * kernel, so the file is whole; only the keys in flight need the
+         * metas. After a reboot (power loss) nothing of it is trusted. */
+        boot_id(boot);
+        if (!may_reconcile || boot[0] == 0 || strcmp(boot, p->boot) != 0) {
+            *why = "left dirty (the last run did not close it cleanly)";
+            return NULL;
+        }
+    } else {
+        snprintf(path, sizeof(path), "%s/data.mdb", dir);
+        if (file_crc(path, &size, &crc) < 0) {
+            *why = "missing";
+            return NULL;
+        }
+        if (size != p->size || crc != p->crc) {
+            *why = "damaged (its checksum differs from the one kept at "
+                   "close)";
+            return NULL;
+        }
     }
     if (obj_idx_open(dir, false, &x) < 0) {
         *why = "unreadable";
@@ -878,6 +914,12 @@ static struct obj_idx *idx_trusted(struct stor_store *s,
         goto fail;
     }
     raise_version(s, st.last_version);
+    {
+        uint64_t lease;
+
+        if (obj_idx_lease_get(x, &lease) == 0)
+            raise_version(s, lease); /* above anything the last run used */
+    }
     return x;
 fail:
     obj_idx_close(x, false);
@@ -920,7 +962,7 @@ static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
                 snprintf(sub, sizeof(sub), "%s/" STOR_BUCKETS "/%s/%02x",
                          s->drives[d].path, b->name, hh) >= (int)sizeof(sub))
                 continue;
-            load_dir(s, d, sub, &tab);
+            load_dir(s, d, sub, &tab, NULL);
         }
         ret = resolve(s, b, &tab, x, dry, n);
         __atomic_add_fetch(&s->idx_rebuild_objects, *n - before,
@@ -989,6 +1031,69 @@ static void idx_remove_others(struct stor_store *s, size_t keep)
     }
 }
 
+struct rec_ctx {
+    struct stor_store *s;
+    uint64_t keys, present;
+};
+
+/* obj_idx_pend_each callback: settles one key that was in flight at the
+ * crash from its metas (the set's drives, that object's files only). */
+static int reconcile_one(void *arg, const char *bucket, const uint8_t id[16],
+                         const char *key, size_t key_len)
+{
+    struct rec_ctx *rc = arg;
+    struct stor_store *s = rc->s;
+    struct obj_bucket *b = obj_bucket_find(s, bucket);
+    struct ld_cand *tab = NULL;
+    struct stor_place pl;
+    uint64_t n = 0;
+    char hex[33];
+    int ret;
+
+    if (b == NULL)
+        return 0; /* its bucket is gone, and the index's with it */
+    obj_place(s, bucket, key, key_len, &pl);
+    obj_hex(id, 16, hex);
+    for (int pos = 0; pos < s->set_size; pos++) {
+        size_t d = (size_t)pl.set * s->set_size + pos;
+        char dir[PATH_MAX];
+
+        if (obj_drive_online(s, d) &&
+            snprintf(dir, sizeof(dir), "%s/" STOR_BUCKETS "/%s/%.2s",
+                     s->drives[d].path, bucket, hex) < (int)sizeof(dir))
+            load_dir(s, d, dir, &tab, id);
+    }
+    ret = resolve(s, b, &tab, s->idx, false, &n);
+    if (ret == 0 && n == 0) {
+        ret = obj_idx_remove(s->idx, bucket, key, key_len, NULL);
+        if (ret == -ENOENT)
+            ret = 0;
+    }
+    rc->keys++;
+    rc->present += n;
+    return ret;
+}
+
+/* After a crash of the process (same boot): the index file is whole, and
+ * only the keys whose commit or delete was in flight can differ from the
+ * metas; each is settled from its metas as a rebuild would. */
+static int reconcile(struct stor_store *s)
+{
+    struct rec_ctx rc = {s, 0, 0};
+    double t0 = mono_s();
+    int ret = obj_idx_pend_each(s->idx, reconcile_one, &rc);
+
+    if (ret < 0)
+        return ret;
+    __atomic_add_fetch(&s->idx_reconciled, rc.keys, __ATOMIC_RELAXED);
+    cm_log(CM_LOG_INFO, 0,
+           "index: reconciled %llu key(s) in flight at the crash from "
+           "their metas (%llu present) in %.3f s",
+           (unsigned long long)rc.keys, (unsigned long long)rc.present,
+           mono_s() - t0);
+    return 0;
+}
+
 /* Contract in obj_i.h. */
 int obj_load(struct stor_store *s)
 {
@@ -1001,7 +1106,7 @@ int obj_load(struct stor_store *s)
     if (ret < 0)
         return ret;
     ptr_newest(s, &p);
-    s->idx = idx_trusted(s, &p, &why);
+    s->idx = idx_trusted(s, &p, true, &why);
     if (s->idx) {
         s->idx_drive = p.drive;
         /* per bucket and drive, not per object: a drive that missed a
@@ -1010,6 +1115,16 @@ int obj_load(struct stor_store *s)
             for (size_t d = 0; d < s->ndrives; d++)
                 if (obj_drive_online(s, d))
                     (void)bucket_drive_current(s, d, s->buckets[i]);
+        if (!p.clean) {
+            ret = reconcile(s);
+            if (ret < 0) {
+                cm_log(CM_LOG_WARN, -ret, "index: reconcile failed");
+                return ret;
+            }
+        }
+        ret = obj_idx_pend_drop_all(s->idx);
+        if (ret < 0)
+            return ret;
     } else {
         char dir[PATH_MAX];
         size_t d = 0;
@@ -1047,9 +1162,11 @@ int obj_load(struct stor_store *s)
     memcpy(p.deployment, s->deployment, 33);
     p.gen = s->idx_gen;
     p.drive = s->idx_drive;
+    boot_id(p.boot);
     if (ptr_write_all(s, &p) == 0)
         return -EIO;
     s->idx_ready = true;
+    obj_lease_extend(s, s->last_version);
     s->idx_open_s = mono_s() - t0;
     cm_log(CM_LOG_INFO, 0, "index: generation %llu on drive %s, open in %.3f s",
            (unsigned long long)s->idx_gen, s->drives[s->idx_drive].path,
@@ -1212,7 +1329,7 @@ long obj_index_check(struct stor_store *s, bool rebuild, FILE *out)
     if (ret < 0)
         return ret;
     ptr_newest(s, &p);
-    x = idx_trusted(s, &p, &why);
+    x = idx_trusted(s, &p, false, &why);
     if (x == NULL) {
         fprintf(out, "index: %s: the server would rebuild it at start\n", why);
         diffs++;

@@ -298,6 +298,7 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
     for (int i = 0; i < OBJ_KLOCKS; i++)
         pthread_rwlock_init(&s->klock[i], NULL);
     pthread_mutex_init(&s->heal_lock, NULL);
+    pthread_mutex_init(&s->lease_lock, NULL);
     pthread_cond_init(&s->heal_cond, NULL);
     ret = open_drives(s, o, err);
     if (ret < 0)
@@ -354,6 +355,7 @@ long stor_index_check(const char *const *drives, size_t ndrives, bool rebuild,
     for (int i = 0; i < OBJ_KLOCKS; i++)
         pthread_rwlock_init(&s->klock[i], NULL);
     pthread_mutex_init(&s->heal_lock, NULL);
+    pthread_mutex_init(&s->lease_lock, NULL);
     pthread_cond_init(&s->heal_cond, NULL);
     ret = open_drives(s, &o, err);
     if (ret == 0) {
@@ -384,6 +386,7 @@ void stor_store_close(struct stor_store *s)
         pthread_rwlock_destroy(&s->klock[i]);
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->heal_lock);
+    pthread_mutex_destroy(&s->lease_lock);
     pthread_cond_destroy(&s->heal_cond);
     free(s);
 }

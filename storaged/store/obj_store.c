@@ -49,7 +49,26 @@ uint64_t obj_next_version(struct stor_store *s)
         nv = now > cur ? now : cur + 1;
     } while (!__atomic_compare_exchange_n(&s->last_version, &cur, nv, false,
                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    if (nv >= __atomic_load_n(&s->version_lease, __ATOMIC_ACQUIRE))
+        obj_lease_extend(s, nv);
     return nv;
+}
+
+/* Contract in obj_i.h. */
+void obj_lease_extend(struct stor_store *s, uint64_t v)
+{
+    if (s->idx == NULL || !s->idx_ready)
+        return; /* opening (versions come from the drives) or offline */
+    pthread_mutex_lock(&s->lease_lock);
+    if (v >= s->version_lease) {
+        uint64_t l = v + OBJ_LEASE_NS;
+        int ret = obj_idx_lease_set(s->idx, l);
+
+        if (ret < 0)
+            obj_idx_failed(s, ret); /* a crash now means a full rebuild */
+        __atomic_store_n(&s->version_lease, l, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&s->lease_lock);
 }
 
 /* Lower-case hex of @n bytes into @out (2n+1 bytes). */
@@ -441,10 +460,42 @@ int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl)
 /* Contract in obj_i.h. */
 void obj_idx_failed(struct stor_store *s, int err)
 {
-    if (!__atomic_exchange_n(&s->idx_broken, true, __ATOMIC_RELAXED))
-        cm_log(CM_LOG_ERROR, -err,
-               "index: a write failed; serving on, the index is rebuilt "
-               "from the metas at the next start");
+    char path[PATH_MAX];
+    int fd;
+
+    if (__atomic_exchange_n(&s->idx_broken, true, __ATOMIC_RELAXED))
+        return;
+    cm_log(CM_LOG_ERROR, -err,
+           "index: a write failed; serving on, the index is rebuilt "
+           "from the metas at the next start");
+    /* a start after a crash must not reconcile this index either */
+    if (snprintf(path, sizeof(path), "%s/" OBJ_IDX_BROKEN,
+                 s->drives[s->idx_drive].path) < (int)sizeof(path)) {
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+/* Contract in obj_i.h. */
+int obj_cur_pending(struct stor_store *s, const char *bucket,
+                    const uint8_t id[16], const char *key, size_t key_len)
+{
+    int ret = obj_idx_pend_add(s->idx, bucket, id, key, key_len);
+
+    if (ret < 0)
+        obj_idx_failed(s, ret);
+    return ret;
+}
+
+/* Contract in obj_i.h. */
+void obj_cur_settled(struct stor_store *s, const char *bucket,
+                     const uint8_t id[16])
+{
+    int ret = obj_idx_pend_clear(s->idx, bucket, id);
+
+    if (ret < 0)
+        obj_idx_failed(s, ret);
 }
 
 /* Contract in obj_i.h. */
@@ -852,6 +903,8 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
     out->index_rebuilds = __atomic_load_n(&s->idx_rebuilds, __ATOMIC_RELAXED);
     out->index_rebuild_objects =
         __atomic_load_n(&s->idx_rebuild_objects, __ATOMIC_RELAXED);
+    out->index_reconciled =
+        __atomic_load_n(&s->idx_reconciled, __ATOMIC_RELAXED);
     out->index_rebuild_s = s->idx_rebuild_s;
     out->index_open_s = s->idx_open_s;
     out->index_broken = __atomic_load_n(&s->idx_broken, __ATOMIC_RELAXED);

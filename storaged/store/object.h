@@ -256,9 +256,10 @@ struct stor_store_stats {
     uint64_t index_objects;         /* current objects, every bucket */
     uint64_t index_rebuilds;        /* rebuilds from the metas at this start */
     uint64_t index_rebuild_objects; /* objects the rebuild put back */
-    double index_rebuild_s;         /* how long that rebuild took */
-    double index_open_s;            /* how long opening the index took */
-    bool index_broken; /* a write failed: rebuilt at the next start */
+    uint64_t index_reconciled; /* keys settled after a crash (no rebuild) */
+    double index_rebuild_s;    /* how long that rebuild took */
+    double index_open_s;       /* how long opening the index took */
+    bool index_broken;         /* a write failed: rebuilt at the next start */
 };
 void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out);
 /* Per-drive figures for /metrics; @i < ndrives. */

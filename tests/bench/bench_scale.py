@@ -13,7 +13,8 @@ storaged:
     RssFile = mapped files such as the index, which the kernel may drop);
   * (the server runs without its background scanner and drive probe,
     STORAGED_NO_BACKGROUND=1, so their work is not counted per request)
-  * PUT (new keys), GET (random existing keys), DELETE (the keys just
+  * PUT (new keys), HEAD (random existing keys: the index alone), GET
+    (random existing keys: the index and one meta file), DELETE (the keys just
     put, so the bucket stays at its size) and LIST (ListObjectsV2 pages of
     1000 keys from random start-after markers) rates with CLIENTS threads,
     and the server's CPU time per request (utime+stime from /proc), which
@@ -194,6 +195,9 @@ def measure(srv, n, args, rng):
                          lambda c, k: c.put_object(Bucket=BUCKET, Key=k,
                                                    Body=body))
     gets = ["obj/%09d" % rng.randrange(n) for _ in range(args.ops)]
+    row["head"] = run_ops(srv, cl, gets,
+                          lambda c, k: c.head_object(Bucket=BUCKET, Key=k))
+    gets = ["obj/%09d" % rng.randrange(n) for _ in range(args.ops)]
     row["get"] = run_ops(srv, cl, gets,
                          lambda c, k: c.get_object(Bucket=BUCKET,
                                                    Key=k)["Body"].read())
@@ -224,24 +228,25 @@ def table(rows):
 
     def ratio(v, b):
         return "%.2f" % (v / b) if b else "-"
+    ops = ("put", "head", "get", "delete", "list")
     out = ["| objects | start warm s | start cold s | RSS MiB (heap + files) "
-           "| index MiB | PUT/s (x) | GET/s (x) | DELETE/s (x) "
-           "| LIST 1000/s (x) | CPU µs PUT/GET/DEL/LIST (x) |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| index MiB | PUT/s (x) | HEAD/s (x) | GET/s (x) | DELETE/s (x) "
+           "| LIST 1000/s (x) | CPU µs PUT/HEAD/GET/DEL/LIST (x) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        cpu = "/".join("%.0f" % r[k][1] for k in ("put", "get", "delete",
-                                                   "list"))
-        cpux = "/".join(ratio(r[k][1], base[k][1])
-                        for k in ("put", "get", "delete", "list"))
+        cpu = "/".join("%.0f" % r[k][1] for k in ops)
+        cpux = "/".join(ratio(r[k][1], base[k][1]) for k in ops)
         out.append(
             "| %d | %.3f (%s) | %.3f (%s) | %.0f (%.0f + %.0f) | %.1f | "
-            "%.0f (%s) | %.0f (%s) | %.0f (%s) | %.1f (%s) | %s (%s) |" % (
+            "%.0f (%s) | %.0f (%s) | %.0f (%s) | %.0f (%s) | %.1f (%s) "
+            "| %s (%s) |" % (
                 r["objects"], r["start_warm_s"],
                 ratio(r["start_warm_s"], base["start_warm_s"]),
                 r["start_cold_s"],
                 ratio(r["start_cold_s"], base["start_cold_s"]),
                 r["rss_mib"], r["anon_mib"], r["file_mib"], r["index_mib"],
                 r["put"][0], ratio(r["put"][0], base["put"][0]),
+                r["head"][0], ratio(r["head"][0], base["head"][0]),
                 r["get"][0], ratio(r["get"][0], base["get"][0]),
                 r["delete"][0], ratio(r["delete"][0], base["delete"][0]),
                 r["list"][0], ratio(r["list"][0], base["list"][0]),

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "storaged/store/obj_i.h"
+#include "storaged/store/obj_idx.h"
 
 #include "tests/unit/obj_test_env.h"
 
@@ -516,8 +517,14 @@ static void test_interrupted_inline_overwrite(void **st)
         copy_file(files[i], saved[i]);
     }
     assert_int_equal(put(e->s, "ow", v2, sizeof(v2)), 0);
-    /* a kill -9 leaves the index as this run's (dirty) generation: the
-     * next start cannot trust it and settles the files from the metas */
+    /* a kill -9 in the middle of the commit: the index is left dirty with
+     * the key in flight, and the next start settles it from the metas */
+    {
+        uint8_t id[16];
+
+        obj_key_id(e->s, "ow", 2, id);
+        assert_int_equal(obj_idx_pend_add(e->s->idx, "bkt", id, "ow", 2), 0);
+    }
     e->s->idx_ready = false;
     stor_store_close(e->s);
     for (size_t i = 0; i < n; i++) {

@@ -437,6 +437,60 @@ static void test_reader_pool_exhausted(void **st)
     obj_idx_close(x, false);
 }
 
+static int pend_cb(void *arg, const char *bucket, const uint8_t id[16],
+                   const char *key, size_t key_len)
+{
+    char *seen = arg;
+    size_t n = strlen(seen);
+
+    snprintf(seen + n, 256 - n, "%s:%d:%.*s,", bucket, id[0], (int)key_len,
+             key);
+    return 0;
+}
+
+/* Keys in flight: added, listed, cleared by a put of that object or by
+ * pend_clear, dropped all at once; and the version lease. */
+static void test_pend_and_lease(void **st)
+{
+    struct obj_idx *x = idx_open();
+    struct obj_ent *e = mk("k2", 2, 3, 0, 0);
+    uint8_t id1[16] = {1}, id2[16];
+    char seen[256] = "";
+    uint64_t lease = 0;
+
+    (void)st;
+    memcpy(id2, e->id, 16);
+    assert_int_equal(obj_idx_pend_add(x, "b", id1, "k1", 2), 0);
+    assert_int_equal(obj_idx_pend_add(x, "b", id2, "k2", 2), 0);
+    assert_int_equal(obj_idx_pend_add(x, "c", id1, "k1", 2), 0);
+    assert_int_equal(obj_idx_pend_each(x, pend_cb, seen), 0);
+    assert_non_null(strstr(seen, "b:1:k1,"));
+    assert_non_null(strstr(seen, "c:1:k1,"));
+    assert_non_null(strstr(seen, ":k2,"));
+    /* the commit's index write clears its key */
+    assert_int_equal(obj_idx_put(x, "b", e, NULL), 0);
+    seen[0] = 0;
+    assert_int_equal(obj_idx_pend_each(x, pend_cb, seen), 0);
+    assert_null(strstr(seen, ":k2,"));
+    assert_int_equal(obj_idx_pend_clear(x, "c", id1), 0);
+    assert_int_equal(obj_idx_pend_clear(x, "c", id1), 0); /* not there: ok */
+    seen[0] = 0;
+    assert_int_equal(obj_idx_pend_each(x, pend_cb, seen), 0);
+    assert_string_equal(seen, "b:1:k1,");
+    assert_int_equal(obj_idx_pend_drop_all(x), 0);
+    seen[0] = 0;
+    assert_int_equal(obj_idx_pend_each(x, pend_cb, seen), 0);
+    assert_string_equal(seen, "");
+    assert_int_equal(obj_idx_lease_get(x, &lease), -ENOENT);
+    assert_int_equal(obj_idx_lease_set(x, 123456789012345ULL), 0);
+    obj_idx_close(x, true);
+    x = idx_open();
+    assert_int_equal(obj_idx_lease_get(x, &lease), 0);
+    assert_int_equal(lease, 123456789012345ULL);
+    obj_ent_free(e);
+    obj_idx_close(x, false);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -454,6 +508,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reader_pool_exhausted, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_pend_and_lease, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
