@@ -23,7 +23,7 @@ WARN  := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 ifneq (,$(findstring clang,$(shell $(CC) --version 2>/dev/null)))
   WARN += -Wcomma
 else
-  WARN += -Wduplicated-cond -Wduplicated-branches -Wlogical-op
+  WARN += -Wduplicated-cond -Wduplicated-branches -Wlogical-op -Wjump-misses-init
 endif
 
 ifeq ($(SAN),address)

@@ -590,6 +590,59 @@ static void on_wake(int sig)
     (void)sig;
 }
 
+/* Runs the mounted session @se to its end (a signal, fusermount3 -u) with
+ * the exit watcher beside it. The exit signals are blocked on entry; once
+ * the watcher runs, the calling (main) thread restores @old_mask so that it
+ * alone takes them. Returns 0 for a requested, clean unmount, else 1. */
+static int run_session(struct fuse_session *se,
+                       const struct fuse_cmdline_opts *cmd, struct fc_fs *fs,
+                       const sigset_t *old_mask)
+{
+    struct exit_watch ew = {.se = se, .s3 = fs->s3, .main = pthread_self()};
+    struct sigaction wake = {.sa_handler = on_wake}; /* no SA_RESTART */
+    struct fuse_loop_config *lc;
+    pthread_t ew_th;
+    bool ew_on;
+    int ret;
+
+    sigemptyset(&wake.sa_mask);
+    sigaction(SIGUSR1, &wake, NULL);
+    pthread_mutex_init(&ew.lock, NULL);
+    pthread_cond_init(&ew.cond, NULL);
+    ew_on = pthread_create(&ew_th, NULL, exit_watch_run, &ew) == 0;
+    /* the main thread alone takes the exit signals (one pending now runs) */
+    pthread_sigmask(SIG_SETMASK, old_mask, NULL);
+    if (cmd->singlethread) {
+        ret = fuse_session_loop(se);
+    } else {
+        lc = fuse_loop_cfg_create();
+        if (lc == NULL) {
+            ret = 1; /* still joins the watcher below */
+        } else {
+            fuse_loop_cfg_set_clone_fd(lc, cmd->clone_fd);
+            fuse_loop_cfg_set_idle_threads(lc, fs->o.threads);
+            fuse_loop_cfg_set_max_threads(lc, fs->o.threads);
+            ret = fuse_session_loop_mt(se, lc);
+            fuse_loop_cfg_destroy(lc);
+        }
+    }
+    /* the session is over: requests still running (prefetch) end now */
+    pthread_mutex_lock(&ew.lock);
+    ew.stop = true;
+    pthread_cond_signal(&ew.cond);
+    pthread_mutex_unlock(&ew.lock);
+    if (ew_on)
+        pthread_join(ew_th, NULL);
+    else
+        fc_s3_abort(fs->s3);
+    pthread_mutex_destroy(&ew.lock);
+    pthread_cond_destroy(&ew.cond);
+    /* the loop returns the signal number after SIGTERM/SIGINT/SIGHUP:
+     * that is a requested, clean unmount */
+    return (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0
+                                                                          : 1;
+}
+
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -599,7 +652,6 @@ int main(int argc, char *argv[])
     struct fc_creds cr;
     struct fc_s3_conf sc;
     struct fuse_session *se = NULL;
-    struct fuse_loop_config *lc = NULL;
     int ret = 1, lvl;
 
     memset(&r, 0, sizeof(r));
@@ -742,46 +794,7 @@ int main(int argc, char *argv[])
             free(ra);
         }
     }
-    struct exit_watch ew = {.se = se, .s3 = fs.s3, .main = pthread_self()};
-    struct sigaction wake = {.sa_handler = on_wake}; /* no SA_RESTART */
-    sigemptyset(&wake.sa_mask);
-    sigaction(SIGUSR1, &wake, NULL);
-    pthread_t ew_th;
-    bool ew_on;
-    pthread_mutex_init(&ew.lock, NULL);
-    pthread_cond_init(&ew.cond, NULL);
-    ew_on = pthread_create(&ew_th, NULL, exit_watch_run, &ew) == 0;
-    /* the main thread alone takes the exit signals (one pending now runs) */
-    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    if (cmd.singlethread) {
-        ret = fuse_session_loop(se);
-    } else {
-        lc = fuse_loop_cfg_create();
-        if (lc == NULL) {
-            ret = 1; /* still joins the watcher below */
-        } else {
-            fuse_loop_cfg_set_clone_fd(lc, cmd.clone_fd);
-            fuse_loop_cfg_set_idle_threads(lc, fs.o.threads);
-            fuse_loop_cfg_set_max_threads(lc, fs.o.threads);
-            ret = fuse_session_loop_mt(se, lc);
-            fuse_loop_cfg_destroy(lc);
-        }
-    }
-    /* the session is over: requests still running (prefetch) end now */
-    pthread_mutex_lock(&ew.lock);
-    ew.stop = true;
-    pthread_cond_signal(&ew.cond);
-    pthread_mutex_unlock(&ew.lock);
-    if (ew_on)
-        pthread_join(ew_th, NULL);
-    else
-        fc_s3_abort(fs.s3);
-    pthread_mutex_destroy(&ew.lock);
-    pthread_cond_destroy(&ew.cond);
-    /* the loop returns the signal number after SIGTERM/SIGINT/SIGHUP:
-     * that is a requested, clean unmount */
-    ret =
-        (ret == 0 || ret == SIGTERM || ret == SIGINT || ret == SIGHUP) ? 0 : 1;
+    ret = run_session(se, &cmd, &fs, &old_mask);
     cm_log(CM_LOG_INFO, 0, "ecfs: unmounting %s", cmd.mountpoint);
 out_state:
     fuse_session_unmount(se);
