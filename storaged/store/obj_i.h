@@ -96,6 +96,7 @@ struct stor_store {
     bool idx_ready;         /* loaded or rebuilt: a close may mark it clean */
     bool idx_broken;        /* atomic: a write failed; rebuild at next start */
     bool offline;           /* `storaged index`: no formatting, no threads */
+    int *lock_fds;          /* owned: DRIVE/.ecfs.sys/lock per drive, or -1 */
     uint64_t version_lease; /* atomic; versions below it are handed out */
     pthread_mutex_t lease_lock;                 /* raising version_lease */
     uint64_t idx_rebuilds, idx_rebuild_objects; /* atomics */

@@ -11,12 +11,15 @@
 
 #include "common/log.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- open / close ---- */
 
@@ -277,6 +280,31 @@ out:
     return ret;
 }
 
+/* Takes flock(@how) on DRIVE/.ecfs.sys/lock of every online drive, without
+ * waiting: a server holds it shared, `storaged index` exclusive, so the
+ * tool never rebuilds an index under a running server. The fds stay open
+ * until close. 0, or -EBUSY when one is held the other way. */
+static int drive_locks(struct stor_store *s, int how)
+{
+    s->lock_fds = calloc(s->ndrives, sizeof(int));
+    if (s->lock_fds == NULL)
+        return -ENOMEM;
+    for (size_t d = 0; d < s->ndrives; d++) {
+        char path[PATH_MAX];
+
+        s->lock_fds[d] = -1;
+        if (!obj_drive_online(s, d) ||
+            snprintf(path, sizeof(path), "%s/" STOR_SYS_DIR "/lock",
+                     s->drives[d].path) >= (int)sizeof(path))
+            continue;
+        s->lock_fds[d] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (s->lock_fds[d] >= 0 && flock(s->lock_fds[d], how | LOCK_NB) < 0 &&
+            errno == EWOULDBLOCK)
+            return -EBUSY;
+    }
+    return 0;
+}
+
 /* Contract in object.h: drives, index load, background threads. */
 int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
                     char **err)
@@ -308,6 +336,7 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
         ret = -EIO;
         goto fail;
     }
+    (void)drive_locks(s, LOCK_SH); /* shared: `storaged index` waits for us */
     ret = obj_load(s);
     if (ret < 0) {
         set_err(err, "loading the object index failed: %s", strerror(-ret));
@@ -358,6 +387,10 @@ long stor_index_check(const char *const *drives, size_t ndrives, bool rebuild,
     pthread_mutex_init(&s->lease_lock, NULL);
     pthread_cond_init(&s->heal_cond, NULL);
     ret = open_drives(s, &o, err);
+    if (ret == 0 && drive_locks(s, LOCK_EX) < 0) {
+        set_err(err, "a storaged serves these drives: stop it first");
+        ret = -EBUSY;
+    }
     if (ret == 0) {
         ret = obj_index_check(s, rebuild, out);
         if (ret < 0)
@@ -376,6 +409,10 @@ void stor_store_close(struct stor_store *s)
     obj_threads_stop(s);
     obj_index_close(s);
     obj_buckets_free(s);
+    for (size_t i = 0; s->lock_fds && i < s->ndrives; i++)
+        if (s->lock_fds[i] >= 0)
+            close(s->lock_fds[i]);
+    free(s->lock_fds);
     for (size_t i = 0; i < s->ndrives; i++)
         free(s->drives[i].path);
     free(s->drives);

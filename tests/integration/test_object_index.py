@@ -99,6 +99,11 @@ def test_clean_restart_trusts_index_and_lost_index_is_rebuilt(storaged):
     assert snapshot(c, "idx") == before
     assert "empty" in [b["Name"] for b in c.list_buckets()["Buckets"]]
     assert len(index_dirs(srv)) == 1  # one copy; the drives point at it
+    # the offline tool refuses to run under a server, and touches nothing
+    for cmd in ("rebuild", "check"):
+        r = run_index(srv, cmd)
+        assert r.returncode == 2 and "stop it first" in r.stderr, r.stderr
+    assert snapshot(c, "idx") == before
 
 
 def damage_cases():
