@@ -17,7 +17,7 @@ PYTHON  ?= /usr/bin/python3
 FUZZ_SECONDS ?= 20
 
 CSTD  := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64
-WARN  := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+WARN  := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
          -Wold-style-definition -Wpointer-arith -Wcast-qual -Wwrite-strings -Wformat=2 \
          -Wundef -Wvla -Wimplicit-fallthrough -Wnull-dereference
 ifneq (,$(findstring clang,$(shell $(CC) --version 2>/dev/null)))

@@ -132,6 +132,7 @@ static const struct fuse_opt opt_spec[] = {
 
 static void usage(const char *prog)
 {
+    /* one literal per section: ISO C caps a string literal at 4095 bytes */
     printf(
         "usage: %s BUCKET[:PREFIX] MOUNTPOINT -o endpoint=URL[,options] [-f] [-d]\n"
         "\n"
@@ -139,11 +140,15 @@ static void usage(const char *prog)
         "written front to back stream up as multipart uploads; other writes are\n"
         "staged in a local file; close() (and fsync() of a staged file) uploads\n"
         "and returns the upload's error. With -o ro every write gets EROFS.\n"
-        "\n"
+        "\n",
+        prog);
+    fputs(
         "General:\n"
         "    -f                     stay in the foreground (else return once mounted)\n"
         "    -d                     FUSE debug output (implies -f)\n"
-        "    -h, --help             this help;  -V, --version  the version\n"
+        "    -h, --help             this help;  -V, --version  the version\n",
+        stdout);
+    fputs(
         "S3:\n"
         "    -o endpoint=URL        S3 endpoint, http(s)://host[:port] (required;\n"
         "                           url=URL is the same, as in s3fs)\n"
@@ -158,7 +163,9 @@ static void usage(const char *prog)
         "    -o max_conns=N         pooled keep-alive connections (default 32)\n"
         "    -o retries=N           retries of a failed request, with backoff and\n"
         "                           jitter (default 8; then EIO)\n"
-        "    -o connect_timeout_ms=N  (default 3000)   -o stall_timeout=S (default 20)\n"
+        "    -o connect_timeout_ms=N  (default 3000)   -o stall_timeout=S (default 20)\n",
+        stdout);
+    fputs(
         "Namespace and metadata:\n"
         "    -o uid=N,gid=N,umask=OOO  owner and permission bits (default: mounting\n"
         "                           user, umask 022)\n"
@@ -167,7 +174,9 @@ static void usage(const char *prog)
         "    -o immutable           objects never change: cache like ro\n"
         "    -o attr_timeout=S      kernel attribute/entry cache (default 1; ro: 1 day)\n"
         "    -o negative_timeout=S  kernel negative-entry cache (default 1; ro: 1 day)\n"
-        "    -o list_ttl=S          listing and attribute cache (default 60)\n"
+        "    -o list_ttl=S          listing and attribute cache (default 60)\n",
+        stdout);
+    fputs(
         "Data:\n"
         "    -o cache_size=SIZE     shared block cache (default 1G)\n"
         "    -o block_size=SIZE     cache block; files up to this size are fetched\n"
@@ -184,7 +193,9 @@ static void usage(const char *prog)
         "    -o list_prefetch=N     once N subdirectories of a directory were opened\n"
         "                           (ls -R, find), list the others ahead in parallel\n"
         "                           (default 2, 0 = off)\n"
-        "    -o threads=N           FUSE worker threads (default 16)\n"
+        "    -o threads=N           FUSE worker threads (default 16)\n",
+        stdout);
+    fputs(
         "Writes:\n"
         "    -o write_part_size=SIZE  multipart part size (default 8M, at least 5M;\n"
         "                           doubles every 1000 parts: 10,000 parts > 1 TiB);\n"
@@ -195,7 +206,9 @@ static void usage(const char *prog)
         "    -o rename_dir_max=N    most keys a directory rename copies (default\n"
         "                           10000; beyond: EXDEV, so mv copies instead)\n"
         "                           chmod/chown/utimens succeed and change nothing;\n"
-        "                           symlink and link answer EPERM\n"
+        "                           symlink and link answer EPERM\n",
+        stdout);
+    fputs(
         "Diagnostics:\n"
         "    -o log_level=LEVEL     debug, info, warn (default), error\n"
         "    -o log_file=PATH       append log lines here (daemon mode)\n"
@@ -207,7 +220,7 @@ static void usage(const char *prog)
         "Unmount with fusermount3 -u MOUNTPOINT, umount, or SIGTERM.\n"
         "Also usable as: mount -t fuse.ecfs BUCKET MOUNTPOINT -o endpoint=URL\n"
         "and in /etc/fstab: BUCKET MOUNTPOINT fuse.ecfs endpoint=URL,_netdev 0 0\n",
-        prog);
+        stdout);
 }
 
 /* Checks the value of NAME=VALUE: digits only, at most UINT_MAX (@secs:

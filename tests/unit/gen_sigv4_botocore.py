@@ -113,10 +113,12 @@ def emit(name, req, canonical):
     print("    {")
     print("        .method = %s," % c_str(req.method))
     print("        .path = %s," % c_str(unquote(parts.path).encode()))
-    print("        .query = {")
-    for k, v in query:
-        print("            KV(%s, %s)," % (c_str(k.encode()), c_str(v.encode())))
-    print("        },")
+    if query:  # an empty {} is not ISO C (-Wpedantic): omitted, it is zero
+        print("        .query = {")
+        for k, v in query:
+            print("            KV(%s, %s)," % (c_str(k.encode()),
+                                             c_str(v.encode())))
+        print("        },")
     print("        .nquery = %d," % len(query))
     print("        .headers = {")
     for k, v in headers:

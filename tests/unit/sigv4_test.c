@@ -522,8 +522,6 @@ static const struct bc_vec bc_vecs[] = {
     {
         .method = "PUT",
         .path = "/bkt/dir one/\303\274n\303\257 c\303\266d\303\251+plus=eq~tilde!$&'().txt",
-        .query = {
-        },
         .nquery = 0,
         .headers = {
             KV("Content-MD5", "XrY7u+Ae7tCTyyK7j1rNww=="),
@@ -586,8 +584,6 @@ static const struct bc_vec bc_vecs[] = {
     {
         .method = "GET",
         .path = "/bkt/a/b//c/./d/../~ +x",
-        .query = {
-        },
         .nquery = 0,
         .headers = {
             KV("host", "127.0.0.1:9"),
