@@ -23,6 +23,8 @@ A pytest plugin module (conftest.py lists it in ``pytest_plugins``):
   127.0.0.1 port, an S3 user. Started on first use, torn down (every daemon
   killed, its temp dir removed) at session end whatever happened; a failed
   bring-up prints every daemon's log and errors each test that needs it.
+  It is stopped early, right after the last test of the run that uses it,
+  so the rest of the session does not carry its daemons.
   ``ECFS_RGW_DIR`` puts the cluster's dir elsewhere (default: pytest's
   session tmp dir).
 """
@@ -109,6 +111,7 @@ def rgw_cluster(tmp_path_factory):
     else:
         wd = str(tmp_path_factory.mktemp("ceph"))
     c = CephCluster(wd)
+    _running.append(c)
     try:
         try:
             c.start()
@@ -123,6 +126,35 @@ def rgw_cluster(tmp_path_factory):
                             c.timings))
         yield c
     finally:
+        c.stop()
+        if c in _running:
+            _running.remove(c)
+
+
+# The cluster running for this session, stopped as soon as no test left
+# in the run needs it (the rest of the suite then has its memory and CPU).
+_running = []
+
+
+def _uses_rgw(item):
+    if "rgw_cluster" in getattr(item, "fixturenames", ()):
+        return True
+    cs = getattr(item, "callspec", None)
+    return cs is not None and cs.params.get("s3_backend") == "rgw"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if not _running:
+        return
+    items = item.session.items
+    try:
+        rest = items[items.index(item) + 1:]
+    except ValueError:
+        return
+    if not any(_uses_rgw(i) for i in rest):
+        c = _running.pop()
+        sys.stderr.write("\nceph: last RGW test done, cluster stopped\n")
         c.stop()
 
 
