@@ -211,11 +211,11 @@ def table(res, peers, tests, a, nfiles):
            "|---|---|---|---|"]
     for p in peers:
         out.append("| %s | %s | %s | %s |" % (
-            p, fmt(res[(p, "cp")]), fmt(res[(p, "big")]),
-            fmt(res[(p, "rsync")])))
+            p, fmt(res.get((p, "cp"))), fmt(res.get((p, "big"))),
+            fmt(res.get((p, "rsync")))))
     if "put" in tests:
         out.append("| boto3 put_object (server, one stream) | - | %s | - |"
-                   % fmt(res[("boto3", "put")]))
+                   % fmt(res.get(("boto3", "put"))))
     out.append("")
     e = {t: med(res.get(("ecfs", t), [])) for t in ("cp", "big", "rsync")}
     lines = []
