@@ -157,6 +157,12 @@ def test_rsync_tar_mv_rm(srv_mount, tmp_path):
     keys = [o["Key"] for o in s3.list_objects_v2(
         Bucket=bucket, Prefix="rs/")["Contents"]]
     assert not [k for k in keys if "/." in k or k.startswith("rs/.")]
+    # cp -a (chmod, chown, utimens, ACL/xattr attempts): no complaint
+    r = subprocess.run(["cp", "-a", str(src), os.path.join(m.path, "ca")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert_same_tree(str(src), os.path.join(m.path, "ca"))
+    subprocess.run(["rm", "-r", os.path.join(m.path, "ca")], check=True)
     # tar x of a tarball
     tb = tmp_path / "t.tar"
     with tarfile.open(tb, "w") as t:
