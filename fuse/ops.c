@@ -1724,6 +1724,7 @@ static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
     in = fc_inode_peek(fs->itab, e.ino);
     ret = fc_write_open(fs, in, fi->flags, true, &fh->wf);
     if (ret < 0) {
+        fc_itab_note(fs, in->key, false, NULL);
         fc_inode_forget(fs->itab, e.ino, 1);
         free(fh);
         fuse_reply_err(req, -ret);

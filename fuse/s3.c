@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/sigv4.h"
 #include "common/timefmt.h"
@@ -432,6 +433,7 @@ static bool s3_curl_is_transient(CURLcode c)
 }
 
 #define S3_XHDR_MAX 4 /* extra signed headers of one request */
+#define S3_HASHED_BODY_MAX (256u << 10) /* bodies signed with their hash */
 
 /* Appends "Name: value" to the header list *@l. 0 or -ENOMEM. */
 static int s3_hdr_add(struct curl_slist **l, struct cm_buf *line,
@@ -458,6 +460,7 @@ static int s3_prepare(struct fc_s3 *s, const struct s3_req *r,
     struct cm_kv h[4 + S3_XHDR_MAX];
     size_t nh = 3;
     char amz_date[CM_TIME_ISO_BASIC_LEN + 1];
+    char bodyhash[2 * CM_SHA256_LEN + 1];
     const char *ph = r->body ? CM_SIGV4_UNSIGNED : CM_SIGV4_EMPTY_SHA256;
     struct cm_buf line;
     struct curl_slist *l = NULL, *t;
@@ -466,6 +469,13 @@ static int s3_prepare(struct fc_s3 *s, const struct s3_req *r,
 
     if (r->nq > CM_ARRAY_SIZE(kv) || r->nhdr > S3_XHDR_MAX)
         return -EINVAL;
+    if (r->body != NULL && r->body->data != NULL &&
+        r->body->len <= S3_HASHED_BODY_MAX) {
+        /* a small body is signed with its hash: servers verify it as they
+         * read (UNSIGNED-PAYLOAD is kept for parts and files) */
+        cm_sha256_hex(r->body->data, r->body->len, bodyhash);
+        ph = bodyhash;
+    }
     cm_buf_init(&line, CM_BUF_NOLIMIT);
     ret = cm_buf_appends(url, s->endpoint);
     if (ret == 0)
@@ -649,6 +659,16 @@ static long s3_perform(struct fc_s3 *s, const struct s3_req *r,
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
         if (strcmp(method, "HEAD") == 0) {
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+        } else if (r->body != NULL && r->body->data != NULL) {
+            /* a body in memory goes as it is, no read callback: curl sends
+             * a small one in the same write as the headers (one segment,
+             * which the server takes on its fast path), a large one
+             * straight from our buffer */
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body->data);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                             (curl_off_t)r->body->len);
+            if (strcmp(method, "POST") != 0)
+                curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
         } else if (strcmp(method, "PUT") == 0) {
             curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
             curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
@@ -660,7 +680,7 @@ static long s3_perform(struct fc_s3 *s, const struct s3_req *r,
         } else if (strcmp(method, "GET") != 0) {
             curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
         }
-        if (r->body != NULL) {
+        if (r->body != NULL && r->body->data == NULL) {
             curl_easy_setopt(h, CURLOPT_READFUNCTION, s3_read_cb);
             curl_easy_setopt(h, CURLOPT_READDATA, x);
             /* a part is sent in 512 KiB writes, not 64 KiB ones */

@@ -108,6 +108,8 @@ struct up_abort {
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t work;
+    pthread_cond_t jwake;    /* the janitor's (never work: a signal for a
+                              * job must wake a worker) */
     struct up_abort *aborts; /* retried every second; protected by lock */
     pthread_t janitor;
     bool janitor_on;
@@ -245,7 +247,7 @@ static void *janitor_run(void *arg)
         struct timespec dl;
         clock_gettime(CLOCK_REALTIME, &dl);
         dl.tv_sec += 1;
-        pthread_cond_timedwait(&g_up.work, &g_up.lock, &dl);
+        pthread_cond_timedwait(&g_up.jwake, &g_up.lock, &dl);
         if (g_up.aborts != NULL && !g_up.stop) {
             pthread_mutex_unlock(&g_up.lock);
             aborts_retry(fs);
@@ -280,6 +282,7 @@ void fc_upload_stop(struct fc_fs *fs)
     pthread_mutex_lock(&g_up.lock);
     g_up.stop = true;
     pthread_cond_broadcast(&g_up.work);
+    pthread_cond_broadcast(&g_up.jwake);
     pthread_mutex_unlock(&g_up.lock);
     for (unsigned i = 0; i < g_up.n; i++)
         pthread_join(g_up.th[i], NULL);
