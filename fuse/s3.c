@@ -432,7 +432,7 @@ static bool s3_curl_is_transient(CURLcode c)
     }
 }
 
-#define S3_XHDR_MAX 4 /* extra signed headers of one request */
+#define S3_XHDR_MAX        4 /* extra signed headers of one request */
 #define S3_HASHED_BODY_MAX (256u << 10) /* bodies signed with their hash */
 
 /* Appends "Name: value" to the header list *@l. 0 or -ENOMEM. */
