@@ -10,7 +10,6 @@ import hashlib
 import http.client
 import socket
 import time
-import zlib
 import base64
 
 import botocore

@@ -13,7 +13,7 @@ import time
 import pytest
 
 import s3util
-from s3util import raw_request, status_of
+from s3util import status_of
 
 MiB = 1024 * 1024
 
