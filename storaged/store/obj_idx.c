@@ -25,6 +25,7 @@
 
 #define IDX_READERS    64                    /* pre-made read transactions */
 #define IDX_MAPSIZE    (1ULL << 40)          /* address space, not disk */
+#define IDX_MAPMIN     (1ULL << 30)          /* the least we settle for */
 #define IDX_KEYMAX     (64 + OBJ_IDX_KEYPFX) /* bucket NUL prefix */
 #define IDX_SYS_STATE  "s"
 #define IDX_SYS_BUCKET "b/"
@@ -379,16 +380,24 @@ int obj_idx_open(const char *dir, bool create, struct obj_idx **out)
         free(x);
         return -ENOMEM;
     }
-    rc = mdb_env_create(&x->env);
-    if (rc == 0)
-        rc = mdb_env_set_maxdbs(x->env, 4);
-    if (rc == 0)
-        rc = mdb_env_set_mapsize(x->env, IDX_MAPSIZE);
-    if (rc == 0)
-        rc = mdb_env_set_maxreaders(x->env, 4 * IDX_READERS);
-    if (rc == 0)
-        rc = mdb_env_open(x->env, dir, MDB_NOTLS | MDB_NOSYNC | MDB_NORDAHEAD,
-                          0644);
+    /* the map is address space, not disk: ask for 1 TiB, and less where
+     * the address space is short (sanitizers, a low RLIMIT_AS) */
+    for (uint64_t map = IDX_MAPSIZE;; map /= 4) {
+        rc = mdb_env_create(&x->env);
+        if (rc == 0)
+            rc = mdb_env_set_maxdbs(x->env, 4);
+        if (rc == 0)
+            rc = mdb_env_set_mapsize(x->env, (size_t)map);
+        if (rc == 0)
+            rc = mdb_env_set_maxreaders(x->env, 4 * IDX_READERS);
+        if (rc == 0)
+            rc = mdb_env_open(x->env, dir,
+                              MDB_NOTLS | MDB_NOSYNC | MDB_NORDAHEAD, 0644);
+        if (rc != ENOMEM || map <= IDX_MAPMIN)
+            break;
+        mdb_env_close(x->env);
+        x->env = NULL;
+    }
     if (rc != 0)
         goto fail;
     if (mdb_env_get_maxkeysize(x->env) < IDX_KEYMAX) {
