@@ -14,6 +14,7 @@ struct fc_s3;
 struct fc_itab;
 struct fc_cache;
 struct fc_prefetch;
+struct fc_pack;
 
 /* Mount options (see --help and man/ecfs.1). Strings are owned. */
 struct fc_opts {
@@ -55,6 +56,8 @@ struct fc_opts {
     char *stage_dir;         /* staging files go here (created if absent) */
     uint64_t stage_max;      /* largest staged file */
     unsigned rename_dir_max; /* most keys a directory rename moves */
+    int pack_off;            /* -o pack=off: show a pack's raw objects */
+    size_t pack_block;       /* shard block of a pack mount (pack_ops.c) */
 };
 
 struct fc_fs {
@@ -63,8 +66,9 @@ struct fc_fs {
     struct fc_itab *itab;
     struct fc_cache *cache;
     struct fc_prefetch *pf;
-    bool cache_forever; /* ro || immutable: metadata never expires */
-    time_t started;     /* mount time: the mtime of directories */
+    struct fc_pack *pack; /* the prefix holds a pack: pack_ops.c serves */
+    bool cache_forever;   /* ro || immutable: metadata never expires */
+    time_t started;       /* mount time: the mtime of directories */
 };
 
 /* Monotonic clock in seconds. */

@@ -31,6 +31,9 @@
 #include "fuse/inode.h"
 #include "fuse/listxml.h"
 #include "fuse/ops.h"
+#include "fuse/pack.h"
+#include "fuse/pack_ops.h"
+#include "fuse/pack_tool.h"
 #include "fuse/read.h"
 #include "fuse/s3.h"
 #include "fuse/write.h"
@@ -41,7 +44,7 @@
 struct raw_opts {
     struct fc_opts o;
     char *cache_size, *block_size, *readahead_max, *readahead_init, *part_size,
-        *prefetch_mem, *write_part_size, *stage_max;
+        *prefetch_mem, *write_part_size, *stage_max, *pack_block, *pack;
     char *log_file;
     char *umask_s;
     int show_help, show_version;
@@ -85,6 +88,8 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("write_part_size=%s", write_part_size),
     OPTS("stage_dir=%s", o.stage_dir),
     OPTS("stage_max=%s", stage_max),
+    OPTS("pack=%s", pack),
+    OPTS("pack_block=%s", pack_block),
     OPTS("rename_dir_max=%u", o.rename_dir_max),
     OPTS("max_conns=%u", o.max_conns),
     OPTS("retries=%u", o.retries),
@@ -207,6 +212,13 @@ static void usage(const char *prog)
         "                           10000; beyond: EXDEV, so mv copies instead)\n"
         "                           chmod/chown/utimens succeed and change nothing;\n"
         "                           symlink and link answer EPERM\n",
+        stdout);
+    fputs(
+        "Packs (made by ecfs pack, see ecfs pack --help):\n"
+        "    a prefix holding PREFIX/.ecfs-pack/index mounts as the packed tree\n"
+        "    (read-only: EROFS; no LIST; members read as range GETs of shards)\n"
+        "    -o pack=off            show the raw objects instead\n"
+        "    -o pack_block=SIZE     shard block fetched per GET (default 1M)\n",
         stdout);
     fputs(
         "Diagnostics:\n"
@@ -405,6 +417,18 @@ static int finish_opts(struct raw_opts *r)
         bad |= parse_size(r->stage_max, &sm);
         o->stage_max = sm;
     }
+    o->pack_block = 1u << 20;
+    bad |= parse_size(r->pack_block, &o->pack_block);
+    if (r->pack && strcmp(r->pack, "off") == 0)
+        o->pack_off = 1;
+    else if (r->pack && strcmp(r->pack, "on") != 0) {
+        fprintf(stderr, "ecfs: bad pack=%s (on or off)\n", r->pack);
+        return -EINVAL;
+    }
+    if (o->pack_block < 4096 || o->pack_block > (256u << 20)) {
+        fprintf(stderr, "ecfs: bad pack_block (4K..256M)\n");
+        return -EINVAL;
+    }
     if (bad || o->block_size < 4096 || o->block_size > (64u << 20)) {
         fprintf(stderr, "ecfs: bad size option (use N, NK, NM or NG; "
                         "block_size 4K..64M)\n");
@@ -539,6 +563,8 @@ static void free_opts(struct raw_opts *r)
     free(r->prefetch_mem);
     free(r->write_part_size);
     free(r->stage_max);
+    free(r->pack);
+    free(r->pack_block);
     free(o->stage_dir);
     free(r->log_file);
     free(r->umask_s);
@@ -667,6 +693,8 @@ int main(int argc, char *argv[])
     struct fuse_session *se = NULL;
     int ret = 1, lvl;
 
+    if (argc > 1 && strcmp(argv[1], "pack") == 0)
+        return fc_pack_main(argc - 1, argv + 1);
     memset(&r, 0, sizeof(r));
     memset(&fs, 0, sizeof(fs));
     memset(&cr, 0, sizeof(cr));
@@ -747,7 +775,15 @@ int main(int argc, char *argv[])
     sc.retries = fs.o.retries;
     sc.connect_timeout_ms = fs.o.connect_timeout_ms;
     sc.stall_timeout_s = fs.o.stall_timeout_s;
-    ret = probe_bucket(&sc, &fs.o);
+    ret = fs.o.pack_off ? 0 : fc_pack_load(&sc, fs.o.prefix, &fs.pack);
+    if (ret < 0) {
+        fprintf(stderr, "ecfs: cannot load the pack index of s3://%s/%s: %s\n",
+                fs.o.bucket, fs.o.prefix, strerror(-ret));
+        ret = 1;
+        goto out_curl;
+    }
+    /* a pack mount lists nothing, ever: its index answered for the bucket */
+    ret = fs.pack ? 0 : probe_bucket(&sc, &fs.o);
     if (ret < 0) {
         fprintf(stderr, "ecfs: cannot list s3://%s/%s at %s: %s\n", fs.o.bucket,
                 fs.o.prefix, fs.o.endpoint, strerror(-ret));
@@ -755,7 +791,9 @@ int main(int argc, char *argv[])
         goto out_curl;
     }
     ret = 1;
-    se = fuse_session_new(&args, &fc_ops, sizeof(fc_ops), &fs);
+    se = fs.pack
+             ? fuse_session_new(&args, &fc_pack_ops, sizeof(fc_pack_ops), &fs)
+             : fuse_session_new(&args, &fc_ops, sizeof(fc_ops), &fs);
     if (se == NULL)
         goto out_curl;
     fc_ops_set_session(se);
@@ -827,6 +865,7 @@ out_signals:
 out_session:
     fuse_session_destroy(se);
 out_curl:
+    fc_pack_free(fs.pack);
     curl_global_cleanup();
 out_cmd:
     free(cmd.mountpoint);

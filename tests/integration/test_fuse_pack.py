@@ -1,0 +1,393 @@
+"""ecfs pack + the mount of a packed prefix (fuse/PACK.md).
+
+A generated tree (nested and empty dirs, 0-byte files, a file larger than a
+shard, a file of exactly one pack block, unicode/space/255-byte names, a
+300-character path, odd modes and nanosecond mtimes) is packed from disk and
+from a bucket; the mount must equal the source (find, stat, cmp, random
+preads), the shards must be plain tar (tarfile lists and extracts them), the
+mount must LIST nothing and GET at most one request per pack block, a
+corrupted shard byte must fail only its member (EIO, never wrong bytes), and
+bad input must fail with a message and leave no pack visible.
+"""
+
+import hashlib
+import os
+import random
+import shutil
+import struct
+import subprocess
+import tarfile
+import tempfile
+
+import pytest
+
+from conftest import BIN_DIR
+from fuse_util import upload_tree
+
+ECFS = os.path.join(BIN_DIR, "ecfs")
+BLOCK = 1 << 20  # default pack_block
+SHARD = "1M"     # small shards: several of them, one file bigger than one
+
+
+def crc32c_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+_T = crc32c_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _T[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def make_tree(root, nsmall=60):
+    """The tree every round trip packs; returns it."""
+    rnd = random.Random(7)
+    os.makedirs(root)
+
+    def put(rel, data, mode=0o644, mtime_ns=None):
+        p = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+        os.chmod(p, mode)
+        if mtime_ns is not None:
+            os.utime(p, ns=(mtime_ns, mtime_ns))
+
+    for i in range(nsmall):
+        cls = "class%d" % (i % 3)
+        put("train/%s/img%03d.jpg" % (cls, i),
+            rnd.randbytes(rnd.randint(1, 40000)),
+            mtime_ns=1600000000_123456789 + i * 1000)
+    put("zero", b"")
+    put("deep/a/b/c/zero2", b"", mode=0o600)
+    put("big.bin", rnd.randbytes(3 * BLOCK + 12345))       # > a shard
+    put("one block.bin", rnd.randbytes(BLOCK))              # = pack_block
+    put("ünïcödé ñame.txt", "héllo wörld\n".encode())
+    put("with space/file name.txt", b"spaces\n", mode=0o755)
+    put("n" * 255, b"255-byte name\n")
+    long_dir = "/".join(["d" * 60] * 4)  # 243 chars of dirs
+    put(long_dir + "/" + "f" * 56, b"300-char path\n")
+    assert len(long_dir + "/" + "f" * 56) == 300
+    os.makedirs(os.path.join(root, "empty/dir"))
+    os.chmod(os.path.join(root, "empty"), 0o750)
+    return root
+
+
+def tree_listing(root, dirs_mtime=True):
+    """(relpath, kind, size, mode, mtime_ns) of everything under @root."""
+    out = []
+    for d, dnames, fnames in os.walk(root):
+        for n in dnames + fnames:
+            p = os.path.join(d, n)
+            st = os.lstat(p)
+            isdir = os.path.isdir(p)
+            out.append((os.path.relpath(p, root), "d" if isdir else "f",
+                        0 if isdir else st.st_size, st.st_mode & 0o7777,
+                        st.st_mtime_ns if (dirs_mtime or not isdir) else 0))
+    return sorted(out)
+
+
+def run_pack(srv, src, dest, *extra, expect=0):
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key)
+    r = subprocess.run([ECFS, "pack", src, dest, "-o",
+                        "endpoint=" + srv.endpoint] + list(extra),
+                       env=env, capture_output=True, timeout=120)
+    out = r.stdout.decode() + r.stderr.decode()
+    assert r.returncode == expect, out
+    return out
+
+
+def keys(client, bucket, prefix=""):
+    r = client.list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for o in r.get("Contents", []))
+
+
+def files_equal(a, b):
+    for d, _, fnames in os.walk(a):
+        for n in fnames:
+            pa = os.path.join(d, n)
+            pb = os.path.join(b, os.path.relpath(pa, a))
+            with open(pa, "rb") as fa, open(pb, "rb") as fb:
+                assert fa.read() == fb.read(), pa
+
+
+def random_preads(a, b, rnd, n=60):
+    files = [os.path.relpath(os.path.join(d, f), a)
+             for d, _, fs in os.walk(a) for f in fs]
+    for _ in range(n):
+        rel = rnd.choice(files)
+        size = os.path.getsize(os.path.join(a, rel))
+        off = rnd.randint(0, max(0, size))
+        ln = rnd.randint(0, 70000)
+        fa = os.open(os.path.join(a, rel), os.O_RDONLY)
+        fb = os.open(os.path.join(b, rel), os.O_RDONLY)
+        try:
+            assert os.pread(fa, ln, off) == os.pread(fb, ln, off), (rel, off)
+        finally:
+            os.close(fa)
+            os.close(fb)
+
+
+def test_pack_round_trip(s3_backend, ecfs_mount, tmp_path):
+    """Disk -> pack -> mount equals the source; shards are plain tar."""
+    srv = s3_backend
+    src = make_tree(str(tmp_path / "src"))
+    bucket = srv.new_bucket("pk")
+    out = run_pack(srv, src, bucket + ":ds", "--shard-size", SHARD)
+    assert "shards" in out and "index" in out, out
+    c = srv.client()
+    ks = keys(c, bucket)
+    assert "ds/.ecfs-pack/index" in ks
+    shards = [k for k in ks if k.startswith("ds/.ecfs-pack/shard-")]
+    assert len(shards) >= 3 and all(k.endswith(".tar") for k in shards), ks
+    assert set(ks) == set(shards) | {"ds/.ecfs-pack/index"}
+
+    m = ecfs_mount(srv.endpoint, bucket, prefix="ds", opts=["ro"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    assert tree_listing(m.path) == tree_listing(src)
+    files_equal(src, m.path)
+    random_preads(src, m.path, random.Random(3))
+
+    # every shard is plain tar: tarfile lists and extracts them all
+    ext = tmp_path / "extract"
+    ext.mkdir()
+    names = set()
+    for k in shards:
+        p = tmp_path / os.path.basename(k)
+        p.write_bytes(c.get_object(Bucket=bucket, Key=k)["Body"].read())
+        with tarfile.open(str(p)) as t:
+            for mem in t.getmembers():
+                names.add(mem.name.rstrip("/"))
+            t.extractall(str(ext))
+    want = {r[0] for r in tree_listing(src)}
+    assert names == want
+    files_equal(src, str(ext))
+
+    # read-only
+    with pytest.raises(OSError) as e:
+        open(os.path.join(m.path, "zero"), "w")
+    assert e.value.errno == 30  # EROFS
+    with pytest.raises(OSError) as e:
+        os.mkdir(os.path.join(m.path, "newdir"))
+    assert e.value.errno == 30
+
+
+def test_pack_request_economy(storaged, ecfs_mount, tmp_path):
+    """0 LIST; one GET per pack block at most; a second pass on a ro
+    mount costs nothing."""
+    srv = storaged()
+    c = srv.client()
+    bucket = "pe-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    src = make_tree(str(tmp_path / "src"), nsmall=300)
+    run_pack(srv, src, bucket, "--shard-size", SHARD, "--order", "shuffled",
+             "--seed", "5")
+    m = ecfs_mount(srv.endpoint, bucket, opts=["ro"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    assert tree_listing(m.path) == tree_listing(src)
+    s0 = m.stats()
+    assert s0["list"] == 0 and s0["get"] == 0 and s0["head"] == 0, s0
+    files_equal(src, m.path)
+    s1 = m.stats()
+    shard_bytes = sum(o["Size"] for o in c.list_objects_v2(
+        Bucket=bucket, Prefix=".ecfs-pack/shard-")["Contents"])
+    nshards = s1["pack_shards"]
+    assert s1["list"] == 0 and s1["head"] == 0, s1
+    assert s1["get"] == s1["pack_block_gets"], s1
+    assert s1["get"] <= shard_bytes // BLOCK + nshards, (s1, shard_bytes)
+    assert s1["pack_crc_errors"] == 0
+    files_equal(src, m.path)
+    s2 = m.stats()
+    assert s2["get"] == s1["get"] and s2["list"] == 0, (s1, s2)
+
+
+def test_pack_from_bucket(storaged, ecfs_mount, tmp_path):
+    """BUCKET:PREFIX as the source: streamed from the store, no local
+    copy; the mount shows the same files and bytes."""
+    srv = storaged()
+    c = srv.client()
+    bucket = "pb-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    src = make_tree(str(tmp_path / "src"))
+    n = upload_tree(c, bucket, src, prefix="raw/")
+    assert n > 60
+    run_pack(srv, bucket + ":raw", bucket + ":packed", "--shard-size", SHARD)
+    m = ecfs_mount(srv.endpoint, bucket, prefix="packed", opts=["ro"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    got = [(r[0], r[1], r[2]) for r in tree_listing(m.path)]
+    # a bucket has no empty directories
+    want = [(r[0], r[1], r[2]) for r in tree_listing(src)
+            if not r[0].startswith("empty")]
+    assert got == want
+    files_equal(src, m.path)
+    # -o pack=off shows the raw objects
+    raw = ecfs_mount(srv.endpoint, bucket, prefix="packed",
+                     opts=["ro", "pack=off"], access_key=srv.access_key,
+                     secret_key=srv.secret_key)
+    assert os.listdir(raw.path) == [".ecfs-pack"]
+    assert "index" in os.listdir(os.path.join(raw.path, ".ecfs-pack"))
+
+
+def test_pack_imagefolder(storaged, ecfs_mount, tmp_path):
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("torchvision.datasets")
+    srv = storaged()
+    c = srv.client()
+    bucket = "pi-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    src = make_tree(str(tmp_path / "src"))
+    run_pack(srv, os.path.join(src, "train"), bucket + ":train",
+             "--shard-size", "256K")
+    m = ecfs_mount(srv.endpoint, bucket, prefix="train", opts=["ro"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+
+    def raw_loader(path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    def epoch(root):
+        ds = datasets.ImageFolder(root, loader=raw_loader)
+        g = torch.Generator()
+        g.manual_seed(99)
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, shuffle=True,
+                                         num_workers=4, generator=g)
+        return ds.classes, [(hashlib.sha256(b).hexdigest(), int(y))
+                            for b, y in dl]
+
+    lc, lout = epoch(os.path.join(src, "train"))
+    mc, mout = epoch(m.path)
+    assert mc == lc and len(lc) == 3
+    assert mout == lout and len(lout) == 60
+    assert m.stats()["list"] == 0
+
+
+def patch_index_etag(idx, shard_no, etag):
+    """The index with shard @shard_no's ETag replaced, CRCs redone
+    (fuse/PACK.md): as if the shard's bytes rotted under an index that
+    still trusts them."""
+    b = bytearray(idx)
+    assert b[:8] == b"ECFSPACK"
+    off = 64 + 64 * shard_no + 8
+    e = etag.encode()
+    b[off:off + 56] = e + b"\0" * (56 - len(e))
+    struct.pack_into("<I", b, 52, crc32c(bytes(b[64:])))
+    struct.pack_into("<I", b, 56, crc32c(bytes(b[:56])))
+    return bytes(b)
+
+
+def test_pack_corrupt_member_is_eio(storaged, ecfs_mount, tmp_path):
+    srv = storaged()
+    c = srv.client()
+    bucket = "pc-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    src = str(tmp_path / "src")
+    os.makedirs(src)
+    for i in range(5):
+        with open(os.path.join(src, "f%d" % i), "wb") as f:
+            f.write(bytes([65 + i]) * 5000)
+    run_pack(srv, src, bucket)
+    key = ".ecfs-pack/shard-000000.tar"
+    tar = bytearray(c.get_object(Bucket=bucket, Key=key)["Body"].read())
+    pos = tar.find(b"C" * 5000)  # f2's bytes
+    assert pos > 0
+    tar[pos + 100] ^= 0xFF
+    et = c.put_object(Bucket=bucket, Key=key, Body=bytes(tar))["ETag"]
+    idx = c.get_object(Bucket=bucket, Key=".ecfs-pack/index")["Body"].read()
+    c.put_object(Bucket=bucket, Key=".ecfs-pack/index",
+                 Body=patch_index_etag(idx, 0, et))
+    m = ecfs_mount(srv.endpoint, bucket, opts=["ro"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    for i in (0, 1, 3, 4):
+        with open(os.path.join(m.path, "f%d" % i), "rb") as f:
+            assert f.read() == bytes([65 + i]) * 5000
+    for _ in range(2):
+        with pytest.raises(OSError) as e:
+            with open(os.path.join(m.path, "f2"), "rb") as f:
+                f.read()
+        assert e.value.errno == 5  # EIO
+    assert m.stats()["pack_crc_errors"] == 1
+    assert "f2: CRC-32C" in m.log_text()
+
+
+def test_pack_bad_input(storaged, ecfs_mount, request):
+    srv = storaged()
+    c = srv.client()
+    bucket = "px-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    # outside tmp_path: its parents are 0700, and the packer runs as nobody
+    top = tempfile.mkdtemp(prefix="ecfs-pack-")
+    request.addfinalizer(lambda: shutil.rmtree(top, ignore_errors=True))
+    os.chmod(top, 0o755)
+    src = os.path.join(top, "src")
+    os.makedirs(os.path.join(src, "sub"))
+    for i in range(3):
+        with open(os.path.join(src, "sub", "f%d" % i), "wb") as f:
+            f.write(b"x" * 1000)
+    for d, dn, fn in os.walk(src):
+        os.chmod(d, 0o755)
+        for n in fn:
+            os.chmod(os.path.join(d, n), 0o644)
+
+    # an unreadable file (the packer runs as nobody: root reads anything)
+    bad = os.path.join(src, "sub", "secret")
+    with open(bad, "wb") as f:
+        f.write(b"no")
+    os.chmod(bad, 0)
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key)
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                        "--clear-groups", ECFS, "pack", src, bucket, "-o",
+                        "endpoint=" + srv.endpoint], env=env,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 1, r
+    assert b"cannot read" in r.stderr and b"secret" in r.stderr, r.stderr
+    assert keys(c, bucket) == []
+    os.unlink(bad)
+
+    # a path over 4 KiB (made with dir fds: longer than PATH_MAX)
+    fd = os.open(src, os.O_RDONLY)
+    for i in range(17):
+        name = "%03d" % i + "L" * 252
+        os.mkdir(name, dir_fd=fd)
+        nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    os.close(fd)
+    out = run_pack(srv, src, bucket, expect=1)
+    assert "over the 4 KiB limit" in out, out
+    assert keys(c, bucket) == []
+    subprocess.run(["rm", "-rf", os.path.join(src, "000" + "L" * 252)],
+                   check=True)
+
+    # a destination that holds a pack: refused without --replace
+    run_pack(srv, src, bucket)
+    first = keys(c, bucket)
+    with open(os.path.join(src, "sub", "f0"), "wb") as f:
+        f.write(b"changed")
+    out = run_pack(srv, src, bucket, expect=1)
+    assert "already holds a pack" in out and "--replace" in out, out
+    assert keys(c, bucket) == first
+    out = run_pack(srv, src, bucket, "--replace")
+    ks = keys(c, bucket)
+    assert ks == [".ecfs-pack/index", ".ecfs-pack/shard-000001.tar"], ks
+    m = ecfs_mount(srv.endpoint, bucket, opts=["ro"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    with open(os.path.join(m.path, "sub", "f0"), "rb") as f:
+        assert f.read() == b"changed"
+
+    # no such bucket, bad option
+    out = run_pack(srv, src, "nosuchbucket-zz", expect=1)
+    assert "no such bucket" in out, out
+    out = run_pack(srv, src, bucket, "--order", "random", expect=1)
+    assert "--order" in out
