@@ -11,7 +11,9 @@ through the real server and `storaged index check|rebuild`:
   every acknowledged DELETE stays gone, no key is listed twice, and the
   listing equals what the metas on the drives say (`storaged index check`
   finds no difference);
-- `storaged index check` reports what differs, `rebuild` repairs it."""
+- `storaged index check` reports what differs, `rebuild` repairs it;
+- losing the drive that holds the index (while serving, while stopped)
+  loses no object and leaves no listing wrong."""
 
 import hashlib
 import os
@@ -282,3 +284,37 @@ def test_kill9_during_put_overwrite_delete_bursts(storaged):
         assert r.returncode == 0, r.stdout + r.stderr
         srv.start()
     assert sum(st["ops"] for st in state.values()) >= 40
+
+
+def test_losing_the_index_drive_loses_nothing(storaged):
+    """The one index copy lives on the first drive: losing that drive while
+    serving, and again while stopped, never loses an object or leaves the
+    listing wrong (2+2: any two drives may go)."""
+    srv = storaged(ndrives=4)
+    c = srv.client()
+    fill(c, "idx", random.Random(8))
+    before = snapshot(c, "idx")
+    holder = os.path.dirname(os.path.dirname(index_dirs(srv)[0]))
+    assert holder == srv.drives[0]
+    # lost while serving: the server goes on from its open index
+    shutil.rmtree(srv.drives[0])
+    os.makedirs(srv.drives[0])
+    c.put_object(Bucket="idx", Key="during", Body=b"d")
+    want = sorted(before[0] + [("during", '"%s"' %
+                                hashlib.md5(b"d").hexdigest(), 1)])
+    assert list_all(c, "idx") == want
+    srv.stop()
+    # the next start rebuilds it (from the drives that hold metas)
+    srv.start()
+    assert metric(srv, "storaged_index_rebuilds_total") == 1
+    assert list_all(c, "idx") == want
+    lst, bodies = snapshot(c, "idx")
+    assert {k: v for k, v in bodies.items() if k != "during"} == before[1]
+    # lost while stopped, and not replaced: served without it
+    srv.stop()
+    holder = os.path.dirname(os.path.dirname(index_dirs(srv)[0]))
+    shutil.rmtree(holder)
+    srv.start()
+    assert metric(srv, "storaged_index_rebuilds_total") == 1
+    assert list_all(c, "idx") == want
+    assert snapshot(c, "idx")[1] == bodies
