@@ -37,7 +37,6 @@ import argparse
 import concurrent.futures
 import os
 import random
-import re
 import shutil
 import signal
 import socket
