@@ -797,7 +797,8 @@ static struct stor_req *req_create(struct stor_conn *c, size_t headlen,
 
     if (r != NULL) {
         c->t->spare_req = NULL;
-        memset(r, 0, s->app->req_size);
+        memset(r, 0, offsetof(struct stor_req, hdrs));
+        memset((char *)r + sizeof(*r), 0, s->app->req_zero - sizeof(*r));
     } else {
         r = calloc(1, s->app->req_size);
         if (r == NULL)
@@ -1753,6 +1754,8 @@ int stor_http_serve(const struct stor_http_opts *o)
     if (nr == 0)
         nr = CM_MAX((size_t)4, 2 * n);
     assert(o->app->req_size >= sizeof(struct stor_req));
+    assert(o->app->req_zero >= sizeof(struct stor_req) &&
+           o->app->req_zero <= o->app->req_size);
     s = calloc(1, sizeof(*s));
     if (s == NULL)
         return -ENOMEM;

@@ -67,8 +67,10 @@ struct stor_resp {
 
 /* One request (the connection's current one; pipelined requests wait in the
  * input buffer until this one is answered). The transport allocates
- * stor_http_app.req_size bytes for it, zeroed: the application's own request
- * struct starts with this one and extends it. */
+ * stor_http_app.req_size bytes for it: the application's own request struct
+ * starts with this one and extends it. A new request is zeroed except hdrs[]
+ * (only head.nhdrs entries are valid) and the application's bytes past
+ * stor_http_app.req_zero. */
 struct stor_req {
     struct stor_conn *conn; /* NULL for a request made up by a test */
     void *app;              /* the application (stor_http_opts.app_ctx) */
@@ -77,7 +79,6 @@ struct stor_req {
     char *headbuf; /* owned copy of the head; every string below borrows it */
     size_t headlen;
     struct stor_http_head head;
-    struct stor_http_hdr hdrs[STOR_HTTP_MAX_HEADERS];
     /* the method, when it is one of these (the application decides what
      * to answer to others) */
     bool is_head, is_get, is_put, is_post, is_delete;
@@ -106,12 +107,21 @@ struct stor_req {
     bool failed;       /* body error: respond once jobs are back */
     bool fini_done;    /* the application's req_fini ran */
     uint64_t sent_bytes;
+
+    /* last: not zeroed for a new request (head.nhdrs of them are set) */
+    struct stor_http_hdr hdrs[STOR_HTTP_MAX_HEADERS];
 };
 
 /* What the transport calls. Every hook runs on the request's loop thread
  * unless it says otherwise. */
 struct stor_http_app {
     size_t req_size; /* >= sizeof(struct stor_req) */
+    /* The transport zeroes a new request's bytes up to here (>=
+     * sizeof(struct stor_req), <= req_size; hdrs[] excepted): what lies
+     * beyond, the application sets before it reads it. DESIGN: a request
+     * is ~8 KiB, mostly arrays with a count (headers, query, reads), and
+     * zeroing them all showed up as the largest memset per GET. */
+    size_t req_zero;
     /* Every response carries "@id_header: <request id, 16 hex digits>"
      * when set, then the lines of @fixed_headers ("Name: value\r\n"...)
      * when set. */

@@ -914,6 +914,7 @@ static void s3_loop_fini(void *app, void *loop_data)
 /* See s3.h. */
 const struct stor_http_app stor_s3_app = {
     .req_size = sizeof(struct stor_s3_req),
+    .req_zero = offsetof(struct stor_s3_req, query),
     .id_header = "x-amz-request-id",
     .fixed_headers = "x-amz-id-2: storaged\r\n",
     .loop_init = s3_loop_init,

@@ -107,9 +107,8 @@ struct stor_s3_req {
     char *key; /* owned NUL-terminated decoded key (may be "") */
     size_t key_len;
     bool has_key;
-    struct cm_kv query[STOR_MAX_QUERY]; /* decoded; point into qbuf */
-    size_t nquery;
-    char *qbuf; /* owned */
+    size_t nquery; /* query[0..nquery) below */
+    char *qbuf;    /* owned; query's strings */
 
     enum stor_s3_op op;
     enum stor_body_mode body_mode;
@@ -159,17 +158,21 @@ struct stor_s3_req {
     /* GET: the reader the response streams from (stream_fill) */
     struct stor_get *get; /* owned; closed on a worker when it ends */
     /* GET of a small object on the loop (obj_nb.h) */
-    struct stor_get_nb *get_nb; /* owned; a GET read on the loop's ring */
-    struct stor_http_file_read nb_rd[S3_NB_READS_MAX]; /* its reads */
+    struct stor_get_nb *get_nb;  /* owned; a GET read on the loop's ring */
     struct stor_nb_read *nb_src; /* where their results go back */
-    size_t nb_n;
-    uint8_t cache_id[16]; /* that object's id and version (bcache) */
+    size_t nb_n;                 /* nb_rd[0..nb_n) below */
+    uint8_t cache_id[16];        /* that object's id and version (bcache) */
     uint64_t cache_version;
     bool fg_entered; /* stor_store_fg_enter() was called */
 
     /* jobs (s3_submit): what the transport's job runs and then calls */
     void (*run)(struct stor_s3_req *r);
     void (*done)(struct stor_s3_req *r);
+
+    /* From here on not zeroed for a new request (stor_s3_app.req_zero):
+     * arrays whose count above says what is set. */
+    struct cm_kv query[STOR_MAX_QUERY]; /* decoded; point into qbuf */
+    struct stor_http_file_read nb_rd[S3_NB_READS_MAX]; /* the loop GET's */
 };
 
 /* The S3 request of transport request @h. */
