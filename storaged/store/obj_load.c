@@ -141,6 +141,11 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
                 stor_meta_fini(&m);
                 continue;
             }
+            /* the index needs the record, not the shard: a rebuild holds
+             * one HH directory's candidates, without their bodies */
+            free(m.inl);
+            m.inl = NULL;
+            m.inl_len = 0;
             raise_version(s, m.version);
             c = cand_get(tab, id, set);
             if (c == NULL) {
