@@ -214,7 +214,8 @@ static void usage(const char *prog)
         "                           symlink and link answer EPERM\n",
         stdout);
     fputs(
-        "Packs (made by ecfs pack, see ecfs pack --help):\n"
+        "Packs (made by: ecfs pack SRC BUCKET[:PREFIX] -o endpoint=URL;\n"
+        "see ecfs pack --help):\n"
         "    a prefix holding PREFIX/.ecfs-pack/index mounts as the packed tree\n"
         "    (read-only: EROFS; no LIST; members read as range GETs of shards)\n"
         "    -o pack=off            show the raw objects instead\n"

@@ -259,6 +259,10 @@ static int decode_tables(struct fc_pack *p, const unsigned char *b, size_t len,
         *why = "index header CRC mismatch";
         return -EINVAL;
     }
+    if (get32(b + 60) != 0) {
+        *why = "index header reserved field is not zero";
+        return -EINVAL;
+    }
     if (get32(b + 8) != FC_PACK_VERSION) {
         *why = "index version not supported by this ecfs";
         return -ENOTSUP;

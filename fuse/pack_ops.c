@@ -527,7 +527,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
         memset(&e, 0, sizeof(e));
         if (i < 2) {
-            memcpy(name, i == 0 ? "." : "..", 3);
+            snprintf(name, sizeof(name), "%s", i == 0 ? "." : "..");
             e.attr.st_ino = ino;
             e.attr.st_mode = S_IFDIR;
         } else {
@@ -541,10 +541,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             e.attr_timeout = fs->o.attr_timeout;
             e.entry_timeout = fs->o.attr_timeout;
         }
-        if (plus && i >= 2)
-            ent = fuse_add_direntry_plus(req, buf + pos, size - pos, name, &e,
-                                         i + 1);
-        else if (plus)
+        if (plus)
             ent = fuse_add_direntry_plus(req, buf + pos, size - pos, name, &e,
                                          i + 1);
         else
