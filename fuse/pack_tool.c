@@ -72,6 +72,10 @@ struct packer {
     unsigned nparts, cap_parts;
     struct fc_pshard *shards;
     uint32_t nshards, first_shard;
+    /* --resume: PREFIX.ecfs-pack/resume after every completed shard */
+    unsigned char *done; /* per member: written into a completed shard */
+    bool checkpointed;   /* a checkpoint of this pack is in the bucket */
+    int64_t opt_hash;    /* of the options that decide the shard layout */
     /* progress */
     uint64_t done_files, done_bytes;
     double t0, last_draw;
@@ -736,6 +740,140 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+#define FC_PACK_RESUME ".ecfs-pack/resume"
+
+/* Writes the checkpoint: an index (same format) of the members in completed
+ * shards, with pack_id = entries done and created = the options' hash. */
+static int checkpoint(struct packer *k, const struct fc_pmember *mem,
+                      const char *paths, uint64_t plen, size_t entries)
+{
+    struct fc_pmember *sub = malloc((k->n ? k->n : 1) * sizeof(*sub));
+    size_t ns = 0, len;
+    char key[1200], etag[FC_ETAG_MAX];
+    void *idx;
+    int ret;
+
+    if (sub == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < k->n; i++)
+        if (k->done[i])
+            sub[ns++] = mem[i];
+    idx = fc_pack_encode(entries, k->opt_hash, k->first_shard, k->shards,
+                         k->nshards - 1, sub, ns, paths, plen, &len);
+    free(sub);
+    if (idx == NULL)
+        return -ENOMEM;
+    snprintf(key, sizeof(key), "%s" FC_PACK_RESUME, k->prefix);
+    {
+        struct fc_s3_body b = {.data = idx, .fd = -1, .len = len};
+        ret = fc_s3_put(k->s3, key, &b, etag);
+    }
+    free(idx);
+    if (ret == 0)
+        k->checkpointed = true;
+    return ret;
+}
+
+/* --resume: takes over the members of the checkpoint's completed shards.
+ * Returns the number of entries of @order already written (0 when there is
+ * no checkpoint), or -errno when the checkpoint does not match the source
+ * and options. */
+static int64_t resume_load(struct packer *k, struct fc_pmember *mem,
+                           const size_t *order, size_t norder)
+{
+    char key[1200];
+    struct fc_s3_obj o;
+    struct fc_pack *c = NULL;
+    const char *why = "";
+    char *buf;
+    ssize_t got;
+    size_t i = 0;
+    uint64_t need;
+    int ret;
+
+    snprintf(key, sizeof(key), "%s" FC_PACK_RESUME, k->prefix);
+    ret = fc_s3_head(k->s3, key, &o);
+    if (ret == -ENOENT) {
+        fprintf(stderr,
+                "ecfs pack: nothing to resume at s3://%s/%s: "
+                "packing from the start\n",
+                k->bucket, k->prefix);
+        return 0;
+    }
+    if (ret < 0)
+        return ret;
+    buf = malloc(o.size ? o.size : 1);
+    if (buf == NULL)
+        return -ENOMEM;
+    got = fc_s3_get(k->s3, key, 0, 0, o.size, "", buf, NULL);
+    ret = got < 0 ? (int)got : fc_pack_decode(buf, (size_t)got, &c, &why);
+    free(buf);
+    if (ret < 0) {
+        fprintf(stderr,
+                "ecfs pack: cannot read the checkpoint s3://%s/%s: "
+                "%s\n",
+                k->bucket, key, got < 0 ? strerror(-ret) : why);
+        return ret;
+    }
+    need = c->pack_id;
+    if (c->created != k->opt_hash || need != c->nmembers || need > norder) {
+        fprintf(stderr,
+                "ecfs pack: the checkpoint at s3://%s/%s was made "
+                "with other options or another source: run without "
+                "--resume\n",
+                k->bucket, key);
+        fc_pack_free(c);
+        return -EINVAL;
+    }
+    for (uint64_t j = 0; j < c->nmembers; j++) {
+        const struct fc_pmember *cm = &c->members[j];
+        const char *cp = c->paths + cm->path_off;
+        while (i < k->n && (k->ents[i].len != cm->path_len ||
+                            memcmp(k->ents[i].path, cp, cm->path_len) != 0))
+            i++;
+        if (i == k->n || mem[i].size != cm->size || mem[i].mode != cm->mode ||
+            mem[i].mtime_ns != cm->mtime_ns) {
+            fprintf(stderr,
+                    "ecfs pack: %s changed since the interrupted "
+                    "pack: run without --resume\n",
+                    cp);
+            fc_pack_free(c);
+            return -EINVAL;
+        }
+        mem[i].shard = cm->shard;
+        mem[i].offset = cm->offset;
+        mem[i].crc = cm->crc;
+        k->done[i] = 1;
+    }
+    for (size_t oi = 0; oi < need; oi++) {
+        if (!k->done[k->ents[order[oi]].member]) {
+            fprintf(stderr, "ecfs pack: the checkpoint does not match the "
+                            "member order: run without --resume\n");
+            fc_pack_free(c);
+            return -EINVAL;
+        }
+        if (S_ISREG(k->ents[order[oi]].mode)) {
+            k->done_files++;
+            k->done_bytes += k->ents[order[oi]].size;
+        }
+    }
+    k->shards = calloc(c->nshards + 1, sizeof(*k->shards));
+    if (k->shards == NULL) {
+        fc_pack_free(c);
+        return -ENOMEM;
+    }
+    memcpy(k->shards, c->shards, c->nshards * sizeof(*k->shards));
+    k->nshards = c->nshards;
+    k->first_shard = c->first_shard;
+    k->checkpointed = true;
+    fprintf(stderr,
+            "ecfs pack: resuming after shard-%06u (%llu of %zu "
+            "entries already packed)\n",
+            c->first_shard + c->nshards - 1, (unsigned long long)need, norder);
+    fc_pack_free(c);
+    return (int64_t)need;
+}
+
 /* Writes the shards in the chosen order, then the index. */
 static int write_pack(struct packer *k)
 {
@@ -743,7 +881,7 @@ static int write_pack(struct packer *k)
     struct fc_pack *old = NULL;
     char *paths = NULL, *idx = NULL;
     uint64_t plen = 0, pack_id = 0;
-    size_t *order = NULL, norder = 0, idx_len = 0, nd;
+    size_t *order = NULL, norder = 0, idx_len = 0, nd, first_oi = 0;
     char key[1200], etag[FC_ETAG_MAX];
     int ret;
 
@@ -793,9 +931,29 @@ static int write_pack(struct packer *k)
             order[j] = t;
         }
     }
+    k->done = calloc(k->n ? k->n : 1, 1);
+    if (k->done == NULL) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    {
+        char opts[128];
+        int n = snprintf(opts, sizeof(opts), "%llu %d %llu",
+                         (unsigned long long)k->shard_size, (int)k->shuffled,
+                         (unsigned long long)k->seed);
+        k->opt_hash = (int64_t)cm_crc32c(0, opts, (size_t)n);
+    }
+    if (k->resume) {
+        int64_t r = resume_load(k, mem, order, norder);
+        if (r < 0) {
+            ret = (int)r;
+            goto out;
+        }
+        first_oi = (size_t)r;
+    }
     k->t0 = now_s();
     ret = shard_open(k);
-    for (size_t oi = 0; ret == 0 && oi < norder; oi++) {
+    for (size_t oi = first_oi; ret == 0 && oi < norder; oi++) {
         const struct entry *e = &k->ents[order[oi]];
         struct fc_pmember *m = &mem[e->member];
         char hdr[FC_TAR_HDR_MAX];
@@ -807,6 +965,8 @@ static int write_pack(struct packer *k)
             ret = shard_close(k);
             if (ret == 0)
                 ret = shard_open(k);
+            if (ret == 0)
+                ret = checkpoint(k, mem, paths, plen, oi);
             if (ret < 0)
                 break;
         }
@@ -824,6 +984,8 @@ static int write_pack(struct packer *k)
             k->done_files++;
         }
         m->crc = crc;
+        if (ret == 0)
+            k->done[e->member] = 1;
     }
     if (ret == 0)
         ret = shard_close(k);
@@ -848,6 +1010,12 @@ static int write_pack(struct packer *k)
     progress(k, true);
     if (old)
         delete_shards(k, old->first_shard, old->nshards);
+    if (k->checkpointed) {
+        snprintf(key, sizeof(key), "%s" FC_PACK_RESUME, k->prefix);
+        if (fc_s3_delete(k->s3, key) < 0)
+            fprintf(stderr, "ecfs pack: warning: cannot delete %s\n", key);
+        snprintf(key, sizeof(key), "%s" FC_PACK_INDEX, k->prefix);
+    }
     {
         double el = now_s() - k->t0;
         printf("ecfs pack: %llu files, %zu directories, %.1f MiB into %u "
@@ -875,9 +1043,17 @@ fail:
         free(k->upload_id);
         k->upload_id = NULL;
     }
-    /* the shards finished before the failure (the current one never
-     * completed, deleting it is harmless) */
-    delete_shards(k, k->first_shard, k->nshards);
+    if (k->checkpointed) {
+        /* the completed shards stay for --resume */
+        fprintf(stderr,
+                "ecfs pack: the shards up to shard-%06u are kept: run the "
+                "same command with --resume to continue from there\n",
+                k->first_shard + k->nshards - 2);
+    } else {
+        /* the shards finished before the failure (the current one never
+         * completed, deleting it is harmless) */
+        delete_shards(k, k->first_shard, k->nshards);
+    }
 out:
     fc_pack_free(old);
     free(order);
@@ -966,10 +1142,7 @@ int fc_pack_main(int argc, char **argv)
         } else if (strcmp(a, "--replace") == 0) {
             k.replace = true;
         } else if (strcmp(a, "--resume") == 0) {
-            fprintf(stderr, "ecfs pack: --resume is not implemented yet: run "
-                            "the pack again (it starts over; nothing "
-                            "half-written is visible)\n");
-            goto out;
+            k.resume = true;
         } else if (strcmp(a, "-q") == 0) {
             k.quiet = true;
         } else if (a[0] == '-' && a[1]) {
@@ -1072,6 +1245,7 @@ out:
     free(k.buf);
     free(k.etags);
     free(k.shards);
+    free(k.done);
     free(k.upload_id);
     free(k.endpoint);
     free(k.region);

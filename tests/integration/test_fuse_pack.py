@@ -18,6 +18,7 @@ import struct
 import subprocess
 import tarfile
 import tempfile
+import time
 
 import pytest
 
@@ -391,3 +392,55 @@ def test_pack_bad_input(storaged, ecfs_mount, request):
     assert "no such bucket" in out, out
     out = run_pack(srv, src, bucket, "--order", "random", expect=1)
     assert "--order" in out
+
+
+def test_pack_resume_after_server_kill(storaged, ecfs_mount, tmp_path):
+    """The server dies during a pack: the run fails, keeps its completed
+    shards and its checkpoint, no pack is visible; --resume then packs only
+    the rest and the mount equals the source."""
+    srv = storaged()
+    c = srv.client()
+    bucket = "pr-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    src = str(tmp_path / "src")
+    os.makedirs(src)
+    rnd = random.Random(11)
+    for i in range(120):
+        with open(os.path.join(src, "f%03d.bin" % i), "wb") as f:
+            f.write(rnd.randbytes(1 << 20))
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key)
+    argv = [ECFS, "pack", src, bucket, "-o",
+            "endpoint=%s,retries=1" % srv.endpoint, "--shard-size", "4M"]
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while ".ecfs-pack/resume" not in keys(c, bucket, ".ecfs-pack/"):
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        srv.kill9()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 1, (out, err)
+    assert b"--resume" in err, err
+    srv.start()
+    ks = keys(c, bucket)
+    assert ".ecfs-pack/index" not in ks and ".ecfs-pack/resume" in ks, ks
+    kept = [k for k in ks if "shard-" in k]
+    assert kept, ks
+    r = subprocess.run(argv + ["--resume"], env=env, capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r
+    assert b"resuming after shard-" in r.stderr, r.stderr
+    ks = keys(c, bucket)
+    assert ".ecfs-pack/index" in ks and ".ecfs-pack/resume" not in ks, ks
+    m = ecfs_mount(srv.endpoint, bucket, opts=["ro"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    assert tree_listing(m.path) == tree_listing(src)
+    files_equal(src, m.path)
+    assert m.stats()["pack_crc_errors"] == 0
