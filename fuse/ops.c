@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1539,13 +1540,70 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst)
     return 0;
 }
 
+/* One phase of a directory rename, shared by its threads. */
+struct fan {
+    struct fc_fs *fs;
+    struct fc_listobj *objs;
+    size_t n;
+    const char *src, *dst;
+    bool copy;          /* copy each key (else delete each source) */
+    atomic_size_t next; /* next key to take */
+    atomic_int err;     /* first failure */
+};
+
+static void *fan_run(void *arg)
+{
+    struct fan *f = arg;
+    size_t sl = strlen(f->src), i;
+
+    while (atomic_load(&f->err) == 0 &&
+           (i = atomic_fetch_add(&f->next, 1)) < f->n) {
+        char *to = NULL, etag[FC_ETAG_MAX];
+        int ret;
+        if (!f->copy)
+            ret = fc_s3_delete(f->fs->s3, f->objs[i].key);
+        else if (asprintf(&to, "%s%s", f->dst, f->objs[i].key + sl) < 0)
+            ret = -ENOMEM;
+        else
+            ret = copy_object(f->fs, f->objs[i].key, to, f->objs[i].size, etag);
+        free(to);
+        if (ret < 0) {
+            int zero = 0;
+            atomic_compare_exchange_strong(&f->err, &zero, ret);
+        }
+    }
+    return NULL;
+}
+
+/* Copies (@copy) or deletes every key of @objs with up to 8 threads (the
+ * caller is one of them). 0 or the first -errno. */
+static int fanout(struct fc_fs *fs, struct fc_listobj *objs, size_t n,
+                  const char *src, const char *dst, bool copy)
+{
+    struct fan f = {
+        .fs = fs, .objs = objs, .n = n, .src = src, .dst = dst, .copy = copy};
+    pthread_t th[7];
+    unsigned nth = 0;
+
+    atomic_init(&f.next, 0);
+    atomic_init(&f.err, 0);
+    while (nth < CM_ARRAY_SIZE(th) && nth + 1 < n &&
+           nth + 1 < fs->o.max_conns &&
+           pthread_create(&th[nth], NULL, fan_run, &f) == 0)
+        nth++;
+    fan_run(&f);
+    for (unsigned i = 0; i < nth; i++)
+        pthread_join(th[i], NULL);
+    return atomic_load(&f.err);
+}
+
 /* Renames directory @src/ -> @dst/ key by key, up to rename_dir_max keys
  * (beyond: EXDEV, so mv copies instead). */
 static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
 {
     struct fc_listpage pg;
     struct fc_listobj *objs = NULL;
-    size_t n = 0, cap = 0, sl = strlen(src);
+    size_t n = 0, cap = 0;
     char *token = NULL;
     struct fc_attr a;
     int ret;
@@ -1584,17 +1642,12 @@ static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
             token = strdup(pg.next_token);
         fc_listpage_fini(&pg);
     } while (ret == 0 && token != NULL);
-    /* copy everything first, then delete: a failure leaves the source */
-    for (size_t i = 0; ret == 0 && i < n; i++) {
-        char *to = NULL, etag[FC_ETAG_MAX];
-        if (asprintf(&to, "%s%s", dst, objs[i].key + sl) < 0)
-            ret = -ENOMEM;
-        else
-            ret = copy_object(fs, objs[i].key, to, objs[i].size, etag);
-        free(to);
-    }
-    for (size_t i = 0; ret == 0 && i < n; i++)
-        ret = fc_s3_delete(fs->s3, objs[i].key);
+    /* copy everything first, then delete: a failure leaves the source;
+     * each phase runs on a few threads (one key per request) */
+    if (ret == 0)
+        ret = fanout(fs, objs, n, src, dst, true);
+    if (ret == 0)
+        ret = fanout(fs, objs, n, src, dst, false);
     if (ret == 0 && n == 0) {
         /* only noted here (made by mkdir and never listed?): a marker */
         char etag[FC_ETAG_MAX];
