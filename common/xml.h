@@ -8,7 +8,9 @@
 
 /* Appends @s with & < > " ' escaped, and control bytes other than tab, LF
  * and CR written as numeric references (&#x1;) so S3 keys with any byte stay
- * well-formed-ish for clients that accept XML 1.1 references. */
+ * well-formed-ish for clients that accept XML 1.1 references. A byte that
+ * does not start well-formed UTF-8 becomes U+FFFD, so the document stays
+ * well-formed whatever the input. */
 CM_MUST_CHECK int cm_xml_escape(struct cm_buf *out, const char *s, size_t n);
 
 #endif /* COMMON_XML_H */

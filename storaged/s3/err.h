@@ -56,6 +56,7 @@ enum stor_s3_err {
     S3E_TAGGING_HEADER,        /* InvalidArgument: x-amz-tagging malformed */
     S3E_TOO_MANY_TAGS,         /* BadRequest: more than 10 object tags */
     S3E_INVALID_TAG,           /* InvalidTag: a tag key or value */
+    S3E_INVALID_URI,           /* InvalidURI: a key not valid UTF-8 */
     S3E_COUNT
 };
 

@@ -1396,6 +1396,10 @@ static enum stor_s3_err copy_source(const struct stor_s3_req *r, char *bucket,
         cm_buf_fini(&b);
         return S3E_KEY_TOO_LONG;
     }
+    if (!stor_s3_utf8_ok(slash + 1, *key_len)) {
+        cm_buf_fini(&b);
+        return S3E_INVALID_URI;
+    }
     *key = strndup(slash + 1, *key_len);
     cm_buf_fini(&b);
     return *key ? S3E_NONE : S3E_INTERNAL;

@@ -32,6 +32,14 @@ static void test_escape(void **state)
     esc("\x01x\x1f\x7f", 4, "&#x1;x&#x1F;&#x7F;");          /* control bytes */
     esc("a\0b", 3, "a&#x0;b");                              /* NUL */
     esc("\xc3\xbc\xe1\x88\xb4", 5, "\xc3\xbc\xe1\x88\xb4"); /* UTF-8 as is */
+    esc("\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80");         /* U+1F600 */
+    /* not UTF-8: each bad byte is U+FFFD, the rest kept */
+    esc("a\xff", 2, "a\xef\xbf\xbd");
+    esc("\xc0\xae", 2, "\xef\xbf\xbd\xef\xbf\xbd");         /* overlong */
+    esc("\xed\xa0\x80", 3,
+        "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* surrogate */
+    esc("x\xe2\x82", 3, "x\xef\xbf\xbd\xef\xbf\xbd"); /* truncated */
+    esc("\xe2\x82<", 3, "\xef\xbf\xbd\xef\xbf\xbd&lt;");
 }
 
 static void test_appends_and_limit(void **state)

@@ -157,6 +157,15 @@ static void test_target_limits(void **state)
     assert_int_equal(decode("/b/k%zz"), S3E_BAD_REQUEST);
     assert_int_equal(decode("/b/k%00x"), S3E_INVALID_ARGUMENT);
     assert_int_equal(decode("/b/k?a=%4"), S3E_INVALID_ARGUMENT);
+    /* keys are UTF-8 (RFC 3629), as S3: InvalidURI otherwise */
+    assert_int_equal(decode("/b/%C3%A9%E2%82%AC%F0%9F%98%80"), S3E_NONE);
+    assert_int_equal(decode("/b/%FF"), S3E_INVALID_URI);
+    assert_int_equal(decode("/b/%C0%AE"), S3E_INVALID_URI);
+    assert_int_equal(decode("/b/%E0%80%AF"), S3E_INVALID_URI);
+    assert_int_equal(decode("/b/%ED%A0%80"), S3E_INVALID_URI);
+    assert_int_equal(decode("/b/%F4%90%80%80"), S3E_INVALID_URI);
+    assert_int_equal(decode("/b/k%E2%82"), S3E_INVALID_URI);
+    assert_int_equal(decode("/b/%80"), S3E_INVALID_URI);
     /* bucket names: 63 bytes fit the field, 64 do not */
     memset(t, 0, sizeof(t));
     t[0] = '/';
