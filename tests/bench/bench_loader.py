@@ -29,7 +29,7 @@ folder: loader.md (Markdown), loader.json (all numbers), loader.png (gnuplot
 bar chart, when gnuplot is installed).
 
 Usage: bench_loader.py [--size tiny|small|default|large] [--peers local,ecfs,
-       s3fs,rclone] [--tests train,raw,meta,seq] [--results DIR] [...]
+       ecfs-pack,s3fs,rclone] [--tests train,raw,meta,seq] [--results DIR] [...]
        (see --help). Environment: ECFS_BIN_DIR (default <repo>/bin).
 """
 
@@ -66,7 +66,8 @@ SIZES = {
     "default": dict(preset="default", files=3000, shard_mib=512, budget=45),
     "large": dict(preset="large", files=20000, shard_mib=2048, budget=600),
 }
-PEERS = ["local", "ecfs", "s3fs", "rclone"]
+PEERS = ["local", "ecfs", "ecfs-pack", "s3fs", "rclone"]
+PACKED = "packed"  # ecfs-pack: `ecfs pack` of the dataset into bench/packed/
 TESTS = ["train", "raw", "meta", "seq"]
 
 
@@ -197,7 +198,7 @@ class Mount:
         """Command line and environment of the client, foreground mode."""
         env = dict(os.environ)
         url = self.srv.endpoint
-        if self.kind == "ecfs":
+        if self.kind in ("ecfs", "ecfs-pack"):
             env.update(AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET)
             return ([os.path.join(BIN, "ecfs"), "%s:%s" % (BUCKET, self.prefix),
                      self.mnt, "-f",
@@ -501,6 +502,18 @@ class Bench:
                               for d, _x, ns in os.walk(self.data)
                               for n in ns if n.endswith(".jpg"))
         self.shard_bytes = os.path.getsize(self.shard)
+        if "ecfs-pack" in self.a.peers:
+            # the same files packed into tar shards + index (ecfs pack)
+            t0 = time.perf_counter()
+            r = subprocess.run([os.path.join(BIN, "ecfs"), "pack", self.data,
+                                "%s:%s" % (BUCKET, PACKED), "-q", "-o",
+                                "endpoint=" + self.srv.endpoint],
+                               env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError("ecfs pack failed:\n%s%s"
+                                   % (r.stdout, r.stderr))
+            self.pack_s = time.perf_counter() - t0
+            log(r.stdout.strip())
 
     def cold(self, peer, prefix=PREFIX):
         """Makes the next measurement of @peer cold: drops the page cache and
@@ -509,12 +522,23 @@ class Bench:
         if peer == "local":
             self.dropped = drop_caches()
             return self.data, None
+        if peer == "ecfs-pack" and prefix == PREFIX:
+            prefix = PACKED
         self.dropped = drop_caches()
         m = Mount(peer, os.path.join(self.work, "mnt-" + peer), self.srv,
                   self.work, prefix)
         self.mounts.append(m)
         m.mount()
         return m.mnt, m
+
+    @staticmethod
+    def requests(m):
+        """GET+HEAD+LIST counted by an ecfs mount so far (None for others)."""
+        if m is None or m.kind not in ("ecfs", "ecfs-pack"):
+            return None
+        with open(os.path.join(m.mnt, ".ecfs-stats")) as f:
+            kv = dict(x.split("=") for x in f.read().split())
+        return int(kv["get"]) + int(kv["head"]) + int(kv["list"])
 
     def done(self, m):
         if m is not None:
@@ -568,8 +592,16 @@ class Bench:
                     for p in pts), scan))
         if "raw" in a.tests:
             root, m = self.cold(peer)
+            req0 = self.requests(m)
             res, n = bench_raw(root, a, self.budget)
+            req1 = self.requests(m)
             self.done(m)
+            if req0 is not None and req1 is not None:
+                # GET+HEAD+LIST of the mount over both epochs (cold, warm)
+                r.setdefault("requests", []).append(
+                    [dict(v=req1 - req0, x=None, partial=False)] * 2)
+                log("%s raw #%d: %d requests over %d epochs" % (
+                    peer, rep + 1, req1 - req0, a.epochs))
             pts = [dict(v=e["items"] / e["wall"],
                         x=e["bytes"] / 1048576 / e["wall"],
                         partial=e["partial"]) for e in res]
@@ -577,7 +609,7 @@ class Bench:
             log("%s raw #%d: %s" % (peer, rep + 1, ", ".join(
                 "%.0f files/s %.1f MiB/s" % (p["v"], p["x"])
                 for p in pts)))
-        if "seq" in a.tests:
+        if "seq" in a.tests and peer != "ecfs-pack":  # same as ecfs
             root, m = self.cold(peer, prefix=os.path.dirname(SHARD_KEY))
             path = (self.shard if m is None
                     else os.path.join(root, os.path.basename(SHARD_KEY)))
@@ -732,17 +764,19 @@ def tables(b):
                    "decode, no compute; shuffle, %d workers, batch %d)\n"
                    % (a.workers, a.batch_size))
         out.append("| peer | epoch 1 (cold) files/s | MiB/s | vs local | "
-                   "epoch 2 (warm) files/s | MiB/s | vs local |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|")
+                   "epoch 2 (warm) files/s | MiB/s | vs local | "
+                   "S3 requests, %d epochs (ecfs) |" % a.epochs)
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
         base = [val(point(b, "local", "raw", i)) for i in range(2)]
         series = {}
         for peer in peers:
             p = [point(b, peer, "raw", i) for i in range(2)]
             series[peer] = [val(x) for x in p]
-            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 peer, cell(p[0]), fmt(p[0] and p[0]["x"], 1),
                 ratio(val(p[0]), base[0]), cell(p[1]),
-                fmt(p[1] and p[1]["x"], 1), ratio(val(p[1]), base[1])))
+                fmt(p[1] and p[1]["x"], 1), ratio(val(p[1]), base[1]),
+                cell(point(b, peer, "requests", 0))))
         chart["raw"] = series
         out.append("")
     if "meta" in a.tests:
