@@ -975,6 +975,8 @@ static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
                 ret = stor_resp_hdr(rs, "x-amz-tagging-count", "%d", tc);
             continue;
         }
+        if (strncmp(name, "x-ecfs-", 7) == 0)
+            continue; /* the store's own (STOR_HDR_UPLOAD_ID) */
         if (strncmp(name, "x-amz-checksum-", 15) == 0) {
             if (!ck_on)
                 continue;
@@ -1480,6 +1482,7 @@ static int copy_dest_hdrs(const struct stor_s3_req *r,
         const struct stor_hdr *sh = &src->hdrs[i];
 
         if (strcmp(sh->name, "x-amz-tagging") == 0 ||
+            strncmp(sh->name, "x-ecfs-", 7) == 0 || /* not the copy's */
             (replace && strncmp(sh->name, "x-amz-checksum-", 15) != 0))
             continue;
         ret = hdr_add(&h, &nh, sh->name, strlen(sh->name), sh->value,
@@ -1664,8 +1667,52 @@ static void op_create_mpu(struct stor_s3_req *r)
     xml_done(r);
 }
 
+/* true when @info (the key's current object) is what completing upload
+ * @id with @parts made: it keeps that upload id (STOR_HDR_UPLOAD_ID) and
+ * its ETag is the one @parts give (MD5 of the part MD5s, "-N"). */
+static bool completed_by(const struct stor_obj_info *info, const char *id,
+                         const struct stor_part *parts, size_t n)
+{
+    uint8_t *md, digest[CM_MD5_LEN];
+    char want[STOR_ETAG_MAX], hex[2 * CM_MD5_LEN + 1];
+    bool same = false;
+    size_t i, j;
+
+    if (id == NULL || info->nparts <= 0 || (size_t)info->nparts != n)
+        return false;
+    for (i = 0; i < info->nhdrs; i++)
+        if (strcmp(info->hdrs[i].name, STOR_HDR_UPLOAD_ID) == 0 &&
+            strcmp(info->hdrs[i].value, id) == 0)
+            same = true;
+    if (!same || (md = malloc(n * CM_MD5_LEN)) == NULL)
+        return false;
+    for (i = 0; i < n && same; i++) {
+        const char *e = parts[i].etag;
+
+        if (*e == '"')
+            e++;
+        for (j = 0; j < CM_MD5_LEN && same; j++) {
+            unsigned v;
+
+            same = sscanf(e + 2 * j, "%2x", &v) == 1;
+            md[i * CM_MD5_LEN + j] = (uint8_t)v;
+        }
+    }
+    if (same) {
+        cm_md5(md, n * CM_MD5_LEN, digest);
+        cm_hex_encode(digest, CM_MD5_LEN, hex);
+        snprintf(want, sizeof(want), "%s-%zu", hex, n);
+        same = strcasecmp(want, info->etag) == 0;
+    }
+    free(md);
+    return same;
+}
+
 /* POST /bucket/key?uploadId= : CompleteMultipartUpload (order checked
- * here, ETags and sizes by the store). */
+ * here, ETags and sizes by the store). A repeat of a Complete that
+ * already succeeded (a client that lost the first answer) is answered
+ * with the same result, as AWS and RGW do, while the object it made is
+ * still the key's current one; otherwise NoSuchUpload. */
 static void op_complete_mpu(struct stor_s3_req *r)
 {
     struct stor_part *parts = NULL;
@@ -1688,8 +1735,19 @@ static void op_complete_mpu(struct stor_s3_req *r)
         }
     ret = stor_mpu_complete(r->s3->store, r->bucket, r->key, r->key_len,
                             stor_s3_query(r, "uploadId"), parts, n, &info);
+    if (ret == -STOR_ENOUPLOAD) {
+        stor_obj_info_fini(&info);
+        memset(&info, 0, sizeof(info));
+        if (stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len,
+                          &info) == 0 &&
+            completed_by(&info, stor_s3_query(r, "uploadId"), parts, n))
+            ret = 0;
+        else
+            ret = -STOR_ENOUPLOAD;
+    }
     free(parts);
     if (ret < 0) {
+        stor_obj_info_fini(&info);
         fail(r, ret);
         return;
     }

@@ -500,6 +500,22 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
     }
     if (ret == 0 && obj_hdrs_copy(u->hdrs, u->nhdrs, &e->hdrs) == 0)
         e->nhdrs = u->nhdrs;
+    if (ret == 0) {
+        /* the upload id, kept with the object (STOR_HDR_UPLOAD_ID) */
+        struct stor_hdr *nh = realloc(e->hdrs, (e->nhdrs + 1) * sizeof(*nh));
+
+        if (nh != NULL) {
+            e->hdrs = nh;
+            nh[e->nhdrs].name = strdup(STOR_HDR_UPLOAD_ID);
+            nh[e->nhdrs].value = strdup(upload_id);
+            if (nh[e->nhdrs].name && nh[e->nhdrs].value) {
+                e->nhdrs++;
+            } else {
+                free(nh[e->nhdrs].name);
+                free(nh[e->nhdrs].value);
+            }
+        }
+    }
     if (ret == 0)
         u->completing = true;
     pthread_rwlock_unlock(&b->lock);

@@ -213,6 +213,11 @@ struct stor_part {
     uint64_t size;
     time_t mtime;
 };
+/* A completed multipart object keeps its upload id in this stored header
+ * (not a client header: the S3 layer never stores x-ecfs-*, and hides it
+ * on GET/HEAD and copies), so a repeated Complete of the same upload can
+ * be recognised while the object is the key's current one. */
+#define STOR_HDR_UPLOAD_ID "x-ecfs-upload-id"
 /* Completes with the client's list (ascending part numbers, ETags must
  * match; every part but the last >= 5 MiB). Without copying data. */
 CM_MUST_CHECK int stor_mpu_complete(struct stor_store *s, const char *bucket,

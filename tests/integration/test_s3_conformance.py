@@ -63,3 +63,42 @@ def test_non_utf8_keys_are_refused_and_listings_stay_well_formed(s3, bucket):
     assert st == 200
     assert ET.fromstring(body).findtext(
         "{http://s3.amazonaws.com/doc/2006-03-01/}Prefix") == "\ufffd"
+
+
+def test_repeated_complete_multipart_is_answered(s3, bucket):
+    import botocore.exceptions
+    import pytest
+    data = [b"a" * (5 << 20), b"tail"]
+    up = s3.create_multipart_upload(Bucket=bucket, Key="k")["UploadId"]
+    parts = []
+    for i, d in enumerate(data, 1):
+        e = s3.upload_part(Bucket=bucket, Key="k", UploadId=up, PartNumber=i,
+                           Body=d)["ETag"]
+        parts.append({"PartNumber": i, "ETag": e})
+    first = s3.complete_multipart_upload(
+        Bucket=bucket, Key="k", UploadId=up, MultipartUpload={"Parts": parts})
+    # a client that lost the answer retries: the same result, not 404
+    again = s3.complete_multipart_upload(
+        Bucket=bucket, Key="k", UploadId=up, MultipartUpload={"Parts": parts})
+    assert again["ETag"] == first["ETag"] and again["ETag"].endswith('-2"')
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"".join(data)
+    head = s3.head_object(Bucket=bucket, Key="k")
+    assert head["ETag"] == first["ETag"]
+    assert not any(h.startswith("x-ecfs-") for h in
+                   head["ResponseMetadata"]["HTTPHeaders"])
+    # a copy is a new object: completing the upload into it is not a repeat
+    s3.copy_object(Bucket=bucket, Key="c", CopySource={"Bucket": bucket,
+                                                       "Key": "k"})
+
+    def nosuch(key, uid, ps):
+        with pytest.raises(botocore.exceptions.ClientError) as ei:
+            s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid,
+                                         MultipartUpload={"Parts": ps})
+        assert ei.value.response["Error"]["Code"] == "NoSuchUpload"
+
+    nosuch("c", up, parts)
+    nosuch("k", up, parts[:1])  # another part list: not the same completion
+    nosuch("k", "not-" + up, parts)  # another upload id
+    # once the object is replaced the upload is gone for good
+    s3.put_object(Bucket=bucket, Key="k", Body=b"new")
+    nosuch("k", up, parts)

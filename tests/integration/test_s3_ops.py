@@ -304,7 +304,8 @@ def test_concurrent_completes_of_one_upload(s3_server, bucket):
     of them kept a quorum: every one answered 503 ServiceUnavailable and
     the upload's data was scattered (no object, and no retry could
     complete it). Now the first claims the upload; the others answer
-    NoSuchUpload and touch nothing."""
+    NoSuchUpload (while it runs) or its result (after) and touch
+    nothing."""
     import os
     import threading
 
@@ -339,10 +340,13 @@ def test_concurrent_completes_of_one_upload(s3_server, bucket):
             t.start()
         for t in ts:
             t.join()
+        # one claims the upload; a Complete that comes while it runs
+        # answers NoSuchUpload, one that comes after it is a repeat and
+        # gets the same result (issue 18)
         wins = [r for r in res if r.endswith('-4"')]
-        assert len(wins) == 1, res
+        assert len(wins) >= 1 and len(set(wins)) == 1, res
         assert sorted(r for r in res if r not in wins) == [
-            "NoSuchUpload"] * (len(clients) - 1), res
+            "NoSuchUpload"] * (len(clients) - len(wins)), res
         got = c0.get_object(Bucket=bucket, Key=key)["Body"].read()
         assert got == b"".join(parts)
 
