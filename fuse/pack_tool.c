@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,21 @@
 #include "fuse/pack.h"
 #include "fuse/s3.h"
 
-#define PART_SIZE (16u << 20)
+#define PART_SIZE    (16u << 20)
+#define MAX_PARTS    10000u /* S3's limit: 156 GiB shards at 16 MiB */
+#define MAX_INFLIGHT 8u
+
+struct packer;
+
+/* One part uploading in a thread of its own (at most MAX_INFLIGHT). */
+struct part_job {
+    struct packer *k;
+    char *buf; /* owned */
+    size_t len;
+    unsigned partno;
+    int ret;
+    pthread_t th;
+};
 
 struct entry {
     char *path; /* relative, no leading or trailing '/' */
@@ -68,8 +83,10 @@ struct packer {
     uint32_t shard_no; /* absolute number */
     char shard_key[1024];
     char *upload_id;
-    char *etags;
-    unsigned nparts, cap_parts;
+    char *etags; /* MAX_PARTS x FC_ETAG_MAX, by part number - 1 */
+    unsigned nparts;
+    struct part_job *jobs[MAX_INFLIGHT]; /* in flight, oldest first */
+    unsigned njobs, inflight_max;
     struct fc_pshard *shards;
     uint32_t nshards, first_shard;
     /* --resume: PREFIX.ecfs-pack/resume after every completed shard */
@@ -432,9 +449,51 @@ static int ent_cmp(const void *a, const void *b)
 
 /* ---- the shard writer ---- */
 
+static void *part_run(void *arg)
+{
+    struct part_job *j = arg;
+    struct packer *k = j->k;
+    struct fc_s3_body b = {.data = j->buf, .fd = -1, .len = j->len};
+
+    j->ret = fc_s3_mpu_part(k->s3, k->shard_key, k->upload_id, j->partno, &b,
+                            k->etags + (size_t)(j->partno - 1) * FC_ETAG_MAX);
+    return NULL;
+}
+
+/* Waits for the oldest part in flight; its result. */
+static int join_oldest(struct packer *k)
+{
+    struct part_job *j = k->jobs[0];
+    int ret;
+
+    pthread_join(j->th, NULL);
+    ret = j->ret;
+    free(j->buf);
+    free(j);
+    memmove(k->jobs, k->jobs + 1, (k->njobs - 1) * sizeof(k->jobs[0]));
+    k->njobs--;
+    return ret;
+}
+
+/* Waits for every part in flight; the first error. */
+static int join_all(struct packer *k)
+{
+    int ret = 0;
+
+    while (k->njobs > 0) {
+        int r = join_oldest(k);
+        if (ret == 0)
+            ret = r;
+    }
+    return ret;
+}
+
+/* Sends the part buffer as the next part, in a thread of its own (the
+ * caller goes on filling a fresh buffer). */
 static int flush_part(struct packer *k)
 {
-    struct fc_s3_body b = {.data = k->buf, .fd = -1, .len = k->buf_len};
+    struct part_job *j;
+    char *nb;
     int ret;
 
     if (k->upload_id == NULL) {
@@ -442,20 +501,44 @@ static int flush_part(struct packer *k)
         if (ret < 0)
             return ret;
     }
-    if (k->nparts == k->cap_parts) {
-        unsigned nc = k->cap_parts ? k->cap_parts * 2 : 16;
-        void *ne = realloc(k->etags, (size_t)nc * FC_ETAG_MAX);
-        if (ne == NULL)
+    if (k->etags == NULL) {
+        k->etags = calloc(MAX_PARTS, FC_ETAG_MAX);
+        if (k->etags == NULL)
             return -ENOMEM;
-        k->etags = ne;
-        k->cap_parts = nc;
     }
-    ret = fc_s3_mpu_part(k->s3, k->shard_key, k->upload_id, k->nparts + 1, &b,
-                         k->etags + (size_t)k->nparts * FC_ETAG_MAX);
-    if (ret < 0)
-        return ret;
-    k->nparts++;
+    if (k->nparts == MAX_PARTS) {
+        fprintf(stderr,
+                "ecfs pack: a shard of more than %u parts: use a "
+                "smaller --shard-size\n",
+                MAX_PARTS);
+        return -EFBIG;
+    }
+    if (k->njobs == k->inflight_max) {
+        ret = join_oldest(k);
+        if (ret < 0)
+            return ret;
+    }
+    j = calloc(1, sizeof(*j));
+    nb = malloc(PART_SIZE);
+    if (j == NULL || nb == NULL) {
+        free(j);
+        free(nb);
+        return -ENOMEM;
+    }
+    j->k = k;
+    j->buf = k->buf;
+    j->len = k->buf_len;
+    j->partno = ++k->nparts;
+    k->buf = nb;
     k->buf_len = 0;
+    if (pthread_create(&j->th, NULL, part_run, j) != 0) {
+        part_run(j);
+        ret = j->ret;
+        free(j->buf);
+        free(j);
+        return ret;
+    }
+    k->jobs[k->njobs++] = j;
     return 0;
 }
 
@@ -520,6 +603,11 @@ static int shard_close(struct packer *k)
     } else {
         if (k->buf_len > 0)
             ret = flush_part(k);
+        {
+            int r = join_all(k);
+            if (ret == 0)
+                ret = r;
+        }
         if (ret == 0)
             ret = fc_s3_mpu_complete(k->s3, k->shard_key, k->upload_id,
                                      k->etags, k->nparts, etag);
@@ -1034,6 +1122,7 @@ fail:
         fputc('\n', stderr);
     fprintf(stderr, "ecfs pack: failed (%s): no new pack is visible%s\n",
             strerror(-ret), old ? "; the old pack is unchanged" : "");
+    (void)join_all(k);
     if (k->upload_id) {
         if (fc_s3_mpu_abort(k->s3, k->shard_key, k->upload_id) < 0)
             fprintf(stderr,
@@ -1099,6 +1188,7 @@ int fc_pack_main(int argc, char **argv)
     memset(&cr, 0, sizeof(cr));
     k.shard_size = 256ull << 20;
     k.max_conns = 4;
+    k.inflight_max = 4;
     k.retries = 8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1176,6 +1266,7 @@ int fc_pack_main(int argc, char **argv)
             strdup(getenv("AWS_REGION") ? getenv("AWS_REGION") : "us-east-1");
     if (k.max_conns == 0)
         k.max_conns = 4;
+    k.inflight_max = CM_MAX(1u, CM_MIN(k.max_conns, MAX_INFLIGHT));
     if (split_dest(k.dest, &k.bucket, &k.prefix) < 0) {
         fprintf(stderr, "ecfs pack: bad destination %s (BUCKET[:PREFIX])\n",
                 k.dest);

@@ -128,7 +128,8 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
                            "Object tags cannot be greater than 10"},
     [S3E_INVALID_TAG] = {400, "InvalidTag",
                          "The TagKey or TagValue you have provided is invalid"},
-    [S3E_INVALID_URI] = {400, "InvalidURI", "Couldn't parse the specified URI."},
+    [S3E_INVALID_URI] = {400, "InvalidURI",
+                         "Couldn't parse the specified URI."},
 };
 
 /* See header. */

@@ -35,9 +35,9 @@ static void test_escape(void **state)
     esc("\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80");         /* U+1F600 */
     /* not UTF-8: each bad byte is U+FFFD, the rest kept */
     esc("a\xff", 2, "a\xef\xbf\xbd");
-    esc("\xc0\xae", 2, "\xef\xbf\xbd\xef\xbf\xbd");         /* overlong */
+    esc("\xc0\xae", 2, "\xef\xbf\xbd\xef\xbf\xbd"); /* overlong */
     esc("\xed\xa0\x80", 3,
-        "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* surrogate */
+        "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");      /* surrogate */
     esc("x\xe2\x82", 3, "x\xef\xbf\xbd\xef\xbf\xbd"); /* truncated */
     esc("\xe2\x82<", 3, "\xef\xbf\xbd\xef\xbf\xbd&lt;");
 }
