@@ -102,3 +102,26 @@ def test_repeated_complete_multipart_is_answered(s3, bucket):
     # once the object is replaced the upload is gone for good
     s3.put_object(Bucket=bucket, Key="k", Body=b"new")
     nosuch("k", up, parts)
+
+
+def test_complete_listing_a_part_twice_is_invalid_part_order(s3, bucket):
+    """AWS documents InvalidPartOrder for a list not in ascending order; a
+    part number listed twice is not ascending (RGW uses the last one:
+    storaged follows AWS). Nothing is stored and the upload stays."""
+    import botocore.exceptions
+    import pytest
+    up = s3.create_multipart_upload(Bucket=bucket, Key="d")["UploadId"]
+    e1 = s3.upload_part(Bucket=bucket, Key="d", UploadId=up, PartNumber=1,
+                        Body=b"one")["ETag"]
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.complete_multipart_upload(
+            Bucket=bucket, Key="d", UploadId=up, MultipartUpload={"Parts": [
+                {"PartNumber": 1, "ETag": e1}, {"PartNumber": 1, "ETag": e1}]})
+    assert ei.value.response["Error"]["Code"] == "InvalidPartOrder"
+    assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    with pytest.raises(botocore.exceptions.ClientError):
+        s3.head_object(Bucket=bucket, Key="d")
+    s3.complete_multipart_upload(Bucket=bucket, Key="d", UploadId=up,
+                                 MultipartUpload={"Parts": [
+                                     {"PartNumber": 1, "ETag": e1}]})
+    assert s3.get_object(Bucket=bucket, Key="d")["Body"].read() == b"one"
