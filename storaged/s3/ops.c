@@ -1436,26 +1436,29 @@ static int copy_bytes(struct stor_get *g, struct stor_put *p, uint64_t first,
     return ret;
 }
 
-/* x-amz-copy-source-range must be "bytes=FIRST-LAST" inside the source
- * (S3 answers InvalidRange otherwise): unlike a GET Range, an end past
- * the source is not clamped, or a client that sized its parts from a
- * stale HEAD would silently get a short part and a truncated object. */
-static bool copy_range_ok(const char *v, size_t n, uint64_t size,
-                          uint64_t *first, uint64_t *last)
+/* x-amz-copy-source-range must be "bytes=FIRST-LAST" (S3 answers 400
+ * InvalidArgument otherwise: a suffix "bytes=-N", an open "bytes=N-", a
+ * number that is not one, FIRST > LAST) and lie inside the source (416
+ * InvalidRange otherwise): unlike a GET Range, an end past the source is
+ * not clamped, or a client that sized its parts from a stale HEAD would
+ * silently get a short part and a truncated object. */
+static enum stor_s3_err copy_range(const char *v, size_t n, uint64_t size,
+                                   uint64_t *first, uint64_t *last)
 {
     const char *dash;
 
     if (n < 9 || memcmp(v, "bytes=", 6) != 0)
-        return false;
+        return S3E_INVALID_ARGUMENT;
     v += 6;
     n -= 6;
     dash = memchr(v, '-', n);
     if (dash == NULL || dash == v || dash + 1 == v + n)
-        return false;
+        return S3E_INVALID_ARGUMENT;
     if (stor_http_parse_u64(v, (size_t)(dash - v), first) < 0 ||
-        stor_http_parse_u64(dash + 1, (size_t)(v + n - dash - 1), last) < 0)
-        return false;
-    return *first <= *last && *last < size;
+        stor_http_parse_u64(dash + 1, (size_t)(v + n - dash - 1), last) < 0 ||
+        *first > *last)
+        return S3E_INVALID_ARGUMENT;
+    return *last < size ? S3E_NONE : S3E_INVALID_RANGE;
 }
 
 /* The headers CopyObject stores with the copy: the request's (metadata
@@ -1578,8 +1581,9 @@ static void op_copy(struct stor_s3_req *r, bool part)
             goto out;
         }
         if (rv) {
-            if (!copy_range_ok(rv, dn, sinfo.size, &first, &last)) {
-                stor_s3_error(r, S3E_INVALID_RANGE);
+            e = copy_range(rv, dn, sinfo.size, &first, &last);
+            if (e != S3E_NONE) {
+                stor_s3_error(r, e);
                 goto out;
             }
             len = last - first + 1;

@@ -382,18 +382,24 @@ def test_delete_bucket_with_only_incomplete_uploads(s3_server):
 def test_upload_part_copy_range_must_lie_inside_the_source(s3, bucket):
     """x-amz-copy-source-range past the end of the source (or in a form
     other than bytes=FIRST-LAST) was clamped like a GET Range, so a part
-    silently came out shorter than asked. S3 answers InvalidRange."""
+    silently came out shorter than asked. S3 answers 416 InvalidRange for a
+    range outside the source and 400 InvalidArgument for one that is not
+    bytes=FIRST-LAST with FIRST <= LAST (issue 18)."""
     import os
 
     s3.put_object(Bucket=bucket, Key="src", Body=b"0123456789a")
     u = s3.create_multipart_upload(Bucket=bucket, Key="dst")["UploadId"]
-    for rg in ("bytes=2-40", "bytes=11-12", "bytes=5-2", "bytes=-3",
-               "bytes=0-", "bytes 0-3"):
+    for rg, code, st in (
+            [(g, "InvalidRange", 416) for g in ("bytes=2-40", "bytes=11-12")] +
+            [(g, "InvalidArgument", 400) for g in (
+                "bytes=5-2", "bytes=-3", "bytes=0-", "bytes 0-3",
+                "bytes=a-b", "bytes=1-2-3", "0-3")]):
         with pytest.raises(botocore.exceptions.ClientError) as ei:
             s3.upload_part_copy(Bucket=bucket, Key="dst", UploadId=u,
                                 PartNumber=1, CopySourceRange=rg,
                                 CopySource={"Bucket": bucket, "Key": "src"})
-        assert ei.value.response["Error"]["Code"] == "InvalidRange", rg
+        assert ei.value.response["Error"]["Code"] == code, rg
+        assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == st
     r = s3.upload_part_copy(Bucket=bucket, Key="dst", UploadId=u,
                             PartNumber=1, CopySourceRange="bytes=3-10",
                             CopySource={"Bucket": bucket, "Key": "src"})
