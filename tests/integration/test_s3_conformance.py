@@ -125,3 +125,25 @@ def test_complete_listing_a_part_twice_is_invalid_part_order(s3, bucket):
                                  MultipartUpload={"Parts": [
                                      {"PartNumber": 1, "ETag": e1}]})
     assert s3.get_object(Bucket=bucket, Key="d")["Body"].read() == b"one"
+
+
+def test_checksum_sha256_malformed_vs_wrong(s3, bucket):
+    """AWS: a value that is not base64 of 32 bytes is 400 InvalidRequest
+    (ceph/s3-tests#644: s3-tests expects RGW's BadDigest there); a
+    well-formed value that does not match the body is 400 BadDigest.
+    Neither stores anything."""
+    import base64
+    srv = s3.ecfs_server
+    body = b"A" * 1024
+    good = base64.b64encode(hashlib.sha256(body).digest()).decode()
+    wrong = base64.b64encode(hashlib.sha256(b"other").digest()).decode()
+    for bad, code in (("bad", "InvalidRequest"), ("!!!!", "InvalidRequest"),
+                      (good[:-4], "InvalidRequest"),
+                      (wrong, "BadDigest")):
+        st, _, data = signed(srv, "PUT", "/%s/ck" % bucket, body=body,
+                             headers={"x-amz-checksum-sha256": bad})
+        assert st == 400 and code_of(data) == code, (bad, data)
+    assert s3.list_objects_v2(Bucket=bucket).get("Contents", []) == []
+    st, h, _ = signed(srv, "PUT", "/%s/ck" % bucket, body=body,
+                      headers={"x-amz-checksum-sha256": good})
+    assert st == 200 and h.get("x-amz-checksum-sha256") == good
