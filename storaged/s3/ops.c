@@ -648,6 +648,10 @@ static void op_list_objects(struct stor_s3_req *r, bool v2)
     const char *start =
         v2 ? stor_s3_query(r, "start-after") : stor_s3_query(r, "marker");
     const char *after = start;
+    const char *fo = v2 ? stor_s3_query(r, "fetch-owner") : NULL;
+    /* as S3: V2 has no Owner unless fetch-owner=true (false is the
+     * default; v1 always has it) */
+    bool owner = fo && strcasecmp(fo, "true") == 0;
     struct stor_list_result res;
     struct cm_buf *b = &r->http.resp.body;
     char *tok = NULL;
@@ -745,7 +749,7 @@ static void op_list_objects(struct stor_s3_req *r, bool v2)
               "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
               "<Size>%llu</Size>",
               t, e->etag, (unsigned long long)e->size);
-        if (!v2 || stor_s3_query(r, "fetch-owner"))
+        if (!v2 || owner)
             x_lit(b, "<Owner><ID>" OWNER_ID "</ID><DisplayName>root"
                      "</DisplayName></Owner>");
         x_lit(b, "<StorageClass>STANDARD</StorageClass></Contents>");

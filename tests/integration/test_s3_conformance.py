@@ -147,3 +147,20 @@ def test_checksum_sha256_malformed_vs_wrong(s3, bucket):
     st, h, _ = signed(srv, "PUT", "/%s/ck" % bucket, body=body,
                       headers={"x-amz-checksum-sha256": good})
     assert st == 200 and h.get("x-amz-checksum-sha256") == good
+
+
+def test_list_v2_owner_only_with_fetch_owner_true(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="o", Body=b"x")
+    srv = s3.ecfs_server
+    ns = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+    for q, want in (([], False), ([("fetch-owner", "false")], False),
+                    ([("fetch-owner", "true")], True)):
+        st, _, body = signed(srv, "GET", "/" + bucket,
+                             query=[("list-type", "2")] + q)
+        assert st == 200
+        c = ET.fromstring(body).find(ns + "Contents")
+        assert (c.find(ns + "Owner") is not None) == want, (q, body)
+    assert "Owner" not in s3.list_objects_v2(Bucket=bucket)["Contents"][0]
+    assert "Owner" in s3.list_objects_v2(Bucket=bucket,
+                                         FetchOwner=True)["Contents"][0]
+    assert "Owner" in s3.list_objects(Bucket=bucket)["Contents"][0]  # v1
