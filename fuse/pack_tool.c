@@ -8,8 +8,10 @@
  * input fails before any byte is uploaded. The index is the last object
  * written, in one PUT: until then no pack is visible, and a re-pack
  * (--replace) numbers its shards after the old pack's, so readers of the
- * old index never see its shards overwritten; old shards are deleted once
- * the new index is in place. A failure deletes this run's shards. */
+ * old index never see its shards overwritten; once the new index is in
+ * place the shards of the pack before the replaced one are deleted (the
+ * replaced pack's stay for mounts still holding its index). A failure
+ * deletes this run's shards, unless a --resume checkpoint keeps them. */
 #include "fuse/pack_tool.h"
 
 #include <curl/curl.h>
@@ -820,6 +822,47 @@ static void delete_shards(struct packer *k, uint32_t first, uint32_t n)
     }
 }
 
+/* After a --replace: deletes the shards older than the replaced pack's
+ * (numbers below @keep_from). The replaced pack's own shards stay until the
+ * next replace, so mounts still using its index keep reading. */
+static void delete_older_shards(struct packer *k, uint32_t keep_from)
+{
+    char prefix[1200], *token = NULL;
+    size_t plen;
+    int ret;
+
+    snprintf(prefix, sizeof(prefix), "%s" FC_PACK_DIR "shard-", k->prefix);
+    plen = strlen(prefix);
+    do {
+        struct fc_listpage pg;
+        fc_listpage_init(&pg);
+        ret = fc_s3_list_flat(k->s3, prefix, token, 1000, &pg);
+        free(token);
+        token = NULL;
+        for (size_t i = 0; ret == 0 && i < pg.nobjs; i++) {
+            const char *key = pg.objs[i].key;
+            char *end;
+            unsigned long no;
+            if (strncmp(key, prefix, plen) != 0)
+                continue;
+            no = strtoul(key + plen, &end, 10);
+            if (end == key + plen || strcmp(end, ".tar") != 0 ||
+                no >= keep_from)
+                continue;
+            if (fc_s3_delete(k->s3, key) < 0)
+                fprintf(stderr, "ecfs pack: warning: cannot delete %s\n", key);
+        }
+        if (ret == 0 && pg.truncated && pg.next_token)
+            token = strdup(pg.next_token);
+        fc_listpage_fini(&pg);
+    } while (token);
+    if (ret < 0)
+        fprintf(stderr,
+                "ecfs pack: warning: cannot list %s* to delete old "
+                "shards: %s\n",
+                prefix, strerror(-ret));
+}
+
 static uint64_t splitmix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -1097,7 +1140,7 @@ static int write_pack(struct packer *k)
         goto fail;
     progress(k, true);
     if (old)
-        delete_shards(k, old->first_shard, old->nshards);
+        delete_older_shards(k, old->first_shard);
     if (k->checkpointed) {
         snprintf(key, sizeof(key), "%s" FC_PACK_RESUME, k->prefix);
         if (fc_s3_delete(k->s3, key) < 0)

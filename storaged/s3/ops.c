@@ -1746,8 +1746,8 @@ static void op_complete_mpu(struct stor_s3_req *r)
     if (ret == -STOR_ENOUPLOAD) {
         stor_obj_info_fini(&info);
         memset(&info, 0, sizeof(info));
-        if (stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len,
-                          &info) == 0 &&
+        if (stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info) ==
+                0 &&
             completed_by(&info, stor_s3_query(r, "uploadId"), parts, n))
             ret = 0;
         else

@@ -379,13 +379,32 @@ def test_pack_bad_input(storaged, ecfs_mount, request):
     out = run_pack(srv, src, bucket, expect=1)
     assert "already holds a pack" in out and "--replace" in out, out
     assert keys(c, bucket) == first
+    old = ecfs_mount(srv.endpoint, bucket, opts=["ro"],
+                     access_key=srv.access_key, secret_key=srv.secret_key)
+    held = open(os.path.join(old.path, "sub", "f1"), "rb")
     out = run_pack(srv, src, bucket, "--replace")
+    assert "old pack replaced" in out, out
+    # the replaced pack's shard stays (mounts of its index keep reading)
     ks = keys(c, bucket)
-    assert ks == [".ecfs-pack/index", ".ecfs-pack/shard-000001.tar"], ks
+    assert ks == [".ecfs-pack/index", ".ecfs-pack/shard-000000.tar",
+                  ".ecfs-pack/shard-000001.tar"], ks
+    # the index was replaced while mounted: open files and new reads of
+    # the old mount see the old pack, byte for byte (nothing was cached)
+    assert held.read() == b"x" * 1000
+    held.close()
+    with open(os.path.join(old.path, "sub", "f0"), "rb") as f:
+        assert f.read() == b"x" * 1000
+    assert old.stats()["errors"] == 0
+    # a new mount sees the new pack
     m = ecfs_mount(srv.endpoint, bucket, opts=["ro"],
                    access_key=srv.access_key, secret_key=srv.secret_key)
     with open(os.path.join(m.path, "sub", "f0"), "rb") as f:
         assert f.read() == b"changed"
+    # the next replace deletes the shards of two packs ago
+    run_pack(srv, src, bucket, "--replace")
+    assert keys(c, bucket) == [".ecfs-pack/index",
+                               ".ecfs-pack/shard-000001.tar",
+                               ".ecfs-pack/shard-000002.tar"]
 
     # no such bucket, bad option
     out = run_pack(srv, src, "nosuchbucket-zz", expect=1)
