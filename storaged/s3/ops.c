@@ -673,7 +673,7 @@ static void op_list_objects(struct stor_s3_req *r, bool v2)
         delim = NULL;
     if (prefix && prefix[0] == 0)
         prefix = NULL;
-    if (token) {
+    if (token && token[0]) { /* as S3: an empty token is no token */
         size_t tl = strlen(token);
         long n;
 

@@ -164,3 +164,24 @@ def test_list_v2_owner_only_with_fetch_owner_true(s3, bucket):
     assert "Owner" in s3.list_objects_v2(Bucket=bucket,
                                          FetchOwner=True)["Contents"][0]
     assert "Owner" in s3.list_objects(Bucket=bucket)["Contents"][0]  # v1
+
+
+def test_list_v2_empty_continuation_token_is_absent(s3, bucket):
+    """AWS (and ceph/s3-tests test_bucket_listv2_continuationtoken_empty):
+    continuation-token= lists from the start and echoes the empty token; a
+    token that is not one is still 400 InvalidArgument."""
+    import botocore.exceptions
+    import pytest
+    names = ["bar", "baz", "foo"]
+    for k in names:
+        s3.put_object(Bucket=bucket, Key=k, Body=b"x")
+    r = s3.list_objects_v2(Bucket=bucket, ContinuationToken="")
+    assert r["ContinuationToken"] == "" and r["IsTruncated"] is False
+    assert [o["Key"] for o in r["Contents"]] == names
+    r = s3.list_objects_v2(Bucket=bucket, ContinuationToken="", MaxKeys=2)
+    r = s3.list_objects_v2(Bucket=bucket,
+                           ContinuationToken=r["NextContinuationToken"])
+    assert [o["Key"] for o in r["Contents"]] == ["foo"]
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.list_objects_v2(Bucket=bucket, ContinuationToken="!")
+    assert ei.value.response["Error"]["Code"] == "InvalidArgument"
