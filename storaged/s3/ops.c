@@ -173,6 +173,39 @@ static int hdr_add(struct stor_hdr **h, size_t *n, const char *name,
     return 0;
 }
 
+/* Writes Content-Encoding @v (@n bytes) to @out (room for 2n + 1) without
+ * its aws-chunked codings, which are transport framing and not the
+ * object's (as S3: "gzip, aws-chunked" and "aws-chunked, gzip" are stored
+ * as "gzip", "aws-chunked" alone not at all); the other codings keep
+ * their order, joined by ", ". Returns the length written. */
+static size_t strip_aws_chunked(const char *v, size_t n, char *out)
+{
+    const char *p = v, *end = v + n;
+    size_t o = 0;
+
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *s = p, *e = comma ? comma : end;
+
+        while (s < e && (*s == ' ' || *s == '\t'))
+            s++;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (e > s && !((size_t)(e - s) == 11 &&
+                       strncasecmp(s, "aws-chunked", 11) == 0)) {
+            if (o > 0) {
+                out[o++] = ',';
+                out[o++] = ' ';
+            }
+            memcpy(out + o, s, (size_t)(e - s));
+            o += (size_t)(e - s);
+        }
+        p = comma ? comma + 1 : end;
+    }
+    out[o] = 0;
+    return o;
+}
+
 /* See s3_i.h. */
 int stor_s3_req_obj_hdrs(const struct stor_s3_req *r, struct stor_hdr **out,
                          size_t *n)
@@ -190,17 +223,18 @@ int stor_s3_req_obj_hdrs(const struct stor_s3_req *r, struct stor_hdr **out,
         if (!keep_header(x->name, x->name_len))
             continue;
         if (stor_http_ieq(x->name, x->name_len, "content-encoding")) {
-            /* aws-chunked is transport framing, not the object's */
-            if (vl >= 11 && strncasecmp(v, "aws-chunked", 11) == 0) {
-                v += 11;
-                vl -= 11;
-                while (vl > 0 && (*v == ',' || *v == ' ')) {
-                    v++;
-                    vl--;
-                }
+            char *ce = malloc(2 * vl + 1);
+            size_t cl;
+
+            if (ce == NULL) {
+                ret = -ENOMEM;
+                break;
             }
-            if (vl == 0)
-                continue;
+            cl = strip_aws_chunked(v, vl, ce);
+            if (cl > 0)
+                ret = hdr_add(&h, &nh, x->name, x->name_len, ce, cl);
+            free(ce);
+            continue;
         }
         if (stor_http_ieq(x->name, x->name_len, "content-type"))
             have_ct = true;

@@ -185,3 +185,17 @@ def test_list_v2_empty_continuation_token_is_absent(s3, bucket):
     with pytest.raises(botocore.exceptions.ClientError) as ei:
         s3.list_objects_v2(Bucket=bucket, ContinuationToken="!")
     assert ei.value.response["Error"]["Code"] == "InvalidArgument"
+
+
+def test_content_encoding_aws_chunked_is_stripped(s3, bucket):
+    """As S3 (ceph/s3-tests test_object_content_encoding_aws_chunked):
+    aws-chunked is transport framing, never stored with the object."""
+    for sent, want in (("gzip", "gzip"), ("deflate, gzip", "deflate, gzip"),
+                       ("gzip, aws-chunked", "gzip"),
+                       ("aws-chunked, gzip", "gzip"),
+                       ("AWS-Chunked,br", "br"),
+                       ("aws-chunked", None),
+                       ("aws-chunked, aws-chunked", None)):
+        s3.put_object(Bucket=bucket, Key="e", Body=b"x", ContentEncoding=sent)
+        h = s3.head_object(Bucket=bucket, Key="e")
+        assert h.get("ContentEncoding") == want, (sent, h.get("ContentEncoding"))
