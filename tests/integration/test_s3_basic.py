@@ -26,11 +26,14 @@ def test_bucket_lifecycle(s3):
     s3.head_bucket(Bucket="alpha")
     loc = s3.get_bucket_location(Bucket="alpha")
     assert loc.get("LocationConstraint") in (None, "")
-    with pytest.raises(botocore.exceptions.ClientError) as e:
-        s3.create_bucket(Bucket="alpha")
-    assert err_code(e) == "BucketAlreadyOwnedByYou"
-    assert http_status(e) == 409
     s3.put_object(Bucket="alpha", Key="k", Body=b"x")
+    # us-east-1: re-creating one's own bucket is 200 and keeps its objects
+    # (other regions answer 409 BucketAlreadyOwnedByYou; issue 18)
+    r = s3.create_bucket(Bucket="alpha")
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert s3.get_object(Bucket="alpha", Key="k")["Body"].read() == b"x"
+    assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == [
+        "alpha", "beta.1"]
     with pytest.raises(botocore.exceptions.ClientError) as e:
         s3.delete_bucket(Bucket="alpha")
     assert err_code(e) == "BucketNotEmpty"
