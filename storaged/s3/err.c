@@ -130,6 +130,14 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
                          "The TagKey or TagValue you have provided is invalid"},
     [S3E_INVALID_URI] = {400, "InvalidURI",
                          "Couldn't parse the specified URI."},
+    [S3E_CORS_NO_ORIGIN] =
+        {400, "BadRequest",
+         "Insufficient information. Origin request header needed."},
+    [S3E_CORS_NO_METHOD] = {400, "BadRequest",
+                            "Invalid Access-Control-Request-Method: null"},
+    [S3E_CORS_NOT_ENABLED] =
+        {403, "AccessForbidden",
+         "CORSResponse: CORS is not enabled for this bucket."},
 };
 
 /* See header. */

@@ -57,6 +57,9 @@ enum stor_s3_err {
     S3E_TOO_MANY_TAGS,         /* BadRequest: more than 10 object tags */
     S3E_INVALID_TAG,           /* InvalidTag: a tag key or value */
     S3E_INVALID_URI,           /* InvalidURI: a key not valid UTF-8 */
+    S3E_CORS_NO_ORIGIN,        /* BadRequest: OPTIONS without Origin */
+    S3E_CORS_NO_METHOD,        /* BadRequest: ... nor its method */
+    S3E_CORS_NOT_ENABLED,      /* 403: OPTIONS, no CORS configuration */
     S3E_COUNT
 };
 

@@ -57,6 +57,7 @@ static const char *const op_names[S3_OP_COUNT] = {
     [S3_OP_LIST_PARTS] = "ListParts",
     [S3_OP_BUCKET_SUBRESOURCE] = "BucketSubresource",
     [S3_OP_OBJECT_SUBRESOURCE] = "ObjectSubresource",
+    [S3_OP_PREFLIGHT] = "PreflightRequest",
 };
 
 /* See header. */

@@ -520,6 +520,22 @@ static void pre_done(struct stor_s3_req *r)
     stor_http_pre_done(&r->http);
 }
 
+/* OPTIONS on a bucket or object: a CORS preflight, answered as S3 answers
+ * it for a bucket without a CORS configuration (storaged keeps none):
+ * 400 without Origin or Access-Control-Request-Method, else 403. Unsigned,
+ * as browsers send it; the bucket is not looked up. */
+static enum stor_s3_err preflight(struct stor_s3_req *r)
+{
+    size_t n;
+
+    r->op = S3_OP_PREFLIGHT;
+    if (stor_s3_hdr(r, "origin", &n) == NULL)
+        return S3E_CORS_NO_ORIGIN;
+    if (stor_s3_hdr(r, "access-control-request-method", &n) == NULL)
+        return S3E_CORS_NO_METHOD;
+    return S3E_CORS_NOT_ENABLED;
+}
+
 /* The target, then the method: what S3 answers before looking further. */
 static enum stor_s3_err head_setup(struct stor_s3_req *r)
 {
@@ -531,6 +547,9 @@ static enum stor_s3_err head_setup(struct stor_s3_req *r)
     e = stor_s3_decode_target(r);
     if (e == S3E_BAD_REQUEST)
         r->http.resp.close = true; /* malformed HTTP: do not reuse */
+    if (e == S3E_NONE && r->bucket[0] && r->http.head.method_len == 7 &&
+        memcmp(r->http.head.method, "OPTIONS", 7) == 0)
+        return preflight(r);
     if (e == S3E_NONE &&
         !(r->http.is_get || r->http.is_head || r->http.is_put ||
           r->http.is_post || r->http.is_delete))

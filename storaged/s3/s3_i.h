@@ -66,6 +66,7 @@ enum stor_s3_op {
     S3_OP_LIST_PARTS,
     S3_OP_BUCKET_SUBRESOURCE, /* versioning, policy, ...: minimal answers */
     S3_OP_OBJECT_SUBRESOURCE, /* GET ?acl / ?tagging of an object */
+    S3_OP_PREFLIGHT,          /* OPTIONS: a CORS preflight */
     S3_OP_COUNT
 };
 

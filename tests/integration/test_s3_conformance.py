@@ -199,3 +199,32 @@ def test_content_encoding_aws_chunked_is_stripped(s3, bucket):
         s3.put_object(Bucket=bucket, Key="e", Body=b"x", ContentEncoding=sent)
         h = s3.head_object(Bucket=bucket, Key="e")
         assert h.get("ContentEncoding") == want, (sent, h.get("ContentEncoding"))
+
+
+def test_options_preflight_without_cors(s3, bucket):
+    """OPTIONS (a browser's CORS preflight, unsigned) on a bucket without a
+    CORS configuration: what S3 answers (400 without Origin or the method,
+    else 403 "CORS is not enabled for this bucket"), not 405."""
+    srv = s3.ecfs_server
+    s3.put_object(Bucket=bucket, Key="o", Body=b"x")
+    for path in ("/%s/o" % bucket, "/%s" % bucket):
+        for hdrs, st, msg in (
+                ({}, 400, "Origin request header needed"),
+                ({"Origin": "http://a.example"}, 400,
+                 "Access-Control-Request-Method"),
+                ({"Origin": "http://a.example",
+                  "Access-Control-Request-Method": "GET"}, 403,
+                 "CORS is not enabled for this bucket")):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+            try:
+                conn.request("OPTIONS", path, headers=hdrs)
+                r = conn.getresponse()
+                body = r.read()
+                assert r.status == st, (path, hdrs, body)
+                assert msg in ET.fromstring(body).findtext("Message")
+                assert r.getheader("access-control-allow-origin") is None
+                # the connection stays usable
+                conn.request("GET", "/health/live")
+                assert conn.getresponse().status == 200
+            finally:
+                conn.close()

@@ -214,6 +214,24 @@ static void test_on_head_before_auth(void **state)
     assert_int_equal(r->err, S3E_METHOD_NOT_ALLOWED);
     fake_free(r);
 
+    /* OPTIONS: a CORS preflight, unsigned; no CORS configuration */
+    r = fake_req("OPTIONS /b/k HTTP/1.1\r\n\r\n");
+    assert_int_equal(stor_s3_app.on_head(&r->http), 0);
+    assert_int_equal(r->http.resp.status, 400);
+    assert_int_equal(r->err, S3E_CORS_NO_ORIGIN);
+    fake_free(r);
+    r = fake_req("OPTIONS /b/k HTTP/1.1\r\nOrigin: http://x\r\n\r\n");
+    assert_int_equal(stor_s3_app.on_head(&r->http), 0);
+    assert_int_equal(r->err, S3E_CORS_NO_METHOD);
+    fake_free(r);
+    r = fake_req("OPTIONS /b HTTP/1.1\r\nOrigin: http://x\r\n"
+                 "Access-Control-Request-Method: GET\r\n\r\n");
+    assert_int_equal(stor_s3_app.on_head(&r->http), 0);
+    assert_int_equal(r->http.resp.status, 403);
+    assert_int_equal(r->err, S3E_CORS_NOT_ENABLED);
+    assert_int_equal(r->op, S3_OP_PREFLIGHT);
+    fake_free(r);
+
     /* a malformed target also closes the connection after the answer */
     r = fake_req("GET b/k HTTP/1.1\r\n\r\n");
     assert_int_equal(stor_s3_app.on_head(&r->http), 0);
