@@ -58,6 +58,7 @@ struct fc_opts {
     unsigned rename_dir_max; /* most keys a directory rename moves */
     int pack_off;            /* -o pack=off: show a pack's raw objects */
     size_t pack_block;       /* shard block of a pack mount (pack_ops.c) */
+    int pack_whole;          /* -o pack_fetch=shard: a shard is one block */
 };
 
 struct fc_fs {

@@ -44,7 +44,8 @@
 struct raw_opts {
     struct fc_opts o;
     char *cache_size, *block_size, *readahead_max, *readahead_init, *part_size,
-        *prefetch_mem, *write_part_size, *stage_max, *pack_block, *pack;
+        *prefetch_mem, *write_part_size, *stage_max, *pack_block, *pack,
+        *pack_fetch;
     char *log_file;
     char *umask_s;
     int show_help, show_version;
@@ -90,6 +91,7 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("stage_max=%s", stage_max),
     OPTS("pack=%s", pack),
     OPTS("pack_block=%s", pack_block),
+    OPTS("pack_fetch=%s", pack_fetch),
     OPTS("rename_dir_max=%u", o.rename_dir_max),
     OPTS("max_conns=%u", o.max_conns),
     OPTS("retries=%u", o.retries),
@@ -219,7 +221,10 @@ static void usage(const char *prog)
         "    a prefix holding PREFIX/.ecfs-pack/index mounts as the packed tree\n"
         "    (read-only: EROFS; no LIST; members read as range GETs of shards)\n"
         "    -o pack=off            show the raw objects instead\n"
-        "    -o pack_block=SIZE     shard block fetched per GET (default 1M)\n",
+        "    -o pack_block=SIZE     shard block fetched per GET (default 1M)\n"
+        "    -o pack_fetch=shard    fetch a whole shard on its first touch (one\n"
+        "                           GET per shard; for data read once per epoch;\n"
+        "                           default block)\n",
         stdout);
     fputs(
         "Diagnostics:\n"
@@ -426,6 +431,13 @@ static int finish_opts(struct raw_opts *r)
         fprintf(stderr, "ecfs: bad pack=%s (on or off)\n", r->pack);
         return -EINVAL;
     }
+    if (r->pack_fetch && strcmp(r->pack_fetch, "shard") == 0)
+        o->pack_whole = 1;
+    else if (r->pack_fetch && strcmp(r->pack_fetch, "block") != 0) {
+        fprintf(stderr, "ecfs: bad pack_fetch=%s (block or shard)\n",
+                r->pack_fetch);
+        return -EINVAL;
+    }
     if (o->pack_block < 4096 || o->pack_block > (256u << 20)) {
         fprintf(stderr, "ecfs: bad pack_block (4K..256M)\n");
         return -EINVAL;
@@ -566,6 +578,7 @@ static void free_opts(struct raw_opts *r)
     free(r->stage_max);
     free(r->pack);
     free(r->pack_block);
+    free(r->pack_fetch);
     free(o->stage_dir);
     free(r->log_file);
     free(r->umask_s);

@@ -312,6 +312,17 @@ static void pk_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     fuse_reply_open(req, fi);
 }
 
+/* The block size of shard @sh: pack_block, or the whole shard with
+ * -o pack_fetch=shard. */
+static size_t block_size(const struct fc_fs *fs, uint32_t sh)
+{
+    uint64_t n = fs->pack->shards[sh].size;
+
+    if (!fs->o.pack_whole)
+        return fs->o.pack_block;
+    return n == 0 ? 1 : (size_t)n;
+}
+
 /* The referenced block @idx of shard @sh, fetched on a miss. 0 and *out,
  * or -errno. */
 static int get_block(struct fc_fs *fs, uint32_t sh, uint64_t idx,
@@ -319,7 +330,7 @@ static int get_block(struct fc_fs *fs, uint32_t sh, uint64_t idx,
 {
     const struct fc_pack *p = fs->pack;
     const struct fc_pshard *s = &p->shards[sh];
-    size_t bs = fs->o.pack_block;
+    size_t bs = block_size(fs, sh);
     char key[PK_KEY_MAX], tag[64];
     const char *etag = s->etag;
     struct fc_block *b;
@@ -378,7 +389,7 @@ static int get_block(struct fc_fs *fs, uint32_t sh, uint64_t idx,
 static int member_bytes(struct fc_fs *fs, const struct fc_pmember *m,
                         uint64_t off, size_t len, char *out, uint32_t *crc)
 {
-    size_t bs = fs->o.pack_block;
+    size_t bs = block_size(fs, m->shard);
     uint64_t pos = m->offset + off, end = m->offset + off + len;
 
     while (pos < end) {

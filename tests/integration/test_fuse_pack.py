@@ -211,6 +211,12 @@ def test_pack_request_economy(storaged, ecfs_mount, tmp_path):
     files_equal(src, m.path)
     s2 = m.stats()
     assert s2["get"] == s1["get"] and s2["list"] == 0, (s1, s2)
+    # -o pack_fetch=shard: one GET per shard
+    w = ecfs_mount(srv.endpoint, bucket, opts=["ro", "pack_fetch=shard"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    files_equal(src, w.path)
+    s3 = w.stats()
+    assert s3["get"] == nshards and s3["list"] == 0, s3
 
 
 def test_pack_from_bucket(storaged, ecfs_mount, tmp_path):
