@@ -2,12 +2,16 @@
  * storaged parses with expat: DeleteObjects and CompleteMultipartUpload.
  * Properties: a successful parse yields 1..1000 keys (NUL-terminated at
  * their length) or 1..10000 parts with numbers in 1..10000 and ETags
- * without quotes; failures are only -EBADMSG or -ENOMEM. */
+ * without quotes; failures are only -EBADMSG or -ENOMEM. The input as text
+ * through cm_xml_escape (what listings quote keys with) always comes out
+ * as well-formed UTF-8 without a raw '<', '&' or control byte, whatever
+ * the bytes. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/xml.h"
 #include "storaged/s3/s3_i.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -23,7 +27,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct stor_part *parts = NULL;
     size_t n = 0, i;
     bool quiet = false;
+    struct cm_buf esc;
     int ret;
+
+    cm_buf_init(&esc, CM_BUF_NOLIMIT);
+    ret = cm_xml_escape(&esc, (const char *)data, size);
+    CHECK(ret == 0 || ret == -ENOMEM);
+    if (ret == 0) {
+        CHECK(esc.data != NULL);
+        CHECK(stor_s3_utf8_ok(esc.data, esc.len));
+        for (i = 0; i < esc.len; i++) {
+            unsigned char c = (unsigned char)esc.data[i];
+
+            CHECK(c != '<' && c != '>' && c != '"' && c != '\'' && c != 0);
+            CHECK(c >= 0x20 || c == '\t' || c == '\n' || c == '\r');
+        }
+    }
+    cm_buf_fini(&esc);
 
     ret = stor_s3_parse_delete((const char *)data, size, &keys, &n, &quiet);
     if (ret == 0) {
