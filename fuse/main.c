@@ -36,6 +36,7 @@
 #include "fuse/pack_tool.h"
 #include "fuse/read.h"
 #include "fuse/s3.h"
+#include "fuse/stats.h"
 #include "fuse/write.h"
 
 #define ECFS_VERSION "0.1"
@@ -230,10 +231,14 @@ static void usage(const char *prog)
         "Diagnostics:\n"
         "    -o log_level=LEVEL     debug, info, warn (default), error\n"
         "    -o log_file=PATH       append log lines here (daemon mode)\n"
-        "    cat MOUNTPOINT/.ecfs-stats   request counters (hidden, never listed;\n"
-        "                           absent when an object of that name is at the\n"
-        "                           mount root when mounting)\n"
+        "    cat MOUNTPOINT/.ecfs-stats   request counters, one \"name value\" line\n"
+        "                           each (hidden, never listed; absent when an\n"
+        "                           object of that name is at the mount root\n"
+        "                           when mounting)\n"
         "    -o nostats             no .ecfs-stats file\n"
+        "    ecfs stats MOUNTPOINT [-w SECONDS [-c COUNT]]   those counters once,\n"
+        "                           or every SECONDS as per-second rates, like\n"
+        "                           vmstat (see ecfs stats --help)\n"
         "\n"
         "Unmount with fusermount3 -u MOUNTPOINT, umount, or SIGTERM.\n"
         "Also usable as: mount -t fuse.ecfs BUCKET MOUNTPOINT -o endpoint=URL\n"
@@ -709,6 +714,8 @@ int main(int argc, char *argv[])
 
     if (argc > 1 && strcmp(argv[1], "pack") == 0)
         return fc_pack_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "stats") == 0)
+        return fc_stats_main(argc - 1, argv + 1);
     memset(&r, 0, sizeof(r));
     memset(&fs, 0, sizeof(fs));
     memset(&cr, 0, sizeof(cr));

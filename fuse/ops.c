@@ -39,19 +39,16 @@
 #include "fuse/listxml.h"
 #include "fuse/read.h"
 #include "fuse/s3.h"
+#include "fuse/stats.h"
 #include "fuse/write.h"
 
 /* The request counters are a virtual file at the mount root, found by
- * lookup but never listed (so find, ls and ImageFolder do not see it).
- * Off with -o nostats, or when an object of that name was at the root at
- * mount time (main.c probes it), so a real object is never hidden.
- * Not an xattr: answering getxattr at all costs ls -l a FUSE round trip
- * per file, while ENOSYS makes the kernel stop asking for good. */
-#define FC_STATS_NAME                                                          \
-    "."                                                                        \
-    "ecfs-stats"
-#define FC_STATS_INO  ((fuse_ino_t)UINT64_MAX - 1)
-#define FC_STATS_SIZE 4096
+ * lookup but never listed (so find, ls and ImageFolder do not see it);
+ * served by fuse/stats.c. Off with -o nostats, or when an object of that
+ * name was at the root at mount time (main.c probes it), so a real object
+ * is never hidden. Not an xattr: answering getxattr at all costs ls -l a
+ * FUSE round trip per file, while ENOSYS makes the kernel stop asking for
+ * good. */
 
 /* An open file: the version it reads and its reader state. */
 struct fc_fh {
@@ -239,46 +236,24 @@ static int make_entry(struct fc_fs *fs, const char *key,
     return 0;
 }
 
-/* Formats the counters into @buf (FC_STATS_SIZE bytes, padded with spaces
- * and ending in a newline, so the size never changes). */
-static void stats_format(struct fc_fs *fs, char *buf)
+/* Formats the counters as " name=value" pairs (fc_stats_fmt_fn; stats.c
+ * turns them into lines). */
+static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
 {
     size_t bytes, blocks;
     int n;
 
-    n = fc_s3_stats_format(fs->s3, buf, FC_STATS_SIZE);
-    if (n >= 0 && n < FC_STATS_SIZE)
-        n += fc_read_stats_format(fs, buf + n, FC_STATS_SIZE - (size_t)n);
-    if (n >= 0 && n < FC_STATS_SIZE)
-        n += fc_write_stats_format(fs, buf + n, FC_STATS_SIZE - (size_t)n);
+    n = fc_s3_stats_format(fs->s3, buf, cap);
+    if (n >= 0 && (size_t)n < cap)
+        n += fc_read_stats_format(fs, buf + n, cap - (size_t)n);
+    if (n >= 0 && (size_t)n < cap)
+        n += fc_write_stats_format(fs, buf + n, cap - (size_t)n);
     fc_cache_usage(fs->cache, &bytes, &blocks);
-    if (n >= 0 && n < FC_STATS_SIZE)
-        n += snprintf(buf + n, FC_STATS_SIZE - (size_t)n,
+    if (n >= 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n,
                       " inodes=%zu cache_bytes=%zu cache_blocks=%zu",
                       fc_itab_count(fs->itab), bytes, blocks);
-    if (n < 0 || n > FC_STATS_SIZE - 1)
-        n = FC_STATS_SIZE - 1;
-    memset(buf + n, ' ', FC_STATS_SIZE - 1 - (size_t)n);
-    buf[FC_STATS_SIZE - 1] = '\n';
-}
-
-/* Attributes of the stats file: a new mtime at every look, so the kernel
- * (auto_inval_data) drops the cached page and reads fresh counters. */
-static void stats_stat(const struct fc_fs *fs, struct stat *st)
-{
-    struct timespec now;
-
-    clock_gettime(CLOCK_REALTIME, &now);
-    memset(st, 0, sizeof(*st));
-    st->st_ino = FC_STATS_INO;
-    st->st_mode = S_IFREG | 0444;
-    st->st_nlink = 1;
-    st->st_size = FC_STATS_SIZE;
-    st->st_uid = fs->o.uid;
-    st->st_gid = fs->o.gid;
-    st->st_mtim = now;
-    st->st_ctim = now;
-    st->st_atim = now;
+    return n;
 }
 
 static void fc_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -633,9 +608,7 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     if (parent == FUSE_ROOT_ID && !fs->o.no_stats &&
         strcmp(name, FC_STATS_NAME) == 0) {
-        memset(&e, 0, sizeof(e));
-        e.ino = FC_STATS_INO; /* no inode: forget of it is ignored */
-        stats_stat(fs, &e.attr);
+        fc_stats_entry(fs, stats_format, &e);
         fuse_reply_entry(req, &e);
         return;
     }
@@ -710,7 +683,7 @@ static void fc_op_getattr(fuse_req_t req, fuse_ino_t ino,
 
     (void)fi;
     if (ino == FC_STATS_INO) {
-        stats_stat(fs, &st);
+        fc_stats_attr(fs, stats_format, &st);
         fuse_reply_attr(req, &st, 0);
         return;
     }
@@ -745,9 +718,7 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
         return;
     }
     if (ino == FC_STATS_INO) {
-        fi->direct_io = 1; /* always fresh counters */
-        fi->fh = 0;
-        fuse_reply_open(req, fi);
+        fc_stats_open(req, fs, stats_format, fi);
         return;
     }
     if (in == NULL) {
@@ -832,13 +803,7 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     ssize_t n;
 
     if (ino == FC_STATS_INO) {
-        char sbuf[FC_STATS_SIZE];
-        stats_format(fs, sbuf);
-        if (off < 0 || off >= FC_STATS_SIZE)
-            fuse_reply_buf(req, NULL, 0);
-        else
-            fuse_reply_buf(req, sbuf + off,
-                           CM_MIN(size, (size_t)(FC_STATS_SIZE - off)));
+        fc_stats_read(req, fs, stats_format, size, off, fi);
         return;
     }
     if (off < 0) {
@@ -924,8 +889,9 @@ static void fc_op_release(fuse_req_t req, fuse_ino_t ino,
 {
     struct fc_fh *fh = (struct fc_fh *)(uintptr_t)fi->fh;
 
-    (void)ino;
-    if (fh)
+    if (ino == FC_STATS_INO)
+        fc_stats_release(fi); /* its handle is not a struct fc_fh */
+    else if (fh)
         fh_free(fs_of(req), fh);
     fuse_reply_err(req, 0);
 }
@@ -946,7 +912,7 @@ static void fc_op_flush(fuse_req_t req, fuse_ino_t ino,
         fuse_reply_err(req, ENOSYS);
         return;
     }
-    if (fh == NULL || fh->wf == NULL) {
+    if (fh == NULL || ino == FC_STATS_INO || fh->wf == NULL) {
         fuse_reply_err(req, 0);
         return;
     }
@@ -1726,8 +1692,7 @@ static void fc_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
     struct fc_fh *fh = (struct fc_fh *)(uintptr_t)fi->fh;
     ssize_t n;
 
-    (void)ino;
-    if (fh == NULL || fh->wf == NULL || off < 0) {
+    if (fh == NULL || ino == FC_STATS_INO || fh->wf == NULL || off < 0) {
         fuse_reply_err(req, EBADF);
         return;
     }
@@ -1804,7 +1769,7 @@ static void fc_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
     int ret = 0;
 
     (void)datasync;
-    if (fh != NULL && fh->wf != NULL) {
+    if (fh != NULL && ino != FC_STATS_INO && fh->wf != NULL) {
         ret = fc_write_fsync(fh->wf);
         /* (after the reply @fh may be released at any moment) */
         if (fc_write_take_changed(fh->wf) && g_se != NULL) {

@@ -26,11 +26,9 @@
 #include "fuse/fs.h"
 #include "fuse/pack.h"
 #include "fuse/s3.h"
+#include "fuse/stats.h"
 
-#define PK_STATS_NAME ".ecfs-stats"
-#define PK_STATS_INO  ((fuse_ino_t)UINT64_MAX - 1)
-#define PK_STATS_SIZE 4096
-#define PK_KEY_MAX    1200
+#define PK_KEY_MAX 1200
 
 static atomic_ulong pk_block_gets;  /* range GETs of shard blocks */
 static atomic_ulong pk_block_bytes; /* their bytes */
@@ -95,14 +93,15 @@ static void node_stat(const struct fc_fs *fs, uint64_t node, struct stat *st)
     st->st_atim = st->st_mtim;
 }
 
-static void stats_format(struct fc_fs *fs, char *buf)
+/* The counters as " name=value" pairs (fc_stats_fmt_fn, fuse/stats.c). */
+static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
 {
     size_t bytes, blocks;
-    int n = fc_s3_stats_format(fs->s3, buf, PK_STATS_SIZE);
+    int n = fc_s3_stats_format(fs->s3, buf, cap);
 
     fc_cache_usage(fs->cache, &bytes, &blocks);
-    if (n >= 0 && n < PK_STATS_SIZE)
-        n += snprintf(buf + n, PK_STATS_SIZE - (size_t)n,
+    if (n >= 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n,
                       " reads=%lu pack_members=%" PRIu64
                       " pack_shards=%u pack_index_bytes=%zu"
                       " pack_block_gets=%lu pack_block_bytes=%lu"
@@ -111,27 +110,7 @@ static void stats_format(struct fc_fs *fs, char *buf)
                       fs->pack->nshards, fs->pack->index_bytes,
                       atomic_load(&pk_block_gets), atomic_load(&pk_block_bytes),
                       atomic_load(&pk_crc_errors), bytes, blocks);
-    if (n < 0 || n > PK_STATS_SIZE - 1)
-        n = PK_STATS_SIZE - 1;
-    memset(buf + n, ' ', PK_STATS_SIZE - 1 - (size_t)n);
-    buf[PK_STATS_SIZE - 1] = '\n';
-}
-
-static void stats_stat(const struct fc_fs *fs, struct stat *st)
-{
-    struct timespec now;
-
-    clock_gettime(CLOCK_REALTIME, &now);
-    memset(st, 0, sizeof(*st));
-    st->st_ino = PK_STATS_INO;
-    st->st_mode = S_IFREG | 0444;
-    st->st_nlink = 1;
-    st->st_size = PK_STATS_SIZE;
-    st->st_uid = fs->o.uid;
-    st->st_gid = fs->o.gid;
-    st->st_mtim = now;
-    st->st_ctim = now;
-    st->st_atim = now;
+    return n;
 }
 
 static void pk_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -148,9 +127,8 @@ static void pk_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     id = fc_pack_lookup(p, d, name);
     if (id == UINT64_MAX && d == 0 && !fs->o.no_stats &&
-        strcmp(name, PK_STATS_NAME) == 0) {
-        e.ino = PK_STATS_INO;
-        stats_stat(fs, &e.attr);
+        strcmp(name, FC_STATS_NAME) == 0) {
+        fc_stats_entry(fs, stats_format, &e);
         fuse_reply_entry(req, &e);
         return;
     }
@@ -190,8 +168,8 @@ static void pk_getattr(fuse_req_t req, fuse_ino_t ino,
     struct stat st;
 
     (void)fi;
-    if (ino == PK_STATS_INO) {
-        stats_stat(fs, &st);
+    if (ino == FC_STATS_INO) {
+        fc_stats_attr(fs, stats_format, &st);
         fuse_reply_attr(req, &st, 0);
         return;
     }
@@ -294,9 +272,8 @@ static void pk_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EROFS);
         return;
     }
-    if (ino == PK_STATS_INO) {
-        fi->direct_io = 1;
-        fuse_reply_open(req, fi);
+    if (ino == FC_STATS_INO) {
+        fc_stats_open(req, fs, stats_format, fi);
         return;
     }
     node = node_of(fs->pack, ino);
@@ -457,14 +434,8 @@ static void pk_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     int ret;
 
     (void)fi;
-    if (ino == PK_STATS_INO) {
-        char sbuf[PK_STATS_SIZE];
-        stats_format(fs, sbuf);
-        if (off >= PK_STATS_SIZE)
-            fuse_reply_buf(req, NULL, 0);
-        else
-            fuse_reply_buf(req, sbuf + off,
-                           CM_MIN(size, (size_t)(PK_STATS_SIZE - off)));
+    if (ino == FC_STATS_INO) {
+        fc_stats_read(req, fs, stats_format, size, off, fi);
         return;
     }
     node = node_of(fs->pack, ino);
@@ -495,6 +466,15 @@ static void pk_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     else
         fuse_reply_buf(req, buf, size);
     free(buf);
+}
+
+/* Only the stats file has a handle (fuse/stats.c). */
+static void pk_release(fuse_req_t req, fuse_ino_t ino,
+                       struct fuse_file_info *fi)
+{
+    if (ino == FC_STATS_INO)
+        fc_stats_release(fi);
+    fuse_reply_err(req, 0);
 }
 
 static void pk_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -624,6 +604,7 @@ const struct fuse_lowlevel_ops fc_pack_ops = {
     .link = pk_link,
     .open = pk_open,
     .read = pk_read,
+    .release = pk_release,
     .opendir = pk_opendir,
     .readdir = pk_readdir,
     .readdirplus = pk_readdirplus,

@@ -175,7 +175,9 @@ def ecfs_counts(mnt):
             txt = f.read()
     except OSError:
         return {}
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", txt)}
+    # "name value" lines; name=value pairs from a baseline binary built
+    # before the file became lines
+    return {k: int(v) for k, v in re.findall(r"(\w+)[= ](\d+)", txt)}
 
 
 def delta(after, before, keys=None):

@@ -537,7 +537,8 @@ class Bench:
         if m is None or m.kind not in ("ecfs", "ecfs-pack"):
             return None
         with open(os.path.join(m.mnt, ".ecfs-stats")) as f:
-            kv = dict(x.split("=") for x in f.read().split())
+            # "name value" lines (name=value pairs before 2026-12)
+            kv = dict(re.findall(r"(\w+)[= ](\d+)", f.read()))
         return int(kv["get"]) + int(kv["head"]) + int(kv["list"])
 
     def done(self, m):

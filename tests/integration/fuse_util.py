@@ -53,6 +53,17 @@ def _default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def parse_stats(text):
+    """The counters of a .ecfs-stats text ("name value" lines) as a dict
+    of ints; a line of any other shape fails the test."""
+    out = {}
+    for line in text.splitlines():
+        name, value = line.split(" ")
+        assert name and name not in out and value.isdigit(), line
+        out[name] = int(value)
+    return out
+
+
 class Mount:
     """A running ecfs mount (see module doc)."""
 
@@ -124,11 +135,9 @@ class Mount:
 
     def stats(self):
         """ecfs's request counters: the hidden file .ecfs-stats at the root
-        (found by name, never listed)."""
+        (found by name, never listed), one "name value" line each."""
         with open(os.path.join(self.path, ".ecfs-stats")) as f:
-            raw = f.read()
-        return {k: int(v) for k, v in
-                (kv.split("=") for kv in raw.split())}
+            return parse_stats(f.read())
 
     def unmount(self, timeout=10):
         """fusermount3 -u; waits for the daemon to exit."""
