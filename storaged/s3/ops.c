@@ -9,6 +9,7 @@
  * ordering and markers: shared/research/store-anchors.md section 8). */
 #include "storaged/s3/s3_i.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1738,8 +1739,10 @@ static bool completed_by(const struct stor_obj_info *info, const char *id,
 
         if (*e == '"')
             e++;
+        for (j = 0; j < 2 * CM_MD5_LEN && same; j++)
+            same = isxdigit((unsigned char)e[j]) != 0;
         for (j = 0; j < CM_MD5_LEN && same; j++) {
-            unsigned v;
+            unsigned v = 0;
 
             same = sscanf(e + 2 * j, "%2x", &v) == 1;
             md[i * CM_MD5_LEN + j] = (uint8_t)v;
