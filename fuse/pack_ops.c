@@ -583,7 +583,8 @@ static void pk_init(void *userdata, struct fuse_conn_info *conn)
     (void)userdata;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
-    conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+    if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO)
+        conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
     if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
         conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 }
