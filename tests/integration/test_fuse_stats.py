@@ -3,7 +3,8 @@ FUSE mounts: the file is "name value" lines with no padding, its size is
 the size of what a read returns, a reader reading in small pieces while
 the counters move gets one whole snapshot (rw: direct_io handles; ro: the
 kernel skips OPEN and reads through the page cache); `ecfs stats MOUNT`
-prints the same figures; `ecfs stats -w 1` rates add up to a known read
+prints the same figures; a held descriptor read again from 0 gets fresh
+figures, whole; `ecfs stats -w 1` rates add up to a known read
 workload (N files read: the get column adds up to N); clear errors and
 exit status 1 for a directory that is not an ecfs mount or has no stats
 file, 2 for bad arguments."""
@@ -197,3 +198,29 @@ def test_stats_errors(srv, ecfs_mount, tmp_path):
             (bad, r)
     r = run("--help")
     assert r.returncode == 0 and "-w SECONDS" in r.stdout
+
+
+@pytest.mark.parametrize("ro", [False, True])
+def test_held_fd_rereads_fresh_and_whole(srv, ecfs_mount, ro):
+    """A monitor keeping the file open and reading it again from 0 gets
+    new figures, whole even when the text grew past the size the kernel
+    was told at open (rw: direct_io, no i_size bound; ro: the page cache,
+    refreshed by the GETATTR of each read once the snapshot is 1 s old)."""
+    c, b = filled(srv, 12)
+    m = mount_of(srv, ecfs_mount, b, opts=["ro"] if ro else None)
+    read_all(m, 1)
+    fd = os.open(os.path.join(m.path, ".ecfs-stats"), os.O_RDONLY)
+    try:
+        first = check_text(os.pread(fd, 65536, 0).decode())
+        os.pread(fd, 65536, 0)
+        for i in range(1, 12):  # get 1 -> 12, bytes grows a digit or two
+            with open(os.path.join(m.path, "d", "f%03d" % i), "rb") as f:
+                f.read()
+        if ro:
+            time.sleep(1.2)
+        text = os.pread(fd, 65536, 0).decode()
+    finally:
+        os.close(fd)
+    again = check_text(text)
+    assert first["get"] == 1 and again["get"] == 12, (first, again)
+    assert set(again) == set(first)
