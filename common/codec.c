@@ -25,7 +25,7 @@ void cm_hex_encode(const void *p, size_t n, char *out)
 }
 
 /* Value of a hex digit (either case), or -1. */
-static int hex_val(char c)
+int cm_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -45,7 +45,7 @@ long cm_hex_decode(const char *s, size_t n, uint8_t *out)
     if (n % 2 != 0)
         return -EINVAL;
     for (i = 0; i < n; i += 2) {
-        int hi = hex_val(s[i]), lo = hex_val(s[i + 1]);
+        int hi = cm_hex_digit(s[i]), lo = cm_hex_digit(s[i + 1]);
         if (hi < 0 || lo < 0)
             return -EINVAL;
         out[i / 2] = (uint8_t)(hi << 4 | lo);

@@ -7,6 +7,8 @@
 
 /* Writes 2*n lowercase hex digits and a NUL to @out (size >= 2n+1). */
 void cm_hex_encode(const void *p, size_t n, char *out);
+/* Value of hex digit @c (either case), or -1. */
+int cm_hex_digit(char c);
 /* Decodes @n hex digits (either case) into @out; returns bytes written
  * (n/2) or -EINVAL on odd length or a non-hex digit. */
 CM_MUST_CHECK long cm_hex_decode(const char *s, size_t n, uint8_t *out);

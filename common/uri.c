@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stdint.h>
 
+#include "common/codec.h"
+
 /* True for RFC 3986 unreserved bytes: A-Z a-z 0-9 - _ . ~ */
 static bool is_unreserved(unsigned char c)
 {
@@ -47,18 +49,6 @@ int cm_uri_encode(struct cm_buf *out, const char *s, size_t n, bool keep_slash)
     return 0;
 }
 
-/* Value of a hex digit, or -1. */
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Appends the decoding of @s[0..n) to @out. A '%' not followed by two hex
  * digits is -EINVAL, and then @out is emptied (freed) so no partial value
  * escapes. Decoded bytes may include NUL; callers that need C strings must
@@ -88,8 +78,8 @@ int cm_uri_decode(struct cm_buf *out, const char *s, size_t n,
             i++;
         } else {
             int hi, lo;
-            if (n - i < 3 || (hi = hexval(s[i + 1])) < 0 ||
-                (lo = hexval(s[i + 2])) < 0) {
+            if (n - i < 3 || (hi = cm_hex_digit(s[i + 1])) < 0 ||
+                (lo = cm_hex_digit(s[i + 2])) < 0) {
                 cm_buf_fini(out);
                 return -EINVAL;
             }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/codec.h"
 #include "common/uri.h"
 #include "common/xml.h"
 
@@ -117,18 +118,6 @@ bool stor_s3_utf8_ok(const char *s, size_t n)
     return true;
 }
 
-/* Value of hex digit @c, or -1. */
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes @n bytes of a query component into @dst ('+' is a
  * space, as in form encoding) and NUL-terminates it. Returns the decoded
  * length or -1 on a malformed escape. @dst has room for n + 1 bytes. */
@@ -142,8 +131,8 @@ static long pct_decode(char *dst, const char *src, size_t n)
 
             if (i + 2 >= n)
                 return -1;
-            hi = hexval(src[i + 1]);
-            lo = hexval(src[i + 2]);
+            hi = cm_hex_digit(src[i + 1]);
+            lo = cm_hex_digit(src[i + 2]);
             if (hi < 0 || lo < 0)
                 return -1;
             dst[o++] = (char)(hi * 16 + lo);
