@@ -276,7 +276,8 @@ def test_pipelining_in_order(s3_server, s3, bucket):
     (b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400),
     (b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400),
     (b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 400),
-    (b"PATCH /b/k HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+    # a well-formed request: the connection stays open unless asked to close
+    (b"PATCH /b/k HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 405),
     (b"GET relative HTTP/1.1\r\n\r\n", 400),
     (b"GET http://nopath HTTP/1.1\r\n\r\n", 400),
 ])
