@@ -22,6 +22,8 @@ struct fc_opts {
     char *region;
     char *profile;
     char *passwd_file;
+    char *ca_file; /* TLS CA bundle (absolute path), NULL = system store */
+    int insecure;  /* -o insecure_skip_tls_verify_testing_only */
     char *bucket;
     char *prefix; /* "" or ending in '/' */
     char *log_level;

@@ -40,6 +40,9 @@
 #include "fuse/write.h"
 
 #define ECFS_VERSION "0.1"
+#define INSECURE_WARNING                                                       \
+    "ecfs: WARNING: TLS certificate verification is OFF for %s "               \
+    "(insecure_skip_tls_verify_testing_only): for tests only"
 
 /* Option strings parsed after fuse_opt_parse (sizes take K/M/G suffixes). */
 struct raw_opts {
@@ -69,6 +72,8 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("region=%s", o.region),
     OPTS("profile=%s", o.profile),
     OPTS("passwd_file=%s", o.passwd_file),
+    OPTS("ca_file=%s", o.ca_file),
+    OPT("insecure_skip_tls_verify_testing_only", o.insecure),
     OPTS("log_level=%s", o.log_level),
     OPTS("log_file=%s", log_file),
     OPTS("uid=%u", o.uid),
@@ -168,6 +173,12 @@ static void usage(const char *prog)
         "                           then the [default] profile, else anonymous;\n"
         "                           a session token ($AWS_SESSION_TOKEN or the\n"
         "                           profile's aws_session_token) is sent signed\n"
+        "    -o ca_file=PATH        PEM CA certificates that verify an https://\n"
+        "                           endpoint, instead of the system trust store\n"
+        "    -o insecure_skip_tls_verify_testing_only\n"
+        "                           no TLS certificate or host name check at all\n"
+        "                           (tests only: anyone on the path can read and\n"
+        "                           change the data; logged as a warning)\n"
         "    -o max_conns=N         pooled keep-alive connections (default 32)\n"
         "    -o retries=N           retries of a failed request, with backoff and\n"
         "                           jitter (default 8; then EIO)\n"
@@ -395,6 +406,30 @@ static int finish_opts(struct raw_opts *r)
     if (o->region == NULL)
         o->region =
             strdup(getenv("AWS_REGION") ? getenv("AWS_REGION") : "us-east-1");
+    if (o->ca_file) {
+        /* checked here, before daemonizing; absolute, since the daemon
+         * runs in "/" */
+        char *abs;
+        int e = o->ca_file[0] ? fc_s3_check_ca_file(o->ca_file) : -ENOENT;
+        if (e < 0) {
+            fprintf(stderr, "ecfs: cannot read ca_file=%s: %s\n", o->ca_file,
+                    e == -EINVAL ? "not a regular file" : strerror(-e));
+            return -EINVAL;
+        }
+        if ((abs = realpath(o->ca_file, NULL)) == NULL) {
+            fprintf(stderr, "ecfs: cannot resolve ca_file=%s: %s\n", o->ca_file,
+                    strerror(errno));
+            return -EINVAL;
+        }
+        free(o->ca_file);
+        o->ca_file = abs;
+        if (o->insecure) {
+            fprintf(stderr, "ecfs: ca_file= and "
+                            "insecure_skip_tls_verify_testing_only exclude "
+                            "each other\n");
+            return -EINVAL;
+        }
+    }
     if (!o->set_uid)
         o->uid = getuid();
     if (!o->set_gid)
@@ -570,6 +605,7 @@ static void free_opts(struct raw_opts *r)
     free(o->region);
     free(o->profile);
     free(o->passwd_file);
+    free(o->ca_file);
     free(o->bucket);
     free(o->prefix);
     free(o->log_level);
@@ -796,6 +832,10 @@ int main(int argc, char *argv[])
     sc.retries = fs.o.retries;
     sc.connect_timeout_ms = fs.o.connect_timeout_ms;
     sc.stall_timeout_s = fs.o.stall_timeout_s;
+    sc.ca_file = fs.o.ca_file;
+    sc.insecure = fs.o.insecure != 0;
+    if (sc.insecure)
+        cm_log(CM_LOG_WARN, 0, INSECURE_WARNING, fs.o.endpoint);
     ret = fs.o.pack_off ? 0 : fc_pack_load(&sc, fs.o.prefix, &fs.pack);
     if (ret < 0) {
         fprintf(stderr, "ecfs: cannot load the pack index of s3://%s/%s: %s\n",
@@ -828,6 +868,8 @@ int main(int argc, char *argv[])
         if (freopen(r.log_file, "a", stderr) == NULL)
             goto out_unmount;
         setvbuf(stderr, NULL, _IOLBF, 0);
+        if (sc.insecure)
+            cm_log(CM_LOG_WARN, 0, INSECURE_WARNING, fs.o.endpoint);
     }
     /* threads and connections from here on (after the fork). Every thread
      * of ours blocks SIGINT/SIGTERM/SIGHUP (they inherit this mask; libfuse's

@@ -62,7 +62,8 @@ struct entry {
 struct packer {
     /* options */
     const char *src, *dest;
-    char *endpoint, *region, *profile, *passwd_file;
+    char *endpoint, *region, *profile, *passwd_file, *ca_file;
+    bool insecure; /* -o insecure_skip_tls_verify_testing_only */
     unsigned max_conns, retries;
     uint64_t shard_size;
     bool shuffled, replace, resume, quiet;
@@ -126,6 +127,10 @@ static void usage(FILE *f)
            "    -o region=R         SigV4 region (us-east-1)\n"
            "    -o profile=NAME     ~/.aws/credentials profile\n"
            "    -o passwd_file=F    s3fs-style credentials file\n"
+           "    -o ca_file=PATH     PEM CA certificates for an https:// "
+           "endpoint\n"
+           "    -o insecure_skip_tls_verify_testing_only  no TLS "
+           "verification (tests)\n"
            "    -o max_conns=N      parallel requests (4)\n"
            "    -o retries=N        retries of a failed request (8)\n"
            "    --shard-size SIZE   start a new shard past this size (256M;\n"
@@ -188,6 +193,10 @@ static int parse_o(struct packer *k, char *list)
          tok = strtok_r(NULL, ",", &save)) {
         char **dst = NULL;
         const char *v = strchr(tok, '=');
+        if (strcmp(tok, "insecure_skip_tls_verify_testing_only") == 0) {
+            k->insecure = true;
+            continue;
+        }
         if (v == NULL) {
             fprintf(stderr, "ecfs pack: unknown option -o %s\n", tok);
             return -EINVAL;
@@ -201,6 +210,8 @@ static int parse_o(struct packer *k, char *list)
             dst = &k->profile;
         else if (strncmp(tok, "passwd_file=", 12) == 0)
             dst = &k->passwd_file;
+        else if (strncmp(tok, "ca_file=", 8) == 0)
+            dst = &k->ca_file;
         else if (strncmp(tok, "max_conns=", 10) == 0)
             k->max_conns = (unsigned)strtoul(v, NULL, 10);
         else if (strncmp(tok, "retries=", 8) == 0)
@@ -1212,6 +1223,8 @@ static struct fc_s3 *make_client(const struct packer *k, const char *bucket,
     sc.retries = k->retries;
     sc.connect_timeout_ms = 5000;
     sc.stall_timeout_s = 30;
+    sc.ca_file = k->ca_file;
+    sc.insecure = k->insecure;
     if (fc_s3_create(&sc, &s) < 0) {
         fprintf(stderr, "ecfs pack: bad endpoint %s\n", k->endpoint);
         return NULL;
@@ -1307,6 +1320,27 @@ int fc_pack_main(int argc, char **argv)
     if (k.region == NULL)
         k.region =
             strdup(getenv("AWS_REGION") ? getenv("AWS_REGION") : "us-east-1");
+    if (k.ca_file) {
+        int e = k.ca_file[0] ? fc_s3_check_ca_file(k.ca_file) : -ENOENT;
+        if (e < 0) {
+            fprintf(stderr, "ecfs pack: cannot read ca_file=%s: %s\n",
+                    k.ca_file,
+                    e == -EINVAL ? "not a regular file" : strerror(-e));
+            goto out;
+        }
+        if (k.insecure) {
+            fprintf(stderr, "ecfs pack: ca_file= and "
+                            "insecure_skip_tls_verify_testing_only exclude "
+                            "each other\n");
+            goto out;
+        }
+    }
+    if (k.insecure)
+        fprintf(stderr,
+                "ecfs pack: WARNING: TLS certificate verification "
+                "is OFF for %s (insecure_skip_tls_verify_testing_only):"
+                " for tests only\n",
+                k.endpoint);
     if (k.max_conns == 0)
         k.max_conns = 4;
     k.inflight_max = CM_MAX(1u, CM_MIN(k.max_conns, MAX_INFLIGHT));
@@ -1385,6 +1419,7 @@ out:
     free(k.region);
     free(k.profile);
     free(k.passwd_file);
+    free(k.ca_file);
     free(k.bucket);
     free(k.prefix);
     free(k.src_bucket);

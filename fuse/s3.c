@@ -20,12 +20,14 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +47,7 @@ struct fc_s3 {
     char *host;     /* Host header value; immutable */
     char *bucket, *region, *access_key, *secret_key;
     char *session_token;    /* "" = none */
+    char *ca_file;          /* NULL = the system trust store */
     struct fc_s3_conf conf; /* numbers only; string pointers are ours */
     CURLSH *share;
     pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
@@ -147,6 +150,23 @@ static int s3_parse_endpoint(struct fc_s3 *s, const char *ep)
     return 0;
 }
 
+/* Checks a ca_file (see header). */
+int fc_s3_check_ca_file(const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int ret = 0;
+
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0)
+        ret = -errno;
+    else if (!S_ISREG(st.st_mode))
+        ret = -EINVAL;
+    close(fd);
+    return ret;
+}
+
 /* Creates the client (see header). */
 int fc_s3_create(const struct fc_s3_conf *conf, struct fc_s3 **out)
 {
@@ -174,6 +194,9 @@ int fc_s3_create(const struct fc_s3_conf *conf, struct fc_s3 **out)
     s->session_token = strdup(conf->session_token ? conf->session_token : "");
     if (!s->bucket || !s->region || !s->access_key || !s->secret_key ||
         !s->session_token)
+        goto out_free;
+    if (conf->ca_file && conf->ca_file[0] &&
+        (s->ca_file = strdup(conf->ca_file)) == NULL)
         goto out_free;
     s->share = curl_share_init();
     if (s->share == NULL)
@@ -220,6 +243,7 @@ void fc_s3_destroy(struct fc_s3 *s)
     free(s->access_key);
     free(s->secret_key);
     free(s->session_token);
+    free(s->ca_file);
     for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
         pthread_mutex_destroy(&s->share_locks[i]);
     pthread_mutex_destroy(&s->lock);
@@ -596,6 +620,7 @@ static long s3_perform(struct fc_s3 *s, const struct s3_req *r,
         CURLcode cc;
         CURL *h;
         char rbuf[64], mbuf[FC_ETAG_MAX + 16];
+        char errbuf[CURL_ERROR_SIZE];
         int ret;
 
         if (atomic_load_explicit(&s->aborted, memory_order_relaxed))
@@ -657,6 +682,14 @@ static long s3_perform(struct fc_s3 *s, const struct s3_req *r,
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, s3_xferinfo_cb);
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
+        errbuf[0] = '\0';
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+        if (s->ca_file)
+            curl_easy_setopt(h, CURLOPT_CAINFO, s->ca_file);
+        if (s->conf.insecure) {
+            curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+            curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+        }
         if (strcmp(method, "HEAD") == 0) {
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
         } else if (r->body != NULL && r->body->data != NULL) {
@@ -700,6 +733,8 @@ static long s3_perform(struct fc_s3 *s, const struct s3_req *r,
         status = 0;
         if (cc == CURLE_OK)
             curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        /* errbuf is ours only for this attempt */
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
         /* detach the share so reset/cleanup never races on it */
         s3_handle_put(s, h);
         curl_slist_free_all(hdrs);
@@ -720,13 +755,15 @@ static long s3_perform(struct fc_s3 *s, const struct s3_req *r,
         if ((cc != CURLE_OK && !s3_curl_is_transient(cc)) ||
             attempt >= s->conf.retries) {
             cm_log(CM_LOG_WARN, 0,
-                   "ecfs s3 %s %s: %s (status %ld) after %u attempt(s)", method,
-                   url.data, curl_easy_strerror(cc), status, attempt + 1);
+                   "ecfs s3 %s %s: %s%s%s (status %ld) after %u attempt(s)",
+                   method, url.data, curl_easy_strerror(cc),
+                   errbuf[0] ? ": " : "", errbuf, status, attempt + 1);
             cm_buf_fini(&url);
             return status > 0 ? status : -EIO;
         }
-        cm_log(CM_LOG_DEBUG, 0, "ecfs s3 %s %s: %s (status %ld), retrying",
-               method, url.data, curl_easy_strerror(cc), status);
+        cm_log(CM_LOG_DEBUG, 0, "ecfs s3 %s %s: %s%s%s (status %ld), retrying",
+               method, url.data, curl_easy_strerror(cc), errbuf[0] ? ": " : "",
+               errbuf, status);
         cm_buf_fini(&url);
         seed = seed * 1103515245u + 12345u;
         /* back off in slices, so fc_s3_abort cuts the wait short */

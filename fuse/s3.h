@@ -33,7 +33,18 @@ struct fc_s3_conf {
     unsigned connect_timeout_ms;
     unsigned
         stall_timeout_s; /* abort an attempt that moves no byte this long */
+    /* TLS: a PEM file of CA certificates that replaces the system trust
+     * store for https:// endpoints (CURLOPT_CAINFO); NULL or "" = the
+     * system store; borrowed */
+    const char *ca_file;
+    /* TLS: no certificate or host name check at all. For tests only
+     * (-o insecure_skip_tls_verify_testing_only) */
+    bool insecure;
 };
+
+/* Checks that @path can serve as a ca_file: a readable regular file.
+ * 0, or -errno (-EINVAL: not a regular file). */
+CM_MUST_CHECK int fc_s3_check_ca_file(const char *path);
 
 /* Request counters, updated with relaxed atomics; read by fc_s3_stats_format.
  */
