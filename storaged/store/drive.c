@@ -179,30 +179,41 @@ int stor_format_read(const char *drive, struct stor_format *f)
     return 0;
 }
 
-/* Contract in drive.h: temp file, fsync, rename, fsync of the directory. */
+/* Contract in drive.h: the format record through stor_sys_file_replace. */
 int stor_format_write(const char *drive, const struct stor_format *f)
 {
-    char path[PATH_MAX], tmp[PATH_MAX], body[512];
-    int fd, ret, len;
+    char path[PATH_MAX], body[512];
+    int len;
 
     /* The drive root must exist already: never create it (a missing mount
      * point would otherwise be formatted on the parent filesystem). */
     snprintf(path, sizeof(path), "%s/%s", drive, STOR_SYS_DIR);
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
         return -errno;
-    snprintf(path, sizeof(path), "%s/%s", drive, STOR_FORMAT);
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-        return -ENAMETOOLONG;
     len = snprintf(body, sizeof(body),
                    "# ecfs storaged drive format; do not edit\n"
                    "version=1\ndeployment=%s\nset=%d\nposition=%d\nsets=%d\n"
                    "set_size=%d\ndata=%d\nparity=%d\n",
                    f->deployment, f->set, f->pos, f->nsets, f->set_size, f->k,
                    f->m);
+    return stor_sys_file_replace(drive, STOR_FORMAT, body, (size_t)len);
+}
+
+/* Contract in drive.h: temp file, fsync, rename, fsync of the directory. */
+int stor_sys_file_replace(const char *drive, const char *name, const void *body,
+                          size_t len)
+{
+    char path[PATH_MAX], tmp[PATH_MAX];
+    int fd, ret;
+
+    if (snprintf(path, sizeof(path), "%s/%s", drive, name) >=
+            (int)sizeof(path) ||
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    ret = stor_pwrite_all(fd, body, (size_t)len, 0);
+    ret = stor_pwrite_all(fd, body, len, 0);
     if (ret == 0 && fsync(fd) < 0)
         ret = -errno;
     close(fd);

@@ -63,6 +63,12 @@ CM_MUST_CHECK int stor_pwrite_all(int fd, const void *p, size_t len,
                                   uint64_t off);
 /* fsyncs a directory by path. 0 or -errno. */
 int stor_fsync_dir(const char *path);
+/* Replaces DRIVE/@name (a path inside STOR_SYS_DIR, e.g. STOR_FORMAT) with
+ * the @len bytes at @body atomically: a temp file beside it, fsync,
+ * rename, fsync of STOR_SYS_DIR. On failure the old file is untouched and
+ * the temp file removed. 0 or -errno. */
+CM_MUST_CHECK int stor_sys_file_replace(const char *drive, const char *name,
+                                        const void *body, size_t len);
 /* mkdir -p for @path (mode 0755), but only inside a formatted drive: the
  * deepest existing ancestor of @path must be a directory that is, or lies
  * under, a directory holding STOR_SYS_DIR. A drive directory that vanished

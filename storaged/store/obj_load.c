@@ -707,15 +707,12 @@ static void ptr_read(const char *drive, struct idx_ptr *p)
     p->valid = seen == 31 && ver == 1;
 }
 
-/* Writes @p as DRIVE/.ecfs.sys/index.state (tmp, fsync, rename, fsync). */
+/* Writes @p as DRIVE/.ecfs.sys/index.state (stor_sys_file_replace). */
 static int ptr_write(const char *drive, const struct idx_ptr *p)
 {
-    char path[PATH_MAX], tmp[PATH_MAX + 8], body[512];
-    int fd, ret, len;
+    char body[512];
+    int len;
 
-    if (snprintf(path, sizeof(path), "%s/" IDX_PTR, drive) >= (int)sizeof(path))
-        return -ENAMETOOLONG;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     len = snprintf(body, sizeof(body),
                    "# ecfs storaged index pointer; do not edit\n"
                    "version=1\ndeployment=%s\ngen=%llu\ndrive=%zu\n"
@@ -723,22 +720,7 @@ static int ptr_write(const char *drive, const struct idx_ptr *p)
                    p->deployment, (unsigned long long)p->gen, p->drive,
                    p->clean ? 1 : 0, (unsigned long long)p->size,
                    (unsigned long long)p->crc, p->boot[0] ? p->boot : "-");
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    ret = stor_pwrite_all(fd, body, (size_t)len, 0);
-    if (ret == 0 && fsync(fd) < 0)
-        ret = -errno;
-    close(fd);
-    if (ret == 0 && rename(tmp, path) < 0)
-        ret = -errno;
-    if (ret == 0) {
-        snprintf(path, sizeof(path), "%s/" STOR_SYS_DIR, drive);
-        ret = stor_fsync_dir(path);
-    }
-    if (ret < 0)
-        unlink(tmp);
-    return ret;
+    return stor_sys_file_replace(drive, IDX_PTR, body, (size_t)len);
 }
 
 /* Writes the pointer on every online drive; how many took it. */
