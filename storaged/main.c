@@ -74,7 +74,9 @@ static void usage(FILE *f)
         "                           (required; the secret must be >= 8 characters)\n"
         "\n"
         "endpoints: S3 API on /, GET /health/live, GET /health/ready (200 when\n"
-        "serving), GET /metrics (Prometheus text). SIGTERM or SIGINT: stop\n"
+        "serving), GET /metrics (Prometheus text). While the object index is\n"
+        "rebuilt at start, S3 requests get 503 with Retry-After and /metrics\n"
+        "shows the progress. SIGTERM or SIGINT: stop\n"
         "accepting, finish in-flight requests, exit 0.\n");
 }
 
@@ -216,7 +218,8 @@ static int cmd_serve(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct stor_store_opts so = {.ec_parity = -1, .fsync = true};
+    struct stor_store_opts so = {
+        .ec_parity = -1, .fsync = true, .rebuild_in_background = true};
     struct stor_http_opts ho = {0};
     struct stor_s3_opts s3o = {0};
     struct stor_store *store = NULL;

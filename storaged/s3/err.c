@@ -90,6 +90,9 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_SERVICE_UNAVAILABLE] =
         {503, "ServiceUnavailable",
          "Too few drives are online to serve this request."},
+    [S3E_INDEX_REBUILDING] =
+        {503, "ServiceUnavailable",
+         "The object index is being rebuilt from the drives; retry later (see /metrics storaged_index_*)."},
     [S3E_EXPIRED_PRESIGN] = {403, "AccessDenied", "Request has expired"},
     [S3E_AUTH_QUERY_INVALID] =
         {400, "AuthorizationQueryParametersError",

@@ -60,6 +60,7 @@ enum stor_s3_err {
     S3E_CORS_NO_ORIGIN,        /* BadRequest: OPTIONS without Origin */
     S3E_CORS_NO_METHOD,        /* BadRequest: ... nor its method */
     S3E_CORS_NOT_ENABLED,      /* 403: OPTIONS, no CORS configuration */
+    S3E_INDEX_REBUILDING,      /* 503 ServiceUnavailable: index rebuild */
     S3E_COUNT
 };
 

@@ -216,12 +216,29 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "# TYPE storaged_index_reconciled_keys gauge\nstoraged_index_reconciled_keys %llu\n"
             "# TYPE storaged_index_rebuild_seconds gauge\nstoraged_index_rebuild_seconds %.3f\n"
             "# TYPE storaged_index_open_seconds gauge\nstoraged_index_open_seconds %.3f\n"
-            "# TYPE storaged_index_broken gauge\nstoraged_index_broken %d\n",
+            "# TYPE storaged_index_broken gauge\nstoraged_index_broken %d\n"
+            "# TYPE storaged_index_ready gauge\nstoraged_index_ready %d\n"
+            "# TYPE storaged_index_phase gauge\n"
+            "storaged_index_phase{phase=\"opening\"} %d\n"
+            "storaged_index_phase{phase=\"rebuilding\"} %d\n"
+            "storaged_index_phase{phase=\"serving\"} %d\n"
+            "storaged_index_phase{phase=\"failed\"} %d\n"
+            "# TYPE storaged_index_rebuild_dirs_done gauge\nstoraged_index_rebuild_dirs_done %llu\n"
+            "# TYPE storaged_index_rebuild_dirs_total gauge\nstoraged_index_rebuild_dirs_total %llu\n"
+            "# TYPE storaged_index_rebuild_estimated_objects gauge\nstoraged_index_rebuild_estimated_objects %llu\n",
             (unsigned long long)st.index_objects,
             (unsigned long long)st.index_rebuilds,
             (unsigned long long)st.index_rebuild_objects,
             (unsigned long long)st.index_reconciled, st.index_rebuild_s,
-            st.index_open_s, st.index_broken ? 1 : 0);
+            st.index_open_s, st.index_broken ? 1 : 0,
+            st.index_phase == STOR_INDEX_SERVING,
+            st.index_phase == STOR_INDEX_OPENING,
+            st.index_phase == STOR_INDEX_REBUILDING,
+            st.index_phase == STOR_INDEX_SERVING,
+            st.index_phase == STOR_INDEX_FAILED,
+            (unsigned long long)st.index_dirs_done,
+            (unsigned long long)st.index_dirs_total,
+            (unsigned long long)st.index_rebuild_estimate);
     if (ret == 0)
         ret = cm_buf_appends(o,
                              "# TYPE storaged_drive_online gauge\n"

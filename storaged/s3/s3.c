@@ -71,7 +71,8 @@ static bool special_path(struct stor_s3_req *r)
         struct stor_http_server *srv = stor_req_server(&r->http);
 
         r->op = S3_OP_HEALTH;
-        ready = srv && stor_http_is_ready(srv);
+        ready =
+            srv && stor_http_is_ready(srv) && stor_store_ready(r->s3->store);
         r->http.resp.status = ready ? 200 : 503;
         return true;
     }
@@ -572,6 +573,13 @@ static int s3_on_head(struct stor_req *h)
     if (special_path(r))
         return r->http.job_busy ? 1 : 0;
     e = stor_auth_check(r, time(NULL));
+    if (e == S3E_NONE && !stor_store_ready(r->s3->store)) {
+        /* an index rebuild at start: nothing of the store may be asked */
+        stor_s3_error(r, S3E_INDEX_REBUILDING);
+        if (stor_resp_hdr(&r->http.resp, "Retry-After", "5") < 0)
+            stor_s3_error(r, S3E_INTERNAL);
+        return 0;
+    }
     if (e == S3E_NONE)
         e = stor_s3_route(r);
     r->http.read_jobs = op_reads(r->op);

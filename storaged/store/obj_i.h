@@ -90,18 +90,24 @@ struct stor_store {
     pthread_rwlock_t klock[OBJ_KLOCKS];
     uint64_t last_version; /* atomic */
     /* the persistent object index (obj_idx.h; FORMAT.md) */
-    struct obj_idx *idx;    /* owned; immutable after open */
-    size_t idx_drive;       /* the drive holding it */
-    uint64_t idx_gen;       /* generation of this run */
-    bool idx_ready;         /* loaded or rebuilt: a close may mark it clean */
-    bool idx_broken;        /* atomic: a write failed; rebuild at next start */
-    bool offline;           /* `storaged index`: no formatting, no threads */
-    int *lock_fds;          /* owned: DRIVE/.ecfs.sys/lock per drive, or -1 */
-    uint64_t version_lease; /* atomic; versions below it are handed out */
-    pthread_mutex_t lease_lock;                 /* raising version_lease */
+    struct obj_idx *idx; /* owned; immutable after open */
+    size_t idx_drive;    /* the drive holding it */
+    uint64_t idx_gen;    /* generation of this run */
+    bool idx_ready;  /* atomic (release/acquire): loaded or rebuilt, serving;
+                        a close may mark it clean */
+    bool idx_broken; /* atomic: a write failed; rebuild at next start */
+    bool offline;    /* `storaged index`: no formatting, no threads */
+    int *lock_fds;   /* owned: DRIVE/.ecfs.sys/lock per drive, or -1 */
+    uint64_t version_lease;     /* atomic; versions below it are handed out */
+    pthread_mutex_t lease_lock; /* raising version_lease */
     uint64_t idx_rebuilds, idx_rebuild_objects; /* atomics */
     uint64_t idx_reconciled;          /* atomic: keys settled after a crash */
-    double idx_rebuild_s, idx_open_s; /* written at open only */
+    double idx_rebuild_s, idx_open_s; /* written before idx_ready only */
+    int idx_phase;                    /* atomic: enum stor_index_phase */
+    uint64_t idx_dirs_done, idx_dirs_total; /* atomics: rebuild progress */
+    bool load_stop; /* atomic: close asked a rebuild to end */
+    bool load_thread_started;
+    pthread_t load_thread; /* a rebuild while serving (obj_open.c) */
     /* stats, atomics */
     uint64_t degraded_reads, heal_queued, shards_healed, corrupt_found;
     uint64_t scan_objects, scan_bytes, scan_cycles;
@@ -293,8 +299,13 @@ int obj_threads_start(struct stor_store *s);
 void obj_probe_drives(struct stor_store *s);
 void obj_threads_stop(struct stor_store *s);
 /* Opens the persistent index and the buckets: trusts a clean index of this
- * deployment, else rebuilds it from the metas (at open). */
+ * deployment (or reconciles one a crash of the process left dirty) and
+ * returns 0, serving; else returns 1: the index must be rebuilt from the
+ * metas with obj_load_rebuild before the store serves. -errno on error. */
 int obj_load(struct stor_store *s);
+/* The rebuild obj_load asked for; publishes idx_ready when done. 0, or
+ * -ECANCELED when load_stop was set, or -errno. */
+int obj_load_rebuild(struct stor_store *s);
 /* At a clean close: flushes the index and marks it clean on the drives. */
 void obj_index_close(struct stor_store *s);
 /* `storaged index check|rebuild` on a store opened offline: builds an index

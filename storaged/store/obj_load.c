@@ -917,7 +917,8 @@ fail:
  * at a time across the drives, so memory stays bounded. With @dry nothing
  * on the drives changes. *n: objects put. */
 static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
-                          struct obj_idx *x, bool dry, uint64_t *n)
+                          struct obj_idx *x, bool dry, long delay_ms,
+                          uint64_t *n)
 {
     bool *cur = calloc(s->ndrives, sizeof(*cur));
     double last_log = mono_s();
@@ -954,6 +955,14 @@ static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
         ret = resolve(s, b, &tab, x, dry, n);
         __atomic_add_fetch(&s->idx_rebuild_objects, *n - before,
                            __ATOMIC_RELAXED);
+        __atomic_add_fetch(&s->idx_dirs_done, 1, __ATOMIC_RELAXED);
+        if (ret == 0 && __atomic_load_n(&s->load_stop, __ATOMIC_RELAXED))
+            ret = -ECANCELED;
+        if (delay_ms > 0) { /* STORAGED_TEST_REBUILD_DELAY_MS (tests) */
+            struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000};
+
+            nanosleep(&ts, NULL);
+        }
         if (mono_s() - last_log >= 5.0) {
             last_log = mono_s();
             cm_log(CM_LOG_INFO, 0,
@@ -974,8 +983,15 @@ static int rebuild_into(struct stor_store *s, const char *dir, bool dry,
     struct obj_idx *x;
     double t0 = mono_s();
     uint64_t total = 0;
+    const char *dv = getenv("STORAGED_TEST_REBUILD_DELAY_MS");
+    long delay_ms = dv ? strtol(dv, NULL, 10) : 0;
     int ret;
 
+    if (delay_ms < 0 || delay_ms > 10000)
+        delay_ms = 0;
+    __atomic_store_n(&s->idx_dirs_done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->idx_dirs_total, (uint64_t)s->nbuckets * 256,
+                     __ATOMIC_RELAXED);
     (void)stor_rmtree(dir);
     ret = obj_idx_open(dir, true, &x);
     if (ret < 0)
@@ -986,7 +1002,7 @@ static int rebuild_into(struct stor_store *s, const char *dir, bool dry,
 
         ret = obj_idx_bucket_set(x, b->name, b->created_ns);
         if (ret == 0)
-            ret = rebuild_bucket(s, b, x, dry, &n);
+            ret = rebuild_bucket(s, b, x, dry, delay_ms, &n);
         total += n;
         if (!dry)
             cm_log(CM_LOG_INFO, 0, "index: bucket %s: %llu objects", b->name,
@@ -1081,62 +1097,18 @@ static int reconcile(struct stor_store *s)
     return 0;
 }
 
-/* Contract in obj_i.h. */
-int obj_load(struct stor_store *s)
+/* The end of a load: the other drives' index copies go, the uploads are
+ * listed, a new generation is written (dirty until a clean close) on the
+ * index and on every drive's pointer, and idx_ready is published. */
+static int load_finish(struct stor_store *s, double t0)
 {
-    struct idx_ptr p;
     struct obj_idx_state st = {0};
-    const char *why = NULL;
-    double t0 = mono_s();
-    int ret = load_buckets(s);
+    struct idx_ptr p;
+    int ret;
 
-    if (ret < 0)
-        return ret;
-    ptr_newest(s, &p);
-    s->idx = idx_trusted(s, &p, true, &why);
-    if (s->idx) {
-        s->idx_drive = p.drive;
-        /* per bucket and drive, not per object: a drive that missed a
-         * delete and re-create of a bucket is emptied here */
-        for (size_t i = 0; i < s->nbuckets; i++)
-            for (size_t d = 0; d < s->ndrives; d++)
-                if (obj_drive_online(s, d))
-                    (void)bucket_drive_current(s, d, s->buckets[i]);
-        if (!p.clean) {
-            ret = reconcile(s);
-            if (ret < 0) {
-                cm_log(CM_LOG_WARN, -ret, "index: reconcile failed");
-                return ret;
-            }
-        }
-        ret = obj_idx_pend_drop_all(s->idx);
-        if (ret < 0)
-            return ret;
-    } else {
-        char dir[PATH_MAX];
-        size_t d = 0;
-
-        while (d < s->ndrives && !obj_drive_online(s, d))
-            d++;
-        if (d == s->ndrives)
-            return -EIO;
-        cm_log(CM_LOG_WARN, 0,
-               "index: %s: rebuilding it from the metas on "
-               "drive %s",
-               why, s->drives[d].path);
-        if (idx_dir(dir, sizeof(dir), s->drives[d].path) < 0)
-            return -ENAMETOOLONG;
-        __atomic_add_fetch(&s->idx_rebuilds, 1, __ATOMIC_RELAXED);
-        ret = rebuild_into(s, dir, false, &s->idx);
-        if (ret < 0)
-            return ret;
-        s->idx_drive = d;
-    }
     idx_remove_others(s, s->idx_drive);
     for (size_t i = 0; i < s->nbuckets; i++)
         load_uploads(s, s->buckets[i]);
-    /* a new generation, dirty until a clean close */
-    s->idx_gen = (p.valid ? p.gen : 0) + 1;
     st.format = OBJ_IDX_FORMAT;
     memcpy(st.deployment, s->deployment, 33);
     st.gen = s->idx_gen;
@@ -1152,13 +1124,81 @@ int obj_load(struct stor_store *s)
     boot_id(p.boot);
     if (ptr_write_all(s, &p) == 0)
         return -EIO;
-    s->idx_ready = true;
-    obj_lease_extend(s, s->last_version);
     s->idx_open_s = mono_s() - t0;
+    __atomic_store_n(&s->idx_ready, true, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->idx_phase, STOR_INDEX_SERVING, __ATOMIC_RELEASE);
+    obj_lease_extend(s, s->last_version);
     cm_log(CM_LOG_INFO, 0, "index: generation %llu on drive %s, open in %.3f s",
            (unsigned long long)s->idx_gen, s->drives[s->idx_drive].path,
            s->idx_open_s);
     return 0;
+}
+
+/* Contract in obj_i.h. */
+int obj_load(struct stor_store *s)
+{
+    struct idx_ptr p;
+    const char *why = NULL;
+    double t0 = mono_s();
+    size_t d = 0;
+    int ret;
+
+    __atomic_store_n(&s->idx_phase, STOR_INDEX_OPENING, __ATOMIC_RELAXED);
+    ret = load_buckets(s);
+    if (ret < 0)
+        return ret;
+    ptr_newest(s, &p);
+    s->idx_gen = (p.valid ? p.gen : 0) + 1; /* the generation of this run */
+    s->idx = idx_trusted(s, &p, true, &why);
+    if (s->idx) {
+        s->idx_drive = p.drive;
+        /* per bucket and drive, not per object: a drive that missed a
+         * delete and re-create of a bucket is emptied here */
+        for (size_t i = 0; i < s->nbuckets; i++)
+            for (size_t dd = 0; dd < s->ndrives; dd++)
+                if (obj_drive_online(s, dd))
+                    (void)bucket_drive_current(s, dd, s->buckets[i]);
+        if (!p.clean) {
+            ret = reconcile(s);
+            if (ret < 0) {
+                cm_log(CM_LOG_WARN, -ret, "index: reconcile failed");
+                return ret;
+            }
+        }
+        ret = obj_idx_pend_drop_all(s->idx);
+        if (ret < 0)
+            return ret;
+        return load_finish(s, t0);
+    }
+    while (d < s->ndrives && !obj_drive_online(s, d))
+        d++;
+    if (d == s->ndrives)
+        return -EIO;
+    cm_log(CM_LOG_WARN, 0,
+           "index: %s: rebuilding it from the metas on "
+           "drive %s",
+           why, s->drives[d].path);
+    s->idx_drive = d;
+    __atomic_store_n(&s->idx_phase, STOR_INDEX_REBUILDING, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* Contract in obj_i.h. */
+int obj_load_rebuild(struct stor_store *s)
+{
+    char dir[PATH_MAX];
+    double t0 = mono_s();
+    struct obj_idx *x = NULL;
+    int ret;
+
+    if (idx_dir(dir, sizeof(dir), s->drives[s->idx_drive].path) < 0)
+        return -ENAMETOOLONG;
+    __atomic_add_fetch(&s->idx_rebuilds, 1, __ATOMIC_RELAXED);
+    ret = rebuild_into(s, dir, false, &x);
+    if (ret < 0)
+        return ret;
+    s->idx = x;
+    return load_finish(s, t0);
 }
 
 /* Contract in obj_i.h. */
@@ -1171,7 +1211,8 @@ void obj_index_close(struct stor_store *s)
 
     if (s->idx == NULL)
         return;
-    if (!s->idx_ready || __atomic_load_n(&s->idx_broken, __ATOMIC_RELAXED) ||
+    if (!__atomic_load_n(&s->idx_ready, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&s->idx_broken, __ATOMIC_RELAXED) ||
         !obj_drive_online(s, s->idx_drive) ||
         idx_dir(dir, sizeof(dir), s->drives[s->idx_drive].path) < 0) {
         obj_idx_close(s->idx, false); /* stays dirty: rebuilt next start */

@@ -305,6 +305,35 @@ static int drive_locks(struct stor_store *s, int how)
     return 0;
 }
 
+/* Thread: the index rebuild of a store already answering /metrics; then
+ * the background threads. A failure leaves the store not ready (every S3
+ * request keeps its 503) with the reason in the log and /metrics. */
+static void *rebuild_main(void *arg)
+{
+    struct stor_store *s = arg;
+    int ret = obj_load_rebuild(s);
+
+    if (ret == 0)
+        ret = obj_threads_start(s);
+    if (ret == -ECANCELED) {
+        cm_log(CM_LOG_INFO, 0, "index: rebuild stopped by the close");
+    } else if (ret < 0) {
+        cm_log(CM_LOG_ERROR, -ret,
+               "index: rebuild failed; not serving objects (restart after "
+               "fixing the drives)");
+        __atomic_store_n(&s->idx_ready, false, __ATOMIC_RELEASE);
+        __atomic_store_n(&s->idx_phase, STOR_INDEX_FAILED, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* Contract in object.h. */
+bool stor_store_ready(struct stor_store *s)
+{
+    return __atomic_load_n(&s->idx_phase, __ATOMIC_ACQUIRE) ==
+           STOR_INDEX_SERVING;
+}
+
 /* Contract in object.h: drives, index load, background threads. */
 int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
                     char **err)
@@ -338,6 +367,23 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
     }
     (void)drive_locks(s, LOCK_SH); /* shared: `storaged index` waits for us */
     ret = obj_load(s);
+    if (ret == 1 && o->rebuild_in_background) {
+        ret = pthread_create(&s->load_thread, NULL, rebuild_main, s);
+        if (ret != 0) {
+            ret = -ret;
+            set_err(err, "cannot start the index rebuild: %s", strerror(-ret));
+            goto fail;
+        }
+        s->load_thread_started = true;
+        cm_log(CM_LOG_INFO, 0,
+               "store: deployment %s, %zu drives, %d set(s) of %d, EC %d+%d; "
+               "serving /metrics and 503s until the index is rebuilt",
+               s->deployment, s->ndrives, s->nsets, s->set_size, s->K, s->M);
+        *out = s;
+        return 0;
+    }
+    if (ret == 1)
+        ret = obj_load_rebuild(s);
     if (ret < 0) {
         set_err(err, "loading the object index failed: %s", strerror(-ret));
         goto fail;
@@ -406,6 +452,11 @@ void stor_store_close(struct stor_store *s)
 {
     if (s == NULL)
         return;
+    if (s->load_thread_started) {
+        __atomic_store_n(&s->load_stop, true, __ATOMIC_RELAXED);
+        pthread_join(s->load_thread, NULL);
+        s->load_thread_started = false;
+    }
     obj_threads_stop(s);
     obj_index_close(s);
     obj_buckets_free(s);

@@ -57,7 +57,7 @@ uint64_t obj_next_version(struct stor_store *s)
 /* Contract in obj_i.h. */
 void obj_lease_extend(struct stor_store *s, uint64_t v)
 {
-    if (s->idx == NULL || !s->idx_ready)
+    if (s->idx == NULL || !__atomic_load_n(&s->idx_ready, __ATOMIC_ACQUIRE))
         return; /* opening (versions come from the drives) or offline */
     pthread_mutex_lock(&s->lease_lock);
     if (v >= s->version_lease) {
@@ -897,16 +897,28 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
     out->ndrives = s->ndrives;
     for (size_t i = 0; i < s->ndrives; i++)
         out->drives_online += obj_drive_online(s, i);
-    if (s->idx &&
+    out->index_phase = __atomic_load_n(&s->idx_phase, __ATOMIC_ACQUIRE);
+    if (out->index_phase == STOR_INDEX_SERVING &&
         obj_idx_bucket_each(s->idx, count_objects, &out->index_objects) < 0)
         out->index_objects = 0;
+    out->index_dirs_done = __atomic_load_n(&s->idx_dirs_done, __ATOMIC_RELAXED);
+    out->index_dirs_total =
+        __atomic_load_n(&s->idx_dirs_total, __ATOMIC_RELAXED);
     out->index_rebuilds = __atomic_load_n(&s->idx_rebuilds, __ATOMIC_RELAXED);
     out->index_rebuild_objects =
         __atomic_load_n(&s->idx_rebuild_objects, __ATOMIC_RELAXED);
     out->index_reconciled =
         __atomic_load_n(&s->idx_reconciled, __ATOMIC_RELAXED);
-    out->index_rebuild_s = s->idx_rebuild_s;
-    out->index_open_s = s->idx_open_s;
+    if (out->index_phase == STOR_INDEX_SERVING) { /* written before it */
+        out->index_rebuild_s = s->idx_rebuild_s;
+        out->index_open_s = s->idx_open_s;
+    }
+    if (out->index_dirs_done > 0)
+        out->index_rebuild_estimate =
+            out->index_dirs_done >= out->index_dirs_total
+                ? out->index_rebuild_objects
+                : out->index_rebuild_objects * out->index_dirs_total /
+                      out->index_dirs_done;
     out->index_broken = __atomic_load_n(&s->idx_broken, __ATOMIC_RELAXED);
 }
 

@@ -52,6 +52,17 @@ struct stor_store_opts {
     int set_size;  /* drives per erasure set; 0 = choose (largest of 16..2
                       dividing ndrives) */
     bool fsync;    /* default true: an acknowledged PUT survives power loss */
+    bool rebuild_in_background; /* an index rebuild runs after open returns
+                                   (the server answers /metrics and 503s
+                                   meanwhile); false: open rebuilds first */
+};
+
+/* Where the object index stands (storaged_index_phase in /metrics). */
+enum stor_index_phase {
+    STOR_INDEX_OPENING,    /* reading the pointers and the buckets */
+    STOR_INDEX_REBUILDING, /* reading every meta: not serving objects */
+    STOR_INDEX_SERVING,
+    STOR_INDEX_FAILED, /* the background rebuild failed: not serving */
 };
 
 /* Opens (formatting fresh drives on first start) and cleans stale temp data.
@@ -59,6 +70,10 @@ struct stor_store_opts {
 CM_MUST_CHECK int stor_store_open(const struct stor_store_opts *o,
                                   struct stor_store **out, char **err);
 void stor_store_close(struct stor_store *s);
+/* True once the index is loaded or rebuilt: object and bucket calls may be
+ * made. Before that (a rebuild with rebuild_in_background) only
+ * stor_store_get_stats and stor_store_get_drive_stats may be called. */
+bool stor_store_ready(struct stor_store *s);
 
 /* `storaged index check|rebuild DRIVE...`, with the store not served:
  * reads every meta of the drives (as a start-up rebuild does), compares
@@ -265,6 +280,12 @@ struct stor_store_stats {
     double index_rebuild_s;    /* how long that rebuild took */
     double index_open_s;       /* how long opening the index took */
     bool index_broken;         /* a write failed: rebuilt at the next start */
+    int index_phase;           /* enum stor_index_phase */
+    uint64_t index_dirs_done, index_dirs_total; /* rebuild: object directories
+                                                   read / to read */
+    uint64_t index_rebuild_estimate; /* rebuild: objects expected in all
+                                        (extrapolated from the directories
+                                        read; 0 before the first) */
 };
 void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out);
 /* Per-drive figures for /metrics; @i < ndrives. */

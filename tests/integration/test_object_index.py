@@ -11,6 +11,7 @@ through the real server and `storaged index check|rebuild`:
   every acknowledged DELETE stays gone, no key is listed twice, and the
   listing equals what the metas on the drives say (`storaged index check`
   finds no difference);
+- while a rebuild runs the server answers /metrics (progress) and 503s;
 - `storaged index check` reports what differs, `rebuild` repairs it;
 - losing the drive that holds the index (while serving, while stopped)
   loses no object and leaves no listing wrong."""
@@ -318,3 +319,112 @@ def test_losing_the_index_drive_loses_nothing(storaged):
     assert metric(srv, "storaged_index_rebuilds_total") == 1
     assert list_all(c, "idx") == want
     assert snapshot(c, "idx")[1] == bodies
+
+
+def http_get(url):
+    """(status, headers, body) of one unsigned GET."""
+    req = urllib.request.Request(url)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def metrics_text(srv):
+    st, _, body = http_get(srv.endpoint + "/metrics")
+    assert st == 200
+    return body.decode()
+
+
+def mval(text, name):
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    assert m, name + " not in /metrics"
+    return float(m.group(1))
+
+
+def test_rebuild_serves_metrics_and_503_until_done(storaged):
+    """While the index is rebuilt at start the server listens: /metrics
+    shows the progress, /health/live is 200 and /health/ready 503, and every
+    authenticated S3 request gets 503 ServiceUnavailable with Retry-After;
+    a SIGTERM stops the rebuild, and the next start rebuilds and serves what
+    it did before. STORAGED_TEST_REBUILD_DELAY_MS (a test-only knob,
+    FORMAT.md) slows the rebuild down to 25 ms per object directory (256 per
+    bucket, so >= 6.4 s) so it can be watched."""
+    srv = storaged(ndrives=4, env={"STORAGED_TEST_REBUILD_DELAY_MS": "25"})
+    c = srv.client()
+    c.create_bucket(Bucket="rbk")
+    for i in range(40):
+        c.put_object(Bucket="rbk", Key="k%02d" % i, Body=b"v%d" % i * 50)
+    before = snapshot(c, "rbk")
+
+    for round_ in ("stopped", "finished"):
+        srv.stop()
+        for d in index_dirs(srv):
+            shutil.rmtree(d)
+        failed = []
+
+        def start():
+            try:
+                srv.start()
+            except RuntimeError as e:  # the "stopped" round: exited at once
+                failed.append(e)
+
+        starter = threading.Thread(target=start)
+        starter.start()
+        try:
+            deadline = time.monotonic() + 20
+            while True:  # listening before the rebuild is done
+                try:
+                    text = metrics_text(srv)
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+            assert mval(text, "storaged_index_ready") == 0
+            assert mval(text, 'storaged_index_phase{phase="rebuilding"}') == 1
+            assert mval(text, "storaged_index_rebuild_dirs_total") == 256
+            if round_ == "stopped":
+                assert srv.stop(timeout=10) == 0  # a SIGTERM ends it
+                starter.join(timeout=30)
+                assert failed, "the server became ready"
+                assert "rebuild stopped by the close" in srv.log_text()
+                continue
+            done1 = mval(text, "storaged_index_rebuild_dirs_done")
+            assert http_get(srv.endpoint + "/health/live")[0] == 200
+            assert http_get(srv.endpoint + "/health/ready")[0] == 503
+            calls = [lambda: c.get_object(Bucket="rbk", Key="k01"),
+                     lambda: c.put_object(Bucket="rbk", Key="k01", Body=b"n"),
+                     lambda: c.delete_object(Bucket="rbk", Key="k01"),
+                     lambda: c.list_objects_v2(Bucket="rbk"),
+                     lambda: c.list_buckets()]
+            for call in calls:  # signed (the client does not retry)
+                try:
+                    call()
+                    raise AssertionError("served during the rebuild")
+                except ClientError as e:
+                    r = e.response
+                    assert r["ResponseMetadata"]["HTTPStatusCode"] == 503
+                    assert r["Error"]["Code"] == "ServiceUnavailable"
+                    assert "being rebuilt" in r["Error"]["Message"]
+                    assert r["ResponseMetadata"]["HTTPHeaders"][
+                        "retry-after"] == "5"
+            # an unsigned request is still refused as before
+            assert http_get(srv.endpoint + "/rbk/k01")[0] == 403
+            time.sleep(0.3)
+            text = metrics_text(srv)
+            assert mval(text, "storaged_index_rebuild_dirs_done") > done1
+            scanned = mval(text, "storaged_index_rebuild_objects")
+            est = mval(text, "storaged_index_rebuild_estimated_objects")
+            assert 0 < scanned <= len(before[0]) and est >= scanned
+        finally:
+            starter.join(timeout=60)
+        assert not failed and srv.alive()
+        text = metrics_text(srv)
+        assert mval(text, "storaged_index_ready") == 1
+        assert mval(text, 'storaged_index_phase{phase="serving"}') == 1
+        assert mval(text, "storaged_index_rebuild_dirs_done") == 256
+        assert mval(text, "storaged_index_rebuild_estimated_objects") == \
+            len(before[0])
+        assert mval(text, "storaged_index_rebuild_objects") == len(before[0])
+        assert snapshot(c, "rbk") == before
