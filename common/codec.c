@@ -139,3 +139,59 @@ long cm_base64_decode(const char *s, size_t n, uint8_t *out)
     }
     return (long)o;
 }
+
+/* See header. */
+size_t cm_utf8_seq_len(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t len, k;
+    uint32_t cp, min;
+
+    if (n == 0)
+        return 0;
+    if ((p[0] & 0xE0) == 0xC0) {
+        len = 2;
+        cp = p[0] & 0x1Fu;
+        min = 0x80;
+    } else if ((p[0] & 0xF0) == 0xE0) {
+        len = 3;
+        cp = p[0] & 0x0Fu;
+        min = 0x800;
+    } else if ((p[0] & 0xF8) == 0xF0) {
+        len = 4;
+        cp = p[0] & 0x07u;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (k = 1; k < len; k++) {
+        if ((p[k] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[k] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+/* See header. */
+bool cm_utf8_valid(const char *s, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        size_t len;
+
+        if ((unsigned char)s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        len = cm_utf8_seq_len(s + i, n - i);
+        if (len == 0)
+            return false;
+        i += len;
+    }
+    return true;
+}

@@ -6,34 +6,7 @@
 
 #include <stdio.h>
 
-/* Length of the well-formed UTF-8 sequence (RFC 3629) starting a @n-byte
- * @s whose first byte is >= 0x80, or 0 when it is not one. */
-static size_t utf8_len(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    unsigned char c = p[0];
-    size_t len, k;
-    unsigned long cp, min;
-
-    if ((c & 0xE0) == 0xC0)
-        len = 2, cp = c & 0x1Fu, min = 0x80;
-    else if ((c & 0xF0) == 0xE0)
-        len = 3, cp = c & 0x0Fu, min = 0x800;
-    else if ((c & 0xF8) == 0xF0)
-        len = 4, cp = c & 0x07u, min = 0x10000;
-    else
-        return 0;
-    if (n < len)
-        return 0;
-    for (k = 1; k < len; k++) {
-        if ((p[k] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[k] & 0x3Fu);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
+#include "common/codec.h"
 
 /* Appends @s[0..n) escaped to @out. 0, -ENOMEM or -E2BIG (out emptied). */
 int cm_xml_escape(struct cm_buf *out, const char *s, size_t n)
@@ -53,7 +26,7 @@ int cm_xml_escape(struct cm_buf *out, const char *s, size_t n)
                 (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
                 break;
             if (c >= 0x80) {
-                size_t len = utf8_len(s + i, n - i);
+                size_t len = cm_utf8_seq_len(s + i, n - i);
 
                 if (len == 0)
                     break;

@@ -507,49 +507,6 @@ static size_t utf8_chars(const char *s, size_t n)
     return c;
 }
 
-/* true when @s is well-formed UTF-8: no stray continuation byte,
- * truncated sequence, overlong form, surrogate or code point past
- * U+10FFFF. */
-static bool utf8_valid(const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0, k, len;
-    uint32_t cp, min;
-
-    while (i < n) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        if ((s[i] & 0xe0) == 0xc0) {
-            len = 2;
-            cp = s[i] & 0x1fu;
-            min = 0x80;
-        } else if ((s[i] & 0xf0) == 0xe0) {
-            len = 3;
-            cp = s[i] & 0x0fu;
-            min = 0x800;
-        } else if ((s[i] & 0xf8) == 0xf0) {
-            len = 4;
-            cp = s[i] & 0x07u;
-            min = 0x10000;
-        } else {
-            return false;
-        }
-        if (n - i < len)
-            return false;
-        for (k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3fu);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += len;
-    }
-    return true;
-}
-
 /* Whether decoded tag key (@is_key) or value @s is one S3 accepts: UTF-8
  * (else S3E_TAGGING_HEADER, as S3 says of the header; the XML that lists
  * tags could not carry it either), a key of 1..128 characters, a value of
@@ -558,7 +515,7 @@ static enum stor_s3_err tag_part_check(const struct cm_buf *s, bool is_key)
 {
     size_t i, c;
 
-    if (!utf8_valid(s->data ? s->data : "", s->len))
+    if (!cm_utf8_valid(s->data ? s->data : "", s->len))
         return S3E_TAGGING_HEADER;
     c = utf8_chars(s->data ? s->data : "", s->len);
     if (is_key ? (c < 1 || c > 128) : c > 256)
@@ -1442,7 +1399,7 @@ static enum stor_s3_err copy_source(const struct stor_s3_req *r, char *bucket,
         cm_buf_fini(&b);
         return S3E_KEY_TOO_LONG;
     }
-    if (!stor_s3_utf8_ok(slash + 1, *key_len)) {
+    if (!cm_utf8_valid(slash + 1, *key_len)) {
         cm_buf_fini(&b);
         return S3E_INVALID_URI;
     }

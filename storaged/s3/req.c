@@ -79,45 +79,6 @@ void stor_s3_error(struct stor_s3_req *r, enum stor_s3_err e)
         cm_buf_reset(&rs->body);
 }
 
-/* See s3_i.h. Strict UTF-8 (RFC 3629): no overlong forms, no surrogates,
- * nothing past U+10FFFF. */
-bool stor_s3_utf8_ok(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-
-    while (i < n) {
-        unsigned char c = p[i];
-        size_t len, k;
-        uint32_t cp, min;
-
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if ((c & 0xE0) == 0xC0) {
-            len = 2, cp = c & 0x1F, min = 0x80;
-        } else if ((c & 0xF0) == 0xE0) {
-            len = 3, cp = c & 0x0F, min = 0x800;
-        } else if ((c & 0xF8) == 0xF0) {
-            len = 4, cp = c & 0x07, min = 0x10000;
-        } else {
-            return false;
-        }
-        if (n - i < len)
-            return false;
-        for (k = 1; k < len; k++) {
-            if ((p[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = (cp << 6) | (p[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += len;
-    }
-    return true;
-}
-
 /* Percent-decodes @n bytes of a query component into @dst ('+' is a
  * space, as in form encoding) and NUL-terminates it. Returns the decoded
  * length or -1 on a malformed escape. @dst has room for n + 1 bytes. */
@@ -242,7 +203,7 @@ enum stor_s3_err stor_s3_decode_target(struct stor_s3_req *r)
             return S3E_KEY_TOO_LONG;
         /* as S3: a key is UTF-8; anything else would be stored and then
          * break every listing that quotes it */
-        if (!stor_s3_utf8_ok(r->key, r->key_len))
+        if (!cm_utf8_valid(r->key, r->key_len))
             return S3E_INVALID_URI;
     }
     if (q == NULL)

@@ -187,9 +187,6 @@ static inline struct stor_s3_req *stor_s3_req(struct stor_req *h)
  * r->bucket, r->key and r->query (allocations owned by @r). S3E_NONE or the
  * error to answer with. */
 enum stor_s3_err stor_s3_decode_target(struct stor_s3_req *r);
-/* true when @n bytes at @s are well-formed UTF-8 (RFC 3629: no overlong
- * forms, surrogates or values past U+10FFFF). */
-bool stor_s3_utf8_ok(const char *s, size_t n);
 /* Returns the decoded query parameter @name (NUL-terminated) or NULL. */
 const char *stor_s3_query(const struct stor_s3_req *r, const char *name);
 bool stor_s3_has_query(const struct stor_s3_req *r, const char *name);

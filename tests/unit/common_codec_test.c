@@ -154,6 +154,51 @@ static void test_guard_page(void **state)
     munmap(map, 2 * pagesz);
 }
 
+/* Strict UTF-8: every boundary RFC 3629 draws; the expectations agree with
+ * Python's strict UTF-8 decoder on each string. */
+static void test_utf8(void **state)
+{
+    static const struct {
+        const char *s;
+        size_t seq; /* cm_utf8_seq_len of the whole string */
+        bool valid;
+    } t[] = {
+        {"a", 0, true},
+        {"\xC2\x80", 2, true},              /* U+0080, smallest 2-byte */
+        {"\xDF\xBF", 2, true},              /* U+07FF */
+        {"\xC0\xAE", 0, false},             /* overlong '.' */
+        {"\xC1\xBF", 0, false},             /* overlong */
+        {"\xE0\xA0\x80", 3, true},          /* U+0800 */
+        {"\xE0\x9F\xBF", 0, false},         /* overlong 3-byte */
+        {"\xED\x9F\xBF", 3, true},          /* U+D7FF */
+        {"\xED\xA0\x80", 0, false},         /* U+D800 surrogate */
+        {"\xED\xBF\xBF", 0, false},         /* U+DFFF surrogate */
+        {"\xEF\xBF\xBD", 3, true},          /* U+FFFD */
+        {"\xF0\x90\x80\x80", 4, true},      /* U+10000 */
+        {"\xF4\x8F\xBF\xBF", 4, true},      /* U+10FFFF */
+        {"\xF4\x90\x80\x80", 0, false},     /* past U+10FFFF */
+        {"\xF0\x8F\xBF\xBF", 0, false},     /* overlong 4-byte */
+        {"\xF8\x88\x80\x80\x80", 0, false}, /* 5-byte form */
+        {"\xFF", 0, false},
+        {"\x80", 0, false},         /* stray continuation */
+        {"\xE2\x82", 0, false},     /* truncated */
+        {"\xE2\x28\xA1", 0, false}, /* bad continuation */
+        {"ok\xC3\xA9ok", 0, true},  /* seq_len of 'o' is 0 */
+        {"ok\xC3", 0, false},       /* truncated at the end */
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        size_t n = strlen(t[i].s);
+
+        assert_int_equal(cm_utf8_seq_len(t[i].s, n), t[i].seq);
+        assert_int_equal(cm_utf8_valid(t[i].s, n), t[i].valid);
+    }
+    assert_true(cm_utf8_valid("", 0));
+    assert_int_equal(cm_utf8_seq_len("\xC3\xA9", 1), 0); /* n bounds the read */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_base64_all_bytes),
         cmocka_unit_test(test_base64_bad),
         cmocka_unit_test(test_guard_page),
+        cmocka_unit_test(test_utf8),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
