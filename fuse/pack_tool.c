@@ -328,6 +328,14 @@ static int open_rel(const char *root, const char *rel, int flags)
     return dfd;
 }
 
+/* readdir with errno cleared first, so a NULL that ends the directory can
+ * be told from one that is an error. */
+static struct dirent *readdir_clear(DIR *d)
+{
+    errno = 0;
+    return readdir(d);
+}
+
 /* Walks the source directory @dfd (relative path @rel, "" at the top);
  * takes @dfd. */
 static int walk_local(struct packer *k, int dfd, const char *rel)
@@ -342,7 +350,7 @@ static int walk_local(struct packer *k, int dfd, const char *rel)
         close(dfd);
         return -EIO;
     }
-    while (ret == 0 && (errno = 0, de = readdir(d)) != NULL) {
+    while (ret == 0 && (de = readdir_clear(d)) != NULL) {
         char *r = NULL;
         struct stat st;
         int fd;

@@ -337,8 +337,10 @@ static size_t s3_write_cb(char *p, size_t sz, size_t nm, void *ud)
 /* Trims spaces and CR/LF at both ends of a header value in place. */
 static void s3_trim(const char **v, size_t *n)
 {
-    while (*n && (**v == ' ' || **v == '\t'))
-        (*v)++, (*n)--;
+    while (*n && (**v == ' ' || **v == '\t')) {
+        (*v)++;
+        (*n)--;
+    }
     while (*n && ((*v)[*n - 1] == '\r' || (*v)[*n - 1] == '\n' ||
                   (*v)[*n - 1] == ' '))
         (*n)--;

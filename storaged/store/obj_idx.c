@@ -646,8 +646,10 @@ int obj_idx_bucket_set(struct obj_idx *x, const char *bucket,
     if (ret < 0)
         return ret;
     ret = bucket_read(x, t, bucket, NULL, &count);
-    if (ret == -ENOENT || ret == -EBADMSG)
-        ret = 0, count = 0;
+    if (ret == -ENOENT || ret == -EBADMSG) {
+        ret = 0;
+        count = 0;
+    }
     if (ret == 0)
         ret = bucket_write(x, t, bucket, created_ns, count);
     return wtxn_end(t, ret);
