@@ -225,7 +225,11 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "storaged_index_phase{phase=\"failed\"} %d\n"
             "# TYPE storaged_index_rebuild_dirs_done gauge\nstoraged_index_rebuild_dirs_done %llu\n"
             "# TYPE storaged_index_rebuild_dirs_total gauge\nstoraged_index_rebuild_dirs_total %llu\n"
-            "# TYPE storaged_index_rebuild_estimated_objects gauge\nstoraged_index_rebuild_estimated_objects %llu\n",
+            "# TYPE storaged_index_rebuild_estimated_objects gauge\nstoraged_index_rebuild_estimated_objects %llu\n"
+            "# TYPE storaged_index_verified_objects gauge\nstoraged_index_verified_objects %llu\n"
+            "# TYPE storaged_index_verify_done gauge\nstoraged_index_verify_done %d\n"
+            "# TYPE storaged_index_verify_seconds gauge\nstoraged_index_verify_seconds %.3f\n"
+            "# TYPE storaged_index_verify_damaged_buckets gauge\nstoraged_index_verify_damaged_buckets %llu\n",
             (unsigned long long)st.index_objects,
             (unsigned long long)st.index_rebuilds,
             (unsigned long long)st.index_rebuild_objects,
@@ -238,7 +242,9 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             st.index_phase == STOR_INDEX_FAILED,
             (unsigned long long)st.index_dirs_done,
             (unsigned long long)st.index_dirs_total,
-            (unsigned long long)st.index_rebuild_estimate);
+            (unsigned long long)st.index_rebuild_estimate,
+            (unsigned long long)st.index_verified, st.index_verify_done ? 1 : 0,
+            st.index_verify_s, (unsigned long long)st.index_verify_bad);
     if (ret == 0)
         ret = cm_buf_appends(o,
                              "# TYPE storaged_drive_online gauge\n"

@@ -107,7 +107,11 @@ struct stor_store {
     uint64_t idx_dirs_done, idx_dirs_total; /* atomics: rebuild progress */
     bool load_stop; /* atomic: close asked a rebuild to end */
     bool load_thread_started;
-    pthread_t load_thread; /* a rebuild while serving (obj_open.c) */
+    pthread_t load_thread;   /* a rebuild or a verify while serving (open.c) */
+    uint64_t idx_verified;   /* atomic: records the verify walked */
+    uint64_t idx_verify_bad; /* atomic: buckets whose content differed */
+    double idx_verify_s;     /* written before idx_verify_done */
+    bool idx_verify_done;    /* atomic (release/acquire) */
     /* stats, atomics */
     uint64_t degraded_reads, heal_queued, shards_healed, corrupt_found;
     uint64_t scan_objects, scan_bytes, scan_cycles;
@@ -306,6 +310,11 @@ int obj_load(struct stor_store *s);
 /* The rebuild obj_load asked for; publishes idx_ready when done. 0, or
  * -ECANCELED when load_stop was set, or -errno. */
 int obj_load_rebuild(struct stor_store *s);
+/* The content check of an index the start trusted, run in the background
+ * while serving: every bucket's records against its count and content sum
+ * (obj_idx_verify). A mismatch marks the index broken (rebuilt at the next
+ * start) and is logged. 0, -EBADMSG (mismatch), -ECANCELED, -errno. */
+int obj_load_verify(struct stor_store *s);
 /* At a clean close: flushes the index and marks it clean on the drives. */
 void obj_index_close(struct stor_store *s);
 /* `storaged index check|rebuild` on a store opened offline: builds an index

@@ -29,7 +29,9 @@
 #define IDX_KEYMAX     (64 + OBJ_IDX_KEYPFX) /* bucket NUL prefix */
 #define IDX_SYS_STATE  "s"
 #define IDX_SYS_BUCKET "b/"
-#define IDX_BUCKET_REC 24 /* u8 version, 7 pad, i64 created, u64 count */
+#define IDX_BUCKET_REC                                                         \
+    32 /* u8 version, 7 pad, i64 created, u64 count, u64 sum */
+#define IDX_BUCKET_VER 2  /* 1 (format 1) had no content sum */
 #define IDX_STATE_REC  56 /* u32 format, u32 pad, 32 hex, u64 gen, u64 clock */
 
 struct idx_rtxn {
@@ -579,9 +581,21 @@ int obj_idx_state_set(struct obj_idx *x, const struct obj_idx_state *st)
 
 /* ---- buckets ---- */
 
+/* One record's term in its bucket's content sum: a mixed CRC-64 of its
+ * bytes (splitmix64's finaliser), so that any changed byte changes the sum
+ * and the sum does not depend on the order records are added in. */
+static uint64_t rec_term(const void *p, size_t n)
+{
+    uint64_t z = stor_crc64(0, p, n) + n + 0x9e3779b97f4a7c15ULL;
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 /* Reads a bucket record in @t. 0 or -ENOENT/-EBADMSG. */
 static int bucket_read(struct obj_idx *x, MDB_txn *t, const char *bucket,
-                       int64_t *created, uint64_t *count)
+                       int64_t *created, uint64_t *count, uint64_t *sum)
 {
     char kb[2 + 64];
     MDB_val k = {mksyskey(kb, bucket), kb}, v;
@@ -589,24 +603,28 @@ static int bucket_read(struct obj_idx *x, MDB_txn *t, const char *bucket,
 
     if (ret < 0)
         return ret;
-    if (v.mv_size != IDX_BUCKET_REC || ((const uint8_t *)v.mv_data)[0] != 1)
+    if (v.mv_size != IDX_BUCKET_REC ||
+        ((const uint8_t *)v.mv_data)[0] != IDX_BUCKET_VER)
         return -EBADMSG;
     if (created)
         *created = (int64_t)le_get((const uint8_t *)v.mv_data + 8, 8);
     if (count)
         *count = le_get((const uint8_t *)v.mv_data + 16, 8);
+    if (sum)
+        *sum = le_get((const uint8_t *)v.mv_data + 24, 8);
     return 0;
 }
 
 static int bucket_write(struct obj_idx *x, MDB_txn *t, const char *bucket,
-                        int64_t created, uint64_t count)
+                        int64_t created, uint64_t count, uint64_t sum)
 {
-    uint8_t rec[IDX_BUCKET_REC] = {1};
+    uint8_t rec[IDX_BUCKET_REC] = {IDX_BUCKET_VER};
     char kb[2 + 64];
     MDB_val k = {mksyskey(kb, bucket), kb}, v = {sizeof(rec), rec};
 
     le_put(rec + 8, (uint64_t)created, 8);
     le_put(rec + 16, count, 8);
+    le_put(rec + 24, sum, 8);
     return mdb_err(mdb_put(t, x->sys, &k, &v, 0));
 }
 
@@ -620,7 +638,7 @@ int obj_idx_bucket_get(struct obj_idx *x, const char *bucket,
 
     if (ret < 0)
         return ret;
-    ret = bucket_read(x, t, bucket, created_ns, count);
+    ret = bucket_read(x, t, bucket, created_ns, count, NULL);
     rtxn_put(t, slot);
     return ret;
 }
@@ -640,18 +658,19 @@ int obj_idx_bucket_set(struct obj_idx *x, const char *bucket,
                        int64_t created_ns)
 {
     MDB_txn *t;
-    uint64_t count = 0;
+    uint64_t count = 0, sum = 0;
     int ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
 
     if (ret < 0)
         return ret;
-    ret = bucket_read(x, t, bucket, NULL, &count);
+    ret = bucket_read(x, t, bucket, NULL, &count, &sum);
     if (ret == -ENOENT || ret == -EBADMSG) {
         ret = 0;
         count = 0;
+        sum = 0;
     }
     if (ret == 0)
-        ret = bucket_write(x, t, bucket, created_ns, count);
+        ret = bucket_write(x, t, bucket, created_ns, count, sum);
     return wtxn_end(t, ret);
 }
 
@@ -711,7 +730,7 @@ int obj_idx_bucket_each(struct obj_idx *x,
         char name[64];
         const uint8_t *p = v.mv_data;
 
-        if (v.mv_size != IDX_BUCKET_REC || p[0] != 1) {
+        if (v.mv_size != IDX_BUCKET_REC || p[0] != IDX_BUCKET_VER) {
             ret = -EBADMSG;
             break;
         }
@@ -805,12 +824,14 @@ int obj_idx_lookup_nb(struct obj_idx *x, const char *bucket, const char *key,
     return lookup(x, true, bucket, key, key_len, out);
 }
 
-/* Puts @e into its group in write transaction @t. With @del, removes the
- * key instead. *delta: change of the object count (-1, 0, +1). With @old,
- * the replaced record is decoded into it. */
+/* Puts @e into its group in write transaction @t; with @e NULL, removes
+ * the key instead. *delta: change of the object count (-1, 0, +1), *dsum
+ * of the bucket's content sum. With @old, the replaced record is decoded
+ * into it. */
 static int group_change(struct obj_idx *x, MDB_txn *t, const char *bucket,
                         const struct obj_ent *e, const char *key,
-                        size_t key_len, struct obj_ent **old, int *delta)
+                        size_t key_len, struct obj_ent **old, int *delta,
+                        uint64_t *dsum)
 {
     char kb[IDX_KEYMAX];
     MDB_val k = {mkkey(kb, bucket, key, key_len), kb}, v = {0, NULL};
@@ -820,6 +841,7 @@ static int group_change(struct obj_idx *x, MDB_txn *t, const char *bucket,
     int ret = mdb_err(mdb_get(t, x->obj, &k, &v));
 
     *delta = 0;
+    *dsum = 0;
     if (ret < 0 && ret != -ENOENT)
         return ret;
     if (ret == 0) {
@@ -841,6 +863,10 @@ static int group_change(struct obj_idx *x, MDB_txn *t, const char *bucket,
         ret = cm_buf_append(&nb, v.mv_data, at);
     if (ret == 0 && e)
         ret = obj_idx_rec_encode(e, &nb);
+    if (ret == 0 && e)
+        *dsum = rec_term((const uint8_t *)nb.data + at, nb.len - at);
+    if (l > 0)
+        *dsum -= rec_term((const uint8_t *)v.mv_data + at, (size_t)l);
     if (ret == 0 && v.mv_size > at + (size_t)l)
         ret = cm_buf_append(&nb, (const uint8_t *)v.mv_data + at + l,
                             v.mv_size - at - (size_t)l);
@@ -864,21 +890,22 @@ out:
     return ret;
 }
 
-/* Adds @delta to the bucket's count in @t (a missing record: created 0). */
+/* Adds @delta to the bucket's count and @dsum to its content sum in @t
+ * (a missing record: created 0). */
 static int count_add(struct obj_idx *x, MDB_txn *t, const char *bucket,
-                     int64_t delta)
+                     int64_t delta, uint64_t dsum)
 {
     int64_t created = 0;
-    uint64_t count = 0;
+    uint64_t count = 0, sum = 0;
     int ret;
 
-    if (delta == 0)
+    if (delta == 0 && dsum == 0)
         return 0;
-    ret = bucket_read(x, t, bucket, &created, &count);
+    ret = bucket_read(x, t, bucket, &created, &count, &sum);
     if (ret < 0 && ret != -ENOENT)
         return ret;
     count = (int64_t)count + delta < 0 ? 0 : (uint64_t)((int64_t)count + delta);
-    return bucket_write(x, t, bucket, created, count);
+    return bucket_write(x, t, bucket, created, count, sum + dsum);
 }
 
 static size_t mkpendkey(char *buf, const char *bucket, const uint8_t id[16]);
@@ -888,6 +915,7 @@ int obj_idx_put(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
                 struct obj_ent **old)
 {
     MDB_txn *t;
+    uint64_t dsum = 0;
     int delta = 0, ret;
 
     if (old)
@@ -895,9 +923,9 @@ int obj_idx_put(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
     ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
     if (ret < 0)
         return ret;
-    ret = group_change(x, t, bucket, e, e->key, e->key_len, old, &delta);
+    ret = group_change(x, t, bucket, e, e->key, e->key_len, old, &delta, &dsum);
     if (ret == 0)
-        ret = count_add(x, t, bucket, delta);
+        ret = count_add(x, t, bucket, delta, dsum);
     if (ret == 0) {
         char kb[64 + 16];
         MDB_val k = {mkpendkey(kb, bucket, e->id), kb};
@@ -919,6 +947,7 @@ int obj_idx_put_many(struct obj_idx *x, const char *bucket,
 {
     MDB_txn *t;
     int64_t total = 0;
+    uint64_t sum = 0;
     int ret;
 
     if (n == 0)
@@ -927,14 +956,16 @@ int obj_idx_put_many(struct obj_idx *x, const char *bucket,
     if (ret < 0)
         return ret;
     for (size_t i = 0; i < n && ret == 0; i++) {
+        uint64_t dsum = 0;
         int delta = 0;
 
         ret = group_change(x, t, bucket, e[i], e[i]->key, e[i]->key_len, NULL,
-                           &delta);
+                           &delta, &dsum);
         total += delta;
+        sum += dsum;
     }
     if (ret == 0)
-        ret = count_add(x, t, bucket, total);
+        ret = count_add(x, t, bucket, total, sum);
     return wtxn_end(t, ret);
 }
 
@@ -943,6 +974,7 @@ int obj_idx_remove(struct obj_idx *x, const char *bucket, const char *key,
                    size_t key_len, struct obj_ent **old)
 {
     MDB_txn *t;
+    uint64_t dsum = 0;
     int delta = 0, ret;
 
     if (old)
@@ -950,9 +982,9 @@ int obj_idx_remove(struct obj_idx *x, const char *bucket, const char *key,
     ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
     if (ret < 0)
         return ret;
-    ret = group_change(x, t, bucket, NULL, key, key_len, old, &delta);
+    ret = group_change(x, t, bucket, NULL, key, key_len, old, &delta, &dsum);
     if (ret == 0)
-        ret = count_add(x, t, bucket, delta);
+        ret = count_add(x, t, bucket, delta, dsum);
     ret = wtxn_end(t, ret);
     if (ret < 0 && old) {
         obj_ent_free(*old);
@@ -1064,6 +1096,48 @@ void obj_idx_cur_close(struct obj_idx_cur *c)
     mdb_cursor_close(c->c);
     rtxn_put(c->t, c->slot);
     free(c);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_verify(struct obj_idx *x, const char *bucket, const bool *stop,
+                   uint64_t *objects)
+{
+    struct obj_idx_cur *c;
+    struct obj_idx_view v;
+    uint64_t count = 0, sum = 0, want_count = 0, want_sum = 0, n = 0;
+    char prev[STOR_MAX_KEY_LEN];
+    size_t prev_len = 0;
+    int ret = obj_idx_cur_open(x, bucket, &c);
+
+    *objects = 0;
+    if (ret < 0)
+        return ret;
+    /* the bucket record and the walk see one snapshot (c->t) */
+    ret = bucket_read(x, c->t, bucket, NULL, &want_count, &want_sum);
+    if (ret < 0) {
+        obj_idx_cur_close(c);
+        return ret;
+    }
+    ret = obj_idx_cur_seek(c, NULL, 0, false);
+    while (ret == 0 && (ret = obj_idx_cur_next(c, &v)) == 0) {
+        if (v.key_len > sizeof(prev) ||
+            (n > 0 && obj_key_cmp(prev, prev_len, v.key, v.key_len) >= 0)) {
+            ret = -EBADMSG; /* out of order, or not a key */
+            break;
+        }
+        memcpy(prev, v.key, v.key_len);
+        prev_len = v.key_len;
+        n++;
+        count++;
+        sum += rec_term(v.rec, v.rec_len);
+        if ((n & 4095) == 0 && stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
+            ret = -ECANCELED;
+    }
+    if (ret == -ENOENT) /* the end of the bucket */
+        ret = count == want_count && sum == want_sum ? 0 : -EBADMSG;
+    obj_idx_cur_close(c);
+    *objects = count;
+    return ret;
 }
 
 /* ---- keys in flight (reconcile after a crash) ---- */

@@ -22,7 +22,9 @@ struct obj_ent;
 struct obj_idx;
 struct obj_idx_cur;
 
-#define OBJ_IDX_FORMAT  1   /* the state record's format number */
+#define OBJ_IDX_FORMAT                                                         \
+    2                       /* the state record's format number (2: bucket     \
+                                records carry a content sum) */
 #define OBJ_IDX_REC_VER 1   /* every object record starts with this */
 #define OBJ_IDX_KEYPFX  400 /* key bytes in an LMDB key (rest: in the value) */
 
@@ -73,6 +75,17 @@ CM_MUST_CHECK int obj_idx_state_get(struct obj_idx *x,
 /* Writes it (and flushes the index). 0 or -errno. */
 CM_MUST_CHECK int obj_idx_state_set(struct obj_idx *x,
                                     const struct obj_idx_state *st);
+
+/* Walks bucket @bucket in one read snapshot and checks it against its
+ * bucket record: every record decodes, keys ascend, and their number and
+ * content sum (a sum of a hash of each record's bytes, kept up to date by
+ * every write) equal the record's. *objects: records walked. 0 when all
+ * hold, -EBADMSG when not (damaged content), -ENOENT when the snapshot
+ * has no record of the bucket, -ECANCELED once *@stop is
+ * set (checked every 4096 records), -errno. Holds one read transaction
+ * for the walk: LMDB keeps the pages of that snapshot until it ends. */
+CM_MUST_CHECK int obj_idx_verify(struct obj_idx *x, const char *bucket,
+                                 const bool *stop, uint64_t *objects);
 
 /* ---- buckets ---- */
 /* Bucket record: creation time and object count. 0 or -ENOENT. */

@@ -631,14 +631,14 @@ static int load_buckets(struct stor_store *s)
 
 /* The pointer record every online drive keeps (FORMAT.md): which drive
  * holds the index of which generation, and whether it was closed cleanly
- * (then with the size and CRC-64 of its data file). */
+ * (then with the identity of its data file: size, inode, mtime, ctime). */
 struct idx_ptr {
     bool valid;
     char deployment[33];
     uint64_t gen;
     size_t drive;
     bool clean;
-    uint64_t size, crc;
+    uint64_t size, ino, mtime_ns, ctime_ns;
     char boot[40]; /* the kernel's boot id when the run opened it (dirty) */
 };
 
@@ -697,14 +697,18 @@ static void ptr_read(const char *drive, struct idx_ptr *p)
             seen |= 16;
         } else if (sscanf(line, "size=%llu", &v) == 1) {
             p->size = v;
-        } else if (sscanf(line, "crc=%llx", &v) == 1) {
-            p->crc = v;
+        } else if (sscanf(line, "ino=%llu", &v) == 1) {
+            p->ino = v;
+        } else if (sscanf(line, "mtime=%llu", &v) == 1) {
+            p->mtime_ns = v;
+        } else if (sscanf(line, "ctime=%llu", &v) == 1) {
+            p->ctime_ns = v;
         } else if (sscanf(line, "boot=%39s", hex) == 1) {
             memcpy(p->boot, hex, sizeof(p->boot));
         }
     }
     fclose(fp);
-    p->valid = seen == 31 && ver == 1;
+    p->valid = seen == 31 && ver == 2; /* 1: a CRC-64, not the identity */
 }
 
 /* Writes @p as DRIVE/.ecfs.sys/index.state (stor_sys_file_replace). */
@@ -715,11 +719,13 @@ static int ptr_write(const char *drive, const struct idx_ptr *p)
 
     len = snprintf(body, sizeof(body),
                    "# ecfs storaged index pointer; do not edit\n"
-                   "version=1\ndeployment=%s\ngen=%llu\ndrive=%zu\n"
-                   "clean=%d\nsize=%llu\ncrc=%016llx\nboot=%s\n",
+                   "version=2\ndeployment=%s\ngen=%llu\ndrive=%zu\n"
+                   "clean=%d\nsize=%llu\nino=%llu\nmtime=%llu\nctime=%llu\n"
+                   "boot=%s\n",
                    p->deployment, (unsigned long long)p->gen, p->drive,
                    p->clean ? 1 : 0, (unsigned long long)p->size,
-                   (unsigned long long)p->crc, p->boot[0] ? p->boot : "-");
+                   (unsigned long long)p->ino, (unsigned long long)p->mtime_ns,
+                   (unsigned long long)p->ctime_ns, p->boot[0] ? p->boot : "-");
     return stor_sys_file_replace(drive, IDX_PTR, body, (size_t)len);
 }
 
@@ -743,41 +749,22 @@ static size_t ptr_write_all(struct stor_store *s, const struct idx_ptr *p)
     return ok;
 }
 
-/* Size and CRC-64 of the file at @path. 0 or -errno. */
-static int file_crc(const char *path, uint64_t *size, uint64_t *crc)
+/* The identity of the file at @path into @p: size, inode, mtime and ctime
+ * (ns). Any write to the file, a copy or a replacement changes one of them
+ * (ctime cannot be set back from user space). 0 or -errno. */
+static int file_ident(const char *path, struct idx_ptr *p)
 {
-    size_t cap = 1u << 20;
-    uint8_t *buf = malloc(cap);
-    uint64_t off = 0, c = 0;
-    int fd, ret = 0;
+    struct stat st;
 
-    if (buf == NULL)
-        return -ENOMEM;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        ret = -errno;
-        free(buf);
-        return ret;
-    }
-    for (;;) {
-        ssize_t r = pread(fd, buf, cap, (off_t)off);
-
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            ret = -errno;
-            break;
-        }
-        if (r == 0)
-            break;
-        c = stor_crc64(c, buf, (size_t)r);
-        off += (uint64_t)r;
-    }
-    close(fd);
-    free(buf);
-    *size = off;
-    *crc = c;
-    return ret;
+    if (stat(path, &st) < 0)
+        return -errno;
+    p->size = (uint64_t)st.st_size;
+    p->ino = (uint64_t)st.st_ino;
+    p->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+                  (uint64_t)st.st_mtim.tv_nsec;
+    p->ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000u +
+                  (uint64_t)st.st_ctim.tv_nsec;
+    return 0;
 }
 
 static int idx_dir(char *buf, size_t cap, const char *drive)
@@ -837,7 +824,7 @@ static struct obj_idx *idx_trusted(struct stor_store *s,
     struct obj_idx *x = NULL;
     struct obj_idx_state st;
     struct bucket_cmp bc = {s, 0};
-    uint64_t size, crc;
+    struct idx_ptr now;
 
     if (!p->valid) {
         *why = "no index";
@@ -869,13 +856,14 @@ static struct obj_idx *idx_trusted(struct stor_store *s,
         }
     } else {
         snprintf(path, sizeof(path), "%s/data.mdb", dir);
-        if (file_crc(path, &size, &crc) < 0) {
+        if (file_ident(path, &now) < 0) {
             *why = "missing";
             return NULL;
         }
-        if (size != p->size || crc != p->crc) {
-            *why = "damaged (its checksum differs from the one kept at "
-                   "close)";
+        if (now.size != p->size || now.ino != p->ino ||
+            now.mtime_ns != p->mtime_ns || now.ctime_ns != p->ctime_ns) {
+            *why = "changed since its clean close (its size, inode or times "
+                   "differ from the ones kept at close)";
             return NULL;
         }
     }
@@ -1201,6 +1189,69 @@ int obj_load_rebuild(struct stor_store *s)
     return load_finish(s, t0);
 }
 
+struct verify_names {
+    char (*name)[64];
+    size_t n, cap;
+};
+
+/* obj_idx_bucket_each callback: collects the bucket names. */
+static int verify_name(void *arg, const char *bucket, int64_t created,
+                       uint64_t count)
+{
+    struct verify_names *vn = arg;
+
+    (void)created;
+    (void)count;
+    if (vn->n == vn->cap) {
+        size_t cap = vn->cap ? 2 * vn->cap : 16;
+        char(*grown)[64] = realloc(vn->name, cap * sizeof(*grown));
+
+        if (grown == NULL)
+            return -ENOMEM;
+        vn->name = grown;
+        vn->cap = cap;
+    }
+    snprintf(vn->name[vn->n++], 64, "%s", bucket);
+    return 0;
+}
+
+/* Contract in obj_i.h. */
+int obj_load_verify(struct stor_store *s)
+{
+    struct verify_names vn = {0};
+    double t0 = mono_s();
+    int ret = obj_idx_bucket_each(s->idx, verify_name, &vn);
+
+    for (size_t i = 0; i < vn.n && ret == 0; i++) {
+        uint64_t n = 0;
+
+        ret = obj_idx_verify(s->idx, vn.name[i], &s->load_stop, &n);
+        __atomic_add_fetch(&s->idx_verified, n, __ATOMIC_RELAXED);
+        if (ret == -ENOENT) /* deleted since the names were read */
+            ret = 0;
+        if (ret == -EBADMSG) {
+            __atomic_add_fetch(&s->idx_verify_bad, 1, __ATOMIC_RELAXED);
+            cm_log(CM_LOG_ERROR, 0,
+                   "index: bucket %s: its records differ from the count and "
+                   "content sum kept with them (damaged index file)",
+                   vn.name[i]);
+            obj_idx_failed(s, ret);
+        }
+    }
+    free(vn.name);
+    if (ret == 0) {
+        s->idx_verify_s = mono_s() - t0;
+        __atomic_store_n(&s->idx_verify_done, true, __ATOMIC_RELEASE);
+        cm_log(CM_LOG_INFO, 0,
+               "index: content verified: %llu records in %zu bucket(s) in "
+               "%.3f s",
+               (unsigned long long)__atomic_load_n(&s->idx_verified,
+                                                   __ATOMIC_RELAXED),
+               vn.n, s->idx_verify_s);
+    }
+    return ret;
+}
+
 /* Contract in obj_i.h. */
 void obj_index_close(struct stor_store *s)
 {
@@ -1228,7 +1279,7 @@ void obj_index_close(struct stor_store *s)
     s->idx = NULL;
     snprintf(path, sizeof(path), "%s/data.mdb", dir);
     if (ret == 0)
-        ret = file_crc(path, &p.size, &p.crc);
+        ret = file_ident(path, &p);
     if (ret < 0) {
         cm_log(CM_LOG_WARN, -ret, "index: not closed cleanly");
         return;
@@ -1382,6 +1433,16 @@ long obj_index_check(struct stor_store *s, bool rebuild, FILE *out)
     }
     for (size_t i = 0; i < s->nbuckets && diffs >= 0; i++) {
         long n = compare_bucket(x, nx, s->buckets[i]->name, out);
+        uint64_t nv = 0;
+
+        if (x &&
+            obj_idx_verify(x, s->buckets[i]->name, NULL, &nv) == -EBADMSG) {
+            fprintf(out,
+                    "index: bucket %s: its records differ from the count "
+                    "and content sum kept with them\n",
+                    s->buckets[i]->name);
+            n = n < 0 ? n : n + 1;
+        }
 
         diffs = n < 0 ? n : diffs + n;
     }
@@ -1413,7 +1474,7 @@ long obj_index_check(struct stor_store *s, bool rebuild, FILE *out)
         }
         snprintf(path, sizeof(path), "%s/data.mdb", dir);
         if (ret == 0)
-            ret = file_crc(path, &np.size, &np.crc);
+            ret = file_ident(path, &np);
         if (ret < 0)
             return ret;
         np.valid = true;

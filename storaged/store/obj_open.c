@@ -327,6 +327,17 @@ static void *rebuild_main(void *arg)
     return NULL;
 }
 
+/* Thread: the content check of the index a start trusted (obj_load.c). */
+static void *verify_main(void *arg)
+{
+    struct stor_store *s = arg;
+    int ret = obj_load_verify(s);
+
+    if (ret < 0 && ret != -ECANCELED && ret != -EBADMSG)
+        cm_log(CM_LOG_WARN, -ret, "index: the content check did not finish");
+    return NULL;
+}
+
 /* Contract in object.h. */
 bool stor_store_ready(struct stor_store *s)
 {
@@ -339,6 +350,7 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
                     char **err)
 {
     struct stor_store *s;
+    bool trusted;
     int ret;
 
     if (err)
@@ -382,6 +394,7 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
         *out = s;
         return 0;
     }
+    trusted = ret == 0;
     if (ret == 1)
         ret = obj_load_rebuild(s);
     if (ret < 0) {
@@ -393,6 +406,11 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
         set_err(err, "cannot start background threads: %s", strerror(-ret));
         goto fail;
     }
+    /* a trusted index was checked only by its file's identity: its content
+     * is checked while serving (FORMAT.md) */
+    if (trusted && s->threads_started &&
+        pthread_create(&s->load_thread, NULL, verify_main, s) == 0)
+        s->load_thread_started = true;
     cm_log(CM_LOG_INFO, 0,
            "store: deployment %s, %zu drives, %d set(s) of "
            "%d, EC %d+%d",

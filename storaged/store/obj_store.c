@@ -913,6 +913,13 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
         out->index_rebuild_s = s->idx_rebuild_s;
         out->index_open_s = s->idx_open_s;
     }
+    out->index_verified = __atomic_load_n(&s->idx_verified, __ATOMIC_RELAXED);
+    out->index_verify_bad =
+        __atomic_load_n(&s->idx_verify_bad, __ATOMIC_RELAXED);
+    out->index_verify_done =
+        __atomic_load_n(&s->idx_verify_done, __ATOMIC_ACQUIRE);
+    if (out->index_verify_done)
+        out->index_verify_s = s->idx_verify_s;
     if (out->index_dirs_done > 0)
         out->index_rebuild_estimate =
             out->index_dirs_done >= out->index_dirs_total

@@ -286,6 +286,10 @@ struct stor_store_stats {
     uint64_t index_rebuild_estimate; /* rebuild: objects expected in all
                                         (extrapolated from the directories
                                         read; 0 before the first) */
+    uint64_t index_verified;         /* records the content check walked */
+    uint64_t index_verify_bad;       /* buckets whose content differed */
+    bool index_verify_done;
+    double index_verify_s;
 };
 void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out);
 /* Per-drive figures for /metrics; @i < ndrives. */

@@ -101,6 +101,14 @@ def test_clean_restart_trusts_index_and_lost_index_is_rebuilt(storaged):
     assert metric(srv, "storaged_index_rebuilds_total") == 0
     assert snapshot(c, "idx") == before
     assert "empty" in [b["Name"] for b in c.list_buckets()["Buckets"]]
+    # the trusted index's content is checked while serving
+    deadline = time.monotonic() + 20
+    while metric(srv, "storaged_index_verify_done") != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert metric(srv, "storaged_index_verified_objects") == len(before[0])
+    assert metric(srv, "storaged_index_verify_damaged_buckets") == 0
+    assert "index: content verified" in srv.log_text()
     assert len(index_dirs(srv)) == 1  # one copy; the drives point at it
     # the offline tool refuses to run under a server, and touches nothing
     for cmd in ("rebuild", "check"):

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 #include <fcntl.h>
+#include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,6 +413,91 @@ static void test_put_many_and_reopen(void **st)
     obj_idx_close(x, false);
 }
 
+/* Flips one byte of the value of the first record of "obj" behind the
+ * index's back (LMDB directly, the index closed), as bit rot would. */
+static void damage_first_record(void)
+{
+    MDB_env *env;
+    MDB_txn *t;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    MDB_val k, v, nv;
+    uint8_t buf[4096];
+
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_set_mapsize(env, 1u << 30), 0);
+    assert_int_equal(mdb_env_open(env, dir, MDB_NOSYNC, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &t), 0);
+    assert_int_equal(mdb_dbi_open(t, "obj", 0, &dbi), 0);
+    assert_int_equal(mdb_cursor_open(t, dbi, &c), 0);
+    assert_int_equal(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+    assert_true(v.mv_size <= sizeof(buf) && v.mv_size > 60);
+    memcpy(buf, v.mv_data, v.mv_size);
+    buf[v.mv_size - 10] ^= 0x20; /* inside the record, past its header */
+    nv.mv_size = v.mv_size;
+    nv.mv_data = buf;
+    assert_int_equal(mdb_cursor_put(c, &k, &nv, MDB_CURRENT), 0);
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_txn_commit(t), 0);
+    mdb_env_close(env);
+}
+
+/* obj_idx_verify: records against the bucket's count and content sum,
+ * through puts, overwrites, removes and grouped long keys; damage found;
+ * a bucket without a record; a stop. */
+static void test_verify(void **st)
+{
+    struct obj_idx *x = idx_open();
+    struct obj_ent *es[5000];
+    char longk[900];
+    uint64_t n = 0;
+    bool stop = false;
+
+    (void)st;
+    assert_int_equal(obj_idx_bucket_set(x, "vb", 1), 0);
+    assert_int_equal(obj_idx_verify(x, "vb", NULL, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(obj_idx_verify(x, "nobucket", NULL, &n), -ENOENT);
+    for (int i = 0; i < 5000; i++) {
+        char k[32];
+
+        snprintf(k, sizeof(k), "key%05d", (i * 7919) % 5000);
+        es[i] = mk(k, strlen(k), (uint64_t)i + 1, i % 3, i % 2);
+    }
+    assert_int_equal(obj_idx_put_many(x, "vb", es, 5000), 0);
+    for (int i = 0; i < 5000; i++)
+        obj_ent_free(es[i]);
+    memset(longk, 'L', sizeof(longk));
+    for (int i = 0; i < 3; i++) { /* one group of three long keys */
+        struct obj_ent *e;
+
+        longk[sizeof(longk) - 1] = (char)('a' + i);
+        e = mk(longk, sizeof(longk), 9000 + (uint64_t)i, 1, 0);
+        assert_int_equal(obj_idx_put(x, "vb", e, NULL), 0);
+        obj_ent_free(e);
+    }
+    {
+        struct obj_ent *e = mk("key00007", 8, 77777, 2, 3); /* overwrite */
+
+        assert_int_equal(obj_idx_put(x, "vb", e, NULL), 0);
+        obj_ent_free(e);
+    }
+    assert_int_equal(obj_idx_remove(x, "vb", "key00011", 8, NULL), 0);
+    longk[sizeof(longk) - 1] = 'b'; /* the middle of the group */
+    assert_int_equal(obj_idx_remove(x, "vb", longk, sizeof(longk), NULL), 0);
+    assert_int_equal(obj_idx_verify(x, "vb", NULL, &n), 0);
+    assert_int_equal(n, 5000 + 3 - 2);
+    stop = true;
+    assert_int_equal(obj_idx_verify(x, "vb", &stop, &n), -ECANCELED);
+    obj_idx_close(x, true);
+
+    damage_first_record();
+    x = idx_open();
+    assert_int_equal(obj_idx_verify(x, "vb", NULL, &n), -EBADMSG);
+    obj_idx_close(x, false);
+}
+
 /* More readers at once than the pool holds: the blocking path makes its
  * own transaction, the nonblocking one answers -EAGAIN. */
 static void test_reader_pool_exhausted(void **st)
@@ -509,6 +595,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reader_pool_exhausted, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pend_and_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
