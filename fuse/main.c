@@ -836,7 +836,7 @@ int main(int argc, char *argv[])
     sc.insecure = fs.o.insecure != 0;
     if (sc.insecure)
         cm_log(CM_LOG_WARN, 0, INSECURE_WARNING, fs.o.endpoint);
-    ret = fs.o.pack_off ? 0 : fc_pack_load(&sc, fs.o.prefix, &fs.pack);
+    ret = fs.o.pack_off ? 0 : fc_pack_load(&sc, fs.o.prefix, NULL, &fs.pack);
     if (ret < 0) {
         fprintf(stderr, "ecfs: cannot load the pack index of s3://%s/%s: %s\n",
                 fs.o.bucket, fs.o.prefix, strerror(-ret));

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <uthash.h>
 
@@ -135,6 +136,8 @@ static int64_t get_dir(struct build *b, const char *k, uint32_t len)
     parent = get_dir(b, k, slash ? (uint32_t)(slash - k) : 0);
     if (parent < 0)
         return -1;
+    if (p->ndirs + p->nmembers >= UINT32_MAX) /* node ids are 32-bit */
+        return -1;
     if (p->ndirs == b->cap) {
         size_t nc = b->cap * 2;
         void *nd = realloc(p->dirs, nc * sizeof(*p->dirs));
@@ -231,13 +234,22 @@ bool fc_pack_is_dir(const struct fc_pack *p, uint64_t id, uint64_t *d)
     return true;
 }
 
+/* Releases the index bytes of @p as its owner says. */
+static void free_bytes(struct fc_pack *p)
+{
+    if (p->own == FC_PACK_FREE)
+        free(p->buf);
+    else if (p->own == FC_PACK_MUNMAP && p->buf != NULL)
+        munmap(p->buf, p->index_bytes ? p->index_bytes : 1);
+    p->buf = NULL;
+}
+
 void fc_pack_free(struct fc_pack *p)
 {
     if (p == NULL)
         return;
     free(p->shards);
-    free(p->members);
-    free(p->paths);
+    free_bytes(p);
     free(p->dirs);
     free(p->kids);
     free(p->checked);
@@ -273,6 +285,10 @@ static int decode_tables(struct fc_pack *p, const unsigned char *b, size_t len,
     p->pack_id = get64(b + 32);
     p->created = (int64_t)get64(b + 40);
     p->first_shard = get32(b + 48);
+    if (((uintptr_t)b & 7) != 0) {
+        *why = "index buffer not 8-byte aligned";
+        return -EINVAL;
+    }
     if (p->nmembers >= UINT32_MAX / 2 || p->paths_len > (1ull << 40)) {
         *why = "index too large";
         return -EINVAL;
@@ -289,10 +305,8 @@ static int decode_tables(struct fc_pack *p, const unsigned char *b, size_t len,
         return -EINVAL;
     }
     p->shards = calloc(p->nshards ? p->nshards : 1, sizeof(*p->shards));
-    p->members = calloc(p->nmembers ? p->nmembers : 1, sizeof(*p->members));
-    p->paths = malloc(p->paths_len + 1);
     p->checked = calloc(p->nmembers ? p->nmembers : 1, 1);
-    if (!p->shards || !p->members || !p->paths || !p->checked)
+    if (!p->shards || !p->checked)
         return -ENOMEM;
     q = b + FC_PACK_HDR_SIZE;
     for (uint32_t i = 0; i < p->nshards; i++, q += FC_PACK_SHARD_SIZE) {
@@ -300,19 +314,11 @@ static int decode_tables(struct fc_pack *p, const unsigned char *b, size_t len,
         memcpy(p->shards[i].etag, q + 8, FC_PACK_ETAG_MAX);
         p->shards[i].etag[FC_PACK_ETAG_MAX - 1] = '\0';
     }
-    const unsigned char *mt = q;
-    memcpy(p->paths, mt + p->nmembers * FC_PACK_MEMBER_SIZE, p->paths_len);
-    p->paths[p->paths_len] = '\0';
-    for (uint64_t i = 0; i < p->nmembers; i++, q += FC_PACK_MEMBER_SIZE) {
-        struct fc_pmember *m = &p->members[i];
-        m->path_off = get64(q);
-        m->size = get64(q + 8);
-        m->offset = get64(q + 16);
-        m->mtime_ns = (int64_t)get64(q + 24);
-        m->shard = get32(q + 32);
-        m->mode = get32(q + 36);
-        m->crc = get32(q + 40);
-        m->path_len = get32(q + 44);
+    /* the member table and the path blob are used in place */
+    p->members = (const struct fc_pmember *)(const void *)q;
+    p->paths = (const char *)q + p->nmembers * FC_PACK_MEMBER_SIZE;
+    for (uint64_t i = 0; i < p->nmembers; i++) {
+        const struct fc_pmember *m = &p->members[i];
         if (m->path_off >= p->paths_len ||
             m->path_len >= p->paths_len - m->path_off ||
             p->paths[m->path_off + m->path_len] != '\0' ||
@@ -425,15 +431,21 @@ out:
     return ret;
 }
 
-int fc_pack_decode(const void *buf, size_t len, struct fc_pack **out,
-                   const char **why)
+int fc_pack_decode(void *buf, size_t len, enum fc_pack_own own,
+                   struct fc_pack **out, const char **why)
 {
     struct fc_pack *p = calloc(1, sizeof(*p));
     int ret;
 
     *why = "out of memory";
-    if (p == NULL)
+    if (p == NULL) {
+        struct fc_pack tmp = {.buf = buf, .index_bytes = len, .own = own};
+        free_bytes(&tmp);
         return -ENOMEM;
+    }
+    p->buf = buf;
+    p->index_bytes = len;
+    p->own = own;
     ret = decode_tables(p, buf, len, why);
     if (ret == 0)
         ret = build_tree(p, why);
@@ -441,7 +453,6 @@ int fc_pack_decode(const void *buf, size_t len, struct fc_pack **out,
         fc_pack_free(p);
         return ret;
     }
-    p->index_bytes = len;
     *out = p;
     return 0;
 }

@@ -14,6 +14,7 @@
 
 #define FC_PACK_DIR         ".ecfs-pack/"
 #define FC_PACK_INDEX       ".ecfs-pack/index"
+#define FC_PACK_RETIRED     "retired-" /* in .ecfs-pack/: a replaced pack */
 #define FC_PACK_MAGIC       "ECFSPACK"
 #define FC_PACK_VERSION     1u
 #define FC_PACK_HDR_SIZE    64u
@@ -23,7 +24,9 @@
 #define FC_PACK_PATH_MAX    4096u /* longest member path (bytes, no NUL) */
 #define FC_PACK_NAME_MAX    255u  /* longest path component */
 
-/* One member as stored (and as kept in memory once loaded). */
+/* One member as stored. A loaded pack reads the member table in place (in
+ * the index buffer or the mapped index file), so this struct is the
+ * little-endian on-disk record byte for byte. */
 struct fc_pmember {
     uint64_t path_off; /* into the path blob */
     uint64_t size;
@@ -34,6 +37,11 @@ struct fc_pmember {
     uint32_t crc;      /* CRC-32C of the member's bytes */
     uint32_t path_len; /* bytes, no NUL */
 };
+_Static_assert(sizeof(struct fc_pmember) == FC_PACK_MEMBER_SIZE,
+               "struct fc_pmember is the 48-byte member record");
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "fuse/pack.c reads the little-endian member table in place"
+#endif
 
 struct fc_pshard {
     uint64_t size;
@@ -50,6 +58,13 @@ struct fc_pdir {
     uint32_t n;
 };
 
+/* Who releases the index bytes a pack points into (fc_pack_decode). */
+enum fc_pack_own {
+    FC_PACK_BORROW, /* the caller: they must outlive the pack */
+    FC_PACK_FREE,   /* free() */
+    FC_PACK_MUNMAP, /* munmap() (a mapped index file) */
+};
+
 /* A loaded pack. Node ids: member i (a file) is i; directory d is
  * nmembers + d; the root is directory 0. */
 struct fc_pack {
@@ -60,20 +75,32 @@ struct fc_pack {
     uint64_t nmembers;
     uint64_t ndirs;
     struct fc_pshard *shards;
-    struct fc_pmember *members; /* sorted by path, bytewise */
-    char *paths;                /* blob: each path NUL-terminated */
+    const struct fc_pmember *members; /* in the index bytes; sorted by path */
+    const char *paths;                /* blob: each path NUL-terminated */
     uint64_t paths_len;
     struct fc_pdir *dirs;
     uint32_t *kids;        /* node ids, grouped by dir, sorted by name */
     atomic_uchar *checked; /* per member: 0 unchecked, 1 good, 2 bad */
     size_t index_bytes;    /* size of the index object */
+    void *buf;             /* the index bytes (members and paths point in) */
+    enum fc_pack_own own;
+    /* owned by the mount (pack_ops.c): */
+    char etag[128];   /* of the index object, as sent (FC_ETAG_MAX) */
+    bool mapped_file; /* buf is a file in the cache directory */
+    uint32_t gen;     /* inode numbers carry it (bits 40..63) */
+    uint64_t nlookup; /* kernel lookups of its inodes not yet forgotten */
+    uint64_t opens;   /* open directory handles */
 };
 
-/* Decodes index bytes @buf of @len and builds the tree. 0 and *out, or
- * -EINVAL (not an index, bad CRC, unsorted or duplicate paths, a file
- * that is also a directory, out-of-range fields; @why says which),
- * -ENOTSUP (a newer version), -ENOMEM. @buf is not kept. */
-CM_MUST_CHECK int fc_pack_decode(const void *buf, size_t len,
+/* Checks index bytes @buf of @len (8-byte aligned) and builds the tree.
+ * The pack uses the member table and path blob in place: RAM per member
+ * is the 48-byte record in @buf plus 5 bytes (fuse/PACK.md). @own says who
+ * releases @buf: with FC_PACK_FREE or FC_PACK_MUNMAP this call does when
+ * it fails, fc_pack_free when it succeeds. 0 and *out, or -EINVAL (not an
+ * index, bad CRC, unsorted or duplicate paths, a file that is also a
+ * directory, out-of-range fields; @why says which), -ENOTSUP (a newer
+ * version), -ENOMEM. */
+CM_MUST_CHECK int fc_pack_decode(void *buf, size_t len, enum fc_pack_own own,
                                  struct fc_pack **out, const char **why);
 void fc_pack_free(struct fc_pack *p);
 

@@ -10,15 +10,20 @@
  * command instead of producing an empty mount. */
 #include "fuse/pack_ops.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/hash.h"
 #include "common/log.h"
@@ -28,35 +33,172 @@
 #include "fuse/s3.h"
 #include "fuse/stats.h"
 
-#define PK_KEY_MAX 1200
+#define PK_KEY_MAX   1200
+#define PK_CACHE_SUB "pack" /* CACHE_DIR/pack/: the mapped index files */
 
 static atomic_ulong pk_block_gets;  /* range GETs of shard blocks */
 static atomic_ulong pk_block_bytes; /* their bytes */
 static atomic_ulong pk_crc_errors;  /* members that failed their check */
 static atomic_ulong pk_reads;       /* FUSE reads of members */
 
+/* The mount's packs. The current one answers lookups under the root; a
+ * replaced one (its index changed on the server, seen after list_ttl)
+ * stays loaded while the kernel holds inodes of it (lookups not yet
+ * forgotten, open directories), so open files keep reading the version
+ * they opened. Inode numbers carry the pack's generation in bits 40..63,
+ * so no two versions share one (nor its page cache). */
+#define PK_GEN_SHIFT 40
+#define PK_NODE_MASK ((1ull << PK_GEN_SHIFT) - 1)
+#define PK_GEN_MAX   ((1u << 23) - 1) /* below FC_STATS_INO's bits */
+
+static struct {
+    pthread_mutex_t mu;
+    struct fc_pack *cur;
+    struct fc_pack **old; /* replaced, still held by the kernel */
+    size_t nold, capold;
+    double checked; /* fc_now() of the last index check */
+    bool reloading; /* a lookup is checking the index */
+    uint32_t next_gen;
+    char *dir; /* cache directory of the index files, or NULL */
+    char ident[PK_KEY_MAX];
+} pk = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static atomic_ulong pk_reloads; /* new index versions loaded */
+/* ro mount (the kernel refuses writing opens itself) whose kernel can skip
+ * opens: set in init */
+static bool pk_no_open;
+
 static struct fc_fs *fs_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
 }
 
-static uint64_t node_of(const struct fc_pack *p, fuse_ino_t ino)
+/* The pack holding inode @ino and its node id in *node (UINT64_MAX when
+ * @ino names no node of it); NULL when no loaded pack has its generation.
+ * pk.mu held. */
+static struct fc_pack *pack_of_locked(fuse_ino_t ino, uint64_t *node)
 {
-    if (ino == FUSE_ROOT_ID)
-        return p->nmembers;
-    if (ino < 2 || ino - 2 >= p->nmembers + p->ndirs || ino - 2 == p->nmembers)
-        return UINT64_MAX;
-    return ino - 2;
+    uint32_t gen = (uint32_t)(ino >> PK_GEN_SHIFT);
+    uint64_t n = ino & PK_NODE_MASK;
+    struct fc_pack *p = NULL;
+
+    *node = UINT64_MAX;
+    if (ino == FUSE_ROOT_ID) {
+        *node = pk.cur->nmembers;
+        return pk.cur;
+    }
+    if (pk.cur->gen == gen)
+        p = pk.cur;
+    for (size_t i = 0; p == NULL && i < pk.nold; i++)
+        if (pk.old[i]->gen == gen)
+            p = pk.old[i];
+    if (p && n >= 2 && n - 2 < p->nmembers + p->ndirs && n - 2 != p->nmembers)
+        *node = n - 2;
+    return p;
+}
+
+/* pack_of_locked taking the lock. The pack stays valid after it is
+ * dropped while the kernel holds @ino (a request on an inode implies it
+ * does), or for the root, while it is current or a handle holds it. */
+static struct fc_pack *pack_of(fuse_ino_t ino, uint64_t *node)
+{
+    struct fc_pack *p;
+
+    pthread_mutex_lock(&pk.mu);
+    p = pack_of_locked(ino, node);
+    pthread_mutex_unlock(&pk.mu);
+    return p;
 }
 
 static fuse_ino_t ino_of(const struct fc_pack *p, uint64_t node)
 {
-    return node == p->nmembers ? FUSE_ROOT_ID : (fuse_ino_t)node + 2;
+    return node == p->nmembers
+               ? FUSE_ROOT_ID
+               : ((fuse_ino_t)p->gen << PK_GEN_SHIFT) + (fuse_ino_t)node + 2;
 }
 
-static void node_stat(const struct fc_fs *fs, uint64_t node, struct stat *st)
+/* Frees @p once it is replaced and nothing holds it. pk.mu held. */
+static void maybe_free_locked(struct fc_pack *p)
 {
-    const struct fc_pack *p = fs->pack;
+    if (p == pk.cur || p->nlookup > 0 || p->opens > 0)
+        return;
+    for (size_t i = 0; i < pk.nold; i++)
+        if (pk.old[i] == p) {
+            pk.old[i] = pk.old[--pk.nold];
+            break;
+        }
+    cm_log(CM_LOG_INFO, 0, "ecfs: pack index version %u released", p->gen);
+    fc_pack_free(p);
+}
+
+/* Checks the index for a new version once list_ttl has passed since the
+ * last check (never on ro/immutable mounts: their index is the one of
+ * the mount), on a lookup: one HEAD, and the new index when it changed.
+ * Later lookups resolve in the new pack; inodes already looked up (open
+ * files among them) keep theirs. A failed check keeps the current pack. */
+static void maybe_reload(struct fc_fs *fs)
+{
+    struct fc_pack *np = NULL, *was;
+    char key[PK_KEY_MAX], etag[sizeof(pk.cur->etag)];
+    const char *why = "";
+    double now = fc_now();
+    bool due;
+    int ret;
+
+    if (fs->cache_forever)
+        return;
+    pthread_mutex_lock(&pk.mu);
+    due = !pk.reloading && now - pk.checked >= fs->o.list_ttl;
+    if (due)
+        pk.reloading = true;
+    memcpy(etag, pk.cur->etag, sizeof(etag));
+    pthread_mutex_unlock(&pk.mu);
+    if (!due)
+        return;
+    snprintf(key, sizeof(key), "%s" FC_PACK_INDEX, fs->o.prefix);
+    ret = fc_pack_fetch(fs->s3, key, pk.dir, pk.ident, etag, &np, &why);
+    pthread_mutex_lock(&pk.mu);
+    if (ret == 0 && pk.next_gen >= PK_GEN_MAX) {
+        fc_pack_free(np);
+        ret = -EOVERFLOW;
+        why = "too many index versions for one mount: remount";
+    } else if (ret == 0 && pk.nold == pk.capold) {
+        size_t nc = pk.capold ? pk.capold * 2 : 4;
+        void *no = realloc(pk.old, nc * sizeof(*pk.old));
+        if (no == NULL) {
+            fc_pack_free(np);
+            ret = -ENOMEM;
+        } else {
+            pk.old = no;
+            pk.capold = nc;
+        }
+    }
+    if (ret == 0) {
+        np->gen = ++pk.next_gen;
+        was = pk.cur;
+        pk.old[pk.nold++] = was;
+        pk.cur = np;
+        maybe_free_locked(was);
+        atomic_fetch_add(&pk_reloads, 1);
+    }
+    pk.checked = fc_now();
+    pk.reloading = false;
+    pthread_mutex_unlock(&pk.mu);
+    if (ret == 0)
+        cm_log(CM_LOG_INFO, 0,
+               "ecfs: s3://%s/%s changed: new lookups see "
+               "the new pack (%" PRIu64 " members, version %u)",
+               fs->o.bucket, key, np->nmembers, np->gen);
+    else if (ret < 0)
+        cm_log(CM_LOG_WARN, -ret,
+               "ecfs: checking s3://%s/%s%s%s: still "
+               "serving the loaded pack",
+               fs->o.bucket, key, why[0] ? ": " : "", why);
+}
+
+static void node_stat(const struct fc_fs *fs, const struct fc_pack *p,
+                      uint64_t node, struct stat *st)
+{
     const struct fc_pmember *m = NULL;
     uint64_t d;
 
@@ -96,18 +238,30 @@ static void node_stat(const struct fc_fs *fs, uint64_t node, struct stat *st)
 /* The counters as " name=value" pairs (fc_stats_fmt_fn, fuse/stats.c). */
 static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
 {
-    size_t bytes, blocks;
-    int n = fc_s3_stats_format(fs->s3, buf, cap);
+    size_t bytes, blocks, loaded = 0;
+    uint64_t members;
+    uint32_t shards;
+    size_t index_bytes;
+    int mapped, n = fc_s3_stats_format(fs->s3, buf, cap);
 
     fc_cache_usage(fs->cache, &bytes, &blocks);
+    pthread_mutex_lock(&pk.mu);
+    members = pk.cur->nmembers;
+    shards = pk.cur->nshards;
+    index_bytes = pk.cur->index_bytes;
+    mapped = pk.cur->mapped_file;
+    loaded = 1 + pk.nold;
+    pthread_mutex_unlock(&pk.mu);
     if (n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n,
                       " reads=%lu pack_members=%" PRIu64
                       " pack_shards=%u pack_index_bytes=%zu"
+                      " pack_index_mapped=%d pack_versions=%zu"
+                      " pack_reloads=%lu"
                       " pack_block_gets=%lu pack_block_bytes=%lu"
                       " pack_crc_errors=%lu cache_bytes=%zu cache_blocks=%zu",
-                      atomic_load(&pk_reads), fs->pack->nmembers,
-                      fs->pack->nshards, fs->pack->index_bytes,
+                      atomic_load(&pk_reads), members, shards, index_bytes,
+                      mapped, loaded, atomic_load(&pk_reloads),
                       atomic_load(&pk_block_gets), atomic_load(&pk_block_bytes),
                       atomic_load(&pk_crc_errors), bytes, blocks);
     return n;
@@ -116,23 +270,28 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
 static void pk_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fc_fs *fs = fs_of(req);
-    struct fc_pack *p = fs->pack;
     struct fuse_entry_param e;
-    uint64_t pn = node_of(p, parent), d, id;
+    struct fc_pack *p;
+    uint64_t pn, d, id;
 
     memset(&e, 0, sizeof(e));
-    if (pn == UINT64_MAX || !fc_pack_is_dir(p, pn, &d)) {
-        fuse_reply_err(req, ENOTDIR);
+    if (parent == FUSE_ROOT_ID)
+        maybe_reload(fs);
+    pthread_mutex_lock(&pk.mu);
+    p = pack_of_locked(parent, &pn);
+    if (p == NULL || pn == UINT64_MAX || !fc_pack_is_dir(p, pn, &d)) {
+        pthread_mutex_unlock(&pk.mu);
+        fuse_reply_err(req, p == NULL ? ENOENT : ENOTDIR);
         return;
     }
     id = fc_pack_lookup(p, d, name);
-    if (id == UINT64_MAX && d == 0 && !fs->o.no_stats &&
-        strcmp(name, FC_STATS_NAME) == 0) {
-        fc_stats_entry(fs, stats_format, &e);
-        fuse_reply_entry(req, &e);
-        return;
-    }
     if (id == UINT64_MAX) {
+        pthread_mutex_unlock(&pk.mu);
+        if (d == 0 && !fs->o.no_stats && strcmp(name, FC_STATS_NAME) == 0) {
+            fc_stats_entry(fs, stats_format, &e);
+            fuse_reply_entry(req, &e);
+            return;
+        }
         e.ino = 0; /* negative entry, cached like the attributes */
         e.entry_timeout = fs->o.negative_timeout;
         fuse_reply_entry(req, &e);
@@ -141,22 +300,48 @@ static void pk_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     e.ino = ino_of(p, id);
     e.attr_timeout = fs->o.attr_timeout;
     e.entry_timeout = fs->o.attr_timeout;
-    node_stat(fs, id, &e.attr);
-    fuse_reply_entry(req, &e);
+    node_stat(fs, p, id, &e.attr);
+    if (e.ino != FUSE_ROOT_ID)
+        p->nlookup++;
+    pthread_mutex_unlock(&pk.mu);
+    if (fuse_reply_entry(req, &e) != 0 && e.ino != FUSE_ROOT_ID) {
+        pthread_mutex_lock(&pk.mu); /* the kernel never got it */
+        p->nlookup--;
+        maybe_free_locked(p);
+        pthread_mutex_unlock(&pk.mu);
+    }
+}
+
+/* The kernel drops @n lookups of @ino. pk.mu held. */
+static void forget_locked(fuse_ino_t ino, uint64_t n)
+{
+    struct fc_pack *p;
+    uint64_t node;
+
+    if (ino == FUSE_ROOT_ID || ino == FC_STATS_INO)
+        return;
+    p = pack_of_locked(ino, &node);
+    if (p == NULL)
+        return;
+    p->nlookup = n > p->nlookup ? 0 : p->nlookup - n;
+    maybe_free_locked(p);
 }
 
 static void pk_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-    (void)ino;
-    (void)nlookup;
+    pthread_mutex_lock(&pk.mu);
+    forget_locked(ino, nlookup);
+    pthread_mutex_unlock(&pk.mu);
     fuse_reply_none(req);
 }
 
 static void pk_forget_multi(fuse_req_t req, size_t count,
                             struct fuse_forget_data *forgets)
 {
-    (void)count;
-    (void)forgets;
+    pthread_mutex_lock(&pk.mu);
+    for (size_t i = 0; i < count; i++)
+        forget_locked(forgets[i].ino, forgets[i].nlookup);
+    pthread_mutex_unlock(&pk.mu);
     fuse_reply_none(req);
 }
 
@@ -164,6 +349,7 @@ static void pk_getattr(fuse_req_t req, fuse_ino_t ino,
                        struct fuse_file_info *fi)
 {
     struct fc_fs *fs = fs_of(req);
+    struct fc_pack *p;
     uint64_t node;
     struct stat st;
 
@@ -173,12 +359,15 @@ static void pk_getattr(fuse_req_t req, fuse_ino_t ino,
         fuse_reply_attr(req, &st, 0);
         return;
     }
-    node = node_of(fs->pack, ino);
+    pthread_mutex_lock(&pk.mu);
+    p = pack_of_locked(ino, &node);
+    if (node != UINT64_MAX)
+        node_stat(fs, p, node, &st);
+    pthread_mutex_unlock(&pk.mu);
     if (node == UINT64_MAX) {
         fuse_reply_err(req, ENOENT);
         return;
     }
-    node_stat(fs, node, &st);
     fuse_reply_attr(req, &st, fs->o.attr_timeout);
 }
 
@@ -266,6 +455,7 @@ static void pk_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void pk_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct fc_fs *fs = fs_of(req);
+    struct fc_pack *p;
     uint64_t node, d;
 
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
@@ -276,13 +466,20 @@ static void pk_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fc_stats_open(req, fs, stats_format, fi);
         return;
     }
-    node = node_of(fs->pack, ino);
+    p = pack_of(ino, &node);
     if (node == UINT64_MAX) {
         fuse_reply_err(req, ENOENT);
         return;
     }
-    if (fc_pack_is_dir(fs->pack, node, &d)) {
+    if (fc_pack_is_dir(p, node, &d)) {
         fuse_reply_err(req, EISDIR);
+        return;
+    }
+    if (pk_no_open) {
+        /* reads need no handle (the inode names the version): the kernel
+         * stops sending OPEN and RELEASE, two round trips per file of a
+         * warm epoch, and keeps the page cache across opens */
+        fuse_reply_err(req, ENOSYS);
         return;
     }
     fi->keep_cache = 1; /* a pack never changes under its index */
@@ -291,9 +488,10 @@ static void pk_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 /* The block size of shard @sh: pack_block, or the whole shard with
  * -o pack_fetch=shard. */
-static size_t block_size(const struct fc_fs *fs, uint32_t sh)
+static size_t block_size(const struct fc_fs *fs, const struct fc_pack *p,
+                         uint32_t sh)
 {
-    uint64_t n = fs->pack->shards[sh].size;
+    uint64_t n = p->shards[sh].size;
 
     if (!fs->o.pack_whole)
         return fs->o.pack_block;
@@ -302,12 +500,11 @@ static size_t block_size(const struct fc_fs *fs, uint32_t sh)
 
 /* The referenced block @idx of shard @sh, fetched on a miss. 0 and *out,
  * or -errno. */
-static int get_block(struct fc_fs *fs, uint32_t sh, uint64_t idx,
-                     struct fc_block **out)
+static int get_block(struct fc_fs *fs, const struct fc_pack *p, uint32_t sh,
+                     uint64_t idx, struct fc_block **out)
 {
-    const struct fc_pack *p = fs->pack;
     const struct fc_pshard *s = &p->shards[sh];
-    size_t bs = block_size(fs, sh);
+    size_t bs = block_size(fs, p, sh);
     char key[PK_KEY_MAX], tag[64];
     const char *etag = s->etag;
     struct fc_block *b;
@@ -363,17 +560,18 @@ static int get_block(struct fc_fs *fs, uint32_t sh, uint64_t idx,
 
 /* Copies (or, with @out NULL, CRCs into *crc) bytes [off, off+len) of
  * member @m. 0 or -errno. */
-static int member_bytes(struct fc_fs *fs, const struct fc_pmember *m,
-                        uint64_t off, size_t len, char *out, uint32_t *crc)
+static int member_bytes(struct fc_fs *fs, const struct fc_pack *p,
+                        const struct fc_pmember *m, uint64_t off, size_t len,
+                        char *out, uint32_t *crc)
 {
-    size_t bs = block_size(fs, m->shard);
+    size_t bs = block_size(fs, p, m->shard);
     uint64_t pos = m->offset + off, end = m->offset + off + len;
 
     while (pos < end) {
         struct fc_block *b;
         uint64_t idx = pos / bs, in = pos - idx * bs;
         size_t n;
-        int ret = get_block(fs, m->shard, idx, &b);
+        int ret = get_block(fs, p, m->shard, idx, &b);
         if (ret < 0)
             return ret;
         if (in >= b->len) {
@@ -394,9 +592,8 @@ static int member_bytes(struct fc_fs *fs, const struct fc_pmember *m,
 }
 
 /* Checks member @i's CRC once: 0 when good, -EIO when not. */
-static int member_check(struct fc_fs *fs, uint64_t i)
+static int member_check(struct fc_fs *fs, struct fc_pack *p, uint64_t i)
 {
-    struct fc_pack *p = fs->pack;
     const struct fc_pmember *m = &p->members[i];
     unsigned char st = atomic_load(&p->checked[i]);
     uint32_t crc = 0;
@@ -406,7 +603,7 @@ static int member_check(struct fc_fs *fs, uint64_t i)
         return 0;
     if (st == 2)
         return -EIO;
-    ret = member_bytes(fs, m, 0, (size_t)m->size, NULL, &crc);
+    ret = member_bytes(fs, p, m, 0, (size_t)m->size, NULL, &crc);
     if (ret < 0)
         return ret; /* a fetch error: checked again by the next read */
     if (crc != m->crc) {
@@ -429,6 +626,7 @@ static void pk_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     struct fc_fs *fs = fs_of(req);
     const struct fc_pmember *m;
+    struct fc_pack *p;
     uint64_t node, d;
     char *buf;
     int ret;
@@ -438,18 +636,18 @@ static void pk_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fc_stats_read(req, fs, stats_format, size, off, fi);
         return;
     }
-    node = node_of(fs->pack, ino);
-    if (node == UINT64_MAX || fc_pack_is_dir(fs->pack, node, &d)) {
+    p = pack_of(ino, &node);
+    if (node == UINT64_MAX || fc_pack_is_dir(p, node, &d)) {
         fuse_reply_err(req, node == UINT64_MAX ? ENOENT : EISDIR);
         return;
     }
     atomic_fetch_add(&pk_reads, 1);
-    m = &fs->pack->members[node];
+    m = &p->members[node];
     if (off < 0 || (uint64_t)off >= m->size) {
         fuse_reply_buf(req, NULL, 0);
         return;
     }
-    ret = member_check(fs, node);
+    ret = member_check(fs, p, node);
     if (ret < 0) {
         fuse_reply_err(req, -ret);
         return;
@@ -460,7 +658,7 @@ static void pk_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    ret = member_bytes(fs, m, (uint64_t)off, size, buf, NULL);
+    ret = member_bytes(fs, p, m, (uint64_t)off, size, buf, NULL);
     if (ret < 0)
         fuse_reply_err(req, -ret);
     else
@@ -481,28 +679,59 @@ static void pk_opendir(fuse_req_t req, fuse_ino_t ino,
                        struct fuse_file_info *fi)
 {
     struct fc_fs *fs = fs_of(req);
-    uint64_t node = node_of(fs->pack, ino), d;
+    struct fc_pack *p;
+    uint64_t node, d;
 
-    if (node == UINT64_MAX || !fc_pack_is_dir(fs->pack, node, &d)) {
+    pthread_mutex_lock(&pk.mu);
+    p = pack_of_locked(ino, &node);
+    if (node != UINT64_MAX && fc_pack_is_dir(p, node, &d))
+        p->opens++; /* the handle reads this version, even the root's */
+    else
+        p = NULL;
+    pthread_mutex_unlock(&pk.mu);
+    if (p == NULL) {
         fuse_reply_err(req, ENOTDIR);
         return;
     }
+    fi->fh = (uint64_t)(uintptr_t)p;
     fi->cache_readdir = 1;
-    fi->keep_cache = 1;
-    fuse_reply_open(req, fi);
+    /* the root shows the current version: its cached listing may not
+     * outlive a reload */
+    fi->keep_cache = ino != FUSE_ROOT_ID || fs->cache_forever;
+    if (fuse_reply_open(req, fi) != 0) {
+        pthread_mutex_lock(&pk.mu);
+        p->opens--;
+        maybe_free_locked(p);
+        pthread_mutex_unlock(&pk.mu);
+    }
+}
+
+static void pk_releasedir(fuse_req_t req, fuse_ino_t ino,
+                          struct fuse_file_info *fi)
+{
+    struct fc_pack *p = (struct fc_pack *)(uintptr_t)fi->fh;
+
+    (void)ino;
+    pthread_mutex_lock(&pk.mu);
+    p->opens--;
+    maybe_free_locked(p);
+    pthread_mutex_unlock(&pk.mu);
+    fuse_reply_err(req, 0);
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       bool plus)
+                       struct fuse_file_info *fi, bool plus)
 {
     struct fc_fs *fs = fs_of(req);
-    const struct fc_pack *p = fs->pack;
-    uint64_t node = node_of(p, ino), d;
+    struct fc_pack *p = (struct fc_pack *)(uintptr_t)fi->fh;
+    uint64_t node, d, looked = 0;
     const struct fc_pdir *dir;
     size_t pos = 0, ent;
     char *buf;
 
-    if (node == UINT64_MAX || !fc_pack_is_dir(p, node, &d)) {
+    /* the handle's version (opendir), whatever is current now */
+    node = ino == FUSE_ROOT_ID ? p->nmembers : (ino & PK_NODE_MASK) - 2;
+    if (!fc_pack_is_dir(p, node, &d)) {
         fuse_reply_err(req, ENOTDIR);
         return;
     }
@@ -527,7 +756,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             const char *nm = fc_pack_node_name(p, id, &nl);
             memcpy(name, nm, nl);
             name[nl] = '\0';
-            node_stat(fs, id, &e.attr);
+            node_stat(fs, p, id, &e.attr);
             e.ino = ino_of(p, id);
             e.attr_timeout = fs->o.attr_timeout;
             e.entry_timeout = fs->o.attr_timeout;
@@ -541,46 +770,63 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         if (ent > size - pos)
             break;
         pos += ent;
+        if (plus && i >= 2 && e.ino != FUSE_ROOT_ID)
+            looked++; /* the kernel counts a lookup per entry */
     }
-    fuse_reply_buf(req, buf, pos);
+    if (looked > 0) {
+        pthread_mutex_lock(&pk.mu);
+        p->nlookup += looked;
+        pthread_mutex_unlock(&pk.mu);
+    }
+    if (fuse_reply_buf(req, buf, pos) != 0 && looked > 0) {
+        pthread_mutex_lock(&pk.mu);
+        p->nlookup -= looked;
+        pthread_mutex_unlock(&pk.mu);
+    }
     free(buf);
 }
 
 static void pk_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
-    (void)fi;
-    do_readdir(req, ino, size, off, false);
+    do_readdir(req, ino, size, off, fi, false);
 }
 
 static void pk_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
                            off_t off, struct fuse_file_info *fi)
 {
-    (void)fi;
-    do_readdir(req, ino, size, off, true);
+    do_readdir(req, ino, size, off, fi, true);
 }
 
 static void pk_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-    struct fc_fs *fs = fs_of(req);
     struct statvfs sv;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, nodes;
 
     (void)ino;
-    for (uint32_t i = 0; i < fs->pack->nshards; i++)
-        bytes += fs->pack->shards[i].size;
+    pthread_mutex_lock(&pk.mu);
+    for (uint32_t i = 0; i < pk.cur->nshards; i++)
+        bytes += pk.cur->shards[i].size;
+    nodes = pk.cur->nmembers + pk.cur->ndirs;
+    pthread_mutex_unlock(&pk.mu);
     memset(&sv, 0, sizeof(sv));
     sv.f_bsize = 4096;
     sv.f_frsize = 4096;
     sv.f_blocks = (fsblkcnt_t)((bytes + 4095) / 4096);
-    sv.f_files = (fsfilcnt_t)(fs->pack->nmembers + fs->pack->ndirs);
+    sv.f_files = (fsfilcnt_t)nodes;
     sv.f_namemax = FC_PACK_NAME_MAX;
     fuse_reply_statfs(req, &sv);
 }
 
 static void pk_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    struct fc_fs *fs = userdata;
+
+    pthread_mutex_lock(&pk.mu);
+    pk.cur = fs->pack; /* version 0; fs->pack is ours until destroy */
+    pk.checked = fc_now();
+    pthread_mutex_unlock(&pk.mu);
+    pk_no_open = fs->o.ro && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
     if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO)
@@ -589,8 +835,25 @@ static void pk_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 }
 
+/* Frees the replaced versions; the current one goes back to fs->pack,
+ * which main.c frees. */
+static void pk_destroy(void *userdata)
+{
+    struct fc_fs *fs = userdata;
+
+    pthread_mutex_lock(&pk.mu);
+    for (size_t i = 0; i < pk.nold; i++)
+        fc_pack_free(pk.old[i]);
+    free(pk.old);
+    pk.old = NULL;
+    pk.nold = pk.capold = 0;
+    fs->pack = pk.cur;
+    pthread_mutex_unlock(&pk.mu);
+}
+
 const struct fuse_lowlevel_ops fc_pack_ops = {
     .init = pk_init,
+    .destroy = pk_destroy,
     .lookup = pk_lookup,
     .forget = pk_forget,
     .forget_multi = pk_forget_multi,
@@ -607,54 +870,251 @@ const struct fuse_lowlevel_ops fc_pack_ops = {
     .read = pk_read,
     .release = pk_release,
     .opendir = pk_opendir,
+    .releasedir = pk_releasedir,
     .readdir = pk_readdir,
     .readdirplus = pk_readdirplus,
     .statfs = pk_statfs,
     .create = pk_create,
 };
 
+/* The cache file of the index @key of @ident at @etag (@size bytes):
+ * DIR/pack/<crc64 of ident+key>-<crc64 of etag>-<size>.idx. */
+static void cache_name(char *out, size_t cap, const char *dir,
+                       const char *ident, const char *key, const char *etag,
+                       uint64_t size, bool stem)
+{
+    uint64_t h = cm_crc64(cm_crc64(0, ident, strlen(ident)), key, strlen(key));
+
+    if (stem)
+        snprintf(out, cap, "%016" PRIx64 "-", h);
+    else
+        snprintf(out, cap,
+                 "%s/" PK_CACHE_SUB "/%016" PRIx64 "-%016" PRIx64 "-%" PRIu64
+                 ".idx",
+                 dir, h, cm_crc64(0, etag, strlen(etag)), size);
+}
+
+/* Unlinks the other cached indexes of the same stem as @keep (older
+ * versions: a mount still mapping one keeps its pages). */
+static void cache_prune(const char *dir, const char *stem, const char *keep)
+{
+    char sub[PATH_MAX];
+    struct dirent *e;
+    DIR *d;
+
+    snprintf(sub, sizeof(sub), "%s/" PK_CACHE_SUB, dir);
+    d = opendir(sub);
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, stem, strlen(stem)) != 0 ||
+            strcmp(e->d_name, keep) == 0)
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno != ENOENT)
+            cm_log(CM_LOG_WARN, errno, "ecfs: cannot remove %s/%s", sub,
+                   e->d_name);
+    }
+    closedir(d);
+}
+
+/* Maps the cached index file @path of @size bytes: 0 and *out, or -errno
+ * (-ENOENT when absent, -EINVAL when it fails its checks: then removed). */
+static int cache_open(const char *path, uint64_t size, struct fc_pack **out,
+                      const char **why)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    void *m;
+    int ret;
+
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size || size == 0) {
+        close(fd);
+        unlink(path);
+        return -ENOENT;
+    }
+    m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -errno;
+    ret = fc_pack_decode(m, (size_t)size, FC_PACK_MUNMAP, out, why);
+    if (ret == -EINVAL) {
+        cm_log(CM_LOG_WARN, EINVAL,
+               "ecfs: cached pack index %s: %s: fetched "
+               "again",
+               path, *why);
+        unlink(path);
+    }
+    return ret;
+}
+
+/* GETs @key (@o from its HEAD) into a new file @path (a temporary file
+ * renamed into place once complete) and maps it: 0 and *buf, or -errno
+ * (a disk error: the caller fetches into memory instead). */
+static int cache_fetch(struct fc_s3 *s, const char *key,
+                       const struct fc_s3_obj *o, const char *path, void **buf)
+{
+    char tmp[PATH_MAX + 32];
+    ssize_t got;
+    void *m;
+    int fd, ret;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)getpid());
+    fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    /* blocks allocated up front: a full disk is an error here, not a
+     * SIGBUS on a store into the mapping */
+    ret = posix_fallocate(fd, 0, (off_t)o->size);
+    if (ret != 0) {
+        close(fd);
+        unlink(tmp);
+        return -ret;
+    }
+    m = mmap(NULL, (size_t)o->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        ret = -errno;
+        unlink(tmp);
+        return ret;
+    }
+    got = fc_s3_get(s, key, 0, 0, o->size, o->etag, m, NULL);
+    if (got >= 0 && (uint64_t)got != o->size)
+        got = -EIO;
+    if (got < 0 || mprotect(m, (size_t)o->size, PROT_READ) < 0 ||
+        rename(tmp, path) < 0) {
+        ret = got < 0 ? (int)got : -errno;
+        munmap(m, (size_t)o->size);
+        unlink(tmp);
+        return ret;
+    }
+    *buf = m;
+    return 0;
+}
+
+int fc_pack_fetch(struct fc_s3 *s, const char *key, const char *dir,
+                  const char *ident, const char *same_etag,
+                  struct fc_pack **out, const char **why)
+{
+    char path[PATH_MAX], stem[40];
+    struct fc_s3_obj o;
+    int ret = 0;
+
+    *why = "";
+    *out = NULL;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        void *buf = NULL;
+        bool mapped = false;
+
+        ret = fc_s3_head(s, key, &o);
+        if (ret < 0)
+            return ret;
+        if (same_etag && o.etag[0] && strcmp(o.etag, same_etag) == 0)
+            return 1;
+        if (o.size == 0 || o.size > SIZE_MAX / 2) {
+            *why = "not a pack index (bad size)";
+            return -EINVAL;
+        }
+        if (dir && o.etag[0]) {
+            cache_name(path, sizeof(path), dir, ident, key, o.etag, o.size,
+                       false);
+            ret = cache_open(path, o.size, out, why);
+            if (ret == 0 || ret == -ENOTSUP || ret == -ENOMEM)
+                goto got;
+            ret = cache_fetch(s, key, &o, path, &buf);
+            if (ret == -ESTALE)
+                continue; /* replaced between the HEAD and the GET */
+            if (ret == 0)
+                mapped = true;
+            else
+                cm_log(CM_LOG_WARN, -ret,
+                       "ecfs: cannot keep the pack index "
+                       "in %s: kept in memory",
+                       path);
+        }
+        if (buf == NULL) {
+            ssize_t got;
+            buf = malloc((size_t)o.size);
+            if (buf == NULL)
+                return -ENOMEM;
+            got = fc_s3_get(s, key, 0, 0, o.size, o.etag, buf, NULL);
+            if (got >= 0 && (uint64_t)got != o.size)
+                got = -EIO;
+            if (got < 0) {
+                free(buf);
+                if (got == -ESTALE)
+                    continue;
+                return (int)got;
+            }
+        }
+        ret = fc_pack_decode(buf, (size_t)o.size,
+                             mapped ? FC_PACK_MUNMAP : FC_PACK_FREE, out, why);
+        if (ret < 0 && mapped)
+            unlink(path);
+got:
+        if (ret < 0)
+            return ret;
+        snprintf((*out)->etag, sizeof((*out)->etag), "%s", o.etag);
+        (*out)->mapped_file = dir && (*out)->own == FC_PACK_MUNMAP;
+        if ((*out)->mapped_file) {
+            cache_name(stem, sizeof(stem), dir, ident, key, "", 0, true);
+            cache_prune(dir, stem, strrchr(path, '/') + 1);
+        }
+        return 0;
+    }
+    *why = "the index kept changing while it was read";
+    return -EAGAIN;
+}
+
+/* The cache directory's subfolder of pack indexes, created when absent:
+ * 0, or -errno. */
+static int cache_mkdir(const char *dir)
+{
+    char sub[PATH_MAX];
+
+    snprintf(sub, sizeof(sub), "%s/" PK_CACHE_SUB, dir);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    if (mkdir(sub, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
 int fc_pack_load(const struct fc_s3_conf *sc, const char *prefix,
-                 struct fc_pack **out)
+                 const char *cache_dir, struct fc_pack **out)
 {
     struct fc_s3_conf c = *sc;
-    struct fc_s3 *s;
-    struct fc_s3_obj o;
-    char key[PK_KEY_MAX];
+    char key[PK_KEY_MAX], ident[PK_KEY_MAX];
     const char *why = "";
-    ssize_t got;
-    char *buf;
+    struct fc_s3 *s;
     int ret;
 
     *out = NULL;
     c.max_conns = 1;
     c.retries = CM_MIN(sc->retries, 2u);
+    if (cache_dir && cache_mkdir(cache_dir) < 0) {
+        cm_log(CM_LOG_WARN, errno,
+               "ecfs: cannot create %s/" PK_CACHE_SUB
+               ": the pack index is kept in memory",
+               cache_dir);
+        cache_dir = NULL;
+    }
     ret = fc_s3_create(&c, &s);
     if (ret < 0)
         return ret;
     snprintf(key, sizeof(key), "%s" FC_PACK_INDEX, prefix);
-    ret = fc_s3_head(s, key, &o);
-    if (ret == -ENOENT) {
-        fc_s3_destroy(s);
-        return 0;
+    snprintf(ident, sizeof(ident), "%s\n%s", sc->endpoint, sc->bucket);
+    ret = fc_pack_fetch(s, key, cache_dir, ident, NULL, out, &why);
+    if (ret == 0) { /* for the daemon's reloads (after the fork) */
+        memcpy(pk.ident, ident, sizeof(pk.ident));
+        free(pk.dir);
+        pk.dir = cache_dir ? strdup(cache_dir) : NULL;
     }
-    if (ret < 0)
-        goto out;
-    buf = malloc(o.size ? o.size : 1);
-    if (buf == NULL) {
-        ret = -ENOMEM;
-        goto out;
-    }
-    got = fc_s3_get(s, key, 0, 0, o.size, "", buf, NULL);
-    if (got < 0) {
-        ret = (int)got;
-        free(buf);
-        goto out;
-    }
-    ret = fc_pack_decode(buf, (size_t)got, out, &why);
-    free(buf);
-    if (ret < 0)
+    if (ret == -ENOENT)
+        ret = 0;
+    else if (ret < 0 && why[0])
         fprintf(stderr, "ecfs: s3://%s/%s: %s\n", sc->bucket, key, why);
-out:
     fc_s3_destroy(s);
     return ret;
 }

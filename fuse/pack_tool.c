@@ -31,6 +31,7 @@
 #include "fuse/creds.h"
 #include "fuse/listxml.h"
 #include "fuse/pack.h"
+#include "fuse/pack_ops.h"
 #include "fuse/s3.h"
 
 #define PART_SIZE    (16u << 20)
@@ -67,6 +68,7 @@ struct packer {
     unsigned max_conns, retries;
     uint64_t shard_size;
     bool shuffled, replace, resume, quiet;
+    int64_t keep_replaced; /* seconds a replaced pack's shards stay */
     uint64_t seed;
     /* source */
     bool src_local;
@@ -114,7 +116,7 @@ static void usage(FILE *f)
     fprintf(
         f, "usage: ecfs pack SRC BUCKET[:PREFIX] -o endpoint=URL[,options]\n"
            "                 [--shard-size 256M] [--order sorted|shuffled]\n"
-           "                 [--seed N] [--replace]\n"
+           "                 [--seed N] [--replace [--keep-replaced 1h]]\n"
            "\n"
            "Packs SRC (a local directory, or BUCKET[:PREFIX] on the endpoint,\n"
            "streamed) into plain POSIX tar shards PREFIX/.ecfs-pack/shard-"
@@ -139,6 +141,10 @@ static void usage(FILE *f)
            "    --seed N            seed of --order shuffled (0)\n"
            "    --replace           replace a pack already at the "
            "destination\n"
+           "    --keep-replaced T   keep a replaced pack's shards for T (1h;\n"
+           "                        0, 90s, 30m, 2d): mounts that still hold\n"
+           "                        its index read them; a later --replace\n"
+           "                        deletes them\n"
            "    -q                  no progress line\n"
            "Credentials as for the mount: passwd_file, profile, "
            "AWS_ACCESS_KEY_ID/\n"
@@ -146,6 +152,38 @@ static void usage(FILE *f)
            "Exit status 0 on success, 1 on any error (no pack is then "
            "visible,\n"
            "an earlier one stays as it was).\n");
+}
+
+/* "N" or "N" + s/m/h/d: seconds. */
+static int parse_duration(const char *s, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno || end == s || v < 0)
+        return -EINVAL;
+    switch (*end) {
+    case 'd':
+        v *= 24;
+        /* fall through */
+    case 'h':
+        v *= 60;
+        /* fall through */
+    case 'm':
+        v *= 60;
+        /* fall through */
+    case 's':
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (*end != '\0' || v > (1ll << 40))
+        return -EINVAL;
+    *out = v;
+    return 0;
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -787,8 +825,7 @@ static int dry_run(struct packer *k, const struct fc_pmember *mem,
     free(tmp);
     if (idx == NULL)
         return -ENOMEM;
-    ret = fc_pack_decode(idx, len, &p, &why);
-    free(idx);
+    ret = fc_pack_decode(idx, len, FC_PACK_FREE, &p, &why);
     if (ret < 0) {
         fprintf(stderr, "ecfs pack: the source cannot be packed: %s\n", why);
         return -EINVAL;
@@ -802,26 +839,13 @@ static int dry_run(struct packer *k, const struct fc_pmember *mem,
 static int load_old(struct packer *k, struct fc_pack **old)
 {
     char key[1200];
-    struct fc_s3_obj o;
     const char *why = "";
-    char *buf;
-    ssize_t got;
     int ret;
 
     snprintf(key, sizeof(key), "%s" FC_PACK_INDEX, k->prefix);
-    ret = fc_s3_head(k->s3, key, &o);
-    if (ret < 0)
+    ret = fc_pack_fetch(k->s3, key, NULL, "", NULL, old, &why);
+    if (ret < 0 && ret != -EINVAL)
         return ret;
-    buf = malloc(o.size ? o.size : 1);
-    if (buf == NULL)
-        return -ENOMEM;
-    got = fc_s3_get(k->s3, key, 0, 0, o.size, "", buf, NULL);
-    if (got < 0) {
-        free(buf);
-        return (int)got;
-    }
-    ret = fc_pack_decode(buf, (size_t)got, old, &why);
-    free(buf);
     if (ret < 0) {
         fprintf(stderr, "ecfs pack: s3://%s/%s is not a valid index (%s)\n",
                 k->bucket, key, why);
@@ -841,16 +865,56 @@ static void delete_shards(struct packer *k, uint32_t first, uint32_t n)
     }
 }
 
-/* After a --replace: deletes the shards older than the replaced pack's
- * (numbers below @keep_from). The replaced pack's own shards stay until the
- * next replace, so mounts still using its index keep reading. */
-static void delete_older_shards(struct packer *k, uint32_t keep_from)
+/* A replaced pack's marker: PREFIX.ecfs-pack/retired-FIRST-COUNT-UNIXTIME
+ * (empty). Parses @name (after the prefix); false when it is not one. */
+static bool parse_retired(const char *name, uint32_t *first, uint32_t *n,
+                          int64_t *when)
 {
-    char prefix[1200], *token = NULL;
-    size_t plen;
+    unsigned long f, c;
+    long long t;
+    int used = 0;
+
+    if (sscanf(name, FC_PACK_RETIRED "%lu-%lu-%lld%n", &f, &c, &t, &used) !=
+            3 ||
+        name[used] != '\0' || f > UINT32_MAX || c > UINT32_MAX - f)
+        return false;
+    *first = (uint32_t)f;
+    *n = (uint32_t)c;
+    *when = t;
+    return true;
+}
+
+/* After a --replace: marks the replaced pack's shards retired (now), then
+ * deletes the shards of every pack retired at least --keep-replaced ago,
+ * and any shard numbered below the new pack's that no marker keeps (packs
+ * retired before markers existed). Mounts holding a replaced index (open
+ * files, ro mounts) keep reading it for that long. */
+static void retire_shards(struct packer *k, const struct fc_pack *old)
+{
+    struct ret_mark {
+        uint32_t first, n;
+        int64_t when;
+        char *key;
+    } *marks = NULL;
+    size_t nmarks = 0, cap = 0;
+    char prefix[1200], key[1200], *token = NULL;
+    uint32_t *nos = NULL;
+    size_t nnos = 0, capnos = 0, plen;
+    int64_t now = (int64_t)time(NULL);
     int ret;
 
-    snprintf(prefix, sizeof(prefix), "%s" FC_PACK_DIR "shard-", k->prefix);
+    snprintf(key, sizeof(key), "%s" FC_PACK_DIR FC_PACK_RETIRED "%u-%u-%lld",
+             k->prefix, old->first_shard, old->nshards, (long long)now);
+    {
+        struct fc_s3_body b = {.data = "", .fd = -1, .len = 0};
+        char etag[FC_ETAG_MAX];
+        if (fc_s3_put(k->s3, key, &b, etag) < 0)
+            fprintf(stderr,
+                    "ecfs pack: warning: cannot write %s: the "
+                    "replaced shards go at the next --replace\n",
+                    key);
+    }
+    snprintf(prefix, sizeof(prefix), "%s" FC_PACK_DIR, k->prefix);
     plen = strlen(prefix);
     do {
         struct fc_listpage pg;
@@ -859,27 +923,80 @@ static void delete_older_shards(struct packer *k, uint32_t keep_from)
         free(token);
         token = NULL;
         for (size_t i = 0; ret == 0 && i < pg.nobjs; i++) {
-            const char *key = pg.objs[i].key;
+            const char *name = pg.objs[i].key + plen;
+            struct ret_mark m;
             char *end;
             unsigned long no;
-            if (strncmp(key, prefix, plen) != 0)
+            if (strncmp(pg.objs[i].key, prefix, plen) != 0)
                 continue;
-            no = strtoul(key + plen, &end, 10);
-            if (end == key + plen || strcmp(end, ".tar") != 0 ||
-                no >= keep_from)
+            if (parse_retired(name, &m.first, &m.n, &m.when)) {
+                if (nmarks == cap) {
+                    void *nm =
+                        realloc(marks, (cap = cap * 2 + 8) * sizeof(*marks));
+                    if (nm == NULL) {
+                        ret = -ENOMEM;
+                        break;
+                    }
+                    marks = nm;
+                }
+                m.key = strdup(pg.objs[i].key);
+                if (m.key == NULL) {
+                    ret = -ENOMEM;
+                    break;
+                }
+                marks[nmarks++] = m;
                 continue;
-            if (fc_s3_delete(k->s3, key) < 0)
-                fprintf(stderr, "ecfs pack: warning: cannot delete %s\n", key);
+            }
+            if (strncmp(name, "shard-", 6) != 0)
+                continue;
+            no = strtoul(name + 6, &end, 10);
+            if (end == name + 6 || strcmp(end, ".tar") != 0 ||
+                no >= k->first_shard)
+                continue; /* the new pack's, or not a shard */
+            if (nnos == capnos) {
+                void *nn =
+                    realloc(nos, (capnos = capnos * 2 + 64) * sizeof(*nos));
+                if (nn == NULL) {
+                    ret = -ENOMEM;
+                    break;
+                }
+                nos = nn;
+            }
+            nos[nnos++] = (uint32_t)no;
         }
         if (ret == 0 && pg.truncated && pg.next_token)
             token = strdup(pg.next_token);
         fc_listpage_fini(&pg);
     } while (token);
-    if (ret < 0)
+    if (ret < 0) {
         fprintf(stderr,
-                "ecfs pack: warning: cannot list %s* to delete old "
-                "shards: %s\n",
+                "ecfs pack: warning: cannot list %s to delete "
+                "replaced shards: %s\n",
                 prefix, strerror(-ret));
+        goto out;
+    }
+    for (size_t i = 0; i < nnos; i++) {
+        bool keep = false;
+        for (size_t j = 0; j < nmarks && !keep; j++)
+            keep = nos[i] >= marks[j].first &&
+                   nos[i] - marks[j].first < marks[j].n &&
+                   now - marks[j].when < k->keep_replaced;
+        if (keep)
+            continue;
+        shard_key_of(k, nos[i], key, sizeof(key));
+        if (fc_s3_delete(k->s3, key) < 0)
+            fprintf(stderr, "ecfs pack: warning: cannot delete %s\n", key);
+    }
+    for (size_t j = 0; j < nmarks; j++)
+        if (now - marks[j].when >= k->keep_replaced &&
+            fc_s3_delete(k->s3, marks[j].key) < 0)
+            fprintf(stderr, "ecfs pack: warning: cannot delete %s\n",
+                    marks[j].key);
+out:
+    for (size_t j = 0; j < nmarks; j++)
+        free(marks[j].key);
+    free(marks);
+    free(nos);
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -932,17 +1049,14 @@ static int64_t resume_load(struct packer *k, struct fc_pmember *mem,
                            const size_t *order, size_t norder)
 {
     char key[1200];
-    struct fc_s3_obj o;
     struct fc_pack *c = NULL;
     const char *why = "";
-    char *buf;
-    ssize_t got;
     size_t i = 0;
     uint64_t need;
     int ret;
 
     snprintf(key, sizeof(key), "%s" FC_PACK_RESUME, k->prefix);
-    ret = fc_s3_head(k->s3, key, &o);
+    ret = fc_pack_fetch(k->s3, key, NULL, "", NULL, &c, &why);
     if (ret == -ENOENT) {
         fprintf(stderr,
                 "ecfs pack: nothing to resume at s3://%s/%s: "
@@ -950,19 +1064,11 @@ static int64_t resume_load(struct packer *k, struct fc_pmember *mem,
                 k->bucket, k->prefix);
         return 0;
     }
-    if (ret < 0)
-        return ret;
-    buf = malloc(o.size ? o.size : 1);
-    if (buf == NULL)
-        return -ENOMEM;
-    got = fc_s3_get(k->s3, key, 0, 0, o.size, "", buf, NULL);
-    ret = got < 0 ? (int)got : fc_pack_decode(buf, (size_t)got, &c, &why);
-    free(buf);
     if (ret < 0) {
         fprintf(stderr,
                 "ecfs pack: cannot read the checkpoint s3://%s/%s: "
                 "%s\n",
-                k->bucket, key, got < 0 ? strerror(-ret) : why);
+                k->bucket, key, why[0] ? why : strerror(-ret));
         return ret;
     }
     need = c->pack_id;
@@ -1159,7 +1265,7 @@ static int write_pack(struct packer *k)
         goto fail;
     progress(k, true);
     if (old)
-        delete_older_shards(k, old->first_shard);
+        retire_shards(k, old);
     if (k->checkpointed) {
         snprintf(key, sizeof(key), "%s" FC_PACK_RESUME, k->prefix);
         if (fc_s3_delete(k->s3, key) < 0)
@@ -1251,6 +1357,7 @@ int fc_pack_main(int argc, char **argv)
     memset(&k, 0, sizeof(k));
     memset(&cr, 0, sizeof(cr));
     k.shard_size = 256ull << 20;
+    k.keep_replaced = 3600;
     k.max_conns = 4;
     k.inflight_max = 4;
     k.retries = 8;
@@ -1295,6 +1402,15 @@ int fc_pack_main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--replace") == 0) {
             k.replace = true;
+        } else if (strcmp(a, "--keep-replaced") == 0 && v) {
+            if (parse_duration(v, &k.keep_replaced) < 0) {
+                fprintf(stderr,
+                        "ecfs pack: bad --keep-replaced %s (e.g. 0, "
+                        "90s, 30m, 1h, 2d)\n",
+                        v);
+                goto out;
+            }
+            i++;
         } else if (strcmp(a, "--resume") == 0) {
             k.resume = true;
         } else if (strcmp(a, "-q") == 0) {

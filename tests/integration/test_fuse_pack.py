@@ -392,8 +392,9 @@ def test_pack_bad_input(storaged, ecfs_mount, request):
     assert "old pack replaced" in out, out
     # the replaced pack's shard stays (mounts of its index keep reading)
     ks = keys(c, bucket)
-    assert ks == [".ecfs-pack/index", ".ecfs-pack/shard-000000.tar",
-                  ".ecfs-pack/shard-000001.tar"], ks
+    assert [k for k in ks if "/retired-" not in k] == [
+        ".ecfs-pack/index", ".ecfs-pack/shard-000000.tar",
+        ".ecfs-pack/shard-000001.tar"], ks
     # the index was replaced while mounted: open files and new reads of
     # the old mount see the old pack, byte for byte (nothing was cached)
     assert held.read() == b"x" * 1000
@@ -406,11 +407,19 @@ def test_pack_bad_input(storaged, ecfs_mount, request):
                    access_key=srv.access_key, secret_key=srv.secret_key)
     with open(os.path.join(m.path, "sub", "f0"), "rb") as f:
         assert f.read() == b"changed"
-    # the next replace deletes the shards of two packs ago
+    # replaced packs are kept for --keep-replaced (1h), each with its marker
     run_pack(srv, src, bucket, "--replace")
+    ks = keys(c, bucket)
+    assert [k for k in ks if "shard" in k] == [
+        ".ecfs-pack/shard-%06d.tar" % i for i in range(3)], ks
+    assert len([k for k in ks if "/retired-" in k]) == 2, ks
+    # --keep-replaced 0: every replaced pack's shards and markers go
+    run_pack(srv, src, bucket, "--replace", "--keep-replaced", "0")
     assert keys(c, bucket) == [".ecfs-pack/index",
-                               ".ecfs-pack/shard-000001.tar",
-                               ".ecfs-pack/shard-000002.tar"]
+                               ".ecfs-pack/shard-000003.tar"]
+    out = run_pack(srv, src, bucket, "--replace", "--keep-replaced", "1y",
+                   expect=1)
+    assert "--keep-replaced" in out, out
 
     # no such bucket, bad option
     out = run_pack(srv, src, "nosuchbucket-zz", expect=1)
@@ -494,3 +503,72 @@ def test_pack_multipart_shard(s3_backend, ecfs_mount, tmp_path):
     assert tree_listing(m.path) == tree_listing(src)
     files_equal(src, m.path)
     random_preads(src, m.path, random.Random(8), n=30)
+
+
+def test_pack_replaced_twice_while_mounted(storaged, ecfs_mount, tmp_path):
+    """Two --replace runs under a live mount: a file opened before them
+    keeps its version (its bytes were never cached), new lookups see the
+    newest pack once list_ttl passes, and a ro mount keeps its pack."""
+    srv = storaged()
+    c = srv.client()
+    bucket = "pr-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    src = str(tmp_path / "src")
+    os.makedirs(os.path.join(src, "sub"))
+
+    def version(v):
+        for i in range(3):
+            with open(os.path.join(src, "sub", "f%d" % i), "wb") as f:
+                f.write(v * (1000 + i))
+        if v == b"3":
+            with open(os.path.join(src, "sub", "new"), "wb") as f:
+                f.write(b"only in 3")
+
+    version(b"1")
+    run_pack(srv, src, bucket)
+    m = ecfs_mount(srv.endpoint, bucket, opts=["list_ttl=1", "attr_timeout=1"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    ro = ecfs_mount(srv.endpoint, bucket, opts=["ro"],
+                    access_key=srv.access_key, secret_key=srv.secret_key)
+    held = open(os.path.join(m.path, "sub", "f1"), "rb")
+    held_ro = open(os.path.join(ro.path, "sub", "f2"), "rb")
+    st_held = os.fstat(held.fileno())
+    for v in (b"2", b"3"):
+        version(v)
+        run_pack(srv, src, bucket, "--replace")
+    # open files read the version they opened, byte for byte
+    assert held.read() == b"1" * 1001
+    assert held_ro.read() == b"1" * 1002
+    # new lookups: the newest pack once list_ttl (and the kernel's
+    # attr_timeout) passed
+    deadline = time.monotonic() + 10
+    while True:
+        with open(os.path.join(m.path, "sub", "f0"), "rb") as f:
+            got = f.read()
+        if got == b"3" * 1000 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert got == b"3" * 1000
+    assert sorted(os.listdir(os.path.join(m.path, "sub"))) == [
+        "f0", "f1", "f2", "new"]
+    st_new = os.stat(os.path.join(m.path, "sub", "f1"))
+    assert st_new.st_ino != st_held.st_ino  # no page cache shared
+    with open(os.path.join(m.path, "sub", "f1"), "rb") as f:
+        assert f.read() == b"3" * 1001
+    assert held.read() == b""  # still the old file's end
+    st = m.stats()
+    assert st["pack_reloads"] >= 1 and st["errors"] == 0, st
+    # the ro mount keeps the pack it mounted (until remount)
+    with open(os.path.join(ro.path, "sub", "f0"), "rb") as f:
+        assert f.read() == b"1" * 1000
+    assert not os.path.exists(os.path.join(ro.path, "sub", "new"))
+    assert ro.stats()["pack_reloads"] == 0
+    held.close()
+    held_ro.close()
+    # once the kernel forgets the old inodes, the old versions are freed
+    deadline = time.monotonic() + 10
+    while m.stats()["pack_versions"] > 1 and time.monotonic() < deadline:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2")
+        time.sleep(0.3)
+    assert m.stats()["pack_versions"] == 1
