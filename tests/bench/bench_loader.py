@@ -309,10 +309,12 @@ def _first_collate(batch):
             torch.tensor([b[1] for b in batch]))
 
 
-def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False):
+def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False,
+               on_epoch=None):
     """Iterates @loader for @epochs epochs, sleeping @compute_s after every
     batch (the simulated training step). Per epoch returns dict(wall, items,
-    stall, bytes, partial): stall = time spent waiting for batches / wall.
+    stall, bytes, partial, mark): stall = time spent waiting for batches /
+    wall; mark = what @on_epoch() returned after the epoch (None without).
     An epoch stops early after @budget seconds (partial=True)."""
     res = []
     for _ep in range(epochs):
@@ -343,7 +345,8 @@ def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False):
         wall = time.perf_counter() - t0
         del it
         res.append(dict(wall=wall, items=items, stall=waited / wall,
-                        bytes=nbytes, partial=partial))
+                        bytes=nbytes, partial=partial,
+                        mark=on_epoch() if on_epoch else None))
     return res
 
 
@@ -368,8 +371,9 @@ def bench_train(root, a, budget):
     return res, scan, len(ds)
 
 
-def bench_raw(root, a, budget):
-    """Raw-bytes epochs over the files below @root (no compute step)."""
+def bench_raw(root, a, budget, on_epoch=None):
+    """Raw-bytes epochs over the files below @root (no compute step);
+    @on_epoch as in run_epochs."""
     import torch
 
     paths = []
@@ -382,7 +386,8 @@ def bench_raw(root, a, budget):
         RawFiles(paths), batch_size=a.batch_size, shuffle=True,
         num_workers=a.workers, prefetch_factor=a.prefetch,
         persistent_workers=True, collate_fn=_sum_collate)
-    res = run_epochs(dl, len(paths), a.epochs, 0.0, budget, count_bytes=True)
+    res = run_epochs(dl, len(paths), a.epochs, 0.0, budget, count_bytes=True,
+                     on_epoch=on_epoch)
     del dl
     return res, len(paths)
 
@@ -528,7 +533,9 @@ class Bench:
         m = Mount(peer, os.path.join(self.work, "mnt-" + peer), self.srv,
                   self.work, prefix)
         self.mounts.append(m)
+        t0 = time.perf_counter()
         m.mount()
+        self.mount_s = time.perf_counter() - t0
         return m.mnt, m
 
     @staticmethod
@@ -567,6 +574,13 @@ class Bench:
                     secs, lines, to = timed_cmd(argv, self.budget)
                     pts.append(dict(v=secs, x=lines, partial=to))
                 self.done(m)
+                if name == "find" and m is not None:
+                    # mount (until the root lists) + the cold find
+                    r.setdefault("mount", []).append(
+                        [dict(v=self.mount_s, x=None, partial=False)] * 2)
+                    r.setdefault("mount+find", []).append(
+                        [dict(v=self.mount_s + pts[0]["v"], x=None,
+                              partial=pts[0]["partial"])] * 2)
                 if pts[0]["x"] != self.nfiles and not pts[0]["partial"]:
                     self.notes.append("%s: %s listed %d .jpg files, "
                                       "expected %d" % (peer, name,
@@ -594,15 +608,18 @@ class Bench:
         if "raw" in a.tests:
             root, m = self.cold(peer)
             req0 = self.requests(m)
-            res, n = bench_raw(root, a, self.budget)
-            req1 = self.requests(m)
+            res, n = bench_raw(root, a, self.budget,
+                               on_epoch=lambda: self.requests(m))
             self.done(m)
-            if req0 is not None and req1 is not None:
-                # GET+HEAD+LIST of the mount over both epochs (cold, warm)
-                r.setdefault("requests", []).append(
-                    [dict(v=req1 - req0, x=None, partial=False)] * 2)
-                log("%s raw #%d: %d requests over %d epochs" % (
-                    peer, rep + 1, req1 - req0, a.epochs))
+            if req0 is not None:
+                # GET+HEAD+LIST of the mount in each epoch (cold, warm)
+                marks = [req0] + [e["mark"] for e in res]
+                pts = [dict(v=marks[i + 1] - marks[i], x=None,
+                            partial=res[i]["partial"])
+                       for i in range(len(res))]
+                r.setdefault("requests", []).append(pts)
+                log("%s raw #%d: requests per epoch %s" % (
+                    peer, rep + 1, [p["v"] for p in pts]))
             pts = [dict(v=e["items"] / e["wall"],
                         x=e["bytes"] / 1048576 / e["wall"],
                         partial=e["partial"]) for e in res]
@@ -766,18 +783,19 @@ def tables(b):
                    % (a.workers, a.batch_size))
         out.append("| peer | epoch 1 (cold) files/s | MiB/s | vs local | "
                    "epoch 2 (warm) files/s | MiB/s | vs local | "
-                   "S3 requests, %d epochs (ecfs) |" % a.epochs)
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+                   "S3 requests epoch 1 | epoch 2 (ecfs) |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         base = [val(point(b, "local", "raw", i)) for i in range(2)]
         series = {}
         for peer in peers:
             p = [point(b, peer, "raw", i) for i in range(2)]
             series[peer] = [val(x) for x in p]
-            out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 peer, cell(p[0]), fmt(p[0] and p[0]["x"], 1),
                 ratio(val(p[0]), base[0]), cell(p[1]),
                 fmt(p[1] and p[1]["x"], 1), ratio(val(p[1]), base[1]),
-                cell(point(b, peer, "requests", 0))))
+                cell(point(b, peer, "requests", 0)),
+                cell(point(b, peer, "requests", 1))))
         chart["raw"] = series
         out.append("")
     if "meta" in a.tests:
@@ -785,8 +803,9 @@ def tables(b):
                    "files in %d folders (seconds, lower is better)\n"
                    % (b.nfiles, b.nclasses))
         out.append("| peer | ls -lR cold | ls -lR warm | cold time vs local | "
-                   "find cold | find warm | cold time vs local |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|")
+                   "find cold | find warm | cold time vs local | mount | "
+                   "mount + find cold |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         series = {}
         base = {n: val(point(b, "local", n, 0)) for n in ("ls -lR", "find")}
         for peer in peers:
@@ -797,6 +816,8 @@ def tables(b):
                 cells += [cell(p[0], 2, pre), cell(p[1], 2),
                           ratio(val(p[0]), base[name])]
                 series.setdefault(peer, []).append(val(p[0]))
+            cells += [cell(point(b, peer, "mount", 0), 2),
+                      cell(point(b, peer, "mount+find", 0), 2)]
             out.append("| %s | %s |" % (peer, " | ".join(cells)))
         chart["meta"] = series
         out.append("")
