@@ -133,6 +133,29 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
                          "The TagKey or TagValue you have provided is invalid"},
     [S3E_INVALID_URI] = {400, "InvalidURI",
                          "Couldn't parse the specified URI."},
+    [S3E_SSE_NOT_IMPLEMENTED] =
+        {501, "NotImplemented",
+         "Server-side encryption (x-amz-server-side-encryption*) is not implemented by this server; nothing was stored."},
+    [S3E_SSE_NOT_APPLICABLE] =
+        {400, "InvalidRequest",
+         "The encryption parameters are not applicable to this object."},
+    [S3E_SSE_HDR_UNSUPPORTED] =
+        {400, "InvalidArgument",
+         "x-amz-server-side-encryption header is not supported for this operation."},
+    [S3E_INVALID_STORAGE_CLASS] =
+        {400, "InvalidStorageClass",
+         "The storage class you specified is not valid."},
+    [S3E_STORAGE_CLASS_NOT_IMPLEMENTED] =
+        {501, "NotImplemented",
+         "Only the STANDARD storage class is implemented by this server; nothing was stored."},
+    [S3E_NO_OBJECT_LOCK] = {400, "InvalidRequest",
+                            "Bucket is missing Object Lock Configuration"},
+    [S3E_OBJECT_LOCK_NOT_IMPLEMENTED] =
+        {501, "NotImplemented",
+         "Object Lock is not implemented by this server; the bucket was not created."},
+    [S3E_APPEND_NOT_IMPLEMENTED] =
+        {501, "NotImplemented",
+         "Appends (x-amz-write-offset-bytes) are not implemented by this server; nothing was stored."},
     [S3E_CORS_NO_ORIGIN] =
         {400, "BadRequest",
          "Insufficient information. Origin request header needed."},

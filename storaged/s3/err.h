@@ -57,10 +57,18 @@ enum stor_s3_err {
     S3E_TOO_MANY_TAGS,         /* BadRequest: more than 10 object tags */
     S3E_INVALID_TAG,           /* InvalidTag: a tag key or value */
     S3E_INVALID_URI,           /* InvalidURI: a key not valid UTF-8 */
-    S3E_CORS_NO_ORIGIN,        /* BadRequest: OPTIONS without Origin */
-    S3E_CORS_NO_METHOD,        /* BadRequest: ... nor its method */
-    S3E_CORS_NOT_ENABLED,      /* 403: OPTIONS, no CORS configuration */
-    S3E_INDEX_REBUILDING,      /* 503 ServiceUnavailable: index rebuild */
+    S3E_SSE_NOT_IMPLEMENTED,   /* 501: x-amz-server-side-encryption* */
+    S3E_SSE_NOT_APPLICABLE,    /* InvalidRequest: SSE-C key, plain object */
+    S3E_SSE_HDR_UNSUPPORTED,   /* InvalidArgument: SSE header on a read */
+    S3E_INVALID_STORAGE_CLASS, /* InvalidStorageClass: unknown class */
+    S3E_STORAGE_CLASS_NOT_IMPLEMENTED, /* 501: a class other than STANDARD */
+    S3E_NO_OBJECT_LOCK,                /* InvalidRequest: object-lock headers */
+    S3E_OBJECT_LOCK_NOT_IMPLEMENTED,   /* 501: CreateBucket with object lock */
+    S3E_APPEND_NOT_IMPLEMENTED,        /* 501: x-amz-write-offset-bytes */
+    S3E_CORS_NO_ORIGIN,                /* BadRequest: OPTIONS without Origin */
+    S3E_CORS_NO_METHOD,                /* BadRequest: ... nor its method */
+    S3E_CORS_NOT_ENABLED,              /* 403: OPTIONS, no CORS configuration */
+    S3E_INDEX_REBUILDING, /* 503 ServiceUnavailable: index rebuild */
     S3E_COUNT
 };
 

@@ -26,8 +26,7 @@
 #define LIST_MAX_KEYS 1000
 #define STREAM_MIN    (256 * 1024)
 #define STREAM_MAX    (4 * 1024 * 1024)
-#define OWNER_ID                                                               \
-    "02d6176db174dc93cb1b899f7c6078f08654445fe8cf1b6ce98d8855f66bdbf4"
+#define OWNER_ID      S3_OWNER_ID
 
 /* Sets the error response for object-layer error @err. */
 static void fail(struct stor_s3_req *r, int err)

@@ -582,6 +582,8 @@ static int s3_on_head(struct stor_req *h)
     }
     if (e == S3E_NONE)
         e = stor_s3_route(r);
+    if (e == S3E_NONE)
+        e = stor_s3_hdr_audit(r);
     r->http.read_jobs = op_reads(r->op);
     if (e == S3E_NONE && (r->op == S3_OP_CREATE_BUCKET) &&
         !stor_s3_bucket_name_ok(r->bucket))

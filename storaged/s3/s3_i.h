@@ -27,6 +27,10 @@ struct stor_metrics;
 
 #define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+/* The canonical id of the one owner of every bucket (Owner, ACLs,
+ * x-amz-expected-bucket-owner). */
+#define S3_OWNER_ID                                                            \
+    "02d6176db174dc93cb1b899f7c6078f08654445fe8cf1b6ce98d8855f66bdbf4"
 #define S3_MIN_PART (5 * 1024 * 1024)
 /* The largest PutObject / UploadPart body and CopyObject / UploadPartCopy
  * source (range) S3 accepts: 5 GiB. */
@@ -198,6 +202,14 @@ static inline const char *stor_s3_hdr(const struct stor_s3_req *r,
 }
 /* Replaces the response with S3 error @e (status, XML body unless HEAD). */
 void stor_s3_error(struct stor_s3_req *r, enum stor_s3_err e);
+/* The request-header audit (audit.c), run once the operation is known and
+ * before any body byte is read: a header that would change what the
+ * request means and that storaged does not implement (server-side
+ * encryption, a storage class other than STANDARD, object lock, append) is
+ * refused with the S3 error for it rather than ignored; a wrong
+ * x-amz-expected-bucket-owner is refused as S3 does. S3E_NONE when the
+ * request may go on. storaged/README.md lists every header. */
+enum stor_s3_err stor_s3_hdr_audit(const struct stor_s3_req *r);
 /* Frees what stor_s3_decode_target() allocated. */
 void stor_s3_target_fini(struct stor_s3_req *r);
 /* Submits @run on a worker, then @done on the loop (stor_req_submit). */

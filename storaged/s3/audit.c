@@ -1,0 +1,163 @@
+/* storaged/s3/audit.c - the request-header audit: headers S3 defines that
+ * change what a request means, and that storaged does not implement, are
+ * refused with S3's error for them instead of being silently ignored (a
+ * PUT with SSE-C headers must never store plaintext and answer 200).
+ * storaged/README.md "Request headers" lists every header and what
+ * storaged does with it. */
+#include "storaged/s3/s3_i.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* The server-side-encryption request headers of a write. */
+static const char *const sse_write_hdrs[] = {
+    "x-amz-server-side-encryption",
+    "x-amz-server-side-encryption-aws-kms-key-id",
+    "x-amz-server-side-encryption-context",
+    "x-amz-server-side-encryption-bucket-key-enabled",
+    "x-amz-server-side-encryption-customer-algorithm",
+    "x-amz-server-side-encryption-customer-key",
+    "x-amz-server-side-encryption-customer-key-MD5",
+};
+/* The SSE-C headers a read (or a part upload) carries. */
+static const char *const ssec_hdrs[] = {
+    "x-amz-server-side-encryption-customer-algorithm",
+    "x-amz-server-side-encryption-customer-key",
+    "x-amz-server-side-encryption-customer-key-MD5",
+};
+/* The SSE-C headers that name a copy's source key. */
+static const char *const ssec_src_hdrs[] = {
+    "x-amz-copy-source-server-side-encryption-customer-algorithm",
+    "x-amz-copy-source-server-side-encryption-customer-key",
+    "x-amz-copy-source-server-side-encryption-customer-key-MD5",
+};
+/* Headers that only a bucket with Object Lock may carry. */
+static const char *const lock_hdrs[] = {
+    "x-amz-object-lock-mode",
+    "x-amz-object-lock-retain-until-date",
+    "x-amz-object-lock-legal-hold",
+};
+/* Storage classes S3 defines; STANDARD is the one storaged implements. */
+static const char *const classes[] = {
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "OUTPOSTS",
+    "GLACIER_IR",
+    "SNOW",
+    "EXPRESS_ONEZONE",
+};
+
+/* true when any of the @n headers @names is present. */
+static bool any_hdr(const struct stor_s3_req *r, const char *const *names,
+                    size_t n)
+{
+    size_t i, len;
+
+    for (i = 0; i < n; i++)
+        if (stor_s3_hdr(r, names[i], &len) != NULL)
+            return true;
+    return false;
+}
+
+/* S3E_NONE when x-amz-storage-class is absent or STANDARD. */
+static enum stor_s3_err class_check(const struct stor_s3_req *r)
+{
+    size_t n, i;
+    const char *v = stor_s3_hdr(r, "x-amz-storage-class", &n);
+
+    if (v == NULL || (n == 8 && memcmp(v, "STANDARD", 8) == 0))
+        return S3E_NONE;
+    for (i = 1; i < CM_ARRAY_SIZE(classes); i++)
+        if (strlen(classes[i]) == n && memcmp(v, classes[i], n) == 0)
+            return S3E_STORAGE_CLASS_NOT_IMPLEMENTED;
+    return S3E_INVALID_STORAGE_CLASS;
+}
+
+/* S3E_NONE when header @name is absent or names the one owner. */
+static enum stor_s3_err owner_check(const struct stor_s3_req *r,
+                                    const char *name)
+{
+    size_t n;
+    const char *v = stor_s3_hdr(r, name, &n);
+
+    if (v == NULL ||
+        (n == sizeof(S3_OWNER_ID) - 1 && memcmp(v, S3_OWNER_ID, n) == 0))
+        return S3E_NONE;
+    return S3E_ACCESS_DENIED;
+}
+
+/* The rules of a request that writes an object's data and metadata. */
+static enum stor_s3_err write_check(const struct stor_s3_req *r)
+{
+    size_t n;
+
+    if (any_hdr(r, sse_write_hdrs, CM_ARRAY_SIZE(sse_write_hdrs)))
+        return S3E_SSE_NOT_IMPLEMENTED;
+    if (any_hdr(r, lock_hdrs, CM_ARRAY_SIZE(lock_hdrs)))
+        return S3E_NO_OBJECT_LOCK;
+    if (r->op == S3_OP_PUT_OBJECT &&
+        stor_s3_hdr(r, "x-amz-write-offset-bytes", &n) != NULL)
+        return S3E_APPEND_NOT_IMPLEMENTED;
+    return class_check(r);
+}
+
+/* See s3_i.h. */
+enum stor_s3_err stor_s3_hdr_audit(const struct stor_s3_req *r)
+{
+    enum stor_s3_err e = S3E_NONE;
+    size_t n;
+    const char *v;
+
+    if (r->bucket[0] != 0)
+        e = owner_check(r, "x-amz-expected-bucket-owner");
+    if (e == S3E_NONE &&
+        (r->op == S3_OP_COPY_OBJECT || r->op == S3_OP_UPLOAD_PART_COPY))
+        e = owner_check(r, "x-amz-source-expected-bucket-owner");
+    if (e != S3E_NONE)
+        return e;
+    switch (r->op) {
+    case S3_OP_PUT_OBJECT:
+    case S3_OP_CREATE_MPU:
+        return write_check(r);
+    case S3_OP_COPY_OBJECT:
+        /* no stored object is encrypted, so a source key never applies */
+        if (any_hdr(r, ssec_src_hdrs, CM_ARRAY_SIZE(ssec_src_hdrs)))
+            return S3E_SSE_NOT_APPLICABLE;
+        return write_check(r);
+    case S3_OP_UPLOAD_PART_COPY:
+        if (any_hdr(r, ssec_src_hdrs, CM_ARRAY_SIZE(ssec_src_hdrs)))
+            return S3E_SSE_NOT_APPLICABLE;
+        /* the upload was refused if it asked for SSE: its parts have no key */
+        if (any_hdr(r, ssec_hdrs, CM_ARRAY_SIZE(ssec_hdrs)))
+            return S3E_SSE_NOT_APPLICABLE;
+        break;
+    case S3_OP_UPLOAD_PART:
+        if (any_hdr(r, ssec_hdrs, CM_ARRAY_SIZE(ssec_hdrs)))
+            return S3E_SSE_NOT_APPLICABLE;
+        if (stor_s3_hdr(r, "x-amz-server-side-encryption", &n) != NULL)
+            return S3E_SSE_HDR_UNSUPPORTED;
+        break;
+    case S3_OP_GET_OBJECT:
+    case S3_OP_HEAD_OBJECT:
+        if (any_hdr(r, ssec_hdrs, CM_ARRAY_SIZE(ssec_hdrs)))
+            return S3E_SSE_NOT_APPLICABLE;
+        if (stor_s3_hdr(r, "x-amz-server-side-encryption", &n) != NULL ||
+            stor_s3_hdr(r, "x-amz-server-side-encryption-aws-kms-key-id", &n) !=
+                NULL)
+            return S3E_SSE_HDR_UNSUPPORTED;
+        break;
+    case S3_OP_CREATE_BUCKET:
+        v = stor_s3_hdr(r, "x-amz-bucket-object-lock-enabled", &n);
+        if (v != NULL && !(n == 5 && strncasecmp(v, "false", 5) == 0))
+            return S3E_OBJECT_LOCK_NOT_IMPLEMENTED;
+        break;
+    default:
+        break;
+    }
+    return S3E_NONE;
+}
