@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/codec.h"
 #include "common/xml.h"
 #include "storaged/s3/s3_i.h"
 #include "tests/fuzz/fuzz.h"
@@ -35,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(ret == 0 || ret == -ENOMEM);
     if (ret == 0) {
         CHECK(esc.data != NULL);
-        CHECK(stor_s3_utf8_ok(esc.data, esc.len));
+        CHECK(cm_utf8_valid(esc.data, esc.len));
         for (i = 0; i < esc.len; i++) {
             unsigned char c = (unsigned char)esc.data[i];
 
