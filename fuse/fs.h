@@ -15,6 +15,7 @@ struct fc_itab;
 struct fc_cache;
 struct fc_prefetch;
 struct fc_pack;
+struct fc_dcache;
 
 /* Mount options (see --help and man/ecfs.1). Strings are owned. */
 struct fc_opts {
@@ -61,6 +62,8 @@ struct fc_opts {
     int pack_off;            /* -o pack=off: show a pack's raw objects */
     size_t pack_block;       /* shard block of a pack mount (pack_ops.c) */
     int pack_whole;          /* -o pack_fetch=shard: a shard is one block */
+    char *cache_dir;         /* persistent disk block cache, NULL = none */
+    uint64_t cache_dir_size; /* its bound */
 };
 
 struct fc_fs {
@@ -70,6 +73,7 @@ struct fc_fs {
     struct fc_cache *cache;
     struct fc_prefetch *pf;
     struct fc_pack *pack; /* the prefix holds a pack: pack_ops.c serves */
+    struct fc_dcache *dcache; /* -o cache_dir (dcache.c), NULL without */
     bool cache_forever;   /* ro || immutable: metadata never expires */
     time_t started;       /* mount time: the mtime of directories */
 };

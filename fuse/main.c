@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "fuse/cache.h"
 #include "fuse/creds.h"
+#include "fuse/dcache.h"
 #include "fuse/inode.h"
 #include "fuse/listxml.h"
 #include "fuse/ops.h"
@@ -49,7 +50,7 @@ struct raw_opts {
     struct fc_opts o;
     char *cache_size, *block_size, *readahead_max, *readahead_init, *part_size,
         *prefetch_mem, *write_part_size, *stage_max, *pack_block, *pack,
-        *pack_fetch;
+        *pack_fetch, *cache_dir_size;
     char *log_file;
     char *umask_s;
     int show_help, show_version;
@@ -98,6 +99,8 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("pack=%s", pack),
     OPTS("pack_block=%s", pack_block),
     OPTS("pack_fetch=%s", pack_fetch),
+    OPTS("cache_dir=%s", o.cache_dir),
+    OPTS("cache_dir_size=%s", cache_dir_size),
     OPTS("rename_dir_max=%u", o.rename_dir_max),
     OPTS("max_conns=%u", o.max_conns),
     OPTS("retries=%u", o.retries),
@@ -198,6 +201,13 @@ static void usage(const char *prog)
     fputs(
         "Data:\n"
         "    -o cache_size=SIZE     shared block cache (default 1G)\n"
+        "    -o cache_dir=DIR       also keep fetched blocks on disk in DIR (created;\n"
+        "                           kept across mounts and reboots; checksummed;\n"
+        "                           one mount per DIR): a dataset larger than RAM\n"
+        "                           is fetched once, later epochs read local disk\n"
+        "    -o cache_dir_size=SIZE bound on DIR's files (default 10G; least\n"
+        "                           recently used go first; 5% of DIR's\n"
+        "                           filesystem is always left free)\n"
         "    -o block_size=SIZE     cache block; files up to this size are fetched\n"
         "                           whole by one GET (default 1M)\n"
         "    -o readahead_init=SIZE first sequential readahead window (default 4M)\n"
@@ -465,6 +475,24 @@ static int finish_opts(struct raw_opts *r)
     }
     o->pack_block = 1u << 20;
     bad |= parse_size(r->pack_block, &o->pack_block);
+    {
+        size_t cds = (size_t)10 << 30;
+        bad |= parse_size(r->cache_dir_size, &cds);
+        o->cache_dir_size = cds;
+    }
+    if (o->cache_dir != NULL && o->cache_dir[0] == '\0') {
+        fprintf(stderr, "ecfs: empty cache_dir=\n");
+        return -EINVAL;
+    }
+    if (o->cache_dir != NULL && o->cache_dir[0] != '/') {
+        /* the daemon's working directory is / */
+        char cwd[PATH_MAX], *abs;
+        if (getcwd(cwd, sizeof(cwd)) == NULL ||
+            asprintf(&abs, "%s/%s", cwd, o->cache_dir) < 0)
+            return -EINVAL;
+        free(o->cache_dir);
+        o->cache_dir = abs;
+    }
     if (r->pack && strcmp(r->pack, "off") == 0)
         o->pack_off = 1;
     else if (r->pack && strcmp(r->pack, "on") != 0) {
@@ -618,6 +646,8 @@ static void free_opts(struct raw_opts *r)
     free(r->write_part_size);
     free(r->stage_max);
     free(r->pack);
+    free(r->cache_dir_size);
+    free(o->cache_dir);
     free(r->pack_block);
     free(r->pack_fetch);
     free(o->stage_dir);
@@ -836,7 +866,17 @@ int main(int argc, char *argv[])
     sc.insecure = fs.o.insecure != 0;
     if (sc.insecure)
         cm_log(CM_LOG_WARN, 0, INSECURE_WARNING, fs.o.endpoint);
-    ret = fs.o.pack_off ? 0 : fc_pack_load(&sc, fs.o.prefix, NULL, &fs.pack);
+    if (fs.o.cache_dir != NULL) {
+        struct fc_dcache_conf dcc = {.dir = fs.o.cache_dir,
+                                     .max_bytes = fs.o.cache_dir_size,
+                                     .endpoint = fs.o.endpoint,
+                                     .bucket = fs.o.bucket};
+        if (fc_dcache_open(&dcc, &fs.dcache) < 0)
+            goto out_curl; /* the reason is printed */
+    }
+    ret = fs.o.pack_off
+              ? 0
+              : fc_pack_load(&sc, fs.o.prefix, fs.o.cache_dir, &fs.pack);
     if (ret < 0) {
         fprintf(stderr, "ecfs: cannot load the pack index of s3://%s/%s: %s\n",
                 fs.o.bucket, fs.o.prefix, strerror(-ret));
@@ -887,6 +927,7 @@ int main(int argc, char *argv[])
     if (fc_s3_create(&sc, &fs.s3) < 0 ||
         fc_itab_create(fs.o.prefix, &fs.itab) < 0 ||
         fc_cache_create(fs.o.cache_size, &fs.cache) < 0 ||
+        (fs.dcache != NULL && fc_dcache_start(fs.dcache) < 0) ||
         fc_prefetch_start(&fs, CM_MAX(2u, fs.o.max_conns / 2)) < 0 ||
         (!fs.o.ro &&
          fc_upload_start(&fs, CM_MAX(2u, fs.o.max_conns / 2)) < 0)) {
@@ -928,6 +969,7 @@ out_signals:
 out_session:
     fuse_session_destroy(se);
 out_curl:
+    fc_dcache_close(fs.dcache);
     fc_pack_free(fs.pack);
     curl_global_cleanup();
 out_cmd:

@@ -31,6 +31,7 @@
 
 #include "common/log.h"
 #include "fuse/cache.h"
+#include "fuse/dcache.h"
 #include "fuse/fs.h"
 #include "fuse/inode.h"
 #include "fuse/s3.h"
@@ -98,9 +99,9 @@ void fc_rstate_fini(struct fc_rstate *rs)
  * GET and publishes them (READY or FAILED). The body lands straight in the
  * blocks' own buffers (a scatter GET): no staging buffer, no second copy.
  * Returns 0 or -errno. */
-static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
-                     uint64_t size, uint64_t first, unsigned n,
-                     struct fc_block **blks)
+static int fetch_run_s3(struct fc_fs *fs, const char *key, const char *etag,
+                        uint64_t size, uint64_t first, unsigned n,
+                        struct fc_block **blks)
 {
     size_t bs = fs->o.block_size;
     uint64_t start = first * bs;
@@ -152,6 +153,53 @@ static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
         }
         /* past a short answer's end (EOF) a block is empty */
         fc_cache_fill(fs->cache, blks[i], data, blen, 0);
+    }
+    return ret;
+}
+
+/* Fills blocks [first, first+n) of @o (all claimed by the caller): those
+ * the disk cache (-o cache_dir) holds from there, the runs still missing
+ * by fetch_run_s3, whose blocks are then written through to the disk
+ * cache. Returns 0 or the first -errno of a fetch. */
+static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
+                     uint64_t size, uint64_t first, unsigned n,
+                     struct fc_block **blks)
+{
+    size_t bs = fs->o.block_size;
+    bool miss[RUN_MAX];
+    int ret = 0;
+
+    if (fs->dcache == NULL || etag[0] == '\0')
+        return fetch_run_s3(fs, key, etag, size, first, n, blks);
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t at = (first + i) * bs;
+        size_t want = at < size ? (size_t)CM_MIN((uint64_t)bs, size - at) : 0;
+        char *data;
+        size_t len;
+
+        miss[i] = fc_dcache_get(fs->dcache, key, etag, first + i, bs, want,
+                                &data, &len) < 0;
+        if (!miss[i])
+            fc_cache_fill(fs->cache, blks[i], data, len, 0);
+    }
+    for (unsigned i = 0; i < n;) {
+        unsigned k = i;
+        int r;
+
+        if (!miss[i]) {
+            i++;
+            continue;
+        }
+        while (k < n && miss[k])
+            k++;
+        r = fetch_run_s3(fs, key, etag, size, first + i, k - i, blks + i);
+        if (r < 0 && ret == 0)
+            ret = r;
+        /* the caller's references keep READY data alive and unchanged */
+        for (; i < k; i++)
+            if (blks[i]->state == FC_BLOCK_READY)
+                fc_dcache_put(fs->dcache, key, etag, first + i, bs,
+                              blks[i]->data, blks[i]->len);
     }
     return ret;
 }
@@ -712,14 +760,19 @@ int fc_read_stats_format(struct fc_fs *fs, char *out, size_t cap)
 {
     struct fc_prefetch *pf = fs->pf;
 
+    int n;
+
     if (pf == NULL)
         return snprintf(out, cap, "%s", "");
-    return snprintf(out, cap,
+    n = snprintf(out, cap,
                     " reads=%lu read_gets=%lu readahead_gets=%lu "
                     "dir_prefetch_gets=%lu list_prefetches=%lu",
                     atomic_load(&pf->reads), atomic_load(&pf->read_gets),
                     atomic_load(&pf->ra_gets), atomic_load(&pf->dir_gets),
                     atomic_load(&pf->list_jobs_n));
+    if (fs->dcache != NULL && n >= 0 && (size_t)n < cap)
+        n += fc_dcache_stats_format(fs->dcache, out + n, cap - (size_t)n);
+    return n;
 }
 
 /* Drops the references of a pinned read (see header). */

@@ -1,0 +1,60 @@
+/* fuse/dcache.h - the persistent on-disk block cache (-o cache_dir=DIR).
+ * One file per block under DIR/v1/XX/, keyed by (endpoint, bucket, key,
+ * ETag, block size, block index) and checksummed, so a torn or corrupt
+ * file is dropped and fetched again, never served. It survives unmount,
+ * crash and reboot: the next mount serves a block without a GET when the
+ * listing still gives the same ETag. Eviction is least-recently-used (file
+ * atime, set on every hit) under a byte bound and a free-space floor. Every
+ * disk error (ENOSPC, EIO) degrades to a miss. One mount per directory at
+ * a time (a lock file); a second one is refused with a clear message. */
+#ifndef FUSE_DCACHE_H
+#define FUSE_DCACHE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/compiler.h"
+
+struct fc_dcache;
+
+struct fc_dcache_conf {
+    const char *dir;      /* created if absent */
+    uint64_t max_bytes;   /* bound on the cache's files (cache_dir_size) */
+    const char *endpoint; /* both part of every key */
+    const char *bucket;
+};
+
+/* Opens (creates) the cache directory, takes its lock and counts what it
+ * holds (leftover temporary files of a crash are removed). Prints the
+ * reason to stderr on failure: -EBUSY when another mount holds the lock,
+ * else the errno of the failed call. No thread is started. */
+CM_MUST_CHECK int fc_dcache_open(const struct fc_dcache_conf *conf,
+                                 struct fc_dcache **out);
+/* Starts the eviction thread (after fuse_daemonize) and writes our pid into
+ * the lock file. 0 or -errno. */
+CM_MUST_CHECK int fc_dcache_start(struct fc_dcache *dc);
+/* Stops the thread, releases the lock, frees @dc (NULL is a no-op). The
+ * files stay. */
+void fc_dcache_close(struct fc_dcache *dc);
+
+/* Reads block @idx (block size @bs; 0 = a whole object) of (key, etag):
+ * at most @want bytes. Returns 0 with *data (from fc_cache_buf_alloc, or
+ * NULL when *len is 0; the caller owns it) and *len, or -ENOENT on a miss.
+ * A file that fails its checks is unlinked and is a miss. An empty @etag is
+ * always a miss (an unknown version cannot be validated). */
+CM_MUST_CHECK int fc_dcache_get(struct fc_dcache *dc, const char *key,
+                                const char *etag, uint64_t idx, size_t bs,
+                                size_t want, char **data, size_t *len);
+/* Stores a block (best effort: an error only counts; never blocks on
+ * eviction). Replaces what was stored under the same name. */
+void fc_dcache_put(struct fc_dcache *dc, const char *key, const char *etag,
+                   uint64_t idx, size_t bs, const void *data, size_t len);
+/* Removes blocks [0, nblocks) of (key, etag, bs): an object replaced
+ * through this mount. */
+void fc_dcache_drop(struct fc_dcache *dc, const char *key, const char *etag,
+                    size_t bs, uint64_t nblocks);
+/* Appends " dcache_hits=N dcache_misses=N dcache_stores=N
+ * dcache_store_errors=N dcache_corrupt=N dcache_evicted=N dcache_bytes=N
+ * dcache_files=N" to @out (room for @cap); snprintf's return. */
+int fc_dcache_stats_format(struct fc_dcache *dc, char *out, size_t cap);
+
+#endif /* FUSE_DCACHE_H */

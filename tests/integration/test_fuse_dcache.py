@@ -1,0 +1,226 @@
+"""ecfs -o cache_dir=DIR: the persistent on-disk block cache (fuse/dcache.c),
+on a real storaged and real mounts, counted by MOUNT/.ecfs-stats:
+- a second mount with the same cache_dir reads the cached tree with 0 GETs;
+  a mount beside a live one on the same cache_dir is refused, clearly;
+- a flipped byte or a truncated block file is dropped and fetched again,
+  the read stays exact;
+- an object overwritten between mounts is read new (its ETag changed);
+- a full cache filesystem (a small tmpfs) and a tiny cache_dir_size still
+  read exact bytes, the bound is kept by eviction;
+- kill -9 of ecfs while it caches: the next mount starts and reads exact
+  bytes."""
+
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from fuse_util import is_mounted, mount_of
+
+
+def block_files(cache_dir):
+    out = []
+    v1 = os.path.join(cache_dir, "v1")
+    for sub in sorted(os.listdir(v1)):
+        for name in sorted(os.listdir(os.path.join(v1, sub))):
+            if not name.startswith("."):
+                out.append(os.path.join(v1, sub, name))
+    return out
+
+
+@pytest.fixture
+def tree(s3_server):
+    """A bucket of 30 small files (one block each) and one 3.5 MiB file
+    (4 blocks of the default 1 MiB)."""
+    c = s3_server.client()
+    bucket = "dc-" + uuid.uuid4().hex[:10]
+    c.create_bucket(Bucket=bucket)
+    rnd = random.Random(16)
+    bodies = {"d/f%02d.bin" % i: rnd.randbytes(1000 + 700 * i)
+              for i in range(30)}
+    bodies["big.bin"] = rnd.randbytes(3 * (1 << 20) + (1 << 19))
+    for k, v in bodies.items():
+        c.put_object(Bucket=bucket, Key=k, Body=v)
+    return c, bucket, bodies
+
+
+def read_all(m, bodies):
+    for k, v in sorted(bodies.items()):
+        with open(os.path.join(m.path, k), "rb") as f:
+            assert f.read() == v, k
+
+
+def mount_cached(s3_server, ecfs_mount, bucket, cache_dir, extra=()):
+    return mount_of(s3_server, ecfs_mount, bucket,
+                    opts=["ro", "cache_dir=" + str(cache_dir)] + list(extra))
+
+
+def test_second_mount_zero_gets(s3_server, tree, ecfs_mount, tmp_path):
+    _, bucket, bodies = tree
+    cd = tmp_path / "cache"
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    s = m.stats()
+    assert s["get"] >= len(bodies) and s["dcache_stores"] == 30 + 4, s
+
+    # a second mount of the same cache_dir while the first is up: refused
+    m2 = mount_of(s3_server, ecfs_mount, bucket, start=False,
+                  opts=["ro", "cache_dir=" + str(cd)])
+    r = subprocess.run(m2.argv, env=m2.env, capture_output=True, timeout=20)
+    assert r.returncode != 0 and not is_mounted(m2.path)
+    err = r.stderr.decode()
+    assert "in use by another ecfs mount (pid %d)" % m.pids()[0] in err, err
+    m.unmount()
+
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    s = m.stats()
+    assert s["get"] == 0, s
+    assert s["dcache_hits"] == 34 and s["dcache_corrupt"] == 0, s
+    m.unmount()
+
+
+def test_corrupt_block_refetched(s3_server, tree, ecfs_mount, tmp_path):
+    _, bucket, bodies = tree
+    cd = tmp_path / "cache"
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    m.unmount()
+    files = block_files(cd)
+    assert len(files) == 34
+    flip, cut = files[3], files[20]
+    with open(flip, "r+b") as f:
+        f.seek(os.path.getsize(flip) - 7)
+        b = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([b[0] ^ 0x40]))
+    os.truncate(cut, os.path.getsize(cut) // 2)
+
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    s = m.stats()
+    assert s["get"] == 2 and s["dcache_corrupt"] == 2, s
+    assert s["dcache_hits"] == 32 and s["dcache_stores"] == 2, s
+    m.unmount()
+    assert len(block_files(cd)) == 34  # both written again, whole
+
+
+def test_overwritten_between_mounts(s3_server, tree, ecfs_mount, tmp_path):
+    c, bucket, bodies = tree
+    cd = tmp_path / "cache"
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    m.unmount()
+    # same sizes, new bytes: only the ETag tells the versions apart
+    for k in ("d/f05.bin", "big.bin"):
+        bodies[k] = bytes(b ^ 0x5a for b in bodies[k])
+        c.put_object(Bucket=bucket, Key=k, Body=bodies[k])
+
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    s = m.stats()
+    assert s["dcache_hits"] == 29 and s["dcache_stores"] == 1 + 4, s
+    assert 2 <= s["get"] <= 5, s  # one small GET, the big file's blocks
+    m.unmount()
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 2 MiB tmpfs (smaller than the tree)."""
+    d = tmp_path / "tiny"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs",
+                        str(d)], capture_output=True)
+    if r.returncode != 0:
+        pytest.fail("cannot mount a tmpfs: %s" % r.stderr.decode())
+    yield d
+    subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
+def test_full_cache_filesystem(s3_server, tree, ecfs_mount, small_fs):
+    _, bucket, bodies = tree
+    cd = small_fs / "cache"
+    # the tree (4 MiB) cannot fit: stores fail or are skipped, and the
+    # eviction thread makes room under the free-space floor
+    for rnd in range(2):
+        m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+        read_all(m, bodies)
+        s = m.stats()
+        assert s["dcache_corrupt"] == 0, s
+        m.unmount()
+    # now really full: a filler takes every byte left
+    with open(small_fs / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    s = m.stats()
+    assert s["dcache_hits"] + s["get"] >= len(bodies), s
+    m.unmount()
+
+
+def test_cache_dir_size_bound(s3_server, tree, ecfs_mount, tmp_path):
+    _, bucket, bodies = tree
+    cd = tmp_path / "cache"
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd,
+                     ["cache_dir_size=1M"])
+    read_all(m, bodies)
+    deadline = time.monotonic() + 10
+    while m.stats()["dcache_bytes"] > (1 << 20):
+        assert time.monotonic() < deadline, m.stats()
+        time.sleep(0.1)
+    s = m.stats()
+    assert s["dcache_evicted"] > 0, s
+    m.unmount()
+    total = sum(os.path.getsize(p) for p in block_files(cd))
+    assert total <= (1 << 20), total
+
+
+def test_kill9_while_caching(s3_server, tree, ecfs_mount, tmp_path):
+    _, bucket, bodies = tree
+    cd = tmp_path / "cache"
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    stop = threading.Event()
+
+    def reader():
+        try:
+            read_all(m, bodies)
+        except OSError:
+            pass  # the daemon died under us
+        stop.set()
+
+    t = threading.Thread(target=reader)
+    t.start()
+    time.sleep(0.05)
+    for pid in m.pids():
+        os.kill(pid, signal.SIGKILL)
+    t.join(20)
+    assert stop.is_set()
+    subprocess.run(["umount", "-l", m.path], capture_output=True)
+    # a crash's torn temporary file and a zero-length block file
+    os.makedirs(os.path.join(cd, "v1", "ab"), exist_ok=True)
+    with open(os.path.join(cd, "v1", "ab", ".t1.1"), "wb") as f:
+        f.write(b"torn")
+    some = block_files(cd)
+    if some:
+        os.truncate(some[0], 0)
+
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    s = m.stats()
+    assert s["get"] + s["dcache_hits"] >= len(bodies), s
+    m.unmount()
+    assert not os.path.exists(os.path.join(cd, "v1", "ab", ".t1.1"))
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    assert m.stats()["get"] == 0
+    m.unmount()
