@@ -49,10 +49,10 @@
 
 #define DC_MAGIC    "ECFSDC1\n"
 #define DC_HDR      32
-#define DC_NAME     32               /* hex characters of a file name */
-#define DC_HEAP_MAX 65536            /* eviction candidates per scan */
-#define DC_CHECK    (4u << 20)       /* statvfs after this many bytes */
-#define FLOOR_DIV   20               /* free-space floor: 1/20 of the fs */
+#define DC_NAME     32         /* hex characters of a file name */
+#define DC_HEAP_MAX 65536      /* eviction candidates per scan */
+#define DC_CHECK    (4u << 20) /* statvfs after this many bytes */
+#define FLOOR_DIV   20         /* free-space floor: 1/20 of the fs */
 
 struct dc_hdr {
     char magic[8];
@@ -65,16 +65,16 @@ struct dc_hdr {
 _Static_assert(sizeof(struct dc_hdr) == DC_HDR, "dcache header layout");
 
 struct fc_dcache {
-    char *dir;       /* the cache_dir, owned */
-    char *idpfx;     /* "ecfs-dcache\nENDPOINT\nBUCKET\n", owned */
-    int v1fd;        /* DIR/v1 */
-    int lockfd;      /* DIR/ecfs-cache.lock, flock held */
+    char *dir;   /* the cache_dir, owned */
+    char *idpfx; /* "ecfs-dcache\nENDPOINT\nBUCKET\n", owned */
+    int v1fd;    /* DIR/v1 */
+    int lockfd;  /* DIR/ecfs-cache.lock, flock held */
     uint64_t max_bytes;
     pthread_mutex_t lock; /* protects the fields up to 'started' */
     pthread_cond_t cond;  /* wakes the eviction thread */
     bool stop, wake, started;
     pthread_t th;
-    atomic_bool low_space;     /* free space under the floor: no stores */
+    atomic_bool low_space;      /* free space under the floor: no stores */
     atomic_uint_fast64_t bytes; /* estimate of what the files take */
     atomic_uint_fast64_t files;
     atomic_uint_fast64_t since_check; /* bytes stored since statvfs */
@@ -142,8 +142,8 @@ static int take_lock(struct fc_dcache *dc, int dfd)
     char pid[32] = "";
     ssize_t n;
 
-    dc->lockfd = openat(dfd, "ecfs-cache.lock", O_RDWR | O_CREAT | O_CLOEXEC,
-                        0600);
+    dc->lockfd =
+        openat(dfd, "ecfs-cache.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (dc->lockfd < 0) {
         int e = errno;
         fprintf(stderr, "ecfs: cache_dir %s: cannot open its lock file: %s\n",
@@ -184,9 +184,8 @@ int fc_dcache_open(const struct fc_dcache_conf *conf, struct fc_dcache **out)
     dc->v1fd = dc->lockfd = -1;
     dc->max_bytes = conf->max_bytes;
     dc->dir = strdup(conf->dir);
-    if (dc->dir == NULL ||
-        asprintf(&dc->idpfx, "ecfs-dcache\n%s\n%s\n", conf->endpoint,
-                 conf->bucket) < 0) {
+    if (dc->dir == NULL || asprintf(&dc->idpfx, "ecfs-dcache\n%s\n%s\n",
+                                    conf->endpoint, conf->bucket) < 0) {
         dc->idpfx = NULL;
         ret = -ENOMEM;
         goto out_free;
@@ -341,8 +340,8 @@ static void scan_sub(struct fc_dcache *dc, int sub, struct ev_heap *h,
             fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
             !S_ISREG(st.st_mode))
             continue;
-        x.atime_ns = (int64_t)st.st_atim.tv_sec * 1000000000 +
-                     st.st_atim.tv_nsec;
+        x.atime_ns =
+            (int64_t)st.st_atim.tv_sec * 1000000000 + st.st_atim.tv_nsec;
         x.cost = file_cost((uint64_t)st.st_size);
         snprintf(x.path, sizeof(x.path), "%s/%s", name, de->d_name);
         *bytes += x.cost;
@@ -389,17 +388,17 @@ static void evict_pass(struct fc_dcache *dc, uint64_t need)
     struct ev_heap h = {0};
     uint64_t bytes = 0, files = 0, freed = 0, avg;
 
-    avg = atomic_load(&dc->files) ? atomic_load(&dc->bytes) /
-                                        atomic_load(&dc->files)
-                                  : 4096;
-    h.cap = (size_t)CM_MIN((uint64_t)DC_HEAP_MAX,
-                           need / CM_MAX(avg, 1) + 256);
+    avg = atomic_load(&dc->files)
+              ? atomic_load(&dc->bytes) / atomic_load(&dc->files)
+              : 4096;
+    h.cap = (size_t)CM_MIN((uint64_t)DC_HEAP_MAX, need / CM_MAX(avg, 1) + 256);
     h.e = need ? malloc(h.cap * sizeof(*h.e)) : NULL;
     if (h.e == NULL)
         h.cap = 0;
     for (int i = 0; i < 256; i++)
         scan_sub(dc, i, need ? &h : NULL, &bytes, &files);
-    qsort(h.e, h.n, sizeof(*h.e), ent_cmp);
+    if (h.n > 0)
+        qsort(h.e, h.n, sizeof(*h.e), ent_cmp);
     for (size_t i = 0; i < h.n && freed < need; i++) {
         if (unlinkat(dc->v1fd, h.e[i].path, 0) == 0) {
             freed += h.e[i].cost;
@@ -490,8 +489,7 @@ void fc_dcache_close(struct fc_dcache *dc)
 
 static uint32_t hdr_crc(const struct dc_hdr *h, const char *id, size_t idlen)
 {
-    return cm_crc32c(cm_crc32c(0, h, offsetof(struct dc_hdr, hcrc)), id,
-                     idlen);
+    return cm_crc32c(cm_crc32c(0, h, offsetof(struct dc_hdr, hcrc)), id, idlen);
 }
 
 /* Reads a block (see header). */
@@ -533,9 +531,8 @@ int fc_dcache_get(struct fc_dcache *dc, const char *key, const char *etag,
     do
         got = preadv(fd, iov, want > 0 ? 3 : 2, 0);
     while (got < 0 && errno == EINTR);
-    if (got < (ssize_t)(DC_HDR + idlen) ||
-        memcmp(h.magic, DC_MAGIC, 8) != 0 || h.idlen != idlen ||
-        h.flags != 0 || h.datalen > want ||
+    if (got < (ssize_t)(DC_HDR + idlen) || memcmp(h.magic, DC_MAGIC, 8) != 0 ||
+        h.idlen != idlen || h.flags != 0 || h.datalen > want ||
         (size_t)got != DC_HDR + idlen + h.datalen ||
         memcmp(stored, id, idlen) != 0 || h.hcrc != hdr_crc(&h, id, idlen) ||
         h.dcrc != cm_crc32c(0, buf, (size_t)h.datalen))
@@ -708,14 +705,13 @@ void fc_dcache_drop(struct fc_dcache *dc, const char *key, const char *etag,
 /* Formats the counters (see header). */
 int fc_dcache_stats_format(struct fc_dcache *dc, char *out, size_t cap)
 {
-    return snprintf(out, cap,
-                    " dcache_hits=%lu dcache_misses=%lu dcache_stores=%lu "
-                    "dcache_store_errors=%lu dcache_corrupt=%lu "
-                    "dcache_evicted=%lu dcache_bytes=%" PRIu64
-                    " dcache_files=%" PRIu64,
-                    atomic_load(&dc->hits), atomic_load(&dc->misses),
-                    atomic_load(&dc->stores), atomic_load(&dc->store_err),
-                    atomic_load(&dc->corrupt), atomic_load(&dc->evicted),
-                    (uint64_t)atomic_load(&dc->bytes),
-                    (uint64_t)atomic_load(&dc->files));
+    return snprintf(
+        out, cap,
+        " dcache_hits=%lu dcache_misses=%lu dcache_stores=%lu "
+        "dcache_store_errors=%lu dcache_corrupt=%lu "
+        "dcache_evicted=%lu dcache_bytes=%" PRIu64 " dcache_files=%" PRIu64,
+        atomic_load(&dc->hits), atomic_load(&dc->misses),
+        atomic_load(&dc->stores), atomic_load(&dc->store_err),
+        atomic_load(&dc->corrupt), atomic_load(&dc->evicted),
+        (uint64_t)atomic_load(&dc->bytes), (uint64_t)atomic_load(&dc->files));
 }

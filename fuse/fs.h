@@ -73,9 +73,10 @@ struct fc_fs {
     struct fc_cache *cache;
     struct fc_prefetch *pf;
     struct fc_pack *pack; /* the prefix holds a pack: pack_ops.c serves */
-    struct fc_dcache *dcache; /* -o cache_dir (dcache.c), NULL without */
     bool cache_forever;   /* ro || immutable: metadata never expires */
     time_t started;       /* mount time: the mtime of directories */
+
+    struct fc_dcache *dcache; /* -o cache_dir (dcache.c), NULL without */
 };
 
 /* Monotonic clock in seconds. */

@@ -765,11 +765,11 @@ int fc_read_stats_format(struct fc_fs *fs, char *out, size_t cap)
     if (pf == NULL)
         return snprintf(out, cap, "%s", "");
     n = snprintf(out, cap,
-                    " reads=%lu read_gets=%lu readahead_gets=%lu "
-                    "dir_prefetch_gets=%lu list_prefetches=%lu",
-                    atomic_load(&pf->reads), atomic_load(&pf->read_gets),
-                    atomic_load(&pf->ra_gets), atomic_load(&pf->dir_gets),
-                    atomic_load(&pf->list_jobs_n));
+                 " reads=%lu read_gets=%lu readahead_gets=%lu "
+                 "dir_prefetch_gets=%lu list_prefetches=%lu",
+                 atomic_load(&pf->reads), atomic_load(&pf->read_gets),
+                 atomic_load(&pf->ra_gets), atomic_load(&pf->dir_gets),
+                 atomic_load(&pf->list_jobs_n));
     if (fs->dcache != NULL && n >= 0 && (size_t)n < cap)
         n += fc_dcache_stats_format(fs->dcache, out + n, cap - (size_t)n);
     return n;

@@ -42,10 +42,8 @@ static int teardown(void **state)
 
 static struct fc_dcache *open_dc(const char *endpoint, uint64_t max)
 {
-    struct fc_dcache_conf c = {.dir = g_dir,
-                               .max_bytes = max,
-                               .endpoint = endpoint,
-                               .bucket = "b"};
+    struct fc_dcache_conf c = {
+        .dir = g_dir, .max_bytes = max, .endpoint = endpoint, .bucket = "b"};
     struct fc_dcache *dc = NULL;
 
     assert_int_equal(fc_dcache_open(&c, &dc), 0);
