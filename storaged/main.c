@@ -16,7 +16,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/httpd.h"
 #include "common/log.h"
+#include "common/otlp.h"
 #include "storaged/http/http.h"
 #include "storaged/s3/s3.h"
 #include "storaged/store/drive.h"
@@ -65,6 +67,11 @@ static void usage(FILE *f)
         "                           bodies in memory for GETs (default 0: off)\n"
         "      --idle-timeout S     close idle keep-alive connections after S s (60)\n"
         "      --request-timeout S  slow clients: head or body stalled for S s (30)\n"
+        "      --otlp-endpoint URL  push the /metrics series over OTLP/HTTP (JSON)\n"
+        "                           to URL (http://HOST:4318 -> .../v1/metrics)\n"
+        "      --otlp-interval S    seconds between pushes (default 10)\n"
+        "      --console ADDR       read-only status page on HOST:PORT (HTTP Basic\n"
+        "                           with the root credentials; use 127.0.0.1)\n"
         "  -l, --log-level LEVEL    debug, info, warn, error (default info)\n"
         "  -h, --help               this text\n"
         "  -V, --version            print the version\n"
@@ -78,45 +85,6 @@ static void usage(FILE *f)
         "rebuilt at start, S3 requests get 503 with Retry-After and /metrics\n"
         "shows the progress. SIGTERM or SIGINT: stop\n"
         "accepting, finish in-flight requests, exit 0.\n");
-}
-
-/* Splits "HOST:PORT" / "[V6]:PORT" / ":PORT". 0 or -EINVAL. */
-static int parse_address(const char *a, char *host, size_t hcap, int *port)
-{
-    const char *colon;
-    char *end;
-    long p;
-    size_t hl;
-
-    if (a[0] == '[') {
-        const char *rb = strchr(a, ']');
-
-        if (rb == NULL || rb[1] != ':')
-            return -EINVAL;
-        hl = (size_t)(rb - a - 1);
-        if (hl >= hcap)
-            return -EINVAL;
-        memcpy(host, a + 1, hl);
-        host[hl] = 0;
-        colon = rb + 1;
-    } else {
-        colon = strrchr(a, ':');
-        if (colon == NULL)
-            return -EINVAL;
-        hl = (size_t)(colon - a);
-        if (hl >= hcap)
-            return -EINVAL;
-        memcpy(host, a, hl);
-        host[hl] = 0;
-    }
-    if (host[0] == 0)
-        snprintf(host, hcap, "0.0.0.0");
-    errno = 0;
-    p = strtol(colon + 1, &end, 10);
-    if (errno || *end || end == colon + 1 || p < 0 || p > 65535)
-        return -EINVAL;
-    *port = (int)p;
-    return 0;
 }
 
 /* Parses "K+M". 0 or -EINVAL. */
@@ -215,6 +183,9 @@ static int cmd_serve(int argc, char **argv)
         {"idle-timeout", required_argument, NULL, 'I'},
         {"request-timeout", required_argument, NULL, 'R'},
         {"log-level", required_argument, NULL, 'l'},
+        {"otlp-endpoint", required_argument, NULL, 'O'},
+        {"otlp-interval", required_argument, NULL, 'N'},
+        {"console", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -224,7 +195,9 @@ static int cmd_serve(int argc, char **argv)
     struct stor_s3_opts s3o = {0};
     struct stor_store *store = NULL;
     struct stor_s3 *s3 = NULL;
-    char host[256] = "";
+    struct stor_s3_obs_opts obo = {.version = STORAGED_VERSION};
+    struct stor_s3_obs *obs = NULL;
+    char host[256] = "", instance[512];
     char **drives = NULL;
     size_t ndrives = 0;
     const char *address = NULL;
@@ -299,6 +272,44 @@ static int cmd_serve(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'O':
+            if (cm_otlp_check_endpoint(optarg) < 0) {
+                fprintf(stderr,
+                        "storaged: --otlp-endpoint wants http(s)://HOST:PORT"
+                        "[/PATH], got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            obo.otlp_endpoint = optarg;
+            break;
+        case 'N': {
+            char *end;
+
+            errno = 0;
+            obo.otlp_interval_s = strtod(optarg, &end);
+            if (errno || *end || end == optarg ||
+                !(obo.otlp_interval_s >= 0.1 && obo.otlp_interval_s <= 86400)) {
+                fprintf(stderr,
+                        "storaged: bad --otlp-interval '%s' (seconds, "
+                        "0.1..86400)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'K': {
+            char ch[256];
+            int cp;
+
+            if (cm_hostport_parse(optarg, ch, sizeof(ch), &cp) < 0) {
+                fprintf(stderr,
+                        "storaged: bad --console '%s' (want HOST:PORT)\n",
+                        optarg);
+                return 2;
+            }
+            obo.console_addr = optarg;
+            break;
+        }
         case 'l':
             lvl = cm_log_parse_level(optarg);
             if (lvl < 0) {
@@ -322,7 +333,7 @@ static int cmd_serve(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (parse_address(address, host, sizeof(host), &ho.port) < 0) {
+    if (cm_hostport_parse(address, host, sizeof(host), &ho.port) < 0) {
         fprintf(stderr, "storaged: bad --address '%s' (want HOST:PORT)\n",
                 address);
         return 2;
@@ -354,6 +365,23 @@ static int cmd_serve(int argc, char **argv)
     ret = stor_s3_create(&s3o, &s3);
     if (ret < 0)
         goto out_store;
+    {
+        char hn[256] = "localhost";
+
+        (void)gethostname(hn, sizeof(hn) - 1);
+        snprintf(instance, sizeof(instance), "%s:%d", hn, ho.port);
+        obo.instance = instance;
+    }
+    if (obo.otlp_endpoint || obo.console_addr) {
+        ret = stor_s3_obs_start(s3, &obo, &obs, &err);
+        if (ret < 0) {
+            fprintf(stderr, "storaged: %s\n", err ? err : strerror(-ret));
+            free(err);
+            goto out_s3;
+        }
+        ho.on_serving = stor_s3_obs_serving;
+        ho.serving_ctx = obs;
+    }
     ho.idle_timeout_s = (int)idle;
     ho.header_timeout_s = (int)reqto;
     ho.body_timeout_s = (int)reqto;
@@ -369,6 +397,8 @@ static int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     ret = stor_http_serve(&ho);
+    stor_s3_obs_stop(obs);
+out_s3:
     stor_s3_destroy(s3);
 out_store:
     stor_store_close(store);

@@ -1800,9 +1800,13 @@ int stor_http_serve(const struct stor_http_opts *o)
     cm_log(CM_LOG_INFO, 0,
            "serving HTTP on %s:%d (%zu loops, %zu read + %zu write workers)",
            o->host, o->port, n, nr, nw);
+    if (o->on_serving)
+        o->on_serving(o->serving_ctx, s, true);
     for (i = 0; i < n; i++)
         pthread_join(s->threads[i].tid, NULL);
     atomic_store(&s->ready, false);
+    if (o->on_serving)
+        o->on_serving(o->serving_ctx, s, false);
     /* Workers finish what is queued; completions then run on no loop, so
      * connections still waiting for a job are released with the process. */
     stor_pool_destroy(s->pool);

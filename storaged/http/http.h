@@ -171,6 +171,12 @@ struct stor_http_opts {
     int body_timeout_s;   /* no body progress for this long */
     const struct stor_http_app *app; /* borrowed until serve returns */
     void *app_ctx;                   /* handed to the hooks (r->app) */
+    /* When set, called on the serving thread with @up true once the loops
+     * run, and with @up false once they stopped, before @srv is freed:
+     * side services (metrics push, console) may read stor_http_stats(srv)
+     * in between. */
+    void (*on_serving)(void *ctx, struct stor_http_server *srv, bool up);
+    void *serving_ctx;
 };
 
 /* Binds, starts the loops and the workers, and serves until

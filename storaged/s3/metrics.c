@@ -14,12 +14,14 @@
 #include "storaged/store/object.h"
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define NSTATUS 600
 static const double lat_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
                                     0.025,  0.05,  0.1,    0.25,  0.5,
                                     1,      2.5,   5,      10};
 #define NLAT (sizeof(lat_bounds) / sizeof(lat_bounds[0]))
+_Static_assert(NLAT + 1 == STOR_METRICS_NLAT, "bucket count in metrics.h");
 
 struct stor_metrics {
     atomic_uint_fast64_t req[S3_OP_COUNT][NSTATUS];
@@ -107,6 +109,30 @@ void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how)
 {
     if (m != NULL && (unsigned)how < 3)
         atomic_fetch_add_explicit(&m->get_loop[how], 1, memory_order_relaxed);
+}
+
+/* See header. */
+const double *stor_metrics_lat_bounds(void)
+{
+    return lat_bounds;
+}
+
+/* See header. */
+void stor_metrics_totals(struct stor_metrics *m, struct stor_metrics_totals *t)
+{
+    memset(t, 0, sizeof(*t));
+    for (int op = 0; op < S3_OP_COUNT; op++) {
+        if (op == S3_OP_HEALTH || op == S3_OP_METRICS)
+            continue;
+        t->requests += atomic_load(&m->lat_count[op]);
+        t->lat_us += atomic_load(&m->lat_sum_us[op]);
+        t->bytes_in += atomic_load(&m->bytes_in[op]);
+        t->bytes_out += atomic_load(&m->bytes_out[op]);
+        for (size_t b = 0; b <= NLAT; b++)
+            t->lat[b] += atomic_load(&m->lat[op][b]);
+        for (int st = 500; st < NSTATUS; st++)
+            t->errors += atomic_load(&m->req[op][st]);
+    }
 }
 
 /* Appends the per-op request families. */
@@ -245,6 +271,30 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             (unsigned long long)st.index_rebuild_estimate,
             (unsigned long long)st.index_verified, st.index_verify_done ? 1 : 0,
             st.index_verify_s, (unsigned long long)st.index_verify_bad);
+    if (ret == 0)
+        ret = cm_buf_appendf(
+            o,
+            "# HELP storaged_heal_queue Heal requests waiting.\n"
+            "# TYPE storaged_heal_queue gauge\nstoraged_heal_queue %zu\n"
+            "# TYPE storaged_sets gauge\nstoraged_sets %d\n"
+            "# TYPE storaged_set_drives gauge\nstoraged_set_drives %d\n"
+            "# HELP storaged_ec_data_shards Data shards (K) of a full-size "
+            "object.\n"
+            "# TYPE storaged_ec_data_shards gauge\nstoraged_ec_data_shards %d\n"
+            "# TYPE storaged_ec_parity_shards gauge\n"
+            "storaged_ec_parity_shards %d\n"
+            "# HELP storaged_drive_info A drive's erasure set and position.\n"
+            "# TYPE storaged_drive_info gauge\n",
+            st.heal_queue, st.nsets, st.set_size, st.ec_data, st.ec_parity);
+    for (i = 0; i < st.ndrives && ret == 0; i++) {
+        struct stor_drive_stats d = {0};
+
+        stor_store_get_drive_stats(s, i, &d);
+        ret = cm_buf_appendf(
+            o,
+            "storaged_drive_info{drive=\"%s\",set=\"%d\",position=\"%d\"} 1\n",
+            d.path, d.set, d.pos);
+    }
     if (ret == 0)
         ret = cm_buf_appends(o,
                              "# TYPE storaged_drive_online gauge\n"

@@ -35,6 +35,19 @@ CM_MUST_CHECK int stor_metrics_render(struct stor_metrics *m,
                                       struct stor_store *store,
                                       const struct stor_http_stats *hs,
                                       struct cm_buf *out);
+/* Sums over every S3 API (health and /metrics requests left out), for the
+ * console's samples. lat[b] counts requests in latency bucket b (upper
+ * bounds from stor_metrics_lat_bounds; the last bucket is +Inf). */
+#define STOR_METRICS_NLAT 15
+struct stor_metrics_totals {
+    uint64_t requests, errors; /* errors: HTTP status >= 500 */
+    uint64_t lat_us;           /* latency sum, microseconds */
+    uint64_t bytes_in, bytes_out;
+    uint64_t lat[STOR_METRICS_NLAT];
+};
+void stor_metrics_totals(struct stor_metrics *m, struct stor_metrics_totals *t);
+/* The finite latency bucket bounds (seconds), STOR_METRICS_NLAT - 1. */
+const double *stor_metrics_lat_bounds(void);
 /* The API name of @op ("GetObject", ...). */
 const char *stor_metrics_op_name(int op);
 

@@ -6,6 +6,7 @@
 #define STORAGED_S3_S3_H
 #include "common/compiler.h"
 #include "storaged/http/http.h"
+#include <stdbool.h>
 #include <stddef.h>
 
 struct stor_store;
@@ -23,6 +24,27 @@ struct stor_s3_opts {
 CM_MUST_CHECK int stor_s3_create(const struct stor_s3_opts *o,
                                  struct stor_s3 **out);
 void stor_s3_destroy(struct stor_s3 *s3);
+
+/* Side services (s3/console.c): the OTLP metrics push (--otlp-endpoint)
+ * and the status page (--console). Strings are copied. */
+struct stor_s3_obs_opts {
+    const char *otlp_endpoint; /* NULL: no push */
+    double otlp_interval_s;    /* 0: 10 s */
+    const char *console_addr;  /* HOST:PORT, NULL: no console */
+    const char *instance;      /* service.instance.id, page title */
+    const char *version;       /* service.version */
+};
+struct stor_s3_obs;
+/* Binds the console and starts the push and the sampler; they run until
+ * stor_s3_obs_stop. 0 and *out, or -errno with *@err set (caller frees). */
+CM_MUST_CHECK int stor_s3_obs_start(struct stor_s3 *s3,
+                                    const struct stor_s3_obs_opts *o,
+                                    struct stor_s3_obs **out, char **err);
+/* The running transport (NULL once it stopped): its connection figures
+ * join the metrics. For stor_http_opts.on_serving. */
+void stor_s3_obs_serving(void *obs, struct stor_http_server *srv, bool up);
+/* Stops and frees (NULL: no-op). */
+void stor_s3_obs_stop(struct stor_s3_obs *obs);
 
 /* The transport hooks of the S3 application. */
 extern const struct stor_http_app stor_s3_app;

@@ -893,7 +893,12 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
     pthread_mutex_lock(&s->heal_lock);
     out->scan_percent = s->scan_percent;
     out->scan_last_cycle_s = s->scan_last_cycle_s;
+    out->heal_queue = s->nhealq;
     pthread_mutex_unlock(&s->heal_lock);
+    out->nsets = s->nsets;
+    out->set_size = s->set_size;
+    out->ec_data = s->K;
+    out->ec_parity = s->M;
     out->ndrives = s->ndrives;
     for (size_t i = 0; i < s->ndrives; i++)
         out->drives_online += obj_drive_online(s, i);
@@ -939,6 +944,8 @@ void stor_store_get_drive_stats(struct stor_store *s, size_t i,
     if (i >= s->ndrives)
         return;
     out->path = d->path;
+    out->set = d->set;
+    out->pos = d->pos;
     out->online = obj_drive_online(s, i);
     out->reads = __atomic_load_n(&d->reads, __ATOMIC_RELAXED);
     out->writes = __atomic_load_n(&d->writes, __ATOMIC_RELAXED);

@@ -290,11 +290,15 @@ struct stor_store_stats {
     uint64_t index_verify_bad;       /* buckets whose content differed */
     bool index_verify_done;
     double index_verify_s;
+    /* geometry and the heal queue (the console, /metrics) */
+    int nsets, set_size, ec_data, ec_parity; /* K+M for full-size objects */
+    size_t heal_queue;                       /* heal requests waiting */
 };
 void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out);
 /* Per-drive figures for /metrics; @i < ndrives. */
 struct stor_drive_stats {
     const char *path; /* borrowed from the store */
+    int set, pos;     /* erasure set and position in it */
     bool online;
     uint64_t reads, writes, read_bytes, write_bytes, errors;
 };
