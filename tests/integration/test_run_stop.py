@@ -105,6 +105,19 @@ def test_run_ls_pytorch_stop(job):
     assert "ls ./mnt/train" in out
     assert "make stop" in out
     assert mounted(mnt)
+    # the status page is on, on 127.0.0.1, behind the printed credentials
+    m = re.search(r"^credentials above\): (http://127\.0\.0\.1:\d+/)$", out,
+                  re.M)
+    assert m, out
+    user = re.search(r"access key (\S+)", out).group(1)
+    secret = re.search(r"secret key (\S+)", out).group(1)
+    import base64
+    import urllib.request
+    rq = urllib.request.Request(m.group(1), headers={
+        "Authorization": "Basic " + base64.b64encode(
+            ("%s:%s" % (user, secret)).encode()).decode()})
+    with urllib.request.urlopen(rq, timeout=5) as page:
+        assert b'<section id="drives">' in page.read()
     spid, epid = pidfile(job, "storaged"), pidfile(job, "ecfs")
     assert os.path.isdir("/proc/%d" % spid) and os.path.isdir("/proc/%d" % epid)
     # 16 drive folders behind one storaged, the default 12+4 geometry.
