@@ -810,6 +810,14 @@ static int push_once(struct cm_otlp *p, CURL *h, struct curl_slist *hdrs,
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, json.data);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)json.len);
     cc = curl_easy_perform(h);
+    if (cc == CURLE_GOT_NOTHING || cc == CURLE_RECV_ERROR ||
+        cc == CURLE_SEND_ERROR) {
+        /* the collector closed the kept-alive connection under us: once
+         * more on a new one */
+        curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+        cc = curl_easy_perform(h);
+        curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 0L);
+    }
     if (cc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     cm_buf_fini(&json);

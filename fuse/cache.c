@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "fuse/metrics.h"
+
 struct fc_cache {
     pthread_mutex_t lock;   /* protects everything below and block fields */
     pthread_cond_t cond;    /* broadcast when a block leaves LOADING */
@@ -155,8 +157,12 @@ void fc_cache_buf_free(char *p)
     }
 }
 
+_Thread_local bool fc_cache_waited;
+
 static void block_free(struct fc_block *b)
 {
+    if (atomic_load_explicit(&b->pf_unread, memory_order_relaxed))
+        fc_metrics_prefetch_wasted();
     fc_cache_buf_free(b->data);
     free(b->id);
     free(b);
@@ -281,6 +287,7 @@ struct fc_block *fc_cache_acquire(struct fc_cache *c, const char *key,
     b->refs++;
     lru_unlink(c, b);
     lru_push_front(c, b);
+    fc_cache_waited = wait && b->state == FC_BLOCK_LOADING;
     while (wait && b->state == FC_BLOCK_LOADING)
         pthread_cond_wait(&c->cond, &c->lock);
     pthread_mutex_unlock(&c->lock);

@@ -5,6 +5,7 @@
  * Callers hold references; eviction only frees unreferenced READY blocks. */
 #ifndef FUSE_CACHE_H
 #define FUSE_CACHE_H
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +20,8 @@ struct fc_block {
     char *data; /* owned by the block; from fc_cache_buf_alloc */
     size_t len; /* valid bytes */
     int err;    /* -errno when FAILED */
+    /* prefetched and not read yet (fuse/metrics.c: prefetch used/wasted) */
+    atomic_bool pf_unread;
     /* the rest is private to cache.c */
     enum fc_block_state state;
     int refs;
@@ -28,6 +31,10 @@ struct fc_block {
 };
 
 struct fc_cache;
+
+/* Whether this thread's last fc_cache_acquire waited for a LOADING block
+ * (fuse/metrics.c: reader wait). */
+extern _Thread_local bool fc_cache_waited;
 
 /* Block data buffers. Every buffer handed to fc_cache_fill comes from
  * here, and the cache frees it with fc_cache_buf_free. A large one (at

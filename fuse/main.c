@@ -31,6 +31,7 @@
 #include "fuse/dcache.h"
 #include "fuse/inode.h"
 #include "fuse/listxml.h"
+#include "fuse/metrics.h"
 #include "fuse/ops.h"
 #include "fuse/pack.h"
 #include "fuse/pack_ops.h"
@@ -53,6 +54,8 @@ struct raw_opts {
         *pack_fetch, *cache_dir_size;
     char *log_file;
     char *umask_s;
+    char *metrics, *otlp_endpoint; /* -o metrics=, otlp_endpoint= */
+    double otlp_interval;
     int show_help, show_version;
     int allow_other;
 };
@@ -77,6 +80,9 @@ static const struct fuse_opt opt_spec[] = {
     OPT("insecure_skip_tls_verify_testing_only", o.insecure),
     OPTS("log_level=%s", o.log_level),
     OPTS("log_file=%s", log_file),
+    OPTS("metrics=%s", metrics),
+    OPTS("otlp_endpoint=%s", otlp_endpoint),
+    OPTS("otlp_interval=%lf", otlp_interval),
     OPTS("uid=%u", o.uid),
     OPT("uid=", o.set_uid),
     OPTS("gid=%u", o.gid),
@@ -130,6 +136,7 @@ static const struct fuse_opt opt_spec[] = {
     FUSE_OPT_KEY("attr_timeout=", KEY_SECS),
     FUSE_OPT_KEY("negative_timeout=", KEY_SECS),
     FUSE_OPT_KEY("list_ttl=", KEY_SECS),
+    FUSE_OPT_KEY("otlp_interval=", KEY_SECS),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -257,6 +264,12 @@ static void usage(const char *prog)
         "                           object of that name is at the mount root\n"
         "                           when mounting)\n"
         "    -o nostats             no .ecfs-stats file\n"
+        "    -o metrics=HOST:PORT   serve Prometheus text on http://HOST:PORT/metrics:\n"
+        "                           FUSE operations, S3 requests, caches, prefetch,\n"
+        "                           reader wait (see README \"Monitoring\")\n"
+        "    -o otlp_endpoint=URL   push the same series over OTLP/HTTP (JSON) to URL\n"
+        "                           (http://HOST:4318 -> .../v1/metrics)\n"
+        "    -o otlp_interval=S     seconds between pushes (default 10)\n"
         "    ecfs stats MOUNTPOINT [-w SECONDS [-c COUNT]]   those counters once,\n"
         "                           or every SECONDS as per-second rates, like\n"
         "                           vmstat (see ecfs stats --help)\n"
@@ -653,6 +666,8 @@ static void free_opts(struct raw_opts *r)
     free(o->stage_dir);
     free(r->log_file);
     free(r->umask_s);
+    free(r->metrics);
+    free(r->otlp_endpoint);
 }
 
 /* Watches the session from its own thread: once it has exited (SIGTERM,
@@ -776,6 +791,9 @@ int main(int argc, char *argv[])
     struct fc_creds cr;
     struct fc_s3_conf sc;
     struct fuse_session *se = NULL;
+    struct fuse_lowlevel_ops timed_ops;
+    struct fc_metrics_conf mc = {0};
+    char instance[PATH_MAX + 300];
     int ret = 1, lvl;
 
     if (argc > 1 && strcmp(argv[1], "pack") == 0)
@@ -845,6 +863,18 @@ int main(int argc, char *argv[])
         fprintf(stderr, "ecfs: missing MOUNTPOINT (see --help)\n");
         goto out_cmd;
     }
+    mc.listen = r.metrics;
+    mc.otlp_endpoint = r.otlp_endpoint;
+    mc.otlp_interval_s = r.otlp_interval;
+    {
+        char hn[256] = "localhost";
+
+        (void)gethostname(hn, sizeof(hn) - 1);
+        snprintf(instance, sizeof(instance), "%s:%s", hn, cmd.mountpoint);
+        mc.instance = instance;
+    }
+    if (fc_metrics_check(&mc) < 0)
+        goto out_cmd;
     if (fc_creds_load(fs.o.passwd_file, fs.o.profile, fs.o.bucket, &cr) < 0)
         goto out_cmd;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -892,9 +922,11 @@ int main(int argc, char *argv[])
         goto out_curl;
     }
     ret = 1;
-    se = fs.pack
-             ? fuse_session_new(&args, &fc_pack_ops, sizeof(fc_pack_ops), &fs)
-             : fuse_session_new(&args, &fc_ops, sizeof(fc_ops), &fs);
+    if (mc.listen || mc.otlp_endpoint) /* time every operation */
+        fc_metrics_wrap_ops(fs.pack ? &fc_pack_ops : &fc_ops, &timed_ops);
+    else
+        timed_ops = fs.pack ? fc_pack_ops : fc_ops;
+    se = fuse_session_new(&args, &timed_ops, sizeof(timed_ops), &fs);
     if (se == NULL)
         goto out_curl;
     fc_ops_set_session(se);
@@ -934,6 +966,8 @@ int main(int argc, char *argv[])
         cm_log(CM_LOG_ERROR, ENOMEM, "ecfs: setup failed");
         goto out_state;
     }
+    if (fc_metrics_start(&fs, &mc) < 0)
+        goto out_state;
     if (fs.o.read_ahead_kb > 0) {
         struct ra_arg *ra = calloc(1, sizeof(*ra));
         pthread_t th;
@@ -952,6 +986,7 @@ int main(int argc, char *argv[])
     ret = run_session(se, &cmd, &fs, &old_mask);
     cm_log(CM_LOG_INFO, 0, "ecfs: unmounting %s", cmd.mountpoint);
 out_state:
+    fc_metrics_stop();
     fuse_session_unmount(se);
     fc_upload_stop(&fs);
     fc_prefetch_stop(&fs);

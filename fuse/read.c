@@ -34,6 +34,7 @@
 #include "fuse/dcache.h"
 #include "fuse/fs.h"
 #include "fuse/inode.h"
+#include "fuse/metrics.h"
 #include "fuse/s3.h"
 
 #define RUN_MAX 64 /* blocks fetched by one GET at most */
@@ -232,6 +233,7 @@ static void *pf_worker(void *arg)
             if (fc_dir_listing(pf->fs, j->key, &l) == 0)
                 fc_listing_unref(l);
         } else {
+            fc_metrics_prefetch_issued(j->blks, j->n);
             (void)fetch_run(pf->fs, j->key, j->etag, j->size, j->first, j->n,
                             j->blks);
         }
@@ -692,6 +694,8 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
         unsigned n = 1, i;
         int err = 0;
 
+        double t0 = fc_metrics_on ? fc_metrics_now() : 0;
+
         run[0] = fc_cache_acquire(fs->cache, o->key, o->etag, b, true, &owner);
         if (run[0] == NULL) {
             fc_read_unpin(fs, p);
@@ -707,6 +711,7 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
                 n++;
             (void)fetch_run(fs, o->key, o->etag, o->size, b, n, run);
         }
+        fc_metrics_read_block(t0, owner, n, run[0]);
         for (i = 0; i < n; i++) {
             struct fc_block *blk = run[i];
             uint64_t bstart = (b + i) * bs;
@@ -732,6 +737,7 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
                 for (unsigned k = 0; k < n; k++)
                     if (run[k] != NULL)
                         fc_cache_release(fs->cache, run[k]);
+                fc_metrics_read_bytes(total);
                 return (ssize_t)total;
             }
         }
@@ -752,6 +758,7 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
         }
         b += n;
     }
+    fc_metrics_read_bytes(total);
     return (ssize_t)total;
 }
 

@@ -38,6 +38,7 @@
 #include "common/timefmt.h"
 #include "common/uri.h"
 #include "fuse/listxml.h"
+#include "fuse/metrics.h"
 
 #define S3_LIST_BODY_MAX (64u << 20) /* a 1000-key page is < 1 MiB */
 #define S3_ERR_BODY_MAX  (64u << 10)
@@ -735,6 +736,8 @@ static long s3_perform(struct fc_s3 *s, const struct s3_req *r,
         status = 0;
         if (cc == CURLE_OK)
             curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        fc_metrics_s3(h, (size_t)((uintptr_t)counter - (uintptr_t)&s->stats),
+                      status);
         /* errbuf is ours only for this attempt */
         curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
         /* detach the share so reset/cleanup never races on it */

@@ -118,6 +118,8 @@ def parse_prom(text):
 
 
 class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as collectors do
+
     def do_POST(self):
         rx = self.server.receiver
         n = int(self.headers.get("Content-Length", "0"))

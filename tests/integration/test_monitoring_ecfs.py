@@ -1,0 +1,194 @@
+"""ecfs monitoring (issue 19): -o metrics=HOST:PORT (Prometheus text),
+-o otlp_endpoint= (OTLP/HTTP JSON push), scraped by a real Prometheus next
+to storaged, after a known workload on a real FUSE mount: N cold reads of
+small files (N GETs, N block-cache misses, N reader waits), M re-reads from
+the block cache (page cache dropped with fadvise: M hits, no GET), and one
+sequential read of a multi-block file (readahead: prefetch issued and used).
+"""
+
+import os
+import socket
+import statistics
+import subprocess
+import time
+import urllib.request
+
+from fuse_util import ECFS, client_bucket, mount_of
+from otlp_util import OtlpReceiver, Prometheus, free_port, parse_prom
+
+N = 20  # small files read cold
+M = 12  # of them read again from the block cache
+
+
+def scrape(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                timeout=5) as r:
+        assert r.headers["Content-Type"].startswith("text/plain")
+        return parse_prom(r.read().decode())[0]
+
+
+def read_file(path, drop=False):
+    t = time.perf_counter()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if drop:  # out of the page cache: the next read reaches ecfs
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            t = time.perf_counter()
+        data = b""
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            data += b
+    finally:
+        os.close(fd)
+    return data, time.perf_counter() - t
+
+
+def v(series, name, **labels):
+    return series.get((name, tuple(sorted(labels.items()))), 0)
+
+
+def test_ecfs_metrics_otlp_and_prometheus(storaged, ecfs_mount):
+    srv = storaged()
+    c, bucket = client_bucket(srv)
+    for i in range(2 * N):
+        c.put_object(Bucket=bucket, Key="small/f%03d" % i,
+                     Body=bytes([i]) * 4096)
+    big = os.urandom(3 << 20)
+    c.put_object(Bucket=bucket, Key="big.bin", Body=big)
+    rx = OtlpReceiver()
+    mport = free_port()
+    prom = None
+    try:
+        m = mount_of(srv, ecfs_mount, bucket, opts=[
+            "ro", "metrics=127.0.0.1:%d" % mport,
+            "otlp_endpoint=" + rx.url, "otlp_interval=0.3",
+            "dir_prefetch=0", "list_prefetch=0", "block_size=1M"])
+        prom = Prometheus(os.path.join(m.workdir, "prom"), {
+            "storaged": "127.0.0.1:%d" % srv.port,
+            "ecfs": "127.0.0.1:%d" % mport})
+        names = sorted(os.listdir(os.path.join(m.path, "small")))
+        assert len(names) == 2 * N
+        gets0 = v(scrape(mport), "ecfs_s3_requests_total", api="GetObject",
+                  status="200")
+        assert gets0 == 0
+        cold = []
+        for i, n in enumerate(names[:N]):
+            data, dt = read_file(os.path.join(m.path, "small", n))
+            assert data == bytes([i]) * 4096
+            cold.append(dt)
+        for i, n in enumerate(names[:M]):
+            data, _ = read_file(os.path.join(m.path, "small", n), drop=True)
+            assert data == bytes([i]) * 4096
+        s = scrape(mport)
+        assert v(s, "ecfs_s3_requests_total", api="GetObject",
+                 status="200") == N
+        assert v(s, "ecfs_block_cache_misses_total") == N
+        assert v(s, "ecfs_block_cache_hits_total") == M
+        assert v(s, "ecfs_reader_wait_duration_seconds_count") == N
+        assert 0 < v(s, "ecfs_reader_wait_seconds_total") == \
+            v(s, "ecfs_reader_wait_duration_seconds_sum")
+        assert v(s, "ecfs_s3_request_duration_seconds_count",
+                 api="GetObject") == N
+        assert v(s, "ecfs_s3_received_bytes_total", api="GetObject") == \
+            N * 4096
+        assert v(s, "ecfs_read_bytes_total") == (N + M) * 4096
+        assert v(s, "ecfs_fuse_operation_duration_seconds_count",
+                 op="read") == N + M
+        assert v(s, "ecfs_fuse_operation_duration_seconds_count",
+                 op="lookup") >= 1  # readdirplus answered most
+        assert v(s, "ecfs_fuse_operation_duration_seconds_count",
+                 op="readdirplus") >= 1
+        assert v(s, "ecfs_s3_retries_total") == 0
+        # a sequential read of 3 blocks: readahead fetches ahead, reads use it
+        data, _ = read_file(os.path.join(m.path, "big.bin"))
+        assert data == big
+        s = scrape(mport)
+        issued = v(s, "ecfs_prefetch_issued_blocks_total")
+        used = v(s, "ecfs_prefetch_used_blocks_total")
+        assert issued >= 1 and 1 <= used <= issued, (issued, used)
+        assert v(s, "ecfs_prefetch_wasted_blocks_total") == 0
+        # the push carries the same values, with the resource attributes
+        key = ("ecfs_block_cache_hits_total", ())
+        hits = v(s, "ecfs_block_cache_hits_total")  # M + the big file's
+        assert hits >= M + used
+        res, pushed, kinds = rx.wait_for(
+            "ecfs", lambda p: p.get(("ecfs_prefetch_used_blocks_total", ()))
+            == used and p.get(key) == hits)
+        assert res["service.instance.id"].endswith(":" + m.path)
+        assert kinds["ecfs_s3_requests_total"] == "counter"
+        assert kinds["ecfs_reader_wait_duration_seconds"] == "histogram"
+        assert pushed[("ecfs_s3_requests_total",
+                       (("api", "GetObject"), ("status", "200")))] == \
+            v(s, "ecfs_s3_requests_total", api="GetObject", status="200")
+        h = pushed[("ecfs_reader_wait_duration_seconds", ())]
+        assert h["count"] == v(s, "ecfs_reader_wait_duration_seconds_count")
+        assert h["sum"] > 0
+        # the collector goes away: reads cost the same, pushes resume
+        rx.stop()
+        down = []
+        for i, n in enumerate(names[N:]):
+            data, dt = read_file(os.path.join(m.path, "small", n))
+            assert data == bytes([N + i]) * 4096
+            down.append(dt)
+        base = statistics.median(cold)
+        assert statistics.median(down) < max(5 * base, base + 0.02), \
+            (cold, down)
+        n0 = rx.count("ecfs")
+        rx.start()
+        rx.wait_for("ecfs", lambda p: rx.count("ecfs") > n0)
+        assert sum("otlp: push to" in ln
+                   for ln in m.log_text().splitlines()) <= 1
+        # Prometheus scraped both; PromQL gives the GET counts
+        # (only ecfs sends GETs to this storaged: the two counts agree)
+        q_e = 'sum(ecfs_s3_requests_total{api="GetObject"})'
+        q_s = 'sum(storaged_requests_total{api="GetObject"})'
+        now = scrape(mport)
+        gets = sum(val for (name, lab), val in now.items()
+                   if name == "ecfs_s3_requests_total" and
+                   ("api", "GetObject") in lab)
+        assert gets >= 2 * N + 1  # small files, then the big file's GETs
+        end = time.time() + 20
+        while time.time() < end:
+            e, st = prom.query(q_e), prom.query(q_s)
+            if e and st and e[0][1] == gets and st[0][1] == gets:
+                break
+            time.sleep(0.5)
+        assert prom.targets_up() == {"storaged": "up", "ecfs": "up"}
+        assert e and e[0][1] == gets, (e, gets)
+        assert st and st[0][1] == gets, (st, gets)
+        q = ('sum(ecfs_block_cache_hits_total) / (sum(ecfs_block_cache_'
+             'hits_total) + sum(ecfs_block_cache_misses_total))')
+        (_, ratio), = prom.query(q)
+        assert 0 < ratio < 1
+    finally:
+        if prom:
+            prom.stop()
+        rx.stop()
+
+
+def test_ecfs_metrics_bad_options(storaged, tmp_path):
+    srv = storaged()
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key)
+    try:
+        for opt, msg in (("metrics=nohostport", "bad -o metrics=nohostport"),
+                         ("metrics=127.0.0.1:%d" % busy.getsockname()[1],
+                          "cannot listen on"),
+                         ("otlp_endpoint=localhost:4318",
+                          "bad -o otlp_endpoint="),
+                         ("otlp_interval=-1", "bad otlp_interval")):
+            p = subprocess.run([ECFS, "b", str(mnt), "-o",
+                                "endpoint=%s,%s" % (srv.endpoint, opt)],
+                               capture_output=True, text=True, env=env,
+                               timeout=20)
+            assert p.returncode != 0 and msg in p.stderr, (opt, p.stderr)
+            assert not os.path.ismount(str(mnt))
+    finally:
+        busy.close()
