@@ -120,6 +120,11 @@ def parse_prom(text):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as collectors do
 
+    def setup(self):
+        super().setup()
+        with self.server.receiver.lock:
+            self.server.receiver.conns.add(self.connection)
+
     def do_POST(self):
         rx = self.server.receiver
         n = int(self.headers.get("Content-Length", "0"))
@@ -156,6 +161,7 @@ class OtlpReceiver:
         self.port = port
         self.url = "http://127.0.0.1:%d" % port
         self.pushes, self.errors = [], []
+        self.conns = set()  # kept-alive connections, cut by stop()
         self.lock = threading.Lock()
         self.httpd = None
         self.start()
@@ -167,10 +173,18 @@ class OtlpReceiver:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def stop(self):
+        """Down: no listener and every kept-alive connection cut."""
         if self.httpd:
             self.httpd.shutdown()
             self.httpd.server_close()
             self.httpd = None
+        with self.lock:
+            conns, self.conns = self.conns, set()
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def count(self, service):
         with self.lock:
