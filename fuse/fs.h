@@ -41,6 +41,7 @@ struct fc_opts {
     double list_ttl;         /* our listing + attribute cache, s */
     size_t cache_size;       /* block cache bytes */
     size_t block_size;       /* block bytes; files <= this are GET whole */
+    size_t whole_max;        /* files <= this: first read GETs all blocks */
     size_t readahead_max;    /* sequential window cap per reader */
     size_t readahead_init;   /* first window */
     size_t part_size;        /* one GET of a readahead window */

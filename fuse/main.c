@@ -49,9 +49,9 @@
 /* Option strings parsed after fuse_opt_parse (sizes take K/M/G suffixes). */
 struct raw_opts {
     struct fc_opts o;
-    char *cache_size, *block_size, *readahead_max, *readahead_init, *part_size,
-        *prefetch_mem, *write_part_size, *stage_max, *pack_block, *pack,
-        *pack_fetch, *cache_dir_size;
+    char *cache_size, *block_size, *whole_max, *readahead_max, *readahead_init,
+        *part_size, *prefetch_mem, *write_part_size, *stage_max, *pack_block,
+        *pack, *pack_fetch, *cache_dir_size;
     char *log_file;
     char *umask_s;
     char *metrics, *otlp_endpoint; /* -o metrics=, otlp_endpoint= */
@@ -95,6 +95,7 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("list_ttl=%lf", o.list_ttl),
     OPTS("cache_size=%s", cache_size),
     OPTS("block_size=%s", block_size),
+    OPTS("whole_max=%s", whole_max),
     OPTS("readahead_max=%s", readahead_max),
     OPTS("readahead_init=%s", readahead_init),
     OPTS("part_size=%s", part_size),
@@ -217,6 +218,10 @@ static void usage(const char *prog)
         "                           filesystem is always left free)\n"
         "    -o block_size=SIZE     cache block; files up to this size are fetched\n"
         "                           whole by one GET (default 1M)\n"
+        "    -o whole_max=SIZE      the first read of a file up to this size fetches\n"
+        "                           it all with one GET, not block by block\n"
+        "                           (default 8M, at most 64 blocks; 0: only files\n"
+        "                           up to block_size)\n"
         "    -o readahead_init=SIZE first sequential readahead window (default 4M)\n"
         "    -o readahead_max=SIZE  window cap; it doubles up to this (default 32M)\n"
         "    -o part_size=SIZE      one parallel GET of a window (default 8M)\n"
@@ -475,6 +480,10 @@ static int finish_opts(struct raw_opts *r)
     o->prefetch_mem = 512u << 20;
     bad |= parse_size(r->cache_size, &o->cache_size);
     bad |= parse_size(r->block_size, &o->block_size);
+    o->whole_max = 8u << 20;
+    bad |= parse_size(r->whole_max, &o->whole_max);
+    if (r->whole_max == NULL && o->whole_max > FC_WHOLE_BLOCKS * o->block_size)
+        o->whole_max = FC_WHOLE_BLOCKS * o->block_size; /* small blocks */
     bad |= parse_size(r->readahead_init, &o->readahead_init);
     bad |= parse_size(r->readahead_max, &o->readahead_max);
     bad |= parse_size(r->part_size, &o->part_size);
@@ -528,6 +537,13 @@ static int finish_opts(struct raw_opts *r)
                         "block_size 4K..64M)\n");
         return -EINVAL;
     }
+    if (o->whole_max > FC_WHOLE_BLOCKS * o->block_size) {
+        fprintf(stderr, "ecfs: bad whole_max (at most %u blocks: %zu)\n",
+                FC_WHOLE_BLOCKS, FC_WHOLE_BLOCKS * o->block_size);
+        return -EINVAL;
+    }
+    if (o->whole_max < o->block_size)
+        o->whole_max = o->block_size; /* one block is one GET anyway */
     if (o->write_part_size < (5u << 20) ||
         o->write_part_size > ((size_t)5 << 30)) {
         fprintf(stderr, "ecfs: bad write_part_size (5M..5G: S3 refuses "
@@ -652,6 +668,7 @@ static void free_opts(struct raw_opts *r)
     free(o->log_level);
     free(r->cache_size);
     free(r->block_size);
+    free(r->whole_max);
     free(r->readahead_max);
     free(r->readahead_init);
     free(r->part_size);

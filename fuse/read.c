@@ -4,7 +4,10 @@
  * default). A read copies from the blocks that cover it; a missing block is
  * claimed (LOADING) by the reader, which fetches it together with the
  * following missing blocks of the same read in one range GET. A file no
- * larger than one block is fetched whole by one GET without a Range header.
+ * larger than one block is fetched whole by one GET without a Range header,
+ * and so is one up to whole_max (8 MiB by default): its first read claims
+ * every block and the one GET's body lands in all of them, so a loader's
+ * medium-sized sample costs one request, not one per block plus readahead.
  * Every GET carries If-Match with the ETag the file was opened with, and
  * the cache is keyed by ETag too: bytes of two versions never mix.
  *
@@ -37,7 +40,7 @@
 #include "fuse/metrics.h"
 #include "fuse/s3.h"
 
-#define RUN_MAX 64 /* blocks fetched by one GET at most */
+#define RUN_MAX FC_WHOLE_BLOCKS /* blocks fetched by one GET at most */
 
 struct pf_job {
     struct pf_job *next;
@@ -126,8 +129,9 @@ static int fetch_run_s3(struct fc_fs *fs, const char *key, const char *etag,
     }
     if (got < 0 || len == 0) {
         /* nothing to fetch, or no memory */
-    } else if (size <= bs && first == 0) {
-        /* small object: one plain GET of the whole thing */
+    } else if (first == 0 && size <= (uint64_t)n * bs) {
+        /* the whole object (a small one, or one up to whole_max): one
+         * plain GET without Range */
         got = fc_s3_getv(fs->s3, key, 0, 0, len, etag, iov, nv, NULL);
     } else {
         got = fc_s3_getv(fs->s3, key, start, len, len, etag, iov, nv, NULL);
@@ -462,8 +466,8 @@ static void read_pattern(struct fc_fs *fs, const struct fc_robj *o,
     uint64_t end = off + len, ra_from, ra_to, b0, b1, done;
     bool seq;
 
-    if (o->size <= bs || fs->o.readahead_max == 0)
-        return; /* small files are fetched whole */
+    if (o->size <= fs->o.whole_max || fs->o.readahead_max == 0)
+        return; /* small and medium files are fetched whole */
     pthread_mutex_lock(&rs->lock);
     seq = off <= rs->next_off + bs && end + 8 * bs >= rs->next_off &&
           (rs->next_off > 0 || off == 0);
@@ -673,7 +677,7 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
 {
     size_t bs = fs->o.block_size, total = 0;
     struct fc_block *run[RUN_MAX];
-    uint64_t b, last;
+    uint64_t b, last, claim_to;
     unsigned tries = 0;
 
     p->n = 0;
@@ -684,6 +688,15 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
     last = (off + len - 1) / bs;
     if (last - b + 1 > FC_RPIN_MAX)
         return -E2BIG;
+    claim_to = last;
+    if (o->size > bs && o->size <= fs->o.whole_max) {
+        /* a medium file: whichever read comes first fetches all of it with
+         * one GET (from block 0, which it walks from; blocks it finds
+         * READY cost a lookup each). A loader reads it all anyway, and one
+         * GET costs the server one open and the client one round trip. */
+        b = 0;
+        claim_to = (o->size - 1) / bs;
+    }
     if (fs->pf != NULL)
         atomic_fetch_add_explicit(&fs->pf->reads, 1, memory_order_relaxed);
     if (off == 0 && o->size <= bs)
@@ -705,7 +718,7 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
             if (fs->pf != NULL)
                 atomic_fetch_add_explicit(&fs->pf->read_gets, 1,
                                           memory_order_relaxed);
-            while (b + n <= last && n < RUN_MAX &&
+            while (b + n <= claim_to && n < RUN_MAX &&
                    (run[n] = fc_cache_claim(fs->cache, o->key, o->etag,
                                             b + n)) != NULL)
                 n++;

@@ -16,6 +16,9 @@
 struct fc_fs;
 struct fc_block;
 
+/* The most blocks one GET fills: whole_max is at most this many blocks. */
+#define FC_WHOLE_BLOCKS 64u
+
 /* Per-reader sequential detection (per open file, or per inode when the
  * kernel skips opens). */
 struct fc_rstate {

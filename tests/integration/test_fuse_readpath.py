@@ -20,7 +20,7 @@ from fuse_util import client_bucket, mount_of
 
 
 # odd sizes: the last block is partial; the big one is fetched by readahead
-SIZES = {"big.bin": (3 << 20) + 12345, "one.bin": 1, "small.bin": 70001}
+SIZES = {"big.bin": (9 << 20) + 12345, "one.bin": 1, "small.bin": 70001}
 
 
 def body(name, size):

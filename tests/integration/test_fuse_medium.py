@@ -1,0 +1,104 @@
+"""ecfs medium files (above one block, up to -o whole_max): whichever read
+of a file comes first fetches all of it with one GET, so a loader's sample
+costs one request, not one per block plus readahead. Checked on a real
+storaged and a real mount with small blocks (64 KiB, whole_max 512 KiB) so
+the sizes stay small: 128 KiB - 1, 128 KiB and 128 KiB + 1 (one block +-1
+over two), 320 KiB, and the threshold 512 KiB - 1, 512 KiB, 512 KiB + 1
+(the last is read block by block, as before). Every byte is compared, the
+GET counter of .ecfs-stats shows the request count, and many threads
+reading the same and different medium files at once still cost one GET per
+file. A whole_max above 64 blocks is refused at mount time."""
+
+import concurrent.futures
+import os
+import random
+import subprocess
+
+from fuse_util import Mount, client_bucket, is_mounted, mount_of
+
+K = 1024
+OPTS = ["ro", "block_size=64K", "whole_max=512K"]
+SIZES = [128 * K - 1, 128 * K, 128 * K + 1, 320 * K, 512 * K - 1, 512 * K,
+         512 * K + 1]
+
+
+def gets(m):
+    return m.stats()["get"]
+
+
+def test_first_read_fetches_whole_file_once(storaged, ecfs_mount):
+    srv = storaged()
+    c, b = client_bucket(srv, "md")
+    rnd = random.Random(14)
+    data = {"s%d" % n: rnd.randbytes(n) for n in SIZES}
+    for k, v in data.items():
+        c.put_object(Bucket=b, Key=k, Body=v)
+    m = mount_of(srv, ecfs_mount, b, opts=OPTS)
+    for k, v in data.items():
+        n = len(v)
+        p = os.path.join(m.path, k)
+        g0 = gets(m)
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            # first touch in the middle (not at 0), then random ranges and
+            # the whole file: a file <= whole_max costs exactly one GET
+            off = n // 2 + 7
+            assert os.pread(fd, 5000, off) == v[off:off + 5000], k
+            for _ in range(20):
+                o = rnd.randrange(n)
+                ln = rnd.randrange(1, 200 * K)
+                assert os.pread(fd, ln, o) == v[o:o + ln], (k, o, ln)
+            assert os.pread(fd, 10, n - 1) == v[-1:], k
+            assert os.pread(fd, 10, n) == b"", k
+        finally:
+            os.close(fd)
+        with open(p, "rb") as f:
+            assert f.read() == v, k
+        spent = gets(m) - g0
+        if n <= 512 * K:
+            assert spent == 1, (k, spent)
+        else:
+            # block by block: more than one GET, every byte still exact
+            assert spent > 1, (k, spent)
+
+
+def test_concurrent_readers_one_get_per_file(storaged, ecfs_mount):
+    srv = storaged()
+    c, b = client_bucket(srv, "mc")
+    rnd = random.Random(16)
+    data = {"f%02d" % i: rnd.randbytes(rnd.choice([200 * K, 320 * K + 3,
+                                                   500 * K]))
+            for i in range(12)}
+    for k, v in data.items():
+        c.put_object(Bucket=b, Key=k, Body=v)
+    m = mount_of(srv, ecfs_mount, b, opts=OPTS)
+    g0 = gets(m)
+
+    def read(arg):
+        k, off = arg
+        v = data[k]
+        with open(os.path.join(m.path, k), "rb", buffering=0) as f:
+            f.seek(off)
+            got = f.read()
+        return got == v[off:]
+
+    # 16 readers of one file at once (different offsets), then 12 readers
+    # of 12 files at once: one GET per file all the same
+    one = [("f00", (i * 37 * K) % len(data["f00"])) for i in range(16)]
+    every = [(k, 0) for k in data]
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        assert all(ex.map(read, one))
+        assert all(ex.map(read, every))
+    assert gets(m) - g0 == len(data)
+
+
+def test_whole_max_above_64_blocks_is_refused(storaged, tmp_path):
+    srv = storaged()
+    _c, b = client_bucket(srv, "mo")
+    m = Mount(tmp_path, srv.endpoint, b,
+              opts=["block_size=64K", "whole_max=4097K"],
+              access_key=srv.access_key, secret_key=srv.secret_key)
+    r = subprocess.run(m.argv, env=m.env, capture_output=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert b"whole_max" in r.stderr, r.stderr
+    assert not is_mounted(m.path)
