@@ -9,7 +9,11 @@ What it measures (figures, not pass/fail; medians where repeated):
          epoch 1 (cold: fresh mount, restarted server, dropped page cache) and
          epoch 2 (warm), reported separately.
   raw    the same walk with a raw-bytes loader (read the file, no decode, no
-         compute): files/s and MiB/s, cold and warm.
+         compute): files/s and MiB/s, cold and warm; and the CPU seconds per
+         GiB read cold of the client process (ecfs, passthrough_ll, s3fs,
+         rclone) and of storaged.
+  loop   the raw-bytes loader with the fixed compute time per batch: samples/s
+         and the busy fraction (time in the step / wall time), cold and warm.
   meta   `ls -lR` and `find -type f` over the tree, cold (fresh mount) and warm.
   seq    one sequential read (1 MiB reads) of a packed tar shard of >= 512 MiB,
          cold and warm, MiB/s.
@@ -28,9 +32,17 @@ Output: tables on stdout (with ratios against local disk), and in the results
 folder: loader.md (Markdown), loader.json (all numbers), loader.png (gnuplot
 bar chart, when gnuplot is installed).
 
-Usage: bench_loader.py [--size tiny|small|default|large] [--peers local,ecfs,
-       ecfs-pack,s3fs,rclone] [--tests train,raw,meta,seq] [--results DIR] [...]
-       (see --help). Environment: ECFS_BIN_DIR (default <repo>/bin).
+--size medium is the medium-file set instead (issue 14): 6,000 files of
+320 KiB +-10 % random bytes, written here (cached under var/bench/), tests raw
+and loop, and the passthrough peer (libfuse's passthrough_ll over the local
+copy, built into build/bench/ as tests/bench/bench_fuse.py does) beside local,
+ecfs, s3fs and rclone:
+  tests/bench/bench_loader.py --size medium --results DIR
+
+Usage: bench_loader.py [--size tiny|small|default|large|medium] [--peers local,
+       passthrough,ecfs,ecfs-pack,s3fs,rclone] [--tests train,raw,loop,meta,
+       seq] [--results DIR] [...] (see --help). Environment: ECFS_BIN_DIR
+       (default <repo>/bin).
 """
 
 import argparse
@@ -65,10 +77,21 @@ SIZES = {
     "small": dict(preset="small", files=1000, shard_mib=512, budget=45),
     "default": dict(preset="default", files=3000, shard_mib=512, budget=45),
     "large": dict(preset="large", files=20000, shard_mib=2048, budget=600),
+    # medium files (issue 14): 6,000 files of 320 KiB +-10 % random bytes
+    # (not JPEGs: no decode, so no train or seq test), made by this script
+    "medium": dict(preset=None, files=6000, shard_mib=0, budget=60,
+                   medium_kib=320),
 }
-PEERS = ["local", "ecfs", "ecfs-pack", "s3fs", "rclone"]
+PEERS = ["local", "passthrough", "ecfs", "ecfs-pack", "s3fs", "rclone"]
 PACKED = "packed"  # ecfs-pack: `ecfs pack` of the dataset into bench/packed/
-TESTS = ["train", "raw", "meta", "seq"]
+TESTS = ["train", "raw", "loop", "meta", "seq"]
+# what runs without --peers/--tests: passthrough_ll (the cost of FUSE itself,
+# over the local copy) joins for the medium set
+DEFAULTS = {"peers": ["local", "ecfs", "ecfs-pack", "s3fs", "rclone"],
+            "tests": ["train", "raw", "meta", "seq"]}
+MEDIUM_DEFAULTS = {"peers": ["local", "passthrough", "ecfs", "s3fs", "rclone"],
+                   "tests": ["raw", "loop"]}
+SAMPLE_EXT = (".jpg", ".bin")  # the files the loaders read
 
 
 T0 = time.monotonic()
@@ -119,6 +142,20 @@ def is_mounted(path):
             if line.split()[4] == path:
                 return True
     return False
+
+
+def proc_cpu(proc):
+    """User+system CPU seconds of the running Popen @proc (its threads
+    included), or None."""
+    if proc is None or proc.poll() is not None:
+        return None
+    try:
+        with open("/proc/%d/stat" % proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # fields[0] is field 3 (state): utime and stime are fields 14 and 15
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cmd_out(argv, timeout=10):
@@ -181,12 +218,20 @@ class Storaged:
         self.stop()
         self.start()
 
+    def cpu(self):
+        """User+system CPU seconds the server has used so far."""
+        return proc_cpu(self.proc)
+
 
 class Mount:
-    """One FUSE client process mounted at @mnt (ecfs, s3fs or rclone)."""
+    """One FUSE client process mounted at @mnt (ecfs, s3fs, rclone, or
+    passthrough_ll over the local folder @source)."""
 
-    def __init__(self, kind, mnt, storaged, work, prefix):
+    def __init__(self, kind, mnt, storaged, work, prefix, source=None,
+                 pll=None):
         self.kind = kind
+        self.source = source
+        self.pll = pll
         self.prefix = prefix  # folder of the bucket to mount
         self.mnt = mnt
         self.srv = storaged
@@ -197,6 +242,11 @@ class Mount:
     def argv_env(self):
         """Command line and environment of the client, foreground mode."""
         env = dict(os.environ)
+        if self.kind == "passthrough":
+            # libfuse's example, keeping the page cache across opens as
+            # ecfs -o ro does: the floor any FUSE file system pays
+            return ([self.pll, "-f", "-o",
+                     "source=%s,cache=always" % self.source, self.mnt], env)
         url = self.srv.endpoint
         if self.kind in ("ecfs", "ecfs-pack"):
             env.update(AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET)
@@ -280,6 +330,10 @@ class Mount:
                     self.proc.wait(5)
         self.proc = None
 
+    def cpu(self):
+        """User+system CPU seconds the client process has used so far."""
+        return proc_cpu(self.proc)
+
 
 # ---------------------------------------------------------------- measurements
 
@@ -310,14 +364,17 @@ def _first_collate(batch):
 
 
 def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False,
-               on_epoch=None):
+               on_epoch=None, probe=None):
     """Iterates @loader for @epochs epochs, sleeping @compute_s after every
     batch (the simulated training step). Per epoch returns dict(wall, items,
-    stall, bytes, partial, mark): stall = time spent waiting for batches /
-    wall; mark = what @on_epoch() returned after the epoch (None without).
+    stall, bytes, partial, mark, cpu): stall = time spent waiting for
+    batches / wall; mark = what @on_epoch() returned after the epoch (None
+    without); cpu = the differences of @probe()'s numbers over the epoch
+    (CPU seconds of the client and the server), when @probe is given.
     An epoch stops early after @budget seconds (partial=True)."""
     res = []
     for _ep in range(epochs):
+        c0 = probe() if probe else None
         t0 = time.perf_counter()
         waited = 0.0
         items = 0
@@ -344,9 +401,14 @@ def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False,
                 break
         wall = time.perf_counter() - t0
         del it
+        c1 = probe() if probe else None
+        cpu = None
+        if c0 is not None and c1 is not None:
+            cpu = [None if x is None or y is None else y - x
+                   for x, y in zip(c0, c1)]
         res.append(dict(wall=wall, items=items, stall=waited / wall,
                         bytes=nbytes, partial=partial,
-                        mark=on_epoch() if on_epoch else None))
+                        mark=on_epoch() if on_epoch else None, cpu=cpu))
     return res
 
 
@@ -371,23 +433,24 @@ def bench_train(root, a, budget):
     return res, scan, len(ds)
 
 
-def bench_raw(root, a, budget, on_epoch=None):
-    """Raw-bytes epochs over the files below @root (no compute step);
-    @on_epoch as in run_epochs."""
+def bench_raw(root, a, budget, on_epoch=None, compute_s=0.0, probe=None):
+    """Raw-bytes epochs over the files below @root, with @compute_s of
+    simulated training step per batch (0: none); @on_epoch and @probe as in
+    run_epochs."""
     import torch
 
     paths = []
     for d, _dirs, names in os.walk(root):
         for n in names:
-            if n.endswith(".jpg"):
+            if n.endswith(SAMPLE_EXT):
                 paths.append(os.path.join(d, n))
     paths.sort()
     dl = torch.utils.data.DataLoader(
         RawFiles(paths), batch_size=a.batch_size, shuffle=True,
         num_workers=a.workers, prefetch_factor=a.prefetch,
         persistent_workers=True, collate_fn=_sum_collate)
-    res = run_epochs(dl, len(paths), a.epochs, 0.0, budget, count_bytes=True,
-                     on_epoch=on_epoch)
+    res = run_epochs(dl, len(paths), a.epochs, compute_s, budget,
+                     count_bytes=True, on_epoch=on_epoch, probe=probe)
     del dl
     return res, len(paths)
 
@@ -402,7 +465,8 @@ def timed_cmd(argv, budget):
     timed_out = False
     try:
         out, _ = p.communicate(timeout=budget)
-        lines = sum(1 for x in out.split(b"\n") if x.endswith(b".jpg"))
+        lines = sum(1 for x in out.split(b"\n")
+                    if x.endswith(tuple(e.encode() for e in SAMPLE_EXT)))
     except subprocess.TimeoutExpired:
         p.kill()
         p.communicate()
@@ -443,6 +507,55 @@ def seq_read(path, budget, ref=None):
     return dict(secs=secs, bytes=n, partial=partial, ok=ok)
 
 
+def gen_medium(root, files, kib, classes=10, seed=14):
+    """Writes the medium set under @root (unless it is there already):
+    @files files of @kib KiB +-10 % random bytes, round-robin over @classes
+    class_NNN folders, deterministic in @seed. Returns the file paths."""
+    import random
+    rnd = random.Random(seed)
+    paths = []
+    for i in range(files):
+        d = os.path.join(root, "class_%03d" % (i % classes))
+        p = os.path.join(d, "%06d.bin" % i)
+        n = int(kib * 1024 * rnd.uniform(0.9, 1.1))
+        paths.append(p)
+        if os.path.exists(p) and os.path.getsize(p) == n:
+            rnd.randbytes(16)  # same stream whether or not it is written
+            continue
+        os.makedirs(d, exist_ok=True)
+        with open(p + ".tmp", "wb") as f:
+            f.write(rnd.randbytes(16) + os.urandom(n - 16))
+        os.replace(p + ".tmp", p)
+    return paths
+
+
+def upload_tree(endpoint, root, paths, prefix, jobs=16):
+    """PUTs @paths (under @root) to bucket BUCKET as @prefix + relative path,
+    @jobs at a time; creates the bucket. Returns the bytes sent."""
+    import concurrent.futures
+    import boto3
+    from botocore.config import Config
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ACCESS,
+                      aws_secret_access_key=SECRET, region_name="us-east-1",
+                      config=Config(max_pool_connections=jobs,
+                                    retries={"max_attempts": 5}))
+    try:
+        s3.create_bucket(Bucket=BUCKET)
+    except s3.exceptions.BucketAlreadyOwnedByYou:
+        pass
+
+    def put(p):
+        with open(p, "rb") as f:
+            body = f.read()
+        s3.put_object(Bucket=BUCKET, Key=prefix + os.path.relpath(p, root),
+                      Body=body)
+        return len(body)
+
+    with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+        return sum(ex.map(put, paths))
+
+
 # ---------------------------------------------------------------- orchestration
 
 class Bench:
@@ -479,6 +592,12 @@ class Bench:
         """Dataset on local disk (cached), server started, data uploaded."""
         cache = os.path.join(REPO, "var", "bench")
         self.data = os.path.join(cache, "dataset-%s" % self.a.size)
+        if "passthrough" in self.a.peers:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from bench_fuse import build_passthrough
+            self.pll = build_passthrough(os.path.join(REPO, "build", "bench"))
+        if self.size["preset"] is None:
+            return self.prepare_medium()
         self.shard = os.path.join(cache, "shard-%d.tar" % self.size["shard_mib"])
         files = self.a.files or self.size["files"]
         argv = [PY, os.path.join(REPO, "scripts", "gen-dataset"), self.data,
@@ -507,7 +626,13 @@ class Bench:
                               for d, _x, ns in os.walk(self.data)
                               for n in ns if n.endswith(".jpg"))
         self.shard_bytes = os.path.getsize(self.shard)
-        if "ecfs-pack" in self.a.peers:
+        self.pack_peer()
+
+    def pack_peer(self):
+        """For the ecfs-pack peer: the dataset packed by `ecfs pack`."""
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS,
+                   AWS_SECRET_ACCESS_KEY=SECRET)
+        if "ecfs-pack" in self.a.peers and self.srv is not None:
             # the same files packed into tar shards + index (ecfs pack)
             t0 = time.perf_counter()
             r = subprocess.run([os.path.join(BIN, "ecfs"), "pack", self.data,
@@ -520,6 +645,29 @@ class Bench:
             self.pack_s = time.perf_counter() - t0
             log(r.stdout.strip())
 
+    def prepare_medium(self):
+        """The medium set: generated here (cached), uploaded to a fresh
+        storaged; no shard."""
+        files = self.a.files or self.size["files"]
+        t0 = time.perf_counter()
+        paths = gen_medium(self.data, files, self.size["medium_kib"])
+        if any(p not in ("local", "passthrough") for p in self.a.peers):
+            self.srv = Storaged(os.path.join(self.work, "drives"))
+            self.srv.start()
+            log("storaged at %s on 16 drives under %s"
+                % (self.srv.endpoint, self.srv.root))
+            sent = upload_tree(self.srv.endpoint, self.data, paths,
+                               PREFIX + "/")
+            log("medium set: %d files, %.0f MiB uploaded" % (
+                len(paths), sent / 1048576))
+        self.upload_s = time.perf_counter() - t0
+        self.nfiles = files
+        self.nclasses = len(next(os.walk(self.data))[1])
+        self.data_bytes = sum(os.path.getsize(p) for p in paths)
+        self.shard = None
+        self.shard_bytes = 0
+        self.pack_peer()
+
     def cold(self, peer, prefix=PREFIX):
         """Makes the next measurement of @peer cold: drops the page cache and
         (for the remote peers) mounts afresh; returns the root folder and the
@@ -527,6 +675,15 @@ class Bench:
         if peer == "local":
             self.dropped = drop_caches()
             return self.data, None
+        if peer == "passthrough":
+            self.dropped = drop_caches()
+            src = (self.data if prefix == PREFIX
+                   else os.path.dirname(self.shard))
+            m = Mount(peer, os.path.join(self.work, "mnt-" + peer), None,
+                      self.work, prefix, source=src, pll=self.pll)
+            self.mounts.append(m)
+            m.mount()
+            return m.mnt, m
         if peer == "ecfs-pack" and prefix == PREFIX:
             prefix = PACKED
         self.dropped = drop_caches()
@@ -537,6 +694,25 @@ class Bench:
         m.mount()
         self.mount_s = time.perf_counter() - t0
         return m.mnt, m
+
+    def probe(self, m):
+        """A probe for run_epochs: CPU seconds of the client process of
+        @m and of storaged (None where there is none: local disk; the
+        server of passthrough)."""
+        srv = self.srv if m is not None and m.kind != "passthrough" else None
+        return lambda: (m.cpu() if m is not None else None,
+                        srv.cpu() if srv is not None else None)
+
+    @staticmethod
+    def note_cpu(r, test, res):
+        """Records the cold epoch's client and server CPU seconds per GiB
+        read (r[test + " cpu"]: one [client, server] pair per repetition)."""
+        e = res[0]
+        gib = e["bytes"] / (1 << 30)
+        if not e["cpu"] or gib <= 0:
+            return
+        r.setdefault(test + " cpu", []).append(
+            [None if c is None else c / gib for c in e["cpu"]])
 
     @staticmethod
     def requests(m):
@@ -609,7 +785,8 @@ class Bench:
             root, m = self.cold(peer)
             req0 = self.requests(m)
             res, n = bench_raw(root, a, self.budget,
-                               on_epoch=lambda: self.requests(m))
+                               on_epoch=lambda: self.requests(m),
+                               probe=self.probe(m))
             self.done(m)
             if req0 is not None:
                 # GET+HEAD+LIST of the mount in each epoch (cold, warm)
@@ -624,8 +801,23 @@ class Bench:
                         x=e["bytes"] / 1048576 / e["wall"],
                         partial=e["partial"]) for e in res]
             r.setdefault("raw", []).append(pts)
+            self.note_cpu(r, "raw", res)
             log("%s raw #%d: %s" % (peer, rep + 1, ", ".join(
                 "%.0f files/s %.1f MiB/s" % (p["v"], p["x"])
+                for p in pts)))
+        if "loop" in a.tests:
+            # raw bytes with a fixed training step per batch: how much of
+            # the time the step ran instead of waiting for data
+            root, m = self.cold(peer)
+            res, n = bench_raw(root, a, self.budget,
+                               compute_s=a.compute_ms / 1000.0,
+                               probe=self.probe(m))
+            self.done(m)
+            pts = [dict(v=e["items"] / e["wall"], x=1.0 - e["stall"],
+                        partial=e["partial"]) for e in res]
+            r.setdefault("loop", []).append(pts)
+            log("%s loop #%d: %s" % (peer, rep + 1, ", ".join(
+                "%.0f samples/s busy %.0f%%" % (p["v"], 100 * p["x"])
                 for p in pts)))
         if "seq" in a.tests and peer != "ecfs-pack":  # same as ecfs
             root, m = self.cold(peer, prefix=os.path.dirname(SHARD_KEY))
@@ -734,7 +926,20 @@ def point(b, peer, test, i):
     xs = [p["x"] for p in pts if p["x"] is not None]
     return dict(v=statistics.median(p["v"] for p in pts),
                 x=statistics.median(xs) if xs else None,
+                lo=min(p["v"] for p in pts), hi=max(p["v"] for p in pts),
                 partial=any(p["partial"] for p in pts))
+
+
+def cpu_cell(b, peer, test, i):
+    """Median [range] of the cold epoch's CPU s/GiB of @test for @peer:
+    i = 0 client process, 1 storaged."""
+    vals = [rep[i] for rep in b.results.get(peer, {}).get(test + " cpu", [])
+            if rep[i] is not None]
+    if not vals:
+        return "n/a"
+    lo, hi = min(vals), max(vals)
+    return "%.2f%s" % (statistics.median(vals), "" if len(vals) < 2 else
+                       " [%.2f-%.2f]" % (lo, hi))
 
 
 def tables(b):
@@ -747,7 +952,10 @@ def tables(b):
     def cell(p, nd=0, pre=""):
         if p is None:
             return "n/a"
-        return pre + fmt(p["v"], nd) + ("*" if p["partial"] else "")
+        # the median, and [lowest-highest] of the repetitions
+        spread = ("" if p["lo"] == p["hi"] else " [%s-%s]" % (
+            fmt(p["lo"], nd), fmt(p["hi"], nd)))
+        return pre + fmt(p["v"], nd) + ("*" if p["partial"] else "") + spread
 
     def pct(p):
         return "n/a" if p is None or p["x"] is None else "%.0f%%" % (
@@ -783,20 +991,38 @@ def tables(b):
                    % (a.workers, a.batch_size))
         out.append("| peer | epoch 1 (cold) files/s | MiB/s | vs local | "
                    "epoch 2 (warm) files/s | MiB/s | vs local | "
-                   "S3 requests epoch 1 | epoch 2 (ecfs) |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+                   "S3 requests epoch 1 | epoch 2 (ecfs) | client CPU s/GiB, "
+                   "cold | storaged CPU s/GiB, cold |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         base = [val(point(b, "local", "raw", i)) for i in range(2)]
         series = {}
         for peer in peers:
             p = [point(b, peer, "raw", i) for i in range(2)]
             series[peer] = [val(x) for x in p]
-            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
+                       "| %s |" % (
                 peer, cell(p[0]), fmt(p[0] and p[0]["x"], 1),
                 ratio(val(p[0]), base[0]), cell(p[1]),
                 fmt(p[1] and p[1]["x"], 1), ratio(val(p[1]), base[1]),
                 cell(point(b, peer, "requests", 0)),
-                cell(point(b, peer, "requests", 1))))
+                cell(point(b, peer, "requests", 1)),
+                cpu_cell(b, peer, "raw", 0), cpu_cell(b, peer, "raw", 1)))
         chart["raw"] = series
+        out.append("")
+    if "loop" in a.tests:
+        out.append("### Training-style loop: the raw-bytes loader with %g ms "
+                   "of simulated compute per batch of %d (%d workers, "
+                   "prefetch %d); busy = time in the step / wall time\n"
+                   % (a.compute_ms, a.batch_size, a.workers, a.prefetch))
+        out.append("| peer | epoch 1 (cold) samples/s | busy | vs local "
+                   "| epoch 2 (warm) samples/s | busy | vs local |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|")
+        base = [val(point(b, "local", "loop", i)) for i in range(2)]
+        for peer in peers:
+            p = [point(b, peer, "loop", i) for i in range(2)]
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                peer, cell(p[0]), pct(p[0]), ratio(val(p[0]), base[0]),
+                cell(p[1]), pct(p[1]), ratio(val(p[1]), base[1])))
         out.append("")
     if "meta" in a.tests:
         out.append("### Metadata walk: `ls -lR` and `find -type f` over %d "
@@ -840,7 +1066,8 @@ def tables(b):
             if b.results.get(p, {}).get("error")]
     foot = []
     if a.repeat > 1:
-        foot.append("Figures are medians of %d repetitions." % a.repeat)
+        foot.append("Figures are medians of %d repetitions, [lowest-highest] "
+                    "beside them." % a.repeat)
     if any("*" in line for line in out):
         foot.append("`*` the epoch or read hit the %g s time cap; the figure "
                     "is over the part done (`>`: the command was stopped)."
@@ -949,10 +1176,14 @@ def main():
                     help="dataset and shard size (default: default = 3000 "
                     "JPEGs 256x192, 512 MiB shard)")
     ap.add_argument("--files", type=int, help="override the number of images")
-    ap.add_argument("--peers", default=",".join(PEERS),
-                    help="comma list of %s" % ",".join(PEERS))
-    ap.add_argument("--tests", default=",".join(TESTS),
-                    help="comma list of %s" % ",".join(TESTS))
+    ap.add_argument("--peers",
+                    help="comma list of %s (default %s; medium: %s)" % (
+                        ",".join(PEERS), ",".join(DEFAULTS["peers"]),
+                        ",".join(MEDIUM_DEFAULTS["peers"])))
+    ap.add_argument("--tests",
+                    help="comma list of %s (default %s; medium: %s)" % (
+                        ",".join(TESTS), ",".join(DEFAULTS["tests"]),
+                        ",".join(MEDIUM_DEFAULTS["tests"])))
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)
@@ -982,8 +1213,14 @@ def main():
         if err:
             log("no server chart: %s" % err)
         return 1 if err else 0
-    a.peers = [p for p in a.peers.split(",") if p]
-    a.tests = [t for t in a.tests.split(",") if t]
+    dflt = MEDIUM_DEFAULTS if SIZES[a.size]["preset"] is None else DEFAULTS
+    a.peers = ([p for p in a.peers.split(",") if p] if a.peers
+               else list(dflt["peers"]))
+    a.tests = ([t for t in a.tests.split(",") if t] if a.tests
+               else list(dflt["tests"]))
+    if SIZES[a.size]["preset"] is None and ({"train", "seq"} & set(a.tests)):
+        ap.error("--size %s is raw bytes, not JPEGs, and has no shard: "
+                 "tests raw, loop, meta only" % a.size)
     for p in a.peers:
         if p not in PEERS:
             ap.error("unknown peer %s" % p)
@@ -1042,15 +1279,18 @@ def main():
                                   info["fuse"],
                                   info["libcurl"], info["python"],
                                   info["pytorch"]),
-            "Dataset: %d JPEGs (%.1f MiB, mean %.1f KiB) in bucket `%s` on one "
+            "Dataset: %d %s (%.1f MiB, mean %.1f KiB) in bucket `%s` on one "
             "storaged, 16 drive folders on one disk, 12+4 erasure coding; "
             "prepared in %.1f s. Cold = fresh mount + dropped page cache "
             "(storaged restarted before each peer's round of tests)%s.\n" % (
-                b.nfiles, b.data_bytes / 1048576,
+                b.nfiles, "JPEGs" if SIZES[a.size]["preset"] else
+                "files of random bytes", b.data_bytes / 1048576,
                 b.data_bytes / 1024 / max(1, b.nfiles), BUCKET, b.upload_s,
                 "" if b.dropped else " (drop_caches NOT permitted)"),
             "Mount options: ecfs `-o ro`; s3fs `-o ro,use_path_request_style`; "
-            "rclone `--read-only` (default VFS cache mode off).\n"]
+            "rclone `--read-only` (default VFS cache mode off); passthrough = "
+            "libfuse's passthrough_ll `-o cache=always` over the local copy "
+            "(the cost of FUSE itself).\n"]
     text = "\n".join(head) + "\n" + md
     print(text)
     with open(os.path.join(a.results, "loader.md"), "w") as f:
