@@ -43,9 +43,12 @@ def one(storaged):
 def mount(srv, ecfs_mount, bucket, extra):
     return ecfs_mount(srv.endpoint, bucket, access_key=srv.access_key,
                       secret_key=srv.secret_key,
-                      opts=["block_size=64K", "readahead_max=0",
-                            "list_ttl=0", "attr_timeout=0",
-                            "negative_timeout=0"] + extra)
+                      # whole_max=0: the 1 MiB file is read block by
+                      # block, so a read can find some blocks of one
+                      # version cached and fetch the others
+                      opts=["block_size=64K", "whole_max=0",
+                            "readahead_max=0", "list_ttl=0",
+                            "attr_timeout=0", "negative_timeout=0"] + extra)
 
 
 def test_partly_cached_read_of_changed_object_is_eio(one, ecfs_mount):
