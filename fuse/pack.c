@@ -415,9 +415,15 @@ static int build_tree(struct fc_pack *p, const char **why)
         struct fc_pdir *pd = &p->dirs[b.dparent[d]];
         p->kids[pd->first + fill[b.dparent[d]]++] = (uint32_t)(p->nmembers + d);
     }
-    for (uint64_t d = 0; d < p->ndirs; d++)
-        qsort_r(p->kids + p->dirs[d].first, p->dirs[d].n, sizeof(uint32_t),
-                kid_cmp, p);
+    for (uint64_t d = 0; d < p->ndirs; d++) {
+        uint32_t *k = p->kids + p->dirs[d].first, n = p->dirs[d].n, i = 1;
+        /* usually sorted already: files come in path order, and a folder
+         * of files has no subfolder after them */
+        while (i < n && kid_cmp(&k[i - 1], &k[i], p) < 0)
+            i++;
+        if (i < n)
+            qsort_r(k, n, sizeof(uint32_t), kid_cmp, p);
+    }
     ret = 0;
 out:
     HASH_ITER(hh, b.hash, t, tmp)

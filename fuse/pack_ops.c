@@ -28,6 +28,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "fuse/cache.h"
+#include "fuse/dcache.h"
 #include "fuse/fs.h"
 #include "fuse/pack.h"
 #include "fuse/s3.h"
@@ -40,6 +41,7 @@ static atomic_ulong pk_block_gets;  /* range GETs of shard blocks */
 static atomic_ulong pk_block_bytes; /* their bytes */
 static atomic_ulong pk_crc_errors;  /* members that failed their check */
 static atomic_ulong pk_reads;       /* FUSE reads of members */
+static atomic_ulong pk_dcache_hits; /* shard blocks from the disk cache */
 
 /* The mount's packs. The current one answers lookups under the root; a
  * replaced one (its index changed on the server, seen after list_ttl)
@@ -259,11 +261,15 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
                       " pack_index_mapped=%d pack_versions=%zu"
                       " pack_reloads=%lu"
                       " pack_block_gets=%lu pack_block_bytes=%lu"
+                      " pack_dcache_hits=%lu"
                       " pack_crc_errors=%lu cache_bytes=%zu cache_blocks=%zu",
                       atomic_load(&pk_reads), members, shards, index_bytes,
                       mapped, loaded, atomic_load(&pk_reloads),
                       atomic_load(&pk_block_gets), atomic_load(&pk_block_bytes),
-                      atomic_load(&pk_crc_errors), bytes, blocks);
+                      atomic_load(&pk_dcache_hits), atomic_load(&pk_crc_errors),
+                      bytes, blocks);
+    if (fs->dcache != NULL && n >= 0 && (size_t)n < cap)
+        n += fc_dcache_stats_format(fs->dcache, buf + n, cap - (size_t)n);
     return n;
 }
 
@@ -533,6 +539,21 @@ static int get_block(struct fc_fs *fs, const struct fc_pack *p, uint32_t sh,
         return 0;
     }
     len = (size_t)CM_MIN((uint64_t)bs, s->size - start);
+    if (fs->dcache != NULL && s->etag[0]) {
+        /* the disk cache (-o cache_dir): checked, so a hit is exact */
+        size_t dl = 0;
+        buf = NULL;
+        if (fc_dcache_get(fs->dcache, key, s->etag, idx, bs, len, &buf, &dl) ==
+            0) {
+            if (dl == len) {
+                atomic_fetch_add(&pk_dcache_hits, 1);
+                fc_cache_fill(fs->cache, b, buf, len, 0);
+                *out = b;
+                return 0;
+            }
+            fc_cache_buf_free(buf);
+        }
+    }
     buf = fc_cache_buf_alloc(len ? len : 1);
     if (buf == NULL) {
         fc_cache_fill(fs->cache, b, NULL, 0, -ENOMEM);
@@ -553,6 +574,8 @@ static int get_block(struct fc_fs *fs, const struct fc_pack *p, uint32_t sh,
         return got == -ESTALE ? -EIO : (int)got;
     }
     atomic_fetch_add(&pk_block_bytes, (unsigned long)len);
+    if (fs->dcache != NULL && s->etag[0])
+        fc_dcache_put(fs->dcache, key, s->etag, idx, bs, buf, len);
     fc_cache_fill(fs->cache, b, buf, len, 0);
     *out = b;
     return 0;

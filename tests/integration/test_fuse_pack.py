@@ -572,3 +572,66 @@ def test_pack_replaced_twice_while_mounted(storaged, ecfs_mount, tmp_path):
             f.write("2")
         time.sleep(0.3)
     assert m.stats()["pack_versions"] == 1
+
+
+def test_pack_index_and_blocks_in_cache_dir(storaged, ecfs_mount, tmp_path):
+    """-o cache_dir: the index is kept as a file in CACHE_DIR/pack/ and
+    mapped (a remount of the same version reuses it, a corrupted copy is
+    fetched again), and shard blocks go through the disk cache: a remount
+    reads the tree with no shard GET."""
+    srv = storaged()
+    c = srv.client()
+    bucket = "pc-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    src = make_tree(str(tmp_path / "src"), nsmall=20)
+    run_pack(srv, src, bucket, "--shard-size", SHARD)
+    cache = str(tmp_path / "cache")
+
+    def mount():
+        return ecfs_mount(srv.endpoint, bucket, opts=["ro", "cache_dir=" + cache],
+                          access_key=srv.access_key, secret_key=srv.secret_key)
+
+    def index_files():
+        d = os.path.join(cache, "pack")
+        return sorted(os.path.join(d, n) for n in os.listdir(d))
+
+    m = mount()
+    files_equal(src, m.path)
+    st = m.stats()
+    assert st["pack_index_mapped"] == 1 and st["pack_block_gets"] > 0, st
+    m.unmount()
+    (idx,) = index_files()
+    first = os.stat(idx)
+    # a remount maps the same file (not written again) and GETs no block
+    m = mount()
+    files_equal(src, m.path)
+    st = m.stats()
+    assert st["pack_index_mapped"] == 1, st
+    assert st["pack_block_gets"] == 0 and st["get"] == 0, st
+    assert st["pack_dcache_hits"] > 0, st
+    m.unmount()
+    again = os.stat(idx)
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino,
+                                                 first.st_mtime_ns)
+    # a corrupted copy fails its checks: fetched again, reads exact
+    with open(idx, "r+b") as f:
+        f.seek(first.st_size // 2)
+        b = f.read(1)
+        f.seek(first.st_size // 2)
+        f.write(bytes([b[0] ^ 0x40]))
+    m = mount()
+    files_equal(src, m.path)
+    assert m.stats()["pack_index_mapped"] == 1
+    m.unmount()
+    (idx2,) = index_files()
+    with open(idx2, "rb") as f:  # written again, whole
+        f.seek(first.st_size // 2)
+        assert f.read(1) == b
+    # a new pack version: its own file, the old one removed
+    with open(os.path.join(src, "zero"), "wb") as f:
+        f.write(b"now not empty")
+    run_pack(srv, src, bucket, "--shard-size", SHARD, "--replace")
+    m = mount()
+    with open(os.path.join(m.path, "zero"), "rb") as f:
+        assert f.read() == b"now not empty"
+    assert len(index_files()) == 1 and index_files()[0] != idx2
