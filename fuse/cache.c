@@ -26,6 +26,7 @@ struct fc_cache {
     struct fc_block *table; /* uthash by id */
     struct fc_block *head, *tail; /* LRU: head = most recent */
     size_t bytes, max_bytes, nblocks;
+    uint64_t pf_wasted; /* prefetched bytes evicted unread */
 };
 
 /* Creates the cache (see header). */
@@ -240,8 +241,11 @@ static void evict(struct fc_cache *c)
 
     while (c->bytes > c->max_bytes && b) {
         prev = b->prev;
-        if (b->refs == 0 && b->state == FC_BLOCK_READY)
+        if (b->refs == 0 && b->state == FC_BLOCK_READY) {
+            if (b->prefetched && !b->seen)
+                c->pf_wasted += b->len;
             block_unlink(c, b);
+        }
         b = prev;
     }
 }
@@ -365,6 +369,34 @@ bool fc_cache_contains(struct fc_cache *c, const char *key, const char *etag,
     pthread_mutex_unlock(&c->lock);
     free(id);
     return b != NULL;
+}
+
+void fc_cache_mark_prefetch(struct fc_cache *c, struct fc_block *b)
+{
+    pthread_mutex_lock(&c->lock);
+    b->prefetched = true;
+    pthread_mutex_unlock(&c->lock);
+}
+
+int fc_cache_note_read(struct fc_cache *c, struct fc_block *b)
+{
+    int r;
+
+    pthread_mutex_lock(&c->lock);
+    r = b->seen ? 0 : b->prefetched ? 2 : 1;
+    b->seen = true;
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+uint64_t fc_cache_prefetch_wasted(struct fc_cache *c)
+{
+    uint64_t n;
+
+    pthread_mutex_lock(&c->lock);
+    n = c->pf_wasted;
+    pthread_mutex_unlock(&c->lock);
+    return n;
 }
 
 void fc_cache_usage(struct fc_cache *c, size_t *bytes, size_t *blocks)

@@ -25,6 +25,8 @@ struct fc_block {
     /* the rest is private to cache.c */
     enum fc_block_state state;
     int refs;
+    bool prefetched;              /* filled by directory prefetch */
+    bool seen;                    /* a reader took it (fc_cache_note_read) */
     char *id;                     /* key '\n' etag '\n' index; owned */
     struct fc_block *prev, *next; /* LRU list */
     UT_hash_handle hh;            /* by id */
@@ -78,6 +80,15 @@ void fc_cache_release(struct fc_cache *c, struct fc_block *b);
 /* Whether (key, etag, idx) is present in any state. */
 bool fc_cache_contains(struct fc_cache *c, const char *key, const char *etag,
                        uint64_t idx);
+/* Marks @b (claimed by directory prefetch) as prefetched: if it leaves
+ * the cache before any reader noted it, its bytes count as wasted. */
+void fc_cache_mark_prefetch(struct fc_cache *c, struct fc_block *b);
+/* A reader's first look at @b: 2 when @b was prefetched and nobody read it
+ * yet (a prefetch hit), 1 for another first read, 0 when it was read
+ * before. */
+int fc_cache_note_read(struct fc_cache *c, struct fc_block *b);
+/* Bytes of prefetched blocks evicted before anyone read them. */
+uint64_t fc_cache_prefetch_wasted(struct fc_cache *c);
 /* Bytes cached and the number of blocks. */
 void fc_cache_usage(struct fc_cache *c, size_t *bytes, size_t *blocks);
 

@@ -23,6 +23,7 @@
 #include "fuse/read.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,11 +59,15 @@ struct pf_job {
 /* Directory prefetch state: how many small files of the directory were
  * read, and how far its listing has been queued. */
 struct pf_dir {
-    char *key;      /* directory key; owned */
-    unsigned reads; /* small-file first reads seen */
-    size_t next;    /* next listing index to queue */
-    bool busy;      /* a thread is queueing for it */
-    bool done;      /* whole listing queued (or too big) */
+    char *key;       /* directory key; owned */
+    unsigned reads;  /* small-file first reads seen */
+    size_t next;     /* next listing index to queue */
+    size_t pf;       /* small files prefetched (dirs only) */
+    size_t hits;     /* of those, read since */
+    size_t max_idx;  /* furthest listing index read */
+    unsigned streak; /* reads in listing order (see dir_note) */
+    bool busy;       /* a thread is queueing for it */
+    bool done;       /* whole listing queued (or too big) */
     UT_hash_handle hh;
 };
 
@@ -78,6 +83,11 @@ struct fc_prefetch {
     unsigned list_jobs;   /* queued/running listing prefetches */
     struct pf_dir *dirs;  /* uthash by key: small-file prefetch state */
     struct pf_dir *pdirs; /* uthash by key: subdirectory listing state */
+    uint64_t pf_bytes;    /* bytes queued by directory prefetch */
+    uint64_t hit_bytes;   /* of those, read since */
+    uint64_t wasted_seen; /* fc_cache_prefetch_wasted at the last look */
+    uint64_t ahead_cap;   /* cap on prefetched-but-unread bytes */
+    uint64_t ahead_max;   /* what ahead_cap grows back to */
     pthread_t *threads;
     unsigned nthreads;
     /* counters for .ecfs-stats */
@@ -264,6 +274,9 @@ int fc_prefetch_start(struct fc_fs *fs, unsigned nthreads)
     if (pf == NULL)
         return -ENOMEM;
     pf->fs = fs;
+    pf->ahead_max =
+        CM_MIN((uint64_t)fs->o.prefetch_mem, (uint64_t)fs->o.cache_size / 2);
+    pf->ahead_cap = pf->ahead_max;
     pthread_mutex_init(&pf->lock, NULL);
     pthread_cond_init(&pf->cond, NULL);
     pthread_cond_init(&pf->mem, NULL);
@@ -512,15 +525,17 @@ static void read_pattern(struct fc_fs *fs, const struct fc_robj *o,
     }
 }
 
-/* Queues whole-object fetches of the small files of directory @d's fresh
- * listing from index d->next on, until the queue share or the byte budget
- * is full. Returns the index reached. */
+/* Queues whole-object fetches of the small files of @l from index @from,
+ * before index @to, at most @files of them and @bytes in all, until the
+ * queue share or the byte budget is full. Returns the index reached; the
+ * files and bytes queued are added to *nq and *nb. */
 static size_t dir_queue(struct fc_fs *fs, const char *dirkey,
-                        const struct fc_listing *l, size_t from)
+                        const struct fc_listing *l, size_t from, size_t to,
+                        size_t files, uint64_t bytes, size_t *nq, uint64_t *nb)
 {
     size_t bs = fs->o.block_size, i;
 
-    for (i = from; i < l->n; i++) {
+    for (i = from; i < to && *nq < files; i++) {
         const struct fc_dirent *e = &l->ents[i];
         struct pf_job *j;
         struct fc_block *blk;
@@ -528,6 +543,8 @@ static size_t dir_queue(struct fc_fs *fs, const char *dirkey,
 
         if (e->is_dir || e->size == 0 || e->size > bs)
             continue;
+        if (*nb + e->size > bytes)
+            break; /* the caches could not hold it until it is read */
         if (asprintf(&key, "%s%s", dirkey, e->name) < 0)
             break;
         blk = fc_cache_claim(fs->cache, key, e->etag, 0);
@@ -535,6 +552,7 @@ static size_t dir_queue(struct fc_fs *fs, const char *dirkey,
             free(key); /* cached or being fetched already */
             continue;
         }
+        fc_cache_mark_prefetch(fs->cache, blk);
         j = calloc(1, sizeof(*j));
         if (j == NULL) {
             fc_cache_fill(fs->cache, blk, NULL, 0, -EAGAIN);
@@ -552,53 +570,119 @@ static size_t dir_queue(struct fc_fs *fs, const char *dirkey,
         j->dir = true;
         if (!pf_submit(fs, j))
             break; /* queue share or budget full: resume on a later read */
+        (*nq)++;
+        *nb += e->size;
     }
     return i;
 }
 
-/* Notes the first read of small file @key; once dir_prefetch small files
- * of its directory were read on a read-only mount, the rest of the
- * directory's small files are fetched ahead by the prefetch workers (an
- * ImageFolder epoch reads every file of every class directory, in an order
- * no per-file readahead can guess). Each file still costs exactly one GET. */
-static void dir_note(struct fc_fs *fs, const char *key)
+/* Listing order: a read at most this many entries past the furthest one
+ * read so far advances the order streak, one at most this far behind it
+ * (parallel readers) leaves the streak as it is, any other resets it. */
+#define ORDER_SLACK  32
+#define ORDER_STREAK 4  /* this streak makes a reader sequential */
+#define SEQ_AHEAD    64 /* files fetched ahead of a sequential reader */
+
+/* Notes the first read of small file @key (@kind from fc_cache_note_read:
+ * 2 = it was prefetched, 1 = it was not) on a read-only mount, and fetches
+ * ahead some of the directory's other small files once dir_prefetch of
+ * them were read. What a prefetch may fetch, so that no GET is wasted on
+ * what will not be read:
+ * - a reader going through the listing in order (cp -r, tar, an unshuffled
+ *   loader) gets the next SEQ_AHEAD files after the furthest one it read;
+ * - any other order (a shuffled epoch, a random subset) gets at most one
+ *   prefetched-but-unread file per 12 files it read in the directory: a
+ *   file read that was prefetched frees its place, a file never read keeps
+ *   it for good, so whatever subset is read, the directory costs at most
+ *   1.09x the GETs of the files read (goal: 1.1x; an epoch reading all of
+ *   them still costs exactly one GET per file);
+ * - and all prefetched-but-unread bytes together stay within what the
+ *   block cache can hold until they are read (half of cache_size, and
+ *   prefetch_mem), halved whenever a prefetched block was evicted unread
+ *   and grown back by each prefetch hit. */
+static void dir_note(struct fc_fs *fs, const char *key, int kind, uint64_t size)
 {
     struct fc_prefetch *pf = fs->pf;
     const char *slash = strrchr(key, '/');
-    size_t dl = slash ? (size_t)(slash - key) + 1 : 0, from, upto;
+    size_t dl = slash ? (size_t)(slash - key) + 1 : 0, from, to, files;
+    size_t nq = 0, idx = SIZE_MAX;
+    uint64_t nb = 0, bytes, wasted, out;
     struct fc_listing *l;
+    const struct fc_dirent *e;
     struct pf_dir *d;
     char *dirkey;
-    bool go;
+    bool go, seq;
 
-    if (pf == NULL || !fs->cache_forever || fs->o.dir_prefetch == 0)
+    if (pf == NULL || !fs->cache_forever || fs->o.dir_prefetch == 0 ||
+        kind == 0)
         return;
     dirkey = strndup(key, dl);
     if (dirkey == NULL)
         return;
+    l = fc_dir_cached_listing(fs, dirkey);
+    if (l != NULL && (e = fc_listing_find(l, key + dl)) != NULL)
+        idx = (size_t)(e - l->ents);
+    wasted = fc_cache_prefetch_wasted(fs->cache);
     pthread_mutex_lock(&pf->lock);
+    if (kind == 2) {
+        pf->hit_bytes += size;
+        pf->ahead_cap = CM_MIN(pf->ahead_cap + size, pf->ahead_max);
+    }
+    if (wasted > pf->wasted_seen) {
+        /* prefetched blocks left the cache unread: fetch less ahead */
+        pf->wasted_seen = wasted;
+        pf->ahead_cap = CM_MAX(pf->ahead_cap / 2, (uint64_t)fs->o.block_size);
+    }
     HASH_FIND(hh, pf->dirs, dirkey, dl, d);
     if (d == NULL && (d = calloc(1, sizeof(*d))) != NULL) {
         d->key = dirkey;
         dirkey = NULL;
         HASH_ADD_KEYPTR(hh, pf->dirs, d->key, dl, d);
     }
-    go = d && !d->done && !d->busy && ++d->reads >= fs->o.dir_prefetch &&
+    if (d != NULL) {
+        d->reads++;
+        if (kind == 2)
+            d->hits++;
+        if (idx != SIZE_MAX) {
+            if (d->reads == 1 || idx > d->max_idx + ORDER_SLACK ||
+                idx + ORDER_SLACK < d->max_idx)
+                d->streak = 0;
+            else if (idx > d->max_idx)
+                d->streak++;
+            if (d->reads == 1 || idx > d->max_idx)
+                d->max_idx = idx;
+        }
+    }
+    go = d && l && !d->busy && d->reads >= fs->o.dir_prefetch &&
          pf->dir_jobs < 2 * pf->nthreads;
+    seq = d && d->streak >= ORDER_STREAK;
+    from = to = files = 0;
+    bytes = 0;
+    if (go) {
+        size_t unread = d->pf - CM_MIN(d->pf, d->hits);
+        size_t allow = seq ? SEQ_AHEAD : d->reads / 12;
+        out = pf->pf_bytes - CM_MIN(pf->pf_bytes, pf->hit_bytes + wasted);
+        files = allow > unread ? allow - unread : 0;
+        bytes = pf->ahead_cap > out ? pf->ahead_cap - out : 0;
+        from = seq ? CM_MAX(d->next, d->max_idx + 1) : d->next;
+        to = seq ? CM_MIN(l->n, d->max_idx + 1 + SEQ_AHEAD) : l->n;
+        go = files > 0 && bytes > 0 && from < to;
+    }
     if (go)
         d->busy = true;
-    from = d ? d->next : 0;
     pthread_mutex_unlock(&pf->lock);
     free(dirkey);
-    if (!go)
-        return;
-    l = fc_dir_cached_listing(fs, d->key);
-    upto = l ? dir_queue(fs, d->key, l, from) : from;
-    pthread_mutex_lock(&pf->lock);
-    d->next = upto;
-    d->done = l == NULL || upto >= l->n;
-    d->busy = false;
-    pthread_mutex_unlock(&pf->lock);
+    if (go) {
+        size_t upto =
+            dir_queue(fs, d->key, l, from, to, files, bytes, &nq, &nb);
+        pthread_mutex_lock(&pf->lock);
+        if (upto > d->next)
+            d->next = upto;
+        d->pf += nq;
+        pf->pf_bytes += nb;
+        d->busy = false;
+        pthread_mutex_unlock(&pf->lock);
+    }
     fc_listing_unref(l);
 }
 
@@ -699,8 +783,6 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
     }
     if (fs->pf != NULL)
         atomic_fetch_add_explicit(&fs->pf->reads, 1, memory_order_relaxed);
-    if (off == 0 && o->size <= bs)
-        dir_note(fs, o->key);
     read_pattern(fs, o, rs, off, len);
     while (b <= last) {
         bool owner;
@@ -725,6 +807,10 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
             (void)fetch_run(fs, o->key, o->etag, o->size, b, n, run);
         }
         fc_metrics_read_block(t0, owner, n, run[0]);
+        if (b == 0 && off == 0 && o->size <= bs &&
+            run[0]->state == FC_BLOCK_READY)
+            dir_note(fs, o->key, fc_cache_note_read(fs->cache, run[0]),
+                     o->size);
         for (i = 0; i < n; i++) {
             struct fc_block *blk = run[i];
             uint64_t bstart = (b + i) * bs;
@@ -790,6 +876,19 @@ int fc_read_stats_format(struct fc_fs *fs, char *out, size_t cap)
                  atomic_load(&pf->reads), atomic_load(&pf->read_gets),
                  atomic_load(&pf->ra_gets), atomic_load(&pf->dir_gets),
                  atomic_load(&pf->list_jobs_n));
+    {
+        uint64_t pfb, hit, wasted = fc_cache_prefetch_wasted(fs->cache);
+        pthread_mutex_lock(&pf->lock);
+        pfb = pf->pf_bytes;
+        hit = pf->hit_bytes;
+        pthread_mutex_unlock(&pf->lock);
+        if (n >= 0 && (size_t)n < cap)
+            n += snprintf(out + n, cap - (size_t)n,
+                          " dir_prefetch_bytes=%" PRIu64
+                          " dir_prefetch_unread_bytes=%" PRIu64
+                          " dir_prefetch_evicted_unread_bytes=%" PRIu64,
+                          pfb, pfb - CM_MIN(pfb, hit), wasted);
+    }
     if (fs->dcache != NULL && n >= 0 && (size_t)n < cap)
         n += fc_dcache_stats_format(fs->dcache, out + n, cap - (size_t)n);
     return n;

@@ -75,9 +75,12 @@ CM_MUST_CHECK ssize_t fc_read(struct fc_fs *fs, const struct fc_robj *o,
 void fc_list_prefetch_note(struct fc_fs *fs, const char *dirkey);
 /* Appends the read path's counters to @out (room for @cap bytes), as
  * " reads=N read_gets=N readahead_gets=N dir_prefetch_gets=N
- * list_prefetches=N": FUSE reads served, GETs made by readers themselves
- * (cache misses), GETs of readahead parts, of directory prefetch, and
- * listing prefetches. Returns snprintf's count. */
+ * list_prefetches=N dir_prefetch_bytes=N dir_prefetch_unread_bytes=N
+ * dir_prefetch_evicted_unread_bytes=N" (then the disk cache's dcache_*
+ * with cache_dir): FUSE reads served, GETs made by readers themselves
+ * (cache misses), GETs of readahead parts, of directory prefetch, listing
+ * prefetches, bytes directory prefetch fetched, of those not read yet, and
+ * evicted unread. Returns snprintf's count. */
 int fc_read_stats_format(struct fc_fs *fs, char *out, size_t cap);
 /* The memory budget (prefetch_mem) is shared by readahead and the
  * buffers of streamed uploads: readahead skips what does not fit, a writer
