@@ -257,8 +257,9 @@ static void usage(const char *prog)
         "    -o pack=off            show the raw objects instead\n"
         "    -o pack_block=SIZE     shard block fetched per GET (default 1M)\n"
         "    -o pack_fetch=shard    fetch a whole shard on its first touch (one\n"
-        "                           GET per shard; for data read once per epoch;\n"
-        "                           default block)\n",
+        "                           GET per shard, only while all shards fit in\n"
+        "                           cache_size; default block: fewer requests\n"
+        "                           but half the cold rate in fuse/PACK.md)\n",
         stdout);
     fputs(
         "Diagnostics:\n"

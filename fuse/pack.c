@@ -311,6 +311,7 @@ static int decode_tables(struct fc_pack *p, const unsigned char *b, size_t len,
     q = b + FC_PACK_HDR_SIZE;
     for (uint32_t i = 0; i < p->nshards; i++, q += FC_PACK_SHARD_SIZE) {
         p->shards[i].size = get64(q);
+        p->shard_bytes += p->shards[i].size;
         memcpy(p->shards[i].etag, q + 8, FC_PACK_ETAG_MAX);
         p->shards[i].etag[FC_PACK_ETAG_MAX - 1] = '\0';
     }

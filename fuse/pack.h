@@ -72,6 +72,7 @@ struct fc_pack {
     int64_t created;
     uint32_t first_shard; /* shard k is shard-(first_shard+k).tar */
     uint32_t nshards;
+    uint64_t shard_bytes; /* all shards together */
     uint64_t nmembers;
     uint64_t ndirs;
     struct fc_pshard *shards;

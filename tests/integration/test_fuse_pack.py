@@ -217,6 +217,17 @@ def test_pack_request_economy(storaged, ecfs_mount, tmp_path):
     files_equal(src, w.path)
     s3 = w.stats()
     assert s3["get"] == nshards and s3["list"] == 0, s3
+    # ... unless the shards do not fit in cache_size: then pack_block
+    # blocks (whole shards would be fetched again and again)
+    assert shard_bytes > 2 * 2**20
+    x = ecfs_mount(srv.endpoint, bucket,
+                   opts=["ro", "pack_fetch=shard", "cache_size=2M"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    files_equal(src, x.path)
+    s4 = x.stats()
+    assert s4["pack_block_gets"] > nshards, s4
+    assert s4["pack_block_bytes"] <= s4["pack_block_gets"] * BLOCK, s4
+    assert "do not fit in cache_size" in x.log_text(), x.log_text()
 
 
 def test_pack_from_bucket(storaged, ecfs_mount, tmp_path):
