@@ -228,10 +228,11 @@ class Mount:
     passthrough_ll over the local folder @source)."""
 
     def __init__(self, kind, mnt, storaged, work, prefix, source=None,
-                 pll=None):
+                 pll=None, extra=""):
         self.kind = kind
         self.source = source
         self.pll = pll
+        self.extra = extra  # more -o options of an ecfs mount (--ecfs-opts)
         self.prefix = prefix  # folder of the bucket to mount
         self.mnt = mnt
         self.srv = storaged
@@ -252,7 +253,8 @@ class Mount:
             env.update(AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET)
             return ([os.path.join(BIN, "ecfs"), "%s:%s" % (BUCKET, self.prefix),
                      self.mnt, "-f",
-                     "-o", "endpoint=%s,ro" % url], env)
+                     "-o", "endpoint=%s,ro" % url +
+                     ("," + self.extra if self.extra else "")], env)
         if self.kind == "s3fs":
             pw = os.path.join(self.work, "s3fs.passwd")
             with open(pw, "w") as f:
@@ -637,7 +639,8 @@ class Bench:
             t0 = time.perf_counter()
             r = subprocess.run([os.path.join(BIN, "ecfs"), "pack", self.data,
                                 "%s:%s" % (BUCKET, PACKED), "-q", "-o",
-                                "endpoint=" + self.srv.endpoint],
+                                "endpoint=" + self.srv.endpoint,
+                                "--shard-size", self.a.pack_shard_size],
                                env=env, capture_output=True, text=True)
             if r.returncode != 0:
                 raise RuntimeError("ecfs pack failed:\n%s%s"
@@ -688,7 +691,7 @@ class Bench:
             prefix = PACKED
         self.dropped = drop_caches()
         m = Mount(peer, os.path.join(self.work, "mnt-" + peer), self.srv,
-                  self.work, prefix)
+                  self.work, prefix, extra=self.a.ecfs_opts)
         self.mounts.append(m)
         t0 = time.perf_counter()
         m.mount()
@@ -1204,6 +1207,11 @@ def main():
                     help="where the temporary drives and mounts go")
     ap.add_argument("--keep", action="store_true",
                     help="keep the work folder (logs) after the run")
+    ap.add_argument("--ecfs-opts", default="",
+                    help="more -o options for the ecfs and ecfs-pack mounts "
+                    "(e.g. cache_size=16M,pack_fetch=shard)")
+    ap.add_argument("--pack-shard-size", default="256M",
+                    help="ecfs pack --shard-size of the ecfs-pack peer")
     ap.add_argument("--server-chart", metavar="SERVER_JSON",
                     help="only draw server.png from bench_s3_server.py's "
                     "server.json, then exit")
@@ -1287,10 +1295,12 @@ def main():
                 "files of random bytes", b.data_bytes / 1048576,
                 b.data_bytes / 1024 / max(1, b.nfiles), BUCKET, b.upload_s,
                 "" if b.dropped else " (drop_caches NOT permitted)"),
-            "Mount options: ecfs `-o ro`; s3fs `-o ro,use_path_request_style`; "
+            "Mount options: ecfs `-o ro%s`; s3fs `-o ro,use_path_request_style`; "
             "rclone `--read-only` (default VFS cache mode off); passthrough = "
             "libfuse's passthrough_ll `-o cache=always` over the local copy "
-            "(the cost of FUSE itself).\n"]
+            "(the cost of FUSE itself); ecfs-pack: `ecfs pack --shard-size "
+            "%s`.\n" % ("," + a.ecfs_opts if a.ecfs_opts else "",
+                        a.pack_shard_size)]
     text = "\n".join(head) + "\n" + md
     print(text)
     with open(os.path.join(a.results, "loader.md"), "w") as f:
