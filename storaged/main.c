@@ -65,6 +65,8 @@ static void usage(FILE *f)
         "      --no-fsync           do not sync at commit (faster, unsafe on power loss)\n"
         "      --cache-mem MIB      keep up to MIB MiB of small-object (<= 128 KiB)\n"
         "                           bodies in memory for GETs (default 0: off)\n"
+        "      --domain NAME        also answer virtual-hosted-style requests,\n"
+        "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"
         "      --idle-timeout S     close idle keep-alive connections after S s (60)\n"
         "      --request-timeout S  slow clients: head or body stalled for S s (30)\n"
         "      --otlp-endpoint URL  push the /metrics series over OTLP/HTTP (JSON)\n"
@@ -180,6 +182,7 @@ static int cmd_serve(int argc, char **argv)
         {"set-size", required_argument, NULL, 's'},
         {"no-fsync", no_argument, NULL, 'F'},
         {"cache-mem", required_argument, NULL, 'C'},
+        {"domain", required_argument, NULL, 'D'},
         {"idle-timeout", required_argument, NULL, 'I'},
         {"request-timeout", required_argument, NULL, 'R'},
         {"log-level", required_argument, NULL, 'l'},
@@ -258,6 +261,16 @@ static int cmd_serve(int argc, char **argv)
                 return 2;
             }
             s3o.cache_bytes = (size_t)v << 20;
+            break;
+        case 'D':
+            if (!stor_s3_domain_ok(optarg)) {
+                fprintf(stderr,
+                        "storaged: --domain wants a DNS name such as "
+                        "s3.example.internal, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            s3o.domain = optarg;
             break;
         case 'I':
             if (parse_count(optarg, 1, 86400, &idle) < 0) {

@@ -7,6 +7,7 @@
  * here, next to the error XML that quotes it back (<Resource>, <Key>). */
 #include "storaged/s3/s3_i.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -150,13 +151,36 @@ static enum stor_s3_err decode_query(struct stor_s3_req *r, const char *q,
     return S3E_NONE;
 }
 
+/* With --domain D, the bucket of a request whose Host is BUCKET.D[:port]
+ * (any case): a pointer into the Host value and its length in *@n; NULL
+ * for path style (no --domain, no Host, Host D itself or another name such
+ * as 127.0.0.1). */
+static const char *vhost_bucket(const struct stor_s3_req *r, size_t *n)
+{
+    const char *h, *colon;
+    size_t hn, dn = r->s3 ? r->s3->domain_len : 0;
+
+    if (dn == 0 || (h = stor_s3_hdr(r, "host", &hn)) == NULL)
+        return NULL;
+    colon = memchr(h, ':', hn);
+    if (colon != NULL)
+        hn = (size_t)(colon - h);
+    if (hn > 0 && h[hn - 1] == '.')
+        hn--; /* a fully qualified name's root */
+    if (hn < dn + 2 || h[hn - dn - 1] != '.' ||
+        strncasecmp(h + hn - dn, r->s3->domain, dn) != 0)
+        return NULL;
+    *n = hn - dn - 1;
+    return h;
+}
+
 /* See s3_i.h. */
 enum stor_s3_err stor_s3_decode_target(struct stor_s3_req *r)
 {
     const char *t = r->http.head.target, *q;
     size_t tlen = r->http.head.target_len, plen;
     struct cm_buf b;
-    const char *p, *slash;
+    const char *p, *slash, *vb;
 
     /* absolute-form (RFC 9112 3.2.2, sent through proxies): drop the
      * scheme and authority, keep the path */
@@ -183,16 +207,30 @@ enum stor_s3_err stor_s3_decode_target(struct stor_s3_req *r)
     }
     r->path_len = b.len;
     r->path = cm_buf_steal(&b);
-    /* path-style: /bucket[/key] */
     p = r->path + 1;
-    slash = memchr(p, '/', r->path_len - 1);
-    plen = slash ? (size_t)(slash - p) : r->path_len - 1;
+    if ((vb = vhost_bucket(r, &plen)) != NULL) {
+        /* virtual-hosted style: the bucket is Host's first labels, the
+         * whole path the key */
+        r->vhost = true;
+        slash = r->path;
+        p = vb;
+    } else {
+        /* path-style: /bucket[/key] */
+        slash = memchr(p, '/', r->path_len - 1);
+        plen = slash ? (size_t)(slash - p) : r->path_len - 1;
+    }
     if (plen >= sizeof(r->bucket))
         return S3E_INVALID_BUCKET_NAME;
     memcpy(r->bucket, p, plen);
     r->bucket[plen] = 0;
+    if (r->vhost) { /* a host name is any case; a bucket name lowercase */
+        size_t i;
+
+        for (i = 0; i < plen; i++)
+            r->bucket[i] = (char)tolower((unsigned char)r->bucket[i]);
+    }
     if (slash) {
-        r->key_len = r->path_len - 1 - plen - 1;
+        r->key_len = r->path_len - (size_t)(slash + 1 - r->path);
         r->key = malloc(r->key_len + 1);
         if (r->key == NULL)
             return S3E_INTERNAL;

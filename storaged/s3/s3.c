@@ -15,6 +15,7 @@
  * commit job runs, so a bad body never becomes visible. */
 #include "storaged/s3/s3_i.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -570,7 +571,7 @@ static int s3_on_head(struct stor_req *h)
         stor_s3_error(r, e);
         return 0;
     }
-    if (special_path(r))
+    if (!r->vhost && special_path(r))
         return r->http.job_busy ? 1 : 0;
     e = stor_auth_check(r, time(NULL));
     if (e == S3E_NONE && !stor_store_ready(r->s3->store)) {
@@ -959,6 +960,34 @@ const struct stor_http_app stor_s3_app = {
 };
 
 /* See s3.h. */
+bool stor_s3_domain_ok(const char *d)
+{
+    size_t n = strlen(d), i, label = 0;
+    bool digits_only = true;
+
+    if (n == 0 || n > 253 || d[0] == '.' || d[n - 1] == '.')
+        return false;
+    for (i = 0; i <= n; i++) {
+        char c = d[i];
+
+        if (c == '.' || c == 0) {
+            if (label == 0 || label > 63 || d[i - 1] == '-')
+                return false;
+            label = 0;
+            continue;
+        }
+        if (!isalnum((unsigned char)c) && c != '-')
+            return false;
+        if (c == '-' && label == 0)
+            return false;
+        if (!isdigit((unsigned char)c))
+            digits_only = false;
+        label++;
+    }
+    return !digits_only;
+}
+
+/* See s3.h. */
 int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
 {
     struct stor_s3 *s3 = calloc(1, sizeof(*s3));
@@ -976,6 +1005,8 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
     s3->root_secret = o->root_secret;
     s3->region = o->region ? o->region : "us-east-1";
     s3->cache_bytes = o->cache_bytes;
+    s3->domain = o->domain;
+    s3->domain_len = o->domain ? strlen(o->domain) : 0;
     if (s3->cache_bytes)
         cm_log(CM_LOG_INFO, 0, "S3: %zu MiB small-object cache",
                s3->cache_bytes >> 20);

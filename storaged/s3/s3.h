@@ -18,6 +18,8 @@ struct stor_s3_opts {
     const char *root_secret;  /* borrowed */
     const char *region;       /* NULL: "us-east-1" */
     size_t cache_bytes;       /* --cache-mem, split over the loops; 0: none */
+    const char *domain;       /* borrowed; --domain: virtual-hosted-style
+                                 requests to BUCKET.DOMAIN; NULL: path only */
 };
 
 /* Creates the S3 state (and its metrics). 0 or -ENOMEM. */
@@ -45,6 +47,10 @@ CM_MUST_CHECK int stor_s3_obs_start(struct stor_s3 *s3,
 void stor_s3_obs_serving(void *obs, struct stor_http_server *srv, bool up);
 /* Stops and frees (NULL: no-op). */
 void stor_s3_obs_stop(struct stor_s3_obs *obs);
+
+/* true when @d can be a --domain: a DNS name of 1..253 characters, labels
+ * of letters, digits and '-' (not first or last), not an IPv4 address. */
+bool stor_s3_domain_ok(const char *d);
 
 /* The transport hooks of the S3 application. */
 extern const struct stor_http_app stor_s3_app;

@@ -98,6 +98,8 @@ struct stor_s3 {
     const char *root_secret;      /* borrowed */
     const char *region;
     size_t cache_bytes; /* --cache-mem, split over the loops */
+    const char *domain; /* --domain (lowercase), or NULL */
+    size_t domain_len;
 };
 
 /* One S3 request: the transport's, then the S3 state. */
@@ -112,6 +114,7 @@ struct stor_s3_req {
     char *key; /* owned NUL-terminated decoded key (may be "") */
     size_t key_len;
     bool has_key;
+    bool vhost;    /* the bucket came from Host (BUCKET.DOMAIN) */
     size_t nquery; /* query[0..nquery) below */
     char *qbuf;    /* owned; query's strings */
 

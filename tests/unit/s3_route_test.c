@@ -132,6 +132,60 @@ static void test_target_decoding(void **state)
     fake_free(r);
 }
 
+/* --domain: Host BUCKET.DOMAIN[:port] names the bucket and the whole path
+ * is the key; any other Host (the domain itself, an address, another name)
+ * stays path style. */
+static void test_virtual_host(void **state)
+{
+    static const struct {
+        const char *host, *target, *bucket, *key;
+        bool vhost;
+    } t[] = {
+        {"photos.s3.test:9000", "/a/b.jpg", "photos", "a/b.jpg", true},
+        {"Photos.S3.Test", "/k", "photos", "k", true}, /* any case */
+        {"my.dotted.bkt.s3.test.", "/", "my.dotted.bkt", "", true},
+        {"photos.s3.test", "/", "photos", "", true}, /* bucket op */
+        {"photos.s3.test", "//lead", "photos", "/lead", true},
+        {"s3.test:9000", "/b/k", "b", "k", false}, /* the domain */
+        {"127.0.0.1:9000", "/b/k", "b", "k", false},
+        {"xs3.test", "/b/k", "b", "k", false}, /* not a label */
+        {"photos.s3.test.evil", "/b/k", "b", "k", false},
+        {".s3.test", "/b/k", "b", "k", false}, /* empty bucket */
+    };
+    static char raw[512];
+    size_t i;
+
+    (void)state;
+    fake_s3.domain = "s3.test";
+    fake_s3.domain_len = 7;
+    for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct stor_s3_req *r;
+
+        snprintf(raw, sizeof(raw), "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n",
+                 t[i].target, t[i].host);
+        r = fake_req(raw);
+        assert_int_equal(stor_s3_decode_target(r), S3E_NONE);
+        assert_int_equal(r->vhost, t[i].vhost);
+        assert_string_equal(r->bucket, t[i].bucket);
+        assert_string_equal(r->key ? r->key : "", t[i].key);
+        assert_int_equal(r->has_key, t[i].key[0] != 0);
+        fake_free(r);
+    }
+    fake_s3.domain = NULL;
+    fake_s3.domain_len = 0;
+    assert_true(stor_s3_domain_ok("s3.test"));
+    assert_true(stor_s3_domain_ok("localhost"));
+    assert_true(stor_s3_domain_ok("a-1.b2.example"));
+    assert_false(stor_s3_domain_ok(""));
+    assert_false(stor_s3_domain_ok("127.0.0.1"));
+    assert_false(stor_s3_domain_ok("s3..test"));
+    assert_false(stor_s3_domain_ok(".s3.test"));
+    assert_false(stor_s3_domain_ok("-s3.test"));
+    assert_false(stor_s3_domain_ok("s3-.test"));
+    assert_false(stor_s3_domain_ok("s3.test:9000"));
+    assert_false(stor_s3_domain_ok("s3_test"));
+}
+
 /* Decodes @target as a GET and returns the decoder's verdict. */
 static enum stor_s3_err decode(const char *target)
 {
@@ -299,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_route_table),
         cmocka_unit_test(test_target_decoding),
         cmocka_unit_test(test_target_limits),
+        cmocka_unit_test(test_virtual_host),
         cmocka_unit_test(test_on_head_before_auth),
         cmocka_unit_test(test_on_error),
     };
