@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/otlp.h"
 #include "fuse/cache.h"
+#include "fuse/dcache.h"
 #include "fuse/fs.h"
 #include "fuse/inode.h"
 #include "fuse/s3.h"
@@ -95,12 +96,7 @@ static struct {
     atomic_uint_fast64_t pf_issued, pf_used, pf_wasted;
     atomic_uint_fast64_t wait_ns;
     struct hist wait;
-    atomic_uint_fast64_t dc_hits, dc_misses, dc_hit_bytes, dc_put_bytes,
-        dc_evict_bytes;
 } M;
-
-static void (*dc_usage)(void *arg, uint64_t *bytes, uint64_t *files);
-static void *dc_usage_arg;
 static struct cm_httpd *g_httpd;
 static struct cm_otlp *g_otlp;
 
@@ -207,41 +203,6 @@ void fc_metrics_read_bytes(uint64_t n)
 {
     if (fc_metrics_on)
         atomic_fetch_add_explicit(&M.read_bytes, n, memory_order_relaxed);
-}
-
-/* See header. */
-void fc_metrics_dcache(bool hit, uint64_t bytes)
-{
-    if (!fc_metrics_on)
-        return;
-    atomic_fetch_add_explicit(hit ? &M.dc_hits : &M.dc_misses, 1,
-                              memory_order_relaxed);
-    if (hit)
-        atomic_fetch_add_explicit(&M.dc_hit_bytes, bytes, memory_order_relaxed);
-}
-
-/* See header. */
-void fc_metrics_dcache_put(uint64_t bytes)
-{
-    if (fc_metrics_on)
-        atomic_fetch_add_explicit(&M.dc_put_bytes, bytes, memory_order_relaxed);
-}
-
-/* See header. */
-void fc_metrics_dcache_evict(uint64_t bytes)
-{
-    if (fc_metrics_on)
-        atomic_fetch_add_explicit(&M.dc_evict_bytes, bytes,
-                                  memory_order_relaxed);
-}
-
-/* See header. */
-void fc_metrics_dcache_usage_fn(void (*fn)(void *arg, uint64_t *bytes,
-                                           uint64_t *files),
-                                void *arg)
-{
-    dc_usage = fn;
-    dc_usage_arg = arg;
 }
 
 /* ---- rendering ---- */
@@ -355,16 +316,45 @@ static int render_s3(struct cm_buf *o, struct fc_s3_stats *st)
     return ret;
 }
 
+/* The disk cache's own counters (fc_dcache_stats_format, " dcache_x=N"
+ * pairs: the one source, as for .ecfs-stats) as ecfs_disk_cache_x series:
+ * bytes and files are gauges, the rest counters. */
+static int render_dcache(struct fc_fs *fs, struct cm_buf *o)
+{
+    char flat[1024], *p, *save = NULL;
+    int ret = 0;
+
+    if (fs->dcache == NULL)
+        return 0;
+    if (fc_dcache_stats_format(fs->dcache, flat, sizeof(flat)) < 0)
+        return 0;
+    for (p = strtok_r(flat, " ", &save); p && ret == 0;
+         p = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(p, '=');
+        bool gauge;
+
+        if (eq == NULL || strncmp(p, "dcache_", 7) != 0)
+            continue;
+        *eq = 0;
+        p += 7;
+        gauge = strcmp(p, "bytes") == 0 || strcmp(p, "files") == 0;
+        ret = cm_buf_appendf(o,
+                             "# TYPE ecfs_disk_cache_%s%s %s\n"
+                             "ecfs_disk_cache_%s%s %s\n",
+                             p, gauge ? "" : "_total",
+                             gauge ? "gauge" : "counter", p,
+                             gauge ? "" : "_total", eq + 1);
+    }
+    return ret;
+}
+
 static int render_cache(struct fc_fs *fs, struct cm_buf *o)
 {
     size_t bytes = 0, blocks = 0;
-    uint64_t dbytes = 0, dfiles = 0;
     int ret;
 
     if (fs->cache)
         fc_cache_usage(fs->cache, &bytes, &blocks);
-    if (dc_usage)
-        dc_usage(dc_usage_arg, &dbytes, &dfiles);
     ret = cm_buf_appendf(
         o,
         "# HELP ecfs_read_bytes_total Bytes FUSE reads returned.\n"
@@ -373,30 +363,15 @@ static int render_cache(struct fc_fs *fs, struct cm_buf *o)
         "memory (ready or being fetched).\n"
         "# TYPE ecfs_block_cache_hits_total counter\n"
         "ecfs_block_cache_hits_total %llu\n"
-        "# HELP ecfs_block_cache_misses_total Blocks reads had to GET "
-        "themselves.\n"
+        "# HELP ecfs_block_cache_misses_total Blocks reads had to fetch "
+        "themselves (from the disk cache or S3).\n"
         "# TYPE ecfs_block_cache_misses_total counter\n"
         "ecfs_block_cache_misses_total %llu\n"
         "# TYPE ecfs_block_cache_bytes gauge\necfs_block_cache_bytes %zu\n"
-        "# TYPE ecfs_block_cache_blocks gauge\necfs_block_cache_blocks %zu\n"
-        "# HELP ecfs_disk_cache_hits_total Disk cache (cache_dir) lookups "
-        "that hit.\n"
-        "# TYPE ecfs_disk_cache_hits_total counter\n"
-        "ecfs_disk_cache_hits_total %llu\n"
-        "# TYPE ecfs_disk_cache_misses_total counter\n"
-        "ecfs_disk_cache_misses_total %llu\n"
-        "# TYPE ecfs_disk_cache_hit_bytes_total counter\n"
-        "ecfs_disk_cache_hit_bytes_total %llu\n"
-        "# TYPE ecfs_disk_cache_put_bytes_total counter\n"
-        "ecfs_disk_cache_put_bytes_total %llu\n"
-        "# TYPE ecfs_disk_cache_evicted_bytes_total counter\n"
-        "ecfs_disk_cache_evicted_bytes_total %llu\n"
-        "# TYPE ecfs_disk_cache_bytes gauge\necfs_disk_cache_bytes %llu\n"
-        "# TYPE ecfs_disk_cache_files gauge\necfs_disk_cache_files %llu\n",
-        ld(&M.read_bytes), ld(&M.hits), ld(&M.misses), bytes, blocks,
-        ld(&M.dc_hits), ld(&M.dc_misses), ld(&M.dc_hit_bytes),
-        ld(&M.dc_put_bytes), ld(&M.dc_evict_bytes), (unsigned long long)dbytes,
-        (unsigned long long)dfiles);
+        "# TYPE ecfs_block_cache_blocks gauge\necfs_block_cache_blocks %zu\n",
+        ld(&M.read_bytes), ld(&M.hits), ld(&M.misses), bytes, blocks);
+    if (ret == 0)
+        ret = render_dcache(fs, o);
     if (ret == 0)
         ret = cm_buf_appendf(
             o,

@@ -91,17 +91,6 @@ void fc_metrics_prefetch_wasted(void);
 /* Bytes a FUSE read returned. */
 void fc_metrics_read_bytes(uint64_t n);
 
-/* Disk cache (-o cache_dir=, fuse/dcache*): one lookup (a hit served
- * @bytes), a write-through of @bytes, an eviction of @bytes. */
-void fc_metrics_dcache(bool hit, uint64_t bytes);
-void fc_metrics_dcache_put(uint64_t bytes);
-void fc_metrics_dcache_evict(uint64_t bytes);
-/* Registers the disk cache's usage gauge (bytes and files on disk), read
- * at each scrape; call once at setup. */
-void fc_metrics_dcache_usage_fn(void (*fn)(void *arg, uint64_t *bytes,
-                                           uint64_t *files),
-                                void *arg);
-
 /* Appends the Prometheus text of every series to @out. 0 or -errno. */
 CM_MUST_CHECK int fc_metrics_render(struct fc_fs *fs, struct cm_buf *out);
 

@@ -49,7 +49,7 @@ def v(series, name, **labels):
     return series.get((name, tuple(sorted(labels.items()))), 0)
 
 
-def test_ecfs_metrics_otlp_and_prometheus(storaged, ecfs_mount):
+def test_ecfs_metrics_otlp_and_prometheus(storaged, ecfs_mount, tmp_path):
     srv = storaged()
     c, bucket = client_bucket(srv)
     for i in range(2 * N):
@@ -64,7 +64,8 @@ def test_ecfs_metrics_otlp_and_prometheus(storaged, ecfs_mount):
         m = mount_of(srv, ecfs_mount, bucket, opts=[
             "ro", "metrics=127.0.0.1:%d" % mport,
             "otlp_endpoint=" + rx.url, "otlp_interval=0.3",
-            "dir_prefetch=0", "list_prefetch=0", "block_size=1M"])
+            "dir_prefetch=0", "list_prefetch=0", "block_size=1M", "whole_max=0",
+            "cache_dir=" + str(tmp_path / "dcache")])
         prom = Prometheus(os.path.join(m.workdir, "prom"), {
             "storaged": "127.0.0.1:%d" % srv.port,
             "ecfs": "127.0.0.1:%d" % mport})
@@ -101,6 +102,11 @@ def test_ecfs_metrics_otlp_and_prometheus(storaged, ecfs_mount):
         assert v(s, "ecfs_fuse_operation_duration_seconds_count",
                  op="readdirplus") >= 1
         assert v(s, "ecfs_s3_retries_total") == 0
+        # the disk cache under the block cache: each miss looked there first
+        assert v(s, "ecfs_disk_cache_misses_total") == N
+        assert v(s, "ecfs_disk_cache_stores_total") == N
+        assert v(s, "ecfs_disk_cache_hits_total") == 0
+        assert v(s, "ecfs_disk_cache_files") == N
         # a sequential read of 3 blocks: readahead fetches ahead, reads use it
         data, _ = read_file(os.path.join(m.path, "big.bin"))
         assert data == big
