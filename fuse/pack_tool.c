@@ -884,6 +884,21 @@ static bool parse_retired(const char *name, uint32_t *first, uint32_t *n,
     return true;
 }
 
+/* The array @arr of *@cap elements of @size bytes, with room for one
+ * more after @n (reallocated, *@cap grown, when full); NULL when out of
+ * memory (@arr is then unchanged). */
+static void *room(void *arr, size_t *cap, size_t n, size_t size)
+{
+    void *na;
+
+    if (n < *cap)
+        return arr;
+    na = realloc(arr, (*cap * 2 + 16) * size);
+    if (na != NULL)
+        *cap = *cap * 2 + 16;
+    return na;
+}
+
 /* After a --replace: marks the replaced pack's shards retired (now), then
  * deletes the shards of every pack retired at least --keep-replaced ago,
  * and any shard numbered below the new pack's that no marker keeps (packs
@@ -930,16 +945,10 @@ static void retire_shards(struct packer *k, const struct fc_pack *old)
             if (strncmp(pg.objs[i].key, prefix, plen) != 0)
                 continue;
             if (parse_retired(name, &m.first, &m.n, &m.when)) {
-                if (nmarks == cap) {
-                    void *nm =
-                        realloc(marks, (cap = cap * 2 + 8) * sizeof(*marks));
-                    if (nm == NULL) {
-                        ret = -ENOMEM;
-                        break;
-                    }
-                    marks = nm;
-                }
-                m.key = strdup(pg.objs[i].key);
+                void *na = room(marks, &cap, nmarks, sizeof(*marks));
+                m.key = na ? strdup(pg.objs[i].key) : NULL;
+                if (na)
+                    marks = na;
                 if (m.key == NULL) {
                     ret = -ENOMEM;
                     break;
@@ -953,15 +962,12 @@ static void retire_shards(struct packer *k, const struct fc_pack *old)
             if (end == name + 6 || strcmp(end, ".tar") != 0 ||
                 no >= k->first_shard)
                 continue; /* the new pack's, or not a shard */
-            if (nnos == capnos) {
-                void *nn =
-                    realloc(nos, (capnos = capnos * 2 + 64) * sizeof(*nos));
-                if (nn == NULL) {
-                    ret = -ENOMEM;
-                    break;
-                }
-                nos = nn;
+            void *nn = room(nos, &capnos, nnos, sizeof(*nos));
+            if (nn == NULL) {
+                ret = -ENOMEM;
+                break;
             }
+            nos = nn;
             nos[nnos++] = (uint32_t)no;
         }
         if (ret == 0 && pg.truncated && pg.next_token)
