@@ -1321,30 +1321,34 @@ static void set_copied_attr(struct fc_fs *fs, struct fc_inode *in,
         fc_inode_set_attr(fs->itab, in, a, fc_now());
 }
 
+/* The checks unlink and rmdir share: a writable mount, a known parent,
+ * not the stats file. 0 and the child's key in *@key (owned; a dir
+ * marker's when @is_dir), or -errno. */
+static int removal_key(struct fc_fs *fs, fuse_ino_t parent, const char *name,
+                       bool is_dir, char **key)
+{
+    struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
+
+    if (is_ro(fs))
+        return -EROFS;
+    if (dir == NULL)
+        return -ENOENT;
+    if (parent == FUSE_ROOT_ID && !fs->o.no_stats &&
+        strcmp(name, FC_STATS_NAME) == 0)
+        return is_dir ? -ENOTDIR : -EPERM;
+    *key = child_key(dir->key, name, is_dir);
+    return *key != NULL ? 0 : -ENOMEM;
+}
+
 /* Valid replies: fuse_reply_err */
 static void fc_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fc_fs *fs = fs_of(req);
-    struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
-    char *key;
-    int ret;
+    char *key = NULL;
+    int ret = removal_key(fs, parent, name, false, &key);
 
-    if (is_ro(fs)) {
-        fuse_reply_err(req, EROFS);
-        return;
-    }
-    if (dir == NULL) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    if (parent == FUSE_ROOT_ID && !fs->o.no_stats &&
-        strcmp(name, FC_STATS_NAME) == 0) {
-        fuse_reply_err(req, EPERM);
-        return;
-    }
-    key = child_key(dir->key, name, false);
-    if (key == NULL) {
-        fuse_reply_err(req, ENOMEM);
+    if (ret < 0) {
+        fuse_reply_err(req, -ret);
         return;
     }
     ret = fc_s3_delete(fs->s3, key);
@@ -1380,21 +1384,11 @@ static int dir_has_children(struct fc_fs *fs, const char *dirkey)
 static void fc_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fc_fs *fs = fs_of(req);
-    struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
-    char *key;
-    int ret;
+    char *key = NULL;
+    int ret = removal_key(fs, parent, name, true, &key);
 
-    if (is_ro(fs)) {
-        fuse_reply_err(req, EROFS);
-        return;
-    }
-    if (dir == NULL) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    key = child_key(dir->key, name, true);
-    if (key == NULL) {
-        fuse_reply_err(req, ENOMEM);
+    if (ret < 0) {
+        fuse_reply_err(req, -ret);
         return;
     }
     ret = dir_has_children(fs, key);

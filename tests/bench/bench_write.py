@@ -11,6 +11,12 @@ Workloads (each peer writes into a fresh folder every round):
   rsync   rsync -a of the dataset (temp file + rename per file), files/s
   put     boto3 put_object of the same 1 GiB file (one PUT, one stream):
           the server's single-stream PUT rate, MiB/s
+Beside each small-file figure: the server's requests per file and the
+share of the wall time the server spent inside PutObject (its own
+request-duration histogram from /metrics). A client that waits for one
+PUT per file in close() cannot go faster than that PUT: a share near
+100% means the client is at the server's floor and only the server's PUT
+latency (fsync at commit) is left.
 Every figure includes the uploads: ecfs, s3fs and rclone (VFS cache off)
 finish a file's upload in close(); for local disk the big file's figure
 includes its fsync (else it measures the page cache). Rounds rotate the
@@ -30,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_loader as bl  # noqa: E402  (Storaged, Mount, helpers)
@@ -69,6 +76,36 @@ T0 = time.monotonic()
 
 def count_files(root):
     return sum(len(f) for _, _, f in os.walk(root))
+
+
+def server_counters(srv):
+    """{api: (count, duration_sum_s)} from storaged's /metrics."""
+    out = {}
+    with urllib.request.urlopen(srv.endpoint + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            for kind in ("count", "sum"):
+                pre = "storaged_request_duration_seconds_%s{api=\"" % kind
+                if line.startswith(pre):
+                    api = line[len(pre):line.index('"', len(pre))]
+                    c, t = out.get(api, (0, 0.0))
+                    v = float(line.rsplit(" ", 1)[1])
+                    out[api] = (v, t) if kind == "count" else (c, v)
+    return out
+
+
+def server_delta(before, after, nfiles, wall):
+    """'N PUT/file, HEAD ..., PUT share of wall X%' for one run."""
+    parts = []
+    put_s = 0.0
+    for api in sorted(after):
+        n = after[api][0] - before.get(api, (0, 0.0))[0]
+        if n <= 0:
+            continue
+        if api == "PutObject":
+            put_s = after[api][1] - before.get(api, (0, 0.0))[1]
+        parts.append("%s %.2f" % (api, n / nfiles))
+    return "%s per file; server in PutObject %.0f%% of the wall time" % (
+        ", ".join(parts), 100.0 * put_s / wall), 100.0 * put_s / wall
 
 
 def timed(argv):
@@ -120,6 +157,7 @@ def main():
            sum(os.path.getsize(os.path.join(d, n))
                for d, _, fs in os.walk(data) for n in fs) / 2**20, a.big_mib))
     res = {(p, t): [] for p in peers + ["boto3"] for t in tests}
+    res["srv"] = {}
     try:
         for r in range(a.repeat):
             order = peers[r % len(peers):] + peers[:r % len(peers)]
@@ -165,9 +203,12 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
     try:
         if "cp" in tests:
             dst = os.path.join(root, "cp")
+            before = server_counters(srv)
             s = timed(["cp", "-r", data, dst])
             res[(peer, "cp")].append(nfiles / s)
-            log("%s cp -r: %.0f files/s" % (peer, nfiles / s))
+            line, share = server_delta(before, server_counters(srv), nfiles, s)
+            res["srv"].setdefault((peer, "cp"), []).append(share)
+            log("%s cp -r: %.0f files/s (%s)" % (peer, nfiles / s, line))
         if "big" in tests:
             dst = os.path.join(root, "big.bin")
             t = time.perf_counter()
@@ -181,9 +222,12 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
             log("%s big: %.0f MiB/s" % (peer, big_mib / s))
         if "rsync" in tests:
             dst = os.path.join(root, "rs")
+            before = server_counters(srv)
             s = timed(["rsync", "-a", data + "/", dst + "/"])
             res[(peer, "rsync")].append(nfiles / s)
-            log("%s rsync -a: %.0f files/s" % (peer, nfiles / s))
+            line, share = server_delta(before, server_counters(srv), nfiles, s)
+            res["srv"].setdefault((peer, "rsync"), []).append(share)
+            log("%s rsync -a: %.0f files/s (%s)" % (peer, nfiles / s, line))
     finally:
         if m is not None:
             m.unmount()
@@ -229,6 +273,13 @@ def table(res, peers, tests, a, nfiles):
         lines.append("ecfs big / boto3 PUT: %.2fx" % (e["big"] / put))
     out.append("Ratios (medians): " + "; ".join(lines) + ".")
     out.append("")
+    srv = res.get("srv", {})
+    shares = ["%s %s %s%%" % (p, t, fmt(srv[(p, t)]))
+              for p in peers for t in ("cp", "rsync") if (p, t) in srv]
+    if shares:
+        out.append("Server time in PutObject, share of the wall time "
+                   "(median [min-max]): " + "; ".join(shares) + ".")
+        out.append("")
     return "\n".join(out)
 
 
