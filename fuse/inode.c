@@ -188,6 +188,20 @@ struct fc_inode *fc_inode_peek(struct fc_itab *t, fuse_ino_t ino)
 }
 
 /* Finds or creates the inode of @key and adds a lookup (see header). */
+/* Replaces @in's attributes with @a; attributes without metadata (a
+ * listing's) keep the metadata already known for the same version.
+ * itab->lock held. */
+static void attr_store(struct fc_inode *in, const struct fc_attr *a)
+{
+    struct fc_s3_meta m = in->attr.meta;
+    bool keep = a->meta.has == 0 && m.has != 0 && a->etag[0] != '\0' &&
+                strcmp(a->etag, in->attr.etag) == 0;
+
+    in->attr = *a;
+    if (keep)
+        in->attr.meta = m;
+}
+
 struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
                                  const struct fc_attr *a, double when)
 {
@@ -212,7 +226,7 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
     /* never replace newer attributes (a HEAD) with older ones (a listing
      * fetched earlier) */
     if (a && (in == fresh || when >= in->attr_fetched)) {
-        in->attr = *a;
+        attr_store(in, a);
         in->attr_fetched = when;
     }
     in->nlookup++;
@@ -278,7 +292,7 @@ void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
                        const struct fc_attr *a, double when)
 {
     pthread_mutex_lock(&t->lock);
-    in->attr = *a;
+    attr_store(in, a);
     in->attr_fetched = when;
     pthread_mutex_unlock(&t->lock);
 }

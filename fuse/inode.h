@@ -49,8 +49,13 @@ struct fc_listing {
 struct fc_attr {
     bool is_dir;
     uint64_t size;
-    time_t mtime;
+    time_t mtime; /* Last-Modified (or this mount's commit time) */
     char etag[FC_ETAG_MAX];
+    /* x-amz-meta-mode/uid/gid/mtime, shown instead of the mount's
+     * defaults and of Last-Modified. A HEAD or GET brings them, a listing
+     * does not: attributes from a listing keep those already known for
+     * the same ETag */
+    struct fc_s3_meta meta;
 };
 
 struct fc_oldkey;

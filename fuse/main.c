@@ -246,7 +246,8 @@ static void usage(const char *prog)
         "    -o stage_max=SIZE      largest staged file, else EFBIG (default 1G)\n"
         "    -o rename_dir_max=N    most keys a directory rename copies (default\n"
         "                           10000; beyond: EXDEV, so mv copies instead)\n"
-        "                           chmod/chown/utimens succeed and change nothing;\n"
+        "                           mode, uid, gid, mtime: x-amz-meta-* (s3fs's\n"
+        "                           names; chmod/chown/utimens store them);\n"
         "                           symlink and link answer EPERM\n",
         stdout);
     fputs(

@@ -187,8 +187,19 @@ void fc_fill_stat(const struct fc_fs *fs, fuse_ino_t ino,
     st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
     /* prefixes have no time of their own: show the mount time */
     st->st_mtim.tv_sec = a->mtime ? a->mtime : fs->started;
-    st->st_ctim.tv_sec = st->st_mtim.tv_sec;
-    st->st_atim.tv_sec = st->st_mtim.tv_sec;
+    /* stored attributes (x-amz-meta-*) win; the file type never changes */
+    if (a->meta.has & FC_META_MODE)
+        st->st_mode = (st->st_mode & S_IFMT) | (a->meta.mode & 07777);
+    if (a->meta.has & FC_META_UID)
+        st->st_uid = a->meta.uid;
+    if (a->meta.has & FC_META_GID)
+        st->st_gid = a->meta.gid;
+    if (a->meta.has & FC_META_MTIME) {
+        st->st_mtim.tv_sec = (time_t)a->meta.mtime;
+        st->st_mtim.tv_nsec = (long)a->meta.mtime_ns;
+    }
+    st->st_ctim = st->st_mtim;
+    st->st_atim = st->st_mtim;
 }
 
 /* Builds the S3 key of child @name of directory key @dir. NULL on ENOMEM. */
@@ -480,6 +491,7 @@ static int lookup_remote(struct fc_fs *fs, const char *dirkey, const char *name,
     if (hr == 0) {
         a->size = obj.size;
         a->mtime = obj.mtime;
+        a->meta = obj.meta;
         snprintf(a->etag, sizeof(a->etag), "%s", obj.etag);
         *key = fkey;
         return 0;
@@ -666,6 +678,7 @@ static int revalidate(struct fc_fs *fs, struct fc_inode *in, struct fc_attr *a)
     a->size = obj.size;
     if (obj.mtime)
         a->mtime = obj.mtime;
+    a->meta = obj.meta;
     snprintf(a->etag, sizeof(a->etag), "%s", obj.etag);
     fc_inode_set_attr(fs->itab, in, a, fc_now());
     return 0;
@@ -1124,11 +1137,65 @@ static void fc_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     fuse_reply_err(req, ENOSYS);
 }
 
+/* chmod, chown and utimens of file @in: the changes of @attr named by
+ * @to_set go into its x-amz-meta-* attributes, shown at once and stored
+ * by the upload of a handle still to commit, else by a CopyObject onto
+ * itself a second later or by a rename's copy, whichever comes first
+ * (fc_write_meta_later; objects up to 5 GiB, larger ones keep theirs,
+ * logged). 0 or -errno. */
+static int set_meta(struct fc_fs *fs, struct fc_inode *in,
+                    const struct stat *attr, int to_set)
+{
+    struct fc_attr a;
+    struct fc_s3_meta m;
+    int ret;
+
+    fc_inode_get_attr(fs->itab, in, &a, NULL);
+    m = a.meta;
+    if (to_set & FUSE_SET_ATTR_MODE) {
+        m.mode = (uint32_t)attr->st_mode;
+        m.has |= FC_META_MODE;
+    }
+    if (to_set & FUSE_SET_ATTR_UID) {
+        m.uid = (uint32_t)attr->st_uid;
+        m.has |= FC_META_UID;
+    }
+    if (to_set & FUSE_SET_ATTR_GID) {
+        m.gid = (uint32_t)attr->st_gid;
+        m.has |= FC_META_GID;
+    }
+    if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+        struct timespec ts = attr->st_mtim;
+        if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+            clock_gettime(CLOCK_REALTIME, &ts);
+        m.mtime = (int64_t)ts.tv_sec;
+        m.mtime_ns = (uint32_t)ts.tv_nsec;
+        m.has |= FC_META_MTIME;
+    }
+    if (fc_write_set_meta(fs, in, &m)) {
+        a.meta = m; /* shown now; goes up with the commit */
+        fc_inode_set_attr(fs->itab, in, &a, fc_now());
+        return 0;
+    }
+    if (a.size > ((uint64_t)5 << 30)) {
+        cm_log(CM_LOG_WARN, 0,
+               "ecfs: %s: larger than 5 GiB: chmod/chown/utimens not stored",
+               in->key);
+        return 0;
+    }
+    ret = fc_write_meta_later(fs, in->key, &m);
+    if (ret < 0)
+        return ret;
+    a.meta = m;
+    fc_inode_set_attr(fs->itab, in, &a, fc_now());
+    fc_itab_note(fs, in->key, true, &a);
+    return 0;
+}
+
 /* Valid replies: fuse_reply_attr, fuse_reply_err.
- * Only the size is stored: mode, owner and times come from the mount
- * options and the object (S3 keeps no such metadata here), so chmod,
- * chown and utimens succeed without changing anything (cp -a, rsync -a
- * and tar x work; documented in man/ecfs.1). */
+ * The size truncates (write.c); mode, owner and mtime of a file are kept
+ * as x-amz-meta-* attributes (set_meta); a directory's are accepted and
+ * not stored (prefixes have none). */
 static void fc_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
                           int to_set, struct fuse_file_info *fi)
 {
@@ -1162,10 +1229,15 @@ static void fc_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
         else if ((ret = revalidate(fs, in, &a)) == 0)
             ret = fc_write_truncate_inode(fs, in, (uint64_t)attr->st_size);
     }
+    if (ret == 0 && !a.is_dir &&
+        (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+                   FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)))
+        ret = set_meta(fs, in, attr, to_set);
     if (ret < 0) {
         fuse_reply_err(req, -ret);
         return;
     }
+    fc_inode_get_attr(fs->itab, in, &a, NULL);
     fc_inode_reply_attr(fs->itab, in, &a);
     fc_fill_stat(fs, ino, &a, &st);
     fuse_reply_attr(req, &st, attr_tmo(fs));
@@ -1177,6 +1249,22 @@ static void new_attr(struct fc_attr *a, bool is_dir)
     memset(a, 0, sizeof(*a));
     a->is_dir = is_dir;
     a->mtime = time(NULL);
+}
+
+/* The attributes a new file stores: its mode and its creator's ids (the
+ * mtime is set at commit). */
+static void new_meta(fuse_req_t req, mode_t mode, struct fc_s3_meta *m)
+{
+    const struct fuse_ctx *c = fuse_req_ctx(req);
+
+    memset(m, 0, sizeof(*m));
+    m->mode = (uint32_t)(S_IFREG | (mode & 07777));
+    m->has = FC_META_MODE;
+    if (c != NULL) {
+        m->uid = (uint32_t)c->uid;
+        m->gid = (uint32_t)c->gid;
+        m->has |= FC_META_UID | FC_META_GID;
+    }
 }
 
 /* Checks a new entry's name; 0 or -errno. */
@@ -1225,7 +1313,13 @@ static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
         return;
     }
     new_attr(&a, false);
-    ret = put_empty(fs, key, a.etag);
+    new_meta(req, mode, &a.meta);
+    a.meta.mtime = (int64_t)a.mtime;
+    a.meta.has |= FC_META_MTIME;
+    {
+        struct fc_s3_body b = {.data = "", .len = 0};
+        ret = fc_s3_put_meta(fs->s3, key, &b, &a.meta, a.etag);
+    }
     if (ret == 0) {
         fc_itab_note(fs, key, true, &a);
         ret = make_entry(fs, key, &a, fc_now(), &e);
@@ -1353,6 +1447,7 @@ static void fc_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     ret = fc_s3_delete(fs->s3, key);
     if (ret == 0) {
+        (void)fc_write_meta_take(fs, key, NULL);
         with_live_inode(fs, key, mark_unlinked, NULL);
         fc_itab_note(fs, key, false, NULL);
         fc_itab_unhash(fs->itab, key);
@@ -1429,7 +1524,7 @@ static void fc_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 /* Copies object @src to @dst server-side: CopyObject up to 5 GiB, else
  * UploadPartCopy in parts. 0 and @etag or -errno. */
 static int copy_object(struct fc_fs *fs, const char *src, const char *dst,
-                       uint64_t size, char *etag)
+                       uint64_t size, const struct fc_s3_meta *m, char *etag)
 {
     const uint64_t max1 = (uint64_t)5 << 30;
     uint64_t part = CM_MAX((uint64_t)1 << 30, (size + 9999) / 10000);
@@ -1438,11 +1533,12 @@ static int copy_object(struct fc_fs *fs, const char *src, const char *dst,
     int ret;
 
     if (size <= max1)
-        return fc_s3_copy(fs->s3, src, dst, etag);
+        return m ? fc_s3_copy_meta(fs->s3, src, dst, m, etag)
+                 : fc_s3_copy(fs->s3, src, dst, etag);
     etags = calloc(n, FC_ETAG_MAX);
     if (etags == NULL)
         return -ENOMEM;
-    ret = fc_s3_mpu_create(fs->s3, dst, &id);
+    ret = fc_s3_mpu_create_meta(fs->s3, dst, m, &id);
     for (unsigned i = 0; ret == 0 && i < n; i++) {
         uint64_t first = (uint64_t)i * part;
         uint64_t last = CM_MIN(size, first + part) - 1;
@@ -1463,6 +1559,9 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst)
 {
     struct fc_attr a, cur;
     struct fc_s3_obj obj;
+    struct fc_s3_meta pm;
+    /* chmod/utimens after close (rsync): stored by this copy */
+    bool pending = fc_write_meta_take(fs, src, &pm);
     double t;
     int ret;
 
@@ -1471,6 +1570,7 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst)
         /* attributes from this mount's own commit (rsync's temp file):
          * no HEAD needed */
         obj.size = cur.size;
+        obj.meta = cur.meta;
         ret = 0;
     } else {
         ret = fc_s3_head(fs->s3, src, &obj);
@@ -1485,12 +1585,16 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst)
         memset(&a, 0, sizeof(a));
         a.size = obj.size;
         a.mtime = time(NULL);
-        ret = copy_object(fs, src, dst, obj.size, a.etag);
+        a.meta = pending ? pm : obj.meta;
+        ret = copy_object(fs, src, dst, obj.size, pending ? &pm : NULL, a.etag);
         if (ret == 0)
             ret = fc_s3_delete(fs->s3, src);
     }
-    if (ret < 0)
+    if (ret < 0) {
+        if (pending && fc_write_meta_later(fs, src, &pm) < 0)
+            cm_log(CM_LOG_WARN, ENOMEM, "ecfs: %s: chmod/utimens lost", src);
         return ret;
+    }
     with_live_inode(fs, src, mark_renamed, dst);
     if (fc_itab_rename(fs->itab, src, dst) < 0)
         fc_itab_unhash(fs->itab, src);
@@ -1525,7 +1629,8 @@ static void *fan_run(void *arg)
         else if (asprintf(&to, "%s%s", f->dst, f->objs[i].key + sl) < 0)
             ret = -ENOMEM;
         else
-            ret = copy_object(f->fs, f->objs[i].key, to, f->objs[i].size, etag);
+            ret = copy_object(f->fs, f->objs[i].key, to, f->objs[i].size, NULL,
+                              etag);
         free(to);
         if (ret < 0) {
             int zero = 0;
@@ -1709,7 +1814,6 @@ static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
     char *key;
     int ret;
 
-    (void)mode;
     if ((ret = check_new_name(fs, parent, name)) < 0 ||
         (ret = dir ? 0 : -ENOENT) < 0) {
         fuse_reply_err(req, -ret);
@@ -1724,6 +1828,7 @@ static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
         return;
     }
     new_attr(&a, false);
+    new_meta(req, mode, &a.meta);
     /* a note now: a lookup while it is written finds it */
     fc_itab_note(fs, key, true, &a);
     ret = make_entry(fs, key, &a, fc_now(), &e);

@@ -60,6 +60,7 @@ struct fc_s3 {
     unsigned nall;
     struct fc_s3_stats stats;
     atomic_bool aborted; /* fc_s3_abort: every request fails now */
+    atomic_bool resumed; /* fc_s3_resume: at most one retry */
 };
 
 /* Query parameter, decoded (NUL-terminated name and value). */
@@ -300,6 +301,13 @@ void fc_s3_abort(struct fc_s3 *s)
     atomic_store(&s->aborted, true);
 }
 
+/* Requests again after an abort, with at most one retry (see header). */
+void fc_s3_resume(struct fc_s3 *s)
+{
+    atomic_store(&s->resumed, true);
+    atomic_store(&s->aborted, false);
+}
+
 static size_t s3_write_cb(char *p, size_t sz, size_t nm, void *ud)
 {
     struct s3_xfer *x = ud;
@@ -398,8 +406,102 @@ static size_t s3_header_cb(char *p, size_t sz, size_t nm, void *ud)
         time_t t;
         if (cm_time_parse_http(v, vlen, &t) == 0)
             x->obj.mtime = t;
+    } else if (nlen > 11 && strncasecmp(p, "x-amz-meta-", 11) == 0) {
+        fc_s3_meta_parse(&x->obj.meta, p + 11, nlen - 11, v, vlen);
     }
     return n;
+}
+
+/* Parses an unsigned decimal of @n bytes (at most 20 digits); false when
+ * malformed. */
+static bool meta_num(const char *v, size_t n, uint64_t *out)
+{
+    uint64_t x = 0;
+
+    if (n == 0 || n > 19)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return false;
+        x = x * 10 + (uint64_t)(v[i] - '0');
+    }
+    *out = x;
+    return true;
+}
+
+/* One x-amz-meta-* header (see header). */
+void fc_s3_meta_parse(struct fc_s3_meta *m, const char *name, size_t nlen,
+                      const char *v, size_t vlen)
+{
+    uint64_t x;
+
+    if (nlen == 4 && strncasecmp(name, "mode", 4) == 0) {
+        if (meta_num(v, vlen, &x) && x <= 0xffffffffu) {
+            m->mode = (uint32_t)x;
+            m->has |= FC_META_MODE;
+        }
+    } else if (nlen == 3 && strncasecmp(name, "uid", 3) == 0) {
+        if (meta_num(v, vlen, &x) && x < 0xffffffffu) {
+            m->uid = (uint32_t)x;
+            m->has |= FC_META_UID;
+        }
+    } else if (nlen == 3 && strncasecmp(name, "gid", 3) == 0) {
+        if (meta_num(v, vlen, &x) && x < 0xffffffffu) {
+            m->gid = (uint32_t)x;
+            m->has |= FC_META_GID;
+        }
+    } else if (nlen == 5 && strncasecmp(name, "mtime", 5) == 0) {
+        /* "SEC" or "SEC.FRACTION" (up to nanoseconds; more is cut) */
+        const char *dot = memchr(v, '.', vlen);
+        size_t il = dot ? (size_t)(dot - v) : vlen;
+        uint64_t ns = 0, frac;
+        size_t fl = dot ? vlen - il - 1 : 0;
+        if (!meta_num(v, il, &x) || x > INT64_MAX / 2)
+            return;
+        if (dot != NULL) {
+            if (!meta_num(dot + 1, CM_MIN(fl, 9u), &frac))
+                return;
+            ns = frac;
+            for (size_t i = CM_MIN(fl, 9u); i < 9; i++)
+                ns *= 10;
+        }
+        m->mtime = (int64_t)x;
+        m->mtime_ns = (uint32_t)ns;
+        m->has |= FC_META_MTIME;
+    }
+}
+
+/* Appends the x-amz-meta-* headers of @m to @h (room for 4 more) from
+ * @nh on, formatting into @buf (4 x 32 bytes). Returns the new count. */
+static size_t meta_headers(const struct fc_s3_meta *m, struct cm_kv *h,
+                           size_t nh, char (*buf)[32])
+{
+    int n;
+
+    if (m == NULL)
+        return nh;
+    /* SigV4 wants signed headers sorted: gid, mode, mtime, uid */
+    if (m->has & FC_META_GID) {
+        n = snprintf(buf[0], 32, "%" PRIu32, m->gid);
+        h[nh++] = (struct cm_kv){"x-amz-meta-gid", 14, buf[0], (size_t)n};
+    }
+    if (m->has & FC_META_MODE) {
+        n = snprintf(buf[1], 32, "%" PRIu32, m->mode);
+        h[nh++] = (struct cm_kv){"x-amz-meta-mode", 15, buf[1], (size_t)n};
+    }
+    if (m->has & FC_META_MTIME) {
+        if (m->mtime_ns)
+            n = snprintf(buf[2], 32, "%" PRId64 ".%09" PRIu32, m->mtime,
+                         m->mtime_ns);
+        else
+            n = snprintf(buf[2], 32, "%" PRId64, m->mtime);
+        h[nh++] = (struct cm_kv){"x-amz-meta-mtime", 16, buf[2], (size_t)n};
+    }
+    if (m->has & FC_META_UID) {
+        n = snprintf(buf[3], 32, "%" PRIu32, m->uid);
+        h[nh++] = (struct cm_kv){"x-amz-meta-uid", 14, buf[3], (size_t)n};
+    }
+    return nh;
 }
 
 /* Maps an HTTP status to an errno (see header). */
@@ -459,7 +561,7 @@ static bool s3_curl_is_transient(CURLcode c)
     }
 }
 
-#define S3_XHDR_MAX        4 /* extra signed headers of one request */
+#define S3_XHDR_MAX        8 /* extra signed headers of one request */
 #define S3_HASHED_BODY_MAX (256u << 10) /* bodies signed with their hash */
 
 /* Appends "Name: value" to the header list *@l. 0 or -ENOMEM. */
@@ -758,7 +860,8 @@ static long s3_perform(struct fc_s3 *s, const struct s3_req *r,
             return x->up_err;
         }
         if ((cc != CURLE_OK && !s3_curl_is_transient(cc)) ||
-            attempt >= s->conf.retries) {
+            attempt >= s->conf.retries ||
+            (attempt >= 1 && atomic_load(&s->resumed))) {
             cm_log(CM_LOG_WARN, 0,
                    "ecfs s3 %s %s: %s%s%s (status %ld) after %u attempt(s)",
                    method, url.data, curl_easy_strerror(cc),
@@ -1110,9 +1213,20 @@ static int s3_modify(struct fc_s3 *s, const char *what, const char *key,
 int fc_s3_put(struct fc_s3 *s, const char *key, const struct fc_s3_body *b,
               char *etag)
 {
-    struct s3_req r = {.method = "PUT", .body = b};
+    return fc_s3_put_meta(s, key, b, NULL, etag);
+}
+
+/* PUT object with attributes (see header). */
+int fc_s3_put_meta(struct fc_s3 *s, const char *key, const struct fc_s3_body *b,
+                   const struct fc_s3_meta *m, char *etag)
+{
+    struct cm_kv h[4];
+    char mb[4][32];
+    struct s3_req r = {.method = "PUT", .body = b, .hdr = h};
     struct fc_s3_obj obj;
     int ret;
+
+    r.nhdr = meta_headers(m, h, 0, mb);
 
     ret = s3_modify(s, "PUT", key, &r, NULL, &s->stats.put, &obj);
     if (ret == 0)
@@ -1123,12 +1237,24 @@ int fc_s3_put(struct fc_s3 *s, const char *key, const struct fc_s3_body *b,
 /* CreateMultipartUpload (see header). */
 int fc_s3_mpu_create(struct fc_s3 *s, const char *key, char **upload_id)
 {
+    return fc_s3_mpu_create_meta(s, key, NULL, upload_id);
+}
+
+/* CreateMultipartUpload with attributes (see header). */
+int fc_s3_mpu_create_meta(struct fc_s3 *s, const char *key,
+                          const struct fc_s3_meta *m, char **upload_id)
+{
     struct s3_qp q[] = {{"uploads", NULL}};
     struct fc_s3_body empty = {.data = "", .len = 0};
-    struct s3_req r = {.method = "POST", .q = q, .nq = 1, .body = &empty};
+    struct cm_kv h[4];
+    char mb[4][32];
+    struct s3_req r = {
+        .method = "POST", .q = q, .nq = 1, .body = &empty, .hdr = h};
     struct cm_buf body;
     char id[1024];
     int ret;
+
+    r.nhdr = meta_headers(m, h, 0, mb);
 
     cm_buf_init(&body, S3_ERR_BODY_MAX);
     ret = s3_modify(s, "CreateMultipartUpload", key, &r, &body, &s->stats.mpu,
@@ -1275,6 +1401,38 @@ int fc_s3_copy(struct fc_s3 *s, const char *src, const char *dst, char *etag)
         goto out;
     }
     h[0] = (struct cm_kv){"x-amz-copy-source", 17, cs.data, cs.len};
+    ret = s3_modify(s, "CopyObject", dst, &r, &body, &s->stats.copy, NULL);
+    if (ret == 0 && !s3_xml_text(&body, "ETag", etag, FC_ETAG_MAX))
+        etag[0] = '\0';
+out:
+    cm_buf_fini(&cs);
+    cm_buf_fini(&body);
+    return ret;
+}
+
+/* CopyObject with new attributes (see header). */
+int fc_s3_copy_meta(struct fc_s3 *s, const char *src, const char *dst,
+                    const struct fc_s3_meta *m, char *etag)
+{
+    struct cm_kv h[6];
+    char mb[4][32];
+    struct s3_req r = {.method = "PUT", .hdr = h};
+    struct cm_buf cs, body;
+    size_t nh = 0;
+    int ret;
+
+    cm_buf_init(&cs, CM_BUF_NOLIMIT);
+    cm_buf_init(&body, S3_ERR_BODY_MAX);
+    if (s3_copy_source(s, src, &cs) < 0) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    /* sorted for SigV4: x-amz-copy-source, x-amz-meta-*,
+     * x-amz-metadata-directive */
+    h[nh++] = (struct cm_kv){"x-amz-copy-source", 17, cs.data, cs.len};
+    nh = meta_headers(m, h, nh, mb);
+    h[nh++] = (struct cm_kv){"x-amz-metadata-directive", 24, "REPLACE", 7};
+    r.nhdr = nh;
     ret = s3_modify(s, "CopyObject", dst, &r, &body, &s->stats.copy, NULL);
     if (ret == 0 && !s3_xml_text(&body, "ETag", etag, FC_ETAG_MAX))
         etag[0] = '\0';

@@ -74,11 +74,31 @@ struct fc_s3_body {
     size_t len;
 };
 
+/* POSIX attributes kept as S3 user metadata, with s3fs's and rclone's
+ * names: x-amz-meta-mode (decimal st_mode), x-amz-meta-uid, x-amz-meta-gid
+ * (decimal), x-amz-meta-mtime (seconds, with a fraction when it has
+ * nanoseconds: "1700000000.123456789"). @has says which are known. */
+#define FC_META_MODE  1u
+#define FC_META_UID   2u
+#define FC_META_GID   4u
+#define FC_META_MTIME 8u
+struct fc_s3_meta {
+    unsigned has; /* FC_META_* bits */
+    uint32_t mode, uid, gid;
+    int64_t mtime;
+    uint32_t mtime_ns;
+};
+/* Parses one x-amz-meta-* header (@name without the prefix, @v of @vlen
+ * bytes) into @m; unknown names and malformed values are ignored. */
+void fc_s3_meta_parse(struct fc_s3_meta *m, const char *name, size_t nlen,
+                      const char *v, size_t vlen);
+
 /* What a GET/HEAD told about the object. */
 struct fc_s3_obj {
     uint64_t size;          /* whole object size */
     time_t mtime;           /* Last-Modified, 0 if absent */
     char etag[FC_ETAG_MAX]; /* as sent, with quotes; "" if absent */
+    struct fc_s3_meta meta; /* x-amz-meta-mode/uid/gid/mtime */
 };
 
 struct fc_s3;
@@ -89,8 +109,13 @@ CM_MUST_CHECK int fc_s3_create(const struct fc_s3_conf *conf,
                                struct fc_s3 **out);
 /* Makes every request in flight fail within about a second (-EIO) and
  * every later one at once: for unmount and exit, so a hung server cannot
- * hold them up. Async-safe with respect to other threads; irreversible. */
+ * hold them up. Async-safe with respect to other threads; lasts until
+ * fc_s3_resume. */
 void fc_s3_abort(struct fc_s3 *s);
+/* Undoes fc_s3_abort for the last requests of an unmount (write.c's
+ * aborts of open uploads and pending attributes), retrying each at most
+ * once from now on. */
+void fc_s3_resume(struct fc_s3 *s);
 /* Frees the pool; no request may be in flight. */
 void fc_s3_destroy(struct fc_s3 *s);
 /* The client's counters (live; valid until fc_s3_destroy). */
@@ -135,9 +160,17 @@ CM_MUST_CHECK int fc_s3_list_flat(struct fc_s3 *s, const char *prefix,
  * -EIO. */
 CM_MUST_CHECK int fc_s3_put(struct fc_s3 *s, const char *key,
                             const struct fc_s3_body *b, char *etag);
+/* fc_s3_put with the attributes @m as x-amz-meta-* headers (NULL: none). */
+CM_MUST_CHECK int fc_s3_put_meta(struct fc_s3 *s, const char *key,
+                                 const struct fc_s3_body *b,
+                                 const struct fc_s3_meta *m, char *etag);
 /* CreateMultipartUpload of @key: 0 and *@upload_id (malloc'd), or -errno. */
 CM_MUST_CHECK int fc_s3_mpu_create(struct fc_s3 *s, const char *key,
                                    char **upload_id);
+/* fc_s3_mpu_create; the object gets the attributes @m (NULL: none). */
+CM_MUST_CHECK int fc_s3_mpu_create_meta(struct fc_s3 *s, const char *key,
+                                        const struct fc_s3_meta *m,
+                                        char **upload_id);
 /* UploadPart number @partno (1-based) of @b; 0 and its ETag in @etag, or
  * -errno. */
 CM_MUST_CHECK int fc_s3_mpu_part(struct fc_s3 *s, const char *key,
@@ -164,6 +197,13 @@ CM_MUST_CHECK int fc_s3_delete(struct fc_s3 *s, const char *key);
  * @etag, or -errno (-ENOENT: no source). */
 CM_MUST_CHECK int fc_s3_copy(struct fc_s3 *s, const char *src, const char *dst,
                              char *etag);
+/* CopyObject @src -> @dst (may be the same key) with
+ * x-amz-metadata-directive: REPLACE and the attributes @m (other user
+ * metadata and Content-Type are dropped, as any REPLACE does). 0 and the
+ * new ETag in @etag, or -errno. */
+CM_MUST_CHECK int fc_s3_copy_meta(struct fc_s3 *s, const char *src,
+                                  const char *dst, const struct fc_s3_meta *m,
+                                  char *etag);
 
 /* Appends "get=N head=N list=N ..." (one line, NUL-terminated) to @out of
  * @cap bytes; returns the length written (snprintf semantics). */

@@ -74,6 +74,10 @@ struct fc_wfile {
     uint64_t size;         /* current file size; wlock */
     char base_etag[FC_ETAG_MAX]; /* version a staging fill reads; wlock */
     uint64_t base_size;          /* its size; wlock */
+    /* x-amz-meta-* the commit stores (an mtime only when set explicitly:
+     * else Last-Modified, the commit's time, is the mtime); wlock */
+    struct fc_s3_meta meta;
+    struct fc_s3_meta meta_sent; /* what CreateMultipartUpload got; wlock */
     /* streaming (and staged commits), wlock unless noted */
     char *buf;         /* part being filled; owned */
     size_t blen, bcap; /* bytes in it, its capacity */
@@ -84,9 +88,10 @@ struct fc_wfile {
     unsigned nparts;   /* parts queued */
     char *etags;       /* FC_ETAG_MAX per part; lock */
     unsigned etags_cap;
-    unsigned inflight;     /* parts queued or sending; lock */
-    int err;               /* first failure of a part; lock */
-    struct fc_wfile *next; /* on in->writers; g_up.lock */
+    unsigned inflight;              /* parts queued or sending; lock */
+    int err;                        /* first failure of a part; lock */
+    struct fc_wfile *next;          /* on in->writers; g_up.lock */
+    struct fc_wfile *lnext, *lprev; /* on g_up.live; g_up.lock */
 };
 
 /* One part for an upload worker. */
@@ -97,6 +102,17 @@ struct up_job {
     struct fc_s3_body body;
     char *buf;       /* owned (freed when sent); NULL for a file body */
     size_t reserved; /* budget to give back */
+};
+
+/* chmod/chown/utimens of a closed file, stored by a copy onto itself
+ * about a second later unless a rename (which copies anyway), an unlink or
+ * a commit of that key comes first: rsync sets its temp file's mtime and
+ * mode after close, then renames it. */
+struct up_meta {
+    struct up_meta *next;
+    char *key; /* owned */
+    struct fc_s3_meta meta;
+    double due; /* fc_now() */
 };
 
 /* An abort that failed (the server was away): retried by the janitor. */
@@ -111,6 +127,8 @@ static struct {
     pthread_cond_t jwake;    /* the janitor's (never work: a signal for a
                               * job must wake a worker) */
     struct up_abort *aborts; /* retried every second; protected by lock */
+    struct up_meta *metas;   /* stored when due; protected by lock */
+    struct fc_wfile *live;   /* every handle; protected by lock */
     pthread_t janitor;
     bool janitor_on;
     struct up_job *head, *tail; /* protected by lock */
@@ -138,6 +156,14 @@ static unsigned max_inflight(const struct fc_fs *fs)
 
 static void wfile_free(struct fc_wfile *wf)
 {
+    pthread_mutex_lock(&g_up.lock);
+    if (wf->lprev != NULL)
+        wf->lprev->lnext = wf->lnext;
+    else if (g_up.live == wf)
+        g_up.live = wf->lnext;
+    if (wf->lnext != NULL)
+        wf->lnext->lprev = wf->lprev;
+    pthread_mutex_unlock(&g_up.lock);
     if (wf->fd >= 0)
         close(wf->fd);
     free(wf->buf);
@@ -237,7 +263,94 @@ static void aborts_retry(struct fc_fs *fs)
     pthread_mutex_unlock(&g_up.lock);
 }
 
-/* Retries failed aborts every second until they succeed or we stop. */
+/* Removes the pending attributes of @key from the list; the entry, or
+ * NULL. g_up.lock held. */
+static struct up_meta *meta_unlink(const char *key)
+{
+    for (struct up_meta **pp = &g_up.metas; *pp != NULL; pp = &(*pp)->next) {
+        if (strcmp((*pp)->key, key) == 0) {
+            struct up_meta *u = *pp;
+            *pp = u->next;
+            return u;
+        }
+    }
+    return NULL;
+}
+
+/* Stores the pending attributes due by @now (all with @now < 0). */
+static void metas_apply(struct fc_fs *fs, double now)
+{
+    struct up_meta *due = NULL, **pp, *u;
+
+    pthread_mutex_lock(&g_up.lock);
+    for (pp = &g_up.metas; (u = *pp) != NULL;) {
+        if (now < 0 || u->due <= now) {
+            *pp = u->next;
+            u->next = due;
+            due = u;
+        } else {
+            pp = &u->next;
+        }
+    }
+    pthread_mutex_unlock(&g_up.lock);
+    while ((u = due) != NULL) {
+        char etag[FC_ETAG_MAX];
+        int ret = fc_s3_copy_meta(fs->s3, u->key, u->key, &u->meta, etag);
+        due = u->next;
+        if (ret < 0 && ret != -ENOENT)
+            cm_log(CM_LOG_WARN, -ret,
+                   "ecfs: %s: chmod/chown/utimens could not be stored", u->key);
+        free(u->key);
+        free(u);
+    }
+}
+
+/* Pending attributes (see header). */
+int fc_write_meta_later(struct fc_fs *fs, const char *key,
+                        const struct fc_s3_meta *m)
+{
+    struct up_meta *u;
+
+    (void)fs;
+    pthread_mutex_lock(&g_up.lock);
+    u = meta_unlink(key);
+    pthread_mutex_unlock(&g_up.lock);
+    if (u == NULL && (u = calloc(1, sizeof(*u))) != NULL &&
+        (u->key = strdup(key)) == NULL) {
+        free(u);
+        u = NULL;
+    }
+    if (u == NULL)
+        return -ENOMEM;
+    u->meta = *m;
+    u->due = fc_now() + 1.0;
+    pthread_mutex_lock(&g_up.lock);
+    u->next = g_up.metas;
+    g_up.metas = u;
+    pthread_mutex_unlock(&g_up.lock);
+    return 0;
+}
+
+/* Takes pending attributes (see header). */
+bool fc_write_meta_take(struct fc_fs *fs, const char *key, struct fc_s3_meta *m)
+{
+    struct up_meta *u;
+
+    (void)fs;
+    pthread_mutex_lock(&g_up.lock);
+    u = meta_unlink(key);
+    pthread_mutex_unlock(&g_up.lock);
+    if (u == NULL)
+        return false;
+    if (m != NULL)
+        *m = u->meta;
+    free(u->key);
+    free(u);
+    return true;
+}
+
+/* Retries failed aborts and stores due attributes every second until we
+ * stop. */
 static void *janitor_run(void *arg)
 {
     struct fc_fs *fs = arg;
@@ -248,9 +361,16 @@ static void *janitor_run(void *arg)
         clock_gettime(CLOCK_REALTIME, &dl);
         dl.tv_sec += 1;
         pthread_cond_timedwait(&g_up.jwake, &g_up.lock, &dl);
-        if (g_up.aborts != NULL && !g_up.stop) {
+        if (g_up.stop)
+            break;
+        if (g_up.aborts != NULL) {
             pthread_mutex_unlock(&g_up.lock);
             aborts_retry(fs);
+            pthread_mutex_lock(&g_up.lock);
+        }
+        if (g_up.metas != NULL) {
+            pthread_mutex_unlock(&g_up.lock);
+            metas_apply(fs, fc_now());
             pthread_mutex_lock(&g_up.lock);
         }
     }
@@ -276,6 +396,45 @@ int fc_upload_start(struct fc_fs *fs, unsigned nthreads)
     return g_up.n > 0 ? 0 : -EAGAIN;
 }
 
+static int wait_parts(struct fc_wfile *wf, unsigned max);
+static void abort_upload(struct fc_wfile *wf);
+
+/* Handles still open at unmount (the writer never closed them: ecfs got
+ * SIGTERM, or the mount was cut): a file is complete only at close, so
+ * nothing is committed over the object; their multipart uploads are
+ * aborted (parts already sent are dropped by the server) and each is
+ * logged. No FUSE request and no upload worker runs any more. */
+static void unmount_drop_open(void)
+{
+    struct fc_wfile **v = NULL, *wf;
+    size_t n = 0, i = 0;
+
+    pthread_mutex_lock(&g_up.lock);
+    for (wf = g_up.live; wf != NULL; wf = wf->lnext)
+        n++;
+    if (n > 0 && (v = calloc(n, sizeof(*v))) != NULL)
+        for (wf = g_up.live; wf != NULL; wf = wf->lnext) {
+            atomic_fetch_add(&wf->refs, 1);
+            v[i++] = wf;
+        }
+    pthread_mutex_unlock(&g_up.lock);
+    for (i = 0; v != NULL && i < n; i++) {
+        wf = v[i];
+        pthread_mutex_lock(&wf->wlock);
+        if (wf->dirty)
+            cm_log(CM_LOG_ERROR, 0,
+                   "ecfs: %s: still open for writing at unmount: not "
+                   "uploaded (the object is unchanged)%s",
+                   wf->key, wf->upload_id ? "; its upload is aborted" : "");
+        (void)wait_parts(wf, 0);
+        abort_upload(wf);
+        wf->dirty = false;
+        pthread_mutex_unlock(&wf->wlock);
+        fc_wfile_unref(wf);
+    }
+    free(v);
+}
+
 /* Stops the workers (see header). */
 void fc_upload_stop(struct fc_fs *fs)
 {
@@ -290,8 +449,13 @@ void fc_upload_stop(struct fc_fs *fs)
     if (g_up.janitor_on)
         pthread_join(g_up.janitor, NULL);
     g_up.janitor_on = false;
-    /* a last try (the S3 client may already be aborted: then they stay
-     * on the server until its own cleanup of abandoned uploads) */
+    /* the session's end cut its requests short (fc_s3_abort); the last
+     * ones below get one retry each */
+    if (fs->s3 != NULL) {
+        fc_s3_resume(fs->s3);
+        metas_apply(fs, -1);
+        unmount_drop_open();
+    }
     aborts_retry(fs);
     while (g_up.aborts != NULL) {
         struct up_abort *a = g_up.aborts;
@@ -349,7 +513,9 @@ static int queue_part(struct fc_wfile *wf, const struct fc_s3_body *body,
             ret = -ENOMEM;
             goto out_free;
         }
-        ret = fc_s3_mpu_create(fs->s3, wf->upload_key, &wf->upload_id);
+        wf->meta_sent = wf->meta;
+        ret = fc_s3_mpu_create_meta(fs->s3, wf->upload_key, &wf->meta,
+                                    &wf->upload_id);
         if (ret < 0)
             goto out_free;
     }
@@ -463,6 +629,10 @@ static int complete_upload(struct fc_wfile *wf, char *etag)
         if (ret == 0)
             ret = fc_s3_delete(fs->s3, wf->upload_key);
     }
+    if (ret == 0 && memcmp(&wf->meta, &wf->meta_sent, sizeof(wf->meta)) != 0 &&
+        wf->size <= W_PART_MAX)
+        /* chmod/utimens while the upload ran: one copy onto itself */
+        ret = fc_s3_copy_meta(fs->s3, wf->key, wf->key, &wf->meta, etag);
     return ret;
 }
 
@@ -621,6 +791,8 @@ int fc_write_open(struct fc_fs *fs, struct fc_inode *in, int flags,
         return -ENOMEM;
     }
     fc_inode_get_attr(fs->itab, in, &a, NULL);
+    wf->meta = a.meta;
+    wf->meta.has &= ~FC_META_MTIME; /* a commit's mtime is its own */
     wf->created = created;
     if (trunc) {
         wf->dirty = true; /* O_TRUNC empties it even if nothing is written */
@@ -637,6 +809,10 @@ int fc_write_open(struct fc_fs *fs, struct fc_inode *in, int flags,
     pthread_mutex_lock(&g_up.lock);
     wf->next = in->writers;
     in->writers = wf;
+    wf->lnext = g_up.live;
+    if (g_up.live != NULL)
+        g_up.live->lprev = wf;
+    g_up.live = wf;
     pthread_mutex_unlock(&g_up.lock);
     fc_inode_write_note(fs->itab, in, 1, wf->size);
     *out = wf;
@@ -822,7 +998,7 @@ static int stage_upload(struct fc_wfile *wf, char *etag)
         return ret;
     if (wf->size <= part) {
         struct fc_s3_body b = {.fd = wf->fd, .len = (size_t)wf->size};
-        return fc_s3_put(fs->s3, wf->key, &b, etag);
+        return fc_s3_put_meta(fs->s3, wf->key, &b, &wf->meta, etag);
     }
     while (off < wf->size) {
         struct fc_s3_body b = {.fd = wf->fd, .off = off};
@@ -848,7 +1024,7 @@ static int stream_upload(struct fc_wfile *wf, char *etag)
 
     if (wf->upload_id == NULL) {
         struct fc_s3_body b = {.data = wf->buf ? wf->buf : "", .len = wf->blen};
-        ret = fc_s3_put(fs->s3, wf->key, &b, etag);
+        ret = fc_s3_put_meta(fs->s3, wf->key, &b, &wf->meta, etag);
     } else {
         ret = 0;
         if (wf->blen > 0) {
@@ -912,6 +1088,9 @@ static int commit(struct fc_wfile *wf)
         wf->dirty = false;
         return 0;
     }
+    /* this upload stores the attributes: a pending copy would only
+     * repeat them */
+    (void)fc_write_meta_take(fs, wf->key, NULL);
     ret = wf->staged ? stage_upload(wf, etag) : stream_upload(wf, etag);
     atomic_fetch_add(&g_up.commits, 1);
     if (ret < 0) {
@@ -931,6 +1110,7 @@ static int commit(struct fc_wfile *wf)
     memset(&a, 0, sizeof(a));
     a.size = wf->size;
     a.mtime = time(NULL);
+    a.meta = wf->meta;
     snprintf(a.etag, sizeof(a.etag), "%s", etag);
     snprintf(wf->base_etag, sizeof(wf->base_etag), "%s", etag);
     wf->base_size = wf->size;
@@ -1088,6 +1268,28 @@ void fc_write_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key)
         fc_wfile_unref(v[i]);
     }
     free(v);
+}
+
+/* chmod/chown/utimens for the next commit (see header). */
+bool fc_write_set_meta(struct fc_fs *fs, struct fc_inode *in,
+                       const struct fc_s3_meta *m)
+{
+    struct fc_wfile **v;
+    size_t n = writers_of(in, &v);
+    bool taken = false;
+
+    (void)fs;
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&v[i]->wlock);
+        if (v[i]->dirty) {
+            v[i]->meta = *m;
+            taken = true;
+        }
+        pthread_mutex_unlock(&v[i]->wlock);
+        fc_wfile_unref(v[i]);
+    }
+    free(v);
+    return taken;
 }
 
 /* truncate(2) without a handle (see header). */

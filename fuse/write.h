@@ -17,6 +17,7 @@
 struct fc_fs;
 struct fc_inode;
 struct fc_wfile;
+struct fc_s3_meta;
 
 /* Opens a write handle on @in. @flags are the open(2) flags; @created:
  * the file was just created (it has no object yet). A handle starts
@@ -62,6 +63,21 @@ void fc_write_discard(struct fc_wfile *wf);
  * reads by other handles go through it (fc_write_read). */
 struct fc_wfile *fc_write_find(struct fc_fs *fs, struct fc_inode *in);
 void fc_wfile_unref(struct fc_wfile *wf);
+/* chmod/chown/utimens of closed file @key: attributes @m are stored about
+ * a second later (a copy onto itself; a failure is logged), unless a
+ * rename takes them first (fc_write_meta_take), or an unlink or commit of
+ * @key drops them. At unmount the pending ones are stored. 0 or -ENOMEM. */
+CM_MUST_CHECK int fc_write_meta_later(struct fc_fs *fs, const char *key,
+                                      const struct fc_s3_meta *m);
+/* Removes @key's pending attributes: true and @m (when non-NULL) filled
+ * if there were some. */
+bool fc_write_meta_take(struct fc_fs *fs, const char *key,
+                        struct fc_s3_meta *m);
+/* chmod/chown/utimens of @in: when a handle of it still has a commit to
+ * make, its upload stores the attributes @m and true is returned; false
+ * when there is none (the caller stores them itself). */
+bool fc_write_set_meta(struct fc_fs *fs, struct fc_inode *in,
+                       const struct fc_s3_meta *m);
 /* Truncates the file of @in to @size without a handle (truncate(2)):
  * through an open write handle when there is one, else staged and
  * uploaded at once. 0 or -errno. */

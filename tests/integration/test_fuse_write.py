@@ -13,6 +13,7 @@ import errno
 import filecmp
 import os
 import random
+import signal
 import subprocess
 import tarfile
 import threading
@@ -494,3 +495,115 @@ def test_small_file_request_economy(srv_mount):
                      "parts": 0, "mpu": 0}, delta
     assert sorted(os.listdir(d)) == ["f%02d" % i for i in range(1, 20)] + \
         ["g00"]
+
+
+def test_metadata_and_rsync_quick_check(srv_mount, tmp_path):
+    """mode/uid/gid/mtime are kept as x-amz-meta-* (s3fs's names) and shown
+    by stat, also by a fresh mount: a second rsync -a of an unchanged tree
+    sends nothing (no PUT, COPY or DELETE), in the same mount and in a new
+    one. chmod/utime of a closed file is shown at once and stored by a
+    copy onto itself about a second later, or by the rename that follows
+    (rsync's temp file: PUT + COPY + DELETE per file, no more)."""
+    srv, s3, bucket, make = srv_mount
+    src = tmp_path / "src"
+    for i in range(12):
+        p = src / ("d%d" % (i % 3)) / ("f%02d" % i)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(os.urandom(100 + i))
+        os.chmod(p, 0o640 if i % 2 else 0o604)
+        t = 1_600_000_000_123_456_789 + i * 1000
+        os.utime(p, ns=(t, t))
+    n = 12
+    m = make()
+    dst = os.path.join(m.path, "rs")
+
+    def delta(a, b):
+        return {k: b[k] - a[k] for k in ("put", "copy", "del", "mpu", "parts")}
+
+    before = m.stats()
+    subprocess.run(["rsync", "-a", str(src) + "/", dst + "/"], check=True)
+    d1 = delta(before, m.stats())
+    # 4 directory markers; temp file + rename: one PUT, one COPY, one
+    # DELETE per file (the mode and mtime set after close ride on the
+    # rename's copy)
+    assert d1 == {"put": n + 4, "copy": n, "del": n, "mpu": 0, "parts": 0}, d1
+
+    def same_attrs(root):
+        for d, _, files in os.walk(src):
+            for name in files:
+                a = os.stat(os.path.join(d, name))
+                b = os.stat(os.path.join(root, os.path.relpath(
+                    os.path.join(d, name), src)))
+                assert (b.st_mode, b.st_mtime_ns, b.st_size) == \
+                    (a.st_mode, a.st_mtime_ns, a.st_size), name
+    same_attrs(dst)
+    h = s3.head_object(Bucket=bucket, Key="rs/d1/f01")
+    assert h["Metadata"]["mode"] == str(0o100640)
+    assert h["Metadata"]["mtime"] == "1600000000.123457789"
+    assert h["Metadata"]["uid"] == str(os.getuid())
+    before = m.stats()
+    subprocess.run(["rsync", "-a", str(src) + "/", dst + "/"], check=True)
+    assert delta(before, m.stats()) == dict.fromkeys(d1, 0)
+    m.unmount()
+    m2 = make()
+    same_attrs(os.path.join(m2.path, "rs"))
+    before = m2.stats()
+    out = subprocess.run(["rsync", "-ai", str(src) + "/",
+                          os.path.join(m2.path, "rs") + "/"], check=True,
+                         capture_output=True, text=True).stdout
+    assert delta(before, m2.stats()) == dict.fromkeys(d1, 0), out
+    assert not [ln for ln in out.splitlines() if ln.startswith(">f")], out
+    # cp -a keeps them too (futimens/fchmod on the open file: no copy)
+    before = m2.stats()
+    subprocess.run(["cp", "-a", str(src / "d0"), os.path.join(m2.path, "cp")],
+                   check=True)
+    assert m2.stats()["copy"] == before["copy"]
+    a = os.stat(src / "d0" / "f00")
+    b = os.stat(os.path.join(m2.path, "cp", "f00"))
+    assert (b.st_mode, b.st_mtime_ns) == (a.st_mode, a.st_mtime_ns)
+    # chmod/utime of a closed file: at once here, in S3 a second later
+    p = os.path.join(m2.path, "cp", "f03")
+    os.chmod(p, 0o600)
+    os.utime(p, (5, 7))
+    assert (os.stat(p).st_mode & 0o7777, os.stat(p).st_mtime) == (0o600, 7)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        md = s3.head_object(Bucket=bucket, Key="cp/f03")["Metadata"]
+        if md.get("mtime") == "7":
+            break
+        time.sleep(0.2)
+    assert md["mode"] == str(0o100600) and md["mtime"] == "7", md
+    assert s3.get_object(Bucket=bucket, Key="cp/f03")["Body"].read() == \
+        (src / "d0" / "f03").read_bytes()
+
+
+def test_open_at_unmount_is_not_committed(srv_mount):
+    """ecfs stopped (SIGTERM) while a file is still open for writing: a
+    file is complete only at close, so nothing replaces the object, its
+    multipart upload is aborted (none left on the server), and the log
+    says so."""
+    srv, s3, bucket, make = srv_mount
+    s3.put_object(Bucket=bucket, Key="ckpt", Body=b"good")
+    m = make()
+    fd = os.open(os.path.join(m.path, "ckpt"), os.O_WRONLY | os.O_TRUNC)
+    for _ in range(3):
+        os.write(fd, os.urandom(PART))  # 3 parts: the upload is under way
+    # utime of another closed file, still pending at unmount: stored then
+    with open(os.path.join(m.path, "meta"), "wb") as f:
+        f.write(b"m")
+    os.utime(os.path.join(m.path, "meta"), (3, 3))
+    for p in m.pids():
+        os.kill(p, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while any(os.path.exists("/proc/%d" % p) for p in m.pids()):
+        assert time.monotonic() < deadline, "ecfs did not exit"
+        time.sleep(0.05)
+    try:
+        os.close(fd)
+    except OSError:
+        pass  # the connection is gone
+    assert s3.get_object(Bucket=bucket, Key="ckpt")["Body"].read() == b"good"
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    assert "still open for writing at unmount" in m.log_text()
+    assert s3.head_object(Bucket=bucket, Key="meta")["Metadata"]["mtime"] \
+        == "3"

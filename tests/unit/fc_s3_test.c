@@ -1,6 +1,6 @@
 /* tests/unit/fc_s3_test.c - the pure parts of the S3 client and the
  * credential sources: errno mapping, retry policy, backoff bounds,
- * passwd_file lines and AWS profiles. */
+ * x-amz-meta-* attributes, passwd_file lines and AWS profiles. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -61,6 +61,50 @@ static void test_backoff(void **state)
     }
 }
 
+static void meta1(struct fc_s3_meta *m, const char *n, const char *v)
+{
+    fc_s3_meta_parse(m, n, strlen(n), v, strlen(v));
+}
+
+static void test_meta_parse(void **state)
+{
+    struct fc_s3_meta m;
+
+    (void)state;
+    memset(&m, 0, sizeof(m));
+    meta1(&m, "Mode", "33188");
+    meta1(&m, "uid", "1000");
+    meta1(&m, "GID", "4294967294");
+    meta1(&m, "mtime", "1700000000.5");
+    assert_int_equal(m.has,
+                     FC_META_MODE | FC_META_UID | FC_META_GID | FC_META_MTIME);
+    assert_int_equal(m.mode, 0100644);
+    assert_int_equal(m.uid, 1000);
+    assert_int_equal(m.gid, 4294967294u);
+    assert_int_equal(m.mtime, 1700000000);
+    assert_int_equal(m.mtime_ns, 500000000);
+    /* nanoseconds exactly; more digits are cut, not rounded */
+    meta1(&m, "mtime", "12.1234567899");
+    assert_int_equal(m.mtime, 12);
+    assert_int_equal(m.mtime_ns, 123456789);
+    meta1(&m, "mtime", "7");
+    assert_int_equal(m.mtime_ns, 0);
+    /* malformed values change nothing */
+    memset(&m, 0, sizeof(m));
+    meta1(&m, "mode", "-1");
+    meta1(&m, "mode", "0x1ff");
+    meta1(&m, "uid", "");
+    meta1(&m, "uid", "4294967295"); /* (uid_t)-1 means "no change" */
+    meta1(&m, "gid", "99999999999999999999");
+    meta1(&m, "mtime", "1.");
+    meta1(&m, "mtime", ".5");
+    meta1(&m, "mtime", "1.2x");
+    meta1(&m, "mtime", "99999999999999999999");
+    meta1(&m, "mtim", "5");
+    meta1(&m, "mtimes", "5");
+    assert_int_equal(m.has, 0);
+}
+
 static void test_passwd_lines(void **state)
 {
     struct fc_creds c = {0};
@@ -110,11 +154,9 @@ static void test_profile(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_status_errno),
-        cmocka_unit_test(test_backoff),
-        cmocka_unit_test(test_etag_equal),
-        cmocka_unit_test(test_passwd_lines),
-        cmocka_unit_test(test_profile),
+        cmocka_unit_test(test_status_errno), cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_etag_equal),   cmocka_unit_test(test_meta_parse),
+        cmocka_unit_test(test_passwd_lines), cmocka_unit_test(test_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
