@@ -459,6 +459,10 @@ void fc_s3_meta_parse(struct fc_s3_meta *m, const char *name, size_t nlen,
         if (!meta_num(v, il, &x) || x > INT64_MAX / 2)
             return;
         if (dot != NULL) {
+            /* every digit is checked; those past nanoseconds are cut */
+            for (size_t i = 9; i < fl; i++)
+                if (dot[1 + i] < '0' || dot[1 + i] > '9')
+                    return;
             if (!meta_num(dot + 1, CM_MIN(fl, 9u), &frac))
                 return;
             ns = frac;

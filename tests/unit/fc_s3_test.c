@@ -99,6 +99,7 @@ static void test_meta_parse(void **state)
     meta1(&m, "mtime", "1.");
     meta1(&m, "mtime", ".5");
     meta1(&m, "mtime", "1.2x");
+    meta1(&m, "mtime", "1.1234000000.1\"36789"); /* junk past ns */
     meta1(&m, "mtime", "99999999999999999999");
     meta1(&m, "mtim", "5");
     meta1(&m, "mtimes", "5");
