@@ -13,10 +13,13 @@
  *   the memory budget shared with readahead (fc_mem_reserve). A file that
  *   ends within its first part is one PUT at commit. Part sizes double
  *   every 1000 parts, so the 10,000 parts S3 allows cover > 1 TiB.
- *   A write past the end zero-fills the gap; any other jump (backwards,
- *   into the middle) turns the file into a staged one while no part has
- *   been sent yet; after that it fails with EIO (logged), since the bytes
- *   sent are not readable before the upload completes.
+ *   A write past the end zero-fills the gap. Once parts go out, each is
+ *   also copied to an unlinked file in stage_dir (the tee, up to
+ *   stage_max; in the page cache, dropped at commit), so other opens read
+ *   every byte written, and any other jump (backwards, into the middle)
+ *   turns the file into a staged one built on that copy; without a copy
+ *   (past stage_max, stage_dir full) such reads and writes get EIO
+ *   (logged).
  * - Staging. Everything else (an existing file opened without O_TRUNC,
  *   O_RDWR, truncate, a seek back) works on an unlinked temp file in
  *   stage_dir, filled from the object by the first operation that needs
@@ -71,6 +74,8 @@ struct fc_wfile {
     int werr;              /* a write failed: the commit uploads nothing
                             * and returns this; wlock */
     int fd;                /* staging file or -1; wlock */
+    int tee;               /* copy of the streamed parts or -1; wlock */
+    bool tee_off;          /* no copy any more (stage_max, a failure) */
     uint64_t size;         /* current file size; wlock */
     char base_etag[FC_ETAG_MAX]; /* version a staging fill reads; wlock */
     uint64_t base_size;          /* its size; wlock */
@@ -166,6 +171,8 @@ static void wfile_free(struct fc_wfile *wf)
     pthread_mutex_unlock(&g_up.lock);
     if (wf->fd >= 0)
         close(wf->fd);
+    if (wf->tee >= 0)
+        close(wf->tee);
     free(wf->buf);
     fc_mem_release(wf->fs, wf->breserved);
     free(wf->key);
@@ -638,7 +645,7 @@ static int complete_upload(struct fc_wfile *wf, char *etag)
 
 /* Opens the staging file (unlinked at once: nothing is left behind).
  * 0 or -errno. */
-static int stage_create(struct fc_wfile *wf)
+static int tmp_open(struct fc_wfile *wf, int *out)
 {
     const char *dir = wf->fs->o.stage_dir;
     char *path = NULL;
@@ -658,9 +665,17 @@ static int stage_create(struct fc_wfile *wf)
         cm_log(CM_LOG_WARN, e, "ecfs: cannot create a staging file in %s", dir);
         return -e;
     }
-    wf->fd = fd;
-    atomic_fetch_add(&g_up.staged, 1);
+    *out = fd;
     return 0;
+}
+
+static int stage_create(struct fc_wfile *wf)
+{
+    int ret = tmp_open(wf, &wf->fd);
+
+    if (ret == 0)
+        atomic_fetch_add(&g_up.staged, 1);
+    return ret;
 }
 
 /* Writes all of @buf at @off of the staging file. 0 or -errno. */
@@ -736,14 +751,76 @@ static int stage_fill(struct fc_wfile *wf)
     return ret;
 }
 
-/* Turns a stream with no part sent into a staged file. 0 or -errno (-EIO
- * when parts were sent: logged). wlock held. */
+/* Drops the tee: later reads of bytes sent, and writes behind them, get
+ * EIO. wlock held. */
+static void tee_stop(struct fc_wfile *wf, int err, const char *why)
+{
+    if (wf->tee >= 0)
+        close(wf->tee);
+    wf->tee = -1;
+    if (!wf->tee_off && why != NULL)
+        cm_log(CM_LOG_INFO, err,
+               "ecfs: %s: no local copy of the bytes streamed up (%s): "
+               "until close, other opens cannot read them",
+               wf->key, why);
+    wf->tee_off = true;
+}
+
+/* Copies part bytes [off, off+len) of a stream to the tee (see DESIGN).
+ * A failure only stops the copy. wlock held. */
+static void tee_add(struct fc_wfile *wf, const char *buf, size_t len,
+                    uint64_t off)
+{
+    int ret;
+
+    if (wf->tee_off)
+        return;
+    if (off + len > wf->fs->o.stage_max) {
+        tee_stop(wf, EFBIG, "past stage_max");
+        return;
+    }
+    if (wf->tee < 0 && tmp_open(wf, &wf->tee) < 0) {
+        tee_stop(wf, 0, "no file in stage_dir");
+        return;
+    }
+    if ((ret = stage_pwrite(wf->tee, buf, len, off)) < 0)
+        tee_stop(wf, -ret, "writing stage_dir");
+}
+
+/* Turns a stream into a staged file: at once when no part was sent, else
+ * by aborting the upload and staging the tee. 0 or -errno (-EIO when parts
+ * were sent and there is no tee: logged). wlock held. */
 static int stream_to_stage(struct fc_wfile *wf, const char *why)
 {
     int ret;
 
     if (wf->staged)
         return 0;
+    if ((wf->nparts > 0 || wf->upload_id != NULL) && wf->tee >= 0) {
+        uint64_t sent = wf->sent;
+        if ((ret = stage_check_size(wf, wf->size)) < 0)
+            return ret;
+        if (wf->blen > 0 &&
+            (ret = stage_pwrite(wf->tee, wf->buf, wf->blen, sent)) < 0)
+            return ret;
+        (void)wait_parts(wf, 0);
+        abort_upload(wf);
+        cm_log(CM_LOG_INFO, 0,
+               "ecfs: %s: %s after %" PRIu64 " bytes were streamed up: "
+               "staged from the local copy, uploaded again at close",
+               wf->key, why, sent);
+        wf->fd = wf->tee;
+        wf->tee = -1;
+        atomic_fetch_add(&g_up.staged, 1);
+        free(wf->buf);
+        wf->buf = NULL;
+        wf->blen = wf->bcap = 0;
+        fc_mem_release(wf->fs, wf->breserved);
+        wf->breserved = 0;
+        wf->staged = true;
+        wf->filled = true;
+        return 0;
+    }
     if (wf->nparts > 0 || wf->upload_id != NULL) {
         cm_log(CM_LOG_WARN, EIO,
                "ecfs: %s: %s after %" PRIu64 " bytes were streamed up: a "
@@ -781,6 +858,7 @@ int fc_write_open(struct fc_fs *fs, struct fc_inode *in, int flags,
     wf->fs = fs;
     wf->in = in;
     wf->fd = -1;
+    wf->tee = -1;
     atomic_init(&wf->refs, 1);
     pthread_mutex_init(&wf->wlock, NULL);
     pthread_mutex_init(&wf->lock, NULL);
@@ -830,6 +908,7 @@ static int stream_append(struct fc_wfile *wf, const char *buf, size_t len)
         if (wf->buf != NULL && wf->blen == part) {
             /* full, and more is coming: it is a part */
             struct fc_s3_body b = {.data = wf->buf, .len = wf->blen};
+            tee_add(wf, wf->buf, wf->blen, wf->sent);
             ret = queue_part(wf, &b, wf->buf, wf->breserved);
             wf->sent += wf->blen;
             wf->buf = NULL;
@@ -926,6 +1005,22 @@ ssize_t fc_write_read(struct fc_wfile *wf, char *buf, size_t len, uint64_t off)
     if (!wf->staged && off >= wf->sent) {
         /* still in the part buffer */
         memcpy(buf, wf->buf + (off - wf->sent), len);
+        ret = (ssize_t)len;
+        goto out;
+    }
+    if (!wf->staged && wf->tee >= 0) {
+        /* sent: from the tee, then what follows from the buffer */
+        size_t n1 = (size_t)CM_MIN(len, wf->sent - off), got = 0;
+        while (got < n1) {
+            ssize_t n = pread(wf->tee, buf + got, n1 - got, (off_t)(off + got));
+            if (n <= 0) {
+                ret = n < 0 ? -errno : -EIO;
+                goto out;
+            }
+            got += (size_t)n;
+        }
+        if (len > n1)
+            memcpy(buf + n1, wf->buf, len - n1);
         ret = (ssize_t)len;
         goto out;
     }
@@ -1047,6 +1142,8 @@ static int stream_upload(struct fc_wfile *wf, char *etag)
     fc_mem_release(fs, wf->breserved);
     wf->breserved = 0;
     /* the stream is over either way: later writes stage the object */
+    tee_stop(wf, 0, NULL);
+    wf->tee_off = false;
     wf->staged = true;
     wf->filled = false;
     wf->base_size = ret == 0 ? wf->size : 0;

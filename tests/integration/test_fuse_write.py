@@ -270,12 +270,27 @@ def test_staged_patterns_and_fsync(srv_mount):
     os.write(fd, data[:PART + 5])
     os.fsync(fd)
     os.write(fd, data[PART + 5:])
-    # read-after-write while the writer holds it open: from the buffer
+    # read-after-write while the writer holds it open: every byte, those
+    # already sent as parts from the local copy (the tee), the rest from
+    # the part buffer, and a read across both
     with open(r, "rb") as rf:
-        rf.seek(2 * PART)
-        assert rf.read() == data[2 * PART:]
+        assert rf.read() == data
+        rf.seek(PART - 3)
+        assert rf.read(PART + 9) == data[PART - 3:2 * PART + 6]
     os.close(fd)
     assert s3.get_object(Bucket=bucket, Key="streamed")["Body"].read() == data
+    # a write behind the parts sent: staged from the copy, uploaded again
+    r2 = os.path.join(m.path, "rewrite")
+    data = bytearray(os.urandom(3 * PART + 100))
+    fd = os.open(r2, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(fd, data)
+    os.pwrite(fd, b"PATCH", 10)
+    data[10:15] = b"PATCH"
+    with open(r2, "rb") as rf:
+        assert rf.read() == data
+    os.close(fd)
+    assert s3.get_object(Bucket=bucket, Key="rewrite")["Body"].read() == data
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
     # a small new file is readable by another open before close
     fd = os.open(os.path.join(m.path, "early"), os.O_WRONLY | os.O_CREAT)
     os.write(fd, b"visible")
@@ -387,6 +402,19 @@ def test_stage_limits_and_enospc(srv_mount, tmp_path):
         assert ei.value.errno == errno.EFBIG
     assert s3.get_object(Bucket=bucket, Key="x")["Body"].read() == b"abc"
     assert "stage_max" in m.log_text()
+    # a stream past stage_max keeps no local copy: the parts sent are not
+    # readable by another open until close (EIO), the upload is unharmed
+    data = os.urandom(3 * PART + 1)
+    fd = os.open(os.path.join(m.path, "big"), os.O_WRONLY | os.O_CREAT)
+    os.write(fd, data)
+    with open(os.path.join(m.path, "big"), "rb") as rf:
+        with pytest.raises(OSError) as ei:
+            rf.read(10)
+        assert ei.value.errno == errno.EIO
+        rf.seek(3 * PART)
+        assert rf.read() == data[3 * PART:]
+    os.close(fd)
+    assert s3.get_object(Bucket=bucket, Key="big")["Body"].read() == data
     m.unmount()
     # stage_dir on a full file system: ENOSPC from write()
     sd = tmp_path / "stage"
