@@ -48,7 +48,7 @@ else
   BINDIR := $(BUILD)/bin
 endif
 
-PKGS      := fuse3 libcurl openssl expat liburing
+PKGS      := fuse3 libcurl openssl expat liburing jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

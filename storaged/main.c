@@ -19,6 +19,7 @@
 #include "common/httpd.h"
 #include "common/log.h"
 #include "common/otlp.h"
+#include "storaged/admin.h"
 #include "storaged/http/http.h"
 #include "storaged/s3/s3.h"
 #include "storaged/store/drive.h"
@@ -35,6 +36,9 @@ static void usage(FILE *f)
         "usage: storaged serve --address HOST:PORT [options] DRIVE...\n"
         "       storaged inspect PATH...\n"
         "       storaged index check|rebuild DRIVE...\n"
+        "       storaged admin [--endpoint URL] user add NAME [--policy P]\n"
+        "               | user list | user rm|disable|enable NAME\n"
+        "               | policy set NAME P | policy get NAME\n"
         "       storaged --help | --version\n"
         "\n"
         "Serves the S3 API (path-style, region us-east-1) over HTTP/1.1 on\n"
@@ -50,6 +54,11 @@ static void usage(FILE *f)
         "them. Run them while storaged is stopped; serve repairs a missing,\n"
         "damaged or uncleanly closed index by itself\n"
         "(after a kill -9 it re-reads only the keys that were in flight).\n"
+        "\n"
+        "admin manages users (access key + secret) and their policies on a\n"
+        "running server (storaged admin --help); P is a policy JSON file or\n"
+        "readonly, readwrite, writeonly or admin. Users, bucket policies and\n"
+        "canned ACLs are kept in the store itself and apply at once.\n"
         "\n"
         "serve options:\n"
         "  -a, --address HOST:PORT  listen address (required; [::]:9000 for IPv6)\n"
@@ -80,7 +89,9 @@ static void usage(FILE *f)
         "\n"
         "environment:\n"
         "  STORAGED_ROOT_USER, STORAGED_ROOT_PASSWORD  root access key and secret\n"
-        "                           (required; the secret must be >= 8 characters)\n"
+        "                           (required; the secret must be >= 8 characters;\n"
+        "                           users' secrets are encrypted under a key derived\n"
+        "                           from them, so keep them when restarting)\n"
         "\n"
         "endpoints: S3 API on /, GET /health/live, GET /health/ready (200 when\n"
         "serving), GET /metrics (Prometheus text). While the object index is\n"
@@ -467,6 +478,8 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "serve") == 0)
         return cmd_serve(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "admin") == 0)
+        return stor_admin_main(argc - 1, argv + 1);
     if (argc >= 4 && strcmp(argv[1], "index") == 0)
         return cmd_index(argc - 2, argv + 2);
     if (argc >= 3 && strcmp(argv[1], "inspect") == 0) {

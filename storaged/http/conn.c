@@ -1820,3 +1820,15 @@ out_free:
     server_free(s);
     return ret;
 }
+
+/* See http.h. */
+int stor_req_peer(const struct stor_req *r, struct sockaddr_storage *ss)
+{
+    socklen_t len = sizeof(*ss);
+
+    if (r->conn == NULL)
+        return -ENOTCONN;
+    if (getpeername(r->conn->io.fd, (struct sockaddr *)ss, &len) < 0)
+        return -errno;
+    return 0;
+}

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -203,6 +204,11 @@ void stor_req_submit(struct stor_req *r, void (*run)(struct stor_req *),
 void *stor_req_loop_data(const struct stor_req *r);
 /* The server of @r (NULL for a request made up by a test). */
 struct stor_http_server *stor_req_server(const struct stor_req *r);
+
+/* The client's address of @r (getpeername); 0 or -errno (-ENOTCONN for a
+ * request made up by a test). Loop thread or a job of @r. */
+CM_MUST_CHECK int stor_req_peer(const struct stor_req *r,
+                                struct sockaddr_storage *ss);
 
 /* One whole-file read for stor_req_read_files(). */
 struct stor_http_file_read {

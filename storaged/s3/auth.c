@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/sigv4.h"
 #include "common/timefmt.h"
+#include "storaged/s3/iam.h"
 #include "storaged/s3/s3_i.h"
 
 #define MAX_SIGNED_HEADERS 64
@@ -59,22 +60,23 @@ static int signed_headers(const struct stor_s3_req *r, const char *list,
     return (int)n;
 }
 
-/* The signing key for (@date8, @region) under the root secret. DESIGN: it
+/* The signing key for (@date8, @region) under @secret. DESIGN: it
  * changes once a day, so each loop thread keeps the last one it derived
  * (thread-local: no lock) and skips four HMACs per request. */
 static void signing_key(const char *secret, const char *date8,
                         const char *region, uint8_t key[32])
 {
-    static __thread char c_date[9], c_region[64];
-    static __thread const char *c_secret;
+    static __thread char c_date[9], c_region[64], c_secret[128];
     static __thread uint8_t c_key[32];
 
-    if (c_secret != secret || strcmp(c_date, date8) != 0 ||
+    /* compared by content: users' secrets live in snapshots that come
+     * and go, so an address may be reused for another secret */
+    if (strcmp(c_secret, secret) != 0 || strcmp(c_date, date8) != 0 ||
         strcmp(c_region, region) != 0) {
         cm_sigv4_signing_key(secret, date8, region, "s3", c_key);
         snprintf(c_date, sizeof(c_date), "%s", date8);
         snprintf(c_region, sizeof(c_region), "%s", region);
-        c_secret = secret;
+        snprintf(c_secret, sizeof(c_secret), "%s", secret);
     }
     memcpy(key, c_key, 32);
 }
@@ -150,15 +152,25 @@ static enum stor_s3_err verify(struct stor_s3_req *r,
     size_t i, nq = 0;
     int nh, ret;
     enum stor_s3_err e = S3E_NONE;
+    const char *secret;
 
     if (bufs == NULL)
         return S3E_INTERNAL;
     canon = bufs[0];
     sts = bufs[1];
     scope = bufs[2];
-    if (a->access_key_len != strlen(r->s3->root_user) ||
-        memcmp(a->access_key, r->s3->root_user, a->access_key_len) != 0)
-        return S3E_INVALID_ACCESS_KEY;
+    if (a->access_key_len == strlen(r->s3->root_user) &&
+        memcmp(a->access_key, r->s3->root_user, a->access_key_len) == 0) {
+        secret = r->s3->root_secret;
+    } else {
+        /* a user kept in the store (iam.h); the snapshot reference is the
+         * request's until req_fini */
+        r->iam_user = stor_iam_user_lookup(r->s3->iam, a->access_key,
+                                           a->access_key_len, &r->iam_snap);
+        if (r->iam_user == NULL)
+            return S3E_INVALID_ACCESS_KEY;
+        secret = stor_iam_user_secret(r->iam_user);
+    }
     if (a->service_len != 2 || memcmp(a->service, "s3", 2) != 0 ||
         a->region_len >= sizeof(region))
         return presigned ? S3E_AUTH_QUERY_INVALID : S3E_INVALID_ARGUMENT;
@@ -204,13 +216,17 @@ static enum stor_s3_err verify(struct stor_s3_req *r,
         e = S3E_INTERNAL;
         goto out;
     }
-    signing_key(r->s3->root_secret, date8, region, r->sign_key);
+    signing_key(secret, date8, region, r->sign_key);
     cm_sigv4_signature(r->sign_key, sts.data, sts.len, sig);
     if (!cm_sigv4_equal(sig, a->signature, 64)) {
         cm_log(CM_LOG_DEBUG, 0,
                "req=%016llX signature mismatch; canonical:\n%s",
                (unsigned long long)r->http.id, canon.data);
         e = S3E_SIGNATURE_MISMATCH;
+        goto out;
+    }
+    if (r->iam_user && !stor_iam_user_enabled(r->iam_user)) {
+        e = S3E_ACCESS_DENIED; /* disabled: refused once it is proven */
         goto out;
     }
     memcpy(r->prev_sig, sig, 65);
@@ -391,9 +407,13 @@ enum stor_s3_err stor_auth_check(struct stor_s3_req *r, time_t now)
     else if (stor_s3_has_query(r, "AWSAccessKeyId") ||
              stor_s3_has_query(r, "Signature"))
         e = S3E_SIGV2_UNSUPPORTED; /* SigV2 query string */
-    else
-        e = S3E_ACCESS_DENIED;
-    r->authed = e == S3E_NONE;
+    else {
+        /* no credentials: anonymous, which only a bucket policy or a
+         * canned ACL can let through (stor_iam_authorize) */
+        r->anonymous = true;
+        e = S3E_NONE;
+    }
+    r->authed = e == S3E_NONE && !r->anonymous;
     return e;
 }
 

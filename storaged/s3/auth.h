@@ -1,7 +1,7 @@
 /* storaged/s3/auth.h - request authentication (AWS SigV4) for the S3 front
  * end: the Authorization header and presigned query strings, the payload
  * modes of x-amz-content-sha256, and the per-chunk and trailer signatures
- * of aws-chunked bodies. Only the root credentials exist for now. Runs on
+ * of aws-chunked bodies. The keys are root's and the users' (iam.h). Runs on
  * the loop thread (HMACs only, no I/O); each thread's scratch buffers are
  * freed by a thread-key destructor when it exits. */
 #ifndef STORAGED_S3_AUTH_H
@@ -14,7 +14,10 @@ struct stor_s3_req;
 
 /* Authenticates @r at wall-clock @now: verifies the signature, the clock
  * skew or presign expiry, and sets r->payload (and the signing state that
- * aws-chunked bodies need). S3E_NONE or the error to answer with. */
+ * aws-chunked bodies need) and who signed (r->iam_user, NULL for root). A
+ * request without any credentials is S3E_NONE with r->anonymous set;
+ * stor_iam_authorize decides what it may do. A disabled user's correctly
+ * signed request is S3E_ACCESS_DENIED. S3E_NONE or the error to answer. */
 enum stor_s3_err stor_auth_check(struct stor_s3_req *r, time_t now);
 
 /* aws-chunked with signed chunks: verifies the signature @sig (64 hex) of

@@ -60,6 +60,10 @@ static const char *const op_names[S3_OP_COUNT] = {
     [S3_OP_BUCKET_SUBRESOURCE] = "BucketSubresource",
     [S3_OP_OBJECT_SUBRESOURCE] = "ObjectSubresource",
     [S3_OP_PREFLIGHT] = "PreflightRequest",
+    [S3_OP_ADMIN] = "Admin",
+    [S3_OP_BUCKET_POLICY] = "BucketPolicy",
+    [S3_OP_BUCKET_ACL] = "BucketAcl",
+    [S3_OP_OBJECT_ACL] = "ObjectAcl",
 };
 
 /* See header. */

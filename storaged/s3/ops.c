@@ -22,6 +22,7 @@
 #include "common/timefmt.h"
 #include "common/uri.h"
 #include "common/xml.h"
+#include "storaged/s3/iam.h"
 
 #define LIST_MAX_KEYS 1000
 #define STREAM_MIN    (256 * 1024)
@@ -318,6 +319,9 @@ static void op_list_buckets(struct stor_s3_req *r)
                          "</ID><DisplayName>root</DisplayName>"
                          "</Owner><Buckets>");
     for (i = 0; i < n; i++) {
+        if (!stor_iam_bucket_visible(r, bs[i].name))
+            continue; /* only what the caller may see (and never the
+                       * system area) */
         time_iso(bs[i].created, 0, t);
         x_lit(b, "<Bucket>");
         x_str(b, "Name", bs[i].name, false);
@@ -343,6 +347,7 @@ static void op_create_bucket(struct stor_s3_req *r)
         fail(r, ret);
         return;
     }
+    stor_iam_bucket_changed(r, false);
     r->http.resp.status = 200;
     if (stor_resp_hdr(&r->http.resp, "Location", "/%s", r->bucket) < 0)
         stor_s3_error(r, S3E_INTERNAL);
@@ -379,6 +384,7 @@ static void op_delete_bucket(struct stor_s3_req *r)
         fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
         return;
     }
+    stor_iam_bucket_changed(r, true);
     r->http.resp.status = 204;
 }
 
@@ -1186,6 +1192,7 @@ static void op_delete_object(struct stor_s3_req *r)
         fail(r, ret);
         return;
     }
+    stor_iam_object_written(r, r->key, r->key_len, true);
     r->http.resp.status = 204;
 }
 
@@ -1216,10 +1223,16 @@ static void op_delete_objects(struct stor_s3_req *r)
 
         if (keys[i].bad_version) /* never delete the "null" version */
             e = S3E_NO_SUCH_VERSION;
+        if (e == S3E_NONE &&
+            !stor_iam_allowed(r, STOR_ACT_DELETE_OBJECT, keys[i].key,
+                              keys[i].key_len))
+            e = S3E_ACCESS_DENIED; /* decided per key, as S3 does */
         ret = e != S3E_NONE || keys[i].key_len > STOR_MAX_KEY_LEN
                   ? -ENAMETOOLONG
                   : stor_obj_delete(r->s3->store, r->bucket, keys[i].key,
                                     keys[i].key_len);
+        if (ret == 0 || ret == -STOR_ENOKEY)
+            stor_iam_object_written(r, keys[i].key, keys[i].key_len, true);
         if (ret == 0 || ret == -STOR_ENOKEY) {
             if (quiet)
                 continue;
@@ -1345,6 +1358,8 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
         fail(r, ret);
         return;
     }
+    if (r->op == S3_OP_PUT_OBJECT)
+        stor_iam_object_written(r, r->key, r->key_len, false);
     r->http.resp.status = 200;
     ret = stor_resp_hdr(&r->http.resp, "ETag", "\"%s\"", info.etag);
     if (ret == 0 && r->ck_kind != STOR_CKSUM_NONE && r->ck_value[0])
@@ -1357,9 +1372,9 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
 
 /* ---- copy ---- */
 
-/* Decodes x-amz-copy-source into @bucket (64) and a malloc'd key. */
-static enum stor_s3_err copy_source(const struct stor_s3_req *r, char *bucket,
-                                    char **key, size_t *key_len)
+/* See s3_i.h. */
+enum stor_s3_err stor_s3_copy_source(const struct stor_s3_req *r, char *bucket,
+                                     char **key, size_t *key_len)
 {
     const char *v;
     size_t n;
@@ -1532,7 +1547,7 @@ static void op_copy(struct stor_s3_req *r, bool part)
 
     memset(&sinfo, 0, sizeof(sinfo));
     memset(&dinfo, 0, sizeof(dinfo));
-    e = copy_source(r, sbucket, &skey, &sklen);
+    e = stor_s3_copy_source(r, sbucket, &skey, &sklen);
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
         return;
@@ -1620,6 +1635,8 @@ static void op_copy(struct stor_s3_req *r, bool part)
         fail(r, ret);
         goto out;
     }
+    if (!part)
+        stor_iam_object_written(r, r->key, r->key_len, false);
     time_iso(dinfo.mtime, dinfo.mtime_ms, t);
     x_fmt(&r->http.resp.body,
           S3_XML_DECL "<%s xmlns=\"" S3_XMLNS "\"><LastModified>%s"
@@ -1757,6 +1774,7 @@ static void op_complete_mpu(struct stor_s3_req *r)
         fail(r, ret);
         return;
     }
+    stor_iam_object_written(r, r->key, r->key_len, false);
     x_lit(b,
           S3_XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
     x_fmt(b, "<Location>/%s/", r->bucket);
@@ -1955,6 +1973,12 @@ void stor_s3_op_run(struct stor_s3_req *r)
         break;
     case S3_OP_LIST_PARTS:
         op_list_parts(r);
+        break;
+    case S3_OP_ADMIN:
+    case S3_OP_BUCKET_POLICY:
+    case S3_OP_BUCKET_ACL:
+    case S3_OP_OBJECT_ACL:
+        stor_iam_op_run(r);
         break;
     default:
         stor_s3_error(r, S3E_NOT_IMPLEMENTED);

@@ -36,6 +36,13 @@ bool stor_s3_has_query(const struct stor_s3_req *r, const char *name)
 /* See s3_i.h. */
 void stor_s3_error(struct stor_s3_req *r, enum stor_s3_err e)
 {
+    stor_s3_error_msg(r, e, NULL);
+}
+
+/* See s3_i.h. */
+void stor_s3_error_msg(struct stor_s3_req *r, enum stor_s3_err e,
+                       const char *msg)
+{
     const struct stor_s3_err_info *ei = stor_s3_err_info(e);
     struct stor_resp *rs = &r->http.resp;
     int ret;
@@ -50,8 +57,14 @@ void stor_s3_error(struct stor_s3_req *r, enum stor_s3_err e)
     }
     ret = cm_buf_appendf(&rs->body,
                          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                         "<Error><Code>%s</Code><Message>%s</Message>",
-                         ei->code, ei->message);
+                         "<Error><Code>%s</Code><Message>",
+                         ei->code);
+    if (ret == 0 && msg)
+        ret = cm_xml_escape(&rs->body, msg, strlen(msg));
+    else if (ret == 0)
+        ret = cm_buf_appends(&rs->body, ei->message);
+    if (ret == 0)
+        ret = cm_buf_appends(&rs->body, "</Message>");
     if (ret == 0 && r->path)
         ret = cm_buf_appends(&rs->body, "<Resource>");
     if (ret == 0 && r->path)

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "storaged/s3/auth.h"
 #include "storaged/s3/bcache.h"
+#include "storaged/s3/iam.h"
 #include "storaged/s3/metrics.h"
 
 #define PIECE_CAP (STOR_PIECE_SIZE + 1024 * 1024)
@@ -124,6 +125,24 @@ static bool has_any(const struct stor_s3_req *r, const char *const *names,
     return false;
 }
 
+/* ?policy on a bucket, ?acl on a bucket or an object: the operations
+ * iam_api.c answers. true when @r is one (r->op and body mode set). */
+static bool iam_route(struct stor_s3_req *r)
+{
+    bool get = r->http.is_get || r->http.is_head;
+
+    if (!r->has_key && stor_s3_has_query(r, "policy") &&
+        (get || r->http.is_put || r->http.is_delete))
+        r->op = S3_OP_BUCKET_POLICY;
+    else if (stor_s3_has_query(r, "acl") && (get || r->http.is_put))
+        r->op = r->has_key ? S3_OP_OBJECT_ACL : S3_OP_BUCKET_ACL;
+    else
+        return false;
+    if (r->http.is_put)
+        r->body_mode = STOR_BODY_BUFFER;
+    return true;
+}
+
 /* See s3_i.h. */
 enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
 {
@@ -131,6 +150,14 @@ enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
     bool has_copy = stor_s3_hdr(r, "x-amz-copy-source", &(size_t){0}) != NULL;
 
     r->body_mode = STOR_BODY_NONE;
+    if (strcmp(r->bucket, "_storaged") == 0) { /* the admin API (iam_api.c) */
+        r->op = S3_OP_ADMIN;
+        if (r->http.is_put || r->http.is_post)
+            r->body_mode = STOR_BODY_BUFFER;
+        return S3E_NONE;
+    }
+    if (r->bucket[0] && !r->has_key && iam_route(r))
+        return S3E_NONE;
     if (r->bucket[0] == 0) {
         if (r->http.is_get || r->http.is_head) {
             r->op = S3_OP_LIST_BUCKETS;
@@ -183,6 +210,8 @@ enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
         if (vid && strcmp(vid, "null") != 0)
             return S3E_NO_SUCH_VERSION;
     }
+    if (iam_route(r))
+        return S3E_NONE;
     if (has_any(r, object_subres, CM_ARRAY_SIZE(object_subres))) {
         /* read-only answers for the two that tools ask for (s3cmd info) */
         if ((r->http.is_get || r->http.is_head) &&
@@ -585,6 +614,10 @@ static int s3_on_head(struct stor_req *h)
         e = stor_s3_route(r);
     if (e == S3E_NONE)
         e = stor_s3_hdr_audit(r);
+    if (e == S3E_NONE)
+        e = stor_iam_authorize(r);
+    else if (r->anonymous && e != S3E_NOT_IMPLEMENTED)
+        e = S3E_ACCESS_DENIED; /* tell an anonymous caller nothing more */
     r->http.read_jobs = op_reads(r->op);
     if (e == S3E_NONE && (r->op == S3_OP_CREATE_BUCKET) &&
         !stor_s3_bucket_name_ok(r->bucket))
@@ -879,6 +912,9 @@ static bool s3_req_fini(struct stor_req *h)
                (int)r->payload, (int)r->ck_kind,
                (unsigned long long)r->body_bytes,
                (unsigned long long)h->sent_bytes, h->resp.status, secs * 1e3);
+    stor_iam_snap_unref(r->iam_snap);
+    r->iam_snap = NULL;
+    r->iam_user = NULL;
     if (r->fg_entered) {
         r->fg_entered = false;
         stor_store_fg_leave(s3->store);
@@ -991,6 +1027,8 @@ bool stor_s3_domain_ok(const char *d)
 int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
 {
     struct stor_s3 *s3 = calloc(1, sizeof(*s3));
+    char *err = NULL;
+    int ret;
 
     *out = NULL;
     if (s3 == NULL)
@@ -999,6 +1037,16 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
     if (s3->metrics == NULL) {
         free(s3);
         return -ENOMEM;
+    }
+    ret = stor_iam_open(o->store, o->root_user, o->root_secret, &s3->iam,
+                        &err);
+    if (ret < 0) {
+        cm_log(CM_LOG_ERROR, -ret, "S3: %s",
+               err ? err : "cannot load the users and policies");
+        free(err);
+        stor_metrics_destroy(s3->metrics);
+        free(s3);
+        return ret;
     }
     s3->store = o->store;
     s3->root_user = o->root_user;
@@ -1019,6 +1067,7 @@ void stor_s3_destroy(struct stor_s3 *s3)
 {
     if (s3 == NULL)
         return;
+    stor_iam_close(s3->iam);
     stor_metrics_destroy(s3->metrics);
     free(s3);
 }

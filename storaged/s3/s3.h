@@ -14,7 +14,7 @@ struct stor_s3;
 
 struct stor_s3_opts {
     struct stor_store *store; /* borrowed; outlives the stor_s3 */
-    const char *root_user;    /* borrowed: the only credentials */
+    const char *root_user;    /* borrowed: root (users: iam.h) */
     const char *root_secret;  /* borrowed */
     const char *region;       /* NULL: "us-east-1" */
     size_t cache_bytes;       /* --cache-mem, split over the loops; 0: none */

@@ -24,6 +24,9 @@
 #include <stdint.h>
 
 struct stor_metrics;
+struct stor_iam;
+struct stor_iam_snap;
+struct stor_iam_user;
 
 #define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -71,6 +74,10 @@ enum stor_s3_op {
     S3_OP_BUCKET_SUBRESOURCE, /* versioning, policy, ...: minimal answers */
     S3_OP_OBJECT_SUBRESOURCE, /* GET ?acl / ?tagging of an object */
     S3_OP_PREFLIGHT,          /* OPTIONS: a CORS preflight */
+    S3_OP_ADMIN,              /* /_storaged/admin/...: users (iam_api.c) */
+    S3_OP_BUCKET_POLICY,      /* Get/Put/DeleteBucketPolicy */
+    S3_OP_BUCKET_ACL,         /* Get/PutBucketAcl */
+    S3_OP_OBJECT_ACL,         /* Get/PutObjectAcl */
     S3_OP_COUNT
 };
 
@@ -94,6 +101,7 @@ enum stor_payload {
 struct stor_s3 {
     struct stor_store *store;     /* borrowed */
     struct stor_metrics *metrics; /* owned */
+    struct stor_iam *iam;         /* owned; users and policies (iam.h) */
     const char *root_user;        /* borrowed */
     const char *root_secret;      /* borrowed */
     const char *region;
@@ -134,6 +142,12 @@ struct stor_s3_req {
     char prev_sig[65];
     char trailer_sig[65];
     struct cm_buf trailer_raw; /* signed trailer bytes as canonicalised */
+
+    /* access control (iam.h): who signed; root when authed and no user */
+    bool anonymous;                       /* no credentials at all */
+    struct stor_iam_snap *iam_snap;       /* owned reference, or NULL */
+    const struct stor_iam_user *iam_user; /* in iam_snap */
+    int8_t acl_hdr; /* x-amz-acl: 0 none, else enum iam_acl + 1 */
 
     /* aws-chunked and payload hashes */
     struct stor_chunk_dec *aws; /* owned; aws-chunked decoder */
@@ -213,6 +227,10 @@ void stor_s3_error(struct stor_s3_req *r, enum stor_s3_err e);
  * x-amz-expected-bucket-owner is refused as S3 does. S3E_NONE when the
  * request may go on. storaged/README.md lists every header. */
 enum stor_s3_err stor_s3_hdr_audit(const struct stor_s3_req *r);
+/* The same with message @msg (escaped; NULL: the table's) in place of the
+ * table's: MalformedPolicy's reason. */
+void stor_s3_error_msg(struct stor_s3_req *r, enum stor_s3_err e,
+                       const char *msg);
 /* Frees what stor_s3_decode_target() allocated. */
 void stor_s3_target_fini(struct stor_s3_req *r);
 /* Submits @run on a worker, then @done on the loop (stor_req_submit). */
@@ -239,6 +257,9 @@ void stor_s3_get_object_reply(struct stor_s3_req *r, struct stor_obj_info *info,
 int stor_s3_req_obj_hdrs(const struct stor_s3_req *r, struct stor_hdr **out,
                          size_t *n);
 void stor_s3_hdrs_free(struct stor_hdr *h, size_t n);
+/* Decodes x-amz-copy-source into @bucket (64) and a malloc'd key. */
+enum stor_s3_err stor_s3_copy_source(const struct stor_s3_req *r, char *bucket,
+                                     char **key, size_t *key_len);
 /* true when @b is a valid bucket name (S3 naming rules). */
 bool stor_s3_bucket_name_ok(const char *b);
 

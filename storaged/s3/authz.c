@@ -1,0 +1,252 @@
+/* storaged/s3/authz.c - the authorisation of each request: which policy
+ * actions an S3 operation needs, on which resource, and the decision from
+ * the caller's user policy, the bucket's policy and the canned ACLs.
+ *
+ * DESIGN: runs on the loop right after authentication and routing, before
+ * any body byte is read or any job is queued, so a refused request costs
+ * no I/O and changes nothing. Root skips the evaluation (it may do
+ * anything but touch the system area); the decision for anyone else reads
+ * the snapshot the request's user came from, without locks or allocation.
+ * DeleteObjects is decided per key on the worker (stor_iam_allowed), as
+ * S3 reports AccessDenied per key in its result. */
+#include "storaged/s3/iam.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "storaged/s3/iam_i.h"
+#include "storaged/s3/s3_i.h"
+
+static int peer_cb(void *arg, struct sockaddr_storage *ss)
+{
+    return stor_req_peer(arg, ss);
+}
+
+/* The decision for @act on @bucket/@key (key NULL: the bucket). */
+static bool decide(struct stor_s3_req *r, enum stor_act act,
+                   const char *bucket, const char *key, size_t key_len)
+{
+    const struct stor_iam_user *u = r->iam_user;
+    const struct iam_bucket *b = NULL;
+    struct stor_iam_snap *snap = r->iam_snap;
+    struct stor_pol_ctx c = {0};
+    enum stor_pol_effect eu, eb = STOR_POL_NONE;
+    bool got_snap = false, ok = false;
+
+    if (strcmp(bucket, STOR_IAM_BUCKET) == 0)
+        return false; /* the system area: not even root */
+    if (!r->anonymous && u == NULL)
+        return true; /* root */
+    if (snap == NULL) { /* anonymous: the bucket's policy and ACLs */
+        snap = stor_iam_snap_get(r->s3->iam);
+        got_snap = true;
+    }
+    c.act = act;
+    c.bucket = bucket;
+    c.key = key;
+    c.key_len = key_len;
+    c.user = u ? u->name : NULL;
+    c.peer = peer_cb;
+    c.peer_arg = &r->http;
+    if (act == STOR_ACT_LIST_BUCKET && key == NULL &&
+        (r->op == S3_OP_LIST_OBJECTS || r->op == S3_OP_LIST_OBJECTS_V2)) {
+        c.prefix = stor_s3_query(r, "prefix");
+        if (c.prefix == NULL)
+            c.prefix = "";
+        c.delimiter = stor_s3_query(r, "delimiter");
+    }
+    eu = u ? stor_policy_eval(u->pol, &c) : STOR_POL_NONE;
+    if (bucket[0])
+        b = stor_iam_bucket_find(snap, bucket);
+    if (b)
+        eb = stor_policy_eval(b->pol, &c);
+    if (eu == STOR_POL_DENY || eb == STOR_POL_DENY)
+        goto out;
+    if (eu == STOR_POL_ALLOW || eb == STOR_POL_ALLOW) {
+        ok = true;
+        goto out;
+    }
+    if (b == NULL)
+        goto out;
+    /* canned ACLs: READ on a bucket lists it; READ on an object gets it */
+    if (act == STOR_ACT_LIST_BUCKET || act == STOR_ACT_LIST_BUCKET_MPU) {
+        ok = b->acl == IAM_ACL_PUBLIC_READ ||
+             (b->acl == IAM_ACL_AUTH_READ && u != NULL);
+    } else if (act == STOR_ACT_GET_OBJECT && key && b->objects) {
+        const char *a =
+            json_string_value(json_object_getn(b->objects, key, key_len));
+        int acl = a ? stor_iam_acl_parse(a, strlen(a)) : IAM_ACL_PRIVATE;
+
+        ok = acl == IAM_ACL_PUBLIC_READ ||
+             (acl == IAM_ACL_AUTH_READ && u != NULL);
+    }
+out:
+    if (got_snap)
+        stor_iam_snap_unref(snap);
+    return ok;
+}
+
+/* See header. */
+bool stor_iam_allowed(struct stor_s3_req *r, enum stor_act act,
+                      const char *key, size_t n)
+{
+    return decide(r, act, r->bucket, key, n);
+}
+
+/* See header. */
+bool stor_iam_bucket_visible(struct stor_s3_req *r, const char *bucket)
+{
+    const struct iam_bucket *b;
+    const struct stor_iam_user *u = r->iam_user;
+    struct stor_iam_snap *snap;
+    bool ok;
+
+    if (strcmp(bucket, STOR_IAM_BUCKET) == 0)
+        return false;
+    if (u == NULL)
+        return !r->anonymous; /* root sees every bucket */
+    snap = r->iam_snap;
+    if (stor_policy_mentions_bucket(u->pol, bucket, u->name))
+        return true;
+    b = stor_iam_bucket_find(snap, bucket);
+    ok = b && (stor_policy_mentions_bucket(b->pol, bucket, u->name) ||
+               b->acl != IAM_ACL_PRIVATE);
+    return ok;
+}
+
+/* x-amz-acl into r->acl_hdr; x-amz-grant-* are refused (NotImplemented)
+ * rather than ignored. */
+static enum stor_s3_err acl_header(struct stor_s3_req *r)
+{
+    static const char *const grants[] = {
+        "x-amz-grant-read",      "x-amz-grant-write",
+        "x-amz-grant-read-acp",  "x-amz-grant-write-acp",
+        "x-amz-grant-full-control",
+    };
+    const char *v;
+    size_t n, i;
+    int acl;
+
+    for (i = 0; i < CM_ARRAY_SIZE(grants); i++)
+        if (stor_s3_hdr(r, grants[i], &n))
+            return S3E_NOT_IMPLEMENTED;
+    v = stor_s3_hdr(r, "x-amz-acl", &n);
+    if (v == NULL)
+        return S3E_NONE;
+    acl = stor_iam_acl_parse(v, n);
+    if (acl < 0)
+        return S3E_NOT_IMPLEMENTED; /* public-read-write, log-delivery... */
+    r->acl_hdr = (int8_t)(acl + 1);
+    return S3E_NONE;
+}
+
+/* The action of r->op (for the ops on one resource). */
+static enum stor_act op_act(const struct stor_s3_req *r)
+{
+    bool get = r->http.is_get || r->http.is_head;
+
+    switch (r->op) {
+    case S3_OP_CREATE_BUCKET:
+        return STOR_ACT_CREATE_BUCKET;
+    case S3_OP_HEAD_BUCKET:
+    case S3_OP_LIST_OBJECTS:
+    case S3_OP_LIST_OBJECTS_V2:
+        return STOR_ACT_LIST_BUCKET;
+    case S3_OP_DELETE_BUCKET:
+        return STOR_ACT_DELETE_BUCKET;
+    case S3_OP_GET_BUCKET_LOCATION:
+        return STOR_ACT_GET_BUCKET_LOCATION;
+    case S3_OP_LIST_UPLOADS:
+        return STOR_ACT_LIST_BUCKET_MPU;
+    case S3_OP_PUT_OBJECT:
+    case S3_OP_COPY_OBJECT:
+    case S3_OP_CREATE_MPU:
+    case S3_OP_UPLOAD_PART:
+    case S3_OP_UPLOAD_PART_COPY:
+    case S3_OP_COMPLETE_MPU:
+        return STOR_ACT_PUT_OBJECT;
+    case S3_OP_GET_OBJECT:
+    case S3_OP_HEAD_OBJECT:
+        return STOR_ACT_GET_OBJECT;
+    case S3_OP_DELETE_OBJECT:
+        return STOR_ACT_DELETE_OBJECT;
+    case S3_OP_ABORT_MPU:
+        return STOR_ACT_ABORT_MPU;
+    case S3_OP_LIST_PARTS:
+        return STOR_ACT_LIST_MPU_PARTS;
+    case S3_OP_BUCKET_SUBRESOURCE:
+        return STOR_ACT_GET_BUCKET_CONFIG;
+    case S3_OP_OBJECT_SUBRESOURCE:
+        return STOR_ACT_GET_OBJECT_TAGGING;
+    case S3_OP_BUCKET_POLICY:
+        return get                 ? STOR_ACT_GET_BUCKET_POLICY
+               : r->http.is_delete ? STOR_ACT_DELETE_BUCKET_POLICY
+                                   : STOR_ACT_PUT_BUCKET_POLICY;
+    case S3_OP_BUCKET_ACL:
+        return get ? STOR_ACT_GET_BUCKET_ACL : STOR_ACT_PUT_BUCKET_ACL;
+    case S3_OP_OBJECT_ACL:
+        return get ? STOR_ACT_GET_OBJECT_ACL : STOR_ACT_PUT_OBJECT_ACL;
+    default:
+        return STOR_ACT_COUNT;
+    }
+}
+
+/* See header. */
+enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r)
+{
+    enum stor_act act;
+    enum stor_s3_err e;
+    bool on_key;
+
+    e = acl_header(r);
+    if (e != S3E_NONE)
+        return e;
+    if (r->op == S3_OP_LIST_BUCKETS)
+        return r->anonymous ? S3E_ACCESS_DENIED : S3E_NONE; /* filtered */
+    if (r->op == S3_OP_ADMIN) {
+        act = stor_iam_admin_act(r);
+        if (act == STOR_ACT_COUNT)
+            return S3E_ADMIN_BAD_CALL;
+        if (r->anonymous)
+            return S3E_ACCESS_DENIED;
+        return decide(r, act, "", NULL, 0) ? S3E_NONE : S3E_ACCESS_DENIED;
+    }
+    if (r->op == S3_OP_DELETE_OBJECTS) /* per key, on the worker */
+        return strcmp(r->bucket, STOR_IAM_BUCKET) == 0 ? S3E_ACCESS_DENIED
+                                                       : S3E_NONE;
+    if (r->op == S3_OP_CREATE_MPU && r->acl_hdr > IAM_ACL_PRIVATE + 1)
+        return S3E_NOT_IMPLEMENTED; /* an upload's ACL is not kept */
+    act = op_act(r);
+    if (act == STOR_ACT_COUNT)
+        return S3E_ACCESS_DENIED;
+    on_key = r->has_key && r->op != S3_OP_BUCKET_POLICY &&
+             r->op != S3_OP_BUCKET_ACL;
+    if (!decide(r, act, r->bucket, on_key ? r->key : NULL,
+                on_key ? r->key_len : 0))
+        return S3E_ACCESS_DENIED;
+    /* a canned ACL other than private also needs the ACL permission */
+    if (r->acl_hdr > IAM_ACL_PRIVATE + 1 &&
+        (r->op == S3_OP_PUT_OBJECT || r->op == S3_OP_COPY_OBJECT ||
+         r->op == S3_OP_CREATE_MPU || r->op == S3_OP_CREATE_BUCKET) &&
+        !decide(r,
+                r->op == S3_OP_CREATE_BUCKET ? STOR_ACT_PUT_BUCKET_ACL
+                                             : STOR_ACT_PUT_OBJECT_ACL,
+                r->bucket, r->has_key ? r->key : NULL,
+                r->has_key ? r->key_len : 0))
+        return S3E_ACCESS_DENIED;
+    if (r->op == S3_OP_COPY_OBJECT || r->op == S3_OP_UPLOAD_PART_COPY) {
+        char sb[64];
+        char *sk = NULL;
+        size_t skl = 0;
+        bool ok;
+
+        e = stor_s3_copy_source(r, sb, &sk, &skl);
+        if (e != S3E_NONE)
+            return e;
+        ok = decide(r, STOR_ACT_GET_OBJECT, sb, sk, skl);
+        free(sk);
+        if (!ok)
+            return S3E_ACCESS_DENIED;
+    }
+    return S3E_NONE;
+}

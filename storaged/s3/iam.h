@@ -1,0 +1,82 @@
+/* storaged/s3/iam.h - users, keys, bucket policies and canned ACLs, kept in
+ * the store's system area (one erasure-coded object, STOR_IAM_BUCKET /
+ * STOR_IAM_OBJECT), and the authorisation of every request.
+ *
+ * Ownership and threads: the state is an immutable snapshot, replaced as a
+ * whole by each change (on a worker, under the state's write mutex, after
+ * the new document is committed to the store); a request takes a reference
+ * to the snapshot its user came from and drops it in req_fini, so a change
+ * never frees what a request still reads. Lookups and evaluation run on
+ * the loop threads without I/O. Secrets are kept encrypted at rest
+ * (AES-256-GCM under a key derived from the root credentials with
+ * PBKDF2-HMAC-SHA256) and never logged. */
+#ifndef STORAGED_S3_IAM_H
+#define STORAGED_S3_IAM_H
+#include "common/compiler.h"
+#include "storaged/s3/err.h"
+#include "storaged/s3/policy.h"
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The system area: a bucket name S3 clients cannot create (two dots) but
+ * the store accepts, and the state document in it. */
+#define STOR_IAM_BUCKET "storaged..system"
+#define STOR_IAM_OBJECT "iam.json"
+
+#define STOR_IAM_AK_LEN 20 /* access key: 20 of [A-Z0-9], as AWS's */
+#define STOR_IAM_SK_LEN 40 /* secret: 40 of base64url-ish characters */
+
+struct stor_store;
+struct stor_iam;
+struct stor_iam_snap;
+struct stor_iam_user;
+struct stor_s3_req;
+
+/* Loads the state from @store (an empty one when there is none yet).
+ * @root_user/@root_secret are borrowed and outlive the state. 0, or
+ * -errno with *err (malloc'd) saying why. */
+CM_MUST_CHECK int stor_iam_open(struct stor_store *store, const char *root_user,
+                                const char *root_secret, struct stor_iam **out,
+                                char **err);
+void stor_iam_close(struct stor_iam *iam);
+
+/* Loop: the user with access key @ak (@n bytes) and a new reference to the
+ * snapshot it lives in (drop with stor_iam_snap_unref), or NULL. */
+const struct stor_iam_user *stor_iam_user_lookup(struct stor_iam *iam,
+                                                 const char *ak, size_t n,
+                                                 struct stor_iam_snap **snap);
+void stor_iam_snap_unref(struct stor_iam_snap *s);
+/* The user's secret (NUL-terminated) and whether it may sign requests
+ * (enabled, and its secret could be decrypted). */
+const char *stor_iam_user_secret(const struct stor_iam_user *u);
+bool stor_iam_user_enabled(const struct stor_iam_user *u);
+const char *stor_iam_user_name(const struct stor_iam_user *u);
+
+/* Loop, after authentication and routing: whether @r may do what it
+ * asks. S3E_NONE or S3E_ACCESS_DENIED (or the error a malformed ACL
+ * header gets). */
+enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r);
+/* Worker: whether @r's caller may do @act on @key (@n bytes) of
+ * r->bucket (DeleteObjects, per key). */
+bool stor_iam_allowed(struct stor_s3_req *r, enum stor_act act,
+                      const char *key, size_t n);
+/* Worker: whether ListBuckets shows @bucket to @r's caller. */
+bool stor_iam_bucket_visible(struct stor_s3_req *r, const char *bucket);
+
+/* Worker: the operations storaged answers from this state (routing sets
+ * r->op to S3_OP_ADMIN, S3_OP_BUCKET_POLICY, S3_OP_BUCKET_ACL or
+ * S3_OP_OBJECT_ACL); each fills the response. */
+void stor_iam_op_run(struct stor_s3_req *r);
+
+/* Worker, after a successful write of r->bucket/@key by @r: records the
+ * object's canned ACL (x-amz-acl, private by default), as S3 resets an
+ * object's ACL on overwrite. After DeleteObject @deleted says the key is
+ * gone. Failures are logged (the object write itself stands). */
+void stor_iam_object_written(struct stor_s3_req *r, const char *key, size_t n,
+                             bool deleted);
+/* Worker: a bucket was created (its x-amz-acl is recorded) or deleted
+ * (its policy and ACLs go with it, so a new bucket of that name starts
+ * private). */
+void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted);
+
+#endif /* STORAGED_S3_IAM_H */

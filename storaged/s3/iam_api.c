@@ -1,0 +1,751 @@
+/* storaged/s3/iam_api.c - the operations answered from the access-control
+ * state: the admin API (/_storaged/admin/v1/users...), Get/Put/Delete-
+ * BucketPolicy, Get/PutBucketAcl, Get/PutObjectAcl, and the ACL
+ * bookkeeping of object and bucket writes. All run on workers.
+ *
+ * The admin API (JSON, SigV4-signed like any S3 request; "_storaged" is no
+ * valid bucket name, so it cannot clash with one):
+ *   GET    /_storaged/admin/v1/users                  list (never secrets)
+ *   PUT    /_storaged/admin/v1/users/NAME[?policy=C]  create; body: policy
+ *   DELETE /_storaged/admin/v1/users/NAME             remove
+ *   POST   /_storaged/admin/v1/users/NAME?disable     (or ?enable)
+ *   GET    /_storaged/admin/v1/users/NAME/policy      the policy document
+ *   PUT    /_storaged/admin/v1/users/NAME/policy[?policy=C]  set it
+ * where C is a canned policy (readonly, readwrite, writeonly, admin). The
+ * create answer is the one place a secret is ever sent. Every change is
+ * committed to the store before it is answered and applies to the next
+ * request. */
+#include "storaged/s3/iam.h"
+
+#include <errno.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xml.h"
+#include "storaged/s3/iam_i.h"
+#include "storaged/s3/s3_i.h"
+
+#define ADMIN_PREFIX "admin/v1/users"
+#define OWNER_XML                                                              \
+    "<Owner><ID>storaged</ID><DisplayName>root</DisplayName></Owner>"
+
+enum admin_call { A_NONE, A_LIST, A_USER, A_POLICY };
+
+/* Parses r->key into the call and the user name (@name, 65 bytes). */
+static enum admin_call admin_parse(const struct stor_s3_req *r, char *name)
+{
+    const char *k = r->key, *rest, *slash;
+    size_t pl = strlen(ADMIN_PREFIX), n;
+
+    name[0] = 0;
+    if (!r->has_key || r->key_len < pl || memcmp(k, ADMIN_PREFIX, pl) != 0)
+        return A_NONE;
+    if (k[pl] == 0)
+        return A_LIST;
+    if (k[pl] != '/')
+        return A_NONE;
+    rest = k + pl + 1;
+    slash = strchr(rest, '/');
+    n = slash ? (size_t)(slash - rest) : strlen(rest);
+    if (n == 0 || n > 64)
+        return A_NONE;
+    memcpy(name, rest, n);
+    name[n] = 0;
+    if (slash == NULL)
+        return A_USER;
+    return strcmp(slash, "/policy") == 0 ? A_POLICY : A_NONE;
+}
+
+/* See iam_i.h. */
+enum stor_act stor_iam_admin_act(const struct stor_s3_req *r)
+{
+    char name[65];
+    const struct stor_req *h = &r->http;
+
+    switch (admin_parse(r, name)) {
+    case A_LIST:
+        return h->is_get ? STOR_ACT_ADMIN_LIST_USERS : STOR_ACT_COUNT;
+    case A_USER:
+        if (h->is_put)
+            return STOR_ACT_ADMIN_CREATE_USER;
+        if (h->is_delete)
+            return STOR_ACT_ADMIN_DELETE_USER;
+        if (h->is_post && (stor_s3_has_query(r, "disable") ||
+                           stor_s3_has_query(r, "enable")))
+            return STOR_ACT_ADMIN_ENABLE_USER;
+        return STOR_ACT_COUNT;
+    case A_POLICY:
+        return h->is_get   ? STOR_ACT_ADMIN_GET_POLICY
+               : h->is_put ? STOR_ACT_ADMIN_PUT_POLICY
+                           : STOR_ACT_COUNT;
+    default:
+        return STOR_ACT_COUNT;
+    }
+}
+
+/* ---- replies ---- */
+
+/* Answers 200 with the JSON @v (takes ownership). */
+static void reply_json(struct stor_s3_req *r, json_t *v)
+{
+    char *s = v ? json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY) : NULL;
+
+    json_decref(v);
+    if (s == NULL || cm_buf_append(&r->http.resp.body, s, strlen(s)) < 0 ||
+        cm_buf_appendc(&r->http.resp.body, '\n') < 0 ||
+        stor_resp_hdr(&r->http.resp, "Content-Type", "application/json") <
+            0) {
+        free(s);
+        stor_s3_error(r, S3E_INTERNAL);
+        return;
+    }
+    free(s);
+    r->http.resp.status = 200;
+}
+
+static void reply_errno(struct stor_s3_req *r, int ret)
+{
+    stor_s3_error(r, ret == -ENOMEM ? S3E_INTERNAL
+                                    : stor_s3_err_from_errno(ret));
+}
+
+/* The request body as a NUL-terminated string (borrowed), or NULL if
+ * empty. */
+static const char *body_str(struct stor_s3_req *r)
+{
+    if (r->body.len == 0 || cm_buf_appendc(&r->body, 0) < 0)
+        return NULL;
+    r->body.len--;
+    return r->body.data;
+}
+
+/* The policy text a request sets: ?policy=CANNED or the body. NULL with
+ * the error answered when it does not compile. */
+static const char *policy_arg(struct stor_s3_req *r, enum stor_pol_kind kind,
+                              bool *none)
+{
+    /* ?policy= names a canned one on the admin API; on a bucket it is
+     * the subresource itself */
+    const char *canned =
+        kind == STOR_POL_USER ? stor_s3_query(r, "policy") : NULL;
+    const char *text;
+    struct stor_policy *p;
+    char err[256], msg[300];
+    int ret;
+
+    *none = false;
+    if (canned) {
+        text = stor_policy_canned(canned);
+        if (text == NULL) {
+            snprintf(msg, sizeof(msg),
+                     "unknown canned policy \"%.60s\" (readonly, readwrite, "
+                     "writeonly or admin)",
+                     canned);
+            stor_s3_error_msg(r, S3E_MALFORMED_POLICY, msg);
+        }
+        return text;
+    }
+    text = body_str(r);
+    if (text == NULL) {
+        *none = true;
+        return NULL;
+    }
+    ret = stor_policy_compile(text, r->body.len, kind, &p, err, sizeof(err));
+    if (ret < 0) {
+        if (ret == -EINVAL)
+            stor_s3_error_msg(r, S3E_MALFORMED_POLICY, err);
+        else
+            stor_s3_error(r, S3E_INTERNAL);
+        return NULL;
+    }
+    stor_policy_destroy(p);
+    return text;
+}
+
+/* ---- changes ---- */
+
+/* A copy of the current document to change, with iam->wlock held (drop
+ * with change_end). */
+static json_t *change_begin(struct stor_iam *iam)
+{
+    struct stor_iam_snap *s;
+    json_t *doc;
+
+    pthread_mutex_lock(&iam->wlock);
+    s = stor_iam_snap_get(iam);
+    doc = json_deep_copy(s->doc);
+    stor_iam_snap_unref(s);
+    if (doc == NULL)
+        pthread_mutex_unlock(&iam->wlock);
+    return doc;
+}
+
+/* Commits @doc (ownership taken; NULL: abandon) and drops the lock. */
+static int change_end(struct stor_iam *iam, json_t *doc)
+{
+    int ret = doc ? stor_iam_commit(iam, doc) : 0;
+
+    pthread_mutex_unlock(&iam->wlock);
+    return ret;
+}
+
+static json_t *find_user(json_t *doc, const char *name, size_t *idx)
+{
+    json_t *users = json_object_get(doc, "users"), *u;
+    size_t i;
+
+    json_array_foreach(users, i, u)
+    {
+        const char *n = json_string_value(json_object_get(u, "name"));
+
+        if (n && strcmp(n, name) == 0) {
+            if (idx)
+                *idx = i;
+            return u;
+        }
+    }
+    return NULL;
+}
+
+/* The bucket entry of @name in @doc, created when @create. */
+static json_t *doc_bucket(json_t *doc, const char *name, bool create)
+{
+    json_t *bks = json_object_get(doc, "buckets");
+    json_t *b = json_object_get(bks, name);
+
+    if (b == NULL && create) {
+        b = json_object();
+        if (b == NULL || json_object_set_new(bks, name, b) < 0)
+            return NULL;
+    }
+    return b;
+}
+
+/* Drops @name's entry when it no longer says anything. */
+static void doc_bucket_tidy(json_t *doc, const char *name)
+{
+    json_t *b = doc_bucket(doc, name, false);
+
+    if (b && json_object_size(json_object_get(b, "objects")) == 0)
+        json_object_del(b, "objects");
+    if (b && json_object_size(b) == 0)
+        json_object_del(json_object_get(doc, "buckets"), name);
+}
+
+static bool name_ok(const char *n)
+{
+    size_t i;
+
+    for (i = 0; n[i]; i++) {
+        char c = n[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || strchr("+=,.@_-", c)))
+            return false;
+    }
+    return i > 0 && i <= 64;
+}
+
+/* Random characters from a 32- or 64-letter alphabet (no bias). */
+static int random_chars(char *out, size_t n, const char *alpha, unsigned mask)
+{
+    uint8_t raw[64];
+    size_t i;
+
+    if (n > sizeof(raw) || RAND_bytes(raw, (int)n) != 1)
+        return -EIO;
+    for (i = 0; i < n; i++)
+        out[i] = alpha[raw[i] & mask];
+    out[n] = 0;
+    OPENSSL_cleanse(raw, sizeof(raw));
+    return 0;
+}
+
+static const char *policy_label(const char *text)
+{
+    static const char *const names[] = {"readonly", "readwrite", "writeonly",
+                                        "admin"};
+    size_t i;
+
+    if (text == NULL)
+        return NULL;
+    for (i = 0; i < CM_ARRAY_SIZE(names); i++)
+        if (strcmp(text, stor_policy_canned(names[i])) == 0)
+            return names[i];
+    return "custom";
+}
+
+static void user_add(struct stor_s3_req *r, const char *name)
+{
+    struct stor_iam *iam = r->s3->iam;
+    char ak[STOR_IAM_AK_LEN + 1], sk[STOR_IAM_SK_LEN + 1], sealed[256];
+    const char *pol;
+    bool none;
+    json_t *doc, *u, *users;
+    size_t i;
+    int ret;
+
+    if (!name_ok(name)) {
+        stor_s3_error_msg(r, S3E_INVALID_ARGUMENT,
+                          "a user name is 1..64 of A-Z a-z 0-9 +=,.@_-");
+        return;
+    }
+    pol = policy_arg(r, STOR_POL_USER, &none);
+    if (pol == NULL && !none)
+        return;
+    doc = change_begin(iam);
+    if (doc == NULL) {
+        stor_s3_error(r, S3E_INTERNAL);
+        return;
+    }
+    if (find_user(doc, name, NULL)) {
+        change_end(iam, NULL);
+        json_decref(doc);
+        stor_s3_error(r, S3E_USER_EXISTS);
+        return;
+    }
+    users = json_object_get(doc, "users");
+    for (i = 0;; i++) {
+        json_t *e;
+        size_t j;
+        bool taken = false;
+
+        ret = random_chars(ak, STOR_IAM_AK_LEN,
+                           "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 31);
+        if (ret < 0 || i > 8)
+            break;
+        taken = strcmp(ak, iam->root_user) == 0;
+        json_array_foreach(users, j, e)
+        {
+            const char *a = json_string_value(json_object_get(e, "access_key"));
+
+            taken = taken || (a && strcmp(a, ak) == 0);
+        }
+        if (!taken)
+            break;
+    }
+    if (ret == 0)
+        ret = random_chars(sk, STOR_IAM_SK_LEN,
+                           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                           "0123456789+/",
+                           63);
+    if (ret == 0)
+        ret = stor_iam_seal(iam, ak, sk, sealed, sizeof(sealed));
+    u = ret == 0 ? json_pack("{s:s, s:s, s:s, s:b}", "name", name,
+                             "access_key", ak, "secret", sealed, "disabled", 0)
+                 : NULL;
+    if (u && pol)
+        json_object_set_new(u, "policy", json_string(pol));
+    if (u == NULL || json_array_append_new(users, u) < 0) {
+        change_end(iam, NULL);
+        json_decref(doc);
+        OPENSSL_cleanse(sk, sizeof(sk));
+        stor_s3_error(r, S3E_INTERNAL);
+        return;
+    }
+    ret = change_end(iam, doc);
+    if (ret < 0) {
+        OPENSSL_cleanse(sk, sizeof(sk));
+        reply_errno(r, ret);
+        return;
+    }
+    cm_log(CM_LOG_INFO, 0, "iam: user %s added (access key %s, policy %s)",
+           name, ak, pol ? policy_label(pol) : "none");
+    reply_json(r, json_pack("{s:s, s:s, s:s, s:s*}", "user", name,
+                            "access_key", ak, "secret_key", sk, "policy",
+                            policy_label(pol)));
+    OPENSSL_cleanse(sk, sizeof(sk));
+}
+
+/* Remove, disable, enable or set the policy of user @name. */
+static void user_change(struct stor_s3_req *r, const char *name,
+                        enum stor_act act)
+{
+    struct stor_iam *iam = r->s3->iam;
+    const char *pol = NULL;
+    bool none = false;
+    json_t *doc, *u;
+    size_t idx;
+    int ret;
+
+    if (act == STOR_ACT_ADMIN_PUT_POLICY) {
+        pol = policy_arg(r, STOR_POL_USER, &none);
+        if (pol == NULL && !none)
+            return;
+    }
+    doc = change_begin(iam);
+    if (doc == NULL) {
+        stor_s3_error(r, S3E_INTERNAL);
+        return;
+    }
+    u = find_user(doc, name, &idx);
+    if (u == NULL) {
+        change_end(iam, NULL);
+        json_decref(doc);
+        stor_s3_error(r, S3E_NO_SUCH_USER);
+        return;
+    }
+    if (act == STOR_ACT_ADMIN_DELETE_USER)
+        json_array_remove(json_object_get(doc, "users"), idx);
+    else if (act == STOR_ACT_ADMIN_ENABLE_USER)
+        json_object_set_new(u, "disabled",
+                            json_boolean(stor_s3_has_query(r, "disable")));
+    else if (pol)
+        json_object_set_new(u, "policy", json_string(pol));
+    else
+        json_object_del(u, "policy");
+    ret = change_end(iam, doc);
+    if (ret < 0) {
+        reply_errno(r, ret);
+        return;
+    }
+    cm_log(CM_LOG_INFO, 0, "iam: user %s: %s", name,
+           act == STOR_ACT_ADMIN_DELETE_USER    ? "removed"
+           : act == STOR_ACT_ADMIN_ENABLE_USER ? (stor_s3_has_query(r, "disable")
+                                                      ? "disabled"
+                                                      : "enabled")
+                                                : "policy set");
+    reply_json(r, json_pack("{s:s, s:b}", "user", name, "ok", 1));
+}
+
+static void users_list(struct stor_s3_req *r)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
+    json_t *out = json_array(), *u;
+    json_t *users = json_object_get(s->doc, "users");
+    size_t i;
+
+    json_array_foreach(users, i, u)
+    {
+        const char *pol = json_string_value(json_object_get(u, "policy"));
+
+        json_array_append_new(
+            out, json_pack("{s:O, s:O, s:b, s:s*}", "name",
+                           json_object_get(u, "name"), "access_key",
+                           json_object_get(u, "access_key"), "enabled",
+                           !json_is_true(json_object_get(u, "disabled")),
+                           "policy", policy_label(pol)));
+    }
+    stor_iam_snap_unref(s);
+    reply_json(r, json_pack("{s:o}", "users", out));
+}
+
+static void policy_get(struct stor_s3_req *r, const char *name)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
+    json_t *u = find_user(s->doc, name, NULL);
+    const char *pol = json_string_value(json_object_get(u, "policy"));
+    json_error_t je;
+
+    if (u == NULL)
+        stor_s3_error(r, S3E_NO_SUCH_USER);
+    else
+        reply_json(r, pol ? json_loads(pol, 0, &je) : json_null());
+    stor_iam_snap_unref(s);
+}
+
+static void admin_run(struct stor_s3_req *r)
+{
+    char name[65];
+    enum admin_call call = admin_parse(r, name);
+    enum stor_act act = stor_iam_admin_act(r);
+
+    if (call == A_LIST)
+        users_list(r);
+    else if (act == STOR_ACT_ADMIN_CREATE_USER)
+        user_add(r, name);
+    else if (act == STOR_ACT_ADMIN_GET_POLICY)
+        policy_get(r, name);
+    else
+        user_change(r, name, act);
+}
+
+/* ---- bucket policies and ACLs ---- */
+
+/* 0 when r->bucket exists, else the error is answered. */
+static int need_bucket(struct stor_s3_req *r)
+{
+    struct stor_bucket_info bi;
+    int ret = stor_bucket_stat(r->s3->store, r->bucket, &bi);
+
+    if (ret < 0)
+        stor_s3_error(r, ret == -STOR_ENOKEY ? S3E_NO_SUCH_BUCKET
+                                             : stor_s3_err_from_errno(ret));
+    return ret;
+}
+
+/* Sets (or, @v NULL, removes) field @field of r->bucket's entry. */
+static int bucket_set(struct stor_s3_req *r, const char *field, json_t *v)
+{
+    struct stor_iam *iam = r->s3->iam;
+    json_t *doc = change_begin(iam), *b;
+
+    if (doc == NULL) {
+        json_decref(v);
+        return -ENOMEM;
+    }
+    b = doc_bucket(doc, r->bucket, v != NULL);
+    if (b && v)
+        json_object_set_new(b, field, v);
+    else if (b)
+        json_object_del(b, field);
+    doc_bucket_tidy(doc, r->bucket);
+    return change_end(iam, doc);
+}
+
+static void bucket_policy_run(struct stor_s3_req *r)
+{
+    struct stor_iam_snap *s;
+    const struct iam_bucket *b;
+    const char *pol;
+    bool none;
+    int ret;
+
+    if (need_bucket(r) < 0)
+        return;
+    if (r->http.is_get) {
+        s = stor_iam_snap_get(r->s3->iam);
+        b = stor_iam_bucket_find(s, r->bucket);
+        if (b == NULL || b->policy == NULL) {
+            stor_s3_error(r, S3E_NO_SUCH_BUCKET_POLICY);
+        } else if (cm_buf_append(&r->http.resp.body, b->policy,
+                                 strlen(b->policy)) < 0 ||
+                   stor_resp_hdr(&r->http.resp, "Content-Type",
+                                 "application/json") < 0) {
+            stor_s3_error(r, S3E_INTERNAL);
+        } else {
+            r->http.resp.status = 200;
+        }
+        stor_iam_snap_unref(s);
+        return;
+    }
+    if (r->http.is_delete) {
+        ret = bucket_set(r, "policy", NULL);
+    } else {
+        pol = policy_arg(r, STOR_POL_BUCKET, &none);
+        if (pol == NULL) {
+            if (none)
+                stor_s3_error_msg(r, S3E_MALFORMED_POLICY,
+                                  "the policy document is empty");
+            return;
+        }
+        ret = bucket_set(r, "policy", json_string(pol));
+    }
+    if (ret < 0) {
+        reply_errno(r, ret);
+        return;
+    }
+    cm_log(CM_LOG_INFO, 0, "iam: bucket %s: policy %s", r->bucket,
+           r->http.is_delete ? "deleted" : "set");
+    r->http.resp.status = 204;
+}
+
+/* The AccessControlPolicy XML of canned ACL @acl. */
+static void acl_reply(struct stor_s3_req *r, int acl)
+{
+    struct cm_buf *b = &r->http.resp.body;
+    int ret;
+
+    ret = cm_buf_appends(
+        b, S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">" OWNER_XML
+                       "<AccessControlList><Grant><Grantee "
+                       "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\""
+                       " xsi:type=\"CanonicalUser\"><ID>storaged</ID>"
+                       "<DisplayName>root</DisplayName></Grantee>"
+                       "<Permission>FULL_CONTROL</Permission></Grant>");
+    if (ret == 0 && acl != IAM_ACL_PRIVATE)
+        ret = cm_buf_appendf(
+            b,
+            "<Grant><Grantee "
+            "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+            "xsi:type=\"Group\"><URI>http://acs.amazonaws.com/groups/global/"
+            "%s</URI></Grantee><Permission>READ</Permission></Grant>",
+            acl == IAM_ACL_PUBLIC_READ ? "AllUsers" : "AuthenticatedUsers");
+    if (ret == 0)
+        ret = cm_buf_appends(b, "</AccessControlList></AccessControlPolicy>");
+    if (ret == 0)
+        ret = stor_resp_hdr(&r->http.resp, "Content-Type", "application/xml");
+    if (ret < 0) {
+        stor_s3_error(r, S3E_INTERNAL);
+        return;
+    }
+    r->http.resp.status = 200;
+}
+
+/* PUT ?acl: a canned ACL in x-amz-acl; a grant list body is refused. */
+static int acl_arg(struct stor_s3_req *r)
+{
+    if (r->body.len > 0) {
+        stor_s3_error_msg(r, S3E_NOT_IMPLEMENTED,
+                          "storaged honours canned ACLs (x-amz-acl: private, "
+                          "public-read, authenticated-read), not grant lists");
+        return -1;
+    }
+    if (r->acl_hdr == 0) {
+        stor_s3_error_msg(r, S3E_INVALID_ARGUMENT,
+                          "PutAcl needs an x-amz-acl header");
+        return -1;
+    }
+    return r->acl_hdr - 1;
+}
+
+static void bucket_acl_run(struct stor_s3_req *r)
+{
+    struct stor_iam_snap *s;
+    const struct iam_bucket *b;
+    int acl, ret;
+
+    if (need_bucket(r) < 0)
+        return;
+    if (r->http.is_get || r->http.is_head) {
+        s = stor_iam_snap_get(r->s3->iam);
+        b = stor_iam_bucket_find(s, r->bucket);
+        acl = b ? b->acl : IAM_ACL_PRIVATE;
+        stor_iam_snap_unref(s);
+        acl_reply(r, acl);
+        return;
+    }
+    acl = acl_arg(r);
+    if (acl < 0)
+        return;
+    ret = bucket_set(r, "acl",
+                     acl == IAM_ACL_PRIVATE
+                         ? NULL
+                         : json_string(stor_iam_acl_name(acl)));
+    if (ret < 0) {
+        reply_errno(r, ret);
+        return;
+    }
+    r->http.resp.status = 200;
+}
+
+/* Records canned ACL @acl of r->bucket/@key (private: removed). */
+static int object_acl_set(struct stor_s3_req *r, const char *key, size_t n,
+                          int acl)
+{
+    struct stor_iam *iam = r->s3->iam;
+    json_t *doc = change_begin(iam), *b, *objs;
+
+    if (doc == NULL)
+        return -ENOMEM;
+    b = doc_bucket(doc, r->bucket, acl != IAM_ACL_PRIVATE);
+    objs = json_object_get(b, "objects");
+    if (b && objs == NULL && acl != IAM_ACL_PRIVATE) {
+        objs = json_object();
+        json_object_set_new(b, "objects", objs);
+    }
+    if (objs && acl != IAM_ACL_PRIVATE)
+        json_object_setn_new(objs, key, n, json_string(stor_iam_acl_name(acl)));
+    else if (objs)
+        json_object_deln(objs, key, n);
+    doc_bucket_tidy(doc, r->bucket);
+    return change_end(iam, doc);
+}
+
+/* The canned ACL recorded for r->bucket/@key. */
+static int object_acl_get(struct stor_s3_req *r, const char *key, size_t n)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
+    const struct iam_bucket *b = stor_iam_bucket_find(s, r->bucket);
+    const char *a = b && b->objects ? json_string_value(json_object_getn(
+                                          b->objects, key, n))
+                                    : NULL;
+    int acl = a ? stor_iam_acl_parse(a, strlen(a)) : IAM_ACL_PRIVATE;
+
+    stor_iam_snap_unref(s);
+    return acl < 0 ? IAM_ACL_PRIVATE : acl;
+}
+
+static void object_acl_run(struct stor_s3_req *r)
+{
+    struct stor_obj_info info;
+    int acl, ret;
+
+    memset(&info, 0, sizeof(info));
+    ret = stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info);
+    if (ret < 0) {
+        reply_errno(r, ret);
+        return;
+    }
+    stor_obj_info_fini(&info);
+    if (r->http.is_get || r->http.is_head) {
+        acl_reply(r, object_acl_get(r, r->key, r->key_len));
+        return;
+    }
+    acl = acl_arg(r);
+    if (acl < 0)
+        return;
+    ret = object_acl_set(r, r->key, r->key_len, acl);
+    if (ret < 0) {
+        reply_errno(r, ret);
+        return;
+    }
+    r->http.resp.status = 200;
+}
+
+/* See header. */
+void stor_iam_op_run(struct stor_s3_req *r)
+{
+    switch (r->op) {
+    case S3_OP_ADMIN:
+        admin_run(r);
+        break;
+    case S3_OP_BUCKET_POLICY:
+        bucket_policy_run(r);
+        break;
+    case S3_OP_BUCKET_ACL:
+        bucket_acl_run(r);
+        break;
+    case S3_OP_OBJECT_ACL:
+        object_acl_run(r);
+        break;
+    default:
+        stor_s3_error(r, S3E_INTERNAL);
+        break;
+    }
+}
+
+/* See header. */
+void stor_iam_object_written(struct stor_s3_req *r, const char *key, size_t n,
+                             bool deleted)
+{
+    int want = deleted || r->acl_hdr == 0 ? IAM_ACL_PRIVATE : r->acl_hdr - 1;
+    int ret;
+
+    if (object_acl_get(r, key, n) == want)
+        return; /* the common case: private before and after, no write */
+    ret = object_acl_set(r, key, n, want);
+    if (ret < 0)
+        cm_log(CM_LOG_ERROR, -ret,
+               "req=%016llX %s: cannot record the object's ACL",
+               (unsigned long long)r->http.id, r->bucket);
+}
+
+/* See header. */
+void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
+    bool had = stor_iam_bucket_find(s, r->bucket) != NULL;
+    struct stor_iam *iam = r->s3->iam;
+    json_t *doc;
+    int ret = 0;
+
+    stor_iam_snap_unref(s);
+    if (deleted && had) {
+        doc = change_begin(iam);
+        if (doc == NULL)
+            return;
+        json_object_del(json_object_get(doc, "buckets"), r->bucket);
+        ret = change_end(iam, doc);
+    } else if (!deleted && r->acl_hdr > IAM_ACL_PRIVATE + 1) {
+        ret = bucket_set(r, "acl", json_string(stor_iam_acl_name(
+                                       r->acl_hdr - 1)));
+    }
+    if (ret < 0)
+        cm_log(CM_LOG_ERROR, -ret,
+               "req=%016llX %s: cannot record the bucket's policy/ACL change",
+               (unsigned long long)r->http.id, r->bucket);
+}

@@ -1,0 +1,77 @@
+/* storaged/s3/iam_i.h - the access-control state's layout, shared by
+ * iam.c (state, persistence), authz.c (decisions) and iam_api.c (the admin
+ * API, bucket policy and ACL operations). Everything in a snapshot is
+ * immutable after creation. */
+#ifndef STORAGED_S3_IAM_I_H
+#define STORAGED_S3_IAM_I_H
+#include "storaged/s3/iam.h"
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STOR_IAM_SK_MAX 64
+
+enum iam_acl { IAM_ACL_PRIVATE = 0, IAM_ACL_PUBLIC_READ, IAM_ACL_AUTH_READ };
+
+struct stor_iam_user {
+    char *name; /* owned */
+    char ak[STOR_IAM_AK_LEN + 4];
+    char sk[STOR_IAM_SK_MAX + 1]; /* decrypted; never logged */
+    bool disabled;
+    bool broken;            /* secret or policy unusable: denied */
+    const char *policy;     /* borrows the snapshot's document; may be NULL */
+    struct stor_policy *pol; /* owned; NULL: no policy (nothing allowed) */
+};
+
+struct iam_bucket {
+    const char *name;        /* borrows the document */
+    const char *policy;      /* borrows the document; may be NULL */
+    struct stor_policy *pol; /* owned */
+    int acl;                 /* enum iam_acl */
+    json_t *objects;         /* borrowed: key -> canned ACL name, or NULL */
+};
+
+struct stor_iam_snap {
+    atomic_int refs;
+    struct stor_iam_user *users; /* owned, sorted by access key */
+    size_t nusers;
+    struct iam_bucket *buckets; /* owned, sorted by name */
+    size_t nbuckets;
+    json_t *doc; /* owned reference: the document this was built from */
+};
+
+struct stor_iam {
+    struct stor_store *store; /* borrowed */
+    const char *root_user;    /* borrowed */
+    const char *root_secret;  /* borrowed */
+    char salt[40];            /* hex; immutable after open */
+    pthread_rwlock_t lock;    /* protects cur (the pointer, not its data) */
+    struct stor_iam_snap *cur;
+    pthread_mutex_t wlock; /* serialises changes (read, change, commit) */
+    pthread_mutex_t kek_lock;
+    bool kek_ready; /* protected by kek_lock */
+    uint8_t kek[32];
+};
+
+/* A new reference to the current snapshot. */
+struct stor_iam_snap *stor_iam_snap_get(struct stor_iam *iam);
+/* Under iam->wlock: compiles @doc (takes ownership, also on failure),
+ * writes it to the store and makes it current. 0 or -errno. */
+int stor_iam_commit(struct stor_iam *iam, json_t *doc);
+/* Encrypts secret @sk of access key @ak as base64 into @out. 0 or -errno. */
+int stor_iam_seal(struct stor_iam *iam, const char *ak, const char *sk,
+                  char *out, size_t outlen);
+/* The bucket entry of @name in @s, or NULL. */
+const struct iam_bucket *stor_iam_bucket_find(const struct stor_iam_snap *s,
+                                              const char *name);
+/* enum iam_acl of canned ACL @s (@n bytes), or -1; and its name. */
+int stor_iam_acl_parse(const char *s, size_t n);
+const char *stor_iam_acl_name(int acl);
+/* The admin action @r (op S3_OP_ADMIN) asks for; STOR_ACT_COUNT when it
+ * is no admin call. */
+enum stor_act stor_iam_admin_act(const struct stor_s3_req *r);
+
+#endif /* STORAGED_S3_IAM_I_H */

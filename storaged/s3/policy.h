@@ -1,0 +1,102 @@
+/* storaged/s3/policy.h - access policies: the AWS policy JSON subset
+ * (Version, Statement[] with Effect, Action, Resource, Principal for bucket
+ * policies, Condition StringEquals/StringLike/StringNotEquals/StringNotLike
+ * on s3:prefix, s3:delimiter and aws:SourceIp, IpAddress/NotIpAddress on
+ * aws:SourceIp) compiled once into a form evaluated per request without
+ * allocation. A compiled policy is immutable after creation and may be
+ * evaluated from any thread. */
+#ifndef STORAGED_S3_POLICY_H
+#define STORAGED_S3_POLICY_H
+#include "common/compiler.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* The actions storaged authorises (one bit each in a compiled statement). */
+enum stor_act {
+    STOR_ACT_GET_OBJECT = 0,
+    STOR_ACT_PUT_OBJECT,
+    STOR_ACT_DELETE_OBJECT,
+    STOR_ACT_LIST_BUCKET,
+    STOR_ACT_LIST_ALL_MY_BUCKETS,
+    STOR_ACT_CREATE_BUCKET,
+    STOR_ACT_DELETE_BUCKET,
+    STOR_ACT_GET_BUCKET_LOCATION,
+    STOR_ACT_LIST_BUCKET_MPU,
+    STOR_ACT_LIST_MPU_PARTS,
+    STOR_ACT_ABORT_MPU,
+    STOR_ACT_GET_BUCKET_POLICY,
+    STOR_ACT_PUT_BUCKET_POLICY,
+    STOR_ACT_DELETE_BUCKET_POLICY,
+    STOR_ACT_GET_BUCKET_ACL,
+    STOR_ACT_PUT_BUCKET_ACL,
+    STOR_ACT_GET_OBJECT_ACL,
+    STOR_ACT_PUT_OBJECT_ACL,
+    STOR_ACT_GET_OBJECT_TAGGING,
+    STOR_ACT_GET_BUCKET_CONFIG, /* versioning, cors, ...: read-only answers */
+    STOR_ACT_ADMIN_CREATE_USER,
+    STOR_ACT_ADMIN_DELETE_USER,
+    STOR_ACT_ADMIN_LIST_USERS,
+    STOR_ACT_ADMIN_ENABLE_USER, /* enable and disable */
+    STOR_ACT_ADMIN_GET_POLICY,
+    STOR_ACT_ADMIN_PUT_POLICY,
+    STOR_ACT_COUNT
+};
+
+/* The policy name of @a ("s3:GetObject", "admin:CreateUser"). */
+const char *stor_act_name(enum stor_act a);
+
+enum stor_pol_kind {
+    STOR_POL_USER,   /* an identity policy: no Principal */
+    STOR_POL_BUCKET, /* a bucket policy: Principal required */
+};
+
+/* What a request is, as the evaluator sees it. Strings are borrowed. */
+struct stor_pol_ctx {
+    enum stor_act act;
+    const char *bucket; /* "" for ListBuckets and admin actions */
+    const char *key;    /* NULL: the bucket itself */
+    size_t key_len;
+    /* listing conditions: NULL when the request has no such parameter
+     * (ListObjects without prefix= has s3:prefix "", as AWS treats it) */
+    const char *prefix;
+    const char *delimiter;
+    /* who: NULL for an anonymous request */
+    const char *user;
+    /* the client's address, filled on first use by @peer (aws:SourceIp) */
+    int (*peer)(void *arg, struct sockaddr_storage *ss);
+    void *peer_arg;
+};
+
+enum stor_pol_effect {
+    STOR_POL_NONE = 0, /* no statement applies: default deny */
+    STOR_POL_ALLOW,
+    STOR_POL_DENY, /* an explicit Deny: wins over every Allow */
+};
+
+struct stor_policy;
+
+/* Compiles the policy document @json (@len bytes). 0 and *out, or -EINVAL
+ * with a one-line reason in @err (for MalformedPolicy), or -ENOMEM. */
+CM_MUST_CHECK int stor_policy_compile(const char *json, size_t len,
+                                      enum stor_pol_kind kind,
+                                      struct stor_policy **out, char *err,
+                                      size_t errlen);
+void stor_policy_destroy(struct stor_policy *p);
+
+/* The effect of @p on request @c (NULL @p: STOR_POL_NONE). */
+enum stor_pol_effect stor_policy_eval(const struct stor_policy *p,
+                                      const struct stor_pol_ctx *c);
+
+/* true when an Allow statement of @p may apply to some request on
+ * @bucket by @user (NULL: anonymous), conditions aside: what ListBuckets
+ * shows. */
+bool stor_policy_mentions_bucket(const struct stor_policy *p,
+                                 const char *bucket, const char *user);
+
+/* The canned policies of `storaged admin user add --policy NAME`
+ * ("readonly", "readwrite", "writeonly", "admin"); NULL for others. */
+const char *stor_policy_canned(const char *name);
+
+#endif /* STORAGED_S3_POLICY_H */
