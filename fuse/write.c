@@ -1199,7 +1199,11 @@ static int commit(struct fc_wfile *wf)
         if (wf->created)
             fc_itab_note(fs, wf->key, false, NULL);
         wf->dirty = false;
-        return ret == -ENOMEM || ret == -EFBIG || ret == -ENOSPC ? ret : -EIO;
+        /* the server refused it (403: a read-only key): say so */
+        return ret == -ENOMEM || ret == -EFBIG || ret == -ENOSPC ||
+                       ret == -EACCES
+                   ? ret
+                   : -EIO;
     }
     wf->dirty = false;
     wf->created = false;

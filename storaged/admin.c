@@ -27,9 +27,9 @@
 #include "common/timefmt.h"
 #include "common/uri.h"
 
-#define ADMIN_PATH  "/_storaged/admin/v1/users"
-#define FILE_MAX    (64 * 1024)
-#define DEFAULT_EP  "http://127.0.0.1:9000"
+#define ADMIN_PATH "/_storaged/admin/v1/users"
+#define FILE_MAX   (64 * 1024)
+#define DEFAULT_EP "http://127.0.0.1:9000"
 
 struct admin_ctx {
     const char *endpoint;
@@ -82,9 +82,8 @@ static int ep_host(const char *ep, char *out, size_t n)
 }
 
 /* One signed call; prints the answer. 0, or 1 on any failure. */
-static int call(const struct admin_ctx *c, const char *method,
-                const char *path, const char *qname, const char *qval,
-                const char *body)
+static int call(const struct admin_ctx *c, const char *method, const char *path,
+                const char *qname, const char *qval, const char *body)
 {
     struct cm_sigv4_cred cred = {c->ak, c->sk, "us-east-1", "s3"};
     struct cm_kv q[1], h[3];
@@ -133,11 +132,11 @@ static int call(const struct admin_ctx *c, const char *method,
                           (c->endpoint[strlen(c->endpoint) - 1] == '/')) < 0 ||
         cm_uri_encode(&url, path, strlen(path), true) < 0)
         goto out;
-    if (qname && (cm_buf_appendc(&url, '?') < 0 ||
-                  cm_uri_encode(&url, qname, strlen(qname), false) < 0 ||
-                  (qval && (cm_buf_appendc(&url, '=') < 0 ||
-                            cm_uri_encode(&url, qval, strlen(qval), false) <
-                                0))))
+    if (qname &&
+        (cm_buf_appendc(&url, '?') < 0 ||
+         cm_uri_encode(&url, qname, strlen(qname), false) < 0 ||
+         (qval && (cm_buf_appendc(&url, '=') < 0 ||
+                   cm_uri_encode(&url, qval, strlen(qval), false) < 0))))
         goto out;
     cu = curl_easy_init();
     if (cu == NULL)
@@ -212,8 +211,9 @@ static int policy_src(const char *arg, const char **canned, char **text)
         }
     f = fopen(arg, "r");
     if (f == NULL) {
-        fprintf(stderr, "storaged admin: %s: %s (a policy is a JSON file or "
-                        "readonly, readwrite, writeonly, admin)\n",
+        fprintf(stderr,
+                "storaged admin: %s: %s (a policy is a JSON file or "
+                "readonly, readwrite, writeonly, admin)\n",
                 arg, strerror(errno));
         return 1;
     }

@@ -170,6 +170,8 @@ static enum stor_s3_err verify(struct stor_s3_req *r,
         if (r->iam_user == NULL)
             return S3E_INVALID_ACCESS_KEY;
         secret = stor_iam_user_secret(r->iam_user);
+        if (secret[0] == 0)
+            return S3E_ACCESS_DENIED; /* its secret could not be decrypted */
     }
     if (a->service_len != 2 || memcmp(a->service, "s3", 2) != 0 ||
         a->region_len >= sizeof(region))

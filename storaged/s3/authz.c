@@ -23,8 +23,8 @@ static int peer_cb(void *arg, struct sockaddr_storage *ss)
 }
 
 /* The decision for @act on @bucket/@key (key NULL: the bucket). */
-static bool decide(struct stor_s3_req *r, enum stor_act act,
-                   const char *bucket, const char *key, size_t key_len)
+static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
+                   const char *key, size_t key_len)
 {
     const struct stor_iam_user *u = r->iam_user;
     const struct iam_bucket *b = NULL;
@@ -36,7 +36,7 @@ static bool decide(struct stor_s3_req *r, enum stor_act act,
     if (strcmp(bucket, STOR_IAM_BUCKET) == 0)
         return false; /* the system area: not even root */
     if (!r->anonymous && u == NULL)
-        return true; /* root */
+        return true;    /* root */
     if (snap == NULL) { /* anonymous: the bucket's policy and ACLs */
         snap = stor_iam_snap_get(r->s3->iam);
         got_snap = true;
@@ -87,8 +87,8 @@ out:
 }
 
 /* See header. */
-bool stor_iam_allowed(struct stor_s3_req *r, enum stor_act act,
-                      const char *key, size_t n)
+bool stor_iam_allowed(struct stor_s3_req *r, enum stor_act act, const char *key,
+                      size_t n)
 {
     return decide(r, act, r->bucket, key, n);
 }
@@ -119,8 +119,8 @@ bool stor_iam_bucket_visible(struct stor_s3_req *r, const char *bucket)
 static enum stor_s3_err acl_header(struct stor_s3_req *r)
 {
     static const char *const grants[] = {
-        "x-amz-grant-read",      "x-amz-grant-write",
-        "x-amz-grant-read-acp",  "x-amz-grant-write-acp",
+        "x-amz-grant-read",         "x-amz-grant-write",
+        "x-amz-grant-read-acp",     "x-amz-grant-write-acp",
         "x-amz-grant-full-control",
     };
     const char *v;
@@ -219,8 +219,8 @@ enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r)
     act = op_act(r);
     if (act == STOR_ACT_COUNT)
         return S3E_ACCESS_DENIED;
-    on_key = r->has_key && r->op != S3_OP_BUCKET_POLICY &&
-             r->op != S3_OP_BUCKET_ACL;
+    on_key =
+        r->has_key && r->op != S3_OP_BUCKET_POLICY && r->op != S3_OP_BUCKET_ACL;
     if (!decide(r, act, r->bucket, on_key ? r->key : NULL,
                 on_key ? r->key_len : 0))
         return S3E_ACCESS_DENIED;

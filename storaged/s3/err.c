@@ -130,8 +130,7 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
                           "The specified user does not exist."},
     [S3E_USER_EXISTS] = {409, "UserAlreadyExists",
                          "A user with this name already exists."},
-    [S3E_ADMIN_BAD_CALL] = {400, "InvalidRequest",
-                            "Unknown admin API call."},
+    [S3E_ADMIN_BAD_CALL] = {400, "InvalidRequest", "Unknown admin API call."},
     [S3E_TAGGING_HEADER] =
         {400, "InvalidArgument",
          "The header 'x-amz-tagging' shall be encoded as UTF-8 then URLEncoded URL query parameters without tag name duplicates."},

@@ -113,8 +113,8 @@ static int gcm(const uint8_t key[32], bool encrypt, const uint8_t *in,
             goto out;
         nonce = in;
     }
-    if (EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL,
-                          encrypt) != 1 ||
+    if (EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL, encrypt) !=
+            1 ||
         EVP_CipherInit_ex(ctx, NULL, NULL, key, nonce, encrypt) != 1 ||
         EVP_CipherUpdate(ctx, NULL, &n, (const uint8_t *)aad,
                          (int)strlen(aad)) != 1)
@@ -185,6 +185,8 @@ static int unseal(struct stor_iam *iam, const char *ak, const char *b64,
     OPENSSL_cleanse(key, sizeof(key));
     if (ret == 0)
         sk[n - NONCE - TAG] = 0;
+    else
+        OPENSSL_cleanse(sk, STOR_IAM_SK_MAX + 1); /* no half-decrypted bytes */
     return ret;
 }
 
@@ -294,8 +296,7 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
 
         if (name == NULL || ak == NULL || sec == NULL ||
             strlen(ak) >= sizeof(su->ak)) {
-            cm_log(CM_LOG_WARN, 0, "iam: user entry %zu malformed; skipped",
-                   i);
+            cm_log(CM_LOG_WARN, 0, "iam: user entry %zu malformed; skipped", i);
             continue;
         }
         su->name = strdup(name);
@@ -360,6 +361,8 @@ struct stor_iam_snap *stor_iam_snap_get(struct stor_iam *iam)
 {
     struct stor_iam_snap *s;
 
+    if (iam == NULL)
+        return NULL; /* a front end made without a store (unit tests) */
     pthread_rwlock_rdlock(&iam->lock);
     s = iam->cur;
     atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
@@ -529,8 +532,9 @@ int stor_iam_open(struct stor_store *store, const char *root_user,
         !json_is_array(json_object_get(doc, "users")) ||
         !json_is_object(json_object_get(doc, "buckets"))) {
         ret = -EBADMSG;
-        if (asprintf(err, "the users and policies document (%s/%s) is "
-                          "malformed",
+        if (asprintf(err,
+                     "the users and policies document (%s/%s) is "
+                     "malformed",
                      STOR_IAM_BUCKET, STOR_IAM_OBJECT) < 0)
             *err = NULL;
         goto out_doc;
@@ -582,6 +586,8 @@ const struct stor_iam_user *stor_iam_user_lookup(struct stor_iam *iam,
     if (n == 0 || n >= sizeof(s->users[0].ak))
         return NULL;
     s = stor_iam_snap_get(iam);
+    if (s == NULL)
+        return NULL;
     hi = s->nusers;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -621,7 +627,7 @@ const char *stor_iam_user_name(const struct stor_iam_user *u)
 const struct iam_bucket *stor_iam_bucket_find(const struct stor_iam_snap *s,
                                               const char *name)
 {
-    size_t lo = 0, hi = s->nbuckets;
+    size_t lo = 0, hi = s ? s->nbuckets : 0;
 
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;

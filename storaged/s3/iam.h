@@ -58,8 +58,8 @@ const char *stor_iam_user_name(const struct stor_iam_user *u);
 enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r);
 /* Worker: whether @r's caller may do @act on @key (@n bytes) of
  * r->bucket (DeleteObjects, per key). */
-bool stor_iam_allowed(struct stor_s3_req *r, enum stor_act act,
-                      const char *key, size_t n);
+bool stor_iam_allowed(struct stor_s3_req *r, enum stor_act act, const char *key,
+                      size_t n);
 /* Worker: whether ListBuckets shows @bucket to @r's caller. */
 bool stor_iam_bucket_visible(struct stor_s3_req *r, const char *bucket);
 

@@ -73,8 +73,8 @@ enum stor_act stor_iam_admin_act(const struct stor_s3_req *r)
             return STOR_ACT_ADMIN_CREATE_USER;
         if (h->is_delete)
             return STOR_ACT_ADMIN_DELETE_USER;
-        if (h->is_post && (stor_s3_has_query(r, "disable") ||
-                           stor_s3_has_query(r, "enable")))
+        if (h->is_post &&
+            (stor_s3_has_query(r, "disable") || stor_s3_has_query(r, "enable")))
             return STOR_ACT_ADMIN_ENABLE_USER;
         return STOR_ACT_COUNT;
     case A_POLICY:
@@ -96,8 +96,7 @@ static void reply_json(struct stor_s3_req *r, json_t *v)
     json_decref(v);
     if (s == NULL || cm_buf_append(&r->http.resp.body, s, strlen(s)) < 0 ||
         cm_buf_appendc(&r->http.resp.body, '\n') < 0 ||
-        stor_resp_hdr(&r->http.resp, "Content-Type", "application/json") <
-            0) {
+        stor_resp_hdr(&r->http.resp, "Content-Type", "application/json") < 0) {
         free(s);
         stor_s3_error(r, S3E_INTERNAL);
         return;
@@ -108,8 +107,8 @@ static void reply_json(struct stor_s3_req *r, json_t *v)
 
 static void reply_errno(struct stor_s3_req *r, int ret)
 {
-    stor_s3_error(r, ret == -ENOMEM ? S3E_INTERNAL
-                                    : stor_s3_err_from_errno(ret));
+    stor_s3_error(r,
+                  ret == -ENOMEM ? S3E_INTERNAL : stor_s3_err_from_errno(ret));
 }
 
 /* The request body as a NUL-terminated string (borrowed), or NULL if
@@ -328,14 +327,15 @@ static void user_add(struct stor_s3_req *r, const char *name)
             break;
     }
     if (ret == 0)
-        ret = random_chars(sk, STOR_IAM_SK_LEN,
-                           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                           "0123456789+/",
-                           63);
+        ret =
+            random_chars(sk, STOR_IAM_SK_LEN,
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                         "0123456789+/",
+                         63);
     if (ret == 0)
         ret = stor_iam_seal(iam, ak, sk, sealed, sizeof(sealed));
-    u = ret == 0 ? json_pack("{s:s, s:s, s:s, s:b}", "name", name,
-                             "access_key", ak, "secret", sealed, "disabled", 0)
+    u = ret == 0 ? json_pack("{s:s, s:s, s:s, s:b}", "name", name, "access_key",
+                             ak, "secret", sealed, "disabled", 0)
                  : NULL;
     if (u && pol)
         json_object_set_new(u, "policy", json_string(pol));
@@ -354,9 +354,8 @@ static void user_add(struct stor_s3_req *r, const char *name)
     }
     cm_log(CM_LOG_INFO, 0, "iam: user %s added (access key %s, policy %s)",
            name, ak, pol ? policy_label(pol) : "none");
-    reply_json(r, json_pack("{s:s, s:s, s:s, s:s*}", "user", name,
-                            "access_key", ak, "secret_key", sk, "policy",
-                            policy_label(pol)));
+    reply_json(r, json_pack("{s:s, s:s, s:s, s:s*}", "user", name, "access_key",
+                            ak, "secret_key", sk, "policy", policy_label(pol)));
     OPENSSL_cleanse(sk, sizeof(sk));
 }
 
@@ -403,11 +402,10 @@ static void user_change(struct stor_s3_req *r, const char *name,
         return;
     }
     cm_log(CM_LOG_INFO, 0, "iam: user %s: %s", name,
-           act == STOR_ACT_ADMIN_DELETE_USER    ? "removed"
-           : act == STOR_ACT_ADMIN_ENABLE_USER ? (stor_s3_has_query(r, "disable")
-                                                      ? "disabled"
-                                                      : "enabled")
-                                                : "policy set");
+           act == STOR_ACT_ADMIN_DELETE_USER ? "removed"
+           : act == STOR_ACT_ADMIN_ENABLE_USER
+               ? (stor_s3_has_query(r, "disable") ? "disabled" : "enabled")
+               : "policy set");
     reply_json(r, json_pack("{s:s, s:b}", "user", name, "ok", 1));
 }
 
@@ -611,10 +609,9 @@ static void bucket_acl_run(struct stor_s3_req *r)
     acl = acl_arg(r);
     if (acl < 0)
         return;
-    ret = bucket_set(r, "acl",
-                     acl == IAM_ACL_PRIVATE
-                         ? NULL
-                         : json_string(stor_iam_acl_name(acl)));
+    ret = bucket_set(
+        r, "acl",
+        acl == IAM_ACL_PRIVATE ? NULL : json_string(stor_iam_acl_name(acl)));
     if (ret < 0) {
         reply_errno(r, ret);
         return;
@@ -650,9 +647,10 @@ static int object_acl_get(struct stor_s3_req *r, const char *key, size_t n)
 {
     struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
     const struct iam_bucket *b = stor_iam_bucket_find(s, r->bucket);
-    const char *a = b && b->objects ? json_string_value(json_object_getn(
-                                          b->objects, key, n))
-                                    : NULL;
+    const char *a =
+        b && b->objects
+            ? json_string_value(json_object_getn(b->objects, key, n))
+            : NULL;
     int acl = a ? stor_iam_acl_parse(a, strlen(a)) : IAM_ACL_PRIVATE;
 
     stor_iam_snap_unref(s);
@@ -741,8 +739,8 @@ void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted)
         json_object_del(json_object_get(doc, "buckets"), r->bucket);
         ret = change_end(iam, doc);
     } else if (!deleted && r->acl_hdr > IAM_ACL_PRIVATE + 1) {
-        ret = bucket_set(r, "acl", json_string(stor_iam_acl_name(
-                                       r->acl_hdr - 1)));
+        ret = bucket_set(r, "acl",
+                         json_string(stor_iam_acl_name(r->acl_hdr - 1)));
     }
     if (ret < 0)
         cm_log(CM_LOG_ERROR, -ret,

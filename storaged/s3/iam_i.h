@@ -21,8 +21,8 @@ struct stor_iam_user {
     char ak[STOR_IAM_AK_LEN + 4];
     char sk[STOR_IAM_SK_MAX + 1]; /* decrypted; never logged */
     bool disabled;
-    bool broken;            /* secret or policy unusable: denied */
-    const char *policy;     /* borrows the snapshot's document; may be NULL */
+    bool broken;             /* secret or policy unusable: denied */
+    const char *policy;      /* borrows the snapshot's document; may be NULL */
     struct stor_policy *pol; /* owned; NULL: no policy (nothing allowed) */
 };
 
@@ -56,7 +56,8 @@ struct stor_iam {
     uint8_t kek[32];
 };
 
-/* A new reference to the current snapshot. */
+/* A new reference to the current snapshot (NULL when @iam is NULL: a front
+ * end without a store, as unit tests make; nothing is allowed then). */
 struct stor_iam_snap *stor_iam_snap_get(struct stor_iam *iam);
 /* Under iam->wlock: compiles @doc (takes ownership, also on failure),
  * writes it to the store and makes it current. 0 or -errno. */
@@ -64,7 +65,7 @@ int stor_iam_commit(struct stor_iam *iam, json_t *doc);
 /* Encrypts secret @sk of access key @ak as base64 into @out. 0 or -errno. */
 int stor_iam_seal(struct stor_iam *iam, const char *ak, const char *sk,
                   char *out, size_t outlen);
-/* The bucket entry of @name in @s, or NULL. */
+/* The bucket entry of @name in @s (may be NULL), or NULL. */
 const struct iam_bucket *stor_iam_bucket_find(const struct stor_iam_snap *s,
                                               const char *name);
 /* enum iam_acl of canned ACL @s (@n bytes), or -1; and its name. */

@@ -1223,9 +1223,8 @@ static void op_delete_objects(struct stor_s3_req *r)
 
         if (keys[i].bad_version) /* never delete the "null" version */
             e = S3E_NO_SUCH_VERSION;
-        if (e == S3E_NONE &&
-            !stor_iam_allowed(r, STOR_ACT_DELETE_OBJECT, keys[i].key,
-                              keys[i].key_len))
+        if (e == S3E_NONE && !stor_iam_allowed(r, STOR_ACT_DELETE_OBJECT,
+                                               keys[i].key, keys[i].key_len))
             e = S3E_ACCESS_DENIED; /* decided per key, as S3 does */
         ret = e != S3E_NONE || keys[i].key_len > STOR_MAX_KEY_LEN
                   ? -ENAMETOOLONG

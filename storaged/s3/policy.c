@@ -84,7 +84,7 @@ struct cidr {
 struct cond {
     enum cond_op op;
     enum cond_key key;
-    struct pat *vals; /* owned; string operators */
+    struct pat *vals;  /* owned; string operators */
     struct cidr *nets; /* owned; IP operators */
     size_t n;
 };
@@ -218,8 +218,9 @@ static int each_string(struct cc *c, json_t *v, const char *what,
     json_array_foreach(v, i, e)
     {
         if (!json_is_string(e))
-            return fail(c, "%s must be a string or a non-empty array of "
-                           "strings",
+            return fail(c,
+                        "%s must be a string or a non-empty array of "
+                        "strings",
                         what);
         ret = fn(c, json_string_value(e), json_string_length(e), arg);
         if (ret < 0)
@@ -252,8 +253,7 @@ static int add_action(struct cc *c, const char *s, size_t n, void *arg)
         for (j = 0; j < n; j++)
             lo_p[j] = (char)(s[j] >= 'A' && s[j] <= 'Z' ? s[j] + 32 : s[j]);
         for (j = 0; j < an_len; j++)
-            lo_a[j] =
-                (char)(an[j] >= 'A' && an[j] <= 'Z' ? an[j] + 32 : an[j]);
+            lo_a[j] = (char)(an[j] >= 'A' && an[j] <= 'Z' ? an[j] + 32 : an[j]);
         if (glob(lo_p, n, lo_a, an_len))
             st->acts |= 1ULL << i;
     }
@@ -276,8 +276,8 @@ static int add_resource(struct cc *c, const char *s, size_t n, void *arg)
         return fail(c, "Resource \"%.*s\" is not an arn:aws:s3::: ARN",
                     (int)CM_MIN(n, 100), s);
     } else if (n == off) {
-        return fail(c, "Resource \"%.*s\" names no bucket",
-                    (int)CM_MIN(n, 100), s);
+        return fail(c, "Resource \"%.*s\" names no bucket", (int)CM_MIN(n, 100),
+                    s);
     }
     np = realloc(st->res, (st->nres + 1) * sizeof(*np));
     if (np == NULL)
@@ -339,8 +339,9 @@ static int parse_principal(struct cc *c, struct stmt *st, json_t *p)
     json_object_foreach(p, k, v)
     {
         if (strcmp(k, "AWS") != 0)
-            return fail(c, "Principal type \"%.40s\" is not supported (only "
-                           "AWS)",
+            return fail(c,
+                        "Principal type \"%.40s\" is not supported (only "
+                        "AWS)",
                         k);
         int ret = each_string(c, v, "Principal.AWS", add_principal, st);
 
@@ -365,8 +366,7 @@ static int add_cond_val(struct cc *c, const char *s, size_t n, void *arg)
         char *end;
 
         if (alen >= sizeof(buf) || n >= sizeof(buf))
-            return fail(c, "aws:SourceIp value \"%.40s\" is not an address",
-                        s);
+            return fail(c, "aws:SourceIp value \"%.40s\" is not an address", s);
         memcpy(buf, s, alen);
         buf[alen] = 0;
         nn = realloc(cd->nets, (cd->n + 1) * sizeof(*nn));
@@ -472,8 +472,7 @@ static int parse_conditions(struct cc *c, struct stmt *st, json_t *cond)
             else if (strcasecmp(key, "aws:SourceIp") == 0)
                 k = K_SRCIP;
             else
-                return fail(c, "Condition key \"%.60s\" is not supported",
-                            key);
+                return fail(c, "Condition key \"%.60s\" is not supported", key);
             if ((op == C_IP || op == C_NOTIP) && k != K_SRCIP)
                 return fail(c, "%s applies only to aws:SourceIp", opname);
             if (k == K_SRCIP && op != C_IP && op != C_NOTIP)
@@ -706,8 +705,8 @@ static bool cond_true(const struct cond *cd, const struct stor_pol_ctx *c)
 {
     const char *v;
     size_t i;
-    bool any = false, neg = cd->op == C_SNEQ || cd->op == C_SNLIKE ||
-                           cd->op == C_NOTIP;
+    bool any = false,
+         neg = cd->op == C_SNEQ || cd->op == C_SNLIKE || cd->op == C_NOTIP;
 
     if (cd->key == K_SRCIP) {
         uint8_t a[16];

@@ -1038,8 +1038,7 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
         free(s3);
         return -ENOMEM;
     }
-    ret = stor_iam_open(o->store, o->root_user, o->root_secret, &s3->iam,
-                        &err);
+    ret = stor_iam_open(o->store, o->root_user, o->root_secret, &s3->iam, &err);
     if (ret < 0) {
         cm_log(CM_LOG_ERROR, -ret, "S3: %s",
                err ? err : "cannot load the users and policies");
