@@ -168,7 +168,8 @@ static enum stor_s3_err verify(struct stor_s3_req *r,
         r->iam_user = stor_iam_user_lookup(r->s3->iam, a->access_key,
                                            a->access_key_len, &r->iam_snap);
         if (r->iam_user == NULL)
-            return S3E_INVALID_ACCESS_KEY;
+            return stor_iam_ready(r->s3->iam) ? S3E_INVALID_ACCESS_KEY
+                                              : S3E_INDEX_REBUILDING;
         secret = stor_iam_user_secret(r->iam_user);
         if (secret[0] == 0)
             return S3E_ACCESS_DENIED; /* its secret could not be decrypted */

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/codec.h"
 #include "common/log.h"
@@ -489,13 +490,96 @@ int stor_iam_commit(struct stor_iam *iam, json_t *doc)
     return 0;
 }
 
+/* Reads the document (a fresh one when there is none yet) and makes it
+ * current; then the state is loaded. 0 or -errno with *err (malloc'd). */
+static int iam_load(struct stor_iam *iam, char **err)
+{
+    struct stor_iam_snap *s, *old;
+    json_t *doc = NULL;
+    const char *salt;
+    int ret;
+
+    *err = NULL;
+    ret = doc_read(iam->store, &doc, err);
+    if (ret < 0)
+        return ret;
+    if (doc == NULL) {
+        uint8_t raw[16];
+        char hex[33];
+
+        if (RAND_bytes(raw, sizeof(raw)) != 1)
+            return -EIO;
+        cm_hex_encode(raw, sizeof(raw), hex);
+        doc = json_pack("{s:i, s:s, s:[], s:{}}", "format", 1, "salt", hex,
+                        "users", "buckets");
+        if (doc == NULL)
+            return -ENOMEM;
+    }
+    salt = json_string_value(json_object_get(doc, "salt"));
+    if (salt == NULL || strlen(salt) != 32 ||
+        !json_is_array(json_object_get(doc, "users")) ||
+        !json_is_object(json_object_get(doc, "buckets"))) {
+        json_decref(doc);
+        if (asprintf(err,
+                     "the users and policies document (%s/%s) is "
+                     "malformed",
+                     STOR_IAM_BUCKET, STOR_IAM_OBJECT) < 0)
+            *err = NULL;
+        return -EBADMSG;
+    }
+    pthread_mutex_lock(&iam->kek_lock);
+    snprintf(iam->salt, sizeof(iam->salt), "%s", salt);
+    pthread_mutex_unlock(&iam->kek_lock);
+    ret = snap_build(iam, doc, &s);
+    json_decref(doc);
+    if (ret < 0)
+        return ret;
+    pthread_rwlock_wrlock(&iam->lock);
+    old = iam->cur;
+    iam->cur = s;
+    pthread_rwlock_unlock(&iam->lock);
+    stor_iam_snap_unref(old);
+    atomic_store_explicit(&iam->loaded, true, memory_order_release);
+    cm_log(CM_LOG_INFO, 0, "iam: %zu users, %zu buckets with a policy or ACL",
+           s->nusers, s->nbuckets);
+    return 0;
+}
+
+/* Thread: waits for the store's index (a rebuild at start runs while the
+ * server listens; until then nothing of the store may be read), then
+ * loads the state. A failed read is logged once and retried. */
+static void *load_main(void *arg)
+{
+    struct stor_iam *iam = arg;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    bool said = false;
+    char *err;
+
+    while (!atomic_load_explicit(&iam->stop, memory_order_acquire)) {
+        if (stor_store_ready(iam->store)) {
+            int ret = iam_load(iam, &err);
+
+            if (ret == 0)
+                break;
+            if (!said)
+                cm_log(CM_LOG_ERROR, -ret, "iam: %s; retrying",
+                       err ? err : "cannot load the users and policies");
+            said = true;
+            free(err);
+            ts.tv_sec = 1;
+            ts.tv_nsec = 0;
+        }
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
 /* See header. */
 int stor_iam_open(struct stor_store *store, const char *root_user,
                   const char *root_secret, struct stor_iam **out, char **err)
 {
     struct stor_iam *iam = calloc(1, sizeof(*iam));
-    json_t *doc = NULL;
-    const char *salt;
+    json_t *empty;
     int ret;
 
     *out = NULL;
@@ -508,49 +592,28 @@ int stor_iam_open(struct stor_store *store, const char *root_user,
     pthread_rwlock_init(&iam->lock, NULL);
     pthread_mutex_init(&iam->wlock, NULL);
     pthread_mutex_init(&iam->kek_lock, NULL);
-    ret = doc_read(store, &doc, err);
+    /* until the document is read: no users, nothing public (and requests
+     * answer 503, see stor_iam_ready) */
+    empty = json_pack("{s:[], s:{}}", "users", "buckets");
+    ret = empty ? snap_build(iam, empty, &iam->cur) : -ENOMEM;
+    json_decref(empty);
     if (ret < 0)
         goto out_free;
-    if (doc == NULL) {
-        uint8_t raw[16];
-        char hex[33];
-
-        if (RAND_bytes(raw, sizeof(raw)) != 1) {
-            ret = -EIO;
-            goto out_free;
-        }
-        cm_hex_encode(raw, sizeof(raw), hex);
-        doc = json_pack("{s:i, s:s, s:[], s:{}}", "format", 1, "salt", hex,
-                        "users", "buckets");
-        if (doc == NULL) {
-            ret = -ENOMEM;
-            goto out_free;
-        }
+    if (stor_store_ready(store)) {
+        ret = iam_load(iam, err);
+        if (ret < 0)
+            goto out_snap;
+    } else {
+        ret = -pthread_create(&iam->loader, NULL, load_main, iam);
+        if (ret < 0)
+            goto out_snap;
+        iam->has_loader = true;
     }
-    salt = json_string_value(json_object_get(doc, "salt"));
-    if (salt == NULL || strlen(salt) != 32 ||
-        !json_is_array(json_object_get(doc, "users")) ||
-        !json_is_object(json_object_get(doc, "buckets"))) {
-        ret = -EBADMSG;
-        if (asprintf(err,
-                     "the users and policies document (%s/%s) is "
-                     "malformed",
-                     STOR_IAM_BUCKET, STOR_IAM_OBJECT) < 0)
-            *err = NULL;
-        goto out_doc;
-    }
-    snprintf(iam->salt, sizeof(iam->salt), "%s", salt);
-    ret = snap_build(iam, doc, &iam->cur);
-    if (ret < 0)
-        goto out_doc;
-    json_decref(doc);
-    cm_log(CM_LOG_INFO, 0, "iam: %zu users, %zu buckets with a policy or ACL",
-           iam->cur->nusers, iam->cur->nbuckets);
     *out = iam;
     return 0;
 
-out_doc:
-    json_decref(doc);
+out_snap:
+    stor_iam_snap_unref(iam->cur);
 out_free:
     pthread_rwlock_destroy(&iam->lock);
     pthread_mutex_destroy(&iam->wlock);
@@ -560,10 +623,21 @@ out_free:
 }
 
 /* See header. */
+bool stor_iam_ready(struct stor_iam *iam)
+{
+    return iam == NULL ||
+           atomic_load_explicit(&iam->loaded, memory_order_acquire);
+}
+
+/* See header. */
 void stor_iam_close(struct stor_iam *iam)
 {
     if (iam == NULL)
         return;
+    if (iam->has_loader) {
+        atomic_store_explicit(&iam->stop, true, memory_order_release);
+        pthread_join(iam->loader, NULL);
+    }
     stor_iam_snap_unref(iam->cur);
     OPENSSL_cleanse(iam->kek, sizeof(iam->kek));
     pthread_rwlock_destroy(&iam->lock);

@@ -32,13 +32,19 @@ struct stor_iam_snap;
 struct stor_iam_user;
 struct stor_s3_req;
 
-/* Loads the state from @store (an empty one when there is none yet).
+/* Loads the state from @store (an empty one when there is none yet). When
+ * the store is not ready yet (an index rebuild at start), a thread loads
+ * it once the store is; until then stor_iam_ready() is false.
  * @root_user/@root_secret are borrowed and outlive the state. 0, or
  * -errno with *err (malloc'd) saying why. */
 CM_MUST_CHECK int stor_iam_open(struct stor_store *store, const char *root_user,
                                 const char *root_secret, struct stor_iam **out,
                                 char **err);
 void stor_iam_close(struct stor_iam *iam);
+/* Any thread: the state is loaded, so users and policies can be decided
+ * (true for a NULL @iam: a front end without a store, as unit tests
+ * make). */
+bool stor_iam_ready(struct stor_iam *iam);
 
 /* Loop: the user with access key @ak (@n bytes) and a new reference to the
  * snapshot it lives in (drop with stor_iam_snap_unref), or NULL. */

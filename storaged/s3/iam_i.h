@@ -47,12 +47,16 @@ struct stor_iam {
     struct stor_store *store; /* borrowed */
     const char *root_user;    /* borrowed */
     const char *root_secret;  /* borrowed */
-    char salt[40];            /* hex; immutable after open */
+    char salt[40];            /* hex; immutable once loaded */
     pthread_rwlock_t lock;    /* protects cur (the pointer, not its data) */
     struct stor_iam_snap *cur;
-    pthread_mutex_t wlock; /* serialises changes (read, change, commit) */
-    pthread_mutex_t kek_lock;
-    bool kek_ready; /* protected by kek_lock */
+    pthread_mutex_t wlock;    /* serialises changes (read, change, commit) */
+    pthread_mutex_t kek_lock; /* protects salt (until loaded), kek */
+    bool kek_ready;           /* protected by kek_lock */
+    atomic_bool loaded;       /* the document has been read: serving */
+    atomic_bool stop;         /* tells the loader to give up */
+    pthread_t loader;         /* waits for the store's index, then loads */
+    bool has_loader;
     uint8_t kek[32];
 };
 

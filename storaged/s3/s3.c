@@ -57,6 +57,15 @@ static void respond_done(struct stor_s3_req *r)
     stor_http_respond(&r->http);
 }
 
+/* The store's index is loaded (or rebuilt) and so are the users and
+ * policies: S3 requests may be served. A front end without a store (unit
+ * tests) has nothing to wait for. */
+static bool s3_ready(struct stor_s3 *s3)
+{
+    return s3->store == NULL ||
+           (stor_store_ready(s3->store) && stor_iam_ready(s3->iam));
+}
+
 /* Answers /health/live, /health/ready and /metrics; true when it did. */
 static bool special_path(struct stor_s3_req *r)
 {
@@ -73,8 +82,7 @@ static bool special_path(struct stor_s3_req *r)
         struct stor_http_server *srv = stor_req_server(&r->http);
 
         r->op = S3_OP_HEALTH;
-        ready =
-            srv && stor_http_is_ready(srv) && stor_store_ready(r->s3->store);
+        ready = srv && stor_http_is_ready(srv) && s3_ready(r->s3);
         r->http.resp.status = ready ? 200 : 503;
         return true;
     }
@@ -603,7 +611,7 @@ static int s3_on_head(struct stor_req *h)
     if (!r->vhost && special_path(r))
         return r->http.job_busy ? 1 : 0;
     e = stor_auth_check(r, time(NULL));
-    if (e == S3E_NONE && !stor_store_ready(r->s3->store)) {
+    if ((e == S3E_NONE || e == S3E_INDEX_REBUILDING) && !s3_ready(r->s3)) {
         /* an index rebuild at start: nothing of the store may be asked */
         stor_s3_error(r, S3E_INDEX_REBUILDING);
         if (stor_resp_hdr(&r->http.resp, "Retry-After", "5") < 0)
