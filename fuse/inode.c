@@ -644,14 +644,27 @@ size_t fc_itab_count(struct fc_itab *t)
     return n;
 }
 
+/* The strings of a listing (names, ETags) live in chunks of LST_CHUNK
+ * bytes, filled one after the other and freed together: one allocation
+ * per ~10^4 entries instead of two per entry (a malloc'd 9-byte name costs
+ * 32 bytes, a 35-byte ETag 48). */
+#define LST_CHUNK (256u << 10)
+struct lst_chunk {
+    struct lst_chunk *next;
+    size_t used, cap;
+    char data[];
+};
+
 /* Drops a listing reference; frees on the last. */
 void fc_listing_unref(struct fc_listing *l)
 {
+    struct lst_chunk *c, *next;
+
     if (l == NULL || atomic_fetch_sub(&l->refs, 1) != 1)
         return;
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->ents[i].name);
-        free(l->ents[i].etag);
+    for (c = l->arena; c != NULL; c = next) {
+        next = c->next;
+        free(c);
     }
     free(l->ents);
     free(l->key);
@@ -676,86 +689,161 @@ static bool name_is_valid(const char *name)
            strcmp(name, "..") != 0 && strlen(name) <= 255;
 }
 
+
+/* A listing being built page by page (dir_fetch frees each page once it is
+ * copied in, so a 10^6-entry directory never holds its 1000 pages at once). */
+struct lst_builder {
+    struct fc_listing *l;
+    size_t cap; /* of l->ents */
+    struct lst_chunk *cur;
+    const char *dirkey;
+    size_t dl;
+    bool failed;
+};
+
+/* Copies @n bytes of @str (plus a NUL) into the arena; NULL on ENOMEM. */
+static char *lst_strdup(struct lst_builder *b, const char *str, size_t n)
+{
+    struct lst_chunk *c = b->cur;
+    char *p;
+
+    if (c == NULL || c->cap - c->used < n + 1) {
+        size_t cap = CM_MAX((size_t)LST_CHUNK, n + 1);
+        c = malloc(sizeof(*c) + cap);
+        if (c == NULL)
+            return NULL;
+        c->used = 0;
+        c->cap = cap;
+        c->next = b->l->arena;
+        b->l->arena = c;
+        b->cur = c;
+    }
+    p = c->data + c->used;
+    memcpy(p, str, n);
+    p[n] = '\0';
+    c->used += n + 1;
+    return p;
+}
+
+/* Appends one entry; false on ENOMEM. */
+static bool lst_add(struct lst_builder *b, const char *name, size_t nl,
+                    bool is_dir, uint64_t size, time_t mtime, const char *etag)
+{
+    struct fc_listing *l = b->l;
+    struct fc_dirent *e;
+
+    if (l->n == b->cap) {
+        size_t ncap = b->cap ? 2 * b->cap : 64;
+        struct fc_dirent *ne = realloc(l->ents, ncap * sizeof(*ne));
+        if (ne == NULL)
+            return false;
+        l->ents = ne;
+        b->cap = ncap;
+    }
+    e = &l->ents[l->n];
+    e->name = lst_strdup(b, name, nl);
+    e->etag = etag[0] ? lst_strdup(b, etag, strlen(etag))
+                      : CM_UNCONST(char *, "");
+    if (e->name == NULL || e->etag == NULL)
+        return false;
+    e->is_dir = is_dir;
+    e->size = size;
+    e->mtime = mtime;
+    l->n++;
+    return true;
+}
+
+static int lst_begin(struct lst_builder *b, const char *dirkey)
+{
+    memset(b, 0, sizeof(*b));
+    b->l = calloc(1, sizeof(*b->l));
+    if (b->l == NULL)
+        return -ENOMEM;
+    atomic_init(&b->l->refs, 1);
+    b->dirkey = dirkey;
+    b->dl = strlen(dirkey);
+    return 0;
+}
+
+/* Copies the representable entries of @p in (@p is left as it was). */
+static void lst_add_page(struct lst_builder *b, struct fc_listpage *p)
+{
+    size_t dl = b->dl;
+
+    for (size_t j = 0; j < p->nobjs && !b->failed; j++) {
+        const struct fc_listobj *o = &p->objs[j];
+        const char *name = o->key + dl;
+        if (strncmp(o->key, b->dirkey, dl) != 0 || !name_is_valid(name) ||
+            strchr(name, '/') != NULL)
+            continue; /* the dir marker itself, or unrepresentable */
+        if (!lst_add(b, name, strlen(name), false, o->size, o->mtime,
+                     o->etag ? o->etag : ""))
+            b->failed = true;
+    }
+    for (size_t j = 0; j < p->nprefixes && !b->failed; j++) {
+        const char *pre = p->prefixes[j];
+        size_t pl = strlen(pre);
+        char name[257];
+        if (strncmp(pre, b->dirkey, dl) != 0 || pl < dl + 2 ||
+            pl - 1 - dl >= sizeof(name))
+            continue;
+        memcpy(name, pre + dl, pl - 1 - dl); /* without the trailing '/' */
+        name[pl - 1 - dl] = '\0';
+        if (!name_is_valid(name))
+            continue;
+        if (!lst_add(b, name, pl - 1 - dl, true, 0, 0, ""))
+            b->failed = true;
+    }
+}
+
+/* Sorts, drops duplicate names, and hands the listing out (NULL on
+ * ENOMEM: everything freed). */
+static struct fc_listing *lst_finish(struct lst_builder *b, double fetched)
+{
+    struct fc_listing *l = b->l;
+    size_t out = 0;
+
+    if (!b->failed && (l->key = strdup(b->dirkey)) == NULL)
+        b->failed = true;
+    if (b->failed) {
+        fc_listing_unref(l);
+        return NULL;
+    }
+    qsort(l->ents, l->n, sizeof(*l->ents), dirent_cmp);
+    /* keep the first of equal names (the directory, by dirent_cmp) */
+    for (size_t i = 0; i < l->n; i++) {
+        if (out > 0 && strcmp(l->ents[out - 1].name, l->ents[i].name) == 0)
+            continue; /* its strings stay in the arena */
+        l->ents[out++] = l->ents[i];
+    }
+    l->n = out;
+    if (out < b->cap) {
+        /* give back the doubling's slack */
+        struct fc_dirent *ne = realloc(l->ents, (out ? out : 1) *
+                                                    sizeof(*ne));
+        if (ne != NULL)
+            l->ents = ne;
+    }
+    l->fetched = fetched;
+    return l;
+}
+
 /* Builds a listing from LIST pages (see header). */
 struct fc_listing *fc_listing_build(const char *dirkey,
                                     struct fc_listpage *pages, size_t npages,
                                     double fetched)
 {
-    size_t dl = strlen(dirkey), total = 0, n = 0, out;
-    struct fc_listing *l = calloc(1, sizeof(*l));
+    struct lst_builder b;
+    struct fc_listing *l = NULL;
 
-    if (l == NULL)
-        goto out_pages;
-    for (size_t i = 0; i < npages; i++)
-        total += pages[i].nobjs + pages[i].nprefixes;
-    l->ents = calloc(total ? total : 1, sizeof(*l->ents));
-    if (l->ents == NULL)
-        goto out_free;
-    for (size_t i = 0; i < npages; i++) {
-        struct fc_listpage *p = &pages[i];
-        for (size_t j = 0; j < p->nobjs; j++) {
-            struct fc_listobj *o = &p->objs[j];
-            const char *name = o->key + dl;
-            if (strncmp(o->key, dirkey, dl) != 0 || !name_is_valid(name) ||
-                strchr(name, '/') != NULL)
-                continue; /* the dir marker itself, or unrepresentable */
-            l->ents[n].name = strdup(name);
-            l->ents[n].etag = o->etag;
-            o->etag = NULL;
-            l->ents[n].size = o->size;
-            l->ents[n].mtime = o->mtime;
-            if (l->ents[n].name == NULL || l->ents[n].etag == NULL) {
-                l->n = n + 1;
-                goto out_free;
-            }
-            n++;
-        }
-        for (size_t j = 0; j < p->nprefixes; j++) {
-            char *pre = p->prefixes[j];
-            size_t pl = strlen(pre);
-            if (strncmp(pre, dirkey, dl) != 0 || pl < dl + 2)
-                continue;
-            pre[pl - 1] = '\0'; /* drop the trailing '/' */
-            if (!name_is_valid(pre + dl))
-                continue;
-            l->ents[n].name = strdup(pre + dl);
-            l->ents[n].etag = strdup("");
-            l->ents[n].is_dir = true;
-            l->ents[n].mtime = 0;
-            if (l->ents[n].name == NULL || l->ents[n].etag == NULL) {
-                l->n = n + 1;
-                goto out_free;
-            }
-            n++;
-        }
+    if (lst_begin(&b, dirkey) == 0) {
+        for (size_t i = 0; i < npages; i++)
+            lst_add_page(&b, &pages[i]);
+        l = lst_finish(&b, fetched);
     }
-    qsort(l->ents, n, sizeof(*l->ents), dirent_cmp);
-    /* keep the first of equal names (the directory, by dirent_cmp) */
-    out = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (out > 0 && strcmp(l->ents[out - 1].name, l->ents[i].name) == 0) {
-            free(l->ents[i].name);
-            free(l->ents[i].etag);
-            continue;
-        }
-        l->ents[out++] = l->ents[i];
-    }
-    l->n = out;
-    l->fetched = fetched;
-    atomic_init(&l->refs, 1);
-    if ((l->key = strdup(dirkey)) == NULL)
-        goto out_free;
     for (size_t i = 0; i < npages; i++)
         fc_listpage_fini(&pages[i]);
     return l;
-
-out_free:
-    atomic_init(&l->refs, 1);
-    fc_listing_unref(l);
-out_pages:
-    for (size_t i = 0; i < npages; i++)
-        fc_listpage_fini(&pages[i]);
-    return NULL;
 }
 
 /* Binary search (see header). */
@@ -802,50 +890,49 @@ struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey)
     return cached_listing(fs, dirkey, false);
 }
 
-/* Fetches all pages of a directory. 0 and *out, or -errno. */
+/* Fetches all pages of a directory, copying each into the listing as it
+ * comes. 0 and *out, or -errno. */
 static int dir_fetch(struct fc_fs *fs, const char *dirkey,
                      struct fc_listing **out)
 {
-    struct fc_listpage *pages = NULL;
-    size_t npages = 0, cap = 0;
-    const char *token = NULL;
+    struct lst_builder b;
+    struct fc_listpage page;
+    char *token = NULL;
     double started = fc_now();
     int ret;
 
+    if (lst_begin(&b, dirkey) < 0)
+        return -ENOMEM;
     for (;;) {
-        if (npages == cap) {
-            size_t ncap = cap ? 2 * cap : 4;
-            struct fc_listpage *np = realloc(pages, ncap * sizeof(*np));
-            if (np == NULL) {
-                ret = -ENOMEM;
-                goto out_pages;
-            }
-            pages = np;
-            cap = ncap;
+        bool more;
+        fc_listpage_init(&page);
+        ret = fc_s3_list(fs->s3, dirkey, token, 1000, &page);
+        free(token);
+        token = NULL;
+        if (ret < 0) {
+            fc_listpage_fini(&page);
+            b.failed = true;
+            (void)lst_finish(&b, started);
+            return ret;
         }
-        fc_listpage_init(&pages[npages]);
-        ret = fc_s3_list(fs->s3, dirkey, token, 1000, &pages[npages]);
-        npages++;
-        if (ret < 0)
-            goto out_pages;
-        if (!pages[npages - 1].truncated)
-            break;
-        token = pages[npages - 1].next_token;
-        if (token == NULL || token[0] == '\0') {
+        lst_add_page(&b, &page);
+        more = page.truncated;
+        if (more && (page.next_token == NULL || page.next_token[0] == '\0')) {
             cm_log(CM_LOG_WARN, 0,
                    "ecfs LIST %s: truncated page without a token", dirkey);
-            break;
+            more = false;
         }
+        if (more) {
+            token = page.next_token; /* ours now */
+            page.next_token = NULL;
+        }
+        fc_listpage_fini(&page);
+        if (!more || b.failed)
+            break;
     }
-    *out = fc_listing_build(dirkey, pages, npages, started);
-    free(pages);
+    free(token);
+    *out = lst_finish(&b, started);
     return *out ? 0 : -ENOMEM;
-
-out_pages:
-    for (size_t i = 0; i < npages; i++)
-        fc_listpage_fini(&pages[i]);
-    free(pages);
-    return ret;
 }
 
 /* Cached or fetched listing (see header). */

@@ -28,11 +28,11 @@ struct fc_wfile;
 
 /* One directory entry of a listing snapshot. */
 struct fc_dirent {
-    char *name; /* entry name (no '/'); owned by the listing */
+    char *name; /* entry name (no '/'); in the listing's arena */
     bool is_dir;
     uint64_t size;
     time_t mtime;
-    char *etag; /* owned by the listing; "" for directories */
+    char *etag; /* in the listing's arena; "" for directories */
 };
 
 /* Immutable after creation; freed when the last reference goes. */
@@ -43,6 +43,7 @@ struct fc_listing {
     double fetched;    /* fc_now() when the LIST started */
     size_t n;
     struct fc_dirent *ents; /* sorted by name (bytewise), unique names */
+    struct lst_chunk *arena; /* every name and ETag of ents (inode.c) */
 };
 
 /* Attributes of an object or directory. */

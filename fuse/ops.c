@@ -981,6 +981,21 @@ static void fc_op_opendir(fuse_req_t req, fuse_ino_t ino,
         dh_free(dh);
 }
 
+/* A directory of more entries than this gets readdirplus entries without
+ * inodes (see do_readdir): 10^6 inodes would cost far more memory than
+ * the listing itself (fuse/README.md, "Memory"). */
+#define FC_PLUS_INODES_MAX 16384
+
+/* d_ino of an entry without an inode: a stable hash of its key. */
+static uint64_t key_ino_hash(const char *key)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h | (1ull << 62);
+}
+
 /* Fills a readdir(plus) buffer from the snapshot, starting at entry @off
  * (0 ".", 1 "..", 2.. listing entries). Replies. */
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -1030,7 +1045,20 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             err = ENOMEM;
             break;
         }
-        if (plus) {
+        if (plus && l->n > FC_PLUS_INODES_MAX) {
+            /* a huge directory: the name and type only, no inode (the
+             * kernel makes none for node id 0), so listing it (ls -f,
+             * find) costs the listing's memory alone; what is stat'ed or
+             * opened is looked up from the listing, without a request */
+            e.attr.st_ino = key_ino_hash(key);
+            e.attr.st_mode = d->is_dir ? S_IFDIR : S_IFREG;
+            ent = fuse_add_direntry_plus(req, buf + pos, size - pos, name, &e,
+                                         i + 1);
+            if (ent > size - pos) {
+                free(key);
+                break;
+            }
+        } else if (plus) {
             if (make_entry(fs, key, &a, l->fetched, &e) < 0) {
                 free(key);
                 err = ENOMEM;
@@ -1045,12 +1073,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                 break;
             }
         } else {
-            /* plain readdir: d_ino is informative only; use a live inode
-             * number when there is one, else a stable hash of the key */
-            uint64_t h = 1469598103934665603ull;
-            for (const char *p = key; *p; p++)
-                h = (h ^ (unsigned char)*p) * 1099511628211ull;
-            e.attr.st_ino = (h | (1ull << 62));
+            /* plain readdir: d_ino is informative only */
+            e.attr.st_ino = key_ino_hash(key);
             e.attr.st_mode = d->is_dir ? S_IFDIR : S_IFREG;
             ent = fuse_add_direntry(req, buf + pos, size - pos, name, &e.attr,
                                     i + 1);
