@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "fuse/dcache.h"
 #include "fuse/fs.h"
 #include "fuse/inode.h"
 #include "fuse/read.h"
@@ -1153,6 +1154,24 @@ static int stream_upload(struct fc_wfile *wf, char *etag)
     return ret;
 }
 
+/* With -o cache_dir: removes the disk-cache blocks of the version this
+ * commit replaced (the inode's attributes still name it), so they take no
+ * room until evicted; they could never be served (blocks are keyed by
+ * ETag). */
+static void drop_cached_version(struct fc_wfile *wf, const char *etag)
+{
+    struct fc_fs *fs = wf->fs;
+    size_t bs = fs->o.block_size;
+    struct fc_attr old;
+
+    if (fs->dcache == NULL)
+        return;
+    fc_inode_get_attr(fs->itab, wf->in, &old, NULL);
+    if (old.etag[0] != '\0' && strcmp(old.etag, etag) != 0)
+        fc_dcache_drop(fs->dcache, wf->key, old.etag, bs,
+                       (old.size + bs - 1) / bs);
+}
+
 /* Commits a dirty handle. wlock held. */
 static int commit(struct fc_wfile *wf)
 {
@@ -1215,6 +1234,7 @@ static int commit(struct fc_wfile *wf)
     snprintf(a.etag, sizeof(a.etag), "%s", etag);
     snprintf(wf->base_etag, sizeof(wf->base_etag), "%s", etag);
     wf->base_size = wf->size;
+    drop_cached_version(wf, etag);
     /* a later open pins this version; an empty ETag (a server that sent
      * none) makes the next revalidation ask */
     fc_inode_set_attr(fs->itab, wf->in, &a, etag[0] ? fc_now() : 0);

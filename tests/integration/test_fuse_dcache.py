@@ -224,3 +224,26 @@ def test_kill9_while_caching(s3_server, tree, ecfs_mount, tmp_path):
     read_all(m, bodies)
     assert m.stats()["get"] == 0
     m.unmount()
+
+
+def test_write_through_mount_drops_old_blocks(s3_server, tree, ecfs_mount,
+                                              tmp_path):
+    _, bucket, bodies = tree
+    cd = tmp_path / "cache"
+    m = mount_of(s3_server, ecfs_mount, bucket,
+                 opts=["cache_dir=" + str(cd)])
+    read_all(m, bodies)
+    assert len(block_files(cd)) == 34
+    new = os.urandom(5000)
+    with open(os.path.join(m.path, "d/f07.bin"), "wb") as f:
+        f.write(new)
+    bodies["d/f07.bin"] = new
+    # the replaced version's block is gone; the new one is read and cached
+    assert len(block_files(cd)) == 33
+    read_all(m, bodies)
+    m.unmount()
+    m = mount_cached(s3_server, ecfs_mount, bucket, cd)
+    read_all(m, bodies)
+    s = m.stats()
+    assert s["get"] == 0 and s["dcache_hits"] == 34, s
+    m.unmount()
