@@ -689,7 +689,6 @@ static bool name_is_valid(const char *name)
            strcmp(name, "..") != 0 && strlen(name) <= 255;
 }
 
-
 /* A listing being built page by page (dir_fetch frees each page once it is
  * copied in, so a 10^6-entry directory never holds its 1000 pages at once). */
 struct lst_builder {
@@ -742,8 +741,8 @@ static bool lst_add(struct lst_builder *b, const char *name, size_t nl,
     }
     e = &l->ents[l->n];
     e->name = lst_strdup(b, name, nl);
-    e->etag = etag[0] ? lst_strdup(b, etag, strlen(etag))
-                      : CM_UNCONST(char *, "");
+    e->etag =
+        etag[0] ? lst_strdup(b, etag, strlen(etag)) : CM_UNCONST(char *, "");
     if (e->name == NULL || e->etag == NULL)
         return false;
     e->is_dir = is_dir;
@@ -819,8 +818,7 @@ static struct fc_listing *lst_finish(struct lst_builder *b, double fetched)
     l->n = out;
     if (out < b->cap) {
         /* give back the doubling's slack */
-        struct fc_dirent *ne = realloc(l->ents, (out ? out : 1) *
-                                                    sizeof(*ne));
+        struct fc_dirent *ne = realloc(l->ents, (out ? out : 1) * sizeof(*ne));
         if (ne != NULL)
             l->ents = ne;
     }
