@@ -42,7 +42,7 @@ struct fc_listing {
     UT_hash_handle hh; /* in itab's listing cache; itab->lock */
     double fetched;    /* fc_now() when the LIST started */
     size_t n;
-    struct fc_dirent *ents; /* sorted by name (bytewise), unique names */
+    struct fc_dirent *ents;  /* sorted by name (bytewise), unique names */
     struct lst_chunk *arena; /* every name and ETag of ents (inode.c) */
 };
 
