@@ -1,0 +1,276 @@
+#!/usr/bin/python3
+"""tests/bench/bench_monitoring.py - what monitoring costs (issue 19),
+figures side by side, not pass/fail.
+
+  * storaged, 4 KiB GETs (wrk, 64 keep-alive connections, presigned SigV4
+    URLs over N objects): "off" (no --otlp-endpoint, no --console) against
+    "on" (--otlp-endpoint to a local OTLP receiver with --otlp-interval 1,
+    and --console with the page fetched once a second, as an open browser
+    tab does with its 1 s refresh). Both servers run on their own drive
+    directories with the same data; while one is measured the other is
+    stopped with SIGSTOP (its receiver and page fetcher pause too), so
+    neither steals CPU from the other. Rounds alternate off/on; medians,
+    ranges, the on/off ratio, and server CPU microseconds per request.
+  * ecfs, a cold epoch: F small files (4..16 KiB) read once each by T
+    threads (like DataLoader workers) from a fresh ro mount, with and
+    without -o metrics=127.0.0.1:PORT (scraped once a second during the
+    epoch, as Prometheus would); rounds alternate; files/s, ecfs CPU per
+    file, on/off ratio.
+
+Goal (issue 19): both ratios >= 0.98.
+
+Usage: tests/bench/bench_monitoring.py [--seconds S] [--objects N]
+       [--files F] [--threads T] [--rounds R] [--only get,epoch]
+Environment: ECFS_BIN_DIR (default <repo>/bin).
+"""
+
+import argparse
+import base64
+import concurrent.futures
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "integration"))
+import bench_s3_server as bs  # noqa: E402
+from otlp_util import OtlpReceiver  # noqa: E402
+
+BIN = bs.BIN
+AK, SK = bs.AK, bs.SK
+
+
+def start_storaged(work, name, extra):
+    drives = [os.path.join(work, name, "d%d" % i) for i in range(4)]
+    for d in drives:
+        os.makedirs(d)
+    port = bs.free_port()
+    env = dict(os.environ, STORAGED_ROOT_USER=AK, STORAGED_ROOT_PASSWORD=SK)
+    log = open(os.path.join(work, name + ".log"), "wb")
+    p = subprocess.Popen([os.path.join(BIN, "storaged"), "serve", "--address",
+                          "127.0.0.1:%d" % port] + extra + drives, env=env,
+                         stdout=log, stderr=log)
+    ep = "http://127.0.0.1:%d" % port
+    bs.wait_http(ep + "/health/ready")
+    return p, ep
+
+
+def spread(v):
+    return "%.0f [%.0f-%.0f]" % (bs.median(v), min(v), max(v))
+
+
+def bench_get(a, work):
+    rx = OtlpReceiver()
+    cport = bs.free_port()
+    off, ep_off = start_storaged(work, "off", [])
+    on, ep_on = start_storaged(work, "on", [
+        "--otlp-endpoint", rx.url, "--otlp-interval", "1",
+        "--console", "127.0.0.1:%d" % cport])
+    procs = [off, on]
+    page_run = threading.Event()
+    stop = threading.Event()
+    auth = "Basic " + base64.b64encode(("%s:%s" % (AK, SK)).encode()).decode()
+
+    def page_loop():  # the open console tab
+        while not stop.is_set():
+            if page_run.is_set():
+                rq = urllib.request.Request("http://127.0.0.1:%d/" % cport,
+                                            headers={"Authorization": auth})
+                try:
+                    urllib.request.urlopen(rq, timeout=5).read()
+                except OSError:
+                    pass
+            stop.wait(1.0)
+    th = threading.Thread(target=page_loop, daemon=True)
+    th.start()
+    try:
+        scripts = {}
+        for name, ep in (("off", ep_off), ("on", ep_on)):
+            s3 = bs.client(ep)
+            s3.create_bucket(Bucket="bench")
+            keys = ["obj/%05d.bin" % i for i in range(a.objects)]
+            with concurrent.futures.ThreadPoolExecutor(16) as ex:
+                list(ex.map(lambda k: s3.put_object(Bucket="bench", Key=k,
+                                                    Body=os.urandom(4096)),
+                            keys))
+            urls = ["/" + s3.generate_presigned_url(
+                "get_object", Params={"Bucket": "bench", "Key": k},
+                ExpiresIn=3600).split("://", 1)[1].split("/", 1)[1]
+                for k in keys]
+            scripts[name] = os.path.join(work, "get_%s.lua" % name)
+            bs.lua_rotate(scripts[name], "GET", urls)
+        res = {"off": [], "on": []}
+        for r in range(a.rounds):
+            for name in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                me, other = (off, on) if name == "off" else (on, off)
+                os.kill(other.pid, signal.SIGSTOP)
+                os.kill(me.pid, signal.SIGCONT)
+                if name == "on":
+                    page_run.set()
+                ep = ep_off if name == "off" else ep_on
+                bs.wrk(ep, scripts[name], 1)  # warm
+                res[name].append(bs.wrk_cpu(ep, scripts[name], a.seconds,
+                                            [me.pid]))
+                page_run.clear()
+        os.kill(on.pid, signal.SIGCONT)
+        os.kill(off.pid, signal.SIGCONT)
+        pushes = rx.count("storaged")
+        rps = {k: [x["rps"] for x in v] for k, v in res.items()}
+        cpu = {k: [x["cpu_us_per_req"] for x in v] for k, v in res.items()}
+        bad = sum(x["non2xx"] for v in res.values() for x in v)
+        print("GET 4 KiB, wrk -c64 %d s x %d rounds, %d objects"
+              % (a.seconds, a.rounds, a.objects))
+        print("  off: %s req/s, %.1f us CPU/req" % (spread(rps["off"]),
+                                                   bs.median(cpu["off"])))
+        print("  on : %s req/s, %.1f us CPU/req  (OTLP every 1 s: %d pushes "
+              "received; console page every 1 s)"
+              % (spread(rps["on"]), bs.median(cpu["on"]), pushes))
+        print("  on/off: %.3f req/s (median of per-round ratios %.3f), "
+              "CPU/req %.3f; non-2xx %d"
+              % (bs.median(rps["on"]) / bs.median(rps["off"]),
+                 bs.median([x / y for x, y in zip(rps["on"], rps["off"])]),
+                 bs.median(cpu["on"]) / bs.median(cpu["off"]), bad))
+        return {"get_off": res["off"], "get_on": res["on"], "pushes": pushes}
+    finally:
+        stop.set()
+        for p in procs:
+            try:
+                os.kill(p.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            p.terminate()
+            p.wait(30)
+        rx.stop()
+
+
+def read_all(root, files, threads):
+    def one(p):
+        with open(os.path.join(root, p), "rb") as f:
+            return len(f.read())
+    with concurrent.futures.ThreadPoolExecutor(threads) as ex:
+        return sum(ex.map(one, files))
+
+
+def proc_cpu_s(pid):
+    return bs.cpu_ticks([pid]) / os.sysconf("SC_CLK_TCK")
+
+
+def ecfs_pid(mnt):
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"ecfs") and mnt.encode() in argv:
+                return int(d)
+    raise RuntimeError("no ecfs process for %s" % mnt)
+
+
+def bench_epoch(a, work):
+    sp, ep = start_storaged(work, "epoch", [])
+    try:
+        s3 = bs.client(ep)
+        s3.create_bucket(Bucket="dset")
+        files = ["c%02d/f%05d.bin" % (i % 10, i) for i in range(a.files)]
+        sizes = {f: 4096 * (1 + i % 4) for i, f in enumerate(files)}
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            list(ex.map(lambda f: s3.put_object(Bucket="dset", Key=f,
+                                                Body=os.urandom(sizes[f])),
+                        files))
+        total = sum(sizes.values())
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK)
+        res = {"off": [], "on": []}
+        cpu = {"off": [], "on": []}
+        for r in range(a.rounds + 1):  # round 0 warms storaged's page cache
+            for name in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                mnt = tempfile.mkdtemp(dir=work)
+                opts = "endpoint=%s,ro" % ep
+                mport = None
+                if name == "on":
+                    mport = bs.free_port()
+                    opts += ",metrics=127.0.0.1:%d" % mport
+                subprocess.run([os.path.join(BIN, "ecfs"), "dset", mnt, "-o",
+                                opts], env=env, check=True, timeout=30)
+                stop = threading.Event()
+
+                def scraper():  # Prometheus scraping every second
+                    while not stop.wait(1.0):
+                        try:
+                            urllib.request.urlopen(
+                                "http://127.0.0.1:%d/metrics" % mport,
+                                timeout=5).read()
+                        except OSError:
+                            pass
+                th = None
+                if mport:
+                    th = threading.Thread(target=scraper, daemon=True)
+                    th.start()
+                try:
+                    pid = ecfs_pid(mnt)
+                    c0 = proc_cpu_s(pid)
+                    t0 = time.perf_counter()
+                    got = read_all(mnt, files, a.threads)
+                    dt = time.perf_counter() - t0
+                    c1 = proc_cpu_s(pid)
+                    assert got == total, (got, total)
+                    if r > 0:
+                        res[name].append(len(files) / dt)
+                        cpu[name].append((c1 - c0) * 1e6 / len(files))
+                finally:
+                    stop.set()
+                    if th:
+                        th.join()
+                    subprocess.run(["fusermount3", "-u", mnt], timeout=30)
+                    os.rmdir(mnt)
+        print("ecfs cold epoch, %d files of 4-16 KiB, %d reader threads, "
+              "%d rounds (fresh ro mount each)" % (a.files, a.threads,
+                                                    a.rounds))
+        print("  without -o metrics: %s files/s, %.0f us ecfs CPU/file"
+              % (spread(res["off"]), bs.median(cpu["off"])))
+        print("  with    -o metrics: %s files/s, %.0f us ecfs CPU/file "
+              "(scraped every 1 s)" % (spread(res["on"]),
+                                       bs.median(cpu["on"])))
+        print("  with/without: %.3f files/s (median of per-round ratios "
+              "%.3f), CPU/file %.3f"
+              % (bs.median(res["on"]) / bs.median(res["off"]),
+                 bs.median([x / y for x, y in zip(res["on"], res["off"])]),
+                 bs.median(cpu["on"]) / bs.median(cpu["off"])))
+        return {"epoch_off": res["off"], "epoch_on": res["on"],
+                "cpu_off": cpu["off"], "cpu_on": cpu["on"]}
+    finally:
+        sp.terminate()
+        sp.wait(30)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--objects", type=int, default=1000)
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--only", default="get,epoch")
+    a = ap.parse_args()
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="bench-mon-") as work:
+        if "get" in a.only:
+            out.update(bench_get(a, work))
+        if "epoch" in a.only:
+            out.update(bench_epoch(a, work))
+    if os.environ.get("RESULTS_DIR"):
+        with open(os.path.join(os.environ["RESULTS_DIR"], "monitoring.json"),
+                  "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
