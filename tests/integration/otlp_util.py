@@ -25,6 +25,8 @@ import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from conftest import free_port  # noqa: F401 (tests import it from here too)
+
 
 def _attrs(lst):
     out = []
@@ -154,11 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class OtlpReceiver:
     def __init__(self, port=None):
-        if port is None:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-        self.port = port
+        self.port = port or free_port()
         self.url = "http://127.0.0.1:%d" % port
         self.pushes, self.errors = [], []
         self.conns = set()  # kept-alive connections, cut by stop()
@@ -211,12 +209,6 @@ class OtlpReceiver:
                              "errors: %r" % (service, timeout,
                                              last and sorted(last[1])[:40],
                                              self.errors))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
