@@ -157,7 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
 class OtlpReceiver:
     def __init__(self, port=None):
         self.port = port or free_port()
-        self.url = "http://127.0.0.1:%d" % port
+        self.url = "http://127.0.0.1:%d" % self.port
         self.pushes, self.errors = [], []
         self.conns = set()  # kept-alive connections, cut by stop()
         self.lock = threading.Lock()
