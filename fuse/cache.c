@@ -18,8 +18,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "fuse/metrics.h"
-
 struct fc_cache {
     pthread_mutex_t lock;   /* protects everything below and block fields */
     pthread_cond_t cond;    /* broadcast when a block leaves LOADING */
@@ -162,8 +160,6 @@ _Thread_local bool fc_cache_waited;
 
 static void block_free(struct fc_block *b)
 {
-    if (atomic_load_explicit(&b->pf_unread, memory_order_relaxed))
-        fc_metrics_prefetch_wasted();
     fc_cache_buf_free(b->data);
     free(b->id);
     free(b);

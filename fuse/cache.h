@@ -5,7 +5,6 @@
  * Callers hold references; eviction only frees unreferenced READY blocks. */
 #ifndef FUSE_CACHE_H
 #define FUSE_CACHE_H
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,8 +19,6 @@ struct fc_block {
     char *data; /* owned by the block; from fc_cache_buf_alloc */
     size_t len; /* valid bytes */
     int err;    /* -errno when FAILED */
-    /* prefetched and not read yet (fuse/metrics.c: prefetch used/wasted) */
-    atomic_bool pf_unread;
     /* the rest is private to cache.c */
     enum fc_block_state state;
     int refs;

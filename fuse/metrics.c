@@ -27,6 +27,7 @@
 #include "fuse/dcache.h"
 #include "fuse/fs.h"
 #include "fuse/inode.h"
+#include "fuse/read.h"
 #include "fuse/s3.h"
 
 #define ECFS_METRICS_VERSION "0.1"
@@ -93,7 +94,7 @@ static struct {
     struct hist s3_lat[API_COUNT];
     atomic_uint_fast64_t s3_down[API_COUNT], s3_up[API_COUNT];
     atomic_uint_fast64_t hits, misses, read_bytes;
-    atomic_uint_fast64_t pf_issued, pf_used, pf_wasted;
+    atomic_uint_fast64_t ra_bytes; /* readahead fetched */
     atomic_uint_fast64_t wait_ns;
     struct hist wait;
 } M;
@@ -158,8 +159,7 @@ void fc_metrics_s3(void *h, size_t stat_off, long status)
 }
 
 /* See header. */
-void fc_metrics_read_block(double t0, bool owner, unsigned n,
-                           struct fc_block *b)
+void fc_metrics_read_block(double t0, bool owner, unsigned n)
 {
     double w;
 
@@ -169,10 +169,6 @@ void fc_metrics_read_block(double t0, bool owner, unsigned n,
         atomic_fetch_add_explicit(&M.misses, n, memory_order_relaxed);
     } else {
         atomic_fetch_add_explicit(&M.hits, 1, memory_order_relaxed);
-        if (b && atomic_load_explicit(&b->pf_unread, memory_order_relaxed) &&
-            atomic_exchange_explicit(&b->pf_unread, false,
-                                     memory_order_relaxed))
-            atomic_fetch_add_explicit(&M.pf_used, 1, memory_order_relaxed);
         if (!fc_cache_waited)
             return; /* it was ready: no wait */
     }
@@ -183,19 +179,16 @@ void fc_metrics_read_block(double t0, bool owner, unsigned n,
 }
 
 /* See header. */
-void fc_metrics_prefetch_issued(struct fc_block **blks, unsigned n)
+void fc_metrics_readahead(struct fc_block **blks, unsigned n)
 {
+    uint64_t bytes = 0;
+
     if (!fc_metrics_on)
         return;
     for (unsigned i = 0; i < n; i++)
-        atomic_store_explicit(&blks[i]->pf_unread, true, memory_order_relaxed);
-    atomic_fetch_add_explicit(&M.pf_issued, n, memory_order_relaxed);
-}
-
-/* See header. */
-void fc_metrics_prefetch_wasted(void)
-{
-    atomic_fetch_add_explicit(&M.pf_wasted, 1, memory_order_relaxed);
+        if (blks[i]->state == FC_BLOCK_READY)
+            bytes += blks[i]->len;
+    atomic_fetch_add_explicit(&M.ra_bytes, bytes, memory_order_relaxed);
 }
 
 /* See header. */
@@ -348,6 +341,54 @@ static int render_dcache(struct fc_fs *fs, struct cm_buf *o)
     return ret;
 }
 
+/* The value of " @name=N" in @flat, 0 when absent. */
+static unsigned long long flat_get(const char *flat, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *p = strstr(flat, name); p; p = strstr(p + 1, name))
+        if ((p == flat || p[-1] == ' ') && p[n] == '=')
+            return strtoull(p + n + 1, NULL, 10);
+    return 0;
+}
+
+/* Prefetch issued/used/wasted: readahead bytes counted here; directory
+ * prefetch from the read path's own accounting (fc_read_stats_format's
+ * dir_prefetch_*: bytes queued, not read yet, evicted unread), the one
+ * source .ecfs-stats shows too. A readahead block is not tracked once
+ * fetched, so readahead has only "issued". */
+static int render_prefetch(struct fc_fs *fs, struct cm_buf *o)
+{
+    char flat[2048] = "";
+    unsigned long long dq, du, dw;
+
+    if (fs->pf != NULL)
+        (void)fc_read_stats_format(fs, flat, sizeof(flat));
+    dq = flat_get(flat, "dir_prefetch_bytes");
+    du = flat_get(flat, "dir_prefetch_unread_bytes");
+    dw = flat_get(flat, "dir_prefetch_evicted_unread_bytes");
+    return cm_buf_appendf(
+        o,
+        "# HELP ecfs_prefetch_issued_bytes_total Bytes fetched ahead of "
+        "reads, by kind (readahead of a sequential reader, directory "
+        "prefetch of small files).\n"
+        "# TYPE ecfs_prefetch_issued_bytes_total counter\n"
+        "ecfs_prefetch_issued_bytes_total{kind=\"readahead\"} %llu\n"
+        "ecfs_prefetch_issued_bytes_total{kind=\"dir\"} %llu\n"
+        "# HELP ecfs_prefetch_used_bytes_total Prefetched bytes a read then "
+        "used.\n"
+        "# TYPE ecfs_prefetch_used_bytes_total counter\n"
+        "ecfs_prefetch_used_bytes_total{kind=\"dir\"} %llu\n"
+        "# HELP ecfs_prefetch_wasted_bytes_total Prefetched bytes evicted "
+        "before any read.\n"
+        "# TYPE ecfs_prefetch_wasted_bytes_total counter\n"
+        "ecfs_prefetch_wasted_bytes_total{kind=\"dir\"} %llu\n"
+        "# HELP ecfs_prefetch_unread_bytes Prefetched bytes not read yet.\n"
+        "# TYPE ecfs_prefetch_unread_bytes gauge\n"
+        "ecfs_prefetch_unread_bytes{kind=\"dir\"} %llu\n",
+        ld(&M.ra_bytes), dq, dq - (du < dq ? du : dq), dw, du);
+}
+
 static int render_cache(struct fc_fs *fs, struct cm_buf *o)
 {
     size_t bytes = 0, blocks = 0;
@@ -373,20 +414,10 @@ static int render_cache(struct fc_fs *fs, struct cm_buf *o)
     if (ret == 0)
         ret = render_dcache(fs, o);
     if (ret == 0)
+        ret = render_prefetch(fs, o);
+    if (ret == 0)
         ret = cm_buf_appendf(
             o,
-            "# HELP ecfs_prefetch_issued_blocks_total Blocks fetched ahead "
-            "(readahead and directory prefetch).\n"
-            "# TYPE ecfs_prefetch_issued_blocks_total counter\n"
-            "ecfs_prefetch_issued_blocks_total %llu\n"
-            "# HELP ecfs_prefetch_used_blocks_total Prefetched blocks a read "
-            "then used.\n"
-            "# TYPE ecfs_prefetch_used_blocks_total counter\n"
-            "ecfs_prefetch_used_blocks_total %llu\n"
-            "# HELP ecfs_prefetch_wasted_blocks_total Prefetched blocks "
-            "evicted unread.\n"
-            "# TYPE ecfs_prefetch_wasted_blocks_total counter\n"
-            "ecfs_prefetch_wasted_blocks_total %llu\n"
             "# HELP ecfs_reader_wait_seconds_total Time FUSE reads spent "
             "waiting for S3 (their own GET or one in flight).\n"
             "# TYPE ecfs_reader_wait_seconds_total counter\n"
@@ -394,7 +425,6 @@ static int render_cache(struct fc_fs *fs, struct cm_buf *o)
             "# HELP ecfs_reader_wait_duration_seconds Each wait of a read "
             "for a block from S3.\n"
             "# TYPE ecfs_reader_wait_duration_seconds histogram\n",
-            ld(&M.pf_issued), ld(&M.pf_used), ld(&M.pf_wasted),
             (double)ld(&M.wait_ns) / 1e9);
     if (ret == 0)
         ret = render_hist(o, "ecfs_reader_wait_duration_seconds", NULL, NULL,

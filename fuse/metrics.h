@@ -77,17 +77,15 @@ void fc_metrics_wrap_ops(const struct fuse_lowlevel_ops *in,
 void fc_metrics_s3(void *h, size_t stat_off, long status);
 
 /* A reader's block lookup started at @t0: @owner (a miss: the reader
- * fetched the @n blocks itself), or a hit on @b, which may have been
- * loading (then the reader waited) and may be a prefetched block read for
- * the first time (prefetch used). Time spent waiting for S3 is reader
- * wait. */
-void fc_metrics_read_block(double t0, bool owner, unsigned n,
-                           struct fc_block *b);
-/* @n blocks handed to a prefetch worker (readahead or directory
- * prefetch); each is marked pf_unread. */
-void fc_metrics_prefetch_issued(struct fc_block **blks, unsigned n);
-/* A block freed while still pf_unread (cache.c). */
-void fc_metrics_prefetch_wasted(void);
+ * fetched the @n blocks itself), or a hit, which may have been loading
+ * (then the reader waited: fc_cache_waited). Time spent waiting for S3 is
+ * reader wait. */
+void fc_metrics_read_block(double t0, bool owner, unsigned n);
+/* A readahead job fetched @blks[0..n) (the bytes of the READY ones count
+ * as readahead issued). Directory prefetch has its own accounting in
+ * cache.c/read.c (dir_prefetch_* of fc_read_stats_format), read at
+ * scrape time. */
+void fc_metrics_readahead(struct fc_block **blks, unsigned n);
 /* Bytes a FUSE read returned. */
 void fc_metrics_read_bytes(uint64_t n);
 

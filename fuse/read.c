@@ -247,9 +247,10 @@ static void *pf_worker(void *arg)
             if (fc_dir_listing(pf->fs, j->key, &l) == 0)
                 fc_listing_unref(l);
         } else {
-            fc_metrics_prefetch_issued(j->blks, j->n);
             (void)fetch_run(pf->fs, j->key, j->etag, j->size, j->first, j->n,
                             j->blks);
+            if (!j->dir) /* directory prefetch is counted by cache.c */
+                fc_metrics_readahead(j->blks, j->n);
         }
         for (unsigned i = 0; i < j->n; i++)
             fc_cache_release(pf->fs->cache, j->blks[i]);
@@ -806,7 +807,7 @@ ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
                 n++;
             (void)fetch_run(fs, o->key, o->etag, o->size, b, n, run);
         }
-        fc_metrics_read_block(t0, owner, n, run[0]);
+        fc_metrics_read_block(t0, owner, n);
         if (b == 0 && off == 0 && o->size <= bs &&
             run[0]->state == FC_BLOCK_READY)
             dir_note(fs, o->key, fc_cache_note_read(fs->cache, run[0]),

@@ -111,17 +111,16 @@ def test_ecfs_metrics_otlp_and_prometheus(storaged, ecfs_mount, tmp_path):
         data, _ = read_file(os.path.join(m.path, "big.bin"))
         assert data == big
         s = scrape(mport)
-        issued = v(s, "ecfs_prefetch_issued_blocks_total")
-        used = v(s, "ecfs_prefetch_used_blocks_total")
-        assert issued >= 1 and 1 <= used <= issued, (issued, used)
-        assert v(s, "ecfs_prefetch_wasted_blocks_total") == 0
+        issued = v(s, "ecfs_prefetch_issued_bytes_total", kind="readahead")
+        assert (1 << 20) <= issued <= len(big), issued
+        assert v(s, "ecfs_prefetch_issued_bytes_total", kind="dir") == 0
         # the push carries the same values, with the resource attributes
         key = ("ecfs_block_cache_hits_total", ())
         hits = v(s, "ecfs_block_cache_hits_total")  # M + the big file's
-        assert hits >= M + used
+        assert hits >= M + 1
+        ra = ("ecfs_prefetch_issued_bytes_total", (("kind", "readahead"),))
         res, pushed, kinds = rx.wait_for(
-            "ecfs", lambda p: p.get(("ecfs_prefetch_used_blocks_total", ()))
-            == used and p.get(key) == hits)
+            "ecfs", lambda p: p.get(ra) == issued and p.get(key) == hits)
         assert res["service.instance.id"].endswith(":" + m.path)
         assert kinds["ecfs_s3_requests_total"] == "counter"
         assert kinds["ecfs_reader_wait_duration_seconds"] == "histogram"
@@ -154,6 +153,8 @@ def test_ecfs_metrics_otlp_and_prometheus(storaged, ecfs_mount, tmp_path):
         gets = sum(val for (name, lab), val in now.items()
                    if name == "ecfs_s3_requests_total" and
                    ("api", "GetObject") in lab)
+        assert v(now, "ecfs_s3_requests_total", api="GetObject",
+                 status="206") >= 2  # the big file's range GETs
         assert gets >= 2 * N + 1  # small files, then the big file's GETs
         end = time.time() + 20
         while time.time() < end:
@@ -172,6 +173,30 @@ def test_ecfs_metrics_otlp_and_prometheus(storaged, ecfs_mount, tmp_path):
         if prom:
             prom.stop()
         rx.stop()
+
+
+def test_ecfs_directory_prefetch_series(storaged, ecfs_mount):
+    """Directory prefetch (dir_prefetch=2): after two small files of a
+    directory were read the others are fetched ahead; the series show the
+    bytes issued and used, none wasted, and fewer reader GETs than files."""
+    srv = storaged()
+    c, bucket = client_bucket(srv)
+    for i in range(12):
+        c.put_object(Bucket=bucket, Key="d/f%02d" % i, Body=b"p" * 8192)
+    mport = free_port()
+    m = mount_of(srv, ecfs_mount, bucket, opts=[
+        "ro", "metrics=127.0.0.1:%d" % mport, "dir_prefetch=2"])
+    d = os.path.join(m.path, "d")
+    for n in sorted(os.listdir(d)):
+        assert read_file(os.path.join(d, n))[0] == b"p" * 8192
+        time.sleep(0.02)  # as a training loop would, between samples
+    s = scrape(mport)
+    issued = v(s, "ecfs_prefetch_issued_bytes_total", kind="dir")
+    used = v(s, "ecfs_prefetch_used_bytes_total", kind="dir")
+    assert 0 < used <= issued <= 10 * 8192, (used, issued)
+    assert v(s, "ecfs_prefetch_wasted_bytes_total", kind="dir") == 0
+    assert v(s, "ecfs_prefetch_unread_bytes", kind="dir") == issued - used
+    assert v(s, "ecfs_block_cache_misses_total") < 12
 
 
 def test_ecfs_metrics_bad_options(storaged, tmp_path):
