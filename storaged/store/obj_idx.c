@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -434,6 +435,25 @@ fail:
         mdb_txn_abort(t);
     obj_idx_close(x, false);
     return rc == MDB_INCOMPATIBLE ? -EBADMSG : mdb_err(rc);
+}
+
+/* Contract in obj_idx.h. */
+bool obj_idx_prefetch(struct obj_idx *x)
+{
+    MDB_envinfo info;
+    struct stat st;
+    long page = sysconf(_SC_PAGESIZE), pages = sysconf(_SC_PHYS_PAGES);
+
+    if (mdb_env_info(x->env, &info) != 0 || info.me_mapaddr == NULL ||
+        stat(x->data_path, &st) < 0 || st.st_size <= 0 || page <= 0 ||
+        pages <= 0)
+        return false;
+    /* only an index that fits a quarter of the RAM: a bigger one would push
+     * out what the page cache holds for the objects */
+    if ((uint64_t)st.st_size > (uint64_t)pages * (uint64_t)page / 4 ||
+        (uint64_t)st.st_size > info.me_mapsize)
+        return false;
+    return madvise(info.me_mapaddr, (size_t)st.st_size, MADV_WILLNEED) == 0;
 }
 
 /* Contract in obj_idx.h. */

@@ -1220,6 +1220,7 @@ int obj_load_verify(struct stor_store *s)
 {
     struct verify_names vn = {0};
     double t0 = mono_s();
+    bool ahead = obj_idx_prefetch(s->idx); /* the walk then hits the cache */
     int ret = obj_idx_bucket_each(s->idx, verify_name, &vn);
 
     for (size_t i = 0; i < vn.n && ret == 0; i++) {
@@ -1244,10 +1245,11 @@ int obj_load_verify(struct stor_store *s)
         __atomic_store_n(&s->idx_verify_done, true, __ATOMIC_RELEASE);
         cm_log(CM_LOG_INFO, 0,
                "index: content verified: %llu records in %zu bucket(s) in "
-               "%.3f s",
+               "%.3f s%s",
                (unsigned long long)__atomic_load_n(&s->idx_verified,
                                                    __ATOMIC_RELAXED),
-               vn.n, s->idx_verify_s);
+               vn.n, s->idx_verify_s,
+               ahead ? " (file read ahead into the page cache)" : "");
     }
     return ret;
 }

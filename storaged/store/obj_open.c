@@ -407,9 +407,11 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
         goto fail;
     }
     /* a trusted index was checked only by its file's identity: its content
-     * is checked while serving (FORMAT.md) */
-    if (trusted && s->threads_started &&
-        pthread_create(&s->load_thread, NULL, verify_main, s) == 0)
+     * is checked while serving (FORMAT.md); the walk also brings its pages
+     * into the page cache and the map, so first lookups do not fault them
+     * in one by one. Not a background thread in STORAGED_NO_BACKGROUND's
+     * sense: it only reads the index, and ends. */
+    if (trusted && pthread_create(&s->load_thread, NULL, verify_main, s) == 0)
         s->load_thread_started = true;
     cm_log(CM_LOG_INFO, 0,
            "store: deployment %s, %zu drives, %d set(s) of "

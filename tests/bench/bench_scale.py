@@ -8,7 +8,11 @@ close), which is far faster than S3. At each size, through S3 on a real
 storaged:
   * start-up time to /health/ready, warm (page cache hot) and cold (the
     index file evicted from the page cache with posix_fadvise DONTNEED;
-    a trusted start reads nothing else per object);
+    a trusted start reads nothing per object), and the server's own
+    storaged_index_open_seconds;
+  * the background content check of the index after a trusted start
+    (storaged_index_verify_seconds): it walks the whole index once, which
+    also brings its pages into memory; the rates below are taken after it;
   * RSS after start and after the rate runs (VmRSS, and RssAnon = heap,
     RssFile = mapped files such as the index, which the kernel may drop);
   * (the server runs without its background scanner and drive probe,
@@ -84,6 +88,30 @@ def ready(url):
             return r.status == 200
     except Exception:
         return False
+
+
+def metrics(url):
+    """The server's /metrics as {name: float} (unlabelled series)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and not line.startswith("#") and "{" not in line:
+            out[parts[0]] = float(parts[1])
+    return out
+
+
+def wait_index_check(url, timeout=1200):
+    """Waits for the background content check of the index (which also
+    brings its pages into memory) to finish; the /metrics figures."""
+    deadline = time.monotonic() + timeout
+    while True:
+        m = metrics(url)
+        if m.get("storaged_index_verify_done") == 1 or \
+                time.monotonic() > deadline:
+            return m
+        time.sleep(0.05)
 
 
 def cpu_s(pid):
@@ -185,6 +213,11 @@ def measure(srv, n, args, rng):
         if len(warm) < 2:
             srv.stop()
     row["start_warm_s"] = min(warm)
+    # the rates are taken once the background index check is done: it walks
+    # (and so maps) the whole index once after every trusted start
+    m = wait_index_check(srv.url)
+    row["open_s"] = m.get("storaged_index_open_seconds", float("nan"))
+    row["check_s"] = m.get("storaged_index_verify_seconds", float("nan"))
     rs = rss_kib(srv.proc.pid)
     row["rss_start_mib"] = rs["VmRSS"] / 1024
     cl = [srv.client() for _ in range(args.clients)]
@@ -228,22 +261,24 @@ def table(rows):
     def ratio(v, b):
         return "%.2f" % (v / b) if b else "-"
     ops = ("put", "head", "get", "delete", "list")
-    out = ["| objects | start warm s | start cold s | RSS MiB (heap + files) "
+    out = ["| objects | start warm s | start cold s | index open s | index "
+           "check s | RSS MiB (heap + files) "
            "| index MiB | PUT/s (x) | HEAD/s (x) | GET/s (x) | DELETE/s (x) "
            "| LIST 1000/s (x) | CPU µs PUT/HEAD/GET/DEL/LIST (x) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cpu = "/".join("%.0f" % r[k][1] for k in ops)
         cpux = "/".join(ratio(r[k][1], base[k][1]) for k in ops)
         out.append(
-            "| %d | %.3f (%s) | %.3f (%s) | %.0f (%.0f + %.0f) | %.1f | "
+            "| %d | %.3f (%s) | %.3f (%s) | %.3f | %.3f | %.0f (%.0f + %.0f) "
+            "| %.1f | "
             "%.0f (%s) | %.0f (%s) | %.0f (%s) | %.0f (%s) | %.1f (%s) "
             "| %s (%s) |" % (
                 r["objects"], r["start_warm_s"],
                 ratio(r["start_warm_s"], base["start_warm_s"]),
                 r["start_cold_s"],
                 ratio(r["start_cold_s"], base["start_cold_s"]),
-                r["rss_mib"], r["anon_mib"], r["file_mib"], r["index_mib"],
+                r["open_s"], r["check_s"], r["rss_mib"], r["anon_mib"], r["file_mib"], r["index_mib"],
                 r["put"][0], ratio(r["put"][0], base["put"][0]),
                 r["head"][0], ratio(r["head"][0], base["head"][0]),
                 r["get"][0], ratio(r["get"][0], base["get"][0]),
