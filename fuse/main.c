@@ -258,7 +258,9 @@ static void usage(const char *prog)
         "    a prefix holding PREFIX/.ecfs-pack/index mounts as the packed tree\n"
         "    (read-only: EROFS; no LIST; members read as range GETs of shards)\n"
         "    -o pack=off            show the raw objects instead\n"
-        "    -o pack_block=SIZE     shard block fetched per GET (default 1M)\n"
+        "    -o pack_block=SIZE     shard block fetched per GET (default 1M; a\n"
+        "                           pack larger than its caches: 64K-1M, about\n"
+        "                           4 members)\n"
         "    -o pack_fetch=shard    fetch a whole shard on its first touch (one\n"
         "                           GET per shard, only while all shards fit in\n"
         "                           cache_size; default block: fewer requests\n"
@@ -500,6 +502,7 @@ static int finish_opts(struct raw_opts *r)
         o->stage_max = sm;
     }
     o->pack_block = 1u << 20;
+    o->pack_block_set = r->pack_block != NULL;
     bad |= parse_size(r->pack_block, &o->pack_block);
     {
         size_t cds = (size_t)10 << 30;

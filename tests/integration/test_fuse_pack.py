@@ -226,8 +226,16 @@ def test_pack_request_economy(storaged, ecfs_mount, tmp_path):
     files_equal(src, x.path)
     s4 = x.stats()
     assert s4["pack_block_gets"] > nshards, s4
-    assert s4["pack_block_bytes"] <= s4["pack_block_gets"] * BLOCK, s4
     assert "do not fit in cache_size" in x.log_text(), x.log_text()
+    # and, the pack being larger than the cache, blocks of a few members
+    # (64K..1M) unless pack_block is given
+    assert 64 << 10 <= s4["pack_block_size"] < BLOCK, s4
+    assert s4["pack_block_bytes"] <= \
+        s4["pack_block_gets"] * s4["pack_block_size"], s4
+    y = ecfs_mount(srv.endpoint, bucket,
+                   opts=["ro", "cache_size=2M", "pack_block=1M"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    assert y.stats()["pack_block_size"] == BLOCK
 
 
 def test_pack_from_bucket(storaged, ecfs_mount, tmp_path):
