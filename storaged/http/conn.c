@@ -104,6 +104,7 @@ struct stor_conn {
     bool in_eof;
     bool buried; /* on the graveyard list */
     int pending; /* cleanup jobs of finished requests still running */
+    struct sockaddr_storage peer;  /* the client's address, from accept */
     struct stor_conn *prev, *next; /* thread's list */
 };
 
@@ -1501,7 +1502,10 @@ static void accept_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
     (void)ev;
     for (;;) {
         struct stor_conn *c;
-        int fd = accept4(io->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(io->fd, (struct sockaddr *)&peer, &plen,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         int one = 1;
 
         if (fd < 0) {
@@ -1517,6 +1521,7 @@ static void accept_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
         }
         c->t = t;
         c->io.fd = fd;
+        c->peer = peer;
         c->io.cb = conn_io_cb;
         c->io.arg = c;
         cm_buf_init(&c->in, CM_BUF_NOLIMIT);
@@ -1824,11 +1829,8 @@ out_free:
 /* See http.h. */
 int stor_req_peer(const struct stor_req *r, struct sockaddr_storage *ss)
 {
-    socklen_t len = sizeof(*ss);
-
     if (r->conn == NULL)
         return -ENOTCONN;
-    if (getpeername(r->conn->io.fd, (struct sockaddr *)ss, &len) < 0)
-        return -errno;
+    *ss = r->conn->peer; /* kept at accept: no syscall per request */
     return 0;
 }

@@ -205,8 +205,8 @@ void *stor_req_loop_data(const struct stor_req *r);
 /* The server of @r (NULL for a request made up by a test). */
 struct stor_http_server *stor_req_server(const struct stor_req *r);
 
-/* The client's address of @r (getpeername); 0 or -errno (-ENOTCONN for a
- * request made up by a test). Loop thread or a job of @r. */
+/* The client's address of @r (as accept gave it); 0 or -ENOTCONN for a
+ * request made up by a test. Loop thread or a job of @r. */
 CM_MUST_CHECK int stor_req_peer(const struct stor_req *r,
                                 struct sockaddr_storage *ss);
 

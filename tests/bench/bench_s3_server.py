@@ -12,10 +12,15 @@ What it measures, each side by side with nginx under the same load:
     URL vs nginx static file), plus storaged's single-stream PUT and its
     peak resident memory (VmHWM) as a check on bounded buffering.
   * 4 KiB PUTs again on a second storaged started with --no-fsync.
+  * policy: 4 KiB GETs presigned by a user whose policy has 10 statements
+    (tests/bench/policy10.json: the GetObject Allow last, four Denies and
+    an aws:SourceIp condition before it) against the same GETs presigned
+    by root (no policy), alternating, on the same server: req/s and CPU
+    per request (goal: the user at >= 0.97x of root).
 
 Usage: tests/bench/bench_s3_server.py [--seconds S] [--objects N]
        [--big-mib M] [--drives D] [--threads T] [--repeat R]
-       [--only get,put,big,nofsync] [--storaged-args ARGS] [--keep]
+       [--only get,put,big,nofsync,policy] [--storaged-args ARGS] [--keep]
 --repeat R runs each GET figure R times, alternating storaged and nginx,
 and reports the median (and the range). Every wrk row also gives the
 server's CPU time per request (utime+stime from /proc, all of nginx's
@@ -215,8 +220,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="storaged --threads")
     ap.add_argument("--repeat", type=int, default=1,
                     help="GET figures: runs per side (median reported)")
-    ap.add_argument("--only", default="get,put,big,nofsync",
-                    help="comma list of phases: get,put,big,nofsync")
+    ap.add_argument("--only", default="get,put,big,nofsync,policy",
+                    help="comma list of phases: get,put,big,nofsync,policy")
     ap.add_argument("--storaged-args", default="",
                     help="extra storaged serve options, e.g. '--cache-mem 256'")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
@@ -309,6 +314,39 @@ def main():
             res["get4k_ratio_runs"] = [x["rps"] / y["rps"] for x, y in zip(gs, gn)]
             mid = sorted(range(len(gs)), key=lambda i: res["get4k_ratio_runs"][i])[len(gs) // 2]
             res["get4k_storaged"], res["get4k_nginx"] = gs[mid], gn[mid]
+        if "policy" in only:
+            # ---- a user with a 10-statement policy against root
+            adm = subprocess.run(
+                [os.path.join(BIN, "storaged"), "admin", "--endpoint", sep,
+                 "user", "add", "bench", "--policy",
+                 os.path.join(REPO, "tests", "bench", "policy10.json")],
+                env=env, capture_output=True, text=True, timeout=60)
+            if adm.returncode != 0:
+                raise RuntimeError("storaged admin: " + adm.stderr)
+            u = json.loads(adm.stdout)
+            import boto3
+            from botocore.config import Config
+            us3 = boto3.client("s3", endpoint_url=sep,
+                               aws_access_key_id=u["access_key"],
+                               aws_secret_access_key=u["secret_key"],
+                               region_name="us-east-1",
+                               config=Config(s3={"addressing_style": "path"},
+                                             signature_version="s3v4"))
+            get_u = ["/" + rel(us3.generate_presigned_url(
+                "get_object", Params={"Bucket": "bench", "Key": k}, ExpiresIn=3600))
+                for k in keys]
+            scripts["get_u"] = os.path.join(work, "get_u.lua")
+            lua_rotate(scripts["get_u"], "GET", get_u, 0)
+            wrk(sep, scripts["get_u"], 1)
+            wrk(sep, scripts["get_s"], 1)
+            pu, pr = [], []
+            for _ in range(max(3, a.repeat)):
+                pu.append(wrk_cpu(sep, scripts["get_u"], a.seconds, spids))
+                pr.append(wrk_cpu(sep, scripts["get_s"], a.seconds, spids))
+            res["policy_user_runs"], res["policy_root_runs"] = pu, pr
+            res["policy_ratio_runs"] = [x["rps"] / y["rps"] for x, y in zip(pu, pr)]
+            res["policy_cpu_ratio_runs"] = [x["cpu_us_per_req"] / y["cpu_us_per_req"]
+                                            for x, y in zip(pu, pr)]
         if "put" in only:
             res["put4k_storaged"] = wrk_cpu(sep, scripts["put_s"], a.seconds, spids)
             res["put4k_nginx"] = wrk_cpu(nep, scripts["put_n"], a.seconds, npids)
@@ -422,6 +460,19 @@ def main():
         print("GET 4 KiB CPU us/req: storaged %s nginx %s" % (
             [round(x["cpu_us_per_req"], 1) for x in res["get4k_storaged_runs"]],
             [round(x["cpu_us_per_req"], 1) for x in res["get4k_nginx_runs"]]))
+    if "policy_ratio_runs" in res:
+        r, c = res["policy_ratio_runs"], res["policy_cpu_ratio_runs"]
+        print("GET 4 KiB, user with a 10-statement policy vs root (no policy), "
+              "%d alternating runs: req/s ratio median %.3f (range %.3f-%.3f); "
+              "user req/s %s, root req/s %s" % (
+                  len(r), median(r), min(r), max(r),
+                  [round(x["rps"]) for x in res["policy_user_runs"]],
+                  [round(x["rps"]) for x in res["policy_root_runs"]]))
+        print("  server CPU us/req: user %s, root %s; CPU ratio median %.3f "
+              "(range %.3f-%.3f)" % (
+                  [round(x["cpu_us_per_req"], 1) for x in res["policy_user_runs"]],
+                  [round(x["cpu_us_per_req"], 1) for x in res["policy_root_runs"]],
+                  median(c), min(c), max(c)))
     if "bigget_storaged_runs" in res:
         print("GET %d MiB runs (MiB/s): storaged %s nginx %s" % (
             a.big_mib, [round(x) for x in res["bigget_storaged_runs"]],

@@ -314,8 +314,9 @@ def verify_unchanged(e, action, tag):
 
 
 def test_awscli_readonly_and_prefix(env, tmp_path):
-    """awscli with the readonly key downloads and lists but cannot upload;
-    with the prefix key it lists train/ but not val/."""
+    """awscli with the readonly key downloads but cannot upload; with the
+    prefix key it cannot list val/ (boto3 covers the rest of the
+    matrix)."""
     srv = env["srv"]
 
     def aws(user, *args):
@@ -327,22 +328,16 @@ def test_awscli_readonly_and_prefix(env, tmp_path):
                                "s3"] + list(args), env=e, capture_output=True,
                               text=True, timeout=60)
 
+    # three calls only: each awscli start costs about a second
     dst = str(tmp_path / "a.jpg")
     p = aws("ro", "cp", "s3://data/train/a.jpg", dst)
     assert p.returncode == 0, p.stderr
     assert open(dst, "rb").read() == b"train/a.jpg"
-    p = aws("ro", "ls", "s3://data/val/")
-    assert p.returncode == 0 and "c.jpg" in p.stdout, p.stderr
     p = aws("ro", "cp", dst, "s3://data/train/from-cli")
     assert p.returncode != 0 and "AccessDenied" in p.stderr, p.stderr
     assert not exists(env["root"], "train/from-cli")
-    p = aws("pfx", "ls", "s3://data/train/")
-    assert p.returncode == 0 and "a.jpg" in p.stdout, p.stderr
     p = aws("pfx", "ls", "s3://data/val/")
     assert p.returncode != 0 and "AccessDenied" in p.stderr, p.stderr
-    p = aws("pfx", "rm", "s3://data/val/c.jpg")
-    assert p.returncode != 0 and "AccessDenied" in p.stderr, p.stderr
-    assert exists(env["root"], "val/c.jpg")
 
 
 def test_list_buckets_shows_what_the_caller_may_use(env):
@@ -441,6 +436,28 @@ def test_policy_change_applies_at_once(env):
     p = admin(srv, "user", "rm", "flip", check=False)
     assert p.returncode == 1 and "NoSuchUser" in p.stderr
     env["root"].delete_object(Bucket=BUCKET, Key="val/flip")
+
+
+def test_source_ip_condition(env):
+    """aws:SourceIp is the connection's address: a policy for 10.0.0.0/8
+    refuses a client on 127.0.0.1, one for 127.0.0.1/32 lets it in."""
+    srv = env["srv"]
+
+    def pol(net):
+        return {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject",
+                               "Resource": "arn:aws:s3:::data/*",
+                               "Condition": {"IpAddress":
+                                             {"aws:SourceIp": net}}}]}
+    far = srv.client(*add_user(srv, env["tmp"], "ipfar", pol("10.0.0.0/8")))
+    near = srv.client(*add_user(srv, env["tmp"], "ipnear",
+                                pol(["127.0.0.1/32", "::1/128"])))
+    assert near.get_object(Bucket=BUCKET, Key="val/c.jpg")["Body"].read() \
+        == b"val/c.jpg"
+    with pytest.raises(Exception) as ei:
+        far.get_object(Bucket=BUCKET, Key="val/c.jpg")
+    assert code(ei.value) == "AccessDenied"
+    admin(srv, "user", "rm", "ipfar")
+    admin(srv, "user", "rm", "ipnear")
 
 
 def test_public_read_bucket_policy(env):
