@@ -17,6 +17,11 @@ figures side by side, not pass/fail.
     epoch, as Prometheus would); rounds alternate; files/s, ecfs CPU per
     file, on/off ratio.
 
+  * the side services' own CPU: an idle storaged (16 drives) pushing and
+    serving the page 10 times a second against one with both off: CPU
+    microseconds per push or page load (steadier than req/s on a busy
+    machine; at 1/s each, divide by the server's CPU per second of load).
+
 Goal (issue 19): both ratios >= 0.98.
 
 Usage: tests/bench/bench_monitoring.py [--seconds S] [--objects N]
@@ -48,7 +53,11 @@ AK, SK = bs.AK, bs.SK
 
 
 def start_storaged(work, name, extra):
-    drives = [os.path.join(work, name, "d%d" % i) for i in range(4)]
+    return start_storaged_n(work, name, extra, 4)
+
+
+def start_storaged_n(work, name, extra, ndrives):
+    drives = [os.path.join(work, name, "d%d" % i) for i in range(ndrives)]
     for d in drives:
         os.makedirs(d)
     port = bs.free_port()
@@ -148,6 +157,50 @@ def bench_get(a, work):
             p.terminate()
             p.wait(30)
         rx.stop()
+
+
+def bench_idle(a, work):
+    """storaged's own CPU for one push and one page: 16 drives, pushes and
+    page loads 10 times a second for --seconds*2, against the same server
+    with both off; the difference divided by the count (steadier on a busy
+    machine than a req/s ratio)."""
+    rx = OtlpReceiver()
+    cport = bs.free_port()
+    auth = "Basic " + base64.b64encode(("%s:%s" % (AK, SK)).encode()).decode()
+    out = {}
+    for name, extra in (("off", []), ("on", [
+            "--otlp-endpoint", rx.url, "--otlp-interval", "0.1",
+            "--console", "127.0.0.1:%d" % cport])):
+        p, ep = None, None
+        try:
+            p, ep = start_storaged_n(work, "idle-" + name, extra, 16)
+            time.sleep(1)
+            n0 = rx.count("storaged")
+            c0 = bs.cpu_ticks([p.pid])
+            t_end = time.time() + 2 * a.seconds
+            pages = 0
+            while time.time() < t_end:
+                if name == "on":
+                    rq = urllib.request.Request(
+                        "http://127.0.0.1:%d/" % cport,
+                        headers={"Authorization": auth})
+                    urllib.request.urlopen(rq, timeout=5).read()
+                    pages += 1
+                time.sleep(0.1)
+            cpu = (bs.cpu_ticks([p.pid]) - c0) / os.sysconf("SC_CLK_TCK")
+            out[name] = (cpu, rx.count("storaged") - n0, pages)
+        finally:
+            if p:
+                p.terminate()
+                p.wait(30)
+    rx.stop()
+    extra_cpu = out["on"][0] - out["off"][0]
+    events = out["on"][1] + out["on"][2]
+    print("side services, idle storaged with 16 drives, %d s: off %.3f s CPU;"
+          " on %.3f s CPU for %d pushes + %d page loads -> %.0f us per push or"
+          " page" % (2 * a.seconds, out["off"][0], out["on"][0], out["on"][1],
+                     out["on"][2], extra_cpu * 1e6 / max(1, events)))
+    return {"idle": out}
 
 
 def read_all(root, files, threads):
@@ -258,7 +311,7 @@ def main():
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--only", default="get,epoch")
+    ap.add_argument("--only", default="get,epoch,idle")
     a = ap.parse_args()
     out = {}
     with tempfile.TemporaryDirectory(prefix="bench-mon-") as work:
@@ -266,6 +319,8 @@ def main():
             out.update(bench_get(a, work))
         if "epoch" in a.only:
             out.update(bench_epoch(a, work))
+        if "idle" in a.only:
+            out.update(bench_idle(a, work))
     if os.environ.get("RESULTS_DIR"):
         with open(os.path.join(os.environ["RESULTS_DIR"], "monitoring.json"),
                   "w") as f:
