@@ -134,34 +134,51 @@ int cm_httpd_parse_head(char *buf, size_t len, struct cm_httpd_req *rq)
 }
 
 /* See header. */
-bool cm_httpd_basic_ok(const char *authorization, const char *user,
-                       const char *pass)
+int cm_httpd_basic_decode(const char *authorization, char *user, char *pass,
+                          size_t cap)
 {
-    char want[512], got[512], *colon;
-    size_t ul = strlen(user), pl = strlen(pass), n;
+    char got[512], *colon;
+    size_t n, ul;
     long dl;
 
     if (authorization == NULL || strncasecmp(authorization, "Basic ", 6) != 0)
-        return false;
+        return -EINVAL;
     authorization += 6;
     while (*authorization == ' ')
         authorization++;
     n = strlen(authorization);
     while (n && authorization[n - 1] == ' ')
         n--;
-    if (n == 0 || n > CM_BASE64_LEN(sizeof(got) - 3) ||
-        ul + pl + 2 > sizeof(want))
-        return false;
+    if (n == 0 || n > CM_BASE64_LEN(sizeof(got) - 3))
+        return -EINVAL;
     dl = cm_base64_decode(authorization, n, (uint8_t *)got);
     if (dl < 0)
-        return false;
+        return -EINVAL;
     got[dl] = 0;
     colon = memchr(got, ':', (size_t)dl);
-    if (colon == NULL || (size_t)(colon - got) != ul ||
-        memcmp(got, user, ul) != 0 || (size_t)dl - ul - 1 != pl)
+    if (colon == NULL)
+        return -EINVAL;
+    ul = (size_t)(colon - got);
+    if (ul >= cap || (size_t)dl - ul - 1 >= cap)
+        return -EINVAL;
+    memcpy(user, got, ul);
+    user[ul] = 0;
+    memcpy(pass, colon + 1, (size_t)dl - ul - 1);
+    pass[(size_t)dl - ul - 1] = 0;
+    return 0;
+}
+
+/* See header. */
+bool cm_httpd_basic_ok(const char *authorization, const char *user,
+                       const char *pass)
+{
+    char u[512], p[512];
+    size_t pl = strlen(pass);
+
+    if (cm_httpd_basic_decode(authorization, u, p, sizeof(u)) < 0 ||
+        strcmp(u, user) != 0 || strlen(p) != pl)
         return false;
-    snprintf(want, sizeof(want), "%s", pass);
-    return cm_sigv4_equal(colon + 1, want, pl);
+    return cm_sigv4_equal(p, pass, pl);
 }
 
 /* Writes all of @p; false on error or timeout. */

@@ -58,6 +58,11 @@ int cm_httpd_port(const struct cm_httpd *s);
 /* Stops and joins the thread, closes the socket, frees @s (NULL: no-op). */
 void cm_httpd_stop(struct cm_httpd *s);
 
+/* Decodes HTTP Basic @authorization ("Basic base64(user:pass)") into @user
+ * and @pass (NUL-terminated, @cap bytes each). 0, or -EINVAL when it is
+ * not Basic, not base64, has no colon or does not fit. */
+CM_MUST_CHECK int cm_httpd_basic_decode(const char *authorization, char *user,
+                                        char *pass, size_t cap);
 /* Whether @authorization (an Authorization header value or NULL) is HTTP
  * Basic for exactly @user / @pass (constant-time on the secret). */
 bool cm_httpd_basic_ok(const char *authorization, const char *user,

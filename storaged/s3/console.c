@@ -5,8 +5,9 @@
  * DESIGN: nothing here runs on an event loop or takes a lock a request
  * takes. The push thread (common/otlp.c) renders the same Prometheus text
  * as /metrics and encodes it. The console is a common/httpd.c server on its
- * own thread and address, behind HTTP Basic with the root credentials
- * (plain HTTP: bind it to 127.0.0.1, or put TLS in front), and a sampler
+ * own thread and address, behind HTTP Basic with the root credentials or
+ * an admin user's keys (a policy allowing admin:ListUsers; plain HTTP: bind
+ * it to 127.0.0.1, or put TLS in front), and a sampler
  * thread that snapshots the request totals once a second into a ring of
  * 15 minutes; the page draws its charts from that ring as inline SVG, with
  * no script, font or other resource fetched. The page reloads itself every
@@ -25,8 +26,12 @@
 #include "common/httpd.h"
 #include "common/log.h"
 #include "common/otlp.h"
+#include "common/sigv4.h"
 #include "common/xml.h"
+#include "storaged/s3/iam.h"
+#include "storaged/s3/iam_i.h"
 #include "storaged/s3/metrics.h"
+#include "storaged/s3/policy.h"
 
 #define RING      901 /* 15 minutes of 1 s samples, plus one */
 #define CHART_W   720
@@ -488,14 +493,44 @@ static int render_page(struct stor_s3_obs *obs, struct cm_buf *o)
     return ret ? ret : cm_buf_appends(o, "</body></html>\n");
 }
 
+/* Whether the Basic credentials are root's, or an enabled user's (access
+ * key : secret key) whose policy allows admin:ListUsers (the canned
+ * "admin" policy does; an explicit Deny wins). */
+static bool console_auth(struct stor_s3_obs *obs, const char *authorization)
+{
+    char user[256], pass[256];
+    const struct stor_iam_user *u;
+    struct stor_iam_snap *snap = NULL;
+    bool ok = false;
+
+    if (cm_httpd_basic_ok(authorization, obs->s3->root_user,
+                          obs->s3->root_secret))
+        return true;
+    if (obs->s3->iam == NULL || !stor_iam_ready(obs->s3->iam) ||
+        cm_httpd_basic_decode(authorization, user, pass, sizeof(user)) < 0)
+        return false;
+    u = stor_iam_user_lookup(obs->s3->iam, user, strlen(user), &snap);
+    if (u != NULL && stor_iam_user_enabled(u)) {
+        const char *sk = stor_iam_user_secret(u);
+        struct stor_pol_ctx c = {.act = STOR_ACT_ADMIN_LIST_USERS,
+                                 .bucket = "",
+                                 .user = stor_iam_user_name(u)};
+
+        ok = strlen(sk) == strlen(pass) &&
+             cm_sigv4_equal(sk, pass, strlen(pass)) &&
+             stor_policy_eval(u->pol, &c) == STOR_POL_ALLOW;
+    }
+    stor_iam_snap_unref(snap);
+    return ok;
+}
+
 /* The console's request handler (on its own thread). */
 static void console_handle(void *arg, const struct cm_httpd_req *rq,
                            struct cm_httpd_resp *rs)
 {
     struct stor_s3_obs *obs = arg;
 
-    if (!cm_httpd_basic_ok(rq->authorization, obs->s3->root_user,
-                           obs->s3->root_secret)) {
+    if (!console_auth(obs, rq->authorization)) {
         rs->status = 401;
         rs->extra_headers =
             "WWW-Authenticate: Basic realm=\"storaged console\", "
@@ -574,7 +609,7 @@ static int console_start(struct stor_s3_obs *obs, const char *addr, char **err)
         return ret;
     obs->sampling = true;
     cm_log(CM_LOG_INFO, 0,
-           "console: http://%s/ (HTTP Basic, root credentials; plain HTTP)",
+           "console: http://%s/ (HTTP Basic: root or admin users; plain HTTP)",
            addr);
     return 0;
 }

@@ -256,6 +256,41 @@ def test_console_in_chromium(storaged, tmp_path):
     os.rename(d + ".away", d)
 
 
+def test_console_admin_users(storaged):
+    """Besides root, a user whose policy allows admin:ListUsers (the canned
+    admin policy) may open the console; a readonly or disabled user may
+    not (401)."""
+    import json
+    from conftest import STORAGED, free_port
+
+    port = free_port()
+    srv = storaged(args=["--console", "127.0.0.1:%d" % port])
+
+    def admin(*args):
+        env = dict(os.environ, STORAGED_ROOT_USER=srv.access_key,
+                   STORAGED_ROOT_PASSWORD=srv.secret_key)
+        p = subprocess.run([STORAGED, "admin", "--endpoint", srv.endpoint]
+                           + list(args), env=env, capture_output=True,
+                           text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    keys = {}
+    for name, pol in (("ops", "admin"), ("reader", "readonly")):
+        out = json.loads(admin("user", "add", name, "--policy", pol))
+        keys[name] = (out["access_key"], out["secret_key"])
+    st, html = fetch_page(port, keys["ops"])
+    assert st == 200 and '<section id="drives">' in html
+    for auth in (keys["reader"], (keys["ops"][0], keys["reader"][1])):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            fetch_page(port, auth)
+        assert e.value.code == 401
+    admin("user", "disable", "ops")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        fetch_page(port, keys["ops"])
+    assert e.value.code == 401
+
+
 def test_prometheus_scrapes_storaged(storaged, tmp_path):
     """A real Prometheus scrapes /metrics; PromQL returns the GET count."""
     srv = storaged()

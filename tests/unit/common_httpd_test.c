@@ -62,6 +62,32 @@ static void test_basic(void **state)
     assert_false(cm_httpd_basic_ok(NULL, "root", "secret12"));
 }
 
+static void test_basic_decode(void **state)
+{
+    char u[16], p[16];
+
+    (void)state;
+    assert_int_equal(
+        cm_httpd_basic_decode("Basic cm9vdDpzZWNyZXQxMg==", u, p, sizeof(u)),
+        0);
+    assert_string_equal(u, "root");
+    assert_string_equal(p, "secret12");
+    /* "a:" and ":b": empty halves are fine */
+    assert_int_equal(cm_httpd_basic_decode("Basic YTo=", u, p, sizeof(u)), 0);
+    assert_string_equal(u, "a");
+    assert_string_equal(p, "");
+    /* a user of 20 bytes does not fit 16 */
+    assert_int_equal(
+        cm_httpd_basic_decode("Basic QUJDREVGR0hJSktMTU5PUFFSU1Q6eA==", u, p,
+                              sizeof(u)),
+        -EINVAL);
+    assert_int_equal(
+        cm_httpd_basic_decode("Basic cm9vdHNlY3JldDEy", u, p, sizeof(u)),
+        -EINVAL); /* no colon */
+    assert_int_equal(cm_httpd_basic_decode("Digest x", u, p, sizeof(u)),
+                     -EINVAL);
+}
+
 static void test_hostport(void **state)
 {
     char h[64];
@@ -162,9 +188,8 @@ static void test_server(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_head),
-        cmocka_unit_test(test_basic),
-        cmocka_unit_test(test_hostport),
+        cmocka_unit_test(test_parse_head),   cmocka_unit_test(test_basic),
+        cmocka_unit_test(test_basic_decode), cmocka_unit_test(test_hostport),
         cmocka_unit_test(test_server),
     };
 
