@@ -262,6 +262,25 @@ const char *stor_iam_acl_name(int acl)
                                       : "private";
 }
 
+/* Compiles the stored policy @pol (NULL: none) of user or bucket @name into
+ * *out; one that no longer compiles (stored by another version) is logged
+ * and left out. 0 or -EINVAL. */
+static int stored_policy(const char *pol, enum stor_pol_kind kind,
+                         const char *name, struct stor_policy **out)
+{
+    char err[256];
+
+    *out = NULL;
+    if (pol == NULL ||
+        stor_policy_compile(pol, strlen(pol), kind, out, err, sizeof(err)) == 0)
+        return 0;
+    cm_log(CM_LOG_WARN, 0,
+           "iam: %s %s: its stored policy does not compile (%s); ignored",
+           kind == STOR_POL_USER ? "user" : "bucket", name, err);
+    *out = NULL;
+    return -EINVAL;
+}
+
 /* Compiles document @doc (borrowed; the snapshot takes a reference) into
  * *out. 0, -EINVAL (a stored policy no longer compiles: reported in the
  * log) or -ENOMEM. */
@@ -271,7 +290,6 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
     struct stor_iam_snap *s = calloc(1, sizeof(*s));
     json_t *users = json_object_get(doc, "users"), *u, *bks, *bv;
     const char *bname;
-    char err[256];
     size_t i;
     int ret = 0;
 
@@ -316,15 +334,8 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
                    name);
             su->broken = true;
         }
-        if (pol && stor_policy_compile(pol, strlen(pol), STOR_POL_USER,
-                                       &su->pol, err, sizeof(err)) < 0) {
-            cm_log(CM_LOG_WARN, 0,
-                   "iam: user %s: stored policy does not compile (%s); "
-                   "the user is denied everything",
-                   name, err);
-            su->pol = NULL;
-            su->broken = true;
-        }
+        if (stored_policy(pol, STOR_POL_USER, name, &su->pol) < 0)
+            su->broken = true; /* denied everything */
     }
     qsort(s->users, s->nusers, sizeof(*s->users), user_cmp);
     json_object_foreach(bks, bname, bv)
@@ -339,14 +350,7 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
         if (b->acl < 0)
             b->acl = 0;
         b->objects = json_object_get(bv, "objects");
-        if (pol && stor_policy_compile(pol, strlen(pol), STOR_POL_BUCKET,
-                                       &b->pol, err, sizeof(err)) < 0) {
-            cm_log(CM_LOG_WARN, 0,
-                   "iam: bucket %s: stored policy does not compile (%s); "
-                   "ignored",
-                   bname, err);
-            b->pol = NULL;
-        }
+        (void)stored_policy(pol, STOR_POL_BUCKET, bname, &b->pol);
     }
     qsort(s->buckets, s->nbuckets, sizeof(*s->buckets), bucket_cmp);
     *out = s;
