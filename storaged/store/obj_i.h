@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define OBJ_INLINE_MAX (128u * 1024) /* objects up to this are inline */
+#define OBJ_INLINE_MAX (1024u * 1024) /* objects up to this are inline */
 #define OBJ_BLOCK      (64u * 1024)  /* shard block of a full stripe */
 #define OBJ_CRC_LEN    8             /* CRC-64 before each shard block */
 #define OBJ_KLOCKS     256
@@ -84,6 +84,7 @@ struct stor_store {
     uint8_t dkey[16];              /* deployment id, the placement key */
     char deployment[33];
     bool fsync;
+    struct stor_gsync *gs; /* owned: group commit (gsync.h) */
     pthread_rwlock_t lock;
     struct obj_bucket **buckets; /* sorted by name; protected by lock */
     size_t nbuckets;
@@ -237,6 +238,9 @@ uint64_t obj_geom_file_size(const struct obj_geom *g);
 uint64_t obj_block_seed(uint64_t dataid, int shard, uint64_t stripe);
 
 /* ---- obj_io.c ---- */
+/* Sets up s->gs, the group commit of s->drives (after they are known).
+ * 0 or -ENOMEM. stor_gsync_destroy(s->gs) undoes it. */
+int obj_gsync_open(struct stor_store *s);
 /* Deletes every file of entry @e on its drives (shards, and metas on
  * drives where @keep_meta_on is false). Caller holds the key lock. */
 void obj_remove_files(struct stor_store *s, const char *bucket,

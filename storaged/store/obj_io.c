@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "storaged/store/ec.h"
+#include "storaged/store/gsync.h"
 #include "storaged/store/obj_nb.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -210,6 +211,7 @@ struct stor_put {
     bool ok[OBJ_MAX_SHARDS];
     uint64_t stripes;
     int err;
+    uint64_t gs_mark; /* group-commit mark taken before the shard writes */
     /* multipart part */
     bool is_part;
     char uid[STOR_UPLOAD_ID_MAX];
@@ -223,6 +225,75 @@ struct stor_put {
 /* The condition of the commit in progress on this thread (obj_commit is
  * shared with copy and Complete, which have none). */
 static __thread const struct stor_put *t_cond;
+
+/* ---- group commit (gsync.h): one barrier per filesystem, shared ---- */
+
+/* The drives of the shards j < n with ok[j] into @drv (their shard index
+ * into @map); returns how many. */
+static size_t shard_drives(struct stor_store *s, const struct stor_place *pl,
+                           int n, const bool *ok, size_t *drv, int *map)
+{
+    size_t nd = 0;
+
+    for (int j = 0; j < n; j++)
+        if (ok[j]) {
+            map[nd] = j;
+            drv[nd++] = obj_shard_drive(s, pl, j);
+        }
+    return nd;
+}
+
+/* Contract in obj_i.h. */
+int obj_gsync_open(struct stor_store *s)
+{
+    const char **paths = calloc(s->ndrives ? s->ndrives : 1, sizeof(*paths));
+
+    if (paths == NULL)
+        return -ENOMEM;
+    for (size_t d = 0; d < s->ndrives; d++)
+        paths[d] = s->drives[d].path;
+    s->gs = stor_gsync_create(paths, s->ndrives);
+    free(paths);
+    return s->gs ? 0 : -ENOMEM;
+}
+
+/* Mark before writing to the drives of shards ok[j] (see gsync.h). */
+static uint64_t sync_mark(struct stor_store *s, const struct stor_place *pl,
+                          int n, const bool *ok)
+{
+    size_t drv[OBJ_MAX_SHARDS] = {0};
+    int map[OBJ_MAX_SHARDS];
+    size_t nd;
+
+    if (!s->fsync)
+        return 0;
+    nd = shard_drives(s, pl, n, ok, drv, map);
+    return stor_gsync_mark(s->gs, drv, nd);
+}
+
+/* Makes what this thread wrote (since @mark) to the drives of shards ok[j]
+ * durable: one shared syncfs per filesystem. A shard whose drive failed
+ * the barrier is cleared in @ok and its drive marked failed. Returns the
+ * number of shards still ok. Nothing to do without --fsync. */
+static int sync_barrier(struct stor_store *s, const struct stor_place *pl,
+                        int n, bool *ok, uint64_t mark)
+{
+    size_t drv[OBJ_MAX_SHARDS] = {0};
+    int map[OBJ_MAX_SHARDS], res[OBJ_MAX_SHARDS], nok = 0;
+    size_t nd = shard_drives(s, pl, n, ok, drv, map);
+
+    if (s->fsync)
+        stor_gsync_barrier(s->gs, mark, drv, nd, res);
+    for (size_t i = 0; i < nd; i++) {
+        if (s->fsync && res[i] < 0) {
+            obj_drive_fail(s, drv[i], -res[i]);
+            ok[map[i]] = false;
+            continue;
+        }
+        nok++;
+    }
+    return nok;
+}
 
 /* Contract in object.h. */
 int stor_put_set_condition(struct stor_put *p, bool absent, const char *etag)
@@ -417,6 +488,7 @@ static int put_start_stream(struct stor_put *p)
         nok++;
     }
     p->streaming = true;
+    p->gs_mark = sync_mark(s, &p->pl, p->k + p->m, p->ok);
     if (nok < obj_write_quorum(s, p->k, p->m)) {
         free(old);
         return -STOR_EQUORUM;
@@ -573,11 +645,13 @@ void stor_put_abort(struct stor_put *p)
         put_free(p);
 }
 
-/* Writes one meta record per committing shard into temp files, synced.
- * @metas[j] NULL skips shard j. Returns the number written; sets ok[j]. */
+/* Writes one meta record per committing shard into temp files, synced
+ * (with everything this thread wrote to those drives since @mark: one group
+ * barrier). Shard j is skipped unless ok[j]. Returns the number written;
+ * clears ok[j] for the ones that failed. */
 static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
                            uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
-                           int *fds)
+                           int *fds, uint64_t mark)
 {
     struct stor_io io[2 * OBJ_MAX_SHARDS];
     int map[2 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
@@ -615,53 +689,13 @@ static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
             obj_drive_count(s, d, true, metas[map[i]].len);
         }
     }
-    if (s->fsync) {
-        int nf = 0;
-
-        for (int j = 0; j < n; j++)
-            if (ok[j]) {
-                map[nf] = j;
-                io[nf++] = (struct stor_io){.fd = fds[j], .op = 's'};
-            }
-        stor_io_run(io, (size_t)nf);
-        for (int i = 0; i < nf; i++)
-            if (io[i].res < 0) {
-                obj_drive_fail(s, obj_shard_drive(s, pl, map[i]),
-                               (int)-io[i].res);
-                ok[map[i]] = false;
-            }
-    }
     for (int j = 0; j < n; j++) {
         if (fds[j] >= 0)
             close(fds[j]);
-        nok += ok[j];
+        fds[j] = -1;
     }
+    nok = sync_barrier(s, pl, n, ok, mark);
     return nok;
-}
-
-/* fsyncs the object directory on each drive where ok[j], in one batch. */
-static void sync_dirs(struct stor_store *s, const char *bucket,
-                      const uint8_t id[16], const struct stor_place *pl, int n,
-                      const bool *ok)
-{
-    struct stor_io io[OBJ_MAX_SHARDS];
-    int nio = 0;
-
-    for (int j = 0; j < n; j++) {
-        char path[PATH_MAX];
-        int fd;
-
-        if (!ok[j] || obj_path_dir(path, sizeof(path),
-                                   s->drives[obj_shard_drive(s, pl, j)].path,
-                                   bucket, id) < 0)
-            continue;
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0)
-            io[nio++] = (struct stor_io){.fd = fd, .op = 's'};
-    }
-    stor_io_run(io, (size_t)nio);
-    for (int i = 0; i < nio; i++)
-        close(io[i].fd);
 }
 
 /* rename() that creates the object directory on first use. */
@@ -746,7 +780,10 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
     obj_place(s, bucket, e->key, e->key_len, &pl);
     if (build_metas(e, STOR_META_OBJECT, e->inl ? inl : NULL, L, metas,
                     which) == 0 &&
-        write_tmp_metas(s, &pl, uniq, metas, n, which, fds) > 0) {
+        write_tmp_metas(s, &pl, uniq, metas, n, which, fds,
+                        sync_mark(s, &pl, n, which)) > 0) {
+        uint64_t mark = sync_mark(s, &pl, n, which);
+
         for (int j = 0; j < n; j++) {
             char from[PATH_MAX], to[PATH_MAX];
             size_t d = obj_shard_drive(s, &pl, j);
@@ -764,8 +801,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                 which[j] = false;
             }
         }
-        if (s->fsync)
-            sync_dirs(s, bucket, e->id, &pl, n, which);
+        nok = sync_barrier(s, &pl, n, which, mark);
     }
     for (int j = 0; j < n; j++)
         cm_buf_fini(&metas[j]);
@@ -787,13 +823,14 @@ static int path_prev(char *buf, size_t cap, const char *drive,
 }
 
 /* Before an inline object is overwritten: hard-links each current meta to
- * HEX.p (synced), so obj_load can roll back an interrupted commit. Returns
- * the positions that have a saved copy. Caller holds the key lock. */
+ * HEX.p, so obj_load can roll back an interrupted commit. The caller's
+ * barrier after its temp metas makes the links durable before any rename
+ * (a drive whose barrier fails gets no rename). Returns the positions that
+ * have a saved copy. Caller holds the key lock. */
 static uint32_t save_prev(struct stor_store *s, const char *bucket,
                           const uint8_t id[16], const struct stor_place *pl,
                           int n)
 {
-    bool done[OBJ_MAX_SHARDS] = {0};
     uint32_t mask = 0;
 
     for (int j = 0; j < n; j++) {
@@ -812,11 +849,8 @@ static uint32_t save_prev(struct stor_store *s, const char *bucket,
         }
         if (r < 0)
             continue; /* no current meta there */
-        done[j] = true;
         mask |= 1u << j;
     }
-    if (s->fsync && mask)
-        sync_dirs(s, bucket, id, pl, n, done);
     return mask;
 }
 
@@ -874,6 +908,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     uint32_t prev_mask = 0;
     uint8_t id_copy[16];
     bool pending = false;
+    uint64_t mark;
 
     memcpy(id_copy, e->id, 16);
     obj_place(s, bucket, e->key, e->key_len, &pl);
@@ -893,13 +928,18 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         goto out;
     }
     pending = true;
-    nok = write_tmp_metas(s, &pl, uniq, metas, n, ok, fds);
+    /* one barrier makes the temp metas, the saved previous metas and (a
+     * streamed PUT's mark is older) the shard files durable together */
+    mark = t_cond && t_cond->streaming ? t_cond->gs_mark
+                                       : sync_mark(s, &pl, n, ok);
+    if (current_is_inline(s, bucket, e->key, e->key_len, &prev_n))
+        prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
+    nok = write_tmp_metas(s, &pl, uniq, metas, n, ok, fds, mark);
     if (nok < owq) {
         ret = -STOR_EQUORUM;
         goto out_tmp;
     }
-    if (current_is_inline(s, bucket, e->key, e->key_len, &prev_n))
-        prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
+    mark = sync_mark(s, &pl, n, ok);
     /* shard files first: a meta never points at data that is not there */
     for (int j = 0; j < n && src_shard; j++) {
         char to[PATH_MAX];
@@ -914,7 +954,6 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
             ok[j] = false;
         }
     }
-    nok = 0;
     for (int j = 0; j < n; j++) {
         char from[PATH_MAX], to[PATH_MAX];
         size_t d = obj_shard_drive(s, &pl, j);
@@ -931,10 +970,9 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
             continue;
         }
         keep[j] = true;
-        nok++;
     }
-    if (s->fsync)
-        sync_dirs(s, bucket, e->id, &pl, n, ok);
+    /* the renames durable; ok[j] is now keep[j] minus failed barriers */
+    nok = sync_barrier(s, &pl, n, ok, mark);
     if (nok < owq) {
         /* not committed: take back what we placed (best effort); the old
          * version, if any, stays in the index and gets healed */
@@ -1011,25 +1049,10 @@ static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
     *inl_buf = NULL;
     if (p->streaming) {
         int ret = put_flush_stripe(p);
-        struct stor_io io[OBJ_MAX_SHARDS];
-        int nio = 0, map[OBJ_MAX_SHARDS], nok = 0;
+        int nok = 0;
 
         if (ret < 0)
             return ret;
-        if (s->fsync) {
-            for (int j = 0; j < p->k + p->m; j++)
-                if (p->ok[j]) {
-                    map[nio] = j;
-                    io[nio++] = (struct stor_io){.fd = p->fd[j], .op = 's'};
-                }
-            stor_io_run(io, (size_t)nio);
-            for (int i = 0; i < nio; i++)
-                if (io[i].res < 0) {
-                    obj_drive_fail(s, obj_shard_drive(s, &p->pl, map[i]),
-                                   (int)-io[i].res);
-                    p->ok[map[i]] = false;
-                }
-        }
         for (int j = 0; j < p->k + p->m; j++) {
             if (p->fd[j] >= 0) {
                 close(p->fd[j]);
@@ -1037,6 +1060,10 @@ static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
             }
             nok += p->ok[j];
         }
+        /* a part's shard files must be durable before its part meta; a
+         * PUT's are covered by the commit's first barrier (gs_mark) */
+        if (p->is_part)
+            nok = sync_barrier(s, &p->pl, p->k + p->m, p->ok, p->gs_mark);
         if (nok < obj_write_quorum(s, p->k, p->m))
             return -STOR_EQUORUM;
         return 0;
@@ -2007,7 +2034,10 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
     for (int j = 0; j < n; j++)
         ok[j] = obj_drive_online(s, obj_shard_drive(s, pl, j));
     if (build_metas(&t, STOR_META_TOMBSTONE, NULL, 0, metas, ok) == 0 &&
-        write_tmp_metas(s, pl, uniq, metas, n, ok, fds) > 0) {
+        write_tmp_metas(s, pl, uniq, metas, n, ok, fds,
+                        sync_mark(s, pl, n, ok)) > 0) {
+        uint64_t mark = sync_mark(s, pl, n, ok);
+
         for (int j = 0; j < n; j++) {
             char from[PATH_MAX], to[PATH_MAX];
             size_t d = obj_shard_drive(s, pl, j);
@@ -2021,8 +2051,7 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
                 rename_mk(from, to) < 0)
                 unlink(from);
         }
-        if (s->fsync)
-            sync_dirs(s, bucket, e->id, pl, n, ok);
+        (void)sync_barrier(s, pl, n, ok, mark);
     }
     for (int j = 0; j < n; j++)
         cm_buf_fini(&metas[j]);

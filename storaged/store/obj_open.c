@@ -10,6 +10,7 @@
 #include "storaged/store/obj_i.h"
 
 #include "common/log.h"
+#include "storaged/store/gsync.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -370,6 +371,8 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
     pthread_mutex_init(&s->lease_lock, NULL);
     pthread_cond_init(&s->heal_cond, NULL);
     ret = open_drives(s, o, err);
+    if (ret == 0)
+        ret = obj_gsync_open(s);
     if (ret < 0)
         goto fail;
     if (obj_set_online(s, 0) == 0 && s->ndrives == 1) {
@@ -453,6 +456,8 @@ long stor_index_check(const char *const *drives, size_t ndrives, bool rebuild,
     pthread_mutex_init(&s->lease_lock, NULL);
     pthread_cond_init(&s->heal_cond, NULL);
     ret = open_drives(s, &o, err);
+    if (ret == 0)
+        ret = obj_gsync_open(s);
     if (ret == 0 && drive_locks(s, LOCK_EX) < 0) {
         set_err(err, "a storaged serves these drives: stop it first");
         ret = -EBUSY;
@@ -479,6 +484,7 @@ void stor_store_close(struct stor_store *s)
     }
     obj_threads_stop(s);
     obj_index_close(s);
+    stor_gsync_destroy(s->gs);
     obj_buckets_free(s);
     for (size_t i = 0; s->lock_fds && i < s->ndrives; i++)
         if (s->lock_fds[i] >= 0)

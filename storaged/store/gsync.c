@@ -1,0 +1,282 @@
+/* storaged/store/gsync.c - group commit (contract in gsync.h).
+ *
+ * One group per filesystem (st_dev of a drive directory), made the first
+ * time a drive on it is marked. Each group has one thread and an fd on the
+ * filesystem; the thread runs syncfs rounds while barriers want them:
+ *   started  rounds begun, done  rounds finished, want  the round asked for.
+ * A barrier asks for round started+1 (the next one to *begin*: one already
+ * running may have begun before the caller's writes) and waits for done to
+ * reach it. Rounds never overlap within a group, so they finish in order.
+ * Locks: g->mu (the groups and which drive is in which) is taken before a
+ * group's mu, never the other way round. */
+#include "storaged/store/gsync.h"
+#include "common/log.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct gs_group {
+    struct stor_gsync *gs;
+    dev_t dev;
+    int fd; /* a directory on the filesystem */
+    pthread_t thr;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done_cv;
+    uint64_t started, done, want; /* protected by mu */
+    bool stop;                    /* protected by mu */
+    uint64_t fail_mark;           /* atomic: gs->clock after the last failure */
+    int fail_err;                 /* atomic: its -errno */
+};
+
+struct stor_gsync {
+    char **paths; /* owned */
+    size_t n;
+    pthread_mutex_t mu;
+    struct gs_group **groups; /* protected by mu */
+    size_t ngroups;
+    struct gs_group **dgroup; /* per drive; atomic loads, written under mu */
+    uint64_t clock;           /* atomic: bumped by every failed round */
+    uint64_t rounds, barriers, failures; /* atomics */
+};
+
+/* Drops from @gr every drive whose path is no longer on its filesystem
+ * (they get regrouped by their next mark). Round thread, before a syncfs. */
+static void gs_check_members(struct gs_group *gr)
+{
+    struct stor_gsync *g = gr->gs;
+
+    pthread_mutex_lock(&g->mu);
+    for (size_t d = 0; d < g->n; d++) {
+        struct stat st;
+
+        if (g->dgroup[d] != gr)
+            continue;
+        if (stat(g->paths[d], &st) == 0 && st.st_dev == gr->dev)
+            continue;
+        cm_log(CM_LOG_WARN, 0, "drive %s left its filesystem; regrouping",
+               g->paths[d]);
+        __atomic_store_n(&g->dgroup[d], NULL, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void *gs_thread(void *arg)
+{
+    struct gs_group *gr = arg;
+    struct stor_gsync *g = gr->gs;
+
+    pthread_mutex_lock(&gr->mu);
+    for (;;) {
+        uint64_t gen;
+        int r;
+
+        while (!gr->stop && gr->want <= gr->started)
+            pthread_cond_wait(&gr->work, &gr->mu);
+        if (gr->stop)
+            break;
+        gen = ++gr->started;
+        pthread_mutex_unlock(&gr->mu);
+        gs_check_members(gr);
+        r = syncfs(gr->fd) < 0 ? -errno : 0;
+        __atomic_add_fetch(&g->rounds, 1, __ATOMIC_RELAXED);
+        if (r < 0) {
+            uint64_t f = __atomic_add_fetch(&g->clock, 1, __ATOMIC_ACQ_REL);
+
+            __atomic_store_n(&gr->fail_err, r, __ATOMIC_RELAXED);
+            __atomic_store_n(&gr->fail_mark, f, __ATOMIC_RELEASE);
+            __atomic_add_fetch(&g->failures, 1, __ATOMIC_RELAXED);
+            cm_log(CM_LOG_ERROR, -r, "syncfs failed (group commit)");
+        }
+        pthread_mutex_lock(&gr->mu);
+        gr->done = gen;
+        pthread_cond_broadcast(&gr->done_cv);
+    }
+    pthread_mutex_unlock(&gr->mu);
+    return NULL;
+}
+
+/* Puts drive @d in the group of its filesystem, making the group when it
+ * is the first. Caller holds g->mu. 0 or -errno. */
+static int gs_join(struct stor_gsync *g, size_t d)
+{
+    struct gs_group *gr = NULL, **ng;
+    struct stat st;
+
+    if (stat(g->paths[d], &st) < 0)
+        return -errno;
+    for (size_t i = 0; i < g->ngroups; i++)
+        if (g->groups[i]->dev == st.st_dev)
+            gr = g->groups[i];
+    if (gr == NULL) {
+        ng = realloc(g->groups, (g->ngroups + 1) * sizeof(*ng));
+        if (ng == NULL)
+            return -ENOMEM;
+        g->groups = ng;
+        gr = calloc(1, sizeof(*gr));
+        if (gr == NULL)
+            return -ENOMEM;
+        gr->gs = g;
+        gr->dev = st.st_dev;
+        gr->fd = open(g->paths[d], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (gr->fd < 0) {
+            int e = -errno;
+
+            free(gr);
+            return e;
+        }
+        pthread_mutex_init(&gr->mu, NULL);
+        pthread_cond_init(&gr->work, NULL);
+        pthread_cond_init(&gr->done_cv, NULL);
+        if (pthread_create(&gr->thr, NULL, gs_thread, gr) != 0) {
+            close(gr->fd);
+            pthread_mutex_destroy(&gr->mu);
+            pthread_cond_destroy(&gr->work);
+            pthread_cond_destroy(&gr->done_cv);
+            free(gr);
+            return -EAGAIN;
+        }
+        g->groups[g->ngroups++] = gr;
+    }
+    __atomic_store_n(&g->dgroup[d], gr, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* See gsync.h. */
+struct stor_gsync *stor_gsync_create(const char *const *paths, size_t n)
+{
+    struct stor_gsync *g = calloc(1, sizeof(*g));
+
+    if (g == NULL)
+        return NULL;
+    pthread_mutex_init(&g->mu, NULL);
+    g->dgroup = calloc(n ? n : 1, sizeof(*g->dgroup));
+    g->paths = calloc(n ? n : 1, sizeof(*g->paths));
+    if (g->dgroup == NULL || g->paths == NULL) {
+        stor_gsync_destroy(g);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        g->paths[i] = strdup(paths[i]);
+        if (g->paths[i] == NULL) {
+            g->n = i;
+            stor_gsync_destroy(g);
+            return NULL;
+        }
+    }
+    g->n = n;
+    return g;
+}
+
+/* See gsync.h. */
+void stor_gsync_destroy(struct stor_gsync *g)
+{
+    if (g == NULL)
+        return;
+    for (size_t i = 0; i < g->ngroups; i++) {
+        struct gs_group *gr = g->groups[i];
+
+        pthread_mutex_lock(&gr->mu);
+        gr->stop = true;
+        pthread_cond_signal(&gr->work);
+        pthread_mutex_unlock(&gr->mu);
+        pthread_join(gr->thr, NULL);
+        close(gr->fd);
+        pthread_mutex_destroy(&gr->mu);
+        pthread_cond_destroy(&gr->work);
+        pthread_cond_destroy(&gr->done_cv);
+        free(gr);
+    }
+    free(g->groups);
+    free(g->dgroup);
+    for (size_t i = 0; g->paths && i < g->n; i++)
+        free(g->paths[i]);
+    free(g->paths);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+/* See gsync.h. */
+uint64_t stor_gsync_mark(struct stor_gsync *g, const size_t *drv, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (drv[i] >= g->n ||
+            __atomic_load_n(&g->dgroup[drv[i]], __ATOMIC_ACQUIRE) != NULL)
+            continue;
+        pthread_mutex_lock(&g->mu);
+        if (g->dgroup[drv[i]] == NULL)
+            (void)gs_join(g, drv[i]); /* failing: its barrier says so */
+        pthread_mutex_unlock(&g->mu);
+    }
+    return __atomic_load_n(&g->clock, __ATOMIC_ACQUIRE);
+}
+
+/* See gsync.h. */
+void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark, const size_t *drv,
+                        size_t n, int *res)
+{
+    struct gs_group *grp[64], *uniq[64];
+    uint64_t ticket[64];
+    size_t nu = 0;
+
+    __atomic_add_fetch(&g->barriers, 1, __ATOMIC_RELAXED);
+    if (n > 64) { /* never: a call covers one object's shards (<= 32) */
+        for (size_t i = 0; i < n; i++)
+            res[i] = -E2BIG;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t u;
+
+        grp[i] = drv[i] < g->n ? __atomic_load_n(&g->dgroup[drv[i]],
+                                                 __ATOMIC_ACQUIRE)
+                               : NULL;
+        res[i] = grp[i] ? 0 : -ENODEV;
+        if (grp[i] == NULL)
+            continue;
+        for (u = 0; u < nu && uniq[u] != grp[i]; u++)
+            ;
+        if (u == nu)
+            uniq[nu++] = grp[i];
+    }
+    for (size_t u = 0; u < nu; u++) {
+        struct gs_group *gr = uniq[u];
+
+        pthread_mutex_lock(&gr->mu);
+        ticket[u] = gr->started + 1;
+        if (gr->want < ticket[u]) {
+            gr->want = ticket[u];
+            pthread_cond_signal(&gr->work);
+        }
+        pthread_mutex_unlock(&gr->mu);
+    }
+    for (size_t u = 0; u < nu; u++) {
+        struct gs_group *gr = uniq[u];
+
+        pthread_mutex_lock(&gr->mu);
+        while (gr->done < ticket[u])
+            pthread_cond_wait(&gr->done_cv, &gr->mu);
+        pthread_mutex_unlock(&gr->mu);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (grp[i] == NULL)
+            continue;
+        if (__atomic_load_n(&grp[i]->fail_mark, __ATOMIC_ACQUIRE) > mark)
+            res[i] = __atomic_load_n(&grp[i]->fail_err, __ATOMIC_RELAXED);
+        else if (__atomic_load_n(&g->dgroup[drv[i]], __ATOMIC_ACQUIRE) !=
+                 grp[i])
+            res[i] = -ENODEV; /* its path moved to another filesystem */
+    }
+}
+
+/* See gsync.h. */
+void stor_gsync_get_stats(struct stor_gsync *g, struct stor_gsync_stats *out)
+{
+    out->rounds = __atomic_load_n(&g->rounds, __ATOMIC_RELAXED);
+    out->barriers = __atomic_load_n(&g->barriers, __ATOMIC_RELAXED);
+    out->failures = __atomic_load_n(&g->failures, __ATOMIC_RELAXED);
+}
