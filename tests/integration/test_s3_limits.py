@@ -134,8 +134,9 @@ def test_sigv2_query_refused_clearly(s3_server, s3, bucket):
 
 # ---- copy sources over 5 GiB, without writing 5 GiB -----------------------
 # The object's meta records (storaged/FORMAT.md, "The meta record") are
-# rewritten while the server is stopped so that the index believes a 300 KiB
-# object is 5 GiB + 1 long: the copy limit is decided from that size before
+# rewritten while the server is stopped so that the index believes a 1.1 MiB
+# shard-file object (over the 1 MiB inline limit, so it has one part) is
+# 5 GiB + 1 long: the copy limit is decided from that size before
 # any byte is read, so no 5 GiB ever exists on disk.
 
 def crc64_xz(data, _table=[]):
@@ -188,7 +189,7 @@ def test_copy_source_over_5gib_refused(storaged):
     srv = storaged()
     s3 = srv.client()
     s3.create_bucket(Bucket="cpy")
-    data = os.urandom(300 * 1024)
+    data = os.urandom(1100 * 1024)  # over the inline limit: one part
     s3.put_object(Bucket="cpy", Key="src", Body=data)
     srv.stop()
     n = 0
