@@ -1,8 +1,8 @@
 /* storaged/store/gsync.c - group commit (contract in gsync.h).
  *
  * One group per filesystem (st_dev of a drive directory), made the first
- * time a drive on it is marked. Each group has one thread and an fd on the
- * filesystem; the thread runs syncfs rounds while barriers want them:
+ * time a drive on it is marked. A group in fs mode has one thread and an fd
+ * on the filesystem; the thread runs syncfs rounds while barriers want them:
  *   started  rounds begun, done  rounds finished, want  the round asked for.
  * A barrier asks for round started+1 (the next one to *begin*: one already
  * running may have begun before the caller's writes) and waits for done to
@@ -11,10 +11,12 @@
  * group's mu, never the other way round. */
 #include "storaged/store/gsync.h"
 #include "common/log.h"
+#include "storaged/store/drive.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,7 +25,8 @@
 struct gs_group {
     struct stor_gsync *gs;
     dev_t dev;
-    int fd; /* a directory on the filesystem */
+    bool fs; /* fs mode: syncfs rounds (else file mode: no thread, no fd) */
+    int fd;  /* a directory on the filesystem */
     pthread_t thr;
     pthread_mutex_t mu;
     pthread_cond_t work, done_cv;
@@ -41,8 +44,22 @@ struct stor_gsync {
     size_t ngroups;
     struct gs_group **dgroup; /* per drive; atomic loads, written under mu */
     uint64_t clock;           /* atomic: bumped by every failed round */
-    uint64_t rounds, barriers, failures; /* atomics */
+    int force;                /* STORAGED_SYNC_MODE: 1 fs, 0 file, -1 auto */
+    uint64_t rounds, barriers, fsyncs, failures; /* atomics */
 };
+
+/* Is @path the mount point of its filesystem (its parent is on another)?
+ * Then the filesystem is a disk given to storaged: fs mode. */
+static bool gs_is_mount_root(const char *path, dev_t dev)
+{
+    char up[4096];
+    struct stat st;
+    int n = snprintf(up, sizeof(up), "%s/..", path);
+
+    if (n < 0 || (size_t)n >= sizeof(up) || stat(up, &st) < 0)
+        return false;
+    return st.st_dev != dev;
+}
 
 /* Drops from @gr every drive whose path is no longer on its filesystem
  * (they get regrouped by their next mark). Round thread, before a syncfs. */
@@ -122,6 +139,18 @@ static int gs_join(struct stor_gsync *g, size_t d)
             return -ENOMEM;
         gr->gs = g;
         gr->dev = st.st_dev;
+        gr->fs = g->force >= 0 ? g->force == 1
+                               : gs_is_mount_root(g->paths[d], st.st_dev);
+        gr->fd = -1;
+        if (!gr->fs) {
+            g->groups[g->ngroups++] = gr;
+            cm_log(CM_LOG_INFO, 0,
+                   "drive %s: group commit fsyncs each file (the drive is "
+                   "not the mount point of its own filesystem)",
+                   g->paths[d]);
+            __atomic_store_n(&g->dgroup[d], gr, __ATOMIC_RELEASE);
+            return 0;
+        }
         gr->fd = open(g->paths[d], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (gr->fd < 0) {
             int e = -errno;
@@ -141,6 +170,9 @@ static int gs_join(struct stor_gsync *g, size_t d)
             return -EAGAIN;
         }
         g->groups[g->ngroups++] = gr;
+        cm_log(CM_LOG_INFO, 0,
+               "drive %s: group commit by syncfs of its filesystem",
+               g->paths[d]);
     }
     __atomic_store_n(&g->dgroup[d], gr, __ATOMIC_RELEASE);
     return 0;
@@ -169,6 +201,17 @@ struct stor_gsync *stor_gsync_create(const char *const *paths, size_t n)
         }
     }
     g->n = n;
+    {
+        const char *m = getenv("STORAGED_SYNC_MODE");
+
+        g->force = m == NULL || *m == 0      ? -1
+                   : strcmp(m, "fs") == 0   ? 1
+                   : strcmp(m, "file") == 0 ? 0
+                                            : -1;
+        if (m && *m && g->force < 0)
+            cm_log(CM_LOG_WARN, 0,
+                   "STORAGED_SYNC_MODE=%s: not fs or file; ignored", m);
+    }
     return g;
 }
 
@@ -180,15 +223,17 @@ void stor_gsync_destroy(struct stor_gsync *g)
     for (size_t i = 0; i < g->ngroups; i++) {
         struct gs_group *gr = g->groups[i];
 
-        pthread_mutex_lock(&gr->mu);
-        gr->stop = true;
-        pthread_cond_signal(&gr->work);
-        pthread_mutex_unlock(&gr->mu);
-        pthread_join(gr->thr, NULL);
-        close(gr->fd);
-        pthread_mutex_destroy(&gr->mu);
-        pthread_cond_destroy(&gr->work);
-        pthread_cond_destroy(&gr->done_cv);
+        if (gr->fs) {
+            pthread_mutex_lock(&gr->mu);
+            gr->stop = true;
+            pthread_cond_signal(&gr->work);
+            pthread_mutex_unlock(&gr->mu);
+            pthread_join(gr->thr, NULL);
+            close(gr->fd);
+            pthread_mutex_destroy(&gr->mu);
+            pthread_cond_destroy(&gr->work);
+            pthread_cond_destroy(&gr->done_cv);
+        }
         free(gr);
     }
     free(g->groups);
@@ -216,28 +261,48 @@ uint64_t stor_gsync_mark(struct stor_gsync *g, const size_t *drv, size_t n)
 }
 
 /* See gsync.h. */
-void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark, const size_t *drv,
-                        size_t n, int *res)
+bool stor_gsync_is_fs(struct stor_gsync *g, size_t d)
+{
+    struct gs_group *gr;
+
+    (void)stor_gsync_mark(g, &d, 1);
+    gr = d < g->n ? __atomic_load_n(&g->dgroup[d], __ATOMIC_ACQUIRE) : NULL;
+    return gr && gr->fs;
+}
+
+/* See gsync.h. DESIGN: the fs-mode rounds are asked for first, the
+ * file-mode fsyncs then run on this thread while they go, then it waits. */
+void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
+                        struct stor_sync_item *it, size_t n)
 {
     struct gs_group *grp[64], *uniq[64];
     uint64_t ticket[64];
-    size_t nu = 0;
+    struct stor_io io[64];
+    size_t map[64], nu = 0, nio = 0;
 
     __atomic_add_fetch(&g->barriers, 1, __ATOMIC_RELAXED);
     if (n > 64) { /* never: a call covers one object's shards (<= 32) */
         for (size_t i = 0; i < n; i++)
-            res[i] = -E2BIG;
+            it[i].res = -E2BIG;
         return;
     }
     for (size_t i = 0; i < n; i++) {
         size_t u;
 
-        grp[i] = drv[i] < g->n ? __atomic_load_n(&g->dgroup[drv[i]],
-                                                 __ATOMIC_ACQUIRE)
-                               : NULL;
-        res[i] = grp[i] ? 0 : -ENODEV;
-        if (grp[i] == NULL)
+        grp[i] = it[i].drive < g->n ? __atomic_load_n(&g->dgroup[it[i].drive],
+                                                      __ATOMIC_ACQUIRE)
+                                    : NULL;
+        it[i].res = 0;
+        if (grp[i] == NULL || !grp[i]->fs) {
+            grp[i] = NULL;
+            if (it[i].fd < 0) {
+                it[i].res = -EBADF; /* nothing to sync it with */
+                continue;
+            }
+            map[nio] = i;
+            io[nio++] = (struct stor_io){.fd = it[i].fd, .op = 's'};
             continue;
+        }
         for (u = 0; u < nu && uniq[u] != grp[i]; u++)
             ;
         if (u == nu)
@@ -254,6 +319,15 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark, const size_t *drv,
         }
         pthread_mutex_unlock(&gr->mu);
     }
+    if (nio) {
+        stor_io_run(io, nio);
+        __atomic_add_fetch(&g->fsyncs, nio, __ATOMIC_RELAXED);
+        for (size_t k = 0; k < nio; k++)
+            if (io[k].res < 0) {
+                it[map[k]].res = (int)io[k].res;
+                __atomic_add_fetch(&g->failures, 1, __ATOMIC_RELAXED);
+            }
+    }
     for (size_t u = 0; u < nu; u++) {
         struct gs_group *gr = uniq[u];
 
@@ -266,10 +340,10 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark, const size_t *drv,
         if (grp[i] == NULL)
             continue;
         if (__atomic_load_n(&grp[i]->fail_mark, __ATOMIC_ACQUIRE) > mark)
-            res[i] = __atomic_load_n(&grp[i]->fail_err, __ATOMIC_RELAXED);
-        else if (__atomic_load_n(&g->dgroup[drv[i]], __ATOMIC_ACQUIRE) !=
+            it[i].res = __atomic_load_n(&grp[i]->fail_err, __ATOMIC_RELAXED);
+        else if (__atomic_load_n(&g->dgroup[it[i].drive], __ATOMIC_ACQUIRE) !=
                  grp[i])
-            res[i] = -ENODEV; /* its path moved to another filesystem */
+            it[i].res = -ENODEV; /* its path moved to another filesystem */
     }
 }
 
@@ -278,5 +352,6 @@ void stor_gsync_get_stats(struct stor_gsync *g, struct stor_gsync_stats *out)
 {
     out->rounds = __atomic_load_n(&g->rounds, __ATOMIC_RELAXED);
     out->barriers = __atomic_load_n(&g->barriers, __ATOMIC_RELAXED);
+    out->fsyncs = __atomic_load_n(&g->fsyncs, __ATOMIC_RELAXED);
     out->failures = __atomic_load_n(&g->failures, __ATOMIC_RELAXED);
 }

@@ -1,26 +1,33 @@
-/* storaged/store/gsync.h - group commit: one durability barrier per
- * filesystem shared by every commit that waits at the same time, instead of
- * one fsync per file.
+/* storaged/store/gsync.h - group commit: the durability barriers of a
+ * commit, shared between every commit that waits at the same time.
  *
- * A commit writes its files, then asks for a barrier over the drives it
- * wrote to. The barrier returns once a syncfs(2) of each drive's filesystem
- * has *started after the call* and finished, so everything the caller wrote
- * before calling is on stable storage (data, inodes and directory entries:
- * syncfs writes back every dirty page and commits the journal). Concurrent
- * commits that arrive while a syncfs runs share the next one, so N PUTs in
- * flight cost about two syncfs per filesystem between them, not 48 fsyncs
- * each (FORMAT.md "Writes").
+ * A commit writes its files, then asks for a barrier over what it wrote
+ * (items: a drive and an open file or directory). How a drive is synced
+ * depends on its filesystem, decided once per filesystem (st_dev):
+ *   fs mode    the drive directory is the mount point of its own
+ *              filesystem (a disk given to storaged, the normal layout):
+ *              one syncfs(2) of that filesystem covers every item on it,
+ *              and commits that arrive while a syncfs runs share the next
+ *              one, so N PUTs in flight cost about two syncfs per
+ *              filesystem between them instead of 32 fsyncs each;
+ *   file mode  a directory on a filesystem shared with others (the root
+ *              filesystem of a test or `make run`), where a syncfs would
+ *              flush everyone's dirty data: each item's fd is fsynced,
+ *              all in one io_uring batch.
+ * STORAGED_SYNC_MODE=fs|file forces one mode for every drive (tests).
  *
- * Errors. syncfs reports a writeback error once per open file, and a round
- * may write back (and consume the error of) pages another commit wrote.
- * So a failed round is remembered: stor_gsync_mark() before the writes, and
- * a barrier fails every drive whose filesystem had a failed round since that
- * mark. Conservative: it may fail a commit whose own pages were fine, never
- * the other way round. A drive whose path moved to another filesystem (a
- * disk swapped under it) fails the barrier with -ENODEV and is regrouped. */
+ * Errors (fs mode). syncfs reports a writeback error once per open file,
+ * and a round may write back (and consume the error of) pages another
+ * commit wrote. So a failed round is remembered: stor_gsync_mark() before
+ * the writes, and a barrier fails every item whose filesystem had a failed
+ * round since that mark. Conservative: it may fail a commit whose own
+ * pages were fine, never the other way round. A drive whose path moved to
+ * another filesystem (a disk swapped under it) fails with -ENODEV and is
+ * regrouped. */
 #ifndef STORAGED_STORE_GSYNC_H
 #define STORAGED_STORE_GSYNC_H
 #include "common/compiler.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,16 +43,27 @@ void stor_gsync_destroy(struct stor_gsync *g);
  * writeback error after this call is seen). Returns the mark to pass to
  * stor_gsync_barrier(). */
 uint64_t stor_gsync_mark(struct stor_gsync *g, const size_t *drv, size_t n);
-/* Waits until everything this thread wrote to drives @drv[0..n) before the
- * call is durable. res[i] (for drv[i]): 0, or -errno (the syncfs of its
- * filesystem failed since @mark, or the drive is not reachable). */
-void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark, const size_t *drv,
-                        size_t n, int *res);
+/* Is drive @d synced by syncfs (fs mode)? Then its barrier items need no
+ * fd. Joins its group when it has none yet. */
+bool stor_gsync_is_fs(struct stor_gsync *g, size_t d);
+
+/* One thing a barrier makes durable. */
+struct stor_sync_item {
+    size_t drive;
+    int fd;  /* borrowed: the file or directory to fsync; may be -1 on a
+              * drive in fs mode */
+    int res; /* out: 0 or -errno */
+};
+/* Waits until everything this thread wrote to the items' drives before the
+ * call is durable (fs mode) and each item's fd is fsynced (file mode). */
+void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
+                        struct stor_sync_item *it, size_t n);
 
 struct stor_gsync_stats {
-    uint64_t rounds;   /* syncfs calls made */
+    uint64_t rounds;   /* syncfs calls made (fs mode) */
     uint64_t barriers; /* stor_gsync_barrier calls */
-    uint64_t failures; /* failed rounds */
+    uint64_t fsyncs;   /* fds fsynced (file mode) */
+    uint64_t failures; /* failed rounds and fsyncs */
 };
 void stor_gsync_get_stats(struct stor_gsync *g, struct stor_gsync_stats *out);
 

@@ -271,27 +271,61 @@ static uint64_t sync_mark(struct stor_store *s, const struct stor_place *pl,
     return stor_gsync_mark(s->gs, drv, nd);
 }
 
-/* Makes what this thread wrote (since @mark) to the drives of shards ok[j]
- * durable: one shared syncfs per filesystem. A shard whose drive failed
- * the barrier is cleared in @ok and its drive marked failed. Returns the
- * number of shards still ok. Nothing to do without --fsync. */
-static int sync_barrier(struct stor_store *s, const struct stor_place *pl,
-                        int n, bool *ok, uint64_t mark)
+/* The barrier of a commit step (gsync.h) over the shards j < n with ok[j]:
+ * makes durable what this thread wrote to their drives since @mark, which
+ * covers, per shard, the open file fds[j] (when @fds) and the object
+ * directory of @bucket/@id where dirs[j] (when @dirs: new names and links
+ * in it). A shard that fails is cleared in @ok and its drive marked failed.
+ * Returns the number of shards still ok. Without --fsync it only counts
+ * them. */
+static int sync_barrier(struct stor_store *s, const char *bucket,
+                        const uint8_t id[16], const struct stor_place *pl,
+                        int n, bool *ok, uint64_t mark, const int *fds,
+                        const bool *dirs)
 {
-    size_t drv[OBJ_MAX_SHARDS] = {0};
-    int map[OBJ_MAX_SHARDS], res[OBJ_MAX_SHARDS], nok = 0;
-    size_t nd = shard_drives(s, pl, n, ok, drv, map);
+    struct stor_sync_item it[2 * OBJ_MAX_SHARDS];
+    int map[2 * OBJ_MAX_SHARDS], nok = 0;
+    bool opened[2 * OBJ_MAX_SHARDS] = {0};
+    size_t ni = 0;
 
-    if (s->fsync)
-        stor_gsync_barrier(s->gs, mark, drv, nd, res);
-    for (size_t i = 0; i < nd; i++) {
-        if (s->fsync && res[i] < 0) {
-            obj_drive_fail(s, drv[i], -res[i]);
-            ok[map[i]] = false;
-            continue;
-        }
-        nok++;
+    if (!s->fsync) {
+        for (int j = 0; j < n; j++)
+            nok += ok[j];
+        return nok;
     }
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+
+        if (!ok[j])
+            continue;
+        if (fds) {
+            map[ni] = j;
+            it[ni++] = (struct stor_sync_item){.drive = d, .fd = fds[j]};
+        }
+        if (dirs && dirs[j]) {
+            char path[PATH_MAX];
+            int fd = -1;
+
+            if (!stor_gsync_is_fs(s->gs, d) &&
+                obj_path_dir(path, sizeof(path), s->drives[d].path, bucket,
+                             id) == 0)
+                fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            opened[ni] = fd >= 0;
+            map[ni] = j;
+            it[ni++] = (struct stor_sync_item){.drive = d, .fd = fd};
+        }
+    }
+    stor_gsync_barrier(s->gs, mark, it, ni);
+    for (size_t i = 0; i < ni; i++) {
+        if (opened[i])
+            close(it[i].fd);
+        if (it[i].res < 0 && ok[map[i]]) {
+            obj_drive_fail(s, it[i].drive, -it[i].res);
+            ok[map[i]] = false;
+        }
+    }
+    for (int j = 0; j < n; j++)
+        nok += ok[j];
     return nok;
 }
 
@@ -646,12 +680,15 @@ void stor_put_abort(struct stor_put *p)
 }
 
 /* Writes one meta record per committing shard into temp files, synced
- * (with everything this thread wrote to those drives since @mark: one group
- * barrier). Shard j is skipped unless ok[j]. Returns the number written;
- * clears ok[j] for the ones that failed. */
-static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
+ * with one group barrier (gsync.h) that also covers what this thread wrote
+ * to those drives since @mark and, where dirs[j] (@dirs may be NULL), the
+ * object directory of @bucket/@id (links made in it before). Shard j is
+ * skipped unless ok[j]. Returns the number written; clears ok[j] for the
+ * ones that failed. */
+static int write_tmp_metas(struct stor_store *s, const char *bucket,
+                           const uint8_t id[16], const struct stor_place *pl,
                            uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
-                           int *fds, uint64_t mark)
+                           int *fds, uint64_t mark, const bool *dirs)
 {
     struct stor_io io[2 * OBJ_MAX_SHARDS];
     int map[2 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
@@ -689,12 +726,12 @@ static int write_tmp_metas(struct stor_store *s, const struct stor_place *pl,
             obj_drive_count(s, d, true, metas[map[i]].len);
         }
     }
+    nok = sync_barrier(s, bucket, id, pl, n, ok, mark, fds, dirs);
     for (int j = 0; j < n; j++) {
         if (fds[j] >= 0)
             close(fds[j]);
         fds[j] = -1;
     }
-    nok = sync_barrier(s, pl, n, ok, mark);
     return nok;
 }
 
@@ -780,8 +817,8 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
     obj_place(s, bucket, e->key, e->key_len, &pl);
     if (build_metas(e, STOR_META_OBJECT, e->inl ? inl : NULL, L, metas,
                     which) == 0 &&
-        write_tmp_metas(s, &pl, uniq, metas, n, which, fds,
-                        sync_mark(s, &pl, n, which)) > 0) {
+        write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, which, fds,
+                        sync_mark(s, &pl, n, which), NULL) > 0) {
         uint64_t mark = sync_mark(s, &pl, n, which);
 
         for (int j = 0; j < n; j++) {
@@ -801,7 +838,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                 which[j] = false;
             }
         }
-        nok = sync_barrier(s, &pl, n, which, mark);
+        nok = sync_barrier(s, bucket, e->id, &pl, n, which, mark, NULL, which);
     }
     for (int j = 0; j < n; j++)
         cm_buf_fini(&metas[j]);
@@ -903,7 +940,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     struct obj_ent *old = NULL;
     struct stor_place pl;
     uint64_t uniq = obj_next_version(s);
-    bool keep[OBJ_MAX_SHARDS] = {0};
+    bool keep[OBJ_MAX_SHARDS] = {0}, linked[OBJ_MAX_SHARDS] = {0};
     int owq = obj_write_quorum(s, e->k, e->m), prev_n = 0;
     uint32_t prev_mask = 0;
     uint8_t id_copy[16];
@@ -934,7 +971,10 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                                        : sync_mark(s, &pl, n, ok);
     if (current_is_inline(s, bucket, e->key, e->key_len, &prev_n))
         prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
-    nok = write_tmp_metas(s, &pl, uniq, metas, n, ok, fds, mark);
+    for (int j = 0; j < n; j++)
+        linked[j] = (prev_mask >> j) & 1; /* a rename will replace it */
+    nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds,
+                          mark, linked);
     if (nok < owq) {
         ret = -STOR_EQUORUM;
         goto out_tmp;
@@ -972,7 +1012,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         keep[j] = true;
     }
     /* the renames durable; ok[j] is now keep[j] minus failed barriers */
-    nok = sync_barrier(s, &pl, n, ok, mark);
+    nok = sync_barrier(s, bucket, e->id, &pl, n, ok, mark, NULL, ok);
     if (nok < owq) {
         /* not committed: take back what we placed (best effort); the old
          * version, if any, stays in the index and gets healed */
@@ -1053,17 +1093,34 @@ static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
 
         if (ret < 0)
             return ret;
+        /* a part's shard files must be durable before its part meta; a
+         * PUT's are covered by the commit's first barrier (its mark is
+         * gs_mark) where their drives are in fs mode */
+        if (s->fsync && p->is_part) {
+            nok = sync_barrier(s, NULL, NULL, &p->pl, p->k + p->m, p->ok,
+                               p->gs_mark, p->fd, NULL);
+        } else if (s->fsync) {
+            bool filem[OBJ_MAX_SHARDS] = {0}, was[OBJ_MAX_SHARDS] = {0};
+
+            for (int j = 0; j < p->k + p->m; j++)
+                was[j] = filem[j] =
+                    p->ok[j] && !stor_gsync_is_fs(
+                                    s->gs, obj_shard_drive(s, &p->pl, j));
+            (void)sync_barrier(s, NULL, NULL, &p->pl, p->k + p->m, filem,
+                               p->gs_mark, p->fd, NULL);
+            for (int j = 0; j < p->k + p->m; j++)
+                if (was[j] && !filem[j])
+                    p->ok[j] = false;
+        }
         for (int j = 0; j < p->k + p->m; j++) {
             if (p->fd[j] >= 0) {
                 close(p->fd[j]);
                 p->fd[j] = -1;
             }
-            nok += p->ok[j];
         }
-        /* a part's shard files must be durable before its part meta; a
-         * PUT's are covered by the commit's first barrier (gs_mark) */
-        if (p->is_part)
-            nok = sync_barrier(s, &p->pl, p->k + p->m, p->ok, p->gs_mark);
+        nok = 0;
+        for (int j = 0; j < p->k + p->m; j++)
+            nok += p->ok[j];
         if (nok < obj_write_quorum(s, p->k, p->m))
             return -STOR_EQUORUM;
         return 0;
@@ -2034,8 +2091,8 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
     for (int j = 0; j < n; j++)
         ok[j] = obj_drive_online(s, obj_shard_drive(s, pl, j));
     if (build_metas(&t, STOR_META_TOMBSTONE, NULL, 0, metas, ok) == 0 &&
-        write_tmp_metas(s, pl, uniq, metas, n, ok, fds,
-                        sync_mark(s, pl, n, ok)) > 0) {
+        write_tmp_metas(s, bucket, e->id, pl, uniq, metas, n, ok, fds,
+                        sync_mark(s, pl, n, ok), NULL) > 0) {
         uint64_t mark = sync_mark(s, pl, n, ok);
 
         for (int j = 0; j < n; j++) {
@@ -2048,10 +2105,12 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
                              100 + j) == 0 &&
                 obj_path_meta(to, sizeof(to), s->drives[d].path, bucket,
                               e->id) == 0 &&
-                rename_mk(from, to) < 0)
+                rename_mk(from, to) < 0) {
                 unlink(from);
+                ok[j] = false;
+            }
         }
-        (void)sync_barrier(s, pl, n, ok, mark);
+        (void)sync_barrier(s, bucket, e->id, pl, n, ok, mark, NULL, ok);
     }
     for (int j = 0; j < n; j++)
         cm_buf_fini(&metas[j]);
