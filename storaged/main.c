@@ -72,7 +72,7 @@ static void usage(FILE *f)
         "      --read-workers N     read worker threads: GET, HEAD, LIST\n"
         "                           (default: 2 per loop, >= 4)\n"
         "      --no-fsync           do not sync at commit (faster, unsafe on power loss)\n"
-        "      --cache-mem MIB      keep up to MIB MiB of small-object (<= 128 KiB)\n"
+        "      --cache-mem MIB      keep up to MIB MiB of inline-object (<= 1 MiB)\n"
         "                           bodies in memory for GETs (default 0: off)\n"
         "      --domain NAME        also answer virtual-hosted-style requests,\n"
         "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"

@@ -204,7 +204,7 @@ struct stor_gsync *stor_gsync_create(const char *const *paths, size_t n)
     {
         const char *m = getenv("STORAGED_SYNC_MODE");
 
-        g->force = m == NULL || *m == 0      ? -1
+        g->force = m == NULL || *m == 0     ? -1
                    : strcmp(m, "fs") == 0   ? 1
                    : strcmp(m, "file") == 0 ? 0
                                             : -1;

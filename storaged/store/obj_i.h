@@ -27,8 +27,8 @@
 #include <stdio.h>
 
 #define OBJ_INLINE_MAX (1024u * 1024) /* objects up to this are inline */
-#define OBJ_BLOCK      (64u * 1024)  /* shard block of a full stripe */
-#define OBJ_CRC_LEN    8             /* CRC-64 before each shard block */
+#define OBJ_BLOCK      (64u * 1024)   /* shard block of a full stripe */
+#define OBJ_CRC_LEN    8              /* CRC-64 before each shard block */
 #define OBJ_KLOCKS     256
 #define OBJ_MAX_SHARDS 32
 #define OBJ_LEASE_NS   (10ULL * 1000000000ULL) /* version lease step: 10 s */

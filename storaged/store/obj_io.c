@@ -1,14 +1,15 @@
 /* storaged/store/obj_io.c - object PUT, GET and DELETE over erasure-coded
  * shards.
  *
- * PUT: the first 128 KiB are buffered; an object that ends there is coded
+ * PUT: the first 1 MiB is buffered; an object that ends there is coded
  * with the small geometry k = min(K, max(1, size/4 KiB)) + M and its shards
  * go inline into the meta files; a longer body streams stripe by stripe
  * (K data shards of 64 KiB + M parity) into temp shard files, each block
  * preceded by its CRC-64. Commit (under the key's lock): metas are written
- * to temp files, synced, then shard files and metas are renamed into place,
- * directories synced, the index entry swapped, and the old version's files
- * removed (deferred while a GET still reads them: see pins).
+ * to temp files, made durable (group-commit barrier, gsync.h), then shard
+ * files and metas are renamed into place, made durable (second barrier),
+ * the index entry swapped, and the old version's files removed (deferred
+ * while a GET still reads them: see pins).
  *
  * GET: the reader pins the version it opened; reads fetch only the data
  * shards covering the range, all in one io_uring batch, verify every
@@ -606,7 +607,8 @@ static int put_flush_stripe(struct stor_put *p)
     return 0;
 }
 
-/* Contract in object.h: sizes above 128 KiB stream from the first byte. */
+/* Contract in object.h: sizes above OBJ_INLINE_MAX stream from the first
+ * byte. */
 int stor_put_begin(struct stor_store *s, const char *bucket, const char *key,
                    size_t key_len, int64_t size, const struct stor_hdr *hdrs,
                    size_t nhdrs, struct stor_put **out)
@@ -637,7 +639,7 @@ int stor_put_begin(struct stor_store *s, const char *bucket, const char *key,
     return 0;
 }
 
-/* Contract in object.h: buffers up to 128 KiB, then stripes. */
+/* Contract in object.h: buffers up to OBJ_INLINE_MAX, then stripes. */
 int stor_put_write(struct stor_put *p, const void *data, size_t len)
 {
     const uint8_t *c = data;
@@ -973,8 +975,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
     for (int j = 0; j < n; j++)
         linked[j] = (prev_mask >> j) & 1; /* a rename will replace it */
-    nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds,
-                          mark, linked);
+    nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, mark,
+                          linked);
     if (nok < owq) {
         ret = -STOR_EQUORUM;
         goto out_tmp;
@@ -1104,8 +1106,8 @@ static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
 
             for (int j = 0; j < p->k + p->m; j++)
                 was[j] = filem[j] =
-                    p->ok[j] && !stor_gsync_is_fs(
-                                    s->gs, obj_shard_drive(s, &p->pl, j));
+                    p->ok[j] &&
+                    !stor_gsync_is_fs(s->gs, obj_shard_drive(s, &p->pl, j));
             (void)sync_barrier(s, NULL, NULL, &p->pl, p->k + p->m, filem,
                                p->gs_mark, p->fd, NULL);
             for (int j = 0; j < p->k + p->m; j++)
