@@ -17,10 +17,22 @@ What it measures, each side by side with nginx under the same load:
     an aws:SourceIp condition before it) against the same GETs presigned
     by root (no policy), alternating, on the same server: req/s and CPU
     per request (goal: the user at >= 0.97x of root).
+  * medium objects (320 KiB and 1 MiB by default, --medium-sizes): GET with
+    a warm page cache (wrk, 64 connections, --repeat runs alternating),
+    GET with a cold page cache (every file of both sides evicted with
+    posix_fadvise DONTNEED, then one pass over all objects with curl -Z,
+    64 in parallel), and PUT (wrk, 64 connections; storaged syncs, nginx
+    does not). Every row gives req/s and the server's CPU per request.
 
 Usage: tests/bench/bench_s3_server.py [--seconds S] [--objects N]
        [--big-mib M] [--drives D] [--threads T] [--repeat R]
-       [--only get,put,big,nofsync,policy] [--storaged-args ARGS] [--keep]
+       [--only get,put,big,nofsync,policy,medium] [--medium-sizes B,B]
+       [--medium-objects N] [--loopfs MIB] [--storaged-args ARGS] [--keep]
+--loopfs MIB puts each storaged drive on its own ext4 filesystem (a sparse
+MIB MiB image on a loop device, mounted at the drive directory; root only),
+the production layout in which storaged's group commit syncs each drive
+with one shared syncfs; without it the drives are directories on one
+shared filesystem and each file is fsynced (storaged/FORMAT.md "Writes").
 --repeat R runs each GET figure R times, alternating storaged and nginx,
 and reports the median (and the range). Every wrk row also gives the
 server's CPU time per request (utime+stime from /proc, all of nginx's
@@ -175,6 +187,92 @@ def curl_speed(url, out="/dev/null", method=None, upload=None):
     return float(up if upload else down) / (1024 * 1024)
 
 
+def evict(paths):
+    """Drops the page cache of every file under @paths (clean pages only:
+    both sides' files are synced before)."""
+    for top in paths:
+        for d, _, files in os.walk(top):
+            for f in files:
+                try:
+                    fd = os.open(os.path.join(d, f), os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
+
+def curl_pass(base, targets, work, pids, par=64):
+    """One pass over @targets with curl -Z (@par in parallel): req/s and the
+    servers' CPU us per request."""
+    cfg = os.path.join(work, "pass.cfg")
+    with open(cfg, "w") as f:
+        for t in targets:
+            f.write('url = "%s%s"\noutput = "/dev/null"\n' % (base, t))
+    hz = os.sysconf("SC_CLK_TCK")
+    t0, w0 = cpu_ticks(pids), time.time()
+    p = subprocess.run(["curl", "-s", "-f", "-Z", "--parallel-max", str(par), "-K", cfg],
+                       capture_output=True, text=True, timeout=600)
+    w1, t1 = time.time(), cpu_ticks(pids)
+    if p.returncode != 0:
+        raise RuntimeError("curl pass failed: %s" % p.stderr[:300])
+    return {"rps": len(targets) / (w1 - w0),
+            "cpu_us_per_req": (t1 - t0) * 1e6 / hz / len(targets)}
+
+
+def medium_phase(s3, sep, nep, root, drives, work, size, nobj, seconds, repeat,
+                 spids, npids, do_get=True, do_put=True):
+    """GET warm, GET cold and PUT rows for @nobj objects of @size bytes."""
+    keys = ["med%d/%05d.bin" % (size, i) for i in range(nobj)]
+
+    def up(k):
+        v = os.urandom(size)
+        s3.put_object(Bucket="bench", Key=k, Body=v)
+        p = os.path.join(root, "bench", k)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(v)
+            os.fsync(f.fileno())
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        list(ex.map(up, keys))
+
+    def rel(url):
+        return "/" + url.split("://", 1)[1].split("/", 1)[1]
+    get_s = [rel(s3.generate_presigned_url(
+        "get_object", Params={"Bucket": "bench", "Key": k}, ExpiresIn=3600)) for k in keys]
+    put_s = [rel(s3.generate_presigned_url(
+        "put_object", Params={"Bucket": "bench", "Key": "putm/" + k}, ExpiresIn=3600))
+        for k in keys]
+    get_n = ["/bench/" + k for k in keys]
+    put_n = ["/put/" + k for k in keys]
+    sc = {}
+    for name, method, targets, blen in [("get_s", "GET", get_s, 0), ("get_n", "GET", get_n, 0),
+                                        ("put_s", "PUT", put_s, size),
+                                        ("put_n", "PUT", put_n, size)]:
+        sc[name] = os.path.join(work, "m%d_%s.lua" % (size, name))
+        lua_rotate(sc[name], method, targets, blen)
+    r = {"size": size, "objects": nobj}
+    r["warm_s"], r["warm_n"], r["cold_s"], r["cold_n"] = [], [], [], []
+    r["put_s"], r["put_n"] = [], []
+    if do_get:
+        wrk(sep, sc["get_s"], 1)
+        wrk(nep, sc["get_n"], 1)
+    for _ in range(repeat if do_get else 0):
+        r["warm_s"].append(wrk_cpu(sep, sc["get_s"], seconds, spids))
+        r["warm_n"].append(wrk_cpu(nep, sc["get_n"], seconds, npids))
+    os.sync()
+    for _ in range(repeat if do_get else 0):
+        evict(drives + [os.path.dirname(drives[0])])  # + loop images
+        r["cold_s"].append(curl_pass(sep, get_s, work, spids))
+        evict([os.path.join(root, "bench")])
+        r["cold_n"].append(curl_pass(nep, get_n, work, npids))
+    for _ in range(repeat if do_put else 0):
+        r["put_s"].append(wrk_cpu(sep, sc["put_s"], seconds, spids))
+        r["put_n"].append(wrk_cpu(nep, sc["put_n"], seconds, npids))
+    return r
+
+
 def vm_hwm_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -220,10 +318,17 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="storaged --threads")
     ap.add_argument("--repeat", type=int, default=1,
                     help="GET figures: runs per side (median reported)")
-    ap.add_argument("--only", default="get,put,big,nofsync,policy",
-                    help="comma list of phases: get,put,big,nofsync,policy")
+    ap.add_argument("--only", default="get,put,big,nofsync,policy,medium",
+                    help="comma list of phases: get,put,big,nofsync,policy,medium "
+                         "(medium = medium_get,medium_put)")
+    ap.add_argument("--medium-sizes", default="327680,1048576",
+                    help="object sizes in bytes of the medium GET/PUT rows")
+    ap.add_argument("--medium-objects", type=int, default=100 if size == "tiny" else 300,
+                    help="objects per medium size")
     ap.add_argument("--storaged-args", default="",
                     help="extra storaged serve options, e.g. '--cache-mem 256'")
+    ap.add_argument("--loopfs", type=int, default=0,
+                    help="MiB: each drive its own ext4 on a loop device (root)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
     only = set(a.only.split(","))
@@ -231,13 +336,21 @@ def main():
     ncpu = os.cpu_count() or 1
     work = tempfile.mkdtemp(prefix="bench-s3-")
     procs = []
+    mounts = []
     res = {"objects": a.objects, "seconds": a.seconds, "drives": a.drives,
-           "cpus": ncpu, "big_mib": a.big_mib}
+           "cpus": ncpu, "big_mib": a.big_mib, "loopfs_mib": a.loopfs}
     try:
         # ---- storaged
         drives = [os.path.join(work, "d%d" % (i + 1)) for i in range(a.drives)]
         for d in drives:
             os.makedirs(d)
+            if a.loopfs:
+                img = d + ".img"
+                with open(img, "wb") as f:
+                    f.truncate(a.loopfs << 20)
+                subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True)
+                subprocess.run(["mount", "-o", "loop", img, d], check=True)
+                mounts.append(d)
         sport = free_port()
         env = dict(os.environ, STORAGED_ROOT_USER=AK, STORAGED_ROOT_PASSWORD=SK)
         argv = [os.path.join(BIN, "storaged"), "serve", "--address",
@@ -351,6 +464,14 @@ def main():
             res["put4k_storaged"] = wrk_cpu(sep, scripts["put_s"], a.seconds, spids)
             res["put4k_nginx"] = wrk_cpu(nep, scripts["put_n"], a.seconds, npids)
 
+        mg = "medium" in only or "medium_get" in only
+        mp = "medium" in only or "medium_put" in only
+        if mg or mp:
+            res["medium"] = [
+                medium_phase(s3, sep, nep, root, drives, work, int(z), a.medium_objects,
+                             a.seconds, a.repeat, spids, npids, mg, mp)
+                for z in a.medium_sizes.split(",")]
+
         if "big" in only:
             # ---- one big object, single stream
             big = os.path.join(root, "bench", "big.bin")
@@ -417,6 +538,8 @@ def main():
                     p.wait(15)
                 except subprocess.TimeoutExpired:
                     p.kill()
+        for d in mounts:  # mount -o loop detaches its loop device here
+            subprocess.run(["umount", d])
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
         else:
@@ -425,9 +548,10 @@ def main():
     def row(label, s, n, unit):
         ratio = s / n if n else float("nan")
         return "| %-40s | %12.1f | %12.1f | %6.2f |" % (label + " (" + unit + ")", s, n, ratio)
-    print("storaged vs nginx, 127.0.0.1, %d CPUs, %d drives (one disk), %d objects, "
+    print("storaged vs nginx, 127.0.0.1, %d CPUs, %d drives (one disk%s), %d objects, "
           "wrk -c64 %ds, %d run(s) per GET figure%s" % (
-              ncpu, a.drives, a.objects, a.seconds, a.repeat,
+              ncpu, a.drives, ", each its own %d MiB ext4 on a loop device" % a.loopfs
+              if a.loopfs else "", a.objects, a.seconds, a.repeat,
               ", storaged " + a.storaged_args if a.storaged_args else ""))
     print()
     print("| %-40s | %12s | %12s | %6s |" % ("test", "storaged", "nginx", "ratio"))
@@ -450,7 +574,34 @@ def main():
                   res["bigget_nginx_mibs"], "MiB/s"))
         print("| %-40s | %12.1f | %12s | %6s |" % ("PUT %d MiB, one stream (MiB/s)" % a.big_mib,
                                                     res["bigput_storaged_mibs"], "-", "-"))
+    for m in res.get("medium", []):
+        lab = ("%d KiB" % (m["size"] // 1024)) if m["size"] < 1 << 20 else \
+              ("%g MiB" % (m["size"] / (1 << 20)))
+        for what, ks, kn in (("GET %s warm, 64 conns" % lab, "warm_s", "warm_n"),
+                             ("GET %s cold, one pass, 64 par" % lab, "cold_s", "cold_n"),
+                             ("PUT %s, 64 conns" % lab, "put_s", "put_n")):
+            if not m[ks]:
+                continue
+            srps = median([x["rps"] for x in m[ks]])
+            nrps = median([x["rps"] for x in m[kn]])
+            print(row(what, srps, nrps, "req/s"))
+            print(row(what.split(",")[0] + " server CPU per request",
+                      median([x["cpu_us_per_req"] for x in m[ks]]),
+                      median([x["cpu_us_per_req"] for x in m[kn]]), "us"))
     print()
+    for m in res.get("medium", []):
+        for ks, kn in (("warm_s", "warm_n"), ("cold_s", "cold_n"), ("put_s", "put_n")):
+            if not m[ks]:
+                continue
+            print("%d B %s runs: storaged req/s %s CPU us %s; nginx req/s %s CPU us %s" % (
+                m["size"], ks[:-2], [round(x["rps"]) for x in m[ks]],
+                [round(x["cpu_us_per_req"]) for x in m[ks]],
+                [round(x["rps"]) for x in m[kn]],
+                [round(x["cpu_us_per_req"]) for x in m[kn]]))
+            bad = [x for x in m[ks] + m[kn] if x.get("non2xx") or x.get("socket_errors")]
+            if bad:
+                print("note: %d B %s: non-2xx or socket errors %s" % (
+                    m["size"], ks[:-2], [(x.get("non2xx"), x.get("socket_errors")) for x in bad]))
     if a.repeat > 1 and "get4k_ratio_runs" in res:
         r = res["get4k_ratio_runs"]
         print("GET 4 KiB ratio over %d runs: median %.2f, range %.2f-%.2f; storaged req/s %s; "
