@@ -1393,25 +1393,7 @@ int fc_s3_delete(struct fc_s3 *s, const char *key)
 /* CopyObject (see header). */
 int fc_s3_copy(struct fc_s3 *s, const char *src, const char *dst, char *etag)
 {
-    struct cm_kv h[1];
-    struct s3_req r = {.method = "PUT", .hdr = h, .nhdr = 1};
-    struct cm_buf cs, body;
-    int ret;
-
-    cm_buf_init(&cs, CM_BUF_NOLIMIT);
-    cm_buf_init(&body, S3_ERR_BODY_MAX);
-    if (s3_copy_source(s, src, &cs) < 0) {
-        ret = -ENOMEM;
-        goto out;
-    }
-    h[0] = (struct cm_kv){"x-amz-copy-source", 17, cs.data, cs.len};
-    ret = s3_modify(s, "CopyObject", dst, &r, &body, &s->stats.copy, NULL);
-    if (ret == 0 && !s3_xml_text(&body, "ETag", etag, FC_ETAG_MAX))
-        etag[0] = '\0';
-out:
-    cm_buf_fini(&cs);
-    cm_buf_fini(&body);
-    return ret;
+    return fc_s3_copy_meta(s, src, dst, NULL, etag);
 }
 
 /* CopyObject with new attributes (see header). */
@@ -1434,8 +1416,10 @@ int fc_s3_copy_meta(struct fc_s3 *s, const char *src, const char *dst,
     /* sorted for SigV4: x-amz-copy-source, x-amz-meta-*,
      * x-amz-metadata-directive */
     h[nh++] = (struct cm_kv){"x-amz-copy-source", 17, cs.data, cs.len};
-    nh = meta_headers(m, h, nh, mb);
-    h[nh++] = (struct cm_kv){"x-amz-metadata-directive", 24, "REPLACE", 7};
+    if (m != NULL) { /* else the source's metadata is copied */
+        nh = meta_headers(m, h, nh, mb);
+        h[nh++] = (struct cm_kv){"x-amz-metadata-directive", 24, "REPLACE", 7};
+    }
     r.nhdr = nh;
     ret = s3_modify(s, "CopyObject", dst, &r, &body, &s->stats.copy, NULL);
     if (ret == 0 && !s3_xml_text(&body, "ETag", etag, FC_ETAG_MAX))

@@ -199,8 +199,9 @@ CM_MUST_CHECK int fc_s3_copy(struct fc_s3 *s, const char *src, const char *dst,
                              char *etag);
 /* CopyObject @src -> @dst (may be the same key) with
  * x-amz-metadata-directive: REPLACE and the attributes @m (other user
- * metadata and Content-Type are dropped, as any REPLACE does). 0 and the
- * new ETag in @etag, or -errno. */
+ * metadata and Content-Type are dropped, as any REPLACE does; NULL: the
+ * source's are copied, as fc_s3_copy). 0 and the new ETag in @etag, or
+ * -errno. */
 CM_MUST_CHECK int fc_s3_copy_meta(struct fc_s3 *s, const char *src,
                                   const char *dst, const struct fc_s3_meta *m,
                                   char *etag);

@@ -458,13 +458,16 @@ void fc_upload_stop(struct fc_fs *fs)
         pthread_join(g_up.janitor, NULL);
     g_up.janitor_on = false;
     /* the session's end cut its requests short (fc_s3_abort); the last
-     * ones below get one retry each */
-    if (fs->s3 != NULL) {
+     * ones below, when there are any, get one retry each, and the client
+     * is cut again after them (prefetch workers may still run) */
+    if (fs->s3 != NULL &&
+        (g_up.metas != NULL || g_up.live != NULL || g_up.aborts != NULL)) {
         fc_s3_resume(fs->s3);
         metas_apply(fs, -1);
         unmount_drop_open();
+        aborts_retry(fs);
+        fc_s3_abort(fs->s3);
     }
-    aborts_retry(fs);
     while (g_up.aborts != NULL) {
         struct up_abort *a = g_up.aborts;
         g_up.aborts = a->next;
@@ -752,6 +755,19 @@ static int stage_fill(struct fc_wfile *wf)
     return ret;
 }
 
+/* The stream's buffer is gone (its bytes are in wf->fd): the handle works
+ * staged from now on, on a file that holds everything. wlock held. */
+static void stream_now_staged(struct fc_wfile *wf)
+{
+    free(wf->buf);
+    wf->buf = NULL;
+    wf->blen = wf->bcap = 0;
+    fc_mem_release(wf->fs, wf->breserved);
+    wf->breserved = 0;
+    wf->staged = true;
+    wf->filled = true;
+}
+
 /* Drops the tee: later reads of bytes sent, and writes behind them, get
  * EIO. wlock held. */
 static void tee_stop(struct fc_wfile *wf, int err, const char *why)
@@ -813,13 +829,7 @@ static int stream_to_stage(struct fc_wfile *wf, const char *why)
         wf->fd = wf->tee;
         wf->tee = -1;
         atomic_fetch_add(&g_up.staged, 1);
-        free(wf->buf);
-        wf->buf = NULL;
-        wf->blen = wf->bcap = 0;
-        fc_mem_release(wf->fs, wf->breserved);
-        wf->breserved = 0;
-        wf->staged = true;
-        wf->filled = true;
+        stream_now_staged(wf);
         return 0;
     }
     if (wf->nparts > 0 || wf->upload_id != NULL) {
@@ -836,13 +846,7 @@ static int stream_to_stage(struct fc_wfile *wf, const char *why)
         return ret;
     if (wf->blen > 0 && (ret = stage_pwrite(wf->fd, wf->buf, wf->blen, 0)) < 0)
         return ret;
-    free(wf->buf);
-    wf->buf = NULL;
-    wf->blen = wf->bcap = 0;
-    fc_mem_release(wf->fs, wf->breserved);
-    wf->breserved = 0;
-    wf->staged = true;
-    wf->filled = true;
+    stream_now_staged(wf);
     return 0;
 }
 
