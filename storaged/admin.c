@@ -81,6 +81,33 @@ static int ep_host(const char *ep, char *out, size_t n)
     return 0;
 }
 
+/* Writes XML text @s (@n bytes) with its five entities decoded. */
+static void put_unescaped(FILE *f, const char *s, size_t n)
+{
+    static const struct {
+        const char *ent, *ch;
+    } ents[] = {{"&quot;", "\""},
+                {"&apos;", "'"},
+                {"&lt;", "<"},
+                {"&gt;", ">"},
+                {"&amp;", "&"}};
+    size_t i = 0, j;
+
+    while (i < n) {
+        for (j = 0; j < sizeof(ents) / sizeof(ents[0]); j++) {
+            size_t el = strlen(ents[j].ent);
+
+            if (n - i >= el && memcmp(s + i, ents[j].ent, el) == 0) {
+                fputs(ents[j].ch, f);
+                i += el;
+                break;
+            }
+        }
+        if (j == sizeof(ents) / sizeof(ents[0]))
+            fputc(s[i++], f);
+    }
+}
+
 /* One signed call; prints the answer. 0, or 1 on any failure. */
 static int call(const struct admin_ctx *c, const char *method, const char *path,
                 const char *qname, const char *qval, const char *body)
@@ -177,10 +204,12 @@ static int call(const struct admin_ctx *c, const char *method, const char *path,
         const char *ce = co ? strstr(co, "</Code>") : NULL;
         const char *mend = me ? strstr(me, "</Message>") : NULL;
 
-        if (co && ce && me && mend)
-            fprintf(stderr, "storaged admin: %ld %.*s: %.*s\n", status,
-                    (int)(ce - co - 6), co + 6, (int)(mend - me - 9), me + 9);
-        else
+        if (co && ce && me && mend) {
+            fprintf(stderr, "storaged admin: %ld %.*s: ", status,
+                    (int)(ce - co - 6), co + 6);
+            put_unescaped(stderr, me + 9, (size_t)(mend - me - 9));
+            fputc('\n', stderr);
+        } else
             fprintf(stderr, "storaged admin: HTTP %ld\n", status);
     }
 out:
