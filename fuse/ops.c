@@ -50,6 +50,13 @@
  * FUSE round trip per file, while ENOSYS makes the kernel stop asking for
  * good. */
 
+/* FUSE ioctls seen. The kernel sends every ioctl on a file to us and keeps
+ * no memory of the answer, and Python's buffered open() asks isatty()
+ * (TCGETS) of each file it opens: on a ro mount, the one request a warm
+ * open of a cached file costs (.ecfs-stats `ioctls`; those on .ecfs-stats
+ * itself are not counted). */
+static atomic_ulong g_ioctls;
+
 /* An open file: the version it reads and its reader state. */
 struct fc_fh {
     struct fc_inode *in;    /* borrowed: the kernel holds it while open */
@@ -262,8 +269,9 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
     fc_cache_usage(fs->cache, &bytes, &blocks);
     if (n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n,
-                      " inodes=%zu cache_bytes=%zu cache_blocks=%zu",
-                      fc_itab_count(fs->itab), bytes, blocks);
+                      " ioctls=%lu inodes=%zu cache_bytes=%zu cache_blocks=%zu",
+                      atomic_load(&g_ioctls), fc_itab_count(fs->itab), bytes,
+                      blocks);
     return n;
 }
 
@@ -1121,6 +1129,26 @@ static void fc_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 }
 
 /* Valid replies: fuse_reply_statfs, fuse_reply_err */
+/* Valid replies: fuse_reply_ioctl_retry, fuse_reply_ioctl,
+ * fuse_reply_ioctl_iov, fuse_reply_err. No ioctl is supported: ENOTTY, what
+ * the kernel made of libfuse's ENOSYS before this handler existed. */
+static void fc_op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned cmd, void *arg,
+                        struct fuse_file_info *fi, unsigned flags,
+                        const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+    (void)cmd;
+    (void)arg;
+    (void)fi;
+    (void)flags;
+    (void)in_buf;
+    (void)in_bufsz;
+    (void)out_bufsz;
+    /* reading the counters (Python's open of .ecfs-stats) moves none */
+    if (ino != FC_STATS_INO)
+        atomic_fetch_add_explicit(&g_ioctls, 1, memory_order_relaxed);
+    fuse_reply_err(req, ENOTTY);
+}
+
 static void fc_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
     struct fc_fs *fs = fs_of(req);
@@ -1950,6 +1978,7 @@ const struct fuse_lowlevel_ops fc_ops = {
     .readdirplus = fc_op_readdirplus,
     .releasedir = fc_op_releasedir,
     .statfs = fc_op_statfs,
+    .ioctl = fc_op_ioctl,
     .setxattr = fc_op_setxattr,
     .getxattr = fc_op_getxattr,
     .listxattr = fc_op_listxattr,

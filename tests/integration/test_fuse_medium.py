@@ -7,7 +7,9 @@ over two), 320 KiB, and the threshold 512 KiB - 1, 512 KiB, 512 KiB + 1
 (the last is read block by block, as before). Every byte is compared, the
 GET counter of .ecfs-stats shows the request count, and many threads
 reading the same and different medium files at once still cost one GET per
-file. A whole_max above 64 blocks is refused at mount time."""
+file. A whole_max above 64 blocks is refused at mount time. And what a warm
+pass costs on a ro mount: one ioctl per buffered open (Python's isatty(),
+counted as `ioctls`), none unbuffered, no GET."""
 
 import concurrent.futures
 import os
@@ -102,3 +104,38 @@ def test_whole_max_above_64_blocks_is_refused(storaged, tmp_path):
     assert r.returncode == 1, r.stderr
     assert b"whole_max" in r.stderr, r.stderr
     assert not is_mounted(m.path)
+
+
+def raw_stats(m):
+    """.ecfs-stats read unbuffered: this read itself sends no ioctl."""
+    with open(os.path.join(m.path, ".ecfs-stats"), "rb", buffering=0) as f:
+        return dict((k, int(v)) for k, v in
+                    (line.split() for line in f.read().decode().splitlines()))
+
+
+def test_warm_pass_costs_one_ioctl_per_buffered_open(storaged, ecfs_mount):
+    """On a ro mount a warm open+read of a cached file sends the kernel's
+    IOCTL of Python's isatty() and nothing that reaches S3; an unbuffered
+    open sends no ioctl at all."""
+    srv = storaged()
+    c, b = client_bucket(srv, "mw")
+    rnd = random.Random(19)
+    data = {"w%02d" % i: rnd.randbytes(200 * K + i) for i in range(20)}
+    for k, v in data.items():
+        c.put_object(Bucket=b, Key=k, Body=v)
+    m = mount_of(srv, ecfs_mount, b, opts=["ro"])
+    for k, v in data.items():  # cold
+        with open(os.path.join(m.path, k), "rb") as f:
+            assert f.read() == v
+    s0 = raw_stats(m)
+    for k, v in data.items():  # warm, buffered: isatty() each
+        with open(os.path.join(m.path, k), "rb") as f:
+            assert f.read() == v
+    s1 = raw_stats(m)
+    for k, v in data.items():  # warm, unbuffered: no isatty()
+        with open(os.path.join(m.path, k), "rb", buffering=0) as f:
+            assert f.read() == v
+    s2 = raw_stats(m)
+    assert s1["ioctls"] - s0["ioctls"] == len(data)
+    assert s2["ioctls"] - s1["ioctls"] == 0
+    assert s2["get"] == s0["get"] == len(data)
