@@ -44,6 +44,7 @@ static const char *const op_names[S3_OP_COUNT] = {
     [S3_OP_GET_BUCKET_LOCATION] = "GetBucketLocation",
     [S3_OP_LIST_OBJECTS] = "ListObjects",
     [S3_OP_LIST_OBJECTS_V2] = "ListObjectsV2",
+    [S3_OP_LIST_VERSIONS] = "ListObjectVersions",
     [S3_OP_LIST_UPLOADS] = "ListMultipartUploads",
     [S3_OP_DELETE_OBJECTS] = "DeleteObjects",
     [S3_OP_PUT_OBJECT] = "PutObject",

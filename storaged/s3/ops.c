@@ -641,14 +641,29 @@ static int max_param(const struct stor_s3_req *r, const char *name, int def,
  * (continuation-token = base64 of the last key or prefix returned,
  * start-after, fetch-owner); encoding-type=url encodes keys, prefixes and
  * markers. Objects and common prefixes count together toward max-keys. */
-static void op_list_objects(struct stor_s3_req *r, bool v2)
+/* What op_list_objects answers. */
+enum list_kind {
+    LIST_V1,       /* ListObjects: marker, NextMarker with a delimiter */
+    LIST_V2,       /* ListObjectsV2: continuation tokens, KeyCount */
+    LIST_VERSIONS, /* ListObjectVersions of an unversioned bucket */
+};
+
+/* GET /bucket, ?list-type=2 and ?versions. Buckets are unversioned, so
+ * ListObjectVersions lists each key's one version, "null" and latest, as
+ * S3 does for a bucket that never had versioning; its version-id-marker
+ * can only be "null" (the one version of key-marker, so the listing goes
+ * on after that key) and needs a key-marker, as S3 says. */
+static void op_list_objects(struct stor_s3_req *r, enum list_kind kind)
 {
+    bool v2 = kind == LIST_V2, vers = kind == LIST_VERSIONS;
     const char *prefix = stor_s3_query(r, "prefix");
     const char *delim = stor_s3_query(r, "delimiter");
     const char *enc = stor_s3_query(r, "encoding-type");
     const char *token = v2 ? stor_s3_query(r, "continuation-token") : NULL;
-    const char *start =
-        v2 ? stor_s3_query(r, "start-after") : stor_s3_query(r, "marker");
+    const char *start = v2     ? stor_s3_query(r, "start-after")
+                        : vers ? stor_s3_query(r, "key-marker")
+                               : stor_s3_query(r, "marker");
+    const char *vmark = vers ? stor_s3_query(r, "version-id-marker") : NULL;
     const char *after = start;
     const char *fo = v2 ? stor_s3_query(r, "fetch-owner") : NULL;
     /* as S3: V2 has no Owner unless fetch-owner=true (false is the
@@ -667,6 +682,11 @@ static void op_list_objects(struct stor_s3_req *r, bool v2)
         return;
     }
     url = enc != NULL;
+    if (vmark && vmark[0] &&
+        (strcmp(vmark, "null") != 0 || start == NULL || start[0] == 0)) {
+        stor_s3_error(r, S3E_INVALID_ARGUMENT);
+        return;
+    }
     if (max_param(r, "max-keys", LIST_MAX_KEYS, LIST_MAX_KEYS, &maxk) < 0) {
         stor_s3_error(r, S3E_INVALID_ARGUMENT);
         return;
@@ -706,10 +726,16 @@ static void op_list_objects(struct stor_s3_req *r, bool v2)
         free(tok);
         return;
     }
-    x_lit(b, S3_XML_DECL "<ListBucketResult xmlns=\"" S3_XMLNS "\">");
+    if (vers)
+        x_lit(b, S3_XML_DECL "<ListVersionsResult xmlns=\"" S3_XMLNS "\">");
+    else
+        x_lit(b, S3_XML_DECL "<ListBucketResult xmlns=\"" S3_XMLNS "\">");
     x_str(b, "Name", r->bucket, false);
     x_str(b, "Prefix", prefix, url);
-    if (v2) {
+    if (vers) {
+        x_str(b, "KeyMarker", start, url);
+        x_str(b, "VersionIdMarker", vmark, false);
+    } else if (v2) {
         if (token)
             x_str(b, "ContinuationToken", token, false);
         if (start)
@@ -734,6 +760,9 @@ static void op_list_objects(struct stor_s3_req *r, bool v2)
             } else {
                 x_fail(b);
             }
+        } else if (vers) {
+            x_str(b, "NextKeyMarker", res.next_marker, url);
+            x_lit(b, "<NextVersionIdMarker>null</NextVersionIdMarker>");
         } else if (delim) {
             x_str(b, "NextMarker", res.next_marker, url);
         }
@@ -745,8 +774,10 @@ static void op_list_objects(struct stor_s3_req *r, bool v2)
         char t[CM_TIME_RFC3339_LEN + 1];
 
         time_iso(e->mtime, e->mtime_ms, t);
-        x_lit(b, "<Contents>");
+        x_lit(b, vers ? "<Version>" : "<Contents>");
         x_elem(b, "Key", e->key, e->key_len, url);
+        if (vers)
+            x_lit(b, "<VersionId>null</VersionId><IsLatest>true</IsLatest>");
         x_fmt(b,
               "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
               "<Size>%llu</Size>",
@@ -754,14 +785,15 @@ static void op_list_objects(struct stor_s3_req *r, bool v2)
         if (!v2 || owner)
             x_lit(b, "<Owner><ID>" OWNER_ID "</ID><DisplayName>root"
                      "</DisplayName></Owner>");
-        x_lit(b, "<StorageClass>STANDARD</StorageClass></Contents>");
+        x_lit(b, vers ? "<StorageClass>STANDARD</StorageClass></Version>"
+                      : "<StorageClass>STANDARD</StorageClass></Contents>");
     }
     for (i = 0; i < res.nprefixes; i++) {
         x_lit(b, "<CommonPrefixes>");
         x_str(b, "Prefix", res.prefixes[i], url);
         x_lit(b, "</CommonPrefixes>");
     }
-    x_lit(b, "</ListBucketResult>");
+    x_lit(b, vers ? "</ListVersionsResult>" : "</ListBucketResult>");
     stor_list_result_fini(&res);
     free(tok);
     xml_done(r);
@@ -1937,10 +1969,13 @@ void stor_s3_op_run(struct stor_s3_req *r)
         op_object_subresource(r);
         break;
     case S3_OP_LIST_OBJECTS:
-        op_list_objects(r, false);
+        op_list_objects(r, LIST_V1);
         break;
     case S3_OP_LIST_OBJECTS_V2:
-        op_list_objects(r, true);
+        op_list_objects(r, LIST_V2);
+        break;
+    case S3_OP_LIST_VERSIONS:
+        op_list_objects(r, LIST_VERSIONS);
         break;
     case S3_OP_LIST_UPLOADS:
         op_list_uploads(r);

@@ -194,6 +194,8 @@ enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
                 r->op = S3_OP_GET_BUCKET_LOCATION;
             else if (stor_s3_has_query(r, "uploads"))
                 r->op = S3_OP_LIST_UPLOADS;
+            else if (stor_s3_has_query(r, "versions"))
+                r->op = S3_OP_LIST_VERSIONS;
             else if (has_any(r, bucket_subres, CM_ARRAY_SIZE(bucket_subres)))
                 r->op = S3_OP_BUCKET_SUBRESOURCE;
             else if (stor_s3_query(r, "list-type") &&
@@ -542,6 +544,7 @@ static bool op_reads(enum stor_s3_op op)
     case S3_OP_HEAD_OBJECT:
     case S3_OP_LIST_OBJECTS:
     case S3_OP_LIST_OBJECTS_V2:
+    case S3_OP_LIST_VERSIONS:
     case S3_OP_LIST_BUCKETS:
     case S3_OP_HEAD_BUCKET:
     case S3_OP_METRICS:

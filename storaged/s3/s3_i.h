@@ -58,6 +58,7 @@ enum stor_s3_op {
     S3_OP_GET_BUCKET_LOCATION,
     S3_OP_LIST_OBJECTS,
     S3_OP_LIST_OBJECTS_V2,
+    S3_OP_LIST_VERSIONS, /* ListObjectVersions: one "null" version a key */
     S3_OP_LIST_UPLOADS,
     S3_OP_DELETE_OBJECTS,
     S3_OP_PUT_OBJECT,

@@ -228,3 +228,47 @@ def test_options_preflight_without_cors(s3, bucket):
                 assert conn.getresponse().status == 200
             finally:
                 conn.close()
+
+
+def test_list_object_versions_of_an_unversioned_bucket(s3, bucket):
+    """As S3 for a bucket that never had versioning: each key's one version
+    is "null" and latest; key-marker pages; a version-id-marker other than
+    "null", or without a key-marker, is 400; the null version can be read
+    and deleted by id."""
+    import botocore.exceptions
+    import pytest
+    keys = ["a", "b/1", "b/2", "c"]
+    for k in keys:
+        s3.put_object(Bucket=bucket, Key=k, Body=k.encode())
+    r = s3.list_object_versions(Bucket=bucket)
+    assert [(v["Key"], v["VersionId"], v["IsLatest"], v["Size"])
+            for v in r["Versions"]] == [(k, "null", True, len(k)) for k in keys]
+    assert "DeleteMarkers" not in r and r["IsTruncated"] is False
+    assert r["Versions"][0]["ETag"] == s3.head_object(
+        Bucket=bucket, Key="a")["ETag"]
+    r = s3.list_object_versions(Bucket=bucket, Delimiter="/")
+    assert [v["Key"] for v in r["Versions"]] == ["a", "c"]
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["b/"]
+    seen, km, vm = [], None, None
+    while True:
+        kw = {"KeyMarker": km, "VersionIdMarker": vm} if km else {}
+        r = s3.list_object_versions(Bucket=bucket, MaxKeys=1, **kw)
+        seen += [v["Key"] for v in r["Versions"]]
+        if not r["IsTruncated"]:
+            break
+        km, vm = r["NextKeyMarker"], r["NextVersionIdMarker"]
+        assert vm == "null"
+    assert seen == keys
+    for bad in ({"KeyMarker": "a", "VersionIdMarker": "v1"},
+                {"VersionIdMarker": "null"}):
+        with pytest.raises(botocore.exceptions.ClientError) as ei:
+            s3.list_object_versions(Bucket=bucket, **bad)
+        assert ei.value.response["Error"]["Code"] == "InvalidArgument"
+    assert s3.get_object(Bucket=bucket, Key="a",
+                         VersionId="null")["Body"].read() == b"a"
+    s3.delete_objects(Bucket=bucket, Delete={"Objects": [
+        {"Key": k, "VersionId": "null"} for k in keys]})
+    assert "Versions" not in s3.list_object_versions(Bucket=bucket)
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.list_object_versions(Bucket="no-such-bucket-here")
+    assert ei.value.response["Error"]["Code"] == "NoSuchBucket"
