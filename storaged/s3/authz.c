@@ -48,8 +48,10 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
     c.user = u ? u->name : NULL;
     c.peer = peer_cb;
     c.peer_arg = &r->http;
-    if (act == STOR_ACT_LIST_BUCKET && key == NULL &&
-        (r->op == S3_OP_LIST_OBJECTS || r->op == S3_OP_LIST_OBJECTS_V2)) {
+    if ((act == STOR_ACT_LIST_BUCKET || act == STOR_ACT_LIST_BUCKET_VERSIONS) &&
+        key == NULL &&
+        (r->op == S3_OP_LIST_OBJECTS || r->op == S3_OP_LIST_OBJECTS_V2 ||
+         r->op == S3_OP_LIST_VERSIONS)) {
         c.prefix = stor_s3_query(r, "prefix");
         if (c.prefix == NULL)
             c.prefix = "";
@@ -152,6 +154,8 @@ static enum stor_act op_act(const struct stor_s3_req *r)
     case S3_OP_LIST_OBJECTS:
     case S3_OP_LIST_OBJECTS_V2:
         return STOR_ACT_LIST_BUCKET;
+    case S3_OP_LIST_VERSIONS:
+        return STOR_ACT_LIST_BUCKET_VERSIONS;
     case S3_OP_DELETE_BUCKET:
         return STOR_ACT_DELETE_BUCKET;
     case S3_OP_GET_BUCKET_LOCATION:

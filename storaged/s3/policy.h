@@ -35,6 +35,7 @@ enum stor_act {
     STOR_ACT_PUT_OBJECT_ACL,
     STOR_ACT_GET_OBJECT_TAGGING,
     STOR_ACT_GET_BUCKET_CONFIG, /* versioning, cors, ...: read-only answers */
+    STOR_ACT_LIST_BUCKET_VERSIONS, /* ListObjectVersions */
     STOR_ACT_ADMIN_CREATE_USER,
     STOR_ACT_ADMIN_DELETE_USER,
     STOR_ACT_ADMIN_LIST_USERS,

@@ -58,12 +58,13 @@ USERS = {
 }
 
 ACTIONS = ["get", "get_val", "put", "put_val", "delete", "list_root",
-           "list_train", "list_val", "mpu", "copy_out", "copy_in",
+           "list_train", "list_val", "list_versions", "mpu", "copy_out", "copy_in",
            "mkbucket", "rmbucket", "admin", "golden_put", "golden_del"]
 
 ALL = set(ACTIONS) - {"admin"}
 ALLOWED = {
-    "ro": {"get", "get_val", "list_root", "list_train", "list_val"},
+    "ro": {"get", "get_val", "list_root", "list_train", "list_val",
+           "list_versions"},
     "rw": ALL,
     "wo": {"put", "put_val", "mpu", "golden_put"},
     "pfx": {"get", "put", "delete", "list_train", "mpu", "copy_in"},
@@ -182,6 +183,10 @@ def run_action(e, user, action, tag):
         root.put_object(Bucket=b, Key=key, Body=b"keep")
         c.delete_object(Bucket=b, Key=key)
         return lambda ok: exists(root, key) != ok
+    if action == "list_versions":  # s3:ListBucketVersions
+        r = c.list_object_versions(Bucket=b, Prefix="train/")
+        assert r["Versions"] and r["Versions"][0]["VersionId"] == "null"
+        return None
     if action.startswith("list_"):
         pre = {"list_root": "", "list_train": "train/",
                "list_val": "val/"}[action]
