@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -179,8 +180,24 @@ static void get_fixed(struct rd *r, char *dst, size_t cap)
     r->off += n;
 }
 
+static int meta_decode(const void *p, size_t n, struct stor_meta *m,
+                       bool view);
+
 /* Contract in meta.h: CRC first, then every field bounds-checked. */
 int stor_meta_decode(const void *p, size_t n, struct stor_meta *m)
+{
+    return meta_decode(p, n, m, false);
+}
+
+/* Contract in meta.h. */
+int stor_meta_decode_view(const void *p, size_t n, struct stor_meta *m)
+{
+    return meta_decode(p, n, m, true);
+}
+
+/* Both decoders; @view leaves the inline shard in @p. */
+static int meta_decode(const void *p, size_t n, struct stor_meta *m,
+                       bool view)
 {
     struct rd r = {.p = p, .n = n};
     uint8_t hdr[STOR_META_HDR];
@@ -238,8 +255,20 @@ int stor_meta_decode(const void *p, size_t n, struct stor_meta *m)
         get_fixed(&r, m->parts[i].etag, sizeof(m->parts[i].etag));
     }
     m->has_inline = (int)get_le(&r, 1);
-    if (!r.bad && m->has_inline)
+    if (!r.bad && m->has_inline && view) {
+        size_t il = (size_t)get_le(&r, 4);
+
+        if (r.bad || r.n - r.off < il) {
+            r.bad = 1;
+        } else {
+            m->inl_ref = r.p + r.off;
+            m->inl_len = il;
+            r.off += il;
+        }
+    } else if (!r.bad && m->has_inline) {
         m->inl = (uint8_t *)get_str(&r, 4, &m->inl_len, 1);
+        m->inl_ref = m->inl;
+    }
     if (!r.bad &&
         (m->type < STOR_META_OBJECT || m->type > STOR_META_UPLOAD || m->k < 1 ||
          m->m < 0 || m->k + m->m > 32 || m->shard >= m->k + m->m || r.off != n))

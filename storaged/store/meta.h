@@ -45,7 +45,9 @@ struct stor_meta {
     size_t nhdrs;
     struct stor_meta_part *parts; /* owned */
     size_t nparts;
-    uint8_t *inl; /* owned; the inline shard, or NULL */
+    uint8_t *inl; /* owned; the inline shard, or NULL (and by view) */
+    const uint8_t *inl_ref; /* the inline shard: inl, or inside the record
+                             * stor_meta_decode_view() read */
     size_t inl_len;
     int has_inline; /* 1 when the shard is inline (even if empty) */
 };
@@ -57,6 +59,11 @@ CM_MUST_CHECK int stor_meta_encode(const struct stor_meta *m,
  * or field), -ENOMEM. On failure @m is left empty. */
 CM_MUST_CHECK int stor_meta_decode(const void *p, size_t n,
                                    struct stor_meta *m);
+/* The same, except that the inline shard is not copied: m->inl stays NULL
+ * and m->inl_ref points into @p, which must outlive its use (a GET reads a
+ * whole meta file and needs only the shard's bytes: one copy fewer). */
+CM_MUST_CHECK int stor_meta_decode_view(const void *p, size_t n,
+                                        struct stor_meta *m);
 void stor_meta_fini(struct stor_meta *m);
 
 /* Exact encoded size of @m (what stor_meta_encode appends). */

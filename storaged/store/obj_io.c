@@ -1414,7 +1414,7 @@ static int get_inline(struct stor_get *g)
             obj_drive_count(s, obj_shard_drive(s, &g->pl, j), false,
                             io[i].res > 0 ? (uint64_t)io[i].res : 0);
             if (io[i].res != (ssize_t)mlen ||
-                stor_meta_decode(raw[j], mlen, &m) < 0) {
+                stor_meta_decode_view(raw[j], mlen, &m) < 0) {
                 if (io[i].res == (ssize_t)mlen)
                     __atomic_add_fetch(&s->corrupt_found, 1, __ATOMIC_RELAXED);
                 continue;
@@ -1422,7 +1422,7 @@ static int get_inline(struct stor_get *g)
             if (m.version == e->version && m.shard == j && m.has_inline &&
                 m.inl_len == L && m.type == STOR_META_OBJECT) {
                 if (L)
-                    memcpy(shards + (size_t)j * L, m.inl, L);
+                    memcpy(shards + (size_t)j * L, m.inl_ref, L);
                 present[j] = true;
                 good++;
             }
@@ -1707,7 +1707,7 @@ int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
         struct stor_meta m;
 
         if (rd->res != (ssize_t)nb->mlen ||
-            stor_meta_decode(rd->buf, nb->mlen, &m) < 0) {
+            stor_meta_decode_view(rd->buf, nb->mlen, &m) < 0) {
             ret = -EAGAIN;
             break;
         }
@@ -1716,7 +1716,7 @@ int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
         if (m.version == e->version && m.shard == j && m.has_inline &&
             m.inl_len == nb->L && m.type == STOR_META_OBJECT) {
             if (nb->L)
-                memcpy(shards + (size_t)j * nb->L, m.inl, nb->L);
+                memcpy(shards + (size_t)j * nb->L, m.inl_ref, nb->L);
         } else {
             ret = -EAGAIN;
         }

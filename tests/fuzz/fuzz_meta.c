@@ -22,6 +22,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct stor_meta m;
     struct cm_buf b;
 
+    {
+        /* the view decoder accepts exactly what the copying one does, and
+         * points at the same inline bytes */
+        struct stor_meta a, w;
+        int ra = stor_meta_decode(data, size, &a);
+        int rw = stor_meta_decode_view(data, size, &w);
+
+        CHECK((ra == 0) == (rw == 0));
+        if (ra == 0) {
+            CHECK(a.inl_len == w.inl_len && w.inl == NULL);
+            CHECK(a.inl_len == 0 ||
+                  memcmp(a.inl_ref, w.inl_ref, a.inl_len) == 0);
+            CHECK(w.inl_ref == NULL ||
+                  (w.inl_ref >= data && w.inl_ref + w.inl_len <= data + size));
+        }
+        stor_meta_fini(&a);
+        stor_meta_fini(&w);
+    }
     if (stor_meta_decode(data, size, &m) == 0) {
         cm_buf_init(&b, STOR_META_MAX);
         CHECK(stor_meta_encode(&m, &b) == 0);
