@@ -180,8 +180,7 @@ static void get_fixed(struct rd *r, char *dst, size_t cap)
     r->off += n;
 }
 
-static int meta_decode(const void *p, size_t n, struct stor_meta *m,
-                       bool view);
+static int meta_decode(const void *p, size_t n, struct stor_meta *m, bool view);
 
 /* Contract in meta.h: CRC first, then every field bounds-checked. */
 int stor_meta_decode(const void *p, size_t n, struct stor_meta *m)
@@ -196,8 +195,7 @@ int stor_meta_decode_view(const void *p, size_t n, struct stor_meta *m)
 }
 
 /* Both decoders; @view leaves the inline shard in @p. */
-static int meta_decode(const void *p, size_t n, struct stor_meta *m,
-                       bool view)
+static int meta_decode(const void *p, size_t n, struct stor_meta *m, bool view)
 {
     struct rd r = {.p = p, .n = n};
     uint8_t hdr[STOR_META_HDR];

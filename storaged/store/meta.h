@@ -45,7 +45,7 @@ struct stor_meta {
     size_t nhdrs;
     struct stor_meta_part *parts; /* owned */
     size_t nparts;
-    uint8_t *inl; /* owned; the inline shard, or NULL (and by view) */
+    uint8_t *inl;           /* owned; the inline shard, or NULL (and by view) */
     const uint8_t *inl_ref; /* the inline shard: inl, or inside the record
                              * stor_meta_decode_view() read */
     size_t inl_len;
