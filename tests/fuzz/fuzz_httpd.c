@@ -2,7 +2,8 @@
  * server's request-head parser and HTTP Basic check (common/httpd.c).
  * Properties: any bytes parse (0) or fail with -EBADMSG; a parsed head has
  * a method, a path starting with '/', and a query; the Basic check never
- * accepts a header that does not decode to exactly "user:pass". */
+ * accepts a header that does not decode to exactly "user:pass"; a decoded
+ * user and password always fit their buffers. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,6 +40,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rq.authorization &&
             cm_httpd_basic_ok(rq.authorization, "user", "pass"))
             CHECK(strstr(rq.authorization, "dXNlcjpwYXNz") != NULL);
+        if (rq.authorization) {
+            char u[32], p[32];
+
+            if (cm_httpd_basic_decode(rq.authorization, u, p, sizeof(u)) == 0)
+                CHECK(strlen(u) < sizeof(u) && strlen(p) < sizeof(p));
+        }
     }
     free(buf);
     return 0;
