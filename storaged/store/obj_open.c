@@ -351,7 +351,7 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
                     char **err)
 {
     struct stor_store *s;
-    bool trusted;
+    bool trusted, background;
     int ret;
 
     if (err)
@@ -382,7 +382,9 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
     }
     (void)drive_locks(s, LOCK_SH); /* shared: `storaged index` waits for us */
     ret = obj_load(s);
-    if (ret == 1 && o->rebuild_in_background) {
+    trusted = ret == 0;
+    background = ret == 1 && o->rebuild_in_background;
+    if (background) {
         ret = pthread_create(&s->load_thread, NULL, rebuild_main, s);
         if (ret != 0) {
             ret = -ret;
@@ -390,36 +392,35 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
             goto fail;
         }
         s->load_thread_started = true;
-        cm_log(CM_LOG_INFO, 0,
-               "store: deployment %s, %zu drives, %d set(s) of %d, EC %d+%d; "
-               "serving /metrics and 503s until the index is rebuilt",
-               s->deployment, s->ndrives, s->nsets, s->set_size, s->K, s->M);
-        *out = s;
-        return 0;
+    } else {
+        if (ret == 1)
+            ret = obj_load_rebuild(s);
+        if (ret < 0) {
+            set_err(err, "loading the object index failed: %s", strerror(-ret));
+            goto fail;
+        }
+        ret = obj_threads_start(s);
+        if (ret < 0) {
+            set_err(err, "cannot start background threads: %s", strerror(-ret));
+            goto fail;
+        }
+        /* a trusted index was checked only by its file's identity: its
+         * content is checked while serving (FORMAT.md); the walk also
+         * brings its pages into the page cache and the map, so first
+         * lookups do not fault them in one by one. Not a background thread
+         * in STORAGED_NO_BACKGROUND's sense: it only reads the index, and
+         * ends. */
+        if (trusted &&
+            pthread_create(&s->load_thread, NULL, verify_main, s) == 0)
+            s->load_thread_started = true;
     }
-    trusted = ret == 0;
-    if (ret == 1)
-        ret = obj_load_rebuild(s);
-    if (ret < 0) {
-        set_err(err, "loading the object index failed: %s", strerror(-ret));
-        goto fail;
-    }
-    ret = obj_threads_start(s);
-    if (ret < 0) {
-        set_err(err, "cannot start background threads: %s", strerror(-ret));
-        goto fail;
-    }
-    /* a trusted index was checked only by its file's identity: its content
-     * is checked while serving (FORMAT.md); the walk also brings its pages
-     * into the page cache and the map, so first lookups do not fault them
-     * in one by one. Not a background thread in STORAGED_NO_BACKGROUND's
-     * sense: it only reads the index, and ends. */
-    if (trusted && pthread_create(&s->load_thread, NULL, verify_main, s) == 0)
-        s->load_thread_started = true;
     cm_log(CM_LOG_INFO, 0,
            "store: deployment %s, %zu drives, %d set(s) of "
-           "%d, EC %d+%d",
-           s->deployment, s->ndrives, s->nsets, s->set_size, s->K, s->M);
+           "%d, EC %d+%d%s",
+           s->deployment, s->ndrives, s->nsets, s->set_size, s->K, s->M,
+           background ? "; serving /metrics and 503s until the index is "
+                        "rebuilt"
+                      : "");
     *out = s;
     return 0;
 fail:
