@@ -20,16 +20,16 @@ def body(rng):
     return rng.randbytes(n)
 
 
-def writer(c, keys, state, stop, seed):
+def writer(c, keys, state, stop, seed, bucket="crash", make_body=body):
     rng = random.Random(seed)
     while not stop.is_set():
         k = rng.choice(keys)
-        v = body(rng)
+        v = make_body(rng)
         h = hashlib.md5(v).hexdigest()
         st = state[k]
         st["inflight"].add(h)
         try:
-            c.put_object(Bucket="crash", Key=k, Body=v)
+            c.put_object(Bucket=bucket, Key=k, Body=v)
         except Exception:
             continue  # the server died under us: outcome unknown
         st["acked"] = h

@@ -24,6 +24,7 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
+from test_object_crash import writer
 from test_object_fault import away, corrupt_drive, rnd, wait_probe
 
 KIB, MIB = 1024, 1024 * 1024
@@ -164,22 +165,6 @@ def body(rng):
     return rng.randbytes(n)
 
 
-def writer(c, keys, state, stop, seed):
-    rng = random.Random(seed)
-    while not stop.is_set():
-        k = rng.choice(keys)
-        v = body(rng)
-        h = hashlib.md5(v).hexdigest()
-        st = state[k]
-        st["inflight"].add(h)
-        try:
-            c.put_object(Bucket="medk", Key=k, Body=v)
-        except Exception:
-            continue  # the server died under us: outcome unknown
-        st["acked"] = h
-        st["acked_n"] += 1
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_medium_kill9_concurrent_puts(storaged, mode):
     srv = storaged(ndrives=16, env={"STORAGED_SYNC_MODE": mode})
@@ -187,14 +172,15 @@ def test_medium_kill9_concurrent_puts(storaged, mode):
     c.create_bucket(Bucket="medk")
     nthreads = 6
     keys = [["t%d/k%d" % (t, i) for i in range(4)] for t in range(nthreads)]
-    state = {k: {"acked": None, "inflight": set(), "acked_n": 0}
+    state = {k: {"acked": None, "inflight": set(), "acked_seq": []}
              for ks in keys for k in ks}
     rng = random.Random(9)
     for rnd_ in range(3):
         stop = threading.Event()
         cl = [srv.client() for _ in range(nthreads)]
         ths = [threading.Thread(target=writer, args=(cl[t], keys[t], state,
-                                                     stop, rnd_ * 10 + t))
+                                                     stop, rnd_ * 10 + t,
+                                                     "medk", body))
                for t in range(nthreads)]
         for t in ths:
             t.start()
@@ -218,4 +204,4 @@ def test_medium_kill9_concurrent_puts(storaged, mode):
             st["inflight"] = set()
     # fs mode on a shared filesystem waits for a syncfs of everyone's dirty
     # data: few acks under load, but each one is checked above
-    assert sum(st["acked_n"] for st in state.values()) >= 8
+    assert sum(len(st["acked_seq"]) for st in state.values()) >= 8
