@@ -338,6 +338,13 @@ void fc_cache_fill(struct fc_cache *c, struct fc_block *b, char *data,
     pthread_mutex_unlock(&c->lock);
 }
 
+void fc_cache_ref(struct fc_cache *c, struct fc_block *b)
+{
+    pthread_mutex_lock(&c->lock);
+    b->refs++;
+    pthread_mutex_unlock(&c->lock);
+}
+
 /* Drops a reference (see header). */
 void fc_cache_release(struct fc_cache *c, struct fc_block *b)
 {

@@ -72,7 +72,9 @@ struct fc_block *fc_cache_claim(struct fc_cache *c, const char *key,
  * retries. Wakes waiters. Does not drop the owner's reference. */
 void fc_cache_fill(struct fc_cache *c, struct fc_block *b, char *data,
                    size_t len, int err);
-/* Drops a reference taken by acquire/claim. */
+/* Takes one more reference on @b, which the caller holds already. */
+void fc_cache_ref(struct fc_cache *c, struct fc_block *b);
+/* Drops a reference taken by acquire/claim/ref. */
 void fc_cache_release(struct fc_cache *c, struct fc_block *b);
 /* Whether (key, etag, idx) is present in any state. */
 bool fc_cache_contains(struct fc_cache *c, const char *key, const char *etag,

@@ -64,6 +64,19 @@ struct dc_hdr {
 };
 _Static_assert(sizeof(struct dc_hdr) == DC_HDR, "dcache header layout");
 
+/* A store queued for the writer thread. */
+struct dc_job {
+    struct dc_job *next;
+    char *key;  /* owned */
+    char *etag; /* owned */
+    uint64_t idx;
+    size_t bs;
+    const void *data; /* the caller's, valid until done */
+    size_t len;
+    fc_dcache_done_fn *done;
+    void *ctx, *arg;
+};
+
 struct fc_dcache {
     char *dir;   /* the cache_dir, owned */
     char *idpfx; /* "ecfs-dcache\nENDPOINT\nBUCKET\n", owned */
@@ -74,8 +87,12 @@ struct fc_dcache {
     pthread_cond_t cond;  /* wakes the eviction thread */
     bool stop, wake, started;
     pthread_t th;
-    atomic_bool low_space;      /* free space under the floor: no stores */
-    atomic_uint_fast64_t bytes; /* estimate of what the files take */
+    pthread_t wth;                /* the writer thread */
+    pthread_cond_t wcond;         /* wakes it */
+    struct dc_job *qhead, *qtail; /* its queue */
+    size_t qbytes;                /* bytes queued */
+    atomic_bool low_space;        /* free space under the floor: no stores */
+    atomic_uint_fast64_t bytes;   /* estimate of what the files take */
     atomic_uint_fast64_t files;
     atomic_uint_fast64_t since_check; /* bytes stored since statvfs */
     atomic_ulong seq;                 /* temporary file names */
@@ -224,6 +241,7 @@ int fc_dcache_open(const struct fc_dcache_conf *conf, struct fc_dcache **out)
     close(dfd);
     pthread_mutex_init(&dc->lock, NULL);
     pthread_cond_init(&dc->cond, NULL);
+    pthread_cond_init(&dc->wcond, NULL);
     *out = dc;
     return 0;
 
@@ -451,7 +469,92 @@ static void wake_evict(struct fc_dcache *dc)
     pthread_mutex_unlock(&dc->lock);
 }
 
-/* Starts the eviction thread (see header). */
+static void job_free(struct dc_job *j)
+{
+    j->done(j->ctx, j->arg);
+    free(j->key);
+    free(j->etag);
+    free(j);
+}
+
+/* Writes queued blocks; at stop, writes what is left, then exits. */
+static void *writer_thread(void *arg)
+{
+    struct fc_dcache *dc = arg;
+
+    for (;;) {
+        struct dc_job *j;
+
+        pthread_mutex_lock(&dc->lock);
+        while (!dc->stop && dc->qhead == NULL)
+            pthread_cond_wait(&dc->wcond, &dc->lock);
+        j = dc->qhead;
+        if (j == NULL) {
+            pthread_mutex_unlock(&dc->lock);
+            return NULL; /* stopped and drained */
+        }
+        dc->qhead = j->next;
+        if (dc->qhead == NULL)
+            dc->qtail = NULL;
+        pthread_mutex_unlock(&dc->lock);
+        fc_dcache_put(dc, j->key, j->etag, j->idx, j->bs, j->data, j->len);
+        pthread_mutex_lock(&dc->lock);
+        dc->qbytes -= j->len;
+        pthread_mutex_unlock(&dc->lock);
+        job_free(j);
+    }
+}
+
+/* Queues a store (see header). */
+bool fc_dcache_put_async(struct fc_dcache *dc, const char *key,
+                         const char *etag, uint64_t idx, size_t bs,
+                         const void *data, size_t len, fc_dcache_done_fn *done,
+                         void *ctx, void *arg)
+{
+    struct dc_job *j;
+    bool ok = false;
+
+    if (!dc->started || etag[0] == '\0')
+        return false;
+    j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return false;
+    j->key = strdup(key);
+    j->etag = strdup(etag);
+    if (j->key == NULL || j->etag == NULL) {
+        free(j->key);
+        free(j->etag);
+        free(j);
+        return false;
+    }
+    j->idx = idx;
+    j->bs = bs;
+    j->data = data;
+    j->len = len;
+    j->done = done;
+    j->ctx = ctx;
+    j->arg = arg;
+    pthread_mutex_lock(&dc->lock);
+    if (!dc->stop && dc->qbytes + len <= FC_DCACHE_QUEUE) {
+        if (dc->qtail)
+            dc->qtail->next = j;
+        else
+            dc->qhead = j;
+        dc->qtail = j;
+        dc->qbytes += len;
+        pthread_cond_signal(&dc->wcond);
+        ok = true;
+    }
+    pthread_mutex_unlock(&dc->lock);
+    if (!ok) {
+        free(j->key);
+        free(j->etag);
+        free(j);
+    }
+    return ok;
+}
+
+/* Starts the eviction and writer threads (see header). */
 int fc_dcache_start(struct fc_dcache *dc)
 {
     int e;
@@ -460,6 +563,16 @@ int fc_dcache_start(struct fc_dcache *dc)
     e = pthread_create(&dc->th, NULL, evict_thread, dc);
     if (e != 0)
         return -e;
+    e = pthread_create(&dc->wth, NULL, writer_thread, dc);
+    if (e != 0) {
+        pthread_mutex_lock(&dc->lock);
+        dc->stop = true;
+        pthread_cond_signal(&dc->cond);
+        pthread_mutex_unlock(&dc->lock);
+        pthread_join(dc->th, NULL);
+        dc->stop = false;
+        return -e;
+    }
     dc->started = true;
     return 0;
 }
@@ -473,11 +586,14 @@ void fc_dcache_close(struct fc_dcache *dc)
         pthread_mutex_lock(&dc->lock);
         dc->stop = true;
         pthread_cond_signal(&dc->cond);
+        pthread_cond_signal(&dc->wcond);
         pthread_mutex_unlock(&dc->lock);
         pthread_join(dc->th, NULL);
+        pthread_join(dc->wth, NULL); /* after the queue is written */
     }
     pthread_mutex_destroy(&dc->lock);
     pthread_cond_destroy(&dc->cond);
+    pthread_cond_destroy(&dc->wcond);
     close(dc->v1fd);
     close(dc->lockfd); /* releases the flock */
     free(dc->idpfx);

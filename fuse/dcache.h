@@ -9,6 +9,7 @@
  * a time (a lock file); a second one is refused with a clear message. */
 #ifndef FUSE_DCACHE_H
 #define FUSE_DCACHE_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,19 @@ CM_MUST_CHECK int fc_dcache_get(struct fc_dcache *dc, const char *key,
  * eviction). Replaces what was stored under the same name. */
 void fc_dcache_put(struct fc_dcache *dc, const char *key, const char *etag,
                    uint64_t idx, size_t bs, const void *data, size_t len);
+/* Called by the writer thread once a queued store is done (written or
+ * not): the caller's @data may go. */
+typedef void fc_dcache_done_fn(void *ctx, void *arg);
+/* Queues the store of fc_dcache_put for the writer thread, so a reader
+ * never waits on the disk: @data stays valid until @done(@ctx, @arg).
+ * Returns false, queueing nothing and never calling @done, when the thread
+ * is not running or FC_DCACHE_QUEUE bytes are queued already (store it
+ * with fc_dcache_put then: back-pressure keeps the cache complete). */
+#define FC_DCACHE_QUEUE (32u << 20)
+bool fc_dcache_put_async(struct fc_dcache *dc, const char *key,
+                         const char *etag, uint64_t idx, size_t bs,
+                         const void *data, size_t len, fc_dcache_done_fn *done,
+                         void *ctx, void *arg);
 /* Removes blocks [0, nblocks) of (key, etag, bs): an object replaced
  * through this mount. */
 void fc_dcache_drop(struct fc_dcache *dc, const char *key, const char *etag,

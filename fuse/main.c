@@ -1014,6 +1014,9 @@ out_state:
     fuse_session_unmount(se);
     fc_upload_stop(&fs);
     fc_prefetch_stop(&fs);
+    /* its writer thread drops block references: before the cache goes */
+    fc_dcache_close(fs.dcache);
+    fs.dcache = NULL;
     fc_cache_destroy(fs.cache);
     fc_itab_destroy(fs.itab);
     fc_s3_destroy(fs.s3);

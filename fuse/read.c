@@ -172,6 +172,12 @@ static int fetch_run_s3(struct fc_fs *fs, const char *key, const char *etag,
     return ret;
 }
 
+/* The disk cache wrote a block queued by fetch_run: drop its reference. */
+static void dcache_stored(void *cache, void *blk)
+{
+    fc_cache_release(cache, blk);
+}
+
 /* Fills blocks [first, first+n) of @o (all claimed by the caller): those
  * the disk cache (-o cache_dir) holds from there, the runs still missing
  * by fetch_run_s3, whose blocks are then written through to the disk
@@ -210,11 +216,22 @@ static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
         r = fetch_run_s3(fs, key, etag, size, first + i, k - i, blks + i);
         if (r < 0 && ret == 0)
             ret = r;
-        /* the caller's references keep READY data alive and unchanged */
-        for (; i < k; i++)
-            if (blks[i]->state == FC_BLOCK_READY)
-                fc_dcache_put(fs->dcache, key, etag, first + i, bs,
-                              blks[i]->data, blks[i]->len);
+        /* written by the disk cache's writer thread, so the reader does
+         * not wait on the disk; the block's reference keeps its (READY,
+         * immutable) data alive until then */
+        for (; i < k; i++) {
+            struct fc_block *blk = blks[i];
+            if (blk->state != FC_BLOCK_READY)
+                continue;
+            fc_cache_ref(fs->cache, blk);
+            if (!fc_dcache_put_async(fs->dcache, key, etag, first + i, bs,
+                                     blk->data, blk->len, dcache_stored,
+                                     fs->cache, blk)) {
+                fc_dcache_put(fs->dcache, key, etag, first + i, bs, blk->data,
+                              blk->len);
+                fc_cache_release(fs->cache, blk);
+            }
+        }
     }
     return ret;
 }

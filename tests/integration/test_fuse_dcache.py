@@ -49,6 +49,18 @@ def tree(s3_server):
     return c, bucket, bodies
 
 
+def stores_settled(m, n, timeout=20):
+    """The stats once n disk-cache stores are done (the writer thread stores
+    behind the readers)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = m.stats()
+        if s["dcache_stores"] + s["dcache_store_errors"] >= n or \
+                time.monotonic() > deadline:
+            return s
+        time.sleep(0.05)
+
+
 def read_all(m, bodies):
     for k, v in sorted(bodies.items()):
         with open(os.path.join(m.path, k), "rb") as f:
@@ -65,7 +77,7 @@ def test_second_mount_zero_gets(s3_server, tree, ecfs_mount, tmp_path):
     cd = tmp_path / "cache"
     m = mount_cached(s3_server, ecfs_mount, bucket, cd)
     read_all(m, bodies)
-    s = m.stats()
+    s = stores_settled(m, 34)
     assert s["get"] >= len(bodies) and s["dcache_stores"] == 30 + 4, s
 
     # a second mount of the same cache_dir while the first is up: refused
@@ -105,7 +117,7 @@ def test_corrupt_block_refetched(s3_server, tree, ecfs_mount, tmp_path):
 
     m = mount_cached(s3_server, ecfs_mount, bucket, cd)
     read_all(m, bodies)
-    s = m.stats()
+    s = stores_settled(m, 2)
     assert s["get"] == 2 and s["dcache_corrupt"] == 2, s
     assert s["dcache_hits"] == 32 and s["dcache_stores"] == 2, s
     m.unmount()
@@ -125,7 +137,7 @@ def test_overwritten_between_mounts(s3_server, tree, ecfs_mount, tmp_path):
 
     m = mount_cached(s3_server, ecfs_mount, bucket, cd)
     read_all(m, bodies)
-    s = m.stats()
+    s = stores_settled(m, 5)
     assert s["dcache_hits"] == 29 and s["dcache_stores"] == 1 + 4, s
     assert 2 <= s["get"] <= 5, s  # one small GET, the big file's blocks
     m.unmount()
@@ -235,6 +247,7 @@ def test_write_through_mount_drops_old_blocks(s3_server, tree, ecfs_mount,
     m = mount_of(s3_server, ecfs_mount, bucket,
                  opts=["cache_dir=" + str(cd)])
     read_all(m, bodies)
+    stores_settled(m, 34)
     assert len(block_files(cd)) == 34
     new = os.urandom(5000)
     with open(os.path.join(m.path, "d/f07.bin"), "wb") as f:

@@ -176,6 +176,40 @@ static void test_eviction_oldest_first(void **state)
     fc_dcache_close(dc);
 }
 
+static void count_done(void *ctx, void *arg)
+{
+    (*(int *)ctx)++;
+    assert_string_equal((const char *)arg, "blk");
+}
+
+/* Queued stores are written by the writer thread (all of them by close),
+ * and each calls its done callback once; without the thread nothing is
+ * queued. */
+static void test_async_stores(void **state)
+{
+    struct fc_dcache *dc = open_dc("http://a", 1 << 30);
+    char key[16], arg[] = "blk";
+    int done = 0;
+    (void)state;
+
+    assert_false(fc_dcache_put_async(dc, "k", "\"e\"", 0, 0, "x", 1, count_done,
+                                     &done, arg));
+    assert_int_equal(fc_dcache_start(dc), 0);
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof(key), "a%d", i);
+        assert_true(fc_dcache_put_async(dc, key, "\"e\"", 0, 0, "data", 4,
+                                        count_done, &done, arg));
+    }
+    fc_dcache_close(dc);
+    assert_int_equal(done, 50);
+    dc = open_dc("http://a", 1 << 30);
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof(key), "a%d", i);
+        assert_true(has(dc, key, "\"e\"", 0, 0, "data", 4));
+    }
+    fc_dcache_close(dc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -185,6 +219,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_eviction_oldest_first, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_async_stores, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
