@@ -98,6 +98,7 @@ struct fc_dcache {
     atomic_ulong seq;                 /* temporary file names */
     atomic_long next_space_check;     /* while low_space, CLOCK_MONOTONIC s */
     atomic_ulong hits, misses, stores, store_err, corrupt, evicted;
+    atomic_ulong dropped; /* stores not queued: the writer was behind */
 };
 
 static long mono_s(void)
@@ -547,6 +548,7 @@ bool fc_dcache_put_async(struct fc_dcache *dc, const char *key,
     }
     pthread_mutex_unlock(&dc->lock);
     if (!ok) {
+        atomic_fetch_add(&dc->dropped, 1);
         free(j->key);
         free(j->etag);
         free(j);
@@ -766,6 +768,10 @@ void fc_dcache_put(struct fc_dcache *dc, const char *key, const char *etag,
         }
         done += (size_t)n;
     }
+    /* start the writeback now: dirty pages piling up would be flushed in
+     * bursts that stall every writer of a memory-capped cgroup at once */
+    if (err == 0)
+        (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     if (close(fd) < 0 && err == 0)
         err = errno;
     if (err == 0 && renameat(dc->v1fd, tmp, dc->v1fd, path) < 0)
@@ -824,10 +830,11 @@ int fc_dcache_stats_format(struct fc_dcache *dc, char *out, size_t cap)
     return snprintf(
         out, cap,
         " dcache_hits=%lu dcache_misses=%lu dcache_stores=%lu "
-        "dcache_store_errors=%lu dcache_corrupt=%lu "
+        "dcache_store_errors=%lu dcache_store_dropped=%lu dcache_corrupt=%lu "
         "dcache_evicted=%lu dcache_bytes=%" PRIu64 " dcache_files=%" PRIu64,
         atomic_load(&dc->hits), atomic_load(&dc->misses),
         atomic_load(&dc->stores), atomic_load(&dc->store_err),
-        atomic_load(&dc->corrupt), atomic_load(&dc->evicted),
-        (uint64_t)atomic_load(&dc->bytes), (uint64_t)atomic_load(&dc->files));
+        atomic_load(&dc->dropped), atomic_load(&dc->corrupt),
+        atomic_load(&dc->evicted), (uint64_t)atomic_load(&dc->bytes),
+        (uint64_t)atomic_load(&dc->files));
 }

@@ -55,8 +55,10 @@ typedef void fc_dcache_done_fn(void *ctx, void *arg);
 /* Queues the store of fc_dcache_put for the writer thread, so a reader
  * never waits on the disk: @data stays valid until @done(@ctx, @arg).
  * Returns false, queueing nothing and never calling @done, when the thread
- * is not running or FC_DCACHE_QUEUE bytes are queued already (store it
- * with fc_dcache_put then: back-pressure keeps the cache complete). */
+ * is not running (store it with fc_dcache_put then), or when
+ * FC_DCACHE_QUEUE bytes are queued already: the block is then not cached
+ * (counted as dropped; a later read fetches and stores it), so a disk
+ * slower than the network never slows the first epoch down. */
 #define FC_DCACHE_QUEUE (32u << 20)
 bool fc_dcache_put_async(struct fc_dcache *dc, const char *key,
                          const char *etag, uint64_t idx, size_t bs,
@@ -67,7 +69,8 @@ bool fc_dcache_put_async(struct fc_dcache *dc, const char *key,
 void fc_dcache_drop(struct fc_dcache *dc, const char *key, const char *etag,
                     size_t bs, uint64_t nblocks);
 /* Appends " dcache_hits=N dcache_misses=N dcache_stores=N
- * dcache_store_errors=N dcache_corrupt=N dcache_evicted=N dcache_bytes=N
+ * dcache_store_errors=N dcache_store_dropped=N dcache_corrupt=N
+ * dcache_evicted=N dcache_bytes=N
  * dcache_files=N" to @out (room for @cap); snprintf's return. */
 int fc_dcache_stats_format(struct fc_dcache *dc, char *out, size_t cap);
 

@@ -217,8 +217,9 @@ static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
         if (r < 0 && ret == 0)
             ret = r;
         /* written by the disk cache's writer thread, so the reader does
-         * not wait on the disk; the block's reference keeps its (READY,
-         * immutable) data alive until then */
+         * not wait on the disk (and not at all when the writer is 32 MiB
+         * behind); the block's reference keeps its (READY, immutable) data
+         * alive until then */
         for (; i < k; i++) {
             struct fc_block *blk = blks[i];
             if (blk->state != FC_BLOCK_READY)
@@ -226,11 +227,8 @@ static int fetch_run(struct fc_fs *fs, const char *key, const char *etag,
             fc_cache_ref(fs->cache, blk);
             if (!fc_dcache_put_async(fs->dcache, key, etag, first + i, bs,
                                      blk->data, blk->len, dcache_stored,
-                                     fs->cache, blk)) {
-                fc_dcache_put(fs->dcache, key, etag, first + i, bs, blk->data,
-                              blk->len);
-                fc_cache_release(fs->cache, blk);
-            }
+                                     fs->cache, blk))
+                fc_cache_release(fs->cache, blk); /* not cached this time */
         }
     }
     return ret;
