@@ -18,9 +18,9 @@
  * Nothing is kept per block in memory: the mount's estimate of the bytes
  * held is resynchronised by each eviction scan. The eviction thread wakes
  * when the estimate passes the bound, or when the cache filesystem's free
- * space is under its floor (5% of its size), scans every file (readdir +
- * fstatat) keeping the K oldest by atime in a bounded heap, and unlinks
- * the oldest until 90% of the bound (or the floor plus 1%) is reached.
+ * space is under its floor (5% of its size, at most 1 GiB), scans every file
+ * (readdir + fstatat) keeping the K oldest by atime in a bounded heap, and
+ * unlinks the oldest until 90% of the bound (or the floor plus 1%) is reached.
  * While free space is under the floor, stores are skipped (a miss later,
  * never an error). The lock file (flock, our pid inside) makes a second
  * mount of the same directory fail at once. */
@@ -49,10 +49,11 @@
 
 #define DC_MAGIC    "ECFSDC1\n"
 #define DC_HDR      32
-#define DC_NAME     32         /* hex characters of a file name */
-#define DC_HEAP_MAX 65536      /* eviction candidates per scan */
-#define DC_CHECK    (4u << 20) /* statvfs after this many bytes */
-#define FLOOR_DIV   20         /* free-space floor: 1/20 of the fs */
+#define DC_NAME     32           /* hex characters of a file name */
+#define DC_HEAP_MAX 65536        /* eviction candidates per scan */
+#define DC_CHECK    (4u << 20)   /* statvfs after this many bytes */
+#define FLOOR_DIV   20           /* free-space floor: 1/20 of the fs, */
+#define FLOOR_MAX   (1ull << 30) /* but at most 1 GiB */
 
 struct dc_hdr {
     char magic[8];
@@ -379,7 +380,8 @@ static bool fs_space(struct fc_dcache *dc, uint64_t *avail, uint64_t *floor)
     if (fstatvfs(dc->v1fd, &sv) < 0)
         return false;
     *avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-    *floor = (uint64_t)sv.f_blocks * sv.f_frsize / FLOOR_DIV;
+    *floor = CM_MIN((uint64_t)sv.f_blocks * sv.f_frsize / FLOOR_DIV,
+                    (uint64_t)FLOOR_MAX);
     return true;
 }
 

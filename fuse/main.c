@@ -215,7 +215,7 @@ static void usage(const char *prog)
         "                           is fetched once, later epochs read local disk\n"
         "    -o cache_dir_size=SIZE bound on DIR's files (default 10G; least\n"
         "                           recently used go first; 5% of DIR's\n"
-        "                           filesystem is always left free)\n"
+        "                           filesystem, at most 1G, is left free)\n"
         "    -o block_size=SIZE     cache block; files up to this size are fetched\n"
         "                           whole by one GET (default 1M)\n"
         "    -o whole_max=SIZE      the first read of a file up to this size fetches\n"
