@@ -100,6 +100,7 @@ struct fc_dcache {
     atomic_long next_space_check;     /* while low_space, CLOCK_MONOTONIC s */
     atomic_ulong hits, misses, stores, store_err, corrupt, evicted;
     atomic_ulong dropped; /* stores not queued: the writer was behind */
+    atomic_uint_fast64_t added, nadded; /* bytes and files ever stored */
 };
 
 static long mono_s(void)
@@ -404,10 +405,12 @@ static uint64_t need_to_free(struct fc_dcache *dc)
 
 /* One eviction pass: frees at least @need bytes of the oldest files (or
  * all of them), and resynchronises the byte and file counts. */
-static void evict_pass(struct fc_dcache *dc, uint64_t need)
+static uint64_t evict_pass(struct fc_dcache *dc, uint64_t need)
 {
     struct ev_heap h = {0};
     uint64_t bytes = 0, files = 0, freed = 0, avg;
+    uint64_t added0 = atomic_load(&dc->added),
+             nadded0 = atomic_load(&dc->nadded);
 
     avg = atomic_load(&dc->files)
               ? atomic_load(&dc->bytes) / atomic_load(&dc->files)
@@ -429,22 +432,24 @@ static void evict_pass(struct fc_dcache *dc, uint64_t need)
     }
     free(h.e);
     bytes = bytes > freed ? bytes - freed : 0;
-    /* stores that landed during the scan were added to the estimate and
-     * may or may not be in this count: the scan's count wins */
-    atomic_store(&dc->bytes, bytes);
-    atomic_store(&dc->files, files);
+    /* stores that landed during the scan may or may not be in its count:
+     * count them again (an estimate too high only brings the next pass
+     * sooner; one too low would let the files outgrow the bound) */
+    atomic_store(&dc->bytes, bytes + atomic_load(&dc->added) - added0);
+    atomic_store(&dc->files, files + atomic_load(&dc->nadded) - nadded0);
+    return freed;
 }
 
 static void *evict_thread(void *arg)
 {
     struct fc_dcache *dc = arg;
-    bool first = true;
+    bool first = true, again = false;
 
     for (;;) {
         uint64_t need;
 
         pthread_mutex_lock(&dc->lock);
-        while (!first && !dc->stop && !dc->wake) {
+        while (!first && !again && !dc->stop && !dc->wake) {
             struct timespec dl;
             clock_gettime(CLOCK_REALTIME, &dl);
             dl.tv_sec += 30;
@@ -458,8 +463,13 @@ static void *evict_thread(void *arg)
         }
         pthread_mutex_unlock(&dc->lock);
         need = need_to_free(dc);
-        if (first || need > 0)
-            evict_pass(dc, need); /* the first pass counts what is there */
+        again = false;
+        if (first || need > 0) {
+            /* the first pass counts what is there; a pass that freed
+             * something but left the bound passed goes again at once */
+            uint64_t freed = evict_pass(dc, need);
+            again = freed > 0 && need_to_free(dc) > 0;
+        }
         first = false;
     }
 }
@@ -794,6 +804,8 @@ out:
     atomic_fetch_add(&dc->stores, 1);
     cost = file_cost(DC_HDR + idlen + len);
     atomic_fetch_add(&dc->files, 1);
+    atomic_fetch_add(&dc->nadded, 1);
+    atomic_fetch_add(&dc->added, cost);
     if (atomic_fetch_add(&dc->bytes, cost) + cost > dc->max_bytes)
         wake_evict(dc);
     since = atomic_fetch_add(&dc->since_check, cost) + cost;

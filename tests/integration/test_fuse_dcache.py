@@ -188,6 +188,7 @@ def test_cache_dir_size_bound(s3_server, tree, ecfs_mount, tmp_path):
     m = mount_cached(s3_server, ecfs_mount, bucket, cd,
                      ["cache_dir_size=1M"])
     read_all(m, bodies)
+    stores_settled(m, 34)  # then the writer thread is idle
     deadline = time.monotonic() + 30
     while m.stats()["dcache_bytes"] > (1 << 20):
         assert time.monotonic() < deadline, m.stats()
