@@ -512,7 +512,8 @@ def seq_read(path, budget, ref=None):
 def gen_medium(root, files, kib, classes=10, seed=14):
     """Writes the medium set under @root (unless it is there already):
     @files files of @kib KiB +-10 % random bytes, round-robin over @classes
-    class_NNN folders, deterministic in @seed. Returns the file paths."""
+    class_NNN folders; names and sizes are deterministic in @seed, the bytes
+    random. Returns the file paths."""
     import random
     rnd = random.Random(seed)
     paths = []
