@@ -1115,7 +1115,8 @@ static int load_finish(struct stor_store *s, double t0)
     s->idx_open_s = mono_s() - t0;
     __atomic_store_n(&s->idx_ready, true, __ATOMIC_RELEASE);
     __atomic_store_n(&s->idx_phase, STOR_INDEX_SERVING, __ATOMIC_RELEASE);
-    obj_lease_extend(s, s->last_version);
+    /* requests run from here on: last_version is theirs (atomic CAS) */
+    obj_lease_extend(s, __atomic_load_n(&s->last_version, __ATOMIC_RELAXED));
     cm_log(CM_LOG_INFO, 0, "index: generation %llu on drive %s, open in %.3f s",
            (unsigned long long)s->idx_gen, s->drives[s->idx_drive].path,
            s->idx_open_s);
