@@ -25,6 +25,7 @@ struct fc_cache {
     struct fc_block *head, *tail; /* LRU: head = most recent */
     size_t bytes, max_bytes, nblocks;
     uint64_t pf_wasted; /* prefetched bytes evicted unread */
+    uint64_t ra_issued, ra_used, ra_wasted; /* readahead bytes */
 };
 
 /* Creates the cache (see header). */
@@ -240,6 +241,8 @@ static void evict(struct fc_cache *c)
         if (b->refs == 0 && b->state == FC_BLOCK_READY) {
             if (b->prefetched && !b->seen)
                 c->pf_wasted += b->len;
+            if (b->ra)
+                c->ra_wasted += b->len;
             block_unlink(c, b);
         }
         b = prev;
@@ -290,6 +293,11 @@ struct fc_block *fc_cache_acquire(struct fc_cache *c, const char *key,
     fc_cache_waited = wait && b->state == FC_BLOCK_LOADING;
     while (wait && b->state == FC_BLOCK_LOADING)
         pthread_cond_wait(&c->cond, &c->lock);
+    if (b->ra && b->state == FC_BLOCK_READY) {
+        /* a reader's first use of a readahead block */
+        b->ra = false;
+        c->ra_used += b->len;
+    }
     pthread_mutex_unlock(&c->lock);
     return b;
 }
@@ -332,6 +340,8 @@ void fc_cache_fill(struct fc_cache *c, struct fc_block *b, char *data,
         b->state = FC_BLOCK_READY;
         if (b->id[0] != '\0')
             c->bytes += len;
+        if (b->ra)
+            c->ra_issued += len;
         evict(c);
     }
     pthread_cond_broadcast(&c->cond);
@@ -400,6 +410,25 @@ uint64_t fc_cache_prefetch_wasted(struct fc_cache *c)
     n = c->pf_wasted;
     pthread_mutex_unlock(&c->lock);
     return n;
+}
+
+void fc_cache_mark_readahead(struct fc_cache *c, struct fc_block **blks,
+                             unsigned n)
+{
+    pthread_mutex_lock(&c->lock);
+    for (unsigned i = 0; i < n; i++)
+        blks[i]->ra = true;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void fc_cache_readahead_stats(struct fc_cache *c, uint64_t *issued,
+                              uint64_t *used, uint64_t *wasted)
+{
+    pthread_mutex_lock(&c->lock);
+    *issued = c->ra_issued;
+    *used = c->ra_used;
+    *wasted = c->ra_wasted;
+    pthread_mutex_unlock(&c->lock);
 }
 
 void fc_cache_usage(struct fc_cache *c, size_t *bytes, size_t *blocks)

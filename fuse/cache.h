@@ -24,6 +24,7 @@ struct fc_block {
     int refs;
     bool prefetched;              /* filled by directory prefetch */
     bool seen;                    /* a reader took it (fc_cache_note_read) */
+    bool ra; /* claimed by readahead and no reader has acquired it yet */
     char *id;                     /* key '\n' etag '\n' index; owned */
     struct fc_block *prev, *next; /* LRU list */
     UT_hash_handle hh;            /* by id */
@@ -58,7 +59,8 @@ void fc_cache_destroy(struct fc_cache *c);
  * If the block was absent, it is inserted LOADING, *owner is set true and
  * the caller must fc_cache_fill() it. Otherwise *owner is false and, when
  * @wait, the call waits until the block is READY or FAILED; without @wait
- * a LOADING block is returned as is. */
+ * a LOADING block is returned as is. The first return of a readahead
+ * block READY counts its bytes as readahead used (fc_cache_mark_readahead). */
 struct fc_block *fc_cache_acquire(struct fc_cache *c, const char *key,
                                   const char *etag, uint64_t idx, bool wait,
                                   bool *owner);
@@ -88,6 +90,18 @@ void fc_cache_mark_prefetch(struct fc_cache *c, struct fc_block *b);
 int fc_cache_note_read(struct fc_cache *c, struct fc_block *b);
 /* Bytes of prefetched blocks evicted before anyone read them. */
 uint64_t fc_cache_prefetch_wasted(struct fc_cache *c);
+/* Marks @blks[0..n) (LOADING, claimed by a readahead job, before it
+ * fetches them) as readahead blocks. The bytes of those that turn READY
+ * count as readahead issued; then as used at the first fc_cache_acquire
+ * that gets the block READY (any reader, any mount), or as wasted when the
+ * block is evicted before that. Separate from the directory-prefetch flags
+ * (prefetched/seen) and counters. */
+void fc_cache_mark_readahead(struct fc_cache *c, struct fc_block **blks,
+                             unsigned n);
+/* Readahead bytes issued, used and wasted (see fc_cache_mark_readahead);
+ * one consistent snapshot: used + wasted <= issued. */
+void fc_cache_readahead_stats(struct fc_cache *c, uint64_t *issued,
+                              uint64_t *used, uint64_t *wasted);
 /* Bytes cached and the number of blocks. */
 void fc_cache_usage(struct fc_cache *c, size_t *bytes, size_t *blocks);
 

@@ -94,7 +94,6 @@ static struct {
     struct hist s3_lat[API_COUNT];
     atomic_uint_fast64_t s3_down[API_COUNT], s3_up[API_COUNT];
     atomic_uint_fast64_t hits, misses, read_bytes;
-    atomic_uint_fast64_t ra_bytes; /* readahead fetched */
     atomic_uint_fast64_t wait_ns;
     struct hist wait;
 } M;
@@ -176,19 +175,6 @@ void fc_metrics_read_block(double t0, bool owner, unsigned n)
     atomic_fetch_add_explicit(&M.wait_ns, (uint_fast64_t)(w > 0 ? w * 1e9 : 0),
                               memory_order_relaxed);
     hist_add(&M.wait, w);
-}
-
-/* See header. */
-void fc_metrics_readahead(struct fc_block **blks, unsigned n)
-{
-    uint64_t bytes = 0;
-
-    if (!fc_metrics_on)
-        return;
-    for (unsigned i = 0; i < n; i++)
-        if (blks[i]->state == FC_BLOCK_READY)
-            bytes += blks[i]->len;
-    atomic_fetch_add_explicit(&M.ra_bytes, bytes, memory_order_relaxed);
 }
 
 /* See header. */
@@ -352,18 +338,21 @@ static unsigned long long flat_get(const char *flat, const char *name)
     return 0;
 }
 
-/* Prefetch issued/used/wasted: readahead bytes counted here; directory
- * prefetch from the read path's own accounting (fc_read_stats_format's
- * dir_prefetch_*: bytes queued, not read yet, evicted unread), the one
- * source .ecfs-stats shows too. A readahead block is not tracked once
- * fetched, so readahead has only "issued". */
+/* Prefetch issued/used/wasted from the read path's own accounting, the
+ * one source .ecfs-stats shows too (fc_read_stats_format): readahead_*
+ * (cache.c: bytes fetched, taken by a reader, evicted before any reader
+ * took them) and dir_prefetch_* (bytes queued, not read yet, evicted
+ * unread). */
 static int render_prefetch(struct fc_fs *fs, struct cm_buf *o)
 {
     char flat[2048] = "";
-    unsigned long long dq, du, dw;
+    unsigned long long ri, ru, rw, dq, du, dw;
 
     if (fs->pf != NULL)
         (void)fc_read_stats_format(fs, flat, sizeof(flat));
+    ri = flat_get(flat, "readahead_bytes");
+    ru = flat_get(flat, "readahead_used_bytes");
+    rw = flat_get(flat, "readahead_wasted_bytes");
     dq = flat_get(flat, "dir_prefetch_bytes");
     du = flat_get(flat, "dir_prefetch_unread_bytes");
     dw = flat_get(flat, "dir_prefetch_evicted_unread_bytes");
@@ -378,15 +367,17 @@ static int render_prefetch(struct fc_fs *fs, struct cm_buf *o)
         "# HELP ecfs_prefetch_used_bytes_total Prefetched bytes a read then "
         "used.\n"
         "# TYPE ecfs_prefetch_used_bytes_total counter\n"
+        "ecfs_prefetch_used_bytes_total{kind=\"readahead\"} %llu\n"
         "ecfs_prefetch_used_bytes_total{kind=\"dir\"} %llu\n"
         "# HELP ecfs_prefetch_wasted_bytes_total Prefetched bytes evicted "
         "before any read.\n"
         "# TYPE ecfs_prefetch_wasted_bytes_total counter\n"
+        "ecfs_prefetch_wasted_bytes_total{kind=\"readahead\"} %llu\n"
         "ecfs_prefetch_wasted_bytes_total{kind=\"dir\"} %llu\n"
         "# HELP ecfs_prefetch_unread_bytes Prefetched bytes not read yet.\n"
         "# TYPE ecfs_prefetch_unread_bytes gauge\n"
         "ecfs_prefetch_unread_bytes{kind=\"dir\"} %llu\n",
-        ld(&M.ra_bytes), dq, dq - (du < dq ? du : dq), dw, du);
+        ri, dq, ru, dq - (du < dq ? du : dq), rw, dw, du);
 }
 
 static int render_cache(struct fc_fs *fs, struct cm_buf *o)

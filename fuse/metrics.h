@@ -22,7 +22,6 @@
 #include "common/compiler.h"
 
 struct fc_fs;
-struct fc_block;
 
 /* Set once by fc_metrics_start before any FUSE or worker thread runs. */
 extern bool fc_metrics_on;
@@ -81,11 +80,6 @@ void fc_metrics_s3(void *h, size_t stat_off, long status);
  * (then the reader waited: fc_cache_waited). Time spent waiting for S3 is
  * reader wait. */
 void fc_metrics_read_block(double t0, bool owner, unsigned n);
-/* A readahead job fetched @blks[0..n) (the bytes of the READY ones count
- * as readahead issued). Directory prefetch has its own accounting in
- * cache.c/read.c (dir_prefetch_* of fc_read_stats_format), read at
- * scrape time. */
-void fc_metrics_readahead(struct fc_block **blks, unsigned n);
 /* Bytes a FUSE read returned. */
 void fc_metrics_read_bytes(uint64_t n);
 

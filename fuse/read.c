@@ -262,10 +262,13 @@ static void *pf_worker(void *arg)
             if (fc_dir_listing(pf->fs, j->key, &l) == 0)
                 fc_listing_unref(l);
         } else {
+            /* before the fill wakes a reader waiting on these blocks, so
+             * that reader counts as their use (cache.c counts readahead
+             * issued, used and wasted; directory prefetch has its own) */
+            if (!j->dir)
+                fc_cache_mark_readahead(pf->fs->cache, j->blks, j->n);
             (void)fetch_run(pf->fs, j->key, j->etag, j->size, j->first, j->n,
                             j->blks);
-            if (!j->dir) /* directory prefetch is counted by cache.c */
-                fc_metrics_readahead(j->blks, j->n);
         }
         for (unsigned i = 0; i < j->n; i++)
             fc_cache_release(pf->fs->cache, j->blks[i]);
@@ -892,6 +895,16 @@ int fc_read_stats_format(struct fc_fs *fs, char *out, size_t cap)
                  atomic_load(&pf->reads), atomic_load(&pf->read_gets),
                  atomic_load(&pf->ra_gets), atomic_load(&pf->dir_gets),
                  atomic_load(&pf->list_jobs_n));
+    {
+        uint64_t ri, ru, rw;
+        fc_cache_readahead_stats(fs->cache, &ri, &ru, &rw);
+        if (n >= 0 && (size_t)n < cap)
+            n += snprintf(out + n, cap - (size_t)n,
+                          " readahead_bytes=%" PRIu64
+                          " readahead_used_bytes=%" PRIu64
+                          " readahead_wasted_bytes=%" PRIu64,
+                          ri, ru, rw);
+    }
     {
         uint64_t pfb, hit, wasted = fc_cache_prefetch_wasted(fs->cache);
         pthread_mutex_lock(&pf->lock);

@@ -3,7 +3,10 @@
 to storaged, after a known workload on a real FUSE mount: N cold reads of
 small files (N GETs, N block-cache misses, N reader waits), M re-reads from
 the block cache (page cache dropped with fadvise: M hits, no GET), and one
-sequential read of a multi-block file (readahead: prefetch issued and used).
+sequential read of a multi-block file (readahead: prefetch issued and used);
+readahead used and wasted on ro and rw mounts (a whole sequential read uses
+all it fetched; a partial read followed by a file larger than the cache
+wastes what was fetched past it).
 """
 
 import os
@@ -12,6 +15,8 @@ import statistics
 import subprocess
 import time
 import urllib.request
+
+import pytest
 
 from fuse_util import ECFS, client_bucket, mount_of
 from otlp_util import OtlpReceiver, Prometheus, free_port, parse_prom
@@ -197,6 +202,67 @@ def test_ecfs_directory_prefetch_series(storaged, ecfs_mount):
     assert v(s, "ecfs_prefetch_wasted_bytes_total", kind="dir") == 0
     assert v(s, "ecfs_prefetch_unread_bytes", kind="dir") == issued - used
     assert v(s, "ecfs_block_cache_misses_total") < 12
+
+
+RA_OPTS = ["dir_prefetch=0", "list_prefetch=0", "block_size=1M",
+           "whole_max=0", "readahead_init=1M", "readahead_max=2M",
+           "part_size=1M"]
+
+
+def ra_series(s):
+    return tuple(v(s, "ecfs_prefetch_%s_bytes_total" % k, kind="readahead")
+                 for k in ("issued", "used", "wasted"))
+
+
+def ra_stats(m):
+    st = m.stats()
+    return (st["readahead_bytes"], st["readahead_used_bytes"],
+            st["readahead_wasted_bytes"])
+
+
+@pytest.mark.parametrize("ro", [True, False])
+def test_ecfs_readahead_series(storaged, ecfs_mount, ro):
+    """Readahead used and wasted: a whole sequential read of a file six
+    readahead windows long (readahead_max=2M) with the default 1 GiB cache
+    uses every block readahead fetched (used == issued > 0, none wasted),
+    on ro and rw mounts alike; .ecfs-stats has the same figures."""
+    srv = storaged()
+    c, bucket = client_bucket(srv)
+    body = os.urandom(12 << 20)
+    c.put_object(Bucket=bucket, Key="seq.bin", Body=body)
+    mport = free_port()
+    m = mount_of(srv, ecfs_mount, bucket, opts=(["ro"] if ro else []) + [
+        "metrics=127.0.0.1:%d" % mport] + RA_OPTS)
+    assert read_file(os.path.join(m.path, "seq.bin"))[0] == body
+    issued, used, wasted = ra_series(scrape(mport))
+    assert (1 << 20) <= issued <= len(body), issued
+    assert used == issued and wasted == 0, (issued, used, wasted)
+    assert ra_stats(m) == (issued, used, wasted)
+
+
+def test_ecfs_readahead_wasted(storaged, ecfs_mount):
+    """Readahead wasted: the first 3 MiB of a 16 MiB file read in order
+    (readahead runs ahead of the last read, which is not at EOF), then a
+    12 MiB file read through an 8 MiB cache, which evicts all of the first
+    file's blocks: those readahead fetched and nobody read count as wasted,
+    and used + wasted <= issued."""
+    srv = storaged()
+    c, bucket = client_bucket(srv)
+    a, b = os.urandom(16 << 20), os.urandom(12 << 20)
+    c.put_object(Bucket=bucket, Key="a.bin", Body=a)
+    c.put_object(Bucket=bucket, Key="b.bin", Body=b)
+    mport = free_port()
+    m = mount_of(srv, ecfs_mount, bucket, opts=[
+        "ro", "metrics=127.0.0.1:%d" % mport, "cache_size=8M"] + RA_OPTS)
+    with open(os.path.join(m.path, "a.bin"), "rb") as f:
+        for i in range(3):
+            assert f.read(1 << 20) == a[i << 20:(i + 1) << 20]
+    assert ra_series(scrape(mport))[0] > 0
+    assert read_file(os.path.join(m.path, "b.bin"))[0] == b
+    issued, used, wasted = ra_series(scrape(mport))
+    assert wasted > 0 and used > 0, (issued, used, wasted)
+    assert used + wasted <= issued, (issued, used, wasted)
+    assert ra_stats(m) == (issued, used, wasted)
 
 
 def test_ecfs_metrics_bad_options(storaged, tmp_path):

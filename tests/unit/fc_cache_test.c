@@ -162,6 +162,76 @@ static void test_waiter_sees_fill(void **state)
     fc_cache_destroy(w.c);
 }
 
+/* Readahead accounting: a marked block's bytes count as issued when it
+ * turns READY, as used at the first acquire that gets it READY (once, also
+ * for a reader that waited on it), and as wasted when evicted before any
+ * acquire; unmarked blocks and failed fills count nowhere, and the
+ * directory-prefetch contract of fc_cache_note_read is untouched. */
+static void test_readahead_accounting(void **state)
+{
+    struct fc_cache *c;
+    struct fc_block *r[3], *b, *f;
+    struct waiter w = {0};
+    uint64_t issued, used, wasted;
+    pthread_t th;
+    bool owner;
+
+    (void)state;
+    assert_int_equal(fc_cache_create(3000, &c), 0);
+    for (uint64_t i = 0; i < 3; i++)
+        r[i] = fc_cache_claim(c, "k", "e", i);
+    f = fc_cache_claim(c, "k", "e", 3);
+    fc_cache_mark_readahead(c, r, 3);
+    fc_cache_mark_readahead(c, &f, 1);
+    fc_cache_fill(c, f, NULL, 0, -EIO); /* failed: counts nowhere */
+    fc_cache_release(c, f);
+    for (int i = 0; i < 3; i++) {
+        fc_cache_fill(c, r[i], zeromem(1000), 1000, 0);
+        fc_cache_release(c, r[i]);
+    }
+    fc_cache_readahead_stats(c, &issued, &used, &wasted);
+    assert_int_equal(issued, 3000);
+    assert_int_equal(used + wasted, 0);
+    /* read twice: used once; a reader's note_read still says "first
+     * read, not prefetched" (readahead is not directory prefetch) */
+    for (int k = 0; k < 2; k++) {
+        b = fc_cache_acquire(c, "k", "e", 1, true, &owner);
+        assert_false(owner);
+        if (k == 0)
+            assert_int_equal(fc_cache_note_read(c, b), 1);
+        fc_cache_release(c, b);
+    }
+    fc_cache_readahead_stats(c, &issued, &used, &wasted);
+    assert_int_equal(used, 1000);
+    /* a reader's own block pushes the coldest unread one (0) out */
+    b = fc_cache_acquire(c, "k", "e", 9, true, &owner);
+    assert_true(owner);
+    fc_cache_fill(c, b, zeromem(1000), 1000, 0);
+    fc_cache_release(c, b);
+    assert_false(fc_cache_contains(c, "k", "e", 0));
+    fc_cache_readahead_stats(c, &issued, &used, &wasted);
+    assert_int_equal(issued, 3000);
+    assert_int_equal(used, 1000);
+    assert_int_equal(wasted, 1000);
+    assert_int_equal(fc_cache_prefetch_wasted(c), 0);
+    /* a reader waiting on a LOADING readahead block uses it */
+    w.c = c;
+    b = fc_cache_claim(c, "k", "e", 7);
+    fc_cache_mark_readahead(c, &b, 1);
+    assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
+    usleep(20000);
+    fc_cache_fill(c, b, dupmem("wxyz", 4), 4, 0);
+    fc_cache_release(c, b);
+    pthread_join(th, NULL);
+    assert_memory_equal(w.seen, "wxyz", 4);
+    fc_cache_readahead_stats(c, &issued, &used, &wasted);
+    assert_int_equal(issued, 3004);
+    assert_int_equal(used, 1004);
+    assert_int_equal(wasted, 2000); /* its fill pushed out unread 2 */
+    assert_int_equal(used + wasted, issued);
+    fc_cache_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_owner_then_hit),
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_waiter_sees_fill),
+        cmocka_unit_test(test_readahead_accounting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
