@@ -22,10 +22,10 @@ struct fc_block {
     /* the rest is private to cache.c */
     enum fc_block_state state;
     int refs;
-    bool prefetched;              /* filled by directory prefetch */
-    bool seen;                    /* a reader took it (fc_cache_note_read) */
-    bool ra; /* claimed by readahead and no reader has acquired it yet */
-    char *id;                     /* key '\n' etag '\n' index; owned */
+    bool prefetched; /* filled by directory prefetch */
+    bool seen;       /* a reader took it (fc_cache_note_read) */
+    bool ra;  /* claimed by readahead and no reader has acquired it yet */
+    char *id; /* key '\n' etag '\n' index; owned */
     struct fc_block *prev, *next; /* LRU list */
     UT_hash_handle hh;            /* by id */
 };
