@@ -194,8 +194,12 @@ struct fc_inode *fc_inode_peek(struct fc_itab *t, fuse_ino_t ino)
 static void attr_store(struct fc_inode *in, const struct fc_attr *a)
 {
     struct fc_s3_meta m = in->attr.meta;
-    bool keep = a->meta.has == 0 && m.has != 0 && a->etag[0] != '\0' &&
-                strcmp(a->etag, in->attr.etag) == 0;
+    /* a listing shows a directory as a bare prefix (no ETag, never its
+     * marker's metadata): keep what a HEAD of the marker, mkdir or chmod
+     * told */
+    bool keep = a->meta.has == 0 && m.has != 0 &&
+                ((a->etag[0] != '\0' && strcmp(a->etag, in->attr.etag) == 0) ||
+                 (a->is_dir && in->attr.is_dir));
 
     in->attr = *a;
     if (keep)

@@ -249,7 +249,8 @@ static void usage(const char *prog)
         "    -o rename_dir_max=N    most keys a directory rename copies (default\n"
         "                           10000; beyond: EXDEV, so mv copies instead)\n"
         "                           mode, uid, gid, mtime: x-amz-meta-* (s3fs's\n"
-        "                           names; chmod/chown/utimens store them);\n"
+        "                           names; chmod/chown/utimens store them; a\n"
+        "                           directory's on its dir/ marker);\n"
         "                           symlink and link answer EPERM\n",
         stdout);
     fputs(

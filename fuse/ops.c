@@ -337,6 +337,8 @@ struct dirprobe {
     struct fc_fs *fs;
     char *key;             /* "a/b/" */
     int ret;               /* 1 = directory, 0 = not, <0 error */
+    bool marker;           /* key is a "dir/" marker object: mobj */
+    struct fc_s3_obj mobj; /* its HEAD (mode, owner, mtime) */
     bool queued, done;     /* protected by g_probe.lock */
     struct dirprobe *next; /* queue link; protected by g_probe.lock */
 };
@@ -354,15 +356,20 @@ static struct {
              .work = PTHREAD_COND_INITIALIZER,
              .done = PTHREAD_COND_INITIALIZER};
 
-/* Runs the LIST of one probe (no lock held). */
+/* Runs the LIST of one probe (no lock held); when the directory has a
+ * marker (it sorts first under its own prefix), also its HEAD, for the
+ * attributes mkdir or chmod stored there. */
 static void dirprobe_run(struct dirprobe *p)
 {
     struct fc_listpage pg;
 
     fc_listpage_init(&pg);
+    p->marker = false;
     p->ret = fc_s3_list(p->fs->s3, p->key, NULL, 1, &pg);
     if (p->ret == 0)
         p->ret = (pg.nobjs > 0 || pg.nprefixes > 0) ? 1 : 0;
+    if (p->ret == 1 && pg.nobjs > 0 && strcmp(pg.objs[0].key, p->key) == 0)
+        p->marker = fc_s3_head(p->fs->s3, p->key, &p->mobj) == 0;
     fc_listpage_fini(&pg);
 }
 
@@ -491,6 +498,10 @@ static int lookup_remote(struct fc_fs *fs, const char *dirkey, const char *name,
     memset(a, 0, sizeof(*a));
     if (p.ret == 1) {
         a->is_dir = true;
+        if (p.marker) {
+            a->mtime = p.mobj.mtime;
+            a->meta = p.mobj.meta;
+        }
         *key = p.key;
         free(fkey);
         return 0;
@@ -1189,12 +1200,14 @@ static void fc_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     fuse_reply_err(req, ENOSYS);
 }
 
-/* chmod, chown and utimens of file @in: the changes of @attr named by
- * @to_set go into its x-amz-meta-* attributes, shown at once and stored
- * by the upload of a handle still to commit, else by a CopyObject onto
- * itself a second later or by a rename's copy, whichever comes first
+/* chmod, chown and utimens of file or directory @in: the changes of @attr
+ * named by @to_set go into its x-amz-meta-* attributes, shown at once and
+ * stored by the upload of a handle still to commit, else by a CopyObject
+ * onto itself a second later or by a rename's copy, whichever comes first
  * (fc_write_meta_later; objects up to 5 GiB, larger ones keep theirs,
- * logged). 0 or -errno. */
+ * logged). A directory's go on its "dir/" marker, made if it was only a
+ * prefix; those of the root of a whole-bucket mount are only kept in
+ * memory. 0 or -errno. */
 static int set_meta(struct fc_fs *fs, struct fc_inode *in,
                     const struct stat *attr, int to_set)
 {
@@ -1224,8 +1237,14 @@ static int set_meta(struct fc_fs *fs, struct fc_inode *in,
         m.mtime_ns = (uint32_t)ts.tv_nsec;
         m.has |= FC_META_MTIME;
     }
-    if (fc_write_set_meta(fs, in, &m)) {
+    if (!a.is_dir && fc_write_set_meta(fs, in, &m)) {
         a.meta = m; /* shown now; goes up with the commit */
+        fc_inode_set_attr(fs->itab, in, &a, fc_now());
+        return 0;
+    }
+    if (a.is_dir && in->key[0] == '\0') {
+        /* the bucket's root has no marker key: kept until unmount */
+        a.meta = m;
         fc_inode_set_attr(fs->itab, in, &a, fc_now());
         return 0;
     }
@@ -1245,9 +1264,8 @@ static int set_meta(struct fc_fs *fs, struct fc_inode *in,
 }
 
 /* Valid replies: fuse_reply_attr, fuse_reply_err.
- * The size truncates (write.c); mode, owner and mtime of a file are kept
- * as x-amz-meta-* attributes (set_meta); a directory's are accepted and
- * not stored (prefixes have none). */
+ * The size truncates (write.c); mode, owner and mtime of a file or a
+ * directory are kept as x-amz-meta-* attributes (set_meta). */
 static void fc_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
                           int to_set, struct fuse_file_info *fi)
 {
@@ -1281,7 +1299,7 @@ static void fc_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
         else if ((ret = revalidate(fs, in, &a)) == 0)
             ret = fc_write_truncate_inode(fs, in, (uint64_t)attr->st_size);
     }
-    if (ret == 0 && !a.is_dir &&
+    if (ret == 0 &&
         (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
                    FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)))
         ret = set_meta(fs, in, attr, to_set);
@@ -1310,7 +1328,7 @@ static void new_meta(fuse_req_t req, mode_t mode, struct fc_s3_meta *m)
     const struct fuse_ctx *c = fuse_req_ctx(req);
 
     memset(m, 0, sizeof(*m));
-    m->mode = (uint32_t)(S_IFREG | (mode & 07777));
+    m->mode = (uint32_t)((S_ISDIR(mode) ? S_IFDIR : S_IFREG) | (mode & 07777));
     m->has = FC_META_MODE;
     if (c != NULL) {
         m->uid = (uint32_t)c->uid;
@@ -1386,7 +1404,8 @@ static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 static int dir_has_children(struct fc_fs *fs, const char *dirkey);
 
 /* Valid replies: fuse_reply_entry, fuse_reply_err. A directory is a
- * "name/" marker object. */
+ * "name/" marker object; it stores the directory's mode, owner and mtime
+ * as x-amz-meta-* (as s3fs's markers do). */
 static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
                         mode_t mode)
 {
@@ -1397,7 +1416,6 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     char etag[FC_ETAG_MAX], *key;
     int ret;
 
-    (void)mode;
     if ((ret = check_new_name(fs, parent, name)) < 0 ||
         (ret = dir ? 0 : -ENOENT) < 0) {
         fuse_reply_err(req, -ret);
@@ -1409,7 +1427,16 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
         return;
     }
     new_attr(&a, true);
-    ret = put_empty(fs, key, etag);
+    new_meta(req, S_IFDIR | mode, &a.meta);
+    {
+        struct timespec ts;
+        struct fc_s3_body b = {.data = "", .len = 0};
+        clock_gettime(CLOCK_REALTIME, &ts);
+        a.meta.mtime = (int64_t)ts.tv_sec;
+        a.meta.mtime_ns = (uint32_t)ts.tv_nsec;
+        a.meta.has |= FC_META_MTIME;
+        ret = fc_s3_put_meta(fs->s3, key, &b, &a.meta, etag);
+    }
     if (ret == 0) {
         fc_itab_note(fs, key, true, &a);
         /* (it may have existed as a prefix: then the marker is all that
@@ -1541,8 +1568,11 @@ static void fc_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     ret = dir_has_children(fs, key);
     if (ret > 0)
         ret = -ENOTEMPTY;
-    if (ret == 0)
+    if (ret == 0) {
+        /* a pending chmod/utime must not bring the marker back */
+        (void)fc_write_meta_take(fs, key, NULL);
         ret = fc_s3_delete(fs->s3, key);
+    }
     if (ret == 0) {
         fc_itab_note(fs, key, false, NULL);
         fc_itab_unhash(fs->itab, key);
@@ -1728,6 +1758,9 @@ static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
     ret = dir_has_children(fs, dst);
     if (ret != 0)
         return ret > 0 ? -ENOTEMPTY : ret;
+    /* chmod/utime still pending under @src: stored now, so the copies
+     * below carry them */
+    fc_write_meta_flush(fs, src);
     do {
         fc_listpage_init(&pg);
         ret = fc_s3_list_flat(fs->s3, src, token, 1000, &pg);
@@ -1782,6 +1815,13 @@ static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
     fc_itab_drop_listings(fs, src);
     fc_itab_drop_listings(fs, dst);
     new_attr(&a, true);
+    {
+        /* the marker's copy kept its attributes */
+        struct fc_attr old;
+        double t;
+        if (fc_itab_cached_attr(fs->itab, dst, &old, &t))
+            a.meta = old.meta;
+    }
     fc_itab_note(fs, src, false, NULL);
     fc_itab_note(fs, dst, true, &a);
     return 0;

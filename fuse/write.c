@@ -285,14 +285,44 @@ static struct up_meta *meta_unlink(const char *key)
     return NULL;
 }
 
-/* Stores the pending attributes due by @now (all with @now < 0). */
-static void metas_apply(struct fc_fs *fs, double now)
+/* Stores attributes @m of @key, taken off the list at @taken: a copy onto
+ * itself (its content and other headers stay as they are). A
+ * directory ("dir/") that is only a prefix gets an empty marker carrying
+ * them, unless this mount removed it since @taken (an rmdir racing the
+ * store must not bring the marker back). A failure is logged. */
+static void meta_store(struct fc_fs *fs, const char *key,
+                       const struct fc_s3_meta *m, double taken)
+{
+    size_t kl = strlen(key);
+    char etag[FC_ETAG_MAX];
+    int ret = fc_s3_copy_meta(fs->s3, key, key, m, etag);
+
+    if (ret == -ENOENT && kl > 0 && key[kl - 1] == '/') {
+        struct fc_attr a;
+        bool exists = true;
+        double when;
+        struct fc_s3_body b = {.data = "", .len = 0};
+        if (fc_itab_noted(fs, key, taken, &exists, &a, &when) && !exists)
+            return;
+        ret = fc_s3_put_meta(fs->s3, key, &b, m, etag);
+    }
+    if (ret < 0 && ret != -ENOENT)
+        cm_log(CM_LOG_WARN, -ret,
+               "ecfs: %s: chmod/chown/utimens could not be stored", key);
+}
+
+/* Stores the pending attributes due by @now (all with @now < 0) whose
+ * key starts with @prefix (NULL: any). */
+static void metas_apply_under(struct fc_fs *fs, double now, const char *prefix)
 {
     struct up_meta *due = NULL, **pp, *u;
+    size_t pl = prefix ? strlen(prefix) : 0;
+    double taken;
 
     pthread_mutex_lock(&g_up.lock);
     for (pp = &g_up.metas; (u = *pp) != NULL;) {
-        if (now < 0 || u->due <= now) {
+        if ((now < 0 || u->due <= now) &&
+            (prefix == NULL || strncmp(u->key, prefix, pl) == 0)) {
             *pp = u->next;
             u->next = due;
             due = u;
@@ -300,17 +330,25 @@ static void metas_apply(struct fc_fs *fs, double now)
             pp = &u->next;
         }
     }
+    taken = fc_now();
     pthread_mutex_unlock(&g_up.lock);
     while ((u = due) != NULL) {
-        char etag[FC_ETAG_MAX];
-        int ret = fc_s3_copy_meta(fs->s3, u->key, u->key, &u->meta, etag);
         due = u->next;
-        if (ret < 0 && ret != -ENOENT)
-            cm_log(CM_LOG_WARN, -ret,
-                   "ecfs: %s: chmod/chown/utimens could not be stored", u->key);
+        meta_store(fs, u->key, &u->meta, taken);
         free(u->key);
         free(u);
     }
+}
+
+static void metas_apply(struct fc_fs *fs, double now)
+{
+    metas_apply_under(fs, now, NULL);
+}
+
+/* Stores pending attributes under a prefix now (see header). */
+void fc_write_meta_flush(struct fc_fs *fs, const char *prefix)
+{
+    metas_apply_under(fs, -1, prefix);
 }
 
 /* Pending attributes (see header). */

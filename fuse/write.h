@@ -63,16 +63,21 @@ void fc_write_discard(struct fc_wfile *wf);
  * reads by other handles go through it (fc_write_read). */
 struct fc_wfile *fc_write_find(struct fc_fs *fs, struct fc_inode *in);
 void fc_wfile_unref(struct fc_wfile *wf);
-/* chmod/chown/utimens of closed file @key: attributes @m are stored about
- * a second later (a copy onto itself; a failure is logged), unless a
- * rename takes them first (fc_write_meta_take), or an unlink or commit of
- * @key drops them. At unmount the pending ones are stored. 0 or -ENOMEM. */
+/* chmod/chown/utimens of closed file or directory marker @key: attributes
+ * @m are stored about a second later (a copy onto itself, or a new empty
+ * marker for a directory that is only a prefix; a failure is logged),
+ * unless a rename takes them first (fc_write_meta_take), or an unlink,
+ * rmdir or commit of @key drops them. At unmount the pending ones are
+ * stored. 0 or -ENOMEM. */
 CM_MUST_CHECK int fc_write_meta_later(struct fc_fs *fs, const char *key,
                                       const struct fc_s3_meta *m);
 /* Removes @key's pending attributes: true and @m (when non-NULL) filled
  * if there were some. */
 bool fc_write_meta_take(struct fc_fs *fs, const char *key,
                         struct fc_s3_meta *m);
+/* Stores now the pending attributes of every key that starts with
+ * @prefix (a directory rename copies them next). */
+void fc_write_meta_flush(struct fc_fs *fs, const char *prefix);
 /* chmod/chown/utimens of @in: when a handle of it still has a commit to
  * make, its upload stores the attributes @m and true is returned; false
  * when there is none (the caller stores them itself). */

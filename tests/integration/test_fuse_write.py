@@ -544,6 +544,11 @@ def test_metadata_and_rsync_quick_check(srv_mount, tmp_path):
         os.chmod(p, 0o640 if i % 2 else 0o604)
         t = 1_600_000_000_123_456_789 + i * 1000
         os.utime(p, ns=(t, t))
+    dirs = [src] + [src / ("d%d" % i) for i in range(3)]
+    for i, d in enumerate(dirs):  # directories keep theirs too (markers)
+        os.chmod(d, 0o750 - i)
+        t = 1_500_000_000_987_654_321 + i * 1000
+        os.utime(d, ns=(t, t))
     n = 12
     m = make()
     dst = os.path.join(m.path, "rs")
@@ -553,20 +558,38 @@ def test_metadata_and_rsync_quick_check(srv_mount, tmp_path):
 
     before = m.stats()
     subprocess.run(["rsync", "-a", str(src) + "/", dst + "/"], check=True)
+    # the directories' mode and mtime (set by rsync after their files) go
+    # on their markers by a copy onto itself about a second later
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        md = s3.head_object(Bucket=bucket, Key="rs/d2/")["Metadata"]
+        if md.get("mtime") == "1500000000.987657321":
+            break
+        time.sleep(0.2)
+    assert md.get("mode") == str(os.stat(dirs[3]).st_mode), md
+    time.sleep(1.5)  # (and those of the other directories)
     d1 = delta(before, m.stats())
-    # 4 directory markers; temp file + rename: one PUT, one COPY, one
-    # DELETE per file (the mode and mtime set after close ride on the
-    # rename's copy)
-    assert d1 == {"put": n + 4, "copy": n, "del": n, "mpu": 0, "parts": 0}, d1
+    # 4 directory markers, then one copy each for their attributes; temp
+    # file + rename: one PUT, one COPY, one DELETE per file (the mode and
+    # mtime set after close ride on the rename's copy)
+    assert d1 == {"put": n + 4, "copy": n + 4, "del": n, "mpu": 0,
+                  "parts": 0}, d1
+    for i, d in enumerate(["rs/", "rs/d0/", "rs/d1/", "rs/d2/"]):
+        md = s3.head_object(Bucket=bucket, Key=d)["Metadata"]
+        assert (md["mode"], md["mtime"], md["uid"]) == \
+            (str(os.stat(dirs[i]).st_mode),
+             "1500000000.%09d" % (987654321 + i * 1000),
+             str(os.getuid())), (d, md)
 
     def same_attrs(root):
         for d, _, files in os.walk(src):
-            for name in files:
+            for name in files + [""]:
                 a = os.stat(os.path.join(d, name))
                 b = os.stat(os.path.join(root, os.path.relpath(
                     os.path.join(d, name), src)))
-                assert (b.st_mode, b.st_mtime_ns, b.st_size) == \
-                    (a.st_mode, a.st_mtime_ns, a.st_size), name
+                assert (b.st_mode, b.st_mtime_ns) == \
+                    (a.st_mode, a.st_mtime_ns), (d, name)
+                assert name == "" or b.st_size == a.st_size, name
     same_attrs(dst)
     h = s3.head_object(Bucket=bucket, Key="rs/d1/f01")
     assert h["Metadata"]["mode"] == str(0o100640)
@@ -606,6 +629,80 @@ def test_metadata_and_rsync_quick_check(srv_mount, tmp_path):
     assert md["mode"] == str(0o100600) and md["mtime"] == "7", md
     assert s3.get_object(Bucket=bucket, Key="cp/f03")["Body"].read() == \
         (src / "d0" / "f03").read_bytes()
+
+
+def wait_meta(s3, bucket, key, field, want, timeout=10):
+    """Polls @key's x-amz-meta-@field until it is @want; its Metadata."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            md = s3.head_object(Bucket=bucket, Key=key)["Metadata"]
+        except s3.exceptions.ClientError:
+            md = {}
+        if md.get(field) == want or time.monotonic() > deadline:
+            return md
+        time.sleep(0.2)
+
+
+def test_directory_attributes(srv_mount, tmp_path):
+    """A directory keeps mode, owner and mtime on its "dir/" marker: mkdir
+    stores them, chmod/chown/utime go there a second later (a marker is
+    made for a directory that was only a prefix), a fresh mount shows them,
+    tar x and mv keep them, and an rmdir right after a chmod leaves no
+    marker behind."""
+    srv, s3, bucket, make = srv_mount
+    s3.put_object(Bucket=bucket, Key="pre/x", Body=b"x")  # prefix only
+    m = make()
+    d = os.path.join(m.path, "made")
+    os.mkdir(d, 0o711)
+    st = os.stat(d)
+    assert st.st_mode == 0o40711 and st.st_uid == os.getuid(), oct(st.st_mode)
+    md = s3.head_object(Bucket=bucket, Key="made/")["Metadata"]
+    assert md["mode"] == str(0o40711), md
+    os.chown(d, 1234, 4321)
+    os.utime(d, (1, 1_000_000_007))
+    pre = os.path.join(m.path, "pre")
+    os.chmod(pre, 0o700)
+    os.utime(pre, (2, 2_000_000_002))
+    assert os.stat(pre).st_mode == 0o40700
+    md = wait_meta(s3, bucket, "made/", "mtime", "1000000007")
+    assert (md["uid"], md["gid"], md["mode"]) == ("1234", "4321",
+                                                  str(0o40711)), md
+    md = wait_meta(s3, bucket, "pre/", "mtime", "2000000002")
+    assert md["mode"] == str(0o40700), md
+    assert s3.get_object(Bucket=bucket, Key="pre/x")["Body"].read() == b"x"
+    # tar x sets its directories' mode and mtime after their files
+    src = tmp_path / "t"
+    (src / "in").mkdir(parents=True)
+    (src / "in" / "f").write_bytes(b"f")
+    os.chmod(src / "in", 0o755)
+    os.utime(src / "in", (3, 3_000_000_003))
+    tarball = tmp_path / "t.tar"
+    with tarfile.open(tarball, "w") as t:
+        t.add(src / "in", arcname="in")
+    subprocess.run(["tar", "xf", str(tarball), "-C", m.path], check=True)
+    # mv of a directory: the marker's copy keeps them
+    os.rename(d, os.path.join(m.path, "moved"))
+    # rmdir right after a chmod: the pending store makes no marker
+    os.mkdir(os.path.join(m.path, "gone"))
+    os.chmod(os.path.join(m.path, "gone"), 0o700)
+    os.rmdir(os.path.join(m.path, "gone"))
+    wait_meta(s3, bucket, "in/", "mtime", "3000000003")
+    time.sleep(1.5)  # (a store of "gone/" would be due by now)
+    m.unmount()
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket, Prefix="gone")
+    m2 = make()
+    want = {"moved": (0o40711, 1234, 4321, 1_000_000_007),
+            "pre": (0o40700, os.getuid(), None, 2_000_000_002),
+            "in": (0o40755, None, None, 3_000_000_003)}
+    for name, (mode, uid, gid, mtime) in want.items():
+        st = os.stat(os.path.join(m2.path, name))
+        assert st.st_mode == mode and int(st.st_mtime) == mtime, \
+            (name, oct(st.st_mode), st.st_mtime)
+        assert uid is None or st.st_uid == uid, (name, st.st_uid)
+        assert gid is None or st.st_gid == gid, (name, st.st_gid)
+    assert not os.path.exists(os.path.join(m2.path, "gone"))
+    assert open(os.path.join(m2.path, "in", "f"), "rb").read() == b"f"
 
 
 def test_open_at_unmount_is_not_committed(srv_mount):
