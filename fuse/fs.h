@@ -62,9 +62,10 @@ struct fc_opts {
     unsigned rename_dir_max; /* most keys a directory rename moves */
     int pack_off;            /* -o pack=off: show a pack's raw objects */
     size_t pack_block;       /* shard block of a pack mount (pack_ops.c) */
-    int pack_block_set;      /* -o pack_block= given (else pack_ops.c may
-                              * pick smaller blocks for a pack > its cache) */
+    int pack_block_set;      /* -o pack_block= given (pack_fetch=block) */
     int pack_whole;          /* -o pack_fetch=shard: a shard is one block */
+    int pack_ahead;          /* -o pack_fetch=ahead 1, block/shard 0, not
+                              * given -1: ahead for a pack > its caches */
     char *cache_dir;         /* persistent disk block cache, NULL = none */
     uint64_t cache_dir_size; /* its bound */
 };

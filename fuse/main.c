@@ -259,13 +259,15 @@ static void usage(const char *prog)
         "    a prefix holding PREFIX/.ecfs-pack/index mounts as the packed tree\n"
         "    (read-only: EROFS; no LIST; members read as range GETs of shards)\n"
         "    -o pack=off            show the raw objects instead\n"
-        "    -o pack_block=SIZE     shard block fetched per GET (default 1M; a\n"
-        "                           pack larger than its caches: 64K-1M, about\n"
-        "                           4 members)\n"
-        "    -o pack_fetch=shard    fetch a whole shard on its first touch (one\n"
-        "                           GET per shard, only while all shards fit in\n"
-        "                           cache_size; default block: fewer requests\n"
-        "                           but half the cold rate in fuse/PACK.md)\n",
+        "    -o pack_block=SIZE     shard block fetched per GET (default 1M)\n"
+        "    -o pack_fetch=MODE     block: pack_block blocks in the caches (the\n"
+        "                           default while the shards fit in cache_size,\n"
+        "                           or cache_dir_size with cache_dir); ahead: a\n"
+        "                           miss GETs up to 4 MiB and keeps the members\n"
+        "                           in it not yet read, until their read, within\n"
+        "                           cache_size (the default for a larger pack);\n"
+        "                           shard: a whole shard on its first touch\n"
+        "                           (only while all shards fit in cache_size)\n",
         stdout);
     fputs(
         "Diagnostics:\n"
@@ -529,10 +531,13 @@ static int finish_opts(struct raw_opts *r)
         fprintf(stderr, "ecfs: bad pack=%s (on or off)\n", r->pack);
         return -EINVAL;
     }
+    o->pack_ahead = r->pack_fetch || o->pack_block_set ? 0 : -1;
     if (r->pack_fetch && strcmp(r->pack_fetch, "shard") == 0)
         o->pack_whole = 1;
+    else if (r->pack_fetch && strcmp(r->pack_fetch, "ahead") == 0)
+        o->pack_ahead = 1;
     else if (r->pack_fetch && strcmp(r->pack_fetch, "block") != 0) {
-        fprintf(stderr, "ecfs: bad pack_fetch=%s (block or shard)\n",
+        fprintf(stderr, "ecfs: bad pack_fetch=%s (ahead, block or shard)\n",
                 r->pack_fetch);
         return -EINVAL;
     }

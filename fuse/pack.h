@@ -27,6 +27,8 @@
 /* One member as stored. A loaded pack reads the member table in place (in
  * the index buffer or the mapped index file), so this struct is the
  * little-endian on-disk record byte for byte. */
+struct fc_pahead;
+
 struct fc_pmember {
     uint64_t path_off; /* into the path blob */
     uint64_t size;
@@ -91,6 +93,8 @@ struct fc_pack {
     uint32_t gen;     /* inode numbers carry it (bits 40..63) */
     uint64_t nlookup; /* kernel lookups of its inodes not yet forgotten */
     uint64_t opens;   /* open directory handles */
+    struct fc_pahead *ahead; /* read-ahead (pack_ahead.h), made on first use */
+    bool ahead_failed;       /* it could not be made: blocks instead */
 };
 
 /* Checks index bytes @buf of @len (8-byte aligned) and builds the tree.

@@ -31,6 +31,7 @@
 #include "fuse/dcache.h"
 #include "fuse/fs.h"
 #include "fuse/pack.h"
+#include "fuse/pack_ahead.h"
 #include "fuse/s3.h"
 #include "fuse/stats.h"
 
@@ -130,6 +131,7 @@ static void maybe_free_locked(struct fc_pack *p)
             break;
         }
     cm_log(CM_LOG_INFO, 0, "ecfs: pack index version %u released", p->gen);
+    fc_pahead_destroy(p->ahead);
     fc_pack_free(p);
 }
 
@@ -238,7 +240,7 @@ static void node_stat(const struct fc_fs *fs, const struct fc_pack *p,
 }
 
 static bool whole_shards(const struct fc_fs *fs, const struct fc_pack *p);
-static size_t pack_block(const struct fc_fs *fs, const struct fc_pack *p);
+static bool use_ahead(const struct fc_fs *fs, const struct fc_pack *p);
 
 /* The counters as " name=value" pairs (fc_stats_fmt_fn, fuse/stats.c). */
 static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
@@ -247,7 +249,8 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
     uint64_t members;
     uint32_t shards;
     size_t index_bytes;
-    int mapped, n = fc_s3_stats_format(fs->s3, buf, cap);
+    struct fc_pahead_stats as = {0};
+    int mapped, ahead, n = fc_s3_stats_format(fs->s3, buf, cap);
 
     fc_cache_usage(fs->cache, &bytes, &blocks);
     pthread_mutex_lock(&pk.mu);
@@ -255,7 +258,10 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
     shards = pk.cur->nshards;
     index_bytes = pk.cur->index_bytes;
     mapped = pk.cur->mapped_file;
-    block = whole_shards(fs, pk.cur) ? 0 : pack_block(fs, pk.cur);
+    block = whole_shards(fs, pk.cur) ? 0 : fs->o.pack_block;
+    ahead = use_ahead(fs, pk.cur);
+    if (pk.cur->ahead != NULL)
+        fc_pahead_stats(pk.cur->ahead, &as);
     loaded = 1 + pk.nold;
     pthread_mutex_unlock(&pk.mu);
     if (n >= 0 && (size_t)n < cap)
@@ -267,12 +273,18 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
                       " pack_reloads=%lu"
                       " pack_block_gets=%lu pack_block_bytes=%lu"
                       " pack_dcache_hits=%lu"
-                      " pack_crc_errors=%lu cache_bytes=%zu cache_blocks=%zu",
+                      " pack_crc_errors=%lu cache_bytes=%zu cache_blocks=%zu"
+                      " pack_ahead=%d pack_ahead_hits=%" PRIu64
+                      " pack_ahead_misses=%" PRIu64 " pack_ahead_kept=%" PRIu64
+                      " pack_ahead_stale=%" PRIu64 " pack_ahead_bytes=%" PRIu64
+                      " pack_ahead_epochs=%" PRIu64,
                       atomic_load(&pk_reads), members, shards, index_bytes,
                       mapped, loaded, block, atomic_load(&pk_reloads),
                       atomic_load(&pk_block_gets), atomic_load(&pk_block_bytes),
-                      atomic_load(&pk_dcache_hits), atomic_load(&pk_crc_errors),
-                      bytes, blocks);
+                      atomic_load(&pk_dcache_hits),
+                      atomic_load(&pk_crc_errors) + (unsigned long)as.crc_errors,
+                      bytes, blocks, ahead, as.hits, as.misses, as.kept,
+                      as.stale, as.bytes, as.epochs);
     if (fs->dcache != NULL && n >= 0 && (size_t)n < cap)
         n += fc_dcache_stats_format(fs->dcache, buf + n, cap - (size_t)n);
     return n;
@@ -506,30 +518,24 @@ static bool whole_shards(const struct fc_fs *fs, const struct fc_pack *p)
     return fs->o.pack_whole && p->shard_bytes <= fs->o.cache_size;
 }
 
-/* The range GET of @p: pack_block; but when the pack is larger than the
- * caches that would keep its blocks (the block cache, or the disk cache
- * with cache_dir) and pack_block was not given, about four members' worth
- * (a power of two, 64 KiB..pack_block). A shuffled epoch then finds the
- * block of a member evicted about as often whatever the block size, and
- * each such miss GETs a few members instead of a MiB (fuse/PACK.md: 1070
- * instead of 357 files/s, 2320 instead of 1620 GETs, 35.5 MiB pack under a
- * 16 MiB cache). */
-static size_t pack_block(const struct fc_fs *fs, const struct fc_pack *p)
+/* Whether @p is read ahead (fuse/pack_ahead.h): -o pack_fetch=ahead, or
+ * by default when its shards exceed the caches that would keep its blocks
+ * (the block cache, and the disk cache with cache_dir). An LRU of blocks
+ * then loses about half the members of a shuffled epoch to evictions
+ * (fuse/PACK.md: 0.6 GETs per member at 100,000 files, 1.8 GiB of shards
+ * under the 1 GiB cache). */
+static bool use_ahead(const struct fc_fs *fs, const struct fc_pack *p)
 {
-    uint64_t room = fs->o.cache_size, want;
-    size_t b = 64u << 10;
+    uint64_t room = fs->o.cache_size;
 
     if (fs->dcache != NULL)
         room = CM_MAX(room, fs->o.cache_dir_size);
-    if (fs->o.pack_block_set || p->shard_bytes <= room)
-        return fs->o.pack_block;
-    want = 4 * (p->shard_bytes / (p->nmembers ? p->nmembers : 1));
-    while (b < want && b < fs->o.pack_block)
-        b <<= 1;
-    return CM_MIN(b, fs->o.pack_block);
+    if (fs->o.pack_ahead >= 0)
+        return fs->o.pack_ahead == 1;
+    return p->shard_bytes > room;
 }
 
-/* The block size of shard @sh: pack_block(), or the whole shard with
+/* The block size of shard @sh: pack_block, or the whole shard with
  * -o pack_fetch=shard. */
 static size_t block_size(const struct fc_fs *fs, const struct fc_pack *p,
                          uint32_t sh)
@@ -537,8 +543,62 @@ static size_t block_size(const struct fc_fs *fs, const struct fc_pack *p,
     uint64_t n = p->shards[sh].size;
 
     if (!whole_shards(fs, p))
-        return pack_block(fs, p);
+        return fs->o.pack_block;
     return n == 0 ? 1 : (size_t)n;
+}
+
+static void shard_key(const struct fc_fs *fs, const struct fc_pack *p,
+                      uint32_t sh, char *key, size_t cap)
+{
+    snprintf(key, cap, "%s" FC_PACK_DIR "shard-%06u.tar", fs->o.prefix,
+             p->first_shard + sh);
+}
+
+/* Bytes [off, off+len) of shard @sh into @buf: one range GET, If-Match on
+ * the shard's ETag (fc_pahead_get_fn). 0 or -errno (-EIO for a shard
+ * replaced or shorter than its index says). */
+static int ahead_get(void *arg, const struct fc_pack *p, uint32_t sh,
+                     uint64_t off, size_t len, char *buf)
+{
+    struct fc_fs *fs = arg;
+    const struct fc_pshard *s = &p->shards[sh];
+    char key[PK_KEY_MAX];
+    ssize_t got;
+
+    shard_key(fs, p, sh, key, sizeof(key));
+    atomic_fetch_add(&pk_block_gets, 1);
+    got = fc_s3_get(fs->s3, key, off, len, len, s->etag[0] ? s->etag : "",
+                    buf, NULL);
+    if (got >= 0 && (size_t)got != len)
+        got = -EIO;
+    if (got < 0) {
+        cm_log(CM_LOG_WARN, (int)-got,
+               "ecfs: pack shard %s bytes %" PRIu64 "+%zu", key, off, len);
+        return got == -ESTALE ? -EIO : (int)got;
+    }
+    atomic_fetch_add(&pk_block_bytes, (unsigned long)len);
+    return 0;
+}
+
+/* The read-ahead of @p, made on its first use; NULL when it is not read
+ * ahead or the memory for it failed (a log line; blocks then). */
+static struct fc_pahead *ahead_of(struct fc_fs *fs, struct fc_pack *p)
+{
+    struct fc_pahead *a;
+
+    if (!use_ahead(fs, p))
+        return NULL;
+    pthread_mutex_lock(&pk.mu);
+    if (p->ahead == NULL && !p->ahead_failed &&
+        fc_pahead_create(p, fs->o.cache_size, FC_PAHEAD_RANGE, ahead_get, fs,
+                         &p->ahead) < 0) {
+        p->ahead_failed = true;
+        cm_log(CM_LOG_WARN, ENOMEM,
+               "ecfs: pack read-ahead: reading blocks instead");
+    }
+    a = p->ahead;
+    pthread_mutex_unlock(&pk.mu);
+    return a;
 }
 
 /* The referenced block @idx of shard @sh, fetched on a miss. 0 and *out,
@@ -557,8 +617,7 @@ static int get_block(struct fc_fs *fs, const struct fc_pack *p, uint32_t sh,
     ssize_t got;
     char *buf;
 
-    snprintf(key, sizeof(key), "%s" FC_PACK_DIR "shard-%06u.tar", fs->o.prefix,
-             p->first_shard + sh);
+    shard_key(fs, p, sh, key, sizeof(key));
     if (etag[0] == '\0') { /* unknown ETag: the pack id keys the blocks */
         snprintf(tag, sizeof(tag), "pack-%016" PRIx64, p->pack_id);
         etag = tag;
@@ -686,6 +745,7 @@ static void pk_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     struct fc_fs *fs = fs_of(req);
     const struct fc_pmember *m;
+    struct fc_pahead *a;
     struct fc_pack *p;
     uint64_t node, d;
     char *buf;
@@ -707,7 +767,10 @@ static void pk_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_buf(req, NULL, 0);
         return;
     }
-    ret = member_check(fs, p, node);
+    a = ahead_of(fs, p);
+    if (a != NULL && !fc_pahead_covers(a, node))
+        a = NULL; /* a member over FC_PAHEAD_RANGE: through the blocks */
+    ret = a != NULL ? 0 : member_check(fs, p, node);
     if (ret < 0) {
         fuse_reply_err(req, -ret);
         return;
@@ -718,7 +781,10 @@ static void pk_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    ret = member_bytes(fs, p, m, (uint64_t)off, size, buf, NULL);
+    if (a != NULL)
+        ret = fc_pahead_read(a, node, (uint64_t)off, size, buf);
+    else
+        ret = member_bytes(fs, p, m, (uint64_t)off, size, buf, NULL);
     if (ret < 0)
         fuse_reply_err(req, -ret);
     else
@@ -886,12 +952,12 @@ static void pk_init(void *userdata, struct fuse_conn_info *conn)
     pk.checked = fc_now();
     pthread_mutex_unlock(&pk.mu);
     pk_no_open = fs->o.ro && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
-    if (!whole_shards(fs, fs->pack) &&
-        pack_block(fs, fs->pack) != fs->o.pack_block)
+    if (use_ahead(fs, fs->pack) && fs->o.pack_ahead < 0)
         cm_log(CM_LOG_INFO, 0,
                "ecfs: the pack's %" PRIu64 " MiB of shards exceed the caches: "
-               "%zu KiB blocks (set -o pack_block= to choose)",
-               fs->pack->shard_bytes >> 20, pack_block(fs, fs->pack) >> 10);
+               "reading ahead the members not yet read, within cache_size "
+               "(%" PRIu64 " MiB; -o pack_fetch=block for blocks)",
+               fs->pack->shard_bytes >> 20, (uint64_t)(fs->o.cache_size >> 20));
     if (fs->o.pack_whole && !whole_shards(fs, fs->pack))
         cm_log(CM_LOG_WARN, 0,
                "ecfs: pack_fetch=shard: the pack's %" PRIu64 " MiB of shards "
@@ -913,8 +979,12 @@ static void pk_destroy(void *userdata)
     struct fc_fs *fs = userdata;
 
     pthread_mutex_lock(&pk.mu);
-    for (size_t i = 0; i < pk.nold; i++)
+    for (size_t i = 0; i < pk.nold; i++) {
+        fc_pahead_destroy(pk.old[i]->ahead);
         fc_pack_free(pk.old[i]);
+    }
+    fc_pahead_destroy(pk.cur->ahead);
+    pk.cur->ahead = NULL;
     free(pk.old);
     pk.old = NULL;
     pk.nold = pk.capold = 0;

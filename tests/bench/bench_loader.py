@@ -47,6 +47,7 @@ Usage: bench_loader.py [--size tiny|small|default|large|medium] [--peers local,
 
 import argparse
 import atexit
+import fcntl
 import json
 import os
 import platform
@@ -457,6 +458,26 @@ def bench_raw(root, a, budget, on_epoch=None, compute_s=0.0, probe=None):
     return res, len(paths)
 
 
+class peer_lock:
+    """flock(LOCK_EX) on @path for the duration of a with block; no-op
+    when @path is None."""
+
+    def __init__(self, path):
+        self.path, self.fd = path, None
+
+    def __enter__(self):
+        if self.path:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # drops the lock
+            self.fd = None
+        return False
+
+
 def timed_cmd(argv, budget):
     """Runs @argv (its stdout lines ending in .jpg counted, then discarded);
     returns (seconds, jpg lines, timed_out)."""
@@ -850,7 +871,8 @@ class Bench:
                 if self.results.get(peer, {}).get("error"):
                     continue
                 try:
-                    self.run_peer(peer, rep)
+                    with peer_lock(self.a.lock):
+                        self.run_peer(peer, rep)
                 except Exception as e:  # one broken peer must not sink the run
                     log("%s FAILED: %s" % (peer, e))
                     self.results.setdefault(peer, {})["error"] = str(e)
@@ -1211,6 +1233,10 @@ def main():
     ap.add_argument("--ecfs-opts", default="",
                     help="more -o options for the ecfs and ecfs-pack mounts "
                     "(e.g. cache_size=16M,pack_fetch=shard)")
+    ap.add_argument("--lock", metavar="FILE",
+                    help="hold an exclusive flock on FILE while each peer "
+                    "is measured (not while the dataset is made and "
+                    "uploaded), so benchmarks sharing the machine take turns")
     ap.add_argument("--pack-shard-size", default="256M",
                     help="ecfs pack --shard-size of the ecfs-pack peer")
     ap.add_argument("--server-chart", metavar="SERVER_JSON",

@@ -227,15 +227,83 @@ def test_pack_request_economy(storaged, ecfs_mount, tmp_path):
     s4 = x.stats()
     assert s4["pack_block_gets"] > nshards, s4
     assert "do not fit in cache_size" in x.log_text(), x.log_text()
-    # and, the pack being larger than the cache, blocks of a few members
-    # (64K..1M) unless pack_block is given
-    assert 64 << 10 <= s4["pack_block_size"] < BLOCK, s4
-    assert s4["pack_block_bytes"] <= \
-        s4["pack_block_gets"] * s4["pack_block_size"], s4
-    y = ecfs_mount(srv.endpoint, bucket,
-                   opts=["ro", "cache_size=2M", "pack_block=1M"],
+    assert s4["pack_block_size"] == BLOCK and s4["pack_ahead"] == 0, s4
+    # the pack being larger than the cache, the default is read-ahead
+    # (test_pack_read_ahead), unless pack_block or pack_fetch is given
+    y = ecfs_mount(srv.endpoint, bucket, opts=["ro", "cache_size=2M"],
                    access_key=srv.access_key, secret_key=srv.secret_key)
-    assert y.stats()["pack_block_size"] == BLOCK
+    assert y.stats()["pack_ahead"] == 1
+    for o in ("pack_block=1M", "pack_fetch=block"):
+        z = ecfs_mount(srv.endpoint, bucket, opts=["ro", "cache_size=2M", o],
+                       access_key=srv.access_key, secret_key=srv.secret_key)
+        assert z.stats()["pack_ahead"] == 0, o
+
+
+def shuffled_epoch(src, mnt, seed, threads=4):
+    """Reads every file below @mnt once in a shuffled order, @threads at a
+    time (a DataLoader's workers), and compares it with @src. Returns the
+    number of files."""
+    from concurrent.futures import ThreadPoolExecutor
+    rels = sorted(os.path.relpath(os.path.join(d, f), src)
+                  for d, _, fs in os.walk(src) for f in fs)
+    random.Random(seed).shuffle(rels)
+
+    def one(rel):
+        with open(os.path.join(src, rel), "rb") as a, \
+                open(os.path.join(mnt, rel), "rb") as b:
+            assert a.read() == b.read(), rel
+    with ThreadPoolExecutor(threads) as ex:
+        list(ex.map(one, rels))
+    return len(rels)
+
+
+def test_pack_read_ahead(storaged, ecfs_mount, tmp_path):
+    """A pack larger than cache_size, read in a shuffled order: each miss
+    GETs a range from its member on and keeps the members in it not yet
+    read, until their read; the epoch makes far fewer GETs than files and
+    than blocks through an LRU (the same order with pack_fetch=block), and
+    keeps nothing once every member is read. A member larger than the
+    range goes through the blocks."""
+    srv = storaged()
+    c = srv.client()
+    bucket = "pa-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    src = str(tmp_path / "src")
+    rnd = random.Random(11)
+    for i in range(500):
+        p = os.path.join(src, "c%d" % (i % 4), "f%03d.bin" % i)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(rnd.randbytes(rnd.randint(1, 16000)))
+    with open(os.path.join(src, "huge.bin"), "wb") as f:
+        f.write(rnd.randbytes((4 << 20) + 999))  # > FC_PAHEAD_RANGE
+    run_pack(srv, src, bucket, "--shard-size", "2M", "--order", "shuffled",
+             "--seed", "3")
+    opts = ["ro", "cache_size=2M"]  # the pack: about 8.3 MiB
+    m = ecfs_mount(srv.endpoint, bucket, opts=opts,
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    n = shuffled_epoch(src, m.path, seed=1)
+    s = m.stats()
+    assert s["pack_ahead"] == 1 and s["list"] == 0, s
+    assert s["get"] == s["pack_block_gets"], s
+    assert s["pack_ahead_kept"] > n // 2 and s["pack_ahead_hits"] > n // 2, s
+    # a miss is one GET: files / GETs >= 2.5 (the bound for a budget of a
+    # quarter of the pack is (1-f) - f ln(1/f) = 0.40 misses per member)
+    assert s["get"] * 5 <= n * 2, s
+    assert s["pack_ahead_bytes"] == 0 and s["pack_ahead_epochs"] == 1, s
+    assert s["pack_crc_errors"] == 0 and s["pack_ahead_stale"] == 0, s
+    # the same epoch through an LRU of 1 MiB blocks
+    b = ecfs_mount(srv.endpoint, bucket, opts=opts + ["pack_fetch=block"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    shuffled_epoch(src, b.path, seed=1)
+    sb = b.stats()
+    assert sb["pack_ahead"] == 0 and sb["get"] > s["get"], (s, sb)
+    # partial reads of a fresh mount: a member read short of its end stays
+    # kept (and is dropped stale once a whole epoch of reads passed)
+    r = ecfs_mount(srv.endpoint, bucket, opts=opts,
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    random_preads(src, r.path, random.Random(5), n=200)
+    assert r.stats()["pack_crc_errors"] == 0
 
 
 def test_pack_from_bucket(storaged, ecfs_mount, tmp_path):
@@ -344,6 +412,22 @@ def test_pack_corrupt_member_is_eio(storaged, ecfs_mount, tmp_path):
         assert e.value.errno == 5  # EIO
     assert m.stats()["pack_crc_errors"] == 1
     assert "f2: CRC-32C" in m.log_text()
+    # the same through read-ahead: one range GET brings all five; f2 alone
+    # fails its check
+    a = ecfs_mount(srv.endpoint, bucket, opts=["ro", "pack_fetch=ahead"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    for i in (0, 1, 3, 4):
+        with open(os.path.join(a.path, "f%d" % i), "rb") as f:
+            assert f.read() == bytes([65 + i]) * 5000
+    for _ in range(2):
+        with pytest.raises(OSError) as e:
+            with open(os.path.join(a.path, "f2"), "rb") as f:
+                f.read()
+        assert e.value.errno == 5  # EIO
+    sa = a.stats()
+    assert sa["pack_ahead"] == 1 and sa["pack_crc_errors"] == 1, sa
+    assert sa["pack_block_gets"] == 1, sa
+    assert "f2: CRC-32C" in a.log_text()
 
 
 def test_pack_bad_input(storaged, ecfs_mount, request):
