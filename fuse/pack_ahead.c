@@ -15,11 +15,13 @@
  * Kept members are found by member id in a hash table; a member being
  * fetched has a pending entry (readers of it wait on the condition
  * variable, like the block cache's owner/waiter protocol). Epochs: a
- * member's read marks it with the current epoch number; when every
- * covered member is marked, a new epoch begins. A kept member still unread
- * after as many reads as there are members belongs to a partial epoch (a
- * loader reading a subset, or the kernel serving the rest from its page
- * cache): it is dropped when a miss needs room. */
+ * member's read to its end marks it with the current epoch number; when
+ * every covered member is marked, a new epoch begins. A kept member still
+ * unread after as many reads as there are members belongs to a partial
+ * epoch (a loader reading a subset, or the kernel serving the rest from
+ * its page cache): it is dropped at the next miss. So is the oldest kept
+ * member while a partial read (a member kept for its next read whatever
+ * the room) has put the kept bytes over the budget. */
 #include "fuse/pack_ahead.h"
 
 #include <errno.h>
@@ -37,7 +39,7 @@ struct pa_ent {
     uint32_t id;
     bool ready;         /* else its GET is in flight */
     uint64_t token;     /* the fetch that fills it */
-    uint64_t seq;       /* a->consumed when it was kept */
+    uint64_t seq;       /* a->reads when it was kept */
     char *data;         /* ready: the member's bytes */
     struct pa_ent *hnext;
     struct pa_ent *prev, *next; /* ready entries, oldest first */
@@ -60,7 +62,7 @@ struct fc_pahead {
     uint8_t *mark;      /* per member: the epoch of its last read */
     uint8_t epoch;      /* never 0 (the initial mark) */
     uint64_t nread;     /* members marked in this epoch */
-    uint64_t consumed;  /* member reads so far */
+    uint64_t reads;     /* fc_pahead_read calls so far */
     uint64_t next_token;
     struct fc_pahead_stats st;
 };
@@ -248,7 +250,6 @@ static void drop(struct fc_pahead *a, struct pa_ent *e)
 /* Member @id was read to its end: its read of this epoch. */
 static void consume(struct fc_pahead *a, uint32_t id)
 {
-    a->consumed++;
     if (a->mark[id] == a->epoch)
         return;
     a->mark[id] = a->epoch;
@@ -260,11 +261,14 @@ static void consume(struct fc_pahead *a, uint32_t id)
 }
 
 /* Drops kept members still unread after as many reads as there are
- * members: a full shuffled epoch would have read them by now. */
+ * members (a full shuffled epoch would have read them by now), and the
+ * oldest ones while over the budget (members kept for the rest of a
+ * partial read). */
 static void drop_stale(struct fc_pahead *a)
 {
     while (a->fifo.next != &a->fifo &&
-           a->consumed - a->fifo.next->seq > a->nfiles) {
+           (a->reads - a->fifo.next->seq > a->nfiles ||
+            a->used > a->budget)) {
         drop(a, a->fifo.next);
         a->st.stale++;
     }
@@ -389,7 +393,7 @@ static int fetch(struct fc_pahead *a, uint32_t i, uint64_t off, size_t len,
                 e->data = copy[k];
                 copy[k] = NULL;
                 e->ready = true;
-                e->seq = a->consumed;
+                e->seq = a->reads;
                 e->prev = a->fifo.prev;
                 e->next = &a->fifo;
                 a->fifo.prev->next = e;
@@ -405,6 +409,7 @@ static int fetch(struct fc_pahead *a, uint32_t i, uint64_t off, size_t len,
         ret = -EIO;
     if (ret == 0 && whole)
         consume(a, i);
+    drop_stale(a);
     pthread_cond_broadcast(&a->cv);
     for (size_t k = 0; copy != NULL && k <= nmine; k++)
         free(copy[k]);
@@ -425,6 +430,7 @@ int fc_pahead_read(struct fc_pahead *a, uint64_t i, uint64_t off, size_t len,
     if (!fc_pahead_covers(a, i) || off > m->size || len > m->size - off)
         return CM_NEVER(-EINVAL);
     pthread_mutex_lock(&a->mu);
+    a->reads++;
     while ((e = find(a, (uint32_t)i)) != NULL && !e->ready)
         pthread_cond_wait(&a->cv, &a->mu);
     if (e != NULL) {
