@@ -52,6 +52,7 @@ struct fc_pahead {
     fc_pahead_get_fn *get;
     void *arg;
     uint64_t budget, used; /* bytes of entries (pending ones too) */
+    uint64_t inflight;     /* of those, members being read by a fetch */
     size_t range_max;
     struct pa_ent **tab; /* hash of entries by member id; under mu */
     size_t nbuckets, n;
@@ -268,7 +269,7 @@ static void drop_stale(struct fc_pahead *a)
 {
     while (a->fifo.next != &a->fifo &&
            (a->reads - a->fifo.next->seq > a->nfiles ||
-            a->used > a->budget)) {
+            a->used - a->inflight > a->budget)) {
         drop(a, a->fifo.next);
         a->st.stale++;
     }
@@ -333,6 +334,7 @@ static int fetch(struct fc_pahead *a, uint32_t i, uint64_t off, size_t len,
     drop_stale(a);
     if (add_pending(a, i, token) == NULL)
         return -ENOMEM;
+    a->inflight += mi->size;
     room = a->used < a->budget ? a->budget - a->used : 0;
     q = position(a, i);
     for (r = q + 1; r < stop; r++) {
@@ -380,6 +382,7 @@ static int fetch(struct fc_pahead *a, uint32_t i, uint64_t off, size_t len,
         memcpy(out, buf + (mi->offset - start) + off, len);
 
     pthread_mutex_lock(&a->mu);
+    a->inflight -= mi->size;
     for (size_t k = 0; k <= nmine; k++) {
         uint32_t j = k < nmine ? mine[k] : i;
         e = find(a, j);
