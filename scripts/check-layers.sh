@@ -16,8 +16,9 @@ set -u
 INTERFACES="storaged/store/object.h storaged/store/obj_nb.h storaged/http/http.h"
 # What main.c may include besides those: the folders' public headers (the
 # S3 application's hook table, the store's entry points for the inspect
-# subcommand and the drive-argument expansion).
-MAIN_PUBLIC="storaged/s3/s3.h storaged/store/inspect.h storaged/store/drive.h"
+# subcommand and the drive-argument expansion, the transport's TLS context
+# that --tls-cert/--tls-key build).
+MAIN_PUBLIC="storaged/s3/s3.h storaged/store/inspect.h storaged/store/drive.h storaged/http/tls.h"
 
 if [ $# -eq 0 ]; then
     set -- storaged/*.c storaged/*.h storaged/*/*.c storaged/*/*.h

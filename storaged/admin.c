@@ -8,6 +8,9 @@
  *   storaged admin [--endpoint URL] policy set NAME FILE|CANNED
  *   storaged admin [--endpoint URL] policy get NAME
  *
+ * --ca-file FILE verifies an https:// endpoint against that PEM bundle
+ * instead of the system trust store (a private CA).
+ *
  * Credentials: STORAGED_ROOT_USER/STORAGED_ROOT_PASSWORD, else
  * AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY. The answer (JSON) goes to
  * stdout; an error's code and message to stderr with exit status 1. */
@@ -33,12 +36,13 @@
 
 struct admin_ctx {
     const char *endpoint;
+    const char *ca_file; /* NULL: the system trust store */
     const char *ak, *sk;
 };
 
 static void admin_usage(FILE *f)
 {
-    fputs("usage: storaged admin [--endpoint URL] COMMAND\n"
+    fputs("usage: storaged admin [--endpoint URL] [--ca-file FILE] COMMAND\n"
           "  user add NAME [--policy FILE|readonly|readwrite|writeonly|admin]\n"
           "                       create a user; prints its access key and "
           "secret\n"
@@ -49,7 +53,9 @@ static void admin_usage(FILE *f)
           "  user enable NAME\n"
           "  policy set NAME FILE|readonly|readwrite|writeonly|admin\n"
           "  policy get NAME      the user's policy document\n"
-          "--endpoint defaults to " DEFAULT_EP ". Credentials (root, or a "
+          "--endpoint defaults to " DEFAULT_EP "; for an https:// one,\n"
+          "--ca-file names the PEM CA bundle to verify it with (default: "
+          "the\nsystem trust store). Credentials (root, or a "
           "user with\nan admin policy): STORAGED_ROOT_USER / "
           "STORAGED_ROOT_PASSWORD, else\nAWS_ACCESS_KEY_ID / "
           "AWS_SECRET_ACCESS_KEY.\n",
@@ -181,6 +187,8 @@ static int call(const struct admin_ctx *c, const char *method, const char *path,
     curl_easy_setopt(cu, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(cu, CURLOPT_WRITEDATA, &resp);
     curl_easy_setopt(cu, CURLOPT_TIMEOUT, 60L);
+    if (c->ca_file)
+        curl_easy_setopt(cu, CURLOPT_CAINFO, c->ca_file);
     if (body || strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0) {
         curl_easy_setopt(cu, CURLOPT_POSTFIELDS, body ? body : "");
         curl_easy_setopt(cu, CURLOPT_POSTFIELDSIZE, (long)blen);
@@ -330,10 +338,11 @@ int stor_admin_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"endpoint", required_argument, NULL, 'e'},
+        {"ca-file", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct admin_ctx c = {DEFAULT_EP, NULL, NULL};
+    struct admin_ctx c = {DEFAULT_EP, NULL, NULL, NULL};
     int o, rc;
 
     optind = 1;
@@ -342,6 +351,9 @@ int stor_admin_main(int argc, char **argv)
         switch (o) {
         case 'e':
             c.endpoint = optarg;
+            break;
+        case 'c':
+            c.ca_file = optarg;
             break;
         case 'h':
             admin_usage(stdout);

@@ -1,7 +1,8 @@
 /* storaged/main.c - the daemon's entry point: command line, credentials,
  * opening the store, serving S3 until SIGTERM/SIGINT, closing cleanly.
  *
- *   storaged serve --address HOST:PORT [--ec K+M] [--threads N] DRIVE...
+ *   storaged serve --address HOST:PORT [--ec K+M] [--threads N]
+ *                  [--tls-cert FILE --tls-key FILE] DRIVE...
  *
  * Root credentials come from STORAGED_ROOT_USER / STORAGED_ROOT_PASSWORD;
  * without them the daemon refuses to start (no built-in default pair: a
@@ -21,6 +22,7 @@
 #include "common/otlp.h"
 #include "storaged/admin.h"
 #include "storaged/http/http.h"
+#include "storaged/http/tls.h"
 #include "storaged/s3/s3.h"
 #include "storaged/store/drive.h"
 #include "storaged/store/inspect.h"
@@ -81,6 +83,10 @@ static void usage(FILE *f)
         "      --otlp-endpoint URL  push the /metrics series over OTLP/HTTP (JSON)\n"
         "                           to URL (http://HOST:4318 -> .../v1/metrics)\n"
         "      --otlp-interval S    seconds between pushes (default 10)\n"
+        "      --tls-cert FILE      serve HTTPS (TLS 1.2, 1.3) with this PEM\n"
+        "                           certificate chain (leaf first) ...\n"
+        "      --tls-key FILE       ... and this PEM private key; SIGHUP reads\n"
+        "                           both again (new connections get them)\n"
         "      --console ADDR       read-only status page on HOST:PORT (HTTP Basic\n"
         "                           with root's or an admin user's keys; plain\n"
         "                           HTTP: use 127.0.0.1)\n"
@@ -98,7 +104,8 @@ static void usage(FILE *f)
         "serving), GET /metrics (Prometheus text). While the object index is\n"
         "rebuilt at start, S3 requests get 503 with Retry-After and /metrics\n"
         "shows the progress. SIGTERM or SIGINT: stop\n"
-        "accepting, finish in-flight requests, exit 0.\n");
+        "accepting, finish in-flight requests, exit 0. SIGHUP: reload the TLS\n"
+        "certificate and key (a bad pair is logged and the old one kept).\n");
 }
 
 /* Parses "K+M". 0 or -EINVAL. */
@@ -149,8 +156,10 @@ static void raise_nofile(void)
 /* SIGTERM/SIGINT: async-signal-safe drain request. */
 static void on_signal(int sig)
 {
-    (void)sig;
-    stor_http_shutdown();
+    if (sig == SIGHUP)
+        stor_http_reload_tls();
+    else
+        stor_http_shutdown();
 }
 
 /* Appends the expansion of each drive argument to *drives. */
@@ -201,6 +210,8 @@ static int cmd_serve(int argc, char **argv)
         {"otlp-endpoint", required_argument, NULL, 'O'},
         {"otlp-interval", required_argument, NULL, 'N'},
         {"console", required_argument, NULL, 'K'},
+        {"tls-cert", required_argument, NULL, 'T'},
+        {"tls-key", required_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -215,7 +226,8 @@ static int cmd_serve(int argc, char **argv)
     char host[256] = "", instance[512];
     char **drives = NULL;
     size_t ndrives = 0;
-    const char *address = NULL;
+    const char *address = NULL, *tls_cert = NULL, *tls_key = NULL;
+    struct stor_tls *tls = NULL;
     const char *user = getenv("STORAGED_ROOT_USER");
     const char *pass = getenv("STORAGED_ROOT_PASSWORD");
     char *err = NULL;
@@ -335,6 +347,12 @@ static int cmd_serve(int argc, char **argv)
             obo.console_addr = optarg;
             break;
         }
+        case 'T':
+            tls_cert = optarg;
+            break;
+        case 'k':
+            tls_key = optarg;
+            break;
         case 'l':
             lvl = cm_log_parse_level(optarg);
             if (lvl < 0) {
@@ -364,11 +382,25 @@ static int cmd_serve(int argc, char **argv)
         return 2;
     }
     ho.host = host;
+    if ((tls_cert == NULL) != (tls_key == NULL)) {
+        fprintf(stderr, "storaged: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    if (tls_cert) {
+        ret = stor_tls_create(tls_cert, tls_key, &tls, &err);
+        if (ret < 0) {
+            fprintf(stderr, "storaged: %s\n", err ? err : strerror(-ret));
+            free(err);
+            return 2;
+        }
+        ho.tls = tls;
+    }
     if (user == NULL || *user == 0 || pass == NULL || strlen(pass) < 8) {
         fprintf(stderr,
                 "storaged: set STORAGED_ROOT_USER and STORAGED_ROOT_PASSWORD "
                 "(secret of at least 8 characters) to the root credentials; "
                 "refusing to start without them\n");
+        stor_tls_destroy(tls);
         return 2;
     }
     ret = expand_drives(argv + optind, argc - optind, &drives, &ndrives);
@@ -419,6 +451,7 @@ static int cmd_serve(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* reload the TLS certificate */
     signal(SIGPIPE, SIG_IGN);
 
     ret = stor_http_serve(&ho);
@@ -429,6 +462,7 @@ out_store:
     stor_store_close(store);
 out:
     stor_drives_free(drives, ndrives);
+    stor_tls_destroy(tls);
     return ret < 0 ? 1 : 0;
 }
 

@@ -51,6 +51,7 @@
 #include "common/log.h"
 #include "common/timefmt.h"
 #include "storaged/http/pool.h"
+#include "storaged/http/tls.h"
 
 #define READ_HEAD      (16 * 1024)  /* read size while waiting for a head */
 #define READ_CHUNK     (256 * 1024) /* read size while a body streams in */
@@ -76,6 +77,9 @@ struct stor_http_server {
     atomic_bool ready;
     struct http_thread *threads; /* owned; nthreads of them */
     size_t nthreads;
+    struct stor_tls *tls;    /* borrowed; NULL: plain HTTP */
+    struct stor_job reload;  /* the TLS reload job (SIGHUP) */
+    atomic_bool reload_busy; /* it is queued or running */
 };
 
 enum conn_state {
@@ -106,6 +110,13 @@ struct stor_conn {
     int pending; /* cleanup jobs of finished requests still running */
     struct sockaddr_storage peer;  /* the client's address, from accept */
     struct stor_conn *prev, *next; /* thread's list */
+    /* TLS (NULL on a plain-HTTP server): the session, owned */
+    struct ssl_st *ssl;
+    bool tls_ready;    /* handshake done */
+    bool tls_failed;   /* a TLS error: no close_notify */
+    bool tls_rd_out;   /* the last read wants the socket writable */
+    bool tls_wr_in;    /* the last write wants it readable */
+    uint32_t tls_want; /* handshake: what it waits for */
 };
 
 /* The loop thread's io_uring for small reads done without a worker
@@ -176,12 +187,14 @@ struct http_thread {
  * is both async-signal-safe and race-free across threads (sig_atomic_t is
  * only the former) */
 static atomic_int g_shutdown;
+static atomic_int g_reload_tls; /* SIGHUP: the same reasoning */
 
 static void conn_run(struct stor_conn *c);
 static void conn_update_events(struct stor_conn *c);
 static void conn_close(struct stor_conn *c);
 static void req_finish(struct stor_conn *c);
 static void conn_maybe_bury(struct stor_conn *c);
+static void linger(struct stor_conn *c);
 
 /* Seconds on the monotonic clock (timeouts are immune to clock steps). */
 static time_t mono_now(void)
@@ -1036,6 +1049,45 @@ void stor_http_pre_done(struct stor_req *r)
 
 /* ---- connection I/O ---- */
 
+/* Writes from @iov to the socket (through TLS when the server speaks it):
+ * the bytes written (> 0), -EAGAIN, or -errno when the peer is gone. */
+static ssize_t conn_send(struct stor_conn *c, const struct iovec *iov, int niov)
+{
+    uint32_t want = 0;
+    ssize_t n;
+
+    if (c->ssl == NULL) {
+        do {
+            n = writev(c->io.fd, iov, niov);
+        } while (n < 0 && errno == EINTR);
+        return n < 0 ? -errno : n;
+    }
+    n = stor_tls_writev(c->ssl, iov, niov, &want);
+    c->tls_wr_in = n == -EAGAIN && want == EPOLLIN;
+    if (n < 0 && n != -EAGAIN)
+        c->tls_failed = true;
+    return n;
+}
+
+/* Reads up to @len bytes: > 0, 0 at EOF, -EAGAIN, or -errno. */
+static ssize_t conn_recv(struct stor_conn *c, char *buf, size_t len)
+{
+    uint32_t want = 0;
+    ssize_t n;
+
+    if (c->ssl == NULL) {
+        do {
+            n = read(c->io.fd, buf, len);
+        } while (n < 0 && errno == EINTR);
+        return n < 0 ? -errno : n;
+    }
+    n = stor_tls_read(c->ssl, buf, len, &want);
+    c->tls_rd_out = n == -EAGAIN && want == EPOLLOUT;
+    if (n < 0 && n != -EAGAIN)
+        c->tls_failed = true;
+    return n;
+}
+
 /* Writes what is pending; returns 1 when everything queued is sent, 0 when
  * the socket is full, -errno when the peer is gone. */
 static int conn_flush(struct stor_conn *c)
@@ -1062,14 +1114,9 @@ static int conn_flush(struct stor_conn *c)
         }
         if (niov == 0)
             return 1;
-        n = writev(c->io.fd, iov, niov);
-        if (n < 0) {
-            if (errno == EAGAIN)
-                return 0;
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
+        n = conn_send(c, iov, niov);
+        if (n < 0)
+            return n == -EAGAIN ? 0 : (int)n;
         c->last_progress = c->t->now;
         if (r)
             r->sent_bytes += (uint64_t)n;
@@ -1122,12 +1169,9 @@ static int conn_read(struct stor_conn *c)
     ret = cm_buf_reserve(&c->in, want);
     if (ret < 0)
         return ret;
-    n = read(c->io.fd, c->in.data + c->in.len, want);
-    if (n < 0) {
-        if (errno == EAGAIN || errno == EINTR)
-            return 0;
-        return -ECONNRESET;
-    }
+    n = conn_recv(c, c->in.data + c->in.len, want);
+    if (n < 0)
+        return n == -EAGAIN ? 0 : -ECONNRESET;
     if (n == 0) {
         c->in_eof = true;
         return -ECONNRESET;
@@ -1135,6 +1179,19 @@ static int conn_read(struct stor_conn *c)
     if (c->in.len == 0 && c->state == C_HEAD)
         c->head_start = c->t->now;
     c->in.len += (size_t)n;
+    /* The rest of a TLS record is decrypted inside OpenSSL where epoll
+     * cannot see it: take it now (at most one record, 16 KiB). */
+    while (c->ssl && stor_tls_pending(c->ssl) > 0) {
+        size_t more = stor_tls_pending(c->ssl);
+
+        ret = cm_buf_reserve(&c->in, more);
+        if (ret < 0)
+            return ret;
+        n = conn_recv(c, c->in.data + c->in.len, more);
+        if (n <= 0)
+            break;
+        c->in.len += (size_t)n;
+    }
     c->in.data[c->in.len] = 0;
     c->last_progress = c->t->now;
     return 1;
@@ -1275,6 +1332,10 @@ static void linger(struct stor_conn *c)
         return;
     }
     req_finish(c);
+    if (c->ssl) {
+        stor_tls_conn_free(c->ssl, c->tls_failed); /* close_notify */
+        c->ssl = NULL; /* lingering reads the raw socket */
+    }
     shutdown(c->io.fd, SHUT_WR);
     cm_buf_reset(&c->in);
     c->state = C_LINGER;
@@ -1381,6 +1442,10 @@ static void conn_update_events(struct stor_conn *c)
 
     if (c->dead)
         return;
+    if (c->ssl && !c->tls_ready) {
+        ev = c->tls_want ? c->tls_want : EPOLLIN;
+        goto set;
+    }
     /* While a request is in the works, input stays enabled (a client that
      * does not pipeline sends nothing, so this costs no wakeups, and it
      * saves two epoll_ctl calls per request); pipelined bytes are buffered
@@ -1411,8 +1476,55 @@ static void conn_update_events(struct stor_conn *c)
     }
     if (c->in_eof)
         ev &= ~(uint32_t)EPOLLIN;
+    if (c->tls_rd_out && !c->in_eof)
+        ev |= EPOLLOUT; /* TLS read wants to write first */
+    if (c->tls_wr_in)
+        ev |= EPOLLIN; /* TLS write wants to read first */
+set:
     if (stor_loop_mod(c->t->loop, &c->io, ev) < 0)
         conn_close(c);
+}
+
+/* The answer to a plain-HTTP request on the TLS port: nginx's habit (a
+ * client that mistyped the scheme learns why). */
+static const char tls_plain_reply[] =
+    "HTTP/1.1 400 Bad Request\r\nServer: storaged\r\n"
+    "Content-Type: text/plain\r\nContent-Length: 44\r\n"
+    "Connection: close\r\n\r\n"
+    "This port speaks HTTPS: use an https:// URL\n";
+
+/* Advances @c's TLS handshake. true once it is done; false while it waits
+ * (epoll interest set) or when it failed (@c closed). */
+static bool tls_handshake(struct stor_conn *c)
+{
+    uint32_t want = 0;
+    int ret = stor_tls_handshake(c->ssl, &want);
+
+    if (ret == 0) {
+        c->tls_ready = true;
+        c->tls_want = 0;
+        c->last_progress = c->head_start = c->t->now;
+        return true;
+    }
+    if (ret == -EAGAIN) {
+        c->tls_want = want;
+        c->last_progress = c->t->now;
+        conn_update_events(c);
+        return false;
+    }
+    c->tls_failed = true;
+    if (ret == -EBADMSG) {
+        /* best effort, one write: the socket is fresh, so it has room */
+        if (write(c->io.fd, tls_plain_reply, sizeof(tls_plain_reply) - 1) < 0) {
+            conn_close(c);
+            return false;
+        }
+        c->tls_ready = true; /* no more TLS: linger on the raw socket */
+        linger(c);
+        return false;
+    }
+    conn_close(c);
+    return false;
 }
 
 /* epoll callback of a connection. */
@@ -1432,7 +1544,12 @@ static void conn_io_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
             conn_close(c);
         return;
     }
-    if (ev & EPOLLIN) {
+    if (c->ssl && !c->tls_ready) {
+        if (!tls_handshake(c))
+            return;
+        ev |= EPOLLIN; /* the request may have come with the Finished */
+    }
+    if ((ev & EPOLLIN) || (c->tls_rd_out && (ev & EPOLLOUT))) {
         ret = conn_read(c);
         if (ret < 0 && !c->in_eof) {
             conn_close(c);
@@ -1460,6 +1577,8 @@ static void conn_close(struct stor_conn *c)
         return;
     c->dead = true;
     stor_loop_del(t->loop, &c->io);
+    stor_tls_conn_free(c->ssl, c->tls_failed);
+    c->ssl = NULL;
     close(c->io.fd);
     if (c->prev)
         c->prev->next = c->next;
@@ -1527,7 +1646,16 @@ static void accept_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
         cm_buf_init(&c->in, CM_BUF_NOLIMIT);
         cm_buf_init(&c->out, CM_BUF_NOLIMIT);
         c->last_progress = c->head_start = t->now;
+        if (t->srv->tls) {
+            c->ssl = stor_tls_conn_new(t->srv->tls, fd);
+            if (c->ssl == NULL) {
+                close(fd);
+                conn_free(c);
+                continue;
+            }
+        }
         if (stor_loop_add(t->loop, &c->io, EPOLLIN) < 0) {
+            stor_tls_conn_free(c->ssl, 1);
             close(fd);
             conn_free(c);
             continue;
@@ -1557,6 +1685,49 @@ static void after_cb(struct stor_loop *l, void *arg)
     t->now = mono_now();
 }
 
+/* On a worker: reads the certificate and key again. */
+static void tls_reload_run(struct stor_job *j)
+{
+    struct stor_http_server *s =
+        (struct stor_http_server *)((char *)j -
+                                    offsetof(struct stor_http_server, reload));
+    char *err = NULL;
+    int ret = stor_tls_reload(s->tls, &err);
+
+    if (ret < 0)
+        cm_log(CM_LOG_ERROR, -ret,
+               "SIGHUP: TLS reload failed, keeping the old certificate: %s",
+               err ? err : "no memory");
+    else
+        cm_log(CM_LOG_INFO, 0, "SIGHUP: TLS certificate and key reloaded");
+    free(err);
+}
+
+/* Back on the loop: another SIGHUP may reload again. */
+static void tls_reload_done(struct stor_job *j)
+{
+    struct stor_http_server *s =
+        (struct stor_http_server *)((char *)j -
+                                    offsetof(struct stor_http_server, reload));
+
+    atomic_store(&s->reload_busy, false);
+}
+
+/* A SIGHUP came: one loop (the first to see it) queues the reload. */
+static void tls_reload_start(struct http_thread *t)
+{
+    struct stor_http_server *s = t->srv;
+    bool busy = false;
+
+    if (!atomic_compare_exchange_strong(&s->reload_busy, &busy, true))
+        return; /* one runs: the flag stays for the next tick */
+    atomic_store(&g_reload_tls, 0);
+    s->reload.run = tls_reload_run;
+    s->reload.done = tls_reload_done;
+    s->reload.loop = t->loop;
+    stor_pool_submit(s->pool, &s->reload);
+}
+
 /* Once a second: timeouts, and the drain on shutdown. */
 static void tick_cb(struct stor_loop *l, void *arg)
 {
@@ -1567,6 +1738,8 @@ static void tick_cb(struct stor_loop *l, void *arg)
                     atomic_load_explicit(&g_shutdown, memory_order_relaxed);
 
     t->now = mono_now();
+    if (s->tls && atomic_load_explicit(&g_reload_tls, memory_order_relaxed))
+        tls_reload_start(t);
     if (draining && !atomic_load(&s->draining))
         atomic_store(&s->draining, true);
     if (draining && t->listening) {
@@ -1591,7 +1764,12 @@ static void tick_cb(struct stor_loop *l, void *arg)
         next = c->next;
         switch (c->state) {
         case C_HEAD:
-            if (c->in.len == 0 && (draining || idle >= s->idle_timeout_s))
+            if (c->ssl && !c->tls_ready) {
+                /* a handshake gets the head's time, a drain none */
+                if (draining || t->now - c->head_start >= s->header_timeout_s)
+                    conn_close(c);
+            } else if (c->in.len == 0 &&
+                       (draining || idle >= s->idle_timeout_s))
                 conn_close(c);
             else if (c->in.len > 0 &&
                      t->now - c->head_start >= s->header_timeout_s) {
@@ -1682,6 +1860,12 @@ void stor_http_shutdown(void)
     atomic_store_explicit(&g_shutdown, 1, memory_order_relaxed);
 }
 
+/* See header. */
+void stor_http_reload_tls(void)
+{
+    atomic_store_explicit(&g_reload_tls, 1, memory_order_relaxed);
+}
+
 /* Frees @s and what its loops hold (the loops have stopped). */
 static void server_free(struct stor_http_server *s)
 {
@@ -1766,6 +1950,7 @@ int stor_http_serve(const struct stor_http_opts *o)
         return -ENOMEM;
     s->app = o->app;
     s->app_ctx = o->app_ctx;
+    s->tls = o->tls;
     s->idle_timeout_s = o->idle_timeout_s;
     s->header_timeout_s = o->header_timeout_s;
     s->body_timeout_s = o->body_timeout_s;
@@ -1803,8 +1988,9 @@ int stor_http_serve(const struct stor_http_opts *o)
     }
     atomic_store(&s->ready, true);
     cm_log(CM_LOG_INFO, 0,
-           "serving HTTP on %s:%d (%zu loops, %zu read + %zu write workers)",
-           o->host, o->port, n, nr, nw);
+           "serving %s on %s:%d (%zu loops, %zu read + %zu write workers)",
+           s->tls ? "HTTPS (TLS 1.2, 1.3)" : "HTTP", o->host, o->port, n, nr,
+           nw);
     if (o->on_serving)
         o->on_serving(o->serving_ctx, s, true);
     for (i = 0; i < n; i++)

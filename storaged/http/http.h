@@ -24,6 +24,7 @@
 
 struct stor_conn;
 struct stor_http_server;
+struct stor_tls;
 
 /* Errors the transport finds itself; the application turns each into its
  * own error response (on_error). */
@@ -170,6 +171,9 @@ struct stor_http_opts {
     int idle_timeout_s;   /* keep-alive idle */
     int header_timeout_s; /* slow client: the head must arrive within */
     int body_timeout_s;   /* no body progress for this long */
+    /* When set, every connection speaks TLS (storaged/http/tls.h);
+     * borrowed until serve returns. */
+    struct stor_tls *tls;
     const struct stor_http_app *app; /* borrowed until serve returns */
     void *app_ctx;                   /* handed to the hooks (r->app) */
     /* When set, called on the serving thread with @up true once the loops
@@ -187,6 +191,10 @@ struct stor_http_opts {
 CM_MUST_CHECK int stor_http_serve(const struct stor_http_opts *o);
 /* Async-signal-safe: asks the running server to drain and return. */
 void stor_http_shutdown(void);
+/* Async-signal-safe (SIGHUP): asks the running server to read its TLS
+ * certificate and key again, within a second, on a worker; the result is
+ * logged, and a failed reload keeps the old certificate. */
+void stor_http_reload_tls(void);
 
 /* ---- services for the application ---- */
 

@@ -11,7 +11,10 @@ What the fixtures give a test:
   ``.drives`` (list of paths), ``.access_key``, ``.secret_key``, ``.log``
   (path of its stderr), ``.proc``, and methods ``.stop()`` (SIGTERM, wait),
   ``.kill9()``, ``.restart()`` (same drives and port), ``.client()``
-  (a boto3 S3 client for it) and ``.log_text()``.
+  (a boto3 S3 client for it) and ``.log_text()``. With
+  ``tls=(cert, key, CA cert)`` it serves HTTPS (``--tls-cert/--tls-key``):
+  ``.endpoint`` is https://, ``.ssl_context`` verifies against the CA and
+  ``.client()`` uses it.
   Every server a test starts is killed at teardown, whatever happened; the
   logs stay in the test's tmp dir and are printed when the test failed.
 - ``s3``: a boto3 client (path-style, us-east-1, SigV4) on a default
@@ -60,10 +63,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def http_status(url, timeout=2.0):
-    """Status code of a plain GET to @url, or None when nothing answers."""
+def http_status(url, timeout=2.0, context=None):
+    """Status code of a plain GET to @url, or None when nothing answers
+    (@context: the ssl.SSLContext for an https:// URL)."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(url, timeout=timeout,
+                                    context=context) as r:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
@@ -71,8 +76,9 @@ def http_status(url, timeout=2.0):
         return None
 
 
-def boto3_client(endpoint, access_key, secret_key, **cfg):
-    """A boto3 S3 client on @endpoint: path-style, us-east-1, SigV4."""
+def boto3_client(endpoint, access_key, secret_key, verify=None, **cfg):
+    """A boto3 S3 client on @endpoint: path-style, us-east-1, SigV4
+    (@verify: a CA file for https://, as boto3's verify=)."""
     import boto3
     from botocore.config import Config
 
@@ -91,6 +97,7 @@ def boto3_client(endpoint, access_key, secret_key, **cfg):
         aws_secret_access_key=secret_key,
         region_name=REGION,
         config=conf,
+        verify=verify,
     )
 
 
@@ -98,7 +105,7 @@ class Storaged:
     """One storaged process on real drive directories (see module doc)."""
 
     def __init__(self, workdir, ndrives=4, ec=None, args=None, env=None,
-                 threads=None, drives=None):
+                 threads=None, drives=None, tls=None):
         self.workdir = str(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         if drives is None:
@@ -115,7 +122,15 @@ class Storaged:
         self.secret_key = ROOT_PASSWORD
         self.port = free_port()
         self.host = "127.0.0.1"
-        self.endpoint = "http://%s:%d" % (self.host, self.port)
+        # tls: (cert, key, CA cert) -> --tls-cert/--tls-key, an https://
+        # endpoint, and the readiness check verifies against the CA
+        self.tls = tls
+        self.ssl_context = None
+        if tls:
+            import ssl
+            self.ssl_context = ssl.create_default_context(cafile=tls[2])
+        self.endpoint = "%s://%s:%d" % ("https" if tls else "http",
+                                        self.host, self.port)
         self.log = os.path.join(self.workdir, "storaged.log")
         self.proc = None
         self.starts = 0
@@ -127,6 +142,8 @@ class Storaged:
             argv += ["--ec", self.ec]
         if self.threads:
             argv += ["--threads", str(self.threads)]
+        if self.tls:
+            argv += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
         return argv + self.extra_args + self.drives
 
     def start(self):
@@ -152,7 +169,8 @@ class Storaged:
             if self.proc.poll() is not None:
                 raise RuntimeError("storaged exited with %s during start:\n%s"
                                    % (self.proc.returncode, self.log_text()))
-            if http_status(self.endpoint + "/health/ready", 0.5) == 200:
+            if http_status(self.endpoint + "/health/ready", 0.5,
+                           self.ssl_context) == 200:
                 return self
             time.sleep(0.05)
         self.kill9()
@@ -192,7 +210,8 @@ class Storaged:
 
     def client(self, access_key=None, secret_key=None, **cfg):
         return boto3_client(self.endpoint, access_key or self.access_key,
-                            secret_key or self.secret_key, **cfg)
+                            secret_key or self.secret_key,
+                            verify=self.tls[2] if self.tls else None, **cfg)
 
     def log_text(self):
         try:
@@ -222,16 +241,17 @@ def _failed(request):
 @pytest.fixture
 def storaged(request, tmp_path):
     """Factory fixture: storaged(ndrives=4, ec=None, args=None, env=None,
-    threads=None, drives=None, start=True) -> Storaged (see module doc)."""
+    threads=None, drives=None, start=True, tls=None) -> Storaged (see
+    module doc; tls=(cert, key, CA cert) serves HTTPS)."""
     if not os.access(STORAGED, os.X_OK):
         pytest.fail("no storaged binary at %s (run make)" % STORAGED)
     servers = []
 
     def make(ndrives=4, ec=None, args=None, env=None, threads=None,
-             drives=None, start=True):
+             drives=None, start=True, tls=None):
         wd = tmp_path / ("storaged%d" % len(servers))
         srv = Storaged(wd, ndrives=ndrives, ec=ec, args=args, env=env,
-                       threads=threads, drives=drives)
+                       threads=threads, drives=drives, tls=tls)
         servers.append(srv)
         if start:
             srv.start()

@@ -19,37 +19,9 @@ import pytest
 
 from conftest import free_port
 from fuse_util import ECFS, Mount, is_mounted
+from tls_util import make_ca, make_server_cert
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
-
-
-def openssl(*args):
-    subprocess.run([OPENSSL] + list(args), check=True, capture_output=True)
-
-
-def make_ca(d, name):
-    """A self-signed CA: (cert path, key path)."""
-    key, crt = str(d / (name + ".key")), str(d / (name + ".crt"))
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-            "-out", crt, "-days", "2", "-subj", "/CN=" + name,
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    return crt, key
-
-
-def make_server_cert(d, ca_crt, ca_key):
-    """A certificate for 127.0.0.1 signed by the CA: (cert, key)."""
-    key, csr = str(d / "srv.key"), str(d / "srv.csr")
-    crt, ext = str(d / "srv.crt"), d / "srv.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1\n"
-                   "extendedKeyUsage=serverAuth\n")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-            "-out", csr, "-subj", "/CN=127.0.0.1")
-    openssl("x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key,
-            "-CAcreateserial", "-out", crt, "-days", "2",
-            "-extfile", str(ext))
-    return crt, key
 
 
 NGINX_CONF = """
