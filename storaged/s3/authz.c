@@ -171,9 +171,16 @@ static enum stor_act op_act(const struct stor_s3_req *r)
         return STOR_ACT_PUT_OBJECT;
     case S3_OP_GET_OBJECT:
     case S3_OP_HEAD_OBJECT:
-        return STOR_ACT_GET_OBJECT;
+        return stor_s3_query(r, "versionId") ? STOR_ACT_GET_OBJECT_VERSION
+                                             : STOR_ACT_GET_OBJECT;
     case S3_OP_DELETE_OBJECT:
-        return STOR_ACT_DELETE_OBJECT;
+        return stor_s3_query(r, "versionId") ? STOR_ACT_DELETE_OBJECT_VERSION
+                                             : STOR_ACT_DELETE_OBJECT;
+    case S3_OP_BUCKET_VERSIONING:
+        return get ? STOR_ACT_GET_BUCKET_CONFIG
+                   : STOR_ACT_PUT_BUCKET_VERSIONING;
+    case S3_OP_BUCKET_LIFECYCLE:
+        return get ? STOR_ACT_GET_LIFECYCLE : STOR_ACT_PUT_LIFECYCLE;
     case S3_OP_ABORT_MPU:
         return STOR_ACT_ABORT_MPU;
     case S3_OP_LIST_PARTS:

@@ -105,6 +105,13 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
          "The aws-chunked body is malformed or a chunk signature does not match."},
     [S3E_NO_SUCH_BUCKET_POLICY] = {404, "NoSuchBucketPolicy",
                                    "The bucket policy does not exist."},
+    [S3E_NO_SUCH_LIFECYCLE] = {404, "NoSuchLifecycleConfiguration",
+                               "The lifecycle configuration does not exist."},
+    [S3E_INVALID_VERSION_ID] = {400, "InvalidArgument",
+                                "Invalid version id specified"},
+    [S3E_TRANSITION_NOT_IMPLEMENTED] =
+        {501, "NotImplemented",
+         "Lifecycle transitions are not implemented: storaged has one storage class."},
     [S3E_SIGV2_UNSUPPORTED] =
         {400, "InvalidRequest",
          "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256."},

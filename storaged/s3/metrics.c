@@ -65,6 +65,8 @@ static const char *const op_names[S3_OP_COUNT] = {
     [S3_OP_BUCKET_POLICY] = "BucketPolicy",
     [S3_OP_BUCKET_ACL] = "BucketAcl",
     [S3_OP_OBJECT_ACL] = "ObjectAcl",
+    [S3_OP_BUCKET_VERSIONING] = "BucketVersioning",
+    [S3_OP_BUCKET_LIFECYCLE] = "BucketLifecycle",
 };
 
 /* See header. */

@@ -23,6 +23,8 @@
 #include "common/uri.h"
 #include "common/xml.h"
 #include "storaged/s3/iam.h"
+#include "storaged/s3/versioning.h"
+#include "storaged/s3/xout.h"
 
 #define LIST_MAX_KEYS 1000
 #define STREAM_MIN    (256 * 1024)
@@ -38,78 +40,6 @@ static void fail(struct stor_s3_req *r, int err)
         cm_log(CM_LOG_ERROR, -err, "req=%016llX %s/%s: object layer error",
                (unsigned long long)r->http.id, r->bucket, r->key ? r->key : "");
     stor_s3_error(r, e);
-}
-
-/* XML response helpers: every append is checked once, at xml_done(). A
- * failed append leaves the buffer empty with limit 0, so every later
- * append fails too and xml_done() sees it (sticky failure). */
-static void x_fail(struct cm_buf *b)
-{
-    cm_buf_fini(b);
-    cm_buf_init(b, 0);
-}
-
-/* Appends literal @s (sticky failure, see x_fail). */
-static void x_lit(struct cm_buf *b, const char *s)
-{
-    if (cm_buf_appends(b, s) < 0)
-        x_fail(b);
-}
-
-static void x_fmt(struct cm_buf *b, const char *fmt, ...) CM_PRINTF(2, 3);
-/* Appends formatted text (sticky failure, see x_fail). */
-static void x_fmt(struct cm_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    if (cm_buf_vappendf(b, fmt, ap) < 0)
-        x_fail(b);
-    va_end(ap);
-}
-
-/* <tag>escaped text</tag>, url-encoded first when @url. */
-static void x_elem(struct cm_buf *b, const char *tag, const char *s, size_t n,
-                   bool url)
-{
-    x_fmt(b, "<%s>", tag);
-    if (url) {
-        struct cm_buf e;
-
-        cm_buf_init(&e, CM_BUF_NOLIMIT);
-        if (cm_uri_encode(&e, s, n, true) < 0 ||
-            cm_xml_escape(b, e.data ? e.data : "", e.len) < 0)
-            x_fail(b);
-        cm_buf_fini(&e);
-    } else if (cm_xml_escape(b, s, n) < 0) {
-        x_fail(b);
-    }
-    x_fmt(b, "</%s>", tag);
-}
-
-/* <tag>s</tag> for a NUL-terminated (or NULL: empty) string. */
-static void x_str(struct cm_buf *b, const char *tag, const char *s, bool url)
-{
-    x_elem(b, tag, s ? s : "", s ? strlen(s) : 0, url);
-}
-
-/* Finishes an XML response: 200 unless set, Content-Type. */
-static void xml_done(struct stor_s3_req *r)
-{
-    if (r->http.resp.body.limit == 0) {
-        /* an append failed (ENOMEM) */
-        stor_s3_error(r, S3E_INTERNAL);
-        return;
-    }
-    r->http.resp.status = r->http.resp.status ? r->http.resp.status : 200;
-    if (stor_resp_hdr(&r->http.resp, "Content-Type", "application/xml") < 0)
-        stor_s3_error(r, S3E_INTERNAL);
-}
-
-/* XML timestamps: "2015-08-30T12:36:00.000Z". */
-static void time_iso(time_t t, int ms, char out[CM_TIME_RFC3339_LEN + 1])
-{
-    cm_time_rfc3339(t, ms, out);
 }
 
 /* ---- headers kept with objects ---- */
@@ -319,7 +249,8 @@ static void op_list_buckets(struct stor_s3_req *r)
                          "</ID><DisplayName>root</DisplayName>"
                          "</Owner><Buckets>");
     for (i = 0; i < n; i++) {
-        if (!stor_iam_bucket_visible(r, bs[i].name))
+        if (!stor_iam_bucket_visible(r, bs[i].name) ||
+            stor_ver_is_internal_bucket(bs[i].name))
             continue; /* only what the caller may see (and never the
                        * system area) */
         time_iso(bs[i].created, 0, t);
@@ -378,7 +309,8 @@ static void op_head_bucket(struct stor_s3_req *r)
 /* DELETE /bucket : 204, or BucketNotEmpty / NoSuchBucket. */
 static void op_delete_bucket(struct stor_s3_req *r)
 {
-    int ret = stor_bucket_delete(r->s3->store, r->bucket);
+    /* with its companion of versions (versioning.c) */
+    int ret = stor_ver_bucket_delete(r);
 
     if (ret < 0) {
         fail(r, ret == -STOR_ENOKEY ? -STOR_ENOBUCKET : ret);
@@ -676,6 +608,8 @@ static void op_list_objects(struct stor_s3_req *r, enum list_kind kind)
     int maxk, ret;
     size_t i;
 
+    if (vers && stor_ver_op_list(r))
+        return; /* a bucket that has had versioning on */
     memset(&res, 0, sizeof(res));
     if (enc && strcmp(enc, "url") != 0) {
         stor_s3_error(r, S3E_INVALID_ARGUMENT);
@@ -985,7 +919,7 @@ static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
     char lm[CM_TIME_HTTP_LEN + 1];
     const char *cm;
     size_t i, j;
-    bool ck_on = false, any_override = false;
+    bool ck_on = false, any_override = false, has_vid = false;
     int ret;
 
     /* one pass over the query instead of a lookup per override name */
@@ -1013,6 +947,11 @@ static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
                 ret = stor_resp_hdr(rs, "x-amz-tagging-count", "%d", tc);
             continue;
         }
+        if (strcmp(name, STOR_HDR_VERSION_ID) == 0) {
+            ret = stor_resp_hdr(rs, "x-amz-version-id", "%s", in->hdrs[i].value);
+            has_vid = true;
+            continue;
+        }
         if (strncmp(name, "x-ecfs-", 7) == 0)
             continue; /* the store's own (STOR_HDR_UPLOAD_ID) */
         if (strncmp(name, "x-amz-checksum-", 15) == 0) {
@@ -1036,6 +975,10 @@ static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
         if (v && strpbrk(v, "\r\n") == NULL)
             ret = stor_resp_hdr(rs, overrides[j][1], "%s", v);
     }
+    /* an object written before versioning was on is the "null" version */
+    if (ret == 0 && !has_vid &&
+        stor_ver_state_peek(r->s3->ver, r->bucket) != STOR_VER_OFF)
+        ret = stor_resp_hdr(rs, "x-amz-version-id", "null");
     return ret;
 }
 
@@ -1065,12 +1008,16 @@ static void op_get_object(struct stor_s3_req *r)
     struct stor_get *g = NULL;
     int ret;
 
+    if (stor_s3_query(r, "versionId") && stor_ver_op_get(r))
+        return; /* by version id (versioning.c) */
     memset(&info, 0, sizeof(info));
     if (r->http.is_head)
         ret = stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info);
     else
         ret = stor_get_open(r->s3->store, r->bucket, r->key, r->key_len, &info,
                             &g);
+    if (ret == -STOR_ENOKEY && stor_ver_op_get(r))
+        return; /* its current version is a delete marker */
     if (ret < 0) {
         fail(r, ret);
         return;
@@ -1092,6 +1039,7 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
     int ret, ranged = 0;
 
     memset(opened, 0, sizeof(*opened));
+    stor_ver_info_fix(&info); /* a moved version's ETag, Last-Modified */
     pn = stor_s3_query(r, "partNumber");
     if (pn) {
         if (stor_http_parse_u64(pn, strlen(pn), &pnum) < 0 || pnum < 1 ||
@@ -1218,8 +1166,14 @@ out:
 /* DELETE /bucket/key : 204, also for a key that does not exist. */
 static void op_delete_object(struct stor_s3_req *r)
 {
-    int ret = stor_obj_delete(r->s3->store, r->bucket, r->key, r->key_len);
+    int ret;
 
+    if (stor_ver_op_delete(r)) { /* versioned bucket or ?versionId */
+        if (r->http.resp.status == 204)
+            stor_iam_object_written(r, r->key, r->key_len, true);
+        return;
+    }
+    ret = stor_obj_delete(r->s3->store, r->bucket, r->key, r->key_len);
     if (ret < 0 && ret != -STOR_ENOKEY) {
         fail(r, ret);
         return;
@@ -1252,16 +1206,19 @@ static void op_delete_objects(struct stor_s3_req *r)
     x_lit(b, S3_XML_DECL "<DeleteResult xmlns=\"" S3_XMLNS "\">");
     for (i = 0; i < n; i++) {
         enum stor_s3_err e = S3E_NONE;
+        char vid[24] = "";
+        bool dm = false;
 
-        if (keys[i].bad_version) /* never delete the "null" version */
-            e = S3E_NO_SUCH_VERSION;
+        if (keys[i].bad_version ||
+            (keys[i].version[0] && !stor_ver_id_ok(keys[i].version)))
+            e = S3E_INVALID_VERSION_ID;
         if (e == S3E_NONE && !stor_iam_allowed(r, STOR_ACT_DELETE_OBJECT,
                                                keys[i].key, keys[i].key_len))
             e = S3E_ACCESS_DENIED; /* decided per key, as S3 does */
         ret = e != S3E_NONE || keys[i].key_len > STOR_MAX_KEY_LEN
                   ? -ENAMETOOLONG
-                  : stor_obj_delete(r->s3->store, r->bucket, keys[i].key,
-                                    keys[i].key_len);
+                  : stor_ver_delete_key(r, keys[i].key, keys[i].key_len,
+                                        keys[i].version, &dm, vid);
         if (ret == 0 || ret == -STOR_ENOKEY)
             stor_iam_object_written(r, keys[i].key, keys[i].key_len, true);
         if (ret == 0 || ret == -STOR_ENOKEY) {
@@ -1269,6 +1226,12 @@ static void op_delete_objects(struct stor_s3_req *r)
                 continue;
             x_lit(b, "<Deleted>");
             x_elem(b, "Key", keys[i].key, keys[i].key_len, false);
+            if (keys[i].version[0])
+                x_str(b, "VersionId", keys[i].version, false);
+            if (dm)
+                x_lit(b, "<DeleteMarker>true</DeleteMarker>");
+            if (dm && !keys[i].version[0])
+                x_str(b, "DeleteMarkerVersionId", vid, false);
             x_lit(b, "</Deleted>");
         } else {
             const struct stor_s3_err_info *ei = stor_s3_err_info(
@@ -1365,6 +1328,7 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
 {
     struct stor_obj_info info;
     struct stor_put *p = r->put;
+    char vid[24] = "";
     int ret;
 
     if (r->put_err < 0) {
@@ -1384,7 +1348,12 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
             return;
         }
     }
-    ret = stor_put_commit(p, r->has_md5 ? r->content_md5 : NULL, &info);
+    if (r->op == S3_OP_PUT_OBJECT) /* keeps the old version if versioned */
+        ret = stor_ver_put_commit(r, r->key, r->key_len, p,
+                                  r->has_md5 ? r->content_md5 : NULL, &info,
+                                  vid);
+    else
+        ret = stor_put_commit(p, r->has_md5 ? r->content_md5 : NULL, &info);
     if (ret < 0) {
         fail(r, ret);
         return;
@@ -1393,6 +1362,8 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
         stor_iam_object_written(r, r->key, r->key_len, false);
     r->http.resp.status = 200;
     ret = stor_resp_hdr(&r->http.resp, "ETag", "\"%s\"", info.etag);
+    if (ret == 0 && vid[0])
+        ret = stor_resp_hdr(&r->http.resp, "x-amz-version-id", "%s", vid);
     if (ret == 0 && r->ck_kind != STOR_CKSUM_NONE && r->ck_value[0])
         ret = stor_resp_hdr(&r->http.resp, stor_s3_cksum_hdr(r->ck_kind), "%s",
                             r->ck_value);
@@ -1418,12 +1389,11 @@ enum stor_s3_err stor_s3_copy_source(const struct stor_s3_req *r, char *bucket,
     cm_buf_init(&b, CM_BUF_NOLIMIT);
     q = memchr(v, '?', n);
     if (q) {
-        /* ?versionId=: we keep one version, "null"; another id is not
-         * ours, and copying the current data instead would be wrong. */
+        /* ?versionId=ID: op_copy opens that version (stor_ver_open) */
         size_t qn = n - (size_t)(q - v);
 
-        if (!(qn == 15 && memcmp(q, "?versionId=null", 15) == 0))
-            return S3E_NO_SUCH_VERSION;
+        if (qn < 12 || memcmp(q, "?versionId=", 11) != 0 || qn - 11 > 20)
+            return S3E_INVALID_ARGUMENT;
         n = (size_t)(q - v);
     }
     if (cm_uri_decode(&b, v, n, false) < 0 || b.data == NULL)
@@ -1558,6 +1528,25 @@ static int copy_dest_hdrs(const struct stor_s3_req *r,
 /* PUT with x-amz-copy-source: CopyObject (metadata COPY or REPLACE; a
  * copy onto itself needs REPLACE) or UploadPartCopy (with an optional
  * x-amz-copy-source-range); x-amz-copy-source-if-* give 412. */
+/* The ?versionId= of x-amz-copy-source into @out ("" when none). 0, or
+ * -EINVAL for an id that is not one. */
+static int copy_source_vid(const struct stor_s3_req *r, char out[24])
+{
+    size_t n;
+    const char *v = stor_s3_hdr(r, "x-amz-copy-source", &n);
+    const char *q = v ? memchr(v, '?', n) : NULL;
+    size_t qn = q ? n - (size_t)(q - v) - 11 : 0;
+
+    out[0] = 0;
+    if (q == NULL)
+        return 0;
+    if (qn == 0 || qn > 20)
+        return -EINVAL;
+    memcpy(out, q + 11, qn);
+    out[qn] = 0;
+    return stor_ver_id_ok(out) ? 0 : -EINVAL;
+}
+
 static void op_copy(struct stor_s3_req *r, bool part)
 {
     char sbucket[64];
@@ -1574,6 +1563,7 @@ static void op_copy(struct stor_s3_req *r, bool part)
     size_t dn;
     bool replace, tag_replace;
     char t[CM_TIME_RFC3339_LEN + 1];
+    char svid[24], dvid[24] = "";
     int ret;
 
     memset(&sinfo, 0, sizeof(sinfo));
@@ -1605,11 +1595,26 @@ static void op_copy(struct stor_s3_req *r, bool part)
         stor_s3_error(r, S3E_COPY_TO_SELF);
         goto out;
     }
-    ret = stor_get_open(r->s3->store, sbucket, skey, sklen, &sinfo, &g);
+    if (copy_source_vid(r, svid) < 0) {
+        stor_s3_error(r, S3E_INVALID_VERSION_ID);
+        goto out;
+    }
+    if (svid[0]) {
+        ret = stor_ver_open(r, sbucket, skey, sklen, svid, &sinfo, &g);
+        if (ret == -STOR_ENOKEY || ret == -EAGAIN || ret == -EISDIR) {
+            /* as S3: a delete marker is no copy source either */
+            stor_s3_error(r, ret == -EISDIR ? S3E_INVALID_REQUEST
+                                            : S3E_NO_SUCH_VERSION);
+            goto out;
+        }
+    } else {
+        ret = stor_get_open(r->s3->store, sbucket, skey, sklen, &sinfo, &g);
+    }
     if (ret < 0) {
         fail(r, ret);
         goto out;
     }
+    stor_ver_info_fix(&sinfo);
     e = conditionals(r, &sinfo, "x-amz-copy-source-", false);
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
@@ -1661,13 +1666,25 @@ static void op_copy(struct stor_s3_req *r, bool part)
         fail(r, ret);
         goto out;
     }
-    ret = stor_put_commit(p, NULL, &dinfo);
+    if (part)
+        ret = stor_put_commit(p, NULL, &dinfo);
+    else /* keeps the old version if versioned */
+        ret = stor_ver_put_commit(r, r->key, r->key_len, p, NULL, &dinfo,
+                                  dvid);
     if (ret < 0) {
         fail(r, ret);
         goto out;
     }
     if (!part)
         stor_iam_object_written(r, r->key, r->key_len, false);
+    if ((dvid[0] &&
+         stor_resp_hdr(&r->http.resp, "x-amz-version-id", "%s", dvid) < 0) ||
+        (svid[0] && stor_resp_hdr(&r->http.resp,
+                                  "x-amz-copy-source-version-id", "%s",
+                                  svid) < 0)) {
+        stor_s3_error(r, S3E_INTERNAL);
+        goto out;
+    }
     time_iso(dinfo.mtime, dinfo.mtime_ms, t);
     x_fmt(&r->http.resp.body,
           S3_XML_DECL "<%s xmlns=\"" S3_XMLNS "\"><LastModified>%s"
@@ -1701,7 +1718,13 @@ static void op_create_mpu(struct stor_s3_req *r)
         stor_s3_error(r, e);
         return;
     }
+    char vn[32], vv[24];
+
     ret = stor_s3_req_obj_hdrs(r, &h, &nh);
+    if (ret == 0)
+        ret = stor_ver_new_header(r, vn, vv); /* the id it will have */
+    if (ret == 0 && vn[0])
+        ret = hdr_add(&h, &nh, vn, strlen(vn), vv, strlen(vv));
     if (ret == 0)
         ret = stor_mpu_create(r->s3->store, r->bucket, r->key, r->key_len, h,
                               nh, id);
@@ -1767,6 +1790,20 @@ static bool completed_by(const struct stor_obj_info *info, const char *id,
  * already succeeded (a client that lost the first answer) is answered
  * with the same result, as AWS and RGW do, while the object it made is
  * still the key's current one; otherwise NoSuchUpload. */
+/* x-amz-version-id of the object a Complete made (its current one). */
+static void mpu_vid_header(struct stor_s3_req *r)
+{
+    struct stor_obj_info info;
+
+    memset(&info, 0, sizeof(info));
+    if (stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info) ==
+            0 &&
+        stor_resp_hdr(&r->http.resp, "x-amz-version-id", "%s",
+                      stor_ver_info_vid(&info)) < 0)
+        stor_s3_error(r, S3E_INTERNAL);
+    stor_obj_info_fini(&info);
+}
+
 static void op_complete_mpu(struct stor_s3_req *r)
 {
     struct stor_part *parts = NULL;
@@ -1787,8 +1824,9 @@ static void op_complete_mpu(struct stor_s3_req *r)
             free(parts);
             return;
         }
-    ret = stor_mpu_complete(r->s3->store, r->bucket, r->key, r->key_len,
-                            stor_s3_query(r, "uploadId"), parts, n, &info);
+    /* keeps the old version if versioned */
+    ret = stor_ver_mpu_complete(r, stor_s3_query(r, "uploadId"), parts, n,
+                                &info);
     if (ret == -STOR_ENOUPLOAD) {
         stor_obj_info_fini(&info);
         memset(&info, 0, sizeof(info));
@@ -1806,6 +1844,8 @@ static void op_complete_mpu(struct stor_s3_req *r)
         return;
     }
     stor_iam_object_written(r, r->key, r->key_len, false);
+    if (stor_ver_state_peek(r->s3->ver, r->bucket) != STOR_VER_OFF)
+        mpu_vid_header(r);
     x_lit(b,
           S3_XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
     x_fmt(b, "<Location>/%s/", r->bucket);
@@ -1964,6 +2004,9 @@ void stor_s3_op_run(struct stor_s3_req *r)
         break;
     case S3_OP_BUCKET_SUBRESOURCE:
         op_bucket_subresource(r);
+        break;
+    case S3_OP_BUCKET_VERSIONING:
+        stor_ver_op_versioning(r);
         break;
     case S3_OP_OBJECT_SUBRESOURCE:
         op_object_subresource(r);

@@ -48,6 +48,11 @@ static const char *const act_names[STOR_ACT_COUNT] = {
     [STOR_ACT_GET_OBJECT_TAGGING] = "s3:GetObjectTagging",
     [STOR_ACT_GET_BUCKET_CONFIG] = "s3:GetBucketVersioning",
     [STOR_ACT_LIST_BUCKET_VERSIONS] = "s3:ListBucketVersions",
+    [STOR_ACT_PUT_BUCKET_VERSIONING] = "s3:PutBucketVersioning",
+    [STOR_ACT_GET_OBJECT_VERSION] = "s3:GetObjectVersion",
+    [STOR_ACT_DELETE_OBJECT_VERSION] = "s3:DeleteObjectVersion",
+    [STOR_ACT_GET_LIFECYCLE] = "s3:GetLifecycleConfiguration",
+    [STOR_ACT_PUT_LIFECYCLE] = "s3:PutLifecycleConfiguration",
     [STOR_ACT_ADMIN_CREATE_USER] = "admin:CreateUser",
     [STOR_ACT_ADMIN_DELETE_USER] = "admin:DeleteUser",
     [STOR_ACT_ADMIN_LIST_USERS] = "admin:ListUsers",
@@ -829,7 +834,8 @@ const char *stor_policy_canned(const char *name)
          "\"s3:GetBucketLocation\",\"s3:ListBucketMultipartUploads\","
          "\"s3:ListMultipartUploadParts\",\"s3:GetObjectAcl\","
          "\"s3:GetBucketAcl\",\"s3:GetObjectTagging\","
-         "\"s3:GetBucketVersioning\",\"s3:ListBucketVersions\"],"
+         "\"s3:GetBucketVersioning\",\"s3:ListBucketVersions\","
+         "\"s3:GetObjectVersion\",\"s3:GetLifecycleConfiguration\"],"
          "\"Resource\":[\"arn:aws:s3:::*\"]}]}"},
         {"writeonly",
          "{\"Version\":\"2012-10-17\",\"Statement\":[{\"Effect\":\"Allow\","

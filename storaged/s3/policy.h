@@ -36,6 +36,11 @@ enum stor_act {
     STOR_ACT_GET_OBJECT_TAGGING,
     STOR_ACT_GET_BUCKET_CONFIG, /* versioning, cors, ...: read-only answers */
     STOR_ACT_LIST_BUCKET_VERSIONS, /* ListObjectVersions */
+    STOR_ACT_PUT_BUCKET_VERSIONING,
+    STOR_ACT_GET_OBJECT_VERSION,    /* GET/HEAD ?versionId=, copy from one */
+    STOR_ACT_DELETE_OBJECT_VERSION, /* DELETE ?versionId= */
+    STOR_ACT_GET_LIFECYCLE,
+    STOR_ACT_PUT_LIFECYCLE, /* Put and DeleteBucketLifecycle, as AWS */
     STOR_ACT_ADMIN_CREATE_USER,
     STOR_ACT_ADMIN_DELETE_USER,
     STOR_ACT_ADMIN_LIST_USERS,

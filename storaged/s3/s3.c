@@ -27,6 +27,7 @@
 #include "storaged/s3/bcache.h"
 #include "storaged/s3/iam.h"
 #include "storaged/s3/metrics.h"
+#include "storaged/s3/versioning.h"
 
 #define PIECE_CAP (STOR_PIECE_SIZE + 1024 * 1024)
 
@@ -151,6 +152,24 @@ static bool iam_route(struct stor_s3_req *r)
     return true;
 }
 
+/* ?versioning (GET, PUT) and ?lifecycle (GET, PUT, DELETE) on a bucket:
+ * versioning.c and lifecycle.c. true when @r is one (op, body mode set). */
+static bool bucket_config_route(struct stor_s3_req *r)
+{
+    bool get = r->http.is_get || r->http.is_head;
+
+    if (stor_s3_has_query(r, "versioning") && (get || r->http.is_put))
+        r->op = S3_OP_BUCKET_VERSIONING;
+    else if (stor_s3_has_query(r, "lifecycle") &&
+             (get || r->http.is_put || r->http.is_delete))
+        r->op = S3_OP_BUCKET_LIFECYCLE;
+    else
+        return false;
+    if (r->http.is_put)
+        r->body_mode = STOR_BODY_BUFFER;
+    return true;
+}
+
 /* See s3_i.h. */
 enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
 {
@@ -173,6 +192,8 @@ enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
         }
         return S3E_METHOD_NOT_ALLOWED;
     }
+    if (!r->has_key && bucket_config_route(r))
+        return S3E_NONE;
     if (!r->has_key) {
         if (r->http.is_put) {
             r->op = S3_OP_CREATE_BUCKET;
@@ -212,13 +233,11 @@ enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
         return S3E_NONE;
     }
     {
-        /* Buckets are unversioned: the one version of a key is "null".
-         * Any other id names a version we do not have; answering with
-         * (or deleting) the current one would act on the wrong data. */
+        /* an id we cannot have made is refused before anything is read */
         const char *vid = stor_s3_query(r, "versionId");
 
-        if (vid && strcmp(vid, "null") != 0)
-            return S3E_NO_SUCH_VERSION;
+        if (vid && !stor_ver_id_ok(vid))
+            return S3E_INVALID_VERSION_ID;
     }
     if (iam_route(r))
         return S3E_NONE;
@@ -820,7 +839,8 @@ static bool get_fast(struct stor_s3_req *r)
     size_t n, i;
     int ret;
 
-    if (r->op != S3_OP_GET_OBJECT || r->http.is_head || !r->has_key)
+    if (r->op != S3_OP_GET_OBJECT || r->http.is_head || !r->has_key ||
+        stor_s3_has_query(r, "versionId")) /* by version: versioning.c */
         return false;
     if (stor_get_nb_begin(r->s3->store, r->bucket, r->key, r->key_len,
                           &r->get_nb, &rd, &n) < 0)
@@ -1049,8 +1069,15 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
         free(s3);
         return -ENOMEM;
     }
+    ret = stor_ver_create(o->store, &s3->ver);
+    if (ret < 0) {
+        stor_metrics_destroy(s3->metrics);
+        free(s3);
+        return ret;
+    }
     ret = stor_iam_open(o->store, o->root_user, o->root_secret, &s3->iam, &err);
     if (ret < 0) {
+        stor_ver_destroy(s3->ver);
         cm_log(CM_LOG_ERROR, -ret, "S3: %s",
                err ? err : "cannot load the users and policies");
         free(err);
@@ -1078,6 +1105,7 @@ void stor_s3_destroy(struct stor_s3 *s3)
     if (s3 == NULL)
         return;
     stor_iam_close(s3->iam);
+    stor_ver_destroy(s3->ver);
     stor_metrics_destroy(s3->metrics);
     free(s3);
 }

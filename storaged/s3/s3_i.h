@@ -27,6 +27,7 @@ struct stor_metrics;
 struct stor_iam;
 struct stor_iam_snap;
 struct stor_iam_user;
+struct stor_ver;
 
 #define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -79,6 +80,8 @@ enum stor_s3_op {
     S3_OP_BUCKET_POLICY,      /* Get/Put/DeleteBucketPolicy */
     S3_OP_BUCKET_ACL,         /* Get/PutBucketAcl */
     S3_OP_OBJECT_ACL,         /* Get/PutObjectAcl */
+    S3_OP_BUCKET_VERSIONING,  /* Get/PutBucketVersioning (versioning.c) */
+    S3_OP_BUCKET_LIFECYCLE,   /* Get/Put/DeleteBucketLifecycle (lifecycle.c) */
     S3_OP_COUNT
 };
 
@@ -103,6 +106,7 @@ struct stor_s3 {
     struct stor_store *store;     /* borrowed */
     struct stor_metrics *metrics; /* owned */
     struct stor_iam *iam;         /* owned; users and policies (iam.h) */
+    struct stor_ver *ver;         /* owned; versioning state (versioning.h) */
     const char *root_user;        /* borrowed */
     const char *root_secret;      /* borrowed */
     const char *region;
@@ -265,10 +269,12 @@ enum stor_s3_err stor_s3_copy_source(const struct stor_s3_req *r, char *bucket,
 bool stor_s3_bucket_name_ok(const char *b);
 
 /* ---- request XML (xml.c) ---- */
+#define STOR_S3_VID_MAX 40 /* a <VersionId> we keep (ours are 16 chars) */
 struct stor_s3_del_key {
     char *key; /* owned */
     size_t key_len;
-    bool bad_version; /* a <VersionId> other than "null" came with it */
+    bool bad_version;              /* its <VersionId> was too long */
+    char version[STOR_S3_VID_MAX]; /* its <VersionId>, "" when none */
 };
 /* <Delete><Quiet/><Object><Key/></Object>...</Delete>; 0 or -EBADMSG
  * (malformed or more than 1000 keys) or -ENOMEM. Free with

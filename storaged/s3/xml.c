@@ -24,7 +24,8 @@ struct xml_ctx {
     bool quiet;
     bool in_object;
     size_t obj_first;     /* keys[] index where this <Object> began */
-    bool obj_bad_version; /* its <VersionId> is not "null" */
+    bool obj_bad_version; /* its <VersionId> is too long to be an id */
+    char obj_version[STOR_S3_VID_MAX]; /* its <VersionId>, or "" */
     /* complete */
     struct stor_part *parts;
     size_t nparts, capparts;
@@ -53,6 +54,7 @@ static void XMLCALL on_start(void *ud, const char *name, const char **attrs)
         x->in_object = true;
         x->obj_first = x->nkeys;
         x->obj_bad_version = false;
+        x->obj_version[0] = 0;
     }
     if (strcmp(name, "Part") == 0) {
         memset(&x->cur, 0, sizeof(x->cur));
@@ -113,6 +115,7 @@ static void end_delete(struct xml_ctx *x, const char *name)
         k = &x->keys[x->nkeys];
         k->key_len = x->text.len;
         k->bad_version = false;
+        k->version[0] = 0;
         k->key = malloc(k->key_len + 1);
         if (k->key == NULL) {
             x->err = -ENOMEM;
@@ -122,13 +125,18 @@ static void end_delete(struct xml_ctx *x, const char *name)
         k->key[k->key_len] = 0;
         x->nkeys++;
     } else if (strcmp(name, "VersionId") == 0 && x->in_object) {
-        if (strcmp(t, "null") != 0)
+        if (x->text.len >= sizeof(x->obj_version))
             x->obj_bad_version = true;
+        else
+            memcpy(x->obj_version, t, x->text.len + 1);
     } else if (strcmp(name, "Object") == 0) {
         size_t i;
 
-        for (i = x->obj_first; x->obj_bad_version && i < x->nkeys; i++)
-            x->keys[i].bad_version = true;
+        for (i = x->obj_first; i < x->nkeys; i++) {
+            x->keys[i].bad_version = x->obj_bad_version;
+            memcpy(x->keys[i].version, x->obj_version,
+                   sizeof(x->obj_version));
+        }
         x->in_object = false;
     }
 }

@@ -259,10 +259,12 @@ def test_health_and_metrics(s3, bucket):
 
 
 def test_foreign_version_id_never_reads_or_deletes_current_data(s3, bucket):
-    """Buckets are unversioned, so the only version id is "null". A GET,
-    HEAD, DELETE, DeleteObjects entry or copy source naming another version
-    used to act on the current object (wrong bytes, or deleting the data
-    the client did not name); it must answer NoSuchVersion instead."""
+    """In an unversioned bucket the only version id is "null". A GET, HEAD,
+    DELETE, DeleteObjects entry or copy source naming another version used
+    to act on the current object (wrong bytes, or deleting the data the
+    client did not name). As S3: a malformed id is 400 InvalidArgument, a
+    well-formed id of no version is NoSuchVersion for reads and a no-op
+    for deletes; the current object is never touched."""
     s3.put_object(Bucket=bucket, Key="k", Body=b"current")
 
     def code(fn, **kw):
@@ -271,18 +273,24 @@ def test_foreign_version_id_never_reads_or_deletes_current_data(s3, bucket):
         return (ei.value.response["Error"]["Code"],
                 ei.value.response["ResponseMetadata"]["HTTPStatusCode"])
 
+    other = "0123456789abcdef"
     assert code(s3.get_object, Key="k", VersionId="abc") == (
+        "InvalidArgument", 400)
+    assert code(s3.get_object, Key="k", VersionId=other) == (
         "NoSuchVersion", 404)
-    assert code(s3.head_object, Key="k", VersionId="abc")[1] == 404
+    assert code(s3.head_object, Key="k", VersionId=other)[1] == 404
     assert code(s3.delete_object, Key="k", VersionId="abc") == (
-        "NoSuchVersion", 404)
+        "InvalidArgument", 400)
+    s3.delete_object(Bucket=bucket, Key="k", VersionId=other)
     assert code(s3.copy_object, Key="c",
                 CopySource={"Bucket": bucket, "Key": "k",
-                            "VersionId": "abc"}) == ("NoSuchVersion", 404)
+                            "VersionId": other}) == ("NoSuchVersion", 404)
     r = s3.delete_objects(Bucket=bucket, Delete={"Objects": [
         {"Key": "k", "VersionId": "abc"}]})
-    assert [e["Code"] for e in r.get("Errors", [])] == ["NoSuchVersion"]
+    assert [e["Code"] for e in r.get("Errors", [])] == ["InvalidArgument"]
     assert "Deleted" not in r
+    s3.delete_objects(Bucket=bucket, Delete={"Objects": [
+        {"Key": "k", "VersionId": other}]})
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"current"
     # "null" is the version every object has
     assert s3.get_object(Bucket=bucket, Key="k",
