@@ -68,13 +68,13 @@ enum stor_s3_err {
     S3E_CORS_NO_ORIGIN,                /* BadRequest: OPTIONS without Origin */
     S3E_CORS_NO_METHOD,                /* BadRequest: ... nor its method */
     S3E_CORS_NOT_ENABLED,              /* 403: OPTIONS, no CORS configuration */
-    S3E_INDEX_REBUILDING, /* 503 ServiceUnavailable: index rebuild */
-    S3E_MALFORMED_POLICY, /* 400: a policy that does not compile */
-    S3E_NO_SUCH_USER,     /* 404: admin API, unknown user */
-    S3E_USER_EXISTS,      /* 409: admin API, the name is taken */
-    S3E_ADMIN_BAD_CALL,   /* 400 InvalidRequest: unknown admin call */
-    S3E_NO_SUCH_LIFECYCLE,   /* 404 NoSuchLifecycleConfiguration */
-    S3E_INVALID_VERSION_ID,  /* 400 InvalidArgument: a malformed versionId */
+    S3E_INDEX_REBUILDING,   /* 503 ServiceUnavailable: index rebuild */
+    S3E_MALFORMED_POLICY,   /* 400: a policy that does not compile */
+    S3E_NO_SUCH_USER,       /* 404: admin API, unknown user */
+    S3E_USER_EXISTS,        /* 409: admin API, the name is taken */
+    S3E_ADMIN_BAD_CALL,     /* 400 InvalidRequest: unknown admin call */
+    S3E_NO_SUCH_LIFECYCLE,  /* 404 NoSuchLifecycleConfiguration */
+    S3E_INVALID_VERSION_ID, /* 400 InvalidArgument: a malformed versionId */
     S3E_TRANSITION_NOT_IMPLEMENTED, /* 501: lifecycle Transitions */
     S3E_COUNT
 };

@@ -948,7 +948,8 @@ static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
             continue;
         }
         if (strcmp(name, STOR_HDR_VERSION_ID) == 0) {
-            ret = stor_resp_hdr(rs, "x-amz-version-id", "%s", in->hdrs[i].value);
+            ret =
+                stor_resp_hdr(rs, "x-amz-version-id", "%s", in->hdrs[i].value);
             has_vid = true;
             continue;
         }
@@ -1349,9 +1350,9 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
         }
     }
     if (r->op == S3_OP_PUT_OBJECT) /* keeps the old version if versioned */
-        ret = stor_ver_put_commit(r, r->key, r->key_len, p,
-                                  r->has_md5 ? r->content_md5 : NULL, &info,
-                                  vid);
+        ret =
+            stor_ver_put_commit(r, r->key, r->key_len, p,
+                                r->has_md5 ? r->content_md5 : NULL, &info, vid);
     else
         ret = stor_put_commit(p, r->has_md5 ? r->content_md5 : NULL, &info);
     if (ret < 0) {
@@ -1669,8 +1670,7 @@ static void op_copy(struct stor_s3_req *r, bool part)
     if (part)
         ret = stor_put_commit(p, NULL, &dinfo);
     else /* keeps the old version if versioned */
-        ret = stor_ver_put_commit(r, r->key, r->key_len, p, NULL, &dinfo,
-                                  dvid);
+        ret = stor_ver_put_commit(r, r->key, r->key_len, p, NULL, &dinfo, dvid);
     if (ret < 0) {
         fail(r, ret);
         goto out;
@@ -1679,9 +1679,8 @@ static void op_copy(struct stor_s3_req *r, bool part)
         stor_iam_object_written(r, r->key, r->key_len, false);
     if ((dvid[0] &&
          stor_resp_hdr(&r->http.resp, "x-amz-version-id", "%s", dvid) < 0) ||
-        (svid[0] && stor_resp_hdr(&r->http.resp,
-                                  "x-amz-copy-source-version-id", "%s",
-                                  svid) < 0)) {
+        (svid[0] && stor_resp_hdr(&r->http.resp, "x-amz-copy-source-version-id",
+                                  "%s", svid) < 0)) {
         stor_s3_error(r, S3E_INTERNAL);
         goto out;
     }
@@ -1825,8 +1824,8 @@ static void op_complete_mpu(struct stor_s3_req *r)
             return;
         }
     /* keeps the old version if versioned */
-    ret = stor_ver_mpu_complete(r, stor_s3_query(r, "uploadId"), parts, n,
-                                &info);
+    ret =
+        stor_ver_mpu_complete(r, stor_s3_query(r, "uploadId"), parts, n, &info);
     if (ret == -STOR_ENOUPLOAD) {
         stor_obj_info_fini(&info);
         memset(&info, 0, sizeof(info));

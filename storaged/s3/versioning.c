@@ -54,11 +54,11 @@ struct ver_cache {
 };
 
 struct stor_ver {
-    struct stor_store *st;               /* borrowed */
-    pthread_mutex_t lock;                /* protects cache */
+    struct stor_store *st;                /* borrowed */
+    pthread_mutex_t lock;                 /* protects cache */
     struct ver_cache *cache[CACHE_SLOTS]; /* protected by lock */
-    pthread_mutex_t klock[KEY_LOCKS];    /* a key's versions */
-    _Atomic uint64_t seq;                /* last version sequence */
+    pthread_mutex_t klock[KEY_LOCKS];     /* a key's versions */
+    _Atomic uint64_t seq;                 /* last version sequence */
 };
 
 /* FNV-1a over @n bytes, continuing @h. */
@@ -236,6 +236,8 @@ enum stor_ver_state stor_ver_state_peek(struct stor_ver *v, const char *bucket)
     struct ver_cache *c;
     enum stor_ver_state st;
 
+    if (v == NULL) /* an S3 state without versioning (unit tests) */
+        return STOR_VER_OFF;
     pthread_mutex_lock(&v->lock);
     c = cache_find(v, bucket);
     st = c ? c->st : STOR_VER_OFF;
@@ -612,8 +614,7 @@ static int copy_version(struct stor_store *st, const char *sb, const char *sk,
     for (i = 0; i < info.nhdrs; i++)
         if (!own_hdr(info.hdrs[i].name))
             h[nh++] = info.hdrs[i]; /* borrowed */
-    snprintf(mt, sizeof(mt), "%lld.%03d", (long long)info.mtime,
-             info.mtime_ms);
+    snprintf(mt, sizeof(mt), "%lld.%03d", (long long)info.mtime, info.mtime_ms);
     snprintf(vbuf, sizeof(vbuf), "%s", vid);
     h[nh++] = (struct stor_hdr){n_vid, vbuf};
     h[nh++] = (struct stor_hdr){n_mt, mt};
@@ -636,8 +637,8 @@ static int copy_version(struct stor_store *st, const char *sb, const char *sk,
         goto out_abort;
     }
     while (off < info.size) {
-        size_t want = info.size - off < chunk ? (size_t)(info.size - off)
-                                              : chunk;
+        size_t want =
+            info.size - off < chunk ? (size_t)(info.size - off) : chunk;
         ssize_t n = stor_get_read(g, off, buf, want);
 
         if (n <= 0) {
@@ -665,8 +666,7 @@ out:
 
 /* Deletes @b/@k, which is no longer wanted; a failure only leaves an
  * unneeded object behind, so it is logged, not returned. */
-static void drop(struct stor_store *st, const char *b, const char *k,
-                 size_t kl)
+static void drop(struct stor_store *st, const char *b, const char *k, size_t kl)
 {
     int ret = stor_obj_delete(st, b, k, kl);
 
@@ -730,8 +730,8 @@ static int put_marker(struct stor_ver *v, const char *hb, const char *key,
 
 /* Deletes the companion's "null" version of @key, if any (a suspended
  * bucket's write replaces it). */
-static int drop_hidden_null(struct stor_ver *v, const char *hb,
-                            const char *key, size_t kl)
+static int drop_hidden_null(struct stor_ver *v, const char *hb, const char *key,
+                            size_t kl)
 {
     struct stor_ver_entry *a = NULL;
     size_t n = 0, cap = 0, i;
@@ -757,8 +757,8 @@ static int promote_newest(struct stor_ver *v, const char *bucket,
     int ret = hidden_versions(v->st, hb, key, kl, &a, &n, &cap);
 
     if (ret == 0 && n > 0 && !a[0].dm) {
-        ret = copy_version(v->st, hb, a[0].hkey, a[0].hkey_len, bucket, key,
-                           kl, a[0].vid);
+        ret = copy_version(v->st, hb, a[0].hkey, a[0].hkey_len, bucket, key, kl,
+                           a[0].vid);
         if (ret == 0)
             ret = stor_obj_delete(v->st, hb, a[0].hkey, a[0].hkey_len);
         if (ret == -STOR_ENOKEY)
@@ -961,8 +961,7 @@ int stor_ver_delete_current(struct stor_ver *v, const char *bucket,
  * deleted was a delete marker. A version that does not exist is not an
  * error (as S3). */
 static int delete_version(struct stor_ver *v, const char *bucket,
-                          const char *key, size_t kl, const char *vid,
-                          bool *dm)
+                          const char *key, size_t kl, const char *vid, bool *dm)
 {
     struct stor_ver_entry *a = NULL;
     pthread_mutex_t *lk;
@@ -1005,9 +1004,8 @@ int stor_ver_delete_version(struct stor_ver *v, const char *bucket,
 }
 
 /* See header. */
-int stor_ver_delete_key(struct stor_s3_req *r, const char *key,
-                        size_t key_len, const char *vid, bool *dm,
-                        char *vid_out)
+int stor_ver_delete_key(struct stor_s3_req *r, const char *key, size_t key_len,
+                        const char *vid, bool *dm, char *vid_out)
 {
     int ret;
 
@@ -1153,8 +1151,7 @@ bool stor_ver_op_get(struct stor_s3_req *r)
         ret = stor_ver_state(r->s3->ver, r->bucket, &st);
         if (ret < 0 || st == STOR_VER_OFF)
             return false;
-        ret = versions(r->s3->ver, r->bucket, r->key, r->key_len, NULL, &a,
-                       &n);
+        ret = versions(r->s3->ver, r->bucket, r->key, r->key_len, NULL, &a, &n);
         if (ret < 0 || n == 0 || !a[0].dm || a[0].hkey == NULL) {
             stor_ver_entries_free(a, n);
             return false;
@@ -1170,8 +1167,7 @@ bool stor_ver_op_get(struct stor_s3_req *r)
             break;
     }
     if (ret == -EISDIR) {
-        ret = versions(r->s3->ver, r->bucket, r->key, r->key_len, NULL, &a,
-                       &n);
+        ret = versions(r->s3->ver, r->bucket, r->key, r->key_len, NULL, &a, &n);
         for (i = 0; ret == 0 && i < n; i++)
             if (strcmp(a[i].vid, vid) == 0) {
                 marker_reply(r, &a[i], true);
@@ -1263,8 +1259,8 @@ static int parse_versioning(const char *xml, size_t len, struct vx *x)
     XML_SetUserData(p, x);
     XML_SetElementHandler(p, vx_start, vx_end);
     XML_SetCharacterDataHandler(p, vx_text);
-    if (len > 65536 || XML_Parse(p, xml ? xml : "", (int)len, 1) !=
-                           XML_STATUS_OK)
+    if (len > 65536 ||
+        XML_Parse(p, xml ? xml : "", (int)len, 1) != XML_STATUS_OK)
         ret = -EBADMSG;
     if (x->bad || !x->root_ok)
         ret = -EBADMSG;
@@ -1294,8 +1290,8 @@ void stor_ver_op_versioning(struct stor_s3_req *r)
             ver_fail(r, ret);
             return;
         }
-        x_lit(b, S3_XML_DECL "<VersioningConfiguration xmlns=\"" S3_XMLNS
-                             "\">");
+        x_lit(b,
+              S3_XML_DECL "<VersioningConfiguration xmlns=\"" S3_XMLNS "\">");
         if (st != STOR_VER_OFF)
             x_fmt(b, "<Status>%s</Status>",
                   st == STOR_VER_ENABLED ? "Enabled" : "Suspended");
@@ -1347,8 +1343,8 @@ int stor_ver_bucket_delete(struct stor_s3_req *r)
             char vid[STOR_VID_LEN + 1];
             bool dm, null;
 
-            if (stor_ver_parse_hidden(res.objs[i].key, res.objs[i].key_len,
-                                      &kl, vid, &dm, &null, NULL))
+            if (stor_ver_parse_hidden(res.objs[i].key, res.objs[i].key_len, &kl,
+                                      vid, &dm, &null, NULL))
                 ret = -STOR_ENOTEMPTY;
         }
         if (ret == 0 && res.truncated)
@@ -1602,8 +1598,8 @@ static int list_one(struct stor_s3_req *r, struct vlist *l, struct cm_buf *b,
     if (e) {
         (void)stor_ver_parse_hidden(e->key, e->key_len, &ul, vid, &dm, &null,
                                     NULL);
-        ret = dm ? 0
-                 : stor_obj_stat(r->s3->store, hb, e->key, e->key_len, &info);
+        ret =
+            dm ? 0 : stor_obj_stat(r->s3->store, hb, e->key, e->key_len, &info);
     } else {
         ret = stor_obj_stat(r->s3->store, r->bucket, key, kl, &info);
         if (ret == 0)
@@ -1614,8 +1610,8 @@ static int list_one(struct stor_s3_req *r, struct vlist *l, struct cm_buf *b,
     if (ret < 0)
         return ret;
     stor_ver_info_fix(&info);
-    latest = l->last_key == NULL ||
-             kcmp(key, kl, l->last_key, l->last_key_len) != 0;
+    latest =
+        l->last_key == NULL || kcmp(key, kl, l->last_key, l->last_key_len) != 0;
     list_version(b, key, kl, vid, latest, dm, dm ? NULL : &info,
                  e ? e->mtime : 0, l->url);
     stor_obj_info_fini(&info);
@@ -1633,10 +1629,10 @@ static int list_one(struct stor_s3_req *r, struct vlist *l, struct cm_buf *b,
 static int list_merge(struct stor_s3_req *r, struct vlist *l, const char *hb,
                       struct cm_buf *b)
 {
-    struct lstream m = {.st = r->s3->store, .bucket = r->bucket,
-                        .prefix = l->prefix};
-    struct lstream h = {.st = r->s3->store, .bucket = hb,
-                        .prefix = l->prefix, .hidden = true};
+    struct lstream m = {
+        .st = r->s3->store, .bucket = r->bucket, .prefix = l->prefix};
+    struct lstream h = {
+        .st = r->s3->store, .bucket = hb, .prefix = l->prefix, .hidden = true};
     int ret = 0;
 
     if (l->km) {

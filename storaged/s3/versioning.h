@@ -92,8 +92,8 @@ bool stor_ver_op_delete(struct stor_s3_req *r);
 /* One key of DeleteObjects: 0 or -errno; *dm and @vid_out (>= 20 bytes)
  * say what was deleted or made (vid_out "" when unversioned). */
 CM_MUST_CHECK int stor_ver_delete_key(struct stor_s3_req *r, const char *key,
-                                      size_t key_len, const char *vid,
-                                      bool *dm, char *vid_out);
+                                      size_t key_len, const char *vid, bool *dm,
+                                      char *vid_out);
 /* Commits @p (PutObject, CopyObject) as the key's new current version:
  * in a versioned bucket the old current version is kept (moved to the
  * companion bucket) under the key's lock. Always frees @p. On success
@@ -109,8 +109,8 @@ CM_MUST_CHECK int stor_ver_put_commit(struct stor_s3_req *r, const char *key,
 struct stor_part;
 CM_MUST_CHECK int stor_ver_mpu_complete(struct stor_s3_req *r,
                                         const char *upload_id,
-                                        const struct stor_part *parts,
-                                        size_t n, struct stor_obj_info *info);
+                                        const struct stor_part *parts, size_t n,
+                                        struct stor_obj_info *info);
 /* The header a new object (CreateMultipartUpload) gets: @name/@value set
  * when the bucket is versioned (value: a fresh id or "null"), else
  * name[0] = 0. 0 or -errno. */

@@ -134,8 +134,7 @@ static void end_delete(struct xml_ctx *x, const char *name)
 
         for (i = x->obj_first; i < x->nkeys; i++) {
             x->keys[i].bad_version = x->obj_bad_version;
-            memcpy(x->keys[i].version, x->obj_version,
-                   sizeof(x->obj_version));
+            memcpy(x->keys[i].version, x->obj_version, sizeof(x->obj_version));
         }
         x->in_object = false;
     }

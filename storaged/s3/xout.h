@@ -84,8 +84,7 @@ static inline void xml_done(struct stor_s3_req *r)
 }
 
 /* XML timestamps: "2015-08-30T12:36:00.000Z". */
-static inline void time_iso(time_t t, int ms,
-                            char out[CM_TIME_RFC3339_LEN + 1])
+static inline void time_iso(time_t t, int ms, char out[CM_TIME_RFC3339_LEN + 1])
 {
     cm_time_rfc3339(t, ms, out);
 }
