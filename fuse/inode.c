@@ -28,10 +28,22 @@
 #include "fuse/fs.h"
 #include "fuse/listxml.h"
 
+/* An intrusive chained hash table of inodes, by number (chained through
+ * next_ino) or by key (next_key, with the key's hash in khash): two
+ * pointers and 4 bytes per inode instead of a 56-byte uthash handle per
+ * table. It doubles at load 1 and never shrinks; a failed doubling only
+ * makes the chains longer. */
+struct ihash {
+    struct fc_inode **b; /* buckets */
+    size_t mask;         /* bucket count - 1, a power of two */
+    size_t n;            /* inodes in it */
+};
+#define IHASH_INIT 1024
+
 struct fc_itab {
     pthread_mutex_t lock;           /* protects both tables and inode fields */
-    struct fc_inode *by_ino;        /* uthash hh_ino; protected by lock */
-    struct fc_inode *by_key;        /* uthash hh_key; protected by lock */
+    struct ihash by_ino;            /* protected by lock */
+    struct ihash by_key;            /* protected by lock */
     fuse_ino_t next_ino;            /* protected by lock */
     size_t count;                   /* protected by lock */
     struct fc_listing *listings;    /* cache by dir key; one ref each; lock */
@@ -57,6 +69,171 @@ struct fc_oldkey {
     char *key; /* owned */
 };
 
+/* What only an opened or written inode needs (fc_inode.op). */
+struct fc_iopen {
+    char kept_etag[FC_ETAG_MAX]; /* ETag the page cache holds */
+    uint64_t kept_size;          /* size of that version */
+    time_t kept_mtime;           /* its mtime */
+    unsigned nopen_cached;       /* open handles using the page cache, all
+                                  * pinned to kept_etag */
+    unsigned nwriters;           /* open write handles */
+    uint64_t wsize;              /* file size as the last writer left it */
+    time_t wmtime;               /* time of the last write */
+};
+
+/* FNV-1a of @n bytes at @p. */
+static uint32_t key_hash(const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)p[i]) * 16777619u;
+    return h;
+}
+
+static int ihash_init(struct ihash *h)
+{
+    h->b = calloc(IHASH_INIT, sizeof(*h->b));
+    h->mask = IHASH_INIT - 1;
+    h->n = 0;
+    return h->b ? 0 : -ENOMEM;
+}
+
+/* Bucket of @in in @h (@by_key: which table). */
+static size_t ihash_slot(const struct ihash *h, const struct fc_inode *in,
+                         bool by_key)
+{
+    return (by_key ? in->khash : (size_t)in->ino) & h->mask;
+}
+
+static struct fc_inode **ihash_next(struct fc_inode *in, bool by_key)
+{
+    return by_key ? &in->next_key : &in->next_ino;
+}
+
+/* Doubles @h's buckets, if memory allows. */
+static void ihash_grow(struct ihash *h, bool by_key)
+{
+    size_t nb = 2 * (h->mask + 1);
+    struct fc_inode **b = calloc(nb, sizeof(*b));
+    struct ihash g = {b, nb - 1, h->n};
+
+    if (b == NULL)
+        return;
+    for (size_t i = 0; i <= h->mask; i++) {
+        struct fc_inode *in = h->b[i], *next;
+        for (; in != NULL; in = next) {
+            size_t s = ihash_slot(&g, in, by_key);
+            next = *ihash_next(in, by_key);
+            *ihash_next(in, by_key) = b[s];
+            b[s] = in;
+        }
+    }
+    free(h->b);
+    *h = g;
+}
+
+static void ihash_add(struct ihash *h, struct fc_inode *in, bool by_key)
+{
+    size_t s;
+
+    if (h->n > h->mask)
+        ihash_grow(h, by_key);
+    s = ihash_slot(h, in, by_key);
+    *ihash_next(in, by_key) = h->b[s];
+    h->b[s] = in;
+    h->n++;
+}
+
+static void ihash_del(struct ihash *h, struct fc_inode *in, bool by_key)
+{
+    struct fc_inode **pp = &h->b[ihash_slot(h, in, by_key)];
+
+    for (; *pp != NULL; pp = ihash_next(*pp, by_key)) {
+        if (*pp == in) {
+            *pp = *ihash_next(in, by_key);
+            h->n--;
+            return;
+        }
+    }
+    (void)CM_NEVER(true); /* not in the table */
+}
+
+static struct fc_inode *ino_find(const struct fc_itab *t, fuse_ino_t ino)
+{
+    struct fc_inode *in = t->by_ino.b[(size_t)ino & t->by_ino.mask];
+
+    while (in != NULL && in->ino != ino)
+        in = in->next_ino;
+    return in;
+}
+
+static struct fc_inode *key_find(const struct fc_itab *t, const char *key,
+                                 size_t len)
+{
+    uint32_t h = key_hash(key, len);
+    struct fc_inode *in = t->by_key.b[h & t->by_key.mask];
+
+    for (; in != NULL; in = in->next_key) {
+        if (in->khash == h && strncmp(in->key, key, len) == 0 &&
+            in->key[len] == '\0')
+            return in;
+    }
+    return NULL;
+}
+
+/* Puts @in into by_key under its key. t->lock held. */
+static void key_add(struct fc_itab *t, struct fc_inode *in)
+{
+    in->khash = key_hash(in->key, strlen(in->key));
+    ihash_add(&t->by_key, in, true);
+    in->hashed = true;
+}
+
+/* Stores @etag as @in's ETag (a long one on the heap; on ENOMEM it is
+ * cut to "", unknown: reads then send no If-Match and nothing caches it). */
+static void etag_store(struct fc_inode *in, const char *etag)
+{
+    size_t n = strlen(etag) + 1;
+
+    if (in->etag != in->etag_in && in->etag != NULL &&
+        strcmp(in->etag, etag) == 0)
+        return;
+    if (in->etag != in->etag_in)
+        free(in->etag);
+    in->etag = in->etag_in;
+    if (n <= sizeof(in->etag_in)) {
+        memcpy(in->etag_in, etag, n);
+        return;
+    }
+    in->etag = malloc(n);
+    if (in->etag == NULL) {
+        in->etag = in->etag_in;
+        in->etag_in[0] = '\0';
+        return;
+    }
+    memcpy(in->etag, etag, n);
+}
+
+/* @in's attributes as an fc_attr. itab->lock held. */
+static void attr_load(const struct fc_inode *in, struct fc_attr *a)
+{
+    a->is_dir = in->is_dir;
+    a->size = in->size;
+    a->mtime = in->mtime;
+    snprintf(a->etag, sizeof(a->etag), "%s", in->etag);
+    a->meta = in->meta;
+}
+
+/* @in's open state, allocated at the first use; NULL on ENOMEM. itab->lock
+ * held. */
+static struct fc_iopen *iopen_of(struct fc_inode *in)
+{
+    if (in->op == NULL)
+        in->op = calloc(1, sizeof(*in->op));
+    return in->op;
+}
+
 /* Monotonic seconds (see fs.h). */
 double fc_now(void)
 {
@@ -79,16 +256,14 @@ bool fc_fs_is_fresh(const struct fc_fs *fs, double t)
 /* Allocates an inode for @key with no lookups. NULL on ENOMEM. */
 static struct fc_inode *inode_alloc(const char *key)
 {
-    struct fc_inode *in = calloc(1, sizeof(*in));
+    size_t kl = strlen(key) + 1;
+    struct fc_inode *in = calloc(1, sizeof(*in) + kl);
 
     if (in == NULL)
         return NULL;
-    in->key = strdup(key);
-    if (in->key == NULL) {
-        free(in);
-        return NULL;
-    }
-    fc_rstate_init(&in->rs);
+    memcpy(in->kbuf, key, kl);
+    in->key = in->kbuf;
+    in->etag = in->etag_in;
     return in;
 }
 
@@ -100,8 +275,15 @@ static void inode_free(struct fc_inode *in)
         free(o->key);
         free(o);
     }
-    fc_rstate_fini(&in->rs);
-    free(in->key);
+    if (in->rs != NULL) {
+        fc_rstate_fini(in->rs);
+        free(in->rs);
+    }
+    free(in->op);
+    if (in->etag != in->etag_in)
+        free(in->etag);
+    if (in->key != in->kbuf)
+        free(in->key);
     free(in);
 }
 
@@ -113,21 +295,23 @@ int fc_itab_create(const char *root_key, struct fc_itab **out)
 
     if (t == NULL)
         return -ENOMEM;
-    pthread_mutex_init(&t->lock, NULL);
-    for (size_t i = 0; i < CM_ARRAY_SIZE(t->list_locks); i++)
-        pthread_mutex_init(&t->list_locks[i], NULL);
     root = inode_alloc(root_key);
-    if (root == NULL) {
+    if (root == NULL || ihash_init(&t->by_ino) < 0 ||
+        ihash_init(&t->by_key) < 0) {
+        free(t->by_ino.b);
+        free(root);
         free(t);
         return -ENOMEM;
     }
+    pthread_mutex_init(&t->lock, NULL);
+    for (size_t i = 0; i < CM_ARRAY_SIZE(t->list_locks); i++)
+        pthread_mutex_init(&t->list_locks[i], NULL);
     root->ino = FUSE_ROOT_ID;
     root->nlookup = 1; /* never forgotten */
-    root->attr.is_dir = true;
-    root->attr.mtime = time(NULL);
-    HASH_ADD(hh_ino, t->by_ino, ino, sizeof(root->ino), root);
-    HASH_ADD_KEYPTR(hh_key, t->by_key, root->key, strlen(root->key), root);
-    root->hashed = true;
+    root->is_dir = true;
+    root->mtime = time(NULL);
+    ihash_add(&t->by_ino, root, false);
+    key_add(t, root);
     t->next_ino = FUSE_ROOT_ID + 1;
     t->sweep_at = 1024;
     t->count = 1;
@@ -143,13 +327,14 @@ void fc_itab_destroy(struct fc_itab *t)
 
     if (t == NULL)
         return;
-    HASH_ITER(hh_ino, t->by_ino, in, tmp)
-    {
-        HASH_DELETE(hh_ino, t->by_ino, in);
-        if (in->hashed)
-            HASH_DELETE(hh_key, t->by_key, in);
-        inode_free(in);
+    for (size_t i = 0; i <= t->by_ino.mask; i++) {
+        for (in = t->by_ino.b[i]; in != NULL; in = tmp) {
+            tmp = in->next_ino;
+            inode_free(in);
+        }
     }
+    free(t->by_ino.b);
+    free(t->by_key.b);
     {
         struct fc_note *n, *ntmp;
         HASH_ITER(hh, t->notes, n, ntmp)
@@ -182,9 +367,22 @@ struct fc_inode *fc_inode_peek(struct fc_itab *t, fuse_ino_t ino)
     struct fc_inode *in;
 
     pthread_mutex_lock(&t->lock);
-    HASH_FIND(hh_ino, t->by_ino, &ino, sizeof(ino), in);
+    in = ino_find(t, ino);
     pthread_mutex_unlock(&t->lock);
     return in;
+}
+
+/* The reader state of an inode read without a handle (see header). */
+struct fc_rstate *fc_inode_rstate(struct fc_itab *t, struct fc_inode *in)
+{
+    struct fc_rstate *rs;
+
+    pthread_mutex_lock(&t->lock);
+    if (in->rs == NULL && (in->rs = malloc(sizeof(*in->rs))) != NULL)
+        fc_rstate_init(in->rs);
+    rs = in->rs;
+    pthread_mutex_unlock(&t->lock);
+    return rs;
 }
 
 /* Finds or creates the inode of @key and adds a lookup (see header). */
@@ -193,17 +391,19 @@ struct fc_inode *fc_inode_peek(struct fc_itab *t, fuse_ino_t ino)
  * itab->lock held. */
 static void attr_store(struct fc_inode *in, const struct fc_attr *a)
 {
-    struct fc_s3_meta m = in->attr.meta;
     /* a listing shows a directory as a bare prefix (no ETag, never its
      * marker's metadata): keep what a HEAD of the marker, mkdir or chmod
      * told */
-    bool keep = a->meta.has == 0 && m.has != 0 &&
-                ((a->etag[0] != '\0' && strcmp(a->etag, in->attr.etag) == 0) ||
-                 (a->is_dir && in->attr.is_dir));
+    bool keep = a->meta.has == 0 && in->meta.has != 0 &&
+                ((a->etag[0] != '\0' && strcmp(a->etag, in->etag) == 0) ||
+                 (a->is_dir && in->is_dir));
 
-    in->attr = *a;
-    if (keep)
-        in->attr.meta = m;
+    in->is_dir = a->is_dir;
+    in->size = a->size;
+    in->mtime = a->mtime;
+    etag_store(in, a->etag);
+    if (!keep)
+        in->meta = a->meta;
 }
 
 struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
@@ -212,7 +412,7 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
     struct fc_inode *in, *fresh = NULL;
 
     pthread_mutex_lock(&t->lock);
-    HASH_FIND(hh_key, t->by_key, key, strlen(key), in);
+    in = key_find(t, key, strlen(key));
     if (in == NULL) {
         /* allocate outside the common path only; rare enough to hold lock */
         fresh = inode_alloc(key);
@@ -222,9 +422,8 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
         }
         in = fresh;
         in->ino = t->next_ino++;
-        HASH_ADD(hh_ino, t->by_ino, ino, sizeof(in->ino), in);
-        HASH_ADD_KEYPTR(hh_key, t->by_key, in->key, strlen(in->key), in);
-        in->hashed = true;
+        ihash_add(&t->by_ino, in, false);
+        key_add(t, in);
         t->count++;
     }
     /* never replace newer attributes (a HEAD) with older ones (a listing
@@ -245,9 +444,9 @@ bool fc_itab_cached_attr(struct fc_itab *t, const char *key, struct fc_attr *a,
     struct fc_inode *in;
 
     pthread_mutex_lock(&t->lock);
-    HASH_FIND(hh_key, t->by_key, key, strlen(key), in);
+    in = key_find(t, key, strlen(key));
     if (in) {
-        *a = in->attr;
+        attr_load(in, a);
         *fetched = in->attr_fetched;
     }
     pthread_mutex_unlock(&t->lock);
@@ -260,7 +459,7 @@ void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n)
     struct fc_inode *in;
 
     pthread_mutex_lock(&t->lock);
-    HASH_FIND(hh_ino, t->by_ino, &ino, sizeof(ino), in);
+    in = ino_find(t, ino);
     if (in == NULL || ino == FUSE_ROOT_ID) {
         pthread_mutex_unlock(&t->lock);
         return;
@@ -272,9 +471,9 @@ void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n)
         pthread_mutex_unlock(&t->lock);
         return;
     }
-    HASH_DELETE(hh_ino, t->by_ino, in);
+    ihash_del(&t->by_ino, in, false);
     if (in->hashed)
-        HASH_DELETE(hh_key, t->by_key, in);
+        ihash_del(&t->by_key, in, true);
     t->count--;
     pthread_mutex_unlock(&t->lock);
     inode_free(in);
@@ -285,7 +484,7 @@ void fc_inode_get_attr(struct fc_itab *t, struct fc_inode *in,
                        struct fc_attr *a, double *fetched)
 {
     pthread_mutex_lock(&t->lock);
-    *a = in->attr;
+    attr_load(in, a);
     if (fetched)
         *fetched = in->attr_fetched;
     pthread_mutex_unlock(&t->lock);
@@ -305,16 +504,18 @@ void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
 void fc_inode_reply_attr(struct fc_itab *t, struct fc_inode *in,
                          struct fc_attr *a)
 {
+    const struct fc_iopen *op = in->op;
+
     pthread_mutex_lock(&t->lock);
-    *a = in->attr;
-    if (!a->is_dir && in->nwriters > 0) {
+    attr_load(in, a);
+    if (!a->is_dir && op != NULL && op->nwriters > 0) {
         /* being written here: the size so far (the kernel's i_size) */
-        a->size = in->wsize;
-        a->mtime = in->wmtime;
-    } else if (!a->is_dir && in->nopen_cached > 0) {
-        a->size = in->kept_size;
-        a->mtime = in->kept_mtime;
-        snprintf(a->etag, sizeof(a->etag), "%s", in->kept_etag);
+        a->size = op->wsize;
+        a->mtime = op->wmtime;
+    } else if (!a->is_dir && op != NULL && op->nopen_cached > 0) {
+        a->size = op->kept_size;
+        a->mtime = op->kept_mtime;
+        snprintf(a->etag, sizeof(a->etag), "%s", op->kept_etag);
     }
     if (in->shown && a->size != in->shown_size)
         in->shown_mixed = true;
@@ -329,22 +530,25 @@ void fc_inode_open_version(struct fc_itab *t, struct fc_inode *in,
                            bool *direct_io, bool *inval_attr)
 {
     const char *etag = v->etag;
+    struct fc_iopen *op;
 
     *inval_attr = false;
     pthread_mutex_lock(&t->lock);
-    if (in->nopen_cached > 0 &&
-        (etag[0] == '\0' || strcmp(in->kept_etag, etag) != 0)) {
+    op = iopen_of(in);
+    if (op == NULL || (op->nopen_cached > 0 &&
+                       (etag[0] == '\0' || strcmp(op->kept_etag, etag) != 0))) {
         /* the page cache is in use for another version: pages this
-         * handle filled would be read by the others (and theirs by it) */
+         * handle filled would be read by the others (and theirs by it);
+         * or no memory to track it: no page cache either */
         *keep_cache = false;
         *direct_io = true;
     } else {
-        *keep_cache = etag[0] != '\0' && strcmp(in->kept_etag, etag) == 0;
+        *keep_cache = etag[0] != '\0' && strcmp(op->kept_etag, etag) == 0;
         *direct_io = false;
-        snprintf(in->kept_etag, sizeof(in->kept_etag), "%s", etag);
-        in->kept_size = v->size;
-        in->kept_mtime = v->mtime;
-        in->nopen_cached++;
+        snprintf(op->kept_etag, sizeof(op->kept_etag), "%s", etag);
+        op->kept_size = v->size;
+        op->kept_mtime = v->mtime;
+        op->nopen_cached++;
         /* from here on every reply sends kept_size; older replies of
          * another size may still be on their way: the caller's
          * notify_inval_inode makes the kernel discard them */
@@ -376,7 +580,8 @@ void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io)
     if (direct_io)
         return;
     pthread_mutex_lock(&t->lock);
-    in->nopen_cached--;
+    if (!CM_NEVER(in->op == NULL || in->op->nopen_cached == 0))
+        in->op->nopen_cached--;
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -384,13 +589,22 @@ void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io)
 void fc_inode_write_note(struct fc_itab *t, struct fc_inode *in, int delta,
                          uint64_t size)
 {
+    struct fc_iopen *op;
+
     pthread_mutex_lock(&t->lock);
+    op = iopen_of(in);
+    if (op == NULL) {
+        /* no memory: attribute replies show the object's size meanwhile */
+        pthread_mutex_unlock(&t->lock);
+        cm_log(CM_LOG_WARN, ENOMEM, "ecfs: %s: writer not tracked", in->key);
+        return;
+    }
     if (delta > 0)
-        in->nwriters++;
-    else if (delta < 0 && !CM_NEVER(in->nwriters == 0))
-        in->nwriters--;
-    in->wsize = size;
-    in->wmtime = time(NULL);
+        op->nwriters++;
+    else if (delta < 0 && !CM_NEVER(op->nwriters == 0))
+        op->nwriters--;
+    op->wsize = size;
+    op->wmtime = time(NULL);
     pthread_mutex_unlock(&t->lock);
 }
 
@@ -399,7 +613,7 @@ bool fc_inode_is_writing(struct fc_itab *t, struct fc_inode *in)
     bool w;
 
     pthread_mutex_lock(&t->lock);
-    w = in->nwriters > 0;
+    w = in->op != NULL && in->op->nwriters > 0;
     pthread_mutex_unlock(&t->lock);
     return w;
 }
@@ -409,9 +623,9 @@ static void unhash_locked(struct fc_itab *t, const char *key)
 {
     struct fc_inode *in;
 
-    HASH_FIND(hh_key, t->by_key, key, strlen(key), in);
+    in = key_find(t, key, strlen(key));
     if (in != NULL && in->ino != FUSE_ROOT_ID) {
-        HASH_DELETE(hh_key, t->by_key, in);
+        ihash_del(&t->by_key, in, true);
         in->hashed = false;
     }
 }
@@ -427,25 +641,28 @@ void fc_itab_unhash(struct fc_itab *t, const char *key)
  * 0 or -ENOMEM. */
 static int rekey_locked(struct fc_itab *t, struct fc_inode *in, const char *key)
 {
-    struct fc_oldkey *o = calloc(1, sizeof(*o));
+    /* the key in kbuf needs no keeping: it lives as long as the inode */
+    struct fc_oldkey *o = in->key == in->kbuf ? NULL : calloc(1, sizeof(*o));
     char *k = strdup(key);
 
-    if (o == NULL || k == NULL) {
+    if ((o == NULL && in->key != in->kbuf) || k == NULL) {
         free(o);
         free(k);
         return -ENOMEM;
     }
     if (in->hashed)
-        HASH_DELETE(hh_key, t->by_key, in);
-    o->key = in->key;
-    o->next = in->old_keys;
-    in->old_keys = o;
+        ihash_del(&t->by_key, in, true);
+    in->hashed = false;
+    if (o != NULL) {
+        o->key = in->key;
+        o->next = in->old_keys;
+        in->old_keys = o;
+    }
     in->key = k;
     /* a server-side copy has its own ETag: ask again before trusting */
     in->attr_fetched = 0;
     unhash_locked(t, k);
-    HASH_ADD_KEYPTR(hh_key, t->by_key, in->key, strlen(in->key), in);
-    in->hashed = true;
+    key_add(t, in);
     return 0;
 }
 
@@ -453,13 +670,13 @@ static int rekey_locked(struct fc_itab *t, struct fc_inode *in, const char *key)
 int fc_itab_rename(struct fc_itab *t, const char *from, const char *to)
 {
     size_t fl = strlen(from);
-    struct fc_inode *in, *tmp, **v = NULL;
+    struct fc_inode *in, **v = NULL;
     size_t n = 0, cap = 0;
     int ret = 0;
 
     pthread_mutex_lock(&t->lock);
     if (fl == 0 || from[fl - 1] != '/') {
-        HASH_FIND(hh_key, t->by_key, from, fl, in);
+        in = key_find(t, from, fl);
         if (in != NULL)
             ret = rekey_locked(t, in, to);
         else
@@ -468,21 +685,22 @@ int fc_itab_rename(struct fc_itab *t, const char *from, const char *to)
         return ret;
     }
     /* a directory: collect first, the table changes while rekeying */
-    HASH_ITER(hh_key, t->by_key, in, tmp)
-    {
-        if (strncmp(in->key, from, fl) != 0 || in->ino == FUSE_ROOT_ID)
-            continue;
-        if (n == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            struct fc_inode **nv = realloc(v, nc * sizeof(*v));
-            if (nv == NULL) {
-                ret = -ENOMEM;
-                goto out;
+    for (size_t b = 0; b <= t->by_key.mask; b++) {
+        for (in = t->by_key.b[b]; in != NULL; in = in->next_key) {
+            if (strncmp(in->key, from, fl) != 0 || in->ino == FUSE_ROOT_ID)
+                continue;
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 16;
+                struct fc_inode **nv = realloc(v, nc * sizeof(*v));
+                if (nv == NULL) {
+                    ret = -ENOMEM;
+                    goto out;
+                }
+                v = nv;
+                cap = nc;
             }
-            v = nv;
-            cap = nc;
+            v[n++] = in;
         }
-        v[n++] = in;
     }
     for (size_t i = 0; i < n && ret == 0; i++) {
         char *k = NULL;

@@ -60,37 +60,49 @@ struct fc_attr {
 };
 
 struct fc_oldkey;
+struct fc_iopen;
 
+/* ETags up to this long (with quotes and NUL) live inside the inode: an MD5
+ * one ("32 hex") and a multipart one ("32 hex-N", N < 10^4). Longer ones go
+ * to the heap. */
+#define FC_IETAG_IN 40
+
+/* One per object or directory the kernel holds. Kept compact (10^6 of them
+ * for a scanned dataset): the attributes without fc_attr's 128-byte ETag
+ * array, the key in the same allocation, intrusive hash chains instead of
+ * uthash handles, and the state only open, written or read files need
+ * allocated when first needed. */
 struct fc_inode {
     fuse_ino_t ino; /* immutable after creation */
-    /* S3 key; owned; replaced (under itab->lock) only by a rename, and the
-     * replaced string stays allocated until the inode is freed, so a
-     * request that read the old pointer can still use it */
+    /* S3 key: in kbuf, or owned after a rename; replaced (under
+     * itab->lock) only by a rename, and the replaced string stays
+     * allocated until the inode is freed, so a request that read the old
+     * pointer can still use it */
     char *key;
-    struct fc_oldkey *old_keys;  /* keys replaced by renames; itab->lock */
-    bool hashed;                 /* in by_key (false once unlinked or
-                                  * renamed over); itab->lock */
-    uint64_t nlookup;            /* kernel lookups; protected by itab->lock */
-    struct fc_attr attr;         /* protected by itab->lock */
-    double attr_fetched;         /* fc_now() of attr; protected by itab->lock */
-    char kept_etag[FC_ETAG_MAX]; /* ETag the page cache holds; itab->lock */
-    uint64_t kept_size;          /* size of that version; itab->lock */
-    time_t kept_mtime;           /* its mtime; itab->lock */
-    unsigned nopen_cached; /* open handles using the page cache, all pinned
-                            * to kept_etag; protected by itab->lock */
-    uint64_t shown_size;   /* size of the last attribute reply; itab->lock */
-    bool shown;            /* shown_size is set; protected by itab->lock */
-    bool shown_mixed;      /* replies of other sizes since the kernel was last
-                            * told to drop its size (they may still be in
-                            * flight); protected by itab->lock */
-    unsigned nwriters;     /* open write handles; itab->lock */
-    uint64_t wsize;        /* file size as the last writer left it;
-                            * itab->lock */
-    time_t wmtime;         /* time of the last write; itab->lock */
+    struct fc_oldkey *old_keys; /* keys replaced by renames; itab->lock */
+    uint64_t nlookup;           /* kernel lookups; protected by itab->lock */
+    double attr_fetched;        /* fc_now() of the attributes; itab->lock */
+    /* the attributes (struct fc_attr, unpacked); protected by itab->lock */
+    uint64_t size;
+    time_t mtime;
+    char *etag; /* in etag_in, or owned when longer; "" if unknown */
+    struct fc_s3_meta meta;
+    uint64_t shown_size;      /* size of the last attribute reply; itab->lock */
+    struct fc_iopen *op;      /* open/write state (inode.c), NULL until the
+                               * first open or write; itab->lock */
+    struct fc_rstate *rs;     /* reader state when opens are skipped, NULL
+                               * until the first such read; itab->lock */
     struct fc_wfile *writers; /* open write handles; write.c's lock */
-    struct fc_rstate rs;      /* reader state when opens are skipped */
-    UT_hash_handle hh_ino;    /* by ino; protected by itab->lock */
-    UT_hash_handle hh_key;    /* by key; protected by itab->lock */
+    struct fc_inode *next_ino, *next_key; /* hash chains; itab->lock */
+    uint32_t khash;                       /* hash of key; itab->lock */
+    bool is_dir : 1;                      /* protected by itab->lock */
+    bool hashed : 1;      /* in by_key (false once unlinked or renamed over) */
+    bool shown : 1;       /* shown_size is set */
+    bool shown_mixed : 1; /* replies of other sizes since the kernel was
+                           * last told to drop its size (they may still be
+                           * in flight) */
+    char etag_in[FC_IETAG_IN];
+    char kbuf[]; /* the key as created */
 };
 
 struct fc_itab;
@@ -114,6 +126,10 @@ bool fc_itab_cached_attr(struct fc_itab *t, const char *key, struct fc_attr *a,
                          double *fetched);
 /* Drops @n kernel lookups; frees the inode when none remain (not root). */
 void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n);
+/* The reader state of @in for reads without an open handle (opens
+ * skipped), created at the first call; NULL on ENOMEM. Valid while the
+ * kernel holds a lookup on @in. */
+struct fc_rstate *fc_inode_rstate(struct fc_itab *t, struct fc_inode *in);
 /* Copies the attributes and their age under the lock. */
 void fc_inode_get_attr(struct fc_itab *t, struct fc_inode *in,
                        struct fc_attr *a, double *fetched);

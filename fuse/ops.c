@@ -887,7 +887,11 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         fc_inode_get_attr(fs->itab, in, &a, NULL);
         o.etag = a.etag;
         o.size = a.size;
-        rs = &in->rs;
+        rs = fc_inode_rstate(fs->itab, in);
+        if (rs == NULL) {
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
     }
     o.key = in->key;
     /* the reply is written straight from the cache blocks (no copy) */

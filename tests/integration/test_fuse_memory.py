@@ -54,3 +54,38 @@ def test_listing_rss_per_entry(n, ecfs_mount):
         m.unmount()
     finally:
         srv.stop()
+
+
+PER_INODE = 300  # fuse/README.md "Memory": about 250 B per inode held
+
+
+@pytest.mark.parametrize("n", [100000])
+def test_inode_rss(n, ecfs_mount):
+    """stat of every entry (one LOOKUP, one inode each, answered from the
+    listing): the RSS grown past the listing's, divided by the inodes ecfs
+    holds, stays within PER_INODE (about 860 B before the compact inode).
+    bench_inode_mem.py runs the same at 10^6."""
+    srv = FakeListServer(n).start()
+    try:
+        m = mount_of(srv, ecfs_mount, "b", opts=["ro"])
+        pid = m.pids()[0]
+        d = os.path.join(m.path, "d")
+        out = subprocess.run("ls -f '%s' | wc -l" % d, shell=True,
+                             capture_output=True, text=True, timeout=300)
+        assert int(out.stdout) == n + 2
+        before = rss_anon_kb(pid)
+        out = subprocess.run("find '%s' -printf '%%s\\n' | sort | uniq -c"
+                             % d, shell=True, capture_output=True,
+                             text=True, timeout=300)
+        # n files of 1000 bytes, and d itself
+        assert out.stdout.split()[:2] == [str(n), "1000"], out.stdout
+        grown = (rss_anon_kb(pid) - before) * 1024
+        inodes = m.stats()["inodes"]
+        assert inodes >= n // 2, inodes  # the kernel kept most of them
+        assert grown <= PER_INODE * inodes, "%.0f bytes per inode" % (
+            grown / inodes)
+        print("n=%d: %d inodes, %.0f bytes per inode" % (n, inodes,
+                                                         grown / inodes))
+        m.unmount()
+    finally:
+        srv.stop()

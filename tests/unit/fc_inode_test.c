@@ -1,10 +1,13 @@
 /* tests/unit/fc_inode_test.c - inode table: numbers, lookup counting,
- * forget frees at zero, the root is never freed, numbers are not reused. */
+ * forget frees at zero, the root is never freed, numbers are not reused;
+ * the compact inode: hash tables through growth, renames, ETags inline and
+ * on the heap, and its size. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,10 +104,107 @@ static void test_lookup_forget(void **state)
     fc_itab_destroy(t);
 }
 
+/* Many inodes: both hash tables grow (IHASH_INIT is 1024) and still find
+ * every inode by number and by key, forgets of half of them leave the
+ * rest, a directory rename rekeys its subtree; short and long ETags. */
+static void test_many_and_rename(void **state)
+{
+    enum { N = 20000 };
+    struct fc_itab *t;
+    static fuse_ino_t ino[N];
+    char key[64], etag[FC_ETAG_MAX];
+    struct fc_attr a = {.size = 7}, got;
+    double when;
+
+    (void)state;
+    assert_int_equal(fc_itab_create("", &t), 0);
+    for (int i = 0; i < N; i++) {
+        struct fc_inode *in;
+        snprintf(key, sizeof(key), "d%d/f%d", i % 7, i);
+        /* every third ETag is longer than FC_IETAG_IN (heap) */
+        if (i % 3 == 0)
+            snprintf(a.etag, sizeof(a.etag),
+                     "\"%064d-long-etag-that-does-not-fit-inline\"", i);
+        else
+            snprintf(a.etag, sizeof(a.etag), "\"%032x\"", i);
+        a.size = (uint64_t)i;
+        in = fc_inode_lookup(t, key, &a, 1.0);
+        assert_non_null(in);
+        ino[i] = in->ino;
+    }
+    assert_int_equal(fc_itab_count(t), N + 1);
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "d%d/f%d", i % 7, i);
+        assert_non_null(fc_inode_peek(t, ino[i]));
+        assert_string_equal(fc_inode_peek(t, ino[i])->key, key);
+        assert_true(fc_itab_cached_attr(t, key, &got, &when));
+        assert_true(got.size == (uint64_t)i);
+        if (i % 3 == 0)
+            snprintf(etag, sizeof(etag),
+                     "\"%064d-long-etag-that-does-not-fit-inline\"", i);
+        else
+            snprintf(etag, sizeof(etag), "\"%032x\"", i);
+        assert_string_equal(got.etag, etag);
+    }
+    /* a short ETag replacing a long one, and back */
+    snprintf(a.etag, sizeof(a.etag), "\"short\"");
+    fc_inode_set_attr(t, fc_inode_peek(t, ino[0]), &a, 2.0);
+    fc_inode_get_attr(t, fc_inode_peek(t, ino[0]), &got, &when);
+    assert_string_equal(got.etag, "\"short\"");
+    assert_true(when == 2.0);
+    for (int i = 0; i < N; i += 2)
+        fc_inode_forget(t, ino[i], 1);
+    assert_int_equal(fc_itab_count(t), N / 2 + 1);
+    for (int i = 0; i < N; i++)
+        assert_true((fc_inode_peek(t, ino[i]) != NULL) == (i % 2 == 1));
+    /* rename d3/ to e/: every live inode under it is found by its new key
+     * and the old keys stay readable through the old pointers */
+    {
+        struct fc_inode *in = fc_inode_peek(t, ino[3]);
+        const char *old = in->key;
+        assert_int_equal(fc_itab_rename(t, "d3/", "e/"), 0);
+        assert_string_equal(old, "d3/f3");
+        assert_string_equal(in->key, "e/f3");
+        assert_int_equal(fc_itab_rename(t, "e/f3", "e/g3"), 0);
+        assert_string_equal(in->key, "e/g3");
+        assert_string_equal(old, "d3/f3");
+    }
+    for (int i = 1; i < N; i += 2) {
+        snprintf(key, sizeof(key), "d%d/f%d", i % 7, i);
+        assert_true(fc_itab_cached_attr(t, key, &got, &when) == (i % 7 != 3));
+        if (i % 7 == 3 && i != 3) {
+            snprintf(key, sizeof(key), "e/f%d", i);
+            assert_true(fc_itab_cached_attr(t, key, &got, &when));
+            assert_string_equal(fc_inode_peek(t, ino[i])->key, key);
+        }
+    }
+    assert_true(fc_itab_cached_attr(t, "e/g3", &got, &when));
+    fc_itab_unhash(t, "e/g3");
+    assert_false(fc_itab_cached_attr(t, "e/g3", &got, &when));
+    /* the reader state of handle-less reads is made once */
+    {
+        struct fc_inode *in = fc_inode_peek(t, ino[1]);
+        struct fc_rstate *rs = fc_inode_rstate(t, in);
+        assert_non_null(rs);
+        assert_ptr_equal(fc_inode_rstate(t, in), rs);
+    }
+    fc_itab_destroy(t); /* frees the renamed and unhashed ones too */
+}
+
+/* The per-inode bytes fuse/README.md ("Memory") documents: the struct
+ * without its key stays within 200 bytes (it was about 570). */
+static void test_inode_size(void **state)
+{
+    (void)state;
+    assert_true(sizeof(struct fc_inode) <= 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup_forget),
+        cmocka_unit_test(test_many_and_rename),
+        cmocka_unit_test(test_inode_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
