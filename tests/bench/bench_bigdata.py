@@ -13,14 +13,21 @@ counts against the cap and nothing warm comes from RAM:
 
 The loader reads every file whole in a random order (a new order each
 epoch) with --threads readers; MiB/s per epoch, the ratio to local disk,
-and the peak RSS of the FUSE daemon (VmHWM). The ecfs mounts use
+the FUSE daemon's CPU per file read (utime + stime, steadier than rates
+on a loaded machine), ecfs's request and disk-cache counters per epoch,
+and the peak RSS of the FUSE daemon (VmHWM). --rounds N repeats every
+peer (interleaved, so load swings hit all alike) and prints medians with
+[min-max]; --base-bin DIR adds ecfs-cdir-base, the same mount run by
+another build's ecfs (a side-by-side baseline); --perf PREFIX records
+the ecfs daemon over the warm epochs with perf. The ecfs mounts use
 cache_size and prefetch_mem of --ecfs-mem each, so the daemon fits the cap.
 Before each peer's epoch 1 the page cache is dropped and storaged is
 restarted; the disk caches start empty (epoch 1 is cold everywhere).
 
 Usage: bench_bigdata.py [--files 3072] [--kib 256] [--cap-mib 256]
        [--threads 8] [--peers local,ecfs,ecfs-cdir,s3fs-cache,rclone-full]
-       [--ecfs-mem 48M] [--work DIR]
+       [--ecfs-mem 48M] [--rounds 1] [--base-bin DIR] [--perf PREFIX]
+       [--work DIR]
 Everything it starts (storaged, mounts, the cgroup) is gone at exit.
 """
 
@@ -164,11 +171,14 @@ def loader_epoch(root, names, threads, seed, cg):
 
 
 def peer_mount(kind, srv, work, a):
-    """A bench_loader Mount with this benchmark's options."""
+    """A bench_loader Mount with this benchmark's options. "ecfs-cdir-base"
+    is ecfs-cdir run by the binary in --base-bin (a side-by-side
+    baseline: the same run, another build)."""
     m = bl.Mount("ecfs" if kind.startswith("ecfs") else
                  "s3fs" if kind.startswith("s3fs") else
                  "rclone", os.path.join(work, "mnt-" + kind), srv, work,
                  bl.PREFIX)
+    m.log = os.path.join(work, "%s.log" % kind)
     base = m.argv_env
 
     def argv_env():
@@ -176,10 +186,12 @@ def peer_mount(kind, srv, work, a):
         if kind == "ecfs":
             argv[-1] += ",cache_size=%s,prefetch_mem=%s" % (a.ecfs_mem,
                                                             a.ecfs_mem)
-        elif kind == "ecfs-cdir":
+        elif kind.startswith("ecfs-cdir"):
             argv[-1] += (",cache_size=%s,prefetch_mem=%s,cache_dir=%s" %
                          (a.ecfs_mem, a.ecfs_mem,
                           os.path.join(work, "ecfs-cache")))
+            if kind == "ecfs-cdir-base":
+                argv[0] = os.path.join(a.base_bin, "ecfs")
         elif kind == "s3fs-cache":
             argv[-1] += ",use_cache=%s" % os.path.join(work, "s3fs-cache")
         elif kind == "rclone-full":
@@ -190,6 +202,92 @@ def peer_mount(kind, srv, work, a):
     return m
 
 
+def cpu_s(pid):
+    """utime + stime of @pid (all its threads), seconds."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def ecfs_stats(mnt):
+    """The counters of MNT/.ecfs-stats (ecfs only), {} elsewhere."""
+    try:
+        with open(os.path.join(mnt, ".ecfs-stats")) as f:
+            text = f.read()
+    except OSError:
+        return {}
+    out = {}
+    for tok in text.split():
+        k, _, v = tok.partition("=")
+        if v.isdigit():
+            out[k] = int(v)
+    for line in text.splitlines():
+        p = line.split()
+        if len(p) == 2 and p[1].isdigit():
+            out[p[0]] = int(p[1])
+    return out
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return (v[n // 2] + v[(n - 1) // 2]) / 2.0 if n else 0.0
+
+
+def run_peer(kind, srv, work, data, names, a, cg, mounts):
+    """Epochs 1..a.epochs of one peer from cold; returns (rates MiB/s,
+    daemon CPU us per file per epoch, stats deltas per epoch, peak KiB)."""
+    for d in ("ecfs-cache", "s3fs-cache", "rclone-cache"):
+        shutil.rmtree(os.path.join(work, d), ignore_errors=True)
+    srv.restart()
+    drop_caches()
+    m = None
+    if kind == "local":
+        root = data
+    else:
+        m = peer_mount(kind, srv, work, a)
+        mounts.append(m)
+        m.mount(timeout=60)
+        cg.add(m.proc.pid)
+        root = m.mnt
+    rates, cpus, deltas = [], [], []
+    perf = None
+    for ep in range(a.epochs):
+        if a.perf and m and ep == 1 and kind.startswith("ecfs"):
+            perf = subprocess.Popen(
+                ["perf", "record", "-g", "-F", "499", "-p",
+                 str(m.proc.pid), "-o", "%s.%s.data" % (a.perf, kind)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)
+        c0 = cpu_s(m.proc.pid) if m else 0.0
+        s0 = ecfs_stats(root) if m else {}
+        secs, tot = loader_epoch(root, names, a.threads, ep + 1, cg)
+        assert tot == a.files * a.kib * 1024, (kind, tot)
+        c1 = cpu_s(m.proc.pid) if m else 0.0
+        s1 = ecfs_stats(root) if m else {}
+        rates.append(tot / 1048576.0 / secs)
+        cpus.append((c1 - c0) * 1e6 / a.files)
+        deltas.append({k: s1[k] - s0.get(k, 0) for k in s1
+                       if k.startswith(("dcache_hits", "dcache_misses",
+                                        "dcache_store", "read_gets",
+                                        "dir_prefetch_gets", "reads"))})
+        print("  %-15s epoch %d  %8.1f MiB/s  daemon CPU %6.0f us/file  %s"
+              % (kind, ep + 1, rates[-1], cpus[-1],
+                 " ".join("%s=%d" % kv for kv in sorted(deltas[-1].items()))),
+              flush=True)
+    if perf:
+        perf.send_signal(2)
+        perf.wait(30)
+    peak = hwm_kib(m.proc.pid) if m else 0
+    if m:
+        m.unmount()
+        mounts.remove(m)
+    return rates, cpus, deltas, peak
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=3072)
@@ -197,11 +295,21 @@ def main():
     ap.add_argument("--cap-mib", type=int, default=256)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat every peer; medians and [min-max]")
     ap.add_argument("--ecfs-mem", default="48M")
     ap.add_argument("--peers", default=",".join(PEERS))
+    ap.add_argument("--base-bin", default=None,
+                    help="adds peer ecfs-cdir-base: ecfs-cdir run by the "
+                    "ecfs in this folder (another build, side by side)")
+    ap.add_argument("--perf", default=None,
+                    help="perf record the ecfs daemon over the warm epochs "
+                    "into PREFIX.PEER.data")
     ap.add_argument("--work", default=None)
     a = ap.parse_args()
     peers = a.peers.split(",")
+    if a.base_bin and "ecfs-cdir-base" not in peers:
+        peers.append("ecfs-cdir-base")
     work = a.work or tempfile.mkdtemp(prefix="bench-bigdata-")
     os.makedirs(work, exist_ok=True)
     data = os.path.join(bl.REPO, "var", "bench", "bigdata-%d-%d" %
@@ -218,52 +326,45 @@ def main():
             m.unmount()
         srv.stop()
         cg.remove()
+        shutil.rmtree(os.path.join(work, "ecfs-cache"), ignore_errors=True)
     atexit.register(cleanup)
     upload(srv, data, names)
     print("dataset %d files x %d KiB = %.0f MiB, cgroup cap %d MiB, "
-          "%d threads" % (a.files, a.kib, total_mib, a.cap_mib, a.threads))
-    res = {}
+          "%d threads, %d rounds" % (a.files, a.kib, total_mib, a.cap_mib,
+                                     a.threads, a.rounds))
+    res = {k: [] for k in peers}
+    for r in range(a.rounds):
+        # peers interleaved round by round, so load swings hit all alike
+        for kind in peers:
+            res[kind].append(run_peer(kind, srv, work, data, names, a, cg,
+                                      mounts))
+    E = a.epochs
+
+    def med(kind, i, what=0):
+        return median([run[what][i] for run in res[kind]])
+
+    def rng(kind, i):
+        v = [run[0][i] for run in res[kind]]
+        return "[%.0f-%.0f]" % (min(v), max(v)) if len(v) > 1 else ""
+
+    print("\nmedians of %d rounds, MiB/s [range] (ratio of medians to "
+          "local); daemon CPU us per file" % a.rounds)
+    print("\n| peer | " + " | ".join("epoch %d" % (i + 1) for i in range(E))
+          + " | CPU us/file e1/e2/e3 | peak RSS |")
+    print("|---|" + "---|" * (E + 2))
     for kind in peers:
-        for d in ("ecfs-cache", "s3fs-cache", "rclone-cache"):
-            shutil.rmtree(os.path.join(work, d), ignore_errors=True)
-        srv.restart()
-        drop_caches()
-        m = None
-        if kind == "local":
-            root = data
-        else:
-            m = peer_mount(kind, srv, work, a)
-            mounts.append(m)
-            m.mount(timeout=60)
-            cg.add(m.proc.pid)
-            root = m.mnt
-        rates = []
-        for ep in range(a.epochs):
-            secs, tot = loader_epoch(root, names, a.threads, ep + 1, cg)
-            assert tot == a.files * a.kib * 1024, (kind, tot)
-            rates.append(tot / 1048576.0 / secs)
-            print("  %-12s epoch %d  %8.1f MiB/s" % (kind, ep + 1,
-                                                     rates[-1]), flush=True)
-        peak = hwm_kib(m.proc.pid) if m else 0
-        res[kind] = (rates, peak)
-        if m:
-            m.unmount()
-            mounts.remove(m)
-    loc = res.get("local", ([0] * a.epochs, 0))[0]
-    print("\n| peer | " + " | ".join("epoch %d MiB/s" % (i + 1)
-                                      for i in range(a.epochs)) +
-          " | peak RSS |")
-    print("|---|" + "---|" * (a.epochs + 1))
-    for kind in peers:
-        rates, peak = res[kind]
         cells = []
-        for i, r in enumerate(rates):
-            ratio = " (%.2fx)" % (r / loc[i]) if loc[i] and kind != "local" \
-                else ""
-            cells.append("%.1f%s" % (r, ratio))
-        print("| %s | %s | %s |" % (kind, " | ".join(cells),
-                                   "%.0f MiB" % (peak / 1024.0) if peak
-                                   else "-"))
+        for i in range(E):
+            ratio = ""
+            if "local" in res and kind != "local" and med("local", i):
+                ratio = " (%.2fx)" % (med(kind, i) / med("local", i))
+            cells.append("%.1f %s%s" % (med(kind, i), rng(kind, i), ratio))
+        cpu = "/".join("%.0f" % med(kind, i, 1) for i in range(E)) \
+            if kind != "local" else "-"
+        peak = max(run[3] for run in res[kind])
+        print("| %s | %s | %s | %s |" % (kind, " | ".join(cells), cpu,
+                                        "%.0f MiB" % (peak / 1024.0) if peak
+                                        else "-"))
 
 
 if __name__ == "__main__":
