@@ -60,6 +60,8 @@ struct fc_opts {
     char *stage_dir;         /* staging files go here (created if absent) */
     uint64_t stage_max;      /* largest staged file */
     unsigned rename_dir_max; /* most keys a directory rename moves */
+    int async_close;         /* close() of a small new file does not wait
+                              * for its PUT (write.c) */
     int pack_off;            /* -o pack=off: show a pack's raw objects */
     size_t pack_block;       /* shard block of a pack mount (pack_ops.c) */
     int pack_block_set;      /* -o pack_block= given (pack_fetch=block) */

@@ -90,6 +90,7 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("umask=%s", umask_s),
     OPT("immutable", o.immutable),
     OPT("nostats", o.no_stats),
+    OPT("async_close", o.async_close),
     OPTS("attr_timeout=%lf", o.attr_timeout),
     OPTS("negative_timeout=%lf", o.negative_timeout),
     OPTS("list_ttl=%lf", o.list_ttl),
@@ -241,6 +242,10 @@ static void usage(const char *prog)
         "    -o write_part_size=SIZE  multipart part size (default 8M, at least 5M;\n"
         "                           doubles every 1000 parts: 10,000 parts > 1 TiB);\n"
         "                           part buffers share prefetch_mem with readahead\n"
+        "    -o async_close         close() of a new file of up to 1 MiB returns\n"
+        "                           before its PUT ends (parallel uploads; an\n"
+        "                           upload error is only logged); unlink, rename,\n"
+        "                           rmdir, a new open and unmount wait for it\n"
         "    -o stage_dir=DIR       staging files (default $TMPDIR or /tmp, in\n"
         "                           ecfs-stage-UID/; unlinked while open)\n"
         "    -o stage_max=SIZE      largest staged file, else EFBIG (default 1G);\n"
@@ -709,6 +714,7 @@ static void free_opts(struct raw_opts *r)
 struct exit_watch {
     struct fuse_session *se;
     struct fc_s3 *s3;
+    bool drain; /* -o async_close: wait for the closes' uploads first */
     pthread_t main; /* runs the session loop */
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -738,6 +744,9 @@ static void *exit_watch_run(void *arg)
         watch_nap(w);
     }
     pthread_mutex_unlock(&w->lock);
+    /* close() returned for those: their uploads must not be cut */
+    if (w->drain)
+        fc_write_async_drain();
     fc_s3_abort(w->s3);
     /* libfuse 3.14's loop checks the exit flag, then sleeps in sem_wait
      * until a signal interrupts it: a signal that lands between the two
@@ -767,7 +776,10 @@ static int run_session(struct fuse_session *se,
                        const struct fuse_cmdline_opts *cmd, struct fc_fs *fs,
                        const sigset_t *old_mask)
 {
-    struct exit_watch ew = {.se = se, .s3 = fs->s3, .main = pthread_self()};
+    struct exit_watch ew = {.se = se,
+                            .s3 = fs->s3,
+                            .drain = fs->o.async_close,
+                            .main = pthread_self()};
     struct sigaction wake = {.sa_handler = on_wake}; /* no SA_RESTART */
     struct fuse_loop_config *lc;
     pthread_t ew_th;

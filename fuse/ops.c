@@ -1528,6 +1528,7 @@ static void fc_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, -ret);
         return;
     }
+    fc_write_settle(fs, key); /* an async close's PUT must not follow */
     ret = fc_s3_delete(fs->s3, key);
     if (ret == 0) {
         (void)fc_write_meta_take(fs, key, NULL);
@@ -1569,6 +1570,7 @@ static void fc_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, -ret);
         return;
     }
+    fc_write_settle(fs, key); /* async closes under it count */
     ret = dir_has_children(fs, key);
     if (ret > 0)
         ret = -ENOTEMPTY;
@@ -1873,8 +1875,13 @@ static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         ret = 0; /* same name: nothing to do */
     else if (ret == 0 && a.is_dir && strncmp(dst, src, strlen(src)) == 0)
         ret = -EINVAL; /* into itself */
-    else if (ret == 0)
+    else if (ret == 0) {
+        /* async closes of either name land first (the copy reads the
+         * source; a late PUT of the target would undo the rename) */
+        fc_write_settle(fs, src);
+        fc_write_settle(fs, dst);
         ret = a.is_dir ? rename_dir(fs, src, dst) : rename_file(fs, src, dst);
+    }
     free(src);
     free(dst);
     fuse_reply_err(req, -ret);

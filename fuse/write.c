@@ -56,6 +56,7 @@
 #define W_BUF_MIN   (64u << 10)       /* first buffer of a stream */
 #define W_PART_MAX  ((size_t)5 << 30) /* S3's part size limit */
 #define W_GET_CHUNK (8u << 20)        /* staging fill: one GET each */
+#define W_ASYNC_MAX (1u << 20)        /* largest async_close commit */
 
 struct fc_wfile {
     struct fc_fs *fs;
@@ -96,6 +97,10 @@ struct fc_wfile {
     unsigned etags_cap;
     unsigned inflight;              /* parts queued or sending; lock */
     int err;                        /* first failure of a part; lock */
+    /* -o async_close: close() queued the commit (a small new file, one
+     * PUT) to the upload workers instead of waiting for it; wlock to set,
+     * read without it by fc_write_settle */
+    atomic_bool async;
     struct fc_wfile *next;          /* on in->writers; g_up.lock */
     struct fc_wfile *lnext, *lprev; /* on g_up.live; g_up.lock */
 };
@@ -104,7 +109,7 @@ struct fc_wfile {
 struct up_job {
     struct up_job *next;
     struct fc_wfile *wf; /* one reference */
-    unsigned partno;
+    unsigned partno; /* 0: the commit of an async close */
     struct fc_s3_body body;
     char *buf;       /* owned (freed when sent); NULL for a file body */
     size_t reserved; /* budget to give back */
@@ -139,10 +144,14 @@ static struct {
     bool janitor_on;
     struct up_job *head, *tail; /* protected by lock */
     bool stop;                  /* protected by lock */
+    unsigned async_queued;      /* async commits not done; protected by lock */
+    pthread_cond_t async_done;  /* async_queued went down */
     pthread_t *th;
     unsigned n;
     atomic_ulong writes, streamed, staged, commits, commit_errors, efbig;
-} g_up = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER};
+} g_up = {.lock = PTHREAD_MUTEX_INITIALIZER,
+           .work = PTHREAD_COND_INITIALIZER,
+           .async_done = PTHREAD_COND_INITIALIZER};
 
 /* Part size for part @partno (see header). */
 size_t fc_write_part_size(size_t base, unsigned partno)
@@ -212,6 +221,30 @@ static void job_run(struct fc_fs *fs, struct up_job *j)
     pthread_mutex_unlock(&wf->lock);
 }
 
+static int commit(struct fc_wfile *wf);
+
+/* The commit an async close queued: runs it unless a release or a settle
+ * (fc_write_settle) did first. close() has returned already, so a failure
+ * can only be logged (commit() logs it and counts commit_errors). */
+static void async_commit_run(struct fc_wfile *wf)
+{
+    int ret;
+
+    pthread_mutex_lock(&wf->wlock);
+    ret = commit(wf);
+    if (ret < 0)
+        cm_log(CM_LOG_ERROR, -ret,
+               "ecfs: %s: upload after close failed (async_close: close() "
+               "returned 0)",
+               wf->key);
+    atomic_store(&wf->async, false);
+    pthread_mutex_unlock(&wf->wlock);
+    pthread_mutex_lock(&g_up.lock);
+    g_up.async_queued--;
+    pthread_cond_broadcast(&g_up.async_done);
+    pthread_mutex_unlock(&g_up.lock);
+}
+
 static void *up_worker(void *arg)
 {
     struct fc_fs *fs = arg;
@@ -228,7 +261,10 @@ static void *up_worker(void *arg)
         if (g_up.head == NULL)
             g_up.tail = NULL;
         pthread_mutex_unlock(&g_up.lock);
-        job_run(fs, j);
+        if (j->partno == 0)
+            async_commit_run(j->wf);
+        else
+            job_run(fs, j);
         free(j->buf);
         fc_mem_release(fs, j->reserved);
         fc_wfile_unref(j->wf);
@@ -522,13 +558,19 @@ void fc_upload_stop(struct fc_fs *fs)
 /* Counters (see header). */
 int fc_write_stats_format(struct fc_fs *fs, char *out, size_t cap)
 {
+    unsigned aq;
+
     (void)fs;
+    pthread_mutex_lock(&g_up.lock);
+    aq = g_up.async_queued;
+    pthread_mutex_unlock(&g_up.lock);
     return snprintf(out, cap,
                     " writes=%lu streamed=%lu staged=%lu commits=%lu "
-                    "commit_errors=%lu efbig=%lu",
+                    "commit_errors=%lu efbig=%lu async_queued=%u",
                     atomic_load(&g_up.writes), atomic_load(&g_up.streamed),
                     atomic_load(&g_up.staged), atomic_load(&g_up.commits),
-                    atomic_load(&g_up.commit_errors), atomic_load(&g_up.efbig));
+                    atomic_load(&g_up.commit_errors), atomic_load(&g_up.efbig),
+                    aq);
 }
 
 /* Waits until at most @max parts of @wf are in flight; returns the first
@@ -911,6 +953,8 @@ int fc_write_open(struct fc_fs *fs, struct fc_inode *in, int flags,
         wfile_free(wf);
         return -ENOMEM;
     }
+    /* an async close of this file lands first: the last close wins */
+    fc_write_settle(fs, wf->key);
     fc_inode_get_attr(fs->itab, in, &a, NULL);
     wf->meta = a.meta;
     wf->meta.has &= ~FC_META_MTIME; /* a commit's mtime is its own */
@@ -1284,15 +1328,120 @@ static int commit(struct fc_wfile *wf)
     return 0;
 }
 
+/* Whether the commit of @wf may be left to an upload worker: -o
+ * async_close, a new file still in its first part (one PUT of at most
+ * W_ASYNC_MAX bytes from memory), nothing failed. wlock held. */
+static bool async_ok(const struct fc_wfile *wf)
+{
+    return wf->fs->o.async_close && wf->dirty && wf->created && !wf->staged &&
+           wf->upload_id == NULL && wf->werr == 0 && !wf->unlinked &&
+           wf->blen <= W_ASYNC_MAX && g_up.n > 0;
+}
+
+/* Queues the commit of @wf to the upload workers, waiting while
+ * 2 x workers of them are queued already (so memory stays bounded and a
+ * writer is held back by its uploads). 0, or -EAGAIN (stopping: the
+ * caller commits itself) or -ENOMEM. wlock held. */
+static int async_queue(struct fc_wfile *wf)
+{
+    struct up_job *j = calloc(1, sizeof(*j));
+
+    if (j == NULL)
+        return -ENOMEM;
+    atomic_fetch_add(&wf->refs, 1);
+    j->wf = wf;
+    pthread_mutex_lock(&g_up.lock);
+    while (!g_up.stop && g_up.async_queued >= 2 * g_up.n)
+        pthread_cond_wait(&g_up.async_done, &g_up.lock);
+    if (g_up.stop) {
+        pthread_mutex_unlock(&g_up.lock);
+        fc_wfile_unref(wf);
+        free(j);
+        return -EAGAIN;
+    }
+    g_up.async_queued++;
+    atomic_store(&wf->async, true);
+    if (g_up.tail)
+        g_up.tail->next = j;
+    else
+        g_up.head = j;
+    g_up.tail = j;
+    pthread_cond_signal(&g_up.work);
+    pthread_mutex_unlock(&g_up.lock);
+    return 0;
+}
+
 /* flush (see header). */
 int fc_write_flush(struct fc_wfile *wf)
 {
     int ret;
 
     pthread_mutex_lock(&wf->wlock);
-    ret = commit(wf);
+    if (atomic_load(&wf->async) || (async_ok(wf) && async_queue(wf) == 0))
+        ret = 0; /* an upload worker commits it */
+    else
+        ret = commit(wf);
     pthread_mutex_unlock(&wf->wlock);
     return ret;
+}
+
+/* Whether @wf (an async commit) is of @key, or under @key when it ends in
+ * '/'. */
+static bool settle_match(struct fc_wfile *wf, const char *key)
+{
+    size_t kl = strlen(key);
+    bool m;
+
+    pthread_mutex_lock(&wf->wlock);
+    m = kl > 0 && key[kl - 1] == '/' ? strncmp(wf->key, key, kl) == 0
+                                     : strcmp(wf->key, key) == 0;
+    pthread_mutex_unlock(&wf->wlock);
+    return m;
+}
+
+/* Commits now the async closes of @key (see header). */
+void fc_write_settle(struct fc_fs *fs, const char *key)
+{
+    struct fc_wfile **v = NULL, *wf;
+    size_t n = 0, i = 0;
+
+    if (!fs->o.async_close)
+        return;
+    pthread_mutex_lock(&g_up.lock);
+    for (wf = g_up.live; wf != NULL; wf = wf->lnext)
+        n += atomic_load(&wf->async);
+    if (n > 0 && (v = calloc(n, sizeof(*v))) != NULL)
+        for (wf = g_up.live; wf != NULL && i < n; wf = wf->lnext)
+            if (atomic_load(&wf->async)) {
+                atomic_fetch_add(&wf->refs, 1);
+                v[i++] = wf;
+            }
+    pthread_mutex_unlock(&g_up.lock);
+    for (size_t k = 0; k < i; k++) {
+        wf = v[k];
+        if (settle_match(wf, key)) {
+            int ret;
+            pthread_mutex_lock(&wf->wlock);
+            ret = commit(wf); /* nothing when the worker did it */
+            if (ret < 0)
+                cm_log(CM_LOG_ERROR, -ret,
+                       "ecfs: %s: upload after close failed (async_close: "
+                       "close() returned 0)",
+                       wf->key);
+            pthread_mutex_unlock(&wf->wlock);
+        }
+        fc_wfile_unref(wf);
+    }
+    free(v);
+}
+
+/* Waits for every async commit (see header). */
+void fc_write_async_drain(void)
+{
+    pthread_mutex_lock(&g_up.lock);
+    while (g_up.async_queued > 0)
+        pthread_cond_wait(&g_up.async_done, &g_up.lock);
+    pthread_mutex_unlock(&g_up.lock);
 }
 
 /* fsync (see header). */

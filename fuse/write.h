@@ -44,6 +44,10 @@ CM_MUST_CHECK int fc_write_truncate(struct fc_wfile *wf, uint64_t size);
  * mount's notes. 0 or the upload's -errno (the upload is aborted; the
  * handle stays dirty only when a staged retry can still work). */
 CM_MUST_CHECK int fc_write_flush(struct fc_wfile *wf);
+/* With -o async_close, flush of a new file that fits one PUT of up to
+ * 1 MiB only queues its commit to the upload workers and returns 0 (the
+ * error is logged, close() has returned); everything else commits here.
+ * Operations that must see the object first call fc_write_settle. */
 /* fsync: a staged file is committed (fc_write_flush); a streamed one
  * waits for the parts sent so far and returns their error: its object
  * appears at close (documented in man/ecfs.1). */
@@ -88,6 +92,13 @@ bool fc_write_set_meta(struct fc_fs *fs, struct fc_inode *in,
  * uploaded at once. 0 or -errno. */
 CM_MUST_CHECK int fc_write_truncate_inode(struct fc_fs *fs, struct fc_inode *in,
                                           uint64_t size);
+/* Commits now every queued async_close commit of @key, or of every key
+ * under @key when it ends in '/' (unlink, rename, rmdir, a new writer: the
+ * upload must land before them). No-op without -o async_close. */
+void fc_write_settle(struct fc_fs *fs, const char *key);
+/* Waits until no async_close commit is queued or running (the session
+ * ended: before the S3 client is cut). */
+void fc_write_async_drain(void);
 /* The file of @in was unlinked: its open handles upload nothing. */
 void fc_write_unlinked(struct fc_fs *fs, struct fc_inode *in);
 /* The file of @in was renamed to @key: its open handles commit there. */

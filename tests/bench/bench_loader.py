@@ -173,8 +173,9 @@ def cmd_out(argv, timeout=10):
 class Storaged:
     """The benchmark's own storaged on 16 drive directories under @root."""
 
-    def __init__(self, root, ndrives=16):
+    def __init__(self, root, ndrives=16, args=()):
         self.root = root
+        self.args = list(args)  # more serve options (--no-fsync)
         self.drives = [os.path.join(root, "d%d" % (i + 1))
                        for i in range(ndrives)]
         for d in self.drives:
@@ -191,7 +192,7 @@ class Storaged:
         with open(self.log, "ab") as logf:
             self.proc = subprocess.Popen(
                 [os.path.join(BIN, "storaged"), "serve", "--address",
-                 "127.0.0.1:%d" % self.port] + self.drives,
+                 "127.0.0.1:%d" % self.port] + self.args + self.drives,
                 stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
                 start_new_session=True)
         deadline = time.monotonic() + 30

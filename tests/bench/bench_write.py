@@ -18,13 +18,18 @@ PUT per file in close() cannot go faster than that PUT: a share near
 100% means the client is at the server's floor and only the server's PUT
 latency (fsync at commit) is left.
 Every figure includes the uploads: ecfs, s3fs and rclone (VFS cache off)
-finish a file's upload in close(); for local disk the big file's figure
-includes its fsync (else it measures the page cache). Rounds rotate the
+finish a file's upload in close(); ecfs-async (ecfs -o async_close, not
+the default) lets close() of a small new file return before its PUT and
+waits for the last ones at unmount; its figures include those (the clock
+stops when .ecfs-stats shows async_queued 0); for local disk
+the big file's figure includes its fsync (else it measures the page
+cache). Rounds rotate the
 peer order; tables give medians and [min-max]; ratios are against s3fs
 and rclone (small files) and against boto3's PUT (big file).
 
 Usage: tests/bench/bench_write.py [--repeat N] [--peers local,ecfs,...]
        [--tests cp,big,rsync,put] [--big-mib N] [--files N] [--results DIR]
+       [--no-fsync]
 Needs root (mounts).
 """
 
@@ -41,7 +46,9 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_loader as bl  # noqa: E402  (Storaged, Mount, helpers)
 
-PEERS = ["local", "ecfs", "s3fs", "rclone"]
+PEERS = ["local", "ecfs", "ecfs-async", "s3fs", "rclone"]
+# ecfs-async: ecfs -o async_close (close() of a small new file does not
+# wait for its PUT; an upload error is only logged): not the default
 TESTS = ["cp", "big", "rsync", "put"]
 BUCKET = "wbench"
 
@@ -108,9 +115,16 @@ def server_delta(before, after, nfiles, wall):
         ", ".join(parts), 100.0 * put_s / wall), 100.0 * put_s / wall
 
 
-def timed(argv):
+def timed(argv, mnt=None):
+    """Seconds @argv ran; with @mnt (an ecfs -o async_close mount), until
+    its last upload after close is done too (.ecfs-stats async_queued)."""
     t = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    while mnt is not None:
+        with open(os.path.join(mnt, ".ecfs-stats")) as f:
+            if "async_queued 0\n" in f.read():
+                break
+        time.sleep(0.001)
     return time.perf_counter() - t
 
 
@@ -124,6 +138,9 @@ def main():
     ap.add_argument("--results", default=None,
                     help="also write write.md into this folder")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--no-fsync", action="store_true",
+                    help="storaged --no-fsync: PUTs no longer wait for the "
+                    "disk, so the figures show the clients' own costs")
     a = ap.parse_args()
     peers = [p for p in a.peers.split(",") if p]
     tests = [t for t in a.tests.split(",") if t]
@@ -141,7 +158,8 @@ def main():
         chunk = os.urandom(1 << 20)
         for i in range(a.big_mib):
             f.write(chunk[i % 7:] + chunk[:i % 7])  # not dedupable
-    srv = bl.Storaged(os.path.join(work, "drives"))
+    srv = bl.Storaged(os.path.join(work, "drives"),
+                      args=["--no-fsync"] if a.no_fsync else [])
     srv.start()
     if True:
         import boto3
@@ -193,7 +211,10 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
         prefix = "%s-r%d" % (peer, r)
         # the prefix must exist for s3fs/rclone to mount it
         s3.put_object(Bucket=BUCKET, Key=prefix + "/", Body=b"")
-        m = WMount(peer, root, srv, work, prefix)
+        if peer == "ecfs-async":
+            m = WMount("ecfs", root, srv, work, prefix, extra="async_close")
+        else:
+            m = WMount(peer, root, srv, work, prefix)
         try:
             m.mount()
         except RuntimeError:
@@ -204,11 +225,15 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
         if "cp" in tests:
             dst = os.path.join(root, "cp")
             before = server_counters(srv)
-            s = timed(["cp", "-r", data, dst])
+            c0 = cpu_now(m, srv)
+            s = timed(["cp", "-r", data, dst],
+                      root if peer == "ecfs-async" else None)
             res[(peer, "cp")].append(nfiles / s)
+            cpu_note(res, peer, "cp", c0, cpu_now(m, srv), nfiles)
             line, share = server_delta(before, server_counters(srv), nfiles, s)
             res["srv"].setdefault((peer, "cp"), []).append(share)
-            log("%s cp -r: %.0f files/s (%s)" % (peer, nfiles / s, line))
+            log("%s cp -r: %.0f files/s (%s; %s)" % (
+                peer, nfiles / s, line, cpu_line(res, peer, "cp")))
         if "big" in tests:
             dst = os.path.join(root, "big.bin")
             t = time.perf_counter()
@@ -223,16 +248,39 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
         if "rsync" in tests:
             dst = os.path.join(root, "rs")
             before = server_counters(srv)
-            s = timed(["rsync", "-a", data + "/", dst + "/"])
+            c0 = cpu_now(m, srv)
+            s = timed(["rsync", "-a", data + "/", dst + "/"],
+                      root if peer == "ecfs-async" else None)
             res[(peer, "rsync")].append(nfiles / s)
+            cpu_note(res, peer, "rsync", c0, cpu_now(m, srv), nfiles)
             line, share = server_delta(before, server_counters(srv), nfiles, s)
             res["srv"].setdefault((peer, "rsync"), []).append(share)
-            log("%s rsync -a: %.0f files/s (%s)" % (peer, nfiles / s, line))
+            log("%s rsync -a: %.0f files/s (%s; %s)" % (
+                peer, nfiles / s, line, cpu_line(res, peer, "rsync")))
     finally:
         if m is not None:
             m.unmount()
         if peer == "local":
             shutil.rmtree(root, ignore_errors=True)
+
+
+def cpu_now(m, srv):
+    """(client, server) CPU seconds so far; the client's is None for local
+    disk."""
+    return (m.cpu() if m is not None else None, srv.cpu())
+
+
+def cpu_note(res, peer, t, c0, c1, nfiles):
+    """Records CPU microseconds per file of the client and the server."""
+    for i, who in enumerate(("client", "server")):
+        if c0[i] is not None and c1[i] is not None:
+            res.setdefault(("cpu", who, peer, t), []).append(
+                (c1[i] - c0[i]) * 1e6 / nfiles)
+
+
+def cpu_line(res, peer, t):
+    xs = [(w, res.get(("cpu", w, peer, t))) for w in ("client", "server")]
+    return ", ".join("%s CPU %.0f us/file" % (w, v[-1]) for w, v in xs if v)
 
 
 def fmt(xs):
@@ -249,7 +297,10 @@ def table(res, peers, tests, a, nfiles):
     out = ["## Write throughput into the mount (tests/bench/bench_write.py)",
            "",
            "%d files (gen-dataset default preset), %d MiB big file, %d "
-           "round(s); median [min-max]." % (nfiles, a.big_mib, a.repeat),
+           "round(s); median [min-max]; storaged %s." % (
+               nfiles, a.big_mib, a.repeat,
+               "--no-fsync (PUTs do not wait for the disk)" if a.no_fsync
+               else "with its default fsync at commit"),
            "",
            "| peer | cp -r files/s | 1 GiB cp MiB/s | rsync -a files/s |",
            "|---|---|---|---|"]
@@ -262,12 +313,15 @@ def table(res, peers, tests, a, nfiles):
                    % fmt(res.get(("boto3", "put"))))
     out.append("")
     e = {t: med(res.get(("ecfs", t), [])) for t in ("cp", "big", "rsync")}
+    ea = {t: med(res.get(("ecfs-async", t), [])) for t in ("cp", "rsync")}
     lines = []
     for peer in ("s3fs", "rclone"):
         for t in ("cp", "rsync"):
             o = med(res.get((peer, t), []))
             if e[t] and o:
                 lines.append("ecfs/%s %s: %.2fx" % (peer, t, e[t] / o))
+            if ea[t] and o:
+                lines.append("ecfs-async/%s %s: %.2fx" % (peer, t, ea[t] / o))
     put = med(res.get(("boto3", "put"), []))
     if e["big"] and put:
         lines.append("ecfs big / boto3 PUT: %.2fx" % (e["big"] / put))
@@ -279,6 +333,15 @@ def table(res, peers, tests, a, nfiles):
     if shares:
         out.append("Server time in PutObject, share of the wall time "
                    "(median [min-max]): " + "; ".join(shares) + ".")
+        out.append("")
+    cpus = ["%s %s: client %s, server %s" % (
+        p, t, fmt(res.get(("cpu", "client", p, t))),
+        fmt(res.get(("cpu", "server", p, t))))
+        for p in peers for t in ("cp", "rsync")
+        if res.get(("cpu", "server", p, t))]
+    if cpus:
+        out.append("CPU microseconds per file (median [min-max]): " +
+                   "; ".join(cpus) + ".")
         out.append("")
     return "\n".join(out)
 

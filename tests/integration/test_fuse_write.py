@@ -705,6 +705,69 @@ def test_directory_attributes(srv_mount, tmp_path):
     assert open(os.path.join(m2.path, "in", "f"), "rb").read() == b"f"
 
 
+def test_async_close(srv_mount, tmp_path):
+    """-o async_close: close() of a small new file returns before its PUT,
+    which an upload worker sends (in parallel with the next files). The
+    same mount reads the bytes at once; unlink, rename, a new open and
+    rmdir wait for the upload, so none is undone by a late PUT; unmount
+    waits for every one; an upload that fails after close is logged."""
+    srv, s3, bucket, make = srv_mount
+    src = tmp_path / "src"
+    files = {}
+    for i in range(60):
+        rel = "d%d/f%02d" % (i % 4, i)
+        files[rel] = os.urandom(i * 97)
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(files[rel])
+    m = make(["async_close"])
+    subprocess.run(["cp", "-r", str(src), os.path.join(m.path, "t")],
+                   check=True)
+    for rel, data in files.items():  # at once, uploaded or not
+        with open(os.path.join(m.path, "t", rel), "rb") as f:
+            assert f.read() == data, rel
+    p = os.path.join(m.path, "x")
+    for i in range(5):  # rename, unlink and a new writer right after close
+        with open(p, "wb") as f:
+            f.write(b"one%d" % i)
+        os.rename(p, p + ".r")
+        with open(p, "wb") as f:
+            f.write(b"two%d" % i)
+        with open(p, "wb") as f:
+            f.write(b"three%d" % i)
+        with open(p + ".u", "wb") as f:
+            f.write(b"u")
+        os.unlink(p + ".u")
+    os.mkdir(os.path.join(m.path, "e"))
+    with open(os.path.join(m.path, "e", "f"), "wb") as f:
+        f.write(b"f")
+    with pytest.raises(OSError) as ei:
+        os.rmdir(os.path.join(m.path, "e"))
+    assert ei.value.errno == errno.ENOTEMPTY
+    st = m.stats()
+    m.unmount()  # waits for the uploads still running
+    for rel, data in files.items():
+        got = s3.get_object(Bucket=bucket, Key="t/" + rel)["Body"].read()
+        assert got == data, rel
+    get = lambda k: s3.get_object(Bucket=bucket, Key=k)["Body"].read()  # noqa
+    assert (get("x"), get("x.r")) == (b"three4", b"one4")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get(
+        "Contents", [])]
+    assert "x.u" not in keys and "e/f" in keys, keys
+    assert st["put"] >= len(files), st
+    # the server gone: close() still returns 0, the failure is logged
+    m = make(["async_close"])
+    os.mkdir(os.path.join(m.path, "z"))  # its names resolve with no request
+    srv.stop()
+    with open(os.path.join(m.path, "z", "lost"), "wb") as f:
+        f.write(b"lost")
+    deadline = time.monotonic() + 30
+    while "upload after close failed" not in m.log_text():
+        assert time.monotonic() < deadline, m.log_text()
+        time.sleep(0.2)
+    srv.start()
+    m.unmount()
+
+
 def test_open_at_unmount_is_not_committed(srv_mount):
     """ecfs stopped (SIGTERM) while a file is still open for writing: a
     file is complete only at close, so nothing replaces the object, its
