@@ -24,6 +24,7 @@
 #include "storaged/http/http.h"
 #include "storaged/http/tls.h"
 #include "storaged/s3/s3.h"
+#include "storaged/s3/sse.h"
 #include "storaged/store/drive.h"
 #include "storaged/store/inspect.h"
 #include "storaged/store/object.h"
@@ -78,6 +79,9 @@ static void usage(FILE *f)
         "                           bodies in memory for GETs (default 0: off)\n"
         "      --domain NAME        also answer virtual-hosted-style requests,\n"
         "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"
+        "      --kms-key-file FILE  seal the SSE-S3 master key under the 256-bit key\n"
+        "                           in FILE (32 bytes or 64 hex digits) instead of a\n"
+        "                           key derived from the root credentials\n"
         "      --idle-timeout S     close idle keep-alive connections after S s (60)\n"
         "      --request-timeout S  slow clients: head or body stalled for S s (30)\n"
         "      --otlp-endpoint URL  push the /metrics series over OTLP/HTTP (JSON)\n"
@@ -204,6 +208,7 @@ static int cmd_serve(int argc, char **argv)
         {"no-fsync", no_argument, NULL, 'F'},
         {"cache-mem", required_argument, NULL, 'C'},
         {"domain", required_argument, NULL, 'D'},
+        {"kms-key-file", required_argument, NULL, 'k'},
         {"idle-timeout", required_argument, NULL, 'I'},
         {"request-timeout", required_argument, NULL, 'R'},
         {"log-level", required_argument, NULL, 'l'},
@@ -219,6 +224,7 @@ static int cmd_serve(int argc, char **argv)
         .ec_parity = -1, .fsync = true, .rebuild_in_background = true};
     struct stor_http_opts ho = {0};
     struct stor_s3_opts s3o = {0};
+    uint8_t kms_key[32];
     struct stor_store *store = NULL;
     struct stor_s3 *s3 = NULL;
     struct stor_s3_obs_opts obo = {.version = STORAGED_VERSION};
@@ -296,6 +302,17 @@ static int cmd_serve(int argc, char **argv)
             }
             s3o.domain = optarg;
             break;
+        case 'k': {
+            char kerr[256];
+
+            if (stor_sse_read_key_file(optarg, kms_key, kerr, sizeof(kerr)) <
+                0) {
+                fprintf(stderr, "storaged: %s\n", kerr);
+                return 2;
+            }
+            s3o.kms_key = kms_key;
+            break;
+        }
         case 'I':
             if (parse_count(optarg, 1, 86400, &idle) < 0) {
                 fprintf(stderr, "storaged: bad --idle-timeout '%s'\n", optarg);

@@ -25,12 +25,6 @@ static const char *const ssec_hdrs[] = {
     "x-amz-server-side-encryption-customer-key",
     "x-amz-server-side-encryption-customer-key-MD5",
 };
-/* The SSE-C headers that name a copy's source key. */
-static const char *const ssec_src_hdrs[] = {
-    "x-amz-copy-source-server-side-encryption-customer-algorithm",
-    "x-amz-copy-source-server-side-encryption-customer-key",
-    "x-amz-copy-source-server-side-encryption-customer-key-MD5",
-};
 /* Headers that only a bucket with Object Lock may carry. */
 static const char *const lock_hdrs[] = {
     "x-amz-object-lock-mode",
@@ -91,13 +85,21 @@ static enum stor_s3_err owner_check(const struct stor_s3_req *r,
     return S3E_ACCESS_DENIED;
 }
 
-/* The rules of a request that writes an object's data and metadata. */
+/* The rules of a request that writes an object's data and metadata. SSE
+ * on PutObject and CopyObject is sse.c's (stor_sse_write_begin); a
+ * multipart upload cannot be encrypted yet. */
 static enum stor_s3_err write_check(const struct stor_s3_req *r)
 {
     size_t n;
+    const char *v;
 
-    if (any_hdr(r, sse_write_hdrs, CM_ARRAY_SIZE(sse_write_hdrs)))
-        return S3E_SSE_NOT_IMPLEMENTED;
+    if (r->op == S3_OP_CREATE_MPU &&
+        any_hdr(r, sse_write_hdrs, CM_ARRAY_SIZE(sse_write_hdrs))) {
+        v = stor_s3_hdr(r, "x-amz-server-side-encryption", &n);
+        return v && n >= 7 && memcmp(v, "aws:kms", 7) == 0
+                   ? S3E_SSE_KMS_NOT_IMPLEMENTED
+                   : S3E_SSE_MPU_NOT_IMPLEMENTED;
+    }
     if (any_hdr(r, lock_hdrs, CM_ARRAY_SIZE(lock_hdrs)))
         return S3E_NO_OBJECT_LOCK;
     if (r->op == S3_OP_PUT_OBJECT &&
@@ -125,13 +127,9 @@ enum stor_s3_err stor_s3_hdr_audit(const struct stor_s3_req *r)
     case S3_OP_CREATE_MPU:
         return write_check(r);
     case S3_OP_COPY_OBJECT:
-        /* no stored object is encrypted, so a source key never applies */
-        if (any_hdr(r, ssec_src_hdrs, CM_ARRAY_SIZE(ssec_src_hdrs)))
-            return S3E_SSE_NOT_APPLICABLE;
+        /* the source's SSE-C key is checked against the source (sse.c) */
         return write_check(r);
     case S3_OP_UPLOAD_PART_COPY:
-        if (any_hdr(r, ssec_src_hdrs, CM_ARRAY_SIZE(ssec_src_hdrs)))
-            return S3E_SSE_NOT_APPLICABLE;
         /* the upload was refused if it asked for SSE: its parts have no key */
         if (any_hdr(r, ssec_hdrs, CM_ARRAY_SIZE(ssec_hdrs)))
             return S3E_SSE_NOT_APPLICABLE;
@@ -144,8 +142,7 @@ enum stor_s3_err stor_s3_hdr_audit(const struct stor_s3_req *r)
         break;
     case S3_OP_GET_OBJECT:
     case S3_OP_HEAD_OBJECT:
-        if (any_hdr(r, ssec_hdrs, CM_ARRAY_SIZE(ssec_hdrs)))
-            return S3E_SSE_NOT_APPLICABLE;
+        /* an SSE-C key is checked against the object (sse.c) */
         if (stor_s3_hdr(r, "x-amz-server-side-encryption", &n) != NULL ||
             stor_s3_hdr(r, "x-amz-server-side-encryption-aws-kms-key-id", &n) !=
                 NULL)

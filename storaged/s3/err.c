@@ -156,6 +156,30 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_SSE_HDR_UNSUPPORTED] =
         {400, "InvalidArgument",
          "x-amz-server-side-encryption header is not supported for this operation."},
+    [S3E_SSE_KMS_NOT_IMPLEMENTED] =
+        {501, "NotImplemented",
+         "SSE-KMS (aws:kms) is not implemented by this server; nothing was stored. Use AES256 (SSE-S3) or SSE-C."},
+    [S3E_SSE_MPU_NOT_IMPLEMENTED] =
+        {501, "NotImplemented",
+         "Server-side encryption of multipart uploads (asked for, or the bucket's default) is not implemented by this server; nothing was stored."},
+    [S3E_SSE_BAD_ALGORITHM] =
+        {400, "InvalidArgument",
+         "The encryption method specified is not supported."},
+    [S3E_SSE_BAD_KEY] =
+        {400, "InvalidArgument",
+         "The secret key was invalid for the specified algorithm (SSE-C needs the algorithm AES256, a base64 256-bit key and its base64 MD5)."},
+    [S3E_SSE_BAD_KEY_MD5] =
+        {400, "InvalidArgument",
+         "The calculated MD5 hash of the key did not match the hash that was provided."},
+    [S3E_SSE_KEY_REQUIRED] =
+        {400, "InvalidRequest",
+         "The object was stored using a form of Server Side Encryption. The correct parameters must be provided to retrieve the object."},
+    [S3E_SSE_KEY_MISMATCH] =
+        {400, "InvalidRequest",
+         "The provided encryption parameters did not match the ones used originally."},
+    [S3E_NO_SSE_CONFIG] =
+        {404, "ServerSideEncryptionConfigurationNotFoundError",
+         "The server side encryption configuration was not found."},
     [S3E_INVALID_STORAGE_CLASS] =
         {400, "InvalidStorageClass",
          "The storage class you specified is not valid."},

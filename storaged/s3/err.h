@@ -46,21 +46,29 @@ enum stor_s3_err {
     S3E_CHECKSUM_MISMATCH,
     S3E_INVALID_CHUNK,
     S3E_NO_SUCH_BUCKET_POLICY,
-    S3E_SIGV2_UNSUPPORTED,     /* InvalidRequest: use AWS4-HMAC-SHA256 */
-    S3E_COPY_SOURCE_TOO_LARGE, /* InvalidRequest: copy source > 5 GiB */
-    S3E_INVALID_PART_NUMBER,   /* 416: ?partNumber= past the last part */
-    S3E_PART_AND_RANGE,        /* InvalidRequest: partNumber with Range */
-    S3E_COPY_TO_SELF,          /* InvalidRequest: copy onto itself, COPY */
-    S3E_MULTIPLE_CHECKSUMS,    /* InvalidRequest: two x-amz-checksum-* */
-    S3E_INVALID_CHECKSUM,      /* InvalidRequest: checksum value malformed */
-    S3E_TAGGING_HEADER,        /* InvalidArgument: x-amz-tagging malformed */
-    S3E_TOO_MANY_TAGS,         /* BadRequest: more than 10 object tags */
-    S3E_INVALID_TAG,           /* InvalidTag: a tag key or value */
-    S3E_INVALID_URI,           /* InvalidURI: a key not valid UTF-8 */
-    S3E_SSE_NOT_IMPLEMENTED,   /* 501: x-amz-server-side-encryption* */
-    S3E_SSE_NOT_APPLICABLE,    /* InvalidRequest: SSE-C key, plain object */
-    S3E_SSE_HDR_UNSUPPORTED,   /* InvalidArgument: SSE header on a read */
-    S3E_INVALID_STORAGE_CLASS, /* InvalidStorageClass: unknown class */
+    S3E_SIGV2_UNSUPPORTED,       /* InvalidRequest: use AWS4-HMAC-SHA256 */
+    S3E_COPY_SOURCE_TOO_LARGE,   /* InvalidRequest: copy source > 5 GiB */
+    S3E_INVALID_PART_NUMBER,     /* 416: ?partNumber= past the last part */
+    S3E_PART_AND_RANGE,          /* InvalidRequest: partNumber with Range */
+    S3E_COPY_TO_SELF,            /* InvalidRequest: copy onto itself, COPY */
+    S3E_MULTIPLE_CHECKSUMS,      /* InvalidRequest: two x-amz-checksum-* */
+    S3E_INVALID_CHECKSUM,        /* InvalidRequest: checksum value malformed */
+    S3E_TAGGING_HEADER,          /* InvalidArgument: x-amz-tagging malformed */
+    S3E_TOO_MANY_TAGS,           /* BadRequest: more than 10 object tags */
+    S3E_INVALID_TAG,             /* InvalidTag: a tag key or value */
+    S3E_INVALID_URI,             /* InvalidURI: a key not valid UTF-8 */
+    S3E_SSE_NOT_IMPLEMENTED,     /* 501: x-amz-server-side-encryption* */
+    S3E_SSE_NOT_APPLICABLE,      /* InvalidRequest: SSE-C key, plain object */
+    S3E_SSE_HDR_UNSUPPORTED,     /* InvalidArgument: SSE header on a read */
+    S3E_SSE_KMS_NOT_IMPLEMENTED, /* 501: aws:kms */
+    S3E_SSE_MPU_NOT_IMPLEMENTED, /* 501: an encrypted multipart upload */
+    S3E_SSE_BAD_ALGORITHM,       /* InvalidArgument: not AES256 */
+    S3E_SSE_BAD_KEY,             /* InvalidArgument: SSE-C key unusable */
+    S3E_SSE_BAD_KEY_MD5,         /* InvalidArgument: key MD5 differs */
+    S3E_SSE_KEY_REQUIRED,        /* InvalidRequest: SSE-C object, no key */
+    S3E_SSE_KEY_MISMATCH,        /* InvalidRequest: another key */
+    S3E_NO_SSE_CONFIG,           /* 404: no bucket encryption */
+    S3E_INVALID_STORAGE_CLASS,   /* InvalidStorageClass: unknown class */
     S3E_STORAGE_CLASS_NOT_IMPLEMENTED, /* 501: a class other than STANDARD */
     S3E_NO_OBJECT_LOCK,                /* InvalidRequest: object-lock headers */
     S3E_OBJECT_LOCK_NOT_IMPLEMENTED,   /* 501: CreateBucket with object lock */

@@ -85,4 +85,20 @@ void stor_iam_object_written(struct stor_s3_req *r, const char *key, size_t n,
  * private). */
 void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted);
 
+/* Configuration kept in the same state document (persisted, erasure-coded,
+ * replaced as a whole like the rest): per bucket, a string @field of
+ * r->bucket ("encryption", "tagging", "cors", ...; dropped with the
+ * bucket), and server-wide fields (the SSE-S3 master key, sse.c).
+ * Getters: any thread, no I/O; a malloc'd copy or NULL (none, or out of
+ * memory). Setters: a worker; @value NULL removes; 0 or -errno (nothing
+ * changed). */
+char *stor_iam_bucket_conf(struct stor_iam *iam, const char *bucket,
+                           const char *field);
+CM_MUST_CHECK int stor_iam_bucket_conf_set(struct stor_s3_req *r,
+                                           const char *field,
+                                           const char *value);
+char *stor_iam_sys_conf(struct stor_iam *iam, const char *field);
+CM_MUST_CHECK int stor_iam_sys_conf_set(struct stor_iam *iam, const char *field,
+                                        const char *value);
+
 #endif /* STORAGED_S3_IAM_H */

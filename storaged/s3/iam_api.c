@@ -494,6 +494,89 @@ static int bucket_set(struct stor_s3_req *r, const char *field, json_t *v)
     return change_end(iam, doc);
 }
 
+/* See iam.h. */
+char *stor_iam_bucket_conf(struct stor_iam *iam, const char *bucket,
+                           const char *field)
+{
+    struct stor_iam_snap *s;
+    const char *v;
+    char *out = NULL;
+
+    if (iam == NULL)
+        return NULL;
+    s = stor_iam_snap_get(iam);
+    v = json_string_value(
+        json_object_get(doc_bucket(s->doc, bucket, false), field));
+    if (v)
+        out = strdup(v);
+    stor_iam_snap_unref(s);
+    return out;
+}
+
+/* See iam.h. */
+int stor_iam_bucket_conf_set(struct stor_s3_req *r, const char *field,
+                             const char *value)
+{
+    json_t *v = NULL;
+
+    if (value) {
+        v = json_string(value);
+        if (v == NULL)
+            return -ENOMEM;
+    }
+    return bucket_set(r, field, v);
+}
+
+/* The server-wide configuration object of @doc ("config"), created when
+ * @create. */
+static json_t *doc_config(json_t *doc, bool create)
+{
+    json_t *c = json_object_get(doc, "config");
+
+    if (c == NULL && create) {
+        c = json_object();
+        if (c == NULL || json_object_set_new(doc, "config", c) < 0)
+            return NULL;
+    }
+    return c;
+}
+
+/* See iam.h. */
+char *stor_iam_sys_conf(struct stor_iam *iam, const char *field)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(iam);
+    const char *v =
+        json_string_value(json_object_get(doc_config(s->doc, false), field));
+    char *out = v ? strdup(v) : NULL;
+
+    stor_iam_snap_unref(s);
+    return out;
+}
+
+/* See iam.h. */
+int stor_iam_sys_conf_set(struct stor_iam *iam, const char *field,
+                          const char *value)
+{
+    json_t *doc = change_begin(iam), *c;
+
+    if (doc == NULL)
+        return -ENOMEM;
+    c = doc_config(doc, value != NULL);
+    if (c && value) {
+        if (json_object_set_new(c, field, json_string(value)) < 0) {
+            json_decref(doc);
+            doc = NULL;
+        }
+    } else if (c) {
+        json_object_del(c, field);
+    }
+    if (doc == NULL) {
+        change_end(iam, NULL);
+        return -ENOMEM;
+    }
+    return change_end(iam, doc);
+}
+
 static void bucket_policy_run(struct stor_s3_req *r)
 {
     struct stor_iam_snap *s;

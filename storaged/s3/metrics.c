@@ -63,6 +63,7 @@ static const char *const op_names[S3_OP_COUNT] = {
     [S3_OP_PREFLIGHT] = "PreflightRequest",
     [S3_OP_ADMIN] = "Admin",
     [S3_OP_BUCKET_POLICY] = "BucketPolicy",
+    [S3_OP_BUCKET_ENCRYPTION] = "BucketEncryption",
     [S3_OP_BUCKET_ACL] = "BucketAcl",
     [S3_OP_OBJECT_ACL] = "ObjectAcl",
     [S3_OP_BUCKET_VERSIONING] = "BucketVersioning",

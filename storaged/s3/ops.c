@@ -25,6 +25,7 @@
 #include "storaged/s3/iam.h"
 #include "storaged/s3/versioning.h"
 #include "storaged/s3/xout.h"
+#include "storaged/s3/sse.h"
 
 #define LIST_MAX_KEYS 1000
 #define STREAM_MIN    (256 * 1024)
@@ -1053,6 +1054,11 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
             goto out;
         }
     }
+    e = stor_sse_read_open(r, &info, false, &r->sse);
+    if (e != S3E_NONE) {
+        stor_s3_error(r, e);
+        goto out;
+    }
     e = conditionals(r, &info, "", true);
     if (e == S3E_NOT_MODIFIED) {
         stor_s3_error(r, e);
@@ -1092,6 +1098,8 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
     ranged = ranged && len > 0; /* an empty object or part: 200, no range */
     rs->status = ranged ? 206 : 200;
     ret = object_headers(r, &info, !ranged);
+    if (ret == 0)
+        ret = stor_sse_resp_headers(r->sse, rs);
     if (ret == 0 && ranged)
         ret = stor_resp_hdr(rs, "Content-Range", "bytes %llu-%llu/%llu",
                             (unsigned long long)first, (unsigned long long)last,
@@ -1118,8 +1126,9 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
             goto out;
         }
         while (got < len) {
-            ssize_t n = stor_get_read(g, first + got, rs->body.data + got,
-                                      (size_t)(len - got));
+            ssize_t n =
+                stor_sse_get_read(r->sse, g, first + got, rs->body.data + got,
+                                  (size_t)(len - got));
 
             if (n <= 0) {
                 fail(r, n < 0 ? (int)n : -EIO);
@@ -1140,8 +1149,8 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
         size_t want = rs->schunk, got = 0;
 
         while (got < want) {
-            ssize_t n =
-                stor_get_read(g, first + got, rs->sbuf[0] + got, want - got);
+            ssize_t n = stor_sse_get_read(r->sse, g, first + got,
+                                          rs->sbuf[0] + got, want - got);
 
             if (n <= 0) {
                 fail(r, n < 0 ? (int)n : -EIO);
@@ -1312,10 +1321,17 @@ void stor_s3_put_begin_run(struct stor_s3_req *r)
             stor_obj_info_fini(&info);
         }
     }
+    te = stor_sse_write_begin(r, &r->sse);
+    if (te != S3E_NONE) {
+        stor_s3_error(r, te);
+        return;
+    }
     ret = stor_s3_req_obj_hdrs(r, &h, &nh);
     if (ret == 0)
         ret = stor_put_begin(r->s3->store, r->bucket, r->key, r->key_len, size,
                              h, nh, &r->put);
+    if (ret == 0 && r->sse)
+        ret = stor_sse_put_headers(r->sse, r->put);
     if (ret == 0 && (cond_etag[0] || (inm && n1 == 1 && inm[0] == '*')))
         ret = stor_put_set_condition(r->put, inm && n1 == 1 && inm[0] == '*',
                                      cond_etag[0] ? cond_etag : NULL);
@@ -1330,6 +1346,7 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
     struct stor_obj_info info;
     struct stor_put *p = r->put;
     char vid[24] = "";
+    const uint8_t *md5;
     int ret;
 
     if (r->put_err < 0) {
@@ -1349,12 +1366,21 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
             return;
         }
     }
-    if (r->op == S3_OP_PUT_OBJECT) /* keeps the old version if versioned */
+    if (r->sse) {
+        /* the plaintext's MD5 is checked here, the store sees ciphertext */
         ret =
-            stor_ver_put_commit(r, r->key, r->key_len, p,
-                                r->has_md5 ? r->content_md5 : NULL, &info, vid);
+            stor_sse_put_finish(r->sse, p, r->has_md5 ? r->content_md5 : NULL);
+        if (ret < 0) {
+            stor_put_abort(p);
+            fail(r, ret);
+            return;
+        }
+    }
+    md5 = r->has_md5 && !r->sse ? r->content_md5 : NULL;
+    if (r->op == S3_OP_PUT_OBJECT) /* keeps the old version if versioned */
+        ret = stor_ver_put_commit(r, r->key, r->key_len, p, md5, &info, vid);
     else
-        ret = stor_put_commit(p, r->has_md5 ? r->content_md5 : NULL, &info);
+        ret = stor_put_commit(p, md5, &info);
     if (ret < 0) {
         fail(r, ret);
         return;
@@ -1368,6 +1394,8 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
     if (ret == 0 && r->ck_kind != STOR_CKSUM_NONE && r->ck_value[0])
         ret = stor_resp_hdr(&r->http.resp, stor_s3_cksum_hdr(r->ck_kind), "%s",
                             r->ck_value);
+    if (ret == 0)
+        ret = stor_sse_resp_headers(r->sse, &r->http.resp);
     if (ret < 0)
         stor_s3_error(r, S3E_INTERNAL);
     stor_obj_info_fini(&info);
@@ -1424,8 +1452,10 @@ enum stor_s3_err stor_s3_copy_source(const struct stor_s3_req *r, char *bucket,
     return *key ? S3E_NONE : S3E_INTERNAL;
 }
 
-/* Copies [first, last] of @g into @p. 0 or -errno. */
-static int copy_bytes(struct stor_get *g, struct stor_put *p, uint64_t first,
+/* Copies [first, last] of @g (opened with @src, or plaintext: NULL) into
+ * @p (sealed with @dst, or NULL). 0 or -errno. */
+static int copy_bytes(struct stor_get *g, struct stor_sse *src,
+                      struct stor_put *p, struct stor_sse *dst, uint64_t first,
                       uint64_t len)
 {
     size_t chunk = stream_chunk(g);
@@ -1438,13 +1468,13 @@ static int copy_bytes(struct stor_get *g, struct stor_put *p, uint64_t first,
         return -ENOMEM;
     while (off < len) {
         size_t want = (size_t)CM_MIN((uint64_t)chunk, len - off);
-        ssize_t n = stor_get_read(g, first + off, buf, want);
+        ssize_t n = stor_sse_get_read(src, g, first + off, buf, want);
 
         if (n <= 0) {
             ret = n < 0 ? (int)n : -EIO;
             break;
         }
-        ret = stor_put_write(p, buf, (size_t)n);
+        ret = stor_sse_put_write(dst, p, buf, (size_t)n);
         if (ret < 0)
             break;
         off += (uint64_t)n;
@@ -1556,6 +1586,7 @@ static void op_copy(struct stor_s3_req *r, bool part)
     struct stor_obj_info sinfo, dinfo;
     struct stor_get *g = NULL;
     struct stor_put *p = NULL;
+    struct stor_sse *src_sse = NULL, *dst_sse = NULL;
     struct stor_hdr *h = NULL;
     size_t nh = 0;
     uint64_t first = 0, len, pnum = 0;
@@ -1616,7 +1647,11 @@ static void op_copy(struct stor_s3_req *r, bool part)
         goto out;
     }
     stor_ver_info_fix(&sinfo);
-    e = conditionals(r, &sinfo, "x-amz-copy-source-", false);
+    e = stor_sse_read_open(r, &sinfo, true, &src_sse);
+    if (e == S3E_NONE)
+        e = conditionals(r, &sinfo, "x-amz-copy-source-", false);
+    if (e == S3E_NONE && !part)
+        e = stor_sse_write_begin(r, &dst_sse);
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
         goto out;
@@ -1656,12 +1691,16 @@ static void op_copy(struct stor_s3_req *r, bool part)
         if (ret == 0)
             ret = stor_put_begin(r->s3->store, r->bucket, r->key, r->key_len,
                                  (int64_t)len, h, nh, &p);
+        if (ret == 0 && dst_sse && (ret = stor_sse_put_headers(dst_sse, p)) < 0)
+            stor_put_abort(p);
     }
     if (ret < 0) {
         fail(r, ret);
         goto out;
     }
-    ret = copy_bytes(g, p, first, len);
+    ret = copy_bytes(g, src_sse, p, dst_sse, first, len);
+    if (ret == 0 && dst_sse)
+        ret = stor_sse_put_finish(dst_sse, p, NULL);
     if (ret < 0) {
         stor_put_abort(p);
         fail(r, ret);
@@ -1680,7 +1719,8 @@ static void op_copy(struct stor_s3_req *r, bool part)
     if ((dvid[0] &&
          stor_resp_hdr(&r->http.resp, "x-amz-version-id", "%s", dvid) < 0) ||
         (svid[0] && stor_resp_hdr(&r->http.resp, "x-amz-copy-source-version-id",
-                                  "%s", svid) < 0)) {
+                                  "%s", svid) < 0) ||
+        stor_sse_resp_headers(dst_sse, &r->http.resp) < 0) {
         stor_s3_error(r, S3E_INTERNAL);
         goto out;
     }
@@ -1694,6 +1734,8 @@ static void op_copy(struct stor_s3_req *r, bool part)
 out:
     if (g)
         stor_get_close(g);
+    stor_sse_free(src_sse);
+    stor_sse_free(dst_sse);
     stor_s3_hdrs_free(h, nh);
     stor_obj_info_fini(&sinfo);
     stor_obj_info_fini(&dinfo);
@@ -1711,12 +1753,22 @@ static void op_create_mpu(struct stor_s3_req *r)
     size_t nh = 0;
     struct cm_buf *b = &r->http.resp.body;
     enum stor_s3_err e = req_tagging_check(r);
+    char *enc;
     int ret;
 
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
         return;
     }
+    /* a bucket with default encryption must not get a plaintext object
+     * through a multipart upload, which cannot be encrypted yet */
+    enc = stor_iam_bucket_conf(r->s3->iam, r->bucket, "encryption");
+    if (enc) {
+        free(enc);
+        stor_s3_error(r, S3E_SSE_MPU_NOT_IMPLEMENTED);
+        return;
+    }
+
     char vn[32], vv[24];
 
     ret = stor_s3_req_obj_hdrs(r, &h, &nh);
@@ -2051,6 +2103,9 @@ void stor_s3_op_run(struct stor_s3_req *r)
         op_list_parts(r);
         break;
     case S3_OP_ADMIN:
+    case S3_OP_BUCKET_ENCRYPTION:
+        stor_sse_bucket_op(r);
+        break;
     case S3_OP_BUCKET_POLICY:
     case S3_OP_BUCKET_ACL:
     case S3_OP_OBJECT_ACL:

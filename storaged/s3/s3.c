@@ -28,6 +28,7 @@
 #include "storaged/s3/iam.h"
 #include "storaged/s3/metrics.h"
 #include "storaged/s3/versioning.h"
+#include "storaged/s3/sse.h"
 
 #define PIECE_CAP (STOR_PIECE_SIZE + 1024 * 1024)
 
@@ -185,6 +186,14 @@ enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
     }
     if (r->bucket[0] && !r->has_key && iam_route(r))
         return S3E_NONE;
+    if (r->bucket[0] && !r->has_key && stor_s3_has_query(r, "encryption") &&
+        (r->http.is_get || r->http.is_head || r->http.is_put ||
+         r->http.is_delete)) {
+        r->op = S3_OP_BUCKET_ENCRYPTION;
+        if (r->http.is_put)
+            r->body_mode = STOR_BODY_BUFFER;
+        return S3E_NONE;
+    }
     if (r->bucket[0] == 0) {
         if (r->http.is_get || r->http.is_head) {
             r->op = S3_OP_LIST_BUCKETS;
@@ -336,7 +345,8 @@ static void piece_write_run(struct stor_s3_req *r)
         return;
     }
     if (r->put_err == 0)
-        r->put_err = stor_put_write(r->put, r->piece[idx], r->piece_len[idx]);
+        r->put_err = stor_sse_put_write(r->sse, r->put, r->piece[idx],
+                                        r->piece_len[idx]);
     r->piece_len[idx] = 0;
 }
 
@@ -756,7 +766,8 @@ static void commit_run(struct stor_s3_req *r)
     int idx = r->pfill;
 
     if (r->put_err == 0 && r->piece_len[idx] > 0)
-        r->put_err = stor_put_write(r->put, r->piece[idx], r->piece_len[idx]);
+        r->put_err = stor_sse_put_write(r->sse, r->put, r->piece[idx],
+                                        r->piece_len[idx]);
     r->piece_len[idx] = 0;
     stor_s3_put_commit_run(r);
 }
@@ -964,7 +975,11 @@ static bool s3_req_fini(struct stor_req *h)
     free(r->piece[1]);
     r->piece[0] = r->piece[1] = NULL;
     stor_s3_target_fini(r);
-    return r->put != NULL || r->get != NULL;
+    if (r->put != NULL || r->get != NULL)
+        return true; /* r->sse goes in req_release, with them */
+    stor_sse_free(r->sse);
+    r->sse = NULL;
+    return false;
 }
 
 /* Hook req_release (see http.h), on a worker: the object-layer handles. */
@@ -980,13 +995,17 @@ static void s3_req_release(struct stor_req *h)
         stor_get_close(r->get);
         r->get = NULL;
     }
+    stor_sse_free(r->sse);
+    r->sse = NULL;
 }
 
 /* Hook stream_fill (see http.h), on a worker: the GET's next bytes. */
 static ssize_t s3_stream_fill(struct stor_req *h, uint64_t off, char *buf,
                               size_t len)
 {
-    return stor_get_read(stor_s3_req(h)->get, off, buf, len);
+    struct stor_s3_req *r = stor_s3_req(h);
+
+    return stor_sse_get_read(r->sse, r->get, off, buf, len);
 }
 
 /* Hook loop_init: the loop's body cache (--cache-mem), or none. */
@@ -1075,12 +1094,16 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
         free(s3);
         return ret;
     }
-    ret = stor_iam_open(o->store, o->root_user, o->root_secret, &s3->iam, &err);
+    ret = stor_sse_keys_create(o->kms_key, s3);
+    if (ret == 0)
+        ret = stor_iam_open(o->store, o->root_user, o->root_secret, &s3->iam,
+                            &err);
     if (ret < 0) {
         stor_ver_destroy(s3->ver);
         cm_log(CM_LOG_ERROR, -ret, "S3: %s",
                err ? err : "cannot load the users and policies");
         free(err);
+        stor_sse_keys_destroy(s3);
         stor_metrics_destroy(s3->metrics);
         free(s3);
         return ret;
@@ -1106,6 +1129,7 @@ void stor_s3_destroy(struct stor_s3 *s3)
         return;
     stor_iam_close(s3->iam);
     stor_ver_destroy(s3->ver);
+    stor_sse_keys_destroy(s3);
     stor_metrics_destroy(s3->metrics);
     free(s3);
 }

@@ -8,6 +8,7 @@
 #include "storaged/http/http.h"
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct stor_store;
 struct stor_s3;
@@ -20,6 +21,9 @@ struct stor_s3_opts {
     size_t cache_bytes;       /* --cache-mem, split over the loops; 0: none */
     const char *domain;       /* borrowed; --domain: virtual-hosted-style
                                  requests to BUCKET.DOMAIN; NULL: path only */
+    const uint8_t *kms_key;   /* --kms-key-file's 256-bit key (copied), or
+                                 NULL: SSE-S3's master key is sealed under a
+                                 key derived from the root credentials */
 };
 
 /* Creates the S3 state (and its metrics). 0 or -ENOMEM. */

@@ -28,6 +28,8 @@ struct stor_iam;
 struct stor_iam_snap;
 struct stor_iam_user;
 struct stor_ver;
+struct stor_sse;
+struct stor_sse_keys;
 
 #define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -82,6 +84,7 @@ enum stor_s3_op {
     S3_OP_OBJECT_ACL,         /* Get/PutObjectAcl */
     S3_OP_BUCKET_VERSIONING,  /* Get/PutBucketVersioning (versioning.c) */
     S3_OP_BUCKET_LIFECYCLE,   /* Get/Put/DeleteBucketLifecycle (lifecycle.c) */
+    S3_OP_BUCKET_ENCRYPTION,  /* Get/Put/DeleteBucketEncryption (sse.c) */
     S3_OP_COUNT
 };
 
@@ -113,6 +116,7 @@ struct stor_s3 {
     size_t cache_bytes; /* --cache-mem, split over the loops */
     const char *domain; /* --domain (lowercase), or NULL */
     size_t domain_len;
+    struct stor_sse_keys *sse_keys; /* owned; SSE-S3 master key (sse.c) */
 };
 
 /* One S3 request: the transport's, then the S3 state. */
@@ -184,6 +188,8 @@ struct stor_s3_req {
 
     /* GET: the reader the response streams from (stream_fill) */
     struct stor_get *get; /* owned; closed on a worker when it ends */
+    /* encryption of the object read or written (sse.h), or NULL */
+    struct stor_sse *sse; /* owned; freed in req_fini */
     /* GET of a small object on the loop (obj_nb.h) */
     struct stor_get_nb *get_nb;  /* owned; a GET read on the loop's ring */
     struct stor_nb_read *nb_src; /* where their results go back */

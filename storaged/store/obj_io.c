@@ -221,6 +221,8 @@ struct stor_put {
     /* conditional write (stor_put_set_condition) */
     bool cond_absent;
     char cond_etag[STOR_ETAG_MAX];
+    /* stor_put_set_etag: the ETag to record instead of the body's MD5 */
+    char etag_set[STOR_ETAG_MAX];
 };
 
 /* The condition of the commit in progress on this thread (obj_commit is
@@ -328,6 +330,15 @@ static int sync_barrier(struct stor_store *s, const char *bucket,
     for (int j = 0; j < n; j++)
         nok += ok[j];
     return nok;
+}
+
+/* Contract in object.h. */
+int stor_put_set_etag(struct stor_put *p, const char *etag)
+{
+    if (strlen(etag) >= sizeof(p->etag_set))
+        return -STOR_EINVAL;
+    snprintf(p->etag_set, sizeof(p->etag_set), "%s", etag);
+    return 0;
 }
 
 /* Contract in object.h. */
@@ -1218,7 +1229,10 @@ int stor_put_commit(struct stor_put *p, const uint8_t *expect_md5,
         ret = -ENOMEM;
         goto out;
     }
-    obj_hex(md, 16, e->etag);
+    if (p->etag_set[0])
+        memcpy(e->etag, p->etag_set, sizeof(e->etag));
+    else
+        obj_hex(md, 16, e->etag);
     if (p->is_part) {
         ret =
             p->part_commit(p, e->etag, p->total, p->k, p->m, p->block,

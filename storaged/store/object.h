@@ -145,6 +145,12 @@ CM_MUST_CHECK int stor_put_begin(struct stor_store *s, const char *bucket,
  * and nothing becomes visible. 0 or -ENOMEM. */
 CM_MUST_CHECK int stor_put_set_condition(struct stor_put *p, bool absent,
                                          const char *etag);
+/* Records @etag (no quotes, < STOR_ETAG_MAX) as the object's (or part's)
+ * ETag instead of the MD5 of the bytes written: the S3 layer stores
+ * ciphertext of an encrypted object and gives it the plaintext's MD5.
+ * Before the commit; the commit's @expect_md5 is still checked against
+ * the bytes written. 0 or -STOR_EINVAL. */
+CM_MUST_CHECK int stor_put_set_etag(struct stor_put *p, const char *etag);
 /* Adds header (@name lowercase, @value) to those kept with the object,
  * replacing one of the same name: for what is known only once the body
  * has been read (a checksum sent as an aws-chunked trailer). Before the

@@ -1,0 +1,916 @@
+/* storaged/s3/sse.c - server-side encryption at rest: SSE-C and SSE-S3
+ * (contract in sse.h, layout in FORMAT.md "Encrypted objects").
+ *
+ * DESIGN: the crypto sits between the S3 operations and the object layer's
+ * streams. A new encrypted object gets a random 256-bit data key. Its
+ * plaintext is cut into 64 KiB packages; package i is sealed alone with
+ * AES-256-GCM under the data key, nonce = 4 zero bytes + be64(i), AAD =
+ * be64(i), so packages cannot be swapped, and a range GET reads and opens
+ * only the packages it touches. GCM does not change the length, so the
+ * store holds exactly as many bytes as the plaintext (listings stay
+ * right); the 16-byte tags go, in package order, into a stored header
+ * (x-ecfs-sse-tags, hex), as do the data key sealed (AES-256-GCM, random
+ * nonce) under the customer's key (SSE-C, with the key's MD5 so a wrong
+ * key is named as such) or under the master key (SSE-S3). The master key
+ * is random, made at the first SSE-S3 write and kept in the state
+ * document (iam.h), sealed under --kms-key-file's key or under a key
+ * derived from the root credentials (PBKDF2-HMAC-SHA256, random salt), so
+ * the drives alone never give plaintext away. The ETag is the MD5 of the
+ * plaintext (stor_put_set_etag), as S3's for SSE-S3. */
+#include "storaged/s3/sse.h"
+
+#include <errno.h>
+#include <expat.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/codec.h"
+#include "common/hash.h"
+#include "common/log.h"
+#include "storaged/s3/iam.h"
+#include "storaged/s3/s3_i.h"
+
+#define HDR_MODE     "x-ecfs-sse"      /* "AES256" (SSE-S3) or "SSE-C" */
+#define HDR_DK       "x-ecfs-sse-dk"   /* sealed data key, hex */
+#define HDR_KMD5     "x-ecfs-sse-kmd5" /* SSE-C: base64 MD5 of the key */
+#define HDR_TAGS     "x-ecfs-sse-tags" /* package tags, hex, in order */
+#define SEALED_LEN   (12 + 32 + 16)    /* nonce, data key, tag */
+#define MASTER_FIELD "sse_master"
+#define KDF_ITER     100000
+#define DK_AAD       "ecfs-sse-dk-v1"
+#define MK_AAD       "ecfs-sse-master-v1"
+
+enum sse_mode { SSE_NONE = 0, SSE_S3, SSE_C };
+
+/* Server-wide: the master key once unsealed. */
+struct stor_sse_keys {
+    pthread_mutex_t lock; /* protects master, have_master */
+    bool have_kms;        /* immutable after creation */
+    uint8_t kms[32];      /* immutable after creation */
+    bool have_master;
+    uint8_t master[32];
+};
+
+struct stor_sse {
+    enum sse_mode mode;
+    uint8_t dk[32]; /* the object's data key */
+    uint8_t sealed[SEALED_LEN];
+    char kmd5[CM_BASE64_LEN(16) + 1]; /* SSE-C */
+    EVP_CIPHER_CTX *c;
+    uint8_t *buf; /* one package; owned */
+    size_t blen;
+    uint64_t pk; /* write: the package being filled */
+    /* write */
+    EVP_MD_CTX *md5;
+    struct cm_buf tags_hex;
+    /* read */
+    uint64_t size;
+    const char *tags_src; /* borrowed until decoded: the info's header */
+    char *tags_copy;      /* owned copy of it */
+    uint8_t *tags;        /* decoded, owned */
+    size_t ntags;
+    uint64_t cached; /* package in buf (plaintext), or UINT64_MAX */
+};
+
+/* ---- small crypto helpers ---- */
+
+static void pkg_iv(uint64_t idx, uint8_t iv[12], uint8_t aad[8])
+{
+    int i;
+
+    memset(iv, 0, 4);
+    for (i = 0; i < 8; i++) {
+        iv[4 + i] = (uint8_t)(idx >> (56 - 8 * i));
+        aad[i] = iv[4 + i];
+    }
+}
+
+/* Seals the @len bytes at @buf in place as package @idx; tag to @tag. */
+static int pkg_seal(EVP_CIPHER_CTX *c, uint64_t idx, uint8_t *buf, size_t len,
+                    uint8_t tag[16])
+{
+    uint8_t iv[12], aad[8];
+    int outl = 0;
+
+    pkg_iv(idx, iv, aad);
+    if (EVP_EncryptInit_ex(c, NULL, NULL, NULL, iv) != 1 ||
+        EVP_EncryptUpdate(c, NULL, &outl, aad, sizeof(aad)) != 1 ||
+        (len > 0 && EVP_EncryptUpdate(c, buf, &outl, buf, (int)len) != 1) ||
+        EVP_EncryptFinal_ex(c, buf + len, &outl) != 1 ||
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, tag) != 1)
+        return -EIO;
+    return 0;
+}
+
+/* Opens package @idx in place with context @c (key set). 0 or -EBADMSG. */
+static int pkg_open_ctx(EVP_CIPHER_CTX *c, uint64_t idx, uint8_t *buf,
+                        size_t len, const uint8_t tag[16])
+{
+    uint8_t iv[12], aad[8], t[16];
+    int outl = 0;
+
+    memcpy(t, tag, 16);
+    pkg_iv(idx, iv, aad);
+    if (EVP_DecryptInit_ex(c, NULL, NULL, NULL, iv) != 1 ||
+        EVP_DecryptUpdate(c, NULL, &outl, aad, sizeof(aad)) != 1 ||
+        (len > 0 && EVP_DecryptUpdate(c, buf, &outl, buf, (int)len) != 1) ||
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, t) != 1 ||
+        EVP_DecryptFinal_ex(c, buf + len, &outl) != 1)
+        return -EBADMSG;
+    return 0;
+}
+
+/* See sse.h. */
+int stor_sse_pkg_seal(const uint8_t key[32], uint64_t idx, uint8_t *buf,
+                      size_t len, uint8_t tag[16])
+{
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int ret = -ENOMEM;
+
+    if (c == NULL)
+        return ret;
+    ret = -EIO;
+    if (len <= STOR_SSE_PKG &&
+        EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL) == 1)
+        ret = pkg_seal(c, idx, buf, len, tag);
+    EVP_CIPHER_CTX_free(c);
+    return ret;
+}
+
+/* See sse.h. */
+int stor_sse_pkg_open(const uint8_t key[32], uint64_t idx, uint8_t *buf,
+                      size_t len, const uint8_t tag[16])
+{
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int ret = -ENOMEM;
+
+    if (c == NULL)
+        return ret;
+    ret = -EBADMSG;
+    if (len <= STOR_SSE_PKG &&
+        EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL) == 1)
+        ret = pkg_open_ctx(c, idx, buf, len, tag);
+    EVP_CIPHER_CTX_free(c);
+    return ret;
+}
+
+/* One-shot AES-256-GCM of 32 bytes @in under @kek into @out (nonce, ct,
+ * tag) with a random nonce and AAD @aad. 0 or -EIO. */
+static int seal32(const uint8_t kek[32], const char *aad, const uint8_t *in,
+                  uint8_t out[SEALED_LEN])
+{
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int outl = 0, ok;
+
+    ok = c != NULL && RAND_bytes(out, 12) == 1 &&
+         EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, kek, out) == 1 &&
+         EVP_EncryptUpdate(c, NULL, &outl, (const uint8_t *)aad,
+                           (int)strlen(aad)) == 1 &&
+         EVP_EncryptUpdate(c, out + 12, &outl, in, 32) == 1 &&
+         EVP_EncryptFinal_ex(c, out + 44, &outl) == 1 &&
+         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, out + 44) == 1;
+    EVP_CIPHER_CTX_free(c);
+    return ok ? 0 : -EIO;
+}
+
+/* Opens what seal32 made; 0 or -EBADMSG (wrong key, altered). */
+static int unseal32(const uint8_t kek[32], const char *aad,
+                    const uint8_t in[SEALED_LEN], uint8_t out[32])
+{
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    uint8_t tag[16];
+    int outl = 0, ok;
+
+    memcpy(tag, in + 44, 16);
+    ok = c != NULL &&
+         EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, kek, in) == 1 &&
+         EVP_DecryptUpdate(c, NULL, &outl, (const uint8_t *)aad,
+                           (int)strlen(aad)) == 1 &&
+         EVP_DecryptUpdate(c, out, &outl, in + 12, 32) == 1 &&
+         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag) == 1 &&
+         EVP_DecryptFinal_ex(c, out + 32, &outl) == 1;
+    EVP_CIPHER_CTX_free(c);
+    return ok ? 0 : -EBADMSG;
+}
+
+/* ---- the master key ---- */
+
+/* See sse.h. */
+int stor_sse_keys_create(const uint8_t *kms_key, struct stor_s3 *s3)
+{
+    struct stor_sse_keys *k = calloc(1, sizeof(*k));
+
+    if (k == NULL)
+        return -ENOMEM;
+    pthread_mutex_init(&k->lock, NULL);
+    if (kms_key) {
+        k->have_kms = true;
+        memcpy(k->kms, kms_key, 32);
+    }
+    s3->sse_keys = k;
+    return 0;
+}
+
+/* See sse.h. */
+void stor_sse_keys_destroy(struct stor_s3 *s3)
+{
+    struct stor_sse_keys *k = s3->sse_keys;
+
+    if (k == NULL)
+        return;
+    pthread_mutex_destroy(&k->lock);
+    OPENSSL_cleanse(k, sizeof(*k));
+    free(k);
+    s3->sse_keys = NULL;
+}
+
+/* See sse.h. */
+int stor_sse_read_key_file(const char *path, uint8_t key[32], char *err,
+                           size_t errlen)
+{
+    char buf[130];
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), ret = -EINVAL;
+
+    if (fd < 0) {
+        ret = -errno;
+        snprintf(err, errlen, "--kms-key-file %s: %s", path, strerror(-ret));
+        return ret;
+    }
+    n = read(fd, buf, sizeof(buf));
+    close(fd);
+    if (n == 32) {
+        memcpy(key, buf, 32);
+        ret = 0;
+    } else if (n >= 64 && n <= 66) {
+        while (n > 64 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+            n--;
+        if (n == 64 && cm_hex_decode(buf, 64, key) == 32)
+            ret = 0;
+    }
+    OPENSSL_cleanse(buf, sizeof(buf));
+    if (ret < 0)
+        snprintf(err, errlen,
+                 "--kms-key-file %s: must hold a 256-bit key: 32 bytes, or "
+                 "64 hex digits",
+                 path);
+    return ret;
+}
+
+/* The key that seals the master key: the KMS file's ("kms") or one derived
+ * from the root secret with @salt ("root"). 0 or -EINVAL/-EIO. */
+static int master_kek(const struct stor_s3 *s3, const char *by,
+                      const uint8_t salt[16], uint8_t kek[32])
+{
+    const struct stor_sse_keys *k = s3->sse_keys;
+
+    if (strcmp(by, "kms") == 0) {
+        if (!k->have_kms)
+            return -EINVAL;
+        memcpy(kek, k->kms, 32);
+        return 0;
+    }
+    if (strcmp(by, "root") != 0)
+        return -EINVAL;
+    if (PKCS5_PBKDF2_HMAC(s3->root_secret, (int)strlen(s3->root_secret), salt,
+                          16, KDF_ITER, EVP_sha256(), 32, kek) != 1)
+        return -EIO;
+    return 0;
+}
+
+/* Unseals the stored master key "v1:BY:SALT:SEALED". 0 or -errno. */
+static int master_unseal(const struct stor_s3 *s3, const char *v,
+                         uint8_t out[32])
+{
+    char by[8];
+    uint8_t salt[16], sealed[SEALED_LEN], kek[32];
+    const char *p = v, *c1, *c2, *c3;
+    int ret;
+
+    c1 = strchr(p, ':');
+    c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    c3 = c2 ? strchr(c2 + 1, ':') : NULL;
+    if (strncmp(v, "v1:", 3) != 0 || c3 == NULL ||
+        (size_t)(c2 - c1 - 1) >= sizeof(by) || c3 - c2 - 1 != 32 ||
+        strlen(c3 + 1) != 2 * SEALED_LEN ||
+        cm_hex_decode(c2 + 1, 32, salt) != 16 ||
+        cm_hex_decode(c3 + 1, 2 * SEALED_LEN, sealed) != SEALED_LEN)
+        return -EBADMSG;
+    memcpy(by, c1 + 1, (size_t)(c2 - c1 - 1));
+    by[c2 - c1 - 1] = 0;
+    ret = master_kek(s3, by, salt, kek);
+    if (ret == 0)
+        ret = unseal32(kek, MK_AAD, sealed, out);
+    OPENSSL_cleanse(kek, sizeof(kek));
+    return ret;
+}
+
+/* Makes, seals and stores a new master key. 0 or -errno. */
+static int master_make(struct stor_s3 *s3, uint8_t out[32])
+{
+    uint8_t salt[16], kek[32], sealed[SEALED_LEN];
+    char v[3 + 5 + 33 + 2 * SEALED_LEN + 4], sh[33], kh[2 * SEALED_LEN + 1];
+    const char *by = s3->sse_keys->have_kms ? "kms" : "root";
+    int ret;
+
+    if (RAND_bytes(salt, 16) != 1 || RAND_bytes(out, 32) != 1)
+        return -EIO;
+    ret = master_kek(s3, by, salt, kek);
+    if (ret == 0)
+        ret = seal32(kek, MK_AAD, out, sealed);
+    OPENSSL_cleanse(kek, sizeof(kek));
+    if (ret < 0)
+        return ret;
+    cm_hex_encode(salt, 16, sh);
+    cm_hex_encode(sealed, SEALED_LEN, kh);
+    snprintf(v, sizeof(v), "v1:%s:%s:%s", by, sh, kh);
+    return stor_iam_sys_conf_set(s3->iam, MASTER_FIELD, v);
+}
+
+/* The master key into @out, made when @create and there is none. Reads
+ * and unseals once (PBKDF2: tens of ms), then memory. 0, -ENOENT (none and
+ * !@create) or -errno (logged). */
+static int master_get(struct stor_s3 *s3, bool create, uint8_t out[32])
+{
+    struct stor_sse_keys *k = s3->sse_keys;
+    char *v;
+    int ret = 0;
+
+    pthread_mutex_lock(&k->lock);
+    if (k->have_master)
+        goto out_copy;
+    v = stor_iam_sys_conf(s3->iam, MASTER_FIELD);
+    if (v) {
+        ret = master_unseal(s3, v, k->master);
+        free(v);
+        if (ret < 0)
+            cm_log(CM_LOG_ERROR, -ret,
+                   "sse: the SSE-S3 master key cannot be unsealed (were the "
+                   "root credentials or --kms-key-file changed?)");
+    } else if (create) {
+        ret = master_make(s3, k->master);
+        if (ret < 0)
+            cm_log(CM_LOG_ERROR, -ret, "sse: cannot store a master key");
+    } else {
+        ret = -ENOENT;
+    }
+    if (ret < 0)
+        goto out;
+    k->have_master = true;
+out_copy:
+    memcpy(out, k->master, 32);
+out:
+    pthread_mutex_unlock(&k->lock);
+    return ret;
+}
+
+/* ---- request headers ---- */
+
+/* The SSE-C key of @r (the copy source's with @src): S3E_NONE and
+ * *present false when none is named; else checks algorithm, key and MD5
+ * as S3 does. */
+static enum stor_s3_err ssec_parse(const struct stor_s3_req *r, bool src,
+                                   uint8_t key[32], char *kmd5, bool *present)
+{
+    char name[96];
+    const char *pfx = src ? "x-amz-copy-source-" : "x-amz-";
+    const char *alg, *kv, *mv;
+    size_t an = 0, kn = 0, mn = 0;
+    uint8_t raw[48], md[16], given[24];
+
+    snprintf(name, sizeof(name), "%sserver-side-encryption-customer-algorithm",
+             pfx);
+    alg = stor_s3_hdr(r, name, &an);
+    snprintf(name, sizeof(name), "%sserver-side-encryption-customer-key", pfx);
+    kv = stor_s3_hdr(r, name, &kn);
+    snprintf(name, sizeof(name), "%sserver-side-encryption-customer-key-MD5",
+             pfx);
+    mv = stor_s3_hdr(r, name, &mn);
+    *present = alg || kv || mv;
+    if (!*present)
+        return S3E_NONE;
+    if (alg == NULL || kv == NULL || mv == NULL)
+        return alg && !(an == 6 && memcmp(alg, "AES256", 6) == 0)
+                   ? S3E_SSE_BAD_ALGORITHM
+                   : S3E_SSE_BAD_KEY;
+    if (!(an == 6 && memcmp(alg, "AES256", 6) == 0))
+        return S3E_SSE_BAD_ALGORITHM;
+    if (kn > 64 || cm_base64_decode(kv, kn, raw) != 32)
+        return S3E_SSE_BAD_KEY;
+    cm_md5(raw, 32, md);
+    if (mn > 32 || cm_base64_decode(mv, mn, given) != 16 ||
+        memcmp(given, md, 16) != 0) {
+        OPENSSL_cleanse(raw, sizeof(raw));
+        return S3E_SSE_BAD_KEY_MD5;
+    }
+    memcpy(key, raw, 32);
+    OPENSSL_cleanse(raw, sizeof(raw));
+    cm_base64_encode(md, 16, kmd5);
+    return S3E_NONE;
+}
+
+static struct stor_sse *sse_alloc(enum sse_mode mode)
+{
+    struct stor_sse *x = calloc(1, sizeof(*x));
+
+    if (x == NULL)
+        return NULL;
+    x->mode = mode;
+    x->cached = UINT64_MAX;
+    cm_buf_init(&x->tags_hex, CM_BUF_NOLIMIT);
+    x->c = EVP_CIPHER_CTX_new();
+    x->buf = malloc(STOR_SSE_PKG + 16);
+    if (x->c == NULL || x->buf == NULL) {
+        stor_sse_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* See sse.h. */
+void stor_sse_free(struct stor_sse *x)
+{
+    if (x == NULL)
+        return;
+    EVP_CIPHER_CTX_free(x->c);
+    if (x->md5)
+        EVP_MD_CTX_free(x->md5);
+    if (x->buf) {
+        OPENSSL_cleanse(x->buf, STOR_SSE_PKG + 16);
+        free(x->buf);
+    }
+    cm_buf_fini(&x->tags_hex);
+    free(x->tags);
+    free(x->tags_copy);
+    OPENSSL_cleanse(x->dk, sizeof(x->dk));
+    free(x);
+}
+
+/* See sse.h. */
+enum stor_s3_err stor_sse_write_begin(struct stor_s3_req *r,
+                                      struct stor_sse **out)
+{
+    uint8_t ckey[32], mk[32];
+    char kmd5[CM_BASE64_LEN(16) + 1];
+    const char *v;
+    size_t n = 0, kn = 0;
+    bool has_c = false;
+    enum sse_mode mode = SSE_NONE;
+    enum stor_s3_err e;
+    struct stor_sse *x;
+    char *def = NULL;
+    int ret;
+
+    *out = NULL;
+    e = ssec_parse(r, false, ckey, kmd5, &has_c);
+    if (e != S3E_NONE)
+        return e;
+    v = stor_s3_hdr(r, "x-amz-server-side-encryption", &n);
+    if (has_c && v)
+        return S3E_SSE_BAD_ALGORITHM; /* one or the other */
+    if (v && n == 6 && memcmp(v, "AES256", 6) == 0)
+        mode = SSE_S3;
+    else if (v && n >= 7 && memcmp(v, "aws:kms", 7) == 0)
+        return S3E_SSE_KMS_NOT_IMPLEMENTED;
+    else if (v)
+        return S3E_SSE_BAD_ALGORITHM;
+    if (stor_s3_hdr(r, "x-amz-server-side-encryption-aws-kms-key-id", &kn) ||
+        stor_s3_hdr(r, "x-amz-server-side-encryption-context", &kn))
+        return S3E_SSE_KMS_NOT_IMPLEMENTED;
+    if (has_c) {
+        mode = SSE_C;
+    } else if (mode == SSE_NONE) {
+        def = stor_iam_bucket_conf(r->s3->iam, r->bucket, "encryption");
+        if (def && strcmp(def, "AES256") == 0)
+            mode = SSE_S3;
+        free(def);
+    }
+    if (mode == SSE_NONE)
+        return S3E_NONE;
+    x = sse_alloc(mode);
+    if (x == NULL)
+        return S3E_INTERNAL;
+    x->md5 = EVP_MD_CTX_new();
+    if (x->md5 == NULL || EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) != 1 ||
+        RAND_bytes(x->dk, 32) != 1 ||
+        EVP_EncryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, x->dk, NULL) != 1) {
+        stor_sse_free(x);
+        return S3E_INTERNAL;
+    }
+    if (mode == SSE_C) {
+        ret = seal32(ckey, DK_AAD, x->dk, x->sealed);
+        memcpy(x->kmd5, kmd5, sizeof(kmd5));
+        OPENSSL_cleanse(ckey, sizeof(ckey));
+    } else {
+        ret = master_get(r->s3, true, mk);
+        if (ret == 0)
+            ret = seal32(mk, DK_AAD, x->dk, x->sealed);
+        OPENSSL_cleanse(mk, sizeof(mk));
+    }
+    if (ret < 0) {
+        stor_sse_free(x);
+        return S3E_INTERNAL;
+    }
+    *out = x;
+    return S3E_NONE;
+}
+
+/* See sse.h. */
+int stor_sse_put_headers(struct stor_sse *x, struct stor_put *p)
+{
+    char hex[2 * SEALED_LEN + 1];
+    int ret;
+
+    cm_hex_encode(x->sealed, SEALED_LEN, hex);
+    ret =
+        stor_put_add_header(p, HDR_MODE, x->mode == SSE_C ? "SSE-C" : "AES256");
+    if (ret == 0)
+        ret = stor_put_add_header(p, HDR_DK, hex);
+    if (ret == 0 && x->mode == SSE_C)
+        ret = stor_put_add_header(p, HDR_KMD5, x->kmd5);
+    return ret;
+}
+
+/* Seals the filled package and writes it. */
+static int put_package(struct stor_sse *x, struct stor_put *p)
+{
+    uint8_t tag[16];
+    char th[33];
+    int ret = pkg_seal(x->c, x->pk, x->buf, x->blen, tag);
+
+    if (ret < 0)
+        return ret;
+    cm_hex_encode(tag, 16, th);
+    if (cm_buf_append(&x->tags_hex, th, 32) < 0)
+        return -ENOMEM;
+    ret = stor_put_write(p, x->buf, x->blen);
+    x->pk++;
+    x->blen = 0;
+    return ret;
+}
+
+/* See sse.h. */
+int stor_sse_put_write(struct stor_sse *x, struct stor_put *p, const void *data,
+                       size_t len)
+{
+    const uint8_t *d = data;
+    int ret;
+
+    if (x == NULL)
+        return stor_put_write(p, data, len);
+    if (EVP_DigestUpdate(x->md5, data, len) != 1)
+        return -EIO;
+    while (len > 0) {
+        size_t n = CM_MIN(len, (size_t)STOR_SSE_PKG - x->blen);
+
+        memcpy(x->buf + x->blen, d, n);
+        x->blen += n;
+        d += n;
+        len -= n;
+        if (x->blen == STOR_SSE_PKG) {
+            ret = put_package(x, p);
+            if (ret < 0)
+                return ret;
+        }
+    }
+    return 0;
+}
+
+/* See sse.h. */
+int stor_sse_put_finish(struct stor_sse *x, struct stor_put *p,
+                        const uint8_t *expect_md5)
+{
+    uint8_t md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    char etag[33];
+    int ret = 0;
+
+    if (x->blen > 0)
+        ret = put_package(x, p);
+    if (ret < 0)
+        return ret;
+    if (EVP_DigestFinal_ex(x->md5, md, &mdlen) != 1)
+        return -EIO;
+    if (expect_md5 && memcmp(expect_md5, md, 16) != 0)
+        return -STOR_EBADDIGEST;
+    cm_hex_encode(md, 16, etag);
+    ret = stor_put_add_header(p, HDR_TAGS,
+                              x->tags_hex.data ? x->tags_hex.data : "");
+    if (ret == 0)
+        ret = stor_put_set_etag(p, etag);
+    return ret;
+}
+
+/* ---- reading ---- */
+
+static const char *info_hdr(const struct stor_obj_info *in, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < in->nhdrs; i++)
+        if (strcmp(in->hdrs[i].name, name) == 0)
+            return in->hdrs[i].value;
+    return NULL;
+}
+
+/* See sse.h. */
+int stor_sse_tags_decode(const char *hex, size_t n, uint64_t size,
+                         uint8_t **tags, size_t *ntags)
+{
+    uint64_t want = (size + STOR_SSE_PKG - 1) / STOR_SSE_PKG;
+    uint8_t *t;
+
+    *tags = NULL;
+    *ntags = 0;
+    if (n % 32 != 0 || n / 32 != want)
+        return -EBADMSG;
+    t = malloc(want ? (size_t)want * 16 : 1);
+    if (t == NULL)
+        return -ENOMEM;
+    if (want && cm_hex_decode(hex, n, t) != (long)(want * 16)) {
+        free(t);
+        return -EBADMSG;
+    }
+    *tags = t;
+    *ntags = (size_t)want;
+    return 0;
+}
+
+/* See sse.h. */
+enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
+                                    const struct stor_obj_info *in, bool source,
+                                    struct stor_sse **out)
+{
+    const char *mode = info_hdr(in, HDR_MODE), *dk = info_hdr(in, HDR_DK);
+    const char *tags = info_hdr(in, HDR_TAGS), *km = info_hdr(in, HDR_KMD5);
+    uint8_t ckey[32], sealed[SEALED_LEN], kek[32];
+    char kmd5[CM_BASE64_LEN(16) + 1];
+    bool has_c = false;
+    enum stor_s3_err e;
+    struct stor_sse *x;
+    int ret;
+
+    *out = NULL;
+    e = ssec_parse(r, source, ckey, kmd5, &has_c);
+    if (mode == NULL) /* plaintext: an SSE-C key does not apply */
+        return e != S3E_NONE ? e : has_c ? S3E_SSE_NOT_APPLICABLE : S3E_NONE;
+    if (e != S3E_NONE)
+        return e;
+    if (dk == NULL || tags == NULL || strlen(dk) != 2 * SEALED_LEN ||
+        cm_hex_decode(dk, 2 * SEALED_LEN, sealed) != SEALED_LEN) {
+        cm_log(CM_LOG_ERROR, 0, "req=%016llX %s: encryption headers damaged",
+               (unsigned long long)r->http.id, r->bucket);
+        return S3E_INTERNAL;
+    }
+    if (strcmp(mode, "SSE-C") == 0) {
+        if (!has_c)
+            return S3E_SSE_KEY_REQUIRED;
+        if (km && strcmp(km, kmd5) != 0)
+            return S3E_SSE_KEY_MISMATCH;
+        memcpy(kek, ckey, 32);
+    } else {
+        if (has_c)
+            return S3E_SSE_NOT_APPLICABLE;
+        if (master_get(r->s3, false, kek) < 0)
+            return S3E_INTERNAL;
+    }
+    OPENSSL_cleanse(ckey, sizeof(ckey));
+    x = sse_alloc(strcmp(mode, "SSE-C") == 0 ? SSE_C : SSE_S3);
+    if (x == NULL) {
+        OPENSSL_cleanse(kek, sizeof(kek));
+        return S3E_INTERNAL;
+    }
+    ret = unseal32(kek, DK_AAD, sealed, x->dk);
+    OPENSSL_cleanse(kek, sizeof(kek));
+    if (ret < 0) {
+        e = x->mode == SSE_C ? S3E_SSE_KEY_MISMATCH : S3E_INTERNAL;
+        stor_sse_free(x);
+        return e;
+    }
+    if (EVP_DecryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, x->dk, NULL) != 1) {
+        stor_sse_free(x);
+        return S3E_INTERNAL;
+    }
+    if (km)
+        snprintf(x->kmd5, sizeof(x->kmd5), "%s", km);
+    x->size = in->size;
+    x->tags_copy = strdup(tags);
+    if (x->tags_copy == NULL) {
+        stor_sse_free(x);
+        return S3E_INTERNAL;
+    }
+    *out = x;
+    return S3E_NONE;
+}
+
+/* Reads and opens package @pk into x->buf. 0 or -errno. */
+static int load_package(struct stor_sse *x, struct stor_get *g, uint64_t pk)
+{
+    uint64_t start = pk * STOR_SSE_PKG;
+    size_t len = (size_t)CM_MIN((uint64_t)STOR_SSE_PKG, x->size - start);
+    size_t got = 0;
+    int ret;
+
+    if (x->tags == NULL) {
+        ret = stor_sse_tags_decode(x->tags_copy, strlen(x->tags_copy), x->size,
+                                   &x->tags, &x->ntags);
+        if (ret < 0)
+            return ret == -ENOMEM ? ret : -EIO;
+    }
+    x->cached = UINT64_MAX;
+    while (got < len) {
+        ssize_t n = stor_get_read(g, start + got, x->buf + got, len - got);
+
+        if (n <= 0)
+            return n < 0 ? (int)n : -EIO;
+        got += (size_t)n;
+    }
+    if (pkg_open_ctx(x->c, pk, x->buf, len, x->tags + pk * 16) < 0) {
+        cm_log(CM_LOG_ERROR, 0,
+               "sse: package %llu fails its tag: the stored object or its "
+               "tags were altered",
+               (unsigned long long)pk);
+        return -EIO;
+    }
+    x->cached = pk;
+    x->blen = len;
+    return 0;
+}
+
+/* See sse.h. */
+ssize_t stor_sse_get_read(struct stor_sse *x, struct stor_get *g, uint64_t off,
+                          void *buf, size_t len)
+{
+    uint8_t *o = buf;
+    size_t done = 0;
+    int ret;
+
+    if (x == NULL)
+        return stor_get_read(g, off, buf, len);
+    while (done < len && off < x->size) {
+        uint64_t pk = off / STOR_SSE_PKG;
+        size_t in = (size_t)(off - pk * STOR_SSE_PKG), n;
+
+        if (x->cached != pk) {
+            ret = load_package(x, g, pk);
+            if (ret < 0)
+                return ret;
+        }
+        n = CM_MIN(len - done, x->blen - in);
+        memcpy(o + done, x->buf + in, n);
+        done += n;
+        off += n;
+    }
+    return (ssize_t)done;
+}
+
+/* See sse.h. */
+int stor_sse_resp_headers(const struct stor_sse *x, struct stor_resp *rs)
+{
+    int ret;
+
+    if (x == NULL)
+        return 0;
+    if (x->mode == SSE_S3)
+        return stor_resp_hdr(rs, "x-amz-server-side-encryption", "AES256");
+    ret = stor_resp_hdr(rs, "x-amz-server-side-encryption-customer-algorithm",
+                        "AES256");
+    if (ret == 0)
+        ret = stor_resp_hdr(rs, "x-amz-server-side-encryption-customer-key-MD5",
+                            "%s", x->kmd5);
+    return ret;
+}
+
+/* ---- bucket default encryption ---- */
+
+struct enc_xml {
+    int depth;
+    struct cm_buf text;
+    int rules;
+    char alg[16];
+    bool bad;
+};
+
+static void XMLCALL enc_start(void *ud, const char *name, const char **attrs)
+{
+    struct enc_xml *x = ud;
+    const char *c = strrchr(name, ':');
+
+    (void)attrs;
+    x->depth++;
+    cm_buf_reset(&x->text);
+    if (strcmp(c ? c + 1 : name, "Rule") == 0)
+        x->rules++;
+}
+
+static void XMLCALL enc_text(void *ud, const char *s, int len)
+{
+    struct enc_xml *x = ud;
+
+    if (cm_buf_append(&x->text, s, (size_t)len) < 0)
+        x->bad = true;
+}
+
+static void XMLCALL enc_end(void *ud, const char *name)
+{
+    struct enc_xml *x = ud;
+    const char *c = strrchr(name, ':');
+
+    x->depth--;
+    if (strcmp(c ? c + 1 : name, "SSEAlgorithm") == 0) {
+        if (x->alg[0] || x->text.len == 0 || x->text.len >= sizeof(x->alg))
+            x->bad = true;
+        else
+            memcpy(x->alg, x->text.data, x->text.len);
+    }
+    cm_buf_reset(&x->text);
+}
+
+/* The algorithm of a PutBucketEncryption body into @alg. S3E_NONE or the
+ * error. */
+static enum stor_s3_err enc_parse(const char *xml, size_t len, char *alg)
+{
+    struct enc_xml x;
+    XML_Parser p = XML_ParserCreate(NULL);
+    enum stor_s3_err e = S3E_NONE;
+
+    if (p == NULL)
+        return S3E_INTERNAL;
+    memset(&x, 0, sizeof(x));
+    cm_buf_init(&x.text, 4096);
+    XML_SetUserData(p, &x);
+    XML_SetElementHandler(p, enc_start, enc_end);
+    XML_SetCharacterDataHandler(p, enc_text);
+    if (XML_Parse(p, xml, (int)len, 1) != XML_STATUS_OK || x.bad ||
+        x.rules != 1 || x.alg[0] == 0)
+        e = S3E_MALFORMED_XML;
+    else if (strncmp(x.alg, "aws:kms", 7) == 0)
+        e = S3E_SSE_KMS_NOT_IMPLEMENTED;
+    else if (strcmp(x.alg, "AES256") != 0)
+        e = S3E_MALFORMED_XML;
+    else
+        memcpy(alg, x.alg, 7);
+    XML_ParserFree(p);
+    cm_buf_fini(&x.text);
+    return e;
+}
+
+/* See sse.h. */
+void stor_sse_bucket_op(struct stor_s3_req *r)
+{
+    struct stor_bucket_info bi;
+    struct stor_resp *rs = &r->http.resp;
+    char alg[8] = "", *v;
+    enum stor_s3_err e;
+    int ret = stor_bucket_stat(r->s3->store, r->bucket, &bi);
+
+    if (ret < 0) {
+        stor_s3_error(r, stor_s3_err_from_errno(ret));
+        return;
+    }
+    if (r->http.is_get || r->http.is_head) {
+        v = stor_iam_bucket_conf(r->s3->iam, r->bucket, "encryption");
+        if (v == NULL) {
+            stor_s3_error(r, S3E_NO_SSE_CONFIG);
+            return;
+        }
+        ret = cm_buf_appendf(
+            &rs->body,
+            S3_XML_DECL "<ServerSideEncryptionConfiguration xmlns=\"" S3_XMLNS
+                        "\"><Rule><ApplyServerSideEncryptionByDefault>"
+                        "<SSEAlgorithm>%s</SSEAlgorithm>"
+                        "</ApplyServerSideEncryptionByDefault>"
+                        "<BucketKeyEnabled>false</BucketKeyEnabled></Rule>"
+                        "</ServerSideEncryptionConfiguration>",
+            v);
+        free(v);
+        if (ret == 0)
+            ret = stor_resp_hdr(rs, "Content-Type", "application/xml");
+        if (ret < 0)
+            stor_s3_error(r, S3E_INTERNAL);
+        else
+            rs->status = 200;
+        return;
+    }
+    if (r->http.is_put) {
+        e = enc_parse(r->body.data ? r->body.data : "", r->body.len, alg);
+        if (e != S3E_NONE) {
+            stor_s3_error(r, e);
+            return;
+        }
+    }
+    ret =
+        stor_iam_bucket_conf_set(r, "encryption", r->http.is_put ? alg : NULL);
+    if (ret < 0) {
+        cm_log(CM_LOG_ERROR, -ret, "req=%016llX %s: bucket encryption",
+               (unsigned long long)r->http.id, r->bucket);
+        stor_s3_error(r, S3E_INTERNAL);
+        return;
+    }
+    rs->status = r->http.is_put ? 200 : 204;
+}

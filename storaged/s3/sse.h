@@ -1,0 +1,94 @@
+/* storaged/s3/sse.h - server-side encryption at rest (SSE-C and SSE-S3),
+ * done by the S3 layer around the object layer's streams, so the store
+ * keeps ciphertext and stays format-agnostic (FORMAT.md "Encrypted
+ * objects"). An object's plaintext is cut into packages of 64 KiB, each
+ * sealed alone with AES-256-GCM under the object's own data key, so a
+ * range GET decrypts only the packages it touches; the ciphertext has the
+ * plaintext's length (the GCM tags are kept in a stored header), so sizes
+ * in listings are right without the store knowing.
+ *
+ * Ownership: a struct stor_sse belongs to one request (r->sse, freed in
+ * req_fini) and is used by one thread at a time, as the request is. */
+#ifndef STORAGED_S3_SSE_H
+#define STORAGED_S3_SSE_H
+#include "common/compiler.h"
+#include "storaged/s3/err.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define STOR_SSE_PKG (64 * 1024) /* plaintext bytes per sealed package */
+
+struct stor_s3;
+struct stor_s3_req;
+struct stor_sse;
+struct stor_get;
+struct stor_put;
+struct stor_obj_info;
+struct stor_resp;
+
+/* The server-wide key state: created with the S3 state; @kms_key (32
+ * bytes, copied) or NULL to seal the master key under a key derived from
+ * the root credentials. 0 or -ENOMEM. */
+CM_MUST_CHECK int stor_sse_keys_create(const uint8_t *kms_key,
+                                       struct stor_s3 *s3);
+void stor_sse_keys_destroy(struct stor_s3 *s3);
+/* Reads `--kms-key-file`: 32 raw bytes, or 64 hex digits (a newline
+ * allowed). 0, or -errno with a message in @err. */
+CM_MUST_CHECK int stor_sse_read_key_file(const char *path, uint8_t key[32],
+                                         char *err, size_t errlen);
+
+/* Worker, before a new object's (or copy's) data is written: the
+ * encryption the request asks for (SSE-C headers, x-amz-server-side-
+ * encryption) or else the bucket's default. S3E_NONE with *out NULL: stored
+ * as plaintext. */
+enum stor_s3_err stor_sse_write_begin(struct stor_s3_req *r,
+                                      struct stor_sse **out);
+/* Stores the object's encryption headers (x-ecfs-sse*) with @p. 0/-errno */
+CM_MUST_CHECK int stor_sse_put_headers(struct stor_sse *x, struct stor_put *p);
+/* Appends plaintext (stor_put_write when @x is NULL). 0 or -errno. */
+CM_MUST_CHECK int stor_sse_put_write(struct stor_sse *x, struct stor_put *p,
+                                     const void *data, size_t len);
+/* Seals the last package, stores the tags and the plaintext's MD5 as the
+ * ETag; -STOR_EBADDIGEST when @expect_md5 (or NULL) differs from it. The
+ * caller then commits with no MD5 of its own. */
+CM_MUST_CHECK int stor_sse_put_finish(struct stor_sse *x, struct stor_put *p,
+                                      const uint8_t *expect_md5);
+
+/* Worker or loop (no I/O): opens stored object @in for reading by @r:
+ * checks the SSE-C key of the request (the copy source's with @source)
+ * against the object's. S3E_NONE with *out NULL for a plaintext object
+ * (refusing SSE-C headers on it). */
+enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
+                                    const struct stor_obj_info *in, bool source,
+                                    struct stor_sse **out);
+/* Plaintext at @off (stor_get_read when @x is NULL): bytes, 0 at EOF, or
+ * -errno (-EIO when a package fails its tag). */
+CM_MUST_CHECK ssize_t stor_sse_get_read(struct stor_sse *x, struct stor_get *g,
+                                        uint64_t off, void *buf, size_t len);
+/* Adds the response headers S3 sends for an encrypted object. 0/-ENOMEM */
+CM_MUST_CHECK int stor_sse_resp_headers(const struct stor_sse *x,
+                                        struct stor_resp *rs);
+void stor_sse_free(struct stor_sse *x);
+
+/* Worker: Get/Put/DeleteBucketEncryption (r->op S3_OP_BUCKET_ENCRYPTION). */
+void stor_sse_bucket_op(struct stor_s3_req *r);
+
+/* The package parser's core, exposed for the fuzz target and unit test:
+ * decodes the stored tag list @hex (@n chars) for an object of @size
+ * bytes into a malloc'd array of 16-byte tags (*ntags). 0 or -EBADMSG
+ * (wrong count or a bad digit) or -ENOMEM. */
+CM_MUST_CHECK int stor_sse_tags_decode(const char *hex, size_t n, uint64_t size,
+                                       uint8_t **tags, size_t *ntags);
+/* Seals package @idx (@len <= STOR_SSE_PKG bytes) in place with @key; its
+ * tag to @tag. 0 or -EIO/-ENOMEM. */
+CM_MUST_CHECK int stor_sse_pkg_seal(const uint8_t key[32], uint64_t idx,
+                                    uint8_t *buf, size_t len, uint8_t tag[16]);
+/* Opens package @idx of @len ciphertext bytes in place with @key and
+ * @tag; 0 or -EBADMSG. */
+CM_MUST_CHECK int stor_sse_pkg_open(const uint8_t key[32], uint64_t idx,
+                                    uint8_t *buf, size_t len,
+                                    const uint8_t tag[16]);
+
+#endif /* STORAGED_S3_SSE_H */

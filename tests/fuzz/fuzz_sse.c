@@ -1,0 +1,62 @@
+/* tests/fuzz/fuzz_sse.c - libFuzzer target for the encrypted-object
+ * format's parsers (storaged/s3/sse.c): the stored tag list (a header the
+ * drives hand back, possibly damaged) and the package opener. Input: 8
+ * bytes of object size (little-endian, bounded), then the tag list text;
+ * the same bytes are also opened as one ciphertext package. Besides "no
+ * crash": a decoded list has exactly one tag per started package, and a
+ * package this target did not seal never opens. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storaged/s3/sse.h"
+#include "tests/fuzz/fuzz.h"
+
+#define CHECK(x)                                                               \
+    do {                                                                       \
+        if (!(x))                                                              \
+            abort();                                                           \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const uint8_t key[32] = {42};
+    uint64_t osize = 0;
+    uint8_t *tags = NULL, *buf, tag[16];
+    size_t ntags = 0, n, i;
+    int ret;
+
+    if (size < 8)
+        return 0;
+    for (i = 0; i < 8; i++)
+        osize |= (uint64_t)data[i] << (8 * i);
+    osize %= (uint64_t)64 << 20; /* objects of up to 64 MiB */
+    ret = stor_sse_tags_decode((const char *)data + 8, size - 8, osize, &tags,
+                               &ntags);
+    CHECK(ret == 0 || ret == -EBADMSG || ret == -ENOMEM);
+    if (ret == 0)
+        CHECK(ntags == (osize + STOR_SSE_PKG - 1) / STOR_SSE_PKG &&
+              ntags * 32 == size - 8);
+    else
+        CHECK(tags == NULL);
+    free(tags);
+    /* random bytes with a random tag never open */
+    n = size - 8 > STOR_SSE_PKG ? STOR_SSE_PKG : size - 8;
+    buf = malloc(n + 1);
+    CHECK(buf != NULL);
+    memcpy(buf, data + 8, n);
+    memset(tag, 0, sizeof(tag));
+    memcpy(tag, data, 8);
+    CHECK(stor_sse_pkg_open(key, osize, buf, n, tag) != 0);
+    /* what we seal opens, at its index only */
+    memcpy(buf, data + 8, n);
+    CHECK(stor_sse_pkg_seal(key, osize, buf, n, tag) == 0);
+    CHECK(stor_sse_pkg_open(key, osize + 1, buf, n, tag) != 0);
+    memcpy(buf, data + 8, n);
+    CHECK(stor_sse_pkg_seal(key, osize, buf, n, tag) == 0);
+    CHECK(stor_sse_pkg_open(key, osize, buf, n, tag) == 0);
+    CHECK(memcmp(buf, data + 8, n) == 0);
+    free(buf);
+    return 0;
+}

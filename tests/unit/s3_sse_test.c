@@ -1,0 +1,112 @@
+/* tests/unit/s3_sse_test.c - the encrypted-object format's pieces
+ * (storaged/s3/sse.c): the stored tag list's decoder (one tag per started
+ * 64 KiB package, nothing else accepted) and the sealed packages (a round
+ * trip, a changed byte, a swapped package index or tag, a wrong key and
+ * a truncated package are all refused). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* cmocka needs the four above first */
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/codec.h"
+#include "storaged/s3/sse.h"
+
+static const uint8_t key[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+
+static void tags_count_must_match_size(void **state)
+{
+    uint8_t *t = NULL;
+    size_t n = 7;
+    char hex[2 * 32 * 3 + 1];
+
+    (void)state;
+    memset(hex, 'a', sizeof(hex) - 1);
+    hex[sizeof(hex) - 1] = 0;
+    assert_int_equal(stor_sse_tags_decode("", 0, 0, &t, &n), 0);
+    assert_int_equal(n, 0);
+    free(t);
+    assert_int_equal(stor_sse_tags_decode(hex, 32, 1, &t, &n), 0);
+    assert_int_equal(n, 1);
+    free(t);
+    assert_int_equal(stor_sse_tags_decode(hex, 32, STOR_SSE_PKG, &t, &n), 0);
+    free(t);
+    /* one byte more starts a second package */
+    assert_int_equal(stor_sse_tags_decode(hex, 32, STOR_SSE_PKG + 1, &t, &n),
+                     -EBADMSG);
+    assert_null(t);
+    assert_int_equal(stor_sse_tags_decode(hex, 64, STOR_SSE_PKG + 1, &t, &n),
+                     0);
+    assert_int_equal(n, 2);
+    free(t);
+    assert_int_equal(stor_sse_tags_decode("", 0, 1, &t, &n), -EBADMSG);
+    assert_int_equal(stor_sse_tags_decode(hex, 31, 1, &t, &n), -EBADMSG);
+    hex[5] = 'x';
+    assert_int_equal(stor_sse_tags_decode(hex, 32, 1, &t, &n), -EBADMSG);
+    assert_null(t);
+}
+
+static void packages_open_only_as_sealed(void **state)
+{
+    size_t len = STOR_SSE_PKG;
+    uint8_t *plain = malloc(len), *buf = malloc(len), tag[16], tag2[16];
+    uint8_t other[32];
+    size_t i;
+
+    (void)state;
+    assert_non_null(plain);
+    assert_non_null(buf);
+    for (i = 0; i < len; i++)
+        plain[i] = (uint8_t)(i * 7 + 3);
+    memcpy(buf, plain, len);
+    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
+    assert_memory_not_equal(buf, plain, 64);
+    assert_int_equal(stor_sse_pkg_open(key, 5, buf, len, tag), 0);
+    assert_memory_equal(buf, plain, len);
+    /* a changed byte, another index, another key, a cut package */
+    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
+    buf[100] ^= 1;
+    assert_int_equal(stor_sse_pkg_open(key, 5, buf, len, tag), -EBADMSG);
+    memcpy(buf, plain, len);
+    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 6, buf, len, tag), -EBADMSG);
+    memcpy(buf, plain, len);
+    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
+    memcpy(other, key, 32);
+    other[31] ^= 0x80;
+    assert_int_equal(stor_sse_pkg_open(other, 5, buf, len, tag), -EBADMSG);
+    memcpy(buf, plain, len);
+    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 5, buf, len - 1, tag), -EBADMSG);
+    /* the same bytes at another index seal differently (nonce = index) */
+    memcpy(buf, plain, 16);
+    assert_int_equal(stor_sse_pkg_seal(key, 1, buf, 16, tag), 0);
+    memcpy(plain + 1000, buf, 16);
+    memcpy(buf, plain, 16);
+    assert_int_equal(stor_sse_pkg_seal(key, 2, buf, 16, tag2), 0);
+    assert_memory_not_equal(buf, plain + 1000, 16);
+    assert_memory_not_equal(tag, tag2, 16);
+    /* an empty package still has a tag that must match */
+    assert_int_equal(stor_sse_pkg_seal(key, 0, buf, 0, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 0, buf, 0, tag), 0);
+    tag[0] ^= 1;
+    assert_int_equal(stor_sse_pkg_open(key, 0, buf, 0, tag), -EBADMSG);
+    /* more than a package is refused */
+    assert_int_not_equal(stor_sse_pkg_open(key, 0, buf, len + 1, tag), 0);
+    free(plain);
+    free(buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(tags_count_must_match_size),
+        cmocka_unit_test(packages_open_only_as_sealed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
