@@ -2102,10 +2102,10 @@ void stor_s3_op_run(struct stor_s3_req *r)
     case S3_OP_LIST_PARTS:
         op_list_parts(r);
         break;
-    case S3_OP_ADMIN:
     case S3_OP_BUCKET_ENCRYPTION:
         stor_sse_bucket_op(r);
         break;
+    case S3_OP_ADMIN:
     case S3_OP_BUCKET_POLICY:
     case S3_OP_BUCKET_ACL:
     case S3_OP_OBJECT_ACL:
