@@ -62,7 +62,10 @@ static void usage(FILE *f)
         "running server (storaged admin --help); P is a policy JSON file or\n"
         "readonly, readwrite, writeonly or admin. Users, bucket policies and\n"
         "canned ACLs are kept in the store itself and apply at once.\n"
-        "\n"
+        "\n");
+    /* in two pieces: C99 promises string literals of 4095 bytes only */
+    fprintf(
+        f,
         "serve options:\n"
         "  -a, --address HOST:PORT  listen address (required; [::]:9000 for IPv6)\n"
         "  -e, --ec K+M             data+parity shards per object set\n"
@@ -208,7 +211,7 @@ static int cmd_serve(int argc, char **argv)
         {"no-fsync", no_argument, NULL, 'F'},
         {"cache-mem", required_argument, NULL, 'C'},
         {"domain", required_argument, NULL, 'D'},
-        {"kms-key-file", required_argument, NULL, 'k'},
+        {"kms-key-file", required_argument, NULL, 'Y'},
         {"idle-timeout", required_argument, NULL, 'I'},
         {"request-timeout", required_argument, NULL, 'R'},
         {"log-level", required_argument, NULL, 'l'},
@@ -302,7 +305,7 @@ static int cmd_serve(int argc, char **argv)
             }
             s3o.domain = optarg;
             break;
-        case 'k': {
+        case 'Y': {
             char kerr[256];
 
             if (stor_sse_read_key_file(optarg, kms_key, kerr, sizeof(kerr)) <
