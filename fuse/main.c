@@ -714,7 +714,7 @@ static void free_opts(struct raw_opts *r)
 struct exit_watch {
     struct fuse_session *se;
     struct fc_s3 *s3;
-    bool drain; /* -o async_close: wait for the closes' uploads first */
+    bool drain;     /* -o async_close: wait for the closes' uploads first */
     pthread_t main; /* runs the session loop */
     pthread_mutex_t lock;
     pthread_cond_t cond;

@@ -95,8 +95,8 @@ struct fc_wfile {
     unsigned nparts;   /* parts queued */
     char *etags;       /* FC_ETAG_MAX per part; lock */
     unsigned etags_cap;
-    unsigned inflight;              /* parts queued or sending; lock */
-    int err;                        /* first failure of a part; lock */
+    unsigned inflight; /* parts queued or sending; lock */
+    int err;           /* first failure of a part; lock */
     /* -o async_close: close() queued the commit (a small new file, one
      * PUT) to the upload workers instead of waiting for it; wlock to set,
      * read without it by fc_write_settle */
@@ -109,7 +109,7 @@ struct fc_wfile {
 struct up_job {
     struct up_job *next;
     struct fc_wfile *wf; /* one reference */
-    unsigned partno; /* 0: the commit of an async close */
+    unsigned partno;     /* 0: the commit of an async close */
     struct fc_s3_body body;
     char *buf;       /* owned (freed when sent); NULL for a file body */
     size_t reserved; /* budget to give back */
@@ -150,8 +150,8 @@ static struct {
     unsigned n;
     atomic_ulong writes, streamed, staged, commits, commit_errors, efbig;
 } g_up = {.lock = PTHREAD_MUTEX_INITIALIZER,
-           .work = PTHREAD_COND_INITIALIZER,
-           .async_done = PTHREAD_COND_INITIALIZER};
+          .work = PTHREAD_COND_INITIALIZER,
+          .async_done = PTHREAD_COND_INITIALIZER};
 
 /* Part size for part @partno (see header). */
 size_t fc_write_part_size(size_t base, unsigned partno)
