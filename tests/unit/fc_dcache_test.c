@@ -4,7 +4,9 @@
  * apart; a damaged file (flipped byte, truncation, someone else's block
  * under the name) is a miss and is unlinked; a second open is refused
  * while the first holds the lock; the bound is kept by eviction, oldest
- * atime first. */
+ * atime first; blocks big enough to be read with O_DIRECT (sizes around
+ * the 4 KiB alignment, short reads of a longer want) read back exactly
+ * and are dropped when damaged. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -154,6 +156,59 @@ static void test_damaged_files_dropped(void **state)
     fc_dcache_close(dc);
 }
 
+/* Reads @key's block with a want of @want; true when it is @n bytes of
+ * @p. */
+static bool has_big(struct fc_dcache *dc, const char *key, size_t want,
+                    const char *p, size_t n)
+{
+    char *data;
+    size_t len;
+    bool ok;
+
+    if (fc_dcache_get(dc, key, "\"e\"", 0, 1 << 20, want, &data, &len) < 0)
+        return false;
+    ok = len == n && memcmp(data, p, n) == 0;
+    fc_cache_buf_free(data);
+    return ok;
+}
+
+static void test_big_blocks_direct(void **state)
+{
+    static const size_t sizes[] = {128 << 10,        (128 << 10) + 1,
+                                   (256 << 10) - 77, 256 << 10,
+                                   (1 << 20) - 4096, 1 << 20};
+    struct fc_dcache *dc = open_dc("http://a", 1 << 30);
+    char *big = malloc((1 << 20) + 64); /* big + i, i < 64 */
+    (void)state;
+
+    assert_non_null(big);
+    for (size_t i = 0; i < (1 << 20) + 64; i++)
+        big[i] = (char)(i * 7 + i / 4096);
+    for (size_t i = 0; i < CM_ARRAY_SIZE(sizes); i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "big%zu", i);
+        fc_dcache_put(dc, key, "\"e\"", 0, 1 << 20, big + i, sizes[i]);
+        assert_true(has_big(dc, key, sizes[i], big + i, sizes[i]));
+        /* a want past the stored length (the object's last block) */
+        assert_true(has_big(dc, key, 1 << 20, big + i, sizes[i]));
+        /* a want shorter than what is stored is a miss, not a cut */
+        assert_false(has_big(dc, key, sizes[i] - 1, NULL, 0));
+        fc_dcache_drop(dc, key, "\"e\"", 1 << 20, 1);
+    }
+    for (int how = 0; how < 4; how++) {
+        char path[256];
+        fc_dcache_put(dc, "k", "\"e\"", 0, 1 << 20, big,
+                      how == 3 ? 200 << 10 : 300 << 10);
+        damage(how);
+        assert_false(has_big(dc, "k", 1 << 20, NULL, 0));
+        fc_dcache_put(dc, "other", "\"e\"", 0, 4096, "x", 1);
+        only_file(path, sizeof(path)); /* the damaged one is gone */
+        fc_dcache_drop(dc, "other", "\"e\"", 4096, 1);
+    }
+    free(big);
+    fc_dcache_close(dc);
+}
+
 static void test_eviction_oldest_first(void **state)
 {
     struct fc_dcache *dc = open_dc("http://a", 64 << 10);
@@ -214,6 +269,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_roundtrip_and_identity, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_big_blocks_direct, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_damaged_files_dropped, setup,
                                         teardown),
