@@ -30,7 +30,7 @@ struct stor_metrics {
     atomic_uint_fast64_t lat_count[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_in[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_out[S3_OP_COUNT];
-    atomic_uint_fast64_t get_loop[3]; /* by enum stor_get_loop */
+    atomic_uint_fast64_t get_loop[4]; /* by enum stor_get_loop */
 };
 
 static const char *const op_names[S3_OP_COUNT] = {
@@ -115,7 +115,7 @@ void stor_metrics_request(struct stor_metrics *m, int op, int status,
 /* See header. */
 void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how)
 {
-    if (m != NULL && (unsigned)how < 3)
+    if (m != NULL && (unsigned)how < CM_ARRAY_SIZE(m->get_loop))
         atomic_fetch_add_explicit(&m->get_loop[how], 1, memory_order_relaxed);
 }
 
@@ -348,17 +348,19 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             "# HELP storaged_get_loop_total Small GETs the event loop "
             "served itself: read on its io_uring (served), from its body "
             "cache (cached), or handed to a worker (fallback: a shard did "
-            "not verify).\n"
+            "not verify; busy: no room on the loop's io_uring).\n"
             "# TYPE storaged_get_loop_total counter\n"
             "storaged_get_loop_total{result=\"served\"} %llu\n"
             "storaged_get_loop_total{result=\"cached\"} %llu\n"
-            "storaged_get_loop_total{result=\"fallback\"} %llu\n",
+            "storaged_get_loop_total{result=\"fallback\"} %llu\n"
+            "storaged_get_loop_total{result=\"busy\"} %llu\n",
             hs ? hs->conns : 0L, (unsigned long long)(hs ? hs->conns_total : 0),
             hs ? hs->workers_busy : 0,
             (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_READ]),
             (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_CACHED]),
             (unsigned long long)atomic_load(
-                &m->get_loop[STOR_GET_LOOP_FALLBACK]));
+                &m->get_loop[STOR_GET_LOOP_FALLBACK]),
+            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_BUSY]));
     if (ret == 0 && store)
         ret = render_store(store, out);
     return ret;

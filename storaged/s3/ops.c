@@ -1117,6 +1117,20 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
         goto out;
     }
     rs->schunk = stream_chunk(g);
+    rs->sbuf[0] = stor_get_inline_take(g);
+    if (rs->sbuf[0]) {
+        /* Inline: the transport sends the reader's own body buffer (a
+         * one-buffer stream with nothing left to read), so the bytes are
+         * not copied into rs->body and again into the output buffer
+         * (memmove was 7 % of a 320 KiB GET's CPU). */
+        rs->ssent = (size_t)first;
+        rs->slen[0] = (size_t)(first + len);
+        rs->filled[0] = true;
+        rs->cur = 0;
+        rs->rd_off = rs->rd_end = 0;
+        rs->stream = true;
+        goto out;
+    }
     if (len <= rs->schunk) {
         /* Small: read it all here and release the reader now. */
         uint64_t got = 0;

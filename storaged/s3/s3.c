@@ -872,6 +872,8 @@ static bool get_fast(struct stor_s3_req *r)
     r->nb_n = n;
     ret = stor_req_read_files(&r->http, r->nb_rd, n, get_fast_done);
     if (ret < 0) {
+        if (ret == -EAGAIN)
+            stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_BUSY);
         if (ret != -EIO) /* -EIO: the kernel may still write its buffers */
             stor_get_nb_free(r->get_nb);
         r->get_nb = NULL;

@@ -1702,6 +1702,18 @@ const void *stor_get_inline_body(const struct stor_get *g)
 }
 
 /* Contract in obj_nb.h. */
+void *stor_get_inline_take(struct stor_get *g)
+{
+    void *body;
+
+    if (!g->e->inl)
+        return NULL;
+    body = g->data;
+    g->data = NULL;
+    return body;
+}
+
+/* Contract in obj_nb.h. */
 int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
                     struct stor_get **out)
 {
@@ -2040,6 +2052,8 @@ ssize_t stor_get_read(struct stor_get *g, uint64_t off, void *buf, size_t len)
     if (len > e->size - off)
         len = (size_t)(e->size - off);
     if (e->inl) {
+        if (CM_NEVER(g->data == NULL)) /* taken by stor_get_inline_take() */
+            return -EINVAL;
         memcpy(buf, g->data + off, len);
         return (ssize_t)len;
     }

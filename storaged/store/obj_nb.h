@@ -54,6 +54,12 @@ CM_MUST_CHECK int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body,
                                        struct stor_get **out);
 /* The whole body of an inline reader (end()'s), or NULL for others. */
 const void *stor_get_inline_body(const struct stor_get *g);
+/* Takes the whole body of an inline reader (any reader of an inline
+ * object, from end(), end_with() or stor_get_open()): returns it (malloc'd,
+ * object size bytes; the caller frees it) and leaves @g without a body, so
+ * the caller sends the bytes without copying them; stor_get_read() on @g
+ * fails after. NULL for other readers (and if already taken). */
+void *stor_get_inline_take(struct stor_get *g);
 /* Frees @nb without finishing (its reads must not be in flight). */
 void stor_get_nb_free(struct stor_get_nb *nb);
 
