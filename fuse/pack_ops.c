@@ -246,7 +246,7 @@ static bool use_ahead(const struct fc_fs *fs, const struct fc_pack *p);
 static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
 {
     size_t bytes, blocks, loaded = 0, block;
-    uint64_t members;
+    uint64_t members, shard_bytes;
     uint32_t shards;
     size_t index_bytes;
     struct fc_pahead_stats as = {0};
@@ -256,6 +256,7 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
     pthread_mutex_lock(&pk.mu);
     members = pk.cur->nmembers;
     shards = pk.cur->nshards;
+    shard_bytes = pk.cur->shard_bytes;
     index_bytes = pk.cur->index_bytes;
     mapped = pk.cur->mapped_file;
     block = whole_shards(fs, pk.cur) ? 0 : fs->o.pack_block;
@@ -267,7 +268,8 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
     if (n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n,
                       " reads=%lu pack_members=%" PRIu64
-                      " pack_shards=%u pack_index_bytes=%zu"
+                      " pack_shards=%u pack_shard_bytes=%" PRIu64
+                      " pack_index_bytes=%zu"
                       " pack_index_mapped=%d pack_versions=%zu"
                       " pack_block_size=%zu"
                       " pack_reloads=%lu"
@@ -278,7 +280,8 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
                       " pack_ahead_misses=%" PRIu64 " pack_ahead_kept=%" PRIu64
                       " pack_ahead_stale=%" PRIu64 " pack_ahead_bytes=%" PRIu64
                       " pack_ahead_epochs=%" PRIu64,
-                      atomic_load(&pk_reads), members, shards, index_bytes,
+                      atomic_load(&pk_reads), members, shards, shard_bytes,
+                      index_bytes,
                       mapped, loaded, block, atomic_load(&pk_reloads),
                       atomic_load(&pk_block_gets), atomic_load(&pk_block_bytes),
                       atomic_load(&pk_dcache_hits),
