@@ -15,6 +15,7 @@ everything is removed at exit. Figures are medians with [min..max].
 
 Usage: bench_pack_index.py [--members 1000000] [--dirs 1000] [--repeat 3]
        [--opts cache_dir=/var/tmp/ecfs-cache] [--workdir DIR] [--keep-tree]
+       [--lock FILE]
 Environment: ECFS_BIN_DIR (default <repo>/bin).
 """
 
@@ -81,6 +82,10 @@ def main():
     ap.add_argument("--workdir", default="/dev/shm")
     ap.add_argument("--keep-tree", action="store_true",
                     help="keep the generated tree for the next run")
+    ap.add_argument("--lock", metavar="FILE",
+                    help="flock FILE around each measured mount + find "
+                    "(not the tree and the pack), to take turns with other "
+                    "benchmarks")
     a = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="ecfs-packidx-")
@@ -129,46 +134,57 @@ def main():
 
     rows = []
     for rep in range(a.repeat):
-        bl.drop_caches()
-        mnt = os.path.join(work, "mnt%d" % rep)
-        os.makedirs(mnt)
-        opts = "endpoint=%s,ro" % srv.endpoint + (
-            "," + a.opts if a.opts else "")
-        t0 = time.perf_counter()
-        m = subprocess.Popen([ecfs, "%s:packed" % bl.BUCKET, mnt, "-f", "-o",
-                              opts], env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL,
-                             stderr=open(os.path.join(work, "ecfs.log"), "a"))
-        procs.append((m, mnt))
-        while True:
-            if m.poll() is not None:
-                raise SystemExit("ecfs exited %s" % m.returncode)
-            if bl.is_mounted(mnt):
-                try:
-                    os.listdir(mnt)
-                    break
-                except OSError:
-                    pass
-            time.sleep(0.01)
-        mount_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        f = subprocess.run(["find", mnt], capture_output=True)
-        find_s = time.perf_counter() - t0
-        lines = f.stdout.count(b"\n")
-        st = status(m.pid)
-        with open(os.path.join(mnt, ".ecfs-stats")) as sf:
-            kv = dict(x.split()[:2] for x in sf.read().splitlines()
-                      if len(x.split()) >= 2)
-        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
-        m.wait(30)
-        rows.append(dict(mount=mount_s, find=find_s, lines=lines, **st,
-                         index=int(kv.get("pack_index_bytes", 0)),
-                         mapped=kv.get("pack_index_mapped", "?")))
-        bl.log("mount %.2f s, find %.2f s (%d lines), RSS %d kB (anon %d, "
-               "file %d, peak %d), index mapped %s"
-               % (mount_s, find_s, lines, st["VmRSS"], st["RssAnon"],
-                  st["RssFile"], st["VmHWM"], rows[-1]["mapped"]))
+        with bl.peer_lock(a.lock):
+            rows.append(measure(a, srv, env, ecfs, work, procs, rep))
+    report(a, rows, pack_s, pack_rss)
 
+
+def measure(a, srv, env, ecfs, work, procs, rep):
+    """One fresh mount (page cache dropped) and a find of it: a row."""
+    bl.drop_caches()
+    mnt = os.path.join(work, "mnt%d" % rep)
+    os.makedirs(mnt)
+    opts = "endpoint=%s,ro" % srv.endpoint + (
+        "," + a.opts if a.opts else "")
+    t0 = time.perf_counter()
+    m = subprocess.Popen([ecfs, "%s:packed" % bl.BUCKET, mnt, "-f", "-o",
+                          opts], env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(work, "ecfs.log"), "a"))
+    procs.append((m, mnt))
+    while True:
+        if m.poll() is not None:
+            raise SystemExit("ecfs exited %s" % m.returncode)
+        if bl.is_mounted(mnt):
+            try:
+                os.listdir(mnt)
+                break
+            except OSError:
+                pass
+        time.sleep(0.01)
+    mount_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    f = subprocess.run(["find", mnt], capture_output=True)
+    find_s = time.perf_counter() - t0
+    lines = f.stdout.count(b"\n")
+    st = status(m.pid)
+    with open(os.path.join(mnt, ".ecfs-stats")) as sf:
+        kv = dict(x.split()[:2] for x in sf.read().splitlines()
+                  if len(x.split()) >= 2)
+    subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+    m.wait(30)
+    row = dict(mount=mount_s, find=find_s, lines=lines, **st,
+               index=int(kv.get("pack_index_bytes", 0)),
+               mapped=kv.get("pack_index_mapped", "?"))
+    bl.log("mount %.2f s, find %.2f s (%d lines), RSS %d kB (anon %d, "
+           "file %d, peak %d), index mapped %s"
+           % (mount_s, find_s, lines, st["VmRSS"], st["RssAnon"],
+              st["RssFile"], st["VmHWM"], row["mapped"]))
+    return row
+
+
+def report(a, rows, pack_s, pack_rss):
+    """The Markdown summary of @rows on stdout."""
     n = a.members
     print("## Pack index load: %d members in %d folders (%s)\n"
           % (n, a.dirs, "-o " + a.opts if a.opts else "index in memory"))
