@@ -1096,6 +1096,78 @@ static int cache_open(const char *path, uint64_t size, struct fc_pack **out,
 /* GETs @key (@o from its HEAD) into a new file @path (a temporary file
  * renamed into place once complete) and maps it: 0 and *buf, or -errno
  * (a disk error: the caller fetches into memory instead). */
+/* The index is read in ranges: a quarter of it (64 KiB..8 MiB, whole
+ * 64 KiB), up to PK_INDEX_JOBS at a time, so a big index arrives over
+ * several connections (10^7 members are about 650 MB) and a failed range
+ * costs one range. */
+#define PK_INDEX_RANGE_MIN (64u << 10)
+#define PK_INDEX_RANGE_MAX (8u << 20)
+#define PK_INDEX_JOBS      4
+
+static size_t index_range(uint64_t size)
+{
+    uint64_t r = (size / 4 + PK_INDEX_RANGE_MIN - 1) / PK_INDEX_RANGE_MIN *
+                 PK_INDEX_RANGE_MIN;
+
+    return (size_t)CM_MAX(PK_INDEX_RANGE_MIN, CM_MIN(r, PK_INDEX_RANGE_MAX));
+}
+
+struct index_job {
+    struct fc_s3 *s;
+    const char *key;
+    const struct fc_s3_obj *o;
+    char *dst;
+    size_t range;
+    atomic_uint_fast64_t next; /* the next range's first byte */
+    atomic_int err;            /* the first error, or 0 */
+};
+
+static void *index_worker(void *arg)
+{
+    struct index_job *j = arg;
+
+    while (atomic_load(&j->err) == 0) {
+        uint64_t off = atomic_fetch_add(&j->next, j->range);
+        size_t len;
+        ssize_t got;
+        if (off >= j->o->size)
+            break;
+        len = (size_t)CM_MIN((uint64_t)j->range, j->o->size - off);
+        got = fc_s3_get(j->s, j->key, off, len, len, j->o->etag, j->dst + off,
+                        NULL);
+        if (got >= 0 && (size_t)got != len)
+            got = -EIO;
+        if (got < 0) {
+            int zero = 0;
+            atomic_compare_exchange_strong(&j->err, &zero, (int)got);
+        }
+    }
+    return NULL;
+}
+
+/* The whole index @key (@o from its HEAD) into @dst, in index_range()
+ * ranges, each with If-Match on the HEAD's ETag: 0, -ESTALE (it changed
+ * since the HEAD), or the GET's -errno. */
+static int index_get(struct fc_s3 *s, const char *key,
+                     const struct fc_s3_obj *o, void *dst)
+{
+    struct index_job j = {.s = s, .key = key, .o = o, .dst = dst,
+                          .range = index_range(o->size)};
+    pthread_t t[PK_INDEX_JOBS];
+    uint64_t n = (o->size + j.range - 1) / j.range;
+    unsigned started = 0;
+
+    atomic_init(&j.next, 0);
+    atomic_init(&j.err, 0);
+    while (started + 1 < CM_MIN(n, (uint64_t)PK_INDEX_JOBS) &&
+           pthread_create(&t[started], NULL, index_worker, &j) == 0)
+        started++;
+    index_worker(&j); /* this thread is one of them */
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    return atomic_load(&j.err);
+}
+
 static int cache_fetch(struct fc_s3 *s, const char *key,
                        const struct fc_s3_obj *o, const char *path, void **buf)
 {
@@ -1123,9 +1195,7 @@ static int cache_fetch(struct fc_s3 *s, const char *key,
         unlink(tmp);
         return ret;
     }
-    got = fc_s3_get(s, key, 0, 0, o->size, o->etag, m, NULL);
-    if (got >= 0 && (uint64_t)got != o->size)
-        got = -EIO;
+    got = index_get(s, key, o, m);
     if (got < 0 || mprotect(m, (size_t)o->size, PROT_READ) < 0 ||
         rename(tmp, path) < 0) {
         ret = got < 0 ? (int)got : -errno;
@@ -1178,18 +1248,16 @@ int fc_pack_fetch(struct fc_s3 *s, const char *key, const char *dir,
                        path);
         }
         if (buf == NULL) {
-            ssize_t got;
+            int got;
             buf = malloc((size_t)o.size);
             if (buf == NULL)
                 return -ENOMEM;
-            got = fc_s3_get(s, key, 0, 0, o.size, o.etag, buf, NULL);
-            if (got >= 0 && (uint64_t)got != o.size)
-                got = -EIO;
+            got = index_get(s, key, &o, buf);
             if (got < 0) {
                 free(buf);
                 if (got == -ESTALE)
                     continue;
-                return (int)got;
+                return got;
             }
         }
         ret = fc_pack_decode(buf, (size_t)o.size,

@@ -13,6 +13,7 @@ bad input must fail with a message and leave no pack visible.
 import hashlib
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -728,3 +729,42 @@ def test_pack_index_and_blocks_in_cache_dir(storaged, ecfs_mount, tmp_path):
     with open(os.path.join(m.path, "zero"), "rb") as f:
         assert f.read() == b"now not empty"
     assert len(index_files()) == 1 and index_files()[0] != idx2
+
+
+def server_gets(srv):
+    """GetObject requests storaged has answered (its /metrics)."""
+    import urllib.request
+    with urllib.request.urlopen(srv.endpoint + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(int(float(v)) for v in re.findall(
+        r'^storaged_requests_total\{api="GetObject",[^}]*\} (\S+)$', text,
+        re.M))
+
+
+def test_pack_index_in_ranges(storaged, ecfs_mount, tmp_path):
+    """The mount reads the index in ranges (a quarter of it, whole 64 KiB,
+    64 KiB..8 MiB; up to 4 at a time): ceil(index size / range) GETs, then
+    none while the tree is scanned."""
+    srv = storaged()
+    c = srv.client()
+    bucket = "px-" + os.urandom(4).hex()
+    c.create_bucket(Bucket=bucket)
+    src = str(tmp_path / "src")
+    for d in range(4):
+        os.makedirs(os.path.join(src, "d%d" % d))
+        for i in range(700):  # long names: a 4-range index, few files
+            open(os.path.join(src, "d%d" % d, "%s-%05d" % ("n" * 36, i)),
+                 "w").close()
+    run_pack(srv, src, bucket)
+    size = c.head_object(Bucket=bucket, Key=".ecfs-pack/index")[
+        "ContentLength"]
+    quarter = -(-(size // 4) // 65536) * 65536
+    rng = max(65536, min(8 << 20, quarter))
+    assert size > 3 * 65536  # several ranges
+    g0 = server_gets(srv)
+    m = ecfs_mount(srv.endpoint, bucket, opts=["ro"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    g1 = server_gets(srv)
+    assert g1 - g0 == -(-size // rng), (size, rng, g0, g1)
+    assert tree_listing(m.path) == tree_listing(src)
+    assert server_gets(srv) == g1 and m.stats()["list"] == 0
