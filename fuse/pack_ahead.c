@@ -37,10 +37,10 @@
 
 struct pa_ent {
     uint32_t id;
-    bool ready;         /* else its GET is in flight */
-    uint64_t token;     /* the fetch that fills it */
-    uint64_t seq;       /* a->reads when it was kept */
-    char *data;         /* ready: the member's bytes */
+    bool ready;     /* else its GET is in flight */
+    uint64_t token; /* the fetch that fills it */
+    uint64_t seq;   /* a->reads when it was kept */
+    char *data;     /* ready: the member's bytes */
     struct pa_ent *hnext;
     struct pa_ent *prev, *next; /* ready entries, oldest first */
 };
@@ -102,8 +102,8 @@ static int build_order(struct fc_pahead *a)
     for (uint64_t i = 0; i < p->nmembers; i++) {
         if (!covered(p, a->range_max, i))
             continue;
-        if (n > 0 && by_offset(&a->order[n - 1], &(uint32_t){(uint32_t)i},
-                               a->p) > 0)
+        if (n > 0 &&
+            by_offset(&a->order[n - 1], &(uint32_t){(uint32_t)i}, a->p) > 0)
             sorted = false;
         a->order[n++] = (uint32_t)i;
     }
@@ -310,8 +310,8 @@ static void crc_bad(struct fc_pahead *a, uint32_t j, uint32_t crc)
     cm_log(CM_LOG_ERROR, EIO,
            "ecfs: pack member %s: CRC-32C %08x, the index says %08x "
            "(shard-%06u.tar at %" PRIu64 "): its reads fail",
-           a->p->paths + m->path_off, crc, m->crc,
-           a->p->first_shard + m->shard, m->offset);
+           a->p->paths + m->path_off, crc, m->crc, a->p->first_shard + m->shard,
+           m->offset);
 }
 
 /* The miss path of fc_pahead_read, a->mu held on entry and exit: GETs a

@@ -22,9 +22,8 @@ struct fc_pahead;
 
 /* Reads bytes [off, off+len) of shard @shard of @p into @buf: 0 or -errno
  * (the caller's transport; it counts and logs its GETs). */
-typedef int fc_pahead_get_fn(void *arg, const struct fc_pack *p,
-                             uint32_t shard, uint64_t off, size_t len,
-                             char *buf);
+typedef int fc_pahead_get_fn(void *arg, const struct fc_pack *p, uint32_t shard,
+                             uint64_t off, size_t len, char *buf);
 
 /* Read-ahead for @p (which must outlive it), keeping at most @budget bytes
  * of members, ranges of at most @range_max bytes, fetched by @get. Builds
@@ -45,8 +44,8 @@ bool fc_pahead_covers(const struct fc_pahead *a, uint64_t i);
  * its read for this epoch: its copy is dropped. The member's CRC-32C is
  * checked on every fetch (p->checked: 1 good, 2 bad). 0, -EIO (CRC
  * mismatch, logged once; or the GET's error), -ENOMEM. */
-CM_MUST_CHECK int fc_pahead_read(struct fc_pahead *a, uint64_t i,
-                                 uint64_t off, size_t len, char *out);
+CM_MUST_CHECK int fc_pahead_read(struct fc_pahead *a, uint64_t i, uint64_t off,
+                                 size_t len, char *out);
 
 struct fc_pahead_stats {
     uint64_t hits;       /* reads served from kept members */

@@ -266,28 +266,27 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
     loaded = 1 + pk.nold;
     pthread_mutex_unlock(&pk.mu);
     if (n >= 0 && (size_t)n < cap)
-        n += snprintf(buf + n, cap - (size_t)n,
-                      " reads=%lu pack_members=%" PRIu64
-                      " pack_shards=%u pack_shard_bytes=%" PRIu64
-                      " pack_index_bytes=%zu"
-                      " pack_index_mapped=%d pack_versions=%zu"
-                      " pack_block_size=%zu"
-                      " pack_reloads=%lu"
-                      " pack_block_gets=%lu pack_block_bytes=%lu"
-                      " pack_dcache_hits=%lu"
-                      " pack_crc_errors=%lu cache_bytes=%zu cache_blocks=%zu"
-                      " pack_ahead=%d pack_ahead_hits=%" PRIu64
-                      " pack_ahead_misses=%" PRIu64 " pack_ahead_kept=%" PRIu64
-                      " pack_ahead_stale=%" PRIu64 " pack_ahead_bytes=%" PRIu64
-                      " pack_ahead_epochs=%" PRIu64,
-                      atomic_load(&pk_reads), members, shards, shard_bytes,
-                      index_bytes,
-                      mapped, loaded, block, atomic_load(&pk_reloads),
-                      atomic_load(&pk_block_gets), atomic_load(&pk_block_bytes),
-                      atomic_load(&pk_dcache_hits),
-                      atomic_load(&pk_crc_errors) + (unsigned long)as.crc_errors,
-                      bytes, blocks, ahead, as.hits, as.misses, as.kept,
-                      as.stale, as.bytes, as.epochs);
+        n += snprintf(
+            buf + n, cap - (size_t)n,
+            " reads=%lu pack_members=%" PRIu64
+            " pack_shards=%u pack_shard_bytes=%" PRIu64 " pack_index_bytes=%zu"
+            " pack_index_mapped=%d pack_versions=%zu"
+            " pack_block_size=%zu"
+            " pack_reloads=%lu"
+            " pack_block_gets=%lu pack_block_bytes=%lu"
+            " pack_dcache_hits=%lu"
+            " pack_crc_errors=%lu cache_bytes=%zu cache_blocks=%zu"
+            " pack_ahead=%d pack_ahead_hits=%" PRIu64
+            " pack_ahead_misses=%" PRIu64 " pack_ahead_kept=%" PRIu64
+            " pack_ahead_stale=%" PRIu64 " pack_ahead_bytes=%" PRIu64
+            " pack_ahead_epochs=%" PRIu64,
+            atomic_load(&pk_reads), members, shards, shard_bytes, index_bytes,
+            mapped, loaded, block, atomic_load(&pk_reloads),
+            atomic_load(&pk_block_gets), atomic_load(&pk_block_bytes),
+            atomic_load(&pk_dcache_hits),
+            atomic_load(&pk_crc_errors) + (unsigned long)as.crc_errors, bytes,
+            blocks, ahead, as.hits, as.misses, as.kept, as.stale, as.bytes,
+            as.epochs);
     if (fs->dcache != NULL && n >= 0 && (size_t)n < cap)
         n += fc_dcache_stats_format(fs->dcache, buf + n, cap - (size_t)n);
     return n;
@@ -570,8 +569,8 @@ static int ahead_get(void *arg, const struct fc_pack *p, uint32_t sh,
 
     shard_key(fs, p, sh, key, sizeof(key));
     atomic_fetch_add(&pk_block_gets, 1);
-    got = fc_s3_get(fs->s3, key, off, len, len, s->etag[0] ? s->etag : "",
-                    buf, NULL);
+    got = fc_s3_get(fs->s3, key, off, len, len, s->etag[0] ? s->etag : "", buf,
+                    NULL);
     if (got >= 0 && (size_t)got != len)
         got = -EIO;
     if (got < 0) {
@@ -1151,8 +1150,8 @@ static void *index_worker(void *arg)
 static int index_get(struct fc_s3 *s, const char *key,
                      const struct fc_s3_obj *o, void *dst)
 {
-    struct index_job j = {.s = s, .key = key, .o = o, .dst = dst,
-                          .range = index_range(o->size)};
+    struct index_job j = {
+        .s = s, .key = key, .o = o, .dst = dst, .range = index_range(o->size)};
     pthread_t t[PK_INDEX_JOBS];
     uint64_t n = (o->size + j.range - 1) / j.range;
     unsigned started = 0;

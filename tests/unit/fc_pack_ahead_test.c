@@ -173,9 +173,8 @@ static void test_shuffled_epochs(void **state)
     size_t n;
 
     (void)state;
-    assert_int_equal(fc_pahead_create(e->p, e->total / 4, 64 << 10, fake_get,
-                                      e, &a),
-                     0);
+    assert_int_equal(
+        fc_pahead_create(e->p, e->total / 4, 64 << 10, fake_get, e, &a), 0);
     assert_false(fc_pahead_covers(a, 7)); /* 0 bytes */
     for (int ep = 1; ep <= 2; ep++) {
         unsigned g0 = e->gets;
@@ -226,9 +225,8 @@ static void test_four_threads(void **state)
     size_t n;
 
     (void)state;
-    assert_int_equal(fc_pahead_create(e->p, e->total / 3, 32 << 10, fake_get,
-                                      e, &a),
-                     0);
+    assert_int_equal(
+        fc_pahead_create(e->p, e->total / 3, 32 << 10, fake_get, e, &a), 0);
     n = epoch_order(e, a, ids);
     for (int k = 0; k < 4; k++) {
         w[k] = (struct worker){e, a, ids + k * (n / 4),
@@ -257,8 +255,7 @@ static void test_partial_reads_and_stale(void **state)
 
     (void)state;
     assert_true(m->size >= 2);
-    assert_int_equal(fc_pahead_create(e->p, e->total, 1 << 20, fake_get, e,
-                                      &a),
+    assert_int_equal(fc_pahead_create(e->p, e->total, 1 << 20, fake_get, e, &a),
                      0);
     assert_int_equal(fc_pahead_read(a, i, 0, half, buf), 0);
     assert_memory_equal(buf, bytes_of(e, i), half);
@@ -274,9 +271,8 @@ static void test_partial_reads_and_stale(void **state)
      * byte only, three times over; no read reaches an end, so members kept
      * for their next read are dropped oldest first to stay within the
      * budget, and those unread after more reads than members as stale */
-    assert_int_equal(fc_pahead_create(e->p, e->total / 4, 1 << 20, fake_get,
-                                      e, &a),
-                     0);
+    assert_int_equal(
+        fc_pahead_create(e->p, e->total / 4, 1 << 20, fake_get, e, &a), 0);
     n = epoch_order(e, a, ids);
     for (int round = 0; round < 3; round++)
         for (size_t k = 0; k < n; k++) {
@@ -312,8 +308,7 @@ static void test_corrupt_and_failed_get(void **state)
     (void)state;
     m = &e->p->members[bad];
     e->shard[m->shard][m->offset + m->size / 2] ^= 0x5a;
-    assert_int_equal(fc_pahead_create(e->p, e->total, 1 << 20, fake_get, e,
-                                      &a),
+    assert_int_equal(fc_pahead_create(e->p, e->total, 1 << 20, fake_get, e, &a),
                      0);
     e->fail_next = 1;
     assert_int_equal(fc_pahead_read(a, 0, 0, 1, buf), -EIO); /* the GET */
