@@ -30,6 +30,7 @@
 #include "common/xml.h"
 #include "storaged/s3/iam.h"
 #include "storaged/s3/iam_i.h"
+#include "storaged/s3/lifecycle.h"
 #include "storaged/s3/metrics.h"
 #include "storaged/s3/policy.h"
 
@@ -85,6 +86,8 @@ static int render_metrics(void *arg, struct cm_buf *out)
     pthread_mutex_unlock(&obs->lock);
     ret = stor_metrics_render(obs->s3->metrics, obs->s3->store,
                               have ? &st : NULL, out);
+    if (ret == 0) /* what /metrics has (s3.c metrics_run) */
+        ret = stor_lc_metrics(obs->s3->lc, out);
     return ret;
 }
 

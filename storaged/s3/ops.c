@@ -23,6 +23,7 @@
 #include "common/uri.h"
 #include "common/xml.h"
 #include "storaged/s3/iam.h"
+#include "storaged/s3/lifecycle.h"
 #include "storaged/s3/versioning.h"
 #include "storaged/s3/xout.h"
 #include "storaged/s3/sse.h"
@@ -2072,6 +2073,9 @@ void stor_s3_op_run(struct stor_s3_req *r)
         break;
     case S3_OP_BUCKET_VERSIONING:
         stor_ver_op_versioning(r);
+        break;
+    case S3_OP_BUCKET_LIFECYCLE:
+        stor_lc_op(r);
         break;
     case S3_OP_OBJECT_SUBRESOURCE:
         op_object_subresource(r);

@@ -26,6 +26,7 @@
 #include "storaged/s3/auth.h"
 #include "storaged/s3/bcache.h"
 #include "storaged/s3/iam.h"
+#include "storaged/s3/lifecycle.h"
 #include "storaged/s3/metrics.h"
 #include "storaged/s3/versioning.h"
 #include "storaged/s3/sse.h"
@@ -43,7 +44,8 @@ static void metrics_run(struct stor_s3_req *r)
     if (srv)
         stor_http_stats(srv, &st);
     if (stor_metrics_render(r->s3->metrics, r->s3->store, &st,
-                            &r->http.resp.body) < 0) {
+                            &r->http.resp.body) < 0 ||
+        stor_lc_metrics(r->s3->lc, &r->http.resp.body) < 0) {
         stor_s3_error(r, S3E_INTERNAL);
         return;
     }
@@ -1110,6 +1112,14 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
         free(s3);
         return ret;
     }
+    ret = stor_lc_start(o->store, s3->ver, &s3->lc);
+    if (ret < 0) {
+        stor_iam_close(s3->iam);
+        stor_ver_destroy(s3->ver);
+        stor_metrics_destroy(s3->metrics);
+        free(s3);
+        return ret;
+    }
     s3->store = o->store;
     s3->root_user = o->root_user;
     s3->root_secret = o->root_secret;
@@ -1129,6 +1139,7 @@ void stor_s3_destroy(struct stor_s3 *s3)
 {
     if (s3 == NULL)
         return;
+    stor_lc_stop(s3->lc); /* before what its thread uses */
     stor_iam_close(s3->iam);
     stor_ver_destroy(s3->ver);
     stor_sse_keys_destroy(s3);

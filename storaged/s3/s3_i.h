@@ -30,6 +30,7 @@ struct stor_iam_user;
 struct stor_ver;
 struct stor_sse;
 struct stor_sse_keys;
+struct stor_lc;
 
 #define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -110,6 +111,7 @@ struct stor_s3 {
     struct stor_metrics *metrics; /* owned */
     struct stor_iam *iam;         /* owned; users and policies (iam.h) */
     struct stor_ver *ver;         /* owned; versioning state (versioning.h) */
+    struct stor_lc *lc;           /* owned; lifecycle scanner (lifecycle.h) */
     const char *root_user;        /* borrowed */
     const char *root_secret;      /* borrowed */
     const char *region;

@@ -194,6 +194,49 @@ static int write_small(struct stor_store *st, const char *bucket,
     return ret;
 }
 
+/* See header. */
+long stor_ver_cfg_read(struct stor_store *st, const char *bucket,
+                       const char *name, size_t cap, char **out)
+{
+    char hb[64], *buf = malloc(cap + 1);
+    long n;
+
+    *out = NULL;
+    if (buf == NULL)
+        return -ENOMEM;
+    stor_ver_hidden_bucket(bucket, hb);
+    n = read_small(st, hb, name, buf, cap + 1);
+    if (n == -STOR_ENOBUCKET)
+        n = -STOR_ENOKEY;
+    if (n < 0)
+        free(buf);
+    else
+        *out = buf;
+    return n;
+}
+
+/* See header. */
+int stor_ver_cfg_write(struct stor_store *st, const char *bucket,
+                       const char *name, const void *data, size_t len)
+{
+    char hb[64];
+
+    stor_ver_hidden_bucket(bucket, hb);
+    return write_small(st, hb, name, strlen(name), data, len, NULL, 0);
+}
+
+/* See header. */
+int stor_ver_cfg_delete(struct stor_store *st, const char *bucket,
+                        const char *name)
+{
+    char hb[64];
+    int ret;
+
+    stor_ver_hidden_bucket(bucket, hb);
+    ret = stor_obj_delete(st, hb, name, strlen(name));
+    return ret == -STOR_ENOKEY || ret == -STOR_ENOBUCKET ? 0 : ret;
+}
+
 /* ---- state ---- */
 
 static struct ver_cache **slot(struct stor_ver *v, const char *bucket)

@@ -127,6 +127,20 @@ CM_MUST_CHECK int stor_ver_open(struct stor_s3_req *r, const char *bucket,
  * companion bucket after @bucket. 0 or -errno. */
 CM_MUST_CHECK int stor_ver_bucket_delete(struct stor_s3_req *r);
 
+/* ---- bucket configuration records (kept in the companion bucket) ---- */
+/* Reads record @name (a name starting with "\x01\x01") of @bucket into
+ * *out (malloc'd, NUL-terminated; at most @cap bytes). Its length, or
+ * -STOR_ENOKEY when there is none, or -errno. */
+CM_MUST_CHECK long stor_ver_cfg_read(struct stor_store *st, const char *bucket,
+                                     const char *name, size_t cap, char **out);
+/* Writes (replaces) record @name. 0 or -errno. */
+CM_MUST_CHECK int stor_ver_cfg_write(struct stor_store *st, const char *bucket,
+                                     const char *name, const void *data,
+                                     size_t len);
+/* Deletes record @name (absent: 0). 0 or -errno. */
+CM_MUST_CHECK int stor_ver_cfg_delete(struct stor_store *st, const char *bucket,
+                                      const char *name);
+
 /* ---- for lifecycle.c ---- */
 /* One version of a key, newest first. */
 struct stor_ver_entry {
