@@ -36,6 +36,7 @@
 #include "fuse/pack.h"
 #include "fuse/pack_ops.h"
 #include "fuse/pack_tool.h"
+#include "fuse/presign_tool.h"
 #include "fuse/read.h"
 #include "fuse/s3.h"
 #include "fuse/stats.h"
@@ -292,6 +293,11 @@ static void usage(const char *prog)
         "    ecfs stats MOUNTPOINT [-w SECONDS [-c COUNT]]   those counters once,\n"
         "                           or every SECONDS as per-second rates, like\n"
         "                           vmstat (see ecfs stats --help)\n"
+        "\n"
+        "Presigned URLs (for workers without keys):\n"
+        "    ecfs presign BUCKET[:PREFIX] -o endpoint=URL[,expires=S]   one line\n"
+        "                           per object: key, size, presigned GET URL\n"
+        "                           (expires <= 7 days; see ecfs presign --help)\n"
         "\n"
         "Unmount with fusermount3 -u MOUNTPOINT, umount, or SIGTERM.\n"
         "Also usable as: mount -t fuse.ecfs BUCKET MOUNTPOINT -o endpoint=URL\n"
@@ -842,6 +848,8 @@ int main(int argc, char *argv[])
         return fc_pack_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "stats") == 0)
         return fc_stats_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "presign") == 0)
+        return fc_presign_main(argc - 1, argv + 1);
     memset(&r, 0, sizeof(r));
     memset(&fs, 0, sizeof(fs));
     memset(&cr, 0, sizeof(cr));

@@ -897,6 +897,51 @@ static int s3_path(struct fc_s3 *s, const char *key, struct cm_buf *path)
     return 0;
 }
 
+/* See s3.h. */
+int fc_s3_presign_get(struct fc_s3 *s, const char *key, time_t now,
+                      unsigned expires, struct cm_buf *url)
+{
+    struct cm_sigv4_cred cred = {s->access_key, s->secret_key, s->region, "s3"};
+    struct cm_kv h = {"host", 4, s->host, strlen(s->host)};
+    struct cm_kv tok = {"X-Amz-Security-Token", 20, s->session_token,
+                        strlen(s->session_token)};
+    struct cm_sigv4_req sr = {.method = "GET",
+                              .headers = &h,
+                              .nheaders = 1,
+                              .payload_hash = CM_SIGV4_UNSIGNED};
+    struct cm_buf path, query;
+    int ret;
+
+    if (s->access_key[0] == '\0')
+        return -EPERM;
+    if (expires < 1 || expires > CM_SIGV4_MAX_PRESIGN_EXPIRES)
+        return -EINVAL;
+    cm_buf_init(&path, CM_BUF_NOLIMIT);
+    cm_buf_init(&query, CM_BUF_NOLIMIT);
+    ret = s3_path(s, key, &path);
+    if (ret < 0)
+        goto out;
+    sr.path = path.data;
+    sr.path_len = path.len;
+    if (s->session_token[0] != '\0') {
+        sr.query = &tok;
+        sr.nquery = 1;
+    }
+    ret = cm_sigv4_presign(&cred, &sr, now, expires, &query);
+    if (ret == 0)
+        ret = cm_buf_appends(url, s->endpoint);
+    if (ret == 0)
+        ret = cm_uri_encode(url, path.data, path.len, true);
+    if (ret == 0)
+        ret = cm_buf_appendc(url, '?');
+    if (ret == 0)
+        ret = cm_buf_append(url, query.data, query.len);
+out:
+    cm_buf_fini(&query);
+    cm_buf_fini(&path);
+    return ret;
+}
+
 /* Strips a W/ prefix and surrounding quotes: *p, *n describe the core. */
 static void etag_core(const char *e, const char **p, size_t *n)
 {

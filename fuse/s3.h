@@ -18,6 +18,7 @@
 #define FC_ETAG_MAX 128 /* quoted ETag incl. quotes and NUL */
 
 struct fc_listpage;
+struct cm_buf;
 
 struct fc_s3_conf {
     const char *endpoint;   /* "http://host:port" (no path); borrowed */
@@ -154,6 +155,14 @@ CM_MUST_CHECK int fc_s3_list(struct fc_s3 *s, const char *prefix,
 CM_MUST_CHECK int fc_s3_list_flat(struct fc_s3 *s, const char *prefix,
                                   const char *token, unsigned max_keys,
                                   struct fc_listpage *page);
+/* Appends to @url a presigned GET URL of @key (SigV4 query auth, path
+ * style, UNSIGNED-PAYLOAD, valid @expires seconds from @now, at most 7
+ * days; a session token rides along as X-Amz-Security-Token). No request
+ * is made. 0, -EINVAL (@expires out of range), -EPERM (anonymous: nothing
+ * to sign with), -ENOMEM. */
+CM_MUST_CHECK int fc_s3_presign_get(struct fc_s3 *s, const char *key,
+                                    time_t now, unsigned expires,
+                                    struct cm_buf *url);
 
 /* PUTs @b as object @key. 0 with the new ETag in @etag (FC_ETAG_MAX
  * bytes; "" when the server sent none), or -EACCES, -ENOENT (no bucket),

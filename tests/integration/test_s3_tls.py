@@ -234,7 +234,7 @@ def test_cli_clients_over_tls(tls_srv, certs, tmp_path):
 
 
 def test_ecfs_mounts_https(tls_srv, certs, ecfs_mount, tmp_path):
-    from fuse_util import Mount, is_mounted
+    from fuse_util import ECFS, Mount, is_mounted
     ca, _, wrong, _, _, _ = certs
     srv = tls_srv
     c = srv.client()
@@ -254,6 +254,23 @@ def test_ecfs_mounts_https(tls_srv, certs, ecfs_mount, tmp_path):
         f.write(new)
     assert c.get_object(Bucket=b, Key="d/new.bin")["Body"].read() == new
     m.unmount()
+    # ecfs presign over https with the same ca_file: the URLs are https://
+    # and work with the CA, without a key
+    penv = dict(env, AWS_ACCESS_KEY_ID=srv.access_key,
+                AWS_SECRET_ACCESS_KEY=srv.secret_key)
+    r = run([ECFS, "presign", b + ":d/", "-o",
+             "endpoint=%s,ca_file=%s,expires=120" % (srv.endpoint, ca)],
+            env=penv)
+    rows = [ln.split("\t") for ln in r.stdout.decode().splitlines()]
+    assert sorted(k for k, _, _ in rows) == ["d/blob.bin", "d/new.bin"]
+    ctx = ssl.create_default_context(cafile=ca)
+    for k, n, url in rows:
+        assert url.startswith("https://127.0.0.1:%d/" % srv.port)
+        with urllib.request.urlopen(url, context=ctx, timeout=10) as resp:
+            assert len(resp.read()) == int(n)
+    r = run([ECFS, "presign", b, "-o", "endpoint=%s,ca_file=%s,retries=0"
+             % (srv.endpoint, wrong)], env=penv, check=False)
+    assert r.returncode == 1 and b"cannot list" in r.stderr, r.stderr
     mm = Mount(tmp_path, srv.endpoint, b, opts=["ca_file=" + wrong,
                                                 "retries=0"],
                access_key=srv.access_key, secret_key=srv.secret_key, env=env)
