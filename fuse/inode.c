@@ -453,6 +453,14 @@ bool fc_itab_cached_attr(struct fc_itab *t, const char *key, struct fc_attr *a,
     return in != NULL;
 }
 
+/* One more lookup (see header). */
+void fc_inode_ref(struct fc_itab *t, struct fc_inode *in)
+{
+    pthread_mutex_lock(&t->lock);
+    in->nlookup++;
+    pthread_mutex_unlock(&t->lock);
+}
+
 /* Drops lookups (see header). */
 void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n)
 {

@@ -124,6 +124,10 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
  * they were fetched. Returns whether it exists. */
 bool fc_itab_cached_attr(struct fc_itab *t, const char *key, struct fc_attr *a,
                          double *fetched);
+/* Adds one lookup to @in, which the caller knows is alive (a request names
+ * it): kept past the kernel's forget until fc_inode_forget (an upload that
+ * outlives its file's release). */
+void fc_inode_ref(struct fc_itab *t, struct fc_inode *in);
 /* Drops @n kernel lookups; frees the inode when none remain (not root). */
 void fc_inode_forget(struct fc_itab *t, fuse_ino_t ino, uint64_t n);
 /* The reader state of @in for reads without an open handle (opens

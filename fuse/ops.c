@@ -1642,8 +1642,29 @@ static int copy_object(struct fc_fs *fs, const char *src, const char *dst,
     return ret;
 }
 
-/* Renames one file object @src -> @dst. */
-static int rename_file(struct fc_fs *fs, const char *src, const char *dst)
+/* The attributes the kernel is shown for the live inode of @key (the size
+ * written so far while a writer has it) in @a; false when none is live. */
+static bool live_reply_attr(struct fc_fs *fs, const char *key,
+                            struct fc_attr *a)
+{
+    struct fc_inode *in;
+    struct fc_attr c;
+    double t;
+
+    if (!fc_itab_cached_attr(fs->itab, key, &c, &t))
+        return false;
+    in = fc_inode_lookup(fs->itab, key, NULL, 0);
+    if (in == NULL)
+        return false;
+    fc_inode_reply_attr(fs->itab, in, a);
+    fc_inode_forget(fs->itab, in->ino, 1);
+    return true;
+}
+
+/* Renames one file object @src -> @dst; @moved: its upload was moved to
+ * @dst (fc_write_async_rename), so there is no object to copy. */
+static int rename_file(struct fc_fs *fs, const char *src, const char *dst,
+                       bool moved)
 {
     struct fc_attr a, cur;
     struct fc_s3_obj obj;
@@ -1653,8 +1674,17 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst)
     double t;
     int ret;
 
-    if (fc_itab_cached_attr(fs->itab, src, &cur, &t) && cur.etag[0] &&
-        fc_fs_is_fresh(fs, t) && !cur.is_dir) {
+    if (moved && live_reply_attr(fs, src, &a)) {
+        /* its upload goes to @dst: nothing to copy; what the kernel sees
+         * (the written size, or the commit's attributes if it just ran) */
+        if (pending && fc_write_meta_later(fs, dst, &pm) < 0)
+            cm_log(CM_LOG_WARN, ENOMEM, "ecfs: %s: chmod/utimens lost", dst);
+        pending = false;
+        ret = 1;
+    } else if (moved) {
+        ret = -ENOENT; /* (no live inode: the branch below) */
+    } else if (fc_itab_cached_attr(fs->itab, src, &cur, &t) && cur.etag[0] &&
+               fc_fs_is_fresh(fs, t) && !cur.is_dir) {
         /* attributes from this mount's own commit (rsync's temp file):
          * no HEAD needed */
         obj.size = cur.size;
@@ -1663,7 +1693,9 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst)
     } else {
         ret = fc_s3_head(fs->s3, src, &obj);
     }
-    if (ret == -ENOENT && fc_itab_cached_attr(fs->itab, src, &cur, &t)) {
+    if (ret == 1) {
+        ret = 0;
+    } else if (ret == -ENOENT && fc_itab_cached_attr(fs->itab, src, &cur, &t)) {
         /* created here and still being written: nothing to copy yet, the
          * commit goes to the new name */
         memset(&a, 0, sizeof(a));
@@ -1876,11 +1908,17 @@ static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     else if (ret == 0 && a.is_dir && strncmp(dst, src, strlen(src)) == 0)
         ret = -EINVAL; /* into itself */
     else if (ret == 0) {
-        /* async closes of either name land first (the copy reads the
-         * source; a late PUT of the target would undo the rename) */
-        fc_write_settle(fs, src);
+        /* async closes of the target land first (a late PUT would undo
+         * the rename); one of the source not yet sent is sent to the new
+         * name instead (rsync's temp file: one PUT, no copy or delete),
+         * else it lands first too, for the copy to read */
+        bool moved;
         fc_write_settle(fs, dst);
-        ret = a.is_dir ? rename_dir(fs, src, dst) : rename_file(fs, src, dst);
+        moved = !a.is_dir && fc_write_async_rename(fs, src, dst);
+        if (!moved)
+            fc_write_settle(fs, src);
+        ret = a.is_dir ? rename_dir(fs, src, dst)
+                       : rename_file(fs, src, dst, moved);
     }
     free(src);
     free(dst);

@@ -53,10 +53,11 @@
 #include "fuse/read.h"
 #include "fuse/s3.h"
 
-#define W_BUF_MIN   (64u << 10)       /* first buffer of a stream */
-#define W_PART_MAX  ((size_t)5 << 30) /* S3's part size limit */
-#define W_GET_CHUNK (8u << 20)        /* staging fill: one GET each */
-#define W_ASYNC_MAX (1u << 20)        /* largest async_close commit */
+#define W_BUF_MIN    (64u << 10)       /* first buffer of a stream */
+#define W_PART_MAX   ((size_t)5 << 30) /* S3's part size limit */
+#define W_GET_CHUNK  (8u << 20)        /* staging fill: one GET each */
+#define W_ASYNC_MAX  (1u << 20)        /* largest async_close commit */
+#define W_ASYNC_HOLD 0.05              /* s the newest one may wait */
 
 struct fc_wfile {
     struct fc_fs *fs;
@@ -65,11 +66,15 @@ struct fc_wfile {
     pthread_mutex_t wlock; /* serialises the handle's operations */
     pthread_mutex_t lock;  /* protects etags, inflight, err with workers */
     pthread_cond_t cond;   /* a part finished */
-    char *key;             /* commit target; owned; wlock */
+    char *key;             /* commit target; owned; read under wlock or
+                            * g_up.lock, replaced holding both */
     bool dirty;            /* the object must be (re)written; wlock */
     bool changed;          /* a commit changed the object; wlock */
     bool created;          /* no object existed at open; wlock */
     bool unlinked;         /* the file was unlinked: upload nothing; wlock */
+    bool released;         /* released with its async commit to come: the
+                            * worker ends the handle (and holds a lookup on
+                            * @in meanwhile); wlock */
     bool staged;           /* works on the staging file; wlock */
     bool filled;           /* staging file holds the object's bytes; wlock */
     bool efbig_logged;     /* wlock */
@@ -145,7 +150,12 @@ static struct {
     struct up_job *head, *tail; /* protected by lock */
     bool stop;                  /* protected by lock */
     unsigned async_queued;      /* async commits not done; protected by lock */
-    pthread_cond_t async_done;  /* async_queued went down */
+    /* the newest async commit, held back until the next one is queued or
+     * W_ASYNC_HOLD passed (so rsync's chmod/utime and rename of its temp
+     * file come first: the one PUT goes to the final name); lock */
+    struct up_job *held;
+    double held_due;           /* fc_now(); lock */
+    pthread_cond_t async_done; /* async_queued went down */
     pthread_t *th;
     unsigned n;
     atomic_ulong writes, streamed, staged, commits, commit_errors, efbig;
@@ -195,6 +205,18 @@ static void wfile_free(struct fc_wfile *wf)
     free(wf);
 }
 
+/* Makes @k (takes ownership) @wf's commit target. wlock held. */
+static void wfile_set_key(struct fc_wfile *wf, char *k)
+{
+    char *old;
+
+    pthread_mutex_lock(&g_up.lock);
+    old = wf->key;
+    wf->key = k;
+    pthread_mutex_unlock(&g_up.lock);
+    free(old);
+}
+
 void fc_wfile_unref(struct fc_wfile *wf)
 {
     if (wf != NULL && atomic_fetch_sub(&wf->refs, 1) == 1)
@@ -222,12 +244,16 @@ static void job_run(struct fc_fs *fs, struct up_job *j)
 }
 
 static int commit(struct fc_wfile *wf);
+static int wait_parts(struct fc_wfile *wf, unsigned max);
+static void abort_upload(struct fc_wfile *wf);
+static void release_end(struct fc_wfile *wf);
 
 /* The commit an async close queued: runs it unless a release or a settle
  * (fc_write_settle) did first. close() has returned already, so a failure
  * can only be logged (commit() logs it and counts commit_errors). */
 static void async_commit_run(struct fc_wfile *wf)
 {
+    bool released;
     int ret;
 
     pthread_mutex_lock(&wf->wlock);
@@ -238,7 +264,18 @@ static void async_commit_run(struct fc_wfile *wf)
                "returned 0)",
                wf->key);
     atomic_store(&wf->async, false);
+    released = wf->released;
+    if (released) {
+        (void)wait_parts(wf, 0);
+        abort_upload(wf);
+    }
     pthread_mutex_unlock(&wf->wlock);
+    if (released) {
+        struct fc_inode *in = wf->in;
+        fuse_ino_t ino = in->ino;
+        release_end(wf); /* (the worker still holds a reference) */
+        fc_inode_forget(wf->fs->itab, ino, 1);
+    }
     pthread_mutex_lock(&g_up.lock);
     g_up.async_queued--;
     pthread_cond_broadcast(&g_up.async_done);
@@ -273,6 +310,23 @@ static void *up_worker(void *arg)
     }
     pthread_mutex_unlock(&g_up.lock);
     return NULL;
+}
+
+/* Queues the held async commit (if any) for the workers. g_up.lock held. */
+static void held_push(void)
+{
+    struct up_job *j = g_up.held;
+
+    if (j == NULL)
+        return;
+    g_up.held = NULL;
+    j->next = NULL;
+    if (g_up.tail)
+        g_up.tail->next = j;
+    else
+        g_up.head = j;
+    g_up.tail = j;
+    pthread_cond_signal(&g_up.work);
 }
 
 /* Tries the failed aborts again once; keeps those that still fail. */
@@ -437,14 +491,27 @@ static void *janitor_run(void *arg)
 {
     struct fc_fs *fs = arg;
 
+    double last = fc_now();
+
     pthread_mutex_lock(&g_up.lock);
     while (!g_up.stop) {
         struct timespec dl;
+        double wait = 1.0, now;
+        if (g_up.held != NULL)
+            wait = CM_MAX(0.0, CM_MIN(wait, g_up.held_due - fc_now()));
         clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_sec += 1;
+        dl.tv_nsec += (long)(wait * 1e9);
+        dl.tv_sec += dl.tv_nsec / 1000000000L;
+        dl.tv_nsec %= 1000000000L;
         pthread_cond_timedwait(&g_up.jwake, &g_up.lock, &dl);
         if (g_up.stop)
             break;
+        now = fc_now();
+        if (g_up.held != NULL && now >= g_up.held_due)
+            held_push();
+        if (now < last + 1.0)
+            continue; /* a held commit's timer: the rest once a second */
+        last = now;
         if (g_up.aborts != NULL) {
             pthread_mutex_unlock(&g_up.lock);
             aborts_retry(fs);
@@ -521,6 +588,7 @@ static void unmount_drop_open(void)
 void fc_upload_stop(struct fc_fs *fs)
 {
     pthread_mutex_lock(&g_up.lock);
+    held_push(); /* the workers drain the queue before they stop */
     g_up.stop = true;
     pthread_cond_broadcast(&g_up.work);
     pthread_cond_broadcast(&g_up.jwake);
@@ -1329,13 +1397,14 @@ static int commit(struct fc_wfile *wf)
 }
 
 /* Whether the commit of @wf may be left to an upload worker: -o
- * async_close, a new file still in its first part (one PUT of at most
- * W_ASYNC_MAX bytes from memory), nothing failed. wlock held. */
+ * async_close, a new file of at most W_ASYNC_MAX bytes (one PUT, from the
+ * part buffer or the staging file: rsync's mkstemp opens O_RDWR), no
+ * multipart upload begun, nothing failed. wlock held. */
 static bool async_ok(const struct fc_wfile *wf)
 {
-    return wf->fs->o.async_close && wf->dirty && wf->created && !wf->staged &&
+    return wf->fs->o.async_close && wf->dirty && wf->created &&
            wf->upload_id == NULL && wf->werr == 0 && !wf->unlinked &&
-           wf->blen <= W_ASYNC_MAX && g_up.n > 0;
+           wf->size <= W_ASYNC_MAX && g_up.n > 0;
 }
 
 /* Queues the commit of @wf to the upload workers, waiting while
@@ -1361,12 +1430,10 @@ static int async_queue(struct fc_wfile *wf)
     }
     g_up.async_queued++;
     atomic_store(&wf->async, true);
-    if (g_up.tail)
-        g_up.tail->next = j;
-    else
-        g_up.head = j;
-    g_up.tail = j;
-    pthread_cond_signal(&g_up.work);
+    held_push();
+    g_up.held = j;
+    g_up.held_due = fc_now() + W_ASYNC_HOLD;
+    pthread_cond_signal(&g_up.jwake); /* its timer */
     pthread_mutex_unlock(&g_up.lock);
     return 0;
 }
@@ -1386,17 +1453,15 @@ int fc_write_flush(struct fc_wfile *wf)
 }
 
 /* Whether @wf (an async commit) is of @key, or under @key when it ends in
- * '/'. */
-static bool settle_match(struct fc_wfile *wf, const char *key)
+ * '/'. g_up.lock held (no wlock: that is held across a running PUT). */
+static bool settle_match(const struct fc_wfile *wf, const char *key)
 {
     size_t kl = strlen(key);
-    bool m;
 
-    pthread_mutex_lock(&wf->wlock);
-    m = kl > 0 && key[kl - 1] == '/' ? strncmp(wf->key, key, kl) == 0
-                                     : strcmp(wf->key, key) == 0;
-    pthread_mutex_unlock(&wf->wlock);
-    return m;
+    if (!atomic_load(&wf->async))
+        return false;
+    return kl > 0 && key[kl - 1] == '/' ? strncmp(wf->key, key, kl) == 0
+                                        : strcmp(wf->key, key) == 0;
 }
 
 /* Commits now the async closes of @key (see header). */
@@ -1409,36 +1474,76 @@ void fc_write_settle(struct fc_fs *fs, const char *key)
         return;
     pthread_mutex_lock(&g_up.lock);
     for (wf = g_up.live; wf != NULL; wf = wf->lnext)
-        n += atomic_load(&wf->async);
+        n += settle_match(wf, key);
     if (n > 0 && (v = calloc(n, sizeof(*v))) != NULL)
         for (wf = g_up.live; wf != NULL && i < n; wf = wf->lnext)
-            if (atomic_load(&wf->async)) {
+            if (settle_match(wf, key)) {
                 atomic_fetch_add(&wf->refs, 1);
                 v[i++] = wf;
             }
     pthread_mutex_unlock(&g_up.lock);
     for (size_t k = 0; k < i; k++) {
+        int ret;
         wf = v[k];
-        if (settle_match(wf, key)) {
-            int ret;
-            pthread_mutex_lock(&wf->wlock);
-            ret = commit(wf); /* nothing when the worker did it */
-            if (ret < 0)
-                cm_log(CM_LOG_ERROR, -ret,
-                       "ecfs: %s: upload after close failed (async_close: "
-                       "close() returned 0)",
-                       wf->key);
-            pthread_mutex_unlock(&wf->wlock);
-        }
+        pthread_mutex_lock(&wf->wlock);
+        ret = commit(wf); /* nothing when the worker did it */
+        if (ret < 0)
+            cm_log(CM_LOG_ERROR, -ret,
+                   "ecfs: %s: upload after close failed (async_close: "
+                   "close() returned 0)",
+                   wf->key);
+        pthread_mutex_unlock(&wf->wlock);
         fc_wfile_unref(wf);
     }
     free(v);
+}
+
+/* Moves queued async commits of @src to @dst (see header). */
+bool fc_write_async_rename(struct fc_fs *fs, const char *src, const char *dst)
+{
+    struct fc_wfile **v = NULL, *wf;
+    size_t n = 0, i = 0;
+    bool moved = false, left = false;
+
+    if (!fs->o.async_close)
+        return false;
+    pthread_mutex_lock(&g_up.lock);
+    for (wf = g_up.live; wf != NULL; wf = wf->lnext)
+        n += settle_match(wf, src);
+    if (n > 0 && (v = calloc(n, sizeof(*v))) != NULL)
+        for (wf = g_up.live; wf != NULL && i < n; wf = wf->lnext)
+            if (settle_match(wf, src)) {
+                atomic_fetch_add(&wf->refs, 1);
+                v[i++] = wf;
+            }
+    pthread_mutex_unlock(&g_up.lock);
+    left = n > i;
+    for (size_t k = 0; k < i; k++) {
+        char *d = strdup(dst);
+        wf = v[k];
+        pthread_mutex_lock(&wf->wlock);
+        /* still to commit (a commit holds wlock until it is done and
+         * clears dirty): its one PUT goes to the new name */
+        if (d != NULL && wf->dirty && strcmp(wf->key, src) == 0) {
+            wfile_set_key(wf, d);
+            d = NULL;
+            moved = true;
+        } else {
+            left = true;
+        }
+        pthread_mutex_unlock(&wf->wlock);
+        free(d);
+        fc_wfile_unref(wf);
+    }
+    free(v);
+    return moved && !left;
 }
 
 /* Waits for every async commit (see header). */
 void fc_write_async_drain(void)
 {
     pthread_mutex_lock(&g_up.lock);
+    held_push();
     while (g_up.async_queued > 0)
         pthread_cond_wait(&g_up.async_done, &g_up.lock);
     pthread_mutex_unlock(&g_up.lock);
@@ -1474,10 +1579,17 @@ bool fc_write_take_changed(struct fc_wfile *wf)
 void fc_write_release(struct fc_wfile *wf)
 {
     struct fc_fs *fs = wf->fs;
-    struct fc_wfile **pp;
     int ret;
 
     pthread_mutex_lock(&wf->wlock);
+    if (atomic_load(&wf->async) && wf->dirty) {
+        /* -o async_close: the queued commit stays queued (a rename may
+         * still send it to another name); its worker ends the handle */
+        wf->released = true;
+        fc_inode_ref(fs->itab, wf->in);
+        pthread_mutex_unlock(&wf->wlock);
+        return;
+    }
     ret = commit(wf);
     if (ret < 0)
         cm_log(CM_LOG_ERROR, -ret, "ecfs: %s: upload at release failed",
@@ -1485,6 +1597,16 @@ void fc_write_release(struct fc_wfile *wf)
     (void)wait_parts(wf, 0);
     abort_upload(wf);
     pthread_mutex_unlock(&wf->wlock);
+    release_end(wf);
+}
+
+/* The end of a release: off the inode's writers, one writer less, the
+ * handle's reference dropped. */
+static void release_end(struct fc_wfile *wf)
+{
+    struct fc_fs *fs = wf->fs;
+    struct fc_wfile **pp;
+
     pthread_mutex_lock(&g_up.lock);
     for (pp = &wf->in->writers; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == wf) {
@@ -1572,10 +1694,8 @@ void fc_write_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key)
     for (size_t i = 0; i < n; i++) {
         char *k = strdup(key);
         pthread_mutex_lock(&v[i]->wlock);
-        if (k != NULL) {
-            free(v[i]->key);
-            v[i]->key = k;
-        }
+        if (k != NULL)
+            wfile_set_key(v[i], k);
         pthread_mutex_unlock(&v[i]->wlock);
         fc_wfile_unref(v[i]);
     }

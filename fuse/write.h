@@ -96,6 +96,11 @@ CM_MUST_CHECK int fc_write_truncate_inode(struct fc_fs *fs, struct fc_inode *in,
  * under @key when it ends in '/' (unlink, rename, rmdir, a new writer: the
  * upload must land before them). No-op without -o async_close. */
 void fc_write_settle(struct fc_fs *fs, const char *key);
+/* rename of a file whose async_close commit has not started: the commit
+ * is retargeted to @dst (one PUT there; no copy, no delete) and true is
+ * returned; false when there is none, or one already uploaded @src (the
+ * caller settles and copies). */
+bool fc_write_async_rename(struct fc_fs *fs, const char *src, const char *dst);
 /* Waits until no async_close commit is queued or running (the session
  * ended: before the S3 client is cut). */
 void fc_write_async_drain(void);
