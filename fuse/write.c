@@ -248,21 +248,28 @@ static int wait_parts(struct fc_wfile *wf, unsigned max);
 static void abort_upload(struct fc_wfile *wf);
 static void release_end(struct fc_wfile *wf);
 
+/* Commits @wf for an async close, if still to do; a failure can only be
+ * logged (commit() also counts it). wlock held. */
+static void async_commit_locked(struct fc_wfile *wf)
+{
+    int ret = commit(wf);
+
+    if (ret < 0)
+        cm_log(CM_LOG_ERROR, -ret,
+               "ecfs: %s: upload after close failed (async_close: close() "
+               "returned 0)",
+               wf->key);
+}
+
 /* The commit an async close queued: runs it unless a release or a settle
  * (fc_write_settle) did first. close() has returned already, so a failure
  * can only be logged (commit() logs it and counts commit_errors). */
 static void async_commit_run(struct fc_wfile *wf)
 {
     bool released;
-    int ret;
 
     pthread_mutex_lock(&wf->wlock);
-    ret = commit(wf);
-    if (ret < 0)
-        cm_log(CM_LOG_ERROR, -ret,
-               "ecfs: %s: upload after close failed (async_close: close() "
-               "returned 0)",
-               wf->key);
+    async_commit_locked(wf);
     atomic_store(&wf->async, false);
     released = wf->released;
     if (released) {
@@ -312,6 +319,18 @@ static void *up_worker(void *arg)
     return NULL;
 }
 
+/* Appends @j to the workers' queue and wakes one. g_up.lock held. */
+static void job_push(struct up_job *j)
+{
+    j->next = NULL;
+    if (g_up.tail)
+        g_up.tail->next = j;
+    else
+        g_up.head = j;
+    g_up.tail = j;
+    pthread_cond_signal(&g_up.work);
+}
+
 /* Queues the held async commit (if any) for the workers. g_up.lock held. */
 static void held_push(void)
 {
@@ -320,13 +339,7 @@ static void held_push(void)
     if (j == NULL)
         return;
     g_up.held = NULL;
-    j->next = NULL;
-    if (g_up.tail)
-        g_up.tail->next = j;
-    else
-        g_up.head = j;
-    g_up.tail = j;
-    pthread_cond_signal(&g_up.work);
+    job_push(j);
 }
 
 /* Tries the failed aborts again once; keeps those that still fail. */
@@ -714,13 +727,7 @@ static int queue_part(struct fc_wfile *wf, const struct fc_s3_body *body,
     wf->inflight++;
     pthread_mutex_unlock(&wf->lock);
     pthread_mutex_lock(&g_up.lock);
-    j->next = NULL;
-    if (g_up.tail)
-        g_up.tail->next = j;
-    else
-        g_up.head = j;
-    g_up.tail = j;
-    pthread_cond_signal(&g_up.work);
+    job_push(j);
     pthread_mutex_unlock(&g_up.lock);
     return 0;
 
@@ -1464,34 +1471,43 @@ static bool settle_match(const struct fc_wfile *wf, const char *key)
                                         : strcmp(wf->key, key) == 0;
 }
 
+/* New references to the handles whose async commit is of @key (see
+ * settle_match) in *@v (malloc'd; NULL when none); *@n: how many there
+ * are (more than returned only when the array could not be allocated).
+ * Returns the count in *@v. */
+static size_t async_matching(const char *key, struct fc_wfile ***v, size_t *n)
+{
+    struct fc_wfile *wf;
+    size_t i = 0;
+
+    *v = NULL;
+    *n = 0;
+    pthread_mutex_lock(&g_up.lock);
+    for (wf = g_up.live; wf != NULL; wf = wf->lnext)
+        *n += settle_match(wf, key);
+    if (*n > 0 && (*v = calloc(*n, sizeof(**v))) != NULL)
+        for (wf = g_up.live; wf != NULL && i < *n; wf = wf->lnext)
+            if (settle_match(wf, key)) {
+                atomic_fetch_add(&wf->refs, 1);
+                (*v)[i++] = wf;
+            }
+    pthread_mutex_unlock(&g_up.lock);
+    return i;
+}
+
 /* Commits now the async closes of @key (see header). */
 void fc_write_settle(struct fc_fs *fs, const char *key)
 {
-    struct fc_wfile **v = NULL, *wf;
-    size_t n = 0, i = 0;
+    struct fc_wfile **v, *wf;
+    size_t n, i;
 
     if (!fs->o.async_close)
         return;
-    pthread_mutex_lock(&g_up.lock);
-    for (wf = g_up.live; wf != NULL; wf = wf->lnext)
-        n += settle_match(wf, key);
-    if (n > 0 && (v = calloc(n, sizeof(*v))) != NULL)
-        for (wf = g_up.live; wf != NULL && i < n; wf = wf->lnext)
-            if (settle_match(wf, key)) {
-                atomic_fetch_add(&wf->refs, 1);
-                v[i++] = wf;
-            }
-    pthread_mutex_unlock(&g_up.lock);
+    i = async_matching(key, &v, &n);
     for (size_t k = 0; k < i; k++) {
-        int ret;
         wf = v[k];
         pthread_mutex_lock(&wf->wlock);
-        ret = commit(wf); /* nothing when the worker did it */
-        if (ret < 0)
-            cm_log(CM_LOG_ERROR, -ret,
-                   "ecfs: %s: upload after close failed (async_close: "
-                   "close() returned 0)",
-                   wf->key);
+        async_commit_locked(wf); /* nothing when the worker did it */
         pthread_mutex_unlock(&wf->wlock);
         fc_wfile_unref(wf);
     }
@@ -1501,22 +1517,13 @@ void fc_write_settle(struct fc_fs *fs, const char *key)
 /* Moves queued async commits of @src to @dst (see header). */
 bool fc_write_async_rename(struct fc_fs *fs, const char *src, const char *dst)
 {
-    struct fc_wfile **v = NULL, *wf;
-    size_t n = 0, i = 0;
+    struct fc_wfile **v, *wf;
+    size_t n, i;
     bool moved = false, left = false;
 
     if (!fs->o.async_close)
         return false;
-    pthread_mutex_lock(&g_up.lock);
-    for (wf = g_up.live; wf != NULL; wf = wf->lnext)
-        n += settle_match(wf, src);
-    if (n > 0 && (v = calloc(n, sizeof(*v))) != NULL)
-        for (wf = g_up.live; wf != NULL && i < n; wf = wf->lnext)
-            if (settle_match(wf, src)) {
-                atomic_fetch_add(&wf->refs, 1);
-                v[i++] = wf;
-            }
-    pthread_mutex_unlock(&g_up.lock);
+    i = async_matching(src, &v, &n);
     left = n > i;
     for (size_t k = 0; k < i; k++) {
         char *d = strdup(dst);
