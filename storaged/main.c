@@ -80,6 +80,9 @@ static void usage(FILE *f)
         "      --no-fsync           do not sync at commit (faster, unsafe on power loss)\n"
         "      --cache-mem MIB      keep up to MIB MiB of inline-object (<= 1 MiB)\n"
         "                           bodies in memory for GETs (default 0: off)\n"
+        "      --index-body-max N   objects of up to N bytes (<= 65536) also keep\n"
+        "                           their body in the object index, so a GET reads\n"
+        "                           no file (default 8192; 0: off)\n"
         "      --domain NAME        also answer virtual-hosted-style requests,\n"
         "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"
         "      --kms-key-file FILE  seal the SSE-S3 master key under the 256-bit key\n"
@@ -210,6 +213,7 @@ static int cmd_serve(int argc, char **argv)
         {"set-size", required_argument, NULL, 's'},
         {"no-fsync", no_argument, NULL, 'F'},
         {"cache-mem", required_argument, NULL, 'C'},
+        {"index-body-max", required_argument, NULL, 'B'},
         {"domain", required_argument, NULL, 'D'},
         {"kms-key-file", required_argument, NULL, 'Y'},
         {"idle-timeout", required_argument, NULL, 'I'},
@@ -223,8 +227,10 @@ static int cmd_serve(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct stor_store_opts so = {
-        .ec_parity = -1, .fsync = true, .rebuild_in_background = true};
+    struct stor_store_opts so = {.ec_parity = -1,
+                                 .fsync = true,
+                                 .rebuild_in_background = true,
+                                 .index_body_max = STOR_INDEX_BODY_DEFAULT};
     struct stor_http_opts ho = {0};
     struct stor_s3_opts s3o = {0};
     uint8_t kms_key[32];
@@ -294,6 +300,15 @@ static int cmd_serve(int argc, char **argv)
                 return 2;
             }
             s3o.cache_bytes = (size_t)v << 20;
+            break;
+        case 'B':
+            if (parse_count(optarg, 0, STOR_INDEX_BODY_LIMIT, &v) < 0) {
+                fprintf(stderr,
+                        "storaged: bad --index-body-max '%s' (0..%u bytes)\n",
+                        optarg, STOR_INDEX_BODY_LIMIT);
+                return 2;
+            }
+            so.index_body_max = (size_t)v;
             break;
         case 'D':
             if (!stor_s3_domain_ok(optarg)) {

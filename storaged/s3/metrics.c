@@ -30,7 +30,7 @@ struct stor_metrics {
     atomic_uint_fast64_t lat_count[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_in[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_out[S3_OP_COUNT];
-    atomic_uint_fast64_t get_loop[4]; /* by enum stor_get_loop */
+    atomic_uint_fast64_t get_loop[5]; /* by enum stor_get_loop */
 };
 
 static const char *const op_names[S3_OP_COUNT] = {
@@ -263,7 +263,11 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "# TYPE storaged_index_verified_objects gauge\nstoraged_index_verified_objects %llu\n"
             "# TYPE storaged_index_verify_done gauge\nstoraged_index_verify_done %d\n"
             "# TYPE storaged_index_verify_seconds gauge\nstoraged_index_verify_seconds %.3f\n"
-            "# TYPE storaged_index_verify_damaged_buckets gauge\nstoraged_index_verify_damaged_buckets %llu\n",
+            "# TYPE storaged_index_verify_damaged_buckets gauge\nstoraged_index_verify_damaged_buckets %llu\n"
+            "# HELP storaged_index_bodies Small objects whose body the index keeps (a GET of them reads no file).\n"
+            "# TYPE storaged_index_bodies gauge\nstoraged_index_bodies %llu\n"
+            "# HELP storaged_index_bodies_damaged_total Bodies in the index that failed their CRC on a GET (read from the drives instead).\n"
+            "# TYPE storaged_index_bodies_damaged_total counter\nstoraged_index_bodies_damaged_total %llu\n",
             (unsigned long long)st.index_objects,
             (unsigned long long)st.index_rebuilds,
             (unsigned long long)st.index_rebuild_objects,
@@ -278,7 +282,9 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             (unsigned long long)st.index_dirs_total,
             (unsigned long long)st.index_rebuild_estimate,
             (unsigned long long)st.index_verified, st.index_verify_done ? 1 : 0,
-            st.index_verify_s, (unsigned long long)st.index_verify_bad);
+            st.index_verify_s, (unsigned long long)st.index_verify_bad,
+            (unsigned long long)st.index_bodies,
+            (unsigned long long)st.index_bodies_damaged);
     if (ret == 0)
         ret = cm_buf_appendf(
             o,
@@ -346,21 +352,30 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             "# TYPE storaged_connections_total counter\nstoraged_connections_total %llu\n"
             "# TYPE storaged_workers_busy gauge\nstoraged_workers_busy %zu\n"
             "# HELP storaged_get_loop_total Small GETs the event loop "
-            "served itself: read on its io_uring (served), from its body "
-            "cache (cached), or handed to a worker (fallback: a shard did "
-            "not verify; busy: no room on the loop's io_uring).\n"
+            "served itself: read on its io_uring or from the index's copy "
+            "of the body (served), from its body cache (cached), or handed "
+            "to a worker (fallback: a shard did not verify; busy: no room "
+            "on the loop's io_uring).\n"
             "# TYPE storaged_get_loop_total counter\n"
             "storaged_get_loop_total{result=\"served\"} %llu\n"
             "storaged_get_loop_total{result=\"cached\"} %llu\n"
             "storaged_get_loop_total{result=\"fallback\"} %llu\n"
-            "storaged_get_loop_total{result=\"busy\"} %llu\n",
+            "storaged_get_loop_total{result=\"busy\"} %llu\n"
+            "# HELP storaged_get_index_body_total Of the served small GETs, "
+            "those answered from the body the index keeps (no meta file "
+            "read; --index-body-max).\n"
+            "# TYPE storaged_get_index_body_total counter\n"
+            "storaged_get_index_body_total %llu\n",
             hs ? hs->conns : 0L, (unsigned long long)(hs ? hs->conns_total : 0),
             hs ? hs->workers_busy : 0,
-            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_READ]),
+            (unsigned long long)(atomic_load(&m->get_loop[STOR_GET_LOOP_READ]) +
+                                 atomic_load(
+                                     &m->get_loop[STOR_GET_LOOP_INDEX])),
             (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_CACHED]),
             (unsigned long long)atomic_load(
                 &m->get_loop[STOR_GET_LOOP_FALLBACK]),
-            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_BUSY]));
+            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_BUSY]),
+            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_INDEX]));
     if (ret == 0 && store)
         ret = render_store(store, out);
     return ret;

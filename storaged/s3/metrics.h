@@ -22,13 +22,15 @@ void stor_metrics_request(struct stor_metrics *m, int op, int status,
 /* How a GET the event loop tried to serve itself (small inline object)
  * went: handed to a worker because what it read did not verify (missing,
  * stale or corrupt shard), served from metas read on the loop's io_uring,
- * served from the loop's body cache (--cache-mem), or handed to a worker
- * unread because the loop's ring had no room for its reads (busy). */
+ * served from the loop's body cache (--cache-mem), handed to a worker
+ * unread because the loop's ring had no room for its reads (busy), or
+ * served from the copy of the body the index keeps (--index-body-max). */
 enum stor_get_loop {
     STOR_GET_LOOP_FALLBACK = 0,
     STOR_GET_LOOP_READ,
     STOR_GET_LOOP_CACHED,
     STOR_GET_LOOP_BUSY,
+    STOR_GET_LOOP_INDEX,
 };
 void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how);
 /* Appends the Prometheus text exposition to @out, with the transport's

@@ -843,9 +843,29 @@ static bool get_cached(struct stor_s3_req *r)
     return true;
 }
 
+/* Answers from the body the index keeps (stor_get_nb_begin asked for no
+ * reads). true when it did. */
+static bool get_indexed(struct stor_s3_req *r)
+{
+    struct stor_obj_info info;
+    struct stor_get *g = NULL;
+    int ret;
+
+    memset(&info, 0, sizeof(info));
+    ret = stor_get_nb_end(r->get_nb, &info, &g);
+    r->get_nb = NULL;
+    if (ret < 0)
+        return false;
+    stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_INDEX);
+    stor_s3_get_object_reply(r, &info, g);
+    stor_http_respond(&r->http);
+    return true;
+}
+
 /* GetObject of a small (inline) object without a worker round trip: the
- * lookup is in memory (try-locks), the meta reads go to the loop's
- * io_uring. true when it started (get_fast_done follows). */
+ * lookup is in memory (try-locks), the body comes from the index or the
+ * meta reads go to the loop's io_uring. true when it started or answered
+ * (get_fast_done follows a read). */
 static bool get_fast(struct stor_s3_req *r)
 {
     struct stor_nb_read *rd;
@@ -858,6 +878,8 @@ static bool get_fast(struct stor_s3_req *r)
     if (stor_get_nb_begin(r->s3->store, r->bucket, r->key, r->key_len,
                           &r->get_nb, &rd, &n) < 0)
         return false;
+    if (n == 0)
+        return get_indexed(r);
     if (get_cached(r))
         return true;
     if (r->get_nb == NULL) /* the cache's end_with() failed */

@@ -84,6 +84,7 @@ struct stor_store {
     uint8_t dkey[16];              /* deployment id, the placement key */
     char deployment[33];
     bool fsync;
+    size_t body_max;       /* bodies up to this size go into the index too */
     struct stor_gsync *gs; /* owned: group commit (gsync.h) */
     pthread_rwlock_t lock;
     struct obj_bucket **buckets; /* sorted by name; protected by lock */
@@ -129,6 +130,8 @@ struct stor_store {
     pthread_t scan_thread, probe_thread;
 };
 
+struct obj_idx_body;
+
 struct obj_healreq {
     char bucket[64];
     char *key;
@@ -150,11 +153,18 @@ int obj_cur_lookup(struct stor_store *s, const char *bucket, const char *key,
  * regular path would wait (or should answer the error itself). */
 int obj_cur_lookup_nb(struct stor_store *s, const char *bucket, const char *key,
                       size_t key_len, struct obj_ent **out);
+/* obj_cur_lookup_nb that also hands out the body the index holds for that
+ * exact version (*body malloc'd, e->size bytes; NULL when it holds none). */
+int obj_cur_lookup_body_nb(struct stor_store *s, const char *bucket,
+                           const char *key, size_t key_len,
+                           struct obj_ent **out, void **body);
 /* Makes @e (borrowed) the current entry of its key; the replaced one goes
- * to *old (may be NULL). Caller holds the key's write lock. 0,
- * -STOR_ENOBUCKET, -errno (the index is then marked for rebuild). */
+ * to *old (may be NULL). With @b (borrowed, may be NULL) the index keeps
+ * that body too. Caller holds the key's write lock. 0, -STOR_ENOBUCKET,
+ * -errno (the index is then marked for rebuild). */
 int obj_cur_set(struct stor_store *s, const char *bucket,
-                const struct obj_ent *e, struct obj_ent **old);
+                const struct obj_ent *e, const struct obj_idx_body *b,
+                struct obj_ent **old);
 /* Removes bucket/key from the index; the removed entry to *old. Caller
  * holds the key's write lock. 0, -STOR_ENOBUCKET, -STOR_ENOKEY, -errno. */
 int obj_cur_remove(struct stor_store *s, const char *bucket, const char *key,

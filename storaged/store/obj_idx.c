@@ -34,6 +34,9 @@
     32 /* u8 version, 7 pad, i64 created, u64 count, u64 sum */
 #define IDX_BUCKET_VER 2  /* 1 (format 1) had no content sum */
 #define IDX_STATE_REC  56 /* u32 format, u32 pad, 32 hex, u64 gen, u64 clock */
+#define IDX_BODY_HDR   24 /* u8 version, 7 pad, u64 object version, u64 CRC */
+#define IDX_BODY_VER   1
+#define IDX_BODY_SEED  0x626f647963726321ULL /* "bodycrc!" */
 
 struct idx_rtxn {
     MDB_txn *t; /* reset while idle; owned */
@@ -42,10 +45,11 @@ struct idx_rtxn {
 
 struct obj_idx {
     MDB_env *env;
-    MDB_dbi obj, sys, pend;
+    MDB_dbi obj, sys, pend, body;
     char *data_path; /* owned */
     struct idx_rtxn pool[IDX_READERS];
-    unsigned hint; /* atomic: where the next claim starts */
+    unsigned hint;     /* atomic: where the next claim starts */
+    uint64_t body_bad; /* atomic: bodies that failed their CRC */
 };
 
 struct obj_idx_cur {
@@ -388,7 +392,7 @@ int obj_idx_open(const char *dir, bool create, struct obj_idx **out)
     for (uint64_t map = IDX_MAPSIZE;; map /= 4) {
         rc = mdb_env_create(&x->env);
         if (rc == 0)
-            rc = mdb_env_set_maxdbs(x->env, 4);
+            rc = mdb_env_set_maxdbs(x->env, 8);
         if (rc == 0)
             rc = mdb_env_set_mapsize(x->env, (size_t)map);
         if (rc == 0)
@@ -415,6 +419,8 @@ int obj_idx_open(const char *dir, bool create, struct obj_idx **out)
         rc = mdb_dbi_open(t, "sys", MDB_CREATE, &x->sys);
     if (rc == 0)
         rc = mdb_dbi_open(t, "pend", MDB_CREATE, &x->pend);
+    if (rc == 0) /* an index made before issue 12's bodies gets it here */
+        rc = mdb_dbi_open(t, "body", MDB_CREATE, &x->body);
     if (rc == 0) {
         rc = mdb_txn_commit(t);
         t = NULL;
@@ -694,29 +700,39 @@ int obj_idx_bucket_set(struct obj_idx *x, const char *bucket,
     return wtxn_end(t, ret);
 }
 
-/* Contract in obj_idx.h. */
-int obj_idx_bucket_drop(struct obj_idx *x, const char *bucket)
+/* Deletes every key of table @dbi that starts with @pfx (@pl bytes). */
+static int drop_prefix(MDB_txn *t, MDB_dbi dbi, const char *pfx, size_t pl)
 {
-    char kb[IDX_KEYMAX], sk[2 + 64];
-    size_t pl = mkkey(kb, bucket, "", 0);
-    MDB_val k = {pl, kb}, v, skv = {mksyskey(sk, bucket), sk};
-    MDB_txn *t;
+    MDB_val k = {pl, (void *)(uintptr_t)pfx}, v;
     MDB_cursor *c;
-    int rc, ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+    int rc = mdb_cursor_open(t, dbi, &c);
 
-    if (ret < 0)
-        return ret;
-    ret = mdb_err(mdb_cursor_open(t, x->obj, &c));
-    if (ret < 0)
-        return wtxn_end(t, ret);
+    if (rc != 0)
+        return mdb_err(rc);
     rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-    while (rc == 0 && k.mv_size >= pl && memcmp(k.mv_data, kb, pl) == 0) {
+    while (rc == 0 && k.mv_size >= pl && memcmp(k.mv_data, pfx, pl) == 0) {
         rc = mdb_cursor_del(c, 0);
         if (rc == 0)
             rc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT);
     }
     mdb_cursor_close(c);
-    ret = rc == 0 || rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
+    return rc == 0 || rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_bucket_drop(struct obj_idx *x, const char *bucket)
+{
+    char kb[IDX_KEYMAX], sk[2 + 64];
+    size_t pl = mkkey(kb, bucket, "", 0); /* bucket NUL */
+    MDB_val skv = {mksyskey(sk, bucket), sk};
+    MDB_txn *t;
+    int rc, ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    ret = drop_prefix(t, x->obj, kb, pl);
+    if (ret == 0) /* the bodies' keys (bucket NUL id) share the prefix */
+        ret = drop_prefix(t, x->body, kb, pl);
     if (ret == 0) {
         rc = mdb_del(t, x->sys, &skv, NULL);
         ret = rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
@@ -930,9 +946,128 @@ static int count_add(struct obj_idx *x, MDB_txn *t, const char *bucket,
 
 static size_t mkpendkey(char *buf, const char *bucket, const uint8_t id[16]);
 
+/* ---- object bodies ("body": bucket NUL id -> header + bytes) ---- */
+
+/* Writes @b (the body of version @version of object @id) in @t, or with @b
+ * NULL removes what the table holds for @id. */
+static int body_set(struct obj_idx *x, MDB_txn *t, const char *bucket,
+                    const uint8_t id[16], uint64_t version,
+                    const struct obj_idx_body *b)
+{
+    char kb[64 + 16];
+    MDB_val k = {mkpendkey(kb, bucket, id), kb}, v;
+    size_t off = IDX_BODY_HDR;
+    uint8_t *p;
+    int rc;
+
+    if (b == NULL) {
+        rc = mdb_del(t, x->body, &k, NULL);
+        return rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
+    }
+    if (b->k < 1 || (uint64_t)b->k * b->shard_len < b->size)
+        return -EINVAL;
+    v.mv_size = IDX_BODY_HDR + b->size;
+    rc = mdb_put(t, x->body, &k, &v, MDB_RESERVE);
+    if (rc != 0)
+        return mdb_err(rc);
+    p = v.mv_data;
+    for (int j = 0; j < b->k && off < v.mv_size; j++) {
+        size_t n = CM_MIN(b->shard_len, v.mv_size - off);
+
+        memcpy(p + off, b->shard[j], n);
+        off += n;
+    }
+    memset(p, 0, 8);
+    p[0] = IDX_BODY_VER;
+    le_put(p + 8, version, 8);
+    le_put(p + 16,
+           stor_crc64(IDX_BODY_SEED ^ version, p + IDX_BODY_HDR, b->size), 8);
+    return 0;
+}
+
+/* A copy of the body of @e (its exact version and size) from @t into
+ * *out (malloc'd). 0, -ENOENT (none, or of another version), -EBADMSG
+ * (the bytes fail their CRC), -ENOMEM. */
+static int body_get(struct obj_idx *x, MDB_txn *t, const char *bucket,
+                    const struct obj_ent *e, void **out)
+{
+    char kb[64 + 16];
+    MDB_val k = {mkpendkey(kb, bucket, e->id), kb}, v;
+    const uint8_t *p;
+    int ret = mdb_err(mdb_get(t, x->body, &k, &v));
+
+    *out = NULL;
+    if (ret < 0)
+        return ret;
+    p = v.mv_data;
+    if (v.mv_size < IDX_BODY_HDR || p[0] != IDX_BODY_VER ||
+        le_get(p + 8, 8) != e->version || v.mv_size - IDX_BODY_HDR != e->size)
+        return -ENOENT; /* an older version's, left by an older binary */
+    if (le_get(p + 16, 8) !=
+        stor_crc64(IDX_BODY_SEED ^ e->version, p + IDX_BODY_HDR, e->size)) {
+        __atomic_fetch_add(&x->body_bad, 1, __ATOMIC_RELAXED);
+        return -EBADMSG;
+    }
+    *out = malloc(e->size ? e->size : 1);
+    if (*out == NULL)
+        return -ENOMEM;
+    memcpy(*out, p + IDX_BODY_HDR, e->size);
+    return 0;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_lookup_body_nb(struct obj_idx *x, const char *bucket,
+                           const char *key, size_t key_len,
+                           struct obj_ent **out, void **body)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    int ret = rtxn_get(x, true, &t, &slot);
+
+    *out = NULL;
+    *body = NULL;
+    if (ret < 0)
+        return ret;
+    ret = lookup_in(x, t, bucket, key, key_len, out);
+    if (ret == 0 && (*out)->inl)
+        (void)body_get(x, t, bucket, *out, body); /* absent: read the drives */
+    rtxn_put(t, slot);
+    return ret;
+}
+
+/* Contract in obj_idx.h. */
+uint64_t obj_idx_body_damaged(const struct obj_idx *x)
+{
+    return __atomic_load_n(&x->body_bad, __ATOMIC_RELAXED);
+}
+
+/* Contract in obj_idx.h. */
+uint64_t obj_idx_body_count(struct obj_idx *x)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    MDB_stat st;
+    uint64_t n = 0;
+
+    if (rtxn_get(x, true, &t, &slot) < 0)
+        return 0;
+    if (mdb_stat(t, x->body, &st) == 0)
+        n = st.ms_entries;
+    rtxn_put(t, slot);
+    return n;
+}
+
 /* Contract in obj_idx.h. */
 int obj_idx_put(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
                 struct obj_ent **old)
+{
+    return obj_idx_put_body(x, bucket, e, NULL, old);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_put_body(struct obj_idx *x, const char *bucket,
+                     const struct obj_ent *e, const struct obj_idx_body *b,
+                     struct obj_ent **old)
 {
     MDB_txn *t;
     uint64_t dsum = 0;
@@ -940,12 +1075,16 @@ int obj_idx_put(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
 
     if (old)
         *old = NULL;
+    if (b && (b->size != e->size || !e->inl))
+        return -EINVAL;
     ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
     if (ret < 0)
         return ret;
     ret = group_change(x, t, bucket, e, e->key, e->key_len, old, &delta, &dsum);
     if (ret == 0)
         ret = count_add(x, t, bucket, delta, dsum);
+    if (ret == 0)
+        ret = body_set(x, t, bucket, e->id, e->version, b);
     if (ret == 0) {
         char kb[64 + 16];
         MDB_val k = {mkpendkey(kb, bucket, e->id), kb};
@@ -993,6 +1132,7 @@ int obj_idx_put_many(struct obj_idx *x, const char *bucket,
 int obj_idx_remove(struct obj_idx *x, const char *bucket, const char *key,
                    size_t key_len, struct obj_ent **old)
 {
+    struct obj_ent *gone = NULL;
     MDB_txn *t;
     uint64_t dsum = 0;
     int delta = 0, ret;
@@ -1002,14 +1142,16 @@ int obj_idx_remove(struct obj_idx *x, const char *bucket, const char *key,
     ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
     if (ret < 0)
         return ret;
-    ret = group_change(x, t, bucket, NULL, key, key_len, old, &delta, &dsum);
+    ret = group_change(x, t, bucket, NULL, key, key_len, &gone, &delta, &dsum);
     if (ret == 0)
         ret = count_add(x, t, bucket, delta, dsum);
+    if (ret == 0 && gone)
+        ret = body_set(x, t, bucket, gone->id, 0, NULL);
     ret = wtxn_end(t, ret);
-    if (ret < 0 && old) {
-        obj_ent_free(*old);
-        *old = NULL;
-    }
+    if (ret == 0 && old)
+        *old = gone;
+    else
+        obj_ent_free(gone);
     return ret;
 }
 

@@ -120,11 +120,38 @@ CM_MUST_CHECK int obj_idx_lookup_nb(struct obj_idx *x, const char *bucket,
                                     const char *key, size_t key_len,
                                     struct obj_ent **out);
 /* Inserts or replaces @e (borrowed) in one transaction. With @old, the
- * replaced entry (or NULL) is handed to the caller. 0 or -errno. */
+ * replaced entry (or NULL) is handed to the caller. 0 or -errno. The
+ * table of bodies then holds none for the key. */
 CM_MUST_CHECK int obj_idx_put(struct obj_idx *x, const char *bucket,
                               const struct obj_ent *e, struct obj_ent **old);
-/* Removes bucket/key; with @old the removed entry goes to the caller.
- * 0, -ENOENT, -errno. */
+/* A small inline object's bytes, kept in the index beside its record so a
+ * GET reads no meta file (FORMAT.md "Bodies in the index"): the first
+ * @size bytes of its @k data shards of @shard_len bytes each, in order. */
+struct obj_idx_body {
+    const uint8_t *const *shard; /* borrowed */
+    size_t shard_len;
+    int k;
+    size_t size;
+};
+/* obj_idx_put that also stores @b (may be NULL: none) as @e's body, tagged
+ * with @e's version and a CRC-64, in the same transaction. */
+CM_MUST_CHECK int obj_idx_put_body(struct obj_idx *x, const char *bucket,
+                                   const struct obj_ent *e,
+                                   const struct obj_idx_body *b,
+                                   struct obj_ent **old);
+/* obj_idx_lookup_nb that also hands out, in one read snapshot, a copy of
+ * the body the index holds for exactly that version of an inline object
+ * (*body: e->size bytes, malloc'd, the caller frees), or *body NULL (none,
+ * another version's, or damaged: the caller reads the drives). */
+CM_MUST_CHECK int obj_idx_lookup_body_nb(struct obj_idx *x, const char *bucket,
+                                         const char *key, size_t key_len,
+                                         struct obj_ent **out, void **body);
+/* Bodies whose bytes failed their CRC since open (they are not served). */
+uint64_t obj_idx_body_damaged(const struct obj_idx *x);
+/* Bodies the index holds now (0 when it cannot tell). */
+uint64_t obj_idx_body_count(struct obj_idx *x);
+/* Removes bucket/key (and its body); with @old the removed entry goes to
+ * the caller. 0, -ENOENT, -errno. */
 CM_MUST_CHECK int obj_idx_remove(struct obj_idx *x, const char *bucket,
                                  const char *key, size_t key_len,
                                  struct obj_ent **old);

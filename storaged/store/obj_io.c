@@ -15,6 +15,7 @@
  * shards covering the range, all in one io_uring batch, verify every
  * block's CRC and fall back to reading parity and rebuilding on any miss. */
 #include "storaged/store/obj_i.h"
+#include "storaged/store/obj_idx.h"
 
 #include "common/log.h"
 #include "storaged/store/ec.h"
@@ -958,6 +959,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     uint32_t prev_mask = 0;
     uint8_t id_copy[16];
     bool pending = false;
+    struct obj_idx_body body;
     uint64_t mark;
 
     memcpy(id_copy, e->id, 16);
@@ -1049,7 +1051,17 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     }
     if (nok < n)
         obj_heal_queue(s, bucket, e->key, e->key_len);
-    ret = obj_cur_set(s, bucket, e, &old);
+    if (inl_shards && e->inl && e->size <= s->body_max) {
+        /* small: a copy in the index serves its GETs (FORMAT.md) */
+        body =
+            (struct obj_idx_body){.shard = (const uint8_t *const *)inl_shards,
+                                  .shard_len = inl_len,
+                                  .k = e->k,
+                                  .size = (size_t)e->size};
+        ret = obj_cur_set(s, bucket, e, &body, &old);
+    } else {
+        ret = obj_cur_set(s, bucket, e, NULL, &old);
+    }
     if (ret == -STOR_ENOBUCKET) {
         obj_remove_files(s, bucket, e, &pl, NULL);
         goto out_tmp;
@@ -1531,6 +1543,7 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
 
 struct stor_get_nb {
     struct stor_get *g; /* owned until end() hands it out */
+    void *body;         /* owned: the index's copy of the body, or NULL */
     size_t mlen;        /* encoded size of each meta record */
     size_t L;           /* inline shard length */
     int shard[OBJ_MAX_SHARDS];
@@ -1546,15 +1559,17 @@ void stor_get_nb_free(struct stor_get_nb *nb)
     if (nb == NULL)
         return;
     stor_get_close(nb->g);
+    free(nb->body);
     free(nb->paths);
     free(nb);
 }
 
-/* Copies the index entry of bucket/key into g->e with try-locks only.
- * 0, or -EAGAIN (a lock is held by a writer, or no such key: the regular
- * path answers errors). */
+/* Copies the index entry of bucket/key into g->e (and the index's copy of
+ * its body, if it keeps one, into *body) with try-locks only. 0, or
+ * -EAGAIN (a lock is held by a writer, or no such key: the regular path
+ * answers errors). */
 static int nb_lookup(struct stor_get *g, const char *bucket, const char *key,
-                     size_t key_len)
+                     size_t key_len, void **body)
 {
     struct stor_store *s = g->s;
     pthread_rwlock_t *kl;
@@ -1565,7 +1580,7 @@ static int nb_lookup(struct stor_get *g, const char *bucket, const char *key,
     kl = obj_klock(s, id);
     if (pthread_rwlock_tryrdlock(kl) != 0)
         return -EAGAIN;
-    ret = obj_cur_lookup_nb(s, bucket, key, key_len, &g->e);
+    ret = obj_cur_lookup_body_nb(s, bucket, key, key_len, &g->e, body);
     pthread_rwlock_unlock(kl);
     if (ret == 0 && !g->e->inl) {
         obj_ent_free(g->e);
@@ -1605,9 +1620,15 @@ int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
     g->s = s;
     g->cur_part = SIZE_MAX;
     memcpy(g->bucket, bucket, strlen(bucket) + 1);
-    if (nb_lookup(g, bucket, key, key_len) < 0)
+    if (nb_lookup(g, bucket, key, key_len, &nb->body) < 0)
         goto fail;
     e = g->e;
+    if (nb->body) { /* the index holds the bytes: nothing to read */
+        *out = nb;
+        *reads = nb->rd;
+        *n = 0;
+        return 0;
+    }
     obj_place(s, bucket, key, key_len, &g->pl);
     nb->L = (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
     inline_meta_tmpl(e, nb->L, &tmpl);
@@ -1722,6 +1743,15 @@ int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
     uint8_t *shards;
     int ret = 0;
 
+    if (nb->body) { /* begin() found it in the index (CRC checked there) */
+        g->data = nb->body;
+        nb->body = NULL;
+        nb->g = NULL;
+        stor_get_nb_free(nb);
+        nb_info_move(g, info);
+        *out = g;
+        return 0;
+    }
     shards = malloc(nb->n * (nb->L ? nb->L : 1));
     if (shards == NULL) {
         stor_get_nb_free(nb);

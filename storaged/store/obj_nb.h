@@ -29,7 +29,9 @@ struct stor_nb_read {
 
 /* Starts a nonblocking GET of bucket/key. Never blocks (no I/O, no lock
  * waits). On 0, *out owns the state and (*reads)[0..*n) are the reads to
- * perform (borrowed from *out). -EAGAIN: use stor_get_open() instead. */
+ * perform (borrowed from *out); *n is 0 when the index keeps the body
+ * itself (a small object: FORMAT.md "Bodies in the index"), and end() may
+ * follow at once. -EAGAIN: use stor_get_open() instead. */
 CM_MUST_CHECK int stor_get_nb_begin(struct stor_store *s, const char *bucket,
                                     const char *key, size_t key_len,
                                     struct stor_get_nb **out,

@@ -534,8 +534,26 @@ int obj_cur_lookup_nb(struct stor_store *s, const char *bucket, const char *key,
 }
 
 /* Contract in obj_i.h. */
+int obj_cur_lookup_body_nb(struct stor_store *s, const char *bucket,
+                           const char *key, size_t key_len,
+                           struct obj_ent **out, void **body)
+{
+    int ret = -EAGAIN;
+
+    *out = NULL;
+    *body = NULL;
+    if (pthread_rwlock_tryrdlock(&s->lock) != 0)
+        return -EAGAIN;
+    if (obj_bucket_find(s, bucket) != NULL)
+        ret = obj_idx_lookup_body_nb(s->idx, bucket, key, key_len, out, body);
+    pthread_rwlock_unlock(&s->lock);
+    return ret == 0 ? 0 : -EAGAIN;
+}
+
+/* Contract in obj_i.h. */
 int obj_cur_set(struct stor_store *s, const char *bucket,
-                const struct obj_ent *e, struct obj_ent **old)
+                const struct obj_ent *e, const struct obj_idx_body *b,
+                struct obj_ent **old)
 {
     int ret;
 
@@ -545,7 +563,7 @@ int obj_cur_set(struct stor_store *s, const char *bucket,
     if (obj_bucket_find(s, bucket) == NULL) {
         ret = -STOR_ENOBUCKET;
     } else {
-        ret = obj_idx_put(s->idx, bucket, e, old);
+        ret = obj_idx_put_body(s->idx, bucket, e, b, old);
         if (ret < 0)
             obj_idx_failed(s, ret);
     }
@@ -925,6 +943,10 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
         __atomic_load_n(&s->idx_verify_done, __ATOMIC_ACQUIRE);
     if (out->index_verify_done)
         out->index_verify_s = s->idx_verify_s;
+    if (out->index_phase == STOR_INDEX_SERVING) {
+        out->index_bodies = obj_idx_body_count(s->idx);
+        out->index_bodies_damaged = obj_idx_body_damaged(s->idx);
+    }
     if (out->index_dirs_done > 0)
         out->index_rebuild_estimate =
             out->index_dirs_done >= out->index_dirs_total

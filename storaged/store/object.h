@@ -55,7 +55,13 @@ struct stor_store_opts {
     bool rebuild_in_background; /* an index rebuild runs after open returns
                                    (the server answers /metrics and 503s
                                    meanwhile); false: open rebuilds first */
+    size_t index_body_max;      /* inline objects up to this many bytes keep a
+                                   copy of their body in the index, so a GET
+                                   reads no meta file (0: none; at most
+                                   STOR_INDEX_BODY_LIMIT) */
 };
+#define STOR_INDEX_BODY_DEFAULT 8192u  /* `storaged serve`'s default */
+#define STOR_INDEX_BODY_LIMIT   65536u /* the most --index-body-max takes */
 
 /* Where the object index stands (storaged_index_phase in /metrics). */
 enum stor_index_phase {
@@ -296,6 +302,8 @@ struct stor_store_stats {
     uint64_t index_verify_bad;       /* buckets whose content differed */
     bool index_verify_done;
     double index_verify_s;
+    uint64_t index_bodies;         /* object bodies the index keeps */
+    uint64_t index_bodies_damaged; /* of them, failed their CRC on a GET */
     /* geometry and the heal queue (the console, /metrics) */
     int nsets, set_size, ec_data, ec_parity; /* K+M for full-size objects */
     size_t heal_queue;                       /* heal requests waiting */

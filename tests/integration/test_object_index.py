@@ -26,6 +26,8 @@ import threading
 import time
 import urllib.request
 
+import pytest
+
 from botocore.exceptions import ClientError
 
 from conftest import STORAGED
@@ -437,3 +439,92 @@ def test_rebuild_serves_metrics_and_503_until_done(storaged):
             len(before[0])
         assert mval(text, "storaged_index_rebuild_objects") == len(before[0])
         assert snapshot(c, "rbk") == before
+
+
+def drive_reads(srv):
+    """Reads made on the drives so far (every drive, every kind)."""
+    return sum(float(l.rsplit(" ", 1)[1])
+               for l in metrics_text(srv).splitlines()
+               if l.startswith("storaged_drive_reads_total"))
+
+
+def test_small_bodies_served_from_the_index(storaged):
+    """Objects up to --index-body-max (8 KiB) keep their body in the index:
+    a GET of them reads no file, with exact bytes and headers; larger ones
+    read the drives. Overwrites (small <-> large) and deletes never serve
+    an old body. A body damaged inside the index file is not served: the
+    GET reads the drives and the damage is counted. A clean restart keeps
+    the bodies; a rebuilt index has none and still serves every object."""
+    srv = storaged(ndrives=16)
+    c = srv.client()
+    c.create_bucket(Bucket="bodies")
+    rng = random.Random(12)
+    small = {"s/%d" % n: rng.randbytes(n) for n in (0, 1, 100, 4096, 8192)}
+    large = {"l/%d" % n: rng.randbytes(n) for n in (8193, 20000)}
+    for k, v in {**small, **large}.items():
+        c.put_object(Bucket="bodies", Key=k, Body=v, ContentType="image/x-t",
+                     Metadata={"who": k})
+    assert metric(srv, "storaged_index_bodies") == len(small)
+
+    def check(objs, from_index):
+        n0, r0 = metric(srv, "storaged_get_index_body_total"), drive_reads(srv)
+        for k, v in objs.items():
+            r = c.get_object(Bucket="bodies", Key=k)
+            assert r["Body"].read() == v, k
+            assert r["ContentType"] == "image/x-t"
+            assert r["Metadata"] == {"who": k}
+            assert r["ETag"] == '"%s"' % hashlib.md5(v).hexdigest()
+        n = metric(srv, "storaged_get_index_body_total") - n0
+        reads = drive_reads(srv) - r0
+        if from_index:
+            assert n == len(objs) and reads == 0, (n, reads)
+        else:
+            assert n == 0 and reads >= len(objs), (n, reads)
+
+    check(small, True)
+    check(large, False)
+    r = c.get_object(Bucket="bodies", Key="s/4096", Range="bytes=100-199")
+    assert r["Body"].read() == small["s/4096"][100:200]
+    # small -> large -> small, and a delete
+    big = rng.randbytes(30000)
+    c.put_object(Bucket="bodies", Key="s/100", Body=big, ContentType="image/x-t",
+                 Metadata={"who": "s/100"})
+    check({"s/100": big}, False)
+    c.put_object(Bucket="bodies", Key="s/100", Body=small["s/100"],
+                 ContentType="image/x-t", Metadata={"who": "s/100"})
+    check({"s/100": small["s/100"]}, True)
+    c.put_object(Bucket="bodies", Key="l/8193", Body=b"tiny",
+                 ContentType="image/x-t", Metadata={"who": "l/8193"})
+    check({"l/8193": b"tiny"}, True)
+    c.put_object(Bucket="bodies", Key="l/8193", Body=large["l/8193"],
+                 ContentType="image/x-t", Metadata={"who": "l/8193"})
+    c.delete_object(Bucket="bodies", Key="s/1")
+    with pytest.raises(ClientError) as ei:
+        c.get_object(Bucket="bodies", Key="s/1")
+    assert ei.value.response["Error"]["Code"] == "NoSuchKey"
+    del small["s/1"]
+    assert metric(srv, "storaged_index_bodies") == len(small)
+    # damage one body inside the running server's index file: the bytes
+    # are not served, the drives are read instead
+    data = os.path.join(index_dirs(srv)[0], "data.mdb")
+    victim = small["s/4096"]
+    with open(data, "r+b") as f:
+        raw = f.read()
+        at = raw.find(victim[1000:1064])
+        assert at > 0 and raw.count(victim[1000:1064]) == 1
+        f.seek(at + 10)
+        f.write(bytes([raw[at + 10] ^ 0x04]))
+    check({"s/4096": victim}, False)
+    assert metric(srv, "storaged_index_bodies_damaged_total") == 1
+    others = {k: v for k, v in small.items() if k != "s/4096"}
+    check(others, True)
+    # a clean restart keeps them; a lost index is rebuilt without them
+    srv.restart()
+    check(others, True)
+    check(large, False)
+    srv.stop()
+    for d in index_dirs(srv):
+        shutil.rmtree(d)
+    srv.start()
+    assert metric(srv, "storaged_index_bodies") == 0
+    check({**small, **large}, False)

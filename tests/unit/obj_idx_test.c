@@ -498,6 +498,132 @@ static void test_verify(void **st)
     obj_idx_close(x, false);
 }
 
+/* The raw "body" table: with @flip, flips a byte of the only value's bytes
+ * (past its header); returns the number of values it holds. */
+static size_t raw_bodies(bool flip)
+{
+    MDB_env *env;
+    MDB_txn *t;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    MDB_val k, v, nv;
+    uint8_t buf[16384];
+    size_t n = 0;
+    int rc;
+
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+    assert_int_equal(mdb_env_set_mapsize(env, 1u << 30), 0);
+    assert_int_equal(mdb_env_open(env, dir, MDB_NOSYNC, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &t), 0);
+    assert_int_equal(mdb_dbi_open(t, "body", 0, &dbi), 0);
+    assert_int_equal(mdb_cursor_open(t, dbi, &c), 0);
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        n++;
+        if (!flip)
+            continue;
+        assert_true(v.mv_size <= sizeof(buf) && v.mv_size > 30);
+        memcpy(buf, v.mv_data, v.mv_size);
+        buf[v.mv_size - 3] ^= 0x01;
+        nv.mv_size = v.mv_size;
+        nv.mv_data = buf;
+        assert_int_equal(mdb_cursor_put(c, &k, &nv, MDB_CURRENT), 0);
+    }
+    mdb_cursor_close(c);
+    assert_int_equal(mdb_txn_commit(t), 0);
+    mdb_env_close(env);
+    return n;
+}
+
+/* Bodies kept beside the records: stored from k shards and handed out for
+ * exactly the record's version; a record put without one (or by a writer
+ * that left an older version's body) reads none; a damaged body is not
+ * served and is counted; a remove and a bucket drop take them away. */
+static void test_bodies(void **st)
+{
+    struct obj_idx *x = idx_open();
+    struct obj_ent *a = mk("pic/a.jpg", 9, 1, 1, 0), *got = NULL;
+    struct obj_ent *a2 = mk("pic/a.jpg", 9, 2, 0, 0);
+    uint8_t s0[2049], s1[2049], want[4097];
+    const uint8_t *sh[2] = {s0, s1};
+    struct obj_idx_body b = {.shard = sh, .shard_len = 2049, .k = 2};
+    void *body = NULL;
+
+    (void)st;
+    for (size_t i = 0; i < sizeof(want); i++)
+        want[i] = (uint8_t)(i * 31 + 7);
+    memcpy(s0, want, 2049);
+    memcpy(s1, want + 2049, 2048);
+    s1[2048] = 0; /* padding past the size */
+    a->k = 2;
+    a2->k = 2;
+    a2->size = 4097;
+    assert_int_equal(a->size, 4097);
+    b.size = 4097;
+    assert_int_equal(obj_idx_bucket_set(x, "bb", 1), 0);
+    assert_int_equal(obj_idx_put_body(x, "bb", a, &b, NULL), 0);
+    assert_int_equal(
+        obj_idx_lookup_body_nb(x, "bb", "pic/a.jpg", 9, &got, &body), 0);
+    ent_equal(a, got);
+    assert_non_null(body);
+    assert_memory_equal(body, want, sizeof(want));
+    obj_ent_free(got);
+    free(body);
+    /* a missing key: no entry, no body */
+    assert_int_equal(obj_idx_lookup_body_nb(x, "bb", "pic/b", 5, &got, &body),
+                     -ENOENT);
+    assert_null(got);
+    assert_null(body);
+    /* another version's record (as put_many or an older binary writes it:
+     * the body table untouched) is never answered with the old bytes */
+    assert_int_equal(obj_idx_put_many(x, "bb", &a2, 1), 0);
+    assert_int_equal(
+        obj_idx_lookup_body_nb(x, "bb", "pic/a.jpg", 9, &got, &body), 0);
+    assert_int_equal(got->version, 2);
+    assert_null(body);
+    obj_ent_free(got);
+    /* an overwrite without a body removes the old one */
+    assert_int_equal(obj_idx_put(x, "bb", a, NULL), 0);
+    assert_int_equal(
+        obj_idx_lookup_body_nb(x, "bb", "pic/a.jpg", 9, &got, &body), 0);
+    assert_null(body);
+    obj_ent_free(got);
+    obj_idx_close(x, true);
+    assert_int_equal(raw_bodies(false), 0);
+    /* damage: the record still reads, the body is not served, counted */
+    x = idx_open();
+    assert_int_equal(obj_idx_put_body(x, "bb", a, &b, NULL), 0);
+    obj_idx_close(x, true);
+    assert_int_equal(raw_bodies(true), 1);
+    x = idx_open();
+    assert_int_equal(
+        obj_idx_lookup_body_nb(x, "bb", "pic/a.jpg", 9, &got, &body), 0);
+    assert_null(body);
+    assert_int_equal(obj_idx_body_damaged(x), 1);
+    obj_ent_free(got);
+    /* remove and bucket drop take bodies with them */
+    assert_int_equal(obj_idx_put_body(x, "bb", a, &b, NULL), 0);
+    assert_int_equal(obj_idx_remove(x, "bb", "pic/a.jpg", 9, NULL), 0);
+    assert_int_equal(obj_idx_put_body(x, "bb", a2, &b, NULL), 0);
+    assert_int_equal(obj_idx_bucket_set(x, "bb2", 1), 0);
+    assert_int_equal(obj_idx_put_body(x, "bb2", a2, &b, NULL), 0);
+    obj_idx_close(x, true);
+    assert_int_equal(raw_bodies(false), 2);
+    x = idx_open();
+    assert_int_equal(obj_idx_bucket_drop(x, "bb"), 0);
+    assert_int_equal(
+        obj_idx_lookup_body_nb(x, "bb2", "pic/a.jpg", 9, &got, &body), 0);
+    assert_non_null(body);
+    assert_memory_equal(body, want, sizeof(want));
+    free(body);
+    obj_ent_free(got);
+    obj_idx_close(x, true);
+    assert_int_equal(raw_bodies(false), 1);
+    obj_ent_free(a);
+    obj_ent_free(a2);
+}
+
 /* More readers at once than the pool holds: the blocking path makes its
  * own transaction, the nonblocking one answers -EAGAIN. */
 static void test_reader_pool_exhausted(void **st)
@@ -596,6 +722,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pend_and_lease, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bodies, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
