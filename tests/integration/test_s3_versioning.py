@@ -341,3 +341,53 @@ def test_awscli_versioning(s3, bucket, tmp_path):
     r = _aws(srv, "s3api", "get-object", "--bucket", bucket, "--key", "c",
              "--version-id", v1, str(out))
     assert out.read_bytes() == b"cli one" and r["VersionId"] == v1
+
+
+def test_scanner_heals_noncurrent_versions(storaged):
+    """Old versions are ordinary objects of the companion bucket: the
+    scanner rebuilds their lost shards by itself, and afterwards two other
+    drives can go and every old version still reads back exactly."""
+    import re
+    import time
+    import urllib.request
+
+    from test_object_fault import away
+
+    def metric(name):
+        text = urllib.request.urlopen(srv.endpoint + "/metrics").read()
+        m = re.search(r"^%s ([0-9.e+]+)$" % re.escape(name), text.decode(),
+                      re.M)
+        return float(m.group(1)) if m else 0.0
+
+    srv = storaged(ndrives=4, env={"STORAGED_SCAN_INTERVAL": "1"})
+    c = srv.client()
+    c.create_bucket(Bucket="vheal")
+    _enable(c, "vheal")
+    old = {}
+    for n in (100, 5000, 70000, 2 * 1024 * 1024 + 7):
+        k = "o/%d" % n
+        body = os.urandom(n)
+        old[k] = (c.put_object(Bucket="vheal", Key=k, Body=body)["VersionId"],
+                  body)
+        c.put_object(Bucket="vheal", Key=k, Body=b"new")
+    # every file of the companion on two drives (M = 2) is lost
+    for d in srv.drives[:2]:
+        comp = os.path.join(d, "b", "vheal..v")
+        for root, _, files in os.walk(comp):
+            for f in files:
+                if f != "bucket":
+                    os.unlink(os.path.join(root, f))
+    c0 = metric("storaged_scan_cycles_total")
+    deadline = time.monotonic() + 60
+    while metric("storaged_scan_cycles_total") < c0 + 2:
+        assert time.monotonic() < deadline, "scanner does not move"
+        time.sleep(0.3)
+    assert metric("storaged_shards_healed_total") >= 2 * len(old)
+    for d in srv.drives[2:]:
+        away(d)
+    try:
+        for k, (vid, body) in old.items():
+            assert _body(c, "vheal", k, vid) == body, k
+    finally:
+        for d in srv.drives[2:]:
+            away(d, False)

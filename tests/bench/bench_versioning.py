@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""tests/bench/bench_versioning.py - a versioned bucket against an
+unversioned one on the same storaged (issue 18; figures, not pass/fail).
+
+Both buckets live on one storaged; every figure is measured R times,
+alternating the two buckets, with wrk (64 keep-alive connections,
+presigned SigV4 URLs) and reported as the median and range of requests/s
+and of storaged's CPU time per request (utime+stime from /proc, steadier
+than rates on a loaded machine), with the versioned/unversioned ratio of
+each. The goal is >= 0.95x.
+
+Phases (--only):
+  get       4 KiB GETs rotating over N objects (written with versioning on
+            in the versioned bucket, so they carry version ids).
+  put_new   4 KiB PUTs of keys never written (each run its own key set of
+            --new-keys keys; a run that wraps around is flagged).
+  put_over  4 KiB PUTs overwriting N existing keys: in the versioned bucket
+            each one keeps the old version (it is copied into the
+            companion bucket, storaged/FORMAT.md "Versions").
+
+Usage: tests/bench/bench_versioning.py [--seconds S] [--repeat R]
+       [--objects N] [--new-keys K] [--drives D] [--only get,put_new,put_over]
+Environment: ECFS_BIN_DIR (default <repo>/bin). Run it under
+`flock /tmp/ecfs-bench.lock` on a shared machine.
+"""
+
+import argparse
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_s3_server import (AK, BIN, SK, client, free_port,  # noqa: E402
+                             lua_rotate, median, wait_http, wrk, wrk_cpu)
+
+
+def rel(url):
+    return "/" + url.split("://", 1)[1].split("/", 1)[1]
+
+
+def presign(s3, op, bucket, keys):
+    return [rel(s3.generate_presigned_url(
+        op, Params={"Bucket": bucket, "Key": k}, ExpiresIn=7200))
+        for k in keys]
+
+
+def summary(runs, key):
+    v = [r[key] for r in runs]
+    return {"median": median(v), "min": min(v), "max": max(v)}
+
+
+def compare(name, unv, ver):
+    """Prints one phase's rows and returns its figures."""
+    out = {"phase": name}
+    for key, unit in (("rps", "req/s"), ("cpu_us_per_req", "CPU us/req")):
+        a, b = summary(unv, key), summary(ver, key)
+        ratios = [y[key] / x[key] for x, y in zip(unv, ver) if x[key]]
+        rr = summary([{"r": r} for r in ratios], "r")
+        out[key] = {"unversioned": a, "versioned": b, "ratio": rr}
+        print("%-9s %-11s unversioned %9.1f (%.1f-%.1f)  versioned %9.1f "
+              "(%.1f-%.1f)  ratio %.3f (%.3f-%.3f)"
+              % (name, unit, a["median"], a["min"], a["max"], b["median"],
+                 b["min"], b["max"], rr["median"], rr["min"], rr["max"]))
+    bad = sum(r["non2xx"] for r in unv + ver)
+    if bad:
+        print("%-9s WARNING: %d non-2xx answers" % (name, bad))
+    out["non2xx"] = bad
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--objects", type=int, default=500)
+    ap.add_argument("--new-keys", type=int, default=6000)
+    ap.add_argument("--drives", type=int, default=4)
+    ap.add_argument("--only", default="get,put_new,put_over")
+    a = ap.parse_args()
+    only = set(a.only.split(","))
+    work = tempfile.mkdtemp(prefix="bench-vers-")
+    sp = None
+    try:
+        drives = [os.path.join(work, "d%d" % i) for i in range(a.drives)]
+        for d in drives:
+            os.makedirs(d)
+        port = free_port()
+        env = dict(os.environ, STORAGED_ROOT_USER=AK, STORAGED_ROOT_PASSWORD=SK)
+        log = open(os.path.join(work, "storaged.log"), "wb")
+        sp = subprocess.Popen([os.path.join(BIN, "storaged"), "serve",
+                               "--address", "127.0.0.1:%d" % port,
+                               "--log-level", "warn"] + drives,
+                              env=env, stdout=log, stderr=log)
+        ep = "http://127.0.0.1:%d" % port
+        wait_http(ep + "/health/ready")
+        s3 = client(ep)
+        buckets = {"unversioned": "plain", "versioned": "vers"}
+        for b in buckets.values():
+            s3.create_bucket(Bucket=b)
+        s3.put_bucket_versioning(Bucket="vers", VersioningConfiguration={
+            "Status": "Enabled"})
+        keys = ["obj/%05d.bin" % i for i in range(a.objects)]
+        body = os.urandom(4096)
+
+        def up(bk):
+            s3.put_object(Bucket=bk[0], Key=bk[1], Body=body)
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            list(ex.map(up, [(b, k) for b in buckets.values() for k in keys]))
+        print("storaged %s drives, %d objects of 4 KiB per bucket, %d s x %d "
+              "runs per side, alternating" % (a.drives, a.objects, a.seconds,
+                                              a.repeat))
+        pids = [sp.pid]
+        results = []
+        phases = [("get", "GET", "get_object", 0), ("put_new", "PUT",
+                  "put_object", 4096), ("put_over", "PUT", "put_object", 4096)]
+        for name, method, op, blen in phases:
+            if name not in only:
+                continue
+            runs = {"unversioned": [], "versioned": []}
+            for rnd in range(a.repeat + 1):  # run 0 warms up, not counted
+                for side in ("unversioned", "versioned"):
+                    b = buckets[side]
+                    if name == "put_new":
+                        ks = ["new/%d/%05d" % (rnd, i)
+                              for i in range(a.new_keys)]
+                    else:
+                        ks = keys
+                    script = os.path.join(work, "%s-%s-%d.lua"
+                                          % (name, side, rnd))
+                    lua_rotate(script, method, presign(s3, op, b, ks), blen)
+                    if rnd == 0:
+                        wrk(ep, script, 1)
+                        continue
+                    r = wrk_cpu(ep, script, a.seconds, pids)
+                    if name == "put_new" and r["rps"] * a.seconds > a.new_keys:
+                        r["wrapped"] = True
+                        print("put_new: %s run %d wrapped around its %d keys"
+                              % (side, rnd, a.new_keys))
+                    runs[side].append(r)
+            results.append(compare(name, runs["unversioned"],
+                                   runs["versioned"]))
+        return 0
+    finally:
+        if sp is not None:
+            sp.terminate()
+            try:
+                sp.wait(20)
+            except subprocess.TimeoutExpired:
+                sp.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
