@@ -1118,7 +1118,9 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
         goto out;
     }
     rs->schunk = stream_chunk(g);
-    rs->sbuf[0] = stor_get_inline_take(g);
+    /* an encrypted object's stored bytes are ciphertext: it is decrypted
+     * by stor_sse_get_read() below, never sent as stored */
+    rs->sbuf[0] = r->sse ? NULL : stor_get_inline_take(g);
     if (rs->sbuf[0]) {
         /* Inline: the transport sends the reader's own body buffer (a
          * one-buffer stream with nothing left to read), so the bytes are
