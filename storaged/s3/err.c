@@ -180,6 +180,18 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_NO_SSE_CONFIG] =
         {404, "ServerSideEncryptionConfigurationNotFoundError",
          "The server side encryption configuration was not found."},
+    [S3E_NO_SUCH_TAG_SET] = {404, "NoSuchTagSet", "The TagSet does not exist."},
+    [S3E_NO_SUCH_CORS] = {404, "NoSuchCORSConfiguration",
+                          "The CORS configuration does not exist."},
+    [S3E_CORS_BAD_METHOD] =
+        {400, "InvalidRequest",
+         "Found unsupported HTTP method in CORS config (GET, PUT, POST, DELETE and HEAD are)."},
+    [S3E_CORS_BAD_ORIGIN] =
+        {400, "InvalidRequest",
+         "AllowedOrigin can not have more than one wildcard."},
+    [S3E_CORS_FORBIDDEN] =
+        {403, "AccessForbidden",
+         "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec."},
     [S3E_INVALID_STORAGE_CLASS] =
         {400, "InvalidStorageClass",
          "The storage class you specified is not valid."},

@@ -67,8 +67,14 @@ enum stor_s3_err {
     S3E_SSE_BAD_KEY_MD5,         /* InvalidArgument: key MD5 differs */
     S3E_SSE_KEY_REQUIRED,        /* InvalidRequest: SSE-C object, no key */
     S3E_SSE_KEY_MISMATCH,        /* InvalidRequest: another key */
-    S3E_NO_SSE_CONFIG,           /* 404: no bucket encryption */
-    S3E_INVALID_STORAGE_CLASS,   /* InvalidStorageClass: unknown class */
+    S3E_NO_SSE_CONFIG,
+    S3E_NO_SUCH_TAG_SET,       /* 404: no bucket tags */
+    S3E_NO_SUCH_CORS,          /* 404: no CORS configuration */
+    S3E_CORS_BAD_METHOD,       /* InvalidRequest: a method CORS cannot allow */
+    S3E_CORS_BAD_ORIGIN,       /* InvalidRequest: two '*' in an origin */
+    S3E_CORS_FORBIDDEN,        /* 403: a preflight no rule allows */
+    /* 404: no bucket tags */  /* 404: no bucket encryption */
+    S3E_INVALID_STORAGE_CLASS, /* InvalidStorageClass: unknown class */
     S3E_STORAGE_CLASS_NOT_IMPLEMENTED, /* 501: a class other than STANDARD */
     S3E_NO_OBJECT_LOCK,                /* InvalidRequest: object-lock headers */
     S3E_OBJECT_LOCK_NOT_IMPLEMENTED,   /* 501: CreateBucket with object lock */

@@ -22,11 +22,13 @@
 #include "common/timefmt.h"
 #include "common/uri.h"
 #include "common/xml.h"
+#include "storaged/s3/cors.h"
 #include "storaged/s3/iam.h"
 #include "storaged/s3/lifecycle.h"
+#include "storaged/s3/sse.h"
+#include "storaged/s3/tagging.h"
 #include "storaged/s3/versioning.h"
 #include "storaged/s3/xout.h"
-#include "storaged/s3/sse.h"
 
 #define LIST_MAX_KEYS 1000
 #define STREAM_MIN    (256 * 1024)
@@ -399,43 +401,6 @@ static int tag_count(const char *v)
     return n;
 }
 
-/* Appends one URL-decoded element <@tag>...</@tag> (sticky failure). */
-static void x_uri_elem(struct cm_buf *b, const char *tag, const char *s,
-                       size_t n)
-{
-    struct cm_buf d;
-
-    cm_buf_init(&d, CM_BUF_NOLIMIT);
-    if (cm_uri_decode(&d, s, n, true) < 0)
-        x_fail(b);
-    else
-        x_elem(b, tag, d.data ? d.data : "", d.len, false);
-    cm_buf_fini(&d);
-}
-
-/* GetObjectTagging's XML: the tags given with the PutObject (x-amz-tagging)
- * in their order; an empty TagSet when there were none. */
-static void tagging_xml(struct cm_buf *b, const struct stor_obj_info *in)
-{
-    const char *v = obj_tagging(in);
-
-    x_lit(b, S3_XML_DECL "<Tagging xmlns=\"" S3_XMLNS "\"><TagSet>");
-    while (v && *v) {
-        size_t l = strcspn(v, "&");
-        const char *eq = memchr(v, '=', l);
-        size_t kl = eq ? (size_t)(eq - v) : l;
-
-        if (l > 0) {
-            x_lit(b, "<Tag>");
-            x_uri_elem(b, "Key", v, kl);
-            x_uri_elem(b, "Value", eq ? eq + 1 : "", eq ? l - kl - 1 : 0);
-            x_lit(b, "</Tag>");
-        }
-        v += l + (v[l] == '&');
-    }
-    x_lit(b, "</TagSet></Tagging>");
-}
-
 /* Characters (UTF-8 code points) in @s: S3's tag limits count these. */
 static size_t utf8_chars(const char *s, size_t n)
 {
@@ -531,8 +496,8 @@ static enum stor_s3_err req_tagging_check(const struct stor_s3_req *r)
     return v ? tagging_check(v, n) : S3E_NONE;
 }
 
-/* GET ?acl (root owns everything, FULL_CONTROL) and ?tagging (the tags
- * given with the PutObject) of an existing object. */
+/* GET ?acl of an existing object (root owns everything, FULL_CONTROL;
+ * routing sends ?acl to iam_api.c and ?tagging to tagging.c first). */
 static void op_object_subresource(struct stor_s3_req *r)
 {
     struct stor_obj_info info;
@@ -544,10 +509,7 @@ static void op_object_subresource(struct stor_s3_req *r)
         fail(r, ret);
         return;
     }
-    if (stor_s3_has_query(r, "acl"))
-        x_lit(&r->http.resp.body, ACL_XML);
-    else
-        tagging_xml(&r->http.resp.body, &info);
+    x_lit(&r->http.resp.body, ACL_XML);
     stor_obj_info_fini(&info);
     xml_done(r);
 }
@@ -2124,6 +2086,12 @@ void stor_s3_op_run(struct stor_s3_req *r)
         break;
     case S3_OP_BUCKET_ENCRYPTION:
         stor_sse_bucket_op(r);
+        break;
+    case S3_OP_TAGGING:
+        stor_s3_tagging_op(r);
+        break;
+    case S3_OP_BUCKET_CORS:
+        stor_cors_bucket_op(r);
         break;
     case S3_OP_ADMIN:
     case S3_OP_BUCKET_POLICY:

@@ -25,11 +25,12 @@
 #include "common/log.h"
 #include "storaged/s3/auth.h"
 #include "storaged/s3/bcache.h"
+#include "storaged/s3/cors.h"
 #include "storaged/s3/iam.h"
 #include "storaged/s3/lifecycle.h"
 #include "storaged/s3/metrics.h"
-#include "storaged/s3/versioning.h"
 #include "storaged/s3/sse.h"
+#include "storaged/s3/versioning.h"
 
 #define PIECE_CAP (STOR_PIECE_SIZE + 1024 * 1024)
 
@@ -173,6 +174,19 @@ static bool bucket_config_route(struct stor_s3_req *r)
     return true;
 }
 
+/* ?tagging of a bucket or an object (tagging.c); true when routed. */
+static bool tagging_route(struct stor_s3_req *r)
+{
+    if (!stor_s3_has_query(r, "tagging") ||
+        !(r->http.is_get || r->http.is_head || r->http.is_put ||
+          r->http.is_delete))
+        return false;
+    r->op = S3_OP_TAGGING;
+    if (r->http.is_put)
+        r->body_mode = STOR_BODY_BUFFER;
+    return true;
+}
+
 /* See s3_i.h. */
 enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
 {
@@ -188,10 +202,14 @@ enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
     }
     if (r->bucket[0] && !r->has_key && iam_route(r))
         return S3E_NONE;
-    if (r->bucket[0] && !r->has_key && stor_s3_has_query(r, "encryption") &&
+    if (r->bucket[0] && tagging_route(r))
+        return S3E_NONE;
+    if (r->bucket[0] && !r->has_key &&
+        (stor_s3_has_query(r, "encryption") || stor_s3_has_query(r, "cors")) &&
         (r->http.is_get || r->http.is_head || r->http.is_put ||
          r->http.is_delete)) {
-        r->op = S3_OP_BUCKET_ENCRYPTION;
+        r->op = stor_s3_has_query(r, "cors") ? S3_OP_BUCKET_CORS
+                                             : S3_OP_BUCKET_ENCRYPTION;
         if (r->http.is_put)
             r->body_mode = STOR_BODY_BUFFER;
         return S3E_NONE;
@@ -593,20 +611,15 @@ static void pre_done(struct stor_s3_req *r)
     stor_http_pre_done(&r->http);
 }
 
-/* OPTIONS on a bucket or object: a CORS preflight, answered as S3 answers
- * it for a bucket without a CORS configuration (storaged keeps none):
- * 400 without Origin or Access-Control-Request-Method, else 403. Unsigned,
- * as browsers send it; the bucket is not looked up. */
+/* OPTIONS on a bucket or object: a CORS preflight, answered from the
+ * bucket's CORS rules (cors.c): 200 with the Access-Control-* headers of
+ * the first rule that allows it, 400 without Origin or
+ * Access-Control-Request-Method, 403 when no rule allows it or there is
+ * no configuration. Unsigned, as browsers send it. */
 static enum stor_s3_err preflight(struct stor_s3_req *r)
 {
-    size_t n;
-
     r->op = S3_OP_PREFLIGHT;
-    if (stor_s3_hdr(r, "origin", &n) == NULL)
-        return S3E_CORS_NO_ORIGIN;
-    if (stor_s3_hdr(r, "access-control-request-method", &n) == NULL)
-        return S3E_CORS_NO_METHOD;
-    return S3E_CORS_NOT_ENABLED;
+    return stor_cors_preflight(r);
 }
 
 /* The target, then the method: what S3 answers before looking further. */
@@ -642,6 +655,9 @@ static int s3_on_head(struct stor_req *h)
         stor_s3_error(r, e);
         return 0;
     }
+    if (r->op == S3_OP_PREFLIGHT)
+        return 0;         /* answered from the bucket's CORS rules */
+    stor_cors_on_head(r); /* the Access-Control-* headers, with Origin */
     if (!r->vhost && special_path(r))
         return r->http.job_busy ? 1 : 0;
     e = stor_auth_check(r, time(NULL));

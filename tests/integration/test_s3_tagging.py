@@ -1,16 +1,23 @@
-"""Tags given with a PutObject (x-amz-tagging) against a real storaged:
-GetObjectTagging lists them (URL-decoded, in order), GET/HEAD carry
-x-amz-tagging-count (as S3) rather than the raw header, and CopyObject keeps
-them."""
+"""Tags against a real storaged: those given with a PutObject
+(x-amz-tagging) are listed by GetObjectTagging (URL-decoded, sorted by
+key), GET/HEAD carry x-amz-tagging-count (as S3) rather than the raw
+header, CopyObject keeps them; Put/DeleteObjectTagging change them (also
+of an encrypted object and of an old version) without changing the bytes
+or the ETag; bucket tagging; S3's limits."""
+import hashlib
+import os
+
+import botocore.exceptions
+import pytest
 
 
 def test_put_tagging_is_readable(s3, bucket):
     s3.put_object(Bucket=bucket, Key="t", Body=b"x",
                   Tagging="project=ecfs&team=storage%20core&empty=")
     tags = s3.get_object_tagging(Bucket=bucket, Key="t")["TagSet"]
-    assert tags == [{"Key": "project", "Value": "ecfs"},
-                    {"Key": "team", "Value": "storage core"},
-                    {"Key": "empty", "Value": ""}]
+    assert tags == [{"Key": "empty", "Value": ""},
+                    {"Key": "project", "Value": "ecfs"},
+                    {"Key": "team", "Value": "storage core"}]
     g = s3.get_object(Bucket=bucket, Key="t")
     hdrs = g["ResponseMetadata"]["HTTPHeaders"]
     assert g["TagCount"] == 3
@@ -77,9 +84,10 @@ def test_bad_tagging_header_refused(s3, bucket):
         "%C3%A9" * 128 + "=" + "v" * 256 + "&emoji=%F0%9F%98%80"
     s3.put_object(Bucket=bucket, Key="ok", Body=b"x", Tagging=ok)
     tags = s3.get_object_tagging(Bucket=bucket, Key="ok")["TagSet"]
-    assert len(tags) == 10 and tags[8] == {"Key": "\u00e9" * 128,
+    # sorted by key: "emoji" < "k0".."k7" < the accented one
+    assert len(tags) == 10 and tags[9] == {"Key": "\u00e9" * 128,
                                            "Value": "v" * 256}
-    assert tags[9] == {"Key": "emoji", "Value": "\U0001f600"}
+    assert tags[0] == {"Key": "emoji", "Value": "\U0001f600"}
 
 
 def test_copy_object_tagging_directive(s3, bucket):
@@ -151,3 +159,109 @@ def test_tagging_header_twice_refused(s3_server, bucket):
     resp = s3util.raw_request(s3_server.port, req.encode() + body)
     assert resp.startswith(b"HTTP/1.1 400"), resp[:200]
     assert b"<Code>InvalidArgument</Code>" in resp
+
+
+def _ts(d):
+    return {"TagSet": [{"Key": k, "Value": v} for k, v in d.items()]}
+
+
+def test_put_get_delete_object_tagging(s3, bucket):
+    body = os.urandom(300 * 1024)
+    etag = s3.put_object(Bucket=bucket, Key="o", Body=body,
+                         Tagging="z=1")["ETag"]
+    s3.put_object_tagging(Bucket=bucket, Key="o",
+                          Tagging=_ts({"b": "2", "a": "x y/&=", "c": ""}))
+    assert s3.get_object_tagging(Bucket=bucket, Key="o")["TagSet"] == [
+        {"Key": "a", "Value": "x y/&="}, {"Key": "b", "Value": "2"},
+        {"Key": "c", "Value": ""}]
+    g = s3.get_object(Bucket=bucket, Key="o")
+    assert g["Body"].read() == body and g["ETag"] == etag
+    assert g["TagCount"] == 3
+    s3.delete_object_tagging(Bucket=bucket, Key="o")
+    assert s3.get_object_tagging(Bucket=bucket, Key="o")["TagSet"] == []
+    assert "TagCount" not in s3.get_object(Bucket=bucket, Key="o")
+    assert s3.head_object(Bucket=bucket, Key="o")["ETag"] == etag
+    # limits, checked before anything changes: all InvalidTag
+    s3.put_object_tagging(Bucket=bucket, Key="o", Tagging=_ts(
+        {"k%d" % i: "v" for i in range(10)}))
+    bad = [{"k%d" % i: "v" for i in range(11)}, {"k" * 129: "v"},
+           {"k": "v" * 257}]
+    for t in bad:
+        with pytest.raises(botocore.exceptions.ClientError) as ei:
+            s3.put_object_tagging(Bucket=bucket, Key="o", Tagging=_ts(t))
+        assert _err(ei) == (400, "InvalidTag")
+    # what boto3 will not send: an empty key, a key twice, bad XML
+    from test_s3_conformance import code_of, signed
+    srv = s3.ecfs_server
+    for body, code in [
+            (b"<Tagging><TagSet><Tag><Key></Key><Value>v</Value></Tag>"
+             b"</TagSet></Tagging>", "InvalidTag"),
+            (b"<Tagging><TagSet><Tag><Key>a</Key><Value>1</Value></Tag>"
+             b"<Tag><Key>a</Key><Value>2</Value></Tag></TagSet></Tagging>",
+             "InvalidTag"),
+            (b"<Tagging><TagSet><Tag><Key>a</Key></Tag></TagSet></Tagging>",
+             "MalformedXML"),
+            (b"<Tagging><TagSet>", "MalformedXML")]:
+        st, _, rb = signed(srv, "PUT", "/%s/o" % bucket, [("tagging", "")],
+                           body=body)
+        assert (st, code_of(rb)) == (400, code), body
+    assert len(s3.get_object_tagging(Bucket=bucket, Key="o")["TagSet"]) == 10
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.put_object_tagging(Bucket=bucket, Key="missing", Tagging=_ts({}))
+    assert _err(ei) == (404, "NoSuchKey")
+
+
+def test_tagging_an_encrypted_object_keeps_it_encrypted(s3, bucket):
+    from test_s3_header_audit import drives_hold
+    key = os.urandom(32)
+    ssec = dict(SSECustomerAlgorithm="AES256", SSECustomerKey=key)
+    marker = b"tag-marker-" + os.urandom(8).hex().encode()
+    body = marker * 5000
+    s3.put_object(Bucket=bucket, Key="e", Body=body, **ssec)
+    s3.put_object_tagging(Bucket=bucket, Key="e", Tagging=_ts({"t": "1"}))
+    assert s3.get_object(Bucket=bucket, Key="e", **ssec)["Body"].read() == body
+    assert s3.get_object_tagging(Bucket=bucket, Key="e")["TagSet"] == [
+        {"Key": "t", "Value": "1"}]
+    assert not drives_hold(s3.ecfs_server, marker)
+
+
+def test_tagging_a_version(s3, bucket):
+    s3.put_bucket_versioning(Bucket=bucket,
+                             VersioningConfiguration={"Status": "Enabled"})
+    v1 = s3.put_object(Bucket=bucket, Key="v", Body=b"one",
+                       Tagging="gen=1")["VersionId"]
+    v2 = s3.put_object(Bucket=bucket, Key="v", Body=b"two")["VersionId"]
+    r = s3.put_object_tagging(Bucket=bucket, Key="v", VersionId=v1,
+                              Tagging=_ts({"old": "yes"}))
+    assert r["VersionId"] == v1
+    assert s3.get_object_tagging(Bucket=bucket, Key="v", VersionId=v1)[
+        "TagSet"] == [{"Key": "old", "Value": "yes"}]
+    assert s3.get_object_tagging(Bucket=bucket, Key="v")["TagSet"] == []
+    assert s3.get_object(Bucket=bucket, Key="v", VersionId=v1)[
+        "Body"].read() == b"one"
+    assert s3.get_object(Bucket=bucket, Key="v")["Body"].read() == b"two"
+    vs = s3.list_object_versions(Bucket=bucket)["Versions"]
+    assert sorted(v["VersionId"] for v in vs) == sorted([v1, v2])
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.get_object_tagging(Bucket=bucket, Key="v",
+                              VersionId="0" * 16)
+    assert _err(ei)[0] == 404
+
+
+def test_bucket_tagging(s3, bucket):
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.get_bucket_tagging(Bucket=bucket)
+    assert _err(ei) == (404, "NoSuchTagSet")
+    s3.put_bucket_tagging(Bucket=bucket, Tagging=_ts({"team": "ml",
+                                                      "cost": "42"}))
+    assert s3.get_bucket_tagging(Bucket=bucket)["TagSet"] == [
+        {"Key": "cost", "Value": "42"}, {"Key": "team", "Value": "ml"}]
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.put_bucket_tagging(Bucket=bucket, Tagging=_ts(
+            {"k%d" % i: "v" for i in range(51)}))
+    assert _err(ei) == (400, "InvalidTag")
+    assert len(s3.get_bucket_tagging(Bucket=bucket)["TagSet"]) == 2
+    s3.delete_bucket_tagging(Bucket=bucket)
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        s3.get_bucket_tagging(Bucket=bucket)
+    assert _err(ei) == (404, "NoSuchTagSet")
