@@ -1736,13 +1736,20 @@ int fc_write_truncate_inode(struct fc_fs *fs, struct fc_inode *in,
                             uint64_t size)
 {
     struct fc_wfile *wf = fc_write_find(fs, in);
+    bool released = false;
     int ret;
 
     if (wf != NULL) {
+        pthread_mutex_lock(&wf->wlock);
+        released = wf->released; /* closed (async_close): not through it */
+        pthread_mutex_unlock(&wf->wlock);
+    }
+    if (wf != NULL && !released) {
         ret = fc_write_truncate(wf, size);
         fc_wfile_unref(wf);
         return ret;
     }
+    fc_wfile_unref(wf); /* the open below commits it first */
     ret = fc_write_open(fs, in, size == 0 ? O_RDWR | O_TRUNC : O_RDWR, false,
                         &wf);
     if (ret < 0)

@@ -737,6 +737,11 @@ def test_async_close(srv_mount, tmp_path):
         with open(p + ".u", "wb") as f:
             f.write(b"u")
         os.unlink(p + ".u")
+    for i in range(3):  # truncate(2) and chmod right after close
+        with open(p + ".t", "wb") as f:
+            f.write(b"abcdef%d" % i)
+        os.truncate(p + ".t", 3 + i)
+        os.chmod(p + ".t", 0o600 + i)
     os.mkdir(os.path.join(m.path, "e"))
     with open(os.path.join(m.path, "e", "f"), "wb") as f:
         f.write(b"f")
@@ -772,7 +777,10 @@ def test_async_close(srv_mount, tmp_path):
         got = s3.get_object(Bucket=bucket, Key="t/" + rel)["Body"].read()
         assert got == data, rel
     get = lambda k: s3.get_object(Bucket=bucket, Key=k)["Body"].read()  # noqa
-    assert (get("x"), get("x.r")) == (b"three4", b"one4")
+    assert (get("x"), get("x.r"), get("x.t")) == (b"three4", b"one4",
+                                                   b"abcde")
+    assert s3.head_object(Bucket=bucket, Key="x.t")["Metadata"]["mode"] == \
+        str(0o100602)
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get(
         "Contents", [])]
     assert "x.u" not in keys and "e/f" in keys, keys
