@@ -54,7 +54,10 @@ static void *worker(void *arg)
 
 int main(int argc, char **argv)
 {
-    struct stor_store_opts o = {.ec_parity = -1, .fsync = false};
+    /* small bodies go into the index as `storaged serve` puts them */
+    struct stor_store_opts o = {.ec_parity = -1,
+                                .fsync = false,
+                                .index_body_max = STOR_INDEX_BODY_DEFAULT};
     struct stor_store *s;
     struct timespec t0, t1;
     char *err = NULL;
