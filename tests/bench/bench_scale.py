@@ -29,6 +29,10 @@ Markdown; --out FILE also writes it there.
 Usage: tests/bench/bench_scale.py [--sizes 1000,100000,1000000]
        [--obj-size BYTES] [--drives N] [--ops N] [--pages N]
        [--clients N] [--dir DIR] [--keep] [--out FILE] [--no-build]
+       [--lock FILE]
+--lock FILE (e.g. /tmp/ecfs-bench.lock on a shared machine) holds an
+exclusive flock on FILE during each measurement but not during the fills,
+which take minutes at 10^6.
 Environment: ECFS_BIN_DIR (default <repo>/bin), BENCH_FILL (the filler
 binary; default build/rel/bench/bench_fill, built from the release
 libraries), BENCH_DIR (default /tmp).
@@ -39,6 +43,8 @@ Disk: about 3 files of one 4 KiB block per object with 4 drives
 
 import argparse
 import concurrent.futures
+import contextlib
+import fcntl
 import os
 import random
 import shutil
@@ -201,6 +207,22 @@ def run_ops(srv, clients, items, fn):
     return len(items) / dt, dc / len(items) * 1e6
 
 
+@contextlib.contextmanager
+def bench_lock(path):
+    """Holds an exclusive flock on @path (nothing when empty), so the
+    measurements never overlap other benchmarks while the long fills do
+    not keep them waiting."""
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def measure(srv, n, args, rng):
     row = {"objects": n}
     # start-up: cold (index evicted) then warm (twice, the better one)
@@ -300,6 +322,9 @@ def main():
     ap.add_argument("--dir", default=os.environ.get("BENCH_DIR", "/tmp"))
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--out")
+    ap.add_argument("--lock", default="",
+                    help="hold an exclusive flock on this file while measuring "
+                         "(not while filling): e.g. /tmp/ecfs-bench.lock")
     ap.add_argument("--no-build", action="store_true",
                     help="use $ECFS_BIN_DIR/storaged and $BENCH_FILL as they are")
     args = ap.parse_args()
@@ -323,7 +348,9 @@ def main():
             have = n
             print("filled to %d objects in %.0f s" % (n, time.monotonic() - t0),
                   file=sys.stderr, flush=True)
-            rows.append(measure(srv, n, args, rng))
+            with bench_lock(args.lock):
+                print("measuring %d objects" % n, file=sys.stderr, flush=True)
+                rows.append(measure(srv, n, args, rng))
             print(table(rows), file=sys.stderr, flush=True)
     finally:
         srv.stop()
