@@ -581,11 +581,8 @@ static void lc_pass_current(struct stor_lc *lc, const char *bucket,
                 break;
             }
         }
-        free(after);
-        after = res.truncated && res.nobjs
-                    ? strndup(res.objs[res.nobjs - 1].key,
-                              res.objs[res.nobjs - 1].key_len)
-                    : NULL;
+        if (stor_ver_list_next(&res, &after) < 0)
+            atomic_fetch_add(&lc->errors, 1);
         stor_list_result_fini(&res);
         if (after == NULL || atomic_load(&lc->stopping))
             break;
@@ -709,11 +706,8 @@ static void lc_pass_versions(struct stor_lc *lc, const char *bucket,
             g.v[g.n].size = e->size;
             g.n++;
         }
-        free(after);
-        after = res.truncated && res.nobjs
-                    ? strndup(res.objs[res.nobjs - 1].key,
-                              res.objs[res.nobjs - 1].key_len)
-                    : NULL;
+        if (stor_ver_list_next(&res, &after) < 0)
+            atomic_fetch_add(&lc->errors, 1);
         stor_list_result_fini(&res);
         if (after == NULL || atomic_load(&lc->stopping))
             break;

@@ -462,12 +462,41 @@ static char *hkey_make(const char *key, size_t kl, const char *hex, char flag,
     return h;
 }
 
+/* The companion key of version @vid of @key (a marker when @dm); a
+ * "null" version sorts by sequence @null_seq. malloc'd, or NULL. */
+static char *version_hkey(const char *key, size_t kl, const char *vid,
+                          uint64_t null_seq, bool dm, size_t *hl)
+{
+    bool null = strcmp(vid, "null") == 0;
+    char hex[STOR_VID_LEN + 1];
+    char flag =
+        null ? (dm ? FLAG_NULLDM : FLAG_NULL) : (dm ? FLAG_DM : FLAG_OBJ);
+
+    if (null)
+        seq_hex(null_seq, hex);
+    else
+        snprintf(hex, sizeof(hex), "%s", vid);
+    return hkey_make(key, kl, hex, flag, hl);
+}
+
 static pthread_mutex_t *key_lock(struct stor_ver *v, const char *bucket,
                                  const char *key, size_t kl)
 {
     uint64_t h = fnv(FNV0, bucket, strlen(bucket));
 
     return &v->klock[fnv(h, key, kl) % KEY_LOCKS];
+}
+
+/* See header. */
+int stor_ver_list_next(const struct stor_list_result *res, char **after)
+{
+    free(*after);
+    *after = NULL;
+    if (!res->truncated || res->nobjs == 0)
+        return 0;
+    *after = strndup(res->objs[res->nobjs - 1].key,
+                     res->objs[res->nobjs - 1].key_len);
+    return *after ? 1 : -ENOMEM;
 }
 
 /* ---- the versions of one key ---- */
@@ -543,14 +572,8 @@ static int hidden_versions(struct stor_store *st, const char *hb,
             x.hkey_len = le->key_len;
             ret = x.hkey ? entry_push(a, n, cap, x) : -ENOMEM;
         }
-        free(after);
-        after = NULL;
-        if (ret == 0 && res.truncated && res.nobjs > 0) {
-            after = strndup(res.objs[res.nobjs - 1].key,
-                            res.objs[res.nobjs - 1].key_len);
-            if (after == NULL)
-                ret = -ENOMEM;
-        }
+        if (ret == 0 && stor_ver_list_next(&res, &after) < 0)
+            ret = -ENOMEM;
         stor_list_result_fini(&res);
         if (ret < 0 || after == NULL)
             break;
@@ -725,17 +748,11 @@ static int demote(struct stor_ver *v, const char *bucket, const char *hb,
                   char **hk_out)
 {
     const char *vid = stor_ver_info_vid(cur);
-    bool null = strcmp(vid, "null") == 0;
-    char hex[STOR_VID_LEN + 1];
     size_t hl;
     char *hk;
     int ret;
 
-    if (null)
-        seq_hex(info_seq(cur), hex);
-    else
-        snprintf(hex, sizeof(hex), "%s", vid);
-    hk = hkey_make(key, kl, hex, null ? FLAG_NULL : FLAG_OBJ, &hl);
+    hk = version_hkey(key, kl, vid, info_seq(cur), false, &hl);
     if (hk == NULL)
         return -ENOMEM;
     ret = copy_version(v->st, bucket, key, kl, hb, hk, hl, vid);
@@ -750,8 +767,6 @@ static int demote(struct stor_ver *v, const char *bucket, const char *hb,
 static int put_marker(struct stor_ver *v, const char *hb, const char *key,
                       size_t kl, const char *vid)
 {
-    bool null = strcmp(vid, "null") == 0;
-    char hex[STOR_VID_LEN + 1];
     char n_vid[] = STOR_HDR_VERSION_ID, vbuf[24];
     struct stor_hdr h = {n_vid, vbuf};
     size_t hl;
@@ -759,11 +774,7 @@ static int put_marker(struct stor_ver *v, const char *hb, const char *key,
     int ret;
 
     snprintf(vbuf, sizeof(vbuf), "%s", vid);
-    if (null)
-        seq_hex(next_seq(v), hex);
-    else
-        snprintf(hex, sizeof(hex), "%s", vid);
-    hk = hkey_make(key, kl, hex, null ? FLAG_NULLDM : FLAG_DM, &hl);
+    hk = version_hkey(key, kl, vid, next_seq(v), true, &hl);
     if (hk == NULL)
         return -ENOMEM;
     ret = write_small(v->st, hb, hk, hl, NULL, 0, &h, 1);

@@ -142,6 +142,11 @@ CM_MUST_CHECK int stor_ver_cfg_delete(struct stor_store *st, const char *bucket,
                                       const char *name);
 
 /* ---- for lifecycle.c ---- */
+struct stor_list_result;
+/* Paging a listing: *after (freed first) becomes a copy of @res's last
+ * key when @res is truncated (1), else NULL (0); -ENOMEM. */
+CM_MUST_CHECK int stor_ver_list_next(const struct stor_list_result *res,
+                                     char **after);
 /* One version of a key, newest first. */
 struct stor_ver_entry {
     char vid[STOR_VID_LEN + 1]; /* or "null" */
