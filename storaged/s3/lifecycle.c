@@ -1,10 +1,11 @@
 /* storaged/s3/lifecycle.c - bucket lifecycle configurations and the
  * lifecycle scanner (see lifecycle.h).
  *
- * DESIGN: a configuration is kept as the document the client sent (after
- * it parsed and passed every check), as the record "\x01\x01lifecycle" of
+ * DESIGN: a configuration is kept as a document made from what the client
+ * sent (once it parsed and passed every check; rules without an ID get
+ * one, as in S3), as the record "\x01\x01lifecycle" of
  * the bucket's companion (versioning.c), so it is erasure-coded and
- * healed like an object and GET returns what PUT stored. The scanner
+ * healed like an object, and GET returns it. The scanner
  * thread wakes every interval, and for each bucket with a configuration
  * walks its current objects (Expiration), its companion's versions
  * (NoncurrentVersionExpiration, ExpiredObjectDeleteMarker) and its
@@ -62,6 +63,7 @@ struct lc_rule {
     int nc_newer;               /* NewerNoncurrentVersions */
     int abort_days;             /* 0: none */
     bool has_filter, has_legacy_prefix, has_action;
+    bool has_fprefix; /* the Filter (or its And) named a Prefix */
 };
 
 struct stor_lc_conf {
@@ -80,7 +82,8 @@ struct lcx {
     struct lc_rule *cur;
     char tk[129], tv[257]; /* the Tag being read */
     bool tk_set, tv_set;
-    int err; /* negative enum stor_s3_err */
+    int err;         /* negative enum stor_s3_err */
+    bool transition; /* refused (501) once the rest checked out */
 };
 
 static void lc_rule_fini(struct lc_rule *r)
@@ -147,7 +150,7 @@ static void XMLCALL lx_start(void *ud, const char *name, const char **attrs)
         x->err = -S3E_MALFORMED_XML;
     } else if (x->cur && (strcmp(name, "Transition") == 0 ||
                           strcmp(name, "NoncurrentVersionTransition") == 0)) {
-        x->err = -S3E_TRANSITION_NOT_IMPLEMENTED;
+        x->transition = true; /* a malformed one is still a 400 first */
     } else if (strcmp(name, "Tag") == 0) {
         x->tk_set = x->tv_set = false;
     }
@@ -221,6 +224,8 @@ static void lx_rule_elem(struct lcx *x, const char *p, const char *t)
                strcmp(p, "Filter/And/Prefix") == 0) {
         if (p[0] == 'P')
             r->has_legacy_prefix = true;
+        else
+            r->has_fprefix = true;
         free(r->prefix);
         r->prefix = t[0] ? strdup(t) : NULL;
         if (t[0] && r->prefix == NULL)
@@ -271,6 +276,18 @@ static void lx_rule_elem(struct lcx *x, const char *p, const char *t)
             r->exp_dm = true;
         else if (strcmp(t, "false") != 0)
             x->err = -S3E_MALFORMED_XML;
+    } else if (strcmp(p, "Transition/Date") == 0) {
+        time_t d;
+
+        if (lx_date(t, &d) < 0)
+            x->err = -S3E_INVALID_ARGUMENT;
+    } else if (strcmp(p, "Transition/Days") == 0 ||
+               strcmp(p, "NoncurrentVersionTransition/NoncurrentDays") == 0) {
+        if (lx_int(t) < 0)
+            x->err = -S3E_INVALID_ARGUMENT;
+    } else if (strcmp(p, "Transition") == 0 ||
+               strcmp(p, "NoncurrentVersionTransition") == 0) {
+        r->has_action = true;
     } else if (strcmp(p, "Expiration") == 0) {
         if ((r->exp_days || r->exp_date) && r->exp_dm)
             x->err = -S3E_MALFORMED_XML; /* as S3: one or the other */
@@ -378,6 +395,8 @@ int stor_lc_parse(const char *xml, size_t len, struct stor_lc_conf **out)
         ret = x.err;
     if (ret == 0)
         ret = lc_check(x.c);
+    if (ret == 0 && x.transition)
+        ret = -S3E_TRANSITION_NOT_IMPLEMENTED;
     XML_ParserFree(p);
     cm_buf_fini(&x.text);
     if (ret < 0) {
@@ -388,6 +407,99 @@ int stor_lc_parse(const char *xml, size_t len, struct stor_lc_conf **out)
     return 0;
 }
 
+/* ---- the stored form ---- */
+
+/* Gives every rule without an ID one (as S3 does): hex digits of the
+ * time and the rule's place, unique within the configuration. */
+static void lc_name_rules(struct stor_lc_conf *c)
+{
+    struct timespec ts;
+    size_t i;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    for (i = 0; i < c->n; i++)
+        if (c->r[i].id[0] == 0)
+            snprintf(c->r[i].id, sizeof(c->r[i].id), "%08llx%08zx",
+                     (unsigned long long)ts.tv_sec & 0xffffffffULL, i);
+}
+
+/* The Filter of @r (nothing when the rule had none). */
+static void lc_filter_xml(const struct lc_rule *r, struct cm_buf *b)
+{
+    size_t nf = (r->has_fprefix || r->prefix) + r->ntags + (r->size_gt >= 0) +
+                (r->size_lt >= 0);
+    size_t j;
+
+    if (!r->has_filter)
+        return;
+    x_lit(b, nf > 1 ? "<Filter><And>" : "<Filter>");
+    if (r->has_fprefix || r->prefix)
+        x_str(b, "Prefix", r->prefix, false);
+    for (j = 0; j < r->ntags; j++) {
+        x_lit(b, "<Tag>");
+        x_str(b, "Key", r->tags[j].k, false);
+        x_str(b, "Value", r->tags[j].v, false);
+        x_lit(b, "</Tag>");
+    }
+    if (r->size_gt >= 0)
+        x_fmt(b, "<ObjectSizeGreaterThan>%lld</ObjectSizeGreaterThan>",
+              r->size_gt);
+    if (r->size_lt >= 0)
+        x_fmt(b, "<ObjectSizeLessThan>%lld</ObjectSizeLessThan>", r->size_lt);
+    x_lit(b, nf > 1 ? "</And></Filter>" : "</Filter>");
+}
+
+/* @c as the LifecycleConfiguration document GET returns (what was put,
+ * normalised, with every rule's ID). Sticky failure (xout.h). */
+static void lc_serialize(const struct stor_lc_conf *c, struct cm_buf *b)
+{
+    char t[CM_TIME_RFC3339_LEN + 1];
+    size_t i;
+
+    x_lit(b, S3_XML_DECL "<LifecycleConfiguration xmlns=\"" S3_XMLNS "\">");
+    for (i = 0; i < c->n; i++) {
+        const struct lc_rule *r = &c->r[i];
+
+        x_lit(b, "<Rule>");
+        x_str(b, "ID", r->id, false);
+        if (r->has_legacy_prefix)
+            x_str(b, "Prefix", r->prefix, false);
+        lc_filter_xml(r, b);
+        x_fmt(b, "<Status>%s</Status>", r->enabled ? "Enabled" : "Disabled");
+        if (r->exp_days || r->exp_date || r->exp_dm) {
+            x_lit(b, "<Expiration>");
+            if (r->exp_days)
+                x_fmt(b, "<Days>%d</Days>", r->exp_days);
+            if (r->exp_date) {
+                time_iso(r->exp_date, 0, t);
+                x_fmt(b, "<Date>%s</Date>", t);
+            }
+            if (r->exp_dm)
+                x_lit(b, "<ExpiredObjectDeleteMarker>true"
+                         "</ExpiredObjectDeleteMarker>");
+            x_lit(b, "</Expiration>");
+        }
+        if (r->nc_days) {
+            x_fmt(b,
+                  "<NoncurrentVersionExpiration><NoncurrentDays>%d"
+                  "</NoncurrentDays>",
+                  r->nc_days);
+            if (r->nc_newer)
+                x_fmt(b,
+                      "<NewerNoncurrentVersions>%d</NewerNoncurrentVersions>",
+                      r->nc_newer);
+            x_lit(b, "</NoncurrentVersionExpiration>");
+        }
+        if (r->abort_days)
+            x_fmt(b,
+                  "<AbortIncompleteMultipartUpload><DaysAfterInitiation>%d"
+                  "</DaysAfterInitiation></AbortIncompleteMultipartUpload>",
+                  r->abort_days);
+        x_lit(b, "</Rule>");
+    }
+    x_lit(b, "</LifecycleConfiguration>");
+}
+
 /* ---- the operation ---- */
 
 /* See header. */
@@ -396,6 +508,7 @@ void stor_lc_op(struct stor_s3_req *r)
     struct stor_store *st = r->s3->store;
     struct stor_bucket_info bi;
     struct stor_lc_conf *c;
+    struct cm_buf out;
     char *doc = NULL;
     long n;
     int ret;
@@ -433,11 +546,17 @@ void stor_lc_op(struct stor_s3_req *r)
     }
     ret = stor_lc_parse(r->body.data, r->body.len, &c);
     if (ret < 0) {
-        stor_s3_error(r, (enum stor_s3_err) - ret);
+        stor_s3_error(r, (enum stor_s3_err)(-ret));
         return;
     }
+    lc_name_rules(c);
+    cm_buf_init(&out, LC_MAX);
+    lc_serialize(c, &out);
     stor_lc_conf_free(c);
-    ret = stor_ver_cfg_write(st, r->bucket, CFG_LC, r->body.data, r->body.len);
+    ret = out.limit == 0
+              ? -ENOMEM
+              : stor_ver_cfg_write(st, r->bucket, CFG_LC, out.data, out.len);
+    cm_buf_fini(&out);
     if (ret < 0) {
         stor_s3_error(r, stor_s3_err_from_errno(ret));
         return;

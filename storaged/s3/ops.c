@@ -985,6 +985,10 @@ static void op_get_object(struct stor_s3_req *r)
         return; /* its current version is a delete marker */
     if (ret < 0) {
         fail(r, ret);
+        /* as S3 (and RGW): a missing key is no delete marker */
+        if (ret == -STOR_ENOKEY &&
+            stor_resp_hdr(&r->http.resp, "x-amz-delete-marker", "false") < 0)
+            stor_s3_error(r, S3E_INTERNAL);
         return;
     }
     stor_s3_get_object_reply(r, &info, g);
@@ -1828,6 +1832,7 @@ static void mpu_vid_header(struct stor_s3_req *r)
     memset(&info, 0, sizeof(info));
     if (stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info) ==
             0 &&
+        strcmp(stor_ver_info_vid(&info), "null") != 0 && /* as PutObject */
         stor_resp_hdr(&r->http.resp, "x-amz-version-id", "%s",
                       stor_ver_info_vid(&info)) < 0)
         stor_s3_error(r, S3E_INTERNAL);

@@ -893,8 +893,8 @@ int stor_ver_put_commit(struct stor_s3_req *r, const char *key, size_t kl,
         ret = drop_hidden_null(v, hb, key, kl);
     pthread_mutex_unlock(lk);
     free(hk);
-    if (ret < 0)
-        vid_out[0] = 0;
+    if (ret < 0 || st == STOR_VER_SUSPENDED)
+        vid_out[0] = 0; /* as S3: no x-amz-version-id when suspended */
     return ret;
 }
 

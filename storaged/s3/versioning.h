@@ -97,7 +97,8 @@ CM_MUST_CHECK int stor_ver_delete_key(struct stor_s3_req *r, const char *key,
 /* Commits @p (PutObject, CopyObject) as the key's new current version:
  * in a versioned bucket the old current version is kept (moved to the
  * companion bucket) under the key's lock. Always frees @p. On success
- * @vid_out (>= 20 bytes) is the new version's id ("" when unversioned).
+ * @vid_out (>= 20 bytes) is the new version's id to answer with ("" when
+ * unversioned or suspended: S3 sends none then).
  * Returns what stor_put_commit returns. */
 CM_MUST_CHECK int stor_ver_put_commit(struct stor_s3_req *r, const char *key,
                                       size_t key_len, struct stor_put *p,

@@ -199,3 +199,25 @@ def test_lifecycle_scanner_on_versions_and_uploads(storaged):
 def _body_ok(s3, b, key, vid, want):
     return s3.get_object(Bucket=b, Key=key,
                          VersionId=vid)["Body"].read() == want
+
+
+def test_lifecycle_rules_get_ids_and_keep_their_form(s3, bucket):
+    """As S3: a rule put without an ID gets one; GET gives back each rule
+    in the form it was put (rule-level Prefix or Filter); a malformed date
+    in a Transition is 400 before transitions are refused (501)."""
+    _put(s3, bucket, [
+        {"Expiration": {"Days": 31}, "Prefix": "test1/", "Status": "Enabled"},
+        {"ID": "f", "Filter": {"Prefix": "p/"}, "Status": "Enabled",
+         "Expiration": {"Date": "2031-01-01T00:00:00Z"}}])
+    got = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert got[0]["ID"] and got[0]["Prefix"] == "test1/"
+    assert got[0]["Expiration"] == {"Days": 31}
+    assert got[1]["Filter"] == {"Prefix": "p/"} and "Prefix" not in got[1]
+    assert got[1]["Expiration"]["Date"].year == 2031
+    with pytest.raises(ClientError) as ei:
+        s3.put_bucket_lifecycle_configuration(
+            Bucket=bucket, LifecycleConfiguration={"Rules": [{
+                "ID": "t", "Status": "Enabled", "Prefix": "x/",
+                "Transitions": [{"Date": "2030-01-01T12:00:00Z",
+                                 "StorageClass": "GLACIER"}]}]})
+    assert _err(ei) == (400, "InvalidArgument")
