@@ -246,6 +246,27 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
     if (ret == 0)
         ret = cm_buf_appendf(
             o,
+            "# HELP storaged_sync_barriers_total Commit steps that waited "
+            "for durability (group commit).\n"
+            "# TYPE storaged_sync_barriers_total counter\n"
+            "storaged_sync_barriers_total %llu\n"
+            "# HELP storaged_sync_rounds_total syncfs calls run for them "
+            "(fs mode: one round serves every barrier waiting).\n"
+            "# TYPE storaged_sync_rounds_total counter\n"
+            "storaged_sync_rounds_total %llu\n"
+            "# HELP storaged_sync_fsyncs_total Files fsynced for them (file "
+            "mode: drives that share a filesystem).\n"
+            "# TYPE storaged_sync_fsyncs_total counter\n"
+            "storaged_sync_fsyncs_total %llu\n"
+            "# TYPE storaged_sync_failures_total counter\n"
+            "storaged_sync_failures_total %llu\n",
+            (unsigned long long)st.sync_barriers,
+            (unsigned long long)st.sync_rounds,
+            (unsigned long long)st.sync_fsyncs,
+            (unsigned long long)st.sync_failures);
+    if (ret == 0)
+        ret = cm_buf_appendf(
+            o,
             "# TYPE storaged_index_objects gauge\nstoraged_index_objects %llu\n"
             "# TYPE storaged_index_rebuilds_total counter\nstoraged_index_rebuilds_total %llu\n"
             "# TYPE storaged_index_rebuild_objects gauge\nstoraged_index_rebuild_objects %llu\n"

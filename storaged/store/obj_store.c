@@ -13,6 +13,7 @@
  * outage can only hold older versions, which GETs reject by version. */
 #include "storaged/store/obj_i.h"
 
+#include "storaged/store/gsync.h"
 #include "storaged/store/obj_idx.h"
 
 #include "common/log.h"
@@ -913,6 +914,15 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
     out->scan_last_cycle_s = s->scan_last_cycle_s;
     out->heal_queue = s->nhealq;
     pthread_mutex_unlock(&s->heal_lock);
+    if (s->gs) {
+        struct stor_gsync_stats gst;
+
+        stor_gsync_get_stats(s->gs, &gst);
+        out->sync_barriers = gst.barriers;
+        out->sync_rounds = gst.rounds;
+        out->sync_fsyncs = gst.fsyncs;
+        out->sync_failures = gst.failures;
+    }
     out->nsets = s->nsets;
     out->set_size = s->set_size;
     out->ec_data = s->K;

@@ -304,6 +304,9 @@ struct stor_store_stats {
     double index_verify_s;
     uint64_t index_bodies;         /* object bodies the index keeps */
     uint64_t index_bodies_damaged; /* of them, failed their CRC on a GET */
+    /* group commit (store/gsync.h): commit barriers waited for, shared
+     * syncfs rounds run (fs mode), files fsynced (file mode), failures */
+    uint64_t sync_barriers, sync_rounds, sync_fsyncs, sync_failures;
     /* geometry and the heal queue (the console, /metrics) */
     int nsets, set_size, ec_data, ec_parity; /* K+M for full-size objects */
     size_t heal_queue;                       /* heal requests waiting */
