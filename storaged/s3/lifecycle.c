@@ -44,6 +44,14 @@
 #define ID_MAX      255
 #define PATH_MAX_LC 256
 #define LIST_BATCH  1000
+#define CACHE_SLOTS 64
+
+/* One bucket's configuration, as x-amz-expiration needs it. */
+struct lc_cache {
+    char bucket[64];
+    struct stor_lc_conf *c; /* owned; NULL: the bucket has none */
+    struct lc_cache *next;
+};
 
 struct lc_tag {
     char *k, *v; /* owned */
@@ -519,6 +527,7 @@ void stor_lc_op(struct stor_s3_req *r)
     }
     if (r->http.is_delete) {
         ret = stor_ver_cfg_delete(st, r->bucket, CFG_LC);
+        stor_lc_forget(r->s3->lc, r->bucket);
         if (ret < 0)
             stor_s3_error(r, stor_s3_err_from_errno(ret));
         else
@@ -557,6 +566,7 @@ void stor_lc_op(struct stor_s3_req *r)
               ? -ENOMEM
               : stor_ver_cfg_write(st, r->bucket, CFG_LC, out.data, out.len);
     cm_buf_fini(&out);
+    stor_lc_forget(r->s3->lc, r->bucket);
     if (ret < 0) {
         stor_s3_error(r, stor_s3_err_from_errno(ret));
         return;
@@ -578,6 +588,9 @@ struct stor_lc {
     _Atomic uint64_t passes, scanned, exp_current, exp_noncurrent, exp_dm,
         aborted, errors;
     _Atomic uint64_t last_pass_ms;
+    /* parsed configurations for x-amz-expiration, by bucket */
+    pthread_mutex_t cmu;                 /* protects cache */
+    struct lc_cache *cache[CACHE_SLOTS]; /* protected by cmu */
 };
 
 /* true when @key (@size) is in @r's filter; @tags (URL-encoded
@@ -982,6 +995,7 @@ int stor_lc_start(struct stor_store *st, struct stor_ver *v,
     lc->day_s = env_seconds("STORAGED_TEST_LIFECYCLE_DAY_S", 86400.0);
     lc->interval_s = env_seconds("STORAGED_TEST_LIFECYCLE_INTERVAL_S", 3600.0);
     pthread_mutex_init(&lc->mu, NULL);
+    pthread_mutex_init(&lc->cmu, NULL);
     pthread_cond_init(&lc->cv, NULL);
     ret = pthread_create(&lc->th, NULL, lc_thread, lc);
     if (ret != 0) {
@@ -1007,7 +1021,125 @@ void stor_lc_stop(struct stor_lc *lc)
     pthread_join(lc->th, NULL);
     pthread_cond_destroy(&lc->cv);
     pthread_mutex_destroy(&lc->mu);
+    for (size_t i = 0; i < CACHE_SLOTS; i++)
+        while (lc->cache[i]) {
+            struct lc_cache *e = lc->cache[i];
+
+            lc->cache[i] = e->next;
+            stor_lc_conf_free(e->c);
+            free(e);
+        }
+    pthread_mutex_destroy(&lc->cmu);
     free(lc);
+}
+
+/* The cache slot of @bucket. */
+static struct lc_cache **lc_slot(struct stor_lc *lc, const char *bucket)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (const char *p = bucket; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return &lc->cache[h % CACHE_SLOTS];
+}
+
+/* See header. */
+void stor_lc_forget(struct stor_lc *lc, const char *bucket)
+{
+    struct lc_cache **pp, *e;
+
+    if (lc == NULL)
+        return;
+    pthread_mutex_lock(&lc->cmu);
+    for (pp = lc_slot(lc, bucket); (e = *pp) != NULL; pp = &e->next)
+        if (strcmp(e->bucket, bucket) == 0) {
+            *pp = e->next;
+            stor_lc_conf_free(e->c);
+            free(e);
+            break;
+        }
+    pthread_mutex_unlock(&lc->cmu);
+}
+
+/* The cached entry of @bucket; caller holds cmu. */
+static struct lc_cache *lc_cache_find(struct stor_lc *lc, const char *bucket)
+{
+    struct lc_cache *e;
+
+    for (e = *lc_slot(lc, bucket); e; e = e->next)
+        if (strcmp(e->bucket, bucket) == 0)
+            return e;
+    return NULL;
+}
+
+/* See header. */
+void stor_lc_warm(struct stor_lc *lc, const char *bucket)
+{
+    struct stor_lc_conf *c = NULL;
+    struct lc_cache *e;
+    char *doc = NULL;
+    long n;
+
+    if (lc == NULL)
+        return;
+    pthread_mutex_lock(&lc->cmu);
+    e = lc_cache_find(lc, bucket);
+    pthread_mutex_unlock(&lc->cmu);
+    if (e)
+        return;
+    n = stor_ver_cfg_read(lc->st, bucket, CFG_LC, LC_MAX, &doc);
+    if (n < 0 && n != -STOR_ENOKEY)
+        return; /* not known: try again next time */
+    if (n >= 0 && stor_lc_parse(doc, (size_t)n, &c) < 0)
+        c = NULL;
+    free(doc);
+    pthread_mutex_lock(&lc->cmu);
+    if (lc_cache_find(lc, bucket) == NULL &&
+        (e = calloc(1, sizeof(*e))) != NULL) {
+        snprintf(e->bucket, sizeof(e->bucket), "%s", bucket);
+        e->c = c;
+        c = NULL;
+        e->next = *lc_slot(lc, bucket);
+        *lc_slot(lc, bucket) = e;
+    }
+    pthread_mutex_unlock(&lc->cmu);
+    stor_lc_conf_free(c);
+}
+
+/* See header. */
+int stor_lc_expiration(struct stor_lc *lc, const char *bucket, const char *key,
+                       size_t kl, const struct stor_obj_info *info,
+                       struct stor_resp *rs)
+{
+    char when[CM_TIME_HTTP_LEN + 1], id[ID_MAX + 1] = "";
+    struct lc_cache *e;
+    time_t due = 0;
+    size_t j;
+
+    if (lc == NULL)
+        return 0;
+    pthread_mutex_lock(&lc->cmu);
+    e = lc_cache_find(lc, bucket);
+    for (j = 0; e && e->c && j < e->c->n && !id[0]; j++) {
+        const struct lc_rule *r = &e->c->r[j];
+
+        if ((!r->exp_days && !r->exp_date) ||
+            !lc_match(r, key, kl, info->size) ||
+            (r->ntags && !lc_tags_match(r, info)))
+            continue;
+        /* real days, as AWS states it, whatever the test knob */
+        due = r->exp_date
+                  ? r->exp_date
+                  : (info->mtime + (time_t)r->exp_days * 86400 + 86399) /
+                        86400 * 86400;
+        snprintf(id, sizeof(id), "%s", r->id);
+    }
+    pthread_mutex_unlock(&lc->cmu);
+    if (!id[0])
+        return 0;
+    cm_time_http(due, when);
+    return stor_resp_hdr(rs, "x-amz-expiration",
+                         "expiry-date=\"%s\", rule-id=\"%s\"", when, id);
 }
 
 /* See header. */

@@ -46,4 +46,20 @@ void stor_lc_stop(struct stor_lc *lc);
 /* Appends the storaged_lifecycle_* series (Prometheus text). 0 or
  * -ENOMEM. NULL @lc: nothing. */
 CM_MUST_CHECK int stor_lc_metrics(struct stor_lc *lc, struct cm_buf *o);
+/* x-amz-expiration of an object (PUT, GET, HEAD): loads @bucket's
+ * configuration into the cache once (worker only; cheap when cached). */
+void stor_lc_warm(struct stor_lc *lc, const char *bucket);
+/* Forgets @bucket's cached configuration (it changed, or the bucket went). */
+void stor_lc_forget(struct stor_lc *lc, const char *bucket);
+struct stor_obj_info;
+struct stor_resp;
+/* Adds `x-amz-expiration: expiry-date="...", rule-id="..."` to @rs when a
+ * cached Expiration rule of @bucket applies to @key (@info: size, mtime,
+ * tags). Never blocks (no I/O: a bucket not cached yet gets no header).
+ * 0 or -ENOMEM. */
+CM_MUST_CHECK int stor_lc_expiration(struct stor_lc *lc, const char *bucket,
+                                     const char *key, size_t kl,
+                                     const struct stor_obj_info *info,
+                                     struct stor_resp *rs);
+
 #endif /* STORAGED_S3_LIFECYCLE_H */

@@ -321,6 +321,7 @@ static void op_delete_bucket(struct stor_s3_req *r)
         return;
     }
     stor_iam_bucket_changed(r, true);
+    stor_lc_forget(r->s3->lc, r->bucket);
     r->http.resp.status = 204;
 }
 
@@ -973,6 +974,7 @@ static void op_get_object(struct stor_s3_req *r)
     struct stor_get *g = NULL;
     int ret;
 
+    stor_lc_warm(r->s3->lc, r->bucket); /* for x-amz-expiration */
     if (stor_s3_query(r, "versionId") && stor_ver_op_get(r))
         return; /* by version id (versioning.c) */
     memset(&info, 0, sizeof(info));
@@ -1067,6 +1069,9 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
     ret = object_headers(r, &info, !ranged);
     if (ret == 0)
         ret = stor_sse_resp_headers(r->sse, rs);
+    if (ret == 0) /* only from the cache: this may run on the loop */
+        ret = stor_lc_expiration(r->s3->lc, r->bucket, r->key, r->key_len,
+                                 &info, rs);
     if (ret == 0 && ranged)
         ret = stor_resp_hdr(rs, "Content-Range", "bytes %llu-%llu/%llu",
                             (unsigned long long)first, (unsigned long long)last,
@@ -1374,6 +1379,11 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
     ret = stor_resp_hdr(&r->http.resp, "ETag", "\"%s\"", info.etag);
     if (ret == 0 && vid[0])
         ret = stor_resp_hdr(&r->http.resp, "x-amz-version-id", "%s", vid);
+    if (ret == 0 && r->op == S3_OP_PUT_OBJECT) {
+        stor_lc_warm(r->s3->lc, r->bucket);
+        ret = stor_lc_expiration(r->s3->lc, r->bucket, r->key, r->key_len,
+                                 &info, &r->http.resp);
+    }
     if (ret == 0 && r->ck_kind != STOR_CKSUM_NONE && r->ck_value[0])
         ret = stor_resp_hdr(&r->http.resp, stor_s3_cksum_hdr(r->ck_kind), "%s",
                             r->ck_value);

@@ -221,3 +221,29 @@ def test_lifecycle_rules_get_ids_and_keep_their_form(s3, bucket):
                 "Transitions": [{"Date": "2030-01-01T12:00:00Z",
                                  "StorageClass": "GLACIER"}]}]})
     assert _err(ei) == (400, "InvalidArgument")
+
+
+def test_expiration_header_on_put_and_head(s3, bucket):
+    """x-amz-expiration on PutObject and HeadObject of a key an Expiration
+    rule applies to (real days, rounded up to midnight UTC, as AWS)."""
+    import datetime
+    import email.utils
+    import re
+
+    _put(s3, bucket, [{"ID": "r1", "Status": "Enabled",
+                       "Filter": {"Prefix": "days1/"},
+                       "Expiration": {"Days": 1}}])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    hdrs = s3.put_object(Bucket=bucket, Key="days1/a", Body=b"x")[
+        "ResponseMetadata"]["HTTPHeaders"]
+    m = re.match(r'expiry-date="(.+)", rule-id="(.+)"',
+                 hdrs["x-amz-expiration"])
+    due = email.utils.parsedate_to_datetime(m.group(1))
+    assert m.group(2) == "r1" and (due - now).days == 1
+    assert due.hour == 0 and due.minute == 0
+    h = s3.head_object(Bucket=bucket, Key="days1/a")
+    assert h["Expiration"] == hdrs["x-amz-expiration"]
+    s3.put_object(Bucket=bucket, Key="other", Body=b"x")
+    assert "Expiration" not in s3.head_object(Bucket=bucket, Key="other")
+    s3.delete_bucket_lifecycle(Bucket=bucket)
+    assert "Expiration" not in s3.head_object(Bucket=bucket, Key="days1/a")
