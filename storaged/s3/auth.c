@@ -341,7 +341,10 @@ static enum stor_s3_err check_presigned(struct stor_s3_req *r, time_t now)
     if (strlen(date) != CM_TIME_ISO_BASIC_LEN ||
         cm_time_parse_iso_basic(date, strlen(date), &t) < 0)
         return S3E_AUTH_QUERY_INVALID;
-    if (stor_http_parse_u64(exp, strlen(exp), &expires) < 0 || expires < 1 ||
+    /* a negative or over-a-week X-Amz-Expires is malformed (400
+     * AuthorizationQueryParametersError, as AWS); 0 is a URL that expired
+     * when it was made (403 below, once the signature is checked) */
+    if (stor_http_parse_u64(exp, strlen(exp), &expires) < 0 ||
         expires > CM_SIGV4_MAX_PRESIGN_EXPIRES)
         return S3E_AUTH_QUERY_INVALID;
     if (strlen(sig) != 64)
@@ -389,7 +392,7 @@ static enum stor_s3_err check_presigned(struct stor_s3_req *r, time_t now)
         if (e != S3E_NONE)
             return e;
     }
-    if ((uint64_t)now > (uint64_t)t + expires)
+    if (expires == 0 || (uint64_t)now > (uint64_t)t + expires)
         return S3E_EXPIRED_PRESIGN;
     return S3E_NONE;
 }

@@ -195,6 +195,8 @@ static enum stor_act op_act(const struct stor_s3_req *r)
                                    : STOR_ACT_PUT_BUCKET_POLICY;
     case S3_OP_BUCKET_ACL:
         return get ? STOR_ACT_GET_BUCKET_ACL : STOR_ACT_PUT_BUCKET_ACL;
+    case S3_OP_OBJECT_ATTRIBUTES:
+        return STOR_ACT_GET_OBJECT;
     case S3_OP_TAGGING:
         if (r->has_key)
             return get ? STOR_ACT_GET_OBJECT_TAGGING : STOR_ACT_PUT_OBJECT;

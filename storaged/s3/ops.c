@@ -630,7 +630,10 @@ static void op_list_objects(struct stor_s3_req *r, enum list_kind kind)
     else
         x_lit(b, S3_XML_DECL "<ListBucketResult xmlns=\"" S3_XMLNS "\">");
     x_str(b, "Name", r->bucket, false);
-    x_str(b, "Prefix", prefix, url);
+    /* ListObjects (v1) echoes its Prefix as given even with
+     * encoding-type=url, as AWS does (botocore decodes it only in v2 and
+     * ListObjectVersions; s3-tests test_bucket_list_prefix_unreadable) */
+    x_str(b, "Prefix", prefix, url && (v2 || vers));
     if (vers) {
         x_str(b, "KeyMarker", start, url);
         x_str(b, "VersionIdMarker", vmark, false);
@@ -2107,6 +2110,9 @@ void stor_s3_op_run(struct stor_s3_req *r)
         break;
     case S3_OP_BUCKET_CORS:
         stor_cors_bucket_op(r);
+        break;
+    case S3_OP_OBJECT_ATTRIBUTES:
+        stor_s3_attributes_op(r);
         break;
     case S3_OP_ADMIN:
     case S3_OP_BUCKET_POLICY:

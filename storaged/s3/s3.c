@@ -270,6 +270,11 @@ enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
     }
     if (iam_route(r))
         return S3E_NONE;
+    if (stor_s3_has_query(r, "attributes") &&
+        (r->http.is_get || r->http.is_head)) {
+        r->op = S3_OP_OBJECT_ATTRIBUTES;
+        return S3E_NONE;
+    }
     if (has_any(r, object_subres, CM_ARRAY_SIZE(object_subres))) {
         /* read-only answers for the two that tools ask for (s3cmd info) */
         if ((r->http.is_get || r->http.is_head) &&

@@ -87,7 +87,8 @@ enum stor_s3_op {
     S3_OP_BUCKET_LIFECYCLE,   /* Get/Put/DeleteBucketLifecycle (lifecycle.c) */
     S3_OP_BUCKET_ENCRYPTION,  /* Get/Put/DeleteBucketEncryption (sse.c) */
     S3_OP_TAGGING, /* Get/Put/Delete Object- and BucketTagging (tagging.c) */
-    S3_OP_BUCKET_CORS, /* Get/Put/DeleteBucketCors (cors.c) */
+    S3_OP_BUCKET_CORS,       /* Get/Put/DeleteBucketCors (cors.c) */
+    S3_OP_OBJECT_ATTRIBUTES, /* GetObjectAttributes (attrs.c) */
     S3_OP_COUNT
 };
 

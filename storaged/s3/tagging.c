@@ -298,11 +298,9 @@ static void tags_reply(struct stor_s3_req *r, const struct tagset *s)
 
 /* ---- objects ---- */
 
-/* Where version @vid (NULL: the current one) of r->key lives: @bucket
- * (64) and a malloc'd *key. S3E_NONE or NoSuchKey/NoSuchVersion, or
- * MethodNotAllowed for a delete marker. */
-static enum stor_s3_err locate(struct stor_s3_req *r, const char *vid,
-                               char *bucket, char **key, size_t *klen)
+/* See tagging.h. */
+enum stor_s3_err stor_s3_locate_version(struct stor_s3_req *r, const char *vid,
+                                        char *bucket, char **key, size_t *klen)
 {
     struct stor_ver_entry *e = NULL;
     size_t n = 0, i;
@@ -475,7 +473,8 @@ static void object_op(struct stor_s3_req *r)
             return;
         }
     }
-    e = locate(r, stor_s3_query(r, "versionId"), bucket, &key, &klen);
+    e = stor_s3_locate_version(r, stor_s3_query(r, "versionId"), bucket, &key,
+                               &klen);
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
         goto out;
