@@ -30,7 +30,7 @@
 
 #define ADMIN_PREFIX "admin/v1/users"
 #define OWNER_XML                                                              \
-    "<Owner><ID>storaged</ID><DisplayName>root</DisplayName></Owner>"
+    "<Owner><ID>" S3_OWNER_ID "</ID><DisplayName>root</DisplayName></Owner>"
 
 enum admin_call { A_NONE, A_LIST, A_USER, A_POLICY };
 
@@ -634,7 +634,7 @@ static void acl_reply(struct stor_s3_req *r, int acl)
         b, S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">" OWNER_XML
                        "<AccessControlList><Grant><Grantee "
                        "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\""
-                       " xsi:type=\"CanonicalUser\"><ID>storaged</ID>"
+                       " xsi:type=\"CanonicalUser\"><ID>" S3_OWNER_ID "</ID>"
                        "<DisplayName>root</DisplayName></Grantee>"
                        "<Permission>FULL_CONTROL</Permission></Grant>");
     if (ret == 0 && acl != IAM_ACL_PRIVATE)
