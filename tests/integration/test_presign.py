@@ -186,6 +186,18 @@ def test_formats_and_errors(s3_server, tmp_path):
         st, body = fetch(d["url"])
         assert st == 200 and body in (b"tab", b"lf")
 
+    # keys that need every kind of encoding in a URL path
+    odd = {"odd/a+b": b"1", "odd/100%": b"2", "odd/q?x=1&y#z": b"3",
+           "odd//double": b"4", "odd/~tilde": b"5", "odd/\u00fcn\u00ef c\u00f6d": b"6",
+           "odd/./dot/../x": b"7", "odd/semi;colon=eq,comma": b"8"}
+    for k, v in odd.items():
+        c.put_object(Bucket="presign-odd", Key=k, Body=v)
+    r = presign(srv, "presign-odd:odd/", "-o", ep)
+    rows = [ln.split("\t") for ln in r.stdout.decode().splitlines()]
+    assert sorted(k for k, _, _ in rows) == sorted(odd)
+    for k, n, u in rows:
+        assert fetch(u) == (200, odd[k]), (k, u)
+
     for args, msg in [
         (["-o", ep + ",expires=604801"], b"7 days"),
         (["-o", ep + ",expires=0"], b"expires="),
