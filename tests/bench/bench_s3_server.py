@@ -23,10 +23,17 @@ What it measures, each side by side with nginx under the same load:
     posix_fadvise DONTNEED, then one pass over all objects with curl -Z,
     64 in parallel), and PUT (wrk, 64 connections; storaged syncs, nginx
     does not). Every row gives req/s and the server's CPU per request.
+  * tls: a second storaged serving HTTPS (--tls-cert/--tls-key, a test CA
+    made here with openssl) and nginx serving the same files over TLS
+    (same certificate, its default TLS settings): GET 4 KiB and GET 1 MiB
+    with wrk (64 keep-alive connections, so handshakes are amortised),
+    alternating storaged-https / nginx-https / storaged-http, --repeat
+    runs, medians and ranges of req/s and CPU per request; then one
+    --big-mib object over TLS with curl --cacert, storaged vs nginx.
 
 Usage: tests/bench/bench_s3_server.py [--seconds S] [--objects N]
        [--big-mib M] [--drives D] [--threads T] [--repeat R]
-       [--only get,put,big,nofsync,policy,medium] [--medium-sizes B,B]
+       [--only get,put,big,nofsync,policy,medium,tls] [--medium-sizes B,B]
        [--medium-objects N] [--loopfs MIB] [--storaged-args ARGS] [--keep]
 --loopfs MIB puts each storaged drive on its own ext4 filesystem (a sparse
 MIB MiB image on a loop device, mounted at the drive directory; root only),
@@ -175,8 +182,10 @@ def lua_rotate(path, method, targets, body_len=0):
         f.write("end\n")
 
 
-def curl_speed(url, out="/dev/null", method=None, upload=None):
+def curl_speed(url, out="/dev/null", method=None, upload=None, cacert=None):
     argv = ["curl", "-s", "-f", "-o", out, "-w", "%{http_code} %{speed_download} %{speed_upload}"]
+    if cacert:
+        argv += ["--cacert", cacert]
     if upload:
         argv += ["-T", upload]
     argv.append(url)
@@ -304,8 +313,162 @@ http {
             create_full_put_path on;
         }
     }
+%(tls_server)s
 }
 """
+
+NGINX_TLS_SERVER = """
+    server {
+        listen 127.0.0.1:%(port)d ssl;
+        ssl_certificate %(crt)s;
+        ssl_certificate_key %(key)s;
+        root %(root)s;
+    }
+"""
+
+
+def big_get_runs(surl, nurl, spids, npids, mib, runs, cacert=None):
+    """One-stream GETs of the big object, alternating storaged (@surl) and
+    nginx (@nurl): MiB/s of each and server CPU ms per GiB of each."""
+    sg, ng, scpu, ncpu = [], [], [], []
+    hz = os.sysconf("SC_CLK_TCK")
+    for _ in range(runs):
+        for url, pids, speed, cpu in ((surl, spids, sg, scpu),
+                                      (nurl, npids, ng, ncpu)):
+            t0 = cpu_ticks(pids)
+            speed.append(curl_speed(url, cacert=cacert))
+            cpu.append((cpu_ticks(pids) - t0) * 1000 / hz / (mib / 1024))
+    return sg, ng, scpu, ncpu
+
+
+def make_certs(d):
+    """A test CA and a certificate for 127.0.0.1 signed by it, made with
+    openssl in @d: (CA cert, server cert, server key)."""
+    def ossl(*args):
+        subprocess.run(["openssl"] + list(args), check=True,
+                       capture_output=True)
+    ca, cak = os.path.join(d, "ca.crt"), os.path.join(d, "ca.key")
+    crt, key = os.path.join(d, "srv.crt"), os.path.join(d, "srv.key")
+    csr, ext = os.path.join(d, "srv.csr"), os.path.join(d, "srv.ext")
+    ossl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", cak,
+         "-out", ca, "-days", "2", "-subj", "/CN=bench-ca",
+         "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    ossl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+         "-subj", "/CN=127.0.0.1")
+    ossl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cak,
+         "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
+    return ca, crt, key
+
+
+def tls_phase(a, work, env, root, keys, blobs, sep, spids, tnep, npids, ca,
+              crt, key):
+    """storaged over TLS (a second server on its own drives) against nginx
+    over TLS on the same files, and against storaged over plain HTTP: GET
+    4 KiB and 1 MiB (wrk), one big GET (curl). Returns a dict of runs."""
+    import boto3
+    from botocore.config import Config
+
+    drives = [os.path.join(work, "t%d" % (i + 1)) for i in range(a.drives)]
+    for d in drives:
+        os.makedirs(d)
+    port = free_port()
+    argv = [os.path.join(BIN, "storaged"), "serve", "--address",
+            "127.0.0.1:%d" % port, "--log-level", "warn",
+            "--tls-cert", crt, "--tls-key", key]
+    if a.threads:
+        argv += ["--threads", str(a.threads)]
+    argv += a.storaged_args.split()
+    log = open(os.path.join(work, "storaged-tls.log"), "wb")
+    tp = subprocess.Popen(argv + drives, env=env, stdout=log, stderr=log)
+    out = {"proc": tp}
+    tsep = "https://127.0.0.1:%d" % port
+    ctx = __import__("ssl").create_default_context(cafile=ca)
+    deadline = time.time() + 20
+    while True:
+        try:
+            with urllib.request.urlopen(tsep + "/health/ready", timeout=1,
+                                        context=ctx) as r:
+                if r.status == 200:
+                    break
+        except Exception:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+    ts3 = boto3.client("s3", endpoint_url=tsep, aws_access_key_id=AK,
+                       aws_secret_access_key=SK, region_name="us-east-1",
+                       verify=ca, config=Config(s3={"addressing_style": "path"},
+                                                signature_version="s3v4",
+                                                max_pool_connections=32))
+    ts3.create_bucket(Bucket="bench")
+    mib_keys = ["mib/%03d.bin" % i for i in range(a.tls_mib_objects)]
+    mib = {k: os.urandom(1 << 20) for k in mib_keys}
+
+    def up(kv):
+        ts3.put_object(Bucket="bench", Key=kv[0], Body=kv[1])
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        list(ex.map(up, blobs.items()))
+        list(ex.map(up, mib.items()))
+    for k, v in mib.items():
+        p = os.path.join(root, "bench", k)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(v)
+    # the plain-HTTP storaged gets the 1 MiB objects too
+    s3 = client(sep)
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda kv: s3.put_object(Bucket="bench", Key=kv[0],
+                                             Body=kv[1]), mib.items()))
+
+    def rel(url):
+        return "/" + url.split("://", 1)[1].split("/", 1)[1]
+
+    def presigned(c, ks):
+        return [rel(c.generate_presigned_url(
+            "get_object", Params={"Bucket": "bench", "Key": k},
+            ExpiresIn=3600)) for k in ks]
+    tpids = [tp.pid]
+    for size, ks in (("4k", keys), ("1m", mib_keys)):
+        sc = {}
+        for name, targets in (("tls_s", presigned(ts3, ks)),
+                              ("http_s", presigned(s3, ks)),
+                              ("tls_n", ["/bench/" + k for k in ks])):
+            sc[name] = os.path.join(work, "%s_%s.lua" % (name, size))
+            lua_rotate(sc[name], "GET", targets)
+        wrk(tsep, sc["tls_s"], 1)
+        wrk(tnep, sc["tls_n"], 1)
+        wrk(sep, sc["http_s"], 1)
+        runs = {"tls_s": [], "tls_n": [], "http_s": []}
+        for _ in range(a.repeat):
+            runs["tls_s"].append(wrk_cpu(tsep, sc["tls_s"], a.seconds, tpids))
+            runs["tls_n"].append(wrk_cpu(tnep, sc["tls_n"], a.seconds, npids))
+            runs["http_s"].append(wrk_cpu(sep, sc["http_s"], a.seconds, spids))
+        out[size] = runs
+    if "big" in a.only.split(",") or "tls_big" in a.only.split(","):
+        big = os.path.join(root, "bench", "tbig.bin")
+        chunk = os.urandom(1024 * 1024)
+        with open(big, "wb") as f:
+            for i in range(a.big_mib):
+                f.write(chunk[i % 7:] + chunk[:i % 7])
+        put_url = ts3.generate_presigned_url(
+            "put_object", Params={"Bucket": "bench", "Key": "tbig.bin"},
+            ExpiresIn=3600)
+        out["bigput_mibs"] = curl_speed(put_url, upload=big, cacert=ca)
+        get_url = ts3.generate_presigned_url(
+            "get_object", Params={"Bucket": "bench", "Key": "tbig.bin"},
+            ExpiresIn=3600)
+        sg, ng, scpu, ncpu_ = big_get_runs(
+            get_url, tnep + "/bench/tbig.bin", tpids, npids, a.big_mib,
+            max(2, a.repeat), cacert=ca)
+        back = os.path.join(work, "tbig.back")
+        curl_speed(get_url, out=back, cacert=ca)
+        out["big_identical"] = subprocess.run(["cmp", "-s", big, back]).returncode == 0
+        os.unlink(back)
+        os.unlink(big)
+        out.update(big_s=sg, big_n=ng, big_s_cpu=scpu, big_n_cpu=ncpu_)
+    return out
 
 
 def main():
@@ -318,9 +481,12 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="storaged --threads")
     ap.add_argument("--repeat", type=int, default=1,
                     help="GET figures: runs per side (median reported)")
-    ap.add_argument("--only", default="get,put,big,nofsync,policy,medium",
-                    help="comma list of phases: get,put,big,nofsync,policy,medium "
-                         "(medium = medium_get,medium_put)")
+    ap.add_argument("--only", default="get,put,big,nofsync,policy,medium,tls",
+                    help="comma list of phases: get,put,big,nofsync,policy,medium,tls "
+                         "(medium = medium_get,medium_put; tls with big or tls_big "
+                         "adds the big GET over TLS)")
+    ap.add_argument("--tls-mib-objects", type=int, default=16 if size == "tiny" else 64,
+                    help="1 MiB objects of the TLS GET row")
     ap.add_argument("--medium-sizes", default="327680,1048576",
                     help="object sizes in bytes of the medium GET/PUT rows")
     ap.add_argument("--medium-objects", type=int, default=100 if size == "tiny" else 300,
@@ -370,10 +536,18 @@ def main():
         os.makedirs(os.path.join(work, "ngx"))
         nport = free_port()
         conf = os.path.join(work, "ngx", "nginx.conf")
+        tls_server, tnport = "", 0
+        if "tls" in only:
+            os.makedirs(os.path.join(work, "pki"))
+            ca, crt, key = make_certs(os.path.join(work, "pki"))
+            tnport = free_port()
+            tls_server = NGINX_TLS_SERVER % {"port": tnport, "crt": crt,
+                                             "key": key, "root": root}
         with open(conf, "w") as f:
             f.write(NGINX_CONF % {"user": "user root;" if os.geteuid() == 0 else "",
                                   "workers": ncpu, "dir": os.path.join(work, "ngx"),
-                                  "port": nport, "root": root})
+                                  "port": nport, "root": root,
+                                  "tls_server": tls_server})
         nlog = open(os.path.join(work, "ngx", "stdout.log"), "wb")
         np_ = subprocess.Popen(["nginx", "-c", conf, "-p", os.path.join(work, "ngx")],
                                stdout=nlog, stderr=nlog)
@@ -464,6 +638,12 @@ def main():
             res["put4k_storaged"] = wrk_cpu(sep, scripts["put_s"], a.seconds, spids)
             res["put4k_nginx"] = wrk_cpu(nep, scripts["put_n"], a.seconds, npids)
 
+        if "tls" in only:
+            t = tls_phase(a, work, env, root, keys, blobs, sep, spids,
+                          "https://127.0.0.1:%d" % tnport, npids, ca, crt, key)
+            procs.append(t.pop("proc"))
+            res["tls"] = t
+
         mg = "medium" in only or "medium_get" in only
         mp = "medium" in only or "medium_put" in only
         if mg or mp:
@@ -484,15 +664,9 @@ def main():
             res["bigput_storaged_mibs"] = curl_speed(put_url, upload=big)
             get_url = s3.generate_presigned_url(
                 "get_object", Params={"Bucket": "bench", "Key": "big.bin"}, ExpiresIn=3600)
-            sg, ng, scpu, ncpu_ = [], [], [], []
-            hz = os.sysconf("SC_CLK_TCK")
-            for _ in range(max(2, a.repeat)):
-                t0 = cpu_ticks(spids)
-                sg.append(curl_speed(get_url))
-                scpu.append((cpu_ticks(spids) - t0) * 1000 / hz / (a.big_mib / 1024))
-                t0 = cpu_ticks(npids)
-                ng.append(curl_speed(nep + "/bench/big.bin"))
-                ncpu_.append((cpu_ticks(npids) - t0) * 1000 / hz / (a.big_mib / 1024))
+            sg, ng, scpu, ncpu_ = big_get_runs(
+                get_url, nep + "/bench/big.bin", spids, npids, a.big_mib,
+                max(2, a.repeat))
             res["bigget_storaged_runs"], res["bigget_nginx_runs"] = sg, ng
             res["bigget_storaged_cpu_ms_per_gib"] = scpu
             res["bigget_nginx_cpu_ms_per_gib"] = ncpu_
@@ -633,6 +807,51 @@ def main():
             [round(x) for x in res["bigget_nginx_cpu_ms_per_gib"]]))
         print("storaged peak RSS (VmHWM) over the whole run: %.1f MiB; big GET bytes "
               "identical: %s" % (res["storaged_vmhwm_mib"], res["bigget_identical"]))
+    if "tls" in res:
+        t = res["tls"]
+        print()
+        print("TLS (storaged --tls-cert vs nginx ssl, same certificate and files; "
+              "and storaged https vs http), wrk -c64 %ds, %d alternating run(s):"
+              % (a.seconds, a.repeat))
+        for size, lab in (("4k", "GET 4 KiB"), ("1m", "GET 1 MiB")):
+            r = t[size]
+            s_rps = [x["rps"] for x in r["tls_s"]]
+            n_rps = [x["rps"] for x in r["tls_n"]]
+            h_rps = [x["rps"] for x in r["http_s"]]
+            vs_n = [x / y for x, y in zip(s_rps, n_rps)]
+            vs_h = [x / y for x, y in zip(s_rps, h_rps)]
+            cpu = {k: [x["cpu_us_per_req"] for x in r[k]] for k in r}
+            print("| %-40s | %12.1f | %12.1f | %6.2f |" % (
+                lab + " https (req/s)", median(s_rps), median(n_rps),
+                median(vs_n)))
+            print("| %-40s | %12.1f | %12.1f | %6.2f |" % (
+                lab + " https CPU per request (us)", median(cpu["tls_s"]),
+                median(cpu["tls_n"]),
+                median(cpu["tls_s"]) / median(cpu["tls_n"])))
+            print("%s https: storaged/nginx req/s ratio median %.2f (range "
+                  "%.2f-%.2f); storaged https/http median %.2f (range %.2f-%.2f)"
+                  % (lab, median(vs_n), min(vs_n), max(vs_n), median(vs_h),
+                     min(vs_h), max(vs_h)))
+            print("  req/s: storaged https %s, nginx https %s, storaged http %s" % (
+                [round(x) for x in s_rps], [round(x) for x in n_rps],
+                [round(x) for x in h_rps]))
+            print("  CPU us/req: storaged https %s, nginx https %s, storaged http %s" % (
+                [round(x, 1) for x in cpu["tls_s"]], [round(x, 1) for x in cpu["tls_n"]],
+                [round(x, 1) for x in cpu["http_s"]]))
+            bad = [x for k in r for x in r[k] if x.get("non2xx") or x.get("socket_errors")]
+            if bad:
+                print("  note: non-2xx or socket errors %s" % [
+                    (x.get("non2xx"), x.get("socket_errors")) for x in bad])
+        if "big_s" in t:
+            print("GET %d MiB one stream over TLS (curl): storaged %s MiB/s, nginx %s "
+                  "MiB/s, ratio of medians %.2f; server CPU ms/GiB storaged %s nginx %s;"
+                  " bytes identical: %s; PUT over TLS %.0f MiB/s" % (
+                      a.big_mib, [round(x) for x in t["big_s"]],
+                      [round(x) for x in t["big_n"]],
+                      median(t["big_s"]) / median(t["big_n"]),
+                      [round(x) for x in t["big_s_cpu"]],
+                      [round(x) for x in t["big_n_cpu"]], t["big_identical"],
+                      t["bigput_mibs"]))
     for k in ("get4k_storaged", "put4k_storaged", "get4k_nginx", "put4k_nginx",
               "put4k_storaged_nofsync"):
         if k in res and (res[k]["non2xx"] or res[k]["socket_errors"]):
