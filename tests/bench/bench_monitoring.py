@@ -8,8 +8,10 @@ figures side by side, not pass/fail.
     and --console with the page fetched once a second, as an open browser
     tab does with its 1 s refresh). Both servers run on their own drive
     directories with the same data; while one is measured the other is
-    stopped with SIGSTOP (its receiver and page fetcher pause too), so
-    neither steals CPU from the other. Rounds alternate off/on; medians,
+    stopped with SIGSTOP (its receiver and page fetcher, processes of
+    their own, pause too), so neither steals CPU from the other.
+    --variant otlp|console isolates one side service; --variant none runs
+    two identical servers: the A/A noise floor of this machine. Rounds alternate off/on; medians,
     ranges, the on/off ratio, and server CPU microseconds per request.
   * ecfs, a cold epoch: F small files (4..16 KiB) read once each by T
     threads (like DataLoader workers) from a fresh ro mount, with and
@@ -25,7 +27,8 @@ figures side by side, not pass/fail.
 Goal (issue 19): both ratios >= 0.98.
 
 Usage: tests/bench/bench_monitoring.py [--seconds S] [--objects N]
-       [--files F] [--threads T] [--rounds R] [--only get,epoch]
+       [--files F] [--threads T] [--rounds R] [--only get,epoch,idle]
+       [--variant both,otlp,console,none]
 Environment: ECFS_BIN_DIR (default <repo>/bin).
 """
 
@@ -71,35 +74,71 @@ def start_storaged_n(work, name, extra, ndrives):
     return p, ep
 
 
-def spread(v):
-    return "%.0f [%.0f-%.0f]" % (bs.median(v), min(v), max(v))
+def spread(v, fmt="%.0f"):
+    return (fmt + " [" + fmt + "-" + fmt + "]") % (bs.median(v), min(v),
+                                                  max(v))
 
 
-def bench_get(a, work):
-    rx = OtlpReceiver()
-    cport = bs.free_port()
-    off, ep_off = start_storaged(work, "off", [])
-    on, ep_on = start_storaged(work, "on", [
-        "--otlp-endpoint", rx.url, "--otlp-interval", "1",
-        "--console", "127.0.0.1:%d" % cport])
-    procs = [off, on]
-    page_run = threading.Event()
-    stop = threading.Event()
-    auth = "Basic " + base64.b64encode(("%s:%s" % (AK, SK)).encode()).decode()
+RECEIVER = """
+import signal, sys
+sys.path.insert(0, %r)
+from otlp_util import OtlpReceiver
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # all threads
+rx = OtlpReceiver(int(sys.argv[1]))
+print("ready", flush=True)
+signal.sigwait([signal.SIGTERM])
+print(rx.count("storaged"), len(rx.errors), flush=True)
+""" % os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                   "integration")
 
-    def page_loop():  # the open console tab
-        while not stop.is_set():
-            if page_run.is_set():
-                rq = urllib.request.Request("http://127.0.0.1:%d/" % cport,
-                                            headers={"Authorization": auth})
-                try:
-                    urllib.request.urlopen(rq, timeout=5).read()
-                except OSError:
-                    pass
-            stop.wait(1.0)
-    th = threading.Thread(target=page_loop, daemon=True)
-    th.start()
+PAGER = """
+import sys, time, urllib.request
+url, auth = sys.argv[1], sys.argv[2]
+while True:
     try:
+        rq = urllib.request.Request(url, headers={"Authorization": auth})
+        urllib.request.urlopen(rq, timeout=5).read()
+    except OSError:
+        pass
+    time.sleep(1.0)
+"""
+
+# What the "on" server runs with, per --variant: "both" is the issue's
+# setting; "none" is an A/A calibration (two identical servers), which
+# shows how far apart two equal servers land on this machine.
+VARIANTS = ("both", "otlp", "console", "none")
+
+
+def bench_get(a, work, variant="both", run=0):
+    """The OTLP collector and the console tab run as processes of their own
+    (as they would on another machine), stopped with the "on" server while
+    "off" is measured, so the bench process's own work never lands in one
+    side only; their CPU is reported apart."""
+    rport, cport = bs.free_port(), bs.free_port()
+    auth = "Basic " + base64.b64encode(("%s:%s" % (AK, SK)).encode()).decode()
+    extra = []
+    if variant in ("both", "otlp"):
+        extra += ["--otlp-endpoint", "http://127.0.0.1:%d" % rport,
+                  "--otlp-interval", "1"]
+    if variant in ("both", "console"):
+        extra += ["--console", "127.0.0.1:%d" % cport]
+    procs = []
+    try:
+        rx = subprocess.Popen([sys.executable, "-c", RECEIVER, str(rport)],
+                              stdout=subprocess.PIPE, text=True)
+        procs.append(rx)
+        assert rx.stdout.readline().strip() == "ready"
+        off, ep_off = start_storaged(work, "off-%s-%d" % (variant, run), [])
+        procs.append(off)
+        on, ep_on = start_storaged(work, "on-%s-%d" % (variant, run), extra)
+        procs.append(on)
+        pager = None
+        if "--console" in extra:
+            pager = subprocess.Popen([sys.executable, "-c", PAGER,
+                                      "http://127.0.0.1:%d/" % cport, auth])
+            procs.append(pager)
+        on_side = [on] + ([pager] if pager else [])
+        side_pids = [rx.pid] + ([pager.pid] if pager else [])
         scripts = {}
         for name, ep in (("off", ep_off), ("on", ep_on)):
             s3 = bs.client(ep)
@@ -113,42 +152,59 @@ def bench_get(a, work):
                 "get_object", Params={"Bucket": "bench", "Key": k},
                 ExpiresIn=3600).split("://", 1)[1].split("/", 1)[1]
                 for k in keys]
-            scripts[name] = os.path.join(work, "get_%s.lua" % name)
+            scripts[name] = os.path.join(work, "get_%s_%s_%d.lua"
+                                         % (name, variant, run))
             bs.lua_rotate(scripts[name], "GET", urls)
         res = {"off": [], "on": []}
+        side_cpu = 0.0
         for r in range(a.rounds):
             for name in (("off", "on") if r % 2 == 0 else ("on", "off")):
-                me, other = (off, on) if name == "off" else (on, off)
-                os.kill(other.pid, signal.SIGSTOP)
-                os.kill(me.pid, signal.SIGCONT)
-                if name == "on":
-                    page_run.set()
+                if name == "off":
+                    for p in on_side:
+                        os.kill(p.pid, signal.SIGSTOP)
+                    os.kill(off.pid, signal.SIGCONT)
+                else:
+                    os.kill(off.pid, signal.SIGSTOP)
+                    for p in on_side:
+                        os.kill(p.pid, signal.SIGCONT)
+                me = off if name == "off" else on
                 ep = ep_off if name == "off" else ep_on
                 bs.wrk(ep, scripts[name], 1)  # warm
+                s0 = bs.cpu_ticks(side_pids)
                 res[name].append(bs.wrk_cpu(ep, scripts[name], a.seconds,
                                             [me.pid]))
-                page_run.clear()
-        os.kill(on.pid, signal.SIGCONT)
-        os.kill(off.pid, signal.SIGCONT)
-        pushes = rx.count("storaged")
+                if name == "on":
+                    side_cpu += bs.cpu_ticks(side_pids) - s0
+        for p in (off, on) + ((pager,) if pager else ()):
+            os.kill(p.pid, signal.SIGCONT)
         rps = {k: [x["rps"] for x in v] for k, v in res.items()}
         cpu = {k: [x["cpu_us_per_req"] for x in v] for k, v in res.items()}
         bad = sum(x["non2xx"] for v in res.values() for x in v)
-        print("GET 4 KiB, wrk -c64 %d s x %d rounds, %d objects"
-              % (a.seconds, a.rounds, a.objects))
+        rx.terminate()
+        out = rx.communicate(timeout=30)[0].split()
+        pushes, rx_err = int(out[0]), int(out[1])
+        side_s = side_cpu / os.sysconf("SC_CLK_TCK") / (a.rounds * a.seconds)
+        print("GET 4 KiB, wrk -c64 %d s x %d rounds, %d objects, on = %s"
+              % (a.seconds, a.rounds, a.objects, " ".join(extra) or
+                 "no flags (A/A calibration)"))
         print("  off: %s req/s, %.1f us CPU/req" % (spread(rps["off"]),
                                                    bs.median(cpu["off"])))
-        print("  on : %s req/s, %.1f us CPU/req  (OTLP every 1 s: %d pushes "
-              "received; console page every 1 s)"
-              % (spread(rps["on"]), bs.median(cpu["on"]), pushes))
+        print("  on : %s req/s, %.1f us CPU/req  (%d pushes received, %d "
+              "bad; collector + page fetcher used %.1f ms CPU per s)"
+              % (spread(rps["on"]), bs.median(cpu["on"]), pushes, rx_err,
+                 side_s * 1e3))
         print("  on/off: %.3f req/s (median of per-round ratios %.3f), "
-              "CPU/req %.3f; non-2xx %d"
+              "CPU/req %.3f (per-round %s); non-2xx %d"
               % (bs.median(rps["on"]) / bs.median(rps["off"]),
                  bs.median([x / y for x, y in zip(rps["on"], rps["off"])]),
-                 bs.median(cpu["on"]) / bs.median(cpu["off"]), bad))
-        return {"get_off": res["off"], "get_on": res["on"], "pushes": pushes}
+                 bs.median(cpu["on"]) / bs.median(cpu["off"]),
+                 spread([x / y for x, y in zip(cpu["on"], cpu["off"])],
+                        "%.3f"),
+                 bad))
+        k = "%s_%d" % (variant, run)
+        return {"get_off_" + k: res["off"], "get_on_" + k: res["on"],
+                "pushes_" + k: pushes}
     finally:
-        stop.set()
         for p in procs:
             try:
                 os.kill(p.pid, signal.SIGCONT)
@@ -156,7 +212,6 @@ def bench_get(a, work):
                 pass
             p.terminate()
             p.wait(30)
-        rx.stop()
 
 
 def bench_idle(a, work):
@@ -312,11 +367,18 @@ def main():
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", default="get,epoch,idle")
+    ap.add_argument("--variant", default="both",
+                    help="GET bench: what 'on' runs with, comma-separated "
+                    "of %s (none = two identical servers, the noise floor)"
+                    % ",".join(VARIANTS))
     a = ap.parse_args()
+    if any(v not in VARIANTS for v in a.variant.split(",")):
+        ap.error("--variant: one or more of %s" % ",".join(VARIANTS))
     out = {}
     with tempfile.TemporaryDirectory(prefix="bench-mon-") as work:
         if "get" in a.only:
-            out.update(bench_get(a, work))
+            for i, v in enumerate(a.variant.split(",")):
+                out.update(bench_get(a, work, v, i))
         if "epoch" in a.only:
             out.update(bench_epoch(a, work))
         if "idle" in a.only:
