@@ -18,7 +18,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <expat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -86,7 +85,7 @@ static const char *local(const char *n)
     return c ? c + 1 : n;
 }
 
-static void XMLCALL cx_start(void *ud, const char *name, const char **attrs)
+static void cx_start(void *ud, const char *name, const char **attrs)
 {
     struct cors_xml *x = ud;
     const char *n = local(name);
@@ -116,7 +115,7 @@ static void XMLCALL cx_start(void *ud, const char *name, const char **attrs)
     x->in_rule = true;
 }
 
-static void XMLCALL cx_text(void *ud, const char *s, int len)
+static void cx_text(void *ud, const char *s, int len)
 {
     struct cors_xml *x = ud;
 
@@ -138,7 +137,7 @@ static void add_item(struct cors_xml *x, char **l, size_t *n)
         (*n)++;
 }
 
-static void XMLCALL cx_end(void *ud, const char *name)
+static void cx_end(void *ud, const char *name)
 {
     struct cors_xml *x = ud;
     const char *n = local(name);
@@ -196,25 +195,20 @@ static bool method_ok(const char *m)
 static enum stor_s3_err conf_parse(const char *xml, size_t len,
                                    struct cors_conf *c)
 {
+    static const struct stor_s3_xml_cbs cb = {cx_start, cx_end, cx_text};
     struct cors_xml x;
-    XML_Parser p;
     size_t i, j;
+    int ret;
 
     memset(c, 0, sizeof(*c));
     if (len > CORS_XML_MAX)
         return S3E_MALFORMED_XML;
-    p = XML_ParserCreate(NULL);
-    if (p == NULL)
-        return S3E_INTERNAL;
     memset(&x, 0, sizeof(x));
     x.c = c;
     cm_buf_init(&x.text, 8192);
-    XML_SetUserData(p, &x);
-    XML_SetElementHandler(p, cx_start, cx_end);
-    XML_SetCharacterDataHandler(p, cx_text);
-    if (XML_Parse(p, xml, (int)len, 1) != XML_STATUS_OK && !x.err)
-        x.err = S3E_MALFORMED_XML;
-    XML_ParserFree(p);
+    ret = stor_s3_xml_parse(xml, len, &x, &cb);
+    if (ret < 0 && !x.err)
+        x.err = ret == -ENOMEM ? S3E_INTERNAL : S3E_MALFORMED_XML;
     cm_buf_fini(&x.text);
     if (!x.err && (!x.root_ok || c->n == 0))
         x.err = S3E_MALFORMED_XML;

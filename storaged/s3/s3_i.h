@@ -293,6 +293,16 @@ struct stor_s3_del_key {
 int stor_s3_parse_delete(const char *xml, size_t len,
                          struct stor_s3_del_key **keys, size_t *n, bool *quiet);
 void stor_s3_del_keys_free(struct stor_s3_del_key *k, size_t n);
+/* An expat pass over a small request body (sse.c, tagging.c, cors.c keep
+ * their own state in @ud): the element and text callbacks. */
+struct stor_s3_xml_cbs {
+    void (*start)(void *ud, const char *name, const char **attrs);
+    void (*end)(void *ud, const char *name);
+    void (*text)(void *ud, const char *s, int len);
+};
+/* 0, -EBADMSG (not well-formed XML) or -ENOMEM. */
+int stor_s3_xml_parse(const char *xml, size_t len, void *ud,
+                      const struct stor_s3_xml_cbs *cb);
 /* <CompleteMultipartUpload><Part><PartNumber/><ETag/></Part>...; ETags
  * are stored without quotes. *parts malloc'd (free()). 0 / -EBADMSG /
  * -ENOMEM. */

@@ -20,7 +20,6 @@
 #include "storaged/s3/sse.h"
 
 #include <errno.h>
-#include <expat.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -796,7 +795,7 @@ struct enc_xml {
     bool bad;
 };
 
-static void XMLCALL enc_start(void *ud, const char *name, const char **attrs)
+static void enc_start(void *ud, const char *name, const char **attrs)
 {
     struct enc_xml *x = ud;
     const char *c = strrchr(name, ':');
@@ -808,7 +807,7 @@ static void XMLCALL enc_start(void *ud, const char *name, const char **attrs)
         x->rules++;
 }
 
-static void XMLCALL enc_text(void *ud, const char *s, int len)
+static void enc_text(void *ud, const char *s, int len)
 {
     struct enc_xml *x = ud;
 
@@ -816,7 +815,7 @@ static void XMLCALL enc_text(void *ud, const char *s, int len)
         x->bad = true;
 }
 
-static void XMLCALL enc_end(void *ud, const char *name)
+static void enc_end(void *ud, const char *name)
 {
     struct enc_xml *x = ud;
     const char *c = strrchr(name, ':');
@@ -835,19 +834,17 @@ static void XMLCALL enc_end(void *ud, const char *name)
  * error. */
 static enum stor_s3_err enc_parse(const char *xml, size_t len, char *alg)
 {
+    static const struct stor_s3_xml_cbs cb = {enc_start, enc_end, enc_text};
     struct enc_xml x;
-    XML_Parser p = XML_ParserCreate(NULL);
     enum stor_s3_err e = S3E_NONE;
+    int ret;
 
-    if (p == NULL)
-        return S3E_INTERNAL;
     memset(&x, 0, sizeof(x));
     cm_buf_init(&x.text, 4096);
-    XML_SetUserData(p, &x);
-    XML_SetElementHandler(p, enc_start, enc_end);
-    XML_SetCharacterDataHandler(p, enc_text);
-    if (XML_Parse(p, xml, (int)len, 1) != XML_STATUS_OK || x.bad ||
-        x.rules != 1 || x.alg[0] == 0)
+    ret = stor_s3_xml_parse(xml, len, &x, &cb);
+    if (ret == -ENOMEM)
+        e = S3E_INTERNAL;
+    else if (ret < 0 || x.bad || x.rules != 1 || x.alg[0] == 0)
         e = S3E_MALFORMED_XML;
     else if (strncmp(x.alg, "aws:kms", 7) == 0)
         e = S3E_SSE_KMS_NOT_IMPLEMENTED;
@@ -855,7 +852,6 @@ static enum stor_s3_err enc_parse(const char *xml, size_t len, char *alg)
         e = S3E_MALFORMED_XML;
     else
         memcpy(alg, x.alg, 7);
-    XML_ParserFree(p);
     cm_buf_fini(&x.text);
     return e;
 }

@@ -18,7 +18,6 @@
 #include "storaged/s3/tagging.h"
 
 #include <errno.h>
-#include <expat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,7 +76,7 @@ static const char *local(const char *n)
     return c ? c + 1 : n;
 }
 
-static void XMLCALL tx_start(void *ud, const char *name, const char **attrs)
+static void tx_start(void *ud, const char *name, const char **attrs)
 {
     static const char *const path[] = {"Tagging", "TagSet", "Tag"};
     struct tag_xml *x = ud;
@@ -94,7 +93,7 @@ static void XMLCALL tx_start(void *ud, const char *name, const char **attrs)
         x->have_key = x->have_val = false;
 }
 
-static void XMLCALL tx_text(void *ud, const char *s, int len)
+static void tx_text(void *ud, const char *s, int len)
 {
     struct tag_xml *x = ud;
 
@@ -107,7 +106,7 @@ static char *text_dup(const struct cm_buf *b)
     return strndup(b->data ? b->data : "", b->len);
 }
 
-static void XMLCALL tx_end(void *ud, const char *name)
+static void tx_end(void *ud, const char *name)
 {
     struct tag_xml *x = ud;
     const char *n = local(name);
@@ -165,24 +164,19 @@ static bool tag_text_ok(const char *s, bool key)
 static enum stor_s3_err tags_parse(const char *xml, size_t len, size_t max,
                                    struct tagset *s)
 {
+    static const struct stor_s3_xml_cbs cb = {tx_start, tx_end, tx_text};
     struct tag_xml x;
-    XML_Parser p;
     size_t i;
+    int ret;
 
     if (len > TAG_XML_MAX)
         return S3E_MALFORMED_XML;
-    p = XML_ParserCreate(NULL);
-    if (p == NULL)
-        return S3E_INTERNAL;
     memset(&x, 0, sizeof(x));
     x.s = s;
     cm_buf_init(&x.text, 4096);
-    XML_SetUserData(p, &x);
-    XML_SetElementHandler(p, tx_start, tx_end);
-    XML_SetCharacterDataHandler(p, tx_text);
-    if (XML_Parse(p, xml, (int)len, 1) != XML_STATUS_OK && x.err == 0)
-        x.err = S3E_MALFORMED_XML;
-    XML_ParserFree(p);
+    ret = stor_s3_xml_parse(xml, len, &x, &cb);
+    if (ret < 0 && x.err == 0)
+        x.err = ret == -ENOMEM ? S3E_INTERNAL : S3E_MALFORMED_XML;
     cm_buf_fini(&x.text);
     free(x.key);
     free(x.val);

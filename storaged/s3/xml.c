@@ -207,6 +207,27 @@ static void XMLCALL on_end_complete(void *ud, const char *name)
     x->depth--;
 }
 
+/* See s3_i.h. */
+int stor_s3_xml_parse(const char *xml, size_t len, void *ud,
+                      const struct stor_s3_xml_cbs *cb)
+{
+    XML_Parser p;
+    int ret = 0;
+
+    if (len > (size_t)INT32_MAX)
+        return -EBADMSG;
+    p = XML_ParserCreate(NULL);
+    if (p == NULL)
+        return -ENOMEM;
+    XML_SetUserData(p, ud);
+    XML_SetElementHandler(p, cb->start, cb->end);
+    XML_SetCharacterDataHandler(p, cb->text);
+    if (XML_Parse(p, xml ? xml : "", (int)len, 1) != XML_STATUS_OK)
+        ret = -EBADMSG;
+    XML_ParserFree(p);
+    return ret;
+}
+
 /* Runs expat over @xml with the given end handler. 0 or -errno. */
 static int run_parser(struct xml_ctx *x, const char *xml, size_t len,
                       XML_EndElementHandler end, const char *root)
