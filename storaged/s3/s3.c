@@ -1173,6 +1173,7 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
     if (s3->cache_bytes)
         cm_log(CM_LOG_INFO, 0, "S3: %zu MiB small-object cache",
                s3->cache_bytes >> 20);
+    stor_sse_keys_warm(s3);
     *out = s3;
     return 0;
 }

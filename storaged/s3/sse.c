@@ -368,6 +368,16 @@ out:
     return ret;
 }
 
+/* See sse.h. */
+void stor_sse_keys_warm(struct stor_s3 *s3)
+{
+    uint8_t k[32];
+
+    if (s3->iam && stor_iam_ready(s3->iam) && master_get(s3, false, k) == 0)
+        cm_log(CM_LOG_INFO, 0, "sse: SSE-S3 master key unsealed");
+    OPENSSL_cleanse(k, sizeof(k));
+}
+
 /* ---- request headers ---- */
 
 /* The SSE-C key of @r (the copy source's with @src): S3E_NONE and

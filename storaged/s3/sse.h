@@ -34,6 +34,10 @@ struct stor_resp;
 CM_MUST_CHECK int stor_sse_keys_create(const uint8_t *kms_key,
                                        struct stor_s3 *s3);
 void stor_sse_keys_destroy(struct stor_s3 *s3);
+/* Unseals a stored master key now (PBKDF2: tens of ms), so the first
+ * SSE-S3 GET, which the event loop may serve, does not. No-op while the
+ * state is not loaded yet (an index rebuild at start): then on first use. */
+void stor_sse_keys_warm(struct stor_s3 *s3);
 /* Reads `--kms-key-file`: 32 raw bytes, or 64 hex digits (a newline
  * allowed). 0, or -errno with a message in @err. */
 CM_MUST_CHECK int stor_sse_read_key_file(const char *path, uint8_t key[32],
