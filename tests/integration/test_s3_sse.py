@@ -105,6 +105,15 @@ def test_ssec_bad_parameters_store_nothing(s3, bucket):
     assert err(lambda: s3.put_object(
         Bucket=bucket, Key="both", Body=body, ServerSideEncryption="AES256",
         **ssec(KEY_A))) == (400, "InvalidArgument")
+    # the plaintext's Content-MD5 is checked (the store sees ciphertext)
+    bad_md5 = base64.b64encode(hashlib.md5(b"other").digest()).decode()
+    assert err(lambda: s3.put_object(
+        Bucket=bucket, Key="md5", Body=body, ContentMD5=bad_md5,
+        ServerSideEncryption="AES256")) == (400, "BadDigest")
+    good_md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+    s3.put_object(Bucket=bucket, Key="md5", Body=body, ContentMD5=good_md5,
+                  **ssec(KEY_A))
+    s3.delete_object(Bucket=bucket, Key="md5")
     assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
     assert not drives_hold(srv, marker)
 
