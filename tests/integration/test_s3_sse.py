@@ -296,3 +296,31 @@ def test_loop_get_paths_decrypt(storaged):
             assert err(lambda: s3.get_object(Bucket="loop", Key="c"))[0] == 400
         assert not drives_hold(srv, marker)
         srv.stop()
+
+
+def test_versions_of_encrypted_objects(s3, bucket):
+    """An old version is moved to the companion bucket as stored: it stays
+    ciphertext there and still opens with its key."""
+    s3.put_bucket_versioning(Bucket=bucket,
+                             VersioningConfiguration={"Status": "Enabled"})
+    marker, b1 = body_with_marker(100 * 1024)
+    v1 = s3.put_object(Bucket=bucket, Key="v", Body=b1,
+                       **ssec(KEY_A))["VersionId"]
+    v2 = s3.put_object(Bucket=bucket, Key="v", Body=b"second",
+                       ServerSideEncryption="AES256")["VersionId"]
+    assert s3.get_object(Bucket=bucket, Key="v")["Body"].read() == b"second"
+    assert s3.get_object(Bucket=bucket, Key="v", VersionId=v1,
+                         **ssec(KEY_A))["Body"].read() == b1
+    assert err(lambda: s3.get_object(Bucket=bucket, Key="v",
+                                     VersionId=v1))[0] == 400
+    s3.copy_object(Bucket=bucket, Key="c", CopySource={
+        "Bucket": bucket, "Key": "v", "VersionId": v1}, **ssec_src(KEY_A))
+    assert s3.get_object(Bucket=bucket, Key="c")["Body"].read() == b1
+    assert v1 != v2
+    s3.delete_object(Bucket=bucket, Key="c")
+    vs = s3.list_object_versions(Bucket=bucket, Prefix="c")
+    for v in vs.get("Versions", []):
+        s3.delete_object(Bucket=bucket, Key="c", VersionId=v["VersionId"])
+    for m in vs.get("DeleteMarkers", []):
+        s3.delete_object(Bucket=bucket, Key="c", VersionId=m["VersionId"])
+    assert not drives_hold(s3.ecfs_server, marker)
