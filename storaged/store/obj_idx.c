@@ -1104,6 +1104,14 @@ int obj_idx_put_body(struct obj_idx *x, const char *bucket,
 int obj_idx_put_many(struct obj_idx *x, const char *bucket,
                      struct obj_ent *const *e, size_t n)
 {
+    return obj_idx_put_many_body(x, bucket, e, NULL, n);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_put_many_body(struct obj_idx *x, const char *bucket,
+                          struct obj_ent *const *e,
+                          const struct obj_idx_body *const *b, size_t n)
+{
     MDB_txn *t;
     int64_t total = 0;
     uint64_t sum = 0;
@@ -1122,6 +1130,12 @@ int obj_idx_put_many(struct obj_idx *x, const char *bucket,
                            &delta, &dsum);
         total += delta;
         sum += dsum;
+        if (ret == 0 && b && b[i]) {
+            if (b[i]->size == e[i]->size && e[i]->inl)
+                ret = body_set(x, t, bucket, e[i]->id, e[i]->version, b[i]);
+            else
+                ret = -EINVAL;
+        }
     }
     if (ret == 0)
         ret = count_add(x, t, bucket, total, sum);

@@ -160,6 +160,13 @@ CM_MUST_CHECK int obj_idx_remove(struct obj_idx *x, const char *bucket,
  * transaction. Same meaning as obj_idx_put for each. */
 CM_MUST_CHECK int obj_idx_put_many(struct obj_idx *x, const char *bucket,
                                    struct obj_ent *const *e, size_t n);
+/* The same, with @b[i] (may be NULL, and so may @b) as @e[i]'s body, as
+ * obj_idx_put_body stores it. The body table is not touched for entries
+ * without one (a rebuild starts from an empty index). */
+CM_MUST_CHECK int obj_idx_put_many_body(struct obj_idx *x, const char *bucket,
+                                        struct obj_ent *const *e,
+                                        const struct obj_idx_body *const *b,
+                                        size_t n);
 
 /* ---- keys in flight: what a start after a crash reconciles ---- */
 /* Records that bucket/key (object id @id) is about to change on the drives.

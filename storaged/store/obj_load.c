@@ -40,9 +40,15 @@ struct ld_ver {
     uint32_t mask_p; /* ... as a saved HEX.p copy */
     uint32_t mask_m; /* ... as the HEX.m itself */
     int count;
-    struct stor_meta m; /* owned: the first copy read */
+    struct stor_meta m; /* owned: the first copy read, without its shard */
+    uint8_t *body;      /* owned: a small object's bytes (shard 0 of k = 1),
+                           for the index's body table; or NULL */
     struct ld_ver *next;
 };
+
+/* Bytes of small bodies one object directory's candidates may hold (the
+ * rest get none in the index: their GETs read the metas). */
+#define LD_BODY_BUDGET (32u << 20)
 
 struct ld_file {
     uint64_t dataid;
@@ -104,9 +110,28 @@ static void raise_version(struct stor_store *s, uint64_t v)
         s->last_version = v;
 }
 
-/* Reads one object directory (DRIVE/b/BUCKET/hh) into the candidate table. */
+/* The inline shard of @m when it is a whole small body the index keeps
+ * (--index-body-max; k = 1, shard 0) and *@budget allows it: taken out of
+ * @m (the caller owns it), else NULL. */
+static uint8_t *take_body(const struct stor_store *s, struct stor_meta *m,
+                          size_t *budget)
+{
+    uint8_t *body;
+
+    if (budget == NULL || m->type != STOR_META_OBJECT || m->k != 1 ||
+        m->shard != 0 || !m->has_inline || m->inl == NULL ||
+        m->inl_len != m->size || m->size > s->body_max || m->size > *budget)
+        return NULL;
+    body = m->inl;
+    m->inl = NULL;
+    *budget -= m->size;
+    return body;
+}
+
+/* Reads one object directory (DRIVE/b/BUCKET/hh) into the candidate table;
+ * small bodies up to *@budget (NULL: none) come along. */
 static void load_dir(struct stor_store *s, size_t d, const char *dir,
-                     struct ld_cand **tab, const uint8_t *only)
+                     struct ld_cand **tab, const uint8_t *only, size_t *budget)
 {
     DIR *dp = opendir(dir);
     struct dirent *de;
@@ -128,6 +153,8 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
             char path[PATH_MAX];
             struct stor_meta m;
             struct ld_ver *v;
+            uint8_t *body;
+            uint64_t size;
 
             if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
                 (int)sizeof(path))
@@ -142,7 +169,10 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
                 continue;
             }
             /* the index needs the record, not the shard: a rebuild holds
-             * one HH directory's candidates, without their bodies */
+             * one HH directory's candidates, without their shards (but
+             * with small bodies, within a budget) */
+            body = take_body(s, &m, budget);
+            size = m.size; /* m may be gone below */
             free(m.inl);
             m.inl = NULL;
             m.inl_len = 0;
@@ -150,6 +180,7 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
             c = cand_get(tab, id, set);
             if (c == NULL) {
                 stor_meta_fini(&m);
+                free(body);
                 continue;
             }
             for (v = c->vers; v && v->version != m.version; v = v->next)
@@ -158,6 +189,7 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
                 v = calloc(1, sizeof(*v));
                 if (v == NULL) {
                     stor_meta_fini(&m);
+                    free(body);
                     continue;
                 }
                 v->version = m.version;
@@ -167,6 +199,11 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
             } else {
                 stor_meta_fini(&m);
             }
+            if (body && v->body == NULL && v->m.size == size) {
+                v->body = body;
+                body = NULL;
+            }
+            free(body);
             if (!(v->mask & (1u << pos)))
                 v->count++;
             v->mask |= 1u << pos;
@@ -303,6 +340,41 @@ static void cleanup_cand(struct stor_store *s, const char *bucket,
     }
 }
 
+/* Puts @n entries into @x in one transaction, with the small bodies that
+ * came with them (@bodies[i] NULL: none). */
+static int put_with_bodies(struct obj_idx *x, const char *bucket,
+                           struct obj_ent *const *ents, uint8_t *const *bodies,
+                           size_t n)
+{
+    struct obj_idx_body *bs = NULL;
+    const struct obj_idx_body **bp = NULL;
+    int ret;
+
+    if (n) {
+        bs = calloc(n, sizeof(*bs));
+        bp = calloc(n, sizeof(*bp));
+        if (bs == NULL || bp == NULL) {
+            free(bs);
+            free(bp);
+            return -ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (bodies[i] == NULL || !ents[i]->inl || ents[i]->k != 1)
+            continue;
+        bs[i] =
+            (struct obj_idx_body){.shard = (const uint8_t *const *)&bodies[i],
+                                  .shard_len = (size_t)ents[i]->size,
+                                  .k = 1,
+                                  .size = (size_t)ents[i]->size};
+        bp[i] = &bs[i];
+    }
+    ret = obj_idx_put_many_body(x, bucket, ents, bp, n);
+    free(bs);
+    free(bp);
+    return ret;
+}
+
 /* Picks the winner of each candidate and puts it into index @x (one write
  * transaction for the lot). Without @dry, settles interrupted overwrites,
  * removes leftovers and queues missing copies for healing. *n: objects put. */
@@ -312,12 +384,14 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
 {
     struct ld_cand *c, *tmp;
     struct obj_ent **ents = NULL;
+    uint8_t **bodies = NULL; /* owned, by entry: the winner's small body */
     size_t nents = 0, cap = HASH_COUNT(*tab);
     int ret = 0;
 
     if (cap) {
         ents = calloc(cap, sizeof(*ents));
-        if (ents == NULL)
+        bodies = calloc(cap, sizeof(*bodies));
+        if (ents == NULL || bodies == NULL)
             ret = -ENOMEM;
     }
     HASH_ITER(hh, *tab, c, tmp)
@@ -352,6 +426,8 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
             } else {
                 bool heal = win->count < win->m.k + win->m.m || c->vers->next;
 
+                bodies[nents] = win->body;
+                win->body = NULL;
                 ents[nents++] = e;
                 for (size_t p = 0; p < win->m.nparts; p++)
                     if (popcount32(file_mask(c, win->m.parts[p].dataid)) <
@@ -371,6 +447,7 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
 
             c->vers = v->next;
             stor_meta_fini(&v->m);
+            free(v->body);
             free(v);
         }
         while (c->files) {
@@ -382,12 +459,15 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
         free(c);
     }
     if (ret == 0)
-        ret = obj_idx_put_many(x, b->name, ents, nents);
+        ret = put_with_bodies(x, b->name, ents, bodies, nents);
     if (ret == 0)
         *n += nents;
-    for (size_t i = 0; i < nents; i++)
+    for (size_t i = 0; i < nents; i++) {
         obj_ent_free(ents[i]);
+        free(bodies[i]);
+    }
     free(ents);
+    free(bodies);
     return ret;
 }
 
@@ -930,6 +1010,7 @@ static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
     for (int hh = 0; hh < 256 && ret == 0; hh++) {
         struct ld_cand *tab = NULL;
         uint64_t before = *n;
+        size_t budget = LD_BODY_BUDGET;
 
         for (size_t d = 0; d < s->ndrives; d++) {
             char sub[PATH_MAX];
@@ -938,7 +1019,7 @@ static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
                 snprintf(sub, sizeof(sub), "%s/" STOR_BUCKETS "/%s/%02x",
                          s->drives[d].path, b->name, hh) >= (int)sizeof(sub))
                 continue;
-            load_dir(s, d, sub, &tab, NULL);
+            load_dir(s, d, sub, &tab, NULL, &budget);
         }
         ret = resolve(s, b, &tab, x, dry, n);
         __atomic_add_fetch(&s->idx_rebuild_objects, *n - before,
@@ -1038,6 +1119,7 @@ static int reconcile_one(void *arg, const char *bucket, const uint8_t id[16],
     struct ld_cand *tab = NULL;
     struct stor_place pl;
     uint64_t n = 0;
+    size_t budget = LD_BODY_BUDGET;
     char hex[33];
     int ret;
 
@@ -1052,7 +1134,7 @@ static int reconcile_one(void *arg, const char *bucket, const uint8_t id[16],
         if (obj_drive_online(s, d) &&
             snprintf(dir, sizeof(dir), "%s/" STOR_BUCKETS "/%s/%.2s",
                      s->drives[d].path, bucket, hex) < (int)sizeof(dir))
-            load_dir(s, d, dir, &tab, id);
+            load_dir(s, d, dir, &tab, id, &budget);
     }
     ret = resolve(s, b, &tab, s->idx, false, &n);
     if (ret == 0 && n == 0) {
@@ -1168,6 +1250,9 @@ int obj_load(struct stor_store *s)
            "drive %s",
            why, s->drives[d].path);
     s->idx_drive = d;
+    /* the total first: /metrics never shows "rebuilding" with 0 to do */
+    __atomic_store_n(&s->idx_dirs_total, (uint64_t)s->nbuckets * 256,
+                     __ATOMIC_RELAXED);
     __atomic_store_n(&s->idx_phase, STOR_INDEX_REBUILDING, __ATOMIC_RELEASE);
     return 1;
 }
