@@ -21,8 +21,9 @@ everything it starts is removed at exit. --lock FILE takes an flock around
 the measured epochs only (not the upload), so benchmarks sharing the
 machine take turns.
 
-Usage: bench_pack_ahead.py [--dataset DIR] [--fractions 0.25,0.43,0.6,1.2]
-       [--modes ahead,block] [--repeat 3] [--threads 4] [--lock FILE]
+Usage: bench_pack_ahead.py [--dataset DIR] [--fractions 0.25,0.43,0.6,1.2 |
+       --cache-sizes 1G,2G] [--modes ahead,block] [--repeat 3] [--threads 4]
+       [--lock FILE] [--workdir DIR]
 Environment: ECFS_BIN_DIR (default <repo>/bin).
 """
 
@@ -96,11 +97,16 @@ def main():
                     default=os.path.join(bl.REPO, "var", "bench",
                                          "dataset-default"))
     ap.add_argument("--fractions", default="0.25,0.43,0.6,1.2")
+    ap.add_argument("--cache-sizes", default="",
+                    help="cache_size values (e.g. 1G,2G) instead of "
+                    "--fractions")
     ap.add_argument("--modes", default="ahead,block")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--shard-size", default="8M")
     ap.add_argument("--lock", metavar="FILE")
+    ap.add_argument("--workdir", default=None,
+                    help="where the drives go (default: a temporary folder)")
     a = ap.parse_args()
     fracs = [float(x) for x in a.fractions.split(",") if x]
     modes = [x for x in a.modes.split(",") if x]
@@ -109,7 +115,7 @@ def main():
         subprocess.run([bl.PY, os.path.join(bl.REPO, "scripts",
                                             "gen-dataset"), a.dataset,
                         "--preset", "default"], check=True)
-    work = tempfile.mkdtemp(prefix="ecfs-packahead-")
+    work = tempfile.mkdtemp(prefix="ecfs-packahead-", dir=a.workdir)
     srv = bl.Storaged(os.path.join(work, "drives"))
     mounts = []
 
@@ -144,6 +150,11 @@ def main():
     m.unmount()
     mounts.remove(m)
     rows = [("ecfs (unpacked)", "loose", "", None)]
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if a.cache_sizes:
+        fracs = [int(x[:-1]) * units[x[-1]] / shard_bytes
+                 if x[-1] in units else int(x) / shard_bytes
+                 for x in a.cache_sizes.split(",") if x]
     for f in fracs:
         for mode in modes:
             rows.append(("ecfs-pack %s" % mode, "packed", mode, f))
@@ -153,7 +164,7 @@ def main():
             extra = ""
             if f is not None:
                 extra = "cache_size=%d,pack_fetch=%s" % (
-                    max(1 << 20, int(f * shard_bytes)), mode)
+                    max(1 << 20, round(f * shard_bytes)), mode)
             with bl.peer_lock(a.lock):
                 bl.drop_caches()
                 m = bl.Mount("ecfs", os.path.join(work, "mnt"), srv, work,
