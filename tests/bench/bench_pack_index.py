@@ -15,7 +15,11 @@ everything is removed at exit. Figures are medians with [min..max].
 
 Usage: bench_pack_index.py [--members 1000000] [--dirs 1000] [--repeat 3]
        [--opts cache_dir=/var/tmp/ecfs-cache] [--workdir DIR] [--keep-tree]
-       [--lock FILE]
+       [--lock FILE] [--synthetic]
+--synthetic skips the tree and `ecfs pack`: the index `ecfs pack` would
+write for it is made by tests/bench/pack_index_gen.c (the packer's own
+fc_pack_encode, built against build/rel/libecfs.a) with one shard, for sizes
+past the inodes a machine can spare (10^7); the mount and find are the same.
 Environment: ECFS_BIN_DIR (default <repo>/bin).
 """
 
@@ -57,6 +61,34 @@ def make_tree(root, members, dirs):
         f.write(want)
 
 
+def synthetic_pack(a, srv, work):
+    """--synthetic: the index `ecfs pack` would write for the tree, made by
+    tests/bench/pack_index_gen.c (built here against build/rel/libecfs.a)
+    and uploaded with one empty-member shard, so the tree need not exist."""
+    import boto3
+    gen = os.path.join(work, "pack_index_gen")
+    rel = os.path.join(bl.REPO, "build", "rel")
+    subprocess.run(["cc", "-O2", "-std=c11", "-D_GNU_SOURCE", "-I", bl.REPO,
+                    "-o", gen, os.path.join(bl.REPO, "tests", "bench",
+                                            "pack_index_gen.c"),
+                    os.path.join(rel, "libecfs.a"),
+                    os.path.join(rel, "libcommon.a"), "-lisal", "-lcrypto",
+                    "-pthread"],
+                   check=True)
+    idx = os.path.join(work, "index")
+    shard = b"\0" * 1536  # one empty member's header + the end blocks
+    subprocess.run([gen, str(a.members), str(a.dirs), str(len(shard)), idx],
+                   check=True, stdout=subprocess.DEVNULL)
+    s3 = boto3.client("s3", endpoint_url=srv.endpoint,
+                      aws_access_key_id=bl.ACCESS,
+                      aws_secret_access_key=bl.SECRET,
+                      region_name="us-east-1")
+    s3.put_object(Bucket=bl.BUCKET, Key="packed/.ecfs-pack/shard-000000.tar",
+                  Body=shard)
+    s3.upload_file(idx, bl.BUCKET, "packed/.ecfs-pack/index")
+    os.unlink(idx)
+
+
 def status(pid):
     """kB fields of /proc/PID/status we report."""
     out = {}
@@ -82,6 +114,9 @@ def main():
     ap.add_argument("--workdir", default="/dev/shm")
     ap.add_argument("--keep-tree", action="store_true",
                     help="keep the generated tree for the next run")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="no tree and no `ecfs pack`: the same index made "
+                    "by tests/bench/pack_index_gen.c (for 10^7 members)")
     ap.add_argument("--lock", metavar="FILE",
                     help="flock FILE around each measured mount + find "
                     "(not the tree and the pack), to take turns with other "
@@ -109,10 +144,11 @@ def main():
                 os.unlink(tree + ".stamp")
     atexit.register(cleanup)
 
-    t0 = time.perf_counter()
-    make_tree(tree, a.members, a.dirs)
-    bl.log("tree of %d files in %d folders at %s (%.1f s)"
-           % (a.members, a.dirs, tree, time.perf_counter() - t0))
+    if not a.synthetic:
+        t0 = time.perf_counter()
+        make_tree(tree, a.members, a.dirs)
+        bl.log("tree of %d files in %d folders at %s (%.1f s)"
+               % (a.members, a.dirs, tree, time.perf_counter() - t0))
     srv.start()
     env = dict(os.environ, AWS_ACCESS_KEY_ID=bl.ACCESS,
                AWS_SECRET_ACCESS_KEY=bl.SECRET)
@@ -122,14 +158,19 @@ def main():
                     "region_name='us-east-1').create_bucket(Bucket='%s')"
                     % (srv.endpoint, bl.BUCKET)], env=env, check=True)
     t0 = time.perf_counter()
-    p = subprocess.Popen([ecfs, "pack", tree, "%s:packed" % bl.BUCKET, "-q",
-                          "-o", "endpoint=" + srv.endpoint], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = p.communicate()[0].decode()
+    if a.synthetic:
+        synthetic_pack(a, srv, work)
+        out = "synthetic index of %d members" % a.members
+    else:
+        p = subprocess.Popen([ecfs, "pack", tree, "%s:packed" % bl.BUCKET,
+                              "-q", "-o", "endpoint=" + srv.endpoint],
+                             env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+        out = p.communicate()[0].decode()
+        if p.returncode != 0:
+            raise SystemExit("ecfs pack failed: %s" % out)
     pack_s = time.perf_counter() - t0
     pack_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if p.returncode != 0:
-        raise SystemExit("ecfs pack failed: %s" % out)
     bl.log(out.strip())
 
     rows = []
@@ -186,13 +227,15 @@ def measure(a, srv, env, ecfs, work, procs, rep):
 def report(a, rows, pack_s, pack_rss):
     """The Markdown summary of @rows on stdout."""
     n = a.members
-    print("## Pack index load: %d members in %d folders (%s)\n"
-          % (n, a.dirs, "-o " + a.opts if a.opts else "index in memory"))
+    print("## Pack index load: %d members in %d folders (%s%s)\n"
+          % (n, a.dirs, "-o " + a.opts if a.opts else "index in memory",
+             ", synthetic index" if a.synthetic else ""))
     print("Command: tests/bench/bench_pack_index.py %s\n"
           % " ".join(sys.argv[1:]))
-    print("- `ecfs pack`: %.1f s, peak RSS %.0f MiB; index %d bytes "
-          "(%.1f B/member)" % (pack_s, pack_rss / 1024, rows[0]["index"],
-                               rows[0]["index"] / n))
+    print("- %s: %.1f s, peak RSS %.0f MiB; index %d bytes "
+          "(%.1f B/member)" % ("index made and uploaded" if a.synthetic
+                               else "`ecfs pack`", pack_s, pack_rss / 1024,
+                               rows[0]["index"], rows[0]["index"] / n))
     print("- mount s: %s" % med([r["mount"] for r in rows]))
     print("- find s: %s (%d lines)" % (med([r["find"] for r in rows]),
                                         rows[0]["lines"]))
