@@ -81,20 +81,38 @@ static struct buf_hdr *recycle_take(size_t len)
     return h;
 }
 
-/* Keeps @h for reuse if there is room; true when kept. */
+/* Keeps @h for reuse; true when kept. A full list drops its oldest
+ * buffers (the tail) to make room, so that it follows the sizes in use
+ * now: buffers of a size no longer asked for (whole-object GETs of the
+ * first epoch, then disk-cache hits with their O_DIRECT slack) would
+ * otherwise fill it for good, and every allocation would map anew. */
 static bool recycle_put(struct buf_hdr *h)
 {
-    bool kept = false;
+    struct buf_hdr *drop = NULL;
 
+    if (h->len > RECYCLE_MAX)
+        return false;
     pthread_mutex_lock(&g_recycle_lock);
-    if (g_recycle_bytes + h->len <= RECYCLE_MAX) {
-        h->next = g_recycle;
-        g_recycle = h;
-        g_recycle_bytes += h->len;
-        kept = true;
+    while (g_recycle != NULL && g_recycle_bytes + h->len > RECYCLE_MAX) {
+        struct buf_hdr **pp = &g_recycle, *t;
+        while ((*pp)->next != NULL)
+            pp = &(*pp)->next;
+        t = *pp;
+        *pp = NULL;
+        g_recycle_bytes -= t->len;
+        t->next = drop;
+        drop = t;
     }
+    h->next = g_recycle;
+    g_recycle = h;
+    g_recycle_bytes += h->len;
     pthread_mutex_unlock(&g_recycle_lock);
-    return kept;
+    while (drop != NULL) {
+        struct buf_hdr *next = drop->next;
+        munmap(drop, drop->len);
+        drop = next;
+    }
+    return true;
 }
 
 /* Unmaps every recycled buffer. */

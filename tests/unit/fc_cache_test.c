@@ -72,6 +72,41 @@ static void test_buffers_recycled(void **state)
     fc_cache_buf_free(c);
 }
 
+/* A pool full of buffers of one size (64 MiB of 1 MiB ones) still keeps
+ * a freed buffer of another size, dropping its oldest, so the new size is
+ * recycled from then on. */
+static void test_recycle_follows_sizes(void **state)
+{
+    enum { N = 80 };
+    size_t big = 1u << 20, other = (1u << 20) + 8192;
+    char *v[N], *x, *y;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        v[i] = fc_cache_buf_alloc(big);
+        assert_non_null(v[i]);
+    }
+    for (int i = 0; i < N; i++)
+        fc_cache_buf_free(v[i]); /* fills the pool (16 are unmapped) */
+    x = fc_cache_buf_alloc(other);
+    assert_non_null(x);
+    memset(x, 4, other);
+    fc_cache_buf_free(x); /* kept although the pool was full */
+    y = fc_cache_buf_alloc(other);
+    assert_ptr_equal(x, y);
+    /* the same buffer, not a new zero-filled mapping at the same place */
+    assert_int_equal(y[0], 4);
+    assert_int_equal(y[other - 1], 4);
+    fc_cache_buf_free(y);
+    for (int i = 0; i < N; i++) {
+        v[i] = fc_cache_buf_alloc(big); /* the remaining old ones, or new */
+        assert_non_null(v[i]);
+        memset(v[i], 5, big);
+    }
+    for (int i = 0; i < N; i++)
+        fc_cache_buf_free(v[i]);
+}
+
 static void test_owner_then_hit(void **state)
 {
     struct fc_cache *c;
@@ -237,6 +272,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buffers),
         cmocka_unit_test(test_buffers_recycled),
+        cmocka_unit_test(test_recycle_follows_sizes),
         cmocka_unit_test(test_owner_then_hit),
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_waiter_sees_fill),
