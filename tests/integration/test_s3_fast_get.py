@@ -7,8 +7,9 @@ rebuilds from parity. These cases drive that path through the real server
 storaged_get_loop_total{result=served|fallback} counters: it is taken, a
 cold page cache (reads the kernel must punt to its workers) still answers,
 a corrupt or missing data shard falls back and still returns exact bytes,
-overwrites racing with GETs never mix versions, and more concurrent GETs
-than the ring has slots all succeed. With --cache-mem the loop answers
+overwrites racing with GETs never mix versions, more concurrent GETs
+than the ring has room for all succeed, and 40 clients' 320 KiB GETs at
+once all stay on the loop (storaged_get_loop_total{result="busy"} 0). With --cache-mem the loop answers
 repeated GETs from memory: never an overwritten or deleted version.
 
 The big-GET path (whole stripes read straight into the stream buffer) and
