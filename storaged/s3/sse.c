@@ -61,9 +61,10 @@ struct stor_sse {
     uint8_t sealed[SEALED_LEN];
     char kmd5[CM_BASE64_LEN(16) + 1]; /* SSE-C */
     EVP_CIPHER_CTX *c;
-    uint8_t *buf; /* one package; owned */
+    uint8_t *buf; /* one package; owned; allocated at first use */
     size_t blen;
-    uint64_t pk; /* write: the package being filled */
+    size_t bufhi; /* bytes of buf ever written (cleansed at free) */
+    uint64_t pk;  /* write: the package being filled */
     /* write */
     EVP_MD_CTX *md5;
     struct cm_buf tags_hex;
@@ -433,12 +434,20 @@ static struct stor_sse *sse_alloc(enum sse_mode mode)
     x->cached = UINT64_MAX;
     cm_buf_init(&x->tags_hex, CM_BUF_NOLIMIT);
     x->c = EVP_CIPHER_CTX_new();
-    x->buf = malloc(STOR_SSE_PKG + 16);
-    if (x->c == NULL || x->buf == NULL) {
+    if (x->c == NULL) {
         stor_sse_free(x);
         return NULL;
     }
     return x;
+}
+
+/* x->buf, allocated at first use (a read of whole packages never needs
+ * it). 0 or -ENOMEM. */
+static int need_buf(struct stor_sse *x)
+{
+    if (x->buf == NULL)
+        x->buf = malloc(STOR_SSE_PKG + 16);
+    return x->buf ? 0 : -ENOMEM;
 }
 
 /* See sse.h. */
@@ -450,7 +459,8 @@ void stor_sse_free(struct stor_sse *x)
     if (x->md5)
         EVP_MD_CTX_free(x->md5);
     if (x->buf) {
-        OPENSSL_cleanse(x->buf, STOR_SSE_PKG + 16);
+        /* only what was used, not 64 KiB for every small GET */
+        OPENSSL_cleanse(x->buf, x->bufhi);
         free(x->buf);
     }
     cm_buf_fini(&x->tags_hex);
@@ -505,7 +515,8 @@ enum stor_s3_err stor_sse_write_begin(struct stor_s3_req *r,
     if (x == NULL)
         return S3E_INTERNAL;
     x->md5 = EVP_MD_CTX_new();
-    if (x->md5 == NULL || EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) != 1 ||
+    if (need_buf(x) < 0 || x->md5 == NULL ||
+        EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) != 1 ||
         RAND_bytes(x->dk, 32) != 1 ||
         EVP_EncryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, x->dk, NULL) != 1) {
         stor_sse_free(x);
@@ -579,6 +590,7 @@ int stor_sse_put_write(struct stor_sse *x, struct stor_put *p, const void *data,
 
         memcpy(x->buf + x->blen, d, n);
         x->blen += n;
+        x->bufhi = CM_MAX(x->bufhi, x->blen);
         d += n;
         len -= n;
         if (x->blen == STOR_SSE_PKG) {
@@ -717,12 +729,19 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
     return S3E_NONE;
 }
 
-/* Reads and opens package @pk into x->buf. 0 or -errno. */
-static int load_package(struct stor_sse *x, struct stor_get *g, uint64_t pk)
+/* The plaintext length of package @pk. */
+static size_t pkg_len(const struct stor_sse *x, uint64_t pk)
+{
+    return (size_t)CM_MIN((uint64_t)STOR_SSE_PKG, x->size - pk * STOR_SSE_PKG);
+}
+
+/* Reads package @pk's ciphertext into @dst (pkg_len bytes) and opens it
+ * there. 0 or -errno (-EIO: it fails its tag). */
+static int open_package(struct stor_sse *x, struct stor_get *g, uint64_t pk,
+                        uint8_t *dst)
 {
     uint64_t start = pk * STOR_SSE_PKG;
-    size_t len = (size_t)CM_MIN((uint64_t)STOR_SSE_PKG, x->size - start);
-    size_t got = 0;
+    size_t len = pkg_len(x, pk), got = 0;
     int ret;
 
     if (x->tags == NULL) {
@@ -731,23 +750,36 @@ static int load_package(struct stor_sse *x, struct stor_get *g, uint64_t pk)
         if (ret < 0)
             return ret == -ENOMEM ? ret : -EIO;
     }
-    x->cached = UINT64_MAX;
     while (got < len) {
-        ssize_t n = stor_get_read(g, start + got, x->buf + got, len - got);
+        ssize_t n = stor_get_read(g, start + got, dst + got, len - got);
 
         if (n <= 0)
             return n < 0 ? (int)n : -EIO;
         got += (size_t)n;
     }
-    if (pkg_open_ctx(x->c, pk, x->buf, len, x->tags + pk * 16) < 0) {
+    if (pkg_open_ctx(x->c, pk, dst, len, x->tags + pk * 16) < 0) {
         cm_log(CM_LOG_ERROR, 0,
                "sse: package %llu fails its tag: the stored object or its "
                "tags were altered",
                (unsigned long long)pk);
         return -EIO;
     }
+    return 0;
+}
+
+/* Opens package @pk into x->buf (the one cached for partial reads). */
+static int load_package(struct stor_sse *x, struct stor_get *g, uint64_t pk)
+{
+    int ret = need_buf(x);
+
+    x->cached = UINT64_MAX;
+    if (ret == 0)
+        ret = open_package(x, g, pk, x->buf);
+    if (ret < 0)
+        return ret;
     x->cached = pk;
-    x->blen = len;
+    x->blen = pkg_len(x, pk);
+    x->bufhi = CM_MAX(x->bufhi, x->blen);
     return 0;
 }
 
@@ -765,6 +797,15 @@ ssize_t stor_sse_get_read(struct stor_sse *x, struct stor_get *g, uint64_t off,
         uint64_t pk = off / STOR_SSE_PKG;
         size_t in = (size_t)(off - pk * STOR_SSE_PKG), n;
 
+        if (in == 0 && x->cached != pk && len - done >= pkg_len(x, pk)) {
+            /* a whole package: opened in the caller's buffer, no copy */
+            ret = open_package(x, g, pk, o + done);
+            if (ret < 0)
+                return ret;
+            done += pkg_len(x, pk);
+            off += pkg_len(x, pk);
+            continue;
+        }
         if (x->cached != pk) {
             ret = load_package(x, g, pk);
             if (ret < 0)
