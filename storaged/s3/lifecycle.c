@@ -728,6 +728,7 @@ struct lc_group {
     size_t kl;
     struct {
         char vid[STOR_VID_LEN + 1];
+        char sfx[STOR_VER_SUFFIX]; /* its companion key = key + sfx */
         bool dm;
         time_t since; /* when it stopped being current */
         uint64_t size;
@@ -735,6 +736,29 @@ struct lc_group {
     size_t n;
     bool more; /* over 64: the rest waits for the next pass */
 };
+
+/* true when version @i of @g carries every tag of @r (its companion
+ * object's stored x-amz-tagging). */
+static bool lc_version_tags(struct stor_lc *lc, const char *bucket,
+                            const struct lc_group *g, size_t i,
+                            const struct lc_rule *r)
+{
+    struct stor_obj_info info;
+    char hb[64], *hk = malloc(g->kl + STOR_VER_SUFFIX);
+    bool ok = false;
+
+    if (hk == NULL)
+        return false;
+    memcpy(hk, g->key, g->kl);
+    memcpy(hk + g->kl, g->v[i].sfx, STOR_VER_SUFFIX);
+    stor_ver_hidden_bucket(bucket, hb);
+    memset(&info, 0, sizeof(info));
+    if (stor_obj_stat(lc->st, hb, hk, g->kl + STOR_VER_SUFFIX, &info) == 0)
+        ok = lc_tags_match(r, &info);
+    stor_obj_info_fini(&info);
+    free(hk);
+    return ok;
+}
 
 /* Applies NoncurrentVersionExpiration and ExpiredObjectDeleteMarker to
  * group @g of @bucket. */
@@ -756,14 +780,15 @@ static void lc_group_apply(struct stor_lc *lc, const char *bucket,
     for (j = 0; j < c->n; j++) {
         const struct lc_rule *r = &c->r[j];
 
-        if (!r->nc_days || !lc_match(r, g->key, g->kl, 0) || r->ntags)
+        if (!r->nc_days || !lc_match(r, g->key, g->kl, 0))
             continue;
         for (i = cur_dm ? 1 : 0, nc = 0; i < g->n; i++) {
             if (gone[i])
                 continue;
             if (nc++ < (size_t)r->nc_newer)
                 continue; /* the newest N non-current ones stay */
-            if ((double)now < lc_due(lc, g->v[i].since, r->nc_days))
+            if ((double)now < lc_due(lc, g->v[i].since, r->nc_days) ||
+                (r->ntags && !lc_version_tags(lc, bucket, g, i, r)))
                 continue;
             ret = stor_ver_delete_version(lc->ver, bucket, g->key, g->kl,
                                           g->v[i].vid);
@@ -833,6 +858,7 @@ static void lc_pass_versions(struct stor_lc *lc, const char *bucket,
                 continue;
             }
             memcpy(g.v[g.n].vid, vid, sizeof(vid));
+            memcpy(g.v[g.n].sfx, e->key + kl, STOR_VER_SUFFIX);
             g.v[g.n].dm = dm;
             g.v[g.n].since = e->mtime;
             g.v[g.n].size = e->size;

@@ -152,6 +152,10 @@ def test_lifecycle_scanner_on_versions_and_uploads(storaged):
                              VersioningConfiguration={"Status": "Enabled"})
     ids = [s3.put_object(Bucket=b, Key="nc/k", Body=b"v%d" % i)["VersionId"]
            for i in range(4)]
+    nt = {}
+    for k, tags in (("nt/a", "keep=no"), ("nt/b", "keep=yes")):
+        nt[k] = [s3.put_object(Bucket=b, Key=k, Body=b"x", Tagging=tags)
+                 ["VersionId"] for _ in range(2)]
     s3.put_object(Bucket=b, Key="exp/e", Body=b"e")
     s3.put_object(Bucket=b, Key="dm/d", Body=b"d")
     s3.delete_object(Bucket=b, Key="dm/d")  # a marker over one version
@@ -160,6 +164,10 @@ def test_lifecycle_scanner_on_versions_and_uploads(storaged):
         {"ID": "nc", "Status": "Enabled", "Filter": {"Prefix": "nc/"},
          "NoncurrentVersionExpiration": {"NoncurrentDays": 1,
                                          "NewerNoncurrentVersions": 1}},
+        {"ID": "nt", "Status": "Enabled",
+         "Filter": {"And": {"Prefix": "nt/", "Tags": [
+             {"Key": "keep", "Value": "no"}]}},
+         "NoncurrentVersionExpiration": {"NoncurrentDays": 1}},
         {"ID": "exp", "Status": "Enabled", "Filter": {"Prefix": "exp/"},
          "Expiration": {"Days": 1}},
         {"ID": "dmv", "Status": "Enabled", "Filter": {"Prefix": "dm/"},
@@ -179,9 +187,11 @@ def test_lifecycle_scanner_on_versions_and_uploads(storaged):
         return v, d, u
 
     # nc/k keeps its current version and the newest non-current one;
+    # nt/a loses its old version (tagged keep=no), nt/b keeps it;
     # exp/e gets a delete marker over its one version; dm/d loses its old
     # version, then its marker (the last version left); the upload goes
-    want = (sorted([("nc/k", ids[3]), ("nc/k", ids[2]),
+    want = (sorted([("nc/k", ids[3]), ("nc/k", ids[2]), ("nt/a", nt["nt/a"][1]),
+                    ("nt/b", nt["nt/b"][1]), ("nt/b", nt["nt/b"][0]),
                     ("exp/e", s3.head_object(Bucket=b, Key="exp/e")
                      ["VersionId"])]), ["exp/e"], [])
     assert _wait(lambda: state() == want), state()
@@ -190,7 +200,7 @@ def test_lifecycle_scanner_on_versions_and_uploads(storaged):
         s3.get_object(Bucket=b, Key="exp/e")
     assert _err(ei) == (404, "NoSuchKey")
     assert up not in state()[2]
-    for action, n in (("noncurrent_expiration", 3),
+    for action, n in (("noncurrent_expiration", 4),
                       ("expired_delete_marker", 1), ("abort_multipart", 1)):
         assert _metric(srv, 'storaged_lifecycle_actions_total{action="%s"}'
                        % action) == n, action
