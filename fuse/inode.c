@@ -512,9 +512,10 @@ void fc_inode_set_attr(struct fc_itab *t, struct fc_inode *in,
 void fc_inode_reply_attr(struct fc_itab *t, struct fc_inode *in,
                          struct fc_attr *a)
 {
-    const struct fc_iopen *op = in->op;
+    const struct fc_iopen *op;
 
     pthread_mutex_lock(&t->lock);
+    op = in->op; /* set under the lock by the first open or write */
     attr_load(in, a);
     if (!a->is_dir && op != NULL && op->nwriters > 0) {
         /* being written here: the size so far (the kernel's i_size) */
