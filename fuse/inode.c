@@ -1039,7 +1039,8 @@ static struct fc_listing *lst_finish(struct lst_builder *b, double fetched)
         fc_listing_unref(l);
         return NULL;
     }
-    qsort(l->ents, l->n, sizeof(*l->ents), dirent_cmp);
+    if (l->n > 1) /* an empty listing has no array: qsort wants one */
+        qsort(l->ents, l->n, sizeof(*l->ents), dirent_cmp);
     /* keep the first of equal names (the directory, by dirent_cmp) */
     for (size_t i = 0; i < l->n; i++) {
         if (out > 0 && strcmp(l->ents[out - 1].name, l->ents[i].name) == 0)

@@ -24,7 +24,6 @@
 #include "storaged/http/http.h"
 #include "storaged/http/tls.h"
 #include "storaged/s3/s3.h"
-#include "storaged/s3/sse.h"
 #include "storaged/store/drive.h"
 #include "storaged/store/inspect.h"
 #include "storaged/store/object.h"

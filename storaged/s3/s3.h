@@ -31,6 +31,12 @@ CM_MUST_CHECK int stor_s3_create(const struct stor_s3_opts *o,
                                  struct stor_s3 **out);
 void stor_s3_destroy(struct stor_s3 *s3);
 
+/* Reads `--kms-key-file` (for stor_s3_opts.kms_key; s3/sse.c): 32 raw
+ * bytes, or 64 hex digits (a newline allowed). 0, or -errno with a message
+ * in @err. */
+CM_MUST_CHECK int stor_sse_read_key_file(const char *path, uint8_t key[32],
+                                         char *err, size_t errlen);
+
 /* Side services (s3/console.c): the OTLP metrics push (--otlp-endpoint)
  * and the status page (--console). Strings are copied. */
 struct stor_s3_obs_opts {

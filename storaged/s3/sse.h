@@ -38,10 +38,8 @@ void stor_sse_keys_destroy(struct stor_s3 *s3);
  * SSE-S3 GET, which the event loop may serve, does not. No-op while the
  * state is not loaded yet (an index rebuild at start): then on first use. */
 void stor_sse_keys_warm(struct stor_s3 *s3);
-/* Reads `--kms-key-file`: 32 raw bytes, or 64 hex digits (a newline
- * allowed). 0, or -errno with a message in @err. */
-CM_MUST_CHECK int stor_sse_read_key_file(const char *path, uint8_t key[32],
-                                         char *err, size_t errlen);
+/* stor_sse_read_key_file (--kms-key-file): declared in s3/s3.h, the
+ * S3 layer's interface, which main.c may include. */
 
 /* Worker, before a new object's (or copy's) data is written: the
  * encryption the request asks for (SSE-C headers, x-amz-server-side-
