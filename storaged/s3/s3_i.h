@@ -286,6 +286,8 @@ struct stor_s3_del_key {
     size_t key_len;
     bool bad_version;              /* its <VersionId> was too long */
     char version[STOR_S3_VID_MAX]; /* its <VersionId>, "" when none */
+    struct stor_del_cond cond;     /* its <ETag>, <LastModifiedTime>, <Size> */
+    bool bad_cond;                 /* one of those was malformed */
 };
 /* <Delete><Quiet/><Object><Key/></Object>...</Delete>; 0 or -EBADMSG
  * (malformed or more than 1000 keys) or -ENOMEM. Free with

@@ -953,11 +953,69 @@ int stor_ver_mpu_complete(struct stor_s3_req *r, const char *upload_id,
 
 /* ---- deletes ---- */
 
-/* DeleteObject without a version id, under the key's lock. @vid_out
- * (>= 20) gets the marker's id ("" when unversioned); *dm whether one
- * was made. */
+/* Whether the version @e of @key (a current object when e->hkey is NULL,
+ * else a companion entry) meets @c: 0, -STOR_EPRECOND or -errno. Under the
+ * key's lock. */
+static int entry_cond(struct stor_ver *v, const char *bucket, const char *hb,
+                      const char *key, size_t kl,
+                      const struct stor_ver_entry *e,
+                      const struct stor_del_cond *c)
+{
+    struct stor_obj_info info;
+    int ret;
+
+    if (!stor_del_cond_any(c))
+        return 0;
+    if (e->dm)
+        return stor_del_cond_match(c, NULL, e->mtime, 0) ? 0 : -STOR_EPRECOND;
+    memset(&info, 0, sizeof(info));
+    ret = e->hkey ? stor_obj_stat(v->st, hb, e->hkey, e->hkey_len, &info)
+                  : stor_obj_stat(v->st, bucket, key, kl, &info);
+    if (ret == 0) {
+        stor_ver_info_fix(&info); /* a moved version's own ETag and time */
+        if (!stor_del_cond_match(c, info.etag, info.mtime, info.size))
+            ret = -STOR_EPRECOND;
+    }
+    stor_obj_info_fini(&info);
+    return ret;
+}
+
+/* Under the key's lock: a conditional DeleteObject without a version id
+ * tests the key's current version (its object, or the delete marker that
+ * hides it). 0: go on; 1: there is none (S3 answers 204 and does nothing);
+ * -STOR_EPRECOND or -errno. */
+static int current_cond(struct stor_ver *v, const char *bucket,
+                        const char *key, size_t kl,
+                        const struct stor_del_cond *c)
+{
+    struct stor_ver_entry *a = NULL;
+    size_t n = 0;
+    int ret;
+
+    if (!stor_del_cond_any(c))
+        return 0;
+    ret = versions(v, bucket, key, kl, NULL, &a, &n);
+    if (ret == 0 && n == 0)
+        ret = 1;
+    if (ret == 0 && a[0].hkey && !a[0].dm)
+        ret = 1; /* no current object and no marker over it */
+    if (ret == 0) {
+        char hb[64];
+
+        stor_ver_hidden_bucket(bucket, hb);
+        ret = entry_cond(v, bucket, hb, key, kl, &a[0], c);
+    }
+    stor_ver_entries_free(a, n);
+    return ret;
+}
+
+/* DeleteObject without a version id, under the key's lock, if the current
+ * version meets @c (NULL: no condition). @vid_out (>= 20) gets the
+ * marker's id ("" when unversioned); *dm whether one was made. */
 static int delete_current(struct stor_ver *v, const char *bucket,
-                          const char *key, size_t kl, bool *dm, char *vid_out)
+                          const char *key, size_t kl,
+                          const struct stor_del_cond *c, bool *dm,
+                          char *vid_out)
 {
     enum stor_ver_state st;
     pthread_mutex_t *lk;
@@ -970,7 +1028,7 @@ static int delete_current(struct stor_ver *v, const char *bucket,
     if (ret < 0)
         return ret;
     if (st == STOR_VER_OFF) {
-        ret = stor_obj_delete(v->st, bucket, key, kl);
+        ret = stor_obj_delete_if(v->st, bucket, key, kl, c);
         return ret == -STOR_ENOKEY ? 0 : ret;
     }
     if (kl > STOR_VER_MAX_KEY)
@@ -978,6 +1036,11 @@ static int delete_current(struct stor_ver *v, const char *bucket,
     stor_ver_hidden_bucket(bucket, hb);
     lk = key_lock(v, bucket, key, kl);
     pthread_mutex_lock(lk);
+    ret = current_cond(v, bucket, key, kl, c);
+    if (ret != 0) {
+        pthread_mutex_unlock(lk);
+        return ret > 0 ? 0 : ret;
+    }
     ret = before_replace(v, bucket, hb, key, kl, st, &hk);
     if (ret == 0) {
         ret = stor_obj_delete(v->st, bucket, key, kl);
@@ -1008,14 +1071,15 @@ int stor_ver_delete_current(struct stor_ver *v, const char *bucket,
     char vid[24];
     bool dm;
 
-    return delete_current(v, bucket, key, key_len, &dm, vid);
+    return delete_current(v, bucket, key, key_len, NULL, &dm, vid);
 }
 
-/* DeleteObject?versionId=@vid, under the key's lock. *dm: the version
- * deleted was a delete marker. A version that does not exist is not an
- * error (as S3). */
+/* DeleteObject?versionId=@vid, under the key's lock, if that version
+ * meets @c (NULL: no condition). *dm: the version deleted was a delete
+ * marker. A version that does not exist is not an error (as S3). */
 static int delete_version(struct stor_ver *v, const char *bucket,
-                          const char *key, size_t kl, const char *vid, bool *dm)
+                          const char *key, size_t kl, const char *vid,
+                          const struct stor_del_cond *c, bool *dm)
 {
     struct stor_ver_entry *a = NULL;
     pthread_mutex_t *lk;
@@ -1031,6 +1095,9 @@ static int delete_version(struct stor_ver *v, const char *bucket,
     for (i = 0; ret == 0 && i < n; i++) {
         if (strcmp(a[i].vid, vid) != 0)
             continue;
+        ret = entry_cond(v, bucket, hb, key, kl, &a[i], c);
+        if (ret < 0)
+            break;
         *dm = a[i].dm;
         if (a[i].hkey == NULL)
             ret = stor_obj_delete(v->st, bucket, key, kl);
@@ -1054,23 +1121,78 @@ int stor_ver_delete_version(struct stor_ver *v, const char *bucket,
 {
     bool dm;
 
-    return delete_version(v, bucket, key, key_len, vid, &dm);
+    return delete_version(v, bucket, key, key_len, vid, NULL, &dm);
 }
 
 /* See header. */
 int stor_ver_delete_key(struct stor_s3_req *r, const char *key, size_t key_len,
-                        const char *vid, bool *dm, char *vid_out)
+                        const char *vid, const struct stor_del_cond *c,
+                        bool *dm, char *vid_out)
 {
     int ret;
 
     if (vid && vid[0]) {
         if (!stor_ver_id_ok(vid))
             return -EINVAL;
-        ret = delete_version(r->s3->ver, r->bucket, key, key_len, vid, dm);
+        ret = delete_version(r->s3->ver, r->bucket, key, key_len, vid, c, dm);
         snprintf(vid_out, 20, "%s", ret == 0 ? vid : "");
         return ret;
     }
-    return delete_current(r->s3->ver, r->bucket, key, key_len, dm, vid_out);
+    return delete_current(r->s3->ver, r->bucket, key, key_len, c, dm,
+                          vid_out);
+}
+
+/* See header. */
+enum stor_s3_err stor_ver_del_cond_etag(struct stor_del_cond *c,
+                                        const char *v, size_t n)
+{
+    if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
+        v++;
+        n -= 2;
+    }
+    if (n == 0 || n >= sizeof(c->etag))
+        return S3E_INVALID_ARGUMENT;
+    memcpy(c->etag, v, n);
+    c->etag[n] = 0;
+    c->etag_set = true;
+    return S3E_NONE;
+}
+
+/* See header. */
+enum stor_s3_err stor_ver_del_cond_size(struct stor_del_cond *c,
+                                        const char *v, size_t n)
+{
+    if (stor_http_parse_u64(v, n, &c->size) < 0)
+        return S3E_INVALID_ARGUMENT;
+    c->size_set = true;
+    return S3E_NONE;
+}
+
+/* The conditions of a DeleteObject request: If-Match,
+ * x-amz-if-match-last-modified-time (an HTTP date; an ISO 8601 one is
+ * taken too) and x-amz-if-match-size. S3E_NONE or the error to answer. */
+static enum stor_s3_err del_cond_parse(struct stor_s3_req *r,
+                                       struct stor_del_cond *c)
+{
+    size_t n = 0;
+    const char *v;
+    enum stor_s3_err e = S3E_NONE;
+
+    memset(c, 0, sizeof(*c));
+    v = stor_s3_hdr(r, "if-match", &n);
+    if (v)
+        e = stor_ver_del_cond_etag(c, v, n);
+    v = stor_s3_hdr(r, "x-amz-if-match-last-modified-time", &n);
+    if (v && e == S3E_NONE) {
+        if (cm_time_parse_http_any(v, n, time(NULL), &c->mtime) < 0 &&
+            cm_time_parse_rfc3339(v, n, &c->mtime) < 0)
+            e = S3E_INVALID_ARGUMENT;
+        c->mtime_set = true;
+    }
+    v = stor_s3_hdr(r, "x-amz-if-match-size", &n);
+    if (v && e == S3E_NONE)
+        e = stor_ver_del_cond_size(c, v, n);
+    return e;
 }
 
 /* Adds x-amz-version-id (and x-amz-delete-marker when @dm). */
@@ -1106,20 +1228,27 @@ static void ver_fail(struct stor_s3_req *r, int err)
 bool stor_ver_op_delete(struct stor_s3_req *r)
 {
     const char *vid = stor_s3_query(r, "versionId");
+    struct stor_del_cond c;
     enum stor_ver_state st;
+    enum stor_s3_err e;
     char out[24];
     bool dm = false;
     int ret;
 
+    e = del_cond_parse(r, &c);
+    if (e != S3E_NONE) {
+        stor_s3_error(r, e);
+        return true;
+    }
     if (vid == NULL) {
         ret = stor_ver_state(r->s3->ver, r->bucket, &st);
-        if (ret == 0 && st == STOR_VER_OFF)
+        if (ret == 0 && st == STOR_VER_OFF && !stor_del_cond_any(&c))
             return false;
     } else if (!stor_ver_id_ok(vid)) {
         stor_s3_error(r, S3E_INVALID_VERSION_ID);
         return true;
     }
-    ret = stor_ver_delete_key(r, r->key, r->key_len, vid, &dm, out);
+    ret = stor_ver_delete_key(r, r->key, r->key_len, vid, &c, &dm, out);
     if (ret < 0) {
         ver_fail(r, ret);
         return true;

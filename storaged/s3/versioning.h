@@ -14,6 +14,7 @@
 #ifndef STORAGED_S3_VERSIONING_H
 #define STORAGED_S3_VERSIONING_H
 #include "common/compiler.h"
+#include "storaged/s3/err.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -89,11 +90,24 @@ bool stor_ver_op_get(struct stor_s3_req *r);
 /* DELETE /bucket/key[?versionId=] in a bucket with versioning on (or any
  * bucket with a versionId). true when it answered. */
 bool stor_ver_op_delete(struct stor_s3_req *r);
-/* One key of DeleteObjects: 0 or -errno; *dm and @vid_out (>= 20 bytes)
- * say what was deleted or made (vid_out "" when unversioned). */
+/* One key of DeleteObjects (and DeleteObject): 0 or -errno; *dm and
+ * @vid_out (>= 20 bytes) say what was deleted or made (vid_out "" when
+ * unversioned). With conditions @c (NULL: none) the version deleted (the
+ * one named, or the current one: its object or the marker over it) must
+ * meet them, checked under the key's lock: -STOR_EPRECOND if it does not;
+ * no such version is 0 and changes nothing (no marker is made). */
+struct stor_del_cond;
 CM_MUST_CHECK int stor_ver_delete_key(struct stor_s3_req *r, const char *key,
-                                      size_t key_len, const char *vid, bool *dm,
+                                      size_t key_len, const char *vid,
+                                      const struct stor_del_cond *c, bool *dm,
                                       char *vid_out);
+/* Sets @c's ETag (quotes stripped) or size from text @v (@n bytes), as a
+ * header or a DeleteObjects element carries it: S3E_NONE or
+ * S3E_INVALID_ARGUMENT. */
+enum stor_s3_err stor_ver_del_cond_etag(struct stor_del_cond *c,
+                                        const char *v, size_t n);
+enum stor_s3_err stor_ver_del_cond_size(struct stor_del_cond *c,
+                                        const char *v, size_t n);
 /* Commits @p (PutObject, CopyObject) as the key's new current version:
  * in a versioned bucket the old current version is kept (moved to the
  * companion bucket) under the key's lock. Always frees @p. On success

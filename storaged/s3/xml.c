@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "storaged/s3/versioning.h"
+
 #define MAX_DELETE_KEYS 1000
 
 struct xml_ctx {
@@ -26,6 +28,8 @@ struct xml_ctx {
     size_t obj_first;     /* keys[] index where this <Object> began */
     bool obj_bad_version; /* its <VersionId> is too long to be an id */
     char obj_version[STOR_S3_VID_MAX]; /* its <VersionId>, or "" */
+    struct stor_del_cond obj_cond;     /* its ETag/LastModifiedTime/Size */
+    bool obj_bad_cond;
     /* complete */
     struct stor_part *parts;
     size_t nparts, capparts;
@@ -55,6 +59,8 @@ static void XMLCALL on_start(void *ud, const char *name, const char **attrs)
         x->obj_first = x->nkeys;
         x->obj_bad_version = false;
         x->obj_version[0] = 0;
+        memset(&x->obj_cond, 0, sizeof(x->obj_cond));
+        x->obj_bad_cond = false;
     }
     if (strcmp(name, "Part") == 0) {
         memset(&x->cur, 0, sizeof(x->cur));
@@ -129,12 +135,24 @@ static void end_delete(struct xml_ctx *x, const char *name)
             x->obj_bad_version = true;
         else
             memcpy(x->obj_version, t, x->text.len + 1);
+    } else if (strcmp(name, "ETag") == 0 && x->in_object) {
+        if (stor_ver_del_cond_etag(&x->obj_cond, t, x->text.len) != S3E_NONE)
+            x->obj_bad_cond = true;
+    } else if (strcmp(name, "Size") == 0 && x->in_object) {
+        if (stor_ver_del_cond_size(&x->obj_cond, t, x->text.len) != S3E_NONE)
+            x->obj_bad_cond = true;
+    } else if (strcmp(name, "LastModifiedTime") == 0 && x->in_object) {
+        if (cm_time_parse_rfc3339(t, x->text.len, &x->obj_cond.mtime) < 0)
+            x->obj_bad_cond = true;
+        x->obj_cond.mtime_set = true;
     } else if (strcmp(name, "Object") == 0) {
         size_t i;
 
         for (i = x->obj_first; i < x->nkeys; i++) {
             x->keys[i].bad_version = x->obj_bad_version;
             memcpy(x->keys[i].version, x->obj_version, sizeof(x->obj_version));
+            x->keys[i].cond = x->obj_cond;
+            x->keys[i].bad_cond = x->obj_bad_cond;
         }
         x->in_object = false;
     }

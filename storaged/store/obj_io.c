@@ -2180,6 +2180,36 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
 int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len)
 {
+    return stor_obj_delete_if(s, bucket, key, key_len, NULL);
+}
+
+/* Under the key's lock: -STOR_ENOKEY / -STOR_EPRECOND when the current
+ * object is missing or does not meet @c, else 0 (vers, issue 18). */
+static int delete_cond_check(struct stor_store *s, const char *bucket,
+                             const char *key, size_t key_len,
+                             const struct stor_del_cond *c)
+{
+    struct obj_ent *cur = NULL;
+    int ret;
+
+    if (!stor_del_cond_any(c))
+        return 0;
+    ret = obj_cur_lookup(s, bucket, key, key_len, &cur);
+    if (ret == 0 && cur == NULL)
+        ret = -STOR_ENOKEY;
+    if (ret == 0 && !stor_del_cond_match(c, cur->etag,
+                                         (time_t)(cur->mtime_ns / 1000000000),
+                                         cur->size))
+        ret = -STOR_EPRECOND;
+    obj_ent_free(cur);
+    return ret;
+}
+
+/* Contract in object.h. */
+int stor_obj_delete_if(struct stor_store *s, const char *bucket,
+                       const char *key, size_t key_len,
+                       const struct stor_del_cond *c)
+{
     struct obj_ent *e = NULL;
     struct stor_place pl;
     pthread_rwlock_t *kl;
@@ -2193,6 +2223,11 @@ int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
     obj_place(s, bucket, key, key_len, &pl);
     kl = obj_klock(s, id);
     pthread_rwlock_wrlock(kl);
+    ret = delete_cond_check(s, bucket, key, key_len, c);
+    if (ret < 0) {
+        pthread_rwlock_unlock(kl);
+        return ret;
+    }
     /* in flight until the files are gone (the truth): a start after a
      * crash reconciles this key from whatever metas are left */
     if (obj_cur_pending(s, bucket, id, key, key_len) < 0) {

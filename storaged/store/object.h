@@ -196,6 +196,32 @@ void stor_get_close(struct stor_get *g);
 CM_MUST_CHECK int stor_obj_delete(struct stor_store *s, const char *bucket,
                                   const char *key, size_t key_len);
 
+/* A conditional delete (S3 If-Match / x-amz-if-match-last-modified-time /
+ * x-amz-if-match-size on DeleteObject, <ETag>/<LastModifiedTime>/<Size> in
+ * DeleteObjects): the object deleted must meet every condition set. */
+struct stor_del_cond {
+    bool etag_set;
+    char etag[STOR_ETAG_MAX]; /* no quotes; "*": any existing object */
+    bool mtime_set;
+    time_t mtime; /* whole seconds: the resolution of an HTTP date */
+    bool size_set;
+    uint64_t size;
+};
+/* True when @c (may be NULL) sets any condition. */
+bool stor_del_cond_any(const struct stor_del_cond *c);
+/* Whether an existing object with @etag, Last-Modified @mtime (seconds)
+ * and @size meets @c; @etag NULL means a delete marker, which has no ETag
+ * and no size: only "*" and a Last-Modified condition can match it. */
+bool stor_del_cond_match(const struct stor_del_cond *c, const char *etag,
+                         time_t mtime, uint64_t size);
+/* stor_obj_delete, only if the current object meets @c (NULL: none),
+ * checked under the key's lock so no write comes in between.
+ * -STOR_ENOKEY: no such object (nothing done); -STOR_EPRECOND: it does not
+ * meet @c (nothing done). */
+CM_MUST_CHECK int stor_obj_delete_if(struct stor_store *s, const char *bucket,
+                                     const char *key, size_t key_len,
+                                     const struct stor_del_cond *c);
+
 /* ---- LIST ---- */
 struct stor_list_entry {
     char *key; /* owned; may contain any byte but NUL */

@@ -522,8 +522,11 @@ def test_canned_acls(env):
         root.put_object(Bucket=b, Key="k2", Body=b"two", ACL="public-read")
         assert anon(ep + "/" + b + "/k2") == (200, b"two")
         grants = root.get_object_acl(Bucket=b, Key="k2")["Grants"]
-        assert any(g["Grantee"].get("URI", "").endswith("/AllUsers")
-                   for g in grants)
+        # the group grant first, then the owner's (AWS's and RGW's order)
+        assert [g["Grantee"]["Type"] for g in grants] == ["Group",
+                                                          "CanonicalUser"]
+        assert grants[0]["Grantee"]["URI"].endswith("/AllUsers")
+        assert grants[1]["Permission"] == "FULL_CONTROL"
         # an overwrite without x-amz-acl makes it private again, as in S3
         root.put_object(Bucket=b, Key="k2", Body=b"two again")
         assert anon(ep + "/" + b + "/k2")[0] == 403
