@@ -177,6 +177,12 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_SSE_KEY_MISMATCH] =
         {400, "InvalidRequest",
          "The provided encryption parameters did not match the ones used originally."},
+    [S3E_SSE_OLD_LAYOUT] =
+        {500, "InternalError",
+         "The object was encrypted in an older storaged layout (v1) whose end is not authenticated, so a truncation could not be detected; storaged refuses to read it. Upload it again."},
+    [S3E_SSE_DAMAGED] =
+        {500, "InternalError",
+         "The encrypted object fails authentication: its stored bytes were altered or cut short."},
     [S3E_NO_SSE_CONFIG] =
         {404, "ServerSideEncryptionConfigurationNotFoundError",
          "The server side encryption configuration was not found."},

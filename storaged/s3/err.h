@@ -67,6 +67,8 @@ enum stor_s3_err {
     S3E_SSE_BAD_KEY_MD5,         /* InvalidArgument: key MD5 differs */
     S3E_SSE_KEY_REQUIRED,        /* InvalidRequest: SSE-C object, no key */
     S3E_SSE_KEY_MISMATCH,        /* InvalidRequest: another key */
+    S3E_SSE_OLD_LAYOUT,          /* 500: encrypted in layout v1, refused */
+    S3E_SSE_DAMAGED,             /* 500: a package fails its tag */
     S3E_NO_SSE_CONFIG,
     S3E_NO_SUCH_TAG_SET,       /* 404: no bucket tags */
     S3E_NO_SUCH_CORS,          /* 404: no CORS configuration */

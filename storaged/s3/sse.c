@@ -5,8 +5,13 @@
  * streams. A new encrypted object gets a random 256-bit data key. Its
  * plaintext is cut into 64 KiB packages; package i is sealed alone with
  * AES-256-GCM under the data key, nonce = 4 zero bytes + be64(i), AAD =
- * be64(i), so packages cannot be swapped, and a range GET reads and opens
- * only the packages it touches. GCM does not change the length, so the
+ * be64(i) + a final flag (1 on the last package only), so packages cannot
+ * be swapped, and a cut at a package boundary (drive-side truncation of
+ * the body and of the tag list together) fails: the new last package was
+ * sealed as not final. So the writer holds a full package back until more
+ * bytes or the end arrive, and a 0-byte object still has one (empty)
+ * sealed package. A range GET reads and opens only the packages it
+ * touches. GCM does not change the length, so the
  * store holds exactly as many bytes as the plaintext (listings stay
  * right); the 16-byte tags go, in package order, into a stored header
  * (x-ecfs-sse-tags, hex), as do the data key sealed (AES-256-GCM, random
@@ -38,10 +43,11 @@
 #define HDR_DK       "x-ecfs-sse-dk"   /* sealed data key, hex */
 #define HDR_KMD5     "x-ecfs-sse-kmd5" /* SSE-C: base64 MD5 of the key */
 #define HDR_TAGS     "x-ecfs-sse-tags" /* package tags, hex, in order */
+#define HDR_FMT      "x-ecfs-sse-fmt"  /* layout: "2" (absent: v1, refused) */
 #define SEALED_LEN   (12 + 32 + 16)    /* nonce, data key, tag */
 #define MASTER_FIELD "sse_master"
 #define KDF_ITER     100000
-#define DK_AAD       "ecfs-sse-dk-v1"
+#define DK_AAD       "ecfs-sse-dk-v2" /* v1's was "ecfs-sse-dk-v1" */
 #define MK_AAD       "ecfs-sse-master-v1"
 
 enum sse_mode { SSE_NONE = 0, SSE_S3, SSE_C };
@@ -79,7 +85,8 @@ struct stor_sse {
 
 /* ---- small crypto helpers ---- */
 
-static void pkg_iv(uint64_t idx, uint8_t iv[12], uint8_t aad[8])
+/* Nonce 0^4 + be64(@idx); AAD be64(@idx) + @final (0 or 1). */
+static void pkg_iv(uint64_t idx, bool final, uint8_t iv[12], uint8_t aad[9])
 {
     int i;
 
@@ -88,16 +95,18 @@ static void pkg_iv(uint64_t idx, uint8_t iv[12], uint8_t aad[8])
         iv[4 + i] = (uint8_t)(idx >> (56 - 8 * i));
         aad[i] = iv[4 + i];
     }
+    aad[8] = final ? 1 : 0;
 }
 
-/* Seals the @len bytes at @buf in place as package @idx; tag to @tag. */
-static int pkg_seal(EVP_CIPHER_CTX *c, uint64_t idx, uint8_t *buf, size_t len,
-                    uint8_t tag[16])
+/* Seals the @len bytes at @buf in place as package @idx (the object's last
+ * when @final); tag to @tag. */
+static int pkg_seal(EVP_CIPHER_CTX *c, uint64_t idx, bool final, uint8_t *buf,
+                    size_t len, uint8_t tag[16])
 {
-    uint8_t iv[12], aad[8];
+    uint8_t iv[12], aad[9];
     int outl = 0;
 
-    pkg_iv(idx, iv, aad);
+    pkg_iv(idx, final, iv, aad);
     if (EVP_EncryptInit_ex(c, NULL, NULL, NULL, iv) != 1 ||
         EVP_EncryptUpdate(c, NULL, &outl, aad, sizeof(aad)) != 1 ||
         (len > 0 && EVP_EncryptUpdate(c, buf, &outl, buf, (int)len) != 1) ||
@@ -108,14 +117,14 @@ static int pkg_seal(EVP_CIPHER_CTX *c, uint64_t idx, uint8_t *buf, size_t len,
 }
 
 /* Opens package @idx in place with context @c (key set). 0 or -EBADMSG. */
-static int pkg_open_ctx(EVP_CIPHER_CTX *c, uint64_t idx, uint8_t *buf,
-                        size_t len, const uint8_t tag[16])
+static int pkg_open_ctx(EVP_CIPHER_CTX *c, uint64_t idx, bool final,
+                        uint8_t *buf, size_t len, const uint8_t tag[16])
 {
-    uint8_t iv[12], aad[8], t[16];
+    uint8_t iv[12], aad[9], t[16];
     int outl = 0;
 
     memcpy(t, tag, 16);
-    pkg_iv(idx, iv, aad);
+    pkg_iv(idx, final, iv, aad);
     if (EVP_DecryptInit_ex(c, NULL, NULL, NULL, iv) != 1 ||
         EVP_DecryptUpdate(c, NULL, &outl, aad, sizeof(aad)) != 1 ||
         (len > 0 && EVP_DecryptUpdate(c, buf, &outl, buf, (int)len) != 1) ||
@@ -126,8 +135,8 @@ static int pkg_open_ctx(EVP_CIPHER_CTX *c, uint64_t idx, uint8_t *buf,
 }
 
 /* See sse.h. */
-int stor_sse_pkg_seal(const uint8_t key[32], uint64_t idx, uint8_t *buf,
-                      size_t len, uint8_t tag[16])
+int stor_sse_pkg_seal(const uint8_t key[32], uint64_t idx, bool final,
+                      uint8_t *buf, size_t len, uint8_t tag[16])
 {
     EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
     int ret = -ENOMEM;
@@ -137,14 +146,14 @@ int stor_sse_pkg_seal(const uint8_t key[32], uint64_t idx, uint8_t *buf,
     ret = -EIO;
     if (len <= STOR_SSE_PKG &&
         EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL) == 1)
-        ret = pkg_seal(c, idx, buf, len, tag);
+        ret = pkg_seal(c, idx, final, buf, len, tag);
     EVP_CIPHER_CTX_free(c);
     return ret;
 }
 
 /* See sse.h. */
-int stor_sse_pkg_open(const uint8_t key[32], uint64_t idx, uint8_t *buf,
-                      size_t len, const uint8_t tag[16])
+int stor_sse_pkg_open(const uint8_t key[32], uint64_t idx, bool final,
+                      uint8_t *buf, size_t len, const uint8_t tag[16])
 {
     EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
     int ret = -ENOMEM;
@@ -154,7 +163,7 @@ int stor_sse_pkg_open(const uint8_t key[32], uint64_t idx, uint8_t *buf,
     ret = -EBADMSG;
     if (len <= STOR_SSE_PKG &&
         EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL) == 1)
-        ret = pkg_open_ctx(c, idx, buf, len, tag);
+        ret = pkg_open_ctx(c, idx, final, buf, len, tag);
     EVP_CIPHER_CTX_free(c);
     return ret;
 }
@@ -550,25 +559,27 @@ int stor_sse_put_headers(struct stor_sse *x, struct stor_put *p)
     ret =
         stor_put_add_header(p, HDR_MODE, x->mode == SSE_C ? "SSE-C" : "AES256");
     if (ret == 0)
+        ret = stor_put_add_header(p, HDR_FMT, "2");
+    if (ret == 0)
         ret = stor_put_add_header(p, HDR_DK, hex);
     if (ret == 0 && x->mode == SSE_C)
         ret = stor_put_add_header(p, HDR_KMD5, x->kmd5);
     return ret;
 }
 
-/* Seals the filled package and writes it. */
-static int put_package(struct stor_sse *x, struct stor_put *p)
+/* Seals the filled package (the last one when @final) and writes it. */
+static int put_package(struct stor_sse *x, struct stor_put *p, bool final)
 {
     uint8_t tag[16];
     char th[33];
-    int ret = pkg_seal(x->c, x->pk, x->buf, x->blen, tag);
+    int ret = pkg_seal(x->c, x->pk, final, x->buf, x->blen, tag);
 
     if (ret < 0)
         return ret;
     cm_hex_encode(tag, 16, th);
     if (cm_buf_append(&x->tags_hex, th, 32) < 0)
         return -ENOMEM;
-    ret = stor_put_write(p, x->buf, x->blen);
+    ret = x->blen ? stor_put_write(p, x->buf, x->blen) : 0;
     x->pk++;
     x->blen = 0;
     return ret;
@@ -586,18 +597,20 @@ int stor_sse_put_write(struct stor_sse *x, struct stor_put *p, const void *data,
     if (EVP_DigestUpdate(x->md5, data, len) != 1)
         return -EIO;
     while (len > 0) {
-        size_t n = CM_MIN(len, (size_t)STOR_SSE_PKG - x->blen);
+        size_t n;
 
+        if (x->blen == STOR_SSE_PKG) {
+            /* held back until now: more bytes follow, so not the last */
+            ret = put_package(x, p, false);
+            if (ret < 0)
+                return ret;
+        }
+        n = CM_MIN(len, (size_t)STOR_SSE_PKG - x->blen);
         memcpy(x->buf + x->blen, d, n);
         x->blen += n;
         x->bufhi = CM_MAX(x->bufhi, x->blen);
         d += n;
         len -= n;
-        if (x->blen == STOR_SSE_PKG) {
-            ret = put_package(x, p);
-            if (ret < 0)
-                return ret;
-        }
     }
     return 0;
 }
@@ -609,10 +622,10 @@ int stor_sse_put_finish(struct stor_sse *x, struct stor_put *p,
     uint8_t md[EVP_MAX_MD_SIZE];
     unsigned mdlen = 0;
     char etag[33];
-    int ret = 0;
+    int ret;
 
-    if (x->blen > 0)
-        ret = put_package(x, p);
+    /* the last package, held back (empty for a 0-byte object) */
+    ret = put_package(x, p, true);
     if (ret < 0)
         return ret;
     if (EVP_DigestFinal_ex(x->md5, md, &mdlen) != 1)
@@ -643,17 +656,17 @@ static const char *info_hdr(const struct stor_obj_info *in, const char *name)
 int stor_sse_tags_decode(const char *hex, size_t n, uint64_t size,
                          uint8_t **tags, size_t *ntags)
 {
-    uint64_t want = (size + STOR_SSE_PKG - 1) / STOR_SSE_PKG;
+    uint64_t want = size ? (size + STOR_SSE_PKG - 1) / STOR_SSE_PKG : 1;
     uint8_t *t;
 
     *tags = NULL;
     *ntags = 0;
     if (n % 32 != 0 || n / 32 != want)
         return -EBADMSG;
-    t = malloc(want ? (size_t)want * 16 : 1);
+    t = malloc((size_t)want * 16);
     if (t == NULL)
         return -ENOMEM;
-    if (want && cm_hex_decode(hex, n, t) != (long)(want * 16)) {
+    if (cm_hex_decode(hex, n, t) != (long)(want * 16)) {
         free(t);
         return -EBADMSG;
     }
@@ -662,6 +675,9 @@ int stor_sse_tags_decode(const char *hex, size_t n, uint64_t size,
     return 0;
 }
 
+static int open_package(struct stor_sse *x, struct stor_get *g, uint64_t pk,
+                        uint8_t *dst);
+
 /* See sse.h. */
 enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
                                     const struct stor_obj_info *in, bool source,
@@ -669,11 +685,13 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
 {
     const char *mode = info_hdr(in, HDR_MODE), *dk = info_hdr(in, HDR_DK);
     const char *tags = info_hdr(in, HDR_TAGS), *km = info_hdr(in, HDR_KMD5);
+    const char *fmt = info_hdr(in, HDR_FMT);
     uint8_t ckey[32], sealed[SEALED_LEN], kek[32];
     char kmd5[CM_BASE64_LEN(16) + 1];
     bool has_c = false;
     enum stor_s3_err e;
     struct stor_sse *x;
+    uint8_t none[16]; /* the empty package's room: nothing */
     int ret;
 
     *out = NULL;
@@ -687,6 +705,16 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
         cm_log(CM_LOG_ERROR, 0, "req=%016llX %s: encryption headers damaged",
                (unsigned long long)r->http.id, r->bucket);
         return S3E_INTERNAL;
+    }
+    if (fmt == NULL || strcmp(fmt, "2") != 0) {
+        /* v1 (before the final-package flag) cannot tell a cut at a
+         * package boundary from the real end: never read as if whole */
+        cm_log(CM_LOG_ERROR, 0,
+               "req=%016llX %s: object encrypted in layout %s, which storaged "
+               "no longer reads (its end is not authenticated); refused",
+               (unsigned long long)r->http.id, r->bucket,
+               fmt ? fmt : "1 (no x-ecfs-sse-fmt)");
+        return S3E_SSE_OLD_LAYOUT;
     }
     if (strcmp(mode, "SSE-C") == 0) {
         if (!has_c)
@@ -725,6 +753,11 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
         stor_sse_free(x);
         return S3E_INTERNAL;
     }
+    if (x->size == 0 && (ret = open_package(x, NULL, 0, none)) < 0) {
+        /* nothing to read, but the empty package proves the end */
+        stor_sse_free(x);
+        return ret == -ENOMEM ? S3E_INTERNAL : S3E_SSE_DAMAGED;
+    }
     *out = x;
     return S3E_NONE;
 }
@@ -733,6 +766,12 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
 static size_t pkg_len(const struct stor_sse *x, uint64_t pk)
 {
     return (size_t)CM_MIN((uint64_t)STOR_SSE_PKG, x->size - pk * STOR_SSE_PKG);
+}
+
+/* Whether @pk is the object's last package (the one sealed as final). */
+static bool pkg_is_last(const struct stor_sse *x, uint64_t pk)
+{
+    return x->size == 0 || pk == (x->size - 1) / STOR_SSE_PKG;
 }
 
 /* Reads package @pk's ciphertext into @dst (pkg_len bytes) and opens it
@@ -757,11 +796,12 @@ static int open_package(struct stor_sse *x, struct stor_get *g, uint64_t pk,
             return n < 0 ? (int)n : -EIO;
         got += (size_t)n;
     }
-    if (pkg_open_ctx(x->c, pk, dst, len, x->tags + pk * 16) < 0) {
+    if (pkg_open_ctx(x->c, pk, pkg_is_last(x, pk), dst, len,
+                     x->tags + pk * 16) < 0) {
         cm_log(CM_LOG_ERROR, 0,
-               "sse: package %llu fails its tag: the stored object or its "
-               "tags were altered",
-               (unsigned long long)pk);
+               "sse: package %llu%s fails its tag: the stored object or its "
+               "tags were altered or cut short",
+               (unsigned long long)pk, pkg_is_last(x, pk) ? " (the last)" : "");
         return -EIO;
     }
     return 0;

@@ -2,8 +2,9 @@
  * done by the S3 layer around the object layer's streams, so the store
  * keeps ciphertext and stays format-agnostic (FORMAT.md "Encrypted
  * objects"). An object's plaintext is cut into packages of 64 KiB, each
- * sealed alone with AES-256-GCM under the object's own data key, so a
- * range GET decrypts only the packages it touches; the ciphertext has the
+ * sealed alone with AES-256-GCM under the object's own data key and bound
+ * to its index and to whether it is the last, so a range GET decrypts
+ * only the packages it touches and a cut-short object fails; the ciphertext has the
  * plaintext's length (the GCM tags are kept in a stored header), so sizes
  * in listings are right without the store knowing.
  *
@@ -79,18 +80,20 @@ void stor_sse_bucket_op(struct stor_s3_req *r);
 
 /* The package parser's core, exposed for the fuzz target and unit test:
  * decodes the stored tag list @hex (@n chars) for an object of @size
- * bytes into a malloc'd array of 16-byte tags (*ntags). 0 or -EBADMSG
- * (wrong count or a bad digit) or -ENOMEM. */
+ * bytes into a malloc'd array of 16-byte tags (*ntags: one per started
+ * package, and one for the empty package of a 0-byte object). 0 or
+ * -EBADMSG (wrong count or a bad digit) or -ENOMEM. */
 CM_MUST_CHECK int stor_sse_tags_decode(const char *hex, size_t n, uint64_t size,
                                        uint8_t **tags, size_t *ntags);
-/* Seals package @idx (@len <= STOR_SSE_PKG bytes) in place with @key; its
- * tag to @tag. 0 or -EIO/-ENOMEM. */
+/* Seals package @idx (@len <= STOR_SSE_PKG bytes; @final: the object's
+ * last) in place with @key; its tag to @tag. 0 or -EIO/-ENOMEM. */
 CM_MUST_CHECK int stor_sse_pkg_seal(const uint8_t key[32], uint64_t idx,
-                                    uint8_t *buf, size_t len, uint8_t tag[16]);
-/* Opens package @idx of @len ciphertext bytes in place with @key and
- * @tag; 0 or -EBADMSG. */
+                                    bool final, uint8_t *buf, size_t len,
+                                    uint8_t tag[16]);
+/* Opens package @idx (sealed with @final) of @len ciphertext bytes in
+ * place with @key and @tag; 0 or -EBADMSG. */
 CM_MUST_CHECK int stor_sse_pkg_open(const uint8_t key[32], uint64_t idx,
-                                    uint8_t *buf, size_t len,
+                                    bool final, uint8_t *buf, size_t len,
                                     const uint8_t tag[16]);
 
 #endif /* STORAGED_S3_SSE_H */

@@ -4,8 +4,10 @@
  * bytes of object size (little-endian, bounded), then the tag list text;
  * the same bytes are also opened as one ciphertext package. Besides "no
  * crash": a decoded list has exactly one tag per started package, and a
- * package this target did not seal never opens. */
+ * package this target did not seal never opens, nor one at another index
+ * or with the other final flag. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,18 +27,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t osize = 0;
     uint8_t *tags = NULL, *buf, tag[16];
     size_t ntags = 0, n, i;
+    bool fin;
     int ret;
 
     if (size < 8)
         return 0;
     for (i = 0; i < 8; i++)
         osize |= (uint64_t)data[i] << (8 * i);
+    fin = (data[7] & 0x80) != 0;  /* the final flag: the size's top bit */
     osize %= (uint64_t)64 << 20; /* objects of up to 64 MiB */
     ret = stor_sse_tags_decode((const char *)data + 8, size - 8, osize, &tags,
                                &ntags);
     CHECK(ret == 0 || ret == -EBADMSG || ret == -ENOMEM);
     if (ret == 0)
-        CHECK(ntags == (osize + STOR_SSE_PKG - 1) / STOR_SSE_PKG &&
+        CHECK(ntags == (osize ? (osize + STOR_SSE_PKG - 1) / STOR_SSE_PKG
+                              : 1) &&
               ntags * 32 == size - 8);
     else
         CHECK(tags == NULL);
@@ -48,14 +53,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(buf, data + 8, n);
     memset(tag, 0, sizeof(tag));
     memcpy(tag, data, 8);
-    CHECK(stor_sse_pkg_open(key, osize, buf, n, tag) != 0);
-    /* what we seal opens, at its index only */
+    CHECK(stor_sse_pkg_open(key, osize, fin, buf, n, tag) != 0);
+    /* what we seal opens, at its index and with its final flag only */
     memcpy(buf, data + 8, n);
-    CHECK(stor_sse_pkg_seal(key, osize, buf, n, tag) == 0);
-    CHECK(stor_sse_pkg_open(key, osize + 1, buf, n, tag) != 0);
+    CHECK(stor_sse_pkg_seal(key, osize, fin, buf, n, tag) == 0);
+    CHECK(stor_sse_pkg_open(key, osize + 1, fin, buf, n, tag) != 0);
+    CHECK(stor_sse_pkg_open(key, osize, !fin, buf, n, tag) != 0);
     memcpy(buf, data + 8, n);
-    CHECK(stor_sse_pkg_seal(key, osize, buf, n, tag) == 0);
-    CHECK(stor_sse_pkg_open(key, osize, buf, n, tag) == 0);
+    CHECK(stor_sse_pkg_seal(key, osize, fin, buf, n, tag) == 0);
+    CHECK(stor_sse_pkg_open(key, osize, fin, buf, n, tag) == 0);
     CHECK(memcmp(buf, data + 8, n) == 0);
     free(buf);
     return 0;

@@ -13,12 +13,12 @@ Each refusal leaves the store unchanged."""
 import glob
 import os
 import socket
-import struct
 import subprocess
 
 import botocore
 import pytest
 
+import meta_util
 import s3util
 from conftest import STORAGED
 
@@ -139,46 +139,11 @@ def test_sigv2_query_refused_clearly(s3_server, s3, bucket):
 # 5 GiB + 1 long: the copy limit is decided from that size before
 # any byte is read, so no 5 GiB ever exists on disk.
 
-def crc64_xz(data, _table=[]):
-    """isa-l's crc64_ecma_refl with seed 0 (CRC-64/XZ)."""
-    if not _table:
-        for i in range(256):
-            c = i
-            for _ in range(8):
-                c = (c >> 1) ^ (0xC96C5795D7870F42 if c & 1 else 0)
-            _table.append(c)
-    crc = 0xFFFFFFFFFFFFFFFF
-    for b in data:
-        crc = _table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFFFFFFFFFF
-
 
 def forge_size(path, key, new_size):
     """Sets size (and the one part's size) in the meta record at @path when
     it is @key's; True when it did. Checks the record's CRC first."""
-    rec = bytearray(open(path, "rb").read())
-    assert rec[:8] == b"ECFSMET1"
-    stored = struct.unpack_from("<Q", rec, 16)[0]
-    zeroed = bytes(rec[:16]) + b"\0" * 8 + bytes(rec[24:])
-    assert crc64_xz(zeroed) == stored, "CRC model differs from FORMAT.md"
-    at = 56
-    at += 1 + rec[at]                                   # ETag
-    klen = struct.unpack_from("<H", rec, at)[0]
-    if bytes(rec[at + 2:at + 2 + klen]) != key:
-        return False
-    at += 2 + klen
-    nh = struct.unpack_from("<H", rec, at)[0]
-    at += 2
-    for _ in range(nh):
-        at += 2 + struct.unpack_from("<H", rec, at)[0]
-        at += 4 + struct.unpack_from("<I", rec, at)[0]
-    assert struct.unpack_from("<H", rec, at)[0] == 1   # one part
-    struct.pack_into("<Q", rec, 48, new_size)
-    struct.pack_into("<Q", rec, at + 2 + 4, new_size)
-    rec[16:24] = b"\0" * 8
-    struct.pack_into("<Q", rec, 16, crc64_xz(bytes(rec)))
-    open(path, "wb").write(bytes(rec))
-    return True
+    return meta_util.rewrite(path, key, size=new_size)
 
 
 COPY_MSG = (b"The specified copy source is larger than the maximum allowable"

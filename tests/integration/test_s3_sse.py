@@ -12,6 +12,9 @@ import uuid
 import botocore.exceptions
 import pytest
 
+import meta_util
+from conftest import STORAGED
+
 from test_s3_header_audit import drives_hold, err
 
 KEY_A = os.urandom(32)
@@ -324,3 +327,70 @@ def test_versions_of_encrypted_objects(s3, bucket):
     for m in vs.get("DeleteMarkers", []):
         s3.delete_object(Bucket=bucket, Key="c", VersionId=m["VersionId"])
     assert not drives_hold(s3.ecfs_server, marker)
+
+
+def test_truncation_on_the_drives_is_an_error(storaged):
+    """A writer with access to the drives cuts encrypted objects at a
+    package boundary, the size and the tag list together (so every
+    remaining package and stripe CRC is genuine): each read of the new end
+    must fail, never return the shorter body as whole. Also a cut to 0
+    bytes, and an object made to look like the old layout (no
+    x-ecfs-sse-fmt), which is refused with its reason."""
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    s3.create_bucket(Bucket="cut")
+    marker, body = body_with_marker(1100 * 1024)  # 18 packages, shard files
+    small = body[:100 * 1024]                      # 2 packages, inline
+    for k in ("big", "big-c", "keep"):
+        extra = ssec(KEY_A) if k == "big-c" else dict(
+            ServerSideEncryption="AES256")
+        s3.put_object(Bucket="cut", Key=k, Body=body, **extra)
+    for k in ("zero", "old"):
+        s3.put_object(Bucket="cut", Key=k, Body=small,
+                      ServerSideEncryption="AES256")
+    s3.put_object(Bucket="cut", Key="empty", Body=b"",
+                  ServerSideEncryption="AES256")
+    srv.stop()
+
+    def cut_tags(npkg):
+        def f(hs):
+            return [(n, v[:32 * npkg] if n == b"x-ecfs-sse-tags" else v)
+                    for n, v in hs]
+        return f
+
+    mib = 1024 * 1024  # 16 packages; a stripe boundary for any k of 4 drives
+    for k in ("big", "big-c"):
+        assert meta_util.rewrite_all(srv.drives, "cut", k.encode(), size=mib,
+                                     headers=cut_tags(16)) >= 2
+    assert meta_util.rewrite_all(srv.drives, "cut", b"zero",
+                                 size=0, headers=cut_tags(1)) >= 2
+    assert meta_util.rewrite_all(
+        srv.drives, "cut", b"old",
+        headers=lambda hs: [h for h in hs if h[0] != b"x-ecfs-sse-fmt"]) >= 2
+    r = subprocess.run([STORAGED, "index", "rebuild"] + srv.drives,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    srv.restart()
+    s3 = srv.client()
+    # the forgery took: the store believes the new sizes
+    assert s3.head_object(Bucket="cut", Key="big")["ContentLength"] == mib
+    for k, extra in (("big", {}), ("big-c", ssec(KEY_A))):
+        with pytest.raises((botocore.exceptions.ClientError,
+                            botocore.exceptions.ResponseStreamingError)):
+            s3.get_object(Bucket="cut", Key=k, **extra)["Body"].read()
+        # the range holding the new end fails too
+        assert err(lambda: s3.get_object(
+            Bucket="cut", Key=k, Range="bytes=%d-%d" % (mib - 10, mib - 1),
+            **extra))[0] == 500
+    # a cut to 0 bytes: the empty final package is missing
+    assert err(lambda: s3.get_object(Bucket="cut", Key="zero"))[0] == 500
+    assert err(lambda: s3.get_object(Bucket="cut", Key="old")) == (
+        500, "InternalError")
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.get_object(Bucket="cut", Key="old")
+    assert "older storaged layout" in e.value.response["Error"]["Message"]
+    assert "layout 1 (no x-ecfs-sse-fmt)" in srv.log_text()
+    # untouched neighbours still read whole
+    assert s3.get_object(Bucket="cut", Key="keep")["Body"].read() == body
+    assert s3.get_object(Bucket="cut", Key="empty")["Body"].read() == b""
+    assert not drives_hold(srv, marker)

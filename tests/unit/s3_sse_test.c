@@ -28,8 +28,10 @@ static void tags_count_must_match_size(void **state)
     (void)state;
     memset(hex, 'a', sizeof(hex) - 1);
     hex[sizeof(hex) - 1] = 0;
-    assert_int_equal(stor_sse_tags_decode("", 0, 0, &t, &n), 0);
-    assert_int_equal(n, 0);
+    /* a 0-byte object has one (empty) package */
+    assert_int_equal(stor_sse_tags_decode("", 0, 0, &t, &n), -EBADMSG);
+    assert_int_equal(stor_sse_tags_decode(hex, 32, 0, &t, &n), 0);
+    assert_int_equal(n, 1);
     free(t);
     assert_int_equal(stor_sse_tags_decode(hex, 32, 1, &t, &n), 0);
     assert_int_equal(n, 1);
@@ -64,40 +66,58 @@ static void packages_open_only_as_sealed(void **state)
     for (i = 0; i < len; i++)
         plain[i] = (uint8_t)(i * 7 + 3);
     memcpy(buf, plain, len);
-    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_seal(key, 5, false, buf, len, tag), 0);
     assert_memory_not_equal(buf, plain, 64);
-    assert_int_equal(stor_sse_pkg_open(key, 5, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 5, false, buf, len, tag), 0);
     assert_memory_equal(buf, plain, len);
     /* a changed byte, another index, another key, a cut package */
-    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_seal(key, 5, false, buf, len, tag), 0);
     buf[100] ^= 1;
-    assert_int_equal(stor_sse_pkg_open(key, 5, buf, len, tag), -EBADMSG);
+    assert_int_equal(stor_sse_pkg_open(key, 5, false, buf, len, tag), -EBADMSG);
     memcpy(buf, plain, len);
-    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
-    assert_int_equal(stor_sse_pkg_open(key, 6, buf, len, tag), -EBADMSG);
+    assert_int_equal(stor_sse_pkg_seal(key, 5, false, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 6, false, buf, len, tag), -EBADMSG);
     memcpy(buf, plain, len);
-    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_seal(key, 5, false, buf, len, tag), 0);
     memcpy(other, key, 32);
     other[31] ^= 0x80;
-    assert_int_equal(stor_sse_pkg_open(other, 5, buf, len, tag), -EBADMSG);
+    assert_int_equal(stor_sse_pkg_open(other, 5, false, buf, len, tag), -EBADMSG);
     memcpy(buf, plain, len);
-    assert_int_equal(stor_sse_pkg_seal(key, 5, buf, len, tag), 0);
-    assert_int_equal(stor_sse_pkg_open(key, 5, buf, len - 1, tag), -EBADMSG);
+    assert_int_equal(stor_sse_pkg_seal(key, 5, false, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 5, false, buf, len - 1, tag), -EBADMSG);
     /* the same bytes at another index seal differently (nonce = index) */
     memcpy(buf, plain, 16);
-    assert_int_equal(stor_sse_pkg_seal(key, 1, buf, 16, tag), 0);
+    assert_int_equal(stor_sse_pkg_seal(key, 1, false, buf, 16, tag), 0);
     memcpy(plain + 1000, buf, 16);
     memcpy(buf, plain, 16);
-    assert_int_equal(stor_sse_pkg_seal(key, 2, buf, 16, tag2), 0);
+    assert_int_equal(stor_sse_pkg_seal(key, 2, false, buf, 16, tag2), 0);
     assert_memory_not_equal(buf, plain + 1000, 16);
     assert_memory_not_equal(tag, tag2, 16);
     /* an empty package still has a tag that must match */
-    assert_int_equal(stor_sse_pkg_seal(key, 0, buf, 0, tag), 0);
-    assert_int_equal(stor_sse_pkg_open(key, 0, buf, 0, tag), 0);
+    assert_int_equal(stor_sse_pkg_seal(key, 0, false, buf, 0, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 0, false, buf, 0, tag), 0);
     tag[0] ^= 1;
-    assert_int_equal(stor_sse_pkg_open(key, 0, buf, 0, tag), -EBADMSG);
+    assert_int_equal(stor_sse_pkg_open(key, 0, false, buf, 0, tag), -EBADMSG);
+    /* the last package opens only as the last: a cut at a package
+     * boundary makes a non-final package the last, and fails */
+    memcpy(buf, plain, len);
+    assert_int_equal(stor_sse_pkg_seal(key, 3, false, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 3, true, buf, 16, tag), -EBADMSG);
+    assert_int_equal(stor_sse_pkg_seal(key, 3, false, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 3, true, buf, len, tag), -EBADMSG);
+    memcpy(buf, plain, len);
+    assert_int_equal(stor_sse_pkg_seal(key, 3, true, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 3, false, buf, len, tag), -EBADMSG);
+    memcpy(buf, plain, len);
+    assert_int_equal(stor_sse_pkg_seal(key, 3, true, buf, len, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 3, true, buf, len, tag), 0);
+    assert_memory_equal(buf, plain, len);
+    /* the empty package of a 0-byte object is final; a non-final one
+     * does not stand in for it */
+    assert_int_equal(stor_sse_pkg_seal(key, 0, false, buf, 0, tag), 0);
+    assert_int_equal(stor_sse_pkg_open(key, 0, true, buf, 0, tag), -EBADMSG);
     /* more than a package is refused */
-    assert_int_not_equal(stor_sse_pkg_open(key, 0, buf, len + 1, tag), 0);
+    assert_int_not_equal(stor_sse_pkg_open(key, 0, false, buf, len + 1, tag), 0);
     free(plain);
     free(buf);
 }
