@@ -21,7 +21,20 @@
  * epoch (a loader reading a subset, or the kernel serving the rest from
  * its page cache): it is dropped at the next miss. So is the oldest kept
  * member while a partial read (a member kept for its next read whatever
- * the room) has put the kept bytes over the budget. */
+ * the room) has put the kept bytes over the budget.
+ *
+ * With a disk below (fc_pahead_set_disk: the mount's cache_dir), memory is
+ * no longer the only place a member can wait for its read: every good
+ * member a GET brings is stored on the disk, kept in memory or not, and a
+ * miss asks the disk before it GETs. Ranges are then the aligned windows
+ * of range_max bytes of a shard (the members starting in it), not "from
+ * the member on": a range from each missed member would overlap the next
+ * one fetched after it, and in a shuffled order a window would be fetched
+ * about ln(members per window) times. Aligned, each window is fetched once
+ * per disk lifetime, whatever the order: an epoch costs about
+ * bytes / range_max + shards GETs while the disk holds the pack. The
+ * disk's copy is checked against the member's CRC-32C at every read from
+ * it (a copy that fails is a miss: the GET follows and replaces it). */
 #include "fuse/pack_ahead.h"
 
 #include <errno.h>
@@ -65,7 +78,25 @@ struct fc_pahead {
     uint64_t nread;     /* members marked in this epoch */
     uint64_t reads;     /* fc_pahead_read calls so far */
     uint64_t next_token;
+    struct pa_win *wins;     /* windows being fetched (with a disk) */
+    fc_pahead_dget_fn *dget; /* the disk, or NULL (fc_pahead_set_disk) */
+    fc_pahead_dput_fn *dput;
     struct fc_pahead_stats st;
+};
+
+/* A window a fetch is GETting (on its stack): with a disk, a second miss
+ * in the same window waits for it and then finds its member on the disk,
+ * so each window costs one GET even when workers miss in it together. */
+struct pa_win {
+    uint32_t shard;
+    uint64_t w; /* offset / range_max */
+    struct pa_win *next;
+};
+
+/* A member a fetch brings: kept in memory, or (with a disk) only stored. */
+struct pa_pick {
+    uint32_t id;
+    bool keep;
 };
 
 static bool covered(const struct fc_pack *p, size_t range_max, uint64_t i)
@@ -163,6 +194,13 @@ void fc_pahead_destroy(struct fc_pahead *a)
     free(a->first);
     free(a->mark);
     free(a);
+}
+
+void fc_pahead_set_disk(struct fc_pahead *a, fc_pahead_dget_fn *dget,
+                        fc_pahead_dput_fn *dput)
+{
+    a->dget = dget;
+    a->dput = dput;
 }
 
 bool fc_pahead_covers(const struct fc_pahead *a, uint64_t i)
@@ -275,15 +313,23 @@ static void drop_stale(struct fc_pahead *a)
     }
 }
 
-/* The position of member @i in a->order (covered, so present). */
-static uint64_t position(const struct fc_pahead *a, uint64_t i)
+/* Whether member @j is worth keeping: not read in this epoch, not kept or
+ * being fetched, not known bad. */
+static bool wanted(const struct fc_pahead *a, uint32_t j)
 {
-    const struct fc_pmember *m = &a->p->members[i];
-    uint64_t lo = a->first[m->shard], hi = a->first[m->shard + 1];
+    return a->mark[j] != a->epoch && atomic_load(&a->p->checked[j]) != 2 &&
+           find(a, j) == NULL;
+}
+
+/* The first position in a->order of a covered member of shard @sh at
+ * offset @off or beyond (the end of the shard's run when none). */
+static uint64_t lower(const struct fc_pahead *a, uint32_t sh, uint64_t off)
+{
+    uint64_t lo = a->first[sh], hi = a->first[sh + 1];
 
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (a->p->members[a->order[mid]].offset < m->offset)
+        if (a->p->members[a->order[mid]].offset < off)
             lo = mid + 1;
         else
             hi = mid;
@@ -291,12 +337,122 @@ static uint64_t position(const struct fc_pahead *a, uint64_t i)
     return lo;
 }
 
-/* Whether member @j is worth keeping: not read in this epoch, not kept or
- * being fetched, not known bad. */
-static bool wanted(const struct fc_pahead *a, uint32_t j)
+/* The position of member @i in a->order (covered, so present). */
+static uint64_t position(const struct fc_pahead *a, uint64_t i)
 {
-    return a->mark[j] != a->epoch && atomic_load(&a->p->checked[j]) != 2 &&
-           find(a, j) == NULL;
+    const struct fc_pmember *m = &a->p->members[i];
+
+    return lower(a, m->shard, m->offset);
+}
+
+/* Makes pending entry @e ready with its bytes @data (taken over), the
+ * newest of the ready list. */
+static void make_ready(struct fc_pahead *a, struct pa_ent *e, char *data)
+{
+    e->data = data;
+    e->ready = true;
+    e->seq = a->reads;
+    e->prev = a->fifo.prev;
+    e->next = &a->fifo;
+    a->fifo.prev->next = e;
+    a->fifo.prev = e;
+}
+
+/* The disk's copy of member @i, whose pending entry the caller made; a->mu
+ * held on entry and exit (dropped for the disk read). 0 and the bytes in
+ * @out (a copy kept in memory for the rest of a partial read), or 1 when
+ * the disk has no good copy: the entry stays pending for the GET. */
+static int disk_read(struct fc_pahead *a, uint32_t i, uint64_t off, size_t len,
+                     char *out)
+{
+    const struct fc_pmember *m = &a->p->members[i];
+    char *copy = malloc((size_t)m->size);
+    struct pa_ent *e;
+    bool good;
+
+    if (copy == NULL)
+        return 1;
+    pthread_mutex_unlock(&a->mu);
+    good = a->dget(a->arg, a->p, i, copy) == 0 &&
+           cm_crc32c(0, copy, (size_t)m->size) == m->crc;
+    if (good)
+        memcpy(out, copy + off, len);
+    pthread_mutex_lock(&a->mu);
+    if (!good) {
+        free(copy);
+        return 1;
+    }
+    a->st.disk_hits++;
+    a->inflight -= m->size;
+    atomic_store(&a->p->checked[i], 1);
+    e = find(a, i); /* ours: pending entries stay until their owner ends */
+    if (off + len >= m->size) {
+        free(copy);
+        drop(a, e);
+        consume(a, i);
+    } else {
+        make_ready(a, e, copy);
+    }
+    pthread_cond_broadcast(&a->cv);
+    return 0;
+}
+
+/* Adds the members of the fetch of @i to @picks (pending entries of
+ * @token): with a disk, every covered member starting in @i's aligned
+ * window not kept, pending or bad, kept in memory while the budget's @room
+ * allows and it is unread in this epoch (else only stored); without, the
+ * wanted members after @i within range_max and @room. Returns their
+ * number; *start and *end grow to the range covering them, *take counts
+ * the kept bytes, *stored the others'. a->mu held. */
+static size_t pick(struct fc_pahead *a, uint32_t i, uint64_t room,
+                   uint64_t token, struct pa_pick **picks, uint64_t *start,
+                   uint64_t *end, uint64_t *take, uint64_t *stored)
+{
+    const struct fc_pmember *ms = a->p->members, *mi = &ms[i];
+    uint64_t stop = a->first[mi->shard + 1], w0, w1, r;
+    size_t n = 0, cap = 0;
+
+    w0 = mi->offset / a->range_max * a->range_max;
+    w1 = w0 + a->range_max;
+    r = a->dget != NULL ? lower(a, mi->shard, w0) : position(a, i) + 1;
+    for (; r < stop; r++) {
+        uint32_t j = a->order[r];
+        bool keep;
+        if (a->dget != NULL) {
+            if (ms[j].offset >= w1)
+                break;
+            if (j == i || find(a, j) != NULL ||
+                atomic_load(&a->p->checked[j]) == 2)
+                continue;
+            keep = a->mark[j] != a->epoch && ms[j].size <= room - *take;
+        } else {
+            if (ms[j].offset + ms[j].size - *start > a->range_max ||
+                ms[j].size > room - *take)
+                break;
+            if (!wanted(a, j))
+                continue;
+            keep = true;
+        }
+        if (n == cap) {
+            struct pa_pick *np;
+            cap = cap ? cap * 2 : 64;
+            np = realloc(*picks, cap * sizeof(**picks));
+            if (np == NULL)
+                break;
+            *picks = np;
+        }
+        if (add_pending(a, j, token) == NULL)
+            break;
+        (*picks)[n].id = j;
+        (*picks)[n++].keep = keep;
+        if (keep)
+            *take += ms[j].size;
+        else
+            *stored += ms[j].size;
+        *start = CM_MIN(*start, ms[j].offset);
+        *end = CM_MAX(*end, ms[j].offset + ms[j].size);
+    }
+    return n;
 }
 
 /* Marks member @j bad after a CRC mismatch of @crc (one log line). */
@@ -314,49 +470,73 @@ static void crc_bad(struct fc_pahead *a, uint32_t j, uint32_t crc)
            m->offset);
 }
 
-/* The miss path of fc_pahead_read, a->mu held on entry and exit: GETs a
- * range from member @i on and keeps the wanted members in it. */
+/* Whether another fetch is GETting window @w. a->mu held. */
+static bool window_busy(const struct fc_pahead *a, const struct pa_win *w)
+{
+    for (const struct pa_win *x = a->wins; x != NULL; x = x->next)
+        if (x->shard == w->shard && x->w == w->w)
+            return true;
+    return false;
+}
+
+/* Unlinks @w from the windows being fetched (if there) and wakes the
+ * fetches waiting for it. a->mu held. */
+static void unclaim(struct fc_pahead *a, struct pa_win *w)
+{
+    for (struct pa_win **wp = &a->wins; *wp != NULL; wp = &(*wp)->next)
+        if (*wp == w) {
+            *wp = w->next;
+            pthread_cond_broadcast(&a->cv);
+            return;
+        }
+}
+
+/* The miss path of fc_pahead_read, a->mu held on entry and exit: asks the
+ * disk, else GETs a range holding member @i and keeps (stores) the members
+ * pick() chose. -EAGAIN: another fetch had the window (with a disk): the
+ * caller reads again. */
 static int fetch(struct fc_pahead *a, uint32_t i, uint64_t off, size_t len,
                  char *out)
 {
     const struct fc_pmember *ms = a->p->members, *mi = &ms[i];
     uint64_t token = ++a->next_token, start = mi->offset;
-    uint64_t end = mi->offset + mi->size, room, take = 0, q, r;
-    uint64_t stop = a->first[mi->shard + 1];
-    uint32_t *mine = NULL, *ids;
-    size_t nmine = 0, cap = 0;
+    uint64_t end = mi->offset + mi->size, room, take = 0, stored = 0;
+    struct pa_pick *mine = NULL;
+    struct pa_win win;
+    size_t nmine;
     struct pa_ent *e;
     bool whole = off + len >= mi->size;
-    char *buf;
+    char *buf, **copy;
+    uint32_t *crcs;
     int ret = 0;
 
-    a->st.misses++;
     drop_stale(a);
-    if (add_pending(a, i, token) == NULL)
-        return -ENOMEM;
-    a->inflight += mi->size;
-    room = a->used < a->budget ? a->budget - a->used : 0;
-    q = position(a, i);
-    for (r = q + 1; r < stop; r++) {
-        uint32_t j = a->order[r];
-        if (ms[j].offset + ms[j].size - start > a->range_max ||
-            ms[j].size > room - take)
-            break;
-        if (!wanted(a, j))
-            continue;
-        if (nmine == cap) {
-            cap = cap ? cap * 2 : 64;
-            ids = realloc(mine, cap * sizeof(*mine));
-            if (ids == NULL)
-                break;
-            mine = ids;
+    win.shard = mi->shard;
+    win.w = mi->offset / a->range_max;
+    if (a->dget != NULL) {
+        /* one fetch per window at a time: the others wait for it and then
+         * find their members on the disk (or kept) */
+        if (window_busy(a, &win)) {
+            while (window_busy(a, &win))
+                pthread_cond_wait(&a->cv, &a->mu);
+            return -EAGAIN;
         }
-        if (add_pending(a, j, token) == NULL)
-            break;
-        mine[nmine++] = j;
-        take += ms[j].size;
-        end = ms[j].offset + ms[j].size;
+        win.next = a->wins;
+        a->wins = &win;
     }
+    if (add_pending(a, i, token) == NULL) {
+        unclaim(a, &win);
+        return -ENOMEM;
+    }
+    a->inflight += mi->size;
+    if (a->dget != NULL && disk_read(a, i, off, len, out) == 0) {
+        unclaim(a, &win);
+        return 0;
+    }
+    a->st.misses++;
+    room = a->used < a->budget ? a->budget - a->used : 0;
+    nmine = pick(a, i, room, token, &mine, &start, &end, &take, &stored);
+    a->inflight += stored; /* not kept: out of the budget once stored */
     pthread_mutex_unlock(&a->mu);
 
     buf = malloc((size_t)(end - start));
@@ -364,15 +544,19 @@ static int fetch(struct fc_pahead *a, uint32_t i, uint64_t off, size_t len,
                       : a->get(a->arg, a->p, mi->shard, start,
                                (size_t)(end - start), buf);
     /* the members' copies, outside the lock (pending entries are ours) */
-    char **copy = calloc(nmine + 1, sizeof(*copy));
-    uint32_t *crcs = calloc(nmine + 1, sizeof(*crcs));
+    copy = calloc(nmine + 1, sizeof(*copy));
+    crcs = calloc(nmine + 1, sizeof(*crcs));
     if (ret == 0 && (copy == NULL || crcs == NULL))
         ret = -ENOMEM;
     for (size_t k = 0; ret == 0 && k <= nmine; k++) {
-        uint32_t j = k < nmine ? mine[k] : i;
+        uint32_t j = k < nmine ? mine[k].id : i;
         const char *src = buf + (ms[j].offset - start);
         crcs[k] = cm_crc32c(0, src, (size_t)ms[j].size);
-        if (crcs[k] != ms[j].crc || (j == i && whole))
+        if (crcs[k] != ms[j].crc)
+            continue;
+        if (a->dput != NULL)
+            a->dput(a->arg, a->p, j, src);
+        if (j == i ? whole : !mine[k].keep)
             continue;
         copy[k] = malloc((size_t)ms[j].size);
         if (copy[k] != NULL)
@@ -382,9 +566,9 @@ static int fetch(struct fc_pahead *a, uint32_t i, uint64_t off, size_t len,
         memcpy(out, buf + (mi->offset - start) + off, len);
 
     pthread_mutex_lock(&a->mu);
-    a->inflight -= mi->size;
+    a->inflight -= mi->size + stored;
     for (size_t k = 0; k <= nmine; k++) {
-        uint32_t j = k < nmine ? mine[k] : i;
+        uint32_t j = k < nmine ? mine[k].id : i;
         e = find(a, j);
         if (e == NULL || e->token != token || e->ready)
             continue; /* cannot happen: pending entries stay */
@@ -392,26 +576,23 @@ static int fetch(struct fc_pahead *a, uint32_t i, uint64_t off, size_t len,
             crc_bad(a, j, crcs[k]);
         } else if (ret == 0) {
             atomic_store(&a->p->checked[j], 1);
+            if (a->dput != NULL)
+                a->st.disk_puts++;
             if (copy[k] != NULL) {
-                e->data = copy[k];
+                make_ready(a, e, copy[k]);
                 copy[k] = NULL;
-                e->ready = true;
-                e->seq = a->reads;
-                e->prev = a->fifo.prev;
-                e->next = &a->fifo;
-                a->fifo.prev->next = e;
-                a->fifo.prev = e;
                 if (j != i)
                     a->st.kept++;
                 continue;
             }
         }
-        drop(a, e); /* failed, bad, out of memory, or read whole now */
+        drop(a, e); /* failed, bad, out of memory, stored only, or read */
     }
     if (ret == 0 && crcs[nmine] != mi->crc)
         ret = -EIO;
     if (ret == 0 && whole)
         consume(a, i);
+    unclaim(a, &win);
     drop_stale(a);
     pthread_cond_broadcast(&a->cv);
     for (size_t k = 0; copy != NULL && k <= nmine; k++)
@@ -434,6 +615,7 @@ int fc_pahead_read(struct fc_pahead *a, uint64_t i, uint64_t off, size_t len,
         return CM_NEVER(-EINVAL);
     pthread_mutex_lock(&a->mu);
     a->reads++;
+again:
     while ((e = find(a, (uint32_t)i)) != NULL && !e->ready)
         pthread_cond_wait(&a->cv, &a->mu);
     if (e != NULL) {
@@ -448,6 +630,8 @@ int fc_pahead_read(struct fc_pahead *a, uint64_t i, uint64_t off, size_t len,
         ret = -EIO;
     } else {
         ret = fetch(a, (uint32_t)i, off, len, out);
+        if (ret == -EAGAIN)
+            goto again;
     }
     pthread_mutex_unlock(&a->mu);
     return ret;

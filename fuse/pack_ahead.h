@@ -5,8 +5,12 @@
  * CRC-checked, until their first read, then dropped (the kernel's page
  * cache has them from there). Memory holds only bytes still to be read,
  * within the budget, so a shuffled epoch is not lost to evictions of bytes
- * already read, as an LRU of blocks is. One fc_pahead per loaded pack;
- * it is thread-safe. */
+ * already read, as an LRU of blocks is. With a disk (fc_pahead_set_disk:
+ * the mount's -o cache_dir) every member a range brings is stored there
+ * too, ranges are aligned windows of their shard, and a miss looks on the
+ * disk before it GETs: an epoch then GETs each window once, in any order,
+ * while the disk holds the pack. One fc_pahead per loaded pack; it is
+ * thread-safe. */
 #ifndef FUSE_PACK_AHEAD_H
 #define FUSE_PACK_AHEAD_H
 #include <stdbool.h>
@@ -34,6 +38,23 @@ CM_MUST_CHECK int fc_pahead_create(struct fc_pack *p, uint64_t budget,
                                    void *arg, struct fc_pahead **out);
 void fc_pahead_destroy(struct fc_pahead *a);
 
+/* A second level below the kept copies, keyed by member (the mount's
+ * disk cache). @dget copies member @i's bytes (its size) into @out: 0, or
+ * -ENOENT when it is not there. @dput stores member @i's bytes (best
+ * effort). Both are called without the read-ahead's lock held, from any
+ * reader thread; @arg is the one of fc_pahead_create. */
+typedef int fc_pahead_dget_fn(void *arg, const struct fc_pack *p, uint64_t i,
+                              char *out);
+typedef void fc_pahead_dput_fn(void *arg, const struct fc_pack *p, uint64_t i,
+                               const char *data);
+/* Gives @a a disk: a miss then first asks @dget, and a range GET covers
+ * the window of range_max bytes of its shard (members starting in it)
+ * holding the member, every good member of it handed to @dput (the
+ * members not read yet in this epoch also kept in memory as the budget
+ * allows). Call it before the first read. */
+void fc_pahead_set_disk(struct fc_pahead *a, fc_pahead_dget_fn *dget,
+                        fc_pahead_dput_fn *dput);
+
 /* Whether member @i is read through @a: a non-empty file of at most
  * range_max bytes (others go through the block cache). */
 bool fc_pahead_covers(const struct fc_pahead *a, uint64_t i);
@@ -55,6 +76,8 @@ struct fc_pahead_stats {
     uint64_t crc_errors; /* members whose bytes failed their CRC */
     uint64_t bytes;      /* bytes kept now (pending GETs included) */
     uint64_t epochs;     /* full passes over the members seen */
+    uint64_t disk_hits;  /* misses served by the disk (fc_pahead_set_disk) */
+    uint64_t disk_puts;  /* members handed to the disk */
 };
 void fc_pahead_stats(struct fc_pahead *a, struct fc_pahead_stats *st);
 

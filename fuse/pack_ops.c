@@ -279,14 +279,15 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
             " pack_ahead=%d pack_ahead_hits=%" PRIu64
             " pack_ahead_misses=%" PRIu64 " pack_ahead_kept=%" PRIu64
             " pack_ahead_stale=%" PRIu64 " pack_ahead_bytes=%" PRIu64
-            " pack_ahead_epochs=%" PRIu64,
+            " pack_ahead_epochs=%" PRIu64 " pack_ahead_disk_hits=%" PRIu64
+            " pack_ahead_disk_puts=%" PRIu64,
             atomic_load(&pk_reads), members, shards, shard_bytes, index_bytes,
             mapped, loaded, block, atomic_load(&pk_reloads),
             atomic_load(&pk_block_gets), atomic_load(&pk_block_bytes),
             atomic_load(&pk_dcache_hits),
             atomic_load(&pk_crc_errors) + (unsigned long)as.crc_errors, bytes,
             blocks, ahead, as.hits, as.misses, as.kept, as.stale, as.bytes,
-            as.epochs);
+            as.epochs, as.disk_hits, as.disk_puts);
     if (fs->dcache != NULL && n >= 0 && (size_t)n < cap)
         n += fc_dcache_stats_format(fs->dcache, buf + n, cap - (size_t)n);
     return n;
@@ -521,20 +522,18 @@ static bool whole_shards(const struct fc_fs *fs, const struct fc_pack *p)
 }
 
 /* Whether @p is read ahead (fuse/pack_ahead.h): -o pack_fetch=ahead, or
- * by default when its shards exceed the caches that would keep its blocks
- * (the block cache, and the disk cache with cache_dir). An LRU of blocks
- * then loses about half the members of a shuffled epoch to evictions
- * (fuse/PACK.md: 0.6 GETs per member at 100,000 files, 1.8 GiB of shards
- * under the 1 GiB cache). */
+ * by default when its shards exceed the block cache (cache_size). An LRU
+ * of blocks then loses about half the members of a shuffled epoch to
+ * evictions (fuse/PACK.md: 0.6 GETs per member at 100,000 files, 1.8 GiB
+ * of shards under the 1 GiB cache). With cache_dir the read-ahead stores
+ * members in the disk cache too: blocks there would cost a pack_block
+ * read from the disk per member of a later epoch, a member file costs its
+ * own bytes. */
 static bool use_ahead(const struct fc_fs *fs, const struct fc_pack *p)
 {
-    uint64_t room = fs->o.cache_size;
-
-    if (fs->dcache != NULL)
-        room = CM_MAX(room, fs->o.cache_dir_size);
     if (fs->o.pack_ahead >= 0)
         return fs->o.pack_ahead == 1;
-    return p->shard_bytes > room;
+    return p->shard_bytes > fs->o.cache_size;
 }
 
 /* The block size of shard @sh: pack_block, or the whole shard with
@@ -582,8 +581,54 @@ static int ahead_get(void *arg, const struct fc_pack *p, uint32_t sh,
     return 0;
 }
 
-/* The read-ahead of @p, made on its first use; NULL when it is not read
- * ahead or the memory for it failed (a log line; blocks then). */
+/* The disk cache's copy of member @i (fc_pahead_dget_fn): a file of its
+ * own, keyed by its shard's key and ETag and its offset in the shard, with
+ * the block size PK_DC_MEMBER (no block is one byte long), so a replaced
+ * shard (another ETag) never finds the old bytes. 0, or -ENOENT. */
+#define PK_DC_MEMBER 1u
+
+static int ahead_dget(void *arg, const struct fc_pack *p, uint64_t i, char *out)
+{
+    struct fc_fs *fs = arg;
+    const struct fc_pmember *m = &p->members[i];
+    const struct fc_pshard *s = &p->shards[m->shard];
+    char key[PK_KEY_MAX], *data = NULL;
+    size_t len = 0;
+
+    if (s->etag[0] == '\0')
+        return -ENOENT;
+    shard_key(fs, p, m->shard, key, sizeof(key));
+    if (fc_dcache_get(fs->dcache, key, s->etag, m->offset, PK_DC_MEMBER,
+                      (size_t)m->size, &data, &len) < 0)
+        return -ENOENT;
+    if (len != m->size) {
+        fc_cache_buf_free(data);
+        return -ENOENT;
+    }
+    memcpy(out, data, len);
+    fc_cache_buf_free(data);
+    return 0;
+}
+
+/* Stores member @i's bytes in the disk cache (fc_pahead_dput_fn). */
+static void ahead_dput(void *arg, const struct fc_pack *p, uint64_t i,
+                       const char *data)
+{
+    struct fc_fs *fs = arg;
+    const struct fc_pmember *m = &p->members[i];
+    const struct fc_pshard *s = &p->shards[m->shard];
+    char key[PK_KEY_MAX];
+
+    if (s->etag[0] == '\0')
+        return;
+    shard_key(fs, p, m->shard, key, sizeof(key));
+    fc_dcache_put(fs->dcache, key, s->etag, m->offset, PK_DC_MEMBER, data,
+                  (size_t)m->size);
+}
+
+/* The read-ahead of @p, made on its first use (with the disk cache below
+ * it under -o cache_dir); NULL when it is not read ahead or the memory for
+ * it failed (a log line; blocks then). */
 static struct fc_pahead *ahead_of(struct fc_fs *fs, struct fc_pack *p)
 {
     struct fc_pahead *a;
@@ -597,6 +642,8 @@ static struct fc_pahead *ahead_of(struct fc_fs *fs, struct fc_pack *p)
         p->ahead_failed = true;
         cm_log(CM_LOG_WARN, ENOMEM,
                "ecfs: pack read-ahead: reading blocks instead");
+    } else if (p->ahead != NULL && fs->dcache != NULL) {
+        fc_pahead_set_disk(p->ahead, ahead_dget, ahead_dput);
     }
     a = p->ahead;
     pthread_mutex_unlock(&pk.mu);

@@ -3,7 +3,11 @@
  * epochs (also from four threads) return every byte and keep nothing
  * after, the budget bounds what is kept, a GET per miss, partial reads,
  * a corrupted member fails alone, a failed GET is retried by the next
- * read, stale members of a partial epoch are dropped. */
+ * read, stale members of a partial epoch are dropped. With a disk below
+ * (an in-memory stand-in for the mount's cache_dir), an epoch GETs each
+ * aligned window once, in any order and from four threads, the next epoch
+ * none, a disk copy that fails its CRC is fetched again, and a corrupt
+ * member never reaches the disk. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -32,6 +36,8 @@ struct env {
     pthread_mutex_t mu;
     unsigned gets, fail_next;
     uint64_t max_len;
+    char *disk[NMEM]; /* the fake disk: a copy per member, or NULL */
+    unsigned dhits, dputs;
 };
 
 static uint64_t rnd_state = 42;
@@ -60,6 +66,36 @@ static int fake_get(void *arg, const struct fc_pack *p, uint32_t sh,
     assert_true(sh < NSHARD && off + len <= e->shard_len[sh]);
     memcpy(buf, e->shard[sh] + off, len);
     return 0;
+}
+
+static int fake_dget(void *arg, const struct fc_pack *p, uint64_t i, char *out)
+{
+    struct env *e = arg;
+    int ret = -ENOENT;
+
+    pthread_mutex_lock(&e->mu);
+    if (e->disk[i] != NULL) {
+        memcpy(out, e->disk[i], (size_t)p->members[i].size);
+        e->dhits++;
+        ret = 0;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return ret;
+}
+
+static void fake_dput(void *arg, const struct fc_pack *p, uint64_t i,
+                      const char *data)
+{
+    struct env *e = arg;
+    char *c = malloc((size_t)p->members[i].size);
+
+    assert_non_null(c);
+    memcpy(c, data, (size_t)p->members[i].size);
+    pthread_mutex_lock(&e->mu);
+    free(e->disk[i]);
+    e->disk[i] = c;
+    e->dputs++;
+    pthread_mutex_unlock(&e->mu);
 }
 
 /* NMEM members "mNNN" (sizes 1..3000, one 0-byte), laid out in shards
@@ -118,6 +154,8 @@ static struct env *make_env(void)
 
 static void free_env(struct env *e)
 {
+    for (unsigned i = 0; i < NMEM; i++)
+        free(e->disk[i]);
     fc_pack_free(e->p);
     for (unsigned s = 0; s < NSHARD; s++)
         free(e->shard[s]);
@@ -334,6 +372,113 @@ static void test_corrupt_and_failed_get(void **state)
     free_env(e);
 }
 
+/* The aligned windows of @range bytes holding covered members. */
+static unsigned windows(struct env *e, struct fc_pahead *a, uint64_t range)
+{
+    uint64_t seen[NMEM];
+    unsigned n = 0;
+
+    for (uint64_t i = 0; i < e->p->nmembers; i++) {
+        const struct fc_pmember *m = &e->p->members[i];
+        uint64_t w = ((uint64_t)m->shard << 40) | (m->offset / range);
+        unsigned k = 0;
+        if (!fc_pahead_covers(a, i))
+            continue;
+        while (k < n && seen[k] != w)
+            k++;
+        if (k == n)
+            seen[n++] = w;
+    }
+    return n;
+}
+
+static void test_disk_windows(void **state)
+{
+    struct env *e = make_env();
+    struct fc_pahead *a;
+    struct fc_pahead_stats st;
+    uint64_t ids[NMEM], bad = 9, range = 16 << 10;
+    const struct fc_pmember *mb = &e->p->members[bad];
+    pthread_t t[4];
+    struct worker w[4];
+    unsigned nwin, g;
+    char buf[3000];
+    size_t n;
+
+    (void)state;
+    e->shard[mb->shard][mb->offset] ^= 0x11; /* member 9 is corrupt */
+    /* a budget of a tenth: memory alone would miss most members */
+    assert_int_equal(
+        fc_pahead_create(e->p, e->total / 10, range, fake_get, e, &a), 0);
+    fc_pahead_set_disk(a, fake_dget, fake_dput);
+    nwin = windows(e, a, range);
+    assert_true(nwin > 10 && nwin < NMEM / 4);
+    /* epoch 1 from four threads: one GET per window, every good member
+     * stored once, the corrupt one never */
+    n = epoch_order(e, a, ids);
+    for (size_t k = 0; k < n; k++)
+        if (ids[k] == bad)
+            ids[k] = ids[--n]; /* read alone below */
+    for (int k = 0; k < 4; k++) {
+        w[k] = (struct worker){e, a, ids + k * (n / 4),
+                               k == 3 ? n - 3 * (n / 4) : n / 4};
+        assert_int_equal(pthread_create(&t[k], NULL, work, &w[k]), 0);
+    }
+    for (int k = 0; k < 4; k++)
+        pthread_join(t[k], NULL);
+    assert_int_equal(fc_pahead_read(a, bad, 0, (size_t)mb->size, buf), -EIO);
+    assert_int_equal(e->gets, nwin);
+    assert_true(e->max_len <= 2 * range);
+    assert_null(e->disk[bad]);
+    assert_int_equal(e->dputs, n);
+    fc_pahead_stats(a, &st);
+    assert_int_equal(st.bytes, 0);
+    assert_int_equal(st.crc_errors, 1);
+    /* epoch 2 (and a fresh read-ahead over the same disk, as a remount):
+     * no GET at all, every read from the disk or memory */
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            fc_pahead_destroy(a);
+            assert_int_equal(
+                fc_pahead_create(e->p, e->total / 10, range, fake_get, e, &a),
+                0);
+            fc_pahead_set_disk(a, fake_dget, fake_dput);
+        }
+        n = epoch_order(e, a, ids);
+        for (size_t k = 0; k < n; k++)
+            if (ids[k] != bad)
+                read_check(e, a, ids[k]);
+        assert_int_equal(e->gets, nwin);
+    }
+    fc_pahead_stats(a, &st);
+    assert_true(st.disk_hits >= n - 1 - st.hits);
+    assert_int_equal(st.misses, 0);
+    /* a disk copy that fails its CRC: a miss, fetched and stored again */
+    g = e->gets;
+    e->disk[3][0] ^= 0x22;
+    read_check(e, a, 3);
+    assert_int_equal(e->gets, g + 1);
+    assert_memory_equal(e->disk[3], bytes_of(e, 3),
+                        (size_t)e->p->members[3].size);
+    /* a partial read from the disk keeps the copy for the rest */
+    {
+        uint64_t i = 4;
+        while (i == bad || e->p->members[i].size < 2)
+            i++;
+        const struct fc_pmember *m = &e->p->members[i];
+        size_t half = (size_t)m->size / 2;
+        unsigned h = e->dhits;
+        assert_int_equal(fc_pahead_read(a, i, 0, half, buf), 0);
+        assert_int_equal(
+            fc_pahead_read(a, i, half, (size_t)m->size - half, buf + half), 0);
+        assert_memory_equal(buf, bytes_of(e, i), (size_t)m->size);
+        assert_int_equal(e->dhits, h + 1);
+    }
+    assert_int_equal(e->gets, g + 1);
+    fc_pahead_destroy(a);
+    free_env(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_four_threads),
         cmocka_unit_test(test_partial_reads_and_stale),
         cmocka_unit_test(test_corrupt_and_failed_get),
+        cmocka_unit_test(test_disk_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
