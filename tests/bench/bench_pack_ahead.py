@@ -16,14 +16,21 @@ misses per file for any read-ahead of budget f ((1-f) - f ln(1/f), 0 for
 f >= 1; fuse/PACK.md), MiB fetched, files/s, and the CPU ms of ecfs and of
 storaged per 1000 files.
 
+--cache-dir adds, per cache_size, two read-ahead rows with -o cache_dir
+(a fresh directory under the work folder): the cold epoch (every member
+a GET brings lands in the disk cache; aligned 4 MiB windows, so about
+bytes / 4 MiB + shards GETs whatever the order) and the epoch of a
+remount over the same directory (page cache dropped; the bytes come from
+the disk).
+
 How: its own storaged (16 drive folders in a temporary folder, free port);
 everything it starts is removed at exit. --lock FILE takes an flock around
 the measured epochs only (not the upload), so benchmarks sharing the
 machine take turns.
 
 Usage: bench_pack_ahead.py [--dataset DIR] [--fractions 0.25,0.43,0.6,1.2 |
-       --cache-sizes 1G,2G] [--modes ahead,block] [--repeat 3] [--threads 4]
-       [--lock FILE] [--workdir DIR]
+       --cache-sizes 1G,2G] [--modes ahead,block] [--cache-dir] [--repeat 3]
+       [--threads 4] [--lock FILE] [--workdir DIR]
 Environment: ECFS_BIN_DIR (default <repo>/bin).
 """
 
@@ -101,6 +108,9 @@ def main():
                     help="cache_size values (e.g. 1G,2G) instead of "
                     "--fractions")
     ap.add_argument("--modes", default="ahead,block")
+    ap.add_argument("--cache-dir", action="store_true",
+                    help="also read-ahead rows with -o cache_dir: the cold "
+                    "epoch and a remount's")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--shard-size", default="8M")
@@ -149,7 +159,7 @@ def main():
     shard_bytes = stats(m.mnt)["pack_shard_bytes"]
     m.unmount()
     mounts.remove(m)
-    rows = [("ecfs (unpacked)", "loose", "", None)]
+    rows = [("ecfs (unpacked)", "loose", "", None, None)]
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     if a.cache_sizes:
         fracs = [int(x[:-1]) * units[x[-1]] / shard_bytes
@@ -157,14 +167,24 @@ def main():
                  for x in a.cache_sizes.split(",") if x]
     for f in fracs:
         for mode in modes:
-            rows.append(("ecfs-pack %s" % mode, "packed", mode, f))
+            rows.append(("ecfs-pack %s" % mode, "packed", mode, f, None))
+        if a.cache_dir:
+            d = os.path.join(work, "dcache-%.3f" % f)
+            rows.append(("ecfs-pack ahead + cache_dir, cold", "packed",
+                         "ahead", f, ("cold", d)))
+            rows.append(("ecfs-pack ahead + cache_dir, remount", "packed",
+                         "ahead", f, ("again", d)))
     res = {i: [] for i in range(len(rows))}
     for rep in range(a.repeat):
-        for i, (name, prefix, mode, f) in enumerate(rows):
+        for i, (name, prefix, mode, f, disk) in enumerate(rows):
             extra = ""
             if f is not None:
                 extra = "cache_size=%d,pack_fetch=%s" % (
                     max(1 << 20, round(f * shard_bytes)), mode)
+            if disk is not None:
+                if disk[0] == "cold":
+                    shutil.rmtree(disk[1], ignore_errors=True)
+                extra += ",cache_dir=" + disk[1]
             with bl.peer_lock(a.lock):
                 bl.drop_caches()
                 m = bl.Mount("ecfs", os.path.join(work, "mnt"), srv, work,
@@ -201,14 +221,15 @@ def main():
           "bound | vs unpacked | MiB fetched | files/s | ecfs CPU ms/1k "
           "files | storaged CPU ms/1k files |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for i, (name, _p, mode, f) in enumerate(rows):
+    for i, (name, _p, mode, f, _d) in enumerate(rows):
         xs = res[i]
         g = statistics.median(x["gets"] for x in xs)
         print("| %s | %s | %s | %.3f | %s | %.3f | %s | %s | %s | %s |" % (
             name, "default (1G)" if f is None else
             "%.0f MiB (f = %.2f)" % (f * shard_bytes / 1048576, f),
             med([x["gets"] for x in xs]), g / n,
-            "%.3f" % bound(f) if f is not None and mode == "ahead" else "",
+            "%.3f" % bound(f) if f is not None and mode == "ahead" and
+            _d is None else "",
             g / base, med([x["moved"] / 1048576 for x in xs], 1)
             if f is not None else "", med([n / x["secs"] for x in xs]),
             med([1e6 * x["ecfs"] / n for x in xs]),
