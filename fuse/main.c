@@ -268,11 +268,13 @@ static void usage(const char *prog)
         "    -o pack=off            show the raw objects instead\n"
         "    -o pack_block=SIZE     shard block fetched per GET (default 1M)\n"
         "    -o pack_fetch=MODE     block: pack_block blocks in the caches (the\n"
-        "                           default while the shards fit in cache_size,\n"
-        "                           or cache_dir_size with cache_dir); ahead: a\n"
-        "                           miss GETs up to 4 MiB and keeps the members\n"
-        "                           in it not yet read, until their read, within\n"
-        "                           cache_size (the default for a larger pack);\n"
+        "                           default while the shards fit in cache_size);\n"
+        "                           ahead: a miss GETs up to 4 MiB and keeps the\n"
+        "                           members in it not yet read, until their read,\n"
+        "                           within cache_size (the default for a larger\n"
+        "                           pack); with cache_dir it stores every member\n"
+        "                           it brings there too and GETs aligned 4 MiB\n"
+        "                           windows, once each while the disk holds them;\n"
         "                           shard: a whole shard on its first touch\n"
         "                           (only while all shards fit in cache_size)\n",
         stdout);
