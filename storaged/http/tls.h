@@ -47,8 +47,12 @@ CM_MUST_CHECK ssize_t stor_tls_read(struct ssl_st *s, char *buf, size_t len,
 /* Bytes already decrypted and waiting inside OpenSSL (no syscall needed). */
 size_t stor_tls_pending(const struct ssl_st *s);
 /* Writes from @iov (TLS records of up to 16 KiB): the bytes written (> 0),
- * or an error as above when nothing could be written. A retry after
- * -EAGAIN must offer the same bytes again (at least as many). */
+ * or an error as above when nothing could be written. OpenSSL may hold a
+ * record it could not finish sending, so the next call must offer the same
+ * bytes again, at least as many: after -EAGAIN the same iovecs; after a
+ * short count, first the rest of the iovec that was cut short, whole (the
+ * connection's head buffer and stream buffers are offered that way;
+ * tests/fuzz/fuzz_tls.c checks it). */
 CM_MUST_CHECK ssize_t stor_tls_writev(struct ssl_st *s, const struct iovec *iov,
                                       int niov, uint32_t *want);
 
