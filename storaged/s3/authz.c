@@ -5,7 +5,9 @@
  * DESIGN: runs on the loop right after authentication and routing, before
  * any body byte is read or any job is queued, so a refused request costs
  * no I/O and changes nothing. Root skips the evaluation (it may do
- * anything but touch the system area); the decision for anyone else reads
+ * anything but touch the system area) unless some bucket policy has a
+ * Deny (one atomic flag): then that bucket's Deny statements hold it too,
+ * as AWS holds an account's root user; the decision for anyone else reads
  * the snapshot the request's user came from, without locks or allocation.
  * DeleteObjects is decided per key on the worker (stor_iam_allowed), as
  * S3 reports AccessDenied per key in its result. */
@@ -14,12 +16,137 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/codec.h"
 #include "storaged/s3/iam_i.h"
 #include "storaged/s3/s3_i.h"
 
 static int peer_cb(void *arg, struct sockaddr_storage *ss)
 {
     return stor_req_peer(arg, ss);
+}
+
+/* The value of x-amz-copy-source as the policy key s3:x-amz-copy-source
+ * has it: "bucket/key", percent-decoded ('+' stays), without a leading '/'
+ * or a ?versionId. NULL when malformed or too long for @buf. */
+static const char *copy_source_value(const char *v, size_t n, char *buf,
+                                     size_t cap, size_t *out)
+{
+    const char *q = memchr(v, '?', n);
+    size_t i, o = 0;
+
+    if (q)
+        n = (size_t)(q - v);
+    if (n && v[0] == '/') {
+        v++;
+        n--;
+    }
+    for (i = 0; i < n; i++) {
+        int c = (unsigned char)v[i];
+
+        if (c == '%') {
+            int hi = i + 2 < n ? cm_hex_digit(v[i + 1]) : -1;
+            int lo = i + 2 < n ? cm_hex_digit(v[i + 2]) : -1;
+
+            if (hi < 0 || lo < 0)
+                return NULL;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (o + 1 >= cap)
+            return NULL;
+        buf[o++] = (char)c;
+    }
+    buf[o] = 0;
+    *out = o;
+    return buf;
+}
+
+/* The value of tag @name in x-amz-tagging (a URL query string), decoded
+ * into @buf (@cap bytes); NULL when absent or too long. */
+static const char *request_tag(const char *v, size_t n, const char *name,
+                               char *buf, size_t cap, size_t *out)
+{
+    size_t i = 0, nl = strlen(name);
+
+    while (i < n) {
+        size_t e = i, eq;
+        long kl, vl;
+
+        while (e < n && v[e] != '&')
+            e++;
+        for (eq = i; eq < e && v[eq] != '='; eq++)
+            ;
+        if (eq - i < cap && e - eq < cap) {
+            kl = stor_s3_pct_decode(buf, v + i, eq - i);
+            if (kl == (long)nl && memcmp(buf, name, nl) == 0) {
+                vl = eq < e ? stor_s3_pct_decode(buf, v + eq + 1, e - eq - 1)
+                            : 0;
+                if (vl < 0)
+                    return NULL;
+                buf[vl] = 0;
+                *out = (size_t)vl;
+                return buf;
+            }
+        }
+        i = e + 1;
+    }
+    return NULL;
+}
+
+/* stor_pol_ctx.value: condition keys read from the request (@arg). */
+static const char *value_cb(void *arg, bool tag, const char *name, char *buf,
+                            size_t cap, size_t *out)
+{
+    struct stor_s3_req *r = arg;
+    const char *v;
+    size_t n = 0;
+
+    if (tag) {
+        v = stor_s3_hdr(r, "x-amz-tagging", &n);
+        return v ? request_tag(v, n, name, buf, cap, out) : NULL;
+    }
+    v = stor_s3_hdr(r, name, &n);
+    if (v == NULL)
+        return NULL;
+    if (strcmp(name, "x-amz-copy-source") == 0)
+        return copy_source_value(v, n, buf, cap, out);
+    *out = n;
+    return v;
+}
+
+/* Root may do anything, but an explicit Deny of the bucket's policy holds
+ * it too, as AWS holds the account's root user to one; the bucket policy
+ * itself stays root's to read, change or delete, so no policy can lock
+ * the owner out. true: denied. */
+static bool root_denied(struct stor_s3_req *r, enum stor_act act,
+                        const char *bucket, const char *key, size_t key_len)
+{
+    struct stor_iam_snap *snap;
+    const struct iam_bucket *b;
+    struct stor_pol_ctx c = {0};
+    bool deny = false;
+
+    if (r->s3->iam == NULL || !atomic_load(&r->s3->iam->root_deny) ||
+        !bucket[0] || act == STOR_ACT_GET_BUCKET_POLICY ||
+        act == STOR_ACT_PUT_BUCKET_POLICY ||
+        act == STOR_ACT_DELETE_BUCKET_POLICY)
+        return false;
+    snap = stor_iam_snap_get(r->s3->iam);
+    b = snap ? stor_iam_bucket_find(snap, bucket) : NULL;
+    if (b && b->pol) {
+        c.act = act;
+        c.bucket = bucket;
+        c.key = key;
+        c.key_len = key_len;
+        c.peer = peer_cb;
+        c.peer_arg = &r->http;
+        c.value = value_cb;
+        c.value_arg = r;
+        deny = stor_policy_eval(b->pol, &c) == STOR_POL_DENY;
+    }
+    if (snap)
+        stor_iam_snap_unref(snap);
+    return deny;
 }
 
 /* The decision for @act on @bucket/@key (key NULL: the bucket). */
@@ -35,8 +162,8 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
 
     if (strcmp(bucket, STOR_IAM_BUCKET) == 0)
         return false; /* the system area: not even root */
-    if (!r->anonymous && u == NULL)
-        return true;    /* root */
+    if (!r->anonymous && u == NULL) /* root */
+        return !root_denied(r, act, bucket, key, key_len);
     if (snap == NULL) { /* anonymous: the bucket's policy and ACLs */
         snap = stor_iam_snap_get(r->s3->iam);
         got_snap = true;
@@ -48,6 +175,8 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
     c.user = u ? u->name : NULL;
     c.peer = peer_cb;
     c.peer_arg = &r->http;
+    c.value = value_cb;
+    c.value_arg = r;
     if ((act == STOR_ACT_LIST_BUCKET || act == STOR_ACT_LIST_BUCKET_VERSIONS) &&
         key == NULL &&
         (r->op == S3_OP_LIST_OBJECTS || r->op == S3_OP_LIST_OBJECTS_V2 ||

@@ -351,6 +351,8 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
             b->acl = 0;
         b->objects = json_object_get(bv, "objects");
         (void)stored_policy(pol, STOR_POL_BUCKET, bname, &b->pol);
+        if (stor_policy_has_deny(b->pol))
+            s->any_deny = true;
     }
     qsort(s->buckets, s->nbuckets, sizeof(*s->buckets), bucket_cmp);
     *out = s;
@@ -489,6 +491,7 @@ int stor_iam_commit(struct stor_iam *iam, json_t *doc)
     pthread_rwlock_wrlock(&iam->lock);
     old = iam->cur;
     iam->cur = s;
+    atomic_store(&iam->root_deny, s->any_deny);
     pthread_rwlock_unlock(&iam->lock);
     stor_iam_snap_unref(old);
     return 0;
@@ -541,6 +544,7 @@ static int iam_load(struct stor_iam *iam, char **err)
     pthread_rwlock_wrlock(&iam->lock);
     old = iam->cur;
     iam->cur = s;
+    atomic_store(&iam->root_deny, s->any_deny);
     pthread_rwlock_unlock(&iam->lock);
     stor_iam_snap_unref(old);
     atomic_store_explicit(&iam->loaded, true, memory_order_release);

@@ -41,6 +41,7 @@ struct stor_iam_snap {
     struct iam_bucket *buckets; /* owned, sorted by name */
     size_t nbuckets;
     json_t *doc; /* owned reference: the document this was built from */
+    bool any_deny; /* some bucket policy has a Deny (root is held to it) */
 };
 
 struct stor_iam {
@@ -54,6 +55,7 @@ struct stor_iam {
     pthread_mutex_t kek_lock; /* protects salt (until loaded), kek */
     bool kek_ready;           /* protected by kek_lock */
     atomic_bool loaded;       /* the document has been read: serving */
+    atomic_bool root_deny;    /* cur->any_deny, read without the lock */
     atomic_bool stop;         /* tells the loader to give up */
     pthread_t loader;         /* waits for the store's index, then loads */
     bool has_loader;

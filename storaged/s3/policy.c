@@ -8,7 +8,9 @@
  * an explicit Deny returns at once, an Allow is remembered, nothing
  * matching is the default deny. Unknown condition operators or keys are
  * refused at compile time rather than ignored, since ignoring one would
- * widen an Allow. */
+ * widen an Allow. Request-header keys (s3:x-amz-acl, ...) and
+ * s3:RequestObjectTag/NAME are read through the context's value callback,
+ * only when a statement that names them is reached. */
 #include "storaged/s3/policy.h"
 
 #include <arpa/inet.h>
@@ -79,8 +81,30 @@ struct pat {
     enum pat_kind kind;
 };
 
-enum cond_op { C_SEQ, C_SLIKE, C_SNEQ, C_SNLIKE, C_IP, C_NOTIP };
-enum cond_key { K_PREFIX, K_DELIM, K_SRCIP };
+enum cond_op { C_SEQ, C_SLIKE, C_SNEQ, C_SNLIKE, C_IP, C_NOTIP, C_NULL };
+/* K_HDR: a request header named by the key (s3:x-amz-acl ...); K_REQTAG:
+ * a tag of the request's x-amz-tagging (s3:RequestObjectTag/NAME). */
+enum cond_key { K_PREFIX, K_DELIM, K_SRCIP, K_HDR, K_REQTAG };
+
+/* The request-header condition keys, as AWS names them: the key is
+ * "s3:" and the header's name. */
+static const char *const hdr_keys[] = {
+    "x-amz-acl",
+    "x-amz-copy-source",
+    "x-amz-metadata-directive",
+    "x-amz-server-side-encryption",
+    "x-amz-server-side-encryption-customer-algorithm",
+    "x-amz-server-side-encryption-aws-kms-key-id",
+    "x-amz-storage-class",
+    "x-amz-tagging-directive",
+    "x-amz-content-sha256",
+    "x-amz-grant-read",
+    "x-amz-grant-write",
+    "x-amz-grant-read-acp",
+    "x-amz-grant-write-acp",
+    "x-amz-grant-full-control",
+};
+#define REQTAG_KEY "s3:RequestObjectTag/"
 
 struct cidr {
     uint8_t addr[16]; /* IPv4 as v4-mapped IPv6 */
@@ -90,6 +114,8 @@ struct cidr {
 struct cond {
     enum cond_op op;
     enum cond_key key;
+    char *name;        /* owned; K_HDR: the header, K_REQTAG: the tag key */
+    bool null_true;    /* C_NULL: true when the key must be absent */
     struct pat *vals;  /* owned; string operators */
     struct cidr *nets; /* owned; IP operators */
     size_t n;
@@ -443,6 +469,7 @@ static int parse_conditions(struct cc *c, struct stmt *st, json_t *cond)
         {"StringEquals", C_SEQ},     {"StringLike", C_SLIKE},
         {"StringNotEquals", C_SNEQ}, {"StringNotLike", C_SNLIKE},
         {"IpAddress", C_IP},         {"NotIpAddress", C_NOTIP},
+        {"Null", C_NULL},
     };
     const char *opname, *key;
     json_t *body, *vals;
@@ -469,6 +496,7 @@ static int parse_conditions(struct cc *c, struct stmt *st, json_t *cond)
         json_object_foreach(body, key, vals)
         {
             struct cond *nc, *cd;
+            const char *name = NULL;
             enum cond_key k;
 
             if (strcasecmp(key, "s3:prefix") == 0)
@@ -477,8 +505,22 @@ static int parse_conditions(struct cc *c, struct stmt *st, json_t *cond)
                 k = K_DELIM;
             else if (strcasecmp(key, "aws:SourceIp") == 0)
                 k = K_SRCIP;
-            else
-                return fail(c, "Condition key \"%.60s\" is not supported", key);
+            else if (strncmp(key, REQTAG_KEY, strlen(REQTAG_KEY)) == 0 &&
+                     key[strlen(REQTAG_KEY)] != 0) {
+                k = K_REQTAG; /* tag keys are case-sensitive */
+                name = key + strlen(REQTAG_KEY);
+            } else {
+                k = K_HDR;
+                for (i = 0; i < CM_ARRAY_SIZE(hdr_keys) && !name; i++)
+                    if (strncasecmp(key, "s3:", 3) == 0 &&
+                        strcasecmp(key + 3, hdr_keys[i]) == 0)
+                        name = hdr_keys[i];
+                if (name == NULL)
+                    return fail(c, "Condition key \"%.60s\" is not supported",
+                                key);
+            }
+            if (op == C_NULL && k == K_SRCIP)
+                return fail(c, "Null does not apply to aws:SourceIp");
             if ((op == C_IP || op == C_NOTIP) && k != K_SRCIP)
                 return fail(c, "%s applies only to aws:SourceIp", opname);
             if (k == K_SRCIP && op != C_IP && op != C_NOTIP)
@@ -492,6 +534,20 @@ static int parse_conditions(struct cc *c, struct stmt *st, json_t *cond)
             memset(cd, 0, sizeof(*cd));
             cd->op = op;
             cd->key = k;
+            if (name && (cd->name = strdup(name)) == NULL)
+                return -ENOMEM;
+            if (op == C_NULL) {
+                const char *b = json_string_value(vals);
+
+                if (json_is_boolean(vals))
+                    cd->null_true = json_is_true(vals);
+                else if (b && strcmp(b, "true") == 0)
+                    cd->null_true = true;
+                else if (b == NULL || strcmp(b, "false") != 0)
+                    return fail(c, "Null %s takes \"true\" or \"false\"",
+                                key);
+                continue;
+            }
             ret = each_string(c, vals, key, add_cond_val, cd);
             if (ret < 0)
                 return ret;
@@ -566,6 +622,7 @@ static void stmt_fini(struct stmt *st)
             free(st->conds[i].vals[j].s);
         free(st->conds[i].vals);
         free(st->conds[i].nets);
+        free(st->conds[i].name);
     }
     free(st->conds);
 }
@@ -707,13 +764,39 @@ static bool in_net(const struct cidr *n, const uint8_t a[16])
     return ((n->addr[full] ^ a[full]) & (0xff << (8 - rest))) == 0;
 }
 
+/* The value of a K_HDR / K_REQTAG key for @c: NULL when absent; @buf
+ * (@cap bytes) may hold it. */
+static const char *ctx_value(const struct cond *cd,
+                             const struct stor_pol_ctx *c, char *buf,
+                             size_t cap, size_t *n)
+{
+    if (c->value == NULL)
+        return NULL;
+    return c->value(c->value_arg, cd->key == K_REQTAG, cd->name, buf, cap, n);
+}
+
 static bool cond_true(const struct cond *cd, const struct stor_pol_ctx *c)
 {
+    char buf[STOR_POL_VALUE_MAX];
     const char *v;
-    size_t i;
+    size_t i, vn = 0;
     bool any = false,
          neg = cd->op == C_SNEQ || cd->op == C_SNLIKE || cd->op == C_NOTIP;
 
+    if (cd->key == K_HDR || cd->key == K_REQTAG) {
+        v = ctx_value(cd, c, buf, sizeof(buf), &vn);
+        if (cd->op == C_NULL)
+            return (v == NULL) == cd->null_true;
+        if (v == NULL)
+            return neg;
+        for (i = 0; i < cd->n && !any; i++)
+            any = pat_match(&cd->vals[i], v, vn);
+        return neg ? !any : any;
+    }
+    if (cd->op == C_NULL) {
+        v = cd->key == K_PREFIX ? c->prefix : c->delimiter;
+        return (v == NULL) == cd->null_true;
+    }
     if (cd->key == K_SRCIP) {
         uint8_t a[16];
 
@@ -794,6 +877,17 @@ enum stor_pol_effect stor_policy_eval(const struct stor_policy *p,
         allow = true;
     }
     return allow ? STOR_POL_ALLOW : STOR_POL_NONE;
+}
+
+/* See header. */
+bool stor_policy_has_deny(const struct stor_policy *p)
+{
+    size_t i;
+
+    for (i = 0; p && i < p->n; i++)
+        if (p->st[i].deny)
+            return true;
+    return false;
 }
 
 /* See header. */

@@ -1,9 +1,11 @@
 /* storaged/s3/policy.h - access policies: the AWS policy JSON subset
  * (Version, Statement[] with Effect, Action, Resource, Principal for bucket
  * policies, Condition StringEquals/StringLike/StringNotEquals/StringNotLike
- * on s3:prefix, s3:delimiter and aws:SourceIp, IpAddress/NotIpAddress on
- * aws:SourceIp) compiled once into a form evaluated per request without
- * allocation. A compiled policy is immutable after creation and may be
+ * and Null on s3:prefix, s3:delimiter, the request-header keys
+ * (s3:x-amz-acl, s3:x-amz-copy-source, s3:x-amz-metadata-directive,
+ * s3:x-amz-server-side-encryption[-customer-algorithm], ...) and
+ * s3:RequestObjectTag/NAME; IpAddress/NotIpAddress on aws:SourceIp)
+ * compiled once into a form evaluated per request without allocation. A compiled policy is immutable after creation and may be
  * evaluated from any thread. */
 #ifndef STORAGED_S3_POLICY_H
 #define STORAGED_S3_POLICY_H
@@ -73,7 +75,16 @@ struct stor_pol_ctx {
     /* the client's address, filled on first use by @peer (aws:SourceIp) */
     int (*peer)(void *arg, struct sockaddr_storage *ss);
     void *peer_arg;
+    /* a condition key's value, asked for on first use: the request header
+     * @name (lower case), or with @tag the value of tag @name in the
+     * request's x-amz-tagging. NULL when absent; else the value (*n bytes),
+     * borrowed or written into @buf (@cap bytes). NULL @value: every such
+     * key is absent. */
+    const char *(*value)(void *arg, bool tag, const char *name, char *buf,
+                         size_t cap, size_t *n);
+    void *value_arg;
 };
+#define STOR_POL_VALUE_MAX 2048 /* the @buf the evaluator lends @value */
 
 enum stor_pol_effect {
     STOR_POL_NONE = 0, /* no statement applies: default deny */
@@ -94,6 +105,10 @@ void stor_policy_destroy(struct stor_policy *p);
 /* The effect of @p on request @c (NULL @p: STOR_POL_NONE). */
 enum stor_pol_effect stor_policy_eval(const struct stor_policy *p,
                                       const struct stor_pol_ctx *c);
+
+/* true when @p has a Deny statement (root is held to those of a bucket
+ * policy). */
+bool stor_policy_has_deny(const struct stor_policy *p);
 
 /* true when an Allow statement of @p may apply to some request on
  * @bucket by @user (NULL: anonymous), conditions aside: what ListBuckets

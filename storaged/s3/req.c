@@ -93,10 +93,8 @@ void stor_s3_error_msg(struct stor_s3_req *r, enum stor_s3_err e,
         cm_buf_reset(&rs->body);
 }
 
-/* Percent-decodes @n bytes of a query component into @dst ('+' is a
- * space, as in form encoding) and NUL-terminates it. Returns the decoded
- * length or -1 on a malformed escape. @dst has room for n + 1 bytes. */
-static long pct_decode(char *dst, const char *src, size_t n)
+/* See s3_i.h. */
+long stor_s3_pct_decode(char *dst, const char *src, size_t n)
 {
     size_t i, o = 0;
 
@@ -142,13 +140,13 @@ static enum stor_s3_err decode_query(struct stor_s3_req *r, const char *q,
             if (r->nquery >= STOR_MAX_QUERY)
                 return S3E_INVALID_ARGUMENT;
             kv = &r->query[r->nquery++];
-            n = pct_decode(qb, q, nlen);
+            n = stor_s3_pct_decode(qb, q, nlen);
             if (n < 0)
                 return S3E_INVALID_ARGUMENT;
             kv->name = qb;
             kv->name_len = (size_t)n;
             qb += n + 1;
-            n = eq ? pct_decode(qb, eq + 1, plen2 - nlen - 1) : 0;
+            n = eq ? stor_s3_pct_decode(qb, eq + 1, plen2 - nlen - 1) : 0;
             if (n < 0)
                 return S3E_INVALID_ARGUMENT;
             qb[n] = 0;

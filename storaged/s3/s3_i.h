@@ -224,6 +224,10 @@ static inline struct stor_s3_req *stor_s3_req(struct stor_req *h)
  * r->bucket, r->key and r->query (allocations owned by @r). S3E_NONE or the
  * error to answer with. */
 enum stor_s3_err stor_s3_decode_target(struct stor_s3_req *r);
+/* Percent-decodes @n bytes of a query component into @dst ('+' is a
+ * space, as in form encoding) and NUL-terminates it. Returns the decoded
+ * length or -1 on a malformed escape. @dst has room for n + 1 bytes. */
+long stor_s3_pct_decode(char *dst, const char *src, size_t n);
 /* Returns the decoded query parameter @name (NUL-terminated) or NULL. */
 const char *stor_s3_query(const struct stor_s3_req *r, const char *name);
 bool stor_s3_has_query(const struct stor_s3_req *r, const char *name);

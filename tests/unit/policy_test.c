@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "storaged/s3/policy.h"
@@ -320,6 +321,83 @@ static void test_malformed(void **state)
                            "duplicate"));
 }
 
+/* A request's header values for the value callback: "name=value" pairs,
+ * tags under "tag:NAME". */
+static const char *const *req_vals;
+
+static const char *vals_cb(void *arg, bool tag, const char *name, char *buf,
+                           size_t cap, size_t *n)
+{
+    char want[128];
+    size_t i;
+
+    (void)arg;
+    (void)buf;
+    (void)cap;
+    snprintf(want, sizeof(want), "%s%s=", tag ? "tag:" : "", name);
+    for (i = 0; req_vals && req_vals[i]; i++)
+        if (strncmp(req_vals[i], want, strlen(want)) == 0) {
+            *n = strlen(req_vals[i] + strlen(want));
+            return req_vals[i] + strlen(want);
+        }
+    return NULL;
+}
+
+static enum stor_pol_effect ev_vals(const struct stor_policy *p,
+                                    const char *const *vals)
+{
+    struct stor_pol_ctx c = {.act = STOR_ACT_PUT_OBJECT,
+                             .bucket = "b",
+                             .key = "k",
+                             .key_len = 1,
+                             .user = "alice",
+                             .value = vals_cb};
+
+    req_vals = vals;
+    return stor_policy_eval(p, &c);
+}
+
+static void test_request_keys_and_null(void **state)
+{
+    static const char *const none[] = {NULL};
+    static const char *const sse[] = {"x-amz-server-side-encryption=AES256",
+                                      NULL};
+    static const char *const pub[] = {"x-amz-acl=public-read",
+                                      "tag:team=ml", NULL};
+    struct stor_policy *p = compile(
+        "{\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"s3:PutObject\","
+        "\"Resource\":\"arn:aws:s3:::b/*\"},"
+        "{\"Effect\":\"Deny\",\"Action\":\"s3:PutObject\","
+        "\"Resource\":\"arn:aws:s3:::b/*\",\"Condition\":{\"Null\":"
+        "{\"s3:x-amz-server-side-encryption\":\"true\"}}}]}",
+        STOR_POL_USER);
+    struct stor_policy *q = compile(
+        "{\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"s3:PutObject\","
+        "\"Resource\":\"arn:aws:s3:::b/*\",\"Condition\":{"
+        "\"StringLike\":{\"S3:X-Amz-Acl\":\"public*\"},"
+        "\"StringEquals\":{\"s3:RequestObjectTag/team\":\"ml\"}}}]}",
+        STOR_POL_USER);
+
+    (void)state;
+    assert_int_equal(ev_vals(p, none), STOR_POL_DENY);
+    assert_int_equal(ev_vals(p, sse), STOR_POL_ALLOW);
+    assert_int_equal(ev_vals(q, pub), STOR_POL_ALLOW);
+    assert_int_equal(ev_vals(q, sse), STOR_POL_NONE);
+    assert_int_equal(ev_vals(q, none), STOR_POL_NONE);
+    /* no value callback: every such key is absent */
+    assert_int_equal(ev(p, STOR_ACT_PUT_OBJECT, "b", "k"), STOR_POL_DENY);
+    assert_true(stor_policy_has_deny(p));
+    assert_false(stor_policy_has_deny(q));
+    assert_non_null(strstr(
+        reason("{\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"s3:*\","
+               "\"Resource\":\"*\",\"Condition\":{\"Null\":"
+               "{\"s3:x-amz-acl\":\"yes\"}}}]}",
+               STOR_POL_USER),
+        "takes \"true\" or \"false\""));
+    stor_policy_destroy(p);
+    stor_policy_destroy(q);
+}
+
 static void test_canned(void **state)
 {
     const char *names[] = {"readonly", "readwrite", "writeonly", "admin"};
@@ -349,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_source_ip),
         cmocka_unit_test(test_principals),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_request_keys_and_null),
         cmocka_unit_test(test_canned),
     };
 
