@@ -161,7 +161,7 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
     bool got_snap = false, ok = false;
 
     if (strcmp(bucket, STOR_IAM_BUCKET) == 0)
-        return false; /* the system area: not even root */
+        return false;               /* the system area: not even root */
     if (!r->anonymous && u == NULL) /* root */
         return !root_denied(r, act, bucket, key, key_len);
     if (snap == NULL) { /* anonymous: the bucket's policy and ACLs */

@@ -633,9 +633,8 @@ static void acl_reply(struct stor_s3_req *r, int acl)
     /* The group grant comes first, as RGW and AWS list a canned ACL's
      * grants: ceph/s3-tests' check_grants sorts by DisplayName only when
      * the first grant has one, and fails on the owner-first order. */
-    ret = cm_buf_appends(b, S3_XML_DECL
-                         "<AccessControlPolicy xmlns=\"" S3_XMLNS "\">" OWNER_XML
-                         "<AccessControlList>");
+    ret = cm_buf_appends(b, S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS
+                                        "\">" OWNER_XML "<AccessControlList>");
     if (ret == 0 && acl != IAM_ACL_PRIVATE)
         ret = cm_buf_appendf(
             b,

@@ -40,7 +40,7 @@ struct stor_iam_snap {
     size_t nusers;
     struct iam_bucket *buckets; /* owned, sorted by name */
     size_t nbuckets;
-    json_t *doc; /* owned reference: the document this was built from */
+    json_t *doc;   /* owned reference: the document this was built from */
     bool any_deny; /* some bucket policy has a Deny (root is held to it) */
 };
 

@@ -1218,11 +1218,11 @@ static void op_delete_objects(struct stor_s3_req *r)
         if (e == S3E_NONE && !stor_iam_allowed(r, STOR_ACT_DELETE_OBJECT,
                                                keys[i].key, keys[i].key_len))
             e = S3E_ACCESS_DENIED; /* decided per key, as S3 does */
-        ret = e != S3E_NONE || keys[i].key_len > STOR_MAX_KEY_LEN
-                  ? -ENAMETOOLONG
-                  : stor_ver_delete_key(r, keys[i].key, keys[i].key_len,
-                                        keys[i].version, &keys[i].cond, &dm,
-                                        vid);
+        ret =
+            e != S3E_NONE || keys[i].key_len > STOR_MAX_KEY_LEN
+                ? -ENAMETOOLONG
+                : stor_ver_delete_key(r, keys[i].key, keys[i].key_len,
+                                      keys[i].version, &keys[i].cond, &dm, vid);
         if (ret == 0 || ret == -STOR_ENOKEY)
             stor_iam_object_written(r, keys[i].key, keys[i].key_len, true);
         if (ret == 0 || ret == -STOR_ENOKEY) {

@@ -466,9 +466,12 @@ static int parse_conditions(struct cc *c, struct stmt *st, json_t *cond)
         const char *name;
         enum cond_op op;
     } ops[] = {
-        {"StringEquals", C_SEQ},     {"StringLike", C_SLIKE},
-        {"StringNotEquals", C_SNEQ}, {"StringNotLike", C_SNLIKE},
-        {"IpAddress", C_IP},         {"NotIpAddress", C_NOTIP},
+        {"StringEquals", C_SEQ},
+        {"StringLike", C_SLIKE},
+        {"StringNotEquals", C_SNEQ},
+        {"StringNotLike", C_SNLIKE},
+        {"IpAddress", C_IP},
+        {"NotIpAddress", C_NOTIP},
         {"Null", C_NULL},
     };
     const char *opname, *key;
@@ -544,8 +547,7 @@ static int parse_conditions(struct cc *c, struct stmt *st, json_t *cond)
                 else if (b && strcmp(b, "true") == 0)
                     cd->null_true = true;
                 else if (b == NULL || strcmp(b, "false") != 0)
-                    return fail(c, "Null %s takes \"true\" or \"false\"",
-                                key);
+                    return fail(c, "Null %s takes \"true\" or \"false\"", key);
                 continue;
             }
             ret = each_string(c, vals, key, add_cond_val, cd);

@@ -5,8 +5,9 @@
  * (s3:x-amz-acl, s3:x-amz-copy-source, s3:x-amz-metadata-directive,
  * s3:x-amz-server-side-encryption[-customer-algorithm], ...) and
  * s3:RequestObjectTag/NAME; IpAddress/NotIpAddress on aws:SourceIp)
- * compiled once into a form evaluated per request without allocation. A compiled policy is immutable after creation and may be
- * evaluated from any thread. */
+ * compiled once into a form evaluated per request without allocation. A
+ * compiled policy is immutable after creation and may be evaluated from any
+ * thread. */
 #ifndef STORAGED_S3_POLICY_H
 #define STORAGED_S3_POLICY_H
 #include "common/compiler.h"

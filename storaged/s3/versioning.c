@@ -984,9 +984,8 @@ static int entry_cond(struct stor_ver *v, const char *bucket, const char *hb,
  * tests the key's current version (its object, or the delete marker that
  * hides it). 0: go on; 1: there is none (S3 answers 204 and does nothing);
  * -STOR_EPRECOND or -errno. */
-static int current_cond(struct stor_ver *v, const char *bucket,
-                        const char *key, size_t kl,
-                        const struct stor_del_cond *c)
+static int current_cond(struct stor_ver *v, const char *bucket, const char *key,
+                        size_t kl, const struct stor_del_cond *c)
 {
     struct stor_ver_entry *a = NULL;
     size_t n = 0;
@@ -1138,13 +1137,12 @@ int stor_ver_delete_key(struct stor_s3_req *r, const char *key, size_t key_len,
         snprintf(vid_out, 20, "%s", ret == 0 ? vid : "");
         return ret;
     }
-    return delete_current(r->s3->ver, r->bucket, key, key_len, c, dm,
-                          vid_out);
+    return delete_current(r->s3->ver, r->bucket, key, key_len, c, dm, vid_out);
 }
 
 /* See header. */
-enum stor_s3_err stor_ver_del_cond_etag(struct stor_del_cond *c,
-                                        const char *v, size_t n)
+enum stor_s3_err stor_ver_del_cond_etag(struct stor_del_cond *c, const char *v,
+                                        size_t n)
 {
     if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
         v++;
@@ -1159,8 +1157,8 @@ enum stor_s3_err stor_ver_del_cond_etag(struct stor_del_cond *c,
 }
 
 /* See header. */
-enum stor_s3_err stor_ver_del_cond_size(struct stor_del_cond *c,
-                                        const char *v, size_t n)
+enum stor_s3_err stor_ver_del_cond_size(struct stor_del_cond *c, const char *v,
+                                        size_t n)
 {
     if (stor_http_parse_u64(v, n, &c->size) < 0)
         return S3E_INVALID_ARGUMENT;

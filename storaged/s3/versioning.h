@@ -104,10 +104,10 @@ CM_MUST_CHECK int stor_ver_delete_key(struct stor_s3_req *r, const char *key,
 /* Sets @c's ETag (quotes stripped) or size from text @v (@n bytes), as a
  * header or a DeleteObjects element carries it: S3E_NONE or
  * S3E_INVALID_ARGUMENT. */
-enum stor_s3_err stor_ver_del_cond_etag(struct stor_del_cond *c,
-                                        const char *v, size_t n);
-enum stor_s3_err stor_ver_del_cond_size(struct stor_del_cond *c,
-                                        const char *v, size_t n);
+enum stor_s3_err stor_ver_del_cond_etag(struct stor_del_cond *c, const char *v,
+                                        size_t n);
+enum stor_s3_err stor_ver_del_cond_size(struct stor_del_cond *c, const char *v,
+                                        size_t n);
 /* Commits @p (PutObject, CopyObject) as the key's new current version:
  * in a versioned bucket the old current version is kept (moved to the
  * companion bucket) under the key's lock. Always frees @p. On success

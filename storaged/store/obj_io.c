@@ -2197,9 +2197,9 @@ static int delete_cond_check(struct stor_store *s, const char *bucket,
     ret = obj_cur_lookup(s, bucket, key, key_len, &cur);
     if (ret == 0 && cur == NULL)
         ret = -STOR_ENOKEY;
-    if (ret == 0 && !stor_del_cond_match(c, cur->etag,
-                                         (time_t)(cur->mtime_ns / 1000000000),
-                                         cur->size))
+    if (ret == 0 &&
+        !stor_del_cond_match(c, cur->etag, (time_t)(cur->mtime_ns / 1000000000),
+                             cur->size))
         ret = -STOR_EPRECOND;
     obj_ent_free(cur);
     return ret;

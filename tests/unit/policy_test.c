@@ -362,8 +362,8 @@ static void test_request_keys_and_null(void **state)
     static const char *const none[] = {NULL};
     static const char *const sse[] = {"x-amz-server-side-encryption=AES256",
                                       NULL};
-    static const char *const pub[] = {"x-amz-acl=public-read",
-                                      "tag:team=ml", NULL};
+    static const char *const pub[] = {"x-amz-acl=public-read", "tag:team=ml",
+                                      NULL};
     struct stor_policy *p = compile(
         "{\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"s3:PutObject\","
         "\"Resource\":\"arn:aws:s3:::b/*\"},"
