@@ -17,17 +17,24 @@ storaged:
     RssFile = mapped files such as the index, which the kernel may drop);
   * (the server runs without its background scanner and drive probe,
     STORAGED_NO_BACKGROUND=1, so their work is not counted per request)
-  * PUT (new keys), HEAD (random existing keys: the index alone), GET
-    (random existing keys: the index and one meta file), DELETE (the keys just
-    put, so the bucket stays at its size) and LIST (ListObjectsV2 pages of
-    1000 keys from random start-after markers) rates with CLIENTS threads,
-    and the server's CPU time per request (utime+stime from /proc), which
-    is steadier than the rate on a shared machine.
-Each figure gets a ratio against the first (smallest) row. The table is
+  * PUT (new keys), HEAD and GET of random existing keys over the whole
+    bucket ("any": the index plus, at 10^6, a working set of 10^6 records
+    and bodies that no longer sits in the CPU caches and TLB), HEAD and
+    GET of the same 1000 keys at every size ("hot": obj/000000000..999,
+    read once unmeasured first; the cost of the index itself as the
+    bucket grows, the working set kept equal), DELETE (the keys just put,
+    so the bucket stays at its size) and LIST (ListObjectsV2 pages of
+    1000 keys from random start-after markers: "any"; and the page after
+    obj/000000000 at every size: "hot"), each --repeat rounds of
+    --ops requests with CLIENTS threads, and the server's CPU time per
+    request (its threads' on-CPU time from /proc/PID/task/*/schedstat, in
+    ns), which is steadier than the rate on a shared machine.
+Each figure gets a ratio against the first (smallest) row (medians over
+the rounds, with the range). The table is
 Markdown; --out FILE also writes it there.
 
 Usage: tests/bench/bench_scale.py [--sizes 1000,100000,1000000]
-       [--obj-size BYTES] [--drives N] [--ops N] [--pages N]
+       [--obj-size BYTES] [--drives N] [--ops N] [--pages N] [--repeat R]
        [--clients N] [--dir DIR] [--keep] [--out FILE] [--no-build]
        [--lock FILE]
 --lock FILE (e.g. /tmp/ecfs-bench.lock on a shared machine) holds an
@@ -121,9 +128,17 @@ def wait_index_check(url, timeout=1200):
 
 
 def cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The server's CPU seconds: the sum of its threads' on-CPU time from
+    /proc/PID/task/*/schedstat (nanoseconds; utime+stime in 10 ms ticks
+    is too coarse for a few thousand requests of ~50 µs)."""
+    total = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that just ended
+    return total / 1e9
 
 
 def rss_kib(pid):
@@ -207,6 +222,23 @@ def run_ops(srv, clients, items, fn):
     return len(items) / dt, dc / len(items) * 1e6
 
 
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def repeat_ops(srv, clients, repeat, make_items, fn):
+    """run_ops @repeat times (fresh items from make_items() each time);
+    returns {"rate": [..], "cpu": [..]} with one figure per round."""
+    out = {"rate": [], "cpu": []}
+    for _ in range(repeat):
+        rate, cpu = run_ops(srv, clients, make_items(), fn)
+        out["rate"].append(rate)
+        out["cpu"].append(cpu)
+    return out
+
+
 @contextlib.contextmanager
 def bench_lock(path):
     """Holds an exclusive flock on @path (nothing when empty), so the
@@ -244,27 +276,63 @@ def measure(srv, n, args, rng):
     row["rss_start_mib"] = rs["VmRSS"] / 1024
     cl = [srv.client() for _ in range(args.clients)]
     body = os.urandom(args.obj_size)
-    newkeys = ["new/%d/%06d" % (n, i) for i in range(args.ops)]
-    row["put"] = run_ops(srv, cl, newkeys,
-                         lambda c, k: c.put_object(Bucket=BUCKET, Key=k,
-                                                   Body=body))
-    gets = ["obj/%09d" % rng.randrange(n) for _ in range(args.ops)]
-    row["head"] = run_ops(srv, cl, gets,
-                          lambda c, k: c.head_object(Bucket=BUCKET, Key=k))
-    gets = ["obj/%09d" % rng.randrange(n) for _ in range(args.ops)]
-    row["get"] = run_ops(srv, cl, gets,
-                         lambda c, k: c.get_object(Bucket=BUCKET,
-                                                   Key=k)["Body"].read())
-    row["delete"] = run_ops(srv, cl, newkeys,
-                            lambda c, k: c.delete_object(Bucket=BUCKET,
-                                                         Key=k))
-    marks = ["obj/%09d" % rng.randrange(max(1, n - 1000))
-             for _ in range(args.pages)]
+    rounds = [0]
+
+    def newkeys():
+        rounds[0] += 1
+        return ["new/%d/%d/%06d" % (n, rounds[0], i) for i in range(args.ops)]
+
+    def anykeys():
+        return ["obj/%09d" % rng.randrange(n) for _ in range(args.ops)]
+
+    # the hot set: the same 1000 keys (obj/000000000..999) at every size,
+    # so the cost of the index itself is seen apart from the working set
+    hot = ["obj/%09d" % i for i in range(min(n, 1000))]
+
+    def hotkeys():
+        return [rng.choice(hot) for _ in range(args.ops)]
+
+    def put(c, k):
+        c.put_object(Bucket=BUCKET, Key=k, Body=body)
+
+    def head(c, k):
+        c.head_object(Bucket=BUCKET, Key=k)
+
+    def get(c, k):
+        c.get_object(Bucket=BUCKET, Key=k)["Body"].read()
+
+    def delete(c, k):
+        c.delete_object(Bucket=BUCKET, Key=k)
+
+    def marks():
+        return ["obj/%09d" % rng.randrange(max(1, n - 1000))
+                for _ in range(args.pages)]
 
     def page(c, m):
         r = c.list_objects_v2(Bucket=BUCKET, StartAfter=m, MaxKeys=1000)
         assert r["KeyCount"] == min(1000, n - 1 - int(m[4:])), r["KeyCount"]
-    row["list"] = run_ops(srv, cl, marks, page)
+
+    put_keys = []
+
+    def put_items():
+        put_keys.append(newkeys())
+        return put_keys[-1]
+
+    def del_items():
+        return put_keys.pop(0)
+
+    row["put"] = repeat_ops(srv, cl, args.repeat, put_items, put)
+    row["head"] = repeat_ops(srv, cl, args.repeat, anykeys, head)
+    row["get"] = repeat_ops(srv, cl, args.repeat, anykeys, get)
+    run_ops(srv, cl, hot, get)  # the hot set once, unmeasured: in memory
+    row["head_hot"] = repeat_ops(srv, cl, args.repeat, hotkeys, head)
+    row["get_hot"] = repeat_ops(srv, cl, args.repeat, hotkeys, get)
+    # DELETE the keys just put, so the bucket stays at its size
+    row["delete"] = repeat_ops(srv, cl, args.repeat, del_items, delete)
+    row["list"] = repeat_ops(srv, cl, args.repeat, marks, page)
+    # the same page at every size: the first 1000 keys (999 at 10^3)
+    row["list_hot"] = repeat_ops(srv, cl, args.repeat,
+                                 lambda: ["obj/000000000"] * args.pages, page)
     rs = rss_kib(srv.proc.pid)
     row["rss_mib"] = rs["VmRSS"] / 1024
     row["anon_mib"] = rs.get("RssAnon", 0) / 1024
@@ -277,36 +345,43 @@ def measure(srv, n, args, rng):
     return row
 
 
+OPS = (("put", "PUT"), ("head", "HEAD any"), ("head_hot", "HEAD hot"),
+       ("get", "GET any"), ("get_hot", "GET hot"), ("delete", "DELETE"),
+       ("list", "LIST 1000 any"), ("list_hot", "LIST 1000 hot"))
+
+
 def table(rows):
+    """Two Markdown tables: start-up/memory, then per request the server's
+    CPU µs (median [range] over the rounds) and the rate, each with its
+    ratio to the first row's median (for CPU, <= 1.11 is a rate >= 0.9x)."""
     base = rows[0]
 
     def ratio(v, b):
         return "%.2f" % (v / b) if b else "-"
-    ops = ("put", "head", "get", "delete", "list")
-    out = ["| objects | start warm s | start cold s | index open s | index "
-           "check s | RSS MiB (heap + files) "
-           "| index MiB | PUT/s (x) | HEAD/s (x) | GET/s (x) | DELETE/s (x) "
-           "| LIST 1000/s (x) | CPU µs PUT/HEAD/GET/DEL/LIST (x) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| objects | start warm s (x) | start cold s (x) | index open s "
+           "| index check s | RSS MiB (heap + files) | index MiB |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
-        cpu = "/".join("%.0f" % r[k][1] for k in ops)
-        cpux = "/".join(ratio(r[k][1], base[k][1]) for k in ops)
         out.append(
             "| %d | %.3f (%s) | %.3f (%s) | %.3f | %.3f | %.0f (%.0f + %.0f) "
-            "| %.1f | "
-            "%.0f (%s) | %.0f (%s) | %.0f (%s) | %.0f (%s) | %.1f (%s) "
-            "| %s (%s) |" % (
+            "| %.1f |" % (
                 r["objects"], r["start_warm_s"],
                 ratio(r["start_warm_s"], base["start_warm_s"]),
                 r["start_cold_s"],
                 ratio(r["start_cold_s"], base["start_cold_s"]),
-                r["open_s"], r["check_s"], r["rss_mib"], r["anon_mib"], r["file_mib"], r["index_mib"],
-                r["put"][0], ratio(r["put"][0], base["put"][0]),
-                r["head"][0], ratio(r["head"][0], base["head"][0]),
-                r["get"][0], ratio(r["get"][0], base["get"][0]),
-                r["delete"][0], ratio(r["delete"][0], base["delete"][0]),
-                r["list"][0], ratio(r["list"][0], base["list"][0]),
-                cpu, cpux))
+                r["open_s"], r["check_s"], r["rss_mib"], r["anon_mib"],
+                r["file_mib"], r["index_mib"]))
+    out += ["", "| objects | request | server CPU µs/req median [range] (x) "
+            "| req/s median [range] (x) |", "|---|---|---|---|"]
+    for r in rows:
+        for k, name in OPS:
+            cpu, rate = r[k]["cpu"], r[k]["rate"]
+            bc, br = median(base[k]["cpu"]), median(base[k]["rate"])
+            out.append("| %d | %s | %.0f [%.0f-%.0f] (%s) | %.0f [%.0f-%.0f] "
+                       "(%s) |" % (r["objects"], name, median(cpu), min(cpu),
+                                   max(cpu), ratio(median(cpu), bc),
+                                   median(rate), min(rate), max(rate),
+                                   ratio(median(rate), br)))
     return "\n".join(out)
 
 
@@ -317,6 +392,8 @@ def main():
     ap.add_argument("--drives", type=int, default=4)
     ap.add_argument("--ops", type=int, default=2000)
     ap.add_argument("--pages", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="rounds of each rate (median and range)")
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--fill-threads", type=int, default=2)
     ap.add_argument("--dir", default=os.environ.get("BENCH_DIR", "/tmp"))
@@ -357,9 +434,9 @@ def main():
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     text = ("storaged scale benchmark: %d drives, %d-byte objects, %d "
-            "clients, %d ops per rate, %d LIST pages\n\n%s\n"
+            "clients, %d ops per rate, %d LIST pages, %d rounds\n\n%s\n"
             % (args.drives, args.obj_size, args.clients, args.ops,
-               args.pages, table(rows)))
+               args.pages, args.repeat, table(rows)))
     print(text)
     if args.out:
         with open(args.out, "w") as f:

@@ -184,6 +184,38 @@ static void test_presigned(void **state)
               " HTTP/1.1\r\nHost: examplebucket.s3.amazonaws.com\r\n\r\n",
               T_20130524),
         S3E_AUTH_QUERY_INVALID);
+    /* the same URL with its parameters in another order (the one pass over
+     * the query finds each; the canonical query is sorted anyway) */
+    assert_int_equal(
+        check("GET /test.txt?X-Amz-Signature=" DOC_PSIG
+              "&X-Amz-SignedHeaders=host&X-Amz-Expires=86400&"
+              "X-Amz-Date=20130524T000000Z&X-Amz-Credential="
+              "AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&"
+              "X-Amz-Algorithm=AWS4-HMAC-SHA256"
+              " HTTP/1.1\r\nHost: examplebucket.s3.amazonaws.com\r\n\r\n",
+              T_20130524),
+        S3E_NONE);
+    /* only a signature: still a presigned request, refused as malformed */
+    assert_int_equal(check("GET /test.txt?X-Amz-Signature=" DOC_PSIG
+                           " HTTP/1.1\r\n\r\n",
+                           T_20130524),
+                     S3E_AUTH_QUERY_INVALID);
+    /* a repeated X-Amz-Expires: the first one counts (604801 is refused),
+     * as stor_s3_query would have it */
+    assert_int_equal(
+        check("GET /test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential="
+              "AKIAIOSFODNN7EXAMPLE%2F20130524%2Fus-east-1%2Fs3%2Faws4_request&"
+              "X-Amz-Date=20130524T000000Z&X-Amz-Expires=604801&"
+              "X-Amz-Expires=86400&"
+              "X-Amz-SignedHeaders=host&X-Amz-Signature=" DOC_PSIG
+              " HTTP/1.1\r\nHost: examplebucket.s3.amazonaws.com\r\n\r\n",
+              T_20130524),
+        S3E_AUTH_QUERY_INVALID);
+    /* X-Amz- names the check does not use do not stand in for one */
+    assert_int_equal(check("GET /test.txt?X-Amz-Algorithmx=AWS4-HMAC-SHA256&"
+                           "X-Amz-Sig=" DOC_PSIG " HTTP/1.1\r\n\r\n",
+                           T_20130524),
+                     S3E_NONE); /* no credentials: anonymous */
 }
 
 /* Writes to @out the head of a PUT of /b/k with signed aws-chunked

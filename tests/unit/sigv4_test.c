@@ -686,6 +686,24 @@ static void test_query_sort_and_empty(void **state)
                         "host:h\n\nhost\nUNSIGNED-PAYLOAD");
 }
 
+static void test_query_sorted_or_last_out_of_order(void **state)
+{
+    /* already in order (the sort is skipped), and in order but for the
+     * last pair (the check must look at every neighbour) */
+    struct cm_kv q[] = {KV("a", "1"), KV("b", "2"), KV("b", "3"), KV("c", "")};
+    struct cm_kv q2[] = {KV("b", "1"), KV("c", "2"), KV("d", "3"),
+                         KV("a", "4")};
+    struct cm_kv h[] = {KV("host", "h")};
+    struct cm_sigv4_req r = {"GET", "/", 1, q, 4, h, 1, CM_SIGV4_UNSIGNED};
+
+    (void)state;
+    check_canonical(&r, "GET\n/\na=1&b=2&b=3&c=\n"
+                        "host:h\n\nhost\nUNSIGNED-PAYLOAD");
+    r.query = q2;
+    check_canonical(&r, "GET\n/\na=4&b=1&c=2&d=3\n"
+                        "host:h\n\nhost\nUNSIGNED-PAYLOAD");
+}
+
 static void test_path_not_normalised(void **state)
 {
     struct cm_kv h[] = {KV("host", "h")};
@@ -1015,6 +1033,7 @@ int main(void)
         cmocka_unit_test(test_botocore_vectors),
         cmocka_unit_test(test_botocore_presign_and_trailer),
         cmocka_unit_test(test_query_sort_and_empty),
+        cmocka_unit_test(test_query_sorted_or_last_out_of_order),
         cmocka_unit_test(test_path_not_normalised),
         cmocka_unit_test(test_many_params_heap_sort),
         cmocka_unit_test(test_signed_headers_dedup),
