@@ -36,7 +36,11 @@ Markdown; --out FILE also writes it there.
 Usage: tests/bench/bench_scale.py [--sizes 1000,100000,1000000]
        [--obj-size BYTES] [--drives N] [--ops N] [--pages N] [--repeat R]
        [--clients N] [--dir DIR] [--keep] [--out FILE] [--no-build]
-       [--lock FILE]
+       [--lock FILE] [--json FILE]
+       tests/bench/bench_scale.py --from-json A.json B.json ...
+--json writes the rows as JSON; --from-json prints the table of several such
+files (ratios against the smallest size), so each size can be its own run
+(own --dir), all filled at once and measured one after another.
 --lock FILE (e.g. /tmp/ecfs-bench.lock on a shared machine) holds an
 exclusive flock on FILE during each measurement but not during the fills,
 which take minutes at 10^6.
@@ -52,6 +56,7 @@ import argparse
 import concurrent.futures
 import contextlib
 import fcntl
+import json
 import os
 import random
 import shutil
@@ -127,18 +132,24 @@ def wait_index_check(url, timeout=1200):
         time.sleep(0.05)
 
 
-def cpu_s(pid):
-    """The server's CPU seconds: the sum of its threads' on-CPU time from
-    /proc/PID/task/*/schedstat (nanoseconds; utime+stime in 10 ms ticks
-    is too coarse for a few thousand requests of ~50 µs)."""
-    total = 0
+def cpu_ns(pid):
+    """{thread id: on-CPU ns} of the server's threads, from
+    /proc/PID/task/*/schedstat (utime+stime in 10 ms ticks is too coarse
+    for a few hundred requests of ~50 µs)."""
+    out = {}
     for t in os.listdir("/proc/%d/task" % pid):
         try:
             with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
-                total += int(f.read().split()[0])
+                out[t] = int(f.read().split()[0])
         except (OSError, ValueError, IndexError):
             pass  # a thread that just ended
-    return total / 1e9
+    return out
+
+
+def cpu_delta_s(before, after):
+    """CPU seconds between two cpu_ns() snapshots: per thread, so a thread
+    that ended meanwhile (e.g. the index check) takes nothing away."""
+    return sum(v - before.get(t, 0) for t, v in after.items()) / 1e9
 
 
 def rss_kib(pid):
@@ -210,7 +221,7 @@ class Server:
 def run_ops(srv, clients, items, fn):
     """Runs fn(client, item) over items with len(clients) threads; returns
     (ops/s, server CPU µs per op)."""
-    c0, t0 = cpu_s(srv.proc.pid), time.monotonic()
+    c0, t0 = cpu_ns(srv.proc.pid), time.monotonic()
     chunks = [items[i::len(clients)] for i in range(len(clients))]
 
     def work(i):
@@ -218,7 +229,7 @@ def run_ops(srv, clients, items, fn):
             fn(clients[i], it)
     with concurrent.futures.ThreadPoolExecutor(len(clients)) as ex:
         list(ex.map(work, range(len(clients))))
-    dt, dc = time.monotonic() - t0, cpu_s(srv.proc.pid) - c0
+    dt, dc = time.monotonic() - t0, cpu_delta_s(c0, cpu_ns(srv.proc.pid))
     return len(items) / dt, dc / len(items) * 1e6
 
 
@@ -399,12 +410,24 @@ def main():
     ap.add_argument("--dir", default=os.environ.get("BENCH_DIR", "/tmp"))
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--out")
+    ap.add_argument("--json", help="also write the rows as JSON to this file")
+    ap.add_argument("--from-json", nargs="+", metavar="FILE",
+                    help="print the table of the rows in these --json files "
+                         "(e.g. one run per size, filled in parallel) and exit")
     ap.add_argument("--lock", default="",
                     help="hold an exclusive flock on this file while measuring "
                          "(not while filling): e.g. /tmp/ecfs-bench.lock")
     ap.add_argument("--no-build", action="store_true",
                     help="use $ECFS_BIN_DIR/storaged and $BENCH_FILL as they are")
     args = ap.parse_args()
+    if args.from_json:
+        rows = []
+        for path in args.from_json:
+            with open(path) as f:
+                rows += json.load(f)
+        rows.sort(key=lambda r: r["objects"])
+        print(table(rows))
+        return
     sizes = [int(x) for x in args.sizes.split(",")]
     if not args.no_build:
         build_fill()
@@ -429,6 +452,9 @@ def main():
                 print("measuring %d objects" % n, file=sys.stderr, flush=True)
                 rows.append(measure(srv, n, args, rng))
             print(table(rows), file=sys.stderr, flush=True)
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump(rows, f)
     finally:
         srv.stop()
         if not args.keep:
