@@ -63,10 +63,12 @@ static pthread_mutex_t g_recycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct buf_hdr *g_recycle; /* protected by g_recycle_lock */
 static size_t g_recycle_bytes;    /* protected by g_recycle_lock */
 
-/* Takes a recycled buffer of exactly @len bytes, or NULL. */
+/* Takes a recycled buffer of exactly @len bytes, or NULL. A miss unmaps
+ * the oldest buffer kept (the tail): buffers of a size no longer asked
+ * for drain at the rate of misses instead of holding the pool full. */
 static struct buf_hdr *recycle_take(size_t len)
 {
-    struct buf_hdr **pp, *h = NULL;
+    struct buf_hdr **pp, **last = NULL, *h = NULL, *stale = NULL;
 
     pthread_mutex_lock(&g_recycle_lock);
     for (pp = &g_recycle; *pp != NULL; pp = &(*pp)->next) {
@@ -76,8 +78,16 @@ static struct buf_hdr *recycle_take(size_t len)
             g_recycle_bytes -= len;
             break;
         }
+        last = pp;
+    }
+    if (h == NULL && last != NULL) {
+        stale = *last;
+        *last = NULL;
+        g_recycle_bytes -= stale->len;
     }
     pthread_mutex_unlock(&g_recycle_lock);
+    if (stale != NULL)
+        munmap(stale, stale->len);
     return h;
 }
 

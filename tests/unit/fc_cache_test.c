@@ -107,6 +107,35 @@ static void test_recycle_follows_sizes(void **state)
         fc_cache_buf_free(v[i]);
 }
 
+/* Misses drain buffers of other sizes: a pool full of 1 MiB buffers is
+ * empty after as many allocations of another size, so a 1 MiB allocation
+ * then maps anew (zero-filled) instead of holding stale memory forever. */
+static void test_recycle_misses_drain(void **state)
+{
+    enum { N = 70 };
+    size_t big = 1u << 20, other = (1u << 20) + 8192;
+    char *v[N], *w[N], *a;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        v[i] = fc_cache_buf_alloc(big);
+        assert_non_null(v[i]);
+        memset(v[i], 6, big);
+    }
+    for (int i = 0; i < N; i++)
+        fc_cache_buf_free(v[i]);
+    for (int i = 0; i < N; i++) {
+        w[i] = fc_cache_buf_alloc(other); /* each a miss: one 1 MiB goes */
+        assert_non_null(w[i]);
+    }
+    a = fc_cache_buf_alloc(big);
+    assert_non_null(a);
+    assert_int_equal(a[0], 0); /* a new mapping, not a stale buffer */
+    fc_cache_buf_free(a);
+    for (int i = 0; i < N; i++)
+        fc_cache_buf_free(w[i]);
+}
+
 static void test_owner_then_hit(void **state)
 {
     struct fc_cache *c;
@@ -273,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_buffers),
         cmocka_unit_test(test_buffers_recycled),
         cmocka_unit_test(test_recycle_follows_sizes),
+        cmocka_unit_test(test_recycle_misses_drain),
         cmocka_unit_test(test_owner_then_hit),
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_waiter_sees_fill),
