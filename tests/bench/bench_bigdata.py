@@ -27,12 +27,22 @@ restarted; the disk caches start empty (epoch 1 is cold everywhere).
 Usage: bench_bigdata.py [--files 3072] [--kib 256] [--cap-mib 256]
        [--threads 8] [--peers local,ecfs,ecfs-cdir,s3fs-cache,rclone-full]
        [--ecfs-mem 48M] [--rounds 1] [--base-bin DIR] [--perf PREFIX]
-       [--work DIR]
+       [--work DIR] [--upload-only] [--lock FILE]
 Everything it starts (storaged, mounts, the cgroup) is gone at exit.
+
+Big datasets in short runs: with a kept --work DIR the storaged drives stay
+there, and a bucket that already holds every file (same names and sizes) is
+not uploaded again. --upload-only writes the dataset, uploads it and exits;
+--lock FILE takes flock(FILE) around each peer's epochs only (the same lock
+as `flock FILE cmd`), so the upload and the dataset writing never hold it:
+  bench_bigdata.py --files 12288 --kib 256 --cap-mib 1024 --work W --upload-only
+  bench_bigdata.py --files 12288 --kib 256 --cap-mib 1024 --work W \
+      --lock /tmp/ecfs-bench.lock --peers local,ecfs-cdir
 """
 
 import argparse
 import atexit
+import fcntl
 import os
 import random
 import shutil
@@ -117,14 +127,35 @@ def make_dataset(root, files, kib):
     return names
 
 
-def upload(srv, root, names):
+def uploaded(c, names, size):
+    """True when the bucket holds every one of @names at @size bytes (a
+    kept --work from an earlier run): nothing to upload."""
+    want = {"%s/%s" % (bl.PREFIX, n) for n in names}
+    try:
+        for page in c.get_paginator("list_objects_v2").paginate(
+                Bucket=bl.BUCKET, Prefix=bl.PREFIX + "/"):
+            for o in page.get("Contents", []):
+                if o["Key"] in want and o["Size"] == size:
+                    want.discard(o["Key"])
+    except c.exceptions.NoSuchBucket:
+        return False
+    return not want
+
+
+def upload(srv, root, names, size):
     import boto3
     from botocore.config import Config
     c = boto3.client("s3", endpoint_url=srv.endpoint,
                      aws_access_key_id=bl.ACCESS,
                      aws_secret_access_key=bl.SECRET, region_name="us-east-1",
                      config=Config(max_pool_connections=16))
-    c.create_bucket(Bucket=bl.BUCKET)
+    if uploaded(c, names, size):
+        print("bucket already holds the dataset: not uploaded", flush=True)
+        return
+    try:
+        c.create_bucket(Bucket=bl.BUCKET)
+    except c.exceptions.BucketAlreadyOwnedByYou:
+        pass
 
     def put(n):
         with open(os.path.join(root, n), "rb") as f:
@@ -305,7 +336,13 @@ def main():
     ap.add_argument("--perf", default=None,
                     help="perf record the ecfs daemon over the warm epochs "
                     "into PREFIX.PEER.data")
-    ap.add_argument("--work", default=None)
+    ap.add_argument("--work", default=None,
+                    help="kept folder: its storaged drives (with the "
+                    "uploaded dataset) serve the next run too")
+    ap.add_argument("--upload-only", action="store_true",
+                    help="write and upload the dataset, then exit")
+    ap.add_argument("--lock", default=None,
+                    help="flock this file around each peer's epochs")
     a = ap.parse_args()
     peers = a.peers.split(",")
     if a.base_bin and "ecfs-cdir-base" not in peers:
@@ -328,7 +365,9 @@ def main():
         cg.remove()
         shutil.rmtree(os.path.join(work, "ecfs-cache"), ignore_errors=True)
     atexit.register(cleanup)
-    upload(srv, data, names)
+    upload(srv, data, names, a.kib * 1024)
+    if a.upload_only:
+        return
     print("dataset %d files x %d KiB = %.0f MiB, cgroup cap %d MiB, "
           "%d threads, %d rounds" % (a.files, a.kib, total_mib, a.cap_mib,
                                      a.threads, a.rounds))
@@ -336,8 +375,17 @@ def main():
     for r in range(a.rounds):
         # peers interleaved round by round, so load swings hit all alike
         for kind in peers:
-            res[kind].append(run_peer(kind, srv, work, data, names, a, cg,
-                                      mounts))
+            lk = open(a.lock, "a") if a.lock else None
+            if lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                print("  (lock %s taken %s)" % (a.lock, time.strftime(
+                    "%H:%M:%S", time.gmtime())), flush=True)
+            try:
+                res[kind].append(run_peer(kind, srv, work, data, names, a,
+                                          cg, mounts))
+            finally:
+                if lk:
+                    lk.close()  # releases the flock
     E = a.epochs
 
     def med(kind, i, what=0):
