@@ -162,8 +162,11 @@ def upload(srv, root, names, size):
             c.put_object(Bucket=bl.BUCKET, Key="%s/%s" % (bl.PREFIX, n),
                          Body=f.read())
 
+    t0 = time.monotonic()
     with ThreadPoolExecutor(16) as ex:
         list(ex.map(put, names))
+    print("uploaded %d files in %.0f s" % (len(names), time.monotonic() - t0),
+          flush=True)
 
 
 def loader_epoch(root, names, threads, seed, cg):
