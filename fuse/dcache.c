@@ -397,21 +397,29 @@ static bool fs_space(struct fc_dcache *dc, uint64_t *avail, uint64_t *floor)
     return true;
 }
 
+/* Bytes to free for the free-space floor (0: none): while free space is
+ * under the floor, up to the floor plus a fifth of it. Sets low_space. */
+static uint64_t floor_need(struct fc_dcache *dc)
+{
+    uint64_t avail, floor;
+    bool low;
+
+    if (!fs_space(dc, &avail, &floor))
+        return 0;
+    low = avail < floor;
+    atomic_store(&dc->low_space, low);
+    return low ? floor + floor / 5 - avail : 0;
+}
+
 /* Bytes to free now (0: none): over 90% of the bound once the bound is
- * passed, or below the free-space floor plus 1% of the filesystem. */
+ * passed, or below the free-space floor plus a fifth of it. */
 static uint64_t need_to_free(struct fc_dcache *dc)
 {
-    uint64_t bytes = atomic_load(&dc->bytes), need = 0, avail, floor;
+    uint64_t bytes = atomic_load(&dc->bytes), need = 0;
 
     if (bytes > dc->max_bytes)
         need = bytes - dc->max_bytes / 10 * 9;
-    if (fs_space(dc, &avail, &floor)) {
-        bool low = avail < floor;
-        atomic_store(&dc->low_space, low);
-        if (low)
-            need = CM_MAX(need, floor + floor / 5 - avail);
-    }
-    return need;
+    return CM_MAX(need, floor_need(dc));
 }
 
 /* One eviction pass: frees at least @need bytes of the oldest files (or
@@ -432,6 +440,16 @@ static uint64_t evict_pass(struct fc_dcache *dc, uint64_t need)
         h.cap = 0;
     for (int i = 0; i < 256; i++)
         scan_sub(dc, i, need ? &h : NULL, &bytes, &files);
+    /* @need came from the estimate, which may count a store twice (see
+     * below): free no more than what the scan itself found over 90% of
+     * the bound, or what the floor asks for. Else stores landing during
+     * the scans would inflate each pass's need and evict the recently
+     * read files too. */
+    if (need > 0) {
+        uint64_t keep = dc->max_bytes / 10 * 9;
+        need = CM_MIN(need, CM_MAX(bytes > keep ? bytes - keep : 0,
+                                   floor_need(dc)));
+    }
     if (h.n > 0)
         qsort(h.e, h.n, sizeof(*h.e), ent_cmp);
     for (size_t i = 0; i < h.n && freed < need; i++) {
