@@ -199,16 +199,21 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
     }
     if (b == NULL)
         goto out;
-    /* canned ACLs: READ on a bucket lists it; READ on an object gets it */
+    /* canned ACLs: READ on a bucket lists it; WRITE (public-read-write)
+     * lets anyone write and delete its objects, as S3's bucket WRITE
+     * grant does; READ on an object gets it */
     if (act == STOR_ACT_LIST_BUCKET || act == STOR_ACT_LIST_BUCKET_MPU) {
-        ok = b->acl == IAM_ACL_PUBLIC_READ ||
+        ok = b->acl == IAM_ACL_PUBLIC_READ || b->acl == IAM_ACL_PUBLIC_RW ||
              (b->acl == IAM_ACL_AUTH_READ && u != NULL);
+    } else if (act == STOR_ACT_PUT_OBJECT || act == STOR_ACT_DELETE_OBJECT ||
+               act == STOR_ACT_ABORT_MPU || act == STOR_ACT_LIST_MPU_PARTS) {
+        ok = key && b->acl == IAM_ACL_PUBLIC_RW;
     } else if (act == STOR_ACT_GET_OBJECT && key && b->objects) {
         const char *a =
             json_string_value(json_object_getn(b->objects, key, key_len));
         int acl = a ? stor_iam_acl_parse(a, strlen(a)) : IAM_ACL_PRIVATE;
 
-        ok = acl == IAM_ACL_PUBLIC_READ ||
+        ok = acl == IAM_ACL_PUBLIC_READ || acl == IAM_ACL_PUBLIC_RW ||
              (acl == IAM_ACL_AUTH_READ && u != NULL);
     }
 out:
@@ -266,7 +271,7 @@ static enum stor_s3_err acl_header(struct stor_s3_req *r)
         return S3E_NONE;
     acl = stor_iam_acl_parse(v, n);
     if (acl < 0)
-        return S3E_NOT_IMPLEMENTED; /* public-read-write, log-delivery... */
+        return S3E_NOT_IMPLEMENTED; /* log-delivery-write, aws-exec-read */
     r->acl_hdr = (int8_t)(acl + 1);
     return S3E_NONE;
 }

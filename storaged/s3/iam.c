@@ -243,6 +243,7 @@ int stor_iam_acl_parse(const char *s, size_t n)
         {"private", IAM_ACL_PRIVATE},
         {"public-read", IAM_ACL_PUBLIC_READ},
         {"authenticated-read", IAM_ACL_AUTH_READ},
+        {"public-read-write", IAM_ACL_PUBLIC_RW},
         /* one owner: these grant nothing beyond private */
         {"bucket-owner-read", IAM_ACL_PRIVATE},
         {"bucket-owner-full-control", IAM_ACL_PRIVATE},
@@ -259,6 +260,7 @@ const char *stor_iam_acl_name(int acl)
 {
     return acl == IAM_ACL_PUBLIC_READ ? "public-read"
            : acl == IAM_ACL_AUTH_READ ? "authenticated-read"
+           : acl == IAM_ACL_PUBLIC_RW ? "public-read-write"
                                       : "private";
 }
 

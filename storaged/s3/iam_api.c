@@ -642,7 +642,14 @@ static void acl_reply(struct stor_s3_req *r, int acl)
             "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
             "xsi:type=\"Group\"><URI>http://acs.amazonaws.com/groups/global/"
             "%s</URI></Grantee><Permission>READ</Permission></Grant>",
-            acl == IAM_ACL_PUBLIC_READ ? "AllUsers" : "AuthenticatedUsers");
+            acl == IAM_ACL_AUTH_READ ? "AuthenticatedUsers" : "AllUsers");
+    if (ret == 0 && acl == IAM_ACL_PUBLIC_RW)
+        ret = cm_buf_appends(
+            b, "<Grant><Grantee "
+               "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+               "xsi:type=\"Group\"><URI>http://acs.amazonaws.com/groups/"
+               "global/AllUsers</URI></Grantee><Permission>WRITE</Permission>"
+               "</Grant>");
     if (ret == 0)
         ret = cm_buf_appends(
             b, "<Grant><Grantee "

@@ -14,7 +14,12 @@
 
 #define STOR_IAM_SK_MAX 64
 
-enum iam_acl { IAM_ACL_PRIVATE = 0, IAM_ACL_PUBLIC_READ, IAM_ACL_AUTH_READ };
+enum iam_acl {
+    IAM_ACL_PRIVATE = 0,
+    IAM_ACL_PUBLIC_READ,
+    IAM_ACL_AUTH_READ,
+    IAM_ACL_PUBLIC_RW, /* on a bucket: anyone lists, writes and deletes */
+};
 
 struct stor_iam_user {
     char *name; /* owned */

@@ -234,15 +234,28 @@ bool stor_s3_bucket_name_ok(const char *b)
 
 /* ---- buckets ---- */
 
-/* GET / : ListBuckets. */
+/* GET / : ListBuckets, paged as AWS pages it: max-buckets (1..10000),
+ * continuation-token (the last name of the page before: buckets sort by
+ * name) and prefix. */
 static void op_list_buckets(struct stor_s3_req *r)
 {
     struct stor_bucket_info *bs = NULL;
     struct cm_buf *b = &r->http.resp.body;
-    size_t n = 0, i;
+    const char *mb = stor_s3_query(r, "max-buckets");
+    const char *tok = stor_s3_query(r, "continuation-token");
+    const char *pfx = stor_s3_query(r, "prefix");
+    size_t n = 0, i, shown = 0, pl = pfx ? strlen(pfx) : 0;
+    uint64_t max = 10000;
+    const char *last = NULL;
     char t[CM_TIME_RFC3339_LEN + 1];
     int ret;
 
+    if (mb && (stor_http_parse_u64(mb, strlen(mb), &max) < 0 || max < 1 ||
+               max > 10000)) {
+        stor_s3_error_msg(r, S3E_INVALID_ARGUMENT,
+                          "max-buckets must be an integer from 1 to 10000");
+        return;
+    }
     ret = stor_bucket_list(r->s3->store, &bs, &n);
     if (ret < 0) {
         fail(r, ret);
@@ -257,12 +270,24 @@ static void op_list_buckets(struct stor_s3_req *r)
             stor_ver_is_internal_bucket(bs[i].name))
             continue; /* only what the caller may see (and never the
                        * system area) */
+        if ((tok && tok[0] && strcmp(bs[i].name, tok) <= 0) ||
+            (pl && strncmp(bs[i].name, pfx, pl) != 0))
+            continue;
+        if (shown == max)
+            break; /* one more is there: the page ends at @last */
         time_iso(bs[i].created, 0, t);
         x_lit(b, "<Bucket>");
         x_str(b, "Name", bs[i].name, false);
         x_fmt(b, "<CreationDate>%s</CreationDate></Bucket>", t);
+        last = bs[i].name;
+        shown++;
     }
-    x_lit(b, "</Buckets></ListAllMyBucketsResult>");
+    x_lit(b, "</Buckets>");
+    if (i < n && last)
+        x_str(b, "ContinuationToken", last, false);
+    if (pfx)
+        x_str(b, "Prefix", pfx, false);
+    x_lit(b, "</ListAllMyBucketsResult>");
     free(bs);
     xml_done(r);
 }

@@ -7,8 +7,10 @@ UploadPartCopy ranges that must lie inside the source."""
 
 import hashlib
 import os
+import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import botocore
@@ -426,3 +428,49 @@ def test_upload_part_copy_range_must_lie_inside_the_source(s3, bucket):
                                   multipart_chunksize=5 * 1024 * 1024))
     assert s3.head_object(Bucket=bucket, Key="big2")["ETag"].endswith('-3"')
     assert s3.get_object(Bucket=bucket, Key="big2")["Body"].read() == big
+
+
+def test_list_buckets_paged(s3):
+    """ListBuckets with max-buckets / continuation-token / prefix, as AWS
+    pages it (ceph/s3-tests test_list_buckets_paginated)."""
+    for name in ("pg-a", "pg-b", "pg-c", "other"):
+        s3.create_bucket(Bucket=name)
+    ep = s3.meta.endpoint_url
+
+    def page(**q):
+        url = ep + "/?" + urllib.parse.urlencode(q)
+        st, body = s3util_get(s3, url)
+        assert st == 200, body
+        names = re.findall(rb"<Name>([^<]*)</Name>", body)
+        tok = re.findall(rb"<ContinuationToken>([^<]*)</ContinuationToken>",
+                         body)
+        return [n.decode() for n in names], tok[0].decode() if tok else None, \
+            body
+    names, tok, _ = page(**{"max-buckets": 2})
+    assert names == ["other", "pg-a"] and tok == "pg-a"
+    names, tok, _ = page(**{"max-buckets": 2, "continuation-token": tok})
+    assert names == ["pg-b", "pg-c"] and tok is None
+    names, tok, body = page(**{"max-buckets": 1, "prefix": "pg-"})
+    assert names == ["pg-a"] and tok == "pg-a"
+    assert b"<Prefix>pg-</Prefix>" in body
+    names, tok, _ = page()
+    assert names == ["other", "pg-a", "pg-b", "pg-c"] and tok is None
+    for bad in ("0", "10001", "x"):
+        url = ep + "/?max-buckets=" + bad
+        st, body = s3util_get(s3, url)
+        assert st == 400 and b"InvalidArgument" in body, bad
+
+
+def s3util_get(s3, url):
+    """A GET of @url signed with @s3's credentials (SigV4 in headers)."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    req = AWSRequest(method="GET", url=url)
+    S3SigV4Auth(s3._request_signer._credentials, "s3",
+                "us-east-1").add_auth(req)
+    r = urllib.request.Request(url, headers=dict(req.headers.items()))
+    try:
+        with urllib.request.urlopen(r, timeout=10) as f:
+            return f.status, f.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()

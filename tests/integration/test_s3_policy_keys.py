@@ -14,7 +14,7 @@ import os
 import pytest
 
 from conftest import Storaged
-from test_s3_iam import add_user, admin, code
+from test_s3_iam import add_user, admin, anon, code
 
 B = "data"
 
@@ -156,3 +156,34 @@ def test_condition_keys_are_checked_at_compile(srv, tmp_path):
         p = admin(srv, "user", "add", "never", "--policy", str(bad),
                   check=False)
         assert p.returncode == 1 and why in p.stderr, (cond, p.stderr)
+
+
+def test_public_read_write_bucket_acl(srv):
+    """x-amz-acl: public-read-write on a bucket: anyone may list it and
+    write and delete its objects (S3's bucket WRITE grant); the ACL answer
+    lists AllUsers READ, AllUsers WRITE, then the owner."""
+    root = srv.client()
+    root.create_bucket(Bucket="pubrw")
+    ep = root.meta.endpoint_url
+    assert anon(ep + "/pubrw/k", "PUT", b"x")[0] == 403
+    root.put_bucket_acl(Bucket="pubrw", ACL="public-read-write")
+    try:
+        g = root.get_bucket_acl(Bucket="pubrw")["Grants"]
+        assert [(x["Grantee"].get("URI", "").rsplit("/", 1)[-1],
+                 x["Permission"]) for x in g] == [
+            ("AllUsers", "READ"), ("AllUsers", "WRITE"), ("", "FULL_CONTROL")]
+        assert anon(ep + "/pubrw/k", "PUT", b"anon wrote")[0] == 200
+        assert root.get_object(Bucket="pubrw", Key="k")["Body"].read() == \
+            b"anon wrote"
+        st, body = anon(ep + "/pubrw?list-type=2")
+        assert st == 200 and b"<Key>k</Key>" in body
+        # objects stay private to read unless their own ACL says otherwise
+        assert anon(ep + "/pubrw/k")[0] == 403
+        assert anon(ep + "/pubrw/k", "DELETE")[0] == 204
+        assert "Contents" not in root.list_objects_v2(Bucket="pubrw")
+        # ACL changes stay the owner's
+        assert anon(ep + "/pubrw?acl", "PUT")[0] == 403
+        root.put_bucket_acl(Bucket="pubrw", ACL="private")
+        assert anon(ep + "/pubrw/k2", "PUT", b"x")[0] == 403
+    finally:
+        root.delete_bucket(Bucket="pubrw")
