@@ -9,22 +9,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* The server-side-encryption request headers of a write. */
-static const char *const sse_write_hdrs[] = {
-    "x-amz-server-side-encryption",
-    "x-amz-server-side-encryption-aws-kms-key-id",
-    "x-amz-server-side-encryption-context",
-    "x-amz-server-side-encryption-bucket-key-enabled",
-    "x-amz-server-side-encryption-customer-algorithm",
-    "x-amz-server-side-encryption-customer-key",
-    "x-amz-server-side-encryption-customer-key-MD5",
-};
-/* The SSE-C headers a read (or a part upload) carries. */
-static const char *const ssec_hdrs[] = {
-    "x-amz-server-side-encryption-customer-algorithm",
-    "x-amz-server-side-encryption-customer-key",
-    "x-amz-server-side-encryption-customer-key-MD5",
-};
 /* Headers that only a bucket with Object Lock may carry. */
 static const char *const lock_hdrs[] = {
     "x-amz-object-lock-mode",
@@ -86,20 +70,12 @@ static enum stor_s3_err owner_check(const struct stor_s3_req *r,
 }
 
 /* The rules of a request that writes an object's data and metadata. SSE
- * on PutObject and CopyObject is sse.c's (stor_sse_write_begin); a
- * multipart upload cannot be encrypted yet. */
+ * on PutObject, CopyObject, CreateMultipartUpload and its parts is
+ * sse.c's (stor_sse_write_begin, stor_sse_part_begin). */
 static enum stor_s3_err write_check(const struct stor_s3_req *r)
 {
     size_t n;
-    const char *v;
 
-    if (r->op == S3_OP_CREATE_MPU &&
-        any_hdr(r, sse_write_hdrs, CM_ARRAY_SIZE(sse_write_hdrs))) {
-        v = stor_s3_hdr(r, "x-amz-server-side-encryption", &n);
-        return v && n >= 7 && memcmp(v, "aws:kms", 7) == 0
-                   ? S3E_SSE_KMS_NOT_IMPLEMENTED
-                   : S3E_SSE_MPU_NOT_IMPLEMENTED;
-    }
     if (any_hdr(r, lock_hdrs, CM_ARRAY_SIZE(lock_hdrs)))
         return S3E_NO_OBJECT_LOCK;
     if (r->op == S3_OP_PUT_OBJECT &&
@@ -130,13 +106,9 @@ enum stor_s3_err stor_s3_hdr_audit(const struct stor_s3_req *r)
         /* the source's SSE-C key is checked against the source (sse.c) */
         return write_check(r);
     case S3_OP_UPLOAD_PART_COPY:
-        /* the upload was refused if it asked for SSE: its parts have no key */
-        if (any_hdr(r, ssec_hdrs, CM_ARRAY_SIZE(ssec_hdrs)))
-            return S3E_SSE_NOT_APPLICABLE;
+        /* an SSE-C key is checked against the upload's (sse.c) */
         break;
     case S3_OP_UPLOAD_PART:
-        if (any_hdr(r, ssec_hdrs, CM_ARRAY_SIZE(ssec_hdrs)))
-            return S3E_SSE_NOT_APPLICABLE;
         if (stor_s3_hdr(r, "x-amz-server-side-encryption", &n) != NULL)
             return S3E_SSE_HDR_UNSUPPORTED;
         break;

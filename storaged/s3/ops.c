@@ -1290,11 +1290,18 @@ void stor_s3_put_begin_run(struct stor_s3_req *r)
 
     if (r->op == S3_OP_UPLOAD_PART) {
         const char *pn = stor_s3_query(r, "partNumber");
+        enum stor_s3_err te;
         uint64_t part;
 
         if (stor_http_parse_u64(pn, strlen(pn), &part) < 0 || part < 1 ||
             part > STOR_MAX_PARTS) {
             stor_s3_error(r, S3E_INVALID_ARGUMENT);
+            return;
+        }
+        /* a part of an encrypted upload is sealed under its own key */
+        te = stor_sse_part_begin(r, stor_s3_query(r, "uploadId"), &r->sse);
+        if (te != S3E_NONE) {
+            stor_s3_error(r, te);
             return;
         }
         ret = stor_mpu_part_begin(r->s3->store, r->bucket, r->key, r->key_len,
@@ -1674,8 +1681,10 @@ static void op_copy(struct stor_s3_req *r, bool part)
     e = stor_sse_read_open(r, &sinfo, true, &src_sse);
     if (e == S3E_NONE)
         e = conditionals(r, &sinfo, "x-amz-copy-source-", false);
-    if (e == S3E_NONE && !part)
-        e = stor_sse_write_begin(r, &dst_sse);
+    if (e == S3E_NONE)
+        e = part ? stor_sse_part_begin(r, stor_s3_query(r, "uploadId"),
+                                       &dst_sse)
+                 : stor_sse_write_begin(r, &dst_sse);
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
         goto out;
@@ -1777,25 +1786,26 @@ static void op_create_mpu(struct stor_s3_req *r)
     size_t nh = 0;
     struct cm_buf *b = &r->http.resp.body;
     enum stor_s3_err e = req_tagging_check(r);
-    char *enc;
+    struct stor_sse *x = NULL;
     int ret;
 
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
         return;
     }
-    /* a bucket with default encryption must not get a plaintext object
-     * through a multipart upload, which cannot be encrypted yet */
-    enc = stor_iam_bucket_conf(r->s3->iam, r->bucket, "encryption");
-    if (enc) {
-        free(enc);
-        stor_s3_error(r, S3E_SSE_MPU_NOT_IMPLEMENTED);
-        return;
-    }
-
     char vn[32], vv[24];
 
     ret = stor_s3_req_obj_hdrs(r, &h, &nh);
+    if (ret == 0) {
+        /* the encryption asked for, or the bucket's default: its sealed
+         * data key is kept with the upload for the parts */
+        e = stor_sse_mpu_create(r, &h, &nh, &x);
+        if (e != S3E_NONE) {
+            stor_s3_hdrs_free(h, nh);
+            stor_s3_error(r, e);
+            return;
+        }
+    }
     if (ret == 0)
         ret = stor_ver_new_header(r, vn, vv); /* the id it will have */
     if (ret == 0 && vn[0])
@@ -1804,6 +1814,9 @@ static void op_create_mpu(struct stor_s3_req *r)
         ret = stor_mpu_create(r->s3->store, r->bucket, r->key, r->key_len, h,
                               nh, id);
     stor_s3_hdrs_free(h, nh);
+    if (ret == 0)
+        ret = stor_sse_resp_headers(x, &r->http.resp);
+    stor_sse_free(x);
     if (ret < 0) {
         fail(r, ret);
         return;
@@ -1865,7 +1878,8 @@ static bool completed_by(const struct stor_obj_info *info, const char *id,
  * already succeeded (a client that lost the first answer) is answered
  * with the same result, as AWS and RGW do, while the object it made is
  * still the key's current one; otherwise NoSuchUpload. */
-/* x-amz-version-id of the object a Complete made (its current one). */
+/* x-amz-version-id (when versioned) and the SSE headers of the object a
+ * Complete made (its current one). */
 static void mpu_vid_header(struct stor_s3_req *r)
 {
     struct stor_obj_info info;
@@ -1873,9 +1887,11 @@ static void mpu_vid_header(struct stor_s3_req *r)
     memset(&info, 0, sizeof(info));
     if (stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info) ==
             0 &&
-        strcmp(stor_ver_info_vid(&info), "null") != 0 && /* as PutObject */
-        stor_resp_hdr(&r->http.resp, "x-amz-version-id", "%s",
-                      stor_ver_info_vid(&info)) < 0)
+        ((stor_ver_state_peek(r->s3->ver, r->bucket) != STOR_VER_OFF &&
+          strcmp(stor_ver_info_vid(&info), "null") != 0 && /* as PutObject */
+          stor_resp_hdr(&r->http.resp, "x-amz-version-id", "%s",
+                        stor_ver_info_vid(&info)) < 0) ||
+         stor_sse_info_resp_headers(&info, &r->http.resp) < 0))
         stor_s3_error(r, S3E_INTERNAL);
     stor_obj_info_fini(&info);
 }
@@ -1920,8 +1936,7 @@ static void op_complete_mpu(struct stor_s3_req *r)
         return;
     }
     stor_iam_object_written(r, r->key, r->key_len, false);
-    if (stor_ver_state_peek(r->s3->ver, r->bucket) != STOR_VER_OFF)
-        mpu_vid_header(r);
+    mpu_vid_header(r); /* and the SSE headers */
     x_lit(b,
           S3_XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
     x_fmt(b, "<Location>/%s/", r->bucket);

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -44,6 +45,12 @@
 #define HDR_KMD5     "x-ecfs-sse-kmd5" /* SSE-C: base64 MD5 of the key */
 #define HDR_TAGS     "x-ecfs-sse-tags" /* package tags, hex, in order */
 #define HDR_FMT      "x-ecfs-sse-fmt"  /* layout: "2" (absent: v1, refused) */
+#define HDR_SALT     "x-ecfs-sse-salt" /* a part's key salt, hex */
+/* a completed multipart object's: its parts' tag lists and salts, joined
+ * by the store (STOR_HDR_PART_PFX) */
+#define HDR_PTAGS    STOR_HDR_PART_PFX HDR_TAGS
+#define HDR_PSALT    STOR_HDR_PART_PFX HDR_SALT
+#define PART_INFO    "ecfs-sse-part-v2" /* HMAC input: a part's key */
 #define SEALED_LEN   (12 + 32 + 16)    /* nonce, data key, tag */
 #define MASTER_FIELD "sse_master"
 #define KDF_ITER     100000
@@ -74,13 +81,28 @@ struct stor_sse {
     /* write */
     EVP_MD_CTX *md5;
     struct cm_buf tags_hex;
+    bool part;         /* write: a part of a multipart upload */
+    uint8_t salt[16];  /* write: that part's key salt */
     /* read */
     uint64_t size;
-    const char *tags_src; /* borrowed until decoded: the info's header */
-    char *tags_copy;      /* owned copy of it */
-    uint8_t *tags;        /* decoded, owned */
+    char *tags_copy;   /* owned copy of the tag list header */
+    char *salts_copy;  /* multipart: owned copy of the salts header */
+    uint64_t *psize;   /* multipart: owned copy of the part sizes */
+    size_t nparts;     /* multipart: how many (0: one stream) */
+    uint8_t *tags;     /* decoded, owned */
     size_t ntags;
-    uint64_t cached; /* package in buf (plaintext), or UINT64_MAX */
+    struct stor_sse_seg *segs; /* decoded, owned: one, or one per part */
+    size_t nseg;
+    size_t kseg;     /* segment whose key is in c, or SIZE_MAX */
+    uint64_t cached; /* global package number in buf, or UINT64_MAX */
+};
+
+/* One independently sealed stream of packages: the whole object, or one
+ * part of a multipart object (with its own key). */
+struct stor_sse_seg {
+    uint64_t start, size; /* plaintext offset and length */
+    uint64_t tag0;        /* its package 0's index in x->tags */
+    uint8_t salt[16];     /* multipart: the part key's salt */
 };
 
 /* ---- small crypto helpers ---- */
@@ -205,6 +227,22 @@ static int unseal32(const uint8_t kek[32], const char *aad,
          EVP_DecryptFinal_ex(c, out + 32, &outl) == 1;
     EVP_CIPHER_CTX_free(c);
     return ok ? 0 : -EBADMSG;
+}
+
+/* The key of a multipart part: HMAC-SHA256(data key, PART_INFO ‖ salt),
+ * so every part upload (a fresh random salt, also when a part number is
+ * uploaded again) seals under its own key and nonces never repeat. */
+static int part_key(const uint8_t dk[32], const uint8_t salt[16],
+                    uint8_t out[32])
+{
+    uint8_t msg[sizeof(PART_INFO) - 1 + 16];
+    unsigned len = 0;
+
+    memcpy(msg, PART_INFO, sizeof(PART_INFO) - 1);
+    memcpy(msg + sizeof(PART_INFO) - 1, salt, 16);
+    return HMAC(EVP_sha256(), dk, 32, msg, sizeof(msg), out, &len) && len == 32
+               ? 0
+               : -EIO;
 }
 
 /* ---- the master key ---- */
@@ -441,6 +479,7 @@ static struct stor_sse *sse_alloc(enum sse_mode mode)
         return NULL;
     x->mode = mode;
     x->cached = UINT64_MAX;
+    x->kseg = SIZE_MAX;
     cm_buf_init(&x->tags_hex, CM_BUF_NOLIMIT);
     x->c = EVP_CIPHER_CTX_new();
     if (x->c == NULL) {
@@ -475,6 +514,9 @@ void stor_sse_free(struct stor_sse *x)
     cm_buf_fini(&x->tags_hex);
     free(x->tags);
     free(x->tags_copy);
+    free(x->salts_copy);
+    free(x->psize);
+    free(x->segs);
     OPENSSL_cleanse(x->dk, sizeof(x->dk));
     free(x);
 }
@@ -567,6 +609,99 @@ int stor_sse_put_headers(struct stor_sse *x, struct stor_put *p)
     return ret;
 }
 
+/* Appends header @name: @value to *@h (*@n). 0 or -ENOMEM. */
+static int hdr_push(struct stor_hdr **h, size_t *n, const char *name,
+                    const char *value)
+{
+    struct stor_hdr *nh = realloc(*h, (*n + 1) * sizeof(*nh));
+
+    if (nh == NULL)
+        return -ENOMEM;
+    *h = nh;
+    nh[*n].name = strdup(name);
+    nh[*n].value = strdup(value);
+    if (nh[*n].name == NULL || nh[*n].value == NULL) {
+        free(nh[*n].name);
+        free(nh[*n].value);
+        return -ENOMEM;
+    }
+    (*n)++;
+    return 0;
+}
+
+/* See sse.h. */
+enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r,
+                                     struct stor_hdr **h, size_t *n,
+                                     struct stor_sse **out)
+{
+    char hex[2 * SEALED_LEN + 1];
+    struct stor_sse *x;
+    enum stor_s3_err e = stor_sse_write_begin(r, &x);
+    int ret;
+
+    *out = NULL;
+    if (e != S3E_NONE || x == NULL)
+        return e;
+    cm_hex_encode(x->sealed, SEALED_LEN, hex);
+    ret = hdr_push(h, n, HDR_MODE, x->mode == SSE_C ? "SSE-C" : "AES256");
+    if (ret == 0)
+        ret = hdr_push(h, n, HDR_FMT, "2");
+    if (ret == 0)
+        ret = hdr_push(h, n, HDR_DK, hex);
+    if (ret == 0 && x->mode == SSE_C)
+        ret = hdr_push(h, n, HDR_KMD5, x->kmd5);
+    if (ret < 0) {
+        stor_sse_free(x);
+        return S3E_INTERNAL;
+    }
+    *out = x;
+    return S3E_NONE;
+}
+
+static enum stor_s3_err open_key(struct stor_s3_req *r,
+                                 const struct stor_obj_info *in, bool source,
+                                 struct stor_sse **out);
+
+/* See sse.h. */
+enum stor_s3_err stor_sse_part_begin(struct stor_s3_req *r,
+                                     const char *upload_id,
+                                     struct stor_sse **out)
+{
+    struct stor_obj_info ui;
+    struct stor_sse *x = NULL;
+    uint8_t k[32];
+    enum stor_s3_err e;
+    int ret;
+
+    *out = NULL;
+    memset(&ui, 0, sizeof(ui));
+    ret = stor_mpu_upload_headers(r->s3->store, r->bucket, r->key, r->key_len,
+                                  upload_id, &ui.hdrs, &ui.nhdrs);
+    if (ret < 0)
+        return stor_s3_err_from_errno(ret);
+    e = open_key(r, &ui, false, &x);
+    stor_obj_info_fini(&ui);
+    if (e != S3E_NONE || x == NULL)
+        return e;
+    x->part = true;
+    x->md5 = EVP_MD_CTX_new();
+    ret = need_buf(x) == 0 && x->md5 != NULL &&
+                  EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) == 1 &&
+                  RAND_bytes(x->salt, 16) == 1 &&
+                  part_key(x->dk, x->salt, k) == 0 &&
+                  EVP_EncryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, k, NULL) ==
+                      1
+              ? 0
+              : -EIO;
+    OPENSSL_cleanse(k, sizeof(k));
+    if (ret < 0) {
+        stor_sse_free(x);
+        return S3E_INTERNAL;
+    }
+    *out = x;
+    return S3E_NONE;
+}
+
 /* Seals the filled package (the last one when @final) and writes it. */
 static int put_package(struct stor_sse *x, struct stor_put *p, bool final)
 {
@@ -635,6 +770,12 @@ int stor_sse_put_finish(struct stor_sse *x, struct stor_put *p,
     cm_hex_encode(md, 16, etag);
     ret = stor_put_add_header(p, HDR_TAGS,
                               x->tags_hex.data ? x->tags_hex.data : "");
+    if (ret == 0 && x->part) { /* Complete joins it with the others' */
+        char sh[33];
+
+        cm_hex_encode(x->salt, 16, sh);
+        ret = stor_put_add_header(p, HDR_SALT, sh);
+    }
     if (ret == 0)
         ret = stor_put_set_etag(p, etag);
     return ret;
@@ -675,23 +816,21 @@ int stor_sse_tags_decode(const char *hex, size_t n, uint64_t size,
     return 0;
 }
 
-static int open_package(struct stor_sse *x, struct stor_get *g, uint64_t pk,
-                        uint8_t *dst);
-
-/* See sse.h. */
-enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
-                                    const struct stor_obj_info *in, bool source,
-                                    struct stor_sse **out)
+/* The stored key state of @in (an object's or an upload's headers) opened
+ * for request @r (its SSE-C key, the copy source's with @source): *out
+ * NULL for plaintext (refusing SSE-C headers on it), else a struct with
+ * the data key and mode. @what names the thing in logs. */
+static enum stor_s3_err open_key(struct stor_s3_req *r,
+                                 const struct stor_obj_info *in, bool source,
+                                 struct stor_sse **out)
 {
     const char *mode = info_hdr(in, HDR_MODE), *dk = info_hdr(in, HDR_DK);
-    const char *tags = info_hdr(in, HDR_TAGS), *km = info_hdr(in, HDR_KMD5);
-    const char *fmt = info_hdr(in, HDR_FMT);
+    const char *km = info_hdr(in, HDR_KMD5), *fmt = info_hdr(in, HDR_FMT);
     uint8_t ckey[32], sealed[SEALED_LEN], kek[32];
     char kmd5[CM_BASE64_LEN(16) + 1];
     bool has_c = false;
     enum stor_s3_err e;
     struct stor_sse *x;
-    uint8_t none[16]; /* the empty package's room: nothing */
     int ret;
 
     *out = NULL;
@@ -700,7 +839,7 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
         return e != S3E_NONE ? e : has_c ? S3E_SSE_NOT_APPLICABLE : S3E_NONE;
     if (e != S3E_NONE)
         return e;
-    if (dk == NULL || tags == NULL || strlen(dk) != 2 * SEALED_LEN ||
+    if (dk == NULL || strlen(dk) != 2 * SEALED_LEN ||
         cm_hex_decode(dk, 2 * SEALED_LEN, sealed) != SEALED_LEN) {
         cm_log(CM_LOG_ERROR, 0, "req=%016llX %s: encryption headers damaged",
                (unsigned long long)r->http.id, r->bucket);
@@ -741,19 +880,55 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
         stor_sse_free(x);
         return e;
     }
-    if (EVP_DecryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, x->dk, NULL) != 1) {
-        stor_sse_free(x);
-        return S3E_INTERNAL;
-    }
+    memcpy(x->sealed, sealed, SEALED_LEN);
     if (km)
         snprintf(x->kmd5, sizeof(x->kmd5), "%s", km);
+    *out = x;
+    return S3E_NONE;
+}
+
+static int open_package(struct stor_sse *x, struct stor_get *g, size_t si,
+                        uint64_t pk, uint8_t *dst);
+
+/* See sse.h. */
+enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
+                                    const struct stor_obj_info *in, bool source,
+                                    struct stor_sse **out)
+{
+    const char *tags = info_hdr(in, HDR_TAGS);
+    const char *ptags = info_hdr(in, HDR_PTAGS), *psalt = info_hdr(in, HDR_PSALT);
+    enum stor_s3_err e;
+    struct stor_sse *x;
+    uint8_t none[16]; /* the empty package's room: nothing */
+    int ret;
+
+    e = open_key(r, in, source, out);
+    if (e != S3E_NONE || *out == NULL)
+        return e;
+    x = *out;
+    *out = NULL;
     x->size = in->size;
-    x->tags_copy = strdup(tags);
-    if (x->tags_copy == NULL) {
+    if (tags == NULL && ptags && psalt && in->nparts > 0 && in->part_size) {
+        /* a multipart object: one sealed stream per part */
+        x->nparts = (size_t)in->nparts;
+        x->psize = malloc(x->nparts * sizeof(*x->psize));
+        x->salts_copy = strdup(psalt);
+        if (x->psize)
+            memcpy(x->psize, in->part_size, x->nparts * sizeof(*x->psize));
+        tags = ptags;
+    } else if (tags == NULL) {
+        cm_log(CM_LOG_ERROR, 0, "req=%016llX %s: encryption headers damaged",
+               (unsigned long long)r->http.id, r->bucket);
         stor_sse_free(x);
         return S3E_INTERNAL;
     }
-    if (x->size == 0 && (ret = open_package(x, NULL, 0, none)) < 0) {
+    x->tags_copy = strdup(tags);
+    if (x->tags_copy == NULL ||
+        (x->nparts && (x->psize == NULL || x->salts_copy == NULL))) {
+        stor_sse_free(x);
+        return S3E_INTERNAL;
+    }
+    if (x->size == 0 && (ret = open_package(x, NULL, 0, 0, none)) < 0) {
         /* nothing to read, but the empty package proves the end */
         stor_sse_free(x);
         return ret == -ENOMEM ? S3E_INTERNAL : S3E_SSE_DAMAGED;
@@ -762,33 +937,167 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
     return S3E_NONE;
 }
 
-/* The plaintext length of package @pk. */
-static size_t pkg_len(const struct stor_sse *x, uint64_t pk)
+/* Packages of a stream of @size bytes (a 0-byte one has one, empty). */
+static uint64_t pkg_count(uint64_t size)
 {
-    return (size_t)CM_MIN((uint64_t)STOR_SSE_PKG, x->size - pk * STOR_SSE_PKG);
+    return size ? (size + STOR_SSE_PKG - 1) / STOR_SSE_PKG : 1;
 }
 
-/* Whether @pk is the object's last package (the one sealed as final). */
-static bool pkg_is_last(const struct stor_sse *x, uint64_t pk)
+/* See sse.h. */
+int stor_sse_segs_decode(const char *tags, const char *salts,
+                         const uint64_t *psize, size_t nparts, uint64_t size,
+                         uint8_t **tags_out, struct stor_sse_seg **segs_out,
+                         size_t *nseg)
 {
-    return x->size == 0 || pk == (x->size - 1) / STOR_SSE_PKG;
+    struct stor_sse_seg *sg = calloc(nparts, sizeof(*sg));
+    uint64_t total = 0, ntag = 0;
+    uint8_t *t = NULL;
+    const char *tp = tags, *sp = salts;
+    size_t i;
+
+    *tags_out = NULL;
+    *segs_out = NULL;
+    *nseg = 0;
+    if (sg == NULL)
+        return -ENOMEM;
+    for (i = 0; i < nparts; i++) {
+        if (psize[i] > UINT64_MAX - total)
+            goto bad;
+        sg[i].start = total;
+        sg[i].size = psize[i];
+        sg[i].tag0 = ntag;
+        total += psize[i];
+        ntag += pkg_count(psize[i]);
+    }
+    if (total != size || ntag > SIZE_MAX / 16)
+        goto bad;
+    t = malloc((size_t)ntag * 16);
+    if (t == NULL) {
+        free(sg);
+        return -ENOMEM;
+    }
+    for (i = 0; i < nparts; i++) {
+        size_t tn = strcspn(tp, ","), sn = strcspn(sp, ",");
+        uint64_t want = pkg_count(sg[i].size);
+
+        if (tn != want * 32 || sn != 32 ||
+            cm_hex_decode(tp, tn, t + sg[i].tag0 * 16) != (long)(want * 16) ||
+            cm_hex_decode(sp, 32, sg[i].salt) != 16)
+            goto bad;
+        tp += tn;
+        sp += sn;
+        if (i + 1 < nparts) {
+            if (*tp != ',' || *sp != ',')
+                goto bad;
+            tp++;
+            sp++;
+        }
+    }
+    if (*tp || *sp)
+        goto bad;
+    *tags_out = t;
+    *segs_out = sg;
+    *nseg = nparts;
+    return 0;
+bad:
+    free(t);
+    free(sg);
+    return -EBADMSG;
 }
 
-/* Reads package @pk's ciphertext into @dst (pkg_len bytes) and opens it
- * there. 0 or -errno (-EIO: it fails its tag). */
-static int open_package(struct stor_sse *x, struct stor_get *g, uint64_t pk,
-                        uint8_t *dst)
+/* Decodes the tag list (and for a multipart object the parts) at first
+ * use. 0, -ENOMEM or -EIO (damaged, logged). */
+static int read_prepare(struct stor_sse *x)
 {
-    uint64_t start = pk * STOR_SSE_PKG;
-    size_t len = pkg_len(x, pk), got = 0;
     int ret;
 
-    if (x->tags == NULL) {
+    if (x->segs)
+        return 0;
+    if (x->nparts) {
+        ret = stor_sse_segs_decode(x->tags_copy, x->salts_copy, x->psize,
+                                   x->nparts, x->size, &x->tags, &x->segs,
+                                   &x->nseg);
+    } else {
         ret = stor_sse_tags_decode(x->tags_copy, strlen(x->tags_copy), x->size,
                                    &x->tags, &x->ntags);
-        if (ret < 0)
-            return ret == -ENOMEM ? ret : -EIO;
+        if (ret == 0) {
+            x->segs = calloc(1, sizeof(*x->segs));
+            if (x->segs == NULL)
+                return -ENOMEM;
+            x->segs[0].size = x->size;
+            x->nseg = 1;
+        }
     }
+    if (ret == -EBADMSG)
+        cm_log(CM_LOG_ERROR, 0,
+               "sse: the stored tag list does not fit the object's size%s",
+               x->nparts ? " and parts" : "");
+    return ret == -ENOMEM ? ret : ret < 0 ? -EIO : 0;
+}
+
+/* Puts segment @si's key in x->c. 0 or -EIO. */
+static int seg_key(struct stor_sse *x, size_t si)
+{
+    uint8_t k[32];
+    int ret = 0;
+
+    if (x->kseg == si)
+        return 0;
+    if (x->nparts)
+        ret = part_key(x->dk, x->segs[si].salt, k);
+    else
+        memcpy(k, x->dk, 32);
+    if (ret == 0 &&
+        EVP_DecryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, k, NULL) != 1)
+        ret = -EIO;
+    OPENSSL_cleanse(k, sizeof(k));
+    x->kseg = ret == 0 ? si : SIZE_MAX;
+    return ret;
+}
+
+/* The segment holding plaintext offset @off (< size). */
+static size_t seg_find(const struct stor_sse *x, uint64_t off)
+{
+    size_t lo = 0, hi = x->nseg;
+
+    while (hi - lo > 1) { /* the last segment starting at or before off */
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (x->segs[mid].start <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    while (lo + 1 < x->nseg && x->segs[lo].size == 0) /* empty parts */
+        lo++;
+    return lo;
+}
+
+/* The plaintext length of package @pk of segment @si. */
+static size_t pkg_len(const struct stor_sse *x, size_t si, uint64_t pk)
+{
+    const struct stor_sse_seg *sg = &x->segs[si];
+
+    return (size_t)CM_MIN((uint64_t)STOR_SSE_PKG, sg->size - pk * STOR_SSE_PKG);
+}
+
+/* Reads package @pk of segment @si's ciphertext into @dst (pkg_len bytes)
+ * and opens it there. 0 or -errno (-EIO: it fails its tag). */
+static int open_package(struct stor_sse *x, struct stor_get *g, size_t si,
+                        uint64_t pk, uint8_t *dst)
+{
+    size_t len, got = 0;
+    uint64_t start;
+    bool last;
+    int ret = read_prepare(x);
+
+    if (ret == 0)
+        ret = seg_key(x, si);
+    if (ret < 0)
+        return ret;
+    len = pkg_len(x, si, pk);
+    start = x->segs[si].start + pk * STOR_SSE_PKG;
+    last = pk + 1 == pkg_count(x->segs[si].size);
     while (got < len) {
         ssize_t n = stor_get_read(g, start + got, dst + got, len - got);
 
@@ -796,30 +1105,14 @@ static int open_package(struct stor_sse *x, struct stor_get *g, uint64_t pk,
             return n < 0 ? (int)n : -EIO;
         got += (size_t)n;
     }
-    if (pkg_open_ctx(x->c, pk, pkg_is_last(x, pk), dst, len,
-                     x->tags + pk * 16) < 0) {
+    if (pkg_open_ctx(x->c, pk, last, dst, len,
+                     x->tags + (x->segs[si].tag0 + pk) * 16) < 0) {
         cm_log(CM_LOG_ERROR, 0,
-               "sse: package %llu%s fails its tag: the stored object or its "
-               "tags were altered or cut short",
-               (unsigned long long)pk, pkg_is_last(x, pk) ? " (the last)" : "");
+               "sse: package %llu%s of part %zu fails its tag: the stored "
+               "object or its tags were altered or cut short",
+               (unsigned long long)pk, last ? " (the last)" : "", si + 1);
         return -EIO;
     }
-    return 0;
-}
-
-/* Opens package @pk into x->buf (the one cached for partial reads). */
-static int load_package(struct stor_sse *x, struct stor_get *g, uint64_t pk)
-{
-    int ret = need_buf(x);
-
-    x->cached = UINT64_MAX;
-    if (ret == 0)
-        ret = open_package(x, g, pk, x->buf);
-    if (ret < 0)
-        return ret;
-    x->cached = pk;
-    x->blen = pkg_len(x, pk);
-    x->bufhi = CM_MAX(x->bufhi, x->blen);
     return 0;
 }
 
@@ -833,23 +1126,35 @@ ssize_t stor_sse_get_read(struct stor_sse *x, struct stor_get *g, uint64_t off,
 
     if (x == NULL)
         return stor_get_read(g, off, buf, len);
+    ret = read_prepare(x);
+    if (ret < 0)
+        return ret;
     while (done < len && off < x->size) {
-        uint64_t pk = off / STOR_SSE_PKG;
-        size_t in = (size_t)(off - pk * STOR_SSE_PKG), n;
+        size_t si = seg_find(x, off), in, n, pl;
+        uint64_t rel = off - x->segs[si].start, pk = rel / STOR_SSE_PKG;
+        uint64_t gid = x->segs[si].tag0 + pk; /* the package's number */
 
-        if (in == 0 && x->cached != pk && len - done >= pkg_len(x, pk)) {
+        in = (size_t)(rel - pk * STOR_SSE_PKG);
+        pl = pkg_len(x, si, pk);
+        if (in == 0 && x->cached != gid && len - done >= pl) {
             /* a whole package: opened in the caller's buffer, no copy */
-            ret = open_package(x, g, pk, o + done);
+            ret = open_package(x, g, si, pk, o + done);
             if (ret < 0)
                 return ret;
-            done += pkg_len(x, pk);
-            off += pkg_len(x, pk);
+            done += pl;
+            off += pl;
             continue;
         }
-        if (x->cached != pk) {
-            ret = load_package(x, g, pk);
+        if (x->cached != gid) {
+            x->cached = UINT64_MAX;
+            ret = need_buf(x);
+            if (ret == 0)
+                ret = open_package(x, g, si, pk, x->buf);
             if (ret < 0)
                 return ret;
+            x->cached = gid;
+            x->blen = pl;
+            x->bufhi = CM_MAX(x->bufhi, pl);
         }
         n = CM_MIN(len - done, x->blen - in);
         memcpy(o + done, x->buf + in, n);
@@ -857,6 +1162,25 @@ ssize_t stor_sse_get_read(struct stor_sse *x, struct stor_get *g, uint64_t off,
         off += n;
     }
     return (ssize_t)done;
+}
+
+/* See sse.h. */
+int stor_sse_info_resp_headers(const struct stor_obj_info *in,
+                               struct stor_resp *rs)
+{
+    const char *mode = info_hdr(in, HDR_MODE), *km = info_hdr(in, HDR_KMD5);
+    int ret;
+
+    if (mode == NULL)
+        return 0;
+    if (strcmp(mode, "SSE-C") != 0)
+        return stor_resp_hdr(rs, "x-amz-server-side-encryption", "AES256");
+    ret = stor_resp_hdr(rs, "x-amz-server-side-encryption-customer-algorithm",
+                        "AES256");
+    if (ret == 0 && km)
+        ret = stor_resp_hdr(rs, "x-amz-server-side-encryption-customer-key-MD5",
+                            "%s", km);
+    return ret;
 }
 
 /* See sse.h. */

@@ -28,6 +28,7 @@ struct stor_get;
 struct stor_put;
 struct stor_obj_info;
 struct stor_resp;
+struct stor_hdr;
 
 /* The server-wide key state: created with the S3 state; @kms_key (32
  * bytes, copied) or NULL to seal the master key under a key derived from
@@ -59,6 +60,26 @@ CM_MUST_CHECK int stor_sse_put_write(struct stor_sse *x, struct stor_put *p,
 CM_MUST_CHECK int stor_sse_put_finish(struct stor_sse *x, struct stor_put *p,
                                       const uint8_t *expect_md5);
 
+/* Worker, CreateMultipartUpload: the encryption asked for (or the
+ * bucket's default) as for a PUT; when there is one, its stored headers
+ * (mode, sealed data key, SSE-C key MD5) are appended to the upload's
+ * headers *@h (*@n) and *out is set (for the response headers only). */
+enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r,
+                                     struct stor_hdr **h, size_t *n,
+                                     struct stor_sse **out);
+/* Worker, UploadPart(Copy) to @upload_id: *out NULL for a plaintext upload
+ * (refusing SSE-C headers), else an encryptor for the part under its own
+ * key (HMAC of the data key and a fresh random salt), used like a PUT's
+ * (stor_sse_put_write, stor_sse_put_finish; no stor_sse_put_headers).
+ * An SSE-C upload needs the same key on every part. */
+enum stor_s3_err stor_sse_part_begin(struct stor_s3_req *r,
+                                     const char *upload_id,
+                                     struct stor_sse **out);
+/* Adds the SSE response headers for stored object @in (its x-ecfs-sse
+ * headers), e.g. on CompleteMultipartUpload. 0 or -ENOMEM. */
+CM_MUST_CHECK int stor_sse_info_resp_headers(const struct stor_obj_info *in,
+                                             struct stor_resp *rs);
+
 /* Worker or loop (no I/O): opens stored object @in for reading by @r:
  * checks the SSE-C key of the request (the copy source's with @source)
  * against the object's. S3E_NONE with *out NULL for a plaintext object
@@ -85,6 +106,15 @@ void stor_sse_bucket_op(struct stor_s3_req *r);
  * -EBADMSG (wrong count or a bad digit) or -ENOMEM. */
 CM_MUST_CHECK int stor_sse_tags_decode(const char *hex, size_t n, uint64_t size,
                                        uint8_t **tags, size_t *ntags);
+/* The multipart parser's core (fuzzed): the joined tag lists @tags and
+ * salts @salts of @nparts parts of sizes @psize (summing to @size) into
+ * one tag array and one segment per part. 0, -EBADMSG or -ENOMEM. */
+struct stor_sse_seg;
+CM_MUST_CHECK int stor_sse_segs_decode(const char *tags, const char *salts,
+                                       const uint64_t *psize, size_t nparts,
+                                       uint64_t size, uint8_t **tags_out,
+                                       struct stor_sse_seg **segs_out,
+                                       size_t *nseg);
 /* Seals package @idx (@len <= STOR_SSE_PKG bytes; @final: the object's
  * last) in place with @key; its tag to @tag. 0 or -EIO/-ENOMEM. */
 CM_MUST_CHECK int stor_sse_pkg_seal(const uint8_t key[32], uint64_t idx,

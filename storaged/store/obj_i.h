@@ -56,6 +56,13 @@ struct obj_ent {
 };
 
 /* A multipart upload in progress. */
+/* The headers one part keeps (stor_put_add_header on a part): S3-layer
+ * data such as an encrypted part's tags or its checksum. */
+struct obj_part_hdrs {
+    struct stor_hdr *hdrs; /* owned */
+    size_t n;
+};
+
 struct obj_upload {
     char *key; /* owned */
     size_t key_len;
@@ -65,6 +72,7 @@ struct obj_upload {
     struct stor_hdr *hdrs; /* owned */
     size_t nhdrs;
     struct stor_meta_part *parts; /* owned, sorted by number */
+    struct obj_part_hdrs *phdrs;  /* owned, parallel to parts */
     size_t nparts, pcap;
     bool completing; /* a Complete owns its part files (bucket lock) */
 };
@@ -282,6 +290,9 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
  * obj_list.c; borrows, valid while @p lives. */
 struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
                                  const char **key, size_t *klen);
+/* The headers of put @p (for a part: only what stor_put_add_header
+ * added); borrowed, valid while @p lives. */
+const struct stor_hdr *obj_put_hdrs(const struct stor_put *p, size_t *n);
 /* What stor_put_commit calls for a part (multipart's obj_part_commit, so
  * that PUT/GET/DELETE never call up into multipart): moves the synced temp
  * shard files into the upload directory, writes the part's meta, records
@@ -302,10 +313,11 @@ int obj_put_make_part(struct stor_put *p, const char *uid, int partno,
 /* Inserts @u in (key, uid) order; caller holds b->lock for writing.
  * 0 or -ENOMEM. */
 int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u);
-/* Inserts or replaces part @np in @u (sorted by number); returns the
- * replaced part's data id in *old (0 when none). */
+/* Inserts or replaces part @np in @u (sorted by number) with its headers
+ * @hdrs (@nhdrs; ownership taken, also on failure); returns the replaced
+ * part's data id in *old (0 when none). 0 or -ENOMEM. */
 int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
-                        uint64_t *old);
+                        struct stor_hdr *hdrs, size_t nhdrs, uint64_t *old);
 /* ---- obj_heal.c ---- */
 /* Verifies every shard of one object and rebuilds what is missing or
  * corrupt; @deep reads and checks all block checksums. Returns shards

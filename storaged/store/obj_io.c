@@ -1190,6 +1190,13 @@ struct stor_store *obj_put_store(struct stor_put *p, const char **bucket,
     return p->s;
 }
 
+/* Contract in obj_i.h (for a part's commit, obj_mpu.c). */
+const struct stor_hdr *obj_put_hdrs(const struct stor_put *p, size_t *n)
+{
+    *n = p->nhdrs;
+    return p->hdrs;
+}
+
 /* Contract in obj_i.h: parts use the set's full K+M geometry. */
 int obj_put_make_part(struct stor_put *p, const char *uid, int partno,
                       obj_part_commit_fn *commit)

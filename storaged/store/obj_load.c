@@ -554,8 +554,13 @@ static void load_uploads(struct stor_store *s, struct obj_bucket *b)
                         if (u->parts[i].number == m.parts[0].number &&
                             u->parts[i].dataid >= m.parts[0].dataid)
                             newer = false;
-                    if (newer)
-                        (void)obj_upload_set_part(u, &m.parts[0], &old);
+                    if (newer) /* the part's headers go with it */
+                        (void)obj_upload_set_part(u, &m.parts[0], m.hdrs,
+                                                  m.nhdrs, &old);
+                    else
+                        obj_hdrs_free(m.hdrs, m.nhdrs);
+                    m.hdrs = NULL;
+                    m.nhdrs = 0;
                 }
                 stor_meta_fini(&m);
             }

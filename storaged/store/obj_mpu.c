@@ -46,7 +46,10 @@ static void upload_free(struct obj_upload *u)
     if (u == NULL)
         return;
     free(u->key);
+    for (size_t i = 0; i < u->nparts; i++)
+        obj_hdrs_free(u->phdrs[i].hdrs, u->phdrs[i].n);
     free(u->parts);
+    free(u->phdrs);
     obj_hdrs_free(u->hdrs, u->nhdrs);
     free(u);
 }
@@ -81,7 +84,7 @@ int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u)
 
 /* Contract in obj_i.h. 0 or -ENOMEM. */
 int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
-                        uint64_t *old)
+                        struct stor_hdr *hdrs, size_t nhdrs, uint64_t *old)
 {
     size_t at = 0;
 
@@ -91,22 +94,125 @@ int obj_upload_set_part(struct obj_upload *u, const struct stor_meta_part *np,
     if (at < u->nparts && u->parts[at].number == np->number) {
         *old = u->parts[at].dataid;
         u->parts[at] = *np;
+        obj_hdrs_free(u->phdrs[at].hdrs, u->phdrs[at].n);
+        u->phdrs[at].hdrs = hdrs;
+        u->phdrs[at].n = nhdrs;
         return 0;
     }
     if (u->nparts == u->pcap) {
         size_t nc = u->pcap ? 2 * u->pcap : 8;
         struct stor_meta_part *nv = realloc(u->parts, nc * sizeof(*nv));
+        struct obj_part_hdrs *nh;
 
-        if (nv == NULL)
+        if (nv == NULL) {
+            obj_hdrs_free(hdrs, nhdrs);
             return -ENOMEM;
+        }
         u->parts = nv;
+        nh = realloc(u->phdrs, nc * sizeof(*nh));
+        if (nh == NULL) {
+            obj_hdrs_free(hdrs, nhdrs);
+            return -ENOMEM;
+        }
+        u->phdrs = nh;
         u->pcap = nc;
     }
     memmove(u->parts + at + 1, u->parts + at,
             (u->nparts - at) * sizeof(*u->parts));
+    memmove(u->phdrs + at + 1, u->phdrs + at,
+            (u->nparts - at) * sizeof(*u->phdrs));
     u->parts[at] = *np;
+    u->phdrs[at].hdrs = hdrs;
+    u->phdrs[at].n = nhdrs;
     u->nparts++;
     return 0;
+}
+
+/* The object headers Complete makes of the listed parts' own headers
+ * (@ph[i] for the i-th listed part): for each name any of them has, one
+ * header STOR_HDR_PART_PFX + name whose value is the parts' values in
+ * object order joined by ',' (empty for a part without it), appended to
+ * *@h (*@n). The values are the S3 layer's (hex, base64): never a ','.
+ * 0 or -ENOMEM. */
+static int part_hdrs_join(const struct obj_part_hdrs *const *ph, size_t np,
+                          struct stor_hdr **h, size_t *n)
+{
+    for (size_t i = 0; i < np; i++) {
+        for (size_t j = 0; j < ph[i]->n; j++) {
+            const char *name = ph[i]->hdrs[j].name;
+            struct cm_buf v;
+            struct stor_hdr *nh;
+            char *full;
+            bool seen = false;
+
+            for (size_t q = 0; q < i && !seen; q++)
+                for (size_t t = 0; t < ph[q]->n && !seen; t++)
+                    seen = strcmp(ph[q]->hdrs[t].name, name) == 0;
+            if (seen) /* joined when its first part was */
+                continue;
+            cm_buf_init(&v, CM_BUF_NOLIMIT);
+            for (size_t q = 0; q < np; q++) {
+                const char *pv = "";
+
+                for (size_t t = 0; t < ph[q]->n; t++)
+                    if (strcmp(ph[q]->hdrs[t].name, name) == 0)
+                        pv = ph[q]->hdrs[t].value;
+                if ((q > 0 && cm_buf_append(&v, ",", 1) < 0) ||
+                    cm_buf_append(&v, pv, strlen(pv)) < 0 ||
+                    (q + 1 == np && cm_buf_append(&v, "", 1) < 0)) {
+                    cm_buf_fini(&v);
+                    return -ENOMEM;
+                }
+            }
+            full = malloc(strlen(STOR_HDR_PART_PFX) + strlen(name) + 1);
+            nh = full ? realloc(*h, (*n + 1) * sizeof(*nh)) : NULL;
+            if (nh == NULL) {
+                free(full);
+                cm_buf_fini(&v);
+                return -ENOMEM;
+            }
+            strcpy(full, STOR_HDR_PART_PFX);
+            strcat(full, name);
+            *h = nh;
+            nh[*n].name = full;
+            nh[*n].value = v.data; /* the buffer's bytes, NUL-terminated */
+            (*n)++;
+        }
+    }
+    return 0;
+}
+
+/* Contract in object.h. */
+int stor_mpu_upload_headers(struct stor_store *s, const char *bucket,
+                            const char *key, size_t key_len,
+                            const char *upload_id, struct stor_hdr **out,
+                            size_t *n)
+{
+    struct obj_bucket *b;
+    struct obj_upload *u;
+    int ret = 0;
+
+    *out = NULL;
+    *n = 0;
+    if (!obj_valid_key(key, key_len) || upload_id == NULL)
+        return -STOR_EINVAL;
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        pthread_rwlock_rdlock(&b->lock);
+        u = upload_find(b, upload_id, key, key_len, NULL);
+        if (u == NULL)
+            ret = -STOR_ENOUPLOAD;
+        else if (obj_hdrs_copy(u->hdrs, u->nhdrs, out) < 0)
+            ret = -ENOMEM;
+        else
+            *n = u->nhdrs;
+        pthread_rwlock_unlock(&b->lock);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
 }
 
 /* Writes @m (one copy per placement shard, shard index set) to
@@ -321,6 +427,9 @@ static int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
     struct stor_meta_part mp = {0};
     struct obj_bucket *b;
     struct obj_upload *u;
+    struct stor_hdr *ph = NULL;
+    const struct stor_hdr *pin;
+    size_t nph = 0;
     bool ok[OBJ_MAX_SHARDS];
     char hx[33], fname[64], pname[32];
     pthread_rwlock_t *kl;
@@ -371,6 +480,14 @@ static int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
     mt.key_len = key_len;
     mt.parts = &mp;
     mt.nparts = 1;
+    /* what the S3 layer added to the part (stor_put_add_header) */
+    pin = obj_put_hdrs(p, &nph);
+    mt.hdrs = CM_UNCONST(struct stor_hdr *, pin); /* encode only reads */
+    mt.nhdrs = nph;
+    if (nph && obj_hdrs_copy(pin, nph, &ph) < 0) {
+        ret = -ENOMEM;
+        goto out;
+    }
     if (write_upload_file(s, bucket, uid, pl, n, &mt, pname, ok) <
         obj_write_quorum(s, k, m)) {
         ret = -STOR_EQUORUM;
@@ -385,8 +502,10 @@ static int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
         u = upload_find(b, uid, key, key_len, NULL);
         if (u == NULL || u->completing) /* a Complete owns its parts now */
             ret = -STOR_ENOUPLOAD;
-        else
-            ret = obj_upload_set_part(u, &mp, &old);
+        else {
+            ret = obj_upload_set_part(u, &mp, ph, nph, &old);
+            ph = NULL; /* the upload's now (or freed on failure) */
+        }
         pthread_rwlock_unlock(&b->lock);
     }
     pthread_rwlock_unlock(&s->lock);
@@ -404,6 +523,8 @@ static int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
     }
 out:
     pthread_rwlock_unlock(kl);
+    if (ph)
+        obj_hdrs_free(ph, nph);
     return ret;
 }
 
@@ -437,6 +558,7 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
     uint8_t digest[EVP_MAX_MD_SIZE];
     unsigned dl;
     char hx[33];
+    const struct obj_part_hdrs **lph = NULL; /* the listed parts' headers */
     int ret = 0, n = s->K + s->M;
 
     if (!obj_valid_key(key, key_len) || upload_id == NULL)
@@ -449,7 +571,8 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
         goto nomem;
     e->parts = calloc(nparts, sizeof(*e->parts));
     e->key = obj_memdup0(key, key_len);
-    if (e->parts == NULL || e->key == NULL)
+    lph = calloc(nparts, sizeof(*lph));
+    if (e->parts == NULL || e->key == NULL || lph == NULL)
         goto nomem;
     e->key_len = key_len;
     pthread_rwlock_rdlock(&s->lock);
@@ -488,6 +611,7 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
             break;
         }
         e->parts[i] = *have;
+        lph[i] = &u->phdrs[have - u->parts];
         e->size += have->size;
         for (int q = 0; q < 16; q++) {
             unsigned v;
@@ -500,6 +624,10 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
     }
     if (ret == 0 && obj_hdrs_copy(u->hdrs, u->nhdrs, &e->hdrs) == 0)
         e->nhdrs = u->nhdrs;
+    /* the parts' own headers (an encrypted part's tags, its checksum),
+     * joined in object order: without them the object would misread */
+    if (ret == 0 && part_hdrs_join(lph, nparts, &e->hdrs, &e->nhdrs) < 0)
+        ret = -ENOMEM;
     if (ret == 0) {
         /* the upload id, kept with the object (STOR_HDR_UPLOAD_ID) */
         struct stor_hdr *nh = realloc(e->hdrs, (e->nhdrs + 1) * sizeof(*nh));
@@ -619,6 +747,7 @@ nomem:
 out:
     if (md)
         EVP_MD_CTX_free(md);
+    free(lph);
     obj_ent_free(e);
     return ret;
 }

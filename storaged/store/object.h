@@ -160,7 +160,8 @@ CM_MUST_CHECK int stor_put_set_etag(struct stor_put *p, const char *etag);
 /* Adds header (@name lowercase, @value) to those kept with the object,
  * replacing one of the same name: for what is known only once the body
  * has been read (a checksum sent as an aws-chunked trailer). Before the
- * commit; ignored for a multipart part. 0 or -ENOMEM. */
+ * commit. A multipart part keeps its own (in its part meta), and Complete
+ * turns them into object headers (STOR_HDR_PART_PFX). 0 or -ENOMEM. */
 CM_MUST_CHECK int stor_put_add_header(struct stor_put *p, const char *name,
                                       const char *value);
 /* Appends body bytes; encodes and writes whole stripes as they fill. */
@@ -271,6 +272,17 @@ struct stor_part {
  * on GET/HEAD and copies), so a repeated Complete of the same upload can
  * be recognised while the object is the key's current one. */
 #define STOR_HDR_UPLOAD_ID "x-ecfs-upload-id"
+/* A part's own header NAME (stor_put_add_header on a part; a value with
+ * no ',') becomes the completed object's header STOR_HDR_PART_PFX NAME,
+ * whose value is the listed parts' values in object order joined by ','
+ * (empty for a part without it). */
+#define STOR_HDR_PART_PFX "x-ecfs-part-"
+/* A copy of upload @upload_id's own headers (those given at create) into
+ * *out (*n; free with stor_s3_hdrs_free). 0, -STOR_ENOUPLOAD, -ENOMEM. */
+CM_MUST_CHECK int stor_mpu_upload_headers(struct stor_store *s,
+                                          const char *bucket, const char *key,
+                                          size_t key_len, const char *upload_id,
+                                          struct stor_hdr **out, size_t *n);
 /* Completes with the client's list (ascending part numbers, ETags must
  * match; every part but the last >= 5 MiB). Without copying data. */
 CM_MUST_CHECK int stor_mpu_complete(struct stor_store *s, const char *bucket,

@@ -169,9 +169,17 @@ def test_bucket_default_encryption(s3, bucket):
     assert "ServerSideEncryption" not in r
     assert s3.get_object(Bucket=bucket, Key="c", **ssec(KEY_A))[
         "Body"].read() == body
-    # a multipart upload cannot be encrypted yet: refused, not plaintext
-    assert err(lambda: s3.create_multipart_upload(Bucket=bucket, Key="m")) == \
-        (501, "NotImplemented")
+    # a multipart upload gets the default too
+    up = s3.create_multipart_upload(Bucket=bucket, Key="m")
+    assert up["ServerSideEncryption"] == "AES256"
+    pr = s3.upload_part(Bucket=bucket, Key="m", UploadId=up["UploadId"],
+                        PartNumber=1, Body=body)
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="m", UploadId=up["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": pr["ETag"]}]})
+    r = s3.get_object(Bucket=bucket, Key="m")
+    assert r["ServerSideEncryption"] == "AES256"
+    assert r["Body"].read() == body
     assert err(lambda: s3.put_bucket_encryption(
         Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [{
             "ApplyServerSideEncryptionByDefault": {
@@ -186,7 +194,7 @@ def test_bucket_default_encryption(s3, bucket):
     s3.put_bucket_encryption(
         Bucket=bucket, ServerSideEncryptionConfiguration={"Rules": [{
             "ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
-    for k in ("d", "c", "p"):
+    for k in ("d", "c", "p", "m"):
         s3.delete_object(Bucket=bucket, Key=k)
     s3.delete_bucket(Bucket=bucket)
     s3.create_bucket(Bucket=bucket)
@@ -393,4 +401,101 @@ def test_truncation_on_the_drives_is_an_error(storaged):
     # untouched neighbours still read whole
     assert s3.get_object(Bucket="cut", Key="keep")["Body"].read() == body
     assert s3.get_object(Bucket="cut", Key="empty")["Body"].read() == b""
+    assert not drives_hold(srv, marker)
+
+
+def mpu(s3, bucket, key, parts, create=None, part=None):
+    """A multipart upload of @parts (bodies, or (number, body) pairs),
+    completed in part-number order; returns the Complete answer."""
+    up = s3.create_multipart_upload(Bucket=bucket, Key=key,
+                                    **(create or {}))["UploadId"]
+    done = {}
+    for i, p in enumerate(parts):
+        n, b = p if isinstance(p, tuple) else (i + 1, p)
+        r = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=n,
+                           Body=b, **(part or {}))
+        done[n] = r["ETag"]
+    return s3.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
+            {"PartNumber": n, "ETag": e} for n, e in sorted(done.items())]})
+
+
+def test_encrypted_multipart(s3, bucket):
+    """SSE-C and SSE-S3 multipart uploads: each part sealed under its own
+    key (a re-uploaded part too), reads across part and package
+    boundaries, the key rules on parts and reads, a part copied in, and
+    no plaintext on the drives."""
+    srv = s3.ecfs_server
+    marker, body = body_with_marker(5 * 1024 * 1024 + 3 * PKG + 77)
+    p1, p2 = body[:5 * 1024 * 1024], body[5 * 1024 * 1024:]
+    # SSE-C; part 2 uploaded twice (the second one counts)
+    r = mpu(s3, bucket, "c", [p1, (2, b"x" * 1000), (2, p2)],
+            create=ssec(KEY_A), part=ssec(KEY_A))
+    g = s3.get_object(Bucket=bucket, Key="c", **ssec(KEY_A))
+    assert g["Body"].read() == body and g["ETag"] == r["ETag"]
+    assert g["SSECustomerKeyMD5"]
+    for a, b in ((0, 99), (len(p1) - 5, len(p1) + 5),      # part boundary
+                 (len(p1) + PKG - 3, len(p1) + 2 * PKG + 3),  # packages
+                 (len(body) - 10, len(body) - 1)):
+        assert s3.get_object(Bucket=bucket, Key="c", Range="bytes=%d-%d" % (
+            a, b), **ssec(KEY_A))["Body"].read() == body[a:b + 1]
+    assert s3.get_object(Bucket=bucket, Key="c", PartNumber=2, **ssec(KEY_A))[
+        "Body"].read() == p2
+    assert err(lambda: s3.get_object(Bucket=bucket, Key="c"))[0] == 400
+    assert err(lambda: s3.get_object(Bucket=bucket, Key="c",
+                                     **ssec(KEY_B)))[0] == 400
+    assert s3.head_object(Bucket=bucket, Key="c", **ssec(KEY_A))[
+        "ContentLength"] == len(body)
+    # a part of an SSE-C upload needs the upload's key
+    up = s3.create_multipart_upload(Bucket=bucket, Key="n",
+                                    **ssec(KEY_A))["UploadId"]
+    for extra in ({}, ssec(KEY_B)):
+        assert err(lambda: s3.upload_part(
+            Bucket=bucket, Key="n", UploadId=up, PartNumber=1, Body=b"z",
+            **extra))[0] == 400
+    s3.abort_multipart_upload(Bucket=bucket, Key="n", UploadId=up)
+    # SSE-S3, with a part copied from the SSE-C object and a short last part
+    up = s3.create_multipart_upload(Bucket=bucket, Key="s",
+                                    ServerSideEncryption="AES256")["UploadId"]
+    c1 = s3.upload_part_copy(
+        Bucket=bucket, Key="s", UploadId=up, PartNumber=1,
+        CopySource={"Bucket": bucket, "Key": "c"},
+        CopySourceRange="bytes=0-%d" % (len(p1) - 1), **ssec_src(KEY_A))
+    c2 = s3.upload_part(Bucket=bucket, Key="s", UploadId=up, PartNumber=2,
+                        Body=p2)
+    r = s3.complete_multipart_upload(
+        Bucket=bucket, Key="s", UploadId=up, MultipartUpload={"Parts": [
+            {"PartNumber": 1, "ETag": c1["CopyPartResult"]["ETag"]},
+            {"PartNumber": 2, "ETag": c2["ETag"]}]})
+    assert r["ServerSideEncryption"] == "AES256"
+    g = s3.get_object(Bucket=bucket, Key="s")
+    assert g["ServerSideEncryption"] == "AES256"
+    assert g["Body"].read() == body
+    # copied out of a multipart object into a plain one
+    s3.copy_object(Bucket=bucket, Key="plain", CopySource={
+        "Bucket": bucket, "Key": "s"})
+    assert s3.get_object(Bucket=bucket, Key="plain")["Body"].read() == body
+    s3.delete_object(Bucket=bucket, Key="plain")
+    assert not drives_hold(srv, marker)
+
+
+def test_encrypted_multipart_survives_restart(storaged):
+    """A part's seal (its tags and key salt) is kept in its part meta, so
+    an upload in progress completes after a restart."""
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    s3.create_bucket(Bucket="rst")
+    marker, body = body_with_marker(5 * 1024 * 1024 + 1000)
+    up = s3.create_multipart_upload(Bucket="rst", Key="k",
+                                    ServerSideEncryption="AES256")["UploadId"]
+    e1 = s3.upload_part(Bucket="rst", Key="k", UploadId=up, PartNumber=1,
+                        Body=body[:5 * 1024 * 1024])["ETag"]
+    srv.restart()
+    s3 = srv.client()
+    e2 = s3.upload_part(Bucket="rst", Key="k", UploadId=up, PartNumber=2,
+                        Body=body[5 * 1024 * 1024:])["ETag"]
+    s3.complete_multipart_upload(
+        Bucket="rst", Key="k", UploadId=up, MultipartUpload={"Parts": [
+            {"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    assert s3.get_object(Bucket="rst", Key="k")["Body"].read() == body
     assert not drives_hold(srv, marker)
