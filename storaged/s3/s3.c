@@ -1174,6 +1174,7 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
         cm_log(CM_LOG_INFO, 0, "S3: %zu MiB small-object cache",
                s3->cache_bytes >> 20);
     stor_sse_keys_warm(s3);
+    stor_sse_attach(s3);
     *out = s3;
     return 0;
 }

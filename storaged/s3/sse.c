@@ -51,6 +51,8 @@
 #define HDR_PTAGS    STOR_HDR_PART_PFX HDR_TAGS
 #define HDR_PSALT    STOR_HDR_PART_PFX HDR_SALT
 #define PART_INFO    "ecfs-sse-part-v2" /* HMAC input: a part's key */
+#define HDR_PMAC     "x-ecfs-sse-pmac" /* multipart: MAC of the part list */
+#define PMAC_INFO    "ecfs-sse-mpu-v2" /* HMAC input: the part-list key */
 #define SEALED_LEN   (12 + 32 + 16)    /* nonce, data key, tag */
 #define MASTER_FIELD "sse_master"
 #define KDF_ITER     100000
@@ -94,6 +96,8 @@ struct stor_sse {
     struct stor_sse_seg *segs; /* decoded, owned: one, or one per part */
     size_t nseg;
     size_t kseg;     /* segment whose key is in c, or SIZE_MAX */
+    char *pmac_copy; /* multipart: owned copy of the part-list MAC */
+    uint8_t pmkey[32]; /* multipart: the key of that MAC */
     uint64_t cached; /* global package number in buf, or UINT64_MAX */
 };
 
@@ -245,6 +249,51 @@ static int part_key(const uint8_t dk[32], const uint8_t salt[16],
                : -EIO;
 }
 
+/* The part-list MAC of a multipart object: HMAC-SHA256 under @key of
+ * be64(nparts) and, for each part in object order, be64(size) ‖ salt.
+ * It binds the number, order and sizes of the parts, which the per-part
+ * final flags cannot (whole trailing parts could be cut, or parts of one
+ * size swapped, on the drives). 0 or -ENOMEM/-EIO. */
+static int pmac_compute(const uint8_t key[32], const uint64_t *psize,
+                        const uint8_t (*salts)[16], size_t nparts,
+                        uint8_t out[32])
+{
+    size_t n = 8 + nparts * 24, i;
+    uint8_t *m = malloc(n);
+    unsigned len = 0;
+    int ret;
+
+    if (m == NULL)
+        return -ENOMEM;
+    for (i = 0; i < 8; i++)
+        m[i] = (uint8_t)((uint64_t)nparts >> (56 - 8 * i));
+    for (size_t p = 0; p < nparts; p++) {
+        for (i = 0; i < 8; i++)
+            m[8 + 24 * p + i] = (uint8_t)(psize[p] >> (56 - 8 * i));
+        memcpy(m + 8 + 24 * p + 8, salts[p], 16);
+    }
+    ret = HMAC(EVP_sha256(), key, 32, m, n, out, &len) && len == 32 ? 0 : -EIO;
+    free(m);
+    return ret;
+}
+
+/* The key of the part-list MAC: HMAC-SHA256(master key, PMAC_INFO ‖ the
+ * sealed data key's hex), from the master key, so a Complete can make it
+ * without an SSE-C customer key (S3 does not send one there). */
+static int pmac_key(const uint8_t mk[32], const char *dk_hex, uint8_t out[32])
+{
+    uint8_t msg[sizeof(PMAC_INFO) - 1 + 2 * SEALED_LEN];
+    unsigned len = 0;
+
+    if (strlen(dk_hex) != 2 * SEALED_LEN)
+        return -EBADMSG;
+    memcpy(msg, PMAC_INFO, sizeof(PMAC_INFO) - 1);
+    memcpy(msg + sizeof(PMAC_INFO) - 1, dk_hex, 2 * SEALED_LEN);
+    return HMAC(EVP_sha256(), mk, 32, msg, sizeof(msg), out, &len) && len == 32
+               ? 0
+               : -EIO;
+}
+
 /* ---- the master key ---- */
 
 /* See sse.h. */
@@ -270,6 +319,8 @@ void stor_sse_keys_destroy(struct stor_s3 *s3)
 
     if (k == NULL)
         return;
+    if (s3->store)
+        stor_store_set_mpu_hook(s3->store, NULL, NULL);
     pthread_mutex_destroy(&k->lock);
     OPENSSL_cleanse(k, sizeof(*k));
     free(k);
@@ -515,6 +566,7 @@ void stor_sse_free(struct stor_sse *x)
     free(x->tags);
     free(x->tags_copy);
     free(x->salts_copy);
+    free(x->pmac_copy);
     free(x->psize);
     free(x->segs);
     OPENSSL_cleanse(x->dk, sizeof(x->dk));
@@ -635,6 +687,7 @@ enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r,
                                      struct stor_sse **out)
 {
     char hex[2 * SEALED_LEN + 1];
+    uint8_t mk[32];
     struct stor_sse *x;
     enum stor_s3_err e = stor_sse_write_begin(r, &x);
     int ret;
@@ -642,6 +695,13 @@ enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r,
     *out = NULL;
     if (e != S3E_NONE || x == NULL)
         return e;
+    /* the part-list MAC at Complete is keyed from the master key, also
+     * for SSE-C: made now, not under the Complete's lock */
+    if (master_get(r->s3, true, mk) < 0) {
+        stor_sse_free(x);
+        return S3E_INTERNAL;
+    }
+    OPENSSL_cleanse(mk, sizeof(mk));
     cm_hex_encode(x->sealed, SEALED_LEN, hex);
     ret = hdr_push(h, n, HDR_MODE, x->mode == SSE_C ? "SSE-C" : "AES256");
     if (ret == 0)
@@ -656,6 +716,75 @@ enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r,
     }
     *out = x;
     return S3E_NONE;
+}
+
+/* The @n salts of the joined list @sp (32 hex digits each, ',' between)
+ * into @out. 0 or -EBADMSG. */
+static int salts_parse(const char *sp, size_t n, uint8_t (*out)[16])
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strspn(sp, "0123456789abcdefABCDEF") != 32 ||
+            cm_hex_decode(sp, 32, out[i]) != 16)
+            return -EBADMSG;
+        sp += 32;
+        if (*sp != (i + 1 < n ? ',' : '\0'))
+            return -EBADMSG;
+        if (*sp)
+            sp++;
+    }
+    return 0;
+}
+
+static const char *hdrs_find(const struct stor_hdr *h, size_t n,
+                             const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(h[i].name, name) == 0)
+            return h[i].value;
+    return NULL;
+}
+
+/* The store's Complete hook (stor_mpu_hook_fn): for an encrypted upload,
+ * adds the part-list MAC (HDR_PMAC) to the object's headers. */
+static int mpu_seal_hook(void *arg, struct stor_hdr **hdrs, size_t *nhdrs,
+                         const uint64_t *psize, size_t nparts)
+{
+    struct stor_s3 *s3 = arg;
+    const char *mode = hdrs_find(*hdrs, *nhdrs, HDR_MODE);
+    const char *dk = hdrs_find(*hdrs, *nhdrs, HDR_DK);
+    const char *salts = hdrs_find(*hdrs, *nhdrs, HDR_PSALT);
+    uint8_t (*sl)[16], mk[32], k[32], mac[32];
+    char hex[65];
+    int ret;
+
+    if (mode == NULL)
+        return 0;
+    sl = malloc(nparts * sizeof(*sl));
+    if (sl == NULL)
+        return -ENOMEM;
+    ret = dk && salts ? salts_parse(salts, nparts, sl) : -EBADMSG;
+    if (ret < 0)
+        cm_log(CM_LOG_ERROR, 0,
+               "sse: an encrypted upload lists a part that was not sealed");
+    if (ret == 0)
+        ret = master_get(s3, false, mk);
+    if (ret == 0)
+        ret = pmac_key(mk, dk, k);
+    if (ret == 0)
+        ret = pmac_compute(k, psize, (const uint8_t(*)[16])sl, nparts, mac);
+    OPENSSL_cleanse(mk, sizeof(mk));
+    OPENSSL_cleanse(k, sizeof(k));
+    free(sl);
+    if (ret < 0)
+        return ret == -ENOMEM ? ret : -EIO;
+    cm_hex_encode(mac, 32, hex);
+    return hdr_push(hdrs, nhdrs, HDR_PMAC, hex);
+}
+
+/* See sse.h. */
+void stor_sse_attach(struct stor_s3 *s3)
+{
+    stor_store_set_mpu_hook(s3->store, mpu_seal_hook, s3);
 }
 
 static enum stor_s3_err open_key(struct stor_s3_req *r,
@@ -910,12 +1039,28 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
     x->size = in->size;
     if (tags == NULL && ptags && psalt && in->nparts > 0 && in->part_size) {
         /* a multipart object: one sealed stream per part */
+        const char *pmac = info_hdr(in, HDR_PMAC);
+        uint8_t mk[32];
+
         x->nparts = (size_t)in->nparts;
         x->psize = malloc(x->nparts * sizeof(*x->psize));
         x->salts_copy = strdup(psalt);
+        x->pmac_copy = pmac ? strdup(pmac) : NULL;
         if (x->psize)
             memcpy(x->psize, in->part_size, x->nparts * sizeof(*x->psize));
         tags = ptags;
+        ret = pmac ? master_get(r->s3, false, mk) : -EBADMSG;
+        if (ret == 0)
+            ret = pmac_key(mk, info_hdr(in, HDR_DK), x->pmkey);
+        OPENSSL_cleanse(mk, sizeof(mk));
+        if (ret < 0 || x->pmac_copy == NULL) {
+            cm_log(CM_LOG_ERROR, 0,
+                   "req=%016llX %s: the part list of an encrypted multipart "
+                   "object cannot be checked (no MAC, or no master key)",
+                   (unsigned long long)r->http.id, r->bucket);
+            stor_sse_free(x);
+            return ret == -EBADMSG ? S3E_SSE_DAMAGED : S3E_INTERNAL;
+        }
     } else if (tags == NULL) {
         cm_log(CM_LOG_ERROR, 0, "req=%016llX %s: encryption headers damaged",
                (unsigned long long)r->http.id, r->bucket);
@@ -951,8 +1096,8 @@ int stor_sse_segs_decode(const char *tags, const char *salts,
 {
     struct stor_sse_seg *sg = calloc(nparts, sizeof(*sg));
     uint64_t total = 0, ntag = 0;
-    uint8_t *t = NULL;
-    const char *tp = tags, *sp = salts;
+    uint8_t *t = NULL, (*sl)[16];
+    const char *tp = tags;
     size_t i;
 
     *tags_out = NULL;
@@ -977,24 +1122,29 @@ int stor_sse_segs_decode(const char *tags, const char *salts,
         return -ENOMEM;
     }
     for (i = 0; i < nparts; i++) {
-        size_t tn = strcspn(tp, ","), sn = strcspn(sp, ",");
+        size_t tn = strcspn(tp, ",");
         uint64_t want = pkg_count(sg[i].size);
 
-        if (tn != want * 32 || sn != 32 ||
-            cm_hex_decode(tp, tn, t + sg[i].tag0 * 16) != (long)(want * 16) ||
-            cm_hex_decode(sp, 32, sg[i].salt) != 16)
+        if (tn != want * 32 ||
+            cm_hex_decode(tp, tn, t + sg[i].tag0 * 16) != (long)(want * 16))
             goto bad;
         tp += tn;
-        sp += sn;
         if (i + 1 < nparts) {
-            if (*tp != ',' || *sp != ',')
+            if (*tp != ',')
                 goto bad;
             tp++;
-            sp++;
         }
     }
-    if (*tp || *sp)
+    if (*tp)
         goto bad;
+    sl = malloc(nparts * sizeof(*sl));
+    if (sl == NULL || salts_parse(salts, nparts, sl) < 0) {
+        free(sl);
+        goto bad;
+    }
+    for (i = 0; i < nparts; i++)
+        memcpy(sg[i].salt, sl[i], 16);
+    free(sl);
     *tags_out = t;
     *segs_out = sg;
     *nseg = nparts;
@@ -1003,6 +1153,32 @@ bad:
     free(t);
     free(sg);
     return -EBADMSG;
+}
+
+/* Checks the part-list MAC of decoded multipart segments. 0, -ENOMEM or
+ * -EIO (logged). */
+static int pmac_check(struct stor_sse *x)
+{
+    uint8_t (*sl)[16] = malloc(x->nseg * sizeof(*sl)), mac[32], want[32];
+    int ret = sl ? 0 : -ENOMEM;
+
+    for (size_t i = 0; sl && i < x->nseg; i++)
+        memcpy(sl[i], x->segs[i].salt, 16);
+    if (ret == 0)
+        ret = pmac_compute(x->pmkey, x->psize, (const uint8_t(*)[16])sl,
+                           x->nseg, mac);
+    free(sl);
+    if (ret < 0)
+        return ret;
+    if (strlen(x->pmac_copy) != 64 ||
+        cm_hex_decode(x->pmac_copy, 64, want) != 32 ||
+        CRYPTO_memcmp(mac, want, 32) != 0) {
+        cm_log(CM_LOG_ERROR, 0,
+               "sse: the part list of an encrypted multipart object fails its "
+               "MAC: parts were cut, swapped or resized on the drives");
+        return -EIO;
+    }
+    return 0;
 }
 
 /* Decodes the tag list (and for a multipart object the parts) at first
@@ -1017,6 +1193,14 @@ static int read_prepare(struct stor_sse *x)
         ret = stor_sse_segs_decode(x->tags_copy, x->salts_copy, x->psize,
                                    x->nparts, x->size, &x->tags, &x->segs,
                                    &x->nseg);
+        if (ret == 0 && (ret = pmac_check(x)) < 0) {
+            free(x->tags);
+            free(x->segs);
+            x->tags = NULL;
+            x->segs = NULL;
+            x->nseg = 0;
+            return ret;
+        }
     } else {
         ret = stor_sse_tags_decode(x->tags_copy, strlen(x->tags_copy), x->size,
                                    &x->tags, &x->ntags);

@@ -40,6 +40,9 @@ void stor_sse_keys_destroy(struct stor_s3 *s3);
  * SSE-S3 GET, which the event loop may serve, does not. No-op while the
  * state is not loaded yet (an index rebuild at start): then on first use. */
 void stor_sse_keys_warm(struct stor_s3 *s3);
+/* Registers the Complete hook that seals an encrypted multipart object's
+ * part list (stor_store_set_mpu_hook); once s3->store is set. */
+void stor_sse_attach(struct stor_s3 *s3);
 /* stor_sse_read_key_file (--kms-key-file): declared in s3/s3.h, the
  * S3 layer's interface, which main.c may include. */
 

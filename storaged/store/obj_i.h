@@ -86,6 +86,9 @@ struct obj_bucket {
 };
 
 struct stor_store {
+    /* stor_store_set_mpu_hook; set while no Complete runs */
+    stor_mpu_hook_fn *mpu_hook;
+    void *mpu_hook_arg;
     struct stor_drive *drives; /* owned, ndrives */
     size_t ndrives;
     int nsets, set_size, K, M, wq; /* set geometry and write quorum */

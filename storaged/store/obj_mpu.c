@@ -183,6 +183,14 @@ static int part_hdrs_join(const struct obj_part_hdrs *const *ph, size_t np,
 }
 
 /* Contract in object.h. */
+void stor_store_set_mpu_hook(struct stor_store *s, stor_mpu_hook_fn *fn,
+                             void *arg)
+{
+    s->mpu_hook = fn;
+    s->mpu_hook_arg = arg;
+}
+
+/* Contract in object.h. */
 int stor_mpu_upload_headers(struct stor_store *s, const char *bucket,
                             const char *key, size_t key_len,
                             const char *upload_id, struct stor_hdr **out,
@@ -628,6 +636,15 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
      * joined in object order: without them the object would misread */
     if (ret == 0 && part_hdrs_join(lph, nparts, &e->hdrs, &e->nhdrs) < 0)
         ret = -ENOMEM;
+    if (ret == 0 && s->mpu_hook) {
+        uint64_t *ps = malloc(nparts * sizeof(*ps));
+
+        for (size_t i = 0; ps && i < nparts; i++)
+            ps[i] = e->parts[i].size;
+        ret = ps ? s->mpu_hook(s->mpu_hook_arg, &e->hdrs, &e->nhdrs, ps, nparts)
+                 : -ENOMEM;
+        free(ps);
+    }
     if (ret == 0) {
         /* the upload id, kept with the object (STOR_HDR_UPLOAD_ID) */
         struct stor_hdr *nh = realloc(e->hdrs, (e->nhdrs + 1) * sizeof(*nh));

@@ -277,6 +277,16 @@ struct stor_part {
  * whose value is the listed parts' values in object order joined by ','
  * (empty for a part without it). */
 #define STOR_HDR_PART_PFX "x-ecfs-part-"
+/* What every Complete calls, under the upload's lock, with the headers
+ * the object will get (the upload's, then the joined part headers; it may
+ * append to them) and the listed parts' sizes: the S3 layer seals the
+ * part list of an encrypted upload there. 0, or -errno to fail the
+ * Complete (the upload stays). */
+typedef int stor_mpu_hook_fn(void *arg, struct stor_hdr **hdrs, size_t *nhdrs,
+                             const uint64_t *psize, size_t nparts);
+/* Sets (or with NULL clears) the Complete hook; before serving. */
+void stor_store_set_mpu_hook(struct stor_store *s, stor_mpu_hook_fn *fn,
+                             void *arg);
 /* A copy of upload @upload_id's own headers (those given at create) into
  * *out (*n; free with stor_s3_hdrs_free). 0, -STOR_ENOUPLOAD, -ENOMEM. */
 CM_MUST_CHECK int stor_mpu_upload_headers(struct stor_store *s,

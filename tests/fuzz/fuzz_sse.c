@@ -5,7 +5,8 @@
  * the same bytes are also opened as one ciphertext package. Besides "no
  * crash": a decoded list has exactly one tag per started package, and a
  * package this target did not seal never opens, nor one at another index
- * or with the other final flag. */
+ * or with the other final flag; the multipart tag/salt lists parse exactly
+ * or are refused. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -64,5 +65,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(stor_sse_pkg_open(key, osize, fin, buf, n, tag) == 0);
     CHECK(memcmp(buf, data + 8, n) == 0);
     free(buf);
+    /* the multipart parser: the text as "TAGS|SALTS", part sizes from
+     * the size bytes; a parse is exact or refused */
+    {
+        char *txt = malloc(size - 8 + 1), *bar;
+        uint64_t psize[16], total = 0;
+        size_t np = 1, nseg = 0;
+        struct stor_sse_seg *segs = NULL;
+
+        CHECK(txt != NULL);
+        memcpy(txt, data + 8, size - 8);
+        txt[size - 8] = 0;
+        bar = strchr(txt, '|');
+        if (bar) {
+            *bar = 0;
+            for (const char *c = txt; *c; c++)
+                np += *c == ',';
+            if (np <= 16) {
+                for (i = 0; i < np; i++) {
+                    psize[i] = (osize >> (3 * i)) % (3 * STOR_SSE_PKG);
+                    total += psize[i];
+                }
+                ret = stor_sse_segs_decode(txt, bar + 1, psize, np, total,
+                                           &tags, &segs, &nseg);
+                CHECK(ret == 0 || ret == -EBADMSG || ret == -ENOMEM);
+                CHECK(ret == 0 ? nseg == np : tags == NULL && segs == NULL);
+                free(tags);
+                free(segs);
+                tags = NULL;
+            }
+        }
+        free(txt);
+    }
     return 0;
 }

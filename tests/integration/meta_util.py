@@ -30,10 +30,12 @@ def _check_crc(rec):
     assert crc64_xz(zeroed) == stored, "CRC model differs from FORMAT.md"
 
 
-def rewrite(path, key, size=None, headers=None):
+def rewrite(path, key, size=None, headers=None, parts=None):
     """Rewrites the meta record at @path when it is @key's (bytes): @size
-    (also the one part's size, if it has one) and @headers, a function from the list of
-    (name, value) byte pairs to a new list. True when it did."""
+    (also the one part's size, if it has one and @keep_parts is not
+    given), @headers, a function from the list of (name, value) byte pairs
+    to a new list, and @parts, one from the list of encoded part entries
+    (number, size, data id, ETag) to a new list. True when it did."""
     rec = bytearray(open(path, "rb").read())
     _check_crc(rec)
     at = 56
@@ -53,20 +55,29 @@ def rewrite(path, key, size=None, headers=None):
         n = struct.unpack_from("<I", rec, at)[0]
         hs.append((name, bytes(rec[at + 4:at + 4 + n])))
         at += 4 + n
-    tail = rec[at:]                                     # parts, inline
+    nparts = struct.unpack_from("<H", rec, at)[0]
+    ps = []
+    p_at = at + 2
+    for _ in range(nparts):
+        n = 4 + 8 + 8 + 1 + rec[p_at + 20]
+        ps.append(bytearray(rec[p_at:p_at + n]))
+        p_at += n
+    tail = rec[p_at:]                                   # inline
     if size is not None:
         struct.pack_into("<Q", rec, 48, size)
-        nparts = struct.unpack_from("<H", tail, 0)[0]
-        assert nparts <= 1  # one part, or none (inline)
-        if nparts:
-            struct.pack_into("<Q", tail, 2 + 4, size)
+        if parts is None:
+            assert nparts <= 1  # one part, or none (inline)
+            if nparts:
+                struct.pack_into("<Q", ps[0], 4, size)
+    if parts is not None:
+        ps = parts(ps)
     if headers is not None:
         hs = headers(hs)
     out = bytearray(rec[:h_at]) + struct.pack("<H", len(hs))
     for name, value in hs:
         out += struct.pack("<H", len(name)) + name
         out += struct.pack("<I", len(value)) + value
-    out += tail
+    out += struct.pack("<H", len(ps)) + b"".join(ps) + tail
     struct.pack_into("<I", out, 8, len(out))
     out[16:24] = b"\0" * 8
     struct.pack_into("<Q", out, 16, crc64_xz(bytes(out)))

@@ -499,3 +499,47 @@ def test_encrypted_multipart_survives_restart(storaged):
             {"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
     assert s3.get_object(Bucket="rst", Key="k")["Body"].read() == body
     assert not drives_hold(srv, marker)
+
+
+def test_multipart_part_list_is_sealed(storaged):
+    """Each part's last package is final, so cutting whole trailing parts,
+    or swapping two parts of one size, leaves every package genuine: the
+    part-list MAC made at Complete must catch both (forged on the drives,
+    as in test_truncation_on_the_drives_is_an_error)."""
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    s3.create_bucket(Bucket="mpl")
+    mib5 = 5 * 1024 * 1024
+    marker, body = body_with_marker(2 * mib5 + 1000)
+    for k in ("cut", "swap", "keep"):
+        mpu(s3, "mpl", k, [body[:mib5], body[mib5:2 * mib5],
+                           body[2 * mib5:]],
+            create=dict(ServerSideEncryption="AES256"))
+    srv.stop()
+
+    def joined(fn):
+        def f(hs):
+            return [(n, b",".join(fn(v.split(b",")))
+                     if n.startswith(b"x-ecfs-part-x-ecfs-sse-") else v)
+                    for n, v in hs]
+        return f
+
+    assert meta_util.rewrite_all(
+        srv.drives, "mpl", b"cut", size=2 * mib5, parts=lambda p: p[:2],
+        headers=joined(lambda v: v[:2])) >= 2
+    swap = lambda v: [v[1], v[0], v[2]]  # noqa: E731
+    assert meta_util.rewrite_all(srv.drives, "mpl", b"swap", parts=swap,
+                                 headers=joined(swap)) >= 2
+    r = subprocess.run([STORAGED, "index", "rebuild"] + srv.drives,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    srv.restart()
+    s3 = srv.client()
+    assert s3.head_object(Bucket="mpl", Key="cut")["ContentLength"] == 2 * mib5
+    for k in ("cut", "swap"):
+        assert err(lambda: s3.get_object(Bucket="mpl", Key=k,
+                                         Range="bytes=0-9")) == (
+            500, "InternalError")
+    assert "fails its MAC" in srv.log_text()
+    assert s3.get_object(Bucket="mpl", Key="keep")["Body"].read() == body
+    assert not drives_hold(srv, marker)
