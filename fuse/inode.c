@@ -1120,6 +1120,21 @@ struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey)
     return cached_listing(fs, dirkey, false);
 }
 
+/* Entries of an expired cached listing (see header). */
+size_t fc_dir_stale_entries(struct fc_fs *fs, const char *dirkey)
+{
+    struct fc_itab *t = fs->itab;
+    struct fc_listing *l;
+    size_t n = SIZE_MAX;
+
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND(hh, t->listings, dirkey, strlen(dirkey), l);
+    if (l && !fc_fs_is_fresh(fs, l->fetched))
+        n = l->n;
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
 /* Fetches all pages of a directory, copying each into the listing as it
  * comes. 0 and *out, or -errno. */
 static int dir_fetch(struct fc_fs *fs, const char *dirkey,

@@ -213,6 +213,11 @@ CM_MUST_CHECK int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
  * (fresh also when this mount changed the directory since: lookups check
  * fc_itab_noted; directory reads use fc_dir_listing, which refetches). */
 struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey);
+/* The entry count of the cached listing of @dirkey if it is there but no
+ * longer fresh (expired), SIZE_MAX when none is cached or it is fresh: a
+ * lookup miss under a small expired listing refetches it (one LIST)
+ * rather than probing each name (ops.c). */
+size_t fc_dir_stale_entries(struct fc_fs *fs, const char *dirkey);
 void fc_listing_unref(struct fc_listing *l);
 /* Binary search by name; NULL when absent. */
 const struct fc_dirent *fc_listing_find(const struct fc_listing *l,

@@ -56,6 +56,11 @@
  * open of a cached file costs (.ecfs-stats `ioctls`; those on .ecfs-stats
  * itself are not counted). */
 static atomic_ulong g_ioctls;
+/* lookup misses answered by refetching a small expired listing */
+static atomic_ulong g_stale_refetch;
+/* an expired listing is refetched on a miss when it had fewer entries
+ * than this (one LIST page): cheaper than HEAD + LIST per name */
+#define STALE_REFETCH_MAX 1000
 
 /* An open file: the version it reads and its reader state. */
 struct fc_fh {
@@ -269,8 +274,10 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
     fc_cache_usage(fs->cache, &bytes, &blocks);
     if (n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n,
-                      " ioctls=%lu inodes=%zu cache_bytes=%zu cache_blocks=%zu",
-                      atomic_load(&g_ioctls), fc_itab_count(fs->itab), bytes,
+                      " ioctls=%lu stale_refetches=%lu inodes=%zu "
+                      "cache_bytes=%zu cache_blocks=%zu",
+                      atomic_load(&g_ioctls), atomic_load(&g_stale_refetch),
+                      fc_itab_count(fs->itab), bytes,
                       blocks);
     return n;
 }
@@ -583,9 +590,30 @@ static int noted_child(struct fc_fs *fs, const char *dirkey, const char *name,
     return verdict;
 }
 
+/* @name looked up in listing @l of @dirkey (the reference is dropped):
+ * 0 with @a, *@key and *@when, -ENOENT or -ENOMEM. */
+static int listed_child(struct fc_listing *l, const char *dirkey,
+                        const char *name, struct fc_attr *a, char **key,
+                        double *when)
+{
+    const struct fc_dirent *d = fc_listing_find(l, name);
+    int ret = -ENOENT;
+
+    if (d != NULL) {
+        dirent_attr(d, a);
+        *when = l->fetched;
+        *key = child_key(dirkey, name, d->is_dir);
+        ret = *key ? 0 : -ENOMEM;
+    }
+    fc_listing_unref(l);
+    return ret;
+}
+
 /* Resolves @name under directory key @dirkey: this mount's own changes,
- * then a fresh listing, then a live inode's fresh attributes, then S3
- * (HEAD and LIST). 0 with @a, *@key (owned by the caller) and *@when
+ * then a fresh listing, then a live inode's fresh attributes, then S3:
+ * one LIST that refreshes an expired listing of at most one page (rsync's
+ * temp names in a directory it made over list_ttl ago), else HEAD and
+ * LIST of the name. 0 with @a, *@key (owned by the caller) and *@when
  * (the age of the attributes), -ENOENT, or -errno. */
 static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
                          struct fc_attr *a, char **key, double *when)
@@ -600,20 +628,15 @@ static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
         fc_listing_unref(l);
         return v == 1 ? 0 : -ENOENT;
     }
-    if (l != NULL) {
-        const struct fc_dirent *d = fc_listing_find(l, name);
-        int ret = -ENOENT;
-        if (d != NULL) {
-            dirent_attr(d, a);
-            *when = l->fetched;
-            *key = child_key(dirkey, name, d->is_dir);
-            ret = *key ? 0 : -ENOMEM;
-        }
-        fc_listing_unref(l);
-        return ret;
-    }
+    if (l != NULL)
+        return listed_child(l, dirkey, name, a, key, when);
     if ((*key = cached_child(fs, dirkey, name, a, when)) != NULL)
         return 0; /* a live inode with fresh attributes: no request */
+    if (fc_dir_stale_entries(fs, dirkey) < STALE_REFETCH_MAX &&
+        fc_dir_listing(fs, dirkey, &l) == 0) {
+        atomic_fetch_add_explicit(&g_stale_refetch, 1, memory_order_relaxed);
+        return listed_child(l, dirkey, name, a, key, when);
+    }
     *when = fc_now();
     return lookup_remote(fs, dirkey, name, a, key);
 }

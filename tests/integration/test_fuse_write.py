@@ -528,6 +528,41 @@ def test_small_file_request_economy(srv_mount):
         ["g00"]
 
 
+def test_expired_small_listing_is_refetched_once(srv_mount):
+    """rsync's receiver lags its generator: it makes its temp names in a
+    directory whose listing (the empty one mkdir cached) expired meanwhile.
+    A lookup miss there refetches that small listing with one LIST instead
+    of a HEAD + LIST per name; the refetched listing shows what another
+    client added and this mount's own files."""
+    srv, s3, bucket, make = srv_mount
+    ttl = 3
+    m = make(["list_ttl=%d" % ttl])
+    d = os.path.join(m.path, "new")
+    os.mkdir(d)
+    for i in range(3):
+        with open(os.path.join(d, "f%d" % i), "wb") as f:
+            f.write(b"x" * i)
+    s3.put_object(Bucket=bucket, Key="new/other", Body=b"from elsewhere")
+    time.sleep(ttl + 0.5)  # the listing, the notes and the attributes expire
+    assert "new" in os.listdir(m.path)  # the parent's lookup costs nothing
+    before = m.stats()
+    names = [".f%d.XXXX%02d" % (i % 3, i) for i in range(12)]
+    t0 = time.monotonic()
+    for n in names:
+        assert not os.path.exists(os.path.join(d, n))
+    quick = time.monotonic() - t0 < ttl  # else the listing expired again
+    assert os.path.exists(os.path.join(d, "other"))
+    after = m.stats()
+    delta = {k: after[k] - before[k]
+             for k in ("head", "list", "stale_refetches")}
+    assert delta["head"] == 0, delta
+    assert delta["list"] == delta["stale_refetches"] >= 1, delta
+    if quick:
+        assert delta["list"] == 1, delta
+    assert sorted(os.listdir(d)) == ["f0", "f1", "f2", "other"]
+    assert open(os.path.join(d, "other"), "rb").read() == b"from elsewhere"
+
+
 def test_metadata_and_rsync_quick_check(srv_mount, tmp_path):
     """mode/uid/gid/mtime are kept as x-amz-meta-* (s3fs's names) and shown
     by stat, also by a fresh mount: a second rsync -a of an unchanged tree
