@@ -8,8 +8,8 @@
  * type FULL_OBJECT), the parts of a multipart object (numbered by their
  * position in the completed list, with their sizes, paged with
  * x-amz-max-parts and x-amz-part-number-marker), STANDARD and the size.
- * Per-part checksums and composite checksums of multipart uploads are not
- * kept by storaged (storaged/README.md), so none is listed for them. */
+ * A multipart upload created with x-amz-checksum-algorithm answers its
+ * composite checksum ("...-N", type COMPOSITE) and each part's own. */
 #include "storaged/s3/tagging.h"
 
 #include <errno.h>
@@ -79,21 +79,29 @@ static long num_hdr(const struct stor_s3_req *r, const char *name, long def)
     return (long)x;
 }
 
-/* The <Checksum> of a stored full-object checksum, if any. */
+/* The <Checksum> of a stored full-object checksum, or of a multipart
+ * object's composite one, if any. */
 static void checksum_xml(struct cm_buf *b, const struct stor_obj_info *in)
 {
-    static const char *const tags[STOR_CKSUM_COUNT] = {
-        NULL,           "ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME",
-        "ChecksumSHA1", "ChecksumSHA256"};
+    char comp[128];
     size_t i;
     int k;
 
+    k = (int)stor_s3_cksum_of_mpu(in->hdrs, in->nhdrs, in->nparts, NULL, comp,
+                                  sizeof(comp));
+    if (k != STOR_CKSUM_NONE) {
+        x_lit(b, "<Checksum>");
+        x_str(b, stor_s3_cksum_xml((enum stor_cksum)k), comp, false);
+        x_lit(b, "<ChecksumType>COMPOSITE</ChecksumType></Checksum>");
+        return;
+    }
     for (i = 0; i < in->nhdrs; i++)
         for (k = 1; k < STOR_CKSUM_COUNT; k++)
             if (strcmp(in->hdrs[i].name,
                        stor_s3_cksum_hdr((enum stor_cksum)k)) == 0) {
                 x_lit(b, "<Checksum>");
-                x_str(b, tags[k], in->hdrs[i].value, false);
+                x_str(b, stor_s3_cksum_xml((enum stor_cksum)k),
+                      in->hdrs[i].value, false);
                 x_lit(b, "<ChecksumType>FULL_OBJECT</ChecksumType>"
                          "</Checksum>");
                 return;
@@ -104,6 +112,10 @@ static void parts_xml(struct cm_buf *b, const struct stor_obj_info *in,
                       long max, long marker)
 {
     long i, end;
+    char comp[128];
+    const char *joined = NULL, *pv;
+    enum stor_cksum k = stor_s3_cksum_of_mpu(in->hdrs, in->nhdrs, in->nparts,
+                                             &joined, comp, sizeof(comp));
 
     x_fmt(b, "<ObjectParts><PartsCount>%d</PartsCount>", in->nparts);
     if (in->nparts == 0 || in->part_size == NULL) {
@@ -117,9 +129,21 @@ static void parts_xml(struct cm_buf *b, const struct stor_obj_info *in,
           marker, max, end < in->nparts ? "true" : "false");
     if (end < in->nparts)
         x_fmt(b, "<NextPartNumberMarker>%ld</NextPartNumberMarker>", end);
-    for (i = marker; i < end; i++)
-        x_fmt(b, "<Part><PartNumber>%ld</PartNumber><Size>%llu</Size></Part>",
-              i + 1, (unsigned long long)in->part_size[i]);
+    pv = joined;
+    for (i = 0; pv && i < marker; i++) /* the marker's part's checksum */
+        pv = strchr(pv, ',') ? strchr(pv, ',') + 1 : NULL;
+    for (i = marker; i < end; i++) {
+        x_fmt(b, "<Part><PartNumber>%ld</PartNumber><Size>%llu</Size>", i + 1,
+              (unsigned long long)in->part_size[i]);
+        if (k != STOR_CKSUM_NONE && pv) { /* each part's own */
+            size_t n = strcspn(pv, ",");
+
+            x_fmt(b, "<%s>%.*s</%s>", stor_s3_cksum_xml(k), (int)n, pv,
+                  stor_s3_cksum_xml(k));
+            pv = pv[n] ? pv + n + 1 : NULL;
+        }
+        x_lit(b, "</Part>");
+    }
     x_lit(b, "</ObjectParts>");
 }
 

@@ -5,11 +5,13 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "common/codec.h"
 #include "common/hash.h"
+#include "storaged/store/object.h"
 
 static const struct {
     const char *hdr;
@@ -122,4 +124,81 @@ void stor_s3_cksum_final(enum stor_cksum k, uint64_t crc, struct cm_digest *d,
         return;
     }
     cm_base64_encode(b, n, out);
+}
+
+/* See header. */
+const char *stor_s3_cksum_xml(enum stor_cksum k)
+{
+    static const char *const tags[STOR_CKSUM_COUNT] = {
+        NULL,           "ChecksumCRC32", "ChecksumCRC32C", "ChecksumCRC64NVME",
+        "ChecksumSHA1", "ChecksumSHA256"};
+
+    return (int)k > 0 && k < STOR_CKSUM_COUNT ? tags[k] : NULL;
+}
+
+/* See header. */
+int stor_s3_cksum_composite(enum stor_cksum k, const char *joined,
+                            size_t nparts, char *out, size_t outlen)
+{
+    struct cm_digest *d = NULL;
+    size_t sz = stor_s3_cksum_size(k), got = 0;
+    uint64_t crc = 0;
+    const char *p = joined;
+    char b64[96];
+
+    if (sz == 0 || nparts == 0)
+        return -EBADMSG;
+    if (stor_s3_cksum_begin(k, &d) < 0)
+        return -ENOMEM;
+    for (;;) {
+        size_t n = strcspn(p, ",");
+        uint8_t raw[48];
+
+        if (n == 0 || n > 64 || cm_base64_decode(p, n, raw) != (long)sz) {
+            if (d)
+                cm_digest_destroy(d);
+            return -EBADMSG; /* a part without (or with a bad) checksum */
+        }
+        stor_s3_cksum_update(k, &crc, d, raw, sz);
+        got++;
+        p += n;
+        if (*p == 0)
+            break;
+        p++;
+    }
+    stor_s3_cksum_final(k, crc, d, b64);
+    if (d)
+        cm_digest_destroy(d);
+    if (got != nparts)
+        return -EBADMSG;
+    snprintf(out, outlen, "%s-%zu", b64, nparts);
+    return 0;
+}
+
+/* See header. */
+enum stor_cksum stor_s3_cksum_of_mpu(const struct stor_hdr *h, size_t n,
+                                     int nparts, const char **joined,
+                                     char *out, size_t outlen)
+{
+    const char *alg = NULL, *v = NULL;
+    char name[64];
+    enum stor_cksum k;
+    size_t i;
+
+    for (i = 0; i < n && !alg; i++)
+        if (strcmp(h[i].name, STOR_HDR_CK_ALG) == 0)
+            alg = h[i].value;
+    k = alg ? stor_s3_cksum_kind(alg, strlen(alg)) : STOR_CKSUM_NONE;
+    if (k == STOR_CKSUM_NONE || nparts <= 0)
+        return STOR_CKSUM_NONE;
+    snprintf(name, sizeof(name), "%s%s", STOR_HDR_PART_PFX, alg);
+    for (i = 0; i < n && !v; i++)
+        if (strcmp(h[i].name, name) == 0)
+            v = h[i].value;
+    if (v == NULL ||
+        stor_s3_cksum_composite(k, v, (size_t)nparts, out, outlen) < 0)
+        return STOR_CKSUM_NONE;
+    if (joined)
+        *joined = v;
+    return k;
 }

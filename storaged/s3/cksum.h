@@ -24,6 +24,8 @@ enum stor_cksum {
 enum stor_cksum stor_s3_cksum_kind(const char *name, size_t n);
 /* The lower-case header name of @k ("x-amz-checksum-crc32"), or NULL. */
 const char *stor_s3_cksum_hdr(enum stor_cksum k);
+/* The XML element of @k's value ("ChecksumCRC32"), or NULL. */
+const char *stor_s3_cksum_xml(enum stor_cksum k);
 /* The digest size of @k in bytes (0 for STOR_CKSUM_NONE). */
 size_t stor_s3_cksum_size(enum stor_cksum k);
 /* Starts a checksum of kind @k: *d is a new digest for the SHA kinds (free
@@ -37,5 +39,25 @@ void stor_s3_cksum_update(enum stor_cksum k, uint64_t *crc, struct cm_digest *d,
  * STOR_CKSUM_NONE). Finishes @d. */
 void stor_s3_cksum_final(enum stor_cksum k, uint64_t crc, struct cm_digest *d,
                          char *out);
+
+/* Multipart flexible checksums. CreateMultipartUpload with
+ * x-amz-checksum-algorithm keeps the algorithm's header name in this
+ * upload header (and so in the object's); each part keeps its verified
+ * checksum as a part header, which Complete joins (STOR_HDR_PART_PFX). */
+#define STOR_HDR_CK_ALG "x-ecfs-ck-alg"
+struct stor_hdr;
+/* The composite checksum of @nparts part checksums of kind @k, @joined
+ * base64 values with ',' between: base64(H(raw1 ... rawN)) "-N" into
+ * @out. 0, -EBADMSG (a part has none, or a bad one) or -ENOMEM. */
+CM_MUST_CHECK int stor_s3_cksum_composite(enum stor_cksum k,
+                                          const char *joined, size_t nparts,
+                                          char *out, size_t outlen);
+/* For an object's headers @h (@n) and @nparts: its multipart checksum
+ * kind with the composite value in @out (and *joined, if asked, the
+ * parts' values), or STOR_CKSUM_NONE when it has none (not asked for at
+ * Create, or a part without one). */
+enum stor_cksum stor_s3_cksum_of_mpu(const struct stor_hdr *h, size_t n,
+                                     int nparts, const char **joined,
+                                     char *out, size_t outlen);
 
 #endif /* STORAGED_S3_CKSUM_H */

@@ -969,6 +969,17 @@ static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
         if (v && strpbrk(v, "\r\n") == NULL)
             ret = stor_resp_hdr(rs, overrides[j][1], "%s", v);
     }
+    if (ret == 0 && ck_on && in->nparts > 0) {
+        char comp[128];
+        enum stor_cksum k = stor_s3_cksum_of_mpu(in->hdrs, in->nhdrs,
+                                                 in->nparts, NULL, comp,
+                                                 sizeof(comp));
+
+        if (k != STOR_CKSUM_NONE)
+            ret = stor_resp_hdr(rs, stor_s3_cksum_hdr(k), "%s", comp);
+        if (ret == 0 && k != STOR_CKSUM_NONE)
+            ret = stor_resp_hdr(rs, "x-amz-checksum-type", "COMPOSITE");
+    }
     /* an object written before versioning was on is the "null" version */
     if (ret == 0 && !has_vid &&
         stor_ver_state_peek(r->s3->ver, r->bucket) != STOR_VER_OFF)
@@ -1381,9 +1392,11 @@ void stor_s3_put_commit_run(struct stor_s3_req *r)
     }
     memset(&info, 0, sizeof(info));
     r->put = NULL; /* commit frees it, success or not */
-    if (r->op == S3_OP_PUT_OBJECT && r->ck_from_trailer && r->ck_value[0]) {
+    if ((r->op == S3_OP_PUT_OBJECT && r->ck_from_trailer && r->ck_value[0]) ||
+        (r->op == S3_OP_UPLOAD_PART && r->ck_value[0])) {
         /* a trailer checksum is known (and verified) only now; kept like
-         * one sent as a header (stor_s3_req_obj_hdrs) */
+         * one sent as a header (stor_s3_req_obj_hdrs). A part's is kept
+         * with the part: Complete joins them (the composite checksum) */
         ret =
             stor_put_add_header(p, stor_s3_cksum_hdr(r->ck_kind), r->ck_value);
         if (ret < 0) {
@@ -1777,6 +1790,37 @@ out:
 
 /* ---- multipart ---- */
 
+/* x-amz-checksum-algorithm (and -type) of a CreateMultipartUpload: the
+ * upload header naming it (STOR_HDR_CK_ALG) appended to @h. Composite
+ * checksums only: CRC64NVME (full-object only in S3) and
+ * x-amz-checksum-type FULL_OBJECT answer 501. */
+static enum stor_s3_err mpu_cksum_alg(const struct stor_s3_req *r,
+                                      struct stor_hdr **h, size_t *nh)
+{
+    char name[48] = "x-amz-checksum-";
+    size_t n = 0, tn = 0, i;
+    const char *v = stor_s3_hdr(r, "x-amz-checksum-algorithm", &n);
+    const char *t = stor_s3_hdr(r, "x-amz-checksum-type", &tn);
+    enum stor_cksum k;
+
+    if (v == NULL)
+        return S3E_NONE;
+    if (n > 16)
+        return S3E_INVALID_ARGUMENT;
+    for (i = 0; i < n; i++)
+        name[15 + i] = (char)tolower((unsigned char)v[i]);
+    name[15 + n] = 0;
+    k = stor_s3_cksum_kind(name, 15 + n);
+    if (k == STOR_CKSUM_NONE)
+        return S3E_INVALID_ARGUMENT;
+    if (k == STOR_CKSUM_CRC64NVME || (t && !stor_http_ieq(t, tn, "COMPOSITE")))
+        return S3E_NOT_IMPLEMENTED;
+    return hdr_add(h, nh, STOR_HDR_CK_ALG, strlen(STOR_HDR_CK_ALG), name,
+                   15 + n) < 0
+               ? S3E_INTERNAL
+               : S3E_NONE;
+}
+
 /* POST /bucket/key?uploads : CreateMultipartUpload (headers kept for the
  * final object). */
 static void op_create_mpu(struct stor_s3_req *r)
@@ -1787,6 +1831,8 @@ static void op_create_mpu(struct stor_s3_req *r)
     struct cm_buf *b = &r->http.resp.body;
     enum stor_s3_err e = req_tagging_check(r);
     struct stor_sse *x = NULL;
+    const char *ca;
+    size_t cn = 0;
     int ret;
 
     if (e != S3E_NONE) {
@@ -1806,6 +1852,15 @@ static void op_create_mpu(struct stor_s3_req *r)
             return;
         }
     }
+    if (ret == 0) {
+        e = mpu_cksum_alg(r, &h, &nh);
+        if (e != S3E_NONE) {
+            stor_s3_hdrs_free(h, nh);
+            stor_sse_free(x);
+            stor_s3_error(r, e);
+            return;
+        }
+    }
     if (ret == 0)
         ret = stor_ver_new_header(r, vn, vv); /* the id it will have */
     if (ret == 0 && vn[0])
@@ -1816,6 +1871,12 @@ static void op_create_mpu(struct stor_s3_req *r)
     stor_s3_hdrs_free(h, nh);
     if (ret == 0)
         ret = stor_sse_resp_headers(x, &r->http.resp);
+    ca = stor_s3_hdr(r, "x-amz-checksum-algorithm", &cn);
+    if (ret == 0 && ca)
+        ret = stor_resp_hdr(&r->http.resp, "x-amz-checksum-algorithm", "%.*s",
+                            (int)cn, ca);
+    if (ret == 0 && ca)
+        ret = stor_resp_hdr(&r->http.resp, "x-amz-checksum-type", "COMPOSITE");
     stor_sse_free(x);
     if (ret < 0) {
         fail(r, ret);
@@ -1879,10 +1940,13 @@ static bool completed_by(const struct stor_obj_info *info, const char *id,
  * with the same result, as AWS and RGW do, while the object it made is
  * still the key's current one; otherwise NoSuchUpload. */
 /* x-amz-version-id (when versioned) and the SSE headers of the object a
- * Complete made (its current one). */
-static void mpu_vid_header(struct stor_s3_req *r)
+ * Complete made (its current one); its composite checksum, if it has one,
+ * into @ck (its kind returned). */
+static enum stor_cksum mpu_reply_headers(struct stor_s3_req *r, char *ck,
+                                         size_t cklen)
 {
     struct stor_obj_info info;
+    enum stor_cksum k = STOR_CKSUM_NONE;
 
     memset(&info, 0, sizeof(info));
     if (stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info) ==
@@ -1893,7 +1957,11 @@ static void mpu_vid_header(struct stor_s3_req *r)
                         stor_ver_info_vid(&info)) < 0) ||
          stor_sse_info_resp_headers(&info, &r->http.resp) < 0))
         stor_s3_error(r, S3E_INTERNAL);
+    if (info.nparts > 0)
+        k = stor_s3_cksum_of_mpu(info.hdrs, info.nhdrs, info.nparts, NULL, ck,
+                                 cklen);
     stor_obj_info_fini(&info);
+    return k;
 }
 
 static void op_complete_mpu(struct stor_s3_req *r)
@@ -1901,6 +1969,8 @@ static void op_complete_mpu(struct stor_s3_req *r)
     struct stor_part *parts = NULL;
     struct stor_obj_info info;
     struct cm_buf *b = &r->http.resp.body;
+    enum stor_cksum ck;
+    char comp[128];
     size_t n = 0, i;
     int ret;
 
@@ -1936,7 +2006,7 @@ static void op_complete_mpu(struct stor_s3_req *r)
         return;
     }
     stor_iam_object_written(r, r->key, r->key_len, false);
-    mpu_vid_header(r); /* and the SSE headers */
+    ck = mpu_reply_headers(r, comp, sizeof(comp));
     x_lit(b,
           S3_XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
     x_fmt(b, "<Location>/%s/", r->bucket);
@@ -1945,8 +2015,11 @@ static void op_complete_mpu(struct stor_s3_req *r)
     x_lit(b, "</Location>");
     x_str(b, "Bucket", r->bucket, false);
     x_elem(b, "Key", r->key, r->key_len, false);
-    x_fmt(b, "<ETag>&quot;%s&quot;</ETag></CompleteMultipartUploadResult>",
-          info.etag);
+    x_fmt(b, "<ETag>&quot;%s&quot;</ETag>", info.etag);
+    if (ck != STOR_CKSUM_NONE)
+        x_fmt(b, "<%s>%s</%s><ChecksumType>COMPOSITE</ChecksumType>",
+              stor_s3_cksum_xml(ck), comp, stor_s3_cksum_xml(ck));
+    x_lit(b, "</CompleteMultipartUploadResult>");
     stor_obj_info_fini(&info);
     xml_done(r);
 }

@@ -4,7 +4,7 @@ as a header or as an aws-chunked trailer, is verified, stored, and returned
 on GET/HEAD (with x-amz-checksum-type: FULL_OBJECT) when the request has
 x-amz-checksum-mode: ENABLED - boto3's ChecksumMode='ENABLED' validates the
 body against it. Not returned without the mode, for a range, or for a
-multipart object (S3's composite "-N" checksums are not kept)."""
+multipart object (whose composite "-N" checksum is tested below)."""
 
 import base64
 import hashlib
@@ -146,17 +146,82 @@ def test_boto3_checksum_mode_validates(s3, bucket, algo):
     assert r["Body"].read() == BODY
 
 
-def test_multipart_object_has_no_checksum(s3, bucket):
-    up = s3.create_multipart_upload(Bucket=bucket, Key="mp",
-                                    ChecksumAlgorithm="CRC32")["UploadId"]
-    r = s3.upload_part(Bucket=bucket, Key="mp", UploadId=up, PartNumber=1,
+def composite(algo, parts):
+    """S3's composite checksum: the checksum of the parts' raw checksums,
+    then "-N"."""
+    raw = b"".join(base64.b64decode(b64_checksum(algo, p)) for p in parts)
+    return "%s-%d" % (b64_checksum(algo, raw), len(parts))
+
+
+@pytest.mark.parametrize("algo", ["CRC32", "SHA256"])
+def test_multipart_composite_checksum(s3, bucket, algo):
+    """x-amz-checksum-algorithm on CreateMultipartUpload: each part's
+    checksum is verified and kept, and the object answers the composite
+    "...-N" value (type COMPOSITE) on Complete, HEAD/GET with the checksum
+    mode, and GetObjectAttributes, with each part's own there too."""
+    field = "Checksum" + algo
+    parts = [os.urandom(5 * 1024 * 1024 + 3), os.urandom(100 * 1024)]
+    cr = s3.create_multipart_upload(Bucket=bucket, Key="mp",
+                                    ChecksumAlgorithm=algo)
+    assert cr["ChecksumAlgorithm"] == algo
+    done = []
+    for i, body in enumerate(parts):
+        r = s3.upload_part(Bucket=bucket, Key="mp", UploadId=cr["UploadId"],
+                           PartNumber=i + 1, Body=body,
+                           ChecksumAlgorithm=algo)
+        assert r[field] == b64_checksum(algo.lower(), body)
+        done.append({"PartNumber": i + 1, "ETag": r["ETag"], field: r[field]})
+    want = composite(algo.lower(), parts)
+    c = s3.complete_multipart_upload(Bucket=bucket, Key="mp",
+                                     UploadId=cr["UploadId"],
+                                     MultipartUpload={"Parts": done})
+    assert c[field] == want
+    h = s3.head_object(Bucket=bucket, Key="mp", ChecksumMode="ENABLED")
+    assert h[field] == want
+    assert field not in s3.head_object(Bucket=bucket, Key="mp")
+    g = s3.get_object(Bucket=bucket, Key="mp", ChecksumMode="ENABLED")
+    assert g[field] == want
+    assert g["Body"].read() == b"".join(parts)
+    a = s3.get_object_attributes(Bucket=bucket, Key="mp",
+                                 ObjectAttributes=["Checksum", "ObjectParts"])
+    assert a["Checksum"][field] == want
+    # (this botocore's model has no Checksum.ChecksumType to read back)
+    assert [p[field] for p in a["ObjectParts"]["Parts"]] == [
+        d[field] for d in done]
+    a = s3.get_object_attributes(Bucket=bucket, Key="mp", MaxParts=1,
+                                 PartNumberMarker=1,
+                                 ObjectAttributes=["ObjectParts"])
+    assert [p[field] for p in a["ObjectParts"]["Parts"]] == [done[1][field]]
+
+
+def test_multipart_checksum_edges(s3, bucket):
+    """An upload created without an algorithm keeps no composite; a part
+    sent without its checksum leaves the object without one (never a
+    wrong value); a full-object multipart checksum (CRC64NVME, or
+    x-amz-checksum-type FULL_OBJECT) is refused with 501."""
+    up = s3.create_multipart_upload(Bucket=bucket, Key="plain")["UploadId"]
+    r = s3.upload_part(Bucket=bucket, Key="plain", UploadId=up, PartNumber=1,
                        Body=BODY, ChecksumAlgorithm="CRC32")
     s3.complete_multipart_upload(
-        Bucket=bucket, Key="mp", UploadId=up,
+        Bucket=bucket, Key="plain", UploadId=up,
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"]}]})
-    g = s3.get_object(Bucket=bucket, Key="mp", ChecksumMode="ENABLED")
+    g = s3.get_object(Bucket=bucket, Key="plain", ChecksumMode="ENABLED")
     assert "ChecksumCRC32" not in g
     assert g["Body"].read() == BODY
+    up = s3.create_multipart_upload(Bucket=bucket, Key="gap",
+                                    ChecksumAlgorithm="CRC32")["UploadId"]
+    r = s3.upload_part(Bucket=bucket, Key="gap", UploadId=up, PartNumber=1,
+                       Body=b"no checksum sent")
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="gap", UploadId=up,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"]}]})
+    assert "ChecksumCRC32" not in s3.head_object(Bucket=bucket, Key="gap",
+                                                 ChecksumMode="ENABLED")
+    with pytest.raises(Exception) as e:
+        s3.create_multipart_upload(Bucket=bucket, Key="nv",
+                                   ChecksumAlgorithm="CRC64NVME")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 501
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
 JS = r"""
