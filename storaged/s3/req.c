@@ -21,6 +21,8 @@ const char *stor_s3_query(const struct stor_s3_req *r, const char *name)
 {
     size_t i;
 
+    if (!(r->qfirst >> ((unsigned char)name[0] & 63) & 1))
+        return NULL; /* no name starts with that byte (decode_query) */
     for (i = 0; i < r->nquery; i++)
         if (strcmp(r->query[i].name, name) == 0)
             return r->query[i].value;
@@ -145,6 +147,7 @@ static enum stor_s3_err decode_query(struct stor_s3_req *r, const char *q,
                 return S3E_INVALID_ARGUMENT;
             kv->name = qb;
             kv->name_len = (size_t)n;
+            r->qfirst |= 1ULL << ((unsigned char)qb[0] & 63);
             qb += n + 1;
             n = eq ? stor_s3_pct_decode(qb, eq + 1, plen2 - nlen - 1) : 0;
             if (n < 0)

@@ -138,7 +138,11 @@ struct stor_s3_req {
     bool has_key;
     bool vhost;    /* the bucket came from Host (BUCKET.DOMAIN) */
     size_t nquery; /* query[0..nquery) below */
-    char *qbuf;    /* owned; query's strings */
+    /* bit (c & 63) set for the first byte c of each query name, so that
+     * stor_s3_query answers "absent" for most names without a scan (the
+     * router asks for a dozen sub-resources on every request) */
+    uint64_t qfirst;
+    char *qbuf; /* owned; query's strings */
 
     enum stor_s3_op op;
     enum stor_body_mode body_mode;

@@ -36,7 +36,7 @@ Markdown; --out FILE also writes it there.
 Usage: tests/bench/bench_scale.py [--sizes 1000,100000,1000000]
        [--obj-size BYTES] [--drives N] [--ops N] [--pages N] [--repeat R]
        [--clients N] [--dir DIR] [--keep] [--out FILE] [--no-build]
-       [--lock FILE] [--json FILE]
+       [--lock FILE] [--json FILE] [--reuse DIR]
        tests/bench/bench_scale.py --from-json A.json B.json ...
 --json writes the rows as JSON; --from-json prints the table of several such
 files (ratios against the smallest size), so each size can be its own run
@@ -218,9 +218,22 @@ class Server:
                           max_pool_connections=64))
 
 
+def settle(srv, idle_s=0.25, timeout=15):
+    """Waits until the server is idle (under 2 % of a core over @idle_s):
+    work a PUT round leaves behind (commits, syncs) must not be counted
+    against the next round's requests."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        c0 = cpu_ns(srv.proc.pid)
+        time.sleep(idle_s)
+        if cpu_delta_s(c0, cpu_ns(srv.proc.pid)) < 0.02 * idle_s:
+            return
+
+
 def run_ops(srv, clients, items, fn):
     """Runs fn(client, item) over items with len(clients) threads; returns
     (ops/s, server CPU µs per op)."""
+    settle(srv)
     c0, t0 = cpu_ns(srv.proc.pid), time.monotonic()
     chunks = [items[i::len(clients)] for i in range(len(clients))]
 
@@ -409,6 +422,10 @@ def main():
     ap.add_argument("--fill-threads", type=int, default=2)
     ap.add_argument("--dir", default=os.environ.get("BENCH_DIR", "/tmp"))
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--reuse", metavar="DIR",
+                    help="measure the store a --keep run (or a killed one) "
+                         "left in DIR, filled to the first of --sizes; it "
+                         "is kept")
     ap.add_argument("--out")
     ap.add_argument("--json", help="also write the rows as JSON to this file")
     ap.add_argument("--from-json", nargs="+", metavar="FILE",
@@ -431,20 +448,26 @@ def main():
     sizes = [int(x) for x in args.sizes.split(",")]
     if not args.no_build:
         build_fill()
-    root = tempfile.mkdtemp(prefix="bench_scale.", dir=args.dir)
-    drives = [os.path.join(root, "d%d" % i) for i in range(args.drives)]
-    for d in drives:
-        os.makedirs(d)
+    rows, have = [], 0
+    if args.reuse:
+        root, have, args.keep = args.reuse, sizes[0], True
+        drives = [os.path.join(root, "d%d" % i) for i in range(args.drives)]
+    else:
+        root = tempfile.mkdtemp(prefix="bench_scale.", dir=args.dir)
+        drives = [os.path.join(root, "d%d" % i) for i in range(args.drives)]
+        for d in drives:
+            os.makedirs(d)
     srv = Server(drives, os.path.join(root, "storaged.log"))
     rng = random.Random(1)
-    rows, have = [], 0
     try:
         for n in sizes:
             t0 = time.monotonic()
-            subprocess.run([FILL, BUCKET, str(have), str(n - have),
-                            str(args.obj_size), str(args.fill_threads)]
-                           + drives, check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+            if n > have:
+                subprocess.run([FILL, BUCKET, str(have), str(n - have),
+                                str(args.obj_size), str(args.fill_threads)]
+                               + drives, check=True,
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
             have = n
             print("filled to %d objects in %.0f s" % (n, time.monotonic() - t0),
                   file=sys.stderr, flush=True)

@@ -148,6 +148,19 @@ static void test_target_decoding(void **state)
     assert_string_equal(stor_s3_query(r, "empty"), "");
     assert_true(stor_s3_has_query(r, "empty"));
     assert_null(stor_s3_query(r, "marker"));
+    /* the first-byte filter: a name sharing a first byte with one present
+     * is still compared; names whose first bytes alias (c & 63: '@' and
+     * NUL, 'a' and '!') are found or not by the scan */
+    assert_null(stor_s3_query(r, "prefix2"));
+    assert_null(stor_s3_query(r, "!ist-type"));
+    assert_null(stor_s3_query(r, ""));
+    fake_free(r);
+    r = fake_decoded("GET /b/k?=v&%40x=1&!y=2 HTTP/1.1\r\n\r\n");
+    assert_int_equal(r->nquery, 3);
+    assert_string_equal(stor_s3_query(r, ""), "v");
+    assert_string_equal(stor_s3_query(r, "@x"), "1");
+    assert_string_equal(stor_s3_query(r, "!y"), "2");
+    assert_null(stor_s3_query(r, "ay"));
     fake_free(r);
 
     r = fake_decoded("GET https://proxy.example:443/b/k?acl HTTP/1.1\r\n\r\n");
