@@ -225,7 +225,7 @@ def peer_mount(kind, srv, work, a):
         elif kind.startswith("ecfs-cdir"):
             argv[-1] += (",cache_size=%s,prefetch_mem=%s,cache_dir=%s" %
                          (a.ecfs_mem, a.ecfs_mem,
-                          os.path.join(work, "ecfs-cache")))
+                          os.path.join(a.cache_root or work, "ecfs-cache")))
             if kind == "ecfs-cdir-base":
                 argv[0] = os.path.join(a.base_bin, "ecfs")
         elif kind == "s3fs-cache":
@@ -236,6 +236,14 @@ def peer_mount(kind, srv, work, a):
 
     m.argv_env = argv_env
     return m
+
+
+def drop_disk_caches(work, a):
+    """Removes every peer's disk cache (ecfs's under --cache-root)."""
+    shutil.rmtree(os.path.join(a.cache_root or work, "ecfs-cache"),
+                  ignore_errors=True)
+    for d in ("s3fs-cache", "rclone-cache"):
+        shutil.rmtree(os.path.join(work, d), ignore_errors=True)
 
 
 def cpu_s(pid):
@@ -276,8 +284,7 @@ def median(v):
 def run_peer(kind, srv, work, data, names, a, cg, mounts):
     """Epochs 1..a.epochs of one peer from cold; returns (rates MiB/s,
     daemon CPU us per file per epoch, stats deltas per epoch, peak KiB)."""
-    for d in ("ecfs-cache", "s3fs-cache", "rclone-cache"):
-        shutil.rmtree(os.path.join(work, d), ignore_errors=True)
+    drop_disk_caches(work, a)
     srv.restart()
     drop_caches()
     m = None
@@ -328,8 +335,7 @@ def run_peer(kind, srv, work, data, names, a, cg, mounts):
     # (recently_deleted() under ext4_create: 29 % of ecfs's CPU in a cold
     # epoch with cache_dir right after such a delete); order --peers so
     # that another peer runs between two disk-cache peers
-    for d in ("ecfs-cache", "s3fs-cache", "rclone-cache"):
-        shutil.rmtree(os.path.join(work, d), ignore_errors=True)
+    drop_disk_caches(work, a)
     return rates, cpus, deltas, peak
 
 
@@ -355,6 +361,9 @@ def main():
     ap.add_argument("--work", default=None,
                     help="kept folder: its storaged drives (with the "
                     "uploaded dataset) serve the next run too")
+    ap.add_argument("--cache-root", default=None,
+                    help="folder for ecfs's cache_dir (default --work), "
+                    "e.g. another file system")
     ap.add_argument("--upload-only", action="store_true",
                     help="write and upload the dataset, then exit")
     ap.add_argument("--lock", default=None,
@@ -388,7 +397,7 @@ def main():
             m.unmount()
         srv.stop()
         cg.remove()
-        shutil.rmtree(os.path.join(work, "ecfs-cache"), ignore_errors=True)
+        drop_disk_caches(work, a)
     atexit.register(cleanup)
     upload(srv, data, names, a.kib * 1024)
     if a.upload_only:
