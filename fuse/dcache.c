@@ -441,10 +441,10 @@ static uint64_t evict_pass(struct fc_dcache *dc, uint64_t need)
     for (int i = 0; i < 256; i++)
         scan_sub(dc, i, need ? &h : NULL, &bytes, &files);
     /* @need came from the estimate, which may count a store twice (see
-     * below): free no more than what the scan itself found over 90% of
-     * the bound, or what the floor asks for. Else stores landing during
-     * the scans would inflate each pass's need and evict the recently
-     * read files too. */
+     * below), and counts a file replaced by a store of the same block
+     * twice: free no more than what the scan itself found over 90% of
+     * the bound, or what the floor asks for. Else the inflated need
+     * would evict the recently read files too. */
     if (need > 0) {
         uint64_t keep = dc->max_bytes / 10 * 9;
         need = CM_MIN(need, CM_MAX(bytes > keep ? bytes - keep : 0,

@@ -231,6 +231,35 @@ static void test_eviction_oldest_first(void **state)
     fc_dcache_close(dc);
 }
 
+/* A store that replaces a block's file adds its size to the byte estimate
+ * again (nothing is kept per block to subtract): an estimate far over
+ * the bound with the files themselves under it must evict nothing (an
+ * eviction pass frees only what its own scan finds over 90% of the
+ * bound; before, the inflated need emptied the cache). */
+static void test_inflated_estimate_evicts_nothing(void **state)
+{
+    struct fc_dcache *dc = open_dc("http://a", 64 << 10);
+    char blk[8000], key[16], st[512];
+    (void)state;
+
+    memset(blk, 'r', sizeof(blk));
+    assert_int_equal(fc_dcache_start(dc), 0);
+    for (int i = 0; i < 3; i++) { /* 3 files of 12 KiB: 36 of 64 KiB */
+        snprintf(key, sizeof(key), "k%d", i);
+        fc_dcache_put(dc, key, "\"e\"", 0, 0, blk, sizeof(blk));
+    }
+    for (int i = 0; i < 12; i++) /* the estimate passes 64 KiB */
+        fc_dcache_put(dc, "k0", "\"e\"", 0, 0, blk, sizeof(blk));
+    usleep(300000); /* the eviction thread's pass */
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_true(has(dc, key, "\"e\"", 0, 0, blk, sizeof(blk)));
+    }
+    assert_true(fc_dcache_stats_format(dc, st, sizeof(st)) > 0);
+    assert_non_null(strstr(st, " dcache_evicted=0 "));
+    fc_dcache_close(dc);
+}
+
 static void count_done(void *ctx, void *arg)
 {
     (*(int *)ctx)++;
@@ -277,6 +306,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eviction_oldest_first, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_async_stores, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_inflated_estimate_evicts_nothing,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
