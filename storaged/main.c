@@ -82,6 +82,9 @@ static void usage(FILE *f)
         "      --index-body-max N   objects of up to N bytes (<= 65536) also keep\n"
         "                           their body in the object index, so a GET reads\n"
         "                           no file (default 8192; 0: off)\n"
+        "      --extents            keep the shards of objects above that and up\n"
+        "                           to 1 MiB in per-drive extent files, read with\n"
+        "                           one pread each and no open (default off)\n"
         "      --domain NAME        also answer virtual-hosted-style requests,\n"
         "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"
         "      --kms-key-file FILE  seal the SSE-S3 master key under the 256-bit key\n"
@@ -213,6 +216,7 @@ static int cmd_serve(int argc, char **argv)
         {"no-fsync", no_argument, NULL, 'F'},
         {"cache-mem", required_argument, NULL, 'C'},
         {"index-body-max", required_argument, NULL, 'B'},
+        {"extents", no_argument, NULL, 'X'},
         {"domain", required_argument, NULL, 'D'},
         {"kms-key-file", required_argument, NULL, 'Y'},
         {"idle-timeout", required_argument, NULL, 'I'},
@@ -308,6 +312,9 @@ static int cmd_serve(int argc, char **argv)
                 return 2;
             }
             so.index_body_max = (size_t)v;
+            break;
+        case 'X':
+            so.extents = true;
             break;
         case 'D':
             if (!stor_s3_domain_ok(optarg)) {

@@ -31,6 +31,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <liburing.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -140,7 +141,7 @@ struct file_batch;
 struct file_op {
     struct file_batch *b;
     uint32_t i;   /* file index */
-    uint8_t kind; /* 0 open, 1 read, 2 close */
+    uint8_t kind; /* 0 open, 1 read, 2 close, 3 readv of an open fd */
 };
 
 /* The reads of one request in flight on the ring. */
@@ -153,7 +154,7 @@ struct file_batch {
     struct file_batch *next; /* finished list while reaping */
     unsigned *slot;          /* n direct-descriptor slots */
     bool *failed;            /* n: the open failed (keep its errno) */
-    struct file_op ops[];    /* 3 n */
+    struct file_op ops[];    /* 3 per path read, 1 per fd read */
 };
 
 struct http_thread {
@@ -415,33 +416,56 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
 {
     struct http_thread *t = r->conn->t;
     struct file_batch *b;
-    size_t i;
+    size_t i, nsqe = 0, nslot = 0, o = 0;
     int ret;
 
     assert(!r->job_busy);
-    if (!t->ring_ok || n == 0 || n > t->nslot_free ||
-        t->ring_inflight + 3 * n > RING_MAX_CQES ||
-        io_uring_sq_space_left(&t->ring) < 3 * n)
+    for (i = 0; i < n; i++) {
+        nsqe += rd[i].path ? 3 : 1;
+        nslot += rd[i].path ? 1 : 0;
+    }
+    if (!t->ring_ok || n == 0 || nslot > t->nslot_free ||
+        t->ring_inflight + nsqe > RING_MAX_CQES ||
+        io_uring_sq_space_left(&t->ring) < nsqe)
         return -EAGAIN;
-    b = malloc(sizeof(*b) + 3 * n * sizeof(b->ops[0]) +
+    b = malloc(sizeof(*b) + nsqe * sizeof(b->ops[0]) +
                n * (sizeof(unsigned) + sizeof(bool)));
     if (b == NULL)
         return -EAGAIN;
     b->r = r;
     b->rd = rd;
     b->n = n;
-    b->left = (unsigned)(3 * n);
+    b->left = (unsigned)nsqe;
     b->done = done;
     b->next = NULL;
-    b->slot = (unsigned *)(void *)&b->ops[3 * n];
+    b->slot = (unsigned *)(void *)&b->ops[nsqe];
     b->failed = (bool *)(b->slot + n);
     for (i = 0; i < n; i++) {
         struct io_uring_sqe *sqe;
-        unsigned slot = t->slot_free[--t->nslot_free];
+        unsigned slot;
 
-        b->slot[i] = slot;
         b->failed[i] = false;
         rd[i].res = -EIO;
+        if (rd[i].path == NULL) { /* an open file: one readv, no slot */
+            int nv = 0;
+
+            b->slot[i] = UINT_MAX;
+            if (rd[i].hdr_len)
+                rd[i].iov[nv++] =
+                    (struct iovec){.iov_base = rd[i].hdr,
+                                   .iov_len = rd[i].hdr_len};
+            if (rd[i].len)
+                rd[i].iov[nv++] = (struct iovec){.iov_base = rd[i].buf,
+                                                 .iov_len = rd[i].len};
+            sqe = ring_sqe(&t->ring);
+            io_uring_prep_readv(sqe, rd[i].fd, rd[i].iov, (unsigned)nv,
+                                rd[i].off);
+            b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 3};
+            io_uring_sqe_set_data(sqe, &b->ops[o++]);
+            continue;
+        }
+        slot = t->slot_free[--t->nslot_free];
+        b->slot[i] = slot;
         /* hard links: the read and the close run even when the step
          * before failed (an empty slot answers -EBADF), so the slot is
          * always free again once the close's CQE is in */
@@ -449,22 +473,20 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
         io_uring_prep_openat_direct(sqe, AT_FDCWD, rd[i].path, O_RDONLY, 0,
                                     slot);
         sqe->flags |= IOSQE_IO_HARDLINK;
-        b->ops[3 * i] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 0};
-        io_uring_sqe_set_data(sqe, &b->ops[3 * i]);
+        b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 0};
+        io_uring_sqe_set_data(sqe, &b->ops[o++]);
         sqe = ring_sqe(&t->ring);
         io_uring_prep_read(sqe, (int)slot, rd[i].buf, (unsigned)rd[i].len, 0);
         sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
-        b->ops[3 * i + 1] =
-            (struct file_op){.b = b, .i = (uint32_t)i, .kind = 1};
-        io_uring_sqe_set_data(sqe, &b->ops[3 * i + 1]);
+        b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 1};
+        io_uring_sqe_set_data(sqe, &b->ops[o++]);
         sqe = ring_sqe(&t->ring);
         io_uring_prep_close_direct(sqe, slot);
-        b->ops[3 * i + 2] =
-            (struct file_op){.b = b, .i = (uint32_t)i, .kind = 2};
-        io_uring_sqe_set_data(sqe, &b->ops[3 * i + 2]);
+        b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 2};
+        io_uring_sqe_set_data(sqe, &b->ops[o++]);
     }
     ret = io_uring_submit(&t->ring);
-    if (ret < (int)(3 * n)) {
+    if (ret < (int)nsqe) {
         /* The kernel could not take them all (-EAGAIN when it cannot
          * allocate). The ring is never entered again, so SQEs it did not
          * take never run. When it took some, they may be running (they
@@ -478,11 +500,12 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
         if (ret > 0)
             return -EIO;
         for (i = 0; i < n; i++)
-            t->slot_free[t->nslot_free++] = b->slot[i];
+            if (b->slot[i] != UINT_MAX)
+                t->slot_free[t->nslot_free++] = b->slot[i];
         free(b);
         return -EAGAIN;
     }
-    t->ring_inflight += (unsigned)(3 * n);
+    t->ring_inflight += (unsigned)nsqe;
     r->job.run = NULL;
     r->job.done = req_job_done;
     r->job.loop = t->loop;
@@ -514,7 +537,7 @@ static void ring_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
         if (op->kind == 0 && cqe->res < 0) {
             rd->res = cqe->res;
             b->failed[op->i] = true;
-        } else if (op->kind == 1 && !b->failed[op->i]) {
+        } else if ((op->kind == 1 && !b->failed[op->i]) || op->kind == 3) {
             rd->res = cqe->res;
         } else if (op->kind == 2) {
             t->slot_free[t->nslot_free++] = b->slot[op->i];

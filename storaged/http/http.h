@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -218,14 +219,22 @@ struct stor_http_server *stor_req_server(const struct stor_req *r);
 CM_MUST_CHECK int stor_req_peer(const struct stor_req *r,
                                 struct sockaddr_storage *ss);
 
-/* One whole-file read for stor_req_read_files(). */
+/* One read for stor_req_read_files(): a whole file by @path, or (@path
+ * NULL) @hdr_len bytes into @hdr then @len into @buf at offset @off of the
+ * open file @fd (the caller keeps it open until @done). */
 struct stor_http_file_read {
-    const char *path; /* borrowed */
+    const char *path; /* borrowed; NULL: read from @fd */
     void *buf;        /* borrowed */
     size_t len;       /* read at most this many bytes from offset 0 */
     ssize_t res;      /* set by the transport: bytes read or -errno */
+    int fd;           /* without @path */
+    uint64_t off;
+    void *hdr; /* borrowed; may be NULL (hdr_len 0) */
+    size_t hdr_len;
+    struct iovec iov[2]; /* the transport's */
 };
-/* Performs @n whole-file reads (open, read at offset 0, close) on the loop
+/* Performs @n whole-file reads (open, read at offset 0, close) or reads at
+ * an offset of an open file (one readv each, no open or close) on the loop
  * thread's io_uring without blocking it (the kernel does them inline when
  * the data is cached and on its own workers otherwise); @done runs on the
  * loop once all finished, each rd[i].res set to the bytes read or the first

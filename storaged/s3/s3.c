@@ -911,8 +911,13 @@ static bool get_fast(struct stor_s3_req *r)
         return false;
     }
     for (i = 0; i < n; i++)
-        r->nb_rd[i] = (struct stor_http_file_read){
-            .path = rd[i].path, .buf = rd[i].buf, .len = rd[i].len};
+        r->nb_rd[i] = (struct stor_http_file_read){.path = rd[i].path,
+                                                   .buf = rd[i].buf,
+                                                   .len = rd[i].len,
+                                                   .fd = rd[i].fd,
+                                                   .off = rd[i].off,
+                                                   .hdr = rd[i].hdr,
+                                                   .hdr_len = rd[i].hdr_len};
     r->nb_src = rd;
     r->nb_n = n;
     ret = stor_req_read_files(&r->http, r->nb_rd, n, get_fast_done);

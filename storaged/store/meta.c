@@ -79,9 +79,16 @@ int stor_meta_encode(const struct stor_meta *m, struct cm_buf *out)
         ret |= put_le(out, m->parts[i].dataid, 8);
         ret |= put_str(out, m->parts[i].etag, strlen(m->parts[i].etag), 1);
     }
-    ret |= put_u8(out, m->has_inline ? 1 : 0);
-    if (m->has_inline)
-        ret |= put_str(out, m->inl, m->inl_len, 4);
+    if (m->has_inline && m->has_xref) { /* 2: the shard is in an extent */
+        ret |= put_u8(out, 2);
+        ret |= put_le(out, m->xfile, 4);
+        ret |= put_le(out, m->xoff, 8);
+        ret |= put_le(out, m->inl_len, 4);
+    } else {
+        ret |= put_u8(out, m->has_inline ? 1 : 0);
+        if (m->has_inline)
+            ret |= put_str(out, m->inl, m->inl_len, 4);
+    }
     if (ret != 0 || out->data == NULL)
         return -ENOMEM; /* cm_buf emptied itself */
     {
@@ -109,7 +116,9 @@ size_t stor_meta_encoded_size(const struct stor_meta *m)
     for (size_t i = 0; i < m->nparts; i++)
         n += 4 + 8 + 8 + 1 + strlen(m->parts[i].etag);
     n += 1;
-    if (m->has_inline)
+    if (m->has_inline && m->has_xref)
+        n += 4 + 8 + 4;
+    else if (m->has_inline)
         n += 4 + m->inl_len;
     return n;
 }
@@ -253,7 +262,17 @@ static int meta_decode(const void *p, size_t n, struct stor_meta *m, bool view)
         get_fixed(&r, m->parts[i].etag, sizeof(m->parts[i].etag));
     }
     m->has_inline = (int)get_le(&r, 1);
-    if (!r.bad && m->has_inline && view) {
+    if (!r.bad && m->has_inline == 2) { /* an extent reference */
+        m->has_inline = 1;
+        m->has_xref = 1;
+        m->xfile = (uint32_t)get_le(&r, 4);
+        m->xoff = get_le(&r, 8);
+        m->inl_len = (size_t)get_le(&r, 4);
+        if (m->xfile == 0)
+            r.bad = 1;
+    } else if (!r.bad && m->has_inline > 1) {
+        r.bad = 1;
+    } else if (!r.bad && m->has_inline && view) {
         size_t il = (size_t)get_le(&r, 4);
 
         if (r.bad || r.n - r.off < il) {

@@ -50,6 +50,12 @@ struct stor_meta {
                              * stor_meta_decode_view() read */
     size_t inl_len;
     int has_inline; /* 1 when the shard is inline (even if empty) */
+    /* With has_inline: the shard is not in the record but in an extent
+     * file (obj_ext.h), @inl_len bytes of record (xfile, xoff); inl and
+     * inl_ref are NULL. Encoded as inline flag 2 (FORMAT.md). */
+    int has_xref;
+    uint32_t xfile;
+    uint64_t xoff;
 };
 
 /* Appends the encoded record to @out. 0 or -ENOMEM/-E2BIG. */

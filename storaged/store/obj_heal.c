@@ -251,6 +251,27 @@ static bool still_current(struct stor_store *s, const char *bucket,
     return cur;
 }
 
+/* Replaces the extent records the index keeps for current entry @e with
+ * @xref (k + m; file 0 where a shard is missing). Caller holds the key's
+ * write lock and checked that @e is current. */
+static void ext_index_refs(struct stor_store *s, const char *bucket,
+                           const struct obj_ent *e, const struct obj_xref *xref)
+{
+    struct obj_ent *c = obj_ent_dup(e), *old = NULL;
+    size_t n = (size_t)(e->k + e->m);
+
+    if (c == NULL)
+        return;
+    if (c->xref == NULL)
+        c->xref = calloc(n, sizeof(*c->xref));
+    if (c->xref) {
+        memcpy(c->xref, xref, n * sizeof(*xref));
+        if (obj_cur_set(s, bucket, c, NULL, &old) == 0)
+            obj_ent_free(old);
+    }
+    obj_ent_free(c);
+}
+
 /* Contract in obj_i.h. */
 int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len, bool deep)
@@ -288,6 +309,7 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
     {
         bool present[OBJ_MAX_SHARDS] = {0};
         uint8_t *sh[OBJ_MAX_SHARDS];
+        struct obj_xref xref[OBJ_MAX_SHARDS] = {0}; /* extent objects */
         int good = 0;
 
         for (int j = 0; j < n; j++) {
@@ -310,8 +332,23 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                 continue;
             }
             if (m.type != STOR_META_OBJECT || m.version != e->version ||
-                m.shard != j || (e->inl && m.inl_len != L)) {
+                m.shard != j || (e->inl && m.inl_len != L) ||
+                (e->inl && !m.has_xref != !e->ext)) {
                 meta_bad[j] = true;
+            } else if (e->inl && m.has_xref) { /* its extent record */
+                struct obj_xref x = {.file = m.xfile, .off = m.xoff};
+
+                r = obj_ext_read(s, d, &x, e->id, e->version, j, L, sh[j]);
+                if (r == 0) {
+                    present[j] = true;
+                    good++;
+                    xref[j] = x;
+                } else {
+                    if (r == -EBADMSG)
+                        __atomic_add_fetch(&s->corrupt_found, 1,
+                                           __ATOMIC_RELAXED);
+                    meta_bad[j] = true;
+                }
             } else {
                 present[j] = true;
                 good++;
@@ -335,8 +372,21 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                 if (ret < 0)
                     goto out;
                 pthread_rwlock_wrlock(kl);
+                if (still_current(s, bucket, e)) {
+                    healed += obj_rewrite_metas(s, bucket, e, sh, L, meta_bad,
+                                                xref);
+                    if (e->ext)
+                        ext_index_refs(s, bucket, e, xref);
+                }
+                pthread_rwlock_unlock(kl);
+            } else if (e->ext && good == n &&
+                       (e->xref == NULL ||
+                        memcmp(e->xref, xref, (size_t)n * sizeof(*xref)))) {
+                /* every shard checks out, but the index does not know
+                 * where (rebuilt from the metas): tell it */
+                pthread_rwlock_wrlock(kl);
                 if (still_current(s, bucket, e))
-                    healed += obj_rewrite_metas(s, bucket, e, sh, L, meta_bad);
+                    ext_index_refs(s, bucket, e, xref);
                 pthread_rwlock_unlock(kl);
             }
             __atomic_add_fetch(&s->scan_bytes, e->size, __ATOMIC_RELAXED);
@@ -377,7 +427,7 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
             for (int j = 0; j < n; j++)
                 nbad += meta_bad[j];
             if (nbad)
-                (void)obj_rewrite_metas(s, bucket, e, NULL, 0, meta_bad);
+                (void)obj_rewrite_metas(s, bucket, e, NULL, 0, meta_bad, NULL);
         }
     }
     pthread_rwlock_unlock(kl);
@@ -682,7 +732,9 @@ void obj_probe_drives(struct stor_store *s)
         bool ok = probe_drive(s, d);
         bool was = obj_drive_online(s, d);
 
-        if (was && !ok) {
+        if (was && ok) {
+            obj_ext_check(s, d); /* the extent file still the path's */
+        } else if (was && !ok) {
             __atomic_store_n(&s->drives[d].online, false, __ATOMIC_RELEASE);
             cm_log(CM_LOG_WARN, 0, "drive %s: offline (probe failed)",
                    s->drives[d].path);
@@ -691,6 +743,7 @@ void obj_probe_drives(struct stor_store *s)
 
             snprintf(path, sizeof(path), "%s/" STOR_TMP_DIR, s->drives[d].path);
             (void)stor_mkdirs(path);
+            obj_ext_check(s, d); /* a replaced disk: its own extent files */
             __atomic_store_n(&s->drives[d].stale, true, __ATOMIC_RELEASE);
             __atomic_store_n(&s->drives[d].online, true, __ATOMIC_RELEASE);
             cm_log(CM_LOG_INFO, 0, "drive %s: back online, healing",

@@ -18,6 +18,7 @@
 #define STORAGED_STORE_OBJ_I_H
 #include "storaged/store/drive.h"
 #include "storaged/store/meta.h"
+#include "storaged/store/obj_ext.h"
 #include "storaged/store/object.h"
 #include "storaged/store/placement.h"
 #include <limits.h>
@@ -48,6 +49,10 @@ struct obj_ent {
     int k, m;
     uint32_t block;
     bool inl;                     /* shard inline in the meta file */
+    bool ext; /* inl, but the shards are in extent files (obj_ext.h): the
+                 metas name the records */
+    struct obj_xref *xref; /* owned, k + m records (file 0: unknown), or
+                              NULL: a GET reads the metas to find them */
     bool multipart;               /* parts[] are client parts (numbers 1..) */
     struct stor_meta_part *parts; /* owned; 0 when inline */
     size_t nparts;
@@ -97,6 +102,8 @@ struct stor_store {
     bool fsync;
     size_t body_max;       /* bodies up to this size go into the index too */
     struct stor_gsync *gs; /* owned: group commit (gsync.h) */
+    bool extents;          /* new medium objects go to extent files */
+    struct obj_ext_drive *ext; /* owned, ndrives (obj_ext.c), or NULL */
     pthread_rwlock_t lock;
     struct obj_bucket **buckets; /* sorted by name; protected by lock */
     size_t nbuckets;
@@ -278,10 +285,12 @@ int obj_pin_get(const uint8_t id[16], uint64_t version);
 void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version);
 /* Rewrites the metas of @e's shards marked in @which (inline shards from
  * @inl, @L bytes each) through temp files and renames; used by healing.
- * Caller holds the key lock. Returns how many were written. */
+ * An extent object's shards go to new extent records first, whose places
+ * land in @xrefs_out[j] (may be NULL) for the shards written. Caller holds
+ * the key lock. Returns how many were written. */
 int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, uint8_t *const *inl, size_t L,
-                      bool *which);
+                      bool *which, struct obj_xref *xrefs_out);
 /* The commit protocol shared by simple PUTs and multipart completion:
  * metas to temp, rename shard files (src_shard[j] non-NULL) then metas into
  * place, sync dirs, swap the index entry, retire the old version. Takes

@@ -159,7 +159,8 @@ static const uint8_t *rd_bytes(struct rd *r, size_t n)
 int obj_idx_rec_encode(const struct obj_ent *e, struct cm_buf *out)
 {
     size_t start = out->len, el = strnlen(e->etag, sizeof(e->etag));
-    uint16_t flags = (uint16_t)((e->inl ? 1 : 0) | (e->multipart ? 2 : 0));
+    uint16_t flags = (uint16_t)((e->inl ? 1 : 0) | (e->multipart ? 2 : 0) |
+                                (e->ext ? 4 : 0));
     int ret = 0;
 
     if (e->key_len > 0xffff || e->nhdrs > 0xffff)
@@ -201,7 +202,20 @@ int obj_idx_rec_encode(const struct obj_ent *e, struct cm_buf *out)
         ret |= put_int(out, pl, 1);
         ret |= cm_buf_append(out, p->etag, pl);
     }
-    ret |= put_int(out, 0, 2); /* no extensions yet */
+    if (e->ext && e->xref) { /* tag 1: the shards' extent records */
+        int n = e->k + e->m;
+
+        ret |= put_int(out, 1, 2);
+        ret |= put_int(out, 1, 2);
+        ret |= put_int(out, 1 + (uint64_t)n * 12, 4);
+        ret |= put_int(out, (uint64_t)n, 1);
+        for (int j = 0; j < n; j++) {
+            ret |= put_int(out, e->xref[j].file, 4);
+            ret |= put_int(out, e->xref[j].off, 8);
+        }
+    } else {
+        ret |= put_int(out, 0, 2); /* no extensions */
+    }
     if (ret != 0 || out->data == NULL)
         return -ENOMEM; /* a failed append emptied the buffer */
     le_put((uint8_t *)out->data + start + 4, out->len - start, 4);
@@ -296,6 +310,7 @@ int obj_idx_rec_decode(const void *p, size_t n, struct obj_ent **out)
     }
     e->inl = flags & 1;
     e->multipart = (flags & 2) != 0;
+    e->ext = e->inl && (flags & 4) != 0;
     e->nhdrs = rd_int(&r, 2);
     if (e->nhdrs) {
         e->hdrs = calloc(e->nhdrs, sizeof(*e->hdrs));
@@ -342,8 +357,27 @@ int obj_idx_rec_decode(const void *p, size_t n, struct obj_ent **out)
         size_t next = rd_int(&r, 2);
 
         for (size_t i = 0; i < next; i++) {
-            (void)rd_int(&r, 2);
-            (void)rd_bytes(&r, rd_int(&r, 4)); /* unknown: skipped */
+            uint64_t tag = rd_int(&r, 2);
+            size_t tl = rd_int(&r, 4);
+
+            b = rd_bytes(&r, tl);
+            if (b == NULL)
+                goto bad;
+            if (tag == 1 && e->ext && e->xref == NULL) {
+                /* extent refs: u8 n (= k + m), n x (u32 file, u64 offset) */
+                size_t nr = tl ? b[0] : 0;
+
+                if (tl != 1 + nr * 12 || nr != (size_t)(e->k + e->m) ||
+                    nr > OBJ_MAX_SHARDS)
+                    goto bad;
+                e->xref = calloc(nr, sizeof(*e->xref));
+                if (e->xref == NULL)
+                    goto nomem;
+                for (size_t j = 0; j < nr; j++) {
+                    e->xref[j].file = (uint32_t)le_get(b + 1 + j * 12, 4);
+                    e->xref[j].off = le_get(b + 5 + j * 12, 8);
+                }
+            } /* others: unknown, skipped */
         }
     }
     if (r.bad)

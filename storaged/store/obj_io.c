@@ -85,6 +85,12 @@ int obj_pin_get(const uint8_t id[16], uint64_t version)
     return 0;
 }
 
+/* Shard length of an inline-class object. */
+static size_t inl_shard_len(const struct obj_ent *e)
+{
+    return (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
+}
+
 /* Removes the shard files of @e (all parts, all positions). Shard files
  * are named by a unique data id, so no lock is needed. */
 static void remove_shards(struct stor_store *s, const char *bucket,
@@ -92,6 +98,13 @@ static void remove_shards(struct stor_store *s, const char *bucket,
 {
     char path[PATH_MAX];
 
+    if (e->inl && e->ext && e->xref) { /* the extent records: punched */
+        size_t L = inl_shard_len(e);
+
+        for (int j = 0; j < e->k + e->m; j++)
+            if (e->xref[j].file)
+                obj_ext_punch(s, obj_shard_drive(s, pl, j), &e->xref[j], L);
+    }
     if (e->inl)
         return;
     for (int j = 0; j < e->k + e->m; j++) {
@@ -285,11 +298,11 @@ static uint64_t sync_mark(struct stor_store *s, const struct stor_place *pl,
 static int sync_barrier(struct stor_store *s, const char *bucket,
                         const uint8_t id[16], const struct stor_place *pl,
                         int n, bool *ok, uint64_t mark, const int *fds,
-                        const bool *dirs)
+                        const bool *dirs, const int *xfds)
 {
-    struct stor_sync_item it[2 * OBJ_MAX_SHARDS];
-    int map[2 * OBJ_MAX_SHARDS], nok = 0;
-    bool opened[2 * OBJ_MAX_SHARDS] = {0};
+    struct stor_sync_item it[3 * OBJ_MAX_SHARDS];
+    int map[3 * OBJ_MAX_SHARDS], nok = 0;
+    bool opened[3 * OBJ_MAX_SHARDS] = {0};
     size_t ni = 0;
 
     if (!s->fsync) {
@@ -305,6 +318,10 @@ static int sync_barrier(struct stor_store *s, const char *bucket,
         if (fds) {
             map[ni] = j;
             it[ni++] = (struct stor_sync_item){.drive = d, .fd = fds[j]};
+        }
+        if (xfds && xfds[j] >= 0) { /* the shard's extent file */
+            map[ni] = j;
+            it[ni++] = (struct stor_sync_item){.drive = d, .fd = xfds[j]};
         }
         if (dirs && dirs[j]) {
             char path[PATH_MAX];
@@ -693,19 +710,96 @@ void stor_put_abort(struct stor_put *p)
         put_free(p);
 }
 
+/* The extent records of one commit or heal (obj_ext.h): for each shard
+ * j that goes out, its place, the fd to write it with and its header. */
+struct ext_batch {
+    struct obj_xref xref[OBJ_MAX_SHARDS]; /* file 0: none reserved */
+    int fd[OBJ_MAX_SHARDS];               /* -1: none */
+    uint8_t hdr[OBJ_MAX_SHARDS][OBJ_EXT_HDR];
+    uint8_t *const *shards; /* borrowed: the shard bytes, L each */
+    size_t L;
+};
+
+/* Reserves a record for every shard ok[j] of @e (version set) in its
+ * drive's extent file and fills its header; a drive without extents
+ * clears ok[j] (that shard is not written). */
+static void ext_reserve(struct stor_store *s, const struct obj_ent *e,
+                        const struct stor_place *pl, uint8_t *const *shards,
+                        size_t L, bool *ok, struct ext_batch *xb)
+{
+    memset(xb->xref, 0, sizeof(xb->xref));
+    xb->shards = shards;
+    xb->L = L;
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+        xb->fd[j] = -1;
+    for (int j = 0; j < e->k + e->m; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+
+        if (!ok[j])
+            continue;
+        if (obj_ext_alloc(s, d, L, &xb->xref[j], &xb->fd[j]) < 0) {
+            ok[j] = false;
+            xb->fd[j] = -1;
+            continue;
+        }
+        obj_ext_hdr(xb->hdr[j], e->id, e->version, j, e->k, e->m, shards[j],
+                    L);
+    }
+}
+
+/* Punches the records of @xb not kept (keep[j] false; NULL: all). */
+static void ext_unreserve(struct stor_store *s, const struct stor_place *pl,
+                          const struct ext_batch *xb, int n, const bool *keep)
+{
+    for (int j = 0; j < n; j++)
+        if (xb->xref[j].file && !(keep && keep[j]))
+            obj_ext_punch(s, obj_shard_drive(s, pl, j), &xb->xref[j], xb->L);
+}
+
+/* For an extent object whose index entry does not carry the records
+ * (rebuilt from the metas): reads them from the metas of its placement,
+ * so they can be punched or served. Caller holds the key lock. */
+static void ext_refs_load(struct stor_store *s, const char *bucket,
+                          struct obj_ent *e, const struct stor_place *pl)
+{
+    int n = e->k + e->m;
+
+    if (!e->ext || e->xref)
+        return;
+    e->xref = calloc((size_t)n, sizeof(*e->xref));
+    for (int j = 0; j < n && e->xref; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        char path[PATH_MAX];
+        struct stor_meta m;
+
+        if (!obj_drive_online(s, d) ||
+            obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
+                          e->id) < 0 ||
+            stor_meta_read_file(path, &m) < 0)
+            continue;
+        if (m.type == STOR_META_OBJECT && m.version == e->version &&
+            m.shard == j && m.has_xref)
+            e->xref[j] = (struct obj_xref){.file = m.xfile, .off = m.xoff};
+        stor_meta_fini(&m);
+    }
+}
+
 /* Writes one meta record per committing shard into temp files, synced
  * with one group barrier (gsync.h) that also covers what this thread wrote
  * to those drives since @mark and, where dirs[j] (@dirs may be NULL), the
  * object directory of @bucket/@id (links made in it before). Shard j is
- * skipped unless ok[j]. Returns the number written; clears ok[j] for the
- * ones that failed. */
+ * skipped unless ok[j]. With @xb, shard j's extent record is written in
+ * the same submission and its extent file is in the barrier too. Returns
+ * the number written; clears ok[j] for the ones that failed. */
 static int write_tmp_metas(struct stor_store *s, const char *bucket,
                            const uint8_t id[16], const struct stor_place *pl,
                            uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
-                           int *fds, uint64_t mark, const bool *dirs)
+                           int *fds, uint64_t mark, const bool *dirs,
+                           const struct ext_batch *xb)
 {
-    struct stor_io io[2 * OBJ_MAX_SHARDS];
-    int map[2 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
+    struct stor_io io[3 * OBJ_MAX_SHARDS];
+    int map[3 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
+    size_t xlen = xb ? xb->L : 0;
 
     for (int j = 0; j < n; j++) {
         size_t d = obj_shard_drive(s, pl, j);
@@ -728,19 +822,36 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
         map[nio] = j;
         io[nio++] = (struct stor_io){
             .fd = fds[j], .op = 'w', .buf = metas[j].data, .len = metas[j].len};
+        if (xb) { /* the extent record: its header, then the shard */
+            map[nio] = j;
+            io[nio++] = (struct stor_io){.fd = xb->fd[j],
+                                         .op = 'w',
+                                         .buf = CM_UNCONST(uint8_t *,
+                                                           xb->hdr[j]),
+                                         .len = OBJ_EXT_HDR,
+                                         .off = xb->xref[j].off};
+            map[nio] = j;
+            io[nio++] = (struct stor_io){.fd = xb->fd[j],
+                                         .op = 'w',
+                                         .buf = xb->shards[j],
+                                         .len = xlen,
+                                         .off = xb->xref[j].off + OBJ_EXT_HDR};
+        }
     }
     stor_io_run(io, (size_t)nio);
     for (int i = 0; i < nio; i++) {
         size_t d = obj_shard_drive(s, pl, map[i]);
 
-        if (io[i].res != (ssize_t)metas[map[i]].len) {
-            obj_drive_fail(s, d, io[i].res < 0 ? (int)-io[i].res : EIO);
+        if (io[i].res != (ssize_t)io[i].len) {
+            if (ok[map[i]])
+                obj_drive_fail(s, d, io[i].res < 0 ? (int)-io[i].res : EIO);
             ok[map[i]] = false;
         } else {
-            obj_drive_count(s, d, true, metas[map[i]].len);
+            obj_drive_count(s, d, true, io[i].len);
         }
     }
-    nok = sync_barrier(s, bucket, id, pl, n, ok, mark, fds, dirs);
+    nok = sync_barrier(s, bucket, id, pl, n, ok, mark, fds, dirs,
+                       xb ? xb->fd : NULL);
     for (int j = 0; j < n; j++) {
         if (fds[j] >= 0)
             close(fds[j]);
@@ -781,7 +892,8 @@ static int rename_mk(const char *from, const char *to)
  * objects carry their shard; @shards is NULL otherwise. */
 static int build_metas(const struct obj_ent *e, int type,
                        uint8_t *const *shards, size_t slen,
-                       struct cm_buf *metas, const bool *ok)
+                       struct cm_buf *metas, const bool *ok,
+                       const struct ext_batch *xb)
 {
     struct stor_meta m = {0};
 
@@ -807,7 +919,12 @@ static int build_metas(const struct obj_ent *e, int type,
         if (!ok[j])
             continue;
         m.shard = j;
-        if (shards && type == STOR_META_OBJECT) {
+        if (xb && type == STOR_META_OBJECT) { /* the shard is in an extent */
+            m.has_xref = 1;
+            m.xfile = xb->xref[j].file;
+            m.xoff = xb->xref[j].off;
+            m.inl_len = xb->L;
+        } else if (shards && type == STOR_META_OBJECT) {
             m.inl = shards[j];
             m.inl_len = slen;
         }
@@ -820,19 +937,28 @@ static int build_metas(const struct obj_ent *e, int type,
 /* Contract in obj_i.h: healing rewrites metas. */
 int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, uint8_t *const *inl, size_t L,
-                      bool *which)
+                      bool *which, struct obj_xref *xrefs_out)
 {
     struct cm_buf metas[OBJ_MAX_SHARDS];
     struct stor_place pl;
     int fds[OBJ_MAX_SHARDS], n = e->k + e->m, nok = 0;
     uint64_t uniq = obj_next_version(s);
+    struct ext_batch *xb = NULL;
+    bool asked[OBJ_MAX_SHARDS];
 
     memset(metas, 0, sizeof(metas));
+    memcpy(asked, which, sizeof(asked));
     obj_place(s, bucket, e->key, e->key_len, &pl);
-    if (build_metas(e, STOR_META_OBJECT, e->inl ? inl : NULL, L, metas,
-                    which) == 0 &&
+    if (e->ext && inl) { /* rebuilt shards go to new extent records */
+        xb = malloc(sizeof(*xb));
+        if (xb == NULL)
+            return 0;
+        ext_reserve(s, e, &pl, inl, L, which, xb);
+    }
+    if (build_metas(e, STOR_META_OBJECT, e->inl ? inl : NULL, L, metas, which,
+                    xb) == 0 &&
         write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, which, fds,
-                        sync_mark(s, &pl, n, which), NULL) > 0) {
+                        sync_mark(s, &pl, n, which), NULL, xb) > 0) {
         uint64_t mark = sync_mark(s, &pl, n, which);
 
         for (int j = 0; j < n; j++) {
@@ -852,7 +978,18 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                 which[j] = false;
             }
         }
-        nok = sync_barrier(s, bucket, e->id, &pl, n, which, mark, NULL, which);
+        nok = sync_barrier(s, bucket, e->id, &pl, n, which, mark, NULL, which,
+                           NULL);
+    }
+    if (xb) {
+        /* the caller's entry learns where the rebuilt shards are now */
+        for (int j = 0; j < n && xrefs_out; j++)
+            if (which[j])
+                xrefs_out[j] = xb->xref[j];
+        for (int j = 0; j < n; j++)
+            if (asked[j] && !which[j] && xb->xref[j].file)
+                obj_ext_punch(s, obj_shard_drive(s, &pl, j), &xb->xref[j], L);
+        free(xb);
     }
     for (int j = 0; j < n; j++)
         cm_buf_fini(&metas[j]);
@@ -928,16 +1065,26 @@ static void drop_prev(struct stor_store *s, const char *bucket,
     }
 }
 
-/* Is the current version of @key an inline object? Its k + m in *n. */
+/* Is the current version of @key an inline object? Its k + m in *n. An
+ * extent object's records are loaded from its metas (before they are
+ * replaced) when the index has none, and the entry handed to *ext. */
 static bool current_is_inline(struct stor_store *s, const char *bucket,
-                              const char *key, size_t key_len, int *n)
+                              const char *key, size_t key_len,
+                              const struct stor_place *pl, int *n,
+                              struct obj_ent **ext)
 {
     struct obj_ent *cur;
     bool inl = false;
 
+    *ext = NULL;
     if (obj_cur_lookup(s, bucket, key, key_len, &cur) == 0 && cur->inl) {
         inl = true;
         *n = cur->k + cur->m;
+        if (cur->ext && cur->xref == NULL) {
+            ext_refs_load(s, bucket, cur, pl);
+            *ext = cur;
+            return inl;
+        }
     }
     obj_ent_free(cur);
     return inl;
@@ -961,6 +1108,9 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     bool pending = false;
     struct obj_idx_body body;
     uint64_t mark;
+    struct ext_batch *xb = NULL;
+    struct obj_ent *cur_ext = NULL;
+    bool placed = false; /* the metas are committed on the drives */
 
     memcpy(id_copy, e->id, 16);
     obj_place(s, bucket, e->key, e->key_len, &pl);
@@ -970,7 +1120,20 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     if (ret < 0)
         goto out; /* nothing placed yet; the caller drops its temp files */
     e->version = obj_next_version(s);
-    ret = build_metas(e, STOR_META_OBJECT, inl_shards, inl_len, metas, ok);
+    if (s->extents && s->ext && inl_shards && e->inl &&
+        e->size > s->body_max) {
+        /* a medium object: its shards go to the drives' extent files and
+         * the metas name them (FORMAT.md "Extent files") */
+        xb = malloc(sizeof(*xb));
+        e->xref = calloc((size_t)n, sizeof(*e->xref));
+        if (xb == NULL || e->xref == NULL) {
+            ret = -ENOMEM;
+            goto out;
+        }
+        e->ext = true;
+        ext_reserve(s, e, &pl, inl_shards, inl_len, ok, xb);
+    }
+    ret = build_metas(e, STOR_META_OBJECT, inl_shards, inl_len, metas, ok, xb);
     if (ret < 0)
         goto out;
     /* in flight until the index has it: a start after a crash reconciles
@@ -984,12 +1147,13 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
      * streamed PUT's mark is older) the shard files durable together */
     mark = t_cond && t_cond->streaming ? t_cond->gs_mark
                                        : sync_mark(s, &pl, n, ok);
-    if (current_is_inline(s, bucket, e->key, e->key_len, &prev_n))
+    if (current_is_inline(s, bucket, e->key, e->key_len, &pl, &prev_n,
+                          &cur_ext))
         prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
     for (int j = 0; j < n; j++)
         linked[j] = (prev_mask >> j) & 1; /* a rename will replace it */
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, mark,
-                          linked);
+                          linked, xb);
     if (nok < owq) {
         ret = -STOR_EQUORUM;
         goto out_tmp;
@@ -1027,7 +1191,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         keep[j] = true;
     }
     /* the renames durable; ok[j] is now keep[j] minus failed barriers */
-    nok = sync_barrier(s, bucket, e->id, &pl, n, ok, mark, NULL, ok);
+    nok = sync_barrier(s, bucket, e->id, &pl, n, ok, mark, NULL, ok, NULL);
     if (nok < owq) {
         /* not committed: take back what we placed (best effort); the old
          * version, if any, stays in the index and gets healed */
@@ -1049,8 +1213,11 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         ret = -STOR_EQUORUM;
         goto out_tmp;
     }
+    placed = true;
     if (nok < n)
         obj_heal_queue(s, bucket, e->key, e->key_len);
+    for (int j = 0; j < n && xb; j++) /* the index knows the good records */
+        e->xref[j] = ok[j] ? xb->xref[j] : (struct obj_xref){0};
     if (inl_shards && e->inl && e->size <= s->body_max) {
         /* small: a copy in the index serves its GETs (FORMAT.md) */
         body =
@@ -1076,6 +1243,11 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     if (old) {
         bool keep_old[OBJ_MAX_SHARDS] = {0};
 
+        if (old->ext && old->xref == NULL && cur_ext &&
+            cur_ext->version == old->version) {
+            old->xref = cur_ext->xref; /* read from its metas above */
+            cur_ext->xref = NULL;
+        }
         /* same key, same rotation: old shard j sat where new shard j sits */
         for (int j = 0; j < old->k + old->m && j < n; j++)
             keep_old[j] = keep[j];
@@ -1083,6 +1255,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         retire_shards(s, bucket, old, &pl);
     }
 out_tmp:
+    if (xb) /* records of shards not committed are free again */
+        ext_unreserve(s, &pl, xb, n, placed ? ok : NULL);
     if (prev_mask)
         drop_prev(s, bucket, id_copy, &pl, prev_mask, NULL);
     for (int j = 0; j < n; j++) {
@@ -1101,6 +1275,8 @@ out:
     pthread_rwlock_unlock(kl);
     for (int j = 0; j < OBJ_MAX_SHARDS; j++)
         cm_buf_fini(&metas[j]);
+    free(xb);
+    obj_ent_free(cur_ext);
     obj_ent_free(e);
     return ret;
 }
@@ -1123,7 +1299,7 @@ static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
          * gs_mark) where their drives are in fs mode */
         if (s->fsync && p->is_part) {
             nok = sync_barrier(s, NULL, NULL, &p->pl, p->k + p->m, p->ok,
-                               p->gs_mark, p->fd, NULL);
+                               p->gs_mark, p->fd, NULL, NULL);
         } else if (s->fsync) {
             bool filem[OBJ_MAX_SHARDS] = {0}, was[OBJ_MAX_SHARDS] = {0};
 
@@ -1132,7 +1308,7 @@ static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
                     p->ok[j] &&
                     !stor_gsync_is_fs(s->gs, obj_shard_drive(s, &p->pl, j));
             (void)sync_barrier(s, NULL, NULL, &p->pl, p->k + p->m, filem,
-                               p->gs_mark, p->fd, NULL);
+                               p->gs_mark, p->fd, NULL, NULL);
             for (int j = 0; j < p->k + p->m; j++)
                 if (was[j] && !filem[j])
                     p->ok[j] = false;
@@ -1380,6 +1556,7 @@ static void inline_meta_tmpl(const struct obj_ent *e, size_t L,
     t->hdrs = e->hdrs;
     t->nhdrs = e->nhdrs;
     t->has_inline = 1;
+    t->has_xref = e->ext; /* then the record names an extent instead */
     t->inl_len = L;
 }
 
@@ -1453,7 +1630,22 @@ static int get_inline(struct stor_get *g)
                 continue;
             }
             if (m.version == e->version && m.shard == j && m.has_inline &&
-                m.inl_len == L && m.type == STOR_META_OBJECT) {
+                m.inl_len == L && m.type == STOR_META_OBJECT && m.has_xref) {
+                /* the meta names the shard's extent record */
+                struct obj_xref x = {.file = m.xfile, .off = m.xoff};
+                int r = obj_ext_read(s, obj_shard_drive(s, &g->pl, j), &x,
+                                     e->id, e->version, j, L,
+                                     shards + (size_t)j * L);
+
+                if (r == 0) {
+                    present[j] = true;
+                    good++;
+                } else if (r == -EBADMSG) {
+                    __atomic_add_fetch(&s->corrupt_found, 1, __ATOMIC_RELAXED);
+                }
+            } else if (m.version == e->version && m.shard == j &&
+                       m.has_inline && m.inl_len == L &&
+                       m.type == STOR_META_OBJECT) {
                 if (L)
                     memcpy(shards + (size_t)j * L, m.inl_ref, L);
                 present[j] = true;
@@ -1558,6 +1750,8 @@ struct stor_get_nb {
     size_t n;
     char *paths;  /* owned: the n paths, NUL-separated, then raw */
     uint8_t *raw; /* n * (mlen + 1) read buffers, inside paths' block */
+    uint8_t *xdata; /* owned: an extent object's body (k * L), read into */
+    uint8_t (*xhdr)[OBJ_EXT_HDR]; /* owned: their record headers */
 };
 
 /* Contract in obj_nb.h. */
@@ -1568,6 +1762,8 @@ void stor_get_nb_free(struct stor_get_nb *nb)
     stor_get_close(nb->g);
     free(nb->body);
     free(nb->paths);
+    free(nb->xdata);
+    free(nb->xhdr);
     free(nb);
 }
 
@@ -1595,6 +1791,66 @@ static int nb_lookup(struct stor_get *g, const char *bucket, const char *key,
         ret = -EAGAIN;
     }
     return ret;
+}
+
+/* begin() of an extent object (FORMAT.md "Extent files"): one read per
+ * data shard, at the offset the index keeps, on the drive's open extent
+ * file, header and bytes straight into the body. -EAGAIN when the index
+ * does not know every data shard's record (rebuilt from the metas, or a
+ * shard not written) or a drive is offline: the worker path decides. */
+static int nb_begin_ext(struct stor_get_nb *nb)
+{
+    struct stor_get *g = nb->g;
+    const struct obj_ent *e = g->e;
+    struct stor_store *s = g->s;
+
+    if (e->xref == NULL)
+        return -EAGAIN;
+    nb->n = (size_t)e->k;
+    nb->xdata = malloc(nb->n * (nb->L ? nb->L : 1));
+    nb->xhdr = malloc(nb->n * sizeof(*nb->xhdr));
+    if (nb->xdata == NULL || nb->xhdr == NULL)
+        return -EAGAIN;
+    for (int j = 0; j < e->k; j++) {
+        size_t d = obj_shard_drive(s, &g->pl, j);
+        int fd = obj_ext_fd(s, d, e->xref[j].file);
+
+        if (fd < 0 || !obj_drive_online(s, d))
+            return -EAGAIN;
+        nb->shard[j] = j;
+        nb->rd[j] = (struct stor_nb_read){.path = NULL,
+                                          .buf = nb->xdata + (size_t)j * nb->L,
+                                          .len = nb->L,
+                                          .res = -EINVAL,
+                                          .fd = fd,
+                                          .off = e->xref[j].off,
+                                          .hdr = nb->xhdr[j],
+                                          .hdr_len = OBJ_EXT_HDR};
+    }
+    return 0;
+}
+
+/* end() of an extent object: every record's header and CRC, then the body
+ * is the buffer the reads filled. */
+static int nb_end_ext(struct stor_get_nb *nb)
+{
+    struct stor_get *g = nb->g;
+    const struct obj_ent *e = g->e;
+
+    for (size_t i = 0; i < nb->n; i++) {
+        const struct stor_nb_read *rd = &nb->rd[i];
+        int j = nb->shard[i];
+
+        if (rd->res != (ssize_t)(OBJ_EXT_HDR + nb->L) ||
+            obj_ext_verify(nb->xhdr[i], e->id, e->version, j, nb->L,
+                           rd->buf) < 0)
+            return -EAGAIN;
+        obj_drive_count(g->s, obj_shard_drive(g->s, &g->pl, j), false,
+                        (uint64_t)rd->res);
+    }
+    g->data = nb->xdata; /* shards 0..k-1 are the body, in order */
+    nb->xdata = NULL;
+    return 0;
 }
 
 /* Contract in obj_nb.h. DESIGN: no lock is held while the metas are read:
@@ -1638,6 +1894,14 @@ int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
     }
     obj_place(s, bucket, key, key_len, &g->pl);
     nb->L = (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
+    if (e->ext) {
+        if (nb_begin_ext(nb) < 0)
+            goto fail;
+        *out = nb;
+        *reads = nb->rd;
+        *n = nb->n;
+        return 0;
+    }
     inline_meta_tmpl(e, nb->L, &tmpl);
     nb->mlen = stor_meta_encoded_size(&tmpl);
     nb->n = (size_t)e->k;
@@ -1667,7 +1931,8 @@ int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
             .path = nb->paths + off,
             .buf = nb->raw + (size_t)j * (nb->mlen + 1),
             .len = nb->mlen + 1, /* one more: a longer file is not ours */
-            .res = -EINVAL};
+            .res = -EINVAL,
+            .fd = -1};
         off += plen[j];
     }
     *out = nb;
@@ -1759,6 +2024,18 @@ int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
         *out = g;
         return 0;
     }
+    if (nb->xhdr) { /* an extent object */
+        ret = nb_end_ext(nb);
+        if (ret < 0) {
+            stor_get_nb_free(nb);
+            return ret;
+        }
+        nb->g = NULL;
+        stor_get_nb_free(nb);
+        nb_info_move(g, info);
+        *out = g;
+        return 0;
+    }
     shards = malloc(nb->n * (nb->L ? nb->L : 1));
     if (shards == NULL) {
         stor_get_nb_free(nb);
@@ -1777,7 +2054,7 @@ int stor_get_nb_end(struct stor_get_nb *nb, struct stor_obj_info *info,
         obj_drive_count(g->s, obj_shard_drive(g->s, &g->pl, j), false,
                         (uint64_t)rd->res);
         if (m.version == e->version && m.shard == j && m.has_inline &&
-            m.inl_len == nb->L && m.type == STOR_META_OBJECT) {
+            !m.has_xref && m.inl_len == nb->L && m.type == STOR_META_OBJECT) {
             if (nb->L)
                 memcpy(shards + (size_t)j * nb->L, m.inl_ref, nb->L);
         } else {
@@ -2154,12 +2431,14 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
 
     t.version = obj_next_version(s);
     t.inl = false;
+    t.ext = false;
+    t.xref = NULL;
     t.nparts = 0;
     for (int j = 0; j < n; j++)
         ok[j] = obj_drive_online(s, obj_shard_drive(s, pl, j));
-    if (build_metas(&t, STOR_META_TOMBSTONE, NULL, 0, metas, ok) == 0 &&
+    if (build_metas(&t, STOR_META_TOMBSTONE, NULL, 0, metas, ok, NULL) == 0 &&
         write_tmp_metas(s, bucket, e->id, pl, uniq, metas, n, ok, fds,
-                        sync_mark(s, pl, n, ok), NULL) > 0) {
+                        sync_mark(s, pl, n, ok), NULL, NULL) > 0) {
         uint64_t mark = sync_mark(s, pl, n, ok);
 
         for (int j = 0; j < n; j++) {
@@ -2177,7 +2456,7 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
                 ok[j] = false;
             }
         }
-        (void)sync_barrier(s, bucket, e->id, pl, n, ok, mark, NULL, ok);
+        (void)sync_barrier(s, bucket, e->id, pl, n, ok, mark, NULL, ok, NULL);
     }
     for (int j = 0; j < n; j++)
         cm_buf_fini(&metas[j]);
@@ -2245,6 +2524,7 @@ int stor_obj_delete_if(struct stor_store *s, const char *bucket,
     if (ret < 0 && ret != -STOR_ENOBUCKET && ret != -STOR_ENOKEY)
         ret = -STOR_EDATA;
     if (e) {
+        ext_refs_load(s, bucket, e, &pl); /* to punch them */
         for (int j = 0; j < e->k + e->m; j++)
             if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))
                 all = false;

@@ -41,6 +41,8 @@ struct ld_ver {
     uint32_t mask_m; /* ... as the HEX.m itself */
     int count;
     struct stor_meta m; /* owned: the first copy read, without its shard */
+    struct obj_xref xref[OBJ_MAX_SHARDS]; /* an extent object's records,
+                                             by shard, from every copy */
     uint8_t *body;      /* owned: a small object's bytes (shard 0 of k = 1),
                            for the index's body table; or NULL */
     struct ld_ver *next;
@@ -155,6 +157,8 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
             struct ld_ver *v;
             uint8_t *body;
             uint64_t size;
+            struct obj_xref xr;
+            int xshard;
 
             if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
                 (int)sizeof(path))
@@ -173,6 +177,9 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
              * with small bodies, within a budget) */
             body = take_body(s, &m, budget);
             size = m.size; /* m may be gone below */
+            xr = (struct obj_xref){.file = m.has_xref ? m.xfile : 0,
+                                   .off = m.xoff};
+            xshard = m.shard;
             free(m.inl);
             m.inl = NULL;
             m.inl_len = 0;
@@ -199,6 +206,8 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
             } else {
                 stor_meta_fini(&m);
             }
+            if (xr.file && xshard >= 0 && xshard < OBJ_MAX_SHARDS)
+                v->xref[xshard] = xr; /* where that shard's record is */
             if (body && v->body == NULL && v->m.size == size) {
                 v->body = body;
                 body = NULL;
@@ -421,6 +430,17 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
         if (win && ret == 0) {
             struct obj_ent *e = obj_ent_from_meta(&win->m, c->id);
 
+            if (e && e->ext) { /* the index keeps where the shards are */
+                size_t nx = (size_t)(e->k + e->m);
+
+                e->xref = malloc(nx * sizeof(*e->xref));
+                if (e->xref == NULL) {
+                    obj_ent_free(e);
+                    e = NULL;
+                } else {
+                    memcpy(e->xref, win->xref, nx * sizeof(*e->xref));
+                }
+            }
             if (e == NULL) {
                 ret = -ENOMEM;
             } else {

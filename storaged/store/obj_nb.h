@@ -19,12 +19,19 @@ struct stor_get;
 struct stor_obj_info;
 struct stor_get_nb;
 
-/* One whole-file read the caller performs for begin(). */
+/* One read the caller performs for begin(): a whole file by @path, or
+ * (@path NULL: a shard in an extent file, FORMAT.md) @hdr_len bytes into
+ * @hdr and then @len into @buf from offset @off of the open file @fd (the
+ * store keeps it open; a read that races a reopen fails end()'s check). */
 struct stor_nb_read {
-    const char *path; /* borrowed from the stor_get_nb */
+    const char *path; /* borrowed from the stor_get_nb, or NULL */
     void *buf;        /* borrowed from the stor_get_nb */
-    size_t len;       /* read at most this many bytes from offset 0 */
+    size_t len;       /* read at most this many bytes (from offset 0) */
     ssize_t res;      /* set by the caller: bytes read or -errno */
+    int fd;           /* without @path */
+    uint64_t off;
+    void *hdr; /* borrowed from the stor_get_nb */
+    size_t hdr_len;
 };
 
 /* Starts a nonblocking GET of bucket/key. Never blocks (no I/O, no lock

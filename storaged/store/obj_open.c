@@ -374,6 +374,9 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
     ret = open_drives(s, o, err);
     if (ret == 0)
         ret = obj_gsync_open(s);
+    s->extents = o->extents;
+    if (ret == 0 && !s->offline)
+        ret = obj_ext_open(s); /* also with extents off: read what is there */
     if (ret < 0)
         goto fail;
     if (obj_set_online(s, 0) == 0 && s->ndrives == 1) {
@@ -487,6 +490,7 @@ void stor_store_close(struct stor_store *s)
     obj_threads_stop(s);
     obj_index_close(s);
     stor_gsync_destroy(s->gs);
+    obj_ext_close(s);
     obj_buckets_free(s);
     for (size_t i = 0; s->lock_fds && i < s->ndrives; i++)
         if (s->lock_fds[i] >= 0)

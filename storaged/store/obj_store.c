@@ -313,6 +313,7 @@ void obj_ent_free(struct obj_ent *e)
         return;
     free(e->key);
     free(e->parts);
+    free(e->xref);
     obj_hdrs_free(e->hdrs, e->nhdrs);
     free(e);
 }
@@ -328,6 +329,15 @@ struct obj_ent *obj_ent_dup(const struct obj_ent *e)
     c->key = NULL;
     c->parts = NULL;
     c->hdrs = NULL;
+    c->xref = NULL;
+    if (e->xref) {
+        size_t n = (size_t)(e->k + e->m);
+
+        c->xref = malloc(n * sizeof(*c->xref));
+        if (c->xref == NULL)
+            goto fail;
+        memcpy(c->xref, e->xref, n * sizeof(*c->xref));
+    }
     c->key = malloc(e->key_len + 1);
     if (c->key == NULL)
         goto fail;
@@ -366,6 +376,7 @@ struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
     e.m = m->m;
     e.block = m->block;
     e.inl = m->has_inline;
+    e.ext = m->has_inline && m->has_xref;
     e.parts = m->parts;
     e.nparts = m->nparts;
     e.multipart = m->nparts > 0 && m->parts[0].number > 0;

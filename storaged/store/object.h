@@ -59,6 +59,8 @@ struct stor_store_opts {
                                    copy of their body in the index, so a GET
                                    reads no meta file (0: none; at most
                                    STOR_INDEX_BODY_LIMIT) */
+    bool extents; /* inline-class objects above index_body_max keep their
+                     shards in per-drive extent files (FORMAT.md) */
 };
 #define STOR_INDEX_BODY_DEFAULT 8192u  /* `storaged serve`'s default */
 #define STOR_INDEX_BODY_LIMIT   65536u /* the most --index-body-max takes */

@@ -144,6 +144,11 @@ class Storaged:
             argv += ["--threads", str(self.threads)]
         if self.tls:
             argv += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
+        # ECFS_TEST_EXTENTS=1 runs every server with --extents (FORMAT.md
+        # "Extent files"): the whole suite against that layout
+        if os.environ.get("ECFS_TEST_EXTENTS") == "1" and \
+                "--extents" not in self.extra_args:
+            argv.append("--extents")
         return argv + self.extra_args + self.drives
 
     def start(self):

@@ -1,0 +1,335 @@
+/* storaged/store/obj_ext.c - per-drive extent files (obj_ext.h;
+ * FORMAT.md "Extent files").
+ *
+ * DESIGN: append-only files whose fds stay open, one being written per
+ * drive. A record's place is reserved under a per-drive mutex (a counter
+ * bump: PUTs never wait on each other's I/O), written with pwrite, and
+ * made durable by the commit's barrier 1 together with the temp metas. The
+ * end of the file after a restart is its size rounded up to 4 KiB, so a
+ * committed record (whose meta was written after its bytes were durable)
+ * is never overwritten, and a record torn by a crash lies past every
+ * committed one. Offsets are never reused: a read that races a delete
+ * finds zeros (a punched hole) or the old record, and the header check
+ * turns both into a lost shard. */
+#include "storaged/store/obj_ext.h"
+
+#include "storaged/store/meta.h"
+#include "storaged/store/obj_i.h"
+
+#include "common/log.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+struct obj_ext_drive {
+    pthread_mutex_t lock; /* cur, tail, reopening */
+    int fd[OBJ_EXT_FILES]; /* atomic reads; -1 when not open */
+    uint32_t cur;          /* the file being appended to; 0: none */
+    uint64_t tail;         /* next record's offset in cur */
+    dev_t dev;             /* identity of cur when opened */
+    ino_t ino;
+};
+
+static void ext_path(char *buf, size_t cap, const char *drive, uint32_t file)
+{
+    if (file)
+        snprintf(buf, cap, "%s/" OBJ_EXT_DIR "/%08" PRIx32 ".x", drive, file);
+    else
+        snprintf(buf, cap, "%s/" OBJ_EXT_DIR, drive);
+}
+
+/* Closes every file of @x (caller holds x->lock or is alone). */
+static void ext_drive_shut(struct obj_ext_drive *x)
+{
+    for (uint32_t f = 0; f < OBJ_EXT_FILES; f++) {
+        int fd = __atomic_exchange_n(&x->fd[f], -1, __ATOMIC_ACQ_REL);
+
+        if (fd >= 0)
+            close(fd);
+    }
+    x->cur = 0;
+    x->tail = 0;
+}
+
+/* Creates file @file of drive @drive and makes its name durable. */
+static int ext_create(struct obj_ext_drive *x, const char *drive,
+                      uint32_t file)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    int fd;
+
+    ext_path(path, sizeof(path), drive, file);
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    ext_path(path, sizeof(path), drive, 0);
+    if (stor_fsync_dir(path) < 0 || fstat(fd, &st) < 0) {
+        int e = errno ? errno : EIO;
+
+        close(fd);
+        return -e;
+    }
+    __atomic_store_n(&x->fd[file], fd, __ATOMIC_RELEASE);
+    x->cur = file;
+    x->tail = 0;
+    x->dev = st.st_dev;
+    x->ino = st.st_ino;
+    return 0;
+}
+
+/* (Re)opens the extent files of drive @drive into @x (caller holds the
+ * lock, or is alone): every NNNNNNNN.x there, the highest is appended to.
+ * Without @create (extents off: only read what an earlier run wrote) a
+ * drive without any stays without. */
+static int ext_drive_load(struct obj_ext_drive *x, const char *drive,
+                          bool create)
+{
+    char path[PATH_MAX];
+    DIR *dir;
+    struct dirent *de;
+    uint32_t top = 0;
+    struct stat st;
+    int ret;
+
+    ext_drive_shut(x);
+    ext_path(path, sizeof(path), drive, 0);
+    if (create) {
+        ret = stor_mkdirs(path);
+        if (ret < 0)
+            return ret;
+    }
+    dir = opendir(path);
+    if (dir == NULL)
+        return errno == ENOENT && !create ? 0 : -errno;
+    while ((de = readdir(dir)) != NULL) {
+        char *end = NULL;
+        unsigned long n;
+        char fp[PATH_MAX];
+        int fd;
+
+        if (strlen(de->d_name) != 10 || strcmp(de->d_name + 8, ".x") != 0)
+            continue;
+        n = strtoul(de->d_name, &end, 16);
+        if (end != de->d_name + 8 || n == 0 || n >= OBJ_EXT_FILES)
+            continue;
+        ext_path(fp, sizeof(fp), drive, (uint32_t)n);
+        fd = open(fp, O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            cm_log(CM_LOG_WARN, errno, "extent file %s", fp);
+            continue;
+        }
+        __atomic_store_n(&x->fd[n], fd, __ATOMIC_RELEASE);
+        if (n > top)
+            top = (uint32_t)n;
+    }
+    closedir(dir);
+    if (top == 0)
+        return create ? ext_create(x, drive, 1) : 0;
+    if (fstat(x->fd[top], &st) < 0)
+        return -errno;
+    x->cur = top;
+    x->tail = ((uint64_t)st.st_size + OBJ_EXT_ALIGN - 1) &
+              ~(uint64_t)(OBJ_EXT_ALIGN - 1);
+    x->dev = st.st_dev;
+    x->ino = st.st_ino;
+    return 0;
+}
+
+/* Contract in obj_ext.h. */
+int obj_ext_open(struct stor_store *s)
+{
+    s->ext = calloc(s->ndrives ? s->ndrives : 1, sizeof(*s->ext));
+    if (s->ext == NULL)
+        return -ENOMEM;
+    for (size_t d = 0; d < s->ndrives; d++) {
+        struct obj_ext_drive *x = &s->ext[d];
+        int ret;
+
+        pthread_mutex_init(&x->lock, NULL);
+        for (uint32_t f = 0; f < OBJ_EXT_FILES; f++)
+            x->fd[f] = -1;
+        if (!obj_drive_online(s, d))
+            continue;
+        ret = ext_drive_load(x, s->drives[d].path, s->extents);
+        if (ret < 0)
+            cm_log(CM_LOG_WARN, -ret, "drive %s: no extent files",
+                   s->drives[d].path);
+    }
+    return 0;
+}
+
+/* Contract in obj_ext.h. */
+void obj_ext_close(struct stor_store *s)
+{
+    if (s->ext == NULL)
+        return;
+    for (size_t d = 0; d < s->ndrives; d++) {
+        ext_drive_shut(&s->ext[d]);
+        pthread_mutex_destroy(&s->ext[d].lock);
+    }
+    free(s->ext);
+    s->ext = NULL;
+}
+
+/* Contract in obj_ext.h. */
+void obj_ext_check(struct stor_store *s, size_t d)
+{
+    struct obj_ext_drive *x;
+    char path[PATH_MAX];
+    struct stat st;
+
+    if (s->ext == NULL || d >= s->ndrives)
+        return;
+    x = &s->ext[d];
+    pthread_mutex_lock(&x->lock);
+    if (x->cur == 0 && !s->extents) { /* nothing to follow */
+        pthread_mutex_unlock(&x->lock);
+        return;
+    }
+    ext_path(path, sizeof(path), s->drives[d].path, x->cur);
+    if (x->cur == 0 || stat(path, &st) < 0 || st.st_dev != x->dev ||
+        st.st_ino != x->ino) {
+        int ret;
+
+        if (access(s->drives[d].path, F_OK) == 0 &&
+            (ret = ext_drive_load(x, s->drives[d].path, s->extents)) < 0)
+            cm_log(CM_LOG_WARN, -ret, "drive %s: no extent files",
+                   s->drives[d].path);
+        else if (x->cur)
+            cm_log(CM_LOG_INFO, 0, "drive %s: extent files reopened",
+                   s->drives[d].path);
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* Contract in obj_ext.h. */
+int obj_ext_alloc(struct stor_store *s, size_t d, size_t len,
+                  struct obj_xref *x, int *fd)
+{
+    struct obj_ext_drive *e;
+    uint64_t rec = obj_ext_rec_size(len);
+    int ret = 0;
+
+    if (s->ext == NULL || d >= s->ndrives)
+        return -ENODEV;
+    e = &s->ext[d];
+    pthread_mutex_lock(&e->lock);
+    if (e->cur == 0) {
+        ret = -ENODEV;
+    } else if (e->tail + rec > OBJ_EXT_FILE_MAX) {
+        if (e->cur + 1 >= OBJ_EXT_FILES)
+            ret = -ENOSPC;
+        else
+            ret = ext_create(e, s->drives[d].path, e->cur + 1);
+    }
+    if (ret == 0) {
+        x->file = e->cur;
+        x->off = e->tail;
+        *fd = e->fd[e->cur];
+        e->tail += rec;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return ret;
+}
+
+static void le_put(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t le_get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t data_seed(uint64_t version, int shard)
+{
+    return version ^ ((uint64_t)shard << 56);
+}
+
+/* Contract in obj_ext.h. */
+void obj_ext_hdr(uint8_t hdr[OBJ_EXT_HDR], const uint8_t id[16],
+                 uint64_t version, int shard, int k, int m, const void *data,
+                 size_t len)
+{
+    memset(hdr, 0, OBJ_EXT_HDR);
+    memcpy(hdr, OBJ_EXT_MAGIC, 8);
+    memcpy(hdr + 8, id, 16);
+    le_put(hdr + 24, version, 8);
+    hdr[32] = (uint8_t)shard;
+    hdr[33] = (uint8_t)k;
+    hdr[34] = (uint8_t)m;
+    le_put(hdr + 36, len, 4);
+    le_put(hdr + 40, stor_crc64(data_seed(version, shard), data, len), 8);
+    le_put(hdr + 48, stor_crc64(0, hdr, 48), 8);
+}
+
+/* Contract in obj_ext.h. */
+int obj_ext_verify(const uint8_t hdr[OBJ_EXT_HDR], const uint8_t id[16],
+                   uint64_t version, int shard, size_t len, const void *data)
+{
+    if (memcmp(hdr, OBJ_EXT_MAGIC, 8) != 0 || memcmp(hdr + 8, id, 16) != 0 ||
+        le_get(hdr + 24, 8) != version || hdr[32] != (uint8_t)shard ||
+        le_get(hdr + 36, 4) != len ||
+        le_get(hdr + 48, 8) != stor_crc64(0, hdr, 48) ||
+        le_get(hdr + 40, 8) !=
+            stor_crc64(data_seed(version, shard), data, len))
+        return -EBADMSG;
+    return 0;
+}
+
+/* Contract in obj_ext.h. */
+int obj_ext_fd(struct stor_store *s, size_t d, uint32_t file)
+{
+    if (s->ext == NULL || d >= s->ndrives || file == 0 ||
+        file >= OBJ_EXT_FILES)
+        return -1;
+    return __atomic_load_n(&s->ext[d].fd[file], __ATOMIC_ACQUIRE);
+}
+
+/* Contract in obj_ext.h. */
+int obj_ext_read(struct stor_store *s, size_t d, const struct obj_xref *x,
+                 const uint8_t id[16], uint64_t version, int shard, size_t len,
+                 void *dst)
+{
+    uint8_t hdr[OBJ_EXT_HDR];
+    struct iovec iov[2] = {{hdr, sizeof(hdr)}, {dst, len}};
+    int fd = obj_ext_fd(s, d, x->file);
+    ssize_t r;
+
+    if (fd < 0)
+        return -ENODEV;
+    r = preadv(fd, iov, len ? 2 : 1, (off_t)x->off);
+    if (r < 0)
+        return -errno;
+    obj_drive_count(s, d, false, (uint64_t)r);
+    if ((size_t)r != OBJ_EXT_HDR + len)
+        return -EBADMSG;
+    return obj_ext_verify(hdr, id, version, shard, len, dst);
+}
+
+/* Contract in obj_ext.h. */
+void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
+                   size_t len)
+{
+    int fd = obj_ext_fd(s, d, x->file);
+
+    if (fd >= 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                             (off_t)x->off, (off_t)obj_ext_rec_size(len)) < 0)
+        cm_log(CM_LOG_DEBUG, errno, "drive %s: punching an extent",
+               s->drives[d].path);
+}

@@ -1,0 +1,84 @@
+/* storaged/store/obj_ext.h - per-drive extent files: the shards of
+ * medium inline-class objects appended to a few big files per drive
+ * (DRIVE/.ecfs.sys/ext/NNNNNNNN.x), kept open for the life of the store,
+ * so a GET reads each shard with one pread at an offset the index holds
+ * and opens no file (FORMAT.md "Extent files").
+ *
+ * A record is a 64-byte header and the shard's bytes, padded to 4 KiB:
+ *   magic "ECFSEXT1" | object id (16) | version (8) | shard, k, m, 0 (4) |
+ *   length (4) | CRC-64 of the bytes (8) | CRC-64 of bytes 0..47 (8) | 0 (8)
+ * The meta on the drive stays the truth: it names the record (file, offset,
+ * length). Every read checks the header against the object id, version,
+ * shard and length it expects and the bytes against their CRC, so a stale
+ * or replaced drive, a torn write, a punched hole or bit rot is a lost
+ * shard, never wrong bytes. Records are never rewritten: a delete or an
+ * overwrite punches the old record's blocks (fallocate PUNCH_HOLE).
+ *
+ * Threading: every call is thread-safe. Readers take no lock. */
+#ifndef STORAGED_STORE_OBJ_EXT_H
+#define STORAGED_STORE_OBJ_EXT_H
+#include "common/compiler.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct stor_store;
+
+#define OBJ_EXT_DIR      ".ecfs.sys/ext"
+#define OBJ_EXT_HDR      64u              /* header bytes before the shard */
+#define OBJ_EXT_ALIGN    4096u            /* records start on 4 KiB */
+#define OBJ_EXT_FILE_MAX (64ULL << 30)    /* a new file past this */
+#define OBJ_EXT_FILES    256u             /* file numbers 1..255 per drive */
+#define OBJ_EXT_MAGIC    "ECFSEXT1"
+
+/* Where one shard's record is: file number (0: none) and byte offset. */
+struct obj_xref {
+    uint32_t file;
+    uint64_t off;
+};
+
+/* Opens (creating the directory and the first file) every online drive's
+ * extent files. 0 or -ENOMEM; a drive that fails is logged and left
+ * without extents (its PUTs count that shard as not written). */
+CM_MUST_CHECK int obj_ext_open(struct stor_store *s);
+/* Closes every file. NULL-safe (s->ext). */
+void obj_ext_close(struct stor_store *s);
+/* Drive probe: when drive @d's directory no longer holds the file the
+ * store writes to (a disk swapped under the path, a replacement
+ * formatted), reopens its extent files from the path. */
+void obj_ext_check(struct stor_store *s, size_t d);
+/* Reserves a record for @len shard bytes on drive @d: *x and the fd to
+ * pwrite it at x->off. 0, -ENODEV (no extents on that drive), -errno. */
+CM_MUST_CHECK int obj_ext_alloc(struct stor_store *s, size_t d, size_t len,
+                                struct obj_xref *x, int *fd);
+/* Fills the 64-byte header of shard @shard (of @k + @m) of @id/@version
+ * whose @len bytes are @data. */
+void obj_ext_hdr(uint8_t hdr[OBJ_EXT_HDR], const uint8_t id[16],
+                 uint64_t version, int shard, int k, int m, const void *data,
+                 size_t len);
+/* Checks a record read back: 0, or -EBADMSG when the header is not that
+ * of @id/@version/@shard/@len or the bytes fail their CRC. */
+CM_MUST_CHECK int obj_ext_verify(const uint8_t hdr[OBJ_EXT_HDR],
+                                 const uint8_t id[16], uint64_t version,
+                                 int shard, size_t len, const void *data);
+/* Reads and verifies the record @x on drive @d into @dst (@len bytes).
+ * 0, -EBADMSG (see obj_ext_verify; counted as corruption by the caller),
+ * -ENODEV (no such file open), -errno. */
+CM_MUST_CHECK int obj_ext_read(struct stor_store *s, size_t d,
+                               const struct obj_xref *x, const uint8_t id[16],
+                               uint64_t version, int shard, size_t len,
+                               void *dst);
+/* The open fd of file @file of drive @d, or -1 (for a loop's io_uring). */
+int obj_ext_fd(struct stor_store *s, size_t d, uint32_t file);
+/* Frees the blocks of record @x (@len shard bytes) on drive @d: punches a
+ * hole (the file keeps its size; reads there give zeros). Best effort. */
+void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
+                   size_t len);
+/* Bytes a record of @len shard bytes takes in its file. */
+static inline uint64_t obj_ext_rec_size(size_t len)
+{
+    return ((uint64_t)OBJ_EXT_HDR + len + OBJ_EXT_ALIGN - 1) &
+           ~(uint64_t)(OBJ_EXT_ALIGN - 1);
+}
+
+#endif /* STORAGED_STORE_OBJ_EXT_H */
