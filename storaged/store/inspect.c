@@ -93,7 +93,12 @@ static int print_meta(const char *path, const uint8_t *p, size_t n, FILE *out)
     if (m.block)
         fprintf(out, "block:     %u bytes per shard block (+8 CRC-64)\n",
                 m.block);
-    if (m.has_inline)
+    if (m.has_inline && m.has_xref)
+        fprintf(out,
+                "data:      shard of %zu bytes in extent file "
+                ".ecfs.sys/ext/%08x.x at offset %llu\n",
+                m.inl_len, (unsigned)m.xfile, (unsigned long long)m.xoff);
+    else if (m.has_inline)
         fprintf(out, "data:      inline shard, %zu bytes\n", m.inl_len);
     for (size_t i = 0; i < m.nhdrs; i++)
         fprintf(out, "header:    %s: %s\n", m.hdrs[i].name, m.hdrs[i].value);

@@ -30,7 +30,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int rw = stor_meta_decode_view(data, size, &w);
 
         CHECK((ra == 0) == (rw == 0));
-        if (ra == 0) {
+        if (ra == 0 && a.has_xref) { /* an extent reference: no bytes */
+            CHECK(w.has_xref && a.inl_len == w.inl_len && a.xfile != 0 &&
+                  a.xfile == w.xfile && a.xoff == w.xoff);
+            CHECK(a.inl == NULL && a.inl_ref == NULL && w.inl_ref == NULL);
+        } else if (ra == 0) {
+            CHECK(!w.has_xref);
             CHECK(a.inl_len == w.inl_len && w.inl == NULL);
             CHECK(a.inl_len == 0 ||
                   memcmp(a.inl_ref, w.inl_ref, a.inl_len) == 0);
@@ -71,6 +76,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         v.has_inline = (data[3] >> 2) & 1;
         v.inl = CM_UNCONST(uint8_t *, data);
         v.inl_len = size;
+        v.has_xref = v.has_inline && (data[3] >> 3) & 1; /* FORMAT.md flag 2 */
+        v.xfile = 1u + data[0];
+        v.xoff = (uint64_t)size << 12;
         cm_buf_init(&b, STOR_META_MAX);
         CHECK(stor_meta_encode(&v, &b) == 0);
         CHECK(stor_meta_decode(b.data, b.len, &m) == 0);

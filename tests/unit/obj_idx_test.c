@@ -100,6 +100,12 @@ static void ent_equal(const struct obj_ent *a, const struct obj_ent *b)
     assert_int_equal(a->m, b->m);
     assert_int_equal(a->block, b->block);
     assert_int_equal(a->inl, b->inl);
+    assert_int_equal(a->ext, b->ext);
+    assert_int_equal(a->xref == NULL, b->xref == NULL);
+    for (int j = 0; a->xref && j < a->k + a->m; j++) {
+        assert_int_equal(a->xref[j].file, b->xref[j].file);
+        assert_int_equal(a->xref[j].off, b->xref[j].off);
+    }
     assert_int_equal(a->multipart, b->multipart);
     assert_int_equal(a->nhdrs, b->nhdrs);
     for (size_t i = 0; i < a->nhdrs; i++) {
@@ -140,6 +146,51 @@ static void test_rec_roundtrip(void **st)
     }
     b.data[0] = 9; /* an unknown record version */
     assert_int_equal(obj_idx_rec_view(b.data, b.len, &v), -EBADMSG);
+    cm_buf_fini(&b);
+    obj_ent_free(e);
+    obj_ent_free(d);
+}
+
+/* An extent object's record carries where each shard is (extension tag
+ * 1); one without the refs (rebuilt) decodes without them; a tag 1 of the
+ * wrong length is refused, never misread. */
+static void test_rec_extent_refs(void **st)
+{
+    struct obj_ent *e = mk("ext", 3, 9, 0, 0), *d = NULL;
+    struct cm_buf b;
+
+    (void)st;
+    e->k = 12;
+    e->m = 4;
+    e->ext = true;
+    e->xref = calloc(16, sizeof(*e->xref));
+    assert_non_null(e->xref);
+    for (int j = 0; j < 16; j++)
+        e->xref[j] = (struct obj_xref){.file = j == 5 ? 0 : 1 + (uint32_t)j,
+                                       .off = 4096ull * (1000 + j) << 20};
+    cm_buf_init(&b, CM_BUF_NOLIMIT);
+    assert_int_equal(obj_idx_rec_encode(e, &b), 0);
+    assert_int_equal(obj_idx_rec_decode(b.data, b.len, &d), 0);
+    ent_equal(e, d);
+    obj_ent_free(d);
+    d = NULL;
+    for (size_t n = 0; n < b.len; n++) {
+        struct obj_ent *t = NULL;
+
+        assert_int_equal(obj_idx_rec_decode(b.data, n, &t), -EBADMSG);
+        assert_null(t);
+    }
+    /* the tag's count byte (the first of its value) says 15: refused */
+    b.data[b.len - 16 * 12 - 1] = 15;
+    assert_int_equal(obj_idx_rec_decode(b.data, b.len, &d), -EBADMSG);
+    assert_null(d);
+    cm_buf_fini(&b);
+    free(e->xref);
+    e->xref = NULL; /* rebuilt from the metas: no refs, still an extent */
+    cm_buf_init(&b, CM_BUF_NOLIMIT);
+    assert_int_equal(obj_idx_rec_encode(e, &b), 0);
+    assert_int_equal(obj_idx_rec_decode(b.data, b.len, &d), 0);
+    assert_true(d->ext && d->inl && d->xref == NULL);
     cm_buf_fini(&b);
     obj_ent_free(e);
     obj_ent_free(d);
@@ -707,6 +758,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rec_roundtrip),
+        cmocka_unit_test(test_rec_extent_refs),
         cmocka_unit_test_setup_teardown(test_open_missing_and_garbage, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_state, setup, teardown),
