@@ -31,8 +31,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <liburing.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -451,12 +451,11 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
 
             b->slot[i] = UINT_MAX;
             if (rd[i].hdr_len)
-                rd[i].iov[nv++] =
-                    (struct iovec){.iov_base = rd[i].hdr,
-                                   .iov_len = rd[i].hdr_len};
+                rd[i].iov[nv++] = (struct iovec){.iov_base = rd[i].hdr,
+                                                 .iov_len = rd[i].hdr_len};
             if (rd[i].len)
-                rd[i].iov[nv++] = (struct iovec){.iov_base = rd[i].buf,
-                                                 .iov_len = rd[i].len};
+                rd[i].iov[nv++] =
+                    (struct iovec){.iov_base = rd[i].buf, .iov_len = rd[i].len};
             sqe = ring_sqe(&t->ring);
             io_uring_prep_readv(sqe, rd[i].fd, rd[i].iov, (unsigned)nv,
                                 rd[i].off);

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 
 struct stor_conn;

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 struct obj_ext_drive {
-    pthread_mutex_t lock; /* cur, tail, reopening */
+    pthread_mutex_t lock;  /* cur, tail, reopening */
     int fd[OBJ_EXT_FILES]; /* atomic reads; -1 when not open */
     uint32_t cur;          /* the file being appended to; 0: none */
     uint64_t tail;         /* next record's offset in cur */
@@ -60,8 +60,7 @@ static void ext_drive_shut(struct obj_ext_drive *x)
 }
 
 /* Creates file @file of drive @drive and makes its name durable. */
-static int ext_create(struct obj_ext_drive *x, const char *drive,
-                      uint32_t file)
+static int ext_create(struct obj_ext_drive *x, const char *drive, uint32_t file)
 {
     char path[PATH_MAX];
     struct stat st;
@@ -286,8 +285,7 @@ int obj_ext_verify(const uint8_t hdr[OBJ_EXT_HDR], const uint8_t id[16],
         le_get(hdr + 24, 8) != version || hdr[32] != (uint8_t)shard ||
         le_get(hdr + 36, 4) != len ||
         le_get(hdr + 48, 8) != stor_crc64(0, hdr, 48) ||
-        le_get(hdr + 40, 8) !=
-            stor_crc64(data_seed(version, shard), data, len))
+        le_get(hdr + 40, 8) != stor_crc64(data_seed(version, shard), data, len))
         return -EBADMSG;
     return 0;
 }
@@ -295,8 +293,7 @@ int obj_ext_verify(const uint8_t hdr[OBJ_EXT_HDR], const uint8_t id[16],
 /* Contract in obj_ext.h. */
 int obj_ext_fd(struct stor_store *s, size_t d, uint32_t file)
 {
-    if (s->ext == NULL || d >= s->ndrives || file == 0 ||
-        file >= OBJ_EXT_FILES)
+    if (s->ext == NULL || d >= s->ndrives || file == 0 || file >= OBJ_EXT_FILES)
         return -1;
     return __atomic_load_n(&s->ext[d].fd[file], __ATOMIC_ACQUIRE);
 }

@@ -25,10 +25,10 @@
 struct stor_store;
 
 #define OBJ_EXT_DIR      ".ecfs.sys/ext"
-#define OBJ_EXT_HDR      64u              /* header bytes before the shard */
-#define OBJ_EXT_ALIGN    4096u            /* records start on 4 KiB */
-#define OBJ_EXT_FILE_MAX (64ULL << 30)    /* a new file past this */
-#define OBJ_EXT_FILES    256u             /* file numbers 1..255 per drive */
+#define OBJ_EXT_HDR      64u           /* header bytes before the shard */
+#define OBJ_EXT_ALIGN    4096u         /* records start on 4 KiB */
+#define OBJ_EXT_FILE_MAX (64ULL << 30) /* a new file past this */
+#define OBJ_EXT_FILES    256u          /* file numbers 1..255 per drive */
 #define OBJ_EXT_MAGIC    "ECFSEXT1"
 
 /* Where one shard's record is: file number (0: none) and byte offset. */

@@ -373,8 +373,8 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                     goto out;
                 pthread_rwlock_wrlock(kl);
                 if (still_current(s, bucket, e)) {
-                    healed += obj_rewrite_metas(s, bucket, e, sh, L, meta_bad,
-                                                xref);
+                    healed +=
+                        obj_rewrite_metas(s, bucket, e, sh, L, meta_bad, xref);
                     if (e->ext)
                         ext_index_refs(s, bucket, e, xref);
                 }

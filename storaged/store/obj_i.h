@@ -48,11 +48,11 @@ struct obj_ent {
     char etag[STOR_ETAG_MAX];
     int k, m;
     uint32_t block;
-    bool inl;                     /* shard inline in the meta file */
+    bool inl; /* shard inline in the meta file */
     bool ext; /* inl, but the shards are in extent files (obj_ext.h): the
                  metas name the records */
-    struct obj_xref *xref; /* owned, k + m records (file 0: unknown), or
-                              NULL: a GET reads the metas to find them */
+    struct obj_xref *xref;        /* owned, k + m records (file 0: unknown), or
+                                     NULL: a GET reads the metas to find them */
     bool multipart;               /* parts[] are client parts (numbers 1..) */
     struct stor_meta_part *parts; /* owned; 0 when inline */
     size_t nparts;

@@ -742,8 +742,7 @@ static void ext_reserve(struct stor_store *s, const struct obj_ent *e,
             xb->fd[j] = -1;
             continue;
         }
-        obj_ext_hdr(xb->hdr[j], e->id, e->version, j, e->k, e->m, shards[j],
-                    L);
+        obj_ext_hdr(xb->hdr[j], e->id, e->version, j, e->k, e->m, shards[j], L);
     }
 }
 
@@ -824,12 +823,12 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
             .fd = fds[j], .op = 'w', .buf = metas[j].data, .len = metas[j].len};
         if (xb) { /* the extent record: its header, then the shard */
             map[nio] = j;
-            io[nio++] = (struct stor_io){.fd = xb->fd[j],
-                                         .op = 'w',
-                                         .buf = CM_UNCONST(uint8_t *,
-                                                           xb->hdr[j]),
-                                         .len = OBJ_EXT_HDR,
-                                         .off = xb->xref[j].off};
+            io[nio++] =
+                (struct stor_io){.fd = xb->fd[j],
+                                 .op = 'w',
+                                 .buf = CM_UNCONST(uint8_t *, xb->hdr[j]),
+                                 .len = OBJ_EXT_HDR,
+                                 .off = xb->xref[j].off};
             map[nio] = j;
             io[nio++] = (struct stor_io){.fd = xb->fd[j],
                                          .op = 'w',
@@ -1120,8 +1119,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     if (ret < 0)
         goto out; /* nothing placed yet; the caller drops its temp files */
     e->version = obj_next_version(s);
-    if (s->extents && s->ext && inl_shards && e->inl &&
-        e->size > s->body_max) {
+    if (s->extents && s->ext && inl_shards && e->inl && e->size > s->body_max) {
         /* a medium object: its shards go to the drives' extent files and
          * the metas name them (FORMAT.md "Extent files") */
         xb = malloc(sizeof(*xb));
@@ -1633,9 +1631,9 @@ static int get_inline(struct stor_get *g)
                 m.inl_len == L && m.type == STOR_META_OBJECT && m.has_xref) {
                 /* the meta names the shard's extent record */
                 struct obj_xref x = {.file = m.xfile, .off = m.xoff};
-                int r = obj_ext_read(s, obj_shard_drive(s, &g->pl, j), &x,
-                                     e->id, e->version, j, L,
-                                     shards + (size_t)j * L);
+                int r =
+                    obj_ext_read(s, obj_shard_drive(s, &g->pl, j), &x, e->id,
+                                 e->version, j, L, shards + (size_t)j * L);
 
                 if (r == 0) {
                     present[j] = true;
@@ -1748,8 +1746,8 @@ struct stor_get_nb {
     int shard[OBJ_MAX_SHARDS];
     struct stor_nb_read rd[OBJ_MAX_SHARDS];
     size_t n;
-    char *paths;  /* owned: the n paths, NUL-separated, then raw */
-    uint8_t *raw; /* n * (mlen + 1) read buffers, inside paths' block */
+    char *paths;    /* owned: the n paths, NUL-separated, then raw */
+    uint8_t *raw;   /* n * (mlen + 1) read buffers, inside paths' block */
     uint8_t *xdata; /* owned: an extent object's body (k * L), read into */
     uint8_t (*xhdr)[OBJ_EXT_HDR]; /* owned: their record headers */
 };
@@ -1842,8 +1840,8 @@ static int nb_end_ext(struct stor_get_nb *nb)
         int j = nb->shard[i];
 
         if (rd->res != (ssize_t)(OBJ_EXT_HDR + nb->L) ||
-            obj_ext_verify(nb->xhdr[i], e->id, e->version, j, nb->L,
-                           rd->buf) < 0)
+            obj_ext_verify(nb->xhdr[i], e->id, e->version, j, nb->L, rd->buf) <
+                0)
             return -EAGAIN;
         obj_drive_count(g->s, obj_shard_drive(g->s, &g->pl, j), false,
                         (uint64_t)rd->res);

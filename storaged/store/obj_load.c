@@ -43,8 +43,8 @@ struct ld_ver {
     struct stor_meta m; /* owned: the first copy read, without its shard */
     struct obj_xref xref[OBJ_MAX_SHARDS]; /* an extent object's records,
                                              by shard, from every copy */
-    uint8_t *body;      /* owned: a small object's bytes (shard 0 of k = 1),
-                           for the index's body table; or NULL */
+    uint8_t *body; /* owned: a small object's bytes (shard 0 of k = 1),
+                      for the index's body table; or NULL */
     struct ld_ver *next;
 };
 
