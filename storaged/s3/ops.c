@@ -1128,9 +1128,20 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
         goto out;
     }
     rs->schunk = stream_chunk(g);
-    /* an encrypted object's stored bytes are ciphertext: it is decrypted
-     * by stor_sse_get_read() below, never sent as stored */
-    rs->sbuf[0] = r->sse ? NULL : stor_get_inline_take(g);
+    rs->sbuf[0] = stor_get_inline_take(g);
+    if (rs->sbuf[0] && r->sse) {
+        /* an encrypted object's stored bytes are ciphertext, never sent
+         * as stored: the range's packages are opened in the reader's own
+         * buffer, then sent from it (no 1 MiB copy or allocation) */
+        ret = stor_sse_open_inplace(r->sse, (uint8_t *)rs->sbuf[0], first,
+                                    len);
+        if (ret < 0) {
+            free(rs->sbuf[0]);
+            rs->sbuf[0] = NULL;
+            fail(r, ret);
+            goto out;
+        }
+    }
     if (rs->sbuf[0]) {
         /* Inline: the transport sends the reader's own body buffer (a
          * one-buffer stream with nothing left to read), so the bytes are

@@ -1265,30 +1265,16 @@ static size_t pkg_len(const struct stor_sse *x, size_t si, uint64_t pk)
     return (size_t)CM_MIN((uint64_t)STOR_SSE_PKG, sg->size - pk * STOR_SSE_PKG);
 }
 
-/* Reads package @pk of segment @si's ciphertext into @dst (pkg_len bytes)
- * and opens it there. 0 or -errno (-EIO: it fails its tag). */
-static int open_package(struct stor_sse *x, struct stor_get *g, size_t si,
-                        uint64_t pk, uint8_t *dst)
+/* Opens package @pk of segment @si, whose ciphertext is at @dst, in
+ * place (x prepared). 0 or -errno (-EIO: it fails its tag, logged). */
+static int open_at(struct stor_sse *x, size_t si, uint64_t pk, uint8_t *dst)
 {
-    size_t len, got = 0;
-    uint64_t start;
-    bool last;
-    int ret = read_prepare(x);
+    size_t len = pkg_len(x, si, pk);
+    bool last = pk + 1 == pkg_count(x->segs[si].size);
+    int ret = seg_key(x, si);
 
-    if (ret == 0)
-        ret = seg_key(x, si);
     if (ret < 0)
         return ret;
-    len = pkg_len(x, si, pk);
-    start = x->segs[si].start + pk * STOR_SSE_PKG;
-    last = pk + 1 == pkg_count(x->segs[si].size);
-    while (got < len) {
-        ssize_t n = stor_get_read(g, start + got, dst + got, len - got);
-
-        if (n <= 0)
-            return n < 0 ? (int)n : -EIO;
-        got += (size_t)n;
-    }
     if (pkg_open_ctx(x->c, pk, last, dst, len,
                      x->tags + (x->segs[si].tag0 + pk) * 16) < 0) {
         cm_log(CM_LOG_ERROR, 0,
@@ -1298,6 +1284,48 @@ static int open_package(struct stor_sse *x, struct stor_get *g, size_t si,
         return -EIO;
     }
     return 0;
+}
+
+/* Reads package @pk of segment @si's ciphertext into @dst (pkg_len bytes)
+ * and opens it there. 0 or -errno (-EIO: it fails its tag). */
+static int open_package(struct stor_sse *x, struct stor_get *g, size_t si,
+                        uint64_t pk, uint8_t *dst)
+{
+    size_t len, got = 0;
+    uint64_t start;
+    int ret = read_prepare(x);
+
+    if (ret < 0)
+        return ret;
+    len = pkg_len(x, si, pk);
+    start = x->segs[si].start + pk * STOR_SSE_PKG;
+    while (got < len) {
+        ssize_t n = stor_get_read(g, start + got, dst + got, len - got);
+
+        if (n <= 0)
+            return n < 0 ? (int)n : -EIO;
+        got += (size_t)n;
+    }
+    return open_at(x, si, pk, dst);
+}
+
+/* See sse.h. */
+int stor_sse_open_inplace(struct stor_sse *x, uint8_t *body, uint64_t first,
+                          uint64_t len)
+{
+    uint64_t off = first, end = first + len;
+    int ret = read_prepare(x);
+
+    while (ret == 0 && off < end && off < x->size) {
+        size_t si = seg_find(x, off);
+        uint64_t pk = (off - x->segs[si].start) / STOR_SSE_PKG;
+        uint64_t at = x->segs[si].start + pk * STOR_SSE_PKG;
+
+        ret = open_at(x, si, pk, body + at);
+        off = at + pkg_len(x, si, pk);
+    }
+    x->cached = UINT64_MAX; /* nothing of this is in x->buf */
+    return ret;
 }
 
 /* See sse.h. */

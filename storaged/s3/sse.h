@@ -94,6 +94,12 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
  * -errno (-EIO when a package fails its tag). */
 CM_MUST_CHECK ssize_t stor_sse_get_read(struct stor_sse *x, struct stor_get *g,
                                         uint64_t off, void *buf, size_t len);
+/* Opens, in place, the packages of @body (the whole stored object, e.g.
+ * an inline reader's own buffer, stor_get_inline_take) that bytes
+ * [@first, @first + @len) touch, so the caller sends that range without
+ * a copy. 0 or -errno (-EIO: a package fails its tag). */
+CM_MUST_CHECK int stor_sse_open_inplace(struct stor_sse *x, uint8_t *body,
+                                        uint64_t first, uint64_t len);
 /* Adds the response headers S3 sends for an encrypted object. 0/-ENOMEM */
 CM_MUST_CHECK int stor_sse_resp_headers(const struct stor_sse *x,
                                         struct stor_resp *rs);
