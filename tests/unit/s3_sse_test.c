@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/codec.h"
+#include "storaged/s3/cksum.h"
 #include "storaged/s3/sse.h"
 
 static const uint8_t key[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -122,11 +123,46 @@ static void packages_open_only_as_sealed(void **state)
     free(buf);
 }
 
+/* The multipart composite checksum (cksum.c) from the joined per-part
+ * values a Complete stores: CRC32 of the raw part CRCs, "-N". */
+static void composite_checksum(void **state)
+{
+    char out[128];
+
+    (void)state;
+    /* parts "a" and "b": 6Le+Qw== and cb7v+Q== (zlib.crc32) */
+    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_CRC32,
+                                             "6Le+Qw==,cb7v+Q==", 2, out,
+                                             sizeof(out)),
+                     0);
+    assert_string_equal(out, "7pJxdw==-2");
+    /* a part without one, a bad value, a wrong count: none, never wrong */
+    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_CRC32, "6Le+Qw==,", 2,
+                                             out, sizeof(out)),
+                     -EBADMSG);
+    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_CRC32, ",cb7v+Q==", 2,
+                                             out, sizeof(out)),
+                     -EBADMSG);
+    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_CRC32, "6Le+Qw", 1,
+                                             out, sizeof(out)),
+                     -EBADMSG);
+    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_CRC32, "6Le+Qw==", 2,
+                                             out, sizeof(out)),
+                     -EBADMSG);
+    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_SHA256, "6Le+Qw==", 1,
+                                             out, sizeof(out)),
+                     -EBADMSG);
+    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_NONE, "", 0, out,
+                                             sizeof(out)),
+                     -EBADMSG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tags_count_must_match_size),
         cmocka_unit_test(packages_open_only_as_sealed),
+        cmocka_unit_test(composite_checksum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
