@@ -1981,6 +1981,7 @@ static void op_complete_mpu(struct stor_s3_req *r)
     struct stor_obj_info info;
     struct cm_buf *b = &r->http.resp.body;
     enum stor_cksum ck;
+    enum stor_s3_err e;
     char comp[128];
     size_t n = 0, i;
     int ret;
@@ -1997,6 +1998,12 @@ static void op_complete_mpu(struct stor_s3_req *r)
             free(parts);
             return;
         }
+    e = stor_sse_mpu_complete_check(r, stor_s3_query(r, "uploadId"));
+    if (e != S3E_NONE) {
+        stor_s3_error(r, e);
+        free(parts);
+        return;
+    }
     /* keeps the old version if versioned */
     ret =
         stor_ver_mpu_complete(r, stor_s3_query(r, "uploadId"), parts, n, &info);

@@ -278,8 +278,8 @@ static int pmac_compute(const uint8_t key[32], const uint64_t *psize,
 }
 
 /* The key of the part-list MAC: HMAC-SHA256(master key, PMAC_INFO ‖ the
- * sealed data key's hex), from the master key, so a Complete can make it
- * without an SSE-C customer key (S3 does not send one there). */
+ * sealed data key's hex), from the master key, so the store's Complete
+ * hook needs no SSE-C customer key. */
 static int pmac_key(const uint8_t mk[32], const char *dk_hex, uint8_t out[32])
 {
     uint8_t msg[sizeof(PMAC_INFO) - 1 + 2 * SEALED_LEN];
@@ -790,6 +790,26 @@ void stor_sse_attach(struct stor_s3 *s3)
 static enum stor_s3_err open_key(struct stor_s3_req *r,
                                  const struct stor_obj_info *in, bool source,
                                  struct stor_sse **out);
+
+/* See sse.h. */
+enum stor_s3_err stor_sse_mpu_complete_check(struct stor_s3_req *r,
+                                             const char *upload_id)
+{
+    struct stor_obj_info ui;
+    struct stor_sse *x = NULL;
+    enum stor_s3_err e;
+    int ret;
+
+    memset(&ui, 0, sizeof(ui));
+    ret = stor_mpu_upload_headers(r->s3->store, r->bucket, r->key, r->key_len,
+                                  upload_id, &ui.hdrs, &ui.nhdrs);
+    if (ret < 0) /* gone (perhaps completed: a retry), or no memory */
+        return ret == -STOR_ENOUPLOAD ? S3E_NONE : S3E_INTERNAL;
+    e = open_key(r, &ui, false, &x);
+    stor_obj_info_fini(&ui);
+    stor_sse_free(x);
+    return e;
+}
 
 /* See sse.h. */
 enum stor_s3_err stor_sse_part_begin(struct stor_s3_req *r,

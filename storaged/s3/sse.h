@@ -78,6 +78,12 @@ enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r,
 enum stor_s3_err stor_sse_part_begin(struct stor_s3_req *r,
                                      const char *upload_id,
                                      struct stor_sse **out);
+/* Worker, CompleteMultipartUpload of @upload_id: an SSE-C upload needs
+ * its key here too (400 InvalidRequest without it or with another, as
+ * s3-tests expects of S3). S3E_NONE for other uploads and for an upload
+ * that is gone (a retried Complete is answered by the caller). */
+enum stor_s3_err stor_sse_mpu_complete_check(struct stor_s3_req *r,
+                                             const char *upload_id);
 /* Adds the SSE response headers for stored object @in (its x-ecfs-sse
  * headers), e.g. on CompleteMultipartUpload. 0 or -ENOMEM. */
 CM_MUST_CHECK int stor_sse_info_resp_headers(const struct stor_obj_info *in,

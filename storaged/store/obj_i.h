@@ -325,6 +325,8 @@ int obj_put_make_part(struct stor_put *p, const char *uid, int partno,
 /* Inserts @u in (key, uid) order; caller holds b->lock for writing.
  * 0 or -ENOMEM. */
 int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u);
+/* Frees an upload and all it owns, its parts' headers too (NULL-safe). */
+void obj_upload_free(struct obj_upload *u);
 /* Inserts or replaces part @np in @u (sorted by number) with its headers
  * @hdrs (@nhdrs; ownership taken, also on failure); returns the replaced
  * part's data id in *old (0 when none). 0 or -ENOMEM. */

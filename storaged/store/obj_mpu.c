@@ -40,8 +40,8 @@ static struct obj_upload *upload_find(struct obj_bucket *b, const char *uid,
     return NULL;
 }
 
-/* Frees an upload and what it owns (NULL-safe). */
-static void upload_free(struct obj_upload *u)
+/* Contract in obj_i.h. */
+void obj_upload_free(struct obj_upload *u)
 {
     if (u == NULL)
         return;
@@ -323,14 +323,14 @@ int stor_mpu_create(struct stor_store *s, const char *bucket, const char *key,
         return -ENOMEM;
     u->key = obj_memdup0(key, key_len);
     if (u->key == NULL || obj_hdrs_copy(hdrs, nhdrs, &u->hdrs) < 0) {
-        upload_free(u);
+        obj_upload_free(u);
         return -ENOMEM;
     }
     u->nhdrs = nhdrs;
     u->key_len = key_len;
     obj_key_id(s, key, key_len, u->id);
     if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-        upload_free(u);
+        obj_upload_free(u);
         return -EIO;
     }
     obj_hex(rnd, 16, u->uid);
@@ -351,7 +351,7 @@ int stor_mpu_create(struct stor_store *s, const char *bucket, const char *key,
     if (write_upload_file(s, bucket, u->uid, &pl, s->K + s->M, &m, "upload.m",
                           ok) < obj_write_quorum(s, s->K, s->M)) {
         rm_upload_dirs(s, bucket, u->uid, &pl);
-        upload_free(u);
+        obj_upload_free(u);
         return -STOR_EQUORUM;
     }
     pthread_rwlock_rdlock(&s->lock);
@@ -366,7 +366,7 @@ int stor_mpu_create(struct stor_store *s, const char *bucket, const char *key,
     pthread_rwlock_unlock(&s->lock);
     if (ret < 0) {
         rm_upload_dirs(s, bucket, u->uid, &pl);
-        upload_free(u);
+        obj_upload_free(u);
         return ret;
     }
     snprintf(upload_id, STOR_UPLOAD_ID_MAX, "%s", u->uid);
@@ -752,7 +752,7 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
             memmove(b->up + idx, b->up + idx + 1,
                     (b->nup - idx - 1) * sizeof(*b->up));
             b->nup--;
-            upload_free(u);
+            obj_upload_free(u);
         }
         pthread_rwlock_unlock(&b->lock);
     }
@@ -801,7 +801,7 @@ int stor_mpu_abort(struct stor_store *s, const char *bucket, const char *key,
     if (u) {
         obj_place(s, bucket, key, key_len, &pl);
         rm_upload_dirs(s, bucket, upload_id, &pl);
-        upload_free(u);
+        obj_upload_free(u);
     }
     return ret;
 }

@@ -627,12 +627,8 @@ struct obj_bucket *obj_bucket_find(struct stor_store *s, const char *name)
 /* Frees a bucket, its index and its uploads. */
 static void bucket_free(struct obj_bucket *b)
 {
-    for (size_t i = 0; i < b->nup; i++) {
-        free(b->up[i]->key);
-        free(b->up[i]->parts);
-        obj_hdrs_free(b->up[i]->hdrs, b->up[i]->nhdrs);
-        free(b->up[i]);
-    }
+    for (size_t i = 0; i < b->nup; i++)
+        obj_upload_free(b->up[i]);
     free(b->up);
     pthread_rwlock_destroy(&b->lock);
     free(b);

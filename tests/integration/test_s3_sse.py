@@ -34,6 +34,14 @@ def ssec(key):
     return dict(SSECustomerAlgorithm="AES256", SSECustomerKey=key)
 
 
+def ssec_b64(key):
+    """SSE-C arguments for calls botocore does not encode (Complete)."""
+    return dict(SSECustomerAlgorithm="AES256",
+                SSECustomerKey=base64.b64encode(key).decode(),
+                SSECustomerKeyMD5=base64.b64encode(
+                    hashlib.md5(key).digest()).decode())
+
+
 def ssec_src(key):
     return dict(CopySourceSSECustomerAlgorithm="AES256",
                 CopySourceSSECustomerKey=key)
@@ -404,9 +412,10 @@ def test_truncation_on_the_drives_is_an_error(storaged):
     assert not drives_hold(srv, marker)
 
 
-def mpu(s3, bucket, key, parts, create=None, part=None):
+def mpu(s3, bucket, key, parts, create=None, part=None, complete=None):
     """A multipart upload of @parts (bodies, or (number, body) pairs),
-    completed in part-number order; returns the Complete answer."""
+    completed in part-number order (with @complete's extra arguments: an
+    SSE-C upload needs its key there); returns the Complete answer."""
     up = s3.create_multipart_upload(Bucket=bucket, Key=key,
                                     **(create or {}))["UploadId"]
     done = {}
@@ -415,9 +424,16 @@ def mpu(s3, bucket, key, parts, create=None, part=None):
         r = s3.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=n,
                            Body=b, **(part or {}))
         done[n] = r["ETag"]
-    return s3.complete_multipart_upload(
-        Bucket=bucket, Key=key, UploadId=up, MultipartUpload={"Parts": [
-            {"PartNumber": n, "ETag": e} for n, e in sorted(done.items())]})
+    ps = {"Parts": [{"PartNumber": n, "ETag": e}
+                    for n, e in sorted(done.items())]}
+    if complete:  # SSE-C: Complete checks the key (400 without, or another)
+        for extra in ({}, ssec_b64(KEY_B)):
+            assert err(lambda: s3.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=up, MultipartUpload=ps,
+                **extra))[0] == 400
+    return s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up,
+                                        MultipartUpload=ps,
+                                        **(complete or {}))
 
 
 def test_encrypted_multipart(s3, bucket):
@@ -430,7 +446,7 @@ def test_encrypted_multipart(s3, bucket):
     p1, p2 = body[:5 * 1024 * 1024], body[5 * 1024 * 1024:]
     # SSE-C; part 2 uploaded twice (the second one counts)
     r = mpu(s3, bucket, "c", [p1, (2, b"x" * 1000), (2, p2)],
-            create=ssec(KEY_A), part=ssec(KEY_A))
+            create=ssec(KEY_A), part=ssec(KEY_A), complete=ssec_b64(KEY_A))
     g = s3.get_object(Bucket=bucket, Key="c", **ssec(KEY_A))
     assert g["Body"].read() == body and g["ETag"] == r["ETag"]
     assert g["SSECustomerKeyMD5"]
