@@ -177,8 +177,8 @@ int stor_s3_cksum_composite(enum stor_cksum k, const char *joined,
 
 /* See header. */
 enum stor_cksum stor_s3_cksum_of_mpu(const struct stor_hdr *h, size_t n,
-                                     int nparts, const char **joined,
-                                     char *out, size_t outlen)
+                                     int nparts, const char **joined, char *out,
+                                     size_t outlen)
 {
     const char *alg = NULL, *v = NULL;
     char name[64];

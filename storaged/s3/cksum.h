@@ -49,15 +49,15 @@ struct stor_hdr;
 /* The composite checksum of @nparts part checksums of kind @k, @joined
  * base64 values with ',' between: base64(H(raw1 ... rawN)) "-N" into
  * @out. 0, -EBADMSG (a part has none, or a bad one) or -ENOMEM. */
-CM_MUST_CHECK int stor_s3_cksum_composite(enum stor_cksum k,
-                                          const char *joined, size_t nparts,
-                                          char *out, size_t outlen);
+CM_MUST_CHECK int stor_s3_cksum_composite(enum stor_cksum k, const char *joined,
+                                          size_t nparts, char *out,
+                                          size_t outlen);
 /* For an object's headers @h (@n) and @nparts: its multipart checksum
  * kind with the composite value in @out (and *joined, if asked, the
  * parts' values), or STOR_CKSUM_NONE when it has none (not asked for at
  * Create, or a part without one). */
 enum stor_cksum stor_s3_cksum_of_mpu(const struct stor_hdr *h, size_t n,
-                                     int nparts, const char **joined,
-                                     char *out, size_t outlen);
+                                     int nparts, const char **joined, char *out,
+                                     size_t outlen);
 
 #endif /* STORAGED_S3_CKSUM_H */

@@ -971,9 +971,8 @@ static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
     }
     if (ret == 0 && ck_on && in->nparts > 0) {
         char comp[128];
-        enum stor_cksum k = stor_s3_cksum_of_mpu(in->hdrs, in->nhdrs,
-                                                 in->nparts, NULL, comp,
-                                                 sizeof(comp));
+        enum stor_cksum k = stor_s3_cksum_of_mpu(
+            in->hdrs, in->nhdrs, in->nparts, NULL, comp, sizeof(comp));
 
         if (k != STOR_CKSUM_NONE)
             ret = stor_resp_hdr(rs, stor_s3_cksum_hdr(k), "%s", comp);
@@ -1133,8 +1132,7 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
         /* an encrypted object's stored bytes are ciphertext, never sent
          * as stored: the range's packages are opened in the reader's own
          * buffer, then sent from it (no 1 MiB copy or allocation) */
-        ret = stor_sse_open_inplace(r->sse, (uint8_t *)rs->sbuf[0], first,
-                                    len);
+        ret = stor_sse_open_inplace(r->sse, (uint8_t *)rs->sbuf[0], first, len);
         if (ret < 0) {
             free(rs->sbuf[0]);
             rs->sbuf[0] = NULL;
@@ -1706,9 +1704,9 @@ static void op_copy(struct stor_s3_req *r, bool part)
     if (e == S3E_NONE)
         e = conditionals(r, &sinfo, "x-amz-copy-source-", false);
     if (e == S3E_NONE)
-        e = part ? stor_sse_part_begin(r, stor_s3_query(r, "uploadId"),
-                                       &dst_sse)
-                 : stor_sse_write_begin(r, &dst_sse);
+        e = part
+                ? stor_sse_part_begin(r, stor_s3_query(r, "uploadId"), &dst_sse)
+                : stor_sse_write_begin(r, &dst_sse);
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
         goto out;

@@ -40,20 +40,20 @@
 #include "storaged/s3/iam.h"
 #include "storaged/s3/s3_i.h"
 
-#define HDR_MODE     "x-ecfs-sse"      /* "AES256" (SSE-S3) or "SSE-C" */
-#define HDR_DK       "x-ecfs-sse-dk"   /* sealed data key, hex */
-#define HDR_KMD5     "x-ecfs-sse-kmd5" /* SSE-C: base64 MD5 of the key */
-#define HDR_TAGS     "x-ecfs-sse-tags" /* package tags, hex, in order */
-#define HDR_FMT      "x-ecfs-sse-fmt"  /* layout: "2" (absent: v1, refused) */
-#define HDR_SALT     "x-ecfs-sse-salt" /* a part's key salt, hex */
+#define HDR_MODE "x-ecfs-sse"      /* "AES256" (SSE-S3) or "SSE-C" */
+#define HDR_DK   "x-ecfs-sse-dk"   /* sealed data key, hex */
+#define HDR_KMD5 "x-ecfs-sse-kmd5" /* SSE-C: base64 MD5 of the key */
+#define HDR_TAGS "x-ecfs-sse-tags" /* package tags, hex, in order */
+#define HDR_FMT  "x-ecfs-sse-fmt"  /* layout: "2" (absent: v1, refused) */
+#define HDR_SALT "x-ecfs-sse-salt" /* a part's key salt, hex */
 /* a completed multipart object's: its parts' tag lists and salts, joined
  * by the store (STOR_HDR_PART_PFX) */
 #define HDR_PTAGS    STOR_HDR_PART_PFX HDR_TAGS
 #define HDR_PSALT    STOR_HDR_PART_PFX HDR_SALT
 #define PART_INFO    "ecfs-sse-part-v2" /* HMAC input: a part's key */
-#define HDR_PMAC     "x-ecfs-sse-pmac" /* multipart: MAC of the part list */
-#define PMAC_INFO    "ecfs-sse-mpu-v2" /* HMAC input: the part-list key */
-#define SEALED_LEN   (12 + 32 + 16)    /* nonce, data key, tag */
+#define HDR_PMAC     "x-ecfs-sse-pmac"  /* multipart: MAC of the part list */
+#define PMAC_INFO    "ecfs-sse-mpu-v2"  /* HMAC input: the part-list key */
+#define SEALED_LEN   (12 + 32 + 16)     /* nonce, data key, tag */
 #define MASTER_FIELD "sse_master"
 #define KDF_ITER     100000
 #define DK_AAD       "ecfs-sse-dk-v2" /* v1's was "ecfs-sse-dk-v1" */
@@ -83,22 +83,22 @@ struct stor_sse {
     /* write */
     EVP_MD_CTX *md5;
     struct cm_buf tags_hex;
-    bool part;         /* write: a part of a multipart upload */
-    uint8_t salt[16];  /* write: that part's key salt */
+    bool part;        /* write: a part of a multipart upload */
+    uint8_t salt[16]; /* write: that part's key salt */
     /* read */
     uint64_t size;
-    char *tags_copy;   /* owned copy of the tag list header */
-    char *salts_copy;  /* multipart: owned copy of the salts header */
-    uint64_t *psize;   /* multipart: owned copy of the part sizes */
-    size_t nparts;     /* multipart: how many (0: one stream) */
-    uint8_t *tags;     /* decoded, owned */
+    char *tags_copy;  /* owned copy of the tag list header */
+    char *salts_copy; /* multipart: owned copy of the salts header */
+    uint64_t *psize;  /* multipart: owned copy of the part sizes */
+    size_t nparts;    /* multipart: how many (0: one stream) */
+    uint8_t *tags;    /* decoded, owned */
     size_t ntags;
     struct stor_sse_seg *segs; /* decoded, owned: one, or one per part */
     size_t nseg;
-    size_t kseg;     /* segment whose key is in c, or SIZE_MAX */
-    char *pmac_copy; /* multipart: owned copy of the part-list MAC */
+    size_t kseg;       /* segment whose key is in c, or SIZE_MAX */
+    char *pmac_copy;   /* multipart: owned copy of the part-list MAC */
     uint8_t pmkey[32]; /* multipart: the key of that MAC */
-    uint64_t cached; /* global package number in buf, or UINT64_MAX */
+    uint64_t cached;   /* global package number in buf, or UINT64_MAX */
 };
 
 /* One independently sealed stream of packages: the whole object, or one
@@ -682,9 +682,8 @@ static int hdr_push(struct stor_hdr **h, size_t *n, const char *name,
 }
 
 /* See sse.h. */
-enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r,
-                                     struct stor_hdr **h, size_t *n,
-                                     struct stor_sse **out)
+enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r, struct stor_hdr **h,
+                                     size_t *n, struct stor_sse **out)
 {
     char hex[2 * SEALED_LEN + 1];
     uint8_t mk[32];
@@ -753,7 +752,7 @@ static int mpu_seal_hook(void *arg, struct stor_hdr **hdrs, size_t *nhdrs,
     const char *mode = hdrs_find(*hdrs, *nhdrs, HDR_MODE);
     const char *dk = hdrs_find(*hdrs, *nhdrs, HDR_DK);
     const char *salts = hdrs_find(*hdrs, *nhdrs, HDR_PSALT);
-    uint8_t (*sl)[16], mk[32], k[32], mac[32];
+    uint8_t(*sl)[16], mk[32], k[32], mac[32];
     char hex[65];
     int ret;
 
@@ -834,14 +833,14 @@ enum stor_s3_err stor_sse_part_begin(struct stor_s3_req *r,
         return e;
     x->part = true;
     x->md5 = EVP_MD_CTX_new();
-    ret = need_buf(x) == 0 && x->md5 != NULL &&
-                  EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) == 1 &&
-                  RAND_bytes(x->salt, 16) == 1 &&
-                  part_key(x->dk, x->salt, k) == 0 &&
-                  EVP_EncryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, k, NULL) ==
-                      1
-              ? 0
-              : -EIO;
+    ret =
+        need_buf(x) == 0 && x->md5 != NULL &&
+                EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) == 1 &&
+                RAND_bytes(x->salt, 16) == 1 &&
+                part_key(x->dk, x->salt, k) == 0 &&
+                EVP_EncryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, k, NULL) == 1
+            ? 0
+            : -EIO;
     OPENSSL_cleanse(k, sizeof(k));
     if (ret < 0) {
         stor_sse_free(x);
@@ -1045,7 +1044,8 @@ enum stor_s3_err stor_sse_read_open(struct stor_s3_req *r,
                                     struct stor_sse **out)
 {
     const char *tags = info_hdr(in, HDR_TAGS);
-    const char *ptags = info_hdr(in, HDR_PTAGS), *psalt = info_hdr(in, HDR_PSALT);
+    const char *ptags = info_hdr(in, HDR_PTAGS),
+               *psalt = info_hdr(in, HDR_PSALT);
     enum stor_s3_err e;
     struct stor_sse *x;
     uint8_t none[16]; /* the empty package's room: nothing */
@@ -1179,7 +1179,7 @@ bad:
  * -EIO (logged). */
 static int pmac_check(struct stor_sse *x)
 {
-    uint8_t (*sl)[16] = malloc(x->nseg * sizeof(*sl)), mac[32], want[32];
+    uint8_t(*sl)[16] = malloc(x->nseg * sizeof(*sl)), mac[32], want[32];
     int ret = sl ? 0 : -ENOMEM;
 
     for (size_t i = 0; sl && i < x->nseg; i++)

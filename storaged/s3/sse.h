@@ -4,8 +4,8 @@
  * objects"). An object's plaintext is cut into packages of 64 KiB, each
  * sealed alone with AES-256-GCM under the object's own data key and bound
  * to its index and to whether it is the last, so a range GET decrypts
- * only the packages it touches and a cut-short object fails; the ciphertext has the
- * plaintext's length (the GCM tags are kept in a stored header), so sizes
+ * only the packages it touches and a cut-short object fails; the ciphertext has
+ * the plaintext's length (the GCM tags are kept in a stored header), so sizes
  * in listings are right without the store knowing.
  *
  * Ownership: a struct stor_sse belongs to one request (r->sse, freed in
@@ -67,9 +67,8 @@ CM_MUST_CHECK int stor_sse_put_finish(struct stor_sse *x, struct stor_put *p,
  * bucket's default) as for a PUT; when there is one, its stored headers
  * (mode, sealed data key, SSE-C key MD5) are appended to the upload's
  * headers *@h (*@n) and *out is set (for the response headers only). */
-enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r,
-                                     struct stor_hdr **h, size_t *n,
-                                     struct stor_sse **out);
+enum stor_s3_err stor_sse_mpu_create(struct stor_s3_req *r, struct stor_hdr **h,
+                                     size_t *n, struct stor_sse **out);
 /* Worker, UploadPart(Copy) to @upload_id: *out NULL for a plaintext upload
  * (refusing SSE-C headers), else an encryptor for the part under its own
  * key (HMAC of the data key and a fresh random salt), used like a PUT's

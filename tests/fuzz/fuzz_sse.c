@@ -35,14 +35,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     for (i = 0; i < 8; i++)
         osize |= (uint64_t)data[i] << (8 * i);
-    fin = (data[7] & 0x80) != 0;  /* the final flag: the size's top bit */
+    fin = (data[7] & 0x80) != 0; /* the final flag: the size's top bit */
     osize %= (uint64_t)64 << 20; /* objects of up to 64 MiB */
     ret = stor_sse_tags_decode((const char *)data + 8, size - 8, osize, &tags,
                                &ntags);
     CHECK(ret == 0 || ret == -EBADMSG || ret == -ENOMEM);
     if (ret == 0)
-        CHECK(ntags == (osize ? (osize + STOR_SSE_PKG - 1) / STOR_SSE_PKG
-                              : 1) &&
+        CHECK(ntags ==
+                  (osize ? (osize + STOR_SSE_PKG - 1) / STOR_SSE_PKG : 1) &&
               ntags * 32 == size - 8);
     else
         CHECK(tags == NULL);

@@ -82,10 +82,12 @@ static void packages_open_only_as_sealed(void **state)
     assert_int_equal(stor_sse_pkg_seal(key, 5, false, buf, len, tag), 0);
     memcpy(other, key, 32);
     other[31] ^= 0x80;
-    assert_int_equal(stor_sse_pkg_open(other, 5, false, buf, len, tag), -EBADMSG);
+    assert_int_equal(stor_sse_pkg_open(other, 5, false, buf, len, tag),
+                     -EBADMSG);
     memcpy(buf, plain, len);
     assert_int_equal(stor_sse_pkg_seal(key, 5, false, buf, len, tag), 0);
-    assert_int_equal(stor_sse_pkg_open(key, 5, false, buf, len - 1, tag), -EBADMSG);
+    assert_int_equal(stor_sse_pkg_open(key, 5, false, buf, len - 1, tag),
+                     -EBADMSG);
     /* the same bytes at another index seal differently (nonce = index) */
     memcpy(buf, plain, 16);
     assert_int_equal(stor_sse_pkg_seal(key, 1, false, buf, 16, tag), 0);
@@ -118,7 +120,8 @@ static void packages_open_only_as_sealed(void **state)
     assert_int_equal(stor_sse_pkg_seal(key, 0, false, buf, 0, tag), 0);
     assert_int_equal(stor_sse_pkg_open(key, 0, true, buf, 0, tag), -EBADMSG);
     /* more than a package is refused */
-    assert_int_not_equal(stor_sse_pkg_open(key, 0, false, buf, len + 1, tag), 0);
+    assert_int_not_equal(stor_sse_pkg_open(key, 0, false, buf, len + 1, tag),
+                         0);
     free(plain);
     free(buf);
 }
@@ -143,8 +146,8 @@ static void composite_checksum(void **state)
     assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_CRC32, ",cb7v+Q==", 2,
                                              out, sizeof(out)),
                      -EBADMSG);
-    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_CRC32, "6Le+Qw", 1,
-                                             out, sizeof(out)),
+    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_CRC32, "6Le+Qw", 1, out,
+                                             sizeof(out)),
                      -EBADMSG);
     assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_CRC32, "6Le+Qw==", 2,
                                              out, sizeof(out)),
@@ -152,9 +155,9 @@ static void composite_checksum(void **state)
     assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_SHA256, "6Le+Qw==", 1,
                                              out, sizeof(out)),
                      -EBADMSG);
-    assert_int_equal(stor_s3_cksum_composite(STOR_CKSUM_NONE, "", 0, out,
-                                             sizeof(out)),
-                     -EBADMSG);
+    assert_int_equal(
+        stor_s3_cksum_composite(STOR_CKSUM_NONE, "", 0, out, sizeof(out)),
+        -EBADMSG);
 }
 
 int main(void)
