@@ -11,6 +11,9 @@ Workloads (each peer writes into a fresh folder every round):
   rsync   rsync -a of the dataset (temp file + rename per file), files/s
   put     boto3 put_object of the same 1 GiB file (one PUT, one stream):
           the server's single-stream PUT rate, MiB/s
+The bucket is warmed first (1500 PUT+DELETE of 64 KiB objects): a new
+bucket's first PUTs also make its object directories on the drives, which
+would slow whichever peer ran first.
 Beside each small-file figure: the server's requests per file and the
 share of the wall time the server spent inside PutObject (its own
 request-duration histogram from /metrics). A client that waits for one
@@ -170,6 +173,7 @@ def main():
                           region_name="us-east-1",
                           config=Config(s3={"addressing_style": "path"}))
     s3.create_bucket(Bucket=BUCKET)
+    warm_bucket(s3)
     log("storaged %s, %d files (%.0f MiB), big file %d MiB"
         % (srv.endpoint, nfiles,
            sum(os.path.getsize(os.path.join(d, n))
@@ -199,6 +203,24 @@ def main():
         with open(os.path.join(a.results, "write.md"), "w") as f:
             f.write(md)
     return 0
+
+
+def warm_bucket(s3, n=1500):
+    """PUTs (8 at once) and deletes @n 64 KiB objects, so the server has
+    made the bucket's object directories on every drive (hh/: 256 per
+    drive, a new bucket makes them on its first PUTs): otherwise the first
+    peer of the first round pays for making them."""
+    from concurrent.futures import ThreadPoolExecutor
+    body = os.urandom(64 << 10)
+    t = time.perf_counter()
+
+    def one(i):
+        s3.put_object(Bucket=BUCKET, Key="warm/%05d" % i, Body=body)
+        s3.delete_object(Bucket=BUCKET, Key="warm/%05d" % i)
+    with ThreadPoolExecutor(8) as ex:
+        list(ex.map(one, range(n)))
+    log("bucket warmed: %d PUT+DELETE of 64 KiB in %.1f s"
+        % (n, time.perf_counter() - t))
 
 
 def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
