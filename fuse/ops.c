@@ -277,8 +277,7 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
                       " ioctls=%lu stale_refetches=%lu inodes=%zu "
                       "cache_bytes=%zu cache_blocks=%zu",
                       atomic_load(&g_ioctls), atomic_load(&g_stale_refetch),
-                      fc_itab_count(fs->itab), bytes,
-                      blocks);
+                      fc_itab_count(fs->itab), bytes, blocks);
     return n;
 }
 
