@@ -21,8 +21,13 @@ Phases (--only):
             each one keeps the old version (it is copied into the
             companion bucket, storaged/FORMAT.md "Versions").
 
+--aa leaves the second bucket unversioned too: the same run then gives
+this machine's A/A floor (two identical buckets measured the same way,
+the second always after the first), to read the ratios against.
+
 Usage: tests/bench/bench_versioning.py [--seconds S] [--repeat R]
        [--objects N] [--new-keys K] [--drives D] [--only get,put_new,put_over]
+       [--aa]
 Environment: ECFS_BIN_DIR (default <repo>/bin). Run it under
 `flock /tmp/ecfs-bench.lock` on a shared machine.
 """
@@ -82,6 +87,8 @@ def main():
     ap.add_argument("--new-keys", type=int, default=6000)
     ap.add_argument("--drives", type=int, default=4)
     ap.add_argument("--only", default="get,put_new,put_over")
+    ap.add_argument("--aa", action="store_true",
+                    help="A/A floor: the second bucket stays unversioned")
     a = ap.parse_args()
     only = set(a.only.split(","))
     work = tempfile.mkdtemp(prefix="bench-vers-")
@@ -103,8 +110,9 @@ def main():
         buckets = {"unversioned": "plain", "versioned": "vers"}
         for b in buckets.values():
             s3.create_bucket(Bucket=b)
-        s3.put_bucket_versioning(Bucket="vers", VersioningConfiguration={
-            "Status": "Enabled"})
+        if not a.aa:
+            s3.put_bucket_versioning(Bucket="vers", VersioningConfiguration={
+                "Status": "Enabled"})
         keys = ["obj/%05d.bin" % i for i in range(a.objects)]
         body = os.urandom(4096)
 
@@ -113,8 +121,9 @@ def main():
         with concurrent.futures.ThreadPoolExecutor(16) as ex:
             list(ex.map(up, [(b, k) for b in buckets.values() for k in keys]))
         print("storaged %s drives, %d objects of 4 KiB per bucket, %d s x %d "
-              "runs per side, alternating" % (a.drives, a.objects, a.seconds,
-                                              a.repeat))
+              "runs per side, alternating%s" % (
+                  a.drives, a.objects, a.seconds, a.repeat,
+                  "; A/A: both buckets unversioned" if a.aa else ""))
         pids = [sp.pid]
         results = []
         phases = [("get", "GET", "get_object", 0), ("put_new", "PUT",
