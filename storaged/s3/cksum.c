@@ -175,6 +175,39 @@ int stor_s3_cksum_composite(enum stor_cksum k, const char *joined,
     return 0;
 }
 
+/* The checksum a CompleteMultipartUpload on this thread says the object
+ * has (stor_s3_cksum_expect), checked by the Complete hook. */
+static __thread enum stor_cksum t_kind;
+static __thread const char *t_value;
+
+/* See header. */
+void stor_s3_cksum_expect(enum stor_cksum k, const char *value)
+{
+    t_kind = value ? k : STOR_CKSUM_NONE;
+    t_value = value;
+}
+
+/* See header. */
+int stor_s3_cksum_expect_check(const struct stor_hdr *h, size_t n,
+                               size_t nparts)
+{
+    char name[64], comp[128];
+    const char *v = NULL;
+
+    if (t_kind == STOR_CKSUM_NONE)
+        return 0;
+    snprintf(name, sizeof(name), "%s%s", STOR_HDR_PART_PFX,
+             stor_s3_cksum_hdr(t_kind));
+    for (size_t i = 0; i < n && !v; i++)
+        if (strcmp(h[i].name, name) == 0)
+            v = h[i].value;
+    if (v == NULL ||
+        stor_s3_cksum_composite(t_kind, v, nparts, comp, sizeof(comp)) < 0 ||
+        strcmp(comp, t_value) != 0)
+        return -STOR_EBADDIGEST;
+    return 0;
+}
+
 /* See header. */
 enum stor_cksum stor_s3_cksum_of_mpu(const struct stor_hdr *h, size_t n,
                                      int nparts, const char **joined, char *out,

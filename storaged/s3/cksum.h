@@ -52,6 +52,13 @@ struct stor_hdr;
 CM_MUST_CHECK int stor_s3_cksum_composite(enum stor_cksum k, const char *joined,
                                           size_t nparts, char *out,
                                           size_t outlen);
+/* CompleteMultipartUpload: the object checksum its x-amz-checksum-* says
+ * (a composite "...-N"; @value borrowed, NULL to clear), for the Complete
+ * hook on this thread to check against the parts' (_expect_check: 0, or
+ * -STOR_EBADDIGEST when it differs or the parts have none). */
+void stor_s3_cksum_expect(enum stor_cksum k, const char *value);
+CM_MUST_CHECK int stor_s3_cksum_expect_check(const struct stor_hdr *h, size_t n,
+                                             size_t nparts);
 /* For an object's headers @h (@n) and @nparts: its multipart checksum
  * kind with the composite value in @out (and *joined, if asked, the
  * parts' values), or STOR_CKSUM_NONE when it has none (not asked for at

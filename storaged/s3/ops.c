@@ -1980,7 +1980,8 @@ static void op_complete_mpu(struct stor_s3_req *r)
     struct cm_buf *b = &r->http.resp.body;
     enum stor_cksum ck;
     enum stor_s3_err e;
-    char comp[128];
+    char comp[128], ckv[128];
+    bool ck_named = false;
     size_t n = 0, i;
     int ret;
 
@@ -2002,9 +2003,24 @@ static void op_complete_mpu(struct stor_s3_req *r)
         free(parts);
         return;
     }
+    /* an x-amz-checksum-* names the object's composite checksum: checked
+     * against the parts' by the Complete hook (BadDigest when it differs) */
+    for (i = 1; i < STOR_CKSUM_COUNT; i++) {
+        size_t vl = 0;
+        const char *v =
+            stor_s3_hdr(r, stor_s3_cksum_hdr((enum stor_cksum)i), &vl);
+
+        if (v && vl < sizeof(ckv)) {
+            memcpy(ckv, v, vl);
+            ckv[vl] = 0;
+            stor_s3_cksum_expect((enum stor_cksum)i, ckv);
+            ck_named = true;
+        }
+    }
     /* keeps the old version if versioned */
     ret =
         stor_ver_mpu_complete(r, stor_s3_query(r, "uploadId"), parts, n, &info);
+    stor_s3_cksum_expect(STOR_CKSUM_NONE, NULL);
     if (ret == -STOR_ENOUPLOAD) {
         stor_obj_info_fini(&info);
         memset(&info, 0, sizeof(info));
@@ -2016,6 +2032,11 @@ static void op_complete_mpu(struct stor_s3_req *r)
             ret = -STOR_ENOUPLOAD;
     }
     free(parts);
+    if (ret == -STOR_EBADDIGEST && ck_named) { /* the hook's answer */
+        stor_obj_info_fini(&info);
+        stor_s3_error(r, S3E_CHECKSUM_MISMATCH);
+        return;
+    }
     if (ret < 0) {
         stor_obj_info_fini(&info);
         fail(r, ret);

@@ -322,8 +322,8 @@ static enum stor_s3_err cksum_setup(struct stor_s3_req *r)
     size_t n, i;
 
     /* CompleteMultipartUpload's x-amz-checksum-* is the object's (a
-     * composite "...-N" or a full-object value), not its XML body's; we
-     * keep no checksum for multipart objects, so it is not checked */
+     * composite "...-N"), not its XML body's: ops.c checks it against
+     * the parts' (stor_s3_cksum_expect) */
     for (i = 1; r->op != S3_OP_COMPLETE_MPU && i < STOR_CKSUM_COUNT; i++) {
         enum stor_cksum k = (enum stor_cksum)i;
         uint8_t raw[48];

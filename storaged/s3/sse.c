@@ -743,8 +743,9 @@ static const char *hdrs_find(const struct stor_hdr *h, size_t n,
     return NULL;
 }
 
-/* The store's Complete hook (stor_mpu_hook_fn): for an encrypted upload,
- * adds the part-list MAC (HDR_PMAC) to the object's headers. */
+/* The store's Complete hook (stor_mpu_hook_fn): checks the object
+ * checksum the Complete named (cksum.h), and for an encrypted upload adds
+ * the part-list MAC (HDR_PMAC) to the object's headers. */
 static int mpu_seal_hook(void *arg, struct stor_hdr **hdrs, size_t *nhdrs,
                          const uint64_t *psize, size_t nparts)
 {
@@ -754,10 +755,10 @@ static int mpu_seal_hook(void *arg, struct stor_hdr **hdrs, size_t *nhdrs,
     const char *salts = hdrs_find(*hdrs, *nhdrs, HDR_PSALT);
     uint8_t(*sl)[16], mk[32], k[32], mac[32];
     char hex[65];
-    int ret;
+    int ret = stor_s3_cksum_expect_check(*hdrs, *nhdrs, nparts);
 
-    if (mode == NULL)
-        return 0;
+    if (ret < 0 || mode == NULL)
+        return ret;
     sl = malloc(nparts * sizeof(*sl));
     if (sl == NULL)
         return -ENOMEM;

@@ -12,6 +12,7 @@ import http.client
 import os
 import subprocess
 
+import botocore.exceptions
 import pytest
 
 import s3util
@@ -156,7 +157,8 @@ def composite(algo, parts):
 @pytest.mark.parametrize("algo", ["CRC32", "SHA256"])
 def test_multipart_composite_checksum(s3, bucket, algo):
     """x-amz-checksum-algorithm on CreateMultipartUpload: each part's
-    checksum is verified and kept, and the object answers the composite
+    checksum is verified and kept, a Complete naming a wrong object
+    checksum is refused (BadDigest), and the object answers the composite
     "...-N" value (type COMPOSITE) on Complete, HEAD/GET with the checksum
     mode, and GetObjectAttributes, with each part's own there too."""
     field = "Checksum" + algo
@@ -172,9 +174,17 @@ def test_multipart_composite_checksum(s3, bucket, algo):
         assert r[field] == b64_checksum(algo.lower(), body)
         done.append({"PartNumber": i + 1, "ETag": r["ETag"], field: r[field]})
     want = composite(algo.lower(), parts)
+    # a Complete naming another object checksum is refused; the upload stays
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        s3.complete_multipart_upload(Bucket=bucket, Key="mp",
+                                     UploadId=cr["UploadId"],
+                                     MultipartUpload={"Parts": done},
+                                     **{field: "bad"})
+    assert e.value.response["Error"]["Code"] == "BadDigest"
     c = s3.complete_multipart_upload(Bucket=bucket, Key="mp",
                                      UploadId=cr["UploadId"],
-                                     MultipartUpload={"Parts": done})
+                                     MultipartUpload={"Parts": done},
+                                     **{field: want})
     assert c[field] == want
     h = s3.head_object(Bucket=bucket, Key="mp", ChecksumMode="ENABLED")
     assert h[field] == want
@@ -285,12 +295,14 @@ def test_checksum_header_errors_before_body(s3_server, s3, bucket):
 
 def test_complete_mpu_with_object_checksum_header(s3, bucket):
     # CompleteMultipartUpload's x-amz-checksum-* describes the object (here a
-    # composite "-N" value), not the XML body: it must not fail the request
+    # composite "-N" value), not the XML body: it is checked against the
+    # parts' (test_multipart_composite_checksum: a wrong one is BadDigest),
+    # never as the checksum of the XML
     up = s3.create_multipart_upload(Bucket=bucket, Key="mpc",
                                     ChecksumAlgorithm="CRC32")["UploadId"]
     r = s3.upload_part(Bucket=bucket, Key="mpc", UploadId=up, PartNumber=1,
                        Body=BODY, ChecksumAlgorithm="CRC32")
-    comp = base64.b64encode(b"\x01\x02\x03\x04").decode() + "-1"
+    comp = composite("crc32", [BODY])
     s3.complete_multipart_upload(
         Bucket=bucket, Key="mpc", UploadId=up, ChecksumCRC32=comp,
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"],
