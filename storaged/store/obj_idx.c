@@ -1070,6 +1070,50 @@ int obj_idx_lookup_body_nb(struct obj_idx *x, const char *bucket,
 }
 
 /* Contract in obj_idx.h. */
+int obj_idx_verify_bodies(struct obj_idx *x, const bool *stop, uint64_t *n,
+                          uint64_t *bad)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    MDB_cursor *c;
+    MDB_val k, v;
+    int rc, ret = rtxn_get(x, false, &t, &slot);
+
+    *n = *bad = 0;
+    if (ret < 0)
+        return ret;
+    ret = mdb_err(mdb_cursor_open(t, x->body, &c));
+    if (ret < 0) {
+        rtxn_put(t, slot);
+        return ret;
+    }
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        const uint8_t *p = v.mv_data;
+
+        (*n)++;
+        /* an older version's body (left by an older binary) is checked
+         * against its own version: bytes that fail are damage either way */
+        if (v.mv_size < IDX_BODY_HDR || p[0] != IDX_BODY_VER ||
+            le_get(p + 16, 8) != stor_crc64(IDX_BODY_SEED ^ le_get(p + 8, 8),
+                                            p + IDX_BODY_HDR,
+                                            v.mv_size - IDX_BODY_HDR))
+            (*bad)++;
+        if ((*n & 4095) == 0 && stop &&
+            __atomic_load_n(stop, __ATOMIC_RELAXED)) {
+            rc = MDB_SUCCESS;
+            ret = -ECANCELED;
+            break;
+        }
+    }
+    if (ret == 0 && rc != MDB_NOTFOUND)
+        ret = mdb_err(rc);
+    mdb_cursor_close(c);
+    rtxn_put(t, slot);
+    return ret;
+}
+
+/* Contract in obj_idx.h. */
 uint64_t obj_idx_body_damaged(const struct obj_idx *x)
 {
     return __atomic_load_n(&x->body_bad, __ATOMIC_RELAXED);

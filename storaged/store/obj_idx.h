@@ -146,6 +146,14 @@ CM_MUST_CHECK int obj_idx_put_body(struct obj_idx *x, const char *bucket,
 CM_MUST_CHECK int obj_idx_lookup_body_nb(struct obj_idx *x, const char *bucket,
                                          const char *key, size_t key_len,
                                          struct obj_ent **out, void **body);
+/* Walks the body table in one read snapshot and checks every body's CRC
+ * (which also maps its pages, so the first GETs after a start do not
+ * fault them in one by one). *n: bodies walked; *bad: those that fail
+ * (never served: a GET checks the CRC again and reads the drives). 0,
+ * -ECANCELED once *@stop is set (checked every 4096 bodies), -errno.
+ * Holds one read transaction for the walk. */
+CM_MUST_CHECK int obj_idx_verify_bodies(struct obj_idx *x, const bool *stop,
+                                        uint64_t *n, uint64_t *bad);
 /* Bodies whose bytes failed their CRC since open (they are not served). */
 uint64_t obj_idx_body_damaged(const struct obj_idx *x);
 /* Bodies the index holds now (0 when it cannot tell). */

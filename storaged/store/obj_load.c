@@ -1326,6 +1326,30 @@ static int verify_name(void *arg, const char *bucket, int64_t created,
     return 0;
 }
 
+/* The body table's part of the content check: every body's CRC. Run only
+ * when the file was read ahead (it fits a quarter of the RAM): the walk
+ * then maps the bodies' pages from the page cache, so the GETs that
+ * follow a start do not each fault one in (at 10^6 objects of 1 KiB a GET
+ * of a random key cost 2.6x its 10^3 figure without it, a GET of a hot key
+ * 1.15x). A damaged body is only logged: a GET never serves it. 0 or
+ * -ECANCELED. */
+static int verify_bodies(struct stor_store *s)
+{
+    uint64_t n = 0, bad = 0;
+    int ret = obj_idx_verify_bodies(s->idx, &s->load_stop, &n, &bad);
+
+    if (ret < 0 && ret != -ECANCELED) {
+        cm_log(CM_LOG_WARN, -ret, "index: body table walk failed");
+        return 0; /* the bodies are checked on every GET anyway */
+    }
+    if (bad > 0)
+        cm_log(CM_LOG_ERROR, 0,
+               "index: %llu of %llu bodies fail their CRC (damaged index "
+               "file; a GET of them reads the drives)",
+               (unsigned long long)bad, (unsigned long long)n);
+    return ret;
+}
+
 /* Contract in obj_i.h. */
 int obj_load_verify(struct stor_store *s)
 {
@@ -1351,6 +1375,8 @@ int obj_load_verify(struct stor_store *s)
         }
     }
     free(vn.name);
+    if (ret == 0 && ahead)
+        ret = verify_bodies(s);
     if (ret == 0) {
         s->idx_verify_s = mono_s() - t0;
         __atomic_store_n(&s->idx_verify_done, true, __ATOMIC_RELEASE);

@@ -653,6 +653,32 @@ static void test_bodies(void **st)
     assert_null(body);
     assert_int_equal(obj_idx_body_damaged(x), 1);
     obj_ent_free(got);
+    {
+        uint64_t n = 9, bad = 9;
+        bool stop = false;
+
+        /* the walk of the body table finds the damaged one */
+        assert_int_equal(obj_idx_verify_bodies(x, &stop, &n, &bad), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(bad, 1);
+        /* a good one beside it passes (mk() gives each version its own
+         * id, so a2's body has a row of its own next to a's) */
+        assert_int_equal(obj_idx_put_body(x, "bb", a2, &b, NULL), 0);
+        assert_int_equal(obj_idx_verify_bodies(x, &stop, &n, &bad), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(bad, 1);
+        /* a's good body replaces the damaged one */
+        assert_int_equal(obj_idx_put_body(x, "bb", a, &b, NULL), 0);
+        assert_int_equal(obj_idx_verify_bodies(x, &stop, &n, &bad), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(bad, 0);
+        /* a stop already set ends the walk early at the 4096th body only:
+         * with two it completes */
+        stop = true;
+        assert_int_equal(obj_idx_verify_bodies(x, &stop, &n, &bad), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(obj_idx_remove(x, "bb", "pic/a.jpg", 9, NULL), 0);
+    }
     /* remove and bucket drop take bodies with them */
     assert_int_equal(obj_idx_put_body(x, "bb", a, &b, NULL), 0);
     assert_int_equal(obj_idx_remove(x, "bb", "pic/a.jpg", 9, NULL), 0);
