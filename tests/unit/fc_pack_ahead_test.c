@@ -252,20 +252,13 @@ static void *work(void *arg)
     return NULL;
 }
 
-static void test_four_threads(void **state)
+/* Reads @ids[0..n) through @a from four threads, a quarter each. */
+static void four_threads(struct env *e, struct fc_pahead *a,
+                         const uint64_t *ids, size_t n)
 {
-    struct env *e = make_env();
-    struct fc_pahead *a;
-    struct fc_pahead_stats st;
-    uint64_t ids[NMEM];
     pthread_t t[4];
     struct worker w[4];
-    size_t n;
 
-    (void)state;
-    assert_int_equal(
-        fc_pahead_create(e->p, e->total / 3, 32 << 10, fake_get, e, &a), 0);
-    n = epoch_order(e, a, ids);
     for (int k = 0; k < 4; k++) {
         w[k] = (struct worker){e, a, ids + k * (n / 4),
                                k == 3 ? n - 3 * (n / 4) : n / 4};
@@ -273,6 +266,21 @@ static void test_four_threads(void **state)
     }
     for (int k = 0; k < 4; k++)
         pthread_join(t[k], NULL);
+}
+
+static void test_four_threads(void **state)
+{
+    struct env *e = make_env();
+    struct fc_pahead *a;
+    struct fc_pahead_stats st;
+    uint64_t ids[NMEM];
+    size_t n;
+
+    (void)state;
+    assert_int_equal(
+        fc_pahead_create(e->p, e->total / 3, 32 << 10, fake_get, e, &a), 0);
+    n = epoch_order(e, a, ids);
+    four_threads(e, a, ids, n);
     fc_pahead_stats(a, &st);
     assert_int_equal(st.bytes, 0);
     assert_int_equal(st.epochs, 1);
@@ -399,8 +407,6 @@ static void test_disk_windows(void **state)
     struct fc_pahead_stats st;
     uint64_t ids[NMEM], bad = 9, range = 16 << 10;
     const struct fc_pmember *mb = &e->p->members[bad];
-    pthread_t t[4];
-    struct worker w[4];
     unsigned nwin, g;
     char buf[3000];
     size_t n;
@@ -419,13 +425,7 @@ static void test_disk_windows(void **state)
     for (size_t k = 0; k < n; k++)
         if (ids[k] == bad)
             ids[k] = ids[--n]; /* read alone below */
-    for (int k = 0; k < 4; k++) {
-        w[k] = (struct worker){e, a, ids + k * (n / 4),
-                               k == 3 ? n - 3 * (n / 4) : n / 4};
-        assert_int_equal(pthread_create(&t[k], NULL, work, &w[k]), 0);
-    }
-    for (int k = 0; k < 4; k++)
-        pthread_join(t[k], NULL);
+    four_threads(e, a, ids, n);
     assert_int_equal(fc_pahead_read(a, bad, 0, (size_t)mb->size, buf), -EIO);
     assert_int_equal(e->gets, nwin);
     assert_true(e->max_len <= 2 * range);
