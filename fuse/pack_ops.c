@@ -1003,10 +1003,13 @@ static void pk_init(void *userdata, struct fuse_conn_info *conn)
     pk_no_open = fs->o.ro && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT);
     if (use_ahead(fs, fs->pack) && fs->o.pack_ahead < 0)
         cm_log(CM_LOG_INFO, 0,
-               "ecfs: the pack's %" PRIu64 " MiB of shards exceed the caches: "
-               "reading ahead the members not yet read, within cache_size "
-               "(%" PRIu64 " MiB; -o pack_fetch=block for blocks)",
-               fs->pack->shard_bytes >> 20, (uint64_t)(fs->o.cache_size >> 20));
+               "ecfs: the pack's %" PRIu64 " MiB of shards exceed cache_size "
+               "(%" PRIu64 " MiB): reading ahead the members not yet read%s "
+               "(-o pack_fetch=block for blocks)",
+               fs->pack->shard_bytes >> 20, (uint64_t)(fs->o.cache_size >> 20),
+               fs->dcache != NULL
+                   ? ", every member fetched also stored in cache_dir"
+                   : "; -o cache_dir=DIR would keep every member fetched");
     if (fs->o.pack_whole && !whole_shards(fs, fs->pack))
         cm_log(CM_LOG_WARN, 0,
                "ecfs: pack_fetch=shard: the pack's %" PRIu64 " MiB of shards "
