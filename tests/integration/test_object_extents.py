@@ -19,21 +19,19 @@
 """
 
 import glob
-import hashlib
 import os
 import random
 import re
 import shutil
 import subprocess
-import threading
 import time
 import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError
 
-from test_object_crash import writer
 from test_object_fault import away, rnd, wait_probe
+from test_object_medium import kill9_under_puts
 
 KIB, MIB = 1024, 1024 * 1024
 SIZES = [8 * KIB + 1, 64 * KIB, 128 * KIB - 1, 128 * KIB + 1, 320 * KIB,
@@ -260,42 +258,7 @@ def body(rng):
 
 
 def test_extents_kill9_concurrent_puts(storaged):
-    srv = ext_server(storaged)
-    c = srv.client()
-    c.create_bucket(Bucket="extk")
-    nthreads = 6
-    keys = [["t%d/k%d" % (t, i) for i in range(4)] for t in range(nthreads)]
-    state = {k: {"acked": None, "inflight": set(), "acked_seq": []}
-             for ks in keys for k in ks}
-    rng = random.Random(9)
-    for rnd_ in range(2):
-        stop = threading.Event()
-        cl = [srv.client() for _ in range(nthreads)]
-        ths = [threading.Thread(target=writer, args=(cl[t], keys[t], state,
-                                                     stop, rnd_ * 10 + t,
-                                                     "extk", body))
-               for t in range(nthreads)]
-        for t in ths:
-            t.start()
-        time.sleep(rng.uniform(1.0, 2.0))
-        srv.kill9()
-        stop.set()
-        for t in ths:
-            t.join(30)
-        srv.start()
-        for k, st in state.items():
-            try:
-                got = c.get_object(Bucket="extk", Key=k)["Body"].read()
-            except ClientError as e:
-                assert e.response["Error"]["Code"] == "NoSuchKey", k
-                assert st["acked"] is None, "acknowledged PUT lost: " + k
-                continue
-            h = hashlib.md5(got).hexdigest()
-            ok = ({st["acked"]} if st["acked"] else set()) | st["inflight"]
-            assert h in ok, "partial or stale object visible: " + k
-            st["acked"] = h
-            st["inflight"] = set()
-    assert sum(len(st["acked_seq"]) for st in state.values()) >= 8
+    assert kill9_under_puts(ext_server(storaged), "extk", body, 2) >= 8
 
 
 def test_extents_off_rebuild_and_replaced_drive(storaged):
