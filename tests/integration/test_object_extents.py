@@ -30,8 +30,8 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
-from test_object_fault import away, rnd, wait_probe
-from test_object_medium import kill9_under_puts
+from test_object_fault import away, rnd
+from test_object_medium import kill9_under_puts, stale_drive_rounds
 
 KIB, MIB = 1024, 1024 * 1024
 SIZES = [8 * KIB + 1, 64 * KIB, 128 * KIB - 1, 128 * KIB + 1, 320 * KIB,
@@ -215,41 +215,8 @@ def test_extents_lost_or_corrupt(storaged):
 
 
 def test_extents_stale_drive(storaged):
-    srv = ext_server(storaged, ndrives=4)
-    c = srv.client()
-    c.create_bucket(Bucket="exts")
-    sizes = [128 * KIB + 1, 320 * KIB, MIB, 64 * KIB]
-    keys = ["s/%02d" % i for i in range(8)]
-    for i, k in enumerate(keys):
-        c.put_object(Bucket="exts", Key=k, Body=rnd(sizes[i % 4], i))
-    away(srv.drives[2])
-    wait_probe()
-    new = {}
-    for i, k in enumerate(keys):
-        if i % 2:
-            c.delete_object(Bucket="exts", Key=k)
-        else:
-            new[k] = rnd(sizes[(i + 1) % 4], 500 + i)
-            c.put_object(Bucket="exts", Key=k, Body=new[k])
-    away(srv.drives[2], False)
-    wait_probe()
-    rng = random.Random(3)
-
-    def verify():
-        listed = [o["Key"] for o in
-                  c.list_objects_v2(Bucket="exts").get("Contents", [])]
-        assert listed == sorted(new)
-        check(c, "exts", new, rng, n=1)
-        for i, k in enumerate(keys):
-            if i % 2:
-                with pytest.raises(ClientError):
-                    c.head_object(Bucket="exts", Key=k)
-
-    verify()
-    srv.restart()
-    verify()
-    srv.restart(graceful=False)
-    verify()
+    stale_drive_rounds(ext_server(storaged, ndrives=4), "exts",
+                       [128 * KIB + 1, 320 * KIB, MIB, 64 * KIB])
 
 
 def body(rng):
