@@ -630,7 +630,8 @@ class Bench:
                 "--shard", self.shard, "--shard-mib",
                 str(self.size["shard_mib"])]
         if any(p != "local" for p in self.a.peers):
-            self.srv = Storaged(os.path.join(self.work, "drives"))
+            self.srv = Storaged(os.path.join(self.work, "drives"),
+                                args=self.a.storaged_args.split())
             self.srv.start()
             log("storaged at %s on 16 drives under %s"
                 % (self.srv.endpoint, self.srv.root))
@@ -678,7 +679,8 @@ class Bench:
         t0 = time.perf_counter()
         paths = gen_medium(self.data, files, self.size["medium_kib"])
         if any(p not in ("local", "passthrough") for p in self.a.peers):
-            self.srv = Storaged(os.path.join(self.work, "drives"))
+            self.srv = Storaged(os.path.join(self.work, "drives"),
+                                args=self.a.storaged_args.split())
             self.srv.start()
             log("storaged at %s on 16 drives under %s"
                 % (self.srv.endpoint, self.srv.root))
@@ -1231,6 +1233,9 @@ def main():
                     help="where the temporary drives and mounts go")
     ap.add_argument("--keep", action="store_true",
                     help="keep the work folder (logs) after the run")
+    ap.add_argument("--storaged-args", default="",
+                    help="more storaged serve options, e.g. --storaged-args="
+                         "--extents")
     ap.add_argument("--ecfs-opts", default="",
                     help="more -o options for the ecfs and ecfs-pack mounts "
                     "(e.g. cache_size=16M,pack_fetch=shard)")
