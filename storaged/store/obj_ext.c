@@ -211,6 +211,23 @@ void obj_ext_check(struct stor_store *s, size_t d)
 }
 
 /* Contract in obj_ext.h. */
+void obj_ext_reopen(struct stor_store *s, size_t d)
+{
+    struct obj_ext_drive *x;
+    int ret;
+
+    if (s->ext == NULL || d >= s->ndrives)
+        return;
+    x = &s->ext[d];
+    pthread_mutex_lock(&x->lock);
+    ret = ext_drive_load(x, s->drives[d].path, s->extents);
+    if (ret < 0)
+        cm_log(CM_LOG_WARN, -ret, "drive %s: no extent files",
+               s->drives[d].path);
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* Contract in obj_ext.h. */
 int obj_ext_alloc(struct stor_store *s, size_t d, size_t len,
                   struct obj_xref *x, int *fd)
 {

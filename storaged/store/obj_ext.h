@@ -47,6 +47,9 @@ void obj_ext_close(struct stor_store *s);
  * store writes to (a disk swapped under the path, a replacement
  * formatted), reopens its extent files from the path. */
 void obj_ext_check(struct stor_store *s, size_t d);
+/* Drive @d came back online (or was formatted into its slot): opens its
+ * extent files from the path again (creating the first with extents on). */
+void obj_ext_reopen(struct stor_store *s, size_t d);
 /* Reserves a record for @len shard bytes on drive @d: *x and the fd to
  * pwrite it at x->off. 0, -ENODEV (no extents on that drive), -errno. */
 CM_MUST_CHECK int obj_ext_alloc(struct stor_store *s, size_t d, size_t len,

@@ -333,7 +333,7 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
             }
             if (m.type != STOR_META_OBJECT || m.version != e->version ||
                 m.shard != j || (e->inl && m.inl_len != L) ||
-                (e->inl && !m.has_xref != !e->ext)) {
+                (e->inl && m.has_xref && !e->ext)) {
                 meta_bad[j] = true;
             } else if (e->inl && m.has_xref) { /* its extent record */
                 struct obj_xref x = {.file = m.xfile, .off = m.xoff};
@@ -743,7 +743,7 @@ void obj_probe_drives(struct stor_store *s)
 
             snprintf(path, sizeof(path), "%s/" STOR_TMP_DIR, s->drives[d].path);
             (void)stor_mkdirs(path);
-            obj_ext_check(s, d); /* a replaced disk: its own extent files */
+            obj_ext_reopen(s, d); /* back, or a replaced disk: its files */
             __atomic_store_n(&s->drives[d].stale, true, __ATOMIC_RELEASE);
             __atomic_store_n(&s->drives[d].online, true, __ATOMIC_RELEASE);
             cm_log(CM_LOG_INFO, 0, "drive %s: back online, healing",

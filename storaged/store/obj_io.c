@@ -721,8 +721,9 @@ struct ext_batch {
 };
 
 /* Reserves a record for every shard ok[j] of @e (version set) in its
- * drive's extent file and fills its header; a drive without extents
- * clears ok[j] (that shard is not written). */
+ * drive's extent file and fills its header; on a drive without extent
+ * files (xref[j].file stays 0) that shard goes inline into its meta, as
+ * without --extents: a reader takes either form. */
 static void ext_reserve(struct stor_store *s, const struct obj_ent *e,
                         const struct stor_place *pl, uint8_t *const *shards,
                         size_t L, bool *ok, struct ext_batch *xb)
@@ -738,7 +739,7 @@ static void ext_reserve(struct stor_store *s, const struct obj_ent *e,
         if (!ok[j])
             continue;
         if (obj_ext_alloc(s, d, L, &xb->xref[j], &xb->fd[j]) < 0) {
-            ok[j] = false;
+            xb->xref[j] = (struct obj_xref){0};
             xb->fd[j] = -1;
             continue;
         }
@@ -821,7 +822,7 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
         map[nio] = j;
         io[nio++] = (struct stor_io){
             .fd = fds[j], .op = 'w', .buf = metas[j].data, .len = metas[j].len};
-        if (xb) { /* the extent record: its header, then the shard */
+        if (xb && xb->fd[j] >= 0) { /* the record: header, then shard */
             map[nio] = j;
             io[nio++] =
                 (struct stor_io){.fd = xb->fd[j],
@@ -918,7 +919,9 @@ static int build_metas(const struct obj_ent *e, int type,
         if (!ok[j])
             continue;
         m.shard = j;
-        if (xb && type == STOR_META_OBJECT) { /* the shard is in an extent */
+        m.has_xref = 0;
+        if (xb && xb->xref[j].file && type == STOR_META_OBJECT) {
+            /* the shard is in an extent record */
             m.has_xref = 1;
             m.xfile = xb->xref[j].file;
             m.xoff = xb->xref[j].off;
@@ -1568,7 +1571,7 @@ static int get_inline(struct stor_get *g)
     int n = e->k + e->m, good = 0;
     size_t L = (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
     struct stor_meta tmpl = {0};
-    size_t mlen;
+    size_t mlen, mlen_x = 0;
     uint8_t *raw[OBJ_MAX_SHARDS] = {0}, *sh[OBJ_MAX_SHARDS];
     bool present[OBJ_MAX_SHARDS] = {0}, tried[OBJ_MAX_SHARDS] = {0};
     bool want[OBJ_MAX_SHARDS] = {0};
@@ -1576,7 +1579,13 @@ static int get_inline(struct stor_get *g)
     int ret = 0;
 
     inline_meta_tmpl(e, L, &tmpl);
+    tmpl.has_xref = 0;
     mlen = stor_meta_encoded_size(&tmpl);
+    if (e->ext) { /* each meta names its record, or (written where the
+                   * drive had no extent file) holds the shard itself */
+        tmpl.has_xref = 1;
+        mlen_x = stor_meta_encoded_size(&tmpl);
+    }
     shards = calloc((size_t)n, L ? L : 1);
     if (shards == NULL)
         return -ENOMEM;
@@ -1612,6 +1621,7 @@ static int get_inline(struct stor_get *g)
             map[nio] = j;
             io[nio++] = (struct stor_io){
                 .fd = fd, .op = 'r', .buf = raw[j], .len = mlen + 1};
+            /* mlen_x < mlen: an extent meta is shorter than an inline one */
         }
         stor_io_run(io, (size_t)nio);
         for (int i = 0; i < nio; i++) {
@@ -1621,9 +1631,11 @@ static int get_inline(struct stor_get *g)
             close(io[i].fd);
             obj_drive_count(s, obj_shard_drive(s, &g->pl, j), false,
                             io[i].res > 0 ? (uint64_t)io[i].res : 0);
-            if (io[i].res != (ssize_t)mlen ||
-                stor_meta_decode_view(raw[j], mlen, &m) < 0) {
-                if (io[i].res == (ssize_t)mlen)
+            if ((io[i].res != (ssize_t)mlen &&
+                 (mlen_x == 0 || io[i].res != (ssize_t)mlen_x)) ||
+                stor_meta_decode_view(raw[j], (size_t)io[i].res, &m) < 0) {
+                if (io[i].res == (ssize_t)mlen ||
+                    (mlen_x && io[i].res == (ssize_t)mlen_x))
                     __atomic_add_fetch(&s->corrupt_found, 1, __ATOMIC_RELAXED);
                 continue;
             }

@@ -430,7 +430,10 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
         if (win && ret == 0) {
             struct obj_ent *e = obj_ent_from_meta(&win->m, c->id);
 
-            if (e && e->ext) { /* the index keeps where the shards are */
+            for (int j = 0; e && e->inl && j < OBJ_MAX_SHARDS; j++)
+                if (win->xref[j].file)
+                    e->ext = true; /* any copy in an extent (FORMAT.md) */
+            if (e && e->ext) {     /* the index keeps where the shards are */
                 size_t nx = (size_t)(e->k + e->m);
 
                 e->xref = malloc(nx * sizeof(*e->xref));

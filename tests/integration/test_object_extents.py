@@ -277,3 +277,53 @@ def test_extents_off_rebuild_and_replaced_drive(storaged):
     check(c, "extr", objs, rng, n=1)
     for x in others:
         away(x, False)
+
+
+def wait_scans(srv, n=2, timeout=90):
+    """Until @n more whole scanner cycles have run."""
+    cycles = metric(metrics(srv), "storaged_scan_cycles_total")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and \
+            metric(metrics(srv), "storaged_scan_cycles_total") < cycles + n:
+        time.sleep(0.5)
+
+
+def test_extents_off_heals_a_replaced_drive_inline(storaged):
+    """Extent objects, the option off, a drive replaced by an empty
+    directory: the heal has no extent file there to write to, so the
+    rebuilt shards go inline into their metas (a reader takes either
+    form); every byte reads with 4 other drives lost, also after the index
+    is rebuilt from such mixed metas."""
+    srv = ext_server(storaged, env={"STORAGED_SCAN_INTERVAL": "2"})
+    c = srv.client()
+    c.create_bucket(Bucket="exth")
+    rng = random.Random(8)
+    objs = {"h/%d" % n: rnd(n, n + 5) for n in SIZES}
+    for k, v in objs.items():
+        c.put_object(Bucket="exth", Key=k, Body=v)
+    srv.extra_args = []
+    srv.restart()
+    d = srv.drives[9]
+    away(d)
+    os.makedirs(d)
+    wait_scans(srv)
+    assert metric(metrics(srv), "storaged_shards_healed_total") > 0
+    assert glob.glob(os.path.join(d, ".ecfs.sys/ext/*.x")) == []
+    shutil.rmtree(d + ".away")
+    # 4 others away: every 16-shard object needs the healed drive's shards
+    others = [x for x in srv.drives if x != d][:4]
+
+    def with_others_away():
+        for x in others:
+            away(x)
+        check(c, "exth", objs, rng, n=1)
+        for x in others:
+            away(x, False)
+
+    with_others_away()
+    srv.stop()
+    for x in srv.drives:
+        shutil.rmtree(os.path.join(x, ".ecfs.sys", "index"),
+                      ignore_errors=True)
+    srv.start()
+    with_others_away()
