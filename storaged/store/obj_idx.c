@@ -15,12 +15,12 @@
 
 #include "storaged/store/obj_i.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -480,20 +480,22 @@ fail:
 /* Contract in obj_idx.h. */
 bool obj_idx_prefetch(struct obj_idx *x)
 {
-    MDB_envinfo info;
     struct stat st;
     long page = sysconf(_SC_PAGESIZE), pages = sysconf(_SC_PHYS_PAGES);
+    mdb_filehandle_t fd;
 
-    if (mdb_env_info(x->env, &info) != 0 || info.me_mapaddr == NULL ||
-        stat(x->data_path, &st) < 0 || st.st_size <= 0 || page <= 0 ||
-        pages <= 0)
+    /* DESIGN: the file, not the map: mdb_env_info's me_mapaddr is the
+     * address of a MDB_FIXEDMAP map only (NULL here), so a madvise of it
+     * never ran; posix_fadvise on LMDB's own descriptor starts the same
+     * read-ahead into the page cache, and the walks that follow map it */
+    if (mdb_env_get_fd(x->env, &fd) != 0 || fstat(fd, &st) < 0 ||
+        st.st_size <= 0 || page <= 0 || pages <= 0)
         return false;
     /* only an index that fits a quarter of the RAM: a bigger one would push
      * out what the page cache holds for the objects */
-    if ((uint64_t)st.st_size > (uint64_t)pages * (uint64_t)page / 4 ||
-        (uint64_t)st.st_size > info.me_mapsize)
+    if ((uint64_t)st.st_size > (uint64_t)pages * (uint64_t)page / 4)
         return false;
-    return madvise(info.me_mapaddr, (size_t)st.st_size, MADV_WILLNEED) == 0;
+    return posix_fadvise(fd, 0, st.st_size, POSIX_FADV_WILLNEED) == 0;
 }
 
 /* Contract in obj_idx.h. */

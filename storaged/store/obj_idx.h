@@ -65,7 +65,7 @@ CM_MUST_CHECK int obj_idx_open(const char *dir, bool create,
 /* Closes; with @sync the data is flushed to disk first. NULL-safe. */
 void obj_idx_close(struct obj_idx *x, bool sync);
 /* Asks the kernel to read the whole data file into the page cache ahead
- * (madvise MADV_WILLNEED over the map; the environment is opened with
+ * (posix_fadvise WILLNEED on the data file; the environment is opened with
  * MDB_NORDAHEAD, so a lookup otherwise faults its pages in one by one),
  * when the file is at most a quarter of the RAM. True when asked. */
 bool obj_idx_prefetch(struct obj_idx *x);
