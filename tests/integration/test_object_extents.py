@@ -163,14 +163,29 @@ def corrupt_extents(drive, rng):
                     fh.write(bytes([b[0] ^ 0x5A]))
 
 
-def test_extents_lost_or_corrupt(storaged):
+def scanned_store(storaged, bucket, seed):
+    """A 16-drive --extents server scanning every 2 s, holding one object
+    of each of SIZES in @bucket: (srv, client, rng, objects)."""
     srv = ext_server(storaged, env={"STORAGED_SCAN_INTERVAL": "2"})
     c = srv.client()
-    c.create_bucket(Bucket="extf")
-    objs = {"f/%d" % n: rnd(n, n + 3) for n in SIZES}
+    c.create_bucket(Bucket=bucket)
+    objs = {"o/%d" % n: rnd(n, n + seed) for n in SIZES}
     for k, v in objs.items():
-        c.put_object(Bucket="extf", Key=k, Body=v)
-    rng = random.Random(5)
+        c.put_object(Bucket=bucket, Key=k, Body=v)
+    return srv, c, random.Random(seed), objs
+
+
+def wait_scans(srv, n=2, timeout=90):
+    """Until @n more whole scanner cycles have run."""
+    cycles = metric(metrics(srv), "storaged_scan_cycles_total")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and \
+            metric(metrics(srv), "storaged_scan_cycles_total") < cycles + n:
+        time.sleep(0.5)
+
+
+def test_extents_lost_or_corrupt(storaged):
+    srv, c, rng, objs = scanned_store(storaged, "extf", 5)
     lost = rng.sample(srv.drives, 4)
     for d in lost:
         away(d)
@@ -216,13 +231,7 @@ def test_extents_kill9_concurrent_puts(storaged):
 
 
 def test_extents_off_rebuild_and_replaced_drive(storaged):
-    srv = ext_server(storaged, env={"STORAGED_SCAN_INTERVAL": "2"})
-    c = srv.client()
-    c.create_bucket(Bucket="extr")
-    rng = random.Random(21)
-    objs = {"r/%d" % n: rnd(n, n + 9) for n in SIZES}
-    for k, v in objs.items():
-        c.put_object(Bucket="extr", Key=k, Body=v)
+    srv, c, rng, objs = scanned_store(storaged, "extr", 21)
     # the option off: extent objects still read, new ones are inline again
     srv.extra_args = []
     srv.restart()
@@ -260,12 +269,7 @@ def test_extents_off_rebuild_and_replaced_drive(storaged):
     assert glob.glob(os.path.join(d, ".ecfs.sys/ext/*.x"))
     objs["after"] = rnd(320 * KIB, 2)
     c.put_object(Bucket="extr", Key="after", Body=objs["after"])
-    # two whole scan cycles after the replacement refill it
-    cycles = metric(metrics(srv), "storaged_scan_cycles_total")
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and \
-            metric(metrics(srv), "storaged_scan_cycles_total") < cycles + 2:
-        time.sleep(0.5)
+    wait_scans(srv)  # two whole cycles after the replacement refill it
     assert metric(metrics(srv), "storaged_shards_healed_total") > 0
     check(c, "extr", objs, rng, n=1)
     shutil.rmtree(d + ".away")
@@ -279,28 +283,13 @@ def test_extents_off_rebuild_and_replaced_drive(storaged):
         away(x, False)
 
 
-def wait_scans(srv, n=2, timeout=90):
-    """Until @n more whole scanner cycles have run."""
-    cycles = metric(metrics(srv), "storaged_scan_cycles_total")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and \
-            metric(metrics(srv), "storaged_scan_cycles_total") < cycles + n:
-        time.sleep(0.5)
-
-
 def test_extents_off_heals_a_replaced_drive_inline(storaged):
     """Extent objects, the option off, a drive replaced by an empty
     directory: the heal has no extent file there to write to, so the
     rebuilt shards go inline into their metas (a reader takes either
     form); every byte reads with 4 other drives lost, also after the index
     is rebuilt from such mixed metas."""
-    srv = ext_server(storaged, env={"STORAGED_SCAN_INTERVAL": "2"})
-    c = srv.client()
-    c.create_bucket(Bucket="exth")
-    rng = random.Random(8)
-    objs = {"h/%d" % n: rnd(n, n + 5) for n in SIZES}
-    for k, v in objs.items():
-        c.put_object(Bucket="exth", Key=k, Body=v)
+    srv, c, rng, objs = scanned_store(storaged, "exth", 8)
     srv.extra_args = []
     srv.restart()
     d = srv.drives[9]
