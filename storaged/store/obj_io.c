@@ -288,11 +288,24 @@ static uint64_t sync_mark(struct stor_store *s, const struct stor_place *pl,
     return stor_gsync_mark(s->gs, drv, nd);
 }
 
+/* Parents of the object directories this thread made since its last
+ * barrier: their new entries must survive power loss too, so the next
+ * sync_barrier() with directories covers them (one batch, or the syncfs
+ * round) rather than one serial fsync each (a new bucket's first PUTs
+ * make up to k + m of them each). */
+struct new_dirs {
+    size_t n;
+    size_t drive[OBJ_MAX_SHARDS];
+    char path[OBJ_MAX_SHARDS][PATH_MAX];
+};
+static _Thread_local struct new_dirs t_new_dirs;
+
 /* The barrier of a commit step (gsync.h) over the shards j < n with ok[j]:
  * makes durable what this thread wrote to their drives since @mark, which
  * covers, per shard, the open file fds[j] (when @fds) and the object
  * directory of @bucket/@id where dirs[j] (when @dirs: new names and links
- * in it). A shard that fails is cleared in @ok and its drive marked failed.
+ * in it; then also the entries of the directories rename_mk made). A
+ * shard that fails is cleared in @ok and its drive marked failed.
  * Returns the number of shards still ok. Without --fsync it only counts
  * them. */
 static int sync_barrier(struct stor_store *s, const char *bucket,
@@ -303,9 +316,12 @@ static int sync_barrier(struct stor_store *s, const char *bucket,
     struct stor_sync_item it[3 * OBJ_MAX_SHARDS];
     int map[3 * OBJ_MAX_SHARDS], nok = 0;
     bool opened[3 * OBJ_MAX_SHARDS] = {0};
+    struct new_dirs *nd = &t_new_dirs;
     size_t ni = 0;
 
     if (!s->fsync) {
+        if (dirs)
+            nd->n = 0;
         for (int j = 0; j < n; j++)
             nok += ok[j];
         return nok;
@@ -336,10 +352,36 @@ static int sync_barrier(struct stor_store *s, const char *bucket,
             it[ni++] = (struct stor_sync_item){.drive = d, .fd = fd};
         }
     }
+    /* the parents of the object directories rename_mk made */
+    for (size_t i = 0; dirs && i < nd->n; i++) {
+        int fd = -1;
+
+        if (ni >= 2 * OBJ_MAX_SHARDS) { /* a barrier takes 64 items */
+            (void)stor_fsync_dir(nd->path[i]);
+            continue;
+        }
+        if (!stor_gsync_is_fs(s->gs, nd->drive[i]))
+            fd = open(nd->path[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        opened[ni] = fd >= 0;
+        map[ni] = -1;
+        it[ni++] = (struct stor_sync_item){.drive = nd->drive[i], .fd = fd};
+    }
+    if (dirs)
+        nd->n = 0;
     stor_gsync_barrier(s->gs, mark, it, ni);
     for (size_t i = 0; i < ni; i++) {
         if (opened[i])
             close(it[i].fd);
+        if (map[i] < 0) {
+            /* a new directory's entry is not durable: so is nothing the
+             * commit renamed into it on that drive */
+            for (int j = 0; j < n && it[i].res < 0; j++)
+                if (ok[j] && obj_shard_drive(s, pl, j) == it[i].drive) {
+                    obj_drive_fail(s, it[i].drive, -it[i].res);
+                    ok[j] = false;
+                }
+            continue;
+        }
         if (it[i].res < 0 && ok[map[i]]) {
             obj_drive_fail(s, it[i].drive, -it[i].res);
             ok[map[i]] = false;
@@ -860,8 +902,9 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
     return nok;
 }
 
-/* rename() that creates the object directory on first use. */
-static int rename_mk(const char *from, const char *to)
+/* rename() that creates the object directory on first use (on drive @d);
+ * the barrier after the renames makes the new directory durable. */
+static int rename_mk(const char *from, const char *to, size_t d)
 {
     if (rename(from, to) == 0)
         return 0;
@@ -874,13 +917,18 @@ static int rename_mk(const char *from, const char *to)
         if (slash) {
             *slash = 0;
             if (stor_mkdirs(dir) == 0 && rename(from, to) == 0) {
-                /* the new directory's own entry must survive power loss
-                 * too (once per directory) */
+                struct new_dirs *nd = &t_new_dirs;
+
                 slash = strrchr(dir, '/');
-                if (slash) {
-                    *slash = 0;
-                    (void)stor_fsync_dir(dir);
+                if (slash == NULL)
+                    return 0;
+                *slash = 0;
+                if (nd->n == CM_ARRAY_SIZE(nd->path)) {
+                    (void)stor_fsync_dir(dir); /* full: the old way */
+                    return 0;
                 }
+                nd->drive[nd->n] = d;
+                memcpy(nd->path[nd->n++], dir, (size_t)(slash - dir) + 1);
                 return 0;
             }
         }
@@ -973,7 +1021,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                              100 + j) == 0 &&
                 obj_path_meta(to, sizeof(to), s->drives[d].path, bucket,
                               e->id) == 0 &&
-                rename_mk(from, to) == 0) {
+                rename_mk(from, to, d) == 0) {
                 nok++;
             } else {
                 unlink(from);
@@ -1169,7 +1217,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
             continue;
         if (obj_path_shard(to, sizeof(to), s->drives[d].path, bucket, e->id,
                            e->parts[0].dataid) < 0 ||
-            rename_mk(src_shard[j], to) < 0) {
+            rename_mk(src_shard[j], to, d) < 0) {
             obj_drive_fail(s, d, errno);
             ok[j] = false;
         }
@@ -1184,7 +1232,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                 0 ||
             obj_path_meta(to, sizeof(to), s->drives[d].path, bucket, e->id) <
                 0 ||
-            rename_mk(from, to) < 0) {
+            rename_mk(from, to, d) < 0) {
             obj_drive_fail(s, d, errno);
             ok[j] = false;
             continue;
@@ -2461,7 +2509,7 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
                              100 + j) == 0 &&
                 obj_path_meta(to, sizeof(to), s->drives[d].path, bucket,
                               e->id) == 0 &&
-                rename_mk(from, to) < 0) {
+                rename_mk(from, to, d) < 0) {
                 unlink(from);
                 ok[j] = false;
             }
