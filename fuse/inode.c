@@ -1180,9 +1180,9 @@ static int dir_fetch(struct fc_fs *fs, const char *dirkey,
     return *out ? 0 : -ENOMEM;
 }
 
-/* Cached or fetched listing (see header). */
-int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
-                   struct fc_listing **out)
+/* Cached or fetched listing; a fetched one is marked @misses_only. */
+static int dir_listing(struct fc_fs *fs, const char *dirkey,
+                       struct fc_listing **out, bool misses_only)
 {
     struct fc_itab *t = fs->itab;
     struct fc_listing *l, *old, *stale;
@@ -1206,6 +1206,7 @@ int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
         pthread_mutex_unlock(ll);
         return ret;
     }
+    l->misses_only = misses_only;
     atomic_fetch_add(&l->refs, 1); /* one for the cache, one for caller */
     pthread_mutex_lock(&t->lock);
     HASH_FIND(hh, t->listings, dirkey, strlen(dirkey), old);
@@ -1237,4 +1238,18 @@ int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
     }
     *out = l;
     return 0;
+}
+
+/* Cached or fetched listing (see header). */
+int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
+                   struct fc_listing **out)
+{
+    return dir_listing(fs, dirkey, out, false);
+}
+
+/* Refetched listing for lookup misses (see header). */
+int fc_dir_refetch(struct fc_fs *fs, const char *dirkey,
+                   struct fc_listing **out)
+{
+    return dir_listing(fs, dirkey, out, true);
 }

@@ -44,6 +44,10 @@ struct fc_listing {
     size_t n;
     struct fc_dirent *ents;  /* sorted by name (bytewise), unique names */
     struct lst_chunk *arena; /* every name and ETag of ents (inode.c) */
+    /* fetched for a lookup miss (fc_dir_refetch): it answers absent names
+     * only; a name it shows is still looked up with a HEAD, which brings
+     * the object's x-amz-meta-* that a listing lacks */
+    bool misses_only;
 };
 
 /* Attributes of an object or directory. */
@@ -213,6 +217,10 @@ CM_MUST_CHECK int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
  * (fresh also when this mount changed the directory since: lookups check
  * fc_itab_noted; directory reads use fc_dir_listing, which refetches). */
 struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey);
+/* As fc_dir_listing, for a lookup miss under an expired listing: the
+ * listing it fetches answers absent names only (misses_only). */
+CM_MUST_CHECK int fc_dir_refetch(struct fc_fs *fs, const char *dirkey,
+                                 struct fc_listing **out);
 /* The entry count of the cached listing of @dirkey if it is there but no
  * longer fresh (expired), SIZE_MAX when none is cached or it is fresh: a
  * lookup miss under a small expired listing refetches it (one LIST)

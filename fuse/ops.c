@@ -590,7 +590,8 @@ static int noted_child(struct fc_fs *fs, const char *dirkey, const char *name,
 }
 
 /* @name looked up in listing @l of @dirkey (the reference is dropped):
- * 0 with @a, *@key and *@when, -ENOENT or -ENOMEM. */
+ * 0 with @a, *@key and *@when, -ENOENT, -ENOMEM, or 1 when @l answers
+ * misses only and shows @name (the caller asks S3). */
 static int listed_child(struct fc_listing *l, const char *dirkey,
                         const char *name, struct fc_attr *a, char **key,
                         double *when)
@@ -598,7 +599,9 @@ static int listed_child(struct fc_listing *l, const char *dirkey,
     const struct fc_dirent *d = fc_listing_find(l, name);
     int ret = -ENOENT;
 
-    if (d != NULL) {
+    if (d != NULL && l->misses_only) {
+        ret = 1;
+    } else if (d != NULL) {
         dirent_attr(d, a);
         *when = l->fetched;
         *key = child_key(dirkey, name, d->is_dir);
@@ -610,10 +613,12 @@ static int listed_child(struct fc_listing *l, const char *dirkey,
 
 /* Resolves @name under directory key @dirkey: this mount's own changes,
  * then a fresh listing, then a live inode's fresh attributes, then S3:
- * one LIST that refreshes an expired listing of at most one page (rsync's
- * temp names in a directory it made over list_ttl ago), else HEAD and
- * LIST of the name. 0 with @a, *@key (owned by the caller) and *@when
- * (the age of the attributes), -ENOENT, or -errno. */
+ * one LIST that refreshes an expired listing of at most one page answers
+ * an absent name (rsync's temp names in a directory it made over
+ * list_ttl ago), else HEAD and LIST of the name (also for a name that
+ * refreshed listing shows: the HEAD brings its x-amz-meta-*). 0 with @a, *@key
+ * (owned by the caller) and *@when (the age of the attributes), -ENOENT, or
+ * -errno. */
 static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
                          struct fc_attr *a, char **key, double *when)
 {
@@ -627,14 +632,16 @@ static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
         fc_listing_unref(l);
         return v == 1 ? 0 : -ENOENT;
     }
-    if (l != NULL)
-        return listed_child(l, dirkey, name, a, key, when);
-    if ((*key = cached_child(fs, dirkey, name, a, when)) != NULL)
+    if (l != NULL) { /* listed_child drops @l */
+        if ((v = listed_child(l, dirkey, name, a, key, when)) <= 0)
+            return v;
+    } else if ((*key = cached_child(fs, dirkey, name, a, when)) != NULL) {
         return 0; /* a live inode with fresh attributes: no request */
-    if (fc_dir_stale_entries(fs, dirkey) < STALE_REFETCH_MAX &&
-        fc_dir_listing(fs, dirkey, &l) == 0) {
+    } else if (fc_dir_stale_entries(fs, dirkey) < STALE_REFETCH_MAX &&
+               fc_dir_refetch(fs, dirkey, &l) == 0) {
         atomic_fetch_add_explicit(&g_stale_refetch, 1, memory_order_relaxed);
-        return listed_child(l, dirkey, name, a, key, when);
+        if ((v = listed_child(l, dirkey, name, a, key, when)) <= 0)
+            return v;
     }
     *when = fc_now();
     return lookup_remote(fs, dirkey, name, a, key);
