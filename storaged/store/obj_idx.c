@@ -1071,6 +1071,22 @@ int obj_idx_lookup_body_nb(struct obj_idx *x, const char *bucket,
     return ret;
 }
 
+/* A read transaction (blocking claim: it may be private) and a cursor on
+ * table @dbi in it, for a walk; end with mdb_cursor_close + rtxn_put. 0 or
+ * -errno (nothing to release then). */
+static int walk_open(struct obj_idx *x, MDB_dbi dbi, MDB_txn **t,
+                     struct idx_rtxn **slot, MDB_cursor **c)
+{
+    int ret = rtxn_get(x, false, t, slot);
+
+    if (ret < 0)
+        return ret;
+    ret = mdb_err(mdb_cursor_open(*t, dbi, c));
+    if (ret < 0)
+        rtxn_put(*t, *slot);
+    return ret;
+}
+
 /* Contract in obj_idx.h. */
 int obj_idx_verify_bodies(struct obj_idx *x, const bool *stop, uint64_t *n,
                           uint64_t *bad)
@@ -1079,16 +1095,11 @@ int obj_idx_verify_bodies(struct obj_idx *x, const bool *stop, uint64_t *n,
     struct idx_rtxn *slot;
     MDB_cursor *c;
     MDB_val k, v;
-    int rc, ret = rtxn_get(x, false, &t, &slot);
+    int rc, ret = walk_open(x, x->body, &t, &slot, &c);
 
     *n = *bad = 0;
     if (ret < 0)
         return ret;
-    ret = mdb_err(mdb_cursor_open(t, x->body, &c));
-    if (ret < 0) {
-        rtxn_put(t, slot);
-        return ret;
-    }
     for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == MDB_SUCCESS;
          rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         const uint8_t *p = v.mv_data;
@@ -1450,15 +1461,10 @@ int obj_idx_pend_each(struct obj_idx *x,
     struct idx_rtxn *slot;
     MDB_cursor *c;
     MDB_val k, v;
-    int rc, ret = rtxn_get(x, false, &t, &slot);
+    int rc, ret = walk_open(x, x->pend, &t, &slot, &c);
 
     if (ret < 0)
         return ret;
-    ret = mdb_err(mdb_cursor_open(t, x->pend, &c));
-    if (ret < 0) {
-        rtxn_put(t, slot);
-        return ret;
-    }
     rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
     while (rc == 0) {
         char bucket[64];
