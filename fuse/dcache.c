@@ -447,8 +447,8 @@ static uint64_t evict_pass(struct fc_dcache *dc, uint64_t need)
      * would evict the recently read files too. */
     if (need > 0) {
         uint64_t keep = dc->max_bytes / 10 * 9;
-        need = CM_MIN(need, CM_MAX(bytes > keep ? bytes - keep : 0,
-                                   floor_need(dc)));
+        need = CM_MIN(need,
+                      CM_MAX(bytes > keep ? bytes - keep : 0, floor_need(dc)));
     }
     if (h.n > 0)
         qsort(h.e, h.n, sizeof(*h.e), ent_cmp);

@@ -143,6 +143,7 @@ static int part_hdrs_join(const struct obj_part_hdrs *const *ph, size_t np,
             struct cm_buf v;
             struct stor_hdr *nh;
             char *full;
+            size_t pl, nl;
             bool seen = false;
 
             for (size_t q = 0; q < i && !seen; q++)
@@ -164,15 +165,17 @@ static int part_hdrs_join(const struct obj_part_hdrs *const *ph, size_t np,
                     return -ENOMEM;
                 }
             }
-            full = malloc(strlen(STOR_HDR_PART_PFX) + strlen(name) + 1);
+            pl = strlen(STOR_HDR_PART_PFX);
+            nl = strlen(name);
+            full = malloc(pl + nl + 1);
             nh = full ? realloc(*h, (*n + 1) * sizeof(*nh)) : NULL;
             if (nh == NULL) {
                 free(full);
                 cm_buf_fini(&v);
                 return -ENOMEM;
             }
-            strcpy(full, STOR_HDR_PART_PFX);
-            strcat(full, name);
+            memcpy(full, STOR_HDR_PART_PFX, pl);
+            memcpy(full + pl, name, nl + 1);
             *h = nh;
             nh[*n].name = full;
             nh[*n].value = v.data; /* the buffer's bytes, NUL-terminated */
