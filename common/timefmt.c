@@ -236,33 +236,45 @@ static int name_index(const char *s, size_t n, size_t pos,
     return -1;
 }
 
+/* The fields of an HTTP date after its weekday. */
+struct http_date {
+    int y, mo, d, h, mi, sec;
+};
+
+/* Parses ", DD<sep>Mon<sep>YEAR hh:mm:ss GMT" from s[p] to the end of @s
+ * into @f, with a year of @ydigits digits (4 for IMF-fixdate, 2 for RFC
+ * 850, whose separator is '-'). */
+static bool date_gmt(const char *s, size_t n, size_t p, char sep, int ydigits,
+                     struct http_date *f)
+{
+    if (!lit(s, n, &p, ',') || !lit(s, n, &p, ' ') ||
+        !digits(s, n, &p, 2, &f->d) || !lit(s, n, &p, sep))
+        return false;
+    f->mo = name_index(s, n, p, months, 12) + 1;
+    if (f->mo == 0)
+        return false;
+    p += 3;
+    return lit(s, n, &p, sep) && digits(s, n, &p, ydigits, &f->y) &&
+           lit(s, n, &p, ' ') && digits(s, n, &p, 2, &f->h) &&
+           lit(s, n, &p, ':') && digits(s, n, &p, 2, &f->mi) &&
+           lit(s, n, &p, ':') && digits(s, n, &p, 2, &f->sec) &&
+           lit(s, n, &p, ' ') && n - p == 3 && memcmp(s + p, "GMT", 3) == 0;
+}
+
 /* Parses IMF-fixdate "Sun, 30 Aug 2015 12:36:00 GMT" (29 bytes). The
  * weekday must be a valid name but is not cross-checked against the date
  * (RFC 9110 lets recipients ignore it). 0 or -EINVAL. */
 int cm_time_parse_http(const char *s, size_t n, time_t *t)
 {
-    size_t p = 0;
-    int y, mo, d, h, mi, sec;
+    struct http_date f;
 
     if (n != CM_TIME_HTTP_LEN)
         return -EINVAL;
     if (name_index(s, n, 0, wdays, 7) < 0)
         return -EINVAL;
-    p = 3;
-    if (!lit(s, n, &p, ',') || !lit(s, n, &p, ' ') ||
-        !digits(s, n, &p, 2, &d) || !lit(s, n, &p, ' '))
+    if (!date_gmt(s, n, 3, ' ', 4, &f))
         return -EINVAL;
-    mo = name_index(s, n, p, months, 12) + 1;
-    if (mo == 0)
-        return -EINVAL;
-    p += 3;
-    if (!lit(s, n, &p, ' ') || !digits(s, n, &p, 4, &y) ||
-        !lit(s, n, &p, ' ') || !digits(s, n, &p, 2, &h) ||
-        !lit(s, n, &p, ':') || !digits(s, n, &p, 2, &mi) ||
-        !lit(s, n, &p, ':') || !digits(s, n, &p, 2, &sec) ||
-        !lit(s, n, &p, ' ') || n - p != 3 || memcmp(s + p, "GMT", 3) != 0)
-        return -EINVAL;
-    return to_time(y, mo, d, h, mi, sec, t);
+    return to_time(f.y, f.mo, f.d, f.h, f.mi, f.sec, t);
 }
 
 static const char *const wdays_long[] = {"Sunday",    "Monday",   "Tuesday",
@@ -291,32 +303,21 @@ static int long_wday(const char *s, size_t n, size_t pos, size_t *len)
  * in the future of @now's year (RFC 9110 section 5.6.7). */
 static int parse_rfc850(const char *s, size_t n, time_t now, time_t *t)
 {
-    size_t p = 0, wl = 0;
-    int y, mo, d, h, mi, sec, cur;
+    size_t wl = 0;
+    struct http_date f;
+    int cur;
     struct tm tm;
 
     if (long_wday(s, n, 0, &wl) < 0)
         return -EINVAL;
-    p = wl;
-    if (!lit(s, n, &p, ',') || !lit(s, n, &p, ' ') ||
-        !digits(s, n, &p, 2, &d) || !lit(s, n, &p, '-'))
-        return -EINVAL;
-    mo = name_index(s, n, p, months, 12) + 1;
-    if (mo == 0)
-        return -EINVAL;
-    p += 3;
-    if (!lit(s, n, &p, '-') || !digits(s, n, &p, 2, &y) ||
-        !lit(s, n, &p, ' ') || !digits(s, n, &p, 2, &h) ||
-        !lit(s, n, &p, ':') || !digits(s, n, &p, 2, &mi) ||
-        !lit(s, n, &p, ':') || !digits(s, n, &p, 2, &sec) ||
-        !lit(s, n, &p, ' ') || n - p != 3 || memcmp(s + p, "GMT", 3) != 0)
+    if (!date_gmt(s, n, wl, '-', 2, &f))
         return -EINVAL;
     utc(now, &tm);
     cur = tm.tm_year + 1900;
-    y += cur - cur % 100;
-    if (y > cur + 50)
-        y -= 100;
-    return to_time(y, mo, d, h, mi, sec, t);
+    f.y += cur - cur % 100;
+    if (f.y > cur + 50)
+        f.y -= 100;
+    return to_time(f.y, f.mo, f.d, f.h, f.mi, f.sec, t);
 }
 
 /* asctime "Sun Nov  6 08:49:37 1994" (day space-padded to two). */
