@@ -28,6 +28,7 @@
 #include "storaged/s3/iam.h"
 #include "storaged/s3/s3_i.h"
 #include "storaged/s3/versioning.h"
+#include "storaged/s3/xout.h"
 
 #define OBJ_TAGS_MAX    10
 #define BUCKET_TAGS_MAX 50
@@ -263,31 +264,16 @@ static int tags_decode(const char *v, struct tagset *s)
 static void tags_reply(struct stor_s3_req *r, const struct tagset *s)
 {
     struct cm_buf *b = &r->http.resp.body;
-    size_t i;
-    int ret;
 
-    ret = cm_buf_appends(b, S3_XML_DECL "<Tagging xmlns=\"" S3_XMLNS
-                                        "\"><TagSet>");
-    for (i = 0; i < s->n && ret == 0; i++) {
-        ret = cm_buf_appends(b, "<Tag><Key>");
-        if (ret == 0)
-            ret = cm_xml_escape(b, s->t[i].k, strlen(s->t[i].k));
-        if (ret == 0)
-            ret = cm_buf_appends(b, "</Key><Value>");
-        if (ret == 0)
-            ret = cm_xml_escape(b, s->t[i].v, strlen(s->t[i].v));
-        if (ret == 0)
-            ret = cm_buf_appends(b, "</Value></Tag>");
+    x_lit(b, S3_XML_DECL "<Tagging xmlns=\"" S3_XMLNS "\"><TagSet>");
+    for (size_t i = 0; i < s->n; i++) {
+        x_lit(b, "<Tag>");
+        x_str(b, "Key", s->t[i].k, false);
+        x_str(b, "Value", s->t[i].v, false);
+        x_lit(b, "</Tag>");
     }
-    if (ret == 0)
-        ret = cm_buf_appends(b, "</TagSet></Tagging>");
-    if (ret == 0)
-        ret = stor_resp_hdr(&r->http.resp, "Content-Type", "application/xml");
-    if (ret < 0) {
-        stor_s3_error(r, S3E_INTERNAL);
-        return;
-    }
-    r->http.resp.status = 200;
+    x_lit(b, "</TagSet></Tagging>");
+    xml_done(r);
 }
 
 /* ---- objects ---- */

@@ -40,6 +40,55 @@ static struct obj_upload *upload_find(struct obj_bucket *b, const char *uid,
     return NULL;
 }
 
+/* The one way to an upload: s->lock (read), bucket @bucket, its lock
+ * (write with @wr, else read), upload @uid of @key. On 0 both locks are
+ * held and *bo, *uo (and *idx, its slot, when not NULL) are set: release
+ * them with upload_unlock(). -STOR_ENOBUCKET or -STOR_ENOUPLOAD with no
+ * lock held. */
+static int upload_lock(struct stor_store *s, const char *bucket,
+                       const char *key, size_t key_len, const char *uid,
+                       bool wr, struct obj_bucket **bo, struct obj_upload **uo,
+                       size_t *idx)
+{
+    struct obj_bucket *b;
+    struct obj_upload *u;
+
+    pthread_rwlock_rdlock(&s->lock);
+    b = obj_bucket_find(s, bucket);
+    if (b == NULL) {
+        pthread_rwlock_unlock(&s->lock);
+        return -STOR_ENOBUCKET;
+    }
+    if (wr)
+        pthread_rwlock_wrlock(&b->lock);
+    else
+        pthread_rwlock_rdlock(&b->lock);
+    u = upload_find(b, uid, key, key_len, idx);
+    if (u == NULL) {
+        pthread_rwlock_unlock(&b->lock);
+        pthread_rwlock_unlock(&s->lock);
+        return -STOR_ENOUPLOAD;
+    }
+    *bo = b;
+    *uo = u;
+    return 0;
+}
+
+/* Drops what a successful upload_lock() took. */
+static void upload_unlock(struct stor_store *s, struct obj_bucket *b)
+{
+    pthread_rwlock_unlock(&b->lock);
+    pthread_rwlock_unlock(&s->lock);
+}
+
+/* Removes @u, found at slot @idx, from @b (caller holds b->lock for
+ * writing); the caller frees it. */
+static void upload_unlink(struct obj_bucket *b, size_t idx)
+{
+    memmove(b->up + idx, b->up + idx + 1, (b->nup - idx - 1) * sizeof(*b->up));
+    b->nup--;
+}
+
 /* Contract in obj_i.h. */
 void obj_upload_free(struct obj_upload *u)
 {
@@ -207,22 +256,14 @@ int stor_mpu_upload_headers(struct stor_store *s, const char *bucket,
     *n = 0;
     if (!obj_valid_key(key, key_len) || upload_id == NULL)
         return -STOR_EINVAL;
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        ret = -STOR_ENOBUCKET;
-    } else {
-        pthread_rwlock_rdlock(&b->lock);
-        u = upload_find(b, upload_id, key, key_len, NULL);
-        if (u == NULL)
-            ret = -STOR_ENOUPLOAD;
-        else if (obj_hdrs_copy(u->hdrs, u->nhdrs, out) < 0)
-            ret = -ENOMEM;
-        else
-            *n = u->nhdrs;
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
+    ret = upload_lock(s, bucket, key, key_len, upload_id, false, &b, &u, NULL);
+    if (ret < 0)
+        return ret;
+    if (obj_hdrs_copy(u->hdrs, u->nhdrs, out) < 0)
+        ret = -ENOMEM;
+    else
+        *n = u->nhdrs;
+    upload_unlock(s, b);
     return ret;
 }
 
@@ -381,19 +422,11 @@ static int upload_exists(struct stor_store *s, const char *bucket,
                          const char *key, size_t key_len, const char *uid)
 {
     struct obj_bucket *b;
-    int ret = 0;
+    struct obj_upload *u;
+    int ret = upload_lock(s, bucket, key, key_len, uid, false, &b, &u, NULL);
 
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        ret = -STOR_ENOBUCKET;
-    } else {
-        pthread_rwlock_rdlock(&b->lock);
-        if (upload_find(b, uid, key, key_len, NULL) == NULL)
-            ret = -STOR_ENOUPLOAD;
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
+    if (ret == 0)
+        upload_unlock(s, b);
     return ret;
 }
 
@@ -504,22 +537,16 @@ static int obj_part_commit(struct stor_put *p, const char *etag, uint64_t size,
         ret = -STOR_EQUORUM;
         goto out;
     }
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        ret = -STOR_ENOBUCKET;
-    } else {
-        pthread_rwlock_wrlock(&b->lock);
-        u = upload_find(b, uid, key, key_len, NULL);
-        if (u == NULL || u->completing) /* a Complete owns its parts now */
+    ret = upload_lock(s, bucket, key, key_len, uid, true, &b, &u, NULL);
+    if (ret == 0) {
+        if (u->completing) { /* a Complete owns its parts now */
             ret = -STOR_ENOUPLOAD;
-        else {
+        } else {
             ret = obj_upload_set_part(u, &mp, ph, nph, &old);
             ph = NULL; /* the upload's now (or freed on failure) */
         }
-        pthread_rwlock_unlock(&b->lock);
+        upload_unlock(s, b);
     }
-    pthread_rwlock_unlock(&s->lock);
     if (ret == 0 && old != 0) {
         snprintf(fname, sizeof(fname), "%s.%016llx", hx,
                  (unsigned long long)old);
@@ -586,20 +613,14 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
     if (e->parts == NULL || e->key == NULL || lph == NULL)
         goto nomem;
     e->key_len = key_len;
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        pthread_rwlock_unlock(&s->lock);
-        ret = -STOR_ENOBUCKET;
-        goto out;
-    }
     /* write lock: the check-and-claim of the upload below is atomic, so
      * a second Complete of the same upload (a client retrying on a
      * timeout) cannot rename the same part files at the same time and
      * leave neither commit with a quorum */
-    pthread_rwlock_wrlock(&b->lock);
-    u = upload_find(b, upload_id, key, key_len, NULL);
-    if (u == NULL || u->completing)
+    ret = upload_lock(s, bucket, key, key_len, upload_id, true, &b, &u, NULL);
+    if (ret < 0)
+        goto out;
+    if (u->completing)
         ret = -STOR_ENOUPLOAD;
     for (size_t i = 0; i < nparts && ret == 0; i++) {
         const struct stor_meta_part *have = NULL;
@@ -666,8 +687,7 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
     }
     if (ret == 0)
         u->completing = true;
-    pthread_rwlock_unlock(&b->lock);
-    pthread_rwlock_unlock(&s->lock);
+    upload_unlock(s, b);
     if (ret < 0)
         goto out;
     e->nparts = nparts;
@@ -731,35 +751,24 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
         if (out)
             stor_obj_info_fini(out);
         /* the upload stays; another Complete may try again */
-        pthread_rwlock_rdlock(&s->lock);
-        b = obj_bucket_find(s, bucket);
-        if (b) {
-            pthread_rwlock_wrlock(&b->lock);
-            u = upload_find(b, upload_id, key, key_len, NULL);
-            if (u)
-                u->completing = false;
-            pthread_rwlock_unlock(&b->lock);
+        if (upload_lock(s, bucket, key, key_len, upload_id, true, &b, &u,
+                        NULL) == 0) {
+            u->completing = false;
+            upload_unlock(s, b);
         }
-        pthread_rwlock_unlock(&s->lock);
         goto out;
     }
     /* the upload is done: forget it and drop unused parts */
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b) {
+    {
         size_t idx;
 
-        pthread_rwlock_wrlock(&b->lock);
-        u = upload_find(b, upload_id, key, key_len, &idx);
-        if (u) {
-            memmove(b->up + idx, b->up + idx + 1,
-                    (b->nup - idx - 1) * sizeof(*b->up));
-            b->nup--;
+        if (upload_lock(s, bucket, key, key_len, upload_id, true, &b, &u,
+                        &idx) == 0) {
+            upload_unlink(b, idx);
+            upload_unlock(s, b);
             obj_upload_free(u);
         }
-        pthread_rwlock_unlock(&b->lock);
     }
-    pthread_rwlock_unlock(&s->lock);
     rm_upload_dirs(s, bucket, upload_id, &pl);
     goto out;
 nomem:
@@ -777,36 +786,22 @@ int stor_mpu_abort(struct stor_store *s, const char *bucket, const char *key,
                    size_t key_len, const char *upload_id)
 {
     struct obj_bucket *b;
-    struct obj_upload *u = NULL;
+    struct obj_upload *u;
     struct stor_place pl;
     size_t idx;
-    int ret = 0;
+    int ret;
 
     if (!obj_valid_key(key, key_len) || upload_id == NULL)
         return -STOR_EINVAL;
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        ret = -STOR_ENOBUCKET;
-    } else {
-        pthread_rwlock_wrlock(&b->lock);
-        u = upload_find(b, upload_id, key, key_len, &idx);
-        if (u == NULL) {
-            ret = -STOR_ENOUPLOAD;
-        } else {
-            memmove(b->up + idx, b->up + idx + 1,
-                    (b->nup - idx - 1) * sizeof(*b->up));
-            b->nup--;
-        }
-        pthread_rwlock_unlock(&b->lock);
-    }
-    pthread_rwlock_unlock(&s->lock);
-    if (u) {
-        obj_place(s, bucket, key, key_len, &pl);
-        rm_upload_dirs(s, bucket, upload_id, &pl);
-        obj_upload_free(u);
-    }
-    return ret;
+    ret = upload_lock(s, bucket, key, key_len, upload_id, true, &b, &u, &idx);
+    if (ret < 0)
+        return ret;
+    upload_unlink(b, idx);
+    upload_unlock(s, b);
+    obj_place(s, bucket, key, key_len, &pl);
+    rm_upload_dirs(s, bucket, upload_id, &pl);
+    obj_upload_free(u);
+    return 0;
 }
 
 /* Contract in object.h. */
@@ -817,49 +812,38 @@ int stor_mpu_list_parts(struct stor_store *s, const char *bucket,
 {
     struct obj_bucket *b;
     struct obj_upload *u;
-    int ret = 0;
+    struct stor_part *v;
+    int ret;
 
     *out = NULL;
     *n = 0;
     *truncated = false;
     if (!obj_valid_key(key, key_len) || upload_id == NULL)
         return -STOR_EINVAL;
-    pthread_rwlock_rdlock(&s->lock);
-    b = obj_bucket_find(s, bucket);
-    if (b == NULL) {
-        ret = -STOR_ENOBUCKET;
-        goto out;
+    ret = upload_lock(s, bucket, key, key_len, upload_id, false, &b, &u, NULL);
+    if (ret < 0)
+        return ret;
+    v = calloc(u->nparts ? u->nparts : 1, sizeof(*v));
+    if (v == NULL) {
+        ret = -ENOMEM;
+        goto out_unlock;
     }
-    pthread_rwlock_rdlock(&b->lock);
-    u = upload_find(b, upload_id, key, key_len, NULL);
-    if (u == NULL) {
-        ret = -STOR_ENOUPLOAD;
-    } else {
-        struct stor_part *v = calloc(u->nparts ? u->nparts : 1, sizeof(*v));
-
-        if (v == NULL) {
-            ret = -ENOMEM;
-        } else {
-            for (size_t i = 0; i < u->nparts; i++) {
-                if (u->parts[i].number <= after)
-                    continue;
-                if (*n >= max) {
-                    *truncated = true;
-                    break;
-                }
-                v[*n].number = u->parts[i].number;
-                v[*n].size = u->parts[i].size;
-                snprintf(v[*n].etag, sizeof(v[*n].etag), "%s",
-                         u->parts[i].etag);
-                v[*n].mtime = (time_t)(u->initiated_ns / 1000000000LL);
-                (*n)++;
-            }
-            *out = v;
+    for (size_t i = 0; i < u->nparts; i++) {
+        if (u->parts[i].number <= after)
+            continue;
+        if (*n >= max) {
+            *truncated = true;
+            break;
         }
+        v[*n].number = u->parts[i].number;
+        v[*n].size = u->parts[i].size;
+        snprintf(v[*n].etag, sizeof(v[*n].etag), "%s", u->parts[i].etag);
+        v[*n].mtime = (time_t)(u->initiated_ns / 1000000000LL);
+        (*n)++;
     }
-    pthread_rwlock_unlock(&b->lock);
-out:
-    pthread_rwlock_unlock(&s->lock);
+    *out = v;
+out_unlock:
+    upload_unlock(s, b);
     return ret;
 }
 
