@@ -105,6 +105,9 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
          "The aws-chunked body is malformed or a chunk signature does not match."},
     [S3E_NO_SUCH_BUCKET_POLICY] = {404, "NoSuchBucketPolicy",
                                    "The bucket policy does not exist."},
+    [S3E_NO_SUCH_PAB] = {404, "NoSuchPublicAccessBlockConfiguration",
+                         "The public access block configuration was not "
+                         "found."},
     [S3E_NO_SUCH_LIFECYCLE] = {404, "NoSuchLifecycleConfiguration",
                                "The lifecycle configuration does not exist."},
     [S3E_INVALID_VERSION_ID] = {400, "InvalidArgument",

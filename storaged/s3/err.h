@@ -46,6 +46,7 @@ enum stor_s3_err {
     S3E_CHECKSUM_MISMATCH,
     S3E_INVALID_CHUNK,
     S3E_NO_SUCH_BUCKET_POLICY,
+    S3E_NO_SUCH_PAB,             /* 404 NoSuchPublicAccessBlockConfiguration */
     S3E_SIGV2_UNSUPPORTED,       /* InvalidRequest: use AWS4-HMAC-SHA256 */
     S3E_COPY_SOURCE_TOO_LARGE,   /* InvalidRequest: copy source > 5 GiB */
     S3E_INVALID_PART_NUMBER,     /* 416: ?partNumber= past the last part */

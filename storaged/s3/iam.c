@@ -345,6 +345,7 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
         struct iam_bucket *b = &s->buckets[s->nbuckets++];
         const char *pol = json_string_value(json_object_get(bv, "policy"));
         const char *acl = json_string_value(json_object_get(bv, "acl"));
+        const char *pab;
 
         b->name = bname; /* borrows the document */
         b->policy = pol;
@@ -353,6 +354,9 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
             b->acl = 0;
         b->objects = json_object_get(bv, "objects");
         (void)stored_policy(pol, STOR_POL_BUCKET, bname, &b->pol);
+        b->pol_public = stor_policy_is_public(b->pol);
+        pab = json_string_value(json_object_get(bv, "pab"));
+        b->pab = pab ? (unsigned)strtoul(pab, NULL, 10) : 0;
         if (stor_policy_has_deny(b->pol))
             s->any_deny = true;
     }

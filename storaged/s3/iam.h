@@ -62,6 +62,16 @@ const char *stor_iam_user_name(const struct stor_iam_user *u);
  * asks. S3E_NONE or S3E_ACCESS_DENIED (or the error a malformed ACL
  * header gets). */
 enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r);
+/* Loop: whether a request refused by stor_iam_authorize() needs the
+ * store to say why (it names a bucket other than the system area); then
+ * stor_iam_denied_run() answers it on a worker (not CreateBucket: its
+ * bucket need not exist). */
+bool stor_iam_denial_checks_store(const struct stor_s3_req *r);
+/* Worker: the answer to a refused request, as AWS gives it: 404
+ * NoSuchBucket when the bucket does not exist, 404 NoSuchKey for a
+ * GET/HEAD of a missing key when the caller may list the bucket, else 403
+ * AccessDenied. */
+void stor_iam_denied_run(struct stor_s3_req *r);
 /* Worker: whether @r's caller may do @act on @key (@n bytes) of
  * r->bucket (DeleteObjects, per key). */
 bool stor_iam_allowed(struct stor_s3_req *r, enum stor_act act, const char *key,

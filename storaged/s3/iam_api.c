@@ -577,6 +577,27 @@ int stor_iam_sys_conf_set(struct stor_iam *iam, const char *field,
     return change_end(iam, doc);
 }
 
+/* Whether r->bucket's public access block refuses policy @pol (valid,
+ * NUL-terminated): BlockPublicPolicy and @pol is public. */
+static bool policy_blocked(struct stor_s3_req *r, const char *pol)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
+    const struct iam_bucket *b = stor_iam_bucket_find(s, r->bucket);
+    bool block = b && (b->pab & IAM_PAB_BLOCK_POLICY);
+    struct stor_policy *p = NULL;
+    char err[64];
+
+    stor_iam_snap_unref(s);
+    if (!block)
+        return false;
+    if (stor_policy_compile(pol, strlen(pol), STOR_POL_BUCKET, &p, err,
+                            sizeof(err)) < 0)
+        return true; /* it compiled a moment ago: out of memory; refuse */
+    block = stor_policy_is_public(p);
+    stor_policy_destroy(p);
+    return block;
+}
+
 static void bucket_policy_run(struct stor_s3_req *r)
 {
     struct stor_iam_snap *s;
@@ -611,6 +632,12 @@ static void bucket_policy_run(struct stor_s3_req *r)
             if (none)
                 stor_s3_error_msg(r, S3E_MALFORMED_POLICY,
                                   "the policy document is empty");
+            return;
+        }
+        if (policy_blocked(r, pol)) {
+            stor_s3_error_msg(r, S3E_ACCESS_DENIED,
+                              "the bucket's public access block "
+                              "(BlockPublicPolicy) refuses a public policy");
             return;
         }
         ret = bucket_set(r, "policy", json_string(pol));
@@ -793,6 +820,9 @@ void stor_iam_op_run(struct stor_s3_req *r)
         break;
     case S3_OP_OBJECT_ACL:
         object_acl_run(r);
+        break;
+    case S3_OP_BUCKET_PAB:
+        stor_iam_pab_op(r);
         break;
     default:
         stor_s3_error(r, S3E_INTERNAL);

@@ -31,11 +31,22 @@ struct stor_iam_user {
     struct stor_policy *pol; /* owned; NULL: no policy (nothing allowed) */
 };
 
+/* A bucket's public access block (PutPublicAccessBlock), as bits. */
+enum iam_pab {
+    IAM_PAB_BLOCK_ACLS = 1,   /* refuse setting a public canned ACL */
+    IAM_PAB_IGNORE_ACLS = 2,  /* public ACLs grant nothing */
+    IAM_PAB_BLOCK_POLICY = 4, /* refuse a public bucket policy */
+    IAM_PAB_RESTRICT = 8,     /* a public policy grants only the owner's */
+    IAM_PAB_SET = 16,         /* a configuration exists (even all false) */
+};
+
 struct iam_bucket {
     const char *name;        /* borrows the document */
     const char *policy;      /* borrows the document; may be NULL */
     struct stor_policy *pol; /* owned */
     int acl;                 /* enum iam_acl */
+    unsigned pab;            /* enum iam_pab bits */
+    bool pol_public;         /* stor_policy_is_public(pol) */
     json_t *objects;         /* borrowed: key -> canned ACL name, or NULL */
 };
 
@@ -82,6 +93,8 @@ const struct iam_bucket *stor_iam_bucket_find(const struct stor_iam_snap *s,
 /* enum iam_acl of canned ACL @s (@n bytes), or -1; and its name. */
 int stor_iam_acl_parse(const char *s, size_t n);
 const char *stor_iam_acl_name(int acl);
+/* Worker: Get/Put/DeletePublicAccessBlock (pab.c). */
+void stor_iam_pab_op(struct stor_s3_req *r);
 /* The admin action @r (op S3_OP_ADMIN) asks for; STOR_ACT_COUNT when it
  * is no admin call. */
 enum stor_act stor_iam_admin_act(const struct stor_s3_req *r);

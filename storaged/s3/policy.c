@@ -55,6 +55,8 @@ static const char *const act_names[STOR_ACT_COUNT] = {
     [STOR_ACT_DELETE_OBJECT_VERSION] = "s3:DeleteObjectVersion",
     [STOR_ACT_GET_LIFECYCLE] = "s3:GetLifecycleConfiguration",
     [STOR_ACT_PUT_LIFECYCLE] = "s3:PutLifecycleConfiguration",
+    [STOR_ACT_GET_BUCKET_PAB] = "s3:GetBucketPublicAccessBlock",
+    [STOR_ACT_PUT_BUCKET_PAB] = "s3:PutBucketPublicAccessBlock",
     [STOR_ACT_ADMIN_CREATE_USER] = "admin:CreateUser",
     [STOR_ACT_ADMIN_DELETE_USER] = "admin:DeleteUser",
     [STOR_ACT_ADMIN_LIST_USERS] = "admin:ListUsers",
@@ -889,6 +891,25 @@ bool stor_policy_has_deny(const struct stor_policy *p)
     for (i = 0; p && i < p->n; i++)
         if (p->st[i].deny)
             return true;
+    return false;
+}
+
+/* See header. */
+bool stor_policy_is_public(const struct stor_policy *p)
+{
+    size_t i, j;
+
+    for (i = 0; p && i < p->n; i++) {
+        const struct stmt *st = &p->st[i];
+        bool narrowed = false;
+
+        if (st->deny || !st->any_principal)
+            continue;
+        for (j = 0; j < st->nconds && !narrowed; j++)
+            narrowed = st->conds[j].key == K_SRCIP && st->conds[j].op == C_IP;
+        if (!narrowed)
+            return true;
+    }
     return false;
 }
 

@@ -44,6 +44,8 @@ enum stor_act {
     STOR_ACT_DELETE_OBJECT_VERSION, /* DELETE ?versionId= */
     STOR_ACT_GET_LIFECYCLE,
     STOR_ACT_PUT_LIFECYCLE, /* Put and DeleteBucketLifecycle, as AWS */
+    STOR_ACT_GET_BUCKET_PAB,
+    STOR_ACT_PUT_BUCKET_PAB, /* Put and DeletePublicAccessBlock, as AWS */
     STOR_ACT_ADMIN_CREATE_USER,
     STOR_ACT_ADMIN_DELETE_USER,
     STOR_ACT_ADMIN_LIST_USERS,
@@ -110,6 +112,12 @@ enum stor_pol_effect stor_policy_eval(const struct stor_policy *p,
 /* true when @p has a Deny statement (root is held to those of a bucket
  * policy). */
 bool stor_policy_has_deny(const struct stor_policy *p);
+
+/* true when @p is public as S3's public access block judges it: some
+ * Allow statement names every principal ("*") and is not narrowed by an
+ * aws:SourceIp condition (a fixed value of the keys AWS counts; the
+ * others storaged knows are not among them). */
+bool stor_policy_is_public(const struct stor_policy *p);
 
 /* true when an Allow statement of @p may apply to some request on
  * @bucket by @user (NULL: anonymous), conditions aside: what ListBuckets

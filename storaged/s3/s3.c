@@ -138,7 +138,8 @@ static bool has_any(const struct stor_s3_req *r, const char *const *names,
     return false;
 }
 
-/* ?policy on a bucket, ?acl on a bucket or an object: the operations
+/* ?policy and ?publicAccessBlock on a bucket, ?acl on a bucket or an
+ * object: the operations
  * iam_api.c answers. true when @r is one (r->op and body mode set). */
 static bool iam_route(struct stor_s3_req *r)
 {
@@ -149,6 +150,9 @@ static bool iam_route(struct stor_s3_req *r)
         r->op = S3_OP_BUCKET_POLICY;
     else if (stor_s3_has_query(r, "acl") && (get || r->http.is_put))
         r->op = r->has_key ? S3_OP_OBJECT_ACL : S3_OP_BUCKET_ACL;
+    else if (!r->has_key && stor_s3_has_query(r, "publicAccessBlock") &&
+             (get || r->http.is_put || r->http.is_delete))
+        r->op = S3_OP_BUCKET_PAB;
     else
         return false;
     if (r->http.is_put)
@@ -677,10 +681,19 @@ static int s3_on_head(struct stor_req *h)
         e = stor_s3_route(r);
     if (e == S3E_NONE)
         e = stor_s3_hdr_audit(r);
-    if (e == S3E_NONE)
+    if (e == S3E_NONE) {
         e = stor_iam_authorize(r);
-    else if (r->anonymous && e != S3E_NOT_IMPLEMENTED)
+        if (e == S3E_ACCESS_DENIED && stor_iam_denial_checks_store(r)) {
+            /* NoSuchBucket / NoSuchKey where AWS tells them (authz.c) */
+            r->http.read_jobs = true;
+            stor_store_fg_enter(r->s3->store);
+            r->fg_entered = true;
+            stor_s3_submit(r, stor_iam_denied_run, pre_done);
+            return 1;
+        }
+    } else if (r->anonymous && e != S3E_NOT_IMPLEMENTED) {
         e = S3E_ACCESS_DENIED; /* tell an anonymous caller nothing more */
+    }
     r->http.read_jobs = op_reads(r->op);
     if (e == S3E_NONE && (r->op == S3_OP_CREATE_BUCKET) &&
         !stor_s3_bucket_name_ok(r->bucket))

@@ -83,6 +83,7 @@ enum stor_s3_op {
     S3_OP_BUCKET_POLICY,      /* Get/Put/DeleteBucketPolicy */
     S3_OP_BUCKET_ACL,         /* Get/PutBucketAcl */
     S3_OP_OBJECT_ACL,         /* Get/PutObjectAcl */
+    S3_OP_BUCKET_PAB,         /* Get/Put/DeletePublicAccessBlock */
     S3_OP_BUCKET_VERSIONING,  /* Get/PutBucketVersioning (versioning.c) */
     S3_OP_BUCKET_LIFECYCLE,   /* Get/Put/DeleteBucketLifecycle (lifecycle.c) */
     S3_OP_BUCKET_ENCRYPTION,  /* Get/Put/DeleteBucketEncryption (sse.c) */
