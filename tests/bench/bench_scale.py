@@ -30,8 +30,13 @@ storaged:
     request (its threads' on-CPU time from /proc/PID/task/*/schedstat, in
     ns), which is steadier than the rate on a shared machine.
 Each figure gets a ratio against the first (smallest) row (medians over
-the rounds, with the range). The table is
-Markdown; --out FILE also writes it there.
+the rounds, with the range). A second table gives, per round, what it ran
+under: the server's page faults and block reads per request, the kernel's
+reclaim scans, the machine's dirty pages, the other cores' load and the
+steal, and the index file's page-cache residency (fincore) before and after
+the rates. Each fill is followed by a sync (outside the lock), so its
+writeback does not run beneath the rounds. The tables are
+Markdown; --out FILE also writes them there.
 
 Usage: tests/bench/bench_scale.py [--sizes 1000,100000,1000000]
        [--obj-size BYTES] [--drives N] [--ops N] [--pages N] [--repeat R]
@@ -218,6 +223,69 @@ class Server:
                           max_pool_connections=64))
 
 
+def proc_faults(pid):
+    """(minor, major) page faults of the whole process so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    return int(st[7]), int(st[9])  # fields 10 and 12 of proc(5)
+
+
+def proc_read_bytes(pid):
+    """Bytes the process made the block layer read (/proc/PID/io)."""
+    with open("/proc/%d/io" % pid) as f:
+        for line in f:
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    return 0
+
+
+def vm_dirty_mib():
+    """Dirty plus under-writeback page cache of the whole machine, MiB."""
+    v = {}
+    with open("/proc/vmstat") as f:
+        for line in f:
+            k, _, n = line.partition(" ")
+            if k in ("nr_dirty", "nr_writeback"):
+                v[k] = int(n)
+    return sum(v.values()) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def busy_jiffies():
+    """(busy, total, steal) jiffies of all CPUs (/proc/stat), for the share
+    of the machine the rest of it (and the hypervisor) used in a round."""
+    with open("/proc/stat") as f:
+        cols = [int(x) for x in f.readline().split()[1:]]
+    idle = cols[3] + cols[4]  # idle + iowait
+    return sum(cols[:8]) - idle, sum(cols[:8]), cols[7]
+
+
+def vm_scanned():
+    """Pages the kernel's reclaim has scanned so far (kswapd and direct):
+    a round that runs under memory pressure shows it."""
+    n = 0
+    with open("/proc/vmstat") as f:
+        for line in f:
+            k, _, v = line.partition(" ")
+            if k.startswith("pgscan_"):
+                n += int(v)
+    return n
+
+
+def resident_mib(paths):
+    """Page-cache residency of @paths in MiB (util-linux fincore), or NaN
+    when fincore is missing."""
+    paths = [p for p in paths if os.path.exists(p)]
+    if not paths:
+        return 0.0
+    try:
+        out = subprocess.run(["fincore", "--bytes", "--noheadings",
+                              "--output", "RES"] + paths,
+                             capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return float("nan")
+    return sum(int(x) for x in out.stdout.split()) / 2**20
+
+
 def settle(srv, idle_s=0.25, timeout=15):
     """Waits until the server is idle (under 2 % of a core over @idle_s):
     work a PUT round leaves behind (commits, syncs) must not be counted
@@ -230,11 +298,17 @@ def settle(srv, idle_s=0.25, timeout=15):
             return
 
 
-def run_ops(srv, clients, items, fn):
+def run_ops(srv, clients, items, fn, cond=None):
     """Runs fn(client, item) over items with len(clients) threads; returns
-    (ops/s, server CPU µs per op)."""
+    (ops/s, server CPU µs per op). With @cond (a dict), also what the
+    round ran under: the server's minor and major page faults and block
+    reads per op, the machine's dirty + writeback MiB at the start, and
+    how busy the CPUs were apart from the server (cores)."""
     settle(srv)
-    c0, t0 = cpu_ns(srv.proc.pid), time.monotonic()
+    pid = srv.proc.pid
+    f0, r0, j0 = proc_faults(pid), proc_read_bytes(pid), busy_jiffies()
+    dirty, sc0 = vm_dirty_mib(), vm_scanned()
+    c0, t0 = cpu_ns(pid), time.monotonic()
     chunks = [items[i::len(clients)] for i in range(len(clients))]
 
     def work(i):
@@ -242,7 +316,16 @@ def run_ops(srv, clients, items, fn):
             fn(clients[i], it)
     with concurrent.futures.ThreadPoolExecutor(len(clients)) as ex:
         list(ex.map(work, range(len(clients))))
-    dt, dc = time.monotonic() - t0, cpu_delta_s(c0, cpu_ns(srv.proc.pid))
+    dt, dc = time.monotonic() - t0, cpu_delta_s(c0, cpu_ns(pid))
+    if cond is not None:
+        f1, j1, n = proc_faults(pid), busy_jiffies(), len(items)
+        cores = os.cpu_count() or 1
+        busy = (j1[0] - j0[0]) / max(1, j1[1] - j0[1]) * cores
+        cond.update(minflt=(f1[0] - f0[0]) / n, majflt=(f1[1] - f0[1]) / n,
+                    rd_kib=(proc_read_bytes(pid) - r0) / n / 1024,
+                    dirty_mib=dirty, other_cores=max(0.0, busy - dc / dt),
+                    steal=(j1[2] - j0[2]) / max(1, j1[1] - j0[1]),
+                    scanned=(vm_scanned() - sc0) / n)
     return len(items) / dt, dc / len(items) * 1e6
 
 
@@ -255,11 +338,13 @@ def median(xs):
 def repeat_ops(srv, clients, repeat, make_items, fn):
     """run_ops @repeat times (fresh items from make_items() each time);
     returns {"rate": [..], "cpu": [..]} with one figure per round."""
-    out = {"rate": [], "cpu": []}
+    out = {"rate": [], "cpu": [], "cond": []}
     for _ in range(repeat):
-        rate, cpu = run_ops(srv, clients, make_items(), fn)
+        cond = {}
+        rate, cpu = run_ops(srv, clients, make_items(), fn, cond)
         out["rate"].append(rate)
         out["cpu"].append(cpu)
+        out["cond"].append(cond)
     return out
 
 
@@ -298,6 +383,9 @@ def measure(srv, n, args, rng):
     row["check_s"] = m.get("storaged_index_verify_seconds", float("nan"))
     rs = rss_kib(srv.proc.pid)
     row["rss_start_mib"] = rs["VmRSS"] / 1024
+    idx = [os.path.join(d, ".ecfs.sys", "index", "data.mdb")
+           for d in srv.drives]
+    row["index_res_mib"] = resident_mib(idx)  # in the page cache now
     cl = [srv.client() for _ in range(args.clients)]
     body = os.urandom(args.obj_size)
     rounds = [0]
@@ -361,9 +449,8 @@ def measure(srv, n, args, rng):
     row["rss_mib"] = rs["VmRSS"] / 1024
     row["anon_mib"] = rs.get("RssAnon", 0) / 1024
     row["file_mib"] = rs.get("RssFile", 0) / 1024
+    row["index_res_end_mib"] = resident_mib(idx)
     srv.stop()
-    idx = [os.path.join(d, ".ecfs.sys", "index", "data.mdb")
-           for d in srv.drives]
     row["index_mib"] = sum(os.path.getsize(p) for p in idx
                            if os.path.exists(p)) / 2**20
     return row
@@ -409,6 +496,38 @@ def table(rows):
     return "\n".join(out)
 
 
+def conditions(rows):
+    """A Markdown table of what each round ran under (run_ops' @cond), one
+    figure per round: a slow round shows here whether it faulted pages in,
+    read the disk, or shared the machine with writeback or other work."""
+    out = ["| objects | request | CPU µs | minflt/op | majflt/op "
+           "| read KiB/op | reclaim scanned/op | dirty MiB | other cores | steal % |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def per(xs, fmt):
+        return "/".join(fmt % x for x in xs)
+    for r in rows:
+        out.append("| %d | index resident MiB | %.0f of %.0f at the start, "
+                   "%.0f at the end |%s" % (
+                       r["objects"], r.get("index_res_mib", float("nan")),
+                       r["index_mib"], r.get("index_res_end_mib",
+                                             float("nan")), " |" * 7))
+        for k, name in OPS:
+            cs = r[k].get("cond") or []
+            if not cs:
+                continue
+            out.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |"
+                       % (r["objects"], name, per(r[k]["cpu"], "%.0f"),
+                          per([c["minflt"] for c in cs], "%.2f"),
+                          per([c["majflt"] for c in cs], "%.2f"),
+                          per([c["rd_kib"] for c in cs], "%.1f"),
+                          per([c.get("scanned", 0) for c in cs], "%.0f"),
+                          per([c["dirty_mib"] for c in cs], "%.0f"),
+                          per([c["other_cores"] for c in cs], "%.2f"),
+                          per([100 * c.get("steal", 0) for c in cs], "%.1f")))
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,100000,1000000")
@@ -444,6 +563,7 @@ def main():
                 rows += json.load(f)
         rows.sort(key=lambda r: r["objects"])
         print(table(rows))
+        print("\n" + conditions(rows))
         return
     sizes = [int(x) for x in args.sizes.split(",")]
     if not args.no_build:
@@ -469,12 +589,19 @@ def main():
                                stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
             have = n
-            print("filled to %d objects in %.0f s" % (n, time.monotonic() - t0),
-                  file=sys.stderr, flush=True)
+            t1 = time.monotonic()
+            # the filler runs with fsync off: its writeback (GBs at 10^6)
+            # must not run beneath the measured rounds, so it is done here,
+            # outside the lock
+            os.sync()
+            print("filled to %d objects in %.0f s, synced in %.0f s"
+                  % (n, t1 - t0, time.monotonic() - t1), file=sys.stderr,
+                  flush=True)
             with bench_lock(args.lock):
                 print("measuring %d objects" % n, file=sys.stderr, flush=True)
                 rows.append(measure(srv, n, args, rng))
-            print(table(rows), file=sys.stderr, flush=True)
+            print(table(rows) + "\n\n" + conditions(rows), file=sys.stderr,
+                  flush=True)
             if args.json:
                 with open(args.json, "w") as f:
                     json.dump(rows, f)
@@ -485,7 +612,8 @@ def main():
     text = ("storaged scale benchmark: %d drives, %d-byte objects, %d "
             "clients, %d ops per rate, %d LIST pages, %d rounds\n\n%s\n"
             % (args.drives, args.obj_size, args.clients, args.ops,
-               args.pages, args.repeat, table(rows)))
+               args.pages, args.repeat,
+               table(rows) + "\n\n" + conditions(rows)))
     print(text)
     if args.out:
         with open(args.out, "w") as f:
