@@ -831,13 +831,15 @@ static void ext_refs_load(struct stor_store *s, const char *bucket,
  * to those drives since @mark and, where dirs[j] (@dirs may be NULL), the
  * object directory of @bucket/@id (links made in it before). Shard j is
  * skipped unless ok[j]. With @xb, shard j's extent record is written in
- * the same submission and its extent file is in the barrier too. Returns
- * the number written; clears ok[j] for the ones that failed. */
+ * the same submission and its extent file is in the barrier too. Without
+ * @sync there is no barrier: fds[j] stay open (-1 where not written) for
+ * the caller's one barrier after its renames, and the caller closes them.
+ * Returns the number written; clears ok[j] for the ones that failed. */
 static int write_tmp_metas(struct stor_store *s, const char *bucket,
                            const uint8_t id[16], const struct stor_place *pl,
                            uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
                            int *fds, uint64_t mark, const bool *dirs,
-                           const struct ext_batch *xb)
+                           const struct ext_batch *xb, bool sync)
 {
     struct stor_io io[3 * OBJ_MAX_SHARDS];
     int map[3 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
@@ -891,6 +893,11 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
         } else {
             obj_drive_count(s, d, true, io[i].len);
         }
+    }
+    if (!sync) {
+        for (int j = 0; j < n; j++)
+            nok += ok[j];
+        return nok;
     }
     nok = sync_barrier(s, bucket, id, pl, n, ok, mark, fds, dirs,
                        xb ? xb->fd : NULL);
@@ -1008,7 +1015,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
     if (build_metas(e, STOR_META_OBJECT, e->inl ? inl : NULL, L, metas, which,
                     xb) == 0 &&
         write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, which, fds,
-                        sync_mark(s, &pl, n, which), NULL, xb) > 0) {
+                        sync_mark(s, &pl, n, which), NULL, xb, true) > 0) {
         uint64_t mark = sync_mark(s, &pl, n, which);
 
         for (int j = 0; j < n; j++) {
@@ -1115,19 +1122,23 @@ static void drop_prev(struct stor_store *s, const char *bucket,
     }
 }
 
-/* Is the current version of @key an inline object? Its k + m in *n. An
- * extent object's records are loaded from its metas (before they are
- * replaced) when the index has none, and the entry handed to *ext. */
+/* Is the current version of @key an inline object? Its k + m in *n;
+ * *any says whether @key has a current version at all (or the lookup
+ * failed). An extent object's records are loaded from its metas (before
+ * they are replaced) when the index has none, and the entry handed to
+ * *ext. */
 static bool current_is_inline(struct stor_store *s, const char *bucket,
                               const char *key, size_t key_len,
-                              const struct stor_place *pl, int *n,
+                              const struct stor_place *pl, int *n, bool *any,
                               struct obj_ent **ext)
 {
     struct obj_ent *cur;
     bool inl = false;
+    int r = obj_cur_lookup(s, bucket, key, key_len, &cur);
 
     *ext = NULL;
-    if (obj_cur_lookup(s, bucket, key, key_len, &cur) == 0 && cur->inl) {
+    *any = r != -STOR_ENOKEY;
+    if (r == 0 && cur->inl) {
         inl = true;
         *n = cur->k + cur->m;
         if (cur->ext && cur->xref == NULL) {
@@ -1138,6 +1149,28 @@ static bool current_is_inline(struct stor_store *s, const char *bucket,
     }
     obj_ent_free(cur);
     return inl;
+}
+
+/* A brand-new name on the drives this commit writes (ok[j]): no meta file
+ * of @id there, not even a tombstone (a current version was ruled out by
+ * the caller), so no rename of the commit replaces anything. Caller holds
+ * the key lock. */
+static bool nothing_there(struct stor_store *s, const char *bucket,
+                          const uint8_t id[16], const struct stor_place *pl,
+                          int n, const bool *ok)
+{
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        char path[PATH_MAX];
+
+        if (!ok[j])
+            continue;
+        if (obj_path_meta(path, sizeof(path), s->drives[d].path, bucket, id) <
+                0 ||
+            access(path, F_OK) == 0 || errno != ENOENT)
+            return false;
+    }
+    return true;
 }
 
 /* Contract in obj_i.h: the commit protocol. */
@@ -1161,7 +1194,11 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     struct ext_batch *xb = NULL;
     struct obj_ent *cur_ext = NULL;
     bool placed = false; /* the metas are committed on the drives */
+    bool any = true;     /* the key has a current version */
+    bool one = false;    /* one barrier, after the renames */
 
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+        fds[j] = -1;
     memcpy(id_copy, e->id, 16);
     obj_place(s, bucket, e->key, e->key_len, &pl);
     memset(metas, 0, sizeof(metas));
@@ -1196,18 +1233,28 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
      * streamed PUT's mark is older) the shard files durable together */
     mark = t_cond && t_cond->streaming ? t_cond->gs_mark
                                        : sync_mark(s, &pl, n, ok);
-    if (current_is_inline(s, bucket, e->key, e->key_len, &pl, &prev_n,
+    if (current_is_inline(s, bucket, e->key, e->key_len, &pl, &prev_n, &any,
                           &cur_ext))
         prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
+    /* A brand-new inline name (FORMAT.md "Writes", one barrier): no file a
+     * rename replaces, and the data is in the metas alone, so barrier 1
+     * protects nothing. The metas are renamed in unsynced and one barrier
+     * over them and the directories makes both durable; a crash before it
+     * can only leave metas of a PUT not yet acknowledged, whole or failing
+     * their CRC (a lost shard). Not for extent records (their barrier 1
+     * makes a record durable before a meta names it) nor shard files. */
+    one = !any && e->inl && inl_shards && !src_shard && xb == NULL &&
+          nothing_there(s, bucket, e->id, &pl, n, ok);
     for (int j = 0; j < n; j++)
         linked[j] = (prev_mask >> j) & 1; /* a rename will replace it */
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, mark,
-                          linked, xb);
+                          linked, xb, !one);
     if (nok < owq) {
         ret = -STOR_EQUORUM;
         goto out_tmp;
     }
-    mark = sync_mark(s, &pl, n, ok);
+    if (!one)
+        mark = sync_mark(s, &pl, n, ok);
     /* shard files first: a meta never points at data that is not there */
     for (int j = 0; j < n && src_shard; j++) {
         char to[PATH_MAX];
@@ -1239,8 +1286,10 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         }
         keep[j] = true;
     }
-    /* the renames durable; ok[j] is now keep[j] minus failed barriers */
-    nok = sync_barrier(s, bucket, e->id, &pl, n, ok, mark, NULL, ok, NULL);
+    /* the renames durable (and, with @one, the metas themselves); ok[j] is
+     * now keep[j] minus failed barriers */
+    nok = sync_barrier(s, bucket, e->id, &pl, n, ok, mark, one ? fds : NULL, ok,
+                       NULL);
     if (nok < owq) {
         /* not committed: take back what we placed (best effort); the old
          * version, if any, stays in the index and gets healed */
@@ -1304,6 +1353,9 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         retire_shards(s, bucket, old, &pl);
     }
 out_tmp:
+    for (int j = 0; j < n; j++) /* the metas of a one-barrier commit */
+        if (fds[j] >= 0)
+            close(fds[j]);
     if (xb) /* records of shards not committed are free again */
         ext_unreserve(s, &pl, xb, n, placed ? ok : NULL);
     if (prev_mask)
@@ -2496,7 +2548,7 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
         ok[j] = obj_drive_online(s, obj_shard_drive(s, pl, j));
     if (build_metas(&t, STOR_META_TOMBSTONE, NULL, 0, metas, ok, NULL) == 0 &&
         write_tmp_metas(s, bucket, e->id, pl, uniq, metas, n, ok, fds,
-                        sync_mark(s, pl, n, ok), NULL, NULL) > 0) {
+                        sync_mark(s, pl, n, ok), NULL, NULL, true) > 0) {
         uint64_t mark = sync_mark(s, pl, n, ok);
 
         for (int j = 0; j < n; j++) {

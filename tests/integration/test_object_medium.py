@@ -117,13 +117,15 @@ def test_medium_group_commit_counters(storaged, mode):
         t.join()
     d = {k: v - before.get(k, 0) for k, v in sync_counts(srv).items()}
     assert d["failures"] == 0
-    assert d["barriers"] >= 2 * len(objs)
+    # new inline keys commit with one barrier each (two with --extents,
+    # test_object_new_dirs.py)
+    assert d["barriers"] >= len(objs), d
     if mode == "fs":
         assert d["fsyncs"] == 0
-        assert 0 < d["rounds"] < d["barriers"]
+        assert 0 < d["rounds"] < d["barriers"], d
     else:
         assert d["rounds"] == 0
-        assert d["fsyncs"] >= 16 * d["barriers"] // 2
+        assert d["fsyncs"] >= 16 * d["barriers"] // 2, d
     for k, v in objs.items():
         assert c.get_object(Bucket="gcommit", Key=k)["Body"].read() == v, k
 
