@@ -12,11 +12,20 @@ What it measures (figures, not pass/fail; medians where repeated):
          compute): files/s and MiB/s, cold and warm; and the CPU seconds per
          GiB read cold of the client process (ecfs, passthrough_ll, s3fs,
          rclone) and of storaged.
+  raw0   the raw-bytes loader opening each file unbuffered (open(path, "rb",
+         buffering=0)): Python then skips isatty(), the TCGETS ioctl that the
+         kernel forwards to the FUSE server on every buffered open; beside
+         raw it separates that request's cost from the rest of a warm epoch.
+         For raw and raw0 the warm-cost table gives, per file of the warm
+         epoch, the FUSE ioctls an ecfs mount counted (.ecfs-stats ioctls),
+         the DataLoader workers' CPU and the FUSE client's CPU.
   loop   the raw-bytes loader with the fixed compute time per batch: samples/s
          and the busy fraction (time in the step / wall time), cold and warm.
   meta   `ls -lR` and `find -type f` over the tree, cold (fresh mount) and warm.
   seq    one sequential read (1 MiB reads) of a packed tar shard of >= 512 MiB,
-         cold and warm, MiB/s.
+         cold and warm, MiB/s, and the reader's CPU per MiB (its system
+         time: the page-cache copy); --seq-warm N reads it warm N times and
+         also reports the last warm pass.
 
 How: it starts its own storaged (16 drive directories in a temporary folder,
 the 12+4 default of `make run`) on a free 127.0.0.1 port, generates the dataset
@@ -85,7 +94,7 @@ SIZES = {
 }
 PEERS = ["local", "passthrough", "ecfs", "ecfs-pack", "s3fs", "rclone"]
 PACKED = "packed"  # ecfs-pack: `ecfs pack` of the dataset into bench/packed/
-TESTS = ["train", "raw", "loop", "meta", "seq"]
+TESTS = ["train", "raw", "raw0", "loop", "meta", "seq"]
 # what runs without --peers/--tests: passthrough_ll (the cost of FUSE itself,
 # over the local copy) joins for the medium set
 DEFAULTS = {"peers": ["local", "ecfs", "ecfs-pack", "s3fs", "rclone"],
@@ -157,6 +166,24 @@ def proc_cpu(proc):
         return None
     # fields[0] is field 3 (state): utime and stime are fields 14 and 15
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pid_cpu_ns(pid):
+    """Nanoseconds on a CPU of the live threads of process @pid (the sum of
+    /proc/PID/task/*/schedstat: finer than the 10 ms ticks of proc_cpu,
+    but without threads that have exited), or None."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that just ended
+    return total
 
 
 def cmd_out(argv, timeout=10):
@@ -345,14 +372,15 @@ class RawFiles:
     """Dataset of file paths whose item is the file's bytes count (the file is
     read whole, no decode): pure I/O through the filesystem."""
 
-    def __init__(self, paths):
+    def __init__(self, paths, buffering=-1):
         self.paths = paths
+        self.buffering = buffering  # 0: unbuffered open, no isatty() ioctl
 
     def __len__(self):
         return len(self.paths)
 
     def __getitem__(self, i):
-        with open(self.paths[i], "rb") as f:
+        with open(self.paths[i], "rb", buffering=self.buffering) as f:
             return len(f.read())
 
 
@@ -367,14 +395,32 @@ def _first_collate(batch):
             torch.tensor([b[1] for b in batch]))
 
 
+def workers_cpu(it):
+    """CPU seconds of the worker processes of the DataLoader iterator @it
+    (persistent workers: the same processes every epoch; pid_cpu_ns), or
+    None when they cannot be read."""
+    total = 0
+    procs = getattr(it, "_workers", None)
+    if not procs:
+        return None
+    for w in procs:
+        ns = pid_cpu_ns(w.pid) if w.pid else None
+        if ns is None:
+            return None
+        total += ns
+    return total / 1e9
+
+
 def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False,
                on_epoch=None, probe=None):
     """Iterates @loader for @epochs epochs, sleeping @compute_s after every
     batch (the simulated training step). Per epoch returns dict(wall, items,
-    stall, bytes, partial, mark, cpu): stall = time spent waiting for
+    stall, bytes, partial, mark, cpu, wcpu): stall = time spent waiting for
     batches / wall; mark = what @on_epoch() returned after the epoch (None
     without); cpu = the differences of @probe()'s numbers over the epoch
-    (CPU seconds of the client and the server), when @probe is given.
+    (CPU seconds of the client and the server), when @probe is given;
+    wcpu = CPU seconds the DataLoader worker processes used in the epoch
+    (None when they cannot be read).
     An epoch stops early after @budget seconds (partial=True)."""
     res = []
     for _ep in range(epochs):
@@ -384,7 +430,12 @@ def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False,
         items = 0
         nbytes = 0
         partial = False
+        # persistent workers start on the next epoch's first batches inside
+        # iter(): read their CPU before it when they exist (epoch 2 on)
+        w0 = workers_cpu(getattr(loader, "_iterator", None))
         it = iter(loader)
+        if w0 is None:
+            w0 = workers_cpu(it)
         while True:
             tw = time.perf_counter()
             try:
@@ -404,6 +455,7 @@ def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False,
                 partial = True
                 break
         wall = time.perf_counter() - t0
+        w1 = workers_cpu(it)
         del it
         c1 = probe() if probe else None
         cpu = None
@@ -412,7 +464,8 @@ def run_epochs(loader, n_items, epochs, compute_s, budget, count_bytes=False,
                    for x, y in zip(c0, c1)]
         res.append(dict(wall=wall, items=items, stall=waited / wall,
                         bytes=nbytes, partial=partial,
-                        mark=on_epoch() if on_epoch else None, cpu=cpu))
+                        mark=on_epoch() if on_epoch else None, cpu=cpu,
+                        wcpu=None if w0 is None or w1 is None else w1 - w0))
     return res
 
 
@@ -437,10 +490,12 @@ def bench_train(root, a, budget):
     return res, scan, len(ds)
 
 
-def bench_raw(root, a, budget, on_epoch=None, compute_s=0.0, probe=None):
+def bench_raw(root, a, budget, on_epoch=None, compute_s=0.0, probe=None,
+              buffering=-1):
     """Raw-bytes epochs over the files below @root, with @compute_s of
-    simulated training step per batch (0: none); @on_epoch and @probe as in
-    run_epochs."""
+    simulated training step per batch (0: none), each file opened with
+    @buffering (-1 Python's default, 0 unbuffered); @on_epoch and @probe as
+    in run_epochs."""
     import torch
 
     paths = []
@@ -450,7 +505,7 @@ def bench_raw(root, a, budget, on_epoch=None, compute_s=0.0, probe=None):
                 paths.append(os.path.join(d, n))
     paths.sort()
     dl = torch.utils.data.DataLoader(
-        RawFiles(paths), batch_size=a.batch_size, shuffle=True,
+        RawFiles(paths, buffering), batch_size=a.batch_size, shuffle=True,
         num_workers=a.workers, prefetch_factor=a.prefetch,
         persistent_workers=True, collate_fn=_sum_collate)
     res = run_epochs(dl, len(paths), a.epochs, compute_s, budget,
@@ -500,9 +555,11 @@ def timed_cmd(argv, budget):
 
 def seq_read(path, budget, ref=None):
     """Reads @path front to back in 1 MiB reads; returns dict(secs, bytes,
-    partial, ok): ok is False when the first or last MiB differ from the
-    reference file @ref."""
+    partial, ok, cpu): ok is False when the first or last MiB differ from
+    the reference file @ref; cpu = this thread's CPU seconds (user+system:
+    mostly the kernel's copy out of the page cache)."""
     bs = 1 << 20
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     n = 0
     first = last = b""
@@ -520,6 +577,7 @@ def seq_read(path, budget, ref=None):
                 partial = True
                 break
     secs = time.perf_counter() - t0
+    c1 = time.thread_time()
     ok = True
     if ref is not None and not partial:
         with open(ref, "rb") as f:
@@ -528,7 +586,8 @@ def seq_read(path, budget, ref=None):
             f.seek(size - len(last))
             rl = f.read(len(last))
         ok = (rf == first and rl == last and size == n)
-    return dict(secs=secs, bytes=n, partial=partial, ok=ok)
+    return dict(secs=secs, bytes=n, partial=partial, ok=ok,
+                cpu=c1 - c0)
 
 
 def gen_medium(root, files, kib, classes=10, seed=14):
@@ -743,14 +802,49 @@ class Bench:
             [None if c is None else c / gib for c in e["cpu"]])
 
     @staticmethod
-    def requests(m):
-        """GET+HEAD+LIST counted by an ecfs mount so far (None for others)."""
+    def ecfs_stats(m):
+        """The .ecfs-stats counters of an ecfs mount (None for others)."""
         if m is None or m.kind not in ("ecfs", "ecfs-pack"):
             return None
         with open(os.path.join(m.mnt, ".ecfs-stats")) as f:
             # "name value" lines (name=value pairs before 2026-12)
-            kv = dict(re.findall(r"(\w+)[= ](\d+)", f.read()))
-        return int(kv["get"]) + int(kv["head"]) + int(kv["list"])
+            return {k: int(v)
+                    for k, v in re.findall(r"(\w+)[= ](\d+)", f.read())}
+
+    @classmethod
+    def requests(cls, m):
+        """GET+HEAD+LIST counted by an ecfs mount so far (None for others)."""
+        kv = cls.ecfs_stats(m)
+        if kv is None:
+            return None
+        return kv["get"] + kv["head"] + kv["list"]
+
+    @classmethod
+    def ioctls(cls, m):
+        """FUSE ioctls an ecfs mount answered so far (None for others; its
+        own reads of .ecfs-stats are not counted)."""
+        kv = cls.ecfs_stats(m)
+        return None if kv is None else kv.get("ioctls")
+
+    @staticmethod
+    def note_warm(r, test, res, io_marks, ns_marks):
+        """Records per file of the warm epoch (res[1]): the FUSE ioctls
+        (@io_marks: the mount's ioctls at each epoch boundary), the
+        DataLoader workers' CPU and the FUSE client's CPU (@ns_marks: its
+        CPU ns at each boundary), in microseconds (r[test + " warm"]: one
+        [ioctls, workers us, client us] per repetition)."""
+        if len(res) < 2 or not res[1]["items"]:
+            return
+        e, n = res[1], res[1]["items"]
+
+        def diff(marks):
+            return None if None in marks[1:3] else marks[2] - marks[1]
+        io = diff(io_marks)
+        io = None if io is None else io / n
+        wc = None if e["wcpu"] is None else e["wcpu"] / n * 1e6
+        cc = diff(ns_marks)
+        cc = None if cc is None else cc / n / 1e3
+        r.setdefault(test + " warm", []).append([io, wc, cc])
 
     def done(self, m):
         if m is not None:
@@ -809,28 +903,39 @@ class Bench:
                 peer, rep + 1, ", ".join(
                     "%.0f samples/s stall %.0f%%" % (p["v"], 100 * p["x"])
                     for p in pts), scan))
-        if "raw" in a.tests:
+        for test in ("raw", "raw0"):
+            if test not in a.tests:
+                continue
             root, m = self.cold(peer)
-            req0 = self.requests(m)
-            res, n = bench_raw(root, a, self.budget,
-                               on_epoch=lambda: self.requests(m),
-                               probe=self.probe(m))
+            def marks_now():
+                return (self.requests(m), self.ioctls(m),
+                        pid_cpu_ns(m.proc.pid) if m is not None else None)
+            mark0 = marks_now()
+            req0 = mark0[0]
+            res, n = bench_raw(root, a, self.budget, on_epoch=marks_now,
+                               probe=self.probe(m),
+                               buffering=-1 if test == "raw" else 0)
             self.done(m)
+            # per epoch boundary: FUSE ioctls, client CPU ns
+            io_marks = [mark0[1]] + [e["mark"][1] for e in res]
+            ns_marks = [mark0[2]] + [e["mark"][2] for e in res]
             if req0 is not None:
                 # GET+HEAD+LIST of the mount in each epoch (cold, warm)
-                marks = [req0] + [e["mark"] for e in res]
+                marks = [req0] + [e["mark"][0] for e in res]
                 pts = [dict(v=marks[i + 1] - marks[i], x=None,
                             partial=res[i]["partial"])
                        for i in range(len(res))]
-                r.setdefault("requests", []).append(pts)
-                log("%s raw #%d: requests per epoch %s" % (
-                    peer, rep + 1, [p["v"] for p in pts]))
+                r.setdefault("requests" if test == "raw"
+                             else test + " requests", []).append(pts)
+                log("%s %s #%d: requests per epoch %s, ioctls %s" % (
+                    peer, test, rep + 1, [p["v"] for p in pts], io_marks))
             pts = [dict(v=e["items"] / e["wall"],
                         x=e["bytes"] / 1048576 / e["wall"],
                         partial=e["partial"]) for e in res]
-            r.setdefault("raw", []).append(pts)
-            self.note_cpu(r, "raw", res)
-            log("%s raw #%d: %s" % (peer, rep + 1, ", ".join(
+            r.setdefault(test, []).append(pts)
+            self.note_cpu(r, test, res)
+            self.note_warm(r, test, res, io_marks, ns_marks)
+            log("%s %s #%d: %s" % (peer, test, rep + 1, ", ".join(
                 "%.0f files/s %.1f MiB/s" % (p["v"], p["x"])
                 for p in pts)))
         if "loop" in a.tests:
@@ -852,17 +957,20 @@ class Bench:
             path = (self.shard if m is None
                     else os.path.join(root, os.path.basename(SHARD_KEY)))
             runs = [seq_read(path, self.budget, self.shard)
-                    for _ in range(2)]
+                    for _ in range(1 + a.seq_warm)]
             self.done(m)
             for x in runs:
                 if not x["ok"]:
                     self.notes.append("%s: shard read returned WRONG "
                                       "BYTES" % peer)
-            pts = [dict(v=x["bytes"] / 1048576 / x["secs"], x=None,
+            # x: the reader's CPU microseconds per MiB of the pass
+            pts = [dict(v=x["bytes"] / 1048576 / x["secs"],
+                        x=x["cpu"] * 1e6 / max(1, x["bytes"] / 1048576),
                         partial=x["partial"]) for x in runs]
             r.setdefault("seq", []).append(pts)
             log("%s seq #%d: %s" % (peer, rep + 1, ", ".join(
-                "%.0f MiB/s" % p["v"] for p in pts)))
+                "%.0f MiB/s (CPU %.0f us/MiB)" % (p["v"], p["x"])
+                for p in pts)))
 
     def run(self):
         """Prepares, then runs the repetitions round-robin over the peers
@@ -971,6 +1079,19 @@ def cpu_cell(b, peer, test, i):
                        " [%.2f-%.2f]" % (lo, hi))
 
 
+def warm_cell(b, peer, test, i, nd):
+    """Median [range] of item @i of the warm-epoch costs of @test for
+    @peer (Bench.note_warm): 0 FUSE ioctls per file, 1 workers' CPU us per
+    file, 2 FUSE client's CPU us per file."""
+    vals = [rep[i] for rep in b.results.get(peer, {}).get(test + " warm", [])
+            if rep[i] is not None]
+    if not vals:
+        return "n/a"
+    lo, hi = min(vals), max(vals)
+    return "%.*f%s" % (nd, statistics.median(vals), "" if len(vals) < 2 else
+                       " [%.*f-%.*f]" % (nd, lo, nd, hi))
+
+
 def tables(b):
     """Builds the Markdown tables; returns (markdown text, chart series)."""
     a = b.a
@@ -1038,6 +1159,40 @@ def tables(b):
                 cpu_cell(b, peer, "raw", 0), cpu_cell(b, peer, "raw", 1)))
         chart["raw"] = series
         out.append("")
+    if "raw0" in a.tests:
+        out.append("### Raw-bytes loader, files opened unbuffered "
+                   "(`open(path, \"rb\", buffering=0)`: no isatty() ioctl; "
+                   "otherwise as above)\n")
+        out.append("| peer | epoch 1 (cold) files/s | vs local | "
+                   "epoch 2 (warm) files/s | MiB/s | vs local | "
+                   "warm vs buffered (raw) |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|")
+        base = [val(point(b, "local", "raw0", i)) for i in range(2)]
+        for peer in peers:
+            p = [point(b, peer, "raw0", i) for i in range(2)]
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                peer, cell(p[0]), ratio(val(p[0]), base[0]), cell(p[1]),
+                fmt(p[1] and p[1]["x"], 1), ratio(val(p[1]), base[1]),
+                ratio(val(p[1]), val(point(b, peer, "raw", 1)))))
+        out.append("")
+    warm_tests = [t for t in ("raw", "raw0") if t in a.tests]
+    if warm_tests:
+        out.append("### What a file of the warm epoch costs (per file, "
+                   "medians [range] of the repetitions)\n")
+        out.append("| peer | open | warm files/s | vs local | FUSE ioctls "
+                   "(ecfs) | DataLoader workers' CPU us | FUSE client's "
+                   "CPU us |")
+        out.append("|---|---|---:|---:|---:|---:|---:|")
+        for t in warm_tests:
+            base = val(point(b, "local", t, 1))
+            for peer in peers:
+                p = point(b, peer, t, 1)
+                out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                    peer, "buffered" if t == "raw" else "unbuffered",
+                    cell(p), ratio(val(p), base),
+                    warm_cell(b, peer, t, 0, 2), warm_cell(b, peer, t, 1, 1),
+                    warm_cell(b, peer, t, 2, 1)))
+        out.append("")
     if "loop" in a.tests:
         out.append("### Training-style loop: the raw-bytes loader with %g ms "
                    "of simulated compute per batch of %d (%d workers, "
@@ -1079,16 +1234,28 @@ def tables(b):
     if "seq" in a.tests:
         out.append("### Sequential read of one %.0f MiB tar shard (1 MiB "
                    "reads, MiB/s)\n" % (b.shard_bytes / 1048576))
-        out.append("| peer | cold MiB/s | vs local | warm MiB/s | vs local |")
-        out.append("|---|---:|---:|---:|---:|")
-        base = [val(point(b, "local", "seq", i)) for i in range(2)]
+        last = a.seq_warm  # index of the last warm pass
+        out.append("| peer | cold MiB/s | vs local | warm MiB/s | vs local "
+                   "| reader CPU us/MiB, cold | warm |"
+                   + (" warm pass %d MiB/s | vs local | CPU us/MiB |" % last
+                      if last > 1 else ""))
+        out.append("|---|---:|---:|---:|---:|---:|---:|"
+                   + ("---:|---:|---:|" if last > 1 else ""))
+        idx = [0, 1] + ([last] if last > 1 else [])
+        base = {i: val(point(b, "local", "seq", i)) for i in idx}
         series = {}
         for peer in peers:
-            p = [point(b, peer, "seq", i) for i in range(2)]
-            series[peer] = [val(x) for x in p]
-            out.append("| %s | %s | %s | %s | %s |" % (
+            p = {i: point(b, peer, "seq", i) for i in idx}
+            series[peer] = [val(p[0]), val(p[1])]
+            cpu = {i: fmt(p[i] and p[i]["x"]) for i in idx}
+            row = "| %s | %s | %s | %s | %s | %s | %s |" % (
                 peer, cell(p[0]), ratio(val(p[0]), base[0]), cell(p[1]),
-                ratio(val(p[1]), base[1])))
+                ratio(val(p[1]), base[1]), cpu[0], cpu[1])
+            if last > 1:
+                row += " %s | %s | %s |" % (cell(p[last]),
+                                            ratio(val(p[last]), base[last]),
+                                            cpu[last])
+            out.append(row)
         chart["seq"] = series
         out.append("")
     errs = ["%s: %s" % (p, b.results[p]["error"]) for p in peers
@@ -1222,6 +1389,9 @@ def main():
     ap.add_argument("--crop", type=int, default=112,
                     help="RandomResizedCrop size (default 112)")
     ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--seq-warm", type=int, default=1, metavar="N",
+                    help="warm passes of the seq test (default 1; the table "
+                    "also gives the last one when N > 1)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="repeat every measurement N times, report medians "
                     "(default 3)")
