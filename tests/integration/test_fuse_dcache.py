@@ -2,17 +2,19 @@
 on a real storaged and real mounts, counted by MOUNT/.ecfs-stats:
 - a second mount with the same cache_dir reads the cached tree with 0 GETs;
   a mount beside a live one on the same cache_dir is refused, clearly;
-- a flipped byte or a truncated block file is dropped and fetched again,
-  the read stays exact;
+- a flipped byte or a truncated segment (DIR/v2: blocks appended to
+  segment files, an index beside each) is dropped and fetched again, the
+  read stays exact;
 - an object overwritten between mounts is read new (its ETag changed);
 - a full cache filesystem (a small tmpfs) and a tiny cache_dir_size still
   read exact bytes, the bound is kept by eviction;
 - kill -9 of ecfs while it caches: the next mount starts and reads exact
-  bytes."""
+  bytes; a cache of the old layout (DIR/v1) is removed, never read."""
 
 import os
 import random
 import signal
+import struct
 import subprocess
 import threading
 import time
@@ -23,14 +25,32 @@ import pytest
 from fuse_util import is_mounted, mount_of
 
 
-def block_files(cache_dir):
-    out = []
-    v1 = os.path.join(cache_dir, "v1")
-    for sub in sorted(os.listdir(v1)):
-        for name in sorted(os.listdir(os.path.join(v1, sub))):
-            if not name.startswith("."):
-                out.append(os.path.join(v1, sub, name))
-    return out
+def block_records(cache_dir):
+    """The blocks the cache holds, as a mount would load them: every
+    segment's index (DIR/v2/NNNNNNNN.idx, 40-byte entries: hash, offset,
+    datalen, idlen, flags, crc) in order, a drop entry (flags 1) removing
+    its block. A list of (segment path, offset, datalen, idlen)."""
+    v2 = os.path.join(cache_dir, "v2")
+    live = {}
+    for name in sorted(os.listdir(v2)):
+        if not name.endswith(".idx"):
+            continue
+        seg = os.path.join(v2, name[:-4] + ".seg")
+        with open(os.path.join(v2, name), "rb") as f:
+            raw = f.read()
+        for i in range(0, len(raw) - len(raw) % 40, 40):
+            h, off, dlen, ilen, flags, _ = struct.unpack_from("=16sQIIII",
+                                                              raw, i)
+            if flags == 1:
+                live.pop(h, None)
+            else:
+                live[h] = (seg, off, dlen, ilen)
+    return list(live.values())
+
+
+def segments(cache_dir):
+    v2 = os.path.join(cache_dir, "v2")
+    return [os.path.join(v2, n) for n in sorted(os.listdir(v2))]
 
 
 @pytest.fixture
@@ -105,15 +125,18 @@ def test_corrupt_block_refetched(s3_server, tree, ecfs_mount, tmp_path):
     m = mount_cached(s3_server, ecfs_mount, bucket, cd)
     read_all(m, bodies)
     m.unmount()
-    files = block_files(cd)
-    assert len(files) == 34
-    flip, cut = files[3], files[20]
-    with open(flip, "r+b") as f:
-        f.seek(os.path.getsize(flip) - 7)
+    recs = sorted(block_records(cd), key=lambda r: (r[0], r[1]))
+    assert len(recs) == 34
+    # flip a byte of one block's data; cut the segment in the last block
+    seg, off, dlen, _ = recs[3]
+    with open(seg, "r+b") as f:
+        f.seek(off + dlen // 2)
         b = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([b[0] ^ 0x40]))
-    os.truncate(cut, os.path.getsize(cut) // 2)
+    seg, off, dlen, _ = recs[-1]
+    assert all(r[1] < off for r in recs if r[0] == seg and r != recs[-1])
+    os.truncate(seg, off + dlen // 2)
 
     m = mount_cached(s3_server, ecfs_mount, bucket, cd)
     read_all(m, bodies)
@@ -121,7 +144,7 @@ def test_corrupt_block_refetched(s3_server, tree, ecfs_mount, tmp_path):
     assert s["get"] == 2 and s["dcache_corrupt"] == 2, s
     assert s["dcache_hits"] == 32 and s["dcache_stores"] == 2, s
     m.unmount()
-    assert len(block_files(cd)) == 34  # both written again, whole
+    assert len(block_records(cd)) == 34  # both written again, whole
 
 
 def test_overwritten_between_mounts(s3_server, tree, ecfs_mount, tmp_path):
@@ -196,7 +219,7 @@ def test_cache_dir_size_bound(s3_server, tree, ecfs_mount, tmp_path):
     s = m.stats()
     assert s["dcache_evicted"] > 0, s
     m.unmount()
-    total = sum(os.path.getsize(p) for p in block_files(cd))
+    total = sum(os.path.getsize(p) for p in segments(cd))
     assert total <= (1 << 20), total
 
 
@@ -221,20 +244,24 @@ def test_kill9_while_caching(s3_server, tree, ecfs_mount, tmp_path):
     t.join(60)
     assert stop.is_set()
     subprocess.run(["umount", "-l", m.path], capture_output=True)
-    # a crash's torn temporary file and a zero-length block file
+    # a crash's torn index entry and a segment cut to nothing; a cache of
+    # the old one-file-per-block layout
+    segs = segments(cd)
+    idx = [p for p in segs if p.endswith(".idx")]
+    if idx:
+        with open(idx[-1], "ab") as f:
+            f.write(b"torn")
+        os.truncate(idx[-1][:-4] + ".seg", 0)
     os.makedirs(os.path.join(cd, "v1", "ab"), exist_ok=True)
-    with open(os.path.join(cd, "v1", "ab", ".t1.1"), "wb") as f:
-        f.write(b"torn")
-    some = block_files(cd)
-    if some:
-        os.truncate(some[0], 0)
+    with open(os.path.join(cd, "v1", "ab", "0" * 32), "wb") as f:
+        f.write(b"ECFSDC1\n")
 
     m = mount_cached(s3_server, ecfs_mount, bucket, cd)
     read_all(m, bodies)
     s = m.stats()
     assert s["get"] + s["dcache_hits"] >= len(bodies), s
     m.unmount()
-    assert not os.path.exists(os.path.join(cd, "v1", "ab", ".t1.1"))
+    assert not os.path.exists(os.path.join(cd, "v1"))
     m = mount_cached(s3_server, ecfs_mount, bucket, cd)
     read_all(m, bodies)
     assert m.stats()["get"] == 0
@@ -249,13 +276,13 @@ def test_write_through_mount_drops_old_blocks(s3_server, tree, ecfs_mount,
                  opts=["cache_dir=" + str(cd)])
     read_all(m, bodies)
     stores_settled(m, 34)
-    assert len(block_files(cd)) == 34
+    assert len(block_records(cd)) == 34
     new = os.urandom(5000)
     with open(os.path.join(m.path, "d/f07.bin"), "wb") as f:
         f.write(new)
     bodies["d/f07.bin"] = new
     # the replaced version's block is gone; the new one is read and cached
-    assert len(block_files(cd)) == 33
+    assert len(block_records(cd)) == 33
     read_all(m, bodies)
     m.unmount()
     m = mount_cached(s3_server, ecfs_mount, bucket, cd)

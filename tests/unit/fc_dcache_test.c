@@ -1,12 +1,14 @@
 /* tests/unit/fc_dcache_test.c - the on-disk block cache in a temporary
  * directory: a stored block reads back after a reopen; every part of the
  * identity (endpoint, bucket, key, ETag, block size, index) tells blocks
- * apart; a damaged file (flipped byte, truncation, someone else's block
- * under the name) is a miss and is unlinked; a second open is refused
- * while the first holds the lock; the bound is kept by eviction, oldest
- * atime first; blocks big enough to be read with O_DIRECT (sizes around
- * the 4 KiB alignment, short reads of a longer want) read back exactly
- * and are dropped when damaged. */
+ * apart; a damaged record (flipped byte, cut, someone else's block under
+ * the hash) is a miss and is dropped; a record cut off by a crash and a
+ * torn index entry are dropped at the next open; a second open is refused
+ * while the first holds the lock; the bound is kept by eviction, least
+ * recently used first; blocks big enough to be read with O_DIRECT (sizes
+ * around the 4 KiB alignment, short reads of a longer want) read back
+ * exactly and are dropped when damaged; a cache of the old layout (v1) is
+ * removed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -67,19 +69,53 @@ static bool has(struct fc_dcache *dc, const char *key, const char *etag,
     return true;
 }
 
-/* The only block file in the cache (there must be exactly one). */
-static void only_file(char *out, size_t cap)
+/* The newest segment's record file (@ext "seg") or index ("idx"). */
+static void newest(char *out, size_t cap, const char *ext)
 {
     char cmd[160];
     FILE *p;
 
-    snprintf(cmd, sizeof(cmd), "find '%s/v1' -type f ! -name '.*'", g_dir);
+    snprintf(cmd, sizeof(cmd), "ls '%s/v2/'*.%s | sort | tail -n 1", g_dir,
+             ext);
     p = popen(cmd, "r");
     assert_non_null(p);
     assert_non_null(fgets(out, (int)cap, p));
     out[strcspn(out, "\n")] = '\0';
-    assert_null(fgets(cmd, sizeof(cmd), p));
     pclose(p);
+}
+
+/* The last index entry of the newest segment: the last block stored. */
+struct ient {
+    uint8_t h[16];
+    uint64_t off;
+    uint32_t datalen, idlen, flags, crc;
+};
+
+static void last_record(char *seg, size_t cap, struct ient *e)
+{
+    char idx[256];
+    struct stat st;
+    int fd;
+
+    newest(seg, cap, "seg");
+    newest(idx, sizeof(idx), "idx");
+    fd = open(idx, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_true(st.st_size >= 40);
+    assert_int_equal(pread(fd, e, 40, st.st_size - 40), 40);
+    close(fd);
+}
+
+static unsigned long stat_of(struct fc_dcache *dc, const char *name)
+{
+    char st[512], pat[64], *p;
+
+    assert_true(fc_dcache_stats_format(dc, st, sizeof(st)) > 0);
+    snprintf(pat, sizeof(pat), " %s=", name);
+    p = strstr(st, pat);
+    assert_non_null(p);
+    return strtoul(p + strlen(pat), NULL, 10);
 }
 
 static void test_roundtrip_and_identity(void **state)
@@ -111,29 +147,46 @@ static void test_roundtrip_and_identity(void **state)
     fc_dcache_close(dc);
 }
 
+/* Damages the last block stored: 0 flips a data byte, 1 cuts the record
+ * in its trailer, 2 empties the segment, 3 flips a byte of the stored id
+ * (someone else's block under the hash). */
 static void damage(int how)
 {
-    char path[256];
-    struct stat st;
+    char path[256], b;
+    struct ient e;
     int fd;
 
-    only_file(path, sizeof(path));
-    assert_int_equal(stat(path, &st), 0);
+    last_record(path, sizeof(path), &e);
     fd = open(path, O_RDWR);
     assert_true(fd >= 0);
-    if (how == 0) {
-        char b;
-        assert_int_equal(pread(fd, &b, 1, st.st_size - 1), 1);
+    if (how == 0 || how == 3) {
+        off_t at =
+            (off_t)(how == 0 ? e.off : e.off + e.datalen + 32 + e.idlen - 1);
+        assert_int_equal(pread(fd, &b, 1, at), 1);
         b ^= 1;
-        assert_int_equal(pwrite(fd, &b, 1, st.st_size - 1), 1);
+        assert_int_equal(pwrite(fd, &b, 1, at), 1);
     } else if (how == 1) {
-        assert_int_equal(ftruncate(fd, st.st_size - 1), 0);
-    } else if (how == 2) {
-        assert_int_equal(ftruncate(fd, 0), 0);
+        assert_int_equal(ftruncate(fd, (off_t)(e.off + e.datalen + 10)), 0);
     } else {
-        assert_int_equal(pwrite(fd, "junk", 4, st.st_size), 4);
+        assert_int_equal(ftruncate(fd, 0), 0);
     }
     close(fd);
+}
+
+/* A damaged block is a miss, counted once: its record is dropped. */
+static void damaged_is_dropped(struct fc_dcache *dc, const char *key, size_t bs,
+                               size_t want)
+{
+    unsigned long c0 = stat_of(dc, "dcache_corrupt");
+    char *data;
+    size_t len;
+
+    assert_int_equal(fc_dcache_get(dc, key, "\"e\"", 0, bs, want, &data, &len),
+                     -ENOENT);
+    assert_int_equal(stat_of(dc, "dcache_corrupt"), c0 + 1);
+    assert_int_equal(fc_dcache_get(dc, key, "\"e\"", 0, bs, want, &data, &len),
+                     -ENOENT);
+    assert_int_equal(stat_of(dc, "dcache_corrupt"), c0 + 1);
 }
 
 static void test_damaged_files_dropped(void **state)
@@ -144,14 +197,10 @@ static void test_damaged_files_dropped(void **state)
 
     memset(big, 'q', sizeof(big));
     for (int how = 0; how < 4; how++) {
-        char path[256];
         fc_dcache_put(dc, "k", "\"e\"", 0, 4096, big, how == 3 ? 100 : 4096);
+        assert_true(has(dc, "k", "\"e\"", 0, 4096, big, how == 3 ? 100 : 4096));
         damage(how);
-        assert_false(has(dc, "k", "\"e\"", 0, 4096, NULL, 0));
-        /* unlinked: nothing is left to serve */
-        fc_dcache_put(dc, "other", "\"e\"", 0, 4096, "x", 1);
-        only_file(path, sizeof(path));
-        fc_dcache_drop(dc, "other", "\"e\"", 4096, 1);
+        damaged_is_dropped(dc, "k", 4096, 8192);
     }
     fc_dcache_close(dc);
 }
@@ -196,14 +245,11 @@ static void test_big_blocks_direct(void **state)
         fc_dcache_drop(dc, key, "\"e\"", 1 << 20, 1);
     }
     for (int how = 0; how < 4; how++) {
-        char path[256];
-        fc_dcache_put(dc, "k", "\"e\"", 0, 1 << 20, big,
-                      how == 3 ? 200 << 10 : 300 << 10);
+        size_t n = how == 3 ? 200 << 10 : 300 << 10;
+        fc_dcache_put(dc, "k", "\"e\"", 0, 1 << 20, big, n);
+        assert_true(has_big(dc, "k", 1 << 20, big, n));
         damage(how);
-        assert_false(has_big(dc, "k", 1 << 20, NULL, 0));
-        fc_dcache_put(dc, "other", "\"e\"", 0, 4096, "x", 1);
-        only_file(path, sizeof(path)); /* the damaged one is gone */
-        fc_dcache_drop(dc, "other", "\"e\"", 4096, 1);
+        damaged_is_dropped(dc, "k", 1 << 20, 1 << 20);
     }
     free(big);
     fc_dcache_close(dc);
@@ -231,11 +277,11 @@ static void test_eviction_oldest_first(void **state)
     fc_dcache_close(dc);
 }
 
-/* A store that replaces a block's file adds its size to the byte estimate
- * again (nothing is kept per block to subtract): an estimate far over
- * the bound with the files themselves under it must evict nothing (an
- * eviction pass frees only what its own scan finds over 90% of the
- * bound; before, the inflated need emptied the cache). */
+/* A block stored again (a race of two readers, or a re-read after the
+ * block cache dropped it) is not appended again: the bytes of the same id
+ * are the same. Stores of one block must not grow the cache past its
+ * bound nor evict the others (the one-file-per-block layout evicted the
+ * recently read blocks on such an estimate). */
 static void test_inflated_estimate_evicts_nothing(void **state)
 {
     struct fc_dcache *dc = open_dc("http://a", 64 << 10);
@@ -250,7 +296,7 @@ static void test_inflated_estimate_evicts_nothing(void **state)
     }
     for (int i = 0; i < 12; i++) /* the estimate passes 64 KiB */
         fc_dcache_put(dc, "k0", "\"e\"", 0, 0, blk, sizeof(blk));
-    usleep(300000); /* the eviction thread's pass */
+    usleep(300000);
     for (int i = 0; i < 3; i++) {
         snprintf(key, sizeof(key), "k%d", i);
         assert_true(has(dc, key, "\"e\"", 0, 0, blk, sizeof(blk)));
@@ -294,6 +340,78 @@ static void test_async_stores(void **state)
     fc_dcache_close(dc);
 }
 
+/* After a crash: a record cut off its segment's end and a torn index
+ * entry are dropped at the next open (counted), the other blocks hit, and
+ * the lost one is stored again; a dropped block stays dropped after a
+ * reopen (its drop entry). */
+static void test_reopen_after_crash(void **state)
+{
+    struct fc_dcache *dc = open_dc("http://a", 1 << 30);
+    char blk[5000], seg[256], idx[256];
+    struct ient e;
+    struct stat st;
+    int fd;
+    (void)state;
+
+    memset(blk, 'c', sizeof(blk));
+    fc_dcache_put(dc, "a", "\"e\"", 0, 0, blk, sizeof(blk));
+    fc_dcache_put(dc, "b", "\"e\"", 0, 0, blk, sizeof(blk));
+    fc_dcache_put(dc, "gone", "\"e\"", 0, 0, blk, sizeof(blk));
+    fc_dcache_put(dc, "c", "\"e\"", 0, 0, blk, 77);
+    fc_dcache_drop(dc, "gone", "\"e\"", 0, 1);
+    fc_dcache_close(dc);
+    last_record(seg, sizeof(seg), &e); /* "gone"'s drop entry */
+    assert_int_equal(e.flags, 1);
+    /* "c" is the last record, 4 KiB: cut it */
+    assert_int_equal(stat(seg, &st), 0);
+    assert_int_equal(truncate(seg, st.st_size - 4096 + 50), 0);
+    newest(idx, sizeof(idx), "idx");
+    fd = open(idx, O_WRONLY | O_APPEND);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "torn-entry-17byte", 17), 17);
+    close(fd);
+
+    dc = open_dc("http://a", 1 << 30);
+    assert_true(stat_of(dc, "dcache_corrupt") >= 1);
+    assert_true(has(dc, "a", "\"e\"", 0, 0, blk, sizeof(blk)));
+    assert_true(has(dc, "b", "\"e\"", 0, 0, blk, sizeof(blk)));
+    assert_false(has(dc, "gone", "\"e\"", 0, 0, NULL, 0));
+    assert_false(has(dc, "c", "\"e\"", 0, 0, NULL, 0));
+    fc_dcache_put(dc, "c", "\"e\"", 0, 0, blk, 77);
+    fc_dcache_close(dc);
+    dc = open_dc("http://a", 1 << 30);
+    assert_true(has(dc, "c", "\"e\"", 0, 0, blk, 77));
+    assert_int_equal(stat_of(dc, "dcache_files"), 3);
+    fc_dcache_close(dc);
+}
+
+/* A cache of the one-file-per-block layout (DIR/v1) is removed by the
+ * writer thread, never read. */
+static void test_old_layout_removed(void **state)
+{
+    struct fc_dcache *dc;
+    char path[128];
+    struct stat st;
+    FILE *f;
+    (void)state;
+
+    snprintf(path, sizeof(path), "%s/v1", g_dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof(path), "%s/v1/ab", g_dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof(path), "%s/v1/ab/0123456789abcdef", g_dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("ECFSDC1\n", f);
+    fclose(f);
+    dc = open_dc("http://a", 1 << 30);
+    assert_int_equal(fc_dcache_start(dc), 0);
+    fc_dcache_close(dc);
+    snprintf(path, sizeof(path), "%s/v1", g_dir);
+    assert_int_equal(stat(path, &st), -1);
+    assert_int_equal(errno, ENOENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +426,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_async_stores, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inflated_estimate_evicts_nothing,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reopen_after_crash, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_old_layout_removed, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
