@@ -46,6 +46,7 @@ struct fc_itab {
     struct ihash by_key;            /* protected by lock */
     fuse_ino_t next_ino;            /* protected by lock */
     size_t count;                   /* protected by lock */
+    size_t peak;                    /* most ever live; protected by lock */
     struct fc_listing *listings;    /* cache by dir key; one ref each; lock */
     pthread_mutex_t list_locks[64]; /* serialise refreshes, by key hash */
     unsigned sweep_at;       /* sweep expired listings at this count; lock */
@@ -314,7 +315,7 @@ int fc_itab_create(const char *root_key, struct fc_itab **out)
     key_add(t, root);
     t->next_ino = FUSE_ROOT_ID + 1;
     t->sweep_at = 1024;
-    t->count = 1;
+    t->count = t->peak = 1;
     *out = t;
     return 0;
 }
@@ -425,6 +426,8 @@ struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
         ihash_add(&t->by_ino, in, false);
         key_add(t, in);
         t->count++;
+        if (t->count > t->peak)
+            t->peak = t->count;
     }
     /* never replace newer attributes (a HEAD) with older ones (a listing
      * fetched earlier) */
@@ -871,6 +874,16 @@ size_t fc_itab_count(struct fc_itab *t)
 
     pthread_mutex_lock(&t->lock);
     n = t->count;
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+size_t fc_itab_peak(struct fc_itab *t)
+{
+    size_t n;
+
+    pthread_mutex_lock(&t->lock);
+    n = t->peak;
     pthread_mutex_unlock(&t->lock);
     return n;
 }

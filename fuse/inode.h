@@ -207,6 +207,9 @@ void fc_itab_drop_listings(struct fc_fs *fs, const char *dirkey);
 
 /* Number of live inodes (tests, stats). */
 size_t fc_itab_count(struct fc_itab *t);
+/* The most inodes ever live at once in this mount (stats: survives the
+ * kernel forgetting them, e.g. at drop_caches). */
+size_t fc_itab_peak(struct fc_itab *t);
 
 /* Returns a new reference to the directory's listing, fetching (all pages
  * of ListObjectsV2, 1000 keys each) when there is none or it is stale.

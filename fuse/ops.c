@@ -275,9 +275,10 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
     if (n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n,
                       " ioctls=%lu stale_refetches=%lu inodes=%zu "
-                      "cache_bytes=%zu cache_blocks=%zu",
+                      "inodes_peak=%zu cache_bytes=%zu cache_blocks=%zu",
                       atomic_load(&g_ioctls), atomic_load(&g_stale_refetch),
-                      fc_itab_count(fs->itab), bytes, blocks);
+                      fc_itab_count(fs->itab), fc_itab_peak(fs->itab), bytes,
+                      blocks);
     return n;
 }
 

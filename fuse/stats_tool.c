@@ -29,7 +29,7 @@ struct st_sample {
 };
 
 static const char *const GAUGES[] = {
-    "inodes",       "cache_bytes",  "cache_blocks",
+    "inodes",       "inodes_peak",  "cache_bytes",  "cache_blocks",
     "pack_members", "pack_shards",  "pack_index_bytes",
     "dcache_bytes", "dcache_files", "dir_prefetch_unread_bytes",
 };

@@ -80,7 +80,9 @@ def test_inode_rss(n, ecfs_mount):
         # n files of 1000 bytes, and d itself
         assert out.stdout.split()[:2] == [str(n), "1000"], out.stdout
         grown = (rss_anon_kb(pid) - before) * 1024
-        inodes = m.stats()["inodes"]
+        # the most held at once: another process's drop_caches (benchmarks
+        # do it) makes the kernel forget inodes, but not the memory they took
+        inodes = m.stats()["inodes_peak"]
         assert inodes >= n // 2, inodes  # the kernel kept most of them
         assert grown <= PER_INODE * inodes, "%.0f bytes per inode" % (
             grown / inodes)
