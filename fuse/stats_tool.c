@@ -29,9 +29,11 @@ struct st_sample {
 };
 
 static const char *const GAUGES[] = {
-    "inodes",       "inodes_peak",  "cache_bytes",  "cache_blocks",
-    "pack_members", "pack_shards",  "pack_index_bytes",
-    "dcache_bytes", "dcache_files", "dir_prefetch_unread_bytes",
+    "inodes",           "inodes_peak",
+    "cache_bytes",      "cache_blocks",
+    "pack_members",     "pack_shards",
+    "pack_index_bytes", "dcache_bytes",
+    "dcache_files",     "dir_prefetch_unread_bytes",
 };
 
 static void usage(FILE *f)
