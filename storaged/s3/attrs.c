@@ -84,15 +84,17 @@ static long num_hdr(const struct stor_s3_req *r, const char *name, long def)
 static void checksum_xml(struct cm_buf *b, const struct stor_obj_info *in)
 {
     char comp[128];
+    bool full;
     size_t i;
     int k;
 
     k = (int)stor_s3_cksum_of_mpu(in->hdrs, in->nhdrs, in->nparts, NULL, comp,
-                                  sizeof(comp));
+                                  sizeof(comp), &full);
     if (k != STOR_CKSUM_NONE) {
         x_lit(b, "<Checksum>");
         x_str(b, stor_s3_cksum_xml((enum stor_cksum)k), comp, false);
-        x_lit(b, "<ChecksumType>COMPOSITE</ChecksumType></Checksum>");
+        x_fmt(b, "<ChecksumType>%s</ChecksumType></Checksum>",
+              full ? "FULL_OBJECT" : "COMPOSITE");
         return;
     }
     for (i = 0; i < in->nhdrs; i++)
@@ -114,8 +116,9 @@ static void parts_xml(struct cm_buf *b, const struct stor_obj_info *in,
     long i, end;
     char comp[128];
     const char *joined = NULL, *pv;
-    enum stor_cksum k = stor_s3_cksum_of_mpu(in->hdrs, in->nhdrs, in->nparts,
-                                             &joined, comp, sizeof(comp));
+    bool full;
+    enum stor_cksum k = stor_s3_cksum_of_mpu(
+        in->hdrs, in->nhdrs, in->nparts, &joined, comp, sizeof(comp), &full);
 
     x_fmt(b, "<ObjectParts><PartsCount>%d</PartsCount>", in->nparts);
     if (in->nparts == 0 || in->part_size == NULL) {

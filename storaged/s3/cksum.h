@@ -5,6 +5,7 @@
 #ifndef STORAGED_S3_CKSUM_H
 #define STORAGED_S3_CKSUM_H
 #include "common/compiler.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,29 +43,61 @@ void stor_s3_cksum_final(enum stor_cksum k, uint64_t crc, struct cm_digest *d,
 
 /* Multipart flexible checksums. CreateMultipartUpload with
  * x-amz-checksum-algorithm keeps the algorithm's header name in this
- * upload header (and so in the object's); each part keeps its verified
- * checksum as a part header, which Complete joins (STOR_HDR_PART_PFX). */
-#define STOR_HDR_CK_ALG "x-ecfs-ck-alg"
+ * upload header (and so in the object's), and with x-amz-checksum-type
+ * FULL_OBJECT (CRC32, CRC32C, CRC64NVME; the default for CRC64NVME) that
+ * type in the next; each part keeps its verified checksum as a part
+ * header, which Complete joins (STOR_HDR_PART_PFX). A COMPOSITE object's
+ * checksum is computed from the joined values when asked; a FULL_OBJECT
+ * one is the CRC of the whole body, combined from the parts' at Complete
+ * and stored as the object's x-amz-checksum-* header, as a PutObject's. */
+#define STOR_HDR_CK_ALG  "x-ecfs-ck-alg"
+#define STOR_HDR_CK_TYPE "x-ecfs-ck-type"
 struct stor_hdr;
+struct stor_part;
 /* The composite checksum of @nparts part checksums of kind @k, @joined
  * base64 values with ',' between: base64(H(raw1 ... rawN)) "-N" into
  * @out. 0, -EBADMSG (a part has none, or a bad one) or -ENOMEM. */
 CM_MUST_CHECK int stor_s3_cksum_composite(enum stor_cksum k, const char *joined,
                                           size_t nparts, char *out,
                                           size_t outlen);
+/* The full-object CRC (kind @k: CRC32, CRC32C or CRC64NVME) of @nparts
+ * parts of sizes @psize whose own CRCs are @joined (as above), base64 into
+ * @out: the CRC of their concatenation, combined without the data. 0, or
+ * -EBADMSG (another kind, a part without one or with a bad one). */
+CM_MUST_CHECK int stor_s3_cksum_full(enum stor_cksum k, const char *joined,
+                                     const uint64_t *psize, size_t nparts,
+                                     char *out, size_t outlen);
+/* CRC @a of A combined with CRC @b of the @blen bytes B that follow A:
+ * the CRC of AB (kind @k: CRC32, CRC32C or CRC64NVME; else 0). */
+uint64_t stor_s3_crc_combine(enum stor_cksum k, uint64_t a, uint64_t b,
+                             uint64_t blen);
+/* The @i-th (0-based) of the joined part values @joined into @out ("" when
+ * there is none, or it does not fit). */
+void stor_s3_cksum_part(const char *joined, size_t i, char *out, size_t outlen);
 /* CompleteMultipartUpload: the object checksum its x-amz-checksum-* says
- * (a composite "...-N"; @value borrowed, NULL to clear), for the Complete
- * hook on this thread to check against the parts' (_expect_check: 0, or
- * -STOR_EBADDIGEST when it differs or the parts have none). */
-void stor_s3_cksum_expect(enum stor_cksum k, const char *value);
-CM_MUST_CHECK int stor_s3_cksum_expect_check(const struct stor_hdr *h, size_t n,
-                                             size_t nparts);
+ * (kind @k, @value borrowed, NULL to clear) and the client's list @parts
+ * (@nparts, borrowed: their hkind/hval), for the Complete hook on this
+ * thread to check (stor_s3_cksum_complete). */
+void stor_s3_cksum_expect(enum stor_cksum k, const char *value,
+                          const struct stor_part *parts, size_t nparts);
+/* The Complete hook's checksum work on the object's headers @h (@n) and
+ * the listed part sizes @psize: each checksum the client's list names
+ * must be the stored one of that part (-STOR_EBADPART), and the object
+ * checksum the request named must be the object's (-STOR_EBADDIGEST, also
+ * when it has none). For a FULL_OBJECT upload whose parts all have their
+ * CRC, *kind and the whole object's value in @full (else *kind NONE), for
+ * the caller to store as header stor_s3_cksum_hdr(*kind). 0 or -errno. */
+CM_MUST_CHECK int stor_s3_cksum_complete(const struct stor_hdr *h, size_t n,
+                                         const uint64_t *psize, size_t nparts,
+                                         enum stor_cksum *kind, char *full,
+                                         size_t fulllen);
 /* For an object's headers @h (@n) and @nparts: its multipart checksum
- * kind with the composite value in @out (and *joined, if asked, the
- * parts' values), or STOR_CKSUM_NONE when it has none (not asked for at
- * Create, or a part without one). */
+ * kind with the object's value in @out (composite; with *full set, the
+ * stored full-object CRC) and *joined, if asked, the parts' values; or
+ * STOR_CKSUM_NONE when it has none (not asked for at Create, or a part
+ * without one). */
 enum stor_cksum stor_s3_cksum_of_mpu(const struct stor_hdr *h, size_t n,
                                      int nparts, const char **joined, char *out,
-                                     size_t outlen);
+                                     size_t outlen, bool *full);
 
 #endif /* STORAGED_S3_CKSUM_H */

@@ -895,6 +895,35 @@ static enum stor_s3_err part_range(const struct stor_obj_info *info, uint64_t n,
     return S3E_NONE;
 }
 
+/* GET/HEAD ?partNumber=N of a multipart object with x-amz-checksum-mode:
+ * part N's own checksum and the upload's checksum type, as S3 answers. */
+static int part_checksum(struct stor_s3_req *r, const struct stor_obj_info *in)
+{
+    const char *pn = stor_s3_query(r, "partNumber"), *joined = NULL, *cm;
+    char comp[128], v[STOR_PART_HVAL_MAX];
+    uint64_t num;
+    size_t n = 0;
+    bool fo;
+    enum stor_cksum k;
+
+    cm = stor_s3_hdr(r, "x-amz-checksum-mode", &n);
+    if (pn == NULL || cm == NULL || !stor_http_ieq(cm, n, "ENABLED") ||
+        stor_http_parse_u64(pn, strlen(pn), &num) < 0 || num < 1 ||
+        num > (uint64_t)in->nparts)
+        return 0;
+    k = stor_s3_cksum_of_mpu(in->hdrs, in->nhdrs, in->nparts, &joined, comp,
+                             sizeof(comp), &fo);
+    if (k == STOR_CKSUM_NONE)
+        return 0;
+    stor_s3_cksum_part(joined, (size_t)num - 1, v, sizeof(v));
+    if (v[0] == 0)
+        return 0;
+    if (stor_resp_hdr(&r->http.resp, stor_s3_cksum_hdr(k), "%s", v) < 0)
+        return -ENOMEM;
+    return stor_resp_hdr(&r->http.resp, "x-amz-checksum-type", "%s",
+                         fo ? "FULL_OBJECT" : "COMPOSITE");
+}
+
 /* Adds the object's headers (ETag, Last-Modified, stored headers with
  * response-* overrides) to the response. */
 static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
@@ -971,14 +1000,18 @@ static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
     }
     if (ret == 0 && ck_on && in->nparts > 0) {
         char comp[128];
+        bool fo;
         enum stor_cksum k = stor_s3_cksum_of_mpu(
-            in->hdrs, in->nhdrs, in->nparts, NULL, comp, sizeof(comp));
+            in->hdrs, in->nhdrs, in->nparts, NULL, comp, sizeof(comp), &fo);
 
-        if (k != STOR_CKSUM_NONE)
+        /* a FULL_OBJECT one is a stored x-amz-checksum-* (above) */
+        if (k != STOR_CKSUM_NONE && !fo)
             ret = stor_resp_hdr(rs, stor_s3_cksum_hdr(k), "%s", comp);
-        if (ret == 0 && k != STOR_CKSUM_NONE)
+        if (ret == 0 && k != STOR_CKSUM_NONE && !fo)
             ret = stor_resp_hdr(rs, "x-amz-checksum-type", "COMPOSITE");
     }
+    if (ret == 0 && !full && in->nparts > 0)
+        ret = part_checksum(r, in);
     /* an object written before versioning was on is the "null" version */
     if (ret == 0 && !has_vid &&
         stor_ver_state_peek(r->s3->ver, r->bucket) != STOR_VER_OFF)
@@ -1799,21 +1832,26 @@ out:
 
 /* ---- multipart ---- */
 
-/* x-amz-checksum-algorithm (and -type) of a CreateMultipartUpload: the
- * upload header naming it (STOR_HDR_CK_ALG) appended to @h. Composite
- * checksums only: CRC64NVME (full-object only in S3) and
- * x-amz-checksum-type FULL_OBJECT answer 501. */
+/* x-amz-checksum-algorithm and -type of a CreateMultipartUpload: the
+ * upload headers naming them (STOR_HDR_CK_ALG, and STOR_HDR_CK_TYPE for
+ * FULL_OBJECT) appended to @h, the type to *full. As S3: CRC64NVME is
+ * FULL_OBJECT only (its default), the SHA kinds COMPOSITE only (theirs),
+ * CRC32 and CRC32C either (COMPOSITE by default); anything else, or a type
+ * without an algorithm, is an InvalidRequest. */
 static enum stor_s3_err mpu_cksum_alg(const struct stor_s3_req *r,
-                                      struct stor_hdr **h, size_t *nh)
+                                      struct stor_hdr **h, size_t *nh,
+                                      bool *full)
 {
     char name[48] = "x-amz-checksum-";
     size_t n = 0, tn = 0, i;
     const char *v = stor_s3_hdr(r, "x-amz-checksum-algorithm", &n);
     const char *t = stor_s3_hdr(r, "x-amz-checksum-type", &tn);
     enum stor_cksum k;
+    bool crc;
 
+    *full = false;
     if (v == NULL)
-        return S3E_NONE;
+        return t ? S3E_INVALID_REQUEST : S3E_NONE;
     if (n > 16)
         return S3E_INVALID_ARGUMENT;
     for (i = 0; i < n; i++)
@@ -1822,12 +1860,20 @@ static enum stor_s3_err mpu_cksum_alg(const struct stor_s3_req *r,
     k = stor_s3_cksum_kind(name, 15 + n);
     if (k == STOR_CKSUM_NONE)
         return S3E_INVALID_ARGUMENT;
-    if (k == STOR_CKSUM_CRC64NVME || (t && !stor_http_ieq(t, tn, "COMPOSITE")))
-        return S3E_NOT_IMPLEMENTED;
-    return hdr_add(h, nh, STOR_HDR_CK_ALG, strlen(STOR_HDR_CK_ALG), name,
-                   15 + n) < 0
-               ? S3E_INTERNAL
-               : S3E_NONE;
+    crc = k == STOR_CKSUM_CRC32 || k == STOR_CKSUM_CRC32C ||
+          k == STOR_CKSUM_CRC64NVME;
+    if (t == NULL)
+        *full = k == STOR_CKSUM_CRC64NVME;
+    else if (stor_http_ieq(t, tn, "FULL_OBJECT") && crc)
+        *full = true;
+    else if (!stor_http_ieq(t, tn, "COMPOSITE") || k == STOR_CKSUM_CRC64NVME)
+        return S3E_INVALID_REQUEST;
+    if (hdr_add(h, nh, STOR_HDR_CK_ALG, strlen(STOR_HDR_CK_ALG), name, 15 + n) <
+            0 ||
+        (*full && hdr_add(h, nh, STOR_HDR_CK_TYPE, strlen(STOR_HDR_CK_TYPE),
+                          "FULL_OBJECT", 11) < 0))
+        return S3E_INTERNAL;
+    return S3E_NONE;
 }
 
 /* POST /bucket/key?uploads : CreateMultipartUpload (headers kept for the
@@ -1842,6 +1888,7 @@ static void op_create_mpu(struct stor_s3_req *r)
     struct stor_sse *x = NULL;
     const char *ca;
     size_t cn = 0;
+    bool ck_full = false;
     int ret;
 
     if (e != S3E_NONE) {
@@ -1862,7 +1909,7 @@ static void op_create_mpu(struct stor_s3_req *r)
         }
     }
     if (ret == 0) {
-        e = mpu_cksum_alg(r, &h, &nh);
+        e = mpu_cksum_alg(r, &h, &nh, &ck_full);
         if (e != S3E_NONE) {
             stor_s3_hdrs_free(h, nh);
             stor_sse_free(x);
@@ -1885,7 +1932,8 @@ static void op_create_mpu(struct stor_s3_req *r)
         ret = stor_resp_hdr(&r->http.resp, "x-amz-checksum-algorithm", "%.*s",
                             (int)cn, ca);
     if (ret == 0 && ca)
-        ret = stor_resp_hdr(&r->http.resp, "x-amz-checksum-type", "COMPOSITE");
+        ret = stor_resp_hdr(&r->http.resp, "x-amz-checksum-type", "%s",
+                            ck_full ? "FULL_OBJECT" : "COMPOSITE");
     stor_sse_free(x);
     if (ret < 0) {
         fail(r, ret);
@@ -1949,10 +1997,10 @@ static bool completed_by(const struct stor_obj_info *info, const char *id,
  * with the same result, as AWS and RGW do, while the object it made is
  * still the key's current one; otherwise NoSuchUpload. */
 /* x-amz-version-id (when versioned) and the SSE headers of the object a
- * Complete made (its current one); its composite checksum, if it has one,
- * into @ck (its kind returned). */
+ * Complete made (its current one); its checksum, if it has one, into @ck
+ * (its kind returned; *full for FULL_OBJECT, else COMPOSITE). */
 static enum stor_cksum mpu_reply_headers(struct stor_s3_req *r, char *ck,
-                                         size_t cklen)
+                                         size_t cklen, bool *full)
 {
     struct stor_obj_info info;
     enum stor_cksum k = STOR_CKSUM_NONE;
@@ -1968,7 +2016,7 @@ static enum stor_cksum mpu_reply_headers(struct stor_s3_req *r, char *ck,
         stor_s3_error(r, S3E_INTERNAL);
     if (info.nparts > 0)
         k = stor_s3_cksum_of_mpu(info.hdrs, info.nhdrs, info.nparts, NULL, ck,
-                                 cklen);
+                                 cklen, full);
     stor_obj_info_fini(&info);
     return k;
 }
@@ -1981,7 +2029,7 @@ static void op_complete_mpu(struct stor_s3_req *r)
     enum stor_cksum ck;
     enum stor_s3_err e;
     char comp[128], ckv[128];
-    bool ck_named = false;
+    bool ck_named = false, ck_full = false;
     size_t n = 0, i;
     int ret;
 
@@ -2013,14 +2061,16 @@ static void op_complete_mpu(struct stor_s3_req *r)
         if (v && vl < sizeof(ckv)) {
             memcpy(ckv, v, vl);
             ckv[vl] = 0;
-            stor_s3_cksum_expect((enum stor_cksum)i, ckv);
+            stor_s3_cksum_expect((enum stor_cksum)i, ckv, parts, n);
             ck_named = true;
         }
     }
+    if (!ck_named) /* the parts' checksums the list names: checked too */
+        stor_s3_cksum_expect(STOR_CKSUM_NONE, NULL, parts, n);
     /* keeps the old version if versioned */
     ret =
         stor_ver_mpu_complete(r, stor_s3_query(r, "uploadId"), parts, n, &info);
-    stor_s3_cksum_expect(STOR_CKSUM_NONE, NULL);
+    stor_s3_cksum_expect(STOR_CKSUM_NONE, NULL, NULL, 0);
     if (ret == -STOR_ENOUPLOAD) {
         stor_obj_info_fini(&info);
         memset(&info, 0, sizeof(info));
@@ -2043,7 +2093,7 @@ static void op_complete_mpu(struct stor_s3_req *r)
         return;
     }
     stor_iam_object_written(r, r->key, r->key_len, false);
-    ck = mpu_reply_headers(r, comp, sizeof(comp));
+    ck = mpu_reply_headers(r, comp, sizeof(comp), &ck_full);
     x_lit(b,
           S3_XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
     x_fmt(b, "<Location>/%s/", r->bucket);
@@ -2054,8 +2104,9 @@ static void op_complete_mpu(struct stor_s3_req *r)
     x_elem(b, "Key", r->key, r->key_len, false);
     x_fmt(b, "<ETag>&quot;%s&quot;</ETag>", info.etag);
     if (ck != STOR_CKSUM_NONE)
-        x_fmt(b, "<%s>%s</%s><ChecksumType>COMPOSITE</ChecksumType>",
-              stor_s3_cksum_xml(ck), comp, stor_s3_cksum_xml(ck));
+        x_fmt(b, "<%s>%s</%s><ChecksumType>%s</ChecksumType>",
+              stor_s3_cksum_xml(ck), comp, stor_s3_cksum_xml(ck),
+              ck_full ? "FULL_OBJECT" : "COMPOSITE");
     x_lit(b, "</CompleteMultipartUploadResult>");
     stor_obj_info_fini(&info);
     xml_done(r);
@@ -2074,6 +2125,29 @@ static void op_abort_mpu(struct stor_s3_req *r)
     r->http.resp.status = 204;
 }
 
+/* The checksum algorithm upload @id was created with (*full: its type is
+ * FULL_OBJECT), or STOR_CKSUM_NONE. */
+static enum stor_cksum upload_cksum(struct stor_s3_req *r, const char *id,
+                                    bool *full)
+{
+    struct stor_hdr *h = NULL;
+    enum stor_cksum k = STOR_CKSUM_NONE;
+    size_t nh = 0;
+
+    *full = false;
+    if (id == NULL || stor_mpu_upload_headers(r->s3->store, r->bucket, r->key,
+                                              r->key_len, id, &h, &nh) < 0)
+        return k;
+    for (size_t i = 0; i < nh; i++) {
+        if (strcmp(h[i].name, STOR_HDR_CK_ALG) == 0)
+            k = stor_s3_cksum_kind(h[i].value, strlen(h[i].value));
+        else if (strcmp(h[i].name, STOR_HDR_CK_TYPE) == 0)
+            *full = strcmp(h[i].value, "FULL_OBJECT") == 0;
+    }
+    stor_s3_hdrs_free(h, nh);
+    return k;
+}
+
 /* GET /bucket/key?uploadId= : ListParts (part-number-marker, max-parts). */
 static void op_list_parts(struct stor_s3_req *r)
 {
@@ -2082,8 +2156,9 @@ static void op_list_parts(struct stor_s3_req *r)
     struct stor_part *parts = NULL;
     struct cm_buf *b = &r->http.resp.body;
     size_t n = 0, i;
-    bool trunc = false;
+    bool trunc = false, ck_full;
     uint64_t after = 0;
+    enum stor_cksum ck;
     int maxp, ret;
 
     if (max_param(r, "max-parts", 1000, 1000, &maxp) < 0 ||
@@ -2092,8 +2167,10 @@ static void op_list_parts(struct stor_s3_req *r)
         stor_s3_error(r, S3E_INVALID_ARGUMENT);
         return;
     }
+    ck = upload_cksum(r, id, &ck_full);
     ret = stor_mpu_list_parts(r->s3->store, r->bucket, r->key, r->key_len, id,
-                              (int)after, (size_t)maxp, &parts, &n, &trunc);
+                              (int)after, (size_t)maxp, stor_s3_cksum_hdr(ck),
+                              &parts, &n, &trunc);
     if (ret < 0) {
         fail(r, ret);
         return;
@@ -2112,16 +2189,23 @@ static void op_list_parts(struct stor_s3_req *r)
               parts[n - 1].number);
     x_fmt(b, "<MaxParts>%d</MaxParts><IsTruncated>%s</IsTruncated>", maxp,
           trunc ? "true" : "false");
+    if (ck != STOR_CKSUM_NONE) /* "ChecksumCRC32" -> "CRC32" */
+        x_fmt(b,
+              "<ChecksumAlgorithm>%s</ChecksumAlgorithm>"
+              "<ChecksumType>%s</ChecksumType>",
+              stor_s3_cksum_xml(ck) + 8, ck_full ? "FULL_OBJECT" : "COMPOSITE");
     for (i = 0; i < n; i++) {
         char t[CM_TIME_RFC3339_LEN + 1];
 
         time_iso(parts[i].mtime, 0, t);
         x_fmt(b,
               "<Part><PartNumber>%d</PartNumber><LastModified>%s"
-              "</LastModified><ETag>&quot;%s&quot;</ETag><Size>%llu</Size>"
-              "</Part>",
+              "</LastModified><ETag>&quot;%s&quot;</ETag><Size>%llu</Size>",
               parts[i].number, t, parts[i].etag,
               (unsigned long long)parts[i].size);
+        if (ck != STOR_CKSUM_NONE && parts[i].hval[0])
+            x_str(b, stor_s3_cksum_xml(ck), parts[i].hval, false);
+        x_lit(b, "</Part>");
     }
     x_lit(b, "</ListPartsResult>");
     free(parts);

@@ -743,9 +743,10 @@ static const char *hdrs_find(const struct stor_hdr *h, size_t n,
     return NULL;
 }
 
-/* The store's Complete hook (stor_mpu_hook_fn): checks the object
- * checksum the Complete named (cksum.h), and for an encrypted upload adds
- * the part-list MAC (HDR_PMAC) to the object's headers. */
+/* The store's Complete hook (stor_mpu_hook_fn): checks the part and
+ * object checksums the Complete named and stores a FULL_OBJECT upload's
+ * whole-body CRC (cksum.h), and for an encrypted upload adds the
+ * part-list MAC (HDR_PMAC) to the object's headers. */
 static int mpu_seal_hook(void *arg, struct stor_hdr **hdrs, size_t *nhdrs,
                          const uint64_t *psize, size_t nparts)
 {
@@ -754,9 +755,13 @@ static int mpu_seal_hook(void *arg, struct stor_hdr **hdrs, size_t *nhdrs,
     const char *dk = hdrs_find(*hdrs, *nhdrs, HDR_DK);
     const char *salts = hdrs_find(*hdrs, *nhdrs, HDR_PSALT);
     uint8_t(*sl)[16], mk[32], k[32], mac[32];
-    char hex[65];
-    int ret = stor_s3_cksum_expect_check(*hdrs, *nhdrs, nparts);
+    char hex[65], full[96];
+    enum stor_cksum fk;
+    int ret = stor_s3_cksum_complete(*hdrs, *nhdrs, psize, nparts, &fk, full,
+                                     sizeof(full));
 
+    if (ret == 0 && fk != STOR_CKSUM_NONE) /* the whole body's, as a PUT's */
+        ret = hdr_push(hdrs, nhdrs, stor_s3_cksum_hdr(fk), full);
     if (ret < 0 || mode == NULL)
         return ret;
     sl = malloc(nparts * sizeof(*sl));

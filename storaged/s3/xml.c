@@ -7,6 +7,7 @@
  * Anything not well-formed is -EBADMSG, which becomes MalformedXML. */
 #include "storaged/s3/s3_i.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <expat.h>
 #include <stdlib.h>
@@ -184,6 +185,30 @@ static void end_complete(struct xml_ctx *x, const char *name)
         }
         memcpy(x->cur.etag, t, n);
         x->cur.etag[n] = 0;
+    } else if (strncmp(name, "Checksum", 8) == 0 && name[8]) {
+        /* ChecksumCRC32 ...: the part's checksum as the client has it */
+        char hdr[48] = "x-amz-checksum-";
+        size_t an = strlen(name + 8);
+        enum stor_cksum k = STOR_CKSUM_NONE;
+
+        for (size_t i = 0; an < 16 && i <= an; i++)
+            hdr[15 + i] = (char)tolower((unsigned char)name[8 + i]);
+        if (an < 16)
+            k = stor_s3_cksum_kind(hdr, 15 + an);
+        while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\n'))
+            n--;
+        while (n > 0 && (*t == ' ' || *t == '\n')) {
+            t++;
+            n--;
+        }
+        if (k == STOR_CKSUM_NONE || n == 0 || n >= sizeof(x->cur.hval) ||
+            (x->cur.hkind != 0 && x->cur.hkind != (int)k)) {
+            x->err = -EBADMSG;
+            return;
+        }
+        x->cur.hkind = (int)k;
+        memcpy(x->cur.hval, t, n);
+        x->cur.hval[n] = 0;
     } else if (strcmp(name, "Part") == 0) {
         if (!x->have_num || x->nparts >= STOR_MAX_PARTS) {
             x->err = -EBADMSG;

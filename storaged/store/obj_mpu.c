@@ -807,8 +807,8 @@ int stor_mpu_abort(struct stor_store *s, const char *bucket, const char *key,
 /* Contract in object.h. */
 int stor_mpu_list_parts(struct stor_store *s, const char *bucket,
                         const char *key, size_t key_len, const char *upload_id,
-                        int after, size_t max, struct stor_part **out,
-                        size_t *n, bool *truncated)
+                        int after, size_t max, const char *hname,
+                        struct stor_part **out, size_t *n, bool *truncated)
 {
     struct obj_bucket *b;
     struct obj_upload *u;
@@ -839,6 +839,13 @@ int stor_mpu_list_parts(struct stor_store *s, const char *bucket,
         v[*n].size = u->parts[i].size;
         snprintf(v[*n].etag, sizeof(v[*n].etag), "%s", u->parts[i].etag);
         v[*n].mtime = (time_t)(u->initiated_ns / 1000000000LL);
+        for (size_t j = 0; hname && j < u->phdrs[i].n; j++) {
+            const struct stor_hdr *h = &u->phdrs[i].hdrs[j];
+
+            if (strcmp(h->name, hname) == 0 &&
+                strlen(h->value) < sizeof(v[*n].hval))
+                snprintf(v[*n].hval, sizeof(v[*n].hval), "%s", h->value);
+        }
         (*n)++;
     }
     *out = v;

@@ -263,11 +263,18 @@ CM_MUST_CHECK int stor_mpu_part_begin(struct stor_store *s, const char *bucket,
                                       const char *key, size_t key_len,
                                       const char *upload_id, int part,
                                       int64_t size, struct stor_put **out);
+#define STOR_PART_HVAL_MAX 64
 struct stor_part {
     int number;
     char etag[STOR_ETAG_MAX]; /* no quotes */
     uint64_t size;
     time_t mtime;
+    /* Not the store's: one value the S3 layer keeps with a part (its
+     * checksum). stor_mpu_list_parts copies the part's own header it is
+     * asked for; a Complete's list carries the client's (hkind its kind,
+     * 0 none); stor_mpu_complete ignores both. */
+    int hkind;
+    char hval[STOR_PART_HVAL_MAX];
 };
 /* A completed multipart object keeps its upload id in this stored header
  * (not a client header: the S3 layer never stores x-ecfs-*, and hides it
@@ -305,12 +312,15 @@ CM_MUST_CHECK int stor_mpu_complete(struct stor_store *s, const char *bucket,
 CM_MUST_CHECK int stor_mpu_abort(struct stor_store *s, const char *bucket,
                                  const char *key, size_t key_len,
                                  const char *upload_id);
-/* Parts with number > @after, at most @max; *out malloc'd (free()). */
+/* Parts with number > @after, at most @max; *out malloc'd (free()). With
+ * @hname, each part's hval is the value of its own header @hname (""
+ * when it has none or a longer one). */
 CM_MUST_CHECK int stor_mpu_list_parts(struct stor_store *s, const char *bucket,
                                       const char *key, size_t key_len,
                                       const char *upload_id, int after,
-                                      size_t max, struct stor_part **out,
-                                      size_t *n, bool *truncated);
+                                      size_t max, const char *hname,
+                                      struct stor_part **out, size_t *n,
+                                      bool *truncated);
 struct stor_upload {
     char *key; /* owned */
     size_t key_len;

@@ -2,7 +2,10 @@
  * storaged parses with expat: DeleteObjects and CompleteMultipartUpload.
  * Properties: a successful parse yields 1..1000 keys (NUL-terminated at
  * their length) or 1..10000 parts with numbers in 1..10000 and ETags
- * without quotes; failures are only -EBADMSG or -ENOMEM. The input as text
+ * without quotes, a listed part checksum (hkind) only of a known kind with
+ * a non-empty value; failures are only -EBADMSG or -ENOMEM. The input as
+ * a joined list of part checksums gives a full-object CRC or composite
+ * value, or -EBADMSG, never anything else. The input as text
  * through cm_xml_escape (what listings quote keys with) always comes out
  * as well-formed UTF-8 without a raw '<', '&' or control byte, whatever
  * the bytes. */
@@ -21,6 +24,39 @@
         if (!(x))                                                              \
             abort();                                                           \
     } while (0)
+
+/* The input as a Complete's joined part checksums (cksum.c): 1..4 parts,
+ * sizes from the first bytes, every kind. */
+static void joined_checks(const uint8_t *data, size_t size)
+{
+    uint64_t psize[4];
+    char *j, out[160];
+    size_t np, i;
+
+    if (size < 1)
+        return;
+    np = 1 + data[0] % 4;
+    for (i = 0; i < np; i++)
+        psize[i] = (uint64_t)(size > i + 1 ? data[i + 1] : 0) << (3 * i);
+    j = malloc(size + 1);
+    if (j == NULL)
+        return;
+    memcpy(j, data, size);
+    j[size] = 0;
+    for (int k = 0; k < STOR_CKSUM_COUNT; k++) {
+        int r = stor_s3_cksum_full((enum stor_cksum)k, j, psize, np, out,
+                                   sizeof(out));
+
+        CHECK(r == 0 || r == -EBADMSG);
+        CHECK(r < 0 || (out[0] && strlen(out) < sizeof(out)));
+        r = stor_s3_cksum_composite((enum stor_cksum)k, j, np, out,
+                                    sizeof(out));
+        CHECK(r == 0 || r == -EBADMSG || r == -ENOMEM);
+        stor_s3_cksum_part(j, np, out, sizeof(out));
+        CHECK(strlen(out) < sizeof(out));
+    }
+    free(j);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -62,10 +98,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(parts[i].number >= 1 && parts[i].number <= STOR_MAX_PARTS);
             CHECK(strchr(parts[i].etag, '"') == NULL ||
                   parts[i].etag[0] != '"');
+            CHECK(parts[i].hkind >= 0 && parts[i].hkind < STOR_CKSUM_COUNT);
+            CHECK(parts[i].hkind == 0 ||
+                  (parts[i].hval[0] != 0 &&
+                   memchr(parts[i].hval, 0, sizeof(parts[i].hval)) != NULL));
         }
         free(parts);
     } else {
         CHECK(ret == -EBADMSG || ret == -ENOMEM);
     }
+    joined_checks(data, size);
     return 0;
 }

@@ -207,8 +207,8 @@ def test_multipart_composite_checksum(s3, bucket, algo):
 def test_multipart_checksum_edges(s3, bucket):
     """An upload created without an algorithm keeps no composite; a part
     sent without its checksum leaves the object without one (never a
-    wrong value); a full-object multipart checksum (CRC64NVME, or
-    x-amz-checksum-type FULL_OBJECT) is refused with 501."""
+    wrong value); CRC64NVME makes a FULL_OBJECT upload (its default;
+    test_s3_mpu_checksums.py tests those)."""
     up = s3.create_multipart_upload(Bucket=bucket, Key="plain")["UploadId"]
     r = s3.upload_part(Bucket=bucket, Key="plain", UploadId=up, PartNumber=1,
                        Body=BODY, ChecksumAlgorithm="CRC32")
@@ -227,10 +227,11 @@ def test_multipart_checksum_edges(s3, bucket):
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r["ETag"]}]})
     assert "ChecksumCRC32" not in s3.head_object(Bucket=bucket, Key="gap",
                                                  ChecksumMode="ENABLED")
-    with pytest.raises(Exception) as e:
-        s3.create_multipart_upload(Bucket=bucket, Key="nv",
-                                   ChecksumAlgorithm="CRC64NVME")
-    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 501
+    nv = s3.create_multipart_upload(Bucket=bucket, Key="nv",
+                                    ChecksumAlgorithm="CRC64NVME")
+    assert nv["ResponseMetadata"]["HTTPHeaders"][
+        "x-amz-checksum-type"] == "FULL_OBJECT"
+    s3.abort_multipart_upload(Bucket=bucket, Key="nv", UploadId=nv["UploadId"])
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 

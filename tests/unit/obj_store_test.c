@@ -249,7 +249,7 @@ static void test_multipart(void **st)
         stor_obj_info_fini(&info);
     }
     assert_int_equal(
-        stor_mpu_list_parts(e->s, "bkt", "big", 3, uid, 0, 10, &lp, &n, &tr),
+        stor_mpu_list_parts(e->s, "bkt", "big", 3, uid, 0, 10, NULL, &lp, &n, &tr),
         0);
     assert_int_equal(n, 3);
     free(lp);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/codec.h"
+#include "common/hash.h"
 #include "storaged/s3/cksum.h"
 #include "storaged/s3/sse.h"
 
@@ -160,12 +161,102 @@ static void composite_checksum(void **state)
         -EBADMSG);
 }
 
+/* Full-object multipart CRCs (cksum.c) combined from the parts' CRCs and
+ * sizes, without the data: s3-tests' vectors (three 5 MiB parts of 'A',
+ * 'B', 'C'), and the combination against a CRC of the joined bytes. */
+static void full_object_checksum(void **state)
+{
+    static const uint64_t sz[3] = {5u << 20, 5u << 20, 5u << 20};
+    static const uint64_t uneven[3] = {5u << 20, 7, 5u << 20};
+    char out[128];
+    uint64_t a, b;
+
+    (void)state;
+    assert_int_equal(stor_s3_cksum_full(STOR_CKSUM_CRC32,
+                                        "JRTCyQ==,QoZTGg==,YAgjqw==", sz, 3,
+                                        out, sizeof(out)),
+                     0);
+    assert_string_equal(out, "WgDhBQ==");
+    assert_int_equal(stor_s3_cksum_full(STOR_CKSUM_CRC32C,
+                                        "MDaLrw==,TH4EZg==,Z7mBIQ==", sz, 3,
+                                        out, sizeof(out)),
+                     0);
+    assert_string_equal(out, "xU+Krw==");
+    assert_int_equal(stor_s3_cksum_full(STOR_CKSUM_CRC64NVME,
+                                        "L/E4WYn8v98=,xW1l19VobYM=,"
+                                        "cK5MnNaWrW4=",
+                                        sz, 3, out, sizeof(out)),
+                     0);
+    assert_string_equal(out, "i+6LR0y3eFo=");
+    /* the sizes matter: another middle size, another CRC */
+    assert_int_equal(stor_s3_cksum_full(STOR_CKSUM_CRC32,
+                                        "JRTCyQ==,QoZTGg==,YAgjqw==", uneven, 3,
+                                        out, sizeof(out)),
+                     0);
+    assert_string_not_equal(out, "WgDhBQ==");
+    /* one part: its own CRC */
+    assert_int_equal(stor_s3_cksum_full(STOR_CKSUM_CRC32, "JRTCyQ==", sz, 1,
+                                        out, sizeof(out)),
+                     0);
+    assert_string_equal(out, "JRTCyQ==");
+    /* a part without one, too few or too many values, a SHA: none */
+    assert_int_equal(stor_s3_cksum_full(STOR_CKSUM_CRC32, "JRTCyQ==,,YAgjqw==",
+                                        sz, 3, out, sizeof(out)),
+                     -EBADMSG);
+    assert_int_equal(stor_s3_cksum_full(STOR_CKSUM_CRC32, "JRTCyQ==,QoZTGg==",
+                                        sz, 3, out, sizeof(out)),
+                     -EBADMSG);
+    assert_int_equal(stor_s3_cksum_full(STOR_CKSUM_CRC32,
+                                        "JRTCyQ==,QoZTGg==,YAgjqw==,YAgjqw==",
+                                        sz, 3, out, sizeof(out)),
+                     -EBADMSG);
+    assert_int_equal(stor_s3_cksum_full(STOR_CKSUM_SHA256, "JRTCyQ==", sz, 1,
+                                        out, sizeof(out)),
+                     -EBADMSG);
+    /* combine(crc("hello "), crc("world"), 5) == crc("hello world") */
+    a = cm_crc32(0, "hello ", 6);
+    b = cm_crc32(0, "world", 5);
+    assert_int_equal(stor_s3_crc_combine(STOR_CKSUM_CRC32, a, b, 5),
+                     cm_crc32(0, "hello world", 11));
+    a = cm_crc32c(0, "hello ", 6);
+    b = cm_crc32c(0, "world", 5);
+    assert_int_equal(stor_s3_crc_combine(STOR_CKSUM_CRC32C, a, b, 5),
+                     cm_crc32c(0, "hello world", 11));
+    a = cm_crc64nvme(0, "hello ", 6);
+    b = cm_crc64nvme(0, "world", 5);
+    assert_true(stor_s3_crc_combine(STOR_CKSUM_CRC64NVME, a, b, 5) ==
+                cm_crc64nvme(0, "hello world", 11));
+    assert_true(stor_s3_crc_combine(STOR_CKSUM_CRC32, a, b, 0) == (a ^ b));
+}
+
+/* The i-th of a Complete's joined part values. */
+static void part_value(void **state)
+{
+    char out[16];
+
+    (void)state;
+    stor_s3_cksum_part("aa,bb,,dd", 1, out, sizeof(out));
+    assert_string_equal(out, "bb");
+    stor_s3_cksum_part("aa,bb,,dd", 2, out, sizeof(out));
+    assert_string_equal(out, "");
+    stor_s3_cksum_part("aa,bb,,dd", 3, out, sizeof(out));
+    assert_string_equal(out, "dd");
+    stor_s3_cksum_part("aa,bb,,dd", 4, out, sizeof(out));
+    assert_string_equal(out, "");
+    stor_s3_cksum_part(NULL, 0, out, sizeof(out));
+    assert_string_equal(out, "");
+    stor_s3_cksum_part("0123456789abcdefXYZ", 0, out, sizeof(out));
+    assert_string_equal(out, ""); /* does not fit */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tags_count_must_match_size),
         cmocka_unit_test(packages_open_only_as_sealed),
         cmocka_unit_test(composite_checksum),
+        cmocka_unit_test(full_object_checksum),
+        cmocka_unit_test(part_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
