@@ -260,12 +260,27 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "mode: drives that share a filesystem).\n"
             "# TYPE storaged_sync_fsyncs_total counter\n"
             "storaged_sync_fsyncs_total %llu\n"
+            "# HELP storaged_sync_shared_total Extent-file syncs a commit "
+            "left to another's fsync of that file (file mode).\n"
+            "# TYPE storaged_sync_shared_total counter\n"
+            "storaged_sync_shared_total %llu\n"
             "# TYPE storaged_sync_failures_total counter\n"
-            "storaged_sync_failures_total %llu\n",
+            "storaged_sync_failures_total %llu\n"
+            "# HELP storaged_extent_freed_total Extent records freed "
+            "(deletes, overwrites).\n"
+            "# TYPE storaged_extent_freed_total counter\n"
+            "storaged_extent_freed_total %llu\n"
+            "# HELP storaged_extent_punches_total Hole punches that freed "
+            "them (adjacent records merged).\n"
+            "# TYPE storaged_extent_punches_total counter\n"
+            "storaged_extent_punches_total %llu\n",
             (unsigned long long)st.sync_barriers,
             (unsigned long long)st.sync_rounds,
             (unsigned long long)st.sync_fsyncs,
-            (unsigned long long)st.sync_failures);
+            (unsigned long long)st.sync_shared,
+            (unsigned long long)st.sync_failures,
+            (unsigned long long)st.ext_freed,
+            (unsigned long long)st.ext_punches);
     if (ret == 0)
         ret = cm_buf_appendf(
             o,

@@ -45,8 +45,102 @@ struct stor_gsync {
     struct gs_group **dgroup; /* per drive; atomic loads, written under mu */
     uint64_t clock;           /* atomic: bumped by every failed round */
     int force;                /* STORAGED_SYNC_MODE: 1 fs, 0 file, -1 auto */
-    uint64_t rounds, barriers, fsyncs, failures; /* atomics */
+    uint64_t rounds, barriers, fsyncs, failures, shared; /* atomics */
 };
+
+/* A shared file's fsyncs (gsync.h), numbered like a group's rounds:
+ * started  fsyncs begun, done  fsyncs finished, failed  the last that
+ * failed (its error in err); running while one is in flight. */
+struct stor_gsync_file {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t started, done, failed; /* protected by mu */
+    int err;                        /* protected by mu */
+    bool running;                   /* protected by mu */
+};
+
+/* See gsync.h. */
+struct stor_gsync_file *stor_gsync_file_create(void)
+{
+    struct stor_gsync_file *f = calloc(1, sizeof(*f));
+
+    if (f == NULL)
+        return NULL;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    return f;
+}
+
+/* See gsync.h. */
+void stor_gsync_file_destroy(struct stor_gsync_file *f)
+{
+    if (f == NULL)
+        return;
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
+
+/* Asks for an fsync of @f that starts after now. Returns the number it
+ * needs (*lead: the caller runs that fsync itself, then calls
+ * gsf_finish). Caller holds f->mu. */
+static uint64_t gsf_ask(struct stor_gsync_file *f, bool *lead)
+{
+    *lead = !f->running;
+    if (*lead) {
+        f->running = true;
+        return ++f->started;
+    }
+    return f->started + 1;
+}
+
+/* The fsync numbered @gen ended with @res. Caller holds f->mu. */
+static void gsf_finish(struct stor_gsync_file *f, uint64_t gen, int res)
+{
+    f->done = gen;
+    if (res < 0) {
+        f->failed = gen;
+        f->err = res;
+    }
+    f->running = false;
+    pthread_cond_broadcast(&f->cv);
+}
+
+/* Waits until fsync @want (or a later one) of @f, with @fd, has finished,
+ * running it on this thread when none is in flight. 0 or -errno (the
+ * error of a failed fsync at or after @want). */
+static int gsf_wait(struct stor_gsync *g, struct stor_gsync_file *f, int fd,
+                    uint64_t want)
+{
+    bool ran = false;
+    int ret;
+
+    pthread_mutex_lock(&f->mu);
+    while (f->done < want) {
+        bool lead;
+        uint64_t gen;
+        int r;
+
+        if (f->running) {
+            pthread_cond_wait(&f->cv, &f->mu);
+            continue;
+        }
+        gen = gsf_ask(f, &lead);
+        pthread_mutex_unlock(&f->mu);
+        r = fsync(fd) < 0 ? -errno : 0;
+        ran = true;
+        __atomic_add_fetch(&g->fsyncs, 1, __ATOMIC_RELAXED);
+        if (r < 0)
+            __atomic_add_fetch(&g->failures, 1, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&f->mu);
+        gsf_finish(f, gen, r);
+    }
+    ret = f->failed >= want ? f->err : 0;
+    pthread_mutex_unlock(&f->mu);
+    if (!ran)
+        __atomic_add_fetch(&g->shared, 1, __ATOMIC_RELAXED);
+    return ret;
+}
 
 /* Is @path the mount point of its filesystem (its parent is on another)?
  * Then the filesystem is a disk given to storaged: fs mode. */
@@ -276,9 +370,10 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
                         struct stor_sync_item *it, size_t n)
 {
     struct gs_group *grp[64], *uniq[64];
-    uint64_t ticket[64];
+    uint64_t ticket[64], want[64];
     struct stor_io io[64];
     size_t map[64], nu = 0, nio = 0;
+    bool lead[64] = {0}, follow[64] = {0};
 
     __atomic_add_fetch(&g->barriers, 1, __ATOMIC_RELAXED);
     if (n > 64) { /* never: a call covers one object's shards (<= 32) */
@@ -298,6 +393,14 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
             if (it[i].fd < 0) {
                 it[i].res = -EBADF; /* nothing to sync it with */
                 continue;
+            }
+            if (it[i].shared) { /* share one fsync of it (gsync.h) */
+                pthread_mutex_lock(&it[i].shared->mu);
+                want[i] = gsf_ask(it[i].shared, &lead[i]);
+                pthread_mutex_unlock(&it[i].shared->mu);
+                follow[i] = !lead[i];
+                if (follow[i])
+                    continue; /* waits below, after this thread's fsyncs */
             }
             map[nio] = i;
             io[nio++] = (struct stor_io){.fd = it[i].fd, .op = 's'};
@@ -322,12 +425,23 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
     if (nio) {
         stor_io_run(io, nio);
         __atomic_add_fetch(&g->fsyncs, nio, __ATOMIC_RELAXED);
-        for (size_t k = 0; k < nio; k++)
+        for (size_t k = 0; k < nio; k++) {
+            size_t i = map[k];
+
             if (io[k].res < 0) {
-                it[map[k]].res = (int)io[k].res;
+                it[i].res = (int)io[k].res;
                 __atomic_add_fetch(&g->failures, 1, __ATOMIC_RELAXED);
             }
+            if (lead[i]) {
+                pthread_mutex_lock(&it[i].shared->mu);
+                gsf_finish(it[i].shared, want[i], it[i].res);
+                pthread_mutex_unlock(&it[i].shared->mu);
+            }
+        }
     }
+    for (size_t i = 0; i < n; i++)
+        if (follow[i])
+            it[i].res = gsf_wait(g, it[i].shared, it[i].fd, want[i]);
     for (size_t u = 0; u < nu; u++) {
         struct gs_group *gr = uniq[u];
 
@@ -353,5 +467,6 @@ void stor_gsync_get_stats(struct stor_gsync *g, struct stor_gsync_stats *out)
     out->rounds = __atomic_load_n(&g->rounds, __ATOMIC_RELAXED);
     out->barriers = __atomic_load_n(&g->barriers, __ATOMIC_RELAXED);
     out->fsyncs = __atomic_load_n(&g->fsyncs, __ATOMIC_RELAXED);
+    out->shared = __atomic_load_n(&g->shared, __ATOMIC_RELAXED);
     out->failures = __atomic_load_n(&g->failures, __ATOMIC_RELAXED);
 }

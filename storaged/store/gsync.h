@@ -47,12 +47,29 @@ uint64_t stor_gsync_mark(struct stor_gsync *g, const size_t *drv, size_t n);
  * fd. Joins its group when it has none yet. */
 bool stor_gsync_is_fs(struct stor_gsync *g, size_t d);
 
+/* A file many commits write to at once (a drive's extent file): in file
+ * mode, barriers that arrive together share one fsync of it instead of
+ * one each. A barrier item naming it asks for an fsync that *starts*
+ * after the call (one already running may have begun before the caller's
+ * writes); at most one runs at a time, and every item that asked while it
+ * ran shares the next one. A failed fsync fails every item waiting for
+ * that one or a later one (the file's writeback error is reported once,
+ * to whoever fsyncs first). Every item naming one stor_gsync_file must
+ * carry an fd of that one file. */
+struct stor_gsync_file;
+/* NULL on ENOMEM. */
+struct stor_gsync_file *stor_gsync_file_create(void);
+/* No barrier may be using it. NULL is fine. */
+void stor_gsync_file_destroy(struct stor_gsync_file *f);
+
 /* One thing a barrier makes durable. */
 struct stor_sync_item {
     size_t drive;
-    int fd;  /* borrowed: the file or directory to fsync; may be -1 on a
-              * drive in fs mode */
-    int res; /* out: 0 or -errno */
+    int fd; /* borrowed: the file or directory to fsync; may be -1 on a
+             * drive in fs mode */
+    struct stor_gsync_file *shared; /* borrowed, or NULL: fd is that file,
+                                     * its fsync shared (file mode) */
+    int res;                        /* out: 0 or -errno */
 };
 /* Waits until everything this thread wrote to the items' drives before the
  * call is durable (fs mode) and each item's fd is fsynced (file mode). */
@@ -63,6 +80,8 @@ struct stor_gsync_stats {
     uint64_t rounds;   /* syncfs calls made (fs mode) */
     uint64_t barriers; /* stor_gsync_barrier calls */
     uint64_t fsyncs;   /* fds fsynced (file mode) */
+    uint64_t shared;   /* items covered by another barrier's fsync of a
+                        * shared file (file mode) */
     uint64_t failures; /* failed rounds and fsyncs */
 };
 void stor_gsync_get_stats(struct stor_gsync *g, struct stor_gsync_stats *out);

@@ -10,9 +10,20 @@
  * is never overwritten, and a record torn by a crash lies past every
  * committed one. Offsets are never reused: a read that races a delete
  * finds zeros (a punched hole) or the old record, and the header check
- * turns both into a lost shard. */
+ * turns both into a lost shard.
+ *
+ * Freed records are not punched by the commit that frees them: each
+ * fallocate(PUNCH_HOLE) takes the file's inode lock (stalling every PUT
+ * appending to it) and may wait for a discard, which halved PUT rates.
+ * They go to a per-drive queue that a reclaim thread drains every
+ * EXT_RECLAIM_MS: sorted, adjacent records merged (an overwrite frees the
+ * records an earlier round of PUTs appended side by side), one punch per
+ * run. Delaying a punch is safe because offsets are never reused: until
+ * then the bytes are a record no committed meta names. A crash before it
+ * leaves them as unused space (as a crash mid-commit does). */
 #include "storaged/store/obj_ext.h"
 
+#include "storaged/store/gsync.h"
 #include "storaged/store/meta.h"
 #include "storaged/store/obj_i.h"
 
@@ -27,6 +38,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 struct obj_ext_drive {
@@ -36,6 +48,30 @@ struct obj_ext_drive {
     uint64_t tail;         /* next record's offset in cur */
     dev_t dev;             /* identity of cur when opened */
     ino_t ino;
+    /* the fsyncs of file f shared by concurrent commits (gsync.h), made
+     * when f is first written; kept for the life of the store */
+    struct stor_gsync_file *sync[OBJ_EXT_FILES];
+    struct ext_free *freeq; /* records to punch; protected by lock */
+    size_t nfree, capfree;
+};
+
+/* A freed record (or a merged run of them) waiting for its punch. */
+struct ext_free {
+    uint32_t file;
+    uint64_t off, len;
+};
+
+#define EXT_RECLAIM_MS   200u   /* a freed record's punch waits this long */
+#define EXT_RECLAIM_KICK 4096u  /* queued on one drive: punch now */
+#define EXT_RECLAIM_MAX  65536u /* queued on one drive: punch inline */
+
+struct obj_ext_reclaim {
+    struct stor_store *s;
+    pthread_t thr;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, kick;           /* protected by mu */
+    uint64_t punches, records; /* atomics: fallocate calls, records freed */
 };
 
 static void ext_path(char *buf, size_t cap, const char *drive, uint32_t file)
@@ -57,6 +93,9 @@ static void ext_drive_shut(struct obj_ext_drive *x)
     }
     x->cur = 0;
     x->tail = 0;
+    /* offsets in the files just closed: never punch them in what the path
+     * names next (a replaced disk's files) */
+    x->nfree = 0;
 }
 
 /* Creates file @file of drive @drive and makes its name durable. */
@@ -143,6 +182,141 @@ static int ext_drive_load(struct obj_ext_drive *x, const char *drive,
     return 0;
 }
 
+static int free_cmp(const void *a, const void *b)
+{
+    const struct ext_free *x = a, *y = b;
+
+    if (x->file != y->file)
+        return x->file < y->file ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Punches @n freed records of drive @d (sorted and merged here). */
+static void ext_punch_runs(struct stor_store *s, size_t d, struct ext_free *q,
+                           size_t n)
+{
+    size_t i = 0;
+
+    qsort(q, n, sizeof(*q), free_cmp);
+    while (i < n) {
+        struct ext_free r = q[i++];
+        int fd;
+
+        while (i < n && q[i].file == r.file && q[i].off <= r.off + r.len) {
+            if (q[i].off + q[i].len > r.off + r.len)
+                r.len = q[i].off + q[i].len - r.off;
+            i++;
+        }
+        fd = obj_ext_fd(s, d, r.file);
+        if (fd >= 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                 (off_t)r.off, (off_t)r.len) < 0)
+            cm_log(CM_LOG_DEBUG, errno, "drive %s: punching extents",
+                   s->drives[d].path);
+        if (s->ext_rc)
+            __atomic_add_fetch(&s->ext_rc->punches, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* Takes every drive's queue and punches it. */
+static void ext_reclaim_pass(struct stor_store *s)
+{
+    for (size_t d = 0; d < s->ndrives; d++) {
+        struct obj_ext_drive *x = &s->ext[d];
+        struct ext_free *q;
+        size_t n;
+
+        pthread_mutex_lock(&x->lock);
+        q = x->freeq;
+        n = x->nfree;
+        x->freeq = NULL;
+        x->nfree = x->capfree = 0;
+        pthread_mutex_unlock(&x->lock);
+        if (n)
+            ext_punch_runs(s, d, q, n);
+        free(q);
+    }
+}
+
+static void *ext_reclaim_main(void *arg)
+{
+    struct obj_ext_reclaim *rc = arg;
+
+    pthread_mutex_lock(&rc->mu);
+    while (!rc->stop) {
+        struct timespec ts;
+
+        if (!rc->kick) {
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += (long)EXT_RECLAIM_MS * 1000000L;
+            ts.tv_sec += ts.tv_nsec / 1000000000L;
+            ts.tv_nsec %= 1000000000L;
+            (void)pthread_cond_timedwait(&rc->cv, &rc->mu, &ts);
+        }
+        rc->kick = false;
+        pthread_mutex_unlock(&rc->mu);
+        ext_reclaim_pass(rc->s);
+        pthread_mutex_lock(&rc->mu);
+    }
+    pthread_mutex_unlock(&rc->mu);
+    return NULL;
+}
+
+/* Starts the reclaim thread. 0 or -errno (then frees punch inline). */
+static int ext_reclaim_start(struct stor_store *s)
+{
+    struct obj_ext_reclaim *rc = calloc(1, sizeof(*rc));
+
+    if (rc == NULL)
+        return -ENOMEM;
+    rc->s = s;
+    pthread_mutex_init(&rc->mu, NULL);
+    pthread_cond_init(&rc->cv, NULL);
+    if (pthread_create(&rc->thr, NULL, ext_reclaim_main, rc) != 0) {
+        pthread_cond_destroy(&rc->cv);
+        pthread_mutex_destroy(&rc->mu);
+        free(rc);
+        return -EAGAIN;
+    }
+    s->ext_rc = rc;
+    return 0;
+}
+
+/* Stops the thread; what is still queued is punched before. */
+static void ext_reclaim_stop(struct stor_store *s)
+{
+    struct obj_ext_reclaim *rc = s->ext_rc;
+
+    if (rc == NULL)
+        return;
+    pthread_mutex_lock(&rc->mu);
+    rc->stop = true;
+    pthread_cond_signal(&rc->cv);
+    pthread_mutex_unlock(&rc->mu);
+    pthread_join(rc->thr, NULL);
+    ext_reclaim_pass(s);
+    s->ext_rc = NULL;
+    pthread_cond_destroy(&rc->cv);
+    pthread_mutex_destroy(&rc->mu);
+    free(rc);
+}
+
+/* Contract in obj_ext.h. */
+void obj_ext_reclaim_flush(struct stor_store *s)
+{
+    if (s->ext)
+        ext_reclaim_pass(s);
+}
+
+/* Contract in obj_ext.h. */
+void obj_ext_reclaim_stats(struct stor_store *s, uint64_t *records,
+                           uint64_t *punches)
+{
+    *records =
+        s->ext_rc ? __atomic_load_n(&s->ext_rc->records, __ATOMIC_RELAXED) : 0;
+    *punches =
+        s->ext_rc ? __atomic_load_n(&s->ext_rc->punches, __ATOMIC_RELAXED) : 0;
+}
+
 /* Contract in obj_ext.h. */
 int obj_ext_open(struct stor_store *s)
 {
@@ -163,6 +337,10 @@ int obj_ext_open(struct stor_store *s)
             cm_log(CM_LOG_WARN, -ret, "drive %s: no extent files",
                    s->drives[d].path);
     }
+    if (ext_reclaim_start(s) < 0)
+        cm_log(CM_LOG_WARN, 0,
+               "extent files: no reclaim thread; freed "
+               "records are punched at once");
     return 0;
 }
 
@@ -171,8 +349,12 @@ void obj_ext_close(struct stor_store *s)
 {
     if (s->ext == NULL)
         return;
+    ext_reclaim_stop(s);
     for (size_t d = 0; d < s->ndrives; d++) {
+        free(s->ext[d].freeq);
         ext_drive_shut(&s->ext[d]);
+        for (uint32_t f = 0; f < OBJ_EXT_FILES; f++)
+            stor_gsync_file_destroy(s->ext[d].sync[f]);
         pthread_mutex_destroy(&s->ext[d].lock);
     }
     free(s->ext);
@@ -229,7 +411,7 @@ void obj_ext_reopen(struct stor_store *s, size_t d)
 
 /* Contract in obj_ext.h. */
 int obj_ext_alloc(struct stor_store *s, size_t d, size_t len,
-                  struct obj_xref *x, int *fd)
+                  struct obj_xref *x, int *fd, struct stor_gsync_file **sync)
 {
     struct obj_ext_drive *e;
     uint64_t rec = obj_ext_rec_size(len);
@@ -247,7 +429,13 @@ int obj_ext_alloc(struct stor_store *s, size_t d, size_t len,
         else
             ret = ext_create(e, s->drives[d].path, e->cur + 1);
     }
+    if (ret == 0 && e->sync[e->cur] == NULL) {
+        e->sync[e->cur] = stor_gsync_file_create();
+        if (e->sync[e->cur] == NULL)
+            ret = -ENOMEM;
+    }
     if (ret == 0) {
+        *sync = e->sync[e->cur];
         x->file = e->cur;
         x->off = e->tail;
         *fd = e->fd[e->cur];
@@ -340,10 +528,43 @@ int obj_ext_read(struct stor_store *s, size_t d, const struct obj_xref *x,
 void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
                    size_t len)
 {
-    int fd = obj_ext_fd(s, d, x->file);
+    struct ext_free r = {x->file, x->off, obj_ext_rec_size(len)};
+    struct obj_ext_drive *e;
+    struct obj_ext_reclaim *rc = s->ext_rc;
+    bool queued = false, kick = false;
 
-    if (fd >= 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                             (off_t)x->off, (off_t)obj_ext_rec_size(len)) < 0)
-        cm_log(CM_LOG_DEBUG, errno, "drive %s: punching an extent",
-               s->drives[d].path);
+    if (s->ext == NULL || d >= s->ndrives || x->file == 0 ||
+        x->file >= OBJ_EXT_FILES)
+        return;
+    e = &s->ext[d];
+    pthread_mutex_lock(&e->lock);
+    if (rc && e->nfree < EXT_RECLAIM_MAX) {
+        if (e->nfree == e->capfree) {
+            size_t cap = e->capfree ? 2 * e->capfree : 64;
+            struct ext_free *q = realloc(e->freeq, cap * sizeof(*q));
+
+            if (q) {
+                e->freeq = q;
+                e->capfree = cap;
+            }
+        }
+        if (e->nfree < e->capfree) {
+            e->freeq[e->nfree++] = r;
+            queued = true;
+            kick = e->nfree == EXT_RECLAIM_KICK;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (rc)
+        __atomic_add_fetch(&rc->records, 1, __ATOMIC_RELAXED);
+    if (!queued) { /* no thread, no memory, or it is far behind */
+        ext_punch_runs(s, d, &r, 1);
+        return;
+    }
+    if (kick) {
+        pthread_mutex_lock(&rc->mu);
+        rc->kick = true;
+        pthread_cond_signal(&rc->cv);
+        pthread_mutex_unlock(&rc->mu);
+    }
 }

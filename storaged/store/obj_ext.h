@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct stor_gsync_file;
 struct stor_store;
 
 #define OBJ_EXT_DIR      ".ecfs.sys/ext"
@@ -50,10 +51,13 @@ void obj_ext_check(struct stor_store *s, size_t d);
 /* Drive @d came back online (or was formatted into its slot): opens its
  * extent files from the path again (creating the first with extents on). */
 void obj_ext_reopen(struct stor_store *s, size_t d);
-/* Reserves a record for @len shard bytes on drive @d: *x and the fd to
- * pwrite it at x->off. 0, -ENODEV (no extents on that drive), -errno. */
+/* Reserves a record for @len shard bytes on drive @d: *x, the fd to
+ * pwrite it at x->off and *sync, the file's shared fsyncs to name in the
+ * barrier item of that fd (gsync.h: concurrent commits share one fsync of
+ * the file). 0, -ENODEV (no extents on that drive), -errno. */
 CM_MUST_CHECK int obj_ext_alloc(struct stor_store *s, size_t d, size_t len,
-                                struct obj_xref *x, int *fd);
+                                struct obj_xref *x, int *fd,
+                                struct stor_gsync_file **sync);
 /* Fills the 64-byte header of shard @shard (of @k + @m) of @id/@version
  * whose @len bytes are @data. */
 void obj_ext_hdr(uint8_t hdr[OBJ_EXT_HDR], const uint8_t id[16],
@@ -74,9 +78,16 @@ CM_MUST_CHECK int obj_ext_read(struct stor_store *s, size_t d,
 /* The open fd of file @file of drive @d, or -1 (for a loop's io_uring). */
 int obj_ext_fd(struct stor_store *s, size_t d, uint32_t file);
 /* Frees the blocks of record @x (@len shard bytes) on drive @d: punches a
- * hole (the file keeps its size; reads there give zeros). Best effort. */
+ * hole (the file keeps its size; reads there give zeros). Deferred: the
+ * record is queued and the store's reclaim thread punches it within about
+ * 200 ms, merged with its neighbours (obj_ext.c). Best effort. */
 void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
                    size_t len);
+/* Punches every queued record now (on this thread). */
+void obj_ext_reclaim_flush(struct stor_store *s);
+/* Records freed and fallocate(PUNCH_HOLE) calls made for them so far. */
+void obj_ext_reclaim_stats(struct stor_store *s, uint64_t *records,
+                           uint64_t *punches);
 /* Bytes a record of @len shard bytes takes in its file. */
 static inline uint64_t obj_ext_rec_size(size_t len)
 {

@@ -103,7 +103,8 @@ struct stor_store {
     size_t body_max;       /* bodies up to this size go into the index too */
     struct stor_gsync *gs; /* owned: group commit (gsync.h) */
     bool extents;          /* new medium objects go to extent files */
-    struct obj_ext_drive *ext; /* owned, ndrives (obj_ext.c), or NULL */
+    struct obj_ext_drive *ext;      /* owned, ndrives (obj_ext.c), or NULL */
+    struct obj_ext_reclaim *ext_rc; /* owned: the deferred punches */
     pthread_rwlock_t lock;
     struct obj_bucket **buckets; /* sorted by name; protected by lock */
     size_t nbuckets;

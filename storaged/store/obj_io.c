@@ -304,14 +304,16 @@ static _Thread_local struct new_dirs t_new_dirs;
  * makes durable what this thread wrote to their drives since @mark, which
  * covers, per shard, the open file fds[j] (when @fds) and the object
  * directory of @bucket/@id where dirs[j] (when @dirs: new names and links
- * in it; then also the entries of the directories rename_mk made). A
- * shard that fails is cleared in @ok and its drive marked failed.
- * Returns the number of shards still ok. Without --fsync it only counts
- * them. */
+ * in it; then also the entries of the directories rename_mk made) and
+ * the extent file xfds[j] (when @xfds and xfds[j] >= 0; its fsync shared
+ * with concurrent commits through xsync[j]). A shard that fails is cleared in
+ * @ok and its drive marked failed. Returns the number of shards still ok.
+ * Without --fsync it only counts them. */
 static int sync_barrier(struct stor_store *s, const char *bucket,
                         const uint8_t id[16], const struct stor_place *pl,
                         int n, bool *ok, uint64_t mark, const int *fds,
-                        const bool *dirs, const int *xfds)
+                        const bool *dirs, const int *xfds,
+                        struct stor_gsync_file *const *xsync)
 {
     struct stor_sync_item it[3 * OBJ_MAX_SHARDS];
     int map[3 * OBJ_MAX_SHARDS], nok = 0;
@@ -337,7 +339,8 @@ static int sync_barrier(struct stor_store *s, const char *bucket,
         }
         if (xfds && xfds[j] >= 0) { /* the shard's extent file */
             map[ni] = j;
-            it[ni++] = (struct stor_sync_item){.drive = d, .fd = xfds[j]};
+            it[ni++] = (struct stor_sync_item){
+                .drive = d, .fd = xfds[j], .shared = xsync[j]};
         }
         if (dirs && dirs[j]) {
             char path[PATH_MAX];
@@ -755,8 +758,9 @@ void stor_put_abort(struct stor_put *p)
 /* The extent records of one commit or heal (obj_ext.h): for each shard
  * j that goes out, its place, the fd to write it with and its header. */
 struct ext_batch {
-    struct obj_xref xref[OBJ_MAX_SHARDS]; /* file 0: none reserved */
-    int fd[OBJ_MAX_SHARDS];               /* -1: none */
+    struct obj_xref xref[OBJ_MAX_SHARDS];         /* file 0: none reserved */
+    int fd[OBJ_MAX_SHARDS];                       /* -1: none */
+    struct stor_gsync_file *sync[OBJ_MAX_SHARDS]; /* its shared fsyncs */
     uint8_t hdr[OBJ_MAX_SHARDS][OBJ_EXT_HDR];
     uint8_t *const *shards; /* borrowed: the shard bytes, L each */
     size_t L;
@@ -780,7 +784,8 @@ static void ext_reserve(struct stor_store *s, const struct obj_ent *e,
 
         if (!ok[j])
             continue;
-        if (obj_ext_alloc(s, d, L, &xb->xref[j], &xb->fd[j]) < 0) {
+        if (obj_ext_alloc(s, d, L, &xb->xref[j], &xb->fd[j], &xb->sync[j]) <
+            0) {
             xb->xref[j] = (struct obj_xref){0};
             xb->fd[j] = -1;
             continue;
@@ -900,7 +905,7 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
         return nok;
     }
     nok = sync_barrier(s, bucket, id, pl, n, ok, mark, fds, dirs,
-                       xb ? xb->fd : NULL);
+                       xb ? xb->fd : NULL, xb ? xb->sync : NULL);
     for (int j = 0; j < n; j++) {
         if (fds[j] >= 0)
             close(fds[j]);
@@ -1036,7 +1041,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
             }
         }
         nok = sync_barrier(s, bucket, e->id, &pl, n, which, mark, NULL, which,
-                           NULL);
+                           NULL, NULL);
     }
     if (xb) {
         /* the caller's entry learns where the rebuilt shards are now */
@@ -1289,7 +1294,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     /* the renames durable (and, with @one, the metas themselves); ok[j] is
      * now keep[j] minus failed barriers */
     nok = sync_barrier(s, bucket, e->id, &pl, n, ok, mark, one ? fds : NULL, ok,
-                       NULL);
+                       NULL, NULL);
     if (nok < owq) {
         /* not committed: take back what we placed (best effort); the old
          * version, if any, stays in the index and gets healed */
@@ -1400,7 +1405,7 @@ static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
          * gs_mark) where their drives are in fs mode */
         if (s->fsync && p->is_part) {
             nok = sync_barrier(s, NULL, NULL, &p->pl, p->k + p->m, p->ok,
-                               p->gs_mark, p->fd, NULL, NULL);
+                               p->gs_mark, p->fd, NULL, NULL, NULL);
         } else if (s->fsync) {
             bool filem[OBJ_MAX_SHARDS] = {0}, was[OBJ_MAX_SHARDS] = {0};
 
@@ -1409,7 +1414,7 @@ static int put_finish_data(struct stor_put *p, uint8_t **inl, size_t *inl_len,
                     p->ok[j] &&
                     !stor_gsync_is_fs(s->gs, obj_shard_drive(s, &p->pl, j));
             (void)sync_barrier(s, NULL, NULL, &p->pl, p->k + p->m, filem,
-                               p->gs_mark, p->fd, NULL, NULL);
+                               p->gs_mark, p->fd, NULL, NULL, NULL);
             for (int j = 0; j < p->k + p->m; j++)
                 if (was[j] && !filem[j])
                     p->ok[j] = false;
@@ -2566,7 +2571,8 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
                 ok[j] = false;
             }
         }
-        (void)sync_barrier(s, bucket, e->id, pl, n, ok, mark, NULL, ok, NULL);
+        (void)sync_barrier(s, bucket, e->id, pl, n, ok, mark, NULL, ok, NULL,
+                           NULL);
     }
     for (int j = 0; j < n; j++)
         cm_buf_fini(&metas[j]);

@@ -929,7 +929,9 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
         out->sync_rounds = gst.rounds;
         out->sync_fsyncs = gst.fsyncs;
         out->sync_failures = gst.failures;
+        out->sync_shared = gst.shared;
     }
+    obj_ext_reclaim_stats(s, &out->ext_freed, &out->ext_punches);
     out->nsets = s->nsets;
     out->set_size = s->set_size;
     out->ec_data = s->K;

@@ -365,8 +365,13 @@ struct stor_store_stats {
     uint64_t index_bodies;         /* object bodies the index keeps */
     uint64_t index_bodies_damaged; /* of them, failed their CRC on a GET */
     /* group commit (store/gsync.h): commit barriers waited for, shared
-     * syncfs rounds run (fs mode), files fsynced (file mode), failures */
+     * syncfs rounds run (fs mode), files fsynced (file mode), failures,
+     * extent-file syncs served by another commit's fsync (file mode) */
     uint64_t sync_barriers, sync_rounds, sync_fsyncs, sync_failures;
+    uint64_t sync_shared;
+    /* extent records freed (deletes, overwrites) and the punches that
+     * freed their blocks, adjacent records merged (obj_ext.h) */
+    uint64_t ext_freed, ext_punches;
     /* geometry and the heal queue (the console, /metrics) */
     int nsets, set_size, ec_data, ec_parity; /* K+M for full-size objects */
     size_t heal_queue;                       /* heal requests waiting */
