@@ -96,8 +96,10 @@ def client(endpoint):
                                       max_pool_connections=32))
 
 
-def wrk(url, script, seconds, conns=64, threads=2):
-    """Runs wrk; returns (requests/s, non-2xx count, p50 ms, p99 ms)."""
+def wrk(url, script, seconds, conns=64, threads=2, keep_stdout=False):
+    """Runs wrk; returns (requests/s, non-2xx count, p50 ms, p99 ms), and
+    with @keep_stdout wrk's output too ("stdout": what a script's done()
+    printed)."""
     p = subprocess.run(["wrk", "-t%d" % threads, "-c%d" % conns, "-d%ds" % seconds,
                         "--latency", "-s", script, url],
                        capture_output=True, text=True, timeout=seconds + 60)
@@ -114,7 +116,8 @@ def wrk(url, script, seconds, conns=64, threads=2):
         return v / 1000 if m.group(2) == "us" else v * 1000 if m.group(2) == "s" else v
     return {"rps": rps, "non2xx": int(bad.group(1)) if bad else 0,
             "socket_errors": errs.group(0) if errs else "",
-            "p50_ms": pct("50"), "p99_ms": pct("99")}
+            "p50_ms": pct("50"), "p99_ms": pct("99"),
+            **({"stdout": out} if keep_stdout else {})}
 
 
 def cpu_ticks(pids):

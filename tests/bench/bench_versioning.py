@@ -3,8 +3,8 @@
 unversioned one on the same storaged (issue 18; figures, not pass/fail).
 
 Both buckets live on one storaged; every figure is measured R times,
-alternating the two buckets, with wrk (64 keep-alive connections,
-presigned SigV4 URLs) and reported as the median and range of requests/s
+alternating the two buckets, with wrk (2 threads, 64 keep-alive
+connections, presigned SigV4 URLs, each thread its own slice of the keys) and reported as the median and range of requests/s
 and of storaged's CPU time per request (utime+stime from /proc, steadier
 than rates on a loaded machine), with the versioned/unversioned ratio of
 each. The goal is >= 0.95x.
@@ -14,9 +14,11 @@ Phases (--only):
             in the versioned bucket, so they carry version ids).
   put_new   4 KiB PUTs of keys never written: each run its own key set,
             sized from the warm-up's rate (3x what the run should need, at
-            least --new-keys), so no run wraps onto keys it already wrote
-            (which in the versioned bucket would be overwrites); a run that
-            still wraps is reported and left out of the figures.
+            least --new-keys), each wrk thread its own slice of it
+            (twobuckets.lua_slices), so no PUT reuses a key (which in the
+            versioned bucket would be an overwrite); a run that still wraps
+            is reported and left out, and the versioned bucket's keys and
+            versions are counted after the phase (equal: no overwrite).
   put_over  4 KiB PUTs overwriting N existing keys: in the versioned bucket
             each one keeps the old version (it is copied into the
             companion bucket, storaged/FORMAT.md "Versions").
@@ -36,37 +38,21 @@ import argparse
 import concurrent.futures
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_s3_server import (AK, BIN, SK, client, free_port,  # noqa: E402
-                             lua_rotate, median, wait_http, wrk, wrk_cpu)
-
-
-def rel(url):
-    return "/" + url.split("://", 1)[1].split("/", 1)[1]
-
-
-def presign(s3, op, bucket, keys):
-    return [rel(s3.generate_presigned_url(
-        op, Params={"Bucket": bucket, "Key": k}, ExpiresIn=7200))
-        for k in keys]
-
-
-def summary(runs, key):
-    v = [r[key] for r in runs]
-    return {"median": median(v), "min": min(v), "max": max(v)}
+from twobuckets import (lua_slices, presign, start_storaged,  # noqa: E402
+                        stop_storaged, summary, wrk_cpu)
 
 
 def compare(name, unv, ver):
     """Prints one phase's rows and returns its figures."""
     out = {"phase": name}
     for key, unit in (("rps", "req/s"), ("cpu_us_per_req", "CPU us/req")):
-        a, b = summary(unv, key), summary(ver, key)
-        ratios = [y[key] / x[key] for x, y in zip(unv, ver) if x[key]]
-        rr = summary([{"r": r} for r in ratios], "r")
+        a = summary([r[key] for r in unv])
+        b = summary([r[key] for r in ver])
+        rr = summary([y[key] / x[key] for x, y in zip(unv, ver) if x[key]])
         out[key] = {"unversioned": a, "versioned": b, "ratio": rr}
         print("%-9s %-11s unversioned %9.1f (%.1f-%.1f)  versioned %9.1f "
               "(%.1f-%.1f)  ratio %.3f (%.3f-%.3f)"
@@ -77,6 +63,18 @@ def compare(name, unv, ver):
         print("%-9s WARNING: %d non-2xx answers" % (name, bad))
     out["non2xx"] = bad
     return out
+
+
+def count_versions(s3, bucket, prefix):
+    """(keys, versions) under @prefix: equal when no key was overwritten."""
+    keys = versions = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix):
+        keys += len(page.get("Contents", []))
+    for page in s3.get_paginator("list_object_versions").paginate(
+            Bucket=bucket, Prefix=prefix):
+        versions += len(page.get("Versions", []))
+    return keys, versions
 
 
 def main():
@@ -94,19 +92,7 @@ def main():
     work = tempfile.mkdtemp(prefix="bench-vers-")
     sp = None
     try:
-        drives = [os.path.join(work, "d%d" % i) for i in range(a.drives)]
-        for d in drives:
-            os.makedirs(d)
-        port = free_port()
-        env = dict(os.environ, STORAGED_ROOT_USER=AK, STORAGED_ROOT_PASSWORD=SK)
-        log = open(os.path.join(work, "storaged.log"), "wb")
-        sp = subprocess.Popen([os.path.join(BIN, "storaged"), "serve",
-                               "--address", "127.0.0.1:%d" % port,
-                               "--log-level", "warn"] + drives,
-                              env=env, stdout=log, stderr=log)
-        ep = "http://127.0.0.1:%d" % port
-        wait_http(ep + "/health/ready")
-        s3 = client(ep)
+        sp, ep, s3 = start_storaged(work, a.drives)
         buckets = {"unversioned": "plain", "versioned": "vers"}
         for b in buckets.values():
             s3.create_bucket(Bucket=b)
@@ -143,17 +129,17 @@ def main():
                         ks = keys
                     script = os.path.join(work, "%s-%s-%d.lua"
                                           % (name, side, rnd))
-                    lua_rotate(script, method, presign(s3, op, b, ks), blen)
+                    lua_slices(script, method, presign(s3, op, b, ks), blen)
                     if rnd == 0:
-                        w = wrk(ep, script, 1)
+                        w = wrk_cpu(ep, script, 1, pids)
                         nkeys[side] = max(a.new_keys,
                                           int(3 * w["rps"] * a.seconds))
                         continue
                     r = wrk_cpu(ep, script, a.seconds, pids)
-                    if name == "put_new" and \
-                            r["rps"] * a.seconds > len(ks):
-                        print("put_new: %s run %d wrapped around its %d keys:"
-                              " left out" % (side, rnd, len(ks)))
+                    if name == "put_new" and r["wraps"] != 0:
+                        print("put_new: %s run %d wrapped around its %d keys"
+                              " (%s times): left out" % (side, rnd, len(ks),
+                                                        r["wraps"]))
                         continue
                     runs[side].append(r)
             if name == "put_new":
@@ -165,16 +151,17 @@ def main():
                 if n == 0:
                     print("put_new: every run wrapped: no figure")
                     continue
+                if not a.aa:
+                    nk, nv = count_versions(s3, buckets["versioned"], "new/")
+                    print("put_new: the versioned bucket holds %d keys and %d "
+                          "versions under new/ (%s)" % (
+                              nk, nv, "every PUT made a new key" if nk == nv
+                              else "WARNING: some PUTs were overwrites"))
             results.append(compare(name, runs["unversioned"],
                                    runs["versioned"]))
         return 0
     finally:
-        if sp is not None:
-            sp.terminate()
-            try:
-                sp.wait(20)
-            except subprocess.TimeoutExpired:
-                sp.kill()
+        stop_storaged(sp)
         shutil.rmtree(work, ignore_errors=True)
 
 
