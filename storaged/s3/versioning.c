@@ -42,10 +42,10 @@
 #define CACHE_SLOTS 256
 #define CFG_KEY     "\x01\x01versioning" /* the state, in the companion */
 #define LIST_BATCH  1000
-#define FLAG_OBJ    'o'
-#define FLAG_DM     'd'
-#define FLAG_NULL   'n' /* the "null" version, an object */
-#define FLAG_NULLDM 'm' /* the "null" version, a delete marker */
+#define FLAG_OBJ    STOR_VER_OBJ
+#define FLAG_DM     STOR_VER_DM
+#define FLAG_NULL   STOR_VER_NULL
+#define FLAG_NULLDM STOR_VER_NULLDM
 
 struct ver_cache {
     char bucket[64];
@@ -61,19 +61,6 @@ struct stor_ver {
     _Atomic uint64_t seq;                 /* last version sequence */
 };
 
-/* FNV-1a over @n bytes, continuing @h. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-
-    while (n--) {
-        h ^= *s++;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-#define FNV0 1469598103934665603ULL
 
 /* See header. */
 int stor_ver_create(struct stor_store *st, struct stor_ver **out)
@@ -114,13 +101,7 @@ void stor_ver_destroy(struct stor_ver *v)
 /* See header. */
 void stor_ver_hidden_bucket(const char *bucket, char out[64])
 {
-    size_t n = strlen(bucket);
-
-    if (n <= 60)
-        snprintf(out, 64, "%s..v", bucket);
-    else
-        snprintf(out, 64, "%.40s..%016llx..v", bucket,
-                 (unsigned long long)fnv(FNV0, bucket, n));
+    stor_ver_companion(bucket, out);
 }
 
 /* See header. */
@@ -241,7 +222,7 @@ int stor_ver_cfg_delete(struct stor_store *st, const char *bucket,
 
 static struct ver_cache **slot(struct stor_ver *v, const char *bucket)
 {
-    return &v->cache[fnv(FNV0, bucket, strlen(bucket)) % CACHE_SLOTS];
+    return &v->cache[stor_fnv1a(STOR_FNV0, bucket, strlen(bucket)) % CACHE_SLOTS];
 }
 
 /* The cached entry of @bucket or NULL; caller holds v->lock. */
@@ -349,11 +330,6 @@ static uint64_t next_seq(struct stor_ver *v)
     return n;
 }
 
-/* The id (and companion suffix) of sequence @seq: newest sorts first. */
-static void seq_hex(uint64_t seq, char out[STOR_VID_LEN + 1])
-{
-    snprintf(out, STOR_VID_LEN + 1, "%016llx", (unsigned long long)~seq);
-}
 
 /* See header. */
 bool stor_ver_id_ok(const char *vid)
@@ -387,8 +363,6 @@ const char *stor_ver_info_vid(const struct stor_obj_info *i)
 
     return v ? v : "null";
 }
-
-#define STOR_HDR_MTIME "x-ecfs-mtime" /* a moved version's Last-Modified */
 
 /* See header. */
 void stor_ver_info_fix(struct stor_obj_info *i)
@@ -445,46 +419,14 @@ bool stor_ver_parse_hidden(const char *h, size_t n, size_t *key_len,
     return true;
 }
 
-/* KEY SEP HEX FLAG, malloc'd (NUL-terminated); *n its length. */
-static char *hkey_make(const char *key, size_t kl, const char *hex, char flag,
-                       size_t *n)
-{
-    char *h = malloc(kl + STOR_VER_SUFFIX + 1);
 
-    if (h == NULL)
-        return NULL;
-    memcpy(h, key, kl);
-    h[kl] = STOR_VER_SEP;
-    memcpy(h + kl + 1, hex, STOR_VID_LEN);
-    h[kl + 1 + STOR_VID_LEN] = flag;
-    h[kl + STOR_VER_SUFFIX] = 0;
-    *n = kl + STOR_VER_SUFFIX;
-    return h;
-}
-
-/* The companion key of version @vid of @key (a marker when @dm); a
- * "null" version sorts by sequence @null_seq. malloc'd, or NULL. */
-static char *version_hkey(const char *key, size_t kl, const char *vid,
-                          uint64_t null_seq, bool dm, size_t *hl)
-{
-    bool null = strcmp(vid, "null") == 0;
-    char hex[STOR_VID_LEN + 1];
-    char flag =
-        null ? (dm ? FLAG_NULLDM : FLAG_NULL) : (dm ? FLAG_DM : FLAG_OBJ);
-
-    if (null)
-        seq_hex(null_seq, hex);
-    else
-        snprintf(hex, sizeof(hex), "%s", vid);
-    return hkey_make(key, kl, hex, flag, hl);
-}
 
 static pthread_mutex_t *key_lock(struct stor_ver *v, const char *bucket,
                                  const char *key, size_t kl)
 {
-    uint64_t h = fnv(FNV0, bucket, strlen(bucket));
+    uint64_t h = stor_fnv1a(STOR_FNV0, bucket, strlen(bucket));
 
-    return &v->klock[fnv(h, key, kl) % KEY_LOCKS];
+    return &v->klock[stor_fnv1a(h, key, kl) % KEY_LOCKS];
 }
 
 /* See header. */
@@ -752,7 +694,7 @@ static int demote(struct stor_ver *v, const char *bucket, const char *hb,
     char *hk;
     int ret;
 
-    hk = version_hkey(key, kl, vid, info_seq(cur), false, &hl);
+    hk = stor_ver_key(key, kl, vid, info_seq(cur), false, &hl);
     if (hk == NULL)
         return -ENOMEM;
     ret = copy_version(v->st, bucket, key, kl, hb, hk, hl, vid);
@@ -774,7 +716,7 @@ static int put_marker(struct stor_ver *v, const char *hb, const char *key,
     int ret;
 
     snprintf(vbuf, sizeof(vbuf), "%s", vid);
-    hk = version_hkey(key, kl, vid, next_seq(v), true, &hl);
+    hk = stor_ver_key(key, kl, vid, next_seq(v), true, &hl);
     if (hk == NULL)
         return -ENOMEM;
     ret = write_small(v->st, hb, hk, hl, NULL, 0, &h, 1);
@@ -822,13 +764,33 @@ static int promote_newest(struct stor_ver *v, const char *bucket,
     return ret;
 }
 
+/* Has the store keep the current version (@version) of the key @p
+ * replaces in place at commit (stor_put_set_retire), creating the
+ * companion bucket @hb first when needed. */
+static int retire_in_place(struct stor_store *st, const char *hb,
+                           struct stor_put *p, uint64_t version)
+{
+    int ret = stor_bucket_stat(st, hb, NULL);
+
+    if (ret == -STOR_ENOBUCKET) {
+        ret = stor_bucket_create(st, hb);
+        if (ret == -STOR_EBUCKETEXISTS)
+            ret = 0;
+    }
+    return ret < 0 ? ret : stor_put_set_retire(p, version);
+}
+
 /* Under the key's lock: before the key's current object is replaced by
- * a write in state @st, keeps it when it must be kept. *hk: the copy. */
+ * a write in state @st, keeps it when it must be kept: in place by the
+ * store at @p's commit (@p may be NULL: never) when it can, else copied
+ * into the companion now (*hk: the copy). */
 static int before_replace(struct stor_ver *v, const char *bucket,
                           const char *hb, const char *key, size_t kl,
-                          enum stor_ver_state st, char **hk)
+                          enum stor_ver_state st, struct stor_put *p,
+                          char **hk)
 {
     struct stor_obj_info cur;
+    uint64_t version;
     int ret;
 
     *hk = NULL;
@@ -839,8 +801,12 @@ static int before_replace(struct stor_ver *v, const char *bucket,
     if (ret < 0)
         return ret;
     stor_ver_info_fix(&cur);
-    if (st == STOR_VER_ENABLED || strcmp(stor_ver_info_vid(&cur), "null") != 0)
-        ret = demote(v, bucket, hb, key, kl, &cur, hk);
+    if (st == STOR_VER_ENABLED || strcmp(stor_ver_info_vid(&cur), "null") != 0) {
+        if (p && stor_obj_retirable(v->st, bucket, key, kl, &version))
+            ret = retire_in_place(v->st, hb, p, version);
+        else
+            ret = demote(v, bucket, hb, key, kl, &cur, hk);
+    }
     stor_obj_info_fini(&cur);
     return ret;
 }
@@ -869,7 +835,7 @@ int stor_ver_put_commit(struct stor_s3_req *r, const char *key, size_t kl,
         return -ENAMETOOLONG;
     }
     if (st == STOR_VER_ENABLED)
-        seq_hex(next_seq(v), vid_out);
+        stor_ver_seq_hex(next_seq(v), vid_out);
     else
         snprintf(vid_out, 20, "null");
     ret = stor_put_add_header(p, STOR_HDR_VERSION_ID, vid_out);
@@ -880,7 +846,7 @@ int stor_ver_put_commit(struct stor_s3_req *r, const char *key, size_t kl,
     stor_ver_hidden_bucket(r->bucket, hb);
     lk = key_lock(v, r->bucket, key, kl);
     pthread_mutex_lock(lk);
-    ret = before_replace(v, r->bucket, hb, key, kl, st, &hk);
+    ret = before_replace(v, r->bucket, hb, key, kl, st, p, &hk);
     if (ret < 0) {
         pthread_mutex_unlock(lk);
         stor_put_abort(p);
@@ -911,7 +877,7 @@ int stor_ver_new_header(struct stor_s3_req *r, char name[32], char value[24])
         return -ENAMETOOLONG;
     snprintf(name, 32, "%s", STOR_HDR_VERSION_ID);
     if (st == STOR_VER_ENABLED)
-        seq_hex(next_seq(r->s3->ver), value);
+        stor_ver_seq_hex(next_seq(r->s3->ver), value);
     else
         snprintf(value, 24, "null");
     return 0;
@@ -937,7 +903,8 @@ int stor_ver_mpu_complete(struct stor_s3_req *r, const char *upload_id,
     stor_ver_hidden_bucket(r->bucket, hb);
     lk = key_lock(v, r->bucket, r->key, r->key_len);
     pthread_mutex_lock(lk);
-    ret = before_replace(v, r->bucket, hb, r->key, r->key_len, st, &hk);
+    ret = before_replace(v, r->bucket, hb, r->key, r->key_len, st, NULL,
+                         &hk);
     if (ret == 0) {
         ret = stor_mpu_complete(r->s3->store, r->bucket, r->key, r->key_len,
                                 upload_id, parts, n, info);
@@ -1040,7 +1007,7 @@ static int delete_current(struct stor_ver *v, const char *bucket,
         pthread_mutex_unlock(lk);
         return ret > 0 ? 0 : ret;
     }
-    ret = before_replace(v, bucket, hb, key, kl, st, &hk);
+    ret = before_replace(v, bucket, hb, key, kl, st, NULL, &hk);
     if (ret == 0) {
         ret = stor_obj_delete(v->st, bucket, key, kl);
         if (ret == -STOR_ENOKEY)
@@ -1050,7 +1017,7 @@ static int delete_current(struct stor_ver *v, const char *bucket,
         ret = drop_hidden_null(v, hb, key, kl);
     if (ret == 0) {
         if (st == STOR_VER_ENABLED)
-            seq_hex(next_seq(v), vid_out);
+            stor_ver_seq_hex(next_seq(v), vid_out);
         else
             snprintf(vid_out, 20, "null");
         ret = put_marker(v, hb, key, kl, vid_out);

@@ -15,6 +15,7 @@
 #define STORAGED_S3_VERSIONING_H
 #include "common/compiler.h"
 #include "storaged/s3/err.h"
+#include "storaged/store/object.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,18 +27,9 @@ struct stor_obj_info;
 struct stor_put;
 struct stor_hdr;
 
-/* Stored with every version written while versioning is on: its id
- * ("null" or STOR_VID_LEN hex digits). Never sent back as such (the S3
- * layer hides x-ecfs-*); answered as x-amz-version-id. */
-#define STOR_HDR_VERSION_ID "x-ecfs-version-id"
-/* The ETag a version had when it was not the MD5 of its bytes (multipart),
- * kept when the version is moved between the buckets. */
-#define STOR_HDR_ETAG "x-ecfs-etag"
-#define STOR_VID_LEN  16
-#define STOR_VER_SEP  '\x01' /* between the key and the version suffix */
-/* hidden key = KEY SEP VID FLAG */
-#define STOR_VER_SUFFIX (1 + STOR_VID_LEN + 1)
-/* the longest key a versioned bucket takes (its hidden keys must fit) */
+/* STOR_HDR_VERSION_ID, STOR_VID_LEN, STOR_VER_SEP, STOR_VER_SUFFIX and the
+ * companion naming: storaged/store/object.h (the store keeps versions too).
+ * the longest key a versioned bucket takes (its hidden keys must fit) */
 #define STOR_VER_MAX_KEY (1024 - STOR_VER_SUFFIX)
 
 enum stor_ver_state {

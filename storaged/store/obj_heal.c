@@ -296,7 +296,8 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
     /* from here on no lock: checking and rebuilding may take long */
     if (e == NULL)
         goto out;
-    obj_place(s, bucket, key, key_len, &pl);
+    /* a version kept in place lives on its base's placement */
+    obj_ver_place(s, bucket, key, key_len, e, &pl);
     n = e->k + e->m;
     if (e->inl)
         L = (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
@@ -321,8 +322,7 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
             sh[j] = shards + (size_t)j * L;
             if (!obj_drive_online(s, d))
                 continue;
-            if (obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
-                              e->id) < 0)
+            if (obj_ver_meta_path(s, d, bucket, e, path, sizeof(path)) < 0)
                 continue;
             r = stor_meta_read_file(path, &m);
             if (r < 0) {
@@ -372,7 +372,9 @@ int obj_heal_object(struct stor_store *s, const char *bucket, const char *key,
                 if (ret < 0)
                     goto out;
                 pthread_rwlock_wrlock(kl);
-                if (still_current(s, bucket, e)) {
+                if (still_current(s, bucket, e) && e->at_bucket) {
+                    healed += obj_ver_rewrite_kept(s, e, sh, L, meta_bad);
+                } else if (still_current(s, bucket, e)) {
                     healed +=
                         obj_rewrite_metas(s, bucket, e, sh, L, meta_bad, xref);
                     if (e->ext)

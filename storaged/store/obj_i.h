@@ -58,6 +58,12 @@ struct obj_ent {
     size_t nparts;
     struct stor_hdr *hdrs; /* owned */
     size_t nhdrs;
+    /* A non-current version kept where it was written (obj_ver.c, index
+     * record tag 3): its metas are HEX(id of @at_key).v<version> in
+     * @at_bucket, on @at_key's placement; NULL for every other record. */
+    char *at_bucket; /* owned */
+    char *at_key;    /* owned */
+    size_t at_key_len;
 };
 
 /* A multipart upload in progress. */
@@ -184,6 +190,70 @@ int obj_cur_lookup_body_nb(struct stor_store *s, const char *bucket,
 int obj_cur_set(struct stor_store *s, const char *bucket,
                 const struct obj_ent *e, const struct obj_idx_body *b,
                 struct obj_ent **old);
+
+/* ---- versions kept in place (obj_ver.c) ---- */
+
+/* A versioned overwrite's kept version, between obj_ver_retire_begin and
+ * the end of the commit. */
+struct obj_retire {
+    struct obj_ent *ve; /* owned: its companion record (tag 3) */
+    char vbucket[64];   /* the companion bucket */
+    uint8_t id[16];     /* the base object's id */
+    uint64_t version;   /* the kept version (its HEX.v<version> name) */
+    int n;              /* its shard count */
+    uint32_t linked;    /* set positions j where HEX.v<version> was made */
+};
+/* DRIVE/b/BUCKET/hh/HEX.vVERSION-SINCE (16 hex digits each: the kept
+ * version, and when it stopped being current, ns): a kept version's meta.
+ * 0 or -ENAMETOOLONG. */
+int obj_path_kept(char *buf, size_t cap, const char *drive, const char *bucket,
+                  const uint8_t id[16], uint64_t version, int64_t since_ns);
+/* Whether @cur (may be NULL) can be kept in place: inline, shards in its
+ * metas (not in extent files), not itself kept. */
+bool obj_ver_keepable(const struct obj_ent *cur);
+/* The companion record of @cur, an object of @bucket kept at its files
+ * and non-current since @since_ns: key KEY SEP VID FLAG, the headers a
+ * copied version gets (STOR_HDR_VERSION_ID/_MTIME/_ETAG), tag 3 naming
+ * @bucket and @cur's key. The commit and the rebuild both make it here, so
+ * they agree. *out malloc'd; @vbucket gets the companion's name. */
+int obj_ver_kept_ent(struct stor_store *s, const char *bucket,
+                     const struct obj_ent *cur, int64_t since_ns,
+                     char vbucket[64], struct obj_ent **out);
+/* Under the key's write lock, before barrier 1 of the commit of @e: links
+ * the current version's metas (it must be version @want and keepable,
+ * else -EAGAIN) to HEX.v<version> on the positions of @pl that hold one
+ * (at least k, else -STOR_EQUORUM and nothing is left). *out on success. */
+int obj_ver_retire_begin(struct stor_store *s, const char *bucket,
+                         const struct obj_ent *e, uint64_t want,
+                         const struct stor_place *pl, struct obj_retire **out);
+void obj_ver_retire_free(struct obj_retire *r);
+/* Unlinks HEX.v<version> of object @id on the positions j < @n of @pl in
+ * @mask (a retire undone, a kept version deleted). */
+void obj_ver_unlink_kept(struct stor_store *s, const char *bucket,
+                         const uint8_t id[16], uint64_t version,
+                         int64_t since_ns, const struct stor_place *pl, int n,
+                         uint32_t mask);
+/* obj_cur_set of @e plus @r's companion record in one index transaction. */
+int obj_cur_set_pair(struct stor_store *s, const char *bucket,
+                     const struct obj_ent *e, const struct obj_idx_body *b,
+                     const struct obj_retire *r, struct obj_ent **old);
+/* The placement of @e's metas: its base's for a kept version, else
+ * @bucket/@key's. */
+void obj_ver_place(struct stor_store *s, const char *bucket, const char *key,
+                   size_t key_len, const struct obj_ent *e,
+                   struct stor_place *pl);
+/* The path of @e's meta on drive @d: HEX.v<version> of its base for a kept
+ * version, else @bucket's HEX.m. */
+int obj_ver_meta_path(struct stor_store *s, size_t d, const char *bucket,
+                      const struct obj_ent *e, char *buf, size_t cap);
+/* Healing a kept version: writes the metas of shards @which (their bytes
+ * in @sh, @L each) from a good copy of its meta; caller holds the key's
+ * write lock. The number written. */
+int obj_ver_rewrite_kept(struct stor_store *s, const struct obj_ent *e,
+                         uint8_t *const *sh, size_t L, const bool *which);
+/* Deletes the metas of kept version @e (every position of its base). */
+void obj_ver_remove_kept(struct stor_store *s, const struct obj_ent *e);
+
 /* Removes bucket/key from the index; the removed entry to *old. Caller
  * holds the key's write lock. 0, -STOR_ENOBUCKET, -STOR_ENOKEY, -errno. */
 int obj_cur_remove(struct stor_store *s, const char *bucket, const char *key,

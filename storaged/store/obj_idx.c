@@ -202,10 +202,23 @@ int obj_idx_rec_encode(const struct obj_ent *e, struct cm_buf *out)
         ret |= put_int(out, pl, 1);
         ret |= cm_buf_append(out, p->etag, pl);
     }
+    ret |= put_int(out, (e->ext && e->xref ? 1 : 0) + (e->at_bucket ? 1 : 0),
+                   2); /* extensions */
+    if (e->at_bucket) { /* tag 3: a version kept at its base's files */
+        size_t bl = strlen(e->at_bucket);
+
+        if (bl > 0xff || e->at_key_len > 0xffff)
+            return -E2BIG;
+        ret |= put_int(out, 3, 2);
+        ret |= put_int(out, 1 + bl + 2 + e->at_key_len, 4);
+        ret |= put_int(out, bl, 1);
+        ret |= cm_buf_append(out, e->at_bucket, bl);
+        ret |= put_int(out, e->at_key_len, 2);
+        ret |= cm_buf_append(out, e->at_key, e->at_key_len);
+    }
     if (e->ext && e->xref) { /* tag 1: the shards' extent records */
         int n = e->k + e->m;
 
-        ret |= put_int(out, 1, 2);
         ret |= put_int(out, 1, 2);
         ret |= put_int(out, 1 + (uint64_t)n * 12, 4);
         ret |= put_int(out, (uint64_t)n, 1);
@@ -213,8 +226,6 @@ int obj_idx_rec_encode(const struct obj_ent *e, struct cm_buf *out)
             ret |= put_int(out, e->xref[j].file, 4);
             ret |= put_int(out, e->xref[j].off, 8);
         }
-    } else {
-        ret |= put_int(out, 0, 2); /* no extensions */
     }
     if (ret != 0 || out->data == NULL)
         return -ENOMEM; /* a failed append emptied the buffer */
@@ -377,6 +388,20 @@ int obj_idx_rec_decode(const void *p, size_t n, struct obj_ent **out)
                     e->xref[j].file = (uint32_t)le_get(b + 1 + j * 12, 4);
                     e->xref[j].off = le_get(b + 5 + j * 12, 8);
                 }
+            } else if (tag == 3 && e->at_bucket == NULL) {
+                /* at base: u8 + bucket, u16 + key */
+                size_t bl = tl ? b[0] : 0, kl;
+
+                if (tl < 1 + bl + 2 || bl == 0)
+                    goto bad;
+                kl = (size_t)le_get(b + 1 + bl, 2);
+                if (tl != 1 + bl + 2 + kl || kl == 0)
+                    goto bad;
+                e->at_bucket = dup0(b + 1, bl);
+                e->at_key = dup0(b + 3 + bl, kl);
+                e->at_key_len = kl;
+                if (e->at_bucket == NULL || e->at_key == NULL)
+                    goto nomem;
             } /* others: unknown, skipped */
         }
     }
@@ -1176,6 +1201,50 @@ int obj_idx_put_body(struct obj_idx *x, const char *bucket,
         ret = count_add(x, t, bucket, delta, dsum);
     if (ret == 0)
         ret = body_set(x, t, bucket, e->id, e->version, b);
+    if (ret == 0) {
+        char kb[64 + 16];
+        MDB_val k = {mkpendkey(kb, bucket, e->id), kb};
+        int rc = mdb_del(t, x->pend, &k, NULL); /* its commit is done */
+
+        ret = rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
+    }
+    ret = wtxn_end(t, ret);
+    if (ret < 0 && old) {
+        obj_ent_free(*old);
+        *old = NULL;
+    }
+    return ret;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_put_pair(struct obj_idx *x, const char *bucket,
+                     const struct obj_ent *e, const struct obj_idx_body *b,
+                     const char *vbucket, const struct obj_ent *ve,
+                     struct obj_ent **old)
+{
+    MDB_txn *t;
+    uint64_t dsum = 0, vsum = 0;
+    int delta = 0, vdelta = 0, ret;
+
+    if (old)
+        *old = NULL;
+    if (b && (b->size != e->size || !e->inl))
+        return -EINVAL;
+    ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+    if (ret < 0)
+        return ret;
+    ret = group_change(x, t, bucket, e, e->key, e->key_len, old, &delta, &dsum);
+    if (ret == 0)
+        ret = count_add(x, t, bucket, delta, dsum);
+    if (ret == 0)
+        ret = body_set(x, t, bucket, e->id, e->version, b);
+    if (ret == 0) /* the kept version: a record of its own, no body */
+        ret = group_change(x, t, vbucket, ve, ve->key, ve->key_len, NULL,
+                           &vdelta, &vsum);
+    if (ret == 0)
+        ret = count_add(x, t, vbucket, vdelta, vsum);
+    if (ret == 0)
+        ret = body_set(x, t, vbucket, ve->id, ve->version, NULL);
     if (ret == 0) {
         char kb[64 + 16];
         MDB_val k = {mkpendkey(kb, bucket, e->id), kb};

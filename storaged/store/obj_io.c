@@ -237,6 +237,8 @@ struct stor_put {
     char cond_etag[STOR_ETAG_MAX];
     /* stor_put_set_etag: the ETag to record instead of the body's MD5 */
     char etag_set[STOR_ETAG_MAX];
+    /* stor_put_set_retire: keep the current version (this one) in place */
+    uint64_t retire_ver;
 };
 
 /* The condition of the commit in progress on this thread (obj_commit is
@@ -414,6 +416,15 @@ int stor_put_set_condition(struct stor_put *p, bool absent, const char *etag)
 }
 
 /* See object.h. */
+/* Contract in object.h (obj_ver.c does the work at commit). */
+int stor_put_set_retire(struct stor_put *p, uint64_t version)
+{
+    if (p->is_part || version == 0)
+        return -EINVAL;
+    p->retire_ver = version;
+    return 0;
+}
+
 int stor_put_add_header(struct stor_put *p, const char *name, const char *value)
 {
     struct stor_hdr *h;
@@ -1201,6 +1212,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     bool placed = false; /* the metas are committed on the drives */
     bool any = true;     /* the key has a current version */
     bool one = false;    /* one barrier, after the renames */
+    struct obj_retire *rt = NULL; /* the version kept in place (obj_ver.c) */
+    const struct obj_idx_body *bp = NULL;
 
     for (int j = 0; j < OBJ_MAX_SHARDS; j++)
         fds[j] = -1;
@@ -1250,8 +1263,15 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
      * makes a record durable before a meta names it) nor shard files. */
     one = !any && e->inl && inl_shards && !src_shard && xb == NULL &&
           nothing_there(s, bucket, e->id, &pl, n, ok);
-    for (int j = 0; j < n; j++)
-        linked[j] = (prev_mask >> j) & 1; /* a rename will replace it */
+    if (t_cond && t_cond->retire_ver) {
+        /* a versioned overwrite keeps the current version's metas as
+         * HEX.v<version>: linked now, durable in barrier 1 */
+        ret = obj_ver_retire_begin(s, bucket, e, t_cond->retire_ver, &pl, &rt);
+        if (ret < 0)
+            goto out_tmp;
+    }
+    for (int j = 0; j < n; j++) /* a rename will replace it, or a link */
+        linked[j] = ((prev_mask | (rt ? rt->linked : 0)) >> j) & 1;
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, mark,
                           linked, xb, !one);
     if (nok < owq) {
@@ -1328,12 +1348,14 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                                   .shard_len = inl_len,
                                   .k = e->k,
                                   .size = (size_t)e->size};
-        ret = obj_cur_set(s, bucket, e, &body, &old);
-    } else {
-        ret = obj_cur_set(s, bucket, e, NULL, &old);
+        bp = &body;
     }
+    /* with a kept version: its companion record in the same transaction */
+    ret = rt ? obj_cur_set_pair(s, bucket, e, bp, rt, &old)
+             : obj_cur_set(s, bucket, e, bp, &old);
     if (ret == -STOR_ENOBUCKET) {
         obj_remove_files(s, bucket, e, &pl, NULL);
+        placed = false; /* nothing of it stays: nor does the kept link */
         goto out_tmp;
     }
     if (ret < 0) {
@@ -1361,6 +1383,9 @@ out_tmp:
     for (int j = 0; j < n; j++) /* the metas of a one-barrier commit */
         if (fds[j] >= 0)
             close(fds[j]);
+    if (rt && ret < 0 && !placed) /* the old version is still current */
+        obj_ver_unlink_kept(s, bucket, rt->id, rt->version, rt->ve->mtime_ns,
+                            &pl, rt->n, rt->linked);
     if (xb) /* records of shards not committed are free again */
         ext_unreserve(s, &pl, xb, n, placed ? ok : NULL);
     if (prev_mask)
@@ -1383,6 +1408,7 @@ out:
         cm_buf_fini(&metas[j]);
     free(xb);
     obj_ent_free(cur_ext);
+    obj_ver_retire_free(rt);
     obj_ent_free(e);
     return ret;
 }
@@ -1686,6 +1712,9 @@ static int get_inline(struct stor_get *g)
     inline_meta_tmpl(e, L, &tmpl);
     tmpl.has_xref = 0;
     mlen = stor_meta_encoded_size(&tmpl);
+    if (e->at_bucket) /* a kept version's meta has its base's key and
+                       * headers: read up to a bound, checked by decoding */
+        mlen += STOR_MAX_KEY_LEN + (64u << 10);
     if (e->ext) { /* each meta names its record, or (written where the
                    * drive had no extent file) holds the shard itself */
         tmpl.has_xref = 1;
@@ -1709,8 +1738,7 @@ static int get_inline(struct stor_get *g)
             if (round == 0 && !obj_drive_online(s, d))
                 continue;
             tried[j] = true;
-            if (obj_path_meta(path, sizeof(path), s->drives[d].path, g->bucket,
-                              e->id) < 0)
+            if (obj_ver_meta_path(s, d, g->bucket, e, path, sizeof(path)) < 0)
                 continue;
             fd = open(path, O_RDONLY | O_CLOEXEC);
             if (fd < 0) {
@@ -1737,7 +1765,9 @@ static int get_inline(struct stor_get *g)
             obj_drive_count(s, obj_shard_drive(s, &g->pl, j), false,
                             io[i].res > 0 ? (uint64_t)io[i].res : 0);
             if ((io[i].res != (ssize_t)mlen &&
-                 (mlen_x == 0 || io[i].res != (ssize_t)mlen_x)) ||
+                 (mlen_x == 0 || io[i].res != (ssize_t)mlen_x) &&
+                 (e->at_bucket == NULL || io[i].res <= 0 ||
+                  io[i].res > (ssize_t)mlen)) ||
                 stor_meta_decode_view(raw[j], (size_t)io[i].res, &m) < 0) {
                 if (io[i].res == (ssize_t)mlen ||
                     (mlen_x && io[i].res == (ssize_t)mlen_x))
@@ -1824,7 +1854,8 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
     pthread_rwlock_rdlock(kl);
     ret = obj_cur_lookup(s, bucket, key, key_len, &g->e);
     if (ret == 0) {
-        obj_place(s, bucket, key, key_len, &g->pl);
+        /* a version kept in place lives on its base's placement */
+        obj_ver_place(s, bucket, key, key_len, g->e, &g->pl);
         if (g->e->inl) {
             ret = get_inline(g);
         } else {
@@ -2639,7 +2670,9 @@ int stor_obj_delete_if(struct stor_store *s, const char *bucket,
     ret = obj_cur_remove(s, bucket, key, key_len, &e);
     if (ret < 0 && ret != -STOR_ENOBUCKET && ret != -STOR_ENOKEY)
         ret = -STOR_EDATA;
-    if (e) {
+    if (e && e->at_bucket) {
+        obj_ver_remove_kept(s, e); /* a version kept at its base's files */
+    } else if (e) {
         ext_refs_load(s, bucket, e, &pl); /* to punch them */
         for (int j = 0; j < e->k + e->m; j++)
             if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))

@@ -58,12 +58,23 @@ struct ld_file {
     struct ld_file *next;
 };
 
+/* A version kept at its base's files: HEX.vVERSION-SINCE (obj_ver.c). */
+struct ld_kept {
+    uint64_t version;
+    int64_t since_ns; /* when it stopped being current */
+    uint32_t mask; /* set positions holding it */
+    int count;
+    struct stor_meta m; /* owned: the first copy read, without its shard */
+    struct ld_kept *next;
+};
+
 struct ld_cand {
     uint8_t id[16];
     int set;       /* set of the drives it was found on */
     bool has_prev; /* some drive holds a HEX.p (interrupted overwrite) */
     struct ld_ver *vers;
     struct ld_file *files;
+    struct ld_kept *kept;
     UT_hash_handle hh;
 };
 
@@ -128,6 +139,61 @@ static uint8_t *take_body(const struct stor_store *s, struct stor_meta *m,
     m->inl = NULL;
     *budget -= m->size;
     return body;
+}
+
+/* Adds kept version @name (HEX.vVERSION-SINCE, in @dir at set position
+ * @pos) to its candidate: a meta whose version is the one its name says. */
+static void load_kept(struct stor_store *s, const char *dir, const char *name,
+                      const uint8_t id[16], int pos, int set,
+                      struct ld_cand **tab)
+{
+    char path[PATH_MAX];
+    uint8_t vb[8], sb[8];
+    uint64_t version = 0, since = 0;
+    struct stor_meta m;
+    struct ld_cand *c;
+    struct ld_kept *k;
+
+    if (unhex(name + 34, 8, vb) < 0 || unhex(name + 51, 8, sb) < 0 ||
+        snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+        return;
+    for (int i = 0; i < 8; i++) {
+        version = version << 8 | vb[i];
+        since = since << 8 | sb[i];
+    }
+    if (stor_meta_read_file(path, &m) < 0) {
+        cm_log(CM_LOG_WARN, 0, "load: %s: unreadable meta, ignored", path);
+        return;
+    }
+    free(m.inl);
+    m.inl = NULL;
+    m.inl_len = 0;
+    if (m.type != STOR_META_OBJECT || m.version != version || !m.has_inline ||
+        m.has_xref || (c = cand_get(tab, id, set)) == NULL) {
+        stor_meta_fini(&m);
+        return;
+    }
+    raise_version(s, version);
+    for (k = c->kept; k && (k->version != version || k->since_ns != (int64_t)since);
+         k = k->next)
+        ;
+    if (k == NULL) {
+        k = calloc(1, sizeof(*k));
+        if (k == NULL) {
+            stor_meta_fini(&m);
+            return;
+        }
+        k->version = version;
+        k->since_ns = (int64_t)since;
+        k->m = m;
+        k->next = c->kept;
+        c->kept = k;
+    } else {
+        stor_meta_fini(&m);
+    }
+    if (!(k->mask & (1u << pos)))
+        k->count++;
+    k->mask |= 1u << pos;
 }
 
 /* Reads one object directory (DRIVE/b/BUCKET/hh) into the candidate table;
@@ -222,6 +288,9 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
                 c->has_prev = true;
             else
                 v->mask_m |= 1u << pos;
+        } else if (nl == 32 + 2 + 16 + 1 + 16 && de->d_name[33] == 'v' &&
+                   de->d_name[50] == '-') {
+            load_kept(s, dir, de->d_name, id, pos, set, tab);
         } else if (nl == 32 + 1 + 16) {
             uint8_t did[8];
             uint64_t dataid = 0;
@@ -384,6 +453,51 @@ static int put_with_bodies(struct obj_idx *x, const char *bucket,
     return ret;
 }
 
+/* The kept versions of candidate @c (its current version @win, may be
+ * NULL) into index @x: each readable one (k copies) older than @win gets
+ * its companion record (non-current since the time its name carries); one
+ * not older than @win is a link left by a commit that did not finish
+ * (dropped, without @dry). */
+static int resolve_kept(struct stor_store *s, struct obj_bucket *b,
+                        struct ld_cand *c, const struct ld_ver *win,
+                        struct obj_idx *x, bool dry)
+{
+    int ret = 0;
+
+    for (struct ld_kept *k = c->kept; k && ret == 0; k = k->next) {
+        struct obj_ent *cur, *ve = NULL;
+        struct stor_place pl;
+        char vb[64];
+
+        if ((int64_t)k->version < b->created_ns)
+            continue; /* from an earlier bucket of the same name */
+        obj_place(s, b->name, k->m.key, k->m.key_len, &pl);
+        if (win && k->version >= win->version) {
+            if (!dry)
+                obj_ver_unlink_kept(s, b->name, c->id, k->version, k->since_ns,
+                                    &pl, k->m.k + k->m.m, k->mask);
+            continue;
+        }
+        if (k->count < k->m.k)
+            continue; /* unreadable: left on the drives as it is */
+        cur = obj_ent_from_meta(&k->m, c->id);
+        if (cur == NULL ||
+            obj_ver_kept_ent(s, b->name, cur, k->since_ns, vb, &ve) < 0) {
+            ret = -ENOMEM;
+        } else if (obj_bucket_find(s, vb) == NULL) {
+            cm_log(CM_LOG_WARN, 0,
+                   "load: bucket %s: a kept version without its companion "
+                   "bucket %s, ignored",
+                   b->name, vb);
+        } else {
+            ret = obj_idx_put_many(x, vb, &ve, 1);
+        }
+        obj_ent_free(ve);
+        obj_ent_free(cur);
+    }
+    return ret;
+}
+
 /* Picks the winner of each candidate and puts it into index @x (one write
  * transaction for the lot). Without @dry, settles interrupted overwrites,
  * removes leftovers and queues missing copies for healing. *n: objects put. */
@@ -464,7 +578,16 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
             settle_prev(s, b->name, c, win);
         if (!dry && set_all_online(s, c->set))
             cleanup_cand(s, b->name, c, win);
+        if (c->kept && ret == 0)
+            ret = resolve_kept(s, b, c, win, x, dry);
         HASH_DEL(*tab, c);
+        while (c->kept) {
+            struct ld_kept *k = c->kept;
+
+            c->kept = k->next;
+            stor_meta_fini(&k->m);
+            free(k);
+        }
         while (c->vers) {
             struct ld_ver *v = c->vers;
 

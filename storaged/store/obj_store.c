@@ -314,6 +314,8 @@ void obj_ent_free(struct obj_ent *e)
     free(e->key);
     free(e->parts);
     free(e->xref);
+    free(e->at_bucket);
+    free(e->at_key);
     obj_hdrs_free(e->hdrs, e->nhdrs);
     free(e);
 }
@@ -330,6 +332,16 @@ struct obj_ent *obj_ent_dup(const struct obj_ent *e)
     c->parts = NULL;
     c->hdrs = NULL;
     c->xref = NULL;
+    c->at_bucket = NULL;
+    c->at_key = NULL;
+    if (e->at_bucket) {
+        c->at_bucket = strdup(e->at_bucket);
+        c->at_key = malloc(e->at_key_len + 1);
+        if (c->at_bucket == NULL || c->at_key == NULL)
+            goto fail;
+        memcpy(c->at_key, e->at_key, e->at_key_len);
+        c->at_key[e->at_key_len] = 0;
+    }
     if (e->xref) {
         size_t n = (size_t)(e->k + e->m);
 

@@ -225,6 +225,52 @@ CM_MUST_CHECK int stor_obj_delete_if(struct stor_store *s, const char *bucket,
                                      const char *key, size_t key_len,
                                      const struct stor_del_cond *c);
 
+/* ---- versions (obj_ver.c; storaged/FORMAT.md "Versions") ----
+ * The naming the S3 versioning layer (s3/versioning.c) and the store share:
+ * a bucket's non-current versions are objects of its companion bucket,
+ * keyed KEY STOR_VER_SEP HEX FLAG. */
+
+/* Stored with every version written while versioning is on: its id
+ * ("null" or STOR_VID_LEN hex digits). Never sent back as such (the S3
+ * layer hides x-ecfs-*); answered as x-amz-version-id. */
+#define STOR_HDR_VERSION_ID "x-ecfs-version-id"
+/* The ETag and Last-Modified ("SEC.MSEC") of a non-current version, which
+ * its companion record's own fields do not carry. */
+#define STOR_HDR_ETAG   "x-ecfs-etag"
+#define STOR_HDR_MTIME  "x-ecfs-mtime"
+#define STOR_VID_LEN    16
+#define STOR_VER_SEP    '\x01' /* between the key and the version suffix */
+#define STOR_VER_SUFFIX (1 + STOR_VID_LEN + 1) /* SEP HEX FLAG */
+#define STOR_VER_OBJ    'o'                    /* FLAG: an object */
+#define STOR_VER_DM     'd'                    /* a delete marker */
+#define STOR_VER_NULL   'n' /* the "null" version, an object */
+#define STOR_VER_NULLDM 'm' /* the "null" version, a delete marker */
+
+/* FNV-1a over @n bytes, continuing @h (start: STOR_FNV0). */
+#define STOR_FNV0 1469598103934665603ULL
+uint64_t stor_fnv1a(uint64_t h, const void *p, size_t n);
+/* The companion bucket of @bucket: BUCKET "..v" (a hashed form for names
+ * over 60 characters). Two dots: no S3 request can name it. */
+void stor_ver_companion(const char *bucket, char out[64]);
+/* The version id of sequence @seq (newest sorts first). */
+void stor_ver_seq_hex(uint64_t seq, char out[STOR_VID_LEN + 1]);
+/* The companion key of version @vid of @key (a marker when @dm); a "null"
+ * version sorts by sequence @null_seq. malloc'd (*hl its length), or NULL. */
+char *stor_ver_key(const char *key, size_t kl, const char *vid,
+                   uint64_t null_seq, bool dm, size_t *hl);
+/* Whether the current version of @key can be kept in place when it is
+ * replaced (stor_put_set_retire): an inline object whose shards are in its
+ * metas. Its store version in *version. */
+bool stor_obj_retirable(struct stor_store *s, const char *bucket,
+                        const char *key, size_t key_len, uint64_t *version);
+/* At commit, keeps the current version of the key (which must be version
+ * @version, else the commit fails with -EAGAIN and places nothing) as a
+ * non-current version in the bucket's companion, without copying it: its
+ * metas stay on the drives as HEX.v<version> and its companion record is
+ * written in the same index transaction as the new version (FORMAT.md
+ * "Versions"). The companion bucket must exist. 0 or -errno. */
+CM_MUST_CHECK int stor_put_set_retire(struct stor_put *p, uint64_t version);
+
 /* ---- LIST ---- */
 struct stor_list_entry {
     char *key; /* owned; may contain any byte but NUL */

@@ -344,9 +344,10 @@ def test_awscli_versioning(s3, bucket, tmp_path):
 
 
 def test_scanner_heals_noncurrent_versions(storaged):
-    """Old versions are ordinary objects of the companion bucket: the
-    scanner rebuilds their lost shards by itself, and afterwards two other
-    drives can go and every old version still reads back exactly."""
+    """Old versions (objects of the companion bucket, or kept in place
+    beside the current object): the scanner rebuilds their lost shards by
+    itself, and afterwards two other drives can go and every old version
+    still reads back exactly."""
     import re
     import time
     import urllib.request
@@ -370,13 +371,22 @@ def test_scanner_heals_noncurrent_versions(storaged):
         old[k] = (c.put_object(Bucket="vheal", Key=k, Body=body)["VersionId"],
                   body)
         c.put_object(Bucket="vheal", Key=k, Body=b"new")
-    # every file of the companion on two drives (M = 2) is lost
+    # every file of the old versions on two drives (M = 2) is lost: the
+    # companion's, and the metas of versions kept in place (HEX.v*, beside
+    # the current objects; obj_ver.c)
+    kept = 0
     for d in srv.drives[:2]:
         comp = os.path.join(d, "b", "vheal..v")
         for root, _, files in os.walk(comp):
             for f in files:
                 if f != "bucket":
                     os.unlink(os.path.join(root, f))
+        for root, _, files in os.walk(os.path.join(d, "b", "vheal")):
+            for f in files:
+                if f[32:34] == ".v":
+                    os.unlink(os.path.join(root, f))
+                    kept += 1
+    assert kept > 0  # the small versions were kept in place
     c0 = metric("storaged_scan_cycles_total")
     deadline = time.monotonic() + 60
     while metric("storaged_scan_cycles_total") < c0 + 2:
