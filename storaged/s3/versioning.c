@@ -61,7 +61,6 @@ struct stor_ver {
     _Atomic uint64_t seq;                 /* last version sequence */
 };
 
-
 /* See header. */
 int stor_ver_create(struct stor_store *st, struct stor_ver **out)
 {
@@ -222,7 +221,8 @@ int stor_ver_cfg_delete(struct stor_store *st, const char *bucket,
 
 static struct ver_cache **slot(struct stor_ver *v, const char *bucket)
 {
-    return &v->cache[stor_fnv1a(STOR_FNV0, bucket, strlen(bucket)) % CACHE_SLOTS];
+    return &v->cache[stor_fnv1a(STOR_FNV0, bucket, strlen(bucket)) %
+                     CACHE_SLOTS];
 }
 
 /* The cached entry of @bucket or NULL; caller holds v->lock. */
@@ -330,7 +330,6 @@ static uint64_t next_seq(struct stor_ver *v)
     return n;
 }
 
-
 /* See header. */
 bool stor_ver_id_ok(const char *vid)
 {
@@ -418,8 +417,6 @@ bool stor_ver_parse_hidden(const char *h, size_t n, size_t *key_len,
     }
     return true;
 }
-
-
 
 static pthread_mutex_t *key_lock(struct stor_ver *v, const char *bucket,
                                  const char *key, size_t kl)
@@ -786,8 +783,7 @@ static int retire_in_place(struct stor_store *st, const char *hb,
  * into the companion now (*hk: the copy). */
 static int before_replace(struct stor_ver *v, const char *bucket,
                           const char *hb, const char *key, size_t kl,
-                          enum stor_ver_state st, struct stor_put *p,
-                          char **hk)
+                          enum stor_ver_state st, struct stor_put *p, char **hk)
 {
     struct stor_obj_info cur;
     uint64_t version;
@@ -801,7 +797,8 @@ static int before_replace(struct stor_ver *v, const char *bucket,
     if (ret < 0)
         return ret;
     stor_ver_info_fix(&cur);
-    if (st == STOR_VER_ENABLED || strcmp(stor_ver_info_vid(&cur), "null") != 0) {
+    if (st == STOR_VER_ENABLED ||
+        strcmp(stor_ver_info_vid(&cur), "null") != 0) {
         if (p && stor_obj_retirable(v->st, bucket, key, kl, &version))
             ret = retire_in_place(v->st, hb, p, version);
         else
@@ -903,8 +900,7 @@ int stor_ver_mpu_complete(struct stor_s3_req *r, const char *upload_id,
     stor_ver_hidden_bucket(r->bucket, hb);
     lk = key_lock(v, r->bucket, r->key, r->key_len);
     pthread_mutex_lock(lk);
-    ret = before_replace(v, r->bucket, hb, r->key, r->key_len, st, NULL,
-                         &hk);
+    ret = before_replace(v, r->bucket, hb, r->key, r->key_len, st, NULL, &hk);
     if (ret == 0) {
         ret = stor_mpu_complete(r->s3->store, r->bucket, r->key, r->key_len,
                                 upload_id, parts, n, info);

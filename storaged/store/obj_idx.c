@@ -203,7 +203,7 @@ int obj_idx_rec_encode(const struct obj_ent *e, struct cm_buf *out)
         ret |= cm_buf_append(out, p->etag, pl);
     }
     ret |= put_int(out, (e->ext && e->xref ? 1 : 0) + (e->at_bucket ? 1 : 0),
-                   2); /* extensions */
+                   2);  /* extensions */
     if (e->at_bucket) { /* tag 3: a version kept at its base's files */
         size_t bl = strlen(e->at_bucket);
 

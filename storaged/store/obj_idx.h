@@ -137,12 +137,10 @@ struct obj_idx_body {
  * @ve in @vbucket (without a body; its counts kept like any put's): a
  * version kept at commit (obj_ver.c) and the version that replaces it
  * become visible together. Same returns as obj_idx_put. */
-CM_MUST_CHECK int obj_idx_put_pair(struct obj_idx *x, const char *bucket,
-                                   const struct obj_ent *e,
-                                   const struct obj_idx_body *b,
-                                   const char *vbucket,
-                                   const struct obj_ent *ve,
-                                   struct obj_ent **old);
+CM_MUST_CHECK int
+obj_idx_put_pair(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
+                 const struct obj_idx_body *b, const char *vbucket,
+                 const struct obj_ent *ve, struct obj_ent **old);
 /* obj_idx_put that also stores @b (may be NULL: none) as @e's body, tagged
  * with @e's version and a CRC-64, in the same transaction. */
 CM_MUST_CHECK int obj_idx_put_body(struct obj_idx *x, const char *bucket,

@@ -1209,9 +1209,9 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     uint64_t mark;
     struct ext_batch *xb = NULL;
     struct obj_ent *cur_ext = NULL;
-    bool placed = false; /* the metas are committed on the drives */
-    bool any = true;     /* the key has a current version */
-    bool one = false;    /* one barrier, after the renames */
+    bool placed = false;          /* the metas are committed on the drives */
+    bool any = true;              /* the key has a current version */
+    bool one = false;             /* one barrier, after the renames */
     struct obj_retire *rt = NULL; /* the version kept in place (obj_ver.c) */
     const struct obj_idx_body *bp = NULL;
 

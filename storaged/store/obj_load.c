@@ -62,7 +62,7 @@ struct ld_file {
 struct ld_kept {
     uint64_t version;
     int64_t since_ns; /* when it stopped being current */
-    uint32_t mask; /* set positions holding it */
+    uint32_t mask;    /* set positions holding it */
     int count;
     struct stor_meta m; /* owned: the first copy read, without its shard */
     struct ld_kept *next;
@@ -174,7 +174,8 @@ static void load_kept(struct stor_store *s, const char *dir, const char *name,
         return;
     }
     raise_version(s, version);
-    for (k = c->kept; k && (k->version != version || k->since_ns != (int64_t)since);
+    for (k = c->kept;
+         k && (k->version != version || k->since_ns != (int64_t)since);
          k = k->next)
         ;
     if (k == NULL) {

@@ -128,8 +128,7 @@ int obj_path_kept(char *buf, size_t cap, const char *drive, const char *bucket,
 }
 
 /* The value of header @name among @h, or NULL. */
-static const char *hdr_val(const struct stor_hdr *h, size_t n,
-                           const char *name)
+static const char *hdr_val(const struct stor_hdr *h, size_t n, const char *name)
 {
     for (size_t i = 0; i < n; i++)
         if (strcmp(h[i].name, name) == 0)
@@ -392,8 +391,8 @@ static int put_file(struct stor_store *s, size_t d, const struct cm_buf *b,
     char tmp[PATH_MAX], dir[PATH_MAX], *slash;
     int fd, ret = 0;
 
-    if (obj_path_tmp(tmp, sizeof(tmp), s->drives[d].path,
-                     obj_next_version(s), 300 + j) < 0)
+    if (obj_path_tmp(tmp, sizeof(tmp), s->drives[d].path, obj_next_version(s),
+                     300 + j) < 0)
         return -ENAMETOOLONG;
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)

@@ -288,8 +288,7 @@ static void test_put_pair(void **st)
     assert_memory_equal(bb, "fresh", 5);
     free(bb);
     obj_ent_free(got);
-    assert_int_equal(obj_idx_lookup(x, "bk..v", v1->key, v1->key_len, &got),
-                     0);
+    assert_int_equal(obj_idx_lookup(x, "bk..v", v1->key, v1->key_len, &got), 0);
     ent_equal(v1, got);
     obj_ent_free(got);
     assert_int_equal(obj_idx_bucket_get(x, "bk", NULL, &n), 0);
