@@ -43,7 +43,9 @@ int fc_cache_create(size_t max_bytes, struct fc_cache **out)
 }
 
 /* Buffers carry their size and kind in a header just before the data;
- * 64 bytes keep the data cache-line aligned. */
+ * 64 bytes keep the data cache-line aligned. A mapped buffer's header is
+ * at the end of its first page, so its data starts on the next one
+ * (FC_CACHE_BUF_ALIGN: O_DIRECT reads into it and writes from it). */
 #define BUF_HDR    64
 #define BUF_MAPPED 0x6d617070u /* "mapp" */
 #define BUF_HEAP   0x68656170u /* "heap" */
@@ -53,6 +55,12 @@ struct buf_hdr {
     unsigned kind;
     struct buf_hdr *next; /* on the recycle list */
 };
+
+/* Unmaps the mapped buffer of header @h. */
+static void buf_unmap(struct buf_hdr *h)
+{
+    munmap((char *)h + BUF_HDR - FC_CACHE_BUF_ALIGN, h->len);
+}
 
 /* Freed big buffers are kept, up to RECYCLE_MAX bytes, and handed out
  * again to an allocation of the same size: a stream larger than the cache
@@ -87,7 +95,7 @@ static struct buf_hdr *recycle_take(size_t len)
     }
     pthread_mutex_unlock(&g_recycle_lock);
     if (stale != NULL)
-        munmap(stale, stale->len);
+        buf_unmap(stale);
     return h;
 }
 
@@ -119,7 +127,7 @@ static bool recycle_put(struct buf_hdr *h)
     pthread_mutex_unlock(&g_recycle_lock);
     while (drop != NULL) {
         struct buf_hdr *next = drop->next;
-        munmap(drop, drop->len);
+        buf_unmap(drop);
         drop = next;
     }
     return true;
@@ -137,7 +145,7 @@ static void recycle_drain(void)
     pthread_mutex_unlock(&g_recycle_lock);
     for (; h != NULL; h = next) {
         next = h->next;
-        munmap(h, h->len);
+        buf_unmap(h);
     }
 }
 
@@ -148,16 +156,17 @@ char *fc_cache_buf_alloc(size_t size)
     struct buf_hdr *h;
 
     if (size >= FC_CACHE_BIGBUF) {
-        void *m;
-        if ((h = recycle_take(len)) != NULL)
+        size_t mlen = size + FC_CACHE_BUF_ALIGN;
+        char *m;
+        if ((h = recycle_take(mlen)) != NULL)
             return (char *)h + BUF_HDR;
-        m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+        m = mmap(NULL, mlen, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (m != MAP_FAILED) {
-            h = m;
+            h = (struct buf_hdr *)(void *)(m + FC_CACHE_BUF_ALIGN - BUF_HDR);
             h->kind = BUF_MAPPED;
-            h->len = len;
-            return (char *)h + BUF_HDR;
+            h->len = mlen;
+            return m + FC_CACHE_BUF_ALIGN;
         }
         /* out of mappings (vm.max_map_count) or memory: try the heap */
     }
@@ -179,7 +188,7 @@ void fc_cache_buf_free(char *p)
     h = (struct buf_hdr *)(void *)(p - BUF_HDR);
     if (h->kind == BUF_MAPPED) {
         if (!recycle_put(h))
-            munmap(h, h->len);
+            buf_unmap(h);
     } else {
         free(h);
     }

@@ -43,9 +43,12 @@ extern _Thread_local bool fc_cache_waited;
  * in page by page costs about twice the CPU, and a cold sequential read
  * fills a fresh block per MiB. Freed big buffers (up to 64 MiB of them) are
  * recycled: a stream larger than the cache reuses memory instead of
- * faulting in more. Smaller ones (small files) come from malloc.
- * Returns NULL on ENOMEM. */
-#define FC_CACHE_BIGBUF (256u << 10)
+ * faulting in more. Smaller ones (small files) come from malloc. A big
+ * one's data starts on a FC_CACHE_BUF_ALIGN boundary (the disk cache
+ * reads into it and writes from it with O_DIRECT); a page of it holds the
+ * header. Returns NULL on ENOMEM. */
+#define FC_CACHE_BIGBUF    (256u << 10)
+#define FC_CACHE_BUF_ALIGN 4096u
 char *fc_cache_buf_alloc(size_t size);
 /* Frees a buffer of fc_cache_buf_alloc (NULL is a no-op). */
 void fc_cache_buf_free(char *p);

@@ -60,6 +60,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +102,14 @@ struct dc_ient {
     uint32_t crc;
 };
 _Static_assert(sizeof(struct dc_ient) == DC_IENT, "dcache index layout");
+
+/* A piece of a batch: the caller's block data written in place (@p), or
+ * @len bytes at @bboff of the batch's copies (@p NULL). */
+struct dc_piece {
+    const char *p;
+    size_t bboff, len;
+};
+#define DC_PIECES 1000 /* per pwritev, under IOV_MAX */
 
 /* A block in the table: where its record is. */
 struct dc_ent {
@@ -157,8 +166,11 @@ struct fc_dcache {
     size_t qbytes;                /* bytes queued */
     pthread_mutex_t wlock;        /* serialises appends and evictions: below */
     struct dc_seg *active;        /* the segment appended to, or NULL */
-    char *bb;                     /* the batch, DC_ALIGN-aligned */
+    char *bb; /* the batch's copied bytes, DC_ALIGN-aligned */
     size_t bbcap, bblen;
+    struct dc_piece *pcs; /* the batch, in file order (DC_PIECES) */
+    size_t npcs;
+    size_t btotal;         /* bytes of the batch */
     struct dc_ient *bents; /* the batch's index entries */
     size_t nbents, bentcap;
     atomic_bool low_space;      /* free space under the floor: no stores */
@@ -847,25 +859,63 @@ static void store_failed(struct fc_dcache *dc, int err, size_t n)
     }
 }
 
+/* Writes @n iovecs (DC_PIECES at most) at @off of @fd, all of them;
+ * 0 or -errno. @iov is used up. */
+static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
+{
+    while (n > 0) {
+        ssize_t w = pwritev(fd, iov, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        off += (uint64_t)w;
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* Writes the batch's pieces with one pwritev at @off of @fd. */
+static int write_batch(struct fc_dcache *dc, int fd, uint64_t off)
+{
+    struct iovec iov[DC_PIECES];
+
+    for (size_t i = 0; i < dc->npcs; i++) {
+        const struct dc_piece *pc = &dc->pcs[i];
+        iov[i].iov_base =
+            (void *)(uintptr_t)(pc->p ? pc->p : dc->bb + pc->bboff);
+        iov[i].iov_len = pc->len;
+    }
+    return pwritev_all(fd, iov, (int)dc->npcs, off);
+}
+
 /* Writes the batch to the active segment, then its index entries, then
  * puts its blocks in the table. */
 static void flush(struct fc_dcache *dc)
 {
     struct dc_seg *s = dc->active;
-    size_t n = dc->nbents, ilen = n * DC_IENT;
+    size_t n = dc->nbents, ilen = n * DC_IENT, total = dc->btotal;
     uint64_t off, since;
     int ret;
 
     if (n == 0)
         return;
     off = s->size;
-    ret = pwrite_all(s->dfd, dc->bb, dc->bblen, off);
+    ret = write_batch(dc, s->dfd, off);
     if (ret == -EINVAL && s->dfd != s->bfd) /* O_DIRECT after all refused */
-        ret = pwrite_all(s->bfd, dc->bb, dc->bblen, off);
+        ret = write_batch(dc, s->bfd, off);
     if (ret == 0 && s->dfd == s->bfd)
         /* buffered: start the writeback now, not in bursts that stall
          * every writer of a memory-capped cgroup at once */
-        (void)sync_file_range(s->bfd, (off_t)off, (off_t)dc->bblen,
+        (void)sync_file_range(s->bfd, (off_t)off, (off_t)total,
                               SYNC_FILE_RANGE_WRITE);
     for (size_t i = 0; ret == 0 && i < n; i++) {
         dc->bents[i].off += off;
@@ -873,11 +923,11 @@ static void flush(struct fc_dcache *dc)
     }
     if (ret == 0)
         ret = pwrite_all(s->ifd, (const char *)dc->bents, ilen, s->isize);
+    dc->nbents = dc->bblen = dc->npcs = dc->btotal = 0;
     if (ret < 0) {
         store_failed(dc, ret, n);
         /* the segment may hold part of the batch now: start another */
-        s->size = align_up(s->size + dc->bblen);
-        dc->nbents = dc->bblen = 0;
+        s->size = align_up(s->size + total);
         if (dc->active == s) {
             close(s->ifd);
             s->ifd = -1;
@@ -899,12 +949,11 @@ static void flush(struct fc_dcache *dc)
         else
             atomic_fetch_add(&dc->stores, 1);
     }
-    s->size += dc->bblen;
+    s->size += total;
     s->isize += ilen;
     pthread_mutex_unlock(&dc->lock);
-    atomic_fetch_add(&dc->bytes, dc->bblen + ilen);
-    since = atomic_fetch_add(&dc->since_check, dc->bblen) + dc->bblen;
-    dc->nbents = dc->bblen = 0;
+    atomic_fetch_add(&dc->bytes, total + ilen);
+    since = atomic_fetch_add(&dc->since_check, total) + total;
     if (since >= DC_CHECK) {
         atomic_store(&dc->since_check, 0);
         evict(dc, true);
@@ -913,13 +962,14 @@ static void flush(struct fc_dcache *dc)
     }
 }
 
-/* Grows the batch to hold @more bytes past its end; 0 or -ENOMEM. */
-static int batch_room(struct fc_dcache *dc, size_t more)
+/* Makes room for one more block in the batch: @copy bytes of copies, an
+ * index entry and two pieces; 0 or -ENOMEM. */
+static int batch_room(struct fc_dcache *dc, size_t copy)
 {
-    size_t cap = CM_MAX((size_t)DC_BATCH, dc->bblen + more);
+    size_t cap = CM_MAX((size_t)DC_BATCH, dc->bblen + copy);
     void *n;
 
-    if (dc->bents == NULL || dc->nbents == dc->bentcap) {
+    if (dc->nbents == dc->bentcap) {
         size_t ec = dc->bentcap ? 2 * dc->bentcap : 64;
         struct dc_ient *e = realloc(dc->bents, ec * sizeof(*e));
         if (e == NULL)
@@ -927,7 +977,12 @@ static int batch_room(struct fc_dcache *dc, size_t more)
         dc->bents = e;
         dc->bentcap = ec;
     }
-    if (dc->bb != NULL && dc->bblen + more <= dc->bbcap)
+    if (dc->pcs == NULL) {
+        dc->pcs = malloc(DC_PIECES * sizeof(*dc->pcs));
+        if (dc->pcs == NULL)
+            return -ENOMEM;
+    }
+    if (dc->bb != NULL && dc->bblen + copy <= dc->bbcap)
         return 0;
     if (posix_memalign(&n, DC_ALIGN, cap) != 0)
         return -ENOMEM;
@@ -960,15 +1015,18 @@ static bool space_ok(struct fc_dcache *dc)
     return !atomic_load(&dc->low_space);
 }
 
-/* Adds one block to the batch (copied: the caller's @data may go at
- * return), flushing first when the batch or the active segment is full.
- * A block the table holds already is skipped: its bytes are the same. */
+/* Adds one block to the batch, flushing first when the batch or the
+ * active segment is full. The caller's @data must stay valid until the
+ * next flush: its whole pages are written from where they are when it is
+ * DC_ALIGN-aligned (a big block buffer, FC_CACHE_BUF_ALIGN) or the file
+ * is written buffered; else, and for the rest, it is copied. A block the
+ * table holds already is skipped: its bytes are the same. */
 static void batch_add(struct fc_dcache *dc, const char *key, const char *etag,
                       uint64_t idx, size_t bs, const void *data, size_t len)
 {
     struct dc_tail t;
     struct dc_ient *e;
-    size_t idlen, rlen;
+    size_t idlen, rlen, inplace, copy;
     uint8_t h[16];
     bool have;
     char *id, *p;
@@ -988,12 +1046,13 @@ static void batch_add(struct fc_dcache *dc, const char *key, const char *etag,
         free(id);
         return;
     }
-    if (dc->active != NULL && dc->active->size + dc->bblen > 0 &&
-        dc->active->size + dc->bblen + rlen > dc->seg_max)
+    if (dc->active != NULL && dc->active->size + dc->btotal > 0 &&
+        dc->active->size + dc->btotal + rlen > dc->seg_max)
         flush(dc); /* then a new segment below */
-    if (dc->bblen + rlen > DC_BATCH && dc->bblen > 0)
+    if (dc->btotal > 0 &&
+        (dc->btotal + rlen > DC_BATCH || dc->npcs + 2 > DC_PIECES))
         flush(dc);
-    if (dc->active == NULL || (dc->bblen == 0 && dc->active->size > 0 &&
+    if (dc->active == NULL || (dc->btotal == 0 && dc->active->size > 0 &&
                                dc->active->size + rlen > dc->seg_max)) {
         int ret = seg_new(dc);
         if (ret < 0) {
@@ -1002,13 +1061,21 @@ static void batch_add(struct fc_dcache *dc, const char *key, const char *etag,
             return;
         }
     }
-    if (batch_room(dc, rlen) < 0) {
+    inplace = 0;
+    if ((uintptr_t)data % DC_ALIGN == 0 || dc->active->dfd == dc->active->bfd)
+        inplace = len & ~(size_t)(DC_ALIGN - 1);
+    copy = rlen - inplace;
+    if (batch_room(dc, copy) < 0) {
         atomic_fetch_add(&dc->store_err, 1);
         free(id);
         return;
     }
+    if (inplace > 0)
+        dc->pcs[dc->npcs++] = (struct dc_piece){data, 0, inplace};
+    dc->pcs[dc->npcs++] = (struct dc_piece){NULL, dc->bblen, copy};
     p = dc->bb + dc->bblen;
-    memcpy(p, data, len);
+    memcpy(p, (const char *)data + inplace, len - inplace);
+    p += len - inplace;
     memset(&t, 0, sizeof(t));
     memcpy(t.magic, DC_MAGIC, 8);
     t.idlen = (uint32_t)idlen;
@@ -1016,16 +1083,17 @@ static void batch_add(struct fc_dcache *dc, const char *key, const char *etag,
     t.dcrc = cm_crc32c(0, data, len);
     t.hcrc =
         cm_crc32c(cm_crc32c(0, &t, offsetof(struct dc_tail, hcrc)), id, idlen);
-    memcpy(p + len, &t, DC_TAIL);
-    memcpy(p + len + DC_TAIL, id, idlen);
-    memset(p + len + DC_TAIL + idlen, 0, rlen - len - DC_TAIL - idlen);
+    memcpy(p, &t, DC_TAIL);
+    memcpy(p + DC_TAIL, id, idlen);
+    memset(p + DC_TAIL + idlen, 0, rlen - len - DC_TAIL - idlen);
     e = &dc->bents[dc->nbents++];
     memset(e, 0, sizeof(*e));
     memcpy(e->h, h, 16);
-    e->off = dc->bblen; /* + the segment's size at the flush */
+    e->off = dc->btotal; /* + the segment's size at the flush */
     e->datalen = (uint32_t)len;
     e->idlen = (uint32_t)idlen;
-    dc->bblen += rlen;
+    dc->bblen += copy;
+    dc->btotal += rlen;
     free(id);
 }
 
@@ -1095,16 +1163,16 @@ static void *writer_thread(void *arg)
         pthread_mutex_lock(&dc->wlock);
         for (j = list; j != NULL; j = j->next)
             batch_add(dc, j->key, j->etag, j->idx, j->bs, j->data, j->len);
+        flush(dc);
+        pthread_mutex_unlock(&dc->wlock);
         pthread_mutex_lock(&dc->lock);
         dc->qbytes -= taken;
         pthread_mutex_unlock(&dc->lock);
-        while (list != NULL) { /* copied: the callers' buffers may go */
+        while (list != NULL) { /* written: the callers' buffers may go */
             j = list;
             list = j->next;
             job_free(j);
         }
-        flush(dc);
-        pthread_mutex_unlock(&dc->wlock);
     }
 }
 
@@ -1196,6 +1264,7 @@ void fc_dcache_close(struct fc_dcache *dc)
     free(dc->segs);
     free(dc->tab);
     free(dc->bb);
+    free(dc->pcs);
     free(dc->bents);
     pthread_mutex_destroy(&dc->lock);
     pthread_mutex_destroy(&dc->wlock);
@@ -1275,14 +1344,21 @@ int fc_dcache_get(struct fc_dcache *dc, const char *key, const char *etag,
     rlen = rec_len(x.datalen, idlen);
     dio = rlen >= DC_DIO_MIN && s->dfd != s->bfd;
     fd = dio ? s->dfd : s->bfd;
-    /* the record into the first aligned place of a buffer with room for
-     * the alignment; the data then moved to its start */
-    b = fc_cache_buf_alloc(rlen + DC_ALIGN);
+    /* the record into the block's buffer when it is aligned (a big one,
+     * FC_CACHE_BUF_ALIGN), else into the first aligned place of a buffer
+     * with room for the alignment, the data then moved to its start */
+    b = fc_cache_buf_alloc(rlen);
+    if (b != NULL && dio && (uintptr_t)b % DC_ALIGN != 0) {
+        fc_cache_buf_free(b);
+        b = fc_cache_buf_alloc(rlen + DC_ALIGN);
+    }
     if (b == NULL) {
         seg_unref(dc, s);
         goto out_miss;
     }
-    a = (char *)(((uintptr_t)b + DC_ALIGN - 1) & ~(uintptr_t)(DC_ALIGN - 1));
+    a = dio ? (char *)(((uintptr_t)b + DC_ALIGN - 1) &
+                       ~(uintptr_t)(DC_ALIGN - 1))
+            : b;
     do
         got = pread(fd, a, rlen, (off_t)x.off4k * DC_ALIGN);
     while (got < 0 && errno == EINTR);

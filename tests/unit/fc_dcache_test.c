@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -255,6 +256,68 @@ static void test_big_blocks_direct(void **state)
     fc_dcache_close(dc);
 }
 
+/* Pages of @path in the page cache. */
+static size_t cached_pages(const char *path)
+{
+    unsigned char vec[1024];
+    struct stat st;
+    size_t n = 0, pages;
+    void *m;
+    int fd = open(path, O_RDONLY);
+
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    pages = ((size_t)st.st_size + 4095) / 4096;
+    assert_true(pages > 0 && pages <= sizeof(vec));
+    m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(m != MAP_FAILED);
+    assert_int_equal(mincore(m, (size_t)st.st_size, vec), 0);
+    for (size_t i = 0; i < pages; i++)
+        n += vec[i] & 1;
+    munmap(m, (size_t)st.st_size);
+    close(fd);
+    return n;
+}
+
+/* A big block buffer (page-aligned data) is written from where it is,
+ * its whole pages in place and the rest copied, and reads back exactly
+ * into a buffer of its own; where the file system takes O_DIRECT, none of
+ * the segment is left in the page cache by the store or the reads. */
+static void test_inplace_direct(void **state)
+{
+    static const size_t sizes[] = {512 << 10, (600 << 10) - 77, 256 << 10};
+    struct fc_dcache *dc = open_dc("http://a", 1 << 30);
+    char *buf = fc_cache_buf_alloc(600 << 10), seg[256], probe[128];
+    bool dio;
+    int fd;
+    (void)state;
+
+    assert_non_null(buf);
+    assert_int_equal((uintptr_t)buf % FC_CACHE_BUF_ALIGN, 0);
+    for (size_t i = 0; i < (600 << 10); i++)
+        buf[i] = (char)(i * 13 + i / 4096);
+    for (size_t i = 0; i < CM_ARRAY_SIZE(sizes); i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "ip%zu", i);
+        fc_dcache_put(dc, key, "\"e\"", 0, 1 << 20, buf, sizes[i]);
+    }
+    for (size_t i = 0; i < CM_ARRAY_SIZE(sizes); i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "ip%zu", i);
+        assert_true(has_big(dc, key, 1 << 20, buf, sizes[i]));
+    }
+    snprintf(probe, sizeof(probe), "%s/probe", g_dir);
+    fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
+    dio = fd >= 0;
+    if (fd >= 0)
+        close(fd);
+    newest(seg, sizeof(seg), "seg");
+    if (dio)
+        assert_int_equal(cached_pages(seg), 0);
+    fc_cache_buf_free(buf);
+    fc_dcache_close(dc);
+}
+
 static void test_eviction_oldest_first(void **state)
 {
     struct fc_dcache *dc = open_dc("http://a", 64 << 10);
@@ -421,6 +484,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_damaged_files_dropped, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_inplace_direct, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_oldest_first, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_async_stores, setup, teardown),
