@@ -767,7 +767,7 @@ static uint64_t seg_evict(struct fc_dcache *dc, struct dc_seg *s)
 }
 
 /* Evicts least recently used segments while need_to_free says so; the
- * active one last. */
+ * active one last, and not while a batch for it is pending. */
 static void evict(struct fc_dcache *dc, bool look)
 {
     uint64_t need = need_to_free(dc, look), freed = 0;
@@ -782,7 +782,7 @@ static void evict(struct fc_dcache *dc, bool look)
                 v = s;
         }
         pthread_mutex_unlock(&dc->lock);
-        if (v == NULL)
+        if (v == NULL || (v == dc->active && dc->btotal > 0))
             break;
         freed += seg_evict(dc, v);
     }
@@ -908,6 +908,11 @@ static void flush(struct fc_dcache *dc)
 
     if (n == 0)
         return;
+    if (CM_NEVER(s == NULL)) { /* evict keeps the segment of a batch */
+        store_failed(dc, -EIO, n);
+        dc->nbents = dc->bblen = dc->npcs = dc->btotal = 0;
+        return;
+    }
     off = s->size;
     ret = write_batch(dc, s->dfd, off);
     if (ret == -EINVAL && s->dfd != s->bfd) /* O_DIRECT after all refused */
