@@ -26,7 +26,6 @@ import random
 import re
 import shutil
 import subprocess
-import threading
 import time
 import urllib.request
 
@@ -34,7 +33,7 @@ import pytest
 
 from test_object_fault import away, rnd
 from test_object_medium import (five_lost_never_wrong, kill9_under_puts,
-                                stale_drive_rounds, sync_counts)
+                                stale_drive_rounds, concurrent_puts)
 
 KIB, MIB = 1024, 1024 * 1024
 SIZES = [8 * KIB + 1, 64 * KIB, 128 * KIB - 1, 128 * KIB + 1, 320 * KIB,
@@ -254,20 +253,8 @@ def test_extents_share_fsyncs(storaged):
     srv = ext_server(storaged, env={"STORAGED_SYNC_MODE": "file"})
     c = srv.client(max_pool_connections=12)
     c.create_bucket(Bucket="exts")
-    before = sync_counts(srv)
     objs = {"s/%d" % i: rnd(320 * KIB, 900 + i) for i in range(48)}
-    keys = list(objs)
-
-    def put(i):
-        for k in keys[i::12]:
-            c.put_object(Bucket="exts", Key=k, Body=objs[k])
-
-    ts = [threading.Thread(target=put, args=(i,)) for i in range(12)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    d = {k: v - before.get(k, 0) for k, v in sync_counts(srv).items()}
+    d = concurrent_puts(srv, c, "exts", objs)
     assert d["failures"] == 0 and d["rounds"] == 0
     # each PUT's first barrier names 16 temp metas and 16 extent files;
     # the files of commits that waited together were fsynced once

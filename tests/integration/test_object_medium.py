@@ -93,6 +93,24 @@ def sync_counts(srv):
     return out
 
 
+def concurrent_puts(srv, c, bucket, objs, writers=12):
+    """PUTs @objs from @writers threads at once; returns how much each
+    group-commit counter (sync_counts) grew meanwhile."""
+    before = sync_counts(srv)
+    keys = list(objs)
+
+    def put(i):
+        for k in keys[i::writers]:
+            c.put_object(Bucket=bucket, Key=k, Body=objs[k])
+
+    ts = [threading.Thread(target=put, args=(i,)) for i in range(writers)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return {k: v - before.get(k, 0) for k, v in sync_counts(srv).items()}
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_medium_group_commit_counters(storaged, mode):
     """12 writers PUT 320 KiB objects at once: every commit waits on its
@@ -102,20 +120,8 @@ def test_medium_group_commit_counters(storaged, mode):
     srv = storaged(ndrives=16, env={"STORAGED_SYNC_MODE": mode})
     c = srv.client(max_pool_connections=12)
     c.create_bucket(Bucket="gcommit")
-    before = sync_counts(srv)
     objs = {"g/%d" % i: rnd(320 * KIB, 500 + i) for i in range(36)}
-    keys = list(objs)
-
-    def put(i):
-        for k in keys[i::12]:
-            c.put_object(Bucket="gcommit", Key=k, Body=objs[k])
-
-    ts = [threading.Thread(target=put, args=(i,)) for i in range(12)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    d = {k: v - before.get(k, 0) for k, v in sync_counts(srv).items()}
+    d = concurrent_puts(srv, c, "gcommit", objs)
     assert d["failures"] == 0
     # new inline keys commit with one barrier each (two with --extents,
     # test_object_new_dirs.py)
