@@ -10,15 +10,21 @@
  * as AWS holds an account's root user; the decision for anyone else reads
  * the snapshot the request's user came from, without locks or allocation.
  * DeleteObjects is decided per key on the worker (stor_iam_allowed), as
- * S3 reports AccessDenied per key in its result. */
+ * S3 reports AccessDenied per key in its result. A policy condition on
+ * s3:ExistingObjectTag needs the stored object's tags, which the loop does
+ * not read: such a decision is left unfinished (stor_iam_needs_tags) and
+ * made again on a worker once they are loaded (stor_iam_tags_run), before
+ * any body byte is read. */
 #include "storaged/s3/iam.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/codec.h"
+#include "common/log.h"
 #include "storaged/s3/iam_i.h"
 #include "storaged/s3/s3_i.h"
+#include "storaged/s3/tagging.h"
 #include "storaged/store/object.h"
 
 static int peer_cb(void *arg, struct sockaddr_storage *ss)
@@ -94,15 +100,48 @@ static const char *request_tag(const char *v, size_t n, const char *name,
     return NULL;
 }
 
-/* stor_pol_ctx.value: condition keys read from the request (@arg). */
-static const char *value_cb(void *arg, bool tag, const char *name, char *buf,
-                            size_t cap, size_t *out)
+/* true when s3:ExistingObjectTag applies to @r's operation: one on an
+ * object that exists (not one that writes a new body, whose tags come
+ * with the request). */
+static bool existing_tags_apply(const struct stor_s3_req *r)
+{
+    switch (r->op) {
+    case S3_OP_GET_OBJECT:
+    case S3_OP_HEAD_OBJECT:
+    case S3_OP_DELETE_OBJECT:
+    case S3_OP_OBJECT_ACL:
+    case S3_OP_OBJECT_SUBRESOURCE:
+    case S3_OP_TAGGING:
+    case S3_OP_OBJECT_ATTRIBUTES:
+        return r->has_key;
+    default:
+        return false;
+    }
+}
+
+/* stor_pol_ctx.value: condition keys read from the request (@arg), and
+ * the stored object's tags once a worker loaded them (before that the
+ * key reads as absent and the decision is marked unfinished). */
+static const char *value_cb(void *arg, enum stor_pol_vkind kind,
+                            const char *name, char *buf, size_t cap,
+                            size_t *out)
 {
     struct stor_s3_req *r = arg;
     const char *v;
     size_t n = 0;
 
-    if (tag) {
+    if (kind == STOR_POL_V_EXTAG) {
+        if (!existing_tags_apply(r))
+            return NULL;
+        if (!r->extag_loaded) {
+            r->extag_wanted = true;
+            return NULL;
+        }
+        return r->extag ? request_tag(r->extag, strlen(r->extag), name, buf,
+                                      cap, out)
+                        : NULL;
+    }
+    if (kind == STOR_POL_V_REQTAG) {
         v = stor_s3_hdr(r, "x-amz-tagging", &n);
         return v ? request_tag(v, n, name, buf, cap, out) : NULL;
     }
@@ -298,6 +337,66 @@ void stor_iam_denied_run(struct stor_s3_req *r)
     stor_s3_error(r, S3E_ACCESS_DENIED);
 }
 
+/* See header. */
+bool stor_iam_needs_tags(const struct stor_s3_req *r)
+{
+    return r->extag_wanted && !r->extag_loaded;
+}
+
+/* The stored x-amz-tagging of the object (or version) @r names into
+ * r->extag. 0, or -ENOMEM / -EIO; a missing object has no tags (0). */
+static int load_tags(struct stor_s3_req *r)
+{
+    const char *vid = stor_s3_query(r, "versionId");
+    struct stor_obj_info info;
+    char bucket[64];
+    char *key = NULL;
+    size_t klen = 0;
+    int ret;
+
+    memset(&info, 0, sizeof(info));
+    if (vid) {
+        if (stor_s3_locate_version(r, vid, bucket, &key, &klen) != S3E_NONE)
+            return 0; /* no such version (or a marker): the op says so */
+        ret = stor_obj_stat(r->s3->store, bucket, key, klen, &info);
+        free(key);
+    } else {
+        ret = stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info);
+    }
+    if (ret == -STOR_ENOKEY || ret == -STOR_ENOBUCKET)
+        return 0;
+    if (ret < 0)
+        return ret == -ENOMEM ? ret : -EIO;
+    for (size_t i = 0; i < info.nhdrs && ret == 0; i++)
+        if (strcmp(info.hdrs[i].name, "x-amz-tagging") == 0 &&
+            (r->extag = strdup(info.hdrs[i].value)) == NULL)
+            ret = -ENOMEM;
+    stor_obj_info_fini(&info);
+    return ret;
+}
+
+/* See header. */
+void stor_iam_tags_run(struct stor_s3_req *r)
+{
+    enum stor_s3_err e;
+    int ret = load_tags(r);
+
+    r->extag_loaded = true;
+    if (ret < 0) {
+        cm_log(CM_LOG_ERROR, -ret,
+               "req=%016llX %s: the object's tags for its policy could not "
+               "be read",
+               (unsigned long long)r->http.id, r->bucket);
+        stor_s3_error(r, S3E_INTERNAL);
+        return;
+    }
+    e = stor_iam_authorize(r);
+    if (e == S3E_ACCESS_DENIED && stor_iam_denial_checks_store(r))
+        stor_iam_denied_run(r);
+    else if (e != S3E_NONE)
+        stor_s3_error(r, e);
+}
+
 /* x-amz-acl into r->acl_hdr; x-amz-grant-* are refused (NotImplemented)
  * rather than ignored. */
 static enum stor_s3_err acl_header(struct stor_s3_req *r)
@@ -403,7 +502,9 @@ static enum stor_act op_act(const struct stor_s3_req *r)
         return STOR_ACT_GET_OBJECT;
     case S3_OP_TAGGING:
         if (r->has_key)
-            return get ? STOR_ACT_GET_OBJECT_TAGGING : STOR_ACT_PUT_OBJECT;
+            return get                 ? STOR_ACT_GET_OBJECT_TAGGING
+                   : r->http.is_delete ? STOR_ACT_DELETE_OBJECT_TAGGING
+                                       : STOR_ACT_PUT_OBJECT_TAGGING;
         return get ? STOR_ACT_GET_BUCKET_CONFIG : STOR_ACT_PUT_BUCKET_POLICY;
     case S3_OP_BUCKET_CORS:
     case S3_OP_BUCKET_ENCRYPTION:

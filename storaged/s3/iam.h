@@ -72,6 +72,14 @@ bool stor_iam_denial_checks_store(const struct stor_s3_req *r);
  * GET/HEAD of a missing key when the caller may list the bucket, else 403
  * AccessDenied. */
 void stor_iam_denied_run(struct stor_s3_req *r);
+/* Loop, after stor_iam_authorize(): whether its decision needed the
+ * stored object's tags (an s3:ExistingObjectTag condition was reached),
+ * so it is not final: stor_iam_tags_run() then decides on a worker. */
+bool stor_iam_needs_tags(const struct stor_s3_req *r);
+/* Worker: loads the tags of the object (or ?versionId) @r names and
+ * authorises @r again with them; sets the error response when refused
+ * (as stor_iam_authorize and stor_iam_denied_run answer). */
+void stor_iam_tags_run(struct stor_s3_req *r);
 /* Worker: whether @r's caller may do @act on @key (@n bytes) of
  * r->bucket (DeleteObjects, per key). */
 bool stor_iam_allowed(struct stor_s3_req *r, enum stor_act act, const char *key,

@@ -8,9 +8,10 @@
  * an explicit Deny returns at once, an Allow is remembered, nothing
  * matching is the default deny. Unknown condition operators or keys are
  * refused at compile time rather than ignored, since ignoring one would
- * widen an Allow. Request-header keys (s3:x-amz-acl, ...) and
- * s3:RequestObjectTag/NAME are read through the context's value callback,
- * only when a statement that names them is reached. */
+ * widen an Allow. Request-header keys (s3:x-amz-acl, ...),
+ * s3:RequestObjectTag/NAME and s3:ExistingObjectTag/NAME are read through
+ * the context's value callback, only when a statement that names them is
+ * reached. */
 #include "storaged/s3/policy.h"
 
 #include <arpa/inet.h>
@@ -48,6 +49,8 @@ static const char *const act_names[STOR_ACT_COUNT] = {
     [STOR_ACT_GET_OBJECT_ACL] = "s3:GetObjectAcl",
     [STOR_ACT_PUT_OBJECT_ACL] = "s3:PutObjectAcl",
     [STOR_ACT_GET_OBJECT_TAGGING] = "s3:GetObjectTagging",
+    [STOR_ACT_PUT_OBJECT_TAGGING] = "s3:PutObjectTagging",
+    [STOR_ACT_DELETE_OBJECT_TAGGING] = "s3:DeleteObjectTagging",
     [STOR_ACT_GET_BUCKET_CONFIG] = "s3:GetBucketVersioning",
     [STOR_ACT_LIST_BUCKET_VERSIONS] = "s3:ListBucketVersions",
     [STOR_ACT_PUT_BUCKET_VERSIONING] = "s3:PutBucketVersioning",
@@ -85,8 +88,9 @@ struct pat {
 
 enum cond_op { C_SEQ, C_SLIKE, C_SNEQ, C_SNLIKE, C_IP, C_NOTIP, C_NULL };
 /* K_HDR: a request header named by the key (s3:x-amz-acl ...); K_REQTAG:
- * a tag of the request's x-amz-tagging (s3:RequestObjectTag/NAME). */
-enum cond_key { K_PREFIX, K_DELIM, K_SRCIP, K_HDR, K_REQTAG };
+ * a tag of the request's x-amz-tagging (s3:RequestObjectTag/NAME);
+ * K_EXTAG: a tag of the stored object (s3:ExistingObjectTag/NAME). */
+enum cond_key { K_PREFIX, K_DELIM, K_SRCIP, K_HDR, K_REQTAG, K_EXTAG };
 
 /* The request-header condition keys, as AWS names them: the key is
  * "s3:" and the header's name. */
@@ -107,6 +111,7 @@ static const char *const hdr_keys[] = {
     "x-amz-grant-full-control",
 };
 #define REQTAG_KEY "s3:RequestObjectTag/"
+#define EXTAG_KEY  "s3:ExistingObjectTag/"
 
 struct cidr {
     uint8_t addr[16]; /* IPv4 as v4-mapped IPv6 */
@@ -116,7 +121,7 @@ struct cidr {
 struct cond {
     enum cond_op op;
     enum cond_key key;
-    char *name;        /* owned; K_HDR: the header, K_REQTAG: the tag key */
+    char *name; /* owned; K_HDR: the header, K_REQTAG/K_EXTAG: the tag key */
     bool null_true;    /* C_NULL: true when the key must be absent */
     struct pat *vals;  /* owned; string operators */
     struct cidr *nets; /* owned; IP operators */
@@ -514,6 +519,10 @@ static int parse_conditions(struct cc *c, struct stmt *st, json_t *cond)
                      key[strlen(REQTAG_KEY)] != 0) {
                 k = K_REQTAG; /* tag keys are case-sensitive */
                 name = key + strlen(REQTAG_KEY);
+            } else if (strncmp(key, EXTAG_KEY, strlen(EXTAG_KEY)) == 0 &&
+                       key[strlen(EXTAG_KEY)] != 0) {
+                k = K_EXTAG;
+                name = key + strlen(EXTAG_KEY);
             } else {
                 k = K_HDR;
                 for (i = 0; i < CM_ARRAY_SIZE(hdr_keys) && !name; i++)
@@ -768,15 +777,19 @@ static bool in_net(const struct cidr *n, const uint8_t a[16])
     return ((n->addr[full] ^ a[full]) & (0xff << (8 - rest))) == 0;
 }
 
-/* The value of a K_HDR / K_REQTAG key for @c: NULL when absent; @buf
- * (@cap bytes) may hold it. */
+/* The value of a K_HDR / K_REQTAG / K_EXTAG key for @c: NULL when
+ * absent; @buf (@cap bytes) may hold it. */
 static const char *ctx_value(const struct cond *cd,
                              const struct stor_pol_ctx *c, char *buf,
                              size_t cap, size_t *n)
 {
     if (c->value == NULL)
         return NULL;
-    return c->value(c->value_arg, cd->key == K_REQTAG, cd->name, buf, cap, n);
+    return c->value(c->value_arg,
+                    cd->key == K_REQTAG  ? STOR_POL_V_REQTAG
+                    : cd->key == K_EXTAG ? STOR_POL_V_EXTAG
+                                         : STOR_POL_V_HDR,
+                    cd->name, buf, cap, n);
 }
 
 static bool cond_true(const struct cond *cd, const struct stor_pol_ctx *c)
@@ -787,7 +800,7 @@ static bool cond_true(const struct cond *cd, const struct stor_pol_ctx *c)
     bool any = false,
          neg = cd->op == C_SNEQ || cd->op == C_SNLIKE || cd->op == C_NOTIP;
 
-    if (cd->key == K_HDR || cd->key == K_REQTAG) {
+    if (cd->key == K_HDR || cd->key == K_REQTAG || cd->key == K_EXTAG) {
         v = ctx_value(cd, c, buf, sizeof(buf), &vn);
         if (cd->op == C_NULL)
             return (v == NULL) == cd->null_true;
@@ -895,6 +908,16 @@ bool stor_policy_has_deny(const struct stor_policy *p)
 }
 
 /* See header. */
+bool stor_policy_uses_existing_tags(const struct stor_policy *p)
+{
+    for (size_t i = 0; p && i < p->n; i++)
+        for (size_t j = 0; j < p->st[i].nconds; j++)
+            if (p->st[i].conds[j].key == K_EXTAG)
+                return true;
+    return false;
+}
+
+/* See header. */
 bool stor_policy_is_public(const struct stor_policy *p)
 {
     size_t i, j;
@@ -956,7 +979,8 @@ const char *stor_policy_canned(const char *name)
          "\"Resource\":[\"arn:aws:s3:::*\"]}]}"},
         {"writeonly",
          "{\"Version\":\"2012-10-17\",\"Statement\":[{\"Effect\":\"Allow\","
-         "\"Action\":[\"s3:PutObject\",\"s3:AbortMultipartUpload\","
+         "\"Action\":[\"s3:PutObject\",\"s3:PutObjectTagging\","
+         "\"s3:AbortMultipartUpload\","
          "\"s3:ListMultipartUploadParts\",\"s3:ListBucketMultipartUploads\","
          "\"s3:GetBucketLocation\"],"
          "\"Resource\":[\"arn:aws:s3:::*\"]}]}"},

@@ -4,7 +4,8 @@
  * and Null on s3:prefix, s3:delimiter, the request-header keys
  * (s3:x-amz-acl, s3:x-amz-copy-source, s3:x-amz-metadata-directive,
  * s3:x-amz-server-side-encryption[-customer-algorithm], ...) and
- * s3:RequestObjectTag/NAME; IpAddress/NotIpAddress on aws:SourceIp)
+ * s3:RequestObjectTag/NAME, s3:ExistingObjectTag/NAME; IpAddress/
+ * NotIpAddress on aws:SourceIp)
  * compiled once into a form evaluated per request without allocation. A
  * compiled policy is immutable after creation and may be evaluated from any
  * thread. */
@@ -37,6 +38,8 @@ enum stor_act {
     STOR_ACT_GET_OBJECT_ACL,
     STOR_ACT_PUT_OBJECT_ACL,
     STOR_ACT_GET_OBJECT_TAGGING,
+    STOR_ACT_PUT_OBJECT_TAGGING,
+    STOR_ACT_DELETE_OBJECT_TAGGING,
     STOR_ACT_GET_BUCKET_CONFIG, /* versioning, cors, ...: read-only answers */
     STOR_ACT_LIST_BUCKET_VERSIONS, /* ListObjectVersions */
     STOR_ACT_PUT_BUCKET_VERSIONING,
@@ -63,6 +66,13 @@ enum stor_pol_kind {
     STOR_POL_BUCKET, /* a bucket policy: Principal required */
 };
 
+/* What a condition key's value callback is asked for. */
+enum stor_pol_vkind {
+    STOR_POL_V_HDR,    /* s3:x-amz-acl ...: a request header */
+    STOR_POL_V_REQTAG, /* s3:RequestObjectTag/NAME */
+    STOR_POL_V_EXTAG,  /* s3:ExistingObjectTag/NAME: the stored object's */
+};
+
 /* What a request is, as the evaluator sees it. Strings are borrowed. */
 struct stor_pol_ctx {
     enum stor_act act;
@@ -78,13 +88,14 @@ struct stor_pol_ctx {
     /* the client's address, filled on first use by @peer (aws:SourceIp) */
     int (*peer)(void *arg, struct sockaddr_storage *ss);
     void *peer_arg;
-    /* a condition key's value, asked for on first use: the request header
-     * @name (lower case), or with @tag the value of tag @name in the
-     * request's x-amz-tagging. NULL when absent; else the value (*n bytes),
-     * borrowed or written into @buf (@cap bytes). NULL @value: every such
-     * key is absent. */
-    const char *(*value)(void *arg, bool tag, const char *name, char *buf,
-                         size_t cap, size_t *n);
+    /* a condition key's value, asked for on first use (@kind): the
+     * request header @name (lower case), the value of tag @name in the
+     * request's x-amz-tagging, or that of the existing object's tag
+     * @name. NULL when absent; else the value (*n bytes), borrowed or
+     * written into @buf (@cap bytes). NULL @value: every such key is
+     * absent. */
+    const char *(*value)(void *arg, enum stor_pol_vkind kind, const char *name,
+                         char *buf, size_t cap, size_t *n);
     void *value_arg;
 };
 #define STOR_POL_VALUE_MAX 2048 /* the @buf the evaluator lends @value */
@@ -108,6 +119,10 @@ void stor_policy_destroy(struct stor_policy *p);
 /* The effect of @p on request @c (NULL @p: STOR_POL_NONE). */
 enum stor_pol_effect stor_policy_eval(const struct stor_policy *p,
                                       const struct stor_pol_ctx *c);
+
+/* true when some statement of @p has an s3:ExistingObjectTag condition
+ * (its evaluation may then ask for the stored object's tags). */
+bool stor_policy_uses_existing_tags(const struct stor_policy *p);
 
 /* true when @p has a Deny statement (root is held to those of a bucket
  * policy). */

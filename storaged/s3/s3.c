@@ -657,6 +657,7 @@ static int s3_on_head(struct stor_req *h)
 {
     struct stor_s3_req *r = stor_s3_req(h);
     enum stor_s3_err e;
+    bool tags_authz = false;
 
     r->s3 = h->app;
     e = head_setup(r);
@@ -683,6 +684,11 @@ static int s3_on_head(struct stor_req *h)
         e = stor_s3_hdr_audit(r);
     if (e == S3E_NONE) {
         e = stor_iam_authorize(r);
+        if ((e == S3E_NONE || e == S3E_ACCESS_DENIED) &&
+            stor_iam_needs_tags(r)) {
+            e = S3E_NONE; /* decided on a worker, below */
+            tags_authz = true;
+        }
         if (e == S3E_ACCESS_DENIED && stor_iam_denial_checks_store(r)) {
             /* NoSuchBucket / NoSuchKey where AWS tells them (authz.c) */
             r->http.read_jobs = true;
@@ -706,6 +712,10 @@ static int s3_on_head(struct stor_req *h)
     }
     stor_store_fg_enter(r->s3->store);
     r->fg_entered = true;
+    if (tags_authz) { /* s3:ExistingObjectTag: the object's tags first */
+        stor_s3_submit(r, stor_iam_tags_run, pre_done);
+        return 1;
+    }
     if (r->body_mode == STOR_BODY_STREAM) {
         stor_s3_submit(r, stor_s3_put_begin_run, pre_done);
         return 1;
@@ -1022,6 +1032,8 @@ static bool s3_req_fini(struct stor_req *h)
     stor_iam_snap_unref(r->iam_snap);
     r->iam_snap = NULL;
     r->iam_user = NULL;
+    free(r->extag);
+    r->extag = NULL;
     if (r->fg_entered) {
         r->fg_entered = false;
         stor_store_fg_leave(s3->store);

@@ -167,6 +167,11 @@ struct stor_s3_req {
     struct stor_iam_snap *iam_snap;       /* owned reference, or NULL */
     const struct stor_iam_user *iam_user; /* in iam_snap */
     int8_t acl_hdr; /* x-amz-acl: 0 none, else enum iam_acl + 1 */
+    /* s3:ExistingObjectTag (authz.c): the loop's decision asked for the
+     * stored object's tags; a worker loaded them into extag (owned, the
+     * stored "k=v&..." form; NULL: the object has none) */
+    bool extag_wanted, extag_loaded;
+    char *extag;
 
     /* aws-chunked and payload hashes */
     struct stor_chunk_dec *aws; /* owned; aws-chunked decoder */

@@ -2,7 +2,9 @@
 Null, the request-header keys (s3:x-amz-acl, s3:x-amz-copy-source,
 s3:x-amz-metadata-directive, s3:x-amz-server-side-encryption,
 s3:x-amz-server-side-encryption-customer-algorithm) and
-s3:RequestObjectTag/NAME, in user and bucket policies; and a bucket
+s3:RequestObjectTag/NAME, s3:ExistingObjectTag/NAME (the stored object's
+tags, read on a worker before the request goes on), in user and bucket
+policies; and a bucket
 policy's explicit Deny holding root too, as AWS holds the account's root
 user (storaged/s3/policy.c, authz.c). One storaged, real boto3 clients,
 users made with `storaged admin`."""
@@ -139,6 +141,60 @@ def test_bucket_policy_deny_holds_root(srv):
     root.delete_bucket(Bucket="enc")
 
 
+def test_existing_object_tag(srv):
+    """s3:ExistingObjectTag/NAME is the stored object's tag, read at each
+    request: a bucket policy lets a user get, tag and read the tags of
+    objects tagged security=public only, and once one is retagged private
+    it is refused; a Deny on it holds root too. As the four s3-tests
+    test_bucket_policy_*_existing_tag."""
+    root = srv.client()
+    root.create_bucket(Bucket="ext")
+    root.put_object(Bucket="ext", Key="pub", Body=b"p",
+                    Tagging="security=public")
+    root.put_object(Bucket="ext", Key="priv", Body=b"q",
+                    Tagging="security=private")
+    root.put_object(Bucket="ext", Key="none", Body=b"n")
+    root.put_object(Bucket="ext", Key="secret", Body=b"s",
+                    Tagging="security=secret&x=1")
+    cond = {"StringEquals": {"s3:ExistingObjectTag/security": "public"}}
+    root.put_bucket_policy(Bucket="ext", Policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": ["extuser"]},
+             "Action": ["s3:GetObject", "s3:GetObjectTagging",
+                        "s3:PutObjectTagging"],
+             "Resource": "arn:aws:s3:::ext/*", "Condition": cond},
+            {"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
+             "Resource": "arn:aws:s3:::ext/*", "Condition": {
+                 "StringEquals": {"s3:ExistingObjectTag/security":
+                                  "secret"}}}]}))
+    u = _user(srv, "extuser", [{"Effect": "Allow", "Action": "s3:ListBucket",
+                                "Resource": "arn:aws:s3:::data"}])
+    try:
+        assert u.get_object(Bucket="ext", Key="pub")["Body"].read() == b"p"
+        u.head_object(Bucket="ext", Key="pub")
+        assert u.get_object_tagging(Bucket="ext", Key="pub")["TagSet"] == [
+            {"Key": "security", "Value": "public"}]
+        for k in ("priv", "none"):
+            _denied(u.get_object, Bucket="ext", Key=k)
+            _denied(u.get_object_tagging, Bucket="ext", Key=k)
+        # retagged private by the user itself: refused from then on
+        u.put_object_tagging(Bucket="ext", Key="pub", Tagging={"TagSet": [
+            {"Key": "security", "Value": "private"}]})
+        _denied(u.get_object, Bucket="ext", Key="pub")
+        _denied(u.put_object_tagging, Bucket="ext", Key="pub",
+                Tagging={"TagSet": [{"Key": "security", "Value": "public"}]})
+        # the Deny on an existing tag holds root; other reads are root's
+        _denied(root.get_object, Bucket="ext", Key="secret")
+        assert root.get_object(Bucket="ext", Key="priv")["Body"].read() == \
+            b"q"
+        assert root.get_object_tagging(Bucket="ext", Key="secret")["TagSet"]
+    finally:
+        root.delete_bucket_policy(Bucket="ext")
+    for k in ("pub", "priv", "none", "secret"):
+        root.delete_object(Bucket="ext", Key=k)
+    root.delete_bucket(Bucket="ext")
+
+
 def test_condition_keys_are_checked_at_compile(srv, tmp_path):
     for cond, why in (
             ({"StringEquals": {"s3:x-amz-made-up": "1"}},
@@ -147,8 +203,8 @@ def test_condition_keys_are_checked_at_compile(srv, tmp_path):
              'Null s3:x-amz-acl takes "true" or "false"'),
             ({"Null": {"aws:SourceIp": "true"}},
              "Null does not apply to aws:SourceIp"),
-            ({"StringEquals": {"s3:ExistingObjectTag/x": "1"}},
-             'Condition key "s3:ExistingObjectTag/x" is not supported')):
+            ({"StringEquals": {"s3:RequestObjectTagKeys": "1"}},
+             'Condition key "s3:RequestObjectTagKeys" is not supported')):
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps({"Statement": [{
             "Effect": "Allow", "Action": "s3:*",

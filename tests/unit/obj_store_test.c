@@ -248,9 +248,9 @@ static void test_multipart(void **st)
         memcpy(parts[i].etag, info.etag, sizeof(info.etag));
         stor_obj_info_fini(&info);
     }
-    assert_int_equal(
-        stor_mpu_list_parts(e->s, "bkt", "big", 3, uid, 0, 10, NULL, &lp, &n, &tr),
-        0);
+    assert_int_equal(stor_mpu_list_parts(e->s, "bkt", "big", 3, uid, 0, 10,
+                                         NULL, &lp, &n, &tr),
+                     0);
     assert_int_equal(n, 3);
     free(lp);
     /* wrong order and bad etag */

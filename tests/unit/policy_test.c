@@ -286,7 +286,7 @@ static void test_malformed(void **state)
     assert_non_null(strstr(
         reason("{\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"s3:*\","
                "\"Resource\":\"*\",\"Condition\":{\"StringLike\":{\"s3:"
-               "ExistingObjectTag/x\":\"y\"}}}]}",
+               "RequestObjectTagKeys\":\"y\"}}}]}",
                STOR_POL_USER),
         "not supported"));
     assert_non_null(strstr(
@@ -322,11 +322,11 @@ static void test_malformed(void **state)
 }
 
 /* A request's header values for the value callback: "name=value" pairs,
- * tags under "tag:NAME". */
+ * request tags under "tag:NAME", the stored object's under "ex:NAME". */
 static const char *const *req_vals;
 
-static const char *vals_cb(void *arg, bool tag, const char *name, char *buf,
-                           size_t cap, size_t *n)
+static const char *vals_cb(void *arg, enum stor_pol_vkind kind,
+                           const char *name, char *buf, size_t cap, size_t *n)
 {
     char want[128];
     size_t i;
@@ -334,7 +334,11 @@ static const char *vals_cb(void *arg, bool tag, const char *name, char *buf,
     (void)arg;
     (void)buf;
     (void)cap;
-    snprintf(want, sizeof(want), "%s%s=", tag ? "tag:" : "", name);
+    snprintf(want, sizeof(want), "%s%s=",
+             kind == STOR_POL_V_REQTAG  ? "tag:"
+             : kind == STOR_POL_V_EXTAG ? "ex:"
+                                        : "",
+             name);
     for (i = 0; req_vals && req_vals[i]; i++)
         if (strncmp(req_vals[i], want, strlen(want)) == 0) {
             *n = strlen(req_vals[i] + strlen(want));
@@ -398,6 +402,42 @@ static void test_request_keys_and_null(void **state)
     stor_policy_destroy(q);
 }
 
+/* s3:ExistingObjectTag/NAME is asked of the callback as the stored
+ * object's tag (not the request's), and flags the policy. */
+static void test_existing_object_tag(void **state)
+{
+    static const char *const pub[] = {"ex:security=public", NULL};
+    static const char *const req[] = {"tag:security=public", NULL};
+    static const char *const priv[] = {"ex:security=private", NULL};
+    struct stor_policy *p = compile(
+        "{\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"s3:PutObject\","
+        "\"Resource\":\"arn:aws:s3:::b/*\",\"Condition\":{\"StringEquals\":"
+        "{\"s3:ExistingObjectTag/security\":\"public\"}}}]}",
+        STOR_POL_USER);
+    struct stor_policy *q = compile(
+        "{\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"s3:PutObject\","
+        "\"Resource\":\"arn:aws:s3:::b/*\",\"Condition\":{\"StringEquals\":"
+        "{\"s3:RequestObjectTag/security\":\"public\"}}}]}",
+        STOR_POL_USER);
+
+    (void)state;
+    assert_int_equal(ev_vals(p, pub), STOR_POL_ALLOW);
+    assert_int_equal(ev_vals(p, req), STOR_POL_NONE);
+    assert_int_equal(ev_vals(p, priv), STOR_POL_NONE);
+    assert_int_equal(ev_vals(q, pub), STOR_POL_NONE);
+    assert_true(stor_policy_uses_existing_tags(p));
+    assert_false(stor_policy_uses_existing_tags(q));
+    assert_false(stor_policy_uses_existing_tags(NULL));
+    assert_non_null(strstr(
+        reason("{\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"s3:*\","
+               "\"Resource\":\"*\",\"Condition\":{\"StringEquals\":"
+               "{\"s3:ExistingObjectTag/\":\"x\"}}}]}",
+               STOR_POL_USER),
+        "not supported"));
+    stor_policy_destroy(p);
+    stor_policy_destroy(q);
+}
+
 static void test_canned(void **state)
 {
     const char *names[] = {"readonly", "readwrite", "writeonly", "admin"};
@@ -428,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_principals),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_request_keys_and_null),
+        cmocka_unit_test(test_existing_object_tag),
         cmocka_unit_test(test_canned),
     };
 
