@@ -15,6 +15,10 @@ Per phase: client-side latency per PUT (median of the round's PUTs), the
 server's mean PutObject duration (/metrics) and its CPU per PUT.
 Tables give the median and [min-max] over rounds.
 
+STORAGED_SYNC_MODE=fs in the environment (passed to both servers), with
+--workdir on a filesystem of its own, measures the syncfs rounds of fs mode
+instead (FORMAT.md "Writes"); the table's header names the mode.
+
 Usage: tests/bench/bench_put_seq.py --base-bin DIR --new-bin DIR
        [--rounds N] [--puts N] [--warm N] [--no-fsync] [--workdir DIR]
 """
@@ -111,7 +115,8 @@ def main():
           "\n\n%d round(s) x %d PUTs of 8-24 KiB per phase, %s; median "
           "[min-max] over rounds.\n" % (
               a.rounds, a.puts,
-              "--no-fsync" if a.no_fsync else "fsync (file mode, 16 drives)"))
+              "--no-fsync" if a.no_fsync else "fsync (%s mode, 16 drives)" %
+              os.environ.get("STORAGED_SYNC_MODE", "file")))
     print("| build | phase | client latency ms | server PutObject ms | "
           "server CPU us/PUT |")
     print("|---|---|---|---|---|")
