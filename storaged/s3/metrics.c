@@ -307,7 +307,11 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "# HELP storaged_index_bodies Small objects whose body the index keeps (a GET of them reads no file).\n"
             "# TYPE storaged_index_bodies gauge\nstoraged_index_bodies %llu\n"
             "# HELP storaged_index_bodies_damaged_total Bodies in the index that failed their CRC on a GET (read from the drives instead).\n"
-            "# TYPE storaged_index_bodies_damaged_total counter\nstoraged_index_bodies_damaged_total %llu\n",
+            "# TYPE storaged_index_bodies_damaged_total counter\nstoraged_index_bodies_damaged_total %llu\n"
+            "# HELP storaged_index_resident 1 when the whole index file was in the page cache at the last check (at the start, after its read-ahead walk): GETs and HEADs then look it up on the event loop.\n"
+            "# TYPE storaged_index_resident gauge\nstoraged_index_resident %d\n"
+            "# HELP storaged_index_cold_lookups_total Loop-side GET/HEAD lookups handed to a worker because the index was not all in the page cache (a page fault there would block the loop on the disk).\n"
+            "# TYPE storaged_index_cold_lookups_total counter\nstoraged_index_cold_lookups_total %llu\n",
             (unsigned long long)st.index_objects,
             (unsigned long long)st.index_rebuilds,
             (unsigned long long)st.index_rebuild_objects,
@@ -324,7 +328,8 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             (unsigned long long)st.index_verified, st.index_verify_done ? 1 : 0,
             st.index_verify_s, (unsigned long long)st.index_verify_bad,
             (unsigned long long)st.index_bodies,
-            (unsigned long long)st.index_bodies_damaged);
+            (unsigned long long)st.index_bodies_damaged,
+            st.index_resident ? 1 : 0, (unsigned long long)st.index_cold_nb);
     if (ret == 0)
         ret = cm_buf_appendf(
             o,

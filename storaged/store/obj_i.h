@@ -174,6 +174,11 @@ int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl);
  * -STOR_ENOKEY, -ENOMEM, -EIO (index unreadable). */
 int obj_cur_lookup(struct stor_store *s, const char *bucket, const char *key,
                    size_t key_len, struct obj_ent **out);
+/* obj_cur_lookup that also hands out (with @body non-NULL) the body the
+ * index holds for that exact version, as obj_cur_lookup_body_nb does. */
+int obj_cur_lookup_body(struct stor_store *s, const char *bucket,
+                        const char *key, size_t key_len, struct obj_ent **out,
+                        void **body);
 /* The same with try-locks only, for an event loop: -EAGAIN where the
  * regular path would wait (or should answer the error itself). */
 int obj_cur_lookup_nb(struct stor_store *s, const char *bucket, const char *key,

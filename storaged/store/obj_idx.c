@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define IDX_READERS    64                    /* pre-made read transactions */
@@ -50,6 +52,9 @@ struct obj_idx {
     struct idx_rtxn pool[IDX_READERS];
     unsigned hint;     /* atomic: where the next claim starts */
     uint64_t body_bad; /* atomic: bodies that failed their CRC */
+    bool resident;     /* atomic: the whole file was in the page cache */
+    uint64_t cold_nb;  /* atomic: loop-side lookups turned away for it */
+    int64_t checked_s; /* atomic: CLOCK_MONOTONIC s of the last check */
 };
 
 struct obj_idx_cur {
@@ -493,6 +498,7 @@ int obj_idx_open(const char *dir, bool create, struct obj_idx **out)
     }
     if (rc != 0)
         goto fail;
+    (void)obj_idx_resident_check(x);
     *out = x;
     return 0;
 fail:
@@ -521,6 +527,137 @@ bool obj_idx_prefetch(struct obj_idx *x)
     if ((uint64_t)st.st_size > (uint64_t)pages * (uint64_t)page / 4)
         return false;
     return posix_fadvise(fd, 0, st.st_size, POSIX_FADV_WILLNEED) == 0;
+}
+
+static int rtxn_get(struct obj_idx *x, bool nb, MDB_txn **t,
+                    struct idx_rtxn **slot);
+static void rtxn_put(MDB_txn *t, struct idx_rtxn *slot);
+
+/* Pages of the file that some tree uses (the meta pages, the main tree and
+ * our tables: what a lookup or the walk may read), or 0 when unknown. */
+static uint64_t used_pages(struct obj_idx *x)
+{
+    const MDB_dbi dbs[] = {x->obj, x->sys, x->pend, x->body};
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    MDB_stat ms;
+    uint64_t n = 0;
+
+    if (rtxn_get(x, false, &t, &slot) < 0)
+        return 0;
+    if (mdb_env_stat(x->env, &ms) == 0) {
+        n = 2 + ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages;
+        for (size_t i = 0; i < CM_ARRAY_SIZE(dbs) && n > 0; i++) {
+            if (mdb_stat(t, dbs[i], &ms) != 0)
+                n = 0;
+            else
+                n += ms.ms_branch_pages + ms.ms_leaf_pages +
+                     ms.ms_overflow_pages;
+        }
+    }
+    rtxn_put(t, slot);
+    return n;
+}
+
+/* Contract in obj_idx.h. */
+void obj_idx_resident_set(struct obj_idx *x)
+{
+    __atomic_store_n(&x->resident, true, __ATOMIC_RELEASE);
+}
+
+/* Contract in obj_idx.h. */
+bool obj_idx_resident_check(struct obj_idx *x)
+{
+    enum { WIN = 64 << 20 }; /* bytes per map: 16 KiB of vector at 4 KiB */
+    unsigned char vec[16384];
+    long page = sysconf(_SC_PAGESIZE);
+    mdb_filehandle_t fd;
+    struct stat st;
+    bool all = false;
+
+    if (page > 0 && (size_t)page * sizeof(vec) >= WIN &&
+        mdb_env_get_fd(x->env, &fd) == 0 && fstat(fd, &st) == 0) {
+        /* DESIGN: LMDB's free pages are in no tree, so no lookup reads
+         * them and they may be out of the cache (a filled file can be 2/3
+         * free pages, a steady one ~1 %): as many pages may be out as are
+         * free, and 1/64 more; a cold file still fails */
+        uint64_t all_p = (uint64_t)st.st_size / (uint64_t)page;
+        uint64_t used = used_pages(x), out = 0;
+        uint64_t slack = (used && used < all_p ? all_p - used : 0) + all_p / 64;
+
+        all = true;
+        for (off_t off = 0; all && off < st.st_size; off += WIN) {
+            size_t len = (size_t)CM_MIN((off_t)WIN, st.st_size - off);
+            size_t pages = (len + (size_t)page - 1) / (size_t)page;
+            /* DESIGN: a map of our own, not LMDB's: its address is not
+             * exported (mdb_env_info fills me_mapaddr for MDB_FIXEDMAP
+             * only); mapping populates nothing, mincore reads no page */
+            void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, off);
+
+            if (m == MAP_FAILED || mincore(m, len, vec) < 0) {
+                all = false;
+            } else {
+                for (size_t i = 0; i < pages && all; i++) {
+                    out += (vec[i] & 1) == 0;
+                    all = out <= slack;
+                }
+            }
+            if (m != MAP_FAILED)
+                munmap(m, len);
+        }
+    }
+    __atomic_store_n(&x->resident, all, __ATOMIC_RELEASE);
+    return all;
+}
+
+/* Seconds of CLOCK_MONOTONIC_COARSE. */
+static int64_t coarse_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec;
+}
+
+/* On a worker (may wait): while the file was not all resident, checks it
+ * again at most once a second, so the loop-side lookups come back once the
+ * page cache holds it (the walk after a start, or the workers' own reads,
+ * brought the rest in). */
+static void resident_recheck(struct obj_idx *x)
+{
+    int64_t now, last;
+
+    if (__atomic_load_n(&x->resident, __ATOMIC_ACQUIRE))
+        return;
+    now = coarse_s();
+    last = __atomic_load_n(&x->checked_s, __ATOMIC_RELAXED);
+    if (now - last >= 1 &&
+        __atomic_compare_exchange_n(&x->checked_s, &last, now, false,
+                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        (void)obj_idx_resident_check(x);
+}
+
+/* Contract in obj_idx.h. */
+bool obj_idx_resident(const struct obj_idx *x)
+{
+    return __atomic_load_n(&x->resident, __ATOMIC_ACQUIRE);
+}
+
+/* Contract in obj_idx.h. */
+uint64_t obj_idx_cold_nb(const struct obj_idx *x)
+{
+    return __atomic_load_n(&x->cold_nb, __ATOMIC_RELAXED);
+}
+
+/* False (and counted) when the loop must not look up: the file was not
+ * all in the page cache at the last check, so a lookup may fault a page
+ * in from the disk, which blocks the loop. */
+static bool nb_resident(struct obj_idx *x)
+{
+    if (__atomic_load_n(&x->resident, __ATOMIC_ACQUIRE))
+        return true;
+    __atomic_fetch_add(&x->cold_nb, 1, __ATOMIC_RELAXED);
+    return false;
 }
 
 /* Contract in obj_idx.h. */
@@ -911,6 +1048,7 @@ static int lookup(struct obj_idx *x, bool nb, const char *bucket,
 int obj_idx_lookup(struct obj_idx *x, const char *bucket, const char *key,
                    size_t key_len, struct obj_ent **out)
 {
+    resident_recheck(x);
     return lookup(x, false, bucket, key, key_len, out);
 }
 
@@ -918,6 +1056,10 @@ int obj_idx_lookup(struct obj_idx *x, const char *bucket, const char *key,
 int obj_idx_lookup_nb(struct obj_idx *x, const char *bucket, const char *key,
                       size_t key_len, struct obj_ent **out)
 {
+    if (!nb_resident(x)) {
+        *out = NULL;
+        return -EAGAIN;
+    }
     return lookup(x, true, bucket, key, key_len, out);
 }
 
@@ -1076,17 +1218,23 @@ static int body_get(struct obj_idx *x, MDB_txn *t, const char *bucket,
     return 0;
 }
 
-/* Contract in obj_idx.h. */
-int obj_idx_lookup_body_nb(struct obj_idx *x, const char *bucket,
-                           const char *key, size_t key_len,
-                           struct obj_ent **out, void **body)
+/* The entry of bucket/key and its body, in one read snapshot (@nb: the
+ * loop's: never waits, and only on a resident file). */
+static int lookup_body(struct obj_idx *x, bool nb, const char *bucket,
+                       const char *key, size_t key_len, struct obj_ent **out,
+                       void **body)
 {
     MDB_txn *t;
     struct idx_rtxn *slot;
-    int ret = rtxn_get(x, true, &t, &slot);
+    int ret;
 
     *out = NULL;
     *body = NULL;
+    if (nb && !nb_resident(x))
+        return -EAGAIN;
+    if (!nb)
+        resident_recheck(x);
+    ret = rtxn_get(x, nb, &t, &slot);
     if (ret < 0)
         return ret;
     ret = lookup_in(x, t, bucket, key, key_len, out);
@@ -1094,6 +1242,21 @@ int obj_idx_lookup_body_nb(struct obj_idx *x, const char *bucket,
         (void)body_get(x, t, bucket, *out, body); /* absent: read the drives */
     rtxn_put(t, slot);
     return ret;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_lookup_body_nb(struct obj_idx *x, const char *bucket,
+                           const char *key, size_t key_len,
+                           struct obj_ent **out, void **body)
+{
+    return lookup_body(x, true, bucket, key, key_len, out, body);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_lookup_body(struct obj_idx *x, const char *bucket, const char *key,
+                        size_t key_len, struct obj_ent **out, void **body)
+{
+    return lookup_body(x, false, bucket, key, key_len, out, body);
 }
 
 /* A read transaction (blocking claim: it may be private) and a cursor on

@@ -69,6 +69,22 @@ void obj_idx_close(struct obj_idx *x, bool sync);
  * MDB_NORDAHEAD, so a lookup otherwise faults its pages in one by one),
  * when the file is at most a quarter of the RAM. True when asked. */
 bool obj_idx_prefetch(struct obj_idx *x);
+/* Checks whether the data file is in the page cache now (mincore of a
+ * read-only map of it, window by window, stopping once more pages are out
+ * than LMDB's free pages and 1/64 of the file) and keeps the answer as the
+ * hint the loop-side lookups go by: while it is false, obj_idx_lookup_nb and
+ * obj_idx_lookup_body_nb answer -EAGAIN at once (a worker then looks up
+ * and may wait for the disk) instead of faulting a page in from the disk
+ * on the event loop. Runs at open, after the read-ahead walk, and while
+ * the answer is false at most once a second from obj_idx_lookup (a
+ * worker's). */
+bool obj_idx_resident_check(struct obj_idx *x);
+/* Sets the hint: the caller has just read every page of every table (the
+ * content check's walks, after the read-ahead). */
+void obj_idx_resident_set(struct obj_idx *x);
+/* The hint's last value, and the loop-side lookups it turned away. */
+bool obj_idx_resident(const struct obj_idx *x);
+uint64_t obj_idx_cold_nb(const struct obj_idx *x);
 /* Flushes every committed write to disk (fdatasync). 0 or -errno. */
 CM_MUST_CHECK int obj_idx_sync(struct obj_idx *x);
 /* Path of the environment's data file (borrowed). */
@@ -115,7 +131,10 @@ CM_MUST_CHECK int obj_idx_bucket_each(struct obj_idx *x,
 CM_MUST_CHECK int obj_idx_lookup(struct obj_idx *x, const char *bucket,
                                  const char *key, size_t key_len,
                                  struct obj_ent **out);
-/* The same without ever waiting: -EAGAIN when no read transaction is free. */
+/* The same without ever waiting: -EAGAIN when no read transaction is free
+ * or the file was not all in the page cache at the last check
+ * (obj_idx_resident_check: as many pages may be out as LMDB holds free,
+ * which no lookup reads, and 1/64 more). */
 CM_MUST_CHECK int obj_idx_lookup_nb(struct obj_idx *x, const char *bucket,
                                     const char *key, size_t key_len,
                                     struct obj_ent **out);
@@ -154,6 +173,10 @@ CM_MUST_CHECK int obj_idx_put_body(struct obj_idx *x, const char *bucket,
 CM_MUST_CHECK int obj_idx_lookup_body_nb(struct obj_idx *x, const char *bucket,
                                          const char *key, size_t key_len,
                                          struct obj_ent **out, void **body);
+/* The same on a worker: may wait for a read transaction and the disk. */
+CM_MUST_CHECK int obj_idx_lookup_body(struct obj_idx *x, const char *bucket,
+                                      const char *key, size_t key_len,
+                                      struct obj_ent **out, void **body);
 /* Walks the body table in one read snapshot and checks every body's CRC
  * (which also maps its pages, so the first GETs after a start do not
  * fault them in one by one). *n: bodies walked; *bad: those that fail

@@ -1837,6 +1837,7 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
     struct stor_get *g;
     pthread_rwlock_t *kl;
     uint8_t id[16];
+    void *body = NULL;
     int ret = 0;
 
     if (!obj_valid_key(key, key_len))
@@ -1852,11 +1853,16 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
     obj_key_id(s, key, key_len, id);
     kl = obj_klock(s, id);
     pthread_rwlock_rdlock(kl);
-    ret = obj_cur_lookup(s, bucket, key, key_len, &g->e);
+    /* the index's copy of a small body, as the loop's GET takes it (here
+     * when the loop handed the GET over, e.g. its index was not resident) */
+    ret = obj_cur_lookup_body(s, bucket, key, key_len, &g->e, &body);
     if (ret == 0) {
         /* a version kept in place lives on its base's placement */
         obj_ver_place(s, bucket, key, key_len, g->e, &g->pl);
-        if (g->e->inl) {
+        if (g->e->inl && body) {
+            g->data = body; /* CRC checked by the index */
+            body = NULL;
+        } else if (g->e->inl) {
             ret = get_inline(g);
         } else {
             ret = obj_pin_get(g->e->id, g->e->version);
@@ -1864,6 +1870,7 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
         }
     }
     pthread_rwlock_unlock(kl);
+    free(body); /* none, unless the entry was not inline after all */
     if (ret == 0 && !g->e->inl) {
         g->cum = malloc((g->e->nparts + 1) * sizeof(*g->cum));
         if (g->cum == NULL) {

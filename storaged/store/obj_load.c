@@ -1477,13 +1477,36 @@ static int verify_bodies(struct stor_store *s)
     return ret;
 }
 
+/* STORAGED_TEST_CHECK_DELAY_MS (tests only, 0..60000): waits that long
+ * before the content check, in 50 ms steps that a close stops, so a test
+ * can watch a start whose index file is not in the page cache. */
+static int check_delay(struct stor_store *s)
+{
+    const char *dv = getenv("STORAGED_TEST_CHECK_DELAY_MS");
+    long ms = dv ? strtol(dv, NULL, 10) : 0;
+
+    for (long left = ms > 0 && ms <= 60000 ? ms : 0; left > 0; left -= 50) {
+        struct timespec ts = {0, 50 * 1000000L};
+
+        if (__atomic_load_n(&s->load_stop, __ATOMIC_RELAXED))
+            return -ECANCELED;
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
 /* Contract in obj_i.h. */
 int obj_load_verify(struct stor_store *s)
 {
     struct verify_names vn = {0};
     double t0 = mono_s();
-    bool ahead = obj_idx_prefetch(s->idx); /* the walk then hits the cache */
-    int ret = obj_idx_bucket_each(s->idx, verify_name, &vn);
+    bool ahead;
+    int ret = check_delay(s);
+
+    if (ret < 0)
+        return ret;
+    ahead = obj_idx_prefetch(s->idx); /* the walk then hits the cache */
+    ret = obj_idx_bucket_each(s->idx, verify_name, &vn);
 
     for (size_t i = 0; i < vn.n && ret == 0; i++) {
         uint64_t n = 0;
@@ -1504,6 +1527,14 @@ int obj_load_verify(struct stor_store *s)
     free(vn.name);
     if (ret == 0 && ahead)
         ret = verify_bodies(s);
+    /* the walks have read every page of every table (when ahead): lookups
+     * may now run on the event loop without waiting for the disk */
+    if (ret == 0 && ahead)
+        obj_idx_resident_set(s->idx);
+    else if (ret == 0 && !obj_idx_resident_check(s->idx))
+        cm_log(CM_LOG_INFO, 0,
+               "index: not all in the page cache; GETs and HEADs look it up "
+               "on the worker threads");
     if (ret == 0) {
         s->idx_verify_s = mono_s() - t0;
         __atomic_store_n(&s->idx_verify_done, true, __ATOMIC_RELEASE);

@@ -526,12 +526,24 @@ void obj_cur_settled(struct stor_store *s, const char *bucket,
 int obj_cur_lookup(struct stor_store *s, const char *bucket, const char *key,
                    size_t key_len, struct obj_ent **out)
 {
+    return obj_cur_lookup_body(s, bucket, key, key_len, out, NULL);
+}
+
+/* Contract in obj_i.h. */
+int obj_cur_lookup_body(struct stor_store *s, const char *bucket,
+                        const char *key, size_t key_len, struct obj_ent **out,
+                        void **body)
+{
     int ret;
 
     *out = NULL;
+    if (body)
+        *body = NULL;
     pthread_rwlock_rdlock(&s->lock);
     if (obj_bucket_find(s, bucket) == NULL)
         ret = -STOR_ENOBUCKET;
+    else if (body)
+        ret = obj_idx_lookup_body(s->idx, bucket, key, key_len, out, body);
     else
         ret = obj_idx_lookup(s->idx, bucket, key, key_len, out);
     pthread_rwlock_unlock(&s->lock);
@@ -977,6 +989,8 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
     if (out->index_phase == STOR_INDEX_SERVING) {
         out->index_bodies = obj_idx_body_count(s->idx);
         out->index_bodies_damaged = obj_idx_body_damaged(s->idx);
+        out->index_resident = obj_idx_resident(s->idx);
+        out->index_cold_nb = obj_idx_cold_nb(s->idx);
     }
     if (out->index_dirs_done > 0)
         out->index_rebuild_estimate =

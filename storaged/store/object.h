@@ -410,6 +410,10 @@ struct stor_store_stats {
     double index_verify_s;
     uint64_t index_bodies;         /* object bodies the index keeps */
     uint64_t index_bodies_damaged; /* of them, failed their CRC on a GET */
+    bool index_resident;           /* the whole file in the page cache at
+                                      the last check: loop-side lookups */
+    uint64_t index_cold_nb;        /* loop-side lookups sent to a worker
+                                      because it was not */
     /* group commit (store/gsync.h): commit barriers waited for, shared
      * syncfs rounds run (fs mode), files fsynced (file mode), failures,
      * extent-file syncs served by another commit's fsync (file mode) */

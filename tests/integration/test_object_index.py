@@ -532,3 +532,59 @@ def test_small_bodies_served_from_the_index(storaged):
     assert metric(srv, "storaged_index_bodies") == len(k1) == 3
     check(k1, True)
     check({k: v for k, v in {**small, **large}.items() if k not in k1}, False)
+
+
+def resident_kib(path):
+    """KiB of @path in the page cache (util-linux fincore)."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output",
+                          "RES", path], capture_output=True, text=True,
+                         check=True).stdout
+    return int(out.split()[0]) // 1024
+
+
+def test_cold_index_is_looked_up_on_the_workers(storaged):
+    """A start whose index file is not in the page cache never looks it up
+    on the event loop (a page fault there would stall every connection on
+    the disk): GETs go to the worker threads, which serve the index's own
+    copy of a small body, byte for byte, reading no drive. Once the file is
+    in the page cache again (here read by the test; after a real start, by
+    the content check's walk, held back here), a worker's lookup notices
+    within a second and the loop serves the GETs again."""
+    srv = storaged(ndrives=4, env={"STORAGED_TEST_CHECK_DELAY_MS": "60000"})
+    c = srv.client()
+    c.create_bucket(Bucket="cold")
+    rng = random.Random(21)
+    objs = {"c/%03d" % i: rng.randbytes(rng.choice([100, 3000, 8000]))
+            for i in range(120)}
+    for k, v in objs.items():
+        c.put_object(Bucket="cold", Key=k, Body=v)
+    srv.stop()
+    data = os.path.join(index_dirs(srv)[0], "data.mdb")
+    fd = os.open(data, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    assert resident_kib(data) == 0, "the page cache kept the index file"
+    srv.start()
+    assert metric(srv, "storaged_index_resident") == 0
+    assert metric(srv, "storaged_index_verify_done") == 0
+    loop0 = metric(srv, "storaged_get_index_body_total")
+    cold0 = metric(srv, "storaged_index_cold_lookups_total")
+    reads0 = drive_reads(srv)
+    for k, v in objs.items():
+        assert c.get_object(Bucket="cold", Key=k)["Body"].read() == v, k
+    assert metric(srv, "storaged_index_cold_lookups_total") - cold0 >= len(objs)
+    assert metric(srv, "storaged_get_index_body_total") == loop0
+    assert drive_reads(srv) == reads0  # the workers served the index's copy
+    assert metric(srv, "storaged_index_resident") == 0
+    with open(data, "rb") as f:
+        while f.read(1 << 20):
+            pass
+    time.sleep(1.1)  # a worker checks again at most once a second
+    assert c.get_object(Bucket="cold", Key="c/000")["Body"].read() == \
+        objs["c/000"]
+    assert metric(srv, "storaged_index_resident") == 1
+    for k, v in objs.items():
+        assert c.get_object(Bucket="cold", Key=k)["Body"].read() == v, k
+    assert metric(srv, "storaged_get_index_body_total") - loop0 == len(objs)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -828,6 +829,117 @@ static void test_prefetch(void **st)
     obj_ent_free(a);
 }
 
+/* Puts 3000 records into bucket "br" (a file of ~100 pages, most of
+ * which an open does not read) and "k" at version 1. */
+static void fill_many(struct obj_idx *x)
+{
+    struct obj_ent *a = mk("k", 1, 1, 0, 0);
+
+    assert_int_equal(obj_idx_bucket_set(x, "br", 1), 0);
+    assert_int_equal(obj_idx_put(x, "br", a, NULL), 0);
+    obj_ent_free(a);
+    for (int i = 0; i < 3000; i++) {
+        char k[32];
+        int n = snprintf(k, sizeof(k), "many/%06d", i);
+
+        a = mk(k, (size_t)n, 2, 0, 0);
+        assert_int_equal(obj_idx_put(x, "br", a, NULL), 0);
+        obj_ent_free(a);
+    }
+}
+
+/* Drops @path from the page cache; true when mincore then shows none of
+ * its pages (a tmpfs keeps them). */
+static bool evict_file(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat sb;
+    bool none = false;
+
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &sb), 0);
+    assert_int_equal(fdatasync(fd), 0);
+    assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    {
+        size_t len = (size_t)sb.st_size, pages = (len + 4095) / 4096;
+        unsigned char *vec = calloc(pages, 1);
+        void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+
+        assert_non_null(vec);
+        assert_true(m != MAP_FAILED);
+        assert_int_equal(mincore(m, len, vec), 0);
+        none = true;
+        for (size_t i = 0; i < pages; i++)
+            none = none && (vec[i] & 1) == 0;
+        munmap(m, len);
+        free(vec);
+    }
+    close(fd);
+    return none;
+}
+
+/* Reads @path through, so all of it is in the page cache. */
+static void load_file(const char *path)
+{
+    char buf[65536];
+    int fd = open(path, O_RDONLY);
+
+    assert_true(fd >= 0);
+    while (read(fd, buf, sizeof(buf)) > 0)
+        ;
+    close(fd);
+}
+
+/* An index file that is not all in the page cache is never looked up on
+ * the event loop (a page fault there would wait for the disk): the
+ * loop-side lookups answer -EAGAIN and count it, the blocking ones work;
+ * once the file is read in, the check lets the loop-side ones run. */
+static void test_resident(void **st)
+{
+    char d2[256], path[300];
+    const char *where = dir;
+    struct obj_idx *x = idx_open();
+    struct obj_ent *got;
+    void *body;
+
+    (void)st;
+    assert_true(obj_idx_resident(x)); /* just written: in the cache */
+    fill_many(x);
+    obj_idx_close(x, true);
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    if (!evict_file(path)) { /* a tmpfs: try the build tree's disk */
+        snprintf(d2, sizeof(d2), "build/obj_idx_test.XXXXXX");
+        assert_non_null(mkdtemp(d2));
+        snprintf(path, sizeof(path), "%s/data.mdb", d2);
+        assert_int_equal(obj_idx_open(d2, true, &x), 0);
+        fill_many(x);
+        obj_idx_close(x, true);
+        assert_true(evict_file(path));
+        where = d2;
+    }
+    assert_int_equal(obj_idx_open(where, false, &x), 0);
+    assert_false(obj_idx_resident(x));
+    assert_int_equal(obj_idx_lookup_nb(x, "br", "k", 1, &got), -EAGAIN);
+    assert_null(got);
+    assert_int_equal(obj_idx_lookup_body_nb(x, "br", "k", 1, &got, &body),
+                     -EAGAIN);
+    assert_null(got);
+    assert_null(body);
+    assert_int_equal(obj_idx_cold_nb(x), 2);
+    assert_int_equal(obj_idx_lookup(x, "br", "k", 1, &got), 0);
+    obj_ent_free(got);
+    assert_false(obj_idx_resident_check(x)); /* one lookup read few pages */
+    load_file(path);
+    assert_true(obj_idx_resident_check(x));
+    assert_int_equal(obj_idx_lookup_nb(x, "br", "k", 1, &got), 0);
+    assert_int_equal(got->version, 1);
+    obj_ent_free(got);
+    assert_int_equal(obj_idx_cold_nb(x), 2);
+    obj_idx_close(x, false);
+    if (where != dir)
+        assert_int_equal(stor_rmtree(d2), 0);
+}
+
 /* More readers at once than the pool holds: the blocking path makes its
  * own transaction, the nonblocking one answers -EAGAIN. */
 static void test_reader_pool_exhausted(void **st)
@@ -931,6 +1043,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bodies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefetch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resident, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
