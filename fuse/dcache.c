@@ -833,22 +833,6 @@ static int seg_new(struct fc_dcache *dc)
     return 0;
 }
 
-/* Writes all of @p at @off of @fd; 0 or -errno. */
-static int pwrite_all(int fd, const char *p, size_t n, uint64_t off)
-{
-    while (n > 0) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? -errno : -EIO;
-        p += w;
-        n -= (size_t)w;
-        off += (uint64_t)w;
-    }
-    return 0;
-}
-
 /* Counts a failed batch of @n stores; ENOSPC stops stores for a while. */
 static void store_failed(struct fc_dcache *dc, int err, size_t n)
 {
@@ -881,6 +865,14 @@ static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
         }
     }
     return 0;
+}
+
+/* Writes all of @p at @off of @fd; 0 or -errno. */
+static int pwrite_all(int fd, const char *p, size_t n, uint64_t off)
+{
+    struct iovec iov = {(void *)(uintptr_t)p, n};
+
+    return pwritev_all(fd, &iov, 1, off);
 }
 
 /* Writes the batch's pieces with one pwritev at @off of @fd. */

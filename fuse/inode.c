@@ -868,24 +868,25 @@ void fc_itab_drop_listings(struct fc_fs *fs, const char *dirkey)
     }
 }
 
-size_t fc_itab_count(struct fc_itab *t)
+/* Reads @field of @t under its lock. */
+static size_t itab_read(struct fc_itab *t, const size_t *field)
 {
     size_t n;
 
     pthread_mutex_lock(&t->lock);
-    n = t->count;
+    n = *field;
     pthread_mutex_unlock(&t->lock);
     return n;
 }
 
+size_t fc_itab_count(struct fc_itab *t)
+{
+    return itab_read(t, &t->count);
+}
+
 size_t fc_itab_peak(struct fc_itab *t)
 {
-    size_t n;
-
-    pthread_mutex_lock(&t->lock);
-    n = t->peak;
-    pthread_mutex_unlock(&t->lock);
-    return n;
+    return itab_read(t, &t->peak);
 }
 
 /* The strings of a listing (names, ETags) live in chunks of LST_CHUNK
