@@ -1343,47 +1343,12 @@ int obj_idx_put(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
     return obj_idx_put_body(x, bucket, e, NULL, old);
 }
 
-/* Contract in obj_idx.h. */
-int obj_idx_put_body(struct obj_idx *x, const char *bucket,
-                     const struct obj_ent *e, const struct obj_idx_body *b,
-                     struct obj_ent **old)
-{
-    MDB_txn *t;
-    uint64_t dsum = 0;
-    int delta = 0, ret;
-
-    if (old)
-        *old = NULL;
-    if (b && (b->size != e->size || !e->inl))
-        return -EINVAL;
-    ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
-    if (ret < 0)
-        return ret;
-    ret = group_change(x, t, bucket, e, e->key, e->key_len, old, &delta, &dsum);
-    if (ret == 0)
-        ret = count_add(x, t, bucket, delta, dsum);
-    if (ret == 0)
-        ret = body_set(x, t, bucket, e->id, e->version, b);
-    if (ret == 0) {
-        char kb[64 + 16];
-        MDB_val k = {mkpendkey(kb, bucket, e->id), kb};
-        int rc = mdb_del(t, x->pend, &k, NULL); /* its commit is done */
-
-        ret = rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
-    }
-    ret = wtxn_end(t, ret);
-    if (ret < 0 && old) {
-        obj_ent_free(*old);
-        *old = NULL;
-    }
-    return ret;
-}
-
-/* Contract in obj_idx.h. */
-int obj_idx_put_pair(struct obj_idx *x, const char *bucket,
-                     const struct obj_ent *e, const struct obj_idx_body *b,
-                     const char *vbucket, const struct obj_ent *ve,
-                     struct obj_ent **old)
+/* The put of @e (and @b) in @bucket and, with @vbucket, of @ve there, in
+ * one write transaction: obj_idx_put_body and obj_idx_put_pair. */
+static int put_txn(struct obj_idx *x, const char *bucket,
+                   const struct obj_ent *e, const struct obj_idx_body *b,
+                   const char *vbucket, const struct obj_ent *ve,
+                   struct obj_ent **old)
 {
     MDB_txn *t;
     uint64_t dsum = 0, vsum = 0;
@@ -1401,12 +1366,12 @@ int obj_idx_put_pair(struct obj_idx *x, const char *bucket,
         ret = count_add(x, t, bucket, delta, dsum);
     if (ret == 0)
         ret = body_set(x, t, bucket, e->id, e->version, b);
-    if (ret == 0) /* the kept version: a record of its own, no body */
+    if (ret == 0 && vbucket) /* the kept version: a record, no body */
         ret = group_change(x, t, vbucket, ve, ve->key, ve->key_len, NULL,
                            &vdelta, &vsum);
-    if (ret == 0)
+    if (ret == 0 && vbucket)
         ret = count_add(x, t, vbucket, vdelta, vsum);
-    if (ret == 0)
+    if (ret == 0 && vbucket)
         ret = body_set(x, t, vbucket, ve->id, ve->version, NULL);
     if (ret == 0) {
         char kb[64 + 16];
@@ -1421,6 +1386,25 @@ int obj_idx_put_pair(struct obj_idx *x, const char *bucket,
         *old = NULL;
     }
     return ret;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_put_body(struct obj_idx *x, const char *bucket,
+                     const struct obj_ent *e, const struct obj_idx_body *b,
+                     struct obj_ent **old)
+{
+    return put_txn(x, bucket, e, b, NULL, NULL, old);
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_put_pair(struct obj_idx *x, const char *bucket,
+                     const struct obj_ent *e, const struct obj_idx_body *b,
+                     const char *vbucket, const struct obj_ent *ve,
+                     struct obj_ent **old)
+{
+    if (vbucket == NULL || ve == NULL)
+        return -EINVAL;
+    return put_txn(x, bucket, e, b, vbucket, ve, old);
 }
 
 /* Contract in obj_idx.h. */
