@@ -1353,6 +1353,8 @@ static int put_txn(struct obj_idx *x, const char *bucket,
     MDB_txn *t;
     uint64_t dsum = 0, vsum = 0;
     int delta = 0, vdelta = 0, ret;
+    struct obj_ent *prev = NULL;
+    void *vbody = NULL; /* the kept version's body, moved */
 
     if (old)
         *old = NULL;
@@ -1361,18 +1363,31 @@ static int put_txn(struct obj_idx *x, const char *bucket,
     ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
     if (ret < 0)
         return ret;
-    ret = group_change(x, t, bucket, e, e->key, e->key_len, old, &delta, &dsum);
+    ret = group_change(x, t, bucket, e, e->key, e->key_len,
+                       old || vbucket ? &prev : NULL, &delta, &dsum);
     if (ret == 0)
         ret = count_add(x, t, bucket, delta, dsum);
+    if (ret == 0 && vbucket && prev && prev->version == ve->version &&
+        prev->size == ve->size && prev->inl && prev->k == 1 &&
+        body_get(x, t, bucket, prev, &vbody) < 0)
+        vbody = NULL; /* none (or damaged): its GETs read the metas */
     if (ret == 0)
         ret = body_set(x, t, bucket, e->id, e->version, b);
-    if (ret == 0 && vbucket) /* the kept version: a record, no body */
+    if (ret == 0 && vbucket) /* the kept version: its record and body */
         ret = group_change(x, t, vbucket, ve, ve->key, ve->key_len, NULL,
                            &vdelta, &vsum);
     if (ret == 0 && vbucket)
         ret = count_add(x, t, vbucket, vdelta, vsum);
-    if (ret == 0 && vbucket)
-        ret = body_set(x, t, vbucket, ve->id, ve->version, NULL);
+    if (ret == 0 && vbucket) {
+        const uint8_t *sh[1] = {vbody};
+        struct obj_idx_body vb = {.shard = sh,
+                                  .shard_len = (size_t)ve->size,
+                                  .k = 1,
+                                  .size = (size_t)ve->size};
+
+        ret = body_set(x, t, vbucket, ve->id, ve->version, vbody ? &vb : NULL);
+    }
+    free(vbody);
     if (ret == 0) {
         char kb[64 + 16];
         MDB_val k = {mkpendkey(kb, bucket, e->id), kb};
@@ -1381,10 +1396,10 @@ static int put_txn(struct obj_idx *x, const char *bucket,
         ret = rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
     }
     ret = wtxn_end(t, ret);
-    if (ret < 0 && old) {
-        obj_ent_free(*old);
-        *old = NULL;
-    }
+    if (ret == 0 && old)
+        *old = prev;
+    else
+        obj_ent_free(prev);
     return ret;
 }
 

@@ -153,9 +153,11 @@ struct obj_idx_body {
     size_t size;
 };
 /* obj_idx_put_body of @e in @bucket and, in the SAME transaction, a put of
- * @ve in @vbucket (without a body; its counts kept like any put's): a
- * version kept at commit (obj_ver.c) and the version that replaces it
- * become visible together. Same returns as obj_idx_put. */
+ * @ve in @vbucket (its counts kept like any put's): a version kept at
+ * commit (obj_ver.c) and the version that replaces it become visible
+ * together. When the record @e replaces is version @ve of one shard with
+ * a body in the table, that body moves to @ve. Same returns as
+ * obj_idx_put. */
 CM_MUST_CHECK int
 obj_idx_put_pair(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
                  const struct obj_idx_body *b, const char *vbucket,

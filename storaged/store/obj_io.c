@@ -2679,6 +2679,7 @@ int stor_obj_delete_if(struct stor_store *s, const char *bucket,
         ret = -STOR_EDATA;
     if (e && e->at_bucket) {
         obj_ver_remove_kept(s, e); /* a version kept at its base's files */
+        obj_ent_free(e);
     } else if (e) {
         ext_refs_load(s, bucket, e, &pl); /* to punch them */
         for (int j = 0; j < e->k + e->m; j++)

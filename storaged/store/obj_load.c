@@ -65,6 +65,7 @@ struct ld_kept {
     uint32_t mask;    /* set positions holding it */
     int count;
     struct stor_meta m; /* owned: the first copy read, without its shard */
+    uint8_t *body;      /* owned: a small one's bytes (k = 1), or NULL */
     struct ld_kept *next;
 };
 
@@ -148,8 +149,8 @@ static void load_kept(struct stor_store *s, const char *dir, const char *name,
                       struct ld_cand **tab)
 {
     char path[PATH_MAX];
-    uint8_t vb[8], sb[8];
-    uint64_t version = 0, since = 0;
+    uint8_t vb[8], sb[8], *body;
+    uint64_t version = 0, since = 0, m_size;
     struct stor_meta m;
     struct ld_cand *c;
     struct ld_kept *k;
@@ -165,12 +166,17 @@ static void load_kept(struct stor_store *s, const char *dir, const char *name,
         cm_log(CM_LOG_WARN, 0, "load: %s: unreadable meta, ignored", path);
         return;
     }
+    size_t budget = SIZE_MAX;
+
+    body = take_body(s, &m, &budget); /* the index keeps its body too */
+    m_size = m.size;
     free(m.inl);
     m.inl = NULL;
     m.inl_len = 0;
     if (m.type != STOR_META_OBJECT || m.version != version || !m.has_inline ||
         m.has_xref || (c = cand_get(tab, id, set)) == NULL) {
         stor_meta_fini(&m);
+        free(body);
         return;
     }
     raise_version(s, version);
@@ -192,6 +198,11 @@ static void load_kept(struct stor_store *s, const char *dir, const char *name,
     } else {
         stor_meta_fini(&m);
     }
+    if (body && k->body == NULL && k->m.size == m_size) {
+        k->body = body;
+        body = NULL;
+    }
+    free(body);
     if (!(k->mask & (1u << pos)))
         k->count++;
     k->mask |= 1u << pos;
@@ -491,7 +502,14 @@ static int resolve_kept(struct stor_store *s, struct obj_bucket *b,
                    "bucket %s, ignored",
                    b->name, vb);
         } else {
-            ret = obj_idx_put_many(x, vb, &ve, 1);
+            const uint8_t *sh[1] = {k->body};
+            struct obj_idx_body bd = {.shard = sh,
+                                      .shard_len = (size_t)ve->size,
+                                      .k = 1,
+                                      .size = (size_t)ve->size};
+            const struct obj_idx_body *bp[1] = {k->body ? &bd : NULL};
+
+            ret = obj_idx_put_many_body(x, vb, &ve, bp, 1);
         }
         obj_ent_free(ve);
         obj_ent_free(cur);
@@ -587,6 +605,7 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
 
             c->kept = k->next;
             stor_meta_fini(&k->m);
+            free(k->body);
             free(k);
         }
         while (c->vers) {

@@ -264,13 +264,16 @@ static void test_put_pair(void **st)
     struct obj_ent *a1 = mk("k", 1, 1, 1, 0), *a2 = mk("k", 1, 2, 0, 0);
     struct obj_ent *v1 = mk("k\001e712c3ae6e34cb2bo", 19, 1, 3, 0);
     struct obj_ent *got = NULL, *old = NULL;
-    uint8_t body[5] = "fresh";
-    const uint8_t *sh[1] = {body};
+    uint8_t body[5] = "fresh", oldb[3] = "old";
+    const uint8_t *sh[1] = {body}, *osh[1] = {oldb};
     struct obj_idx_body ob = {.shard = sh, .shard_len = 5, .k = 1, .size = 5};
+    struct obj_idx_body obo = {.shard = osh, .shard_len = 3, .k = 1, .size = 3};
     uint64_t n;
     void *bb = NULL;
 
     (void)st;
+    a1->size = 3;
+    v1->size = 3; /* the kept version of a1: same version and size */
     a2->inl = true;
     a2->size = 5;
     v1->at_bucket = strdup("bk");
@@ -278,7 +281,7 @@ static void test_put_pair(void **st)
     v1->at_key_len = 1;
     assert_int_equal(obj_idx_bucket_set(x, "bk", 1), 0);
     assert_int_equal(obj_idx_bucket_set(x, "bk..v", 1), 0);
-    assert_int_equal(obj_idx_put(x, "bk", a1, NULL), 0);
+    assert_int_equal(obj_idx_put_body(x, "bk", a1, &obo, NULL), 0);
     assert_int_equal(obj_idx_put_pair(x, "bk", a2, &ob, "bk..v", v1, &old), 0);
     assert_non_null(old);
     ent_equal(a1, old);
@@ -292,6 +295,12 @@ static void test_put_pair(void **st)
     obj_ent_free(got);
     assert_int_equal(obj_idx_lookup(x, "bk..v", v1->key, v1->key_len, &got), 0);
     ent_equal(v1, got);
+    obj_ent_free(got);
+    /* the replaced version's body moved with it */
+    assert_int_equal(
+        obj_idx_lookup_body_nb(x, "bk..v", v1->key, v1->key_len, &got, &bb), 0);
+    assert_memory_equal(bb, "old", 3);
+    free(bb);
     obj_ent_free(got);
     assert_int_equal(obj_idx_bucket_get(x, "bk", NULL, &n), 0);
     assert_int_equal(n, 1);
