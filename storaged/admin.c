@@ -7,6 +7,8 @@
  *   storaged admin [--endpoint URL] user disable NAME | user enable NAME
  *   storaged admin [--endpoint URL] policy set NAME FILE|CANNED
  *   storaged admin [--endpoint URL] policy get NAME
+ *   storaged admin [--endpoint URL] account add NAME | account list
+ *   storaged admin [--endpoint URL] account rm NAME
  *
  * --ca-file FILE verifies an https:// endpoint against that PEM bundle
  * instead of the system trust store (a private CA).
@@ -31,6 +33,7 @@
 #include "common/uri.h"
 
 #define ADMIN_PATH "/_storaged/admin/v1/users"
+#define ACCT_PATH  "/_storaged/admin/v1/accounts"
 #define FILE_MAX   (64 * 1024)
 #define DEFAULT_EP "http://127.0.0.1:9000"
 
@@ -53,6 +56,17 @@ static void admin_usage(FILE *f)
           "  user enable NAME\n"
           "  policy set NAME FILE|readonly|readwrite|writeonly|admin\n"
           "  policy get NAME      the user's policy document\n"
+          "  account add NAME     create a separate account and its key "
+          "(prints\n"
+          "                       its id, access key and secret); it owns "
+          "the\n"
+          "                       buckets it creates, and reaches others' "
+          "only\n"
+          "                       through their bucket policies and ACLs\n"
+          "  account list         accounts, their ids and buckets\n"
+          "  account rm NAME      remove an account and its key (it must own "
+          "no\n"
+          "                       bucket)\n"
           "--endpoint defaults to " DEFAULT_EP "; for an https:// one,\n"
           "--ca-file names the PEM CA bundle to verify it with (default: "
           "the\nsystem trust store). Credentials (root, or a "
@@ -313,6 +327,19 @@ static int cmd(const struct admin_ctx *c, int argc, char **argv)
             return call(c, "DELETE", path, NULL, NULL, NULL);
         if (strcmp(sub, "disable") == 0 || strcmp(sub, "enable") == 0)
             return call(c, "POST", path, sub, NULL, NULL);
+        goto bad;
+    }
+    if (argc >= 2 && strcmp(argv[0], "account") == 0) {
+        if (strcmp(argv[1], "list") == 0 && argc == 2)
+            return call(c, "GET", ACCT_PATH, NULL, NULL, NULL);
+        if (argc != 3 || strchr(argv[2], '/') || argv[2][0] == 0 ||
+            (size_t)snprintf(path, sizeof(path), "%s/%s", ACCT_PATH, argv[2]) >=
+                sizeof(path))
+            goto bad;
+        if (strcmp(argv[1], "add") == 0)
+            return call(c, "PUT", path, NULL, NULL, NULL);
+        if (strcmp(argv[1], "rm") == 0)
+            return call(c, "DELETE", path, NULL, NULL, NULL);
         goto bad;
     }
     if (argc >= 3 && strcmp(argv[0], "policy") == 0) {

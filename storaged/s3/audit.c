@@ -6,8 +6,11 @@
  * storaged does with it. */
 #include "storaged/s3/s3_i.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "storaged/s3/iam.h"
 
 /* Headers that only a bucket with Object Lock may carry. */
 static const char *const lock_hdrs[] = {
@@ -56,15 +59,19 @@ static enum stor_s3_err class_check(const struct stor_s3_req *r)
     return S3E_INVALID_STORAGE_CLASS;
 }
 
-/* S3E_NONE when header @name is absent or names the one owner. */
+/* S3E_NONE when header @name is absent or names the canonical id of the
+ * account that owns @bucket (root's unless another account made it). */
 static enum stor_s3_err owner_check(const struct stor_s3_req *r,
-                                    const char *name)
+                                    const char *name, const char *bucket)
 {
+    struct stor_iam_owner o;
     size_t n;
     const char *v = stor_s3_hdr(r, name, &n);
 
-    if (v == NULL ||
-        (n == sizeof(S3_OWNER_ID) - 1 && memcmp(v, S3_OWNER_ID, n) == 0))
+    if (v == NULL)
+        return S3E_NONE;
+    stor_iam_owner(r, bucket, &o);
+    if (n == strlen(o.id) && memcmp(v, o.id, n) == 0)
         return S3E_NONE;
     return S3E_ACCESS_DENIED;
 }
@@ -92,10 +99,19 @@ enum stor_s3_err stor_s3_hdr_audit(const struct stor_s3_req *r)
     const char *v;
 
     if (r->bucket[0] != 0)
-        e = owner_check(r, "x-amz-expected-bucket-owner");
+        e = owner_check(r, "x-amz-expected-bucket-owner", r->bucket);
     if (e == S3E_NONE &&
-        (r->op == S3_OP_COPY_OBJECT || r->op == S3_OP_UPLOAD_PART_COPY))
-        e = owner_check(r, "x-amz-source-expected-bucket-owner");
+        (r->op == S3_OP_COPY_OBJECT || r->op == S3_OP_UPLOAD_PART_COPY) &&
+        stor_s3_hdr(r, "x-amz-source-expected-bucket-owner", &n)) {
+        char sb[64];
+        char *sk = NULL;
+        size_t skl;
+
+        /* a malformed source is refused by the authorisation after this */
+        if (stor_s3_copy_source(r, sb, &sk, &skl) == S3E_NONE)
+            e = owner_check(r, "x-amz-source-expected-bucket-owner", sb);
+        free(sk);
+    }
     if (e != S3E_NONE)
         return e;
     switch (r->op) {

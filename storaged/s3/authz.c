@@ -178,6 +178,8 @@ static bool root_denied(struct stor_s3_req *r, enum stor_act act,
         c.bucket = bucket;
         c.key = key;
         c.key_len = key_len;
+        c.account = "root";
+        c.account_id = S3_OWNER_ID;
         c.peer = peer_cb;
         c.peer_arg = &r->http;
         c.value = value_cb;
@@ -189,30 +191,96 @@ static bool root_denied(struct stor_s3_req *r, enum stor_act act,
     return deny;
 }
 
-/* The decision for @act on @bucket/@key (key NULL: the bucket). */
+/* Whether the bucket's object @key (@n bytes) was written by account
+ * @acct (not the bucket's), which owns it: it may read it and its ACL. */
+static bool object_owned_by(const struct iam_bucket *b,
+                            const struct iam_account *acct, const char *key,
+                            size_t n)
+{
+    const char *o;
+
+    if (b == NULL || b->owners == NULL || key == NULL || acct == NULL)
+        return false;
+    o = json_string_value(json_object_getn(b->owners, key, n));
+    return o && strcmp(o, acct->name) == 0;
+}
+
+/* What the bucket's canned ACLs grant (@b not NULL): READ on a bucket
+ * lists it; WRITE (public-read-write) lets anyone write and delete its
+ * objects, as S3's bucket WRITE grant does; READ on an object gets it.
+ * @signed_in: authenticated-read counts. */
+static bool acl_grants(const struct iam_bucket *b, enum stor_act act,
+                       const char *key, size_t key_len, bool signed_in)
+{
+    if (b->pab & IAM_PAB_IGNORE_ACLS)
+        return false; /* IgnorePublicAcls: every canned ACL here is public */
+    if (act == STOR_ACT_LIST_BUCKET || act == STOR_ACT_LIST_BUCKET_MPU)
+        return b->acl == IAM_ACL_PUBLIC_READ || b->acl == IAM_ACL_PUBLIC_RW ||
+               (b->acl == IAM_ACL_AUTH_READ && signed_in);
+    if (act == STOR_ACT_PUT_OBJECT || act == STOR_ACT_DELETE_OBJECT ||
+        act == STOR_ACT_ABORT_MPU || act == STOR_ACT_LIST_MPU_PARTS)
+        return key && b->acl == IAM_ACL_PUBLIC_RW;
+    if (act == STOR_ACT_GET_OBJECT && key && b->objects) {
+        const char *a =
+            json_string_value(json_object_getn(b->objects, key, key_len));
+        int acl = a ? stor_iam_acl_parse(a, strlen(a)) : IAM_ACL_PRIVATE;
+
+        return acl == IAM_ACL_PUBLIC_READ || acl == IAM_ACL_PUBLIC_RW ||
+               (acl == IAM_ACL_AUTH_READ && signed_in);
+    }
+    return false;
+}
+
+/* The decision for @act on @bucket/@key (key NULL: the bucket).
+ *
+ * DESIGN: accounts. A caller acts for an account: root and the users made
+ * with `storaged admin user add` for the root one, an account's key for
+ * its own. Within the account that owns the bucket, the caller's
+ * identity (root and an account's key: everything; a user: its policy)
+ * or the bucket's policy or ACLs may allow. Across accounts both must:
+ * the identity, and the bucket's policy or ACLs (or owning the object
+ * read). An explicit Deny of either wins. Until an account exists (one
+ * atomic flag) root takes the old path, without a snapshot. */
 static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
                    const char *key, size_t key_len)
 {
     const struct stor_iam_user *u = r->iam_user;
+    const struct iam_account *acct = u ? u->acct : NULL;
     const struct iam_bucket *b = NULL;
     struct stor_iam_snap *snap = r->iam_snap;
     struct stor_pol_ctx c = {0};
     enum stor_pol_effect eu, eb = STOR_POL_NONE;
-    bool got_snap = false, ok = false;
+    bool got_snap = false, ok = false, same, root = !r->anonymous && !u;
 
     if (strcmp(bucket, STOR_IAM_BUCKET) == 0)
-        return false;               /* the system area: not even root */
-    if (!r->anonymous && u == NULL) /* root */
+        return false; /* the system area: not even root */
+    if (root && (r->s3->iam == NULL || !atomic_load(&r->s3->iam->accounts)))
         return !root_denied(r, act, bucket, key, key_len);
-    if (snap == NULL) { /* anonymous: the bucket's policy and ACLs */
+    if (snap == NULL) { /* anonymous, root: the bucket's policy and ACLs */
         snap = stor_iam_snap_get(r->s3->iam);
         got_snap = true;
     }
+    if (bucket[0])
+        b = stor_iam_bucket_find(snap, bucket);
+    /* CreateBucket is the identity's alone: a bucket another account owns
+     * is refused by the operation (BucketAlreadyExists) */
+    same = !r->anonymous &&
+           ((b ? b->owner : NULL) == acct || act == STOR_ACT_CREATE_BUCKET);
+    if (root && same) {
+        ok = !root_denied(r, act, bucket, key, key_len);
+        goto out;
+    }
+    if (acct && !bucket[0] && act != STOR_ACT_LIST_ALL_MY_BUCKETS)
+        goto out; /* the admin API is the root account's */
     c.act = act;
     c.bucket = bucket;
     c.key = key;
     c.key_len = key_len;
     c.user = u ? u->name : NULL;
+    if (!r->anonymous) {
+        c.account = acct ? acct->name : "root";
+        c.account_id = acct ? acct->id : S3_OWNER_ID;
+    }
     c.peer = peer_cb;
     c.peer_arg = &r->http;
     c.value = value_cb;
@@ -226,41 +294,32 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
             c.prefix = "";
         c.delimiter = stor_s3_query(r, "delimiter");
     }
-    eu = u ? stor_policy_eval(u->pol, &c) : STOR_POL_NONE;
-    if (bucket[0])
-        b = stor_iam_bucket_find(snap, bucket);
+    if (root || (u && u->acct_root))
+        eu = STOR_POL_ALLOW; /* an account's own key */
+    else
+        eu = u ? stor_policy_eval(u->pol, &c) : STOR_POL_NONE;
     if (b)
         eb = stor_policy_eval(b->pol, &c);
     /* RestrictPublicBuckets: a public policy grants only the bucket's own
-     * account (one account here: every signed caller) */
-    if (eb == STOR_POL_ALLOW && u == NULL && (b->pab & IAM_PAB_RESTRICT) &&
+     * account */
+    if (eb == STOR_POL_ALLOW && !same && b && (b->pab & IAM_PAB_RESTRICT) &&
         b->pol_public)
         eb = STOR_POL_NONE;
     if (eu == STOR_POL_DENY || eb == STOR_POL_DENY)
         goto out;
-    if (eu == STOR_POL_ALLOW || eb == STOR_POL_ALLOW) {
+    if (same && eu == STOR_POL_ALLOW) {
         ok = true;
         goto out;
     }
-    if (b == NULL || (b->pab & IAM_PAB_IGNORE_ACLS))
-        goto out; /* IgnorePublicAcls: every canned ACL here is public */
-    /* canned ACLs: READ on a bucket lists it; WRITE (public-read-write)
-     * lets anyone write and delete its objects, as S3's bucket WRITE
-     * grant does; READ on an object gets it */
-    if (act == STOR_ACT_LIST_BUCKET || act == STOR_ACT_LIST_BUCKET_MPU) {
-        ok = b->acl == IAM_ACL_PUBLIC_READ || b->acl == IAM_ACL_PUBLIC_RW ||
-             (b->acl == IAM_ACL_AUTH_READ && u != NULL);
-    } else if (act == STOR_ACT_PUT_OBJECT || act == STOR_ACT_DELETE_OBJECT ||
-               act == STOR_ACT_ABORT_MPU || act == STOR_ACT_LIST_MPU_PARTS) {
-        ok = key && b->acl == IAM_ACL_PUBLIC_RW;
-    } else if (act == STOR_ACT_GET_OBJECT && key && b->objects) {
-        const char *a =
-            json_string_value(json_object_getn(b->objects, key, key_len));
-        int acl = a ? stor_iam_acl_parse(a, strlen(a)) : IAM_ACL_PRIVATE;
-
-        ok = acl == IAM_ACL_PUBLIC_READ || acl == IAM_ACL_PUBLIC_RW ||
-             (acl == IAM_ACL_AUTH_READ && u != NULL);
-    }
+    if (!same && !r->anonymous && eu != STOR_POL_ALLOW)
+        goto out; /* across accounts the identity must allow too */
+    ok = eb == STOR_POL_ALLOW ||
+         (b && acl_grants(b, act, key, key_len, !r->anonymous)) ||
+         (!same && key &&
+          (act == STOR_ACT_GET_OBJECT || act == STOR_ACT_GET_OBJECT_VERSION ||
+           act == STOR_ACT_GET_OBJECT_ACL || act == STOR_ACT_PUT_OBJECT_ACL ||
+           act == STOR_ACT_GET_OBJECT_TAGGING) &&
+          object_owned_by(b, acct, key, key_len));
 out:
     if (got_snap)
         stor_iam_snap_unref(snap);
@@ -280,18 +339,26 @@ bool stor_iam_bucket_visible(struct stor_s3_req *r, const char *bucket)
     const struct iam_bucket *b;
     const struct stor_iam_user *u = r->iam_user;
     struct stor_iam_snap *snap;
-    bool ok;
+    bool ok, multi;
 
-    if (strcmp(bucket, STOR_IAM_BUCKET) == 0)
+    if (strcmp(bucket, STOR_IAM_BUCKET) == 0 || r->anonymous)
         return false;
-    if (u == NULL)
-        return !r->anonymous; /* root sees every bucket */
-    snap = r->iam_snap;
-    if (stor_policy_mentions_bucket(u->pol, bucket, u->name))
-        return true;
+    multi = r->s3->iam && atomic_load(&r->s3->iam->accounts);
+    if (u == NULL && !multi)
+        return true; /* root sees every bucket */
+    snap = u ? r->iam_snap : stor_iam_snap_get(r->s3->iam);
     b = stor_iam_bucket_find(snap, bucket);
-    ok = b && (stor_policy_mentions_bucket(b->pol, bucket, u->name) ||
-               b->acl != IAM_ACL_PRIVATE);
+    if (multi && (b ? b->owner : NULL) != (u ? u->acct : NULL)) {
+        ok = false; /* as S3: the buckets the caller's account owns */
+    } else if (u == NULL || u->acct_root) {
+        ok = true;
+    } else {
+        ok = stor_policy_mentions_bucket(u->pol, bucket, u->name) ||
+             (b && (stor_policy_mentions_bucket(b->pol, bucket, u->name) ||
+                    b->acl != IAM_ACL_PRIVATE));
+    }
+    if (u == NULL)
+        stor_iam_snap_unref(snap);
     return ok;
 }
 

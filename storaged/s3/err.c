@@ -15,6 +15,9 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_BUCKET_EXISTS] =
         {409, "BucketAlreadyOwnedByYou",
          "Your previous request to create the named bucket succeeded and you already own it."},
+    [S3E_BUCKET_TAKEN] =
+        {409, "BucketAlreadyExists",
+         "The requested bucket name is not available. The bucket namespace is shared by all users of the system. Please select a different name and try again."},
     [S3E_BUCKET_NOT_EMPTY] = {409, "BucketNotEmpty",
                               "The bucket you tried to delete is not empty."},
     [S3E_ENTITY_TOO_LARGE] =

@@ -210,6 +210,7 @@ static void snap_free(struct stor_iam_snap *s)
     for (i = 0; i < s->nbuckets; i++)
         stor_policy_destroy(s->buckets[i].pol);
     free(s->buckets);
+    free(s->accounts);
     json_decref(s->doc);
     free(s);
 }
@@ -225,6 +226,23 @@ static int user_cmp(const void *a, const void *b)
 {
     return strcmp(((const struct stor_iam_user *)a)->ak,
                   ((const struct stor_iam_user *)b)->ak);
+}
+
+static int account_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct iam_account *)a)->name,
+                  ((const struct iam_account *)b)->name);
+}
+
+/* See iam_i.h. */
+const struct iam_account *stor_iam_account_find(const struct stor_iam_snap *s,
+                                                const char *name)
+{
+    struct iam_account key = {name, NULL};
+
+    if (s == NULL || name == NULL || s->naccounts == 0)
+        return NULL;
+    return bsearch(&key, s->accounts, s->naccounts, sizeof(key), account_cmp);
 }
 
 static int bucket_cmp(const void *a, const void *b)
@@ -290,8 +308,8 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
                       struct stor_iam_snap **out)
 {
     struct stor_iam_snap *s = calloc(1, sizeof(*s));
-    json_t *users = json_object_get(doc, "users"), *u, *bks, *bv;
-    const char *bname;
+    json_t *users = json_object_get(doc, "users"), *u, *bks, *bv, *accts, *av;
+    const char *bname, *aname;
     size_t i;
     int ret = 0;
 
@@ -303,10 +321,24 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
     s->users = calloc(json_array_size(users) + 1, sizeof(*s->users));
     bks = json_object_get(doc, "buckets");
     s->buckets = calloc(json_object_size(bks) + 1, sizeof(*s->buckets));
-    if (s->users == NULL || s->buckets == NULL) {
+    accts = json_object_get(doc, "accounts");
+    s->accounts = calloc(json_object_size(accts) + 1, sizeof(*s->accounts));
+    if (s->users == NULL || s->buckets == NULL || s->accounts == NULL) {
         ret = -ENOMEM;
         goto out_free;
     }
+    json_object_foreach(accts, aname, av)
+    {
+        const char *id = json_string_value(json_object_get(av, "id"));
+
+        if (id == NULL || strlen(id) != 64) {
+            cm_log(CM_LOG_WARN, 0, "iam: account %s malformed; skipped", aname);
+            continue;
+        }
+        s->accounts[s->naccounts].name = aname; /* borrows the document */
+        s->accounts[s->naccounts++].id = id;
+    }
+    qsort(s->accounts, s->naccounts, sizeof(*s->accounts), account_cmp);
     json_array_foreach(users, i, u)
     {
         struct stor_iam_user *su = &s->users[s->nusers];
@@ -314,6 +346,7 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
         const char *ak = json_string_value(json_object_get(u, "access_key"));
         const char *sec = json_string_value(json_object_get(u, "secret"));
         const char *pol = json_string_value(json_object_get(u, "policy"));
+        const char *acct = json_string_value(json_object_get(u, "account"));
 
         if (name == NULL || ak == NULL || sec == NULL ||
             strlen(ak) >= sizeof(su->ak)) {
@@ -329,6 +362,15 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
         snprintf(su->ak, sizeof(su->ak), "%s", ak);
         su->disabled = json_is_true(json_object_get(u, "disabled"));
         su->policy = pol;
+        su->acct = stor_iam_account_find(s, acct);
+        su->acct_root = json_is_true(json_object_get(u, "account_root"));
+        if (acct && su->acct == NULL) {
+            cm_log(CM_LOG_WARN, 0,
+                   "iam: user %s: its account %s does not exist; the key is "
+                   "unusable",
+                   name, acct);
+            su->broken = true;
+        }
         if (unseal(iam, ak, sec, su->sk) < 0) {
             cm_log(CM_LOG_WARN, 0,
                    "iam: user %s: its secret cannot be decrypted (were the "
@@ -345,7 +387,7 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
         struct iam_bucket *b = &s->buckets[s->nbuckets++];
         const char *pol = json_string_value(json_object_get(bv, "policy"));
         const char *acl = json_string_value(json_object_get(bv, "acl"));
-        const char *pab;
+        const char *pab, *owner;
 
         b->name = bname; /* borrows the document */
         b->policy = pol;
@@ -353,6 +395,13 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
         if (b->acl < 0)
             b->acl = 0;
         b->objects = json_object_get(bv, "objects");
+        b->owners = json_object_get(bv, "owners");
+        owner = json_string_value(json_object_get(bv, "owner"));
+        b->owner = stor_iam_account_find(s, owner);
+        if (owner && b->owner == NULL)
+            cm_log(CM_LOG_WARN, 0,
+                   "iam: bucket %s: its owner %s is no account; root's now",
+                   bname, owner);
         (void)stored_policy(pol, STOR_POL_BUCKET, bname, &b->pol);
         b->pol_public = stor_policy_is_public(b->pol);
         pab = json_string_value(json_object_get(bv, "pab"));
@@ -498,6 +547,7 @@ int stor_iam_commit(struct stor_iam *iam, json_t *doc)
     old = iam->cur;
     iam->cur = s;
     atomic_store(&iam->root_deny, s->any_deny);
+    atomic_store(&iam->accounts, s->naccounts > 0);
     pthread_rwlock_unlock(&iam->lock);
     stor_iam_snap_unref(old);
     return 0;
@@ -551,6 +601,7 @@ static int iam_load(struct stor_iam *iam, char **err)
     old = iam->cur;
     iam->cur = s;
     atomic_store(&iam->root_deny, s->any_deny);
+    atomic_store(&iam->accounts, s->naccounts > 0);
     pthread_rwlock_unlock(&iam->lock);
     stor_iam_snap_unref(old);
     atomic_store_explicit(&iam->loaded, true, memory_order_release);

@@ -103,6 +103,19 @@ void stor_iam_object_written(struct stor_s3_req *r, const char *key, size_t n,
  * private). */
 void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted);
 
+/* The owner of @bucket (its creator's account; root's when none is
+ * recorded), or with @bucket NULL the account @r's caller acts for: its
+ * canonical id and display name (Owner elements, ACL answers), and
+ * whether it is the caller's account (CreateBucket of an existing
+ * bucket: BucketAlreadyOwnedByYou or BucketAlreadyExists). Any thread. */
+struct stor_iam_owner {
+    char id[65];
+    char name[65];
+    bool callers;
+};
+void stor_iam_owner(const struct stor_s3_req *r, const char *bucket,
+                    struct stor_iam_owner *out);
+
 /* Configuration kept in the same state document (persisted, erasure-coded,
  * replaced as a whole like the rest): per bucket, a string @field of
  * r->bucket ("encryption", "tagging", "cors", ...; dropped with the

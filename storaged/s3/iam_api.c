@@ -29,18 +29,27 @@
 #include "storaged/s3/s3_i.h"
 
 #define ADMIN_PREFIX "admin/v1/users"
-#define OWNER_XML                                                              \
-    "<Owner><ID>" S3_OWNER_ID "</ID><DisplayName>root</DisplayName></Owner>"
+#define ACCT_PREFIX  "admin/v1/accounts"
 
-enum admin_call { A_NONE, A_LIST, A_USER, A_POLICY };
+enum admin_call { A_NONE, A_LIST, A_USER, A_POLICY, A_ACCT_LIST, A_ACCT };
 
-/* Parses r->key into the call and the user name (@name, 65 bytes). */
+/* Parses r->key into the call and the user or account name (@name, 65
+ * bytes). */
 static enum admin_call admin_parse(const struct stor_s3_req *r, char *name)
 {
     const char *k = r->key, *rest, *slash;
-    size_t pl = strlen(ADMIN_PREFIX), n;
+    size_t pl = strlen(ADMIN_PREFIX), n, al = strlen(ACCT_PREFIX);
 
     name[0] = 0;
+    if (r->has_key && r->key_len >= al && memcmp(k, ACCT_PREFIX, al) == 0) {
+        if (k[al] == 0)
+            return A_ACCT_LIST;
+        n = strlen(k + al + 1);
+        if (k[al] != '/' || n == 0 || n > 64 || strchr(k + al + 1, '/'))
+            return A_NONE;
+        memcpy(name, k + al + 1, n + 1);
+        return A_ACCT;
+    }
     if (!r->has_key || r->key_len < pl || memcmp(k, ADMIN_PREFIX, pl) != 0)
         return A_NONE;
     if (k[pl] == 0)
@@ -67,7 +76,12 @@ enum stor_act stor_iam_admin_act(const struct stor_s3_req *r)
 
     switch (admin_parse(r, name)) {
     case A_LIST:
+    case A_ACCT_LIST:
         return h->is_get ? STOR_ACT_ADMIN_LIST_USERS : STOR_ACT_COUNT;
+    case A_ACCT:
+        return h->is_put      ? STOR_ACT_ADMIN_CREATE_USER
+               : h->is_delete ? STOR_ACT_ADMIN_DELETE_USER
+                              : STOR_ACT_COUNT;
     case A_USER:
         if (h->is_put)
             return STOR_ACT_ADMIN_CREATE_USER;
@@ -277,22 +291,47 @@ static const char *policy_label(const char *text)
     return "custom";
 }
 
-static void user_add(struct stor_s3_req *r, const char *name)
+/* Adds account @name to @doc with a new canonical id (into @id, 65
+ * bytes). 0, -EEXIST (an account or a user of that name) or -errno. */
+static int account_new(json_t *doc, const char *name, char *id)
+{
+    json_t *accts = json_object_get(doc, "accounts");
+
+    if (strcmp(name, "root") == 0 || json_object_get(accts, name))
+        return -EEXIST;
+    if (random_chars(id, 64, "0123456789abcdef", 15) < 0)
+        return -EIO;
+    if (accts == NULL) {
+        accts = json_object();
+        if (accts == NULL || json_object_set_new(doc, "accounts", accts) < 0)
+            return -ENOMEM;
+    }
+    return json_object_set_new(accts, name, json_pack("{s:s}", "id", id));
+}
+
+/* Creates user @name with a new key; with @account, account @name too,
+ * whose key the user is (it may do anything its account owns). */
+static void user_add(struct stor_s3_req *r, const char *name, bool account)
 {
     struct stor_iam *iam = r->s3->iam;
     char ak[STOR_IAM_AK_LEN + 1], sk[STOR_IAM_SK_LEN + 1], sealed[256];
-    const char *pol;
-    bool none;
+    char id[65] = "";
+    const char *pol = NULL;
+    bool none = true;
     json_t *doc, *u, *users;
     size_t i;
     int ret;
 
     if (!name_ok(name)) {
         stor_s3_error_msg(r, S3E_INVALID_ARGUMENT,
-                          "a user name is 1..64 of A-Z a-z 0-9 +=,.@_-");
+                          account ? "an account name is 1..64 of A-Z a-z 0-9 "
+                                    "+=,.@_-"
+                                  : "a user name is 1..64 of A-Z a-z 0-9 "
+                                    "+=,.@_-");
         return;
     }
-    pol = policy_arg(r, STOR_POL_USER, &none);
+    if (!account)
+        pol = policy_arg(r, STOR_POL_USER, &none);
     if (pol == NULL && !none)
         return;
     doc = change_begin(iam);
@@ -300,10 +339,17 @@ static void user_add(struct stor_s3_req *r, const char *name)
         stor_s3_error(r, S3E_INTERNAL);
         return;
     }
-    if (find_user(doc, name, NULL)) {
+    ret = find_user(doc, name, NULL) ? -EEXIST
+          : account                  ? account_new(doc, name, id)
+                                     : 0;
+    if (ret < 0) {
         change_end(iam, NULL);
         json_decref(doc);
-        stor_s3_error(r, S3E_USER_EXISTS);
+        if (ret == -EEXIST)
+            stor_s3_error_msg(r, S3E_USER_EXISTS,
+                              "a user or account of that name exists");
+        else
+            stor_s3_error(r, S3E_INTERNAL);
         return;
     }
     users = json_object_get(doc, "users");
@@ -339,6 +385,12 @@ static void user_add(struct stor_s3_req *r, const char *name)
                  : NULL;
     if (u && pol)
         json_object_set_new(u, "policy", json_string(pol));
+    if (u && account &&
+        (json_object_set_new(u, "account", json_string(name)) < 0 ||
+         json_object_set_new(u, "account_root", json_true()) < 0)) {
+        json_decref(u);
+        u = NULL;
+    }
     if (u == NULL || json_array_append_new(users, u) < 0) {
         change_end(iam, NULL);
         json_decref(doc);
@@ -352,10 +404,19 @@ static void user_add(struct stor_s3_req *r, const char *name)
         reply_errno(r, ret);
         return;
     }
-    cm_log(CM_LOG_INFO, 0, "iam: user %s added (access key %s, policy %s)",
-           name, ak, pol ? policy_label(pol) : "none");
-    reply_json(r, json_pack("{s:s, s:s, s:s, s:s*}", "user", name, "access_key",
-                            ak, "secret_key", sk, "policy", policy_label(pol)));
+    cm_log(CM_LOG_INFO, 0, "iam: %s %s added (access key %s, policy %s)",
+           account ? "account" : "user", name, ak,
+           account ? "the account's"
+           : pol   ? policy_label(pol)
+                   : "none");
+    if (account)
+        reply_json(r, json_pack("{s:s, s:s, s:s, s:s, s:s}", "account", name,
+                                "id", id, "user", name, "access_key", ak,
+                                "secret_key", sk));
+    else
+        reply_json(r, json_pack("{s:s, s:s, s:s, s:s*}", "user", name,
+                                "access_key", ak, "secret_key", sk, "policy",
+                                policy_label(pol)));
     OPENSSL_cleanse(sk, sizeof(sk));
 }
 
@@ -421,11 +482,12 @@ static void users_list(struct stor_s3_req *r)
         const char *pol = json_string_value(json_object_get(u, "policy"));
 
         json_array_append_new(
-            out, json_pack("{s:O, s:O, s:b, s:s*}", "name",
+            out, json_pack("{s:O, s:O, s:b, s:s*, s:s*}", "name",
                            json_object_get(u, "name"), "access_key",
                            json_object_get(u, "access_key"), "enabled",
                            !json_is_true(json_object_get(u, "disabled")),
-                           "policy", policy_label(pol)));
+                           "policy", policy_label(pol), "account",
+                           json_string_value(json_object_get(u, "account"))));
     }
     stor_iam_snap_unref(s);
     reply_json(r, json_pack("{s:o}", "users", out));
@@ -445,6 +507,82 @@ static void policy_get(struct stor_s3_req *r, const char *name)
     stor_iam_snap_unref(s);
 }
 
+/* GET .../accounts: names, ids, and the buckets each owns. */
+static void accounts_list(struct stor_s3_req *r)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
+    json_t *out = json_array(), *a, *bv, *acct;
+    const char *name, *bname;
+
+    json_object_foreach(json_object_get(s->doc, "accounts"), name, a)
+    {
+        json_t *owned = json_array();
+
+        json_object_foreach(json_object_get(s->doc, "buckets"), bname, bv)
+        {
+            const char *o = json_string_value(json_object_get(bv, "owner"));
+
+            if (o && strcmp(o, name) == 0)
+                json_array_append_new(owned, json_string(bname));
+        }
+        acct = json_pack("{s:s, s:O, s:o}", "name", name, "id",
+                         json_object_get(a, "id"), "buckets", owned);
+        json_array_append_new(out, acct);
+    }
+    stor_iam_snap_unref(s);
+    reply_json(r, json_pack("{s:o}", "accounts", out));
+}
+
+/* DELETE .../accounts/NAME: the account and its keys; refused while it
+ * owns a bucket (its data would be left without an owner). */
+static void account_rm(struct stor_s3_req *r, const char *name)
+{
+    struct stor_iam *iam = r->s3->iam;
+    json_t *doc = change_begin(iam), *bv, *users, *u;
+    const char *bname;
+    size_t i;
+    int ret;
+
+    if (doc == NULL) {
+        stor_s3_error(r, S3E_INTERNAL);
+        return;
+    }
+    if (json_object_get(json_object_get(doc, "accounts"), name) == NULL) {
+        change_end(iam, NULL);
+        json_decref(doc);
+        stor_s3_error_msg(r, S3E_NO_SUCH_USER, "no such account");
+        return;
+    }
+    json_object_foreach(json_object_get(doc, "buckets"), bname, bv)
+    {
+        const char *o = json_string_value(json_object_get(bv, "owner"));
+
+        if (o && strcmp(o, name) == 0) {
+            change_end(iam, NULL);
+            json_decref(doc);
+            stor_s3_error_msg(r, S3E_BUCKET_NOT_EMPTY,
+                              "the account still owns a bucket; delete its "
+                              "buckets first");
+            return;
+        }
+    }
+    users = json_object_get(doc, "users");
+    for (i = json_array_size(users); i-- > 0;) {
+        u = json_array_get(users, i);
+        if (json_string_value(json_object_get(u, "account")) &&
+            strcmp(json_string_value(json_object_get(u, "account")), name) == 0)
+            json_array_remove(users, i);
+    }
+    json_object_del(json_object_get(doc, "accounts"), name);
+    ret = change_end(iam, doc);
+    if (ret < 0) {
+        reply_errno(r, ret);
+        return;
+    }
+    cm_log(CM_LOG_INFO, 0, "iam: account %s removed", name);
+    reply_json(r, json_pack("{s:s, s:b}", "account", name, "ok", 1));
+}
+
 static void admin_run(struct stor_s3_req *r)
 {
     char name[65];
@@ -453,8 +591,14 @@ static void admin_run(struct stor_s3_req *r)
 
     if (call == A_LIST)
         users_list(r);
+    else if (call == A_ACCT_LIST)
+        accounts_list(r);
+    else if (call == A_ACCT && act == STOR_ACT_ADMIN_CREATE_USER)
+        user_add(r, name, true);
+    else if (call == A_ACCT)
+        account_rm(r, name);
     else if (act == STOR_ACT_ADMIN_CREATE_USER)
-        user_add(r, name);
+        user_add(r, name, false);
     else if (act == STOR_ACT_ADMIN_GET_POLICY)
         policy_get(r, name);
     else
@@ -651,17 +795,46 @@ static void bucket_policy_run(struct stor_s3_req *r)
     r->http.resp.status = 204;
 }
 
+/* See iam.h. */
+void stor_iam_owner(const struct stor_s3_req *r, const char *bucket,
+                    struct stor_iam_owner *out)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
+    const struct iam_bucket *b =
+        bucket ? stor_iam_bucket_find(s, bucket) : NULL;
+    const struct iam_account *a = NULL;
+
+    if (bucket && b)
+        a = b->owner;
+    else if (bucket == NULL && r->iam_user && r->iam_user->acct)
+        a = stor_iam_account_find(s, r->iam_user->acct->name);
+    snprintf(out->id, sizeof(out->id), "%s", a ? a->id : S3_OWNER_ID);
+    snprintf(out->name, sizeof(out->name), "%s", a ? a->name : "root");
+    out->callers = a == (r->iam_user ? r->iam_user->acct : NULL) ||
+                   (a && r->iam_user && r->iam_user->acct &&
+                    strcmp(a->name, r->iam_user->acct->name) == 0);
+    if (s)
+        stor_iam_snap_unref(s);
+}
+
 /* The AccessControlPolicy XML of canned ACL @acl. */
 static void acl_reply(struct stor_s3_req *r, int acl)
 {
     struct cm_buf *b = &r->http.resp.body;
+    struct stor_iam_owner o;
     int ret;
+
+    stor_iam_owner(r, r->bucket, &o);
 
     /* The group grant comes first, as RGW and AWS list a canned ACL's
      * grants: ceph/s3-tests' check_grants sorts by DisplayName only when
      * the first grant has one, and fails on the owner-first order. */
-    ret = cm_buf_appends(b, S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS
-                                        "\">" OWNER_XML "<AccessControlList>");
+    ret = cm_buf_appendf(b,
+                         S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS
+                                     "\"><Owner><ID>%s</ID><DisplayName>%s"
+                                     "</DisplayName></Owner>"
+                                     "<AccessControlList>",
+                         o.id, o.name);
     if (ret == 0 && acl != IAM_ACL_PRIVATE)
         ret = cm_buf_appendf(
             b,
@@ -678,13 +851,15 @@ static void acl_reply(struct stor_s3_req *r, int acl)
                "global/AllUsers</URI></Grantee><Permission>WRITE</Permission>"
                "</Grant>");
     if (ret == 0)
-        ret = cm_buf_appends(
-            b, "<Grant><Grantee "
-               "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\""
-               " xsi:type=\"CanonicalUser\"><ID>" S3_OWNER_ID "</ID>"
-               "<DisplayName>root</DisplayName></Grantee>"
-               "<Permission>FULL_CONTROL</Permission></Grant>"
-               "</AccessControlList></AccessControlPolicy>");
+        ret = cm_buf_appendf(
+            b,
+            "<Grant><Grantee "
+            "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\""
+            " xsi:type=\"CanonicalUser\"><ID>%s</ID>"
+            "<DisplayName>%s</DisplayName></Grantee>"
+            "<Permission>FULL_CONTROL</Permission></Grant>"
+            "</AccessControlList></AccessControlPolicy>",
+            o.id, o.name);
     if (ret == 0)
         ret = stor_resp_hdr(&r->http.resp, "Content-Type", "application/xml");
     if (ret < 0) {
@@ -830,6 +1005,67 @@ void stor_iam_op_run(struct stor_s3_req *r)
     }
 }
 
+/* Records that account @acct (NULL: the bucket's own) owns r->bucket's
+ * object @key (@n bytes), written by it. 0 or -errno. */
+static int object_owner_set(struct stor_s3_req *r, const char *key, size_t n,
+                            const struct iam_account *acct)
+{
+    struct stor_iam *iam = r->s3->iam;
+    json_t *doc, *b, *own;
+
+    doc = change_begin(iam);
+    if (doc == NULL)
+        return -ENOMEM;
+    b = doc_bucket(doc, r->bucket, acct != NULL);
+    own = json_object_get(b, "owners");
+    if (b && own == NULL && acct) {
+        own = json_object();
+        json_object_set_new(b, "owners", own);
+    }
+    if (own && acct)
+        json_object_setn_new(own, key, n, json_string(acct->name));
+    else if (own)
+        json_object_deln(own, key, n);
+    if (b && json_object_size(json_object_get(b, "owners")) == 0)
+        json_object_del(b, "owners");
+    doc_bucket_tidy(doc, r->bucket);
+    return change_end(iam, doc);
+}
+
+/* The account that owns a new write of r->bucket/@key by @r, when it is
+ * not the bucket's (S3: the writer owns the object), and whether one is
+ * recorded now; only with accounts. */
+static void object_owner_written(struct stor_s3_req *r, const char *key,
+                                 size_t n, bool deleted)
+{
+    const struct iam_account *a = r->iam_user ? r->iam_user->acct : NULL;
+    struct stor_iam_snap *s;
+    const struct iam_bucket *b;
+    const char *had;
+    bool want;
+    int ret;
+
+    if (!atomic_load(&r->s3->iam->accounts))
+        return;
+    s = stor_iam_snap_get(r->s3->iam);
+    b = stor_iam_bucket_find(s, r->bucket);
+    want = !deleted && a &&
+           (b == NULL || b->owner == NULL || strcmp(b->owner->name, a->name));
+    had = b && b->owners
+              ? json_string_value(json_object_getn(b->owners, key, n))
+              : NULL;
+    if ((had == NULL && !want) || (had && want && strcmp(had, a->name) == 0)) {
+        stor_iam_snap_unref(s);
+        return; /* the common case: nothing to record, no write */
+    }
+    stor_iam_snap_unref(s);
+    ret = object_owner_set(r, key, n, want ? a : NULL);
+    if (ret < 0)
+        cm_log(CM_LOG_ERROR, -ret,
+               "req=%016llX %s: cannot record the object's owner",
+               (unsigned long long)r->http.id, r->bucket);
+}
+
 /* See header. */
 void stor_iam_object_written(struct stor_s3_req *r, const char *key, size_t n,
                              bool deleted)
@@ -837,6 +1073,7 @@ void stor_iam_object_written(struct stor_s3_req *r, const char *key, size_t n,
     int want = deleted || r->acl_hdr == 0 ? IAM_ACL_PRIVATE : r->acl_hdr - 1;
     int ret;
 
+    object_owner_written(r, key, n, deleted);
     if (object_acl_get(r, key, n) == want)
         return; /* the common case: private before and after, no write */
     ret = object_acl_set(r, key, n, want);
@@ -862,9 +1099,15 @@ void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted)
             return;
         json_object_del(json_object_get(doc, "buckets"), r->bucket);
         ret = change_end(iam, doc);
-    } else if (!deleted && r->acl_hdr > IAM_ACL_PRIVATE + 1) {
-        ret = bucket_set(r, "acl",
-                         json_string(stor_iam_acl_name(r->acl_hdr - 1)));
+    } else if (!deleted) {
+        const struct iam_account *a = r->iam_user ? r->iam_user->acct : NULL;
+
+        /* the creator's account owns it (none recorded: the root one) */
+        if (a)
+            ret = bucket_set(r, "owner", json_string(a->name));
+        if (ret == 0 && r->acl_hdr > IAM_ACL_PRIVATE + 1)
+            ret = bucket_set(r, "acl",
+                             json_string(stor_iam_acl_name(r->acl_hdr - 1)));
     }
     if (ret < 0)
         cm_log(CM_LOG_ERROR, -ret,

@@ -21,8 +21,19 @@ enum iam_acl {
     IAM_ACL_PUBLIC_RW, /* on a bucket: anyone lists, writes and deletes */
 };
 
+/* An account other than the root one (root and the users made with
+ * `storaged admin user add` belong to that): it owns the buckets its users
+ * create, and reaches other accounts' buckets only through their bucket
+ * policies and canned ACLs. */
+struct iam_account {
+    const char *name; /* borrows the document */
+    const char *id;   /* canonical id (64 hex); borrows the document */
+};
+
 struct stor_iam_user {
-    char *name; /* owned */
+    char *name;                     /* owned */
+    const struct iam_account *acct; /* in the snapshot; NULL: root's */
+    bool acct_root; /* the account's own key: may do anything it owns */
     char ak[STOR_IAM_AK_LEN + 4];
     char sk[STOR_IAM_SK_MAX + 1]; /* decrypted; never logged */
     bool disabled;
@@ -41,13 +52,17 @@ enum iam_pab {
 };
 
 struct iam_bucket {
-    const char *name;        /* borrows the document */
-    const char *policy;      /* borrows the document; may be NULL */
-    struct stor_policy *pol; /* owned */
-    int acl;                 /* enum iam_acl */
-    unsigned pab;            /* enum iam_pab bits */
-    bool pol_public;         /* stor_policy_is_public(pol) */
-    json_t *objects;         /* borrowed: key -> canned ACL name, or NULL */
+    const char *name;                /* borrows the document */
+    const char *policy;              /* borrows the document; may be NULL */
+    struct stor_policy *pol;         /* owned */
+    int acl;                         /* enum iam_acl */
+    unsigned pab;                    /* enum iam_pab bits */
+    const struct iam_account *owner; /* in the snapshot; NULL: root's */
+    /* borrowed: key -> account name, for objects written by an account
+     * other than the bucket's (they own them), or NULL */
+    json_t *owners;
+    bool pol_public; /* stor_policy_is_public(pol) */
+    json_t *objects; /* borrowed: key -> canned ACL name, or NULL */
 };
 
 struct stor_iam_snap {
@@ -56,6 +71,8 @@ struct stor_iam_snap {
     size_t nusers;
     struct iam_bucket *buckets; /* owned, sorted by name */
     size_t nbuckets;
+    struct iam_account *accounts; /* owned, sorted by name */
+    size_t naccounts;
     json_t *doc;   /* owned reference: the document this was built from */
     bool any_deny; /* some bucket policy has a Deny (root is held to it) */
 };
@@ -72,6 +89,7 @@ struct stor_iam {
     bool kek_ready;           /* protected by kek_lock */
     atomic_bool loaded;       /* the document has been read: serving */
     atomic_bool root_deny;    /* cur->any_deny, read without the lock */
+    atomic_bool accounts;     /* cur->naccounts > 0, read without the lock */
     atomic_bool stop;         /* tells the loader to give up */
     pthread_t loader;         /* waits for the store's index, then loads */
     bool has_loader;
@@ -87,6 +105,9 @@ int stor_iam_commit(struct stor_iam *iam, json_t *doc);
 /* Encrypts secret @sk of access key @ak as base64 into @out. 0 or -errno. */
 int stor_iam_seal(struct stor_iam *iam, const char *ak, const char *sk,
                   char *out, size_t outlen);
+/* The account @name in @s, or NULL. */
+const struct iam_account *stor_iam_account_find(const struct stor_iam_snap *s,
+                                                const char *name);
 /* The bucket entry of @name in @s (may be NULL), or NULL. */
 const struct iam_bucket *stor_iam_bucket_find(const struct stor_iam_snap *s,
                                               const char *name);

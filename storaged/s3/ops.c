@@ -246,6 +246,7 @@ static void op_list_buckets(struct stor_s3_req *r)
     const char *pfx = stor_s3_query(r, "prefix");
     size_t n = 0, i, shown = 0, pl = pfx ? strlen(pfx) : 0;
     uint64_t max = 10000;
+    struct stor_iam_owner o;
     const char *last = NULL;
     char t[CM_TIME_RFC3339_LEN + 1];
     int ret;
@@ -261,10 +262,12 @@ static void op_list_buckets(struct stor_s3_req *r)
         fail(r, ret);
         return;
     }
-    x_lit(b, S3_XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_XMLNS "\">"
-                         "<Owner><ID>" OWNER_ID
-                         "</ID><DisplayName>root</DisplayName>"
-                         "</Owner><Buckets>");
+    stor_iam_owner(r, NULL, &o);
+    x_fmt(b,
+          S3_XML_DECL "<ListAllMyBucketsResult xmlns=\"" S3_XMLNS "\">"
+                      "<Owner><ID>%s</ID><DisplayName>%s</DisplayName>"
+                      "</Owner><Buckets>",
+          o.id, o.name);
     for (i = 0; i < n; i++) {
         if (!stor_iam_bucket_visible(r, bs[i].name) ||
             stor_ver_is_internal_bucket(bs[i].name))
@@ -292,17 +295,35 @@ static void op_list_buckets(struct stor_s3_req *r)
     xml_done(r);
 }
 
+/* CreateBucket of a bucket the caller's account owns, in us-east-1. */
+static void op_create_bucket_exists(struct stor_s3_req *r)
+{
+    r->http.resp.status = 200;
+    if (stor_resp_hdr(&r->http.resp, "Location", "/%s", r->bucket) < 0)
+        stor_s3_error(r, S3E_INTERNAL);
+}
+
 /* PUT /bucket : CreateBucket (name checked on the loop; the optional
  * CreateBucketConfiguration body is ignored: one region). */
 static void op_create_bucket(struct stor_s3_req *r)
 {
     int ret = stor_bucket_create(r->s3->store, r->bucket);
+    struct stor_iam_owner o;
 
-    /* as S3: in us-east-1, re-creating a bucket one already owns (one
-     * user: every bucket) answers 200 and changes nothing; other regions
-     * answer 409 BucketAlreadyOwnedByYou */
-    if (ret == -STOR_EBUCKETEXISTS && strcmp(r->s3->region, "us-east-1") == 0)
-        ret = 0;
+    /* as S3: in us-east-1, re-creating a bucket one's account already owns
+     * answers 200 and changes nothing; other regions answer 409
+     * BucketAlreadyOwnedByYou; another account's: 409 BucketAlreadyExists */
+    if (ret == -STOR_EBUCKETEXISTS) {
+        stor_iam_owner(r, r->bucket, &o);
+        if (!o.callers) {
+            stor_s3_error(r, S3E_BUCKET_TAKEN);
+            return;
+        }
+        if (strcmp(r->s3->region, "us-east-1") == 0) {
+            op_create_bucket_exists(r);
+            return;
+        }
+    }
     if (ret < 0) {
         fail(r, ret);
         return;

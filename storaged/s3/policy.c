@@ -339,7 +339,29 @@ static int add_principal(struct cc *c, const char *s, size_t n, void *arg)
         st->any_principal = true;
         return 0;
     }
-    /* arn:aws:iam::ACCOUNT:user/NAME, or the bare user name */
+    /* arn:aws:iam::ACCOUNT:root (every key of that account, kept as
+     * ":ACCOUNT", which no user name can be), arn:aws:iam::ACCOUNT:user/NAME,
+     * or the bare user name */
+    if (n > 18 && memcmp(s, "arn:aws:iam::", 13) == 0 &&
+        memcmp(s + n - 5, ":root", 5) == 0) {
+        size_t an = n - 18;
+
+        if (an == 0 || memchr(s + 13, ':', an) || memchr(s + 13, 0, an))
+            return fail(c, "Principal \"%.*s\" names no account",
+                        (int)CM_MIN(n, 100), s);
+        np = realloc(st->princ, (st->nprinc + 1) * sizeof(*np));
+        if (np == NULL)
+            return -ENOMEM;
+        st->princ = np;
+        st->princ[st->nprinc] = malloc(an + 2);
+        if (st->princ[st->nprinc] == NULL)
+            return -ENOMEM;
+        st->princ[st->nprinc][0] = ':';
+        memcpy(st->princ[st->nprinc] + 1, s + 13, an);
+        st->princ[st->nprinc][an + 1] = 0;
+        st->nprinc++;
+        return 0;
+    }
     if (n > 12 && memcmp(s, "arn:aws:iam:", 12) == 0) {
         slash = memchr(s, '/', n);
         if (slash == NULL || (size_t)(slash - s) < 5 ||
@@ -831,17 +853,23 @@ static bool cond_true(const struct cond *cd, const struct stor_pol_ctx *c)
     return neg ? !any : any;
 }
 
-static bool principal_ok(const struct stmt *st, const char *user)
+/* Whether @st names the caller: "*", its user name, or (":ACCOUNT") its
+ * account's name or canonical id (@acct, @acct_id; NULL: none). */
+static bool principal_ok(const struct stmt *st, const char *user,
+                         const char *acct, const char *acct_id)
 {
     size_t i;
 
     if (st->any_principal)
         return true;
-    if (user == NULL)
-        return false;
-    for (i = 0; i < st->nprinc; i++)
-        if (strcmp(st->princ[i], user) == 0)
+    for (i = 0; i < st->nprinc; i++) {
+        const char *p = st->princ[i];
+
+        if (p[0] == ':' ? (acct && strcmp(p + 1, acct) == 0) ||
+                              (acct_id && strcmp(p + 1, acct_id) == 0)
+                        : user && strcmp(p, user) == 0)
             return true;
+    }
     return false;
 }
 
@@ -865,7 +893,7 @@ enum stor_pol_effect stor_policy_eval(const struct stor_policy *p,
         if (!(st->acts & bit) || (allow && !st->deny))
             continue;
         if (st->nprinc || st->any_principal) {
-            if (!principal_ok(st, c->user))
+            if (!principal_ok(st, c->user, c->account, c->account_id))
                 continue;
         }
         if (!built && !admin) {
@@ -952,7 +980,8 @@ bool stor_policy_mentions_bucket(const struct stor_policy *p,
 
         if (st->deny || !(st->acts & ~ADMIN_ACTS))
             continue;
-        if ((st->nprinc || st->any_principal) && !principal_ok(st, user))
+        if ((st->nprinc || st->any_principal) &&
+            !principal_ok(st, user, NULL, NULL))
             continue;
         for (j = 0; j < st->nres; j++)
             if (pat_match(&st->res[j], bucket, n) ||

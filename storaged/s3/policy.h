@@ -83,8 +83,11 @@ struct stor_pol_ctx {
      * (ListObjects without prefix= has s3:prefix "", as AWS treats it) */
     const char *prefix;
     const char *delimiter;
-    /* who: NULL for an anonymous request */
+    /* who: NULL for an anonymous request; the account it acts for (name
+     * and canonical id; "root" for the root account), NULL too */
     const char *user;
+    const char *account;
+    const char *account_id;
     /* the client's address, filled on first use by @peer (aws:SourceIp) */
     int (*peer)(void *arg, struct sockaddr_storage *ss);
     void *peer_arg;

@@ -6,13 +6,14 @@ missing bucket or key, as AWS gives it. One shared storaged (4 drives, EC
 import hashlib
 import json
 import os
+import subprocess
 import urllib.error
 import urllib.request
 import uuid
 
 import pytest
 
-from conftest import Storaged
+from conftest import STORAGED, Storaged
 from s3util import sign_headers
 
 
@@ -253,4 +254,252 @@ def test_public_access_block_enforced(env):
         root.delete_bucket_policy(Bucket=b)
         for k in ("pub", "priv"):
             root.delete_object(Bucket=b, Key=k)
+        root.delete_bucket(Bucket=b)
+
+
+# ---- accounts ----
+
+def admin(srv, *args, check=True):
+    env = dict(os.environ, STORAGED_ROOT_USER=srv.access_key,
+               STORAGED_ROOT_PASSWORD=srv.secret_key)
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        env.pop(k, None)
+    p = subprocess.run([STORAGED, "admin", "--endpoint", srv.endpoint]
+                       + list(args), env=env, capture_output=True, text=True,
+                       timeout=30)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def account(env, name):
+    """Account @name made with the real CLI, once per module: (client,
+    its answer)."""
+    accts = env.setdefault("accounts", {})
+    if name not in accts:
+        out = json.loads(admin(env["srv"], "account", "add", name).stdout)
+        assert out["account"] == name and len(out["id"]) == 64
+        accts[name] = out
+    out = accts[name]
+    return env["srv"].client(out["access_key"], out["secret_key"]), out
+
+
+def status(exc):
+    return exc.response["ResponseMetadata"]["HTTPStatusCode"]
+
+
+def test_accounts_own_their_buckets(env):
+    """Two boto3 clients of two accounts: each owns what it creates, sees
+    only its buckets, cannot read, write, list or re-create the other's,
+    and root (the root account) is held to the same rule."""
+    root = env["root"]
+    alice, a = account(env, "alice")
+    bob, bo = account(env, "bob")
+    ab, bb, rb = ("acc-" + uuid.uuid4().hex[:6] + s for s in "abr")
+    alice.create_bucket(Bucket=ab)
+    bob.create_bucket(Bucket=bb)
+    root.create_bucket(Bucket=rb)
+    try:
+        alice.put_object(Bucket=ab, Key="k", Body=b"alice's")
+        root.put_object(Bucket=rb, Key="k", Body=b"root's")
+        got = alice.list_buckets()
+        assert [x["Name"] for x in got["Buckets"]] == [ab]
+        assert got["Owner"] == {"ID": a["id"], "DisplayName": "alice"}
+        names = [x["Name"] for x in root.list_buckets()["Buckets"]]
+        assert rb in names and ab not in names and bb not in names
+        # re-creating: one's own is 200 (us-east-1), another's 409
+        alice.create_bucket(Bucket=ab)
+        for c, name in ((bob, ab), (root, ab), (alice, rb)):
+            with pytest.raises(Exception) as ei:
+                c.create_bucket(Bucket=name)
+            assert code(ei.value) == "BucketAlreadyExists"
+            assert status(ei.value) == 409
+        # nothing of another account's, whatever the key's state
+        for c, name in ((bob, ab), (root, ab), (alice, rb)):
+            for call in (lambda: c.get_object(Bucket=name, Key="k"),
+                         lambda: c.head_object(Bucket=name, Key="k"),
+                         lambda: c.put_object(Bucket=name, Key="k", Body=b"x"),
+                         lambda: c.delete_object(Bucket=name, Key="k"),
+                         lambda: c.list_objects_v2(Bucket=name),
+                         lambda: c.get_bucket_acl(Bucket=name),
+                         lambda: c.put_bucket_policy(Bucket=name,
+                                                     Policy=public_policy(
+                                                         name)),
+                         lambda: c.delete_bucket(Bucket=name),
+                         lambda: c.copy_object(
+                             Bucket=bb if c is bob else
+                             (rb if c is root else ab), Key="stolen",
+                             CopySource={"Bucket": name, "Key": "k"})):
+                with pytest.raises(Exception) as ei:
+                    call()
+                assert status(ei.value) == 403, (name, ei.value)
+        assert alice.get_object(Bucket=ab, Key="k")["Body"].read() == \
+            b"alice's"
+        assert root.get_object(Bucket=rb, Key="k")["Body"].read() == b"root's"
+        for c, name in ((bob, bb), (root, rb), (alice, ab)):
+            assert "Contents" not in c.list_objects_v2(Bucket=name,
+                                                       Prefix="stolen")
+        # the owner in ACL answers is the bucket's account
+        acl = alice.get_bucket_acl(Bucket=ab)
+        assert acl["Owner"]["ID"] == a["id"]
+        assert acl["Grants"][0]["Grantee"]["ID"] == a["id"]
+        # the admin API stays the root account's
+        p = subprocess.run([STORAGED, "admin", "--endpoint",
+                            env["srv"].endpoint, "user", "list"],
+                           env=dict(os.environ, STORAGED_ROOT_USER="",
+                                    AWS_ACCESS_KEY_ID=a["access_key"],
+                                    AWS_SECRET_ACCESS_KEY=a["secret_key"]),
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode != 0 and "AccessDenied" in p.stderr
+        listed = json.loads(admin(env["srv"], "account", "list").stdout)
+        byname = {x["name"]: x for x in listed["accounts"]}
+        assert byname["alice"]["buckets"] == [ab]
+        assert byname["bob"]["id"] == bo["id"]
+    finally:
+        alice.delete_object(Bucket=ab, Key="k")
+        root.delete_object(Bucket=rb, Key="k")
+        alice.delete_bucket(Bucket=ab)
+        bob.delete_bucket(Bucket=bb)
+        root.delete_bucket(Bucket=rb)
+
+
+def test_cross_account_through_policy_and_acl(env):
+    """Another account gets in only through the bucket's policy or canned
+    ACLs; what it writes there it owns (it may read it back), and a Deny
+    holds it."""
+    root = env["root"]
+    alice, a = account(env, "alice")
+    b = "xacc-" + uuid.uuid4().hex[:6]
+    root.create_bucket(Bucket=b)
+    try:
+        root.put_object(Bucket=b, Key="in/shared", Body=b"shared")
+        root.put_object(Bucket=b, Key="priv", Body=b"p")
+        with pytest.raises(Exception) as ei:
+            alice.get_object(Bucket=b, Key="in/shared")
+        assert status(ei.value) == 403
+        root.put_bucket_policy(Bucket=b, Policy=json.dumps({
+            "Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Principal": {"AWS": "alice"},
+                 "Action": ["s3:GetObject", "s3:PutObject"],
+                 "Resource": "arn:aws:s3:::%s/in/*" % b},
+                {"Effect": "Deny", "Principal": "*",
+                 "Action": "s3:PutObject",
+                 "Resource": "arn:aws:s3:::%s/in/ro*" % b}]}))
+        assert alice.get_object(Bucket=b, Key="in/shared")["Body"].read() \
+            == b"shared"
+        with pytest.raises(Exception) as ei:
+            alice.get_object(Bucket=b, Key="priv")
+        assert status(ei.value) == 403
+        alice.put_object(Bucket=b, Key="in/new", Body=b"from alice")
+        with pytest.raises(Exception) as ei:
+            alice.put_object(Bucket=b, Key="in/ro-x", Body=b"no")
+        assert status(ei.value) == 403
+        # the bucket's owner reads it too; alice may read it back
+        assert root.get_object(Bucket=b, Key="in/new")["Body"].read() == \
+            b"from alice"
+        root.delete_bucket_policy(Bucket=b)
+        assert alice.get_object(Bucket=b, Key="in/new")["Body"].read() == \
+            b"from alice"
+        with pytest.raises(Exception) as ei:
+            alice.get_object(Bucket=b, Key="in/shared")
+        assert status(ei.value) == 403
+        # once root overwrites it, root owns it again
+        root.put_object(Bucket=b, Key="in/new", Body=b"root's now")
+        with pytest.raises(Exception) as ei:
+            alice.get_object(Bucket=b, Key="in/new")
+        assert status(ei.value) == 403
+        # canned ACLs: public-read-write lets any account write
+        root.put_bucket_acl(Bucket=b, ACL="public-read-write")
+        alice.put_object(Bucket=b, Key="drop", Body=b"d")
+        assert [o["Key"] for o in alice.list_objects_v2(
+            Bucket=b, Prefix="drop")["Contents"]] == ["drop"]
+        root.put_bucket_acl(Bucket=b, ACL="private")
+        with pytest.raises(Exception) as ei:
+            alice.list_objects_v2(Bucket=b)
+        assert status(ei.value) == 403
+    finally:
+        for k in ("in/shared", "priv", "in/new", "drop"):
+            root.delete_object(Bucket=b, Key=k)
+        root.delete_bucket(Bucket=b)
+
+
+def test_accounts_persist_and_are_removed(env):
+    """Accounts, their keys and their buckets' ownership survive a
+    restart; an account that owns a bucket cannot be removed; a removed
+    account's key is refused; names are checked."""
+    srv = env["srv"]
+    carol, c = account(env, "carol")
+    b = "per-" + uuid.uuid4().hex[:6]
+    carol.create_bucket(Bucket=b)
+    carol.put_object(Bucket=b, Key="k", Body=b"c")
+    srv.stop()
+    srv.start()
+    env["root"] = root = srv.client()
+    carol = srv.client(c["access_key"], c["secret_key"])
+    assert carol.get_object(Bucket=b, Key="k")["Body"].read() == b"c"
+    assert [x["Name"] for x in carol.list_buckets()["Buckets"]] == [b]
+    with pytest.raises(Exception) as ei:
+        root.get_object(Bucket=b, Key="k")
+    assert status(ei.value) == 403
+    p = admin(srv, "account", "rm", "carol", check=False)
+    assert p.returncode != 0 and "owns a bucket" in p.stderr
+    for bad in ("root", "carol", "bad/name", "x" * 65, "a b"):
+        p = admin(srv, "account", "add", bad, check=False)
+        assert p.returncode != 0, bad
+    carol.delete_object(Bucket=b, Key="k")
+    carol.delete_bucket(Bucket=b)
+    admin(srv, "account", "rm", "carol")
+    del env["accounts"]["carol"]
+    with pytest.raises(Exception) as ei:
+        carol.list_buckets()
+    assert status(ei.value) == 403
+    names = [x["name"] for x in
+             json.loads(admin(srv, "account", "list").stdout)["accounts"]]
+    assert "carol" not in names
+
+
+def test_account_principals_and_expected_owner(env):
+    """A bucket policy names an account by arn:aws:iam::NAME-or-ID:root;
+    x-amz-expected-bucket-owner is checked against the bucket's account."""
+    root = env["root"]
+    alice, a = account(env, "alice")
+    bob, _ = account(env, "bob")
+    b = "prn-" + uuid.uuid4().hex[:6]
+    root.create_bucket(Bucket=b)
+    try:
+        root.put_object(Bucket=b, Key="k", Body=b"v")
+        for who in ("alice", a["id"]):
+            root.put_bucket_policy(Bucket=b, Policy=json.dumps({
+                "Version": "2012-10-17", "Statement": [{
+                    "Effect": "Allow",
+                    "Principal": {"AWS": "arn:aws:iam::%s:root" % who},
+                    "Action": "s3:GetObject",
+                    "Resource": "arn:aws:s3:::%s/*" % b}]}))
+            assert alice.get_object(Bucket=b, Key="k")["Body"].read() == b"v"
+            with pytest.raises(Exception) as ei:
+                bob.get_object(Bucket=b, Key="k")
+            assert status(ei.value) == 403
+        with pytest.raises(Exception) as ei:
+            root.put_bucket_policy(Bucket=b, Policy=json.dumps({
+                "Version": "2012-10-17", "Statement": [{
+                    "Effect": "Allow",
+                    "Principal": {"AWS": "arn:aws:iam:::root"},
+                    "Action": "s3:GetObject",
+                    "Resource": "arn:aws:s3:::%s/*" % b}]}))
+        assert code(ei.value) == "MalformedPolicy"
+        ab = "prn-a-" + uuid.uuid4().hex[:6]
+        alice.create_bucket(Bucket=ab)
+        alice.head_bucket(Bucket=ab, ExpectedBucketOwner=a["id"])
+        with pytest.raises(Exception) as ei:
+            alice.head_bucket(Bucket=ab, ExpectedBucketOwner="0" * 64)
+        assert status(ei.value) == 403
+        owner = root.list_buckets()["Owner"]["ID"]
+        root.head_bucket(Bucket=b, ExpectedBucketOwner=owner)
+        with pytest.raises(Exception) as ei:
+            alice.get_object(Bucket=b, Key="k", ExpectedBucketOwner=a["id"])
+        assert status(ei.value) == 403
+        alice.delete_bucket(Bucket=ab)
+    finally:
+        root.delete_bucket_policy(Bucket=b)
+        root.delete_object(Bucket=b, Key="k")
         root.delete_bucket(Bucket=b)

@@ -247,6 +247,49 @@ static void test_principals(void **state)
     stor_policy_destroy(p);
 }
 
+/* What the public access block counts as a public policy. */
+static void test_is_public(void **state)
+{
+    static const struct {
+        const char *json;
+        bool pub;
+    } t[] = {
+        {"{\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":\"*\","
+         "\"Action\":\"s3:GetObject\",\"Resource\":\"arn:aws:s3:::b/*\"}]}",
+         true},
+        {"{\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":{\"AWS\":"
+         "\"*\"},\"Action\":\"s3:GetObject\",\"Resource\":\"arn:aws:s3:::"
+         "b/*\",\"Condition\":{\"StringLike\":{\"s3:prefix\":\"x\"}}}]}",
+         true},
+        {"{\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":\"*\","
+         "\"Action\":\"s3:GetObject\",\"Resource\":\"arn:aws:s3:::b/*\","
+         "\"Condition\":{\"IpAddress\":{\"aws:SourceIp\":\"10.0.0.0/8\"}}}]}",
+         false},
+        {"{\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":\"*\","
+         "\"Action\":\"s3:GetObject\",\"Resource\":\"arn:aws:s3:::b/*\","
+         "\"Condition\":{\"NotIpAddress\":{\"aws:SourceIp\":\"10.0.0.0/8\"}}"
+         "}]}",
+         true},
+        {"{\"Statement\":[{\"Effect\":\"Deny\",\"Principal\":\"*\","
+         "\"Action\":\"s3:GetObject\",\"Resource\":\"arn:aws:s3:::b/*\"}]}",
+         false},
+        {"{\"Statement\":[{\"Effect\":\"Allow\",\"Principal\":{\"AWS\":"
+         "\"bob\"},\"Action\":\"s3:GetObject\",\"Resource\":\"arn:aws:s3:::"
+         "b/*\"}]}",
+         false},
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct stor_policy *p = compile(t[i].json, STOR_POL_BUCKET);
+
+        assert_int_equal(stor_policy_is_public(p), t[i].pub);
+        stor_policy_destroy(p);
+    }
+    assert_false(stor_policy_is_public(NULL));
+}
+
 static void test_malformed(void **state)
 {
     (void)state;
@@ -466,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_list_conditions),
         cmocka_unit_test(test_source_ip),
         cmocka_unit_test(test_principals),
+        cmocka_unit_test(test_is_public),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_request_keys_and_null),
         cmocka_unit_test(test_existing_object_tag),
