@@ -262,10 +262,11 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
     }
     if (bucket[0])
         b = stor_iam_bucket_find(snap, bucket);
-    /* CreateBucket is the identity's alone: a bucket another account owns
-     * is refused by the operation (BucketAlreadyExists) */
+    /* CreateBucket (and the ACL it sets) is the identity's alone: a bucket
+     * another account owns is refused by the operation
+     * (BucketAlreadyExists) */
     same = !r->anonymous &&
-           ((b ? b->owner : NULL) == acct || act == STOR_ACT_CREATE_BUCKET);
+           ((b ? b->owner : NULL) == acct || r->op == S3_OP_CREATE_BUCKET);
     if (root && same) {
         ok = !root_denied(r, act, bucket, key, key_len);
         goto out;

@@ -115,6 +115,19 @@ struct stor_iam_owner {
 };
 void stor_iam_owner(const struct stor_s3_req *r, const char *bucket,
                     struct stor_iam_owner *out);
+/* The account @r's caller acts for when it is not the root one (its
+ * name, borrowed from @r's snapshot), else NULL; always NULL until some
+ * account exists. */
+const char *stor_iam_caller_account(const struct stor_s3_req *r);
+/* Whether some account other than root's exists (one atomic load). */
+bool stor_iam_has_accounts(struct stor_iam *iam);
+/* Owner fields of account @name (NULL or unknown: root's); any thread. */
+void stor_iam_account_owner(struct stor_iam *iam, const char *name,
+                            struct stor_iam_owner *out);
+/* The stored header naming the account that started a multipart upload
+ * (kept only for accounts other than root's; x-ecfs-* never reaches a
+ * client). */
+#define STOR_IAM_HDR_INITIATOR "x-ecfs-initiator"
 
 /* Configuration kept in the same state document (persisted, erasure-coded,
  * replaced as a whole like the rest): per bucket, a string @field of

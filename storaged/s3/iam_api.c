@@ -817,6 +817,32 @@ void stor_iam_owner(const struct stor_s3_req *r, const char *bucket,
         stor_iam_snap_unref(s);
 }
 
+/* See iam.h. */
+bool stor_iam_has_accounts(struct stor_iam *iam)
+{
+    return iam && atomic_load(&iam->accounts);
+}
+
+/* See iam.h. */
+const char *stor_iam_caller_account(const struct stor_s3_req *r)
+{
+    return r->iam_user && r->iam_user->acct ? r->iam_user->acct->name : NULL;
+}
+
+/* See iam.h. */
+void stor_iam_account_owner(struct stor_iam *iam, const char *name,
+                            struct stor_iam_owner *out)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(iam);
+    const struct iam_account *a = stor_iam_account_find(s, name);
+
+    snprintf(out->id, sizeof(out->id), "%s", a ? a->id : S3_OWNER_ID);
+    snprintf(out->name, sizeof(out->name), "%s", a ? a->name : "root");
+    out->callers = false;
+    if (s)
+        stor_iam_snap_unref(s);
+}
+
 /* The AccessControlPolicy XML of canned ACL @acl. */
 static void acl_reply(struct stor_s3_req *r, int acl)
 {

@@ -1942,6 +1942,10 @@ static void op_create_mpu(struct stor_s3_req *r)
         ret = stor_ver_new_header(r, vn, vv); /* the id it will have */
     if (ret == 0 && vn[0])
         ret = hdr_add(&h, &nh, vn, strlen(vn), vv, strlen(vv));
+    if (ret == 0 && stor_iam_caller_account(r)) /* the upload's Initiator */
+        ret = hdr_add(
+            &h, &nh, STOR_IAM_HDR_INITIATOR, strlen(STOR_IAM_HDR_INITIATOR),
+            stor_iam_caller_account(r), strlen(stor_iam_caller_account(r)));
     if (ret == 0)
         ret = stor_mpu_create(r->s3->store, r->bucket, r->key, r->key_len, h,
                               nh, id);
@@ -2235,6 +2239,30 @@ static void op_list_parts(struct stor_s3_req *r)
 
 /* GET /bucket?uploads : ListMultipartUploads (prefix, key-marker,
  * upload-id-marker, max-uploads). */
+/* The account that started upload @u (STOR_IAM_HDR_INITIATOR; root's
+ * when none is kept). Reads the upload's headers only once an account
+ * exists. */
+static void upload_initiator(struct stor_s3_req *r, const struct stor_upload *u,
+                             struct stor_iam_owner *o)
+{
+    struct stor_hdr *h = NULL;
+    size_t n = 0, i;
+    char name[65] = "";
+
+    if (!stor_iam_has_accounts(r->s3->iam)) {
+        stor_iam_account_owner(r->s3->iam, NULL, o);
+        return;
+    }
+    if (stor_mpu_upload_headers(r->s3->store, r->bucket, u->key, u->key_len,
+                                u->upload_id, &h, &n) == 0) {
+        for (i = 0; i < n; i++)
+            if (strcmp(h[i].name, STOR_IAM_HDR_INITIATOR) == 0)
+                snprintf(name, sizeof(name), "%s", h[i].value);
+        stor_s3_hdrs_free(h, n);
+    }
+    stor_iam_account_owner(r->s3->iam, name[0] ? name : NULL, o);
+}
+
 static void op_list_uploads(struct stor_s3_req *r)
 {
     const char *prefix = stor_s3_query(r, "prefix");
@@ -2242,6 +2270,7 @@ static void op_list_uploads(struct stor_s3_req *r)
     const char *um = stor_s3_query(r, "upload-id-marker");
     struct stor_upload *u = NULL;
     struct cm_buf *b = &r->http.resp.body;
+    struct stor_iam_owner o;
     size_t n = 0, i;
     bool trunc = false;
     int maxu, ret;
@@ -2274,15 +2303,16 @@ static void op_list_uploads(struct stor_s3_req *r)
         char t[CM_TIME_RFC3339_LEN + 1];
 
         time_iso(u[i].initiated, 0, t);
+        upload_initiator(r, &u[i], &o);
         x_lit(b, "<Upload>");
         x_elem(b, "Key", u[i].key, u[i].key_len, false);
         x_str(b, "UploadId", u[i].upload_id, false);
         x_fmt(b,
-              "<Initiator><ID>" OWNER_ID "</ID><DisplayName>root"
-              "</DisplayName></Initiator><Owner><ID>" OWNER_ID "</ID>"
-              "<DisplayName>root</DisplayName></Owner><StorageClass>"
-              "STANDARD</StorageClass><Initiated>%s</Initiated></Upload>",
-              t);
+              "<Initiator><ID>%s</ID><DisplayName>%s</DisplayName>"
+              "</Initiator><Owner><ID>%s</ID><DisplayName>%s</DisplayName>"
+              "</Owner><StorageClass>STANDARD</StorageClass>"
+              "<Initiated>%s</Initiated></Upload>",
+              o.id, o.name, o.id, o.name, t);
     }
     x_lit(b, "</ListMultipartUploadsResult>");
     stor_uploads_free(u, n);

@@ -408,11 +408,47 @@ def test_cross_account_through_policy_and_acl(env):
         with pytest.raises(Exception) as ei:
             alice.get_object(Bucket=b, Key="in/new")
         assert status(ei.value) == 403
+        # object tagging has its own actions, as in AWS
+        tags = {"TagSet": [{"Key": "k", "Value": "v"}]}
+        with pytest.raises(Exception) as ei:
+            alice.put_object_tagging(Bucket=b, Key="priv", Tagging=tags)
+        assert status(ei.value) == 403
+        root.put_bucket_policy(Bucket=b, Policy=json.dumps({
+            "Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"AWS": "alice"},
+                "Action": ["s3:PutObjectTagging", "s3:DeleteObjectTagging"],
+                "Resource": "arn:aws:s3:::%s/priv" % b}]}))
+        alice.put_object_tagging(Bucket=b, Key="priv", Tagging=tags)
+        assert root.get_object_tagging(Bucket=b, Key="priv")["TagSet"] == \
+            tags["TagSet"]
+        alice.delete_object_tagging(Bucket=b, Key="priv")
+        assert root.get_object_tagging(Bucket=b, Key="priv")["TagSet"] == []
+        with pytest.raises(Exception) as ei:
+            alice.get_object(Bucket=b, Key="priv")
+        assert status(ei.value) == 403
+        root.delete_bucket_policy(Bucket=b)
+        # an account creates its bucket with a canned ACL
+        pb = "xacl-" + uuid.uuid4().hex[:6]
+        alice.create_bucket(Bucket=pb, ACL="public-read")
+        assert anon(env["srv"].endpoint + "/" + pb + "?list-type=2")[0] == 200
+        alice.delete_bucket(Bucket=pb)
         # canned ACLs: public-read-write lets any account write
         root.put_bucket_acl(Bucket=b, ACL="public-read-write")
         alice.put_object(Bucket=b, Key="drop", Body=b"d")
         assert [o["Key"] for o in alice.list_objects_v2(
             Bucket=b, Prefix="drop")["Contents"]] == ["drop"]
+        # an upload's Initiator and Owner are the account that started it
+        up_a = alice.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
+        up_r = root.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
+        ups = {u["UploadId"]: u for u in
+               root.list_multipart_uploads(Bucket=b)["Uploads"]}
+        assert ups[up_a]["Initiator"] == {"ID": a["id"],
+                                          "DisplayName": "alice"}
+        assert ups[up_a]["Owner"] == ups[up_a]["Initiator"]
+        root_id = root.list_buckets()["Owner"]["ID"]
+        assert ups[up_r]["Initiator"]["ID"] == root_id
+        alice.abort_multipart_upload(Bucket=b, Key="mp", UploadId=up_a)
+        root.abort_multipart_upload(Bucket=b, Key="mp", UploadId=up_r)
         root.put_bucket_acl(Bucket=b, ACL="private")
         with pytest.raises(Exception) as ei:
             alice.list_objects_v2(Bucket=b)
