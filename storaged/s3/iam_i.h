@@ -114,6 +114,11 @@ const struct iam_bucket *stor_iam_bucket_find(const struct stor_iam_snap *s,
 /* enum iam_acl of canned ACL @s (@n bytes), or -1; and its name. */
 int stor_iam_acl_parse(const char *s, size_t n);
 const char *stor_iam_acl_name(int acl);
+/* The switches of a PutPublicAccessBlock body (@len bytes) into *bits
+ * (IAM_PAB_* without IAM_PAB_SET; a switch left out is false, as S3 takes
+ * it). S3E_NONE, S3E_MALFORMED_XML or S3E_INTERNAL (no memory). */
+enum stor_s3_err stor_iam_pab_parse(const char *xml, size_t len,
+                                    unsigned *bits);
 /* Worker: Get/Put/DeletePublicAccessBlock (pab.c). */
 void stor_iam_pab_op(struct stor_s3_req *r);
 /* The admin action @r (op S3_OP_ADMIN) asks for; STOR_ACT_COUNT when it

@@ -96,9 +96,8 @@ static void pab_end(void *ud, const char *name)
     cm_buf_reset(&x->text);
 }
 
-/* The switches of a PutPublicAccessBlock body into *bits (a switch left
- * out is false, as S3 takes it). S3E_NONE or MalformedXML. */
-static enum stor_s3_err pab_parse(const char *xml, size_t len, unsigned *bits)
+/* See iam_i.h. */
+enum stor_s3_err stor_iam_pab_parse(const char *xml, size_t len, unsigned *bits)
 {
     static const struct stor_s3_xml_cbs cb = {pab_start, pab_end, pab_text};
     struct pab_xml x;
@@ -177,7 +176,8 @@ void stor_iam_pab_op(struct stor_s3_req *r)
     if (r->http.is_delete) {
         ret = stor_iam_bucket_conf_set(r, "pab", NULL);
     } else {
-        e = pab_parse(r->body.data ? r->body.data : "", r->body.len, &bits);
+        e = stor_iam_pab_parse(r->body.data ? r->body.data : "", r->body.len,
+                               &bits);
         if (e != S3E_NONE) {
             stor_s3_error(r, e);
             return;

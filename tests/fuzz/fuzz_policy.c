@@ -61,6 +61,8 @@ static void evaluate(const struct stor_policy *p, const char *text, size_t len)
                     .bucket = buckets[b],
                     .key = k < 4 ? keys[k] : key,
                     .user = (k & 1) ? "alice" : NULL,
+                    .account = (k & 1) ? "alice" : NULL,
+                    .account_id = (k & 1) ? key : NULL,
                     .prefix = (k & 2) ? key : NULL,
                     .delimiter = (k & 1) ? "/" : NULL,
                     .peer = peer,
@@ -73,6 +75,7 @@ static void evaluate(const struct stor_policy *p, const char *text, size_t len)
                       e == STOR_POL_DENY);
             }
     (void)stor_policy_mentions_bucket(p, "data", "alice");
+    (void)stor_policy_is_public(p);
     (void)stor_policy_mentions_bucket(p, key[0] ? "pub" : "a", NULL);
 }
 

@@ -1,5 +1,7 @@
 /* tests/fuzz/fuzz_s3_xml.c - libFuzzer target for the S3 request bodies
- * storaged parses with expat: DeleteObjects and CompleteMultipartUpload.
+ * storaged parses with expat: DeleteObjects, CompleteMultipartUpload and
+ * PutPublicAccessBlock (its switches: only the four bits, or
+ * MalformedXML).
  * Properties: a successful parse yields 1..1000 keys (NUL-terminated at
  * their length) or 1..10000 parts with numbers in 1..10000 and ETags
  * without quotes, a listed part checksum (hkind) only of a known kind with
@@ -16,6 +18,7 @@
 
 #include "common/codec.h"
 #include "common/xml.h"
+#include "storaged/s3/iam_i.h"
 #include "storaged/s3/s3_i.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -90,6 +93,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         stor_s3_del_keys_free(keys, n);
     } else {
         CHECK(ret == -EBADMSG || ret == -ENOMEM);
+    }
+    {
+        unsigned bits = 0xdead;
+        enum stor_s3_err e =
+            stor_iam_pab_parse((const char *)data, size, &bits);
+
+        CHECK(e == S3E_NONE || e == S3E_MALFORMED_XML || e == S3E_INTERNAL);
+        CHECK(e != S3E_NONE || (bits & ~0xfu) == 0);
     }
     ret = stor_s3_parse_complete((const char *)data, size, &parts, &n);
     if (ret == 0) {
