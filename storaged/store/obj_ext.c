@@ -526,7 +526,7 @@ int obj_ext_read(struct stor_store *s, size_t d, const struct obj_xref *x,
 
 /* Contract in obj_ext.h. */
 void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
-                   size_t len)
+                   size_t len, bool now)
 {
     struct ext_free r = {x->file, x->off, obj_ext_rec_size(len)};
     struct obj_ext_drive *e;
@@ -538,7 +538,7 @@ void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
         return;
     e = &s->ext[d];
     pthread_mutex_lock(&e->lock);
-    if (rc && e->nfree < EXT_RECLAIM_MAX) {
+    if (rc && !now && e->nfree < EXT_RECLAIM_MAX) {
         if (e->nfree == e->capfree) {
             size_t cap = e->capfree ? 2 * e->capfree : 64;
             struct ext_free *q = realloc(e->freeq, cap * sizeof(*q));
@@ -557,7 +557,7 @@ void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
     pthread_mutex_unlock(&e->lock);
     if (rc)
         __atomic_add_fetch(&rc->records, 1, __ATOMIC_RELAXED);
-    if (!queued) { /* no thread, no memory, or it is far behind */
+    if (!queued) { /* asked, no thread, no memory, or it is far behind */
         ext_punch_runs(s, d, &r, 1);
         return;
     }

@@ -78,11 +78,12 @@ CM_MUST_CHECK int obj_ext_read(struct stor_store *s, size_t d,
 /* The open fd of file @file of drive @d, or -1 (for a loop's io_uring). */
 int obj_ext_fd(struct stor_store *s, size_t d, uint32_t file);
 /* Frees the blocks of record @x (@len shard bytes) on drive @d: punches a
- * hole (the file keeps its size; reads there give zeros). Deferred: the
- * record is queued and the store's reclaim thread punches it within about
- * 200 ms, merged with its neighbours (obj_ext.c). Best effort. */
+ * hole (the file keeps its size; reads there give zeros). With @now (a
+ * DELETE: its bytes must be gone when it answers) before it returns; else
+ * the record is queued and the store's reclaim thread punches it within
+ * about 200 ms, merged with its neighbours (obj_ext.c). Best effort. */
 void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
-                   size_t len);
+                   size_t len, bool now);
 /* Punches every queued record now (on this thread). */
 void obj_ext_reclaim_flush(struct stor_store *s);
 /* Records freed and fallocate(PUNCH_HOLE) calls made for them so far. */

@@ -41,6 +41,7 @@ struct pin {
     uint64_t version;
     int refs;
     struct obj_ent *zombie; /* owned; files to remove at last unpin */
+    bool now;               /* a delete: punch its extent records at once */
     char bucket[64];
     struct stor_place pl;
     struct pin *next;
@@ -92,9 +93,12 @@ static size_t inl_shard_len(const struct obj_ent *e)
 }
 
 /* Removes the shard files of @e (all parts, all positions). Shard files
- * are named by a unique data id, so no lock is needed. */
+ * are named by a unique data id, so no lock is needed. An extent object's
+ * records are freed: punched before the return when @now (a delete: its
+ * bytes are gone when it answers), else queued (obj_ext_punch). */
 static void remove_shards(struct stor_store *s, const char *bucket,
-                          const struct obj_ent *e, const struct stor_place *pl)
+                          const struct obj_ent *e, const struct stor_place *pl,
+                          bool now)
 {
     char path[PATH_MAX];
 
@@ -103,7 +107,8 @@ static void remove_shards(struct stor_store *s, const char *bucket,
 
         for (int j = 0; j < e->k + e->m; j++)
             if (e->xref[j].file)
-                obj_ext_punch(s, obj_shard_drive(s, pl, j), &e->xref[j], L);
+                obj_ext_punch(s, obj_shard_drive(s, pl, j), &e->xref[j], L,
+                              now);
     }
     if (e->inl)
         return;
@@ -131,7 +136,7 @@ void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version)
     pthread_mutex_unlock(&pin_lock);
     if (p) {
         if (p->zombie) {
-            remove_shards(s, p->bucket, p->zombie, &p->pl);
+            remove_shards(s, p->bucket, p->zombie, &p->pl, p->now);
             obj_ent_free(p->zombie);
         }
         free(p);
@@ -139,9 +144,10 @@ void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version)
 }
 
 /* Takes ownership of @e: removes its shards now, or when the last reader
- * of that version closes. */
+ * of that version closes (@now: as remove_shards). */
 static void retire_shards(struct stor_store *s, const char *bucket,
-                          struct obj_ent *e, const struct stor_place *pl)
+                          struct obj_ent *e, const struct stor_place *pl,
+                          bool now)
 {
     struct pin **pp;
 
@@ -149,13 +155,14 @@ static void retire_shards(struct stor_store *s, const char *bucket,
     pp = pin_slot(e->id, e->version);
     if (*pp && (*pp)->zombie == NULL) {
         (*pp)->zombie = e;
+        (*pp)->now = now;
         snprintf((*pp)->bucket, sizeof((*pp)->bucket), "%s", bucket);
         (*pp)->pl = *pl;
         pthread_mutex_unlock(&pin_lock);
         return;
     }
     pthread_mutex_unlock(&pin_lock);
-    remove_shards(s, bucket, e, pl);
+    remove_shards(s, bucket, e, pl, now);
     obj_ent_free(e);
 }
 
@@ -198,7 +205,7 @@ void obj_remove_files(struct stor_store *s, const char *bucket,
                       const bool *keep_meta)
 {
     (void)remove_metas(s, bucket, e, pl, keep_meta);
-    remove_shards(s, bucket, e, pl);
+    remove_shards(s, bucket, e, pl, true);
 }
 
 /* ---- PUT ---- */
@@ -811,7 +818,8 @@ static void ext_unreserve(struct stor_store *s, const struct stor_place *pl,
 {
     for (int j = 0; j < n; j++)
         if (xb->xref[j].file && !(keep && keep[j]))
-            obj_ext_punch(s, obj_shard_drive(s, pl, j), &xb->xref[j], xb->L);
+            obj_ext_punch(s, obj_shard_drive(s, pl, j), &xb->xref[j], xb->L,
+                          true);
 }
 
 /* For an extent object whose index entry does not carry the records
@@ -1061,7 +1069,8 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                 xrefs_out[j] = xb->xref[j];
         for (int j = 0; j < n; j++)
             if (asked[j] && !which[j] && xb->xref[j].file)
-                obj_ext_punch(s, obj_shard_drive(s, &pl, j), &xb->xref[j], L);
+                obj_ext_punch(s, obj_shard_drive(s, &pl, j), &xb->xref[j], L,
+                              false);
         free(xb);
     }
     for (int j = 0; j < n; j++)
@@ -1328,7 +1337,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                               e->id) == 0)
                 unlink(path);
         }
-        remove_shards(s, bucket, e, &pl);
+        remove_shards(s, bucket, e, &pl, true);
         /* the old inline version gets its metas back */
         drop_prev(s, bucket, e->id, &pl, prev_mask, keep);
         prev_mask = 0;
@@ -1377,7 +1386,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         for (int j = 0; j < old->k + old->m && j < n; j++)
             keep_old[j] = keep[j];
         (void)remove_metas(s, bucket, old, &pl, keep_old);
-        retire_shards(s, bucket, old, &pl);
+        retire_shards(s, bucket, old, &pl, false); /* an overwrite: queued */
     }
 out_tmp:
     for (int j = 0; j < n; j++) /* the metas of a one-barrier commit */
@@ -2689,7 +2698,7 @@ int stor_obj_delete_if(struct stor_store *s, const char *bucket,
          * others, so it cannot bring the object back at the next start */
         if (!all || !remove_metas(s, bucket, e, &pl, NULL))
             write_tombstones(s, bucket, e, &pl);
-        retire_shards(s, bucket, e, &pl);
+        retire_shards(s, bucket, e, &pl, true); /* a delete: gone at once */
     }
     obj_cur_settled(s, bucket, id);
     pthread_rwlock_unlock(kl);
