@@ -53,6 +53,10 @@ struct obj_ext_drive {
     struct stor_gsync_file *sync[OBJ_EXT_FILES];
     struct ext_free *freeq; /* records to punch; protected by lock */
     size_t nfree, capfree;
+    /* held for reading while punching by file number, for writing while
+     * the fds are closed: a punch never hits a number reused meanwhile */
+    pthread_rwlock_t fdlock;
+    uint64_t gen; /* bumped when the fds close; written under both locks */
 };
 
 /* A freed record (or a merged run of them) waiting for its punch. */
@@ -85,6 +89,7 @@ static void ext_path(char *buf, size_t cap, const char *drive, uint32_t file)
 /* Closes every file of @x (caller holds x->lock or is alone). */
 static void ext_drive_shut(struct obj_ext_drive *x)
 {
+    pthread_rwlock_wrlock(&x->fdlock);
     for (uint32_t f = 0; f < OBJ_EXT_FILES; f++) {
         int fd = __atomic_exchange_n(&x->fd[f], -1, __ATOMIC_ACQ_REL);
 
@@ -96,6 +101,8 @@ static void ext_drive_shut(struct obj_ext_drive *x)
     /* offsets in the files just closed: never punch them in what the path
      * names next (a replaced disk's files) */
     x->nfree = 0;
+    x->gen++;
+    pthread_rwlock_unlock(&x->fdlock);
 }
 
 /* Creates file @file of drive @drive and makes its name durable. */
@@ -191,13 +198,18 @@ static int free_cmp(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Punches @n freed records of drive @d (sorted and merged here). */
+/* Punches @n freed records of drive @d (sorted and merged here), freed
+ * while its files were those of generation @gen: none if they have been
+ * closed since (a reopened path may hold other files). */
 static void ext_punch_runs(struct stor_store *s, size_t d, struct ext_free *q,
-                           size_t n)
+                           size_t n, uint64_t gen)
 {
     size_t i = 0;
 
     qsort(q, n, sizeof(*q), free_cmp);
+    pthread_rwlock_rdlock(&s->ext[d].fdlock);
+    if (s->ext[d].gen != gen)
+        i = n;
     while (i < n) {
         struct ext_free r = q[i++];
         int fd;
@@ -215,6 +227,7 @@ static void ext_punch_runs(struct stor_store *s, size_t d, struct ext_free *q,
         if (s->ext_rc)
             __atomic_add_fetch(&s->ext_rc->punches, 1, __ATOMIC_RELAXED);
     }
+    pthread_rwlock_unlock(&s->ext[d].fdlock);
 }
 
 /* Takes every drive's queue and punches it. */
@@ -224,15 +237,17 @@ static void ext_reclaim_pass(struct stor_store *s)
         struct obj_ext_drive *x = &s->ext[d];
         struct ext_free *q;
         size_t n;
+        uint64_t gen;
 
         pthread_mutex_lock(&x->lock);
+        gen = x->gen;
         q = x->freeq;
         n = x->nfree;
         x->freeq = NULL;
         x->nfree = x->capfree = 0;
         pthread_mutex_unlock(&x->lock);
         if (n)
-            ext_punch_runs(s, d, q, n);
+            ext_punch_runs(s, d, q, n, gen);
         free(q);
     }
 }
@@ -328,6 +343,7 @@ int obj_ext_open(struct stor_store *s)
         int ret;
 
         pthread_mutex_init(&x->lock, NULL);
+        pthread_rwlock_init(&x->fdlock, NULL);
         for (uint32_t f = 0; f < OBJ_EXT_FILES; f++)
             x->fd[f] = -1;
         if (!obj_drive_online(s, d))
@@ -356,6 +372,7 @@ void obj_ext_close(struct stor_store *s)
         for (uint32_t f = 0; f < OBJ_EXT_FILES; f++)
             stor_gsync_file_destroy(s->ext[d].sync[f]);
         pthread_mutex_destroy(&s->ext[d].lock);
+        pthread_rwlock_destroy(&s->ext[d].fdlock);
     }
     free(s->ext);
     s->ext = NULL;
@@ -532,12 +549,14 @@ void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
     struct obj_ext_drive *e;
     struct obj_ext_reclaim *rc = s->ext_rc;
     bool queued = false, kick = false;
+    uint64_t gen;
 
     if (s->ext == NULL || d >= s->ndrives || x->file == 0 ||
         x->file >= OBJ_EXT_FILES)
         return;
     e = &s->ext[d];
     pthread_mutex_lock(&e->lock);
+    gen = e->gen;
     if (rc && !now && e->nfree < EXT_RECLAIM_MAX) {
         if (e->nfree == e->capfree) {
             size_t cap = e->capfree ? 2 * e->capfree : 64;
@@ -558,7 +577,7 @@ void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
     if (rc)
         __atomic_add_fetch(&rc->records, 1, __ATOMIC_RELAXED);
     if (!queued) { /* asked, no thread, no memory, or it is far behind */
-        ext_punch_runs(s, d, &r, 1);
+        ext_punch_runs(s, d, &r, 1, gen);
         return;
     }
     if (kick) {
