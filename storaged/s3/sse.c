@@ -111,6 +111,25 @@ struct stor_sse_seg {
 
 /* ---- small crypto helpers ---- */
 
+static pthread_once_t gcm_once = PTHREAD_ONCE_INIT;
+static const EVP_CIPHER *gcm_cipher;
+
+static void gcm_fetch(void)
+{
+    gcm_cipher = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+    if (gcm_cipher == NULL)
+        gcm_cipher = EVP_aes_256_gcm();
+}
+
+/* AES-256-GCM, fetched once for the process: with EVP_aes_256_gcm() every
+ * Init fetches it again in OpenSSL 3 (a locked lookup), and a GET pays
+ * two Inits (the data key, the packages). */
+static const EVP_CIPHER *gcm(void)
+{
+    pthread_once(&gcm_once, gcm_fetch);
+    return gcm_cipher;
+}
+
 /* Nonce 0^4 + be64(@idx); AAD be64(@idx) + @final (0 or 1). */
 static void pkg_iv(uint64_t idx, bool final, uint8_t iv[12], uint8_t aad[9])
 {
@@ -171,7 +190,7 @@ int stor_sse_pkg_seal(const uint8_t key[32], uint64_t idx, bool final,
         return ret;
     ret = -EIO;
     if (len <= STOR_SSE_PKG &&
-        EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL) == 1)
+        EVP_EncryptInit_ex(c, gcm(), NULL, key, NULL) == 1)
         ret = pkg_seal(c, idx, final, buf, len, tag);
     EVP_CIPHER_CTX_free(c);
     return ret;
@@ -188,7 +207,7 @@ int stor_sse_pkg_open(const uint8_t key[32], uint64_t idx, bool final,
         return ret;
     ret = -EBADMSG;
     if (len <= STOR_SSE_PKG &&
-        EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL) == 1)
+        EVP_DecryptInit_ex(c, gcm(), NULL, key, NULL) == 1)
         ret = pkg_open_ctx(c, idx, final, buf, len, tag);
     EVP_CIPHER_CTX_free(c);
     return ret;
@@ -203,7 +222,7 @@ static int seal32(const uint8_t kek[32], const char *aad, const uint8_t *in,
     int outl = 0, ok;
 
     ok = c != NULL && RAND_bytes(out, 12) == 1 &&
-         EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, kek, out) == 1 &&
+         EVP_EncryptInit_ex(c, gcm(), NULL, kek, out) == 1 &&
          EVP_EncryptUpdate(c, NULL, &outl, (const uint8_t *)aad,
                            (int)strlen(aad)) == 1 &&
          EVP_EncryptUpdate(c, out + 12, &outl, in, 32) == 1 &&
@@ -223,7 +242,7 @@ static int unseal32(const uint8_t kek[32], const char *aad,
 
     memcpy(tag, in + 44, 16);
     ok = c != NULL &&
-         EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, kek, in) == 1 &&
+         EVP_DecryptInit_ex(c, gcm(), NULL, kek, in) == 1 &&
          EVP_DecryptUpdate(c, NULL, &outl, (const uint8_t *)aad,
                            (int)strlen(aad)) == 1 &&
          EVP_DecryptUpdate(c, out, &outl, in + 12, 32) == 1 &&
@@ -621,7 +640,7 @@ enum stor_s3_err stor_sse_write_begin(struct stor_s3_req *r,
     if (need_buf(x) < 0 || x->md5 == NULL ||
         EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) != 1 ||
         RAND_bytes(x->dk, 32) != 1 ||
-        EVP_EncryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, x->dk, NULL) != 1) {
+        EVP_EncryptInit_ex(x->c, gcm(), NULL, x->dk, NULL) != 1) {
         stor_sse_free(x);
         return S3E_INTERNAL;
     }
@@ -844,7 +863,7 @@ enum stor_s3_err stor_sse_part_begin(struct stor_s3_req *r,
                 EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) == 1 &&
                 RAND_bytes(x->salt, 16) == 1 &&
                 part_key(x->dk, x->salt, k) == 0 &&
-                EVP_EncryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, k, NULL) == 1
+                EVP_EncryptInit_ex(x->c, gcm(), NULL, k, NULL) == 1
             ? 0
             : -EIO;
     OPENSSL_cleanse(k, sizeof(k));
@@ -1258,7 +1277,7 @@ static int seg_key(struct stor_sse *x, size_t si)
     else
         memcpy(k, x->dk, 32);
     if (ret == 0 &&
-        EVP_DecryptInit_ex(x->c, EVP_aes_256_gcm(), NULL, k, NULL) != 1)
+        EVP_DecryptInit_ex(x->c, gcm(), NULL, k, NULL) != 1)
         ret = -EIO;
     OPENSSL_cleanse(k, sizeof(k));
     x->kseg = ret == 0 ? si : SIZE_MAX;

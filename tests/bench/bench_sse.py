@@ -11,7 +11,7 @@ range, the server's CPU microseconds per request (utime+stime of storaged
 from /proc: steadier than req/s on a loaded machine) and enc/plain ratios.
 
 Usage: tests/bench/bench_sse.py [--seconds S] [--rounds R] [--sizes B,B]
-       [--objects N] [--drives D] [--conns C] [--keep]
+       [--ops GET,PUT] [--objects N] [--drives D] [--conns C] [--keep]
 Environment: ECFS_BIN_DIR (default <repo>/bin). Run under
 `flock /tmp/ecfs-bench.lock` on a shared machine.
 """
@@ -48,6 +48,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sizes", default="4096,1048576")
+    ap.add_argument("--ops", default="GET,PUT",
+                    help="which rows to run (GET, PUT or both)")
     ap.add_argument("--objects", type=int, default=200)
     ap.add_argument("--drives", type=int, default=4)
     ap.add_argument("--conns", type=int, default=16)
@@ -102,7 +104,7 @@ def main():
                 scripts[("PUT", b)] = os.path.join(work, "p-%s-%d.lua" % (b, size))
                 lua_rotate(scripts[("GET", b)], "GET", g)
                 lua_rotate(scripts[("PUT", b)], "PUT", p, size)
-            for op in ("GET", "PUT"):
+            for op in [o.strip().upper() for o in a.ops.split(",")]:
                 res = {"plain": [], "enc": []}
                 wrk(ep, scripts[(op, "plain")], 1, conns=a.conns)  # warm
                 for _ in range(a.rounds):
