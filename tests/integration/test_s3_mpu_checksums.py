@@ -6,20 +6,17 @@ PutObject's (type FULL_OBJECT) on Complete, HEAD/GET and
 GetObjectAttributes; ListParts lists each part's checksum; the part
 checksums Complete's XML names are checked (InvalidPart when one differs).
 This machine's botocore (1.29) has no ChecksumType or CRC64NVME
-parameters, so these requests are signed here (s3util.sign_headers)."""
+parameters, so these requests are signed here (test_s3_conformance)."""
 
 import base64
-import hashlib
-import http.client
 import os
 import re
-import urllib.parse
 import zlib
 
 import pytest
 
-import s3util
 from test_s3_checksums import b64_checksum, composite
+from test_s3_conformance import signed
 
 # every part but the last must be >= 5 MiB
 PARTS = [os.urandom(5 * 1024 * 1024 + 11), os.urandom(70 * 1024 + 3)]
@@ -27,24 +24,9 @@ WHOLE = b"".join(PARTS)
 
 
 def req(srv, method, path, query=(), body=b"", headers=None):
-    """One signed request; (status, lower-case headers, body)."""
-    h = {"host": "127.0.0.1:%d" % srv.port}
-    h.update(headers or {})
-    if method in ("PUT", "POST"):
-        h["content-length"] = str(len(body))
-    s3util.sign_headers(method, path, list(query), h,
-                        hashlib.sha256(body).hexdigest(), srv.access_key,
-                        srv.secret_key)
-    target = urllib.parse.quote(path)
-    if query:
-        target += "?" + urllib.parse.urlencode(list(query))
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    try:
-        conn.request(method, target, body=body or None, headers=h)
-        r = conn.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    finally:
-        conn.close()
+    """One signed request (test_s3_conformance.signed); (status,
+    lower-case headers, body)."""
+    return signed(srv, method, path, query, headers, body)
 
 
 def xml_all(data, tag):
