@@ -20,10 +20,13 @@
  * alone do not give the keys away. The derived key is computed once, the
  * first time it is needed.
  *
- * Decision: root may do everything but touch the system area. Anyone else
- * is allowed an action when their user policy or the bucket's policy
- * allows it, or a canned ACL grants it, and neither policy denies it
- * explicitly; otherwise denied. */
+ * Decision (authz.c): root may do everything with the root account's
+ * buckets but touch the system area (held to a bucket policy's Deny).
+ * Anyone else is allowed an action when their user policy or the bucket's
+ * policy allows it, or a canned ACL grants it, and neither policy denies
+ * it explicitly; across accounts the caller's identity and the bucket's
+ * policy or ACLs must both allow. Accounts ("accounts" in the document)
+ * own the buckets they create ("owner"; none: root's). */
 #include "storaged/s3/iam.h"
 
 #include <errno.h>

@@ -2173,6 +2173,30 @@ static enum stor_cksum upload_cksum(struct stor_s3_req *r, const char *id,
     return k;
 }
 
+/* The account that started upload @u (STOR_IAM_HDR_INITIATOR; root's
+ * when none is kept). Reads the upload's headers only once an account
+ * exists. */
+static void upload_initiator(struct stor_s3_req *r, const struct stor_upload *u,
+                             struct stor_iam_owner *o)
+{
+    struct stor_hdr *h = NULL;
+    size_t n = 0, i;
+    char name[65] = "";
+
+    if (!stor_iam_has_accounts(r->s3->iam)) {
+        stor_iam_account_owner(r->s3->iam, NULL, o);
+        return;
+    }
+    if (stor_mpu_upload_headers(r->s3->store, r->bucket, u->key, u->key_len,
+                                u->upload_id, &h, &n) == 0) {
+        for (i = 0; i < n; i++)
+            if (strcmp(h[i].name, STOR_IAM_HDR_INITIATOR) == 0)
+                snprintf(name, sizeof(name), "%s", h[i].value);
+        stor_s3_hdrs_free(h, n);
+    }
+    stor_iam_account_owner(r->s3->iam, name[0] ? name : NULL, o);
+}
+
 /* GET /bucket/key?uploadId= : ListParts (part-number-marker, max-parts). */
 static void op_list_parts(struct stor_s3_req *r)
 {
@@ -2180,6 +2204,8 @@ static void op_list_parts(struct stor_s3_req *r)
     const char *pm = stor_s3_query(r, "part-number-marker");
     struct stor_part *parts = NULL;
     struct cm_buf *b = &r->http.resp.body;
+    struct stor_iam_owner o;
+    struct stor_upload up;
     size_t n = 0, i;
     bool trunc = false, ck_full;
     uint64_t after = 0;
@@ -2204,9 +2230,15 @@ static void op_list_parts(struct stor_s3_req *r)
     x_str(b, "Bucket", r->bucket, false);
     x_elem(b, "Key", r->key, r->key_len, false);
     x_str(b, "UploadId", id, false);
-    x_lit(b, "<Initiator><ID>" OWNER_ID "</ID><DisplayName>root</DisplayName>"
-             "</Initiator><Owner><ID>" OWNER_ID "</ID><DisplayName>root"
-             "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
+    up.key = r->key;
+    up.key_len = r->key_len;
+    snprintf(up.upload_id, sizeof(up.upload_id), "%s", id);
+    upload_initiator(r, &up, &o);
+    x_fmt(b,
+          "<Initiator><ID>%s</ID><DisplayName>%s</DisplayName></Initiator>"
+          "<Owner><ID>%s</ID><DisplayName>%s</DisplayName></Owner>"
+          "<StorageClass>STANDARD</StorageClass>",
+          o.id, o.name, o.id, o.name);
     x_fmt(b, "<PartNumberMarker>%llu</PartNumberMarker>",
           (unsigned long long)after);
     if (n > 0)
@@ -2239,30 +2271,6 @@ static void op_list_parts(struct stor_s3_req *r)
 
 /* GET /bucket?uploads : ListMultipartUploads (prefix, key-marker,
  * upload-id-marker, max-uploads). */
-/* The account that started upload @u (STOR_IAM_HDR_INITIATOR; root's
- * when none is kept). Reads the upload's headers only once an account
- * exists. */
-static void upload_initiator(struct stor_s3_req *r, const struct stor_upload *u,
-                             struct stor_iam_owner *o)
-{
-    struct stor_hdr *h = NULL;
-    size_t n = 0, i;
-    char name[65] = "";
-
-    if (!stor_iam_has_accounts(r->s3->iam)) {
-        stor_iam_account_owner(r->s3->iam, NULL, o);
-        return;
-    }
-    if (stor_mpu_upload_headers(r->s3->store, r->bucket, u->key, u->key_len,
-                                u->upload_id, &h, &n) == 0) {
-        for (i = 0; i < n; i++)
-            if (strcmp(h[i].name, STOR_IAM_HDR_INITIATOR) == 0)
-                snprintf(name, sizeof(name), "%s", h[i].value);
-        stor_s3_hdrs_free(h, n);
-    }
-    stor_iam_account_owner(r->s3->iam, name[0] ? name : NULL, o);
-}
-
 static void op_list_uploads(struct stor_s3_req *r)
 {
     const char *prefix = stor_s3_query(r, "prefix");

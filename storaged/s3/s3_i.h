@@ -34,8 +34,9 @@ struct stor_lc;
 
 #define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-/* The canonical id of the one owner of every bucket (Owner, ACLs,
- * x-amz-expected-bucket-owner). */
+/* The canonical id of the root account, which owns every bucket no other
+ * account created (Owner, ACLs, x-amz-expected-bucket-owner; accounts:
+ * iam.h stor_iam_owner). */
 #define S3_OWNER_ID                                                            \
     "02d6176db174dc93cb1b899f7c6078f08654445fe8cf1b6ce98d8855f66bdbf4"
 #define S3_MIN_PART (5 * 1024 * 1024)

@@ -447,6 +447,11 @@ def test_cross_account_through_policy_and_acl(env):
         assert ups[up_a]["Owner"] == ups[up_a]["Initiator"]
         root_id = root.list_buckets()["Owner"]["ID"]
         assert ups[up_r]["Initiator"]["ID"] == root_id
+        parts = root.list_parts(Bucket=b, Key="mp", UploadId=up_a)
+        assert parts["Initiator"] == ups[up_a]["Initiator"]
+        assert parts["Owner"] == ups[up_a]["Initiator"]
+        assert root.list_parts(Bucket=b, Key="mp", UploadId=up_r)[
+            "Initiator"]["ID"] == root_id
         alice.abort_multipart_upload(Bucket=b, Key="mp", UploadId=up_a)
         root.abort_multipart_upload(Bucket=b, Key="mp", UploadId=up_r)
         root.put_bucket_acl(Bucket=b, ACL="private")
