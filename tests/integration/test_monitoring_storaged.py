@@ -231,6 +231,14 @@ def test_console_in_chromium(storaged, tmp_path):
         name, _, lab = m.partition("{")
         labels = tuple(sorted(re.findall(r'(\w+)="([^"]*)"', lab)))
         want = metrics[(name, labels)]
+        if name.startswith("storaged_scan_") and float(text) != pytest.approx(
+                want, abs=0.01):
+            # the scanner's first cycle (5 s after the start) may begin or
+            # end between the page's read and /metrics': read both again
+            again = _Cells()
+            again.feed(chromium(console_url(port), "--dump-dom"))
+            text = again.cells[m]
+            want = parse_prom(get_metrics(srv))[0][(name, labels)]
         assert float(text) == pytest.approx(want, abs=0.01), (m, text, want)
         checked += 1
     assert checked >= 4 * 5 + 10
