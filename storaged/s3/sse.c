@@ -241,8 +241,7 @@ static int unseal32(const uint8_t kek[32], const char *aad,
     int outl = 0, ok;
 
     memcpy(tag, in + 44, 16);
-    ok = c != NULL &&
-         EVP_DecryptInit_ex(c, gcm(), NULL, kek, in) == 1 &&
+    ok = c != NULL && EVP_DecryptInit_ex(c, gcm(), NULL, kek, in) == 1 &&
          EVP_DecryptUpdate(c, NULL, &outl, (const uint8_t *)aad,
                            (int)strlen(aad)) == 1 &&
          EVP_DecryptUpdate(c, out, &outl, in + 12, 32) == 1 &&
@@ -858,14 +857,13 @@ enum stor_s3_err stor_sse_part_begin(struct stor_s3_req *r,
         return e;
     x->part = true;
     x->md5 = EVP_MD_CTX_new();
-    ret =
-        need_buf(x) == 0 && x->md5 != NULL &&
-                EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) == 1 &&
-                RAND_bytes(x->salt, 16) == 1 &&
-                part_key(x->dk, x->salt, k) == 0 &&
-                EVP_EncryptInit_ex(x->c, gcm(), NULL, k, NULL) == 1
-            ? 0
-            : -EIO;
+    ret = need_buf(x) == 0 && x->md5 != NULL &&
+                  EVP_DigestInit_ex(x->md5, EVP_md5(), NULL) == 1 &&
+                  RAND_bytes(x->salt, 16) == 1 &&
+                  part_key(x->dk, x->salt, k) == 0 &&
+                  EVP_EncryptInit_ex(x->c, gcm(), NULL, k, NULL) == 1
+              ? 0
+              : -EIO;
     OPENSSL_cleanse(k, sizeof(k));
     if (ret < 0) {
         stor_sse_free(x);
@@ -1276,8 +1274,7 @@ static int seg_key(struct stor_sse *x, size_t si)
         ret = part_key(x->dk, x->segs[si].salt, k);
     else
         memcpy(k, x->dk, 32);
-    if (ret == 0 &&
-        EVP_DecryptInit_ex(x->c, gcm(), NULL, k, NULL) != 1)
+    if (ret == 0 && EVP_DecryptInit_ex(x->c, gcm(), NULL, k, NULL) != 1)
         ret = -EIO;
     OPENSSL_cleanse(k, sizeof(k));
     x->kseg = ret == 0 ? si : SIZE_MAX;
