@@ -18,10 +18,12 @@
  * current again) runs under that key's lock (one of KEY_LOCKS striped
  * mutexes), so two writers never lose a version between them.
  *
- * Costs: a PUT of a new key in a versioned bucket costs one stat more; an
- * overwrite (or delete) of an existing one also copies the old version
- * (read + erasure-coded write), the price of keeping the index and the
- * object format as they are. */
+ * Costs: a PUT of a new key in a versioned bucket costs one stat more. An
+ * overwrite or a delete-marker DELETE of an inline current version keeps
+ * it in place (the store links its metas: stor_put_set_retire,
+ * stor_obj_delete_keep); of any other (shard files, extents, multipart)
+ * it copies the old version (read + erasure-coded write). A DELETE also
+ * writes its marker, an empty object of the companion. */
 #include "storaged/s3/versioning.h"
 
 #include <errno.h>
@@ -761,11 +763,8 @@ static int promote_newest(struct stor_ver *v, const char *bucket,
     return ret;
 }
 
-/* Has the store keep the current version (@version) of the key @p
- * replaces in place at commit (stor_put_set_retire), creating the
- * companion bucket @hb first when needed. */
-static int retire_in_place(struct stor_store *st, const char *hb,
-                           struct stor_put *p, uint64_t version)
+/* Creates the companion bucket @hb when it does not exist yet. */
+static int companion_ensure(struct stor_store *st, const char *hb)
 {
     int ret = stor_bucket_stat(st, hb, NULL);
 
@@ -774,6 +773,17 @@ static int retire_in_place(struct stor_store *st, const char *hb,
         if (ret == -STOR_EBUCKETEXISTS)
             ret = 0;
     }
+    return ret;
+}
+
+/* Has the store keep the current version (@version) of the key @p
+ * replaces in place at commit (stor_put_set_retire), creating the
+ * companion bucket @hb first when needed. */
+static int retire_in_place(struct stor_store *st, const char *hb,
+                           struct stor_put *p, uint64_t version)
+{
+    int ret = companion_ensure(st, hb);
+
     return ret < 0 ? ret : stor_put_set_retire(p, version);
 }
 
@@ -806,6 +816,44 @@ static int before_replace(struct stor_ver *v, const char *bucket,
     }
     stor_obj_info_fini(&cur);
     return ret;
+}
+
+/* Under the key's lock: deletes the key's current object (if any) in
+ * state @st, keeping it when it must be kept: in place by the store when
+ * it can (stor_obj_delete_keep: no copy), else copied into the companion
+ * first (*hk: the copy). */
+static int delete_keeping(struct stor_ver *v, const char *bucket,
+                          const char *hb, const char *key, size_t kl,
+                          enum stor_ver_state st, char **hk)
+{
+    struct stor_obj_info cur;
+    uint64_t version;
+    bool keep;
+    int ret;
+
+    *hk = NULL;
+    memset(&cur, 0, sizeof(cur));
+    ret = stor_obj_stat(v->st, bucket, key, kl, &cur);
+    if (ret == -STOR_ENOKEY)
+        return 0;
+    if (ret < 0)
+        return ret;
+    stor_ver_info_fix(&cur);
+    keep =
+        st == STOR_VER_ENABLED || strcmp(stor_ver_info_vid(&cur), "null") != 0;
+    ret = -EAGAIN;
+    if (keep && stor_obj_retirable(v->st, bucket, key, kl, &version)) {
+        ret = companion_ensure(v->st, hb);
+        if (ret == 0)
+            ret = stor_obj_delete_keep(v->st, bucket, key, kl, version);
+    }
+    if (ret == -EAGAIN) { /* not keepable in place: copy, then delete */
+        ret = keep ? demote(v, bucket, hb, key, kl, &cur, hk) : 0;
+        if (ret == 0)
+            ret = stor_obj_delete(v->st, bucket, key, kl);
+    }
+    stor_obj_info_fini(&cur);
+    return ret == -STOR_ENOKEY ? 0 : ret;
 }
 
 /* See header. */
@@ -1003,12 +1051,7 @@ static int delete_current(struct stor_ver *v, const char *bucket,
         pthread_mutex_unlock(lk);
         return ret > 0 ? 0 : ret;
     }
-    ret = before_replace(v, bucket, hb, key, kl, st, NULL, &hk);
-    if (ret == 0) {
-        ret = stor_obj_delete(v->st, bucket, key, kl);
-        if (ret == -STOR_ENOKEY)
-            ret = 0;
-    }
+    ret = delete_keeping(v, bucket, hb, key, kl, st, &hk);
     if (ret == 0 && st == STOR_VER_SUSPENDED)
         ret = drop_hidden_null(v, hb, key, kl);
     if (ret == 0) {

@@ -242,6 +242,11 @@ void obj_ver_unlink_kept(struct stor_store *s, const char *bucket,
 int obj_cur_set_pair(struct stor_store *s, const char *bucket,
                      const struct obj_ent *e, const struct obj_idx_body *b,
                      const struct obj_retire *r, struct obj_ent **old);
+/* obj_cur_remove of @bucket/@key plus @r's companion record in one index
+ * transaction (a delete marker over a version kept in place). */
+int obj_cur_remove_pair(struct stor_store *s, const char *bucket,
+                        const char *key, size_t key_len,
+                        const struct obj_retire *r, struct obj_ent **old);
 /* The placement of @e's metas: its base's for a kept version, else
  * @bucket/@key's. */
 void obj_ver_place(struct stor_store *s, const char *bucket, const char *key,

@@ -1491,6 +1491,55 @@ int obj_idx_remove(struct obj_idx *x, const char *bucket, const char *key,
     return ret;
 }
 
+/* Contract in obj_idx.h. */
+int obj_idx_remove_pair(struct obj_idx *x, const char *bucket, const char *key,
+                        size_t key_len, const char *vbucket,
+                        const struct obj_ent *ve, struct obj_ent **old)
+{
+    struct obj_ent *gone = NULL;
+    MDB_txn *t;
+    uint64_t dsum = 0, vsum = 0;
+    int delta = 0, vdelta = 0, ret;
+    void *vbody = NULL; /* the kept version's body, moved */
+
+    if (old)
+        *old = NULL;
+    if (vbucket == NULL || ve == NULL)
+        return -EINVAL;
+    ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+    if (ret < 0)
+        return ret;
+    ret = group_change(x, t, bucket, NULL, key, key_len, &gone, &delta, &dsum);
+    if (ret == 0)
+        ret = count_add(x, t, bucket, delta, dsum);
+    if (ret == 0 && gone->version == ve->version && gone->size == ve->size &&
+        gone->inl && gone->k == 1 && body_get(x, t, bucket, gone, &vbody) < 0)
+        vbody = NULL; /* none (or damaged): its GETs read the metas */
+    if (ret == 0)
+        ret = body_set(x, t, bucket, gone->id, 0, NULL);
+    if (ret == 0)
+        ret = group_change(x, t, vbucket, ve, ve->key, ve->key_len, NULL,
+                           &vdelta, &vsum);
+    if (ret == 0)
+        ret = count_add(x, t, vbucket, vdelta, vsum);
+    if (ret == 0) {
+        const uint8_t *sh[1] = {vbody};
+        struct obj_idx_body vb = {.shard = sh,
+                                  .shard_len = (size_t)ve->size,
+                                  .k = 1,
+                                  .size = (size_t)ve->size};
+
+        ret = body_set(x, t, vbucket, ve->id, ve->version, vbody ? &vb : NULL);
+    }
+    free(vbody);
+    ret = wtxn_end(t, ret);
+    if (ret == 0 && old)
+        *old = gone;
+    else
+        obj_ent_free(gone);
+    return ret;
+}
+
 /* ---- cursors ---- */
 
 /* Contract in obj_idx.h. */

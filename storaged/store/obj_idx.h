@@ -162,6 +162,16 @@ CM_MUST_CHECK int
 obj_idx_put_pair(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
                  const struct obj_idx_body *b, const char *vbucket,
                  const struct obj_ent *ve, struct obj_ent **old);
+/* obj_idx_remove of @bucket/@key and, in the SAME transaction, a put of
+ * @ve in @vbucket: a delete marker's kept version (obj_ver.c) leaves the
+ * bucket and enters its companion at once. The removed record's body
+ * moves to @ve when it is that version of one shard. Same returns as
+ * obj_idx_remove. */
+CM_MUST_CHECK int obj_idx_remove_pair(struct obj_idx *x, const char *bucket,
+                                      const char *key, size_t key_len,
+                                      const char *vbucket,
+                                      const struct obj_ent *ve,
+                                      struct obj_ent **old);
 /* obj_idx_put that also stores @b (may be NULL: none) as @e's body, tagged
  * with @e's version and a CRC-64, in the same transaction. */
 CM_MUST_CHECK int obj_idx_put_body(struct obj_idx *x, const char *bucket,

@@ -2704,3 +2704,79 @@ int stor_obj_delete_if(struct stor_store *s, const char *bucket,
     pthread_rwlock_unlock(kl);
     return ret;
 }
+
+/* Contract in object.h. The order is a versioned overwrite's (FORMAT.md
+ * "Versions"): the links, a barrier that makes them durable, then the
+ * base's metas go (tombstones where a drive may miss it), then one index
+ * transaction removes the key and adds the kept version's record. The
+ * drives are the truth at every step: a crash before the metas go leaves
+ * the version current (the start drops the links), after it kept. */
+int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
+                         const char *key, size_t key_len, uint64_t version)
+{
+    struct obj_ent *cur = NULL, *old = NULL, probe;
+    struct obj_retire *rt = NULL;
+    bool ok[OBJ_MAX_SHARDS] = {0}, all = true;
+    struct stor_place pl;
+    pthread_rwlock_t *kl;
+    uint8_t id[16];
+    uint64_t mark;
+    int ret, n;
+
+    if (!obj_valid_key(key, key_len))
+        return -STOR_EINVAL;
+    obj_key_id(s, key, key_len, id);
+    obj_place(s, bucket, key, key_len, &pl);
+    kl = obj_klock(s, id);
+    pthread_rwlock_wrlock(kl);
+    ret = obj_cur_lookup(s, bucket, key, key_len, &cur);
+    if (ret == 0 && (!obj_ver_keepable(cur) || cur->version != version))
+        ret = -EAGAIN;
+    if (ret < 0) {
+        pthread_rwlock_unlock(kl);
+        obj_ent_free(cur);
+        return ret;
+    }
+    n = cur->k + cur->m;
+    if (obj_cur_pending(s, bucket, id, key, key_len) < 0) {
+        ret = -STOR_EDATA;
+        goto out;
+    }
+    for (int j = 0; j < n; j++)
+        ok[j] = true;
+    mark = sync_mark(s, &pl, n, ok);
+    memset(&probe, 0, sizeof(probe));
+    probe.key = cur->key; /* the same bytes as @key */
+    probe.key_len = cur->key_len;
+    probe.mtime_ns = obj_now_ns(); /* when it stopped being current */
+    ret = obj_ver_retire_begin(s, bucket, &probe, version, &pl, &rt);
+    if (ret < 0)
+        goto out;
+    for (int j = 0; j < n; j++)
+        ok[j] = (rt->linked >> j) & 1;
+    /* the links durable before any meta of the base goes */
+    if (sync_barrier(s, bucket, id, &pl, n, ok, mark, NULL, ok, NULL, NULL) <
+        cur->k) {
+        obj_ver_unlink_kept(s, bucket, rt->id, rt->version, rt->ve->mtime_ns,
+                            &pl, n, rt->linked);
+        ret = -STOR_EQUORUM;
+        goto out;
+    }
+    for (int j = 0; j < n; j++)
+        if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))
+            all = false;
+    /* as a delete: a drive that may miss it gets tombstones on the others
+     * (a rename over HEX.m: the kept link keeps the old inode) */
+    if (!all || !remove_metas(s, bucket, cur, &pl, NULL))
+        write_tombstones(s, bucket, cur, &pl);
+    ret = obj_cur_remove_pair(s, bucket, key, key_len, rt, &old);
+    if (ret < 0 && ret != -STOR_ENOBUCKET && ret != -STOR_ENOKEY)
+        ret = -STOR_EDATA; /* the drives have it: the next start's index */
+out:
+    obj_cur_settled(s, bucket, id);
+    pthread_rwlock_unlock(kl);
+    obj_ver_retire_free(rt);
+    obj_ent_free(old);
+    obj_ent_free(cur);
+    return ret;
+}

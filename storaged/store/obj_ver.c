@@ -348,6 +348,31 @@ int obj_cur_set_pair(struct stor_store *s, const char *bucket,
 }
 
 /* Contract in obj_i.h. */
+int obj_cur_remove_pair(struct stor_store *s, const char *bucket,
+                        const char *key, size_t key_len,
+                        const struct obj_retire *r, struct obj_ent **old)
+{
+    int ret;
+
+    if (old)
+        *old = NULL;
+    pthread_rwlock_rdlock(&s->lock);
+    if (obj_bucket_find(s, bucket) == NULL ||
+        obj_bucket_find(s, r->vbucket) == NULL) {
+        ret = -STOR_ENOBUCKET;
+    } else {
+        ret = obj_idx_remove_pair(s->idx, bucket, key, key_len, r->vbucket,
+                                  r->ve, old);
+        if (ret == -ENOENT)
+            ret = -STOR_ENOKEY;
+        else if (ret < 0)
+            obj_idx_failed(s, ret);
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+/* Contract in obj_i.h. */
 void obj_ver_place(struct stor_store *s, const char *bucket, const char *key,
                    size_t key_len, const struct obj_ent *e,
                    struct stor_place *pl)

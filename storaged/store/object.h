@@ -271,6 +271,17 @@ bool stor_obj_retirable(struct stor_store *s, const char *bucket,
  * "Versions"). The companion bucket must exist. 0 or -errno. */
 CM_MUST_CHECK int stor_put_set_retire(struct stor_put *p, uint64_t version);
 
+/* DeleteObject of a versioned bucket's current version (which must be
+ * version @version, else -EAGAIN and nothing is done) that keeps it as a
+ * non-current version in the bucket's companion without copying it, as
+ * stor_put_set_retire does for an overwrite: its metas stay as
+ * HEX.v<version>, and its companion record is written in the same index
+ * transaction that removes the key. The delete marker is the caller's.
+ * The companion bucket must exist. 0, -STOR_ENOKEY or -errno. */
+CM_MUST_CHECK int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
+                                       const char *key, size_t key_len,
+                                       uint64_t version);
+
 /* ---- LIST ---- */
 struct stor_list_entry {
     char *key; /* owned; may contain any byte but NUL */

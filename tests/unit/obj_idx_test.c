@@ -318,6 +318,62 @@ static void test_put_pair(void **st)
     obj_ent_free(v1);
 }
 
+/* obj_idx_remove_pair: the key leaves its bucket and its kept version
+ * enters the companion in one transaction, the body moving with it; a
+ * missing key changes nothing. */
+static void test_remove_pair(void **st)
+{
+    struct obj_idx *x = idx_open();
+    struct obj_ent *a1 = mk("k", 1, 1, 1, 0);
+    struct obj_ent *v1 = mk("k\001e712c3ae6e34cb2bo", 19, 1, 3, 0);
+    struct obj_ent *got = NULL, *old = NULL;
+    uint8_t oldb[3] = "old";
+    const uint8_t *osh[1] = {oldb};
+    struct obj_idx_body obo = {.shard = osh, .shard_len = 3, .k = 1, .size = 3};
+    uint64_t n;
+    void *bb = NULL;
+
+    (void)st;
+    a1->size = 3;
+    v1->size = 3;
+    v1->at_bucket = strdup("bk");
+    v1->at_key = strdup("k");
+    v1->at_key_len = 1;
+    assert_int_equal(obj_idx_bucket_set(x, "bk", 1), 0);
+    assert_int_equal(obj_idx_bucket_set(x, "bk..v", 1), 0);
+    assert_int_equal(obj_idx_put_body(x, "bk", a1, &obo, NULL), 0);
+    assert_int_equal(obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, &old),
+                     0);
+    assert_non_null(old);
+    ent_equal(a1, old);
+    obj_ent_free(old);
+    assert_int_equal(obj_idx_lookup(x, "bk", "k", 1, &got), -ENOENT);
+    assert_null(got);
+    assert_int_equal(obj_idx_lookup(x, "bk..v", v1->key, v1->key_len, &got), 0);
+    ent_equal(v1, got);
+    obj_ent_free(got);
+    assert_int_equal(
+        obj_idx_lookup_body_nb(x, "bk..v", v1->key, v1->key_len, &got, &bb), 0);
+    assert_non_null(bb);
+    assert_memory_equal(bb, "old", 3);
+    free(bb);
+    obj_ent_free(got);
+    assert_int_equal(obj_idx_bucket_get(x, "bk", NULL, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(obj_idx_bucket_get(x, "bk..v", NULL, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(obj_idx_verify(x, "bk", NULL, &n), 0);
+    assert_int_equal(obj_idx_verify(x, "bk..v", NULL, &n), 0);
+    /* the key is gone now: refused, the companion unchanged */
+    assert_int_equal(obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, NULL),
+                     -ENOENT);
+    assert_int_equal(obj_idx_bucket_get(x, "bk..v", NULL, &n), 0);
+    assert_int_equal(n, 1);
+    obj_idx_close(x, true);
+    obj_ent_free(a1);
+    obj_ent_free(v1);
+}
+
 static void test_open_missing_and_garbage(void **st)
 {
     struct obj_idx *x = NULL;
@@ -1036,6 +1092,7 @@ int main(void)
         cmocka_unit_test(test_rec_extent_refs),
         cmocka_unit_test(test_rec_kept_at_base),
         cmocka_unit_test_setup_teardown(test_put_pair, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_pair, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_missing_and_garbage, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_state, setup, teardown),
