@@ -61,9 +61,10 @@ struct ld_file {
 /* A version kept at its base's files: HEX.vVERSION-SINCE (obj_ver.c). */
 struct ld_kept {
     uint64_t version;
-    int64_t since_ns; /* when it stopped being current */
-    uint32_t mask;    /* set positions holding it */
-    int count;
+    int64_t since_ns;   /* when it stopped being current */
+    uint32_t mask;      /* set positions holding it */
+    int count;          /* positions holding a copy (not a tombstone) */
+    bool dead;          /* some position holds a tombstone: deleted */
     struct stor_meta m; /* owned: the first copy read, without its shard */
     uint8_t *body;      /* owned: a small one's bytes (k = 1), or NULL */
     struct ld_kept *next;
@@ -154,6 +155,7 @@ static void load_kept(struct stor_store *s, const char *dir, const char *name,
     struct stor_meta m;
     struct ld_cand *c;
     struct ld_kept *k;
+    bool tomb;
 
     if (unhex(name + 34, 8, vb) < 0 || unhex(name + 51, 8, sb) < 0 ||
         snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
@@ -173,8 +175,12 @@ static void load_kept(struct stor_store *s, const char *dir, const char *name,
     free(m.inl);
     m.inl = NULL;
     m.inl_len = 0;
-    if (m.type != STOR_META_OBJECT || m.version != version || !m.has_inline ||
-        m.has_xref || (c = cand_get(tab, id, set)) == NULL) {
+    /* a tombstone under that name: the version was deleted while a drive
+     * of the set was offline (obj_ver_remove_kept) */
+    tomb = m.type == STOR_META_TOMBSTONE;
+    if ((!tomb &&
+         (m.type != STOR_META_OBJECT || !m.has_inline || m.has_xref)) ||
+        m.version != version || (c = cand_get(tab, id, set)) == NULL) {
         stor_meta_fini(&m);
         free(body);
         return;
@@ -203,7 +209,9 @@ static void load_kept(struct stor_store *s, const char *dir, const char *name,
         body = NULL;
     }
     free(body);
-    if (!(k->mask & (1u << pos)))
+    if (tomb)
+        k->dead = true;
+    else if (!(k->mask & (1u << pos)))
         k->count++;
     k->mask |= 1u << pos;
 }
@@ -484,6 +492,12 @@ static int resolve_kept(struct stor_store *s, struct obj_bucket *b,
         if ((int64_t)k->version < b->created_ns)
             continue; /* from an earlier bucket of the same name */
         obj_place(s, b->name, k->m.key, k->m.key_len, &pl);
+        if (k->dead) { /* deleted: its files go once no drive can miss it */
+            if (!dry && set_all_online(s, c->set))
+                obj_ver_unlink_kept(s, b->name, c->id, k->version, k->since_ns,
+                                    &pl, k->m.k + k->m.m, UINT32_MAX);
+            continue;
+        }
         if (win && k->version >= win->version) {
             if (!dry)
                 obj_ver_unlink_kept(s, b->name, c->id, k->version, k->since_ns,

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/log.h"
 #include "storaged/store/drive.h"
 #include "storaged/store/meta.h"
 #include "storaged/store/obj_i.h"
@@ -396,18 +397,6 @@ int obj_ver_meta_path(struct stor_store *s, size_t d, const char *bucket,
                          e->version, e->mtime_ns);
 }
 
-/* Contract in obj_i.h. */
-void obj_ver_remove_kept(struct stor_store *s, const struct obj_ent *e)
-{
-    struct stor_place pl;
-    uint8_t id[16];
-
-    obj_key_id(s, e->at_key, e->at_key_len, id);
-    obj_place(s, e->at_bucket, e->at_key, e->at_key_len, &pl);
-    obj_ver_unlink_kept(s, e->at_bucket, id, e->version, e->mtime_ns, &pl,
-                        e->k + e->m, UINT32_MAX);
-}
-
 /* Writes @b as @to on drive @d, durably: a temp file, fsync, rename,
  * fsync of the directory. 0 or -errno. */
 static int put_file(struct stor_store *s, size_t d, const struct cm_buf *b,
@@ -436,6 +425,57 @@ static int put_file(struct stor_store *s, size_t d, const struct cm_buf *b,
     if (slash)
         *slash = 0;
     return stor_fsync_dir(dir) < 0 ? -EIO : 0;
+}
+
+/* Contract in obj_i.h. With a drive of the placement offline, that drive
+ * keeps its copy of the version, so the online ones get a tombstone meta
+ * (the version's own number) under the same HEX.vVERSION-SINCE name
+ * instead of an unlink: a rebuild then knows the version was deleted
+ * (obj_load.c), and removes every copy once the whole set is online. */
+void obj_ver_remove_kept(struct stor_store *s, const struct obj_ent *e)
+{
+    struct stor_place pl;
+    struct stor_meta t;
+    uint8_t id[16];
+    int n = e->k + e->m;
+    bool all = true;
+
+    obj_key_id(s, e->at_key, e->at_key_len, id);
+    obj_place(s, e->at_bucket, e->at_key, e->at_key_len, &pl);
+    for (int j = 0; j < n; j++)
+        if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))
+            all = false;
+    if (all) {
+        obj_ver_unlink_kept(s, e->at_bucket, id, e->version, e->mtime_ns, &pl,
+                            n, UINT32_MAX);
+        return;
+    }
+    memset(&t, 0, sizeof(t));
+    t.type = STOR_META_TOMBSTONE;
+    t.k = e->k;
+    t.m = e->m;
+    t.version = e->version;
+    t.mtime_ns = e->mtime_ns;
+    t.key = e->at_key; /* the base key, as the kept copies carry */
+    t.key_len = e->at_key_len;
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, &pl, j);
+        char path[PATH_MAX];
+        struct cm_buf b;
+
+        if (!obj_drive_online(s, d) ||
+            obj_path_kept(path, sizeof(path), s->drives[d].path, e->at_bucket,
+                          id, e->version, e->mtime_ns) < 0)
+            continue;
+        t.shard = j;
+        cm_buf_init(&b, STOR_META_MAX);
+        if (stor_meta_encode(&t, &b) < 0 || put_file(s, d, &b, path, j) < 0)
+            cm_log(CM_LOG_WARN, 0,
+                   "bucket %s: no tombstone for a deleted kept version on "
+                   "%s: a rebuild may bring it back",
+                   e->at_bucket, s->drives[d].path);
+        cm_buf_fini(&b);
+    }
 }
 
 /* Contract in obj_i.h. */

@@ -20,16 +20,23 @@ Phases (--only):
             is reported and left out, and the versioned bucket's keys and
             versions are counted after the phase (equal: no overwrite).
   put_over  4 KiB PUTs overwriting N existing keys: in the versioned bucket
-            each one keeps the old version (it is copied into the
-            companion bucket, storaged/FORMAT.md "Versions").
+            each one keeps the old version in place (its metas linked,
+            storaged/FORMAT.md "Versions").
+  delete    DELETEs (no version id) of existing 4 KiB objects: in the
+            versioned bucket each one keeps the current version in place
+            and writes a delete marker. Before each run its own key set
+            (1.5x what the run should need, from the warm-up's rate, at
+            least --del-keys) is written with wrk PUTs until a listing
+            shows every key; a run that wraps (deletes a key twice) is
+            reported and left out.
 
 --aa leaves the second bucket unversioned too: the same run then gives
 this machine's A/A floor (two identical buckets measured the same way,
 the second always after the first), to read the ratios against.
 
 Usage: tests/bench/bench_versioning.py [--seconds S] [--repeat R]
-       [--objects N] [--new-keys K] [--drives D] [--only get,put_new,put_over]
-       [--aa]
+       [--objects N] [--new-keys K] [--del-keys K] [--drives D]
+       [--only get,put_new,put_over,delete] [--aa]
 Environment: ECFS_BIN_DIR (default <repo>/bin). Run it under
 `flock /tmp/ecfs-bench.lock` on a shared machine.
 """
@@ -77,14 +84,39 @@ def count_versions(s3, bucket, prefix):
     return keys, versions
 
 
+def count_keys(s3, bucket, prefix):
+    n = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix):
+        n += len(page.get("Contents", []))
+    return n
+
+
+def populate(s3, ep, work, bucket, ks, tag):
+    """Writes every key of @ks (4 KiB each) with wrk PUTs: runs until a
+    listing shows them all (at most 6 tries). Returns the seconds spent."""
+    script = os.path.join(work, "fill-%s.lua" % tag)
+    lua_slices(script, "PUT", presign(s3, "put_object", bucket, ks), 4096)
+    prefix = ks[0].rsplit("/", 1)[0] + "/"
+    spent, secs = 0, 2
+    for _ in range(6):
+        r = wrk_cpu(ep, script, secs, [])
+        spent += secs
+        if count_keys(s3, bucket, prefix) >= len(ks):
+            return spent
+        secs = max(2, int(len(ks) / max(r["rps"], 1.0)) + 1)
+    raise RuntimeError("could not write the %d keys of %s" % (len(ks), tag))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--objects", type=int, default=500)
     ap.add_argument("--new-keys", type=int, default=6000)
+    ap.add_argument("--del-keys", type=int, default=3000)
     ap.add_argument("--drives", type=int, default=4)
-    ap.add_argument("--only", default="get,put_new,put_over")
+    ap.add_argument("--only", default="get,put_new,put_over,delete")
     ap.add_argument("--aa", action="store_true",
                     help="A/A floor: the second bucket stays unversioned")
     a = ap.parse_args()
@@ -113,18 +145,24 @@ def main():
         pids = [sp.pid]
         results = []
         phases = [("get", "GET", "get_object", 0), ("put_new", "PUT",
-                  "put_object", 4096), ("put_over", "PUT", "put_object", 4096)]
+                  "put_object", 4096), ("put_over", "PUT", "put_object", 4096),
+                  ("delete", "DELETE", "delete_object", 0)]
         for name, method, op, blen in phases:
             if name not in only:
                 continue
             runs = {"unversioned": [], "versioned": []}
-            nkeys = {"unversioned": a.new_keys, "versioned": a.new_keys}
+            k0 = a.del_keys if name == "delete" else a.new_keys
+            nkeys = {"unversioned": k0, "versioned": k0}
             for rnd in range(a.repeat + 1):  # run 0 warms up, not counted
                 for side in ("unversioned", "versioned"):
                     b = buckets[side]
                     if name == "put_new":
                         ks = ["new/%d/%06d" % (rnd, i)
                               for i in range(nkeys[side])]
+                    elif name == "delete":
+                        ks = ["del/%d/%06d" % (rnd, i)
+                              for i in range(nkeys[side])]
+                        populate(s3, ep, work, b, ks, "%s-%d" % (side, rnd))
                     else:
                         ks = keys
                     script = os.path.join(work, "%s-%s-%d.lua"
@@ -132,26 +170,37 @@ def main():
                     lua_slices(script, method, presign(s3, op, b, ks), blen)
                     if rnd == 0:
                         w = wrk_cpu(ep, script, 1, pids)
-                        nkeys[side] = max(a.new_keys,
-                                          int(3 * w["rps"] * a.seconds))
+                        if name == "delete":
+                            nkeys[side] = max(a.del_keys,
+                                              int(1.5 * w["rps"] * a.seconds))
+                        else:
+                            nkeys[side] = max(a.new_keys,
+                                              int(3 * w["rps"] * a.seconds))
                         continue
                     r = wrk_cpu(ep, script, a.seconds, pids)
-                    if name == "put_new" and r["wraps"] != 0:
-                        print("put_new: %s run %d wrapped around its %d keys"
-                              " (%s times): left out" % (side, rnd, len(ks),
-                                                        r["wraps"]))
+                    if name in ("put_new", "delete") and r["wraps"] != 0:
+                        print("%s: %s run %d wrapped around its %d keys"
+                              " (%s times): left out" % (name, side, rnd,
+                                                        len(ks), r["wraps"]))
                         continue
                     runs[side].append(r)
-            if name == "put_new":
-                print("put_new: key sets of %d (unversioned) and %d "
-                      "(versioned) keys per run" % (nkeys["unversioned"],
+            if name in ("put_new", "delete"):
+                print("%s: key sets of %d (unversioned) and %d "
+                      "(versioned) keys per run" % (name, nkeys["unversioned"],
                                                     nkeys["versioned"]))
                 n = min(len(runs["unversioned"]), len(runs["versioned"]))
                 runs = {k: v[:n] for k, v in runs.items()}
                 if n == 0:
-                    print("put_new: every run wrapped: no figure")
+                    print("%s: every run wrapped: no figure" % name)
                     continue
-                if not a.aa:
+                if not a.aa and name == "delete":
+                    nm = sum(len(p.get("DeleteMarkers", [])) for p in
+                             s3.get_paginator("list_object_versions")
+                             .paginate(Bucket=buckets["versioned"],
+                                       Prefix="del/"))
+                    print("delete: the versioned bucket holds %d delete "
+                          "markers under del/" % nm)
+                if not a.aa and name == "put_new":
                     nk, nv = count_versions(s3, buckets["versioned"], "new/")
                     print("put_new: the versioned bucket holds %d keys and %d "
                           "versions under new/ (%s)" % (

@@ -14,10 +14,12 @@ import glob
 import hashlib
 import os
 import random
+import re
 import shutil
 import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError
@@ -124,15 +126,16 @@ def test_overwrite_keeps_version_in_place(storaged):
     assert _all_versions(c, "kept") == want
 
 
-def _writer(c, keys, sent, acked, stop, seed, deletes=False):
+def _writer(c, keys, sent, acked, stop, seed, dels=None):
     rng = random.Random(seed)
     while not stop.is_set():
         k = rng.choice(keys)
-        if deletes and rng.random() < 0.4:
+        if dels is not None and rng.random() < 0.4:
             try:  # a delete marker over the current version (or a marker)
                 c.delete_object(Bucket="crashv", Key=k)
             except Exception:
-                pass
+                continue
+            dels.append(k)
             continue
         b = rng.randbytes(rng.choice([0, 100, 4096, 9000, 30000]))
         h = hashlib.md5(b).hexdigest()
@@ -234,15 +237,24 @@ def _kill9_rounds(srv, c, deletes):
     sent = {k: set() for k in allk}
     acked = {k: [] for k in allk}
     rng = random.Random(18)
+    dels = []
     for rnd in range(3):
         stop = threading.Event()
         ths = [threading.Thread(target=_writer,
                                 args=(srv.client(), keys[t], sent, acked,
-                                      stop, rnd * 10 + t, deletes))
+                                      stop, rnd * 10 + t,
+                                      dels if deletes else None))
                for t in range(nthreads)]
+        base = sum(len(v) for v in acked.values())
         for t in ths:
             t.start()
-        time.sleep(rng.uniform(0.8, 1.5))
+        # at least 10 acknowledged PUTs this round (however loaded the
+        # machine), then a random moment
+        end = time.monotonic() + 40
+        while sum(len(v) for v in acked.values()) < base + 10 and \
+                time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0, 0.6))
         srv.kill9()
         stop.set()
         for t in ths:
@@ -263,11 +275,14 @@ def _kill9_rounds(srv, c, deletes):
             assert len(have) == len(set(have)) or \
                 len(acked[k]) != len(set(acked[k])), "a version twice: " + k
     assert sum(len(v) for v in acked.values()) >= 30
+    if deletes:
+        assert len(dels) > 0
     srv.stop()
     _index_check(srv)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_kill9_during_versioned_overwrites(storaged):
     srv = storaged(ndrives=4)
     c = srv.client()
@@ -277,6 +292,7 @@ def test_kill9_during_versioned_overwrites(storaged):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)
 def test_kill9_during_versioned_deletes(storaged):
     """Delete markers over kept versions, between overwrites: kill -9 in
     the middle never loses an acknowledged version nor invents one, and the
@@ -286,3 +302,61 @@ def test_kill9_during_versioned_deletes(storaged):
     c.create_bucket(Bucket="crashv")
     _enable(c, "crashv")
     _kill9_rounds(srv, c, True)
+
+
+def _drives_online(srv):
+    text = urllib.request.urlopen(srv.endpoint + "/metrics").read().decode()
+    m = re.search(r"^storaged_drives_online ([0-9.]+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def _wait(pred, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_kept_version_deleted_while_drive_offline(storaged):
+    """A kept version deleted by id while a drive holding one of its copies
+    is offline does not come back at a full rebuild: the online drives get
+    a tombstone under its HEX.v name, and the start, with every drive
+    back, removes the tombstones and the stale copy."""
+    srv = storaged(ndrives=4)
+    c = srv.client()
+    c.create_bucket(Bucket="keptoff")
+    _enable(c, "keptoff")
+    v1 = c.put_object(Bucket="keptoff", Key="k", Body=b"one" * 100)[
+        "VersionId"]
+    v2 = c.put_object(Bucket="keptoff", Key="k", Body=b"two" * 100)[
+        "VersionId"]
+    kept = _kept(srv, "keptoff")
+    assert kept, "v1 was not kept in place"
+    d = next(x for x in srv.drives if kept[0].startswith(x + os.sep))
+    os.rename(d, d + ".away")
+    try:
+        assert _wait(lambda: _drives_online(srv) == 3)
+        c.delete_object(Bucket="keptoff", Key="k", VersionId=v1)
+        try:
+            c.get_object(Bucket="keptoff", Key="k", VersionId=v1)
+            raise AssertionError("deleted version still readable")
+        except ClientError as e:
+            assert e.response["Error"]["Code"] == "NoSuchVersion"
+    finally:
+        os.rename(d + ".away", d)
+    srv.stop()
+    # the offline drive still holds its copy of v1, the others tombstones
+    assert any(p.startswith(d + os.sep) for p in _kept(srv, "keptoff"))
+    for x in srv.drives:
+        shutil.rmtree(os.path.join(x, ".ecfs.sys", "index"),
+                      ignore_errors=True)
+    srv.start()
+    vs = c.list_object_versions(Bucket="keptoff")
+    assert [v["VersionId"] for v in vs["Versions"]] == [v2]
+    assert c.get_object(Bucket="keptoff", Key="k")["Body"].read() == \
+        b"two" * 100
+    assert _kept(srv, "keptoff") == []  # every drive was back: all gone
+    srv.stop()
+    _index_check(srv)
