@@ -43,7 +43,8 @@ static void usage(FILE *f)
         "               | policy set NAME P | policy get NAME\n"
         "       storaged --help | --version\n"
         "\n"
-        "Serves the S3 API (path-style, region us-east-1) over HTTP/1.1 on\n"
+        "Serves the S3 API (path-style, one region: us-east-1 unless --region)\n"
+        "over HTTP/1.1 on\n"
         "an erasure-coded store spread over the DRIVE directories. A drive\n"
         "argument may use ellipsis ranges: /srv/d{1...16}.\n"
         "\n"
@@ -87,6 +88,9 @@ static void usage(FILE *f)
         "                           one pread each and no open (default off)\n"
         "      --domain NAME        also answer virtual-hosted-style requests,\n"
         "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"
+        "      --region NAME        the one region served (default us-east-1):\n"
+        "                           GetBucketLocation answers it, CreateBucket\n"
+        "                           must name it (AWS's rules; [a-z0-9-])\n"
         "      --kms-key-file FILE  seal the SSE-S3 master key under the 256-bit key\n"
         "                           in FILE (32 bytes or 64 hex digits) instead of a\n"
         "                           key derived from the root credentials\n"
@@ -202,6 +206,21 @@ static int expand_drives(char **args, int n, char ***drives, size_t *ndrives)
     return 0;
 }
 
+/* Whether @s is a region name storaged accepts: 1..32 of [a-z0-9-], not
+ * starting or ending with '-' (it goes into XML and headers unescaped). */
+static bool region_ok(const char *s)
+{
+    size_t n = strlen(s), i;
+
+    if (n == 0 || n > 32 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '-'))
+            return false;
+    return true;
+}
+
 /* `storaged serve`: parses options, opens the store, serves until a
  * signal, closes. Returns the exit status. */
 static int cmd_serve(int argc, char **argv)
@@ -218,6 +237,7 @@ static int cmd_serve(int argc, char **argv)
         {"index-body-max", required_argument, NULL, 'B'},
         {"extents", no_argument, NULL, 'X'},
         {"domain", required_argument, NULL, 'D'},
+        {"region", required_argument, NULL, 'G'},
         {"kms-key-file", required_argument, NULL, 'Y'},
         {"idle-timeout", required_argument, NULL, 'I'},
         {"request-timeout", required_argument, NULL, 'R'},
@@ -325,6 +345,16 @@ static int cmd_serve(int argc, char **argv)
                 return 2;
             }
             s3o.domain = optarg;
+            break;
+        case 'G':
+            if (!region_ok(optarg)) {
+                fprintf(stderr,
+                        "storaged: --region wants a name of 1..32 letters a-z, "
+                        "digits and '-' such as eu-west-1, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            s3o.region = optarg;
             break;
         case 'Y': {
             char kerr[256];
@@ -459,7 +489,8 @@ static int cmd_serve(int argc, char **argv)
     s3o.store = store;
     s3o.root_user = user;
     s3o.root_secret = pass;
-    s3o.region = "us-east-1";
+    if (s3o.region == NULL)
+        s3o.region = "us-east-1";
     ret = stor_s3_create(&s3o, &s3);
     if (ret < 0)
         goto out_store;

@@ -18,6 +18,12 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_BUCKET_TAKEN] =
         {409, "BucketAlreadyExists",
          "The requested bucket name is not available. The bucket namespace is shared by all users of the system. Please select a different name and try again."},
+    [S3E_ILLEGAL_LOCATION] =
+        {400, "IllegalLocationConstraintException",
+         "The location constraint is incompatible for the region specific endpoint this request was sent to."},
+    [S3E_INVALID_LOCATION] =
+        {400, "InvalidLocationConstraint",
+         "The specified location-constraint is not valid."},
     [S3E_BUCKET_NOT_EMPTY] = {409, "BucketNotEmpty",
                               "The bucket you tried to delete is not empty."},
     [S3E_ENTITY_TOO_LARGE] =

@@ -9,7 +9,9 @@ enum stor_s3_err {
     S3E_ACCESS_DENIED,
     S3E_BAD_DIGEST,
     S3E_BUCKET_EXISTS,
-    S3E_BUCKET_TAKEN, /* 409 BucketAlreadyExists: another account's */
+    S3E_BUCKET_TAKEN,     /* 409 BucketAlreadyExists: another account's */
+    S3E_ILLEGAL_LOCATION, /* 400: LocationConstraint not the server's region */
+    S3E_INVALID_LOCATION, /* 400: LocationConstraint us-east-1 given */
     S3E_BUCKET_NOT_EMPTY,
     S3E_ENTITY_TOO_LARGE,
     S3E_ENTITY_TOO_SMALL,

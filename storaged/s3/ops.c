@@ -303,12 +303,46 @@ static void op_create_bucket_exists(struct stor_s3_req *r)
         stor_s3_error(r, S3E_INTERNAL);
 }
 
+/* Whether CreateBucket's optional CreateBucketConfiguration names the
+ * server's one region, as AWS decides it at a regional endpoint (S3E_NONE
+ * when it does; the error is set otherwise). us-east-1 takes no
+ * LocationConstraint and refuses its own name (InvalidLocationConstraint);
+ * any other region must be named. A single-region server cannot put the
+ * bucket elsewhere, so another region is refused, never ignored. */
+static enum stor_s3_err create_bucket_location(struct stor_s3_req *r)
+{
+    const char *region = r->s3->region;
+    bool east = strcmp(region, "us-east-1") == 0;
+    char loc[64], msg[256];
+    enum stor_s3_err e;
+
+    e = stor_s3_parse_create_bucket(r->body.data, r->body.len, loc,
+                                    sizeof(loc));
+    if (e == S3E_NONE && east && strcmp(loc, "us-east-1") == 0)
+        e = S3E_INVALID_LOCATION;
+    if (e == S3E_NONE && (east ? loc[0] != 0 : strcmp(loc, region) != 0)) {
+        snprintf(msg, sizeof(msg),
+                 "The %s location constraint is incompatible for the region "
+                 "specific endpoint this request was sent to.",
+                 loc[0] ? loc : "unspecified");
+        stor_s3_error_msg(r, S3E_ILLEGAL_LOCATION, msg);
+        return S3E_ILLEGAL_LOCATION;
+    }
+    if (e != S3E_NONE)
+        stor_s3_error(r, e);
+    return e;
+}
+
 /* PUT /bucket : CreateBucket (name checked on the loop; the optional
- * CreateBucketConfiguration body is ignored: one region). */
+ * CreateBucketConfiguration must name the server's region). */
 static void op_create_bucket(struct stor_s3_req *r)
 {
-    int ret = stor_bucket_create(r->s3->store, r->bucket);
     struct stor_iam_owner o;
+    int ret;
+
+    if (create_bucket_location(r) != S3E_NONE)
+        return;
+    ret = stor_bucket_create(r->s3->store, r->bucket);
 
     /* as S3: in us-east-1, re-creating a bucket one's account already owns
      * answers 200 and changes nothing; other regions answer 409
@@ -371,13 +405,19 @@ static void op_delete_bucket(struct stor_s3_req *r)
     r->http.resp.status = 204;
 }
 
-/* GET /bucket?location : empty LocationConstraint (us-east-1). */
+/* GET /bucket?location : the server's region, empty for us-east-1 (as
+ * AWS answers for that region). */
 static void op_bucket_location(struct stor_s3_req *r)
 {
+    const char *region = r->s3->region;
+
     if (need_bucket(r) < 0)
         return;
-    x_lit(&r->http.resp.body, S3_XML_DECL
-          "<LocationConstraint xmlns=\"" S3_XMLNS "\"></LocationConstraint>");
+    x_lit(&r->http.resp.body,
+          S3_XML_DECL "<LocationConstraint xmlns=\"" S3_XMLNS "\">");
+    if (strcmp(region, "us-east-1") != 0)
+        x_lit(&r->http.resp.body, region); /* checked: [a-z0-9-] */
+    x_lit(&r->http.resp.body, "</LocationConstraint>");
     xml_done(r);
 }
 

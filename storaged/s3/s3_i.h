@@ -325,5 +325,12 @@ int stor_s3_xml_parse(const char *xml, size_t len, void *ud,
  * -ENOMEM. */
 int stor_s3_parse_complete(const char *xml, size_t len,
                            struct stor_part **parts, size_t *n);
+/* A CreateBucket body: <CreateBucketConfiguration><LocationConstraint/>;
+ * its LocationConstraint (NUL-terminated, "" when absent or the body is
+ * empty) into @loc (@cap bytes, longer is MalformedXML). S3E_NONE,
+ * S3E_MALFORMED_XML, S3E_NOT_IMPLEMENTED (Location, Bucket: directory
+ * buckets; Tags) or S3E_INTERNAL (no memory). */
+enum stor_s3_err stor_s3_parse_create_bucket(const char *xml, size_t len,
+                                             char *loc, size_t cap);
 
 #endif /* STORAGED_S3_S3_I_H */

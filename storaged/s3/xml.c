@@ -345,3 +345,90 @@ int stor_s3_parse_complete(const char *xml, size_t len,
     *n = x.nparts;
     return 0;
 }
+
+/* ---- CreateBucketConfiguration ---- */
+
+struct cb_xml {
+    int depth;
+    bool root_ok;     /* the document element is CreateBucketConfiguration */
+    bool in_loc;      /* inside its LocationConstraint */
+    bool bad;         /* an element S3 does not define there, or too long */
+    bool unsupported; /* Location, Bucket (directory buckets) or Tags */
+    char *loc;
+    size_t cap, len;
+};
+
+static void XMLCALL cb_start(void *ud, const char *name, const char **attrs)
+{
+    struct cb_xml *x = ud;
+    const char *n = local_name(name);
+
+    (void)attrs;
+    if (x->depth == 0) {
+        x->root_ok = strcmp(n, "CreateBucketConfiguration") == 0;
+    } else if (x->depth == 1) {
+        if (strcmp(n, "LocationConstraint") == 0) {
+            x->in_loc = true;
+            x->len = 0;
+        } else if (strcmp(n, "Location") == 0 || strcmp(n, "Bucket") == 0 ||
+                   strcmp(n, "Tags") == 0) {
+            x->unsupported = true;
+        } else {
+            x->bad = true;
+        }
+    } else if (x->in_loc) {
+        x->bad = true; /* LocationConstraint holds text only */
+    }
+    x->depth++;
+}
+
+static void XMLCALL cb_text(void *ud, const char *s, int len)
+{
+    struct cb_xml *x = ud;
+
+    if (!x->in_loc || len <= 0)
+        return;
+    if (x->len + (size_t)len >= x->cap) {
+        x->bad = true;
+        return;
+    }
+    memcpy(x->loc + x->len, s, (size_t)len);
+    x->len += (size_t)len;
+}
+
+static void XMLCALL cb_end(void *ud, const char *name)
+{
+    struct cb_xml *x = ud;
+
+    (void)name;
+    x->depth--;
+    if (x->depth == 1)
+        x->in_loc = false;
+}
+
+/* See s3_i.h. */
+enum stor_s3_err stor_s3_parse_create_bucket(const char *xml, size_t len,
+                                             char *loc, size_t cap)
+{
+    static const struct stor_s3_xml_cbs cb = {cb_start, cb_end, cb_text};
+    struct cb_xml x = {.loc = loc, .cap = cap};
+    size_t i;
+    int ret;
+
+    if (cap == 0)
+        return S3E_INTERNAL;
+    loc[0] = 0;
+    for (i = 0; i < len && isspace((unsigned char)xml[i]); i++)
+        ;
+    if (i == len)
+        return S3E_NONE; /* no configuration: the server's region */
+    ret = stor_s3_xml_parse(xml, len, &x, &cb);
+    if (ret == -ENOMEM)
+        return S3E_INTERNAL;
+    if (ret < 0 || !x.root_ok || x.bad)
+        return S3E_MALFORMED_XML;
+    if (x.unsupported)
+        return S3E_NOT_IMPLEMENTED;
+    loc[x.len] = 0;
+    return S3E_NONE;
+}

@@ -1,7 +1,9 @@
 /* tests/fuzz/fuzz_s3_xml.c - libFuzzer target for the S3 request bodies
- * storaged parses with expat: DeleteObjects, CompleteMultipartUpload and
+ * storaged parses with expat: DeleteObjects, CompleteMultipartUpload,
  * PutPublicAccessBlock (its switches: only the four bits, or
- * MalformedXML).
+ * MalformedXML) and CreateBucketConfiguration (a LocationConstraint that
+ * fits its buffer, NUL-terminated; MalformedXML, NotImplemented or no
+ * memory otherwise).
  * Properties: a successful parse yields 1..1000 keys (NUL-terminated at
  * their length) or 1..10000 parts with numbers in 1..10000 and ETags
  * without quotes, a listed part checksum (hkind) only of a known kind with
@@ -101,6 +103,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         CHECK(e == S3E_NONE || e == S3E_MALFORMED_XML || e == S3E_INTERNAL);
         CHECK(e != S3E_NONE || (bits & ~0xfu) == 0);
+    }
+    {
+        char loc[16];
+        enum stor_s3_err e = stor_s3_parse_create_bucket(
+            (const char *)data, size, loc, sizeof(loc));
+
+        CHECK(e == S3E_NONE || e == S3E_MALFORMED_XML ||
+              e == S3E_NOT_IMPLEMENTED || e == S3E_INTERNAL);
+        CHECK(e != S3E_NONE || memchr(loc, 0, sizeof(loc)) != NULL);
     }
     ret = stor_s3_parse_complete((const char *)data, size, &parts, &n);
     if (ret == 0) {

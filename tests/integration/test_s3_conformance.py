@@ -4,9 +4,13 @@ copy-source-range syntax, and the like. Raw signed requests where boto3
 would normalise what we want to send."""
 import hashlib
 import http.client
+import subprocess
 import xml.etree.ElementTree as ET
 
+import botocore.exceptions
+
 import s3util
+from conftest import STORAGED
 
 
 def signed(srv, method, path, query=(), headers=None, body=b""):
@@ -272,3 +276,80 @@ def test_list_object_versions_of_an_unversioned_bucket(s3, bucket):
     with pytest.raises(botocore.exceptions.ClientError) as ei:
         s3.list_object_versions(Bucket="no-such-bucket-here")
     assert ei.value.response["Error"]["Code"] == "NoSuchBucket"
+
+
+def _create_error(c, name, loc=None):
+    """(HTTP status, error code) of CreateBucket @name with LocationConstraint
+    @loc (None: no CreateBucketConfiguration), or (200, None)."""
+    kw = {"Bucket": name}
+    if loc is not None:
+        kw["CreateBucketConfiguration"] = {"LocationConstraint": loc}
+    try:
+        r = c.create_bucket(**kw)
+        return r["ResponseMetadata"]["HTTPStatusCode"], None
+    except botocore.exceptions.ClientError as e:
+        return (e.response["ResponseMetadata"]["HTTPStatusCode"],
+                e.response["Error"]["Code"])
+
+
+def test_create_bucket_location_constraint_us_east_1(s3):
+    """The default region is us-east-1: as AWS there, no LocationConstraint
+    (or an empty one) creates the bucket, naming us-east-1 itself is
+    InvalidLocationConstraint, and another region is refused (this server
+    cannot put a bucket there), not ignored. Nothing is created by a
+    refused request; GetBucketLocation answers empty."""
+    assert _create_error(s3, "loc-a") == (200, None)
+    assert _create_error(s3, "loc-b", "") == (200, None)
+    assert _create_error(s3, "loc-c", "us-east-1") == \
+        (400, "InvalidLocationConstraint")
+    assert _create_error(s3, "loc-d", "eu-west-1") == \
+        (400, "IllegalLocationConstraintException")
+    names = [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    assert names == ["loc-a", "loc-b"]
+    assert s3.get_bucket_location(Bucket="loc-a").get(
+        "LocationConstraint") in (None, "")
+    # a body that is not a CreateBucketConfiguration is MalformedXML, and a
+    # directory-bucket configuration is not implemented
+    srv = s3.ecfs_server
+    st, _, body = signed(srv, "PUT", "/loc-e", body=b"<Nope/>")
+    assert (st, code_of(body)) == (400, "MalformedXML")
+    st, _, body = signed(
+        srv, "PUT", "/loc-e",
+        body=b"<CreateBucketConfiguration><Location><Type>AvailabilityZone"
+             b"</Type><Name>use1-az4</Name></Location>"
+             b"</CreateBucketConfiguration>")
+    assert (st, code_of(body)) == (501, "NotImplemented")
+    assert "loc-e" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+def test_region_option_names_the_one_region(storaged):
+    """`serve --region eu-west-1`: CreateBucket must name that region (as
+    AWS at a regional endpoint: IllegalLocationConstraintException without
+    it or with another), GetBucketLocation and HeadBucket answer it, and
+    re-creating one's own bucket is 409 BucketAlreadyOwnedByYou (only
+    us-east-1 answers 200)."""
+    srv = storaged(ndrives=4, args=["--region", "eu-west-1"])
+    c = srv.client()
+    assert _create_error(c, "r-a") == \
+        (400, "IllegalLocationConstraintException")
+    assert _create_error(c, "r-a", "us-west-2") == \
+        (400, "IllegalLocationConstraintException")
+    assert _create_error(c, "r-a", "eu-west-1") == (200, None)
+    assert c.get_bucket_location(Bucket="r-a")["LocationConstraint"] == \
+        "eu-west-1"
+    h = c.head_bucket(Bucket="r-a")["ResponseMetadata"]["HTTPHeaders"]
+    assert h["x-amz-bucket-region"] == "eu-west-1"
+    assert _create_error(c, "r-a", "eu-west-1") == \
+        (409, "BucketAlreadyOwnedByYou")
+    assert [b["Name"] for b in c.list_buckets()["Buckets"]] == ["r-a"]
+
+
+def test_region_option_is_checked(tmp_path):
+    """A --region that is not a plain region name is refused at start
+    (exit 2): it goes into XML and headers as it is."""
+    for bad in ("", "EU-WEST-1", "eu west", "-x", "a" * 33, "x<y"):
+        p = subprocess.run([STORAGED, "serve", "--address", "127.0.0.1:1",
+                            "--region", bad, str(tmp_path)],
+                           capture_output=True, timeout=30)
+        assert p.returncode == 2, (bad, p.returncode, p.stderr)
+        assert b"--region" in p.stderr
