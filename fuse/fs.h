@@ -60,6 +60,9 @@ struct fc_opts {
     char *stage_dir;         /* staging files go here (created if absent) */
     uint64_t stage_max;      /* largest staged file */
     unsigned rename_dir_max; /* most keys a directory rename moves */
+    int default_permissions; /* -o default_permissions: the kernel checks
+                              * modes (else ecfs does, perm.c) */
+    int allow_other;         /* -o allow_other */
     int async_close;         /* close() of a small new file does not wait
                               * for its PUT (write.c) */
     int pack_off;            /* -o pack=off: show a pack's raw objects */
@@ -81,6 +84,15 @@ struct fc_fs {
     struct fc_pack *pack; /* the prefix holds a pack: pack_ops.c serves */
     bool cache_forever;   /* ro || immutable: metadata never expires */
     time_t started;       /* mount time: the mtime of directories */
+    /* ecfs checks permissions itself (perm.c): a writable mount without
+     * -o default_permissions (ro and pack mounts keep the kernel's) */
+    bool own_perms;
+    /* own_perms with allow_other: entries are not cached by the kernel
+     * (entry and negative timeouts 0), so every path walk of every user
+     * reaches ecfs's lookup and its search (x) check; the kernel does not
+     * check a directory's x bit on a cached entry without
+     * default_permissions */
+    bool perm_walk;
 
     struct fc_dcache *dcache; /* -o cache_dir (dcache.c), NULL without */
 };

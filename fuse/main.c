@@ -92,6 +92,7 @@ static const struct fuse_opt opt_spec[] = {
     OPT("immutable", o.immutable),
     OPT("nostats", o.no_stats),
     OPT("async_close", o.async_close),
+    OPT("default_permissions", o.default_permissions),
     OPTS("attr_timeout=%lf", o.attr_timeout),
     OPTS("negative_timeout=%lf", o.negative_timeout),
     OPTS("list_ttl=%lf", o.list_ttl),
@@ -201,7 +202,13 @@ static void usage(const char *prog)
         "Namespace and metadata:\n"
         "    -o uid=N,gid=N,umask=OOO  owner and permission bits (default: mounting\n"
         "                           user, umask 022)\n"
-        "    -o allow_other         let other users access the mount\n"
+        "    -o allow_other         let other users access the mount (ecfs's own\n"
+        "                           checks then keep no entry cached in the kernel:\n"
+        "                           every path walk is checked, one lookup a step)\n"
+        "    -o default_permissions the kernel checks modes (default: ecfs checks\n"
+        "                           them itself on a writable mount: one request a\n"
+        "                           created file less; ro and pack mounts always\n"
+        "                           leave it to the kernel)\n"
         "    -o ro                  read-only mount; metadata cached until unmount\n"
         "    -o immutable           objects never change: cache like ro\n"
         "    -o attr_timeout=S      kernel attribute/entry cache (default 1; ro: 1 day)\n"
@@ -895,9 +902,8 @@ int main(int argc, char *argv[])
         fs.o.attr_timeout = fs.cache_forever ? 86400 : 1;
     if (fs.o.negative_timeout < 0)
         fs.o.negative_timeout = fs.cache_forever ? 86400 : 1;
-    /* the kernel checks permissions against our uid/gid/mode */
-    if (fuse_opt_add_arg(&args, "-odefault_permissions") != 0 ||
-        fuse_opt_add_arg(&args, "-osubtype=ecfs") != 0)
+    fs.o.allow_other = r.allow_other;
+    if (fuse_opt_add_arg(&args, "-osubtype=ecfs") != 0)
         goto out_args;
     {
         char fsname[PATH_MAX];
@@ -974,7 +980,16 @@ int main(int argc, char *argv[])
         ret = 1;
         goto out_curl;
     }
+    /* who checks permissions: ecfs itself on a writable mount (perm.c;
+     * the kernel's default_permissions would GETATTR the parent before
+     * every create, its attributes being dropped by the previous one), the
+     * kernel on ro and pack mounts (no opens reach a ro mount: no_open)
+     * and with -o default_permissions */
+    fs.own_perms = !fs.o.default_permissions && !fs.o.ro && fs.pack == NULL;
+    fs.perm_walk = fs.own_perms && fs.o.allow_other;
     ret = 1;
+    if (!fs.own_perms && fuse_opt_add_arg(&args, "-odefault_permissions") != 0)
+        goto out_curl;
     if (mc.listen || mc.otlp_endpoint) /* time every operation */
         fc_metrics_wrap_ops(fs.pack ? &fc_pack_ops : &fc_ops, &timed_ops);
     else

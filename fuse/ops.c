@@ -22,6 +22,7 @@
  * next directory read of this mount see them immediately. -o ro answers
  * EROFS to every modifying call. */
 #include "fuse/ops.h"
+#include "fuse/perm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -178,6 +179,100 @@ static double attr_tmo(const struct fc_fs *fs)
     return fs->o.attr_timeout;
 }
 
+static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
+                         struct fc_attr *a, char **key, double *when);
+
+/* Kernel entry timeout: none when every path walk must reach ecfs's
+ * permission checks (fs->perm_walk). */
+static double entry_tmo(const struct fc_fs *fs)
+{
+    return fs->perm_walk ? 0 : fs->o.attr_timeout;
+}
+
+/* Kernel negative-entry timeout (no cached absence under perm_walk: a
+ * user who may not search the directory must get EACCES, not ENOENT). */
+static double negative_tmo(const struct fc_fs *fs)
+{
+    return fs->perm_walk ? 0 : fs->o.negative_timeout;
+}
+
+/* The attributes ecfs shows for @in, as a struct stat. */
+static void inode_stat(struct fc_fs *fs, struct fc_inode *in, struct stat *st)
+{
+    struct fc_attr a;
+
+    fc_inode_get_attr(fs->itab, in, &a, NULL);
+    fc_fill_stat(fs, in->ino, &a, st);
+}
+
+/* Whether the caller of @req may @mask (R_OK/W_OK/X_OK) the inode @in
+ * (perm.c); always 0 when the kernel checks (default_permissions, ro and
+ * pack mounts). 0 or -EACCES. */
+static int may(fuse_req_t req, struct fc_inode *in, int mask)
+{
+    struct fc_fs *fs = fuse_req_userdata(req);
+    struct fc_cred c;
+    struct stat st;
+    int ret;
+
+    if (!fs->own_perms)
+        return 0;
+    inode_stat(fs, in, &st);
+    fc_cred_init(&c, req);
+    ret = fc_perm_check(&c, &st, mask);
+    fc_cred_fini(&c);
+    return ret;
+}
+
+/* The attributes ecfs shows for child @name of @dir: those of its live
+ * inode when there is one (a listing lacks x-amz-meta-*), else of the
+ * listing or HEAD that resolves it. 0 or -errno (-ENOENT). */
+static int child_stat(struct fc_fs *fs, struct fc_inode *dir, const char *name,
+                      struct stat *st)
+{
+    struct fc_attr a, live;
+    char *key = NULL;
+    double when;
+    int ret = resolve_child(fs, dir->key, name, &a, &key, &when);
+
+    if (ret < 0)
+        return ret;
+    if (fc_itab_cached_attr(fs->itab, key, &live, &when))
+        a = live;
+    free(key);
+    fc_fill_stat(fs, 0, &a, st);
+    return 0;
+}
+
+/* The sticky-bit rule for removing or replacing child @name of @dir
+ * (perm.c): the child's owner is only looked up (from the caches, as the
+ * kernel just did) when the directory is sticky and the caller neither
+ * root nor its owner. 0, -EPERM, or -errno of the child's lookup. */
+static int may_remove(fuse_req_t req, struct fc_inode *dir, const char *name)
+{
+    struct fc_fs *fs = fuse_req_userdata(req);
+    struct fc_cred c;
+    struct stat dst, vst;
+    int ret;
+
+    if (!fs->own_perms)
+        return 0;
+    inode_stat(fs, dir, &dst);
+    fc_cred_init(&c, req);
+    memset(&vst, 0, sizeof(vst));
+    vst.st_uid = (uid_t)-1;
+    if ((dst.st_mode & S_ISVTX) && c.uid != 0 && c.uid != dst.st_uid) {
+        ret = child_stat(fs, dir, name, &vst);
+        if (ret < 0) {
+            fc_cred_fini(&c);
+            return ret;
+        }
+    }
+    ret = fc_perm_sticky(&c, &dst, &vst);
+    fc_cred_fini(&c);
+    return ret;
+}
+
 /* Fills a struct stat (see header). */
 void fc_fill_stat(const struct fc_fs *fs, fuse_ino_t ino,
                   const struct fc_attr *a, struct stat *st)
@@ -254,7 +349,7 @@ static int make_entry(struct fc_fs *fs, const char *key,
     memset(e, 0, sizeof(*e));
     e->ino = in->ino;
     e->attr_timeout = attr_tmo(fs);
-    e->entry_timeout = attr_tmo(fs);
+    e->entry_timeout = entry_tmo(fs);
     fc_fill_stat(fs, in->ino, &cur, &e->attr);
     return 0;
 }
@@ -663,6 +758,11 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, ENOENT);
         return;
     }
+    /* search permission on the directory, before anything of the name */
+    if ((ret = may(req, dir, X_OK)) < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
     if (strlen(name) > 255) {
         fuse_reply_err(req, ENAMETOOLONG);
         return;
@@ -676,7 +776,7 @@ static void fc_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     ret = resolve_child(fs, dir->key, name, &a, &key, &when);
     if (ret == -ENOENT) {
         memset(&e, 0, sizeof(e));
-        e.entry_timeout = fs->o.negative_timeout;
+        e.entry_timeout = negative_tmo(fs);
         fuse_reply_entry(req, &e);
         return;
     }
@@ -763,6 +863,33 @@ static void fc_op_getattr(fuse_req_t req, fuse_ino_t ino,
     fuse_reply_attr(req, &st, attr_tmo(fs));
 }
 
+/* The kernel's FMODE_EXEC, passed in the open flags of an execve (not in
+ * <fcntl.h>: the kernel's __FMODE_EXEC). */
+#define FC_OPEN_EXEC 040
+
+/* The access an open with @flags needs, as the kernel's may_open. */
+static int open_mask(int flags)
+{
+    int m = 0;
+
+    switch (flags & O_ACCMODE) {
+    case O_RDONLY:
+        m = R_OK;
+        break;
+    case O_WRONLY:
+        m = W_OK;
+        break;
+    default:
+        m = R_OK | W_OK;
+        break;
+    }
+    if (flags & O_TRUNC)
+        m |= W_OK;
+    if (flags & FC_OPEN_EXEC)
+        m |= X_OK;
+    return m;
+}
+
 /* Valid replies: fuse_reply_open, fuse_reply_err */
 static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
                        struct fuse_file_info *fi)
@@ -794,6 +921,8 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
         return;
     }
     ret = revalidate(fs, in, &a);
+    if (ret == 0)
+        ret = may(req, in, open_mask(fi->flags));
     if (ret < 0) {
         fuse_reply_err(req, -ret);
         return;
@@ -1009,6 +1138,10 @@ static void fc_op_opendir(fuse_req_t req, fuse_ino_t ino,
     fc_inode_get_attr(fs->itab, in, &a, NULL);
     if (!a.is_dir) {
         fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    if ((ret = may(req, in, R_OK)) < 0) {
+        fuse_reply_err(req, -ret);
         return;
     }
     dh = calloc(1, sizeof(*dh));
@@ -1327,6 +1460,19 @@ static void fc_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
         fuse_reply_err(req, EISDIR);
         return;
     }
+    if (fs->own_perms) {
+        struct fc_cred c;
+        mode_t mode;
+        fc_fill_stat(fs, ino, &a, &st);
+        fc_cred_init(&c, req);
+        ret = fc_perm_setattr(&c, &st, attr, to_set, fi != NULL, &mode);
+        fc_cred_fini(&c);
+        if (ret < 0) {
+            fuse_reply_err(req, -ret);
+            return;
+        }
+        attr->st_mode = mode;
+    }
     if (to_set & FUSE_SET_ATTR_SIZE) {
         if (fh != NULL && fh->wf != NULL)
             ret = fc_write_truncate(fh->wf, (uint64_t)attr->st_size);
@@ -1355,11 +1501,15 @@ static void new_attr(struct fc_attr *a, bool is_dir)
     a->mtime = time(NULL);
 }
 
-/* The attributes a new file stores: its mode and its creator's ids (the
- * mtime is set at commit). */
-static void new_meta(fuse_req_t req, mode_t mode, struct fc_s3_meta *m)
+/* The attributes a new file or directory in @dir stores: its mode and
+ * its creator's ids (the mtime is set at commit). In a set-group-ID
+ * directory it takes the directory's group, and a new directory keeps
+ * the bit, as on a local file system. */
+static void new_meta(fuse_req_t req, struct fc_inode *dir, mode_t mode,
+                     struct fc_s3_meta *m)
 {
     const struct fuse_ctx *c = fuse_req_ctx(req);
+    struct stat dst;
 
     memset(m, 0, sizeof(*m));
     m->mode = (uint32_t)((S_ISDIR(mode) ? S_IFDIR : S_IFREG) | (mode & 07777));
@@ -1368,6 +1518,13 @@ static void new_meta(fuse_req_t req, mode_t mode, struct fc_s3_meta *m)
         m->uid = (uint32_t)c->uid;
         m->gid = (uint32_t)c->gid;
         m->has |= FC_META_UID | FC_META_GID;
+    }
+    inode_stat(fuse_req_userdata(req), dir, &dst);
+    if (dst.st_mode & S_ISGID) {
+        m->gid = (uint32_t)dst.st_gid;
+        m->has |= FC_META_GID;
+        if (S_ISDIR(mode))
+            m->mode |= S_ISGID;
     }
 }
 
@@ -1406,8 +1563,9 @@ static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 
     (void)rdev;
     if ((ret = check_new_name(fs, parent, name)) < 0 ||
-        (ret = S_ISREG(mode) ? 0 : -EPERM) < 0 ||
-        (ret = dir ? 0 : -ENOENT) < 0) {
+        (ret = dir ? 0 : -ENOENT) < 0 ||
+        (ret = may(req, dir, W_OK | X_OK)) < 0 ||
+        (ret = S_ISREG(mode) ? 0 : -EPERM) < 0) {
         fuse_reply_err(req, -ret);
         return;
     }
@@ -1417,7 +1575,7 @@ static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
         return;
     }
     new_attr(&a, false);
-    new_meta(req, mode, &a.meta);
+    new_meta(req, dir, mode, &a.meta);
     a.meta.mtime = (int64_t)a.mtime;
     a.meta.has |= FC_META_MTIME;
     {
@@ -1451,7 +1609,8 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     int ret;
 
     if ((ret = check_new_name(fs, parent, name)) < 0 ||
-        (ret = dir ? 0 : -ENOENT) < 0) {
+        (ret = dir ? 0 : -ENOENT) < 0 ||
+        (ret = may(req, dir, W_OK | X_OK)) < 0) {
         fuse_reply_err(req, -ret);
         return;
     }
@@ -1461,7 +1620,7 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
         return;
     }
     new_attr(&a, true);
-    new_meta(req, S_IFDIR | mode, &a.meta);
+    new_meta(req, dir, S_IFDIR | mode, &a.meta);
     {
         struct timespec ts;
         struct fc_s3_body b = {.data = "", .len = 0};
@@ -1529,20 +1688,27 @@ static void set_copied_attr(struct fc_fs *fs, struct fc_inode *in,
 }
 
 /* The checks unlink and rmdir share: a writable mount, a known parent,
- * not the stats file. 0 and the child's key in *@key (owned; a dir
+ * write and search permission on it and its sticky bit (perm.c), not the
+ * stats file. 0 and the child's key in *@key (owned; a dir
  * marker's when @is_dir), or -errno. */
-static int removal_key(struct fc_fs *fs, fuse_ino_t parent, const char *name,
+static int removal_key(fuse_req_t req, fuse_ino_t parent, const char *name,
                        bool is_dir, char **key)
 {
+    struct fc_fs *fs = fs_of(req);
     struct fc_inode *dir = fc_inode_peek(fs->itab, parent);
+    int ret;
 
     if (is_ro(fs))
         return -EROFS;
     if (dir == NULL)
         return -ENOENT;
+    if ((ret = may(req, dir, W_OK | X_OK)) < 0)
+        return ret;
     if (parent == FUSE_ROOT_ID && !fs->o.no_stats &&
         strcmp(name, FC_STATS_NAME) == 0)
         return is_dir ? -ENOTDIR : -EPERM;
+    if ((ret = may_remove(req, dir, name)) < 0)
+        return ret;
     *key = child_key(dir->key, name, is_dir);
     return *key != NULL ? 0 : -ENOMEM;
 }
@@ -1552,7 +1718,7 @@ static void fc_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fc_fs *fs = fs_of(req);
     char *key = NULL;
-    int ret = removal_key(fs, parent, name, false, &key);
+    int ret = removal_key(req, parent, name, false, &key);
 
     if (ret < 0) {
         fuse_reply_err(req, -ret);
@@ -1594,7 +1760,7 @@ static void fc_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct fc_fs *fs = fs_of(req);
     char *key = NULL;
-    int ret = removal_key(fs, parent, name, true, &key);
+    int ret = removal_key(req, parent, name, true, &key);
 
     if (ret < 0) {
         fuse_reply_err(req, -ret);
@@ -1898,6 +2064,24 @@ static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
 static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
                          struct fc_attr *a, char **key, double *when);
 
+/* The permission checks of a rename of @name in @d1 to @newname in @d2,
+ * in the kernel's order: write and search permission on both directories
+ * and the sticky bit of @d1 for the source and of @d2 for a target that
+ * exists (an absent one is no error here: the rename makes it). 0,
+ * -EACCES, -EPERM or -errno. */
+static int may_rename(fuse_req_t req, struct fc_inode *d1, const char *name,
+                      struct fc_inode *d2, const char *newname)
+{
+    int ret;
+
+    if ((ret = may(req, d1, W_OK | X_OK)) < 0 ||
+        (ret = may_remove(req, d1, name)) < 0 ||
+        (d2 != d1 && (ret = may(req, d2, W_OK | X_OK)) < 0))
+        return ret;
+    ret = may_remove(req, d2, newname);
+    return ret == -ENOENT ? 0 : ret;
+}
+
 /* Valid replies: fuse_reply_err */
 static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                          fuse_ino_t newparent, const char *newname,
@@ -1923,11 +2107,23 @@ static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         fuse_reply_err(req, ENOENT);
         return;
     }
-    if ((ret = check_new_name(fs, newparent, newname)) < 0) {
+    if ((ret = check_new_name(fs, newparent, newname)) < 0 ||
+        (ret = may_rename(req, d1, name, d2, newname)) < 0) {
         fuse_reply_err(req, -ret);
         return;
     }
     ret = resolve_child(fs, d1->key, name, &a, &src, &when);
+    /* a directory moved to another parent changes its "..": write
+     * permission on it too (the kernel's vfs_rename) */
+    if (ret == 0 && a.is_dir && d1 != d2 && fs->own_perms) {
+        struct fc_cred c;
+        struct stat st;
+        if ((ret = child_stat(fs, d1, name, &st)) == 0) {
+            fc_cred_init(&c, req);
+            ret = fc_perm_check(&c, &st, W_OK);
+            fc_cred_fini(&c);
+        }
+    }
     if (ret == 0) {
         dst = child_key(d2->key, newname, a.is_dir);
         if (dst == NULL)
@@ -1986,7 +2182,8 @@ static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
     int ret;
 
     if ((ret = check_new_name(fs, parent, name)) < 0 ||
-        (ret = dir ? 0 : -ENOENT) < 0) {
+        (ret = dir ? 0 : -ENOENT) < 0 ||
+        (ret = may(req, dir, W_OK | X_OK)) < 0) {
         fuse_reply_err(req, -ret);
         return;
     }
@@ -1999,7 +2196,7 @@ static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
         return;
     }
     new_attr(&a, false);
-    new_meta(req, mode, &a.meta);
+    new_meta(req, dir, mode, &a.meta);
     /* a note now: a lookup while it is written finds it */
     fc_itab_note(fs, key, true, &a);
     ret = make_entry(fs, key, &a, fc_now(), &e);
@@ -2071,7 +2268,36 @@ static void fc_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     fuse_reply_err(req, is_ro(fs_of(req)) ? EROFS : ENOTSUP);
 }
 
+/* Valid replies: fuse_reply_err. access(2), faccessat and chdir's search
+ * check (the kernel sends it only without default_permissions): @mask of
+ * R_OK/W_OK/X_OK against the attributes ecfs shows (perm.c); F_OK alone
+ * is 0 for anything the kernel could name. */
+static void fc_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_inode *in = NULL;
+    struct fc_cred c;
+    struct stat st;
+    int ret = 0;
+
+    if (ino == FC_STATS_INO) {
+        fc_stats_attr(fs, stats_format, &st);
+    } else if ((in = fc_inode_peek(fs->itab, ino)) != NULL) {
+        inode_stat(fs, in, &st);
+    } else {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (fs->own_perms && (mask & (R_OK | W_OK | X_OK))) {
+        fc_cred_init(&c, req);
+        ret = fc_perm_check(&c, &st, mask);
+        fc_cred_fini(&c);
+    }
+    fuse_reply_err(req, -ret);
+}
+
 const struct fuse_lowlevel_ops fc_ops = {
+    .access = fc_op_access,
     .init = fc_op_init,
     .destroy = fc_op_destroy,
     .lookup = fc_op_lookup,

@@ -1,0 +1,265 @@
+"""ecfs's own permission checks (fuse/perm.c; a writable mount without
+-o default_permissions), compared side by side with a local tmpfs
+directory: the same tree of modes and owners is built in both by root,
+then unprivileged users (setpriv: uid 12345 and 12346, with and without a
+supplementary group) run the same sequence of calls in each, and every
+answer (0 or the errno) must be the same.
+
+The mount has allow_other, so other users reach it; ecfs then keeps no
+entry cached in the kernel (entry and negative timeouts 0): a user who may
+not search a directory is refused its entries even right after root
+looked them up (the kernel does not check search permission on a cached
+entry without default_permissions).
+
+The calls run in a child process started in the tree (cwd), so the
+ancestors of the tree (pytest's tmp dir is 0700) do not matter; paths are
+relative to it.
+
+Not compared: the set-id bits after a write by another user (the kernel
+clears them on tmpfs; ecfs's writes are direct I/O, which the kernel
+does not clear them for, and ecfs does not either: fuse/README.md).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+
+import pytest
+
+A, B, G = 12345, 12346, 20000   # two users and a group A is in
+PY = "/usr/bin/python3"
+
+# The calls, run by the child: each is [name, args...]; the answer is "ok"
+# (or the value, for listings and stat fields) or the errno's name.
+CHILD = r"""
+import errno, json, os, sys
+def run(op, *a):
+    if op == "list":
+        return sorted(os.listdir(a[0]))
+    if op == "stat":
+        st = os.stat(a[0])
+        return [oct(st.st_mode), st.st_uid, st.st_gid]
+    if op == "read":
+        with open(a[0], "rb") as f:
+            return f.read().decode()
+    if op == "open":
+        flags = 0
+        for w in a[1].split("|"):
+            flags |= getattr(os, w)
+        os.close(os.open(a[0], flags, 0o644))
+        return "ok"
+    if op == "write":
+        with open(a[0], "wb") as f:
+            f.write(a[1].encode())
+        return "ok"
+    if op == "mkdir":
+        os.mkdir(a[0], 0o755)
+    elif op == "rmdir":
+        os.rmdir(a[0])
+    elif op == "unlink":
+        os.unlink(a[0])
+    elif op == "rename":
+        os.rename(a[0], a[1])
+    elif op == "chmod":
+        os.chmod(a[0], a[1])
+    elif op == "chown":
+        os.chown(a[0], a[1], a[2])
+    elif op == "touch":
+        os.utime(a[0], None)
+    elif op == "utime":
+        os.utime(a[0], (a[1], a[1]))
+    elif op == "truncate":
+        os.truncate(a[0], a[1])
+    elif op == "access":
+        return os.access(a[0], a[1])
+    elif op == "exec":
+        import subprocess
+        return subprocess.run([a[0]]).returncode
+    elif op == "chdir":
+        os.chdir(a[0])
+        os.chdir("..")
+    else:
+        raise ValueError(op)
+    return "ok"
+out = []
+for c in json.loads(sys.argv[1]):
+    try:
+        out.append(run(*c))
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+print(json.dumps(out))
+"""
+
+
+def as_user(cwd, uid, gid, groups, calls):
+    """Runs @calls as @uid/@gid with supplementary @groups in @cwd."""
+    g = ["--groups=" + ",".join(map(str, groups))] if groups else \
+        ["--clear-groups"]
+    out = subprocess.run(
+        ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid] + g +
+        [PY, "-c", CHILD, json.dumps(calls)], cwd=cwd, check=True,
+        capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"})
+    return json.loads(out.stdout)
+
+
+def build_tree(root):
+    """The same tree in @root (as root): directories and files of every
+    kind of mode and owner the calls below need."""
+    def d(p, mode, uid=0, gid=0):
+        os.mkdir(os.path.join(root, p))
+        os.chown(os.path.join(root, p), uid, gid)
+        os.chmod(os.path.join(root, p), mode)
+
+    def f(p, mode, uid=0, gid=0, text="x"):
+        with open(os.path.join(root, p), "w") as fh:
+            fh.write(text)
+        os.chown(os.path.join(root, p), uid, gid)
+        os.chmod(os.path.join(root, p), mode)
+    # files before their directory's final mode (root may anyway)
+    for p in ("open", "ro", "nox", "nor", "sticky", "grp", "a", "mv", "sg"):
+        d(p, 0o755)
+    d("open/sub", 0o755)
+    d("open/asub", 0o755, A, A)
+    d("mv/dst", 0o777)
+    f("ro/f", 0o644)
+    f("nox/f", 0o666)
+    f("nor/f", 0o644)
+    f("sticky/fa", 0o666, A, A)
+    f("sticky/fb", 0o666, B, B)
+    f("grp/f", 0o660, 0, G)
+    f("grp/g", 0o606, 0, G)
+    f("a/mine", 0o600, A, A)
+    f("a/none", 0o000, A, A)
+    f("rw", 0o666)
+    f("r", 0o644)
+    f("own", 0o644, A, A)
+    f("setid", 0o6666)
+    f("xroot", 0o700, text="#!/bin/sh\nexit 3\n")
+    f("xall", 0o755, text="#!/bin/sh\nexit 3\n")
+    os.chmod(os.path.join(root, "open"), 0o777)
+    os.chmod(os.path.join(root, "nox"), 0o776)
+    os.chmod(os.path.join(root, "nor"), 0o711)
+    os.chmod(os.path.join(root, "sticky"), 0o1777)
+    os.chown(os.path.join(root, "grp"), 0, G)
+    os.chmod(os.path.join(root, "grp"), 0o770)
+    os.chown(os.path.join(root, "a"), A, A)
+    os.chmod(os.path.join(root, "mv"), 0o777)
+    os.chown(os.path.join(root, "sg"), 0, G)
+    os.chmod(os.path.join(root, "sg"), 0o2777)
+
+
+# (who, calls) in order; every answer is compared
+SEQUENCE = [
+    ("A", [["list", "."], ["list", "open"], ["list", "ro"], ["list", "nox"],
+           ["list", "nor"], ["list", "grp"], ["list", "a"]]),
+    ("A", [["stat", "nox/f"], ["read", "nox/f"], ["stat", "nor/f"],
+           ["read", "nor/f"], ["read", "ro/f"], ["read", "grp/f"],
+           ["read", "a/mine"], ["read", "a/none"], ["read", "r"],
+           ["stat", "nox/absent"], ["stat", "ro/absent"]]),
+    ("A", [["exec", "./xroot"], ["exec", "./xall"]]),
+    ("A", [["access", "r", 4], ["access", "r", 2], ["access", "r", 1],
+           ["access", "rw", 6], ["access", "nox", 1], ["access", "nor", 4],
+           ["access", "nor", 1], ["access", "a/none", 4],
+           ["chdir", "nox"], ["chdir", "nor"], ["chdir", "open"]]),
+    ("A", [["open", "r", "O_WRONLY"], ["open", "r", "O_RDWR"],
+           ["open", "r", "O_RDONLY|O_TRUNC"], ["open", "rw", "O_RDWR"],
+           ["open", "a/mine", "O_RDWR"], ["open", "own", "O_WRONLY"]]),
+    ("A", [["open", "ro/new", "O_CREAT|O_EXCL|O_WRONLY"],
+           ["open", "open/new", "O_CREAT|O_EXCL|O_WRONLY"],
+           ["open", "nox/new", "O_CREAT|O_EXCL|O_WRONLY"],
+           ["write", "grp/new", "n"], ["write", "sticky/na", "n"],
+           ["mkdir", "ro/d"], ["mkdir", "open/d"], ["mkdir", "nox/d"],
+           ["mkdir", "grp/d"], ["mkdir", "sticky/da"]]),
+    ("A", [["unlink", "ro/f"], ["unlink", "nox/f"], ["unlink", "sticky/fb"],
+           ["rename", "sticky/fb", "sticky/fb2"],
+           ["rename", "sticky/fa", "sticky/fb"],
+           ["rename", "sticky/fa", "open/fa"], ["unlink", "open/fa"],
+           ["rename", "open/sub", "mv/dst/sub"],
+           ["rename", "open/asub", "mv/dst/asub"],
+           ["rmdir", "open/sub"], ["rmdir", "open/d"],
+           ["rename", "open/new", "ro/new"]]),
+    ("A", [["write", "sg/f", "s"], ["stat", "sg/f"], ["mkdir", "sg/d"],
+           ["stat", "sg/d"], ["write", "sg/d/f", "t"], ["stat", "sg/d/f"]]),
+    ("B", [["unlink", "sticky/na"], ["unlink", "sticky/fb"],
+           ["rmdir", "sticky/da"], ["list", "grp"], ["read", "grp/g"]]),
+    ("A", [["chmod", "own", 0o600], ["stat", "own"], ["chmod", "r", 0o666],
+           ["chmod", "a", 0o2755], ["stat", "a"],
+           ["chown", "own", B, -1], ["chown", "own", -1, G],
+           ["stat", "own"], ["chown", "own", -1, B], ["chown", "own", A, -1],
+           ["chown", "r", -1, A]]),
+    ("A", [["touch", "rw"], ["touch", "r"], ["utime", "rw", 1000],
+           ["utime", "own", 1000], ["truncate", "rw", 0],
+           ["truncate", "r", 0], ["truncate", "own", 0],
+           ["write", "setid", "w"]]),
+]
+
+
+def who(name):
+    if name == "A":
+        return A, A, [G]
+    return B, B, []
+
+
+@pytest.mark.slow
+def test_permissions_match_tmpfs(storaged, ecfs_mount):
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    b = "perm-" + uuid.uuid4().hex[:10]
+    s3.create_bucket(Bucket=b)
+    m = ecfs_mount(srv.endpoint, b, ["allow_other", "retries=2"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    with open("/proc/self/mountinfo") as f:
+        line = [x for x in f if " %s " % m.path in x][0]
+    assert "default_permissions" not in line  # the answers are ecfs's
+    local = tempfile.mkdtemp(prefix="ecfs-perm-", dir="/dev/shm")
+    try:
+        trees = {"tmpfs": os.path.join(local, "t"),
+                 "ecfs": os.path.join(m.path, "t")}
+        for t in trees.values():
+            os.mkdir(t)
+            os.chmod(t, 0o755)
+            build_tree(t)
+        for i, (name, calls) in enumerate(SEQUENCE):
+            uid, gid, groups = who(name)
+            got = {k: as_user(t, uid, gid, groups, calls)
+                   for k, t in trees.items()}
+            for c, want, have in zip(calls, got["tmpfs"], got["ecfs"]):
+                assert have == want, "step %d %s %s: tmpfs %r, ecfs %r" % (
+                    i, name, c, want, have)
+        # refusals really were refused: nothing changed in the bucket
+        keys = {o["Key"] for o in s3.list_objects_v2(
+            Bucket=b, Prefix="t/").get("Contents", [])}
+        assert "t/ro/f" in keys and "t/nox/f" in keys
+        assert "t/ro/new" not in keys and "t/nox/new" not in keys
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def test_default_permissions_option(storaged, ecfs_mount):
+    """-o default_permissions leaves the checks to the kernel (they still
+    refuse) and a plain mount (no allow_other) keeps entries cached."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    b = "perm-" + uuid.uuid4().hex[:10]
+    s3.create_bucket(Bucket=b)
+    m = ecfs_mount(srv.endpoint, b, ["allow_other", "default_permissions"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    t = os.path.join(m.path, "t")
+    os.mkdir(t)
+    os.chmod(t, 0o755)
+    with open(os.path.join(t, "r"), "w") as f:
+        f.write("x")
+    with open("/proc/self/mountinfo") as f:
+        line = [x for x in f if " %s " % m.path in x][0]
+    assert "default_permissions" in line
+    assert as_user(t, A, A, [], [["open", "r", "O_WRONLY"], ["read", "r"],
+                                 ["write", "new", "n"]]) == \
+        ["EACCES", "x", "EACCES"]
