@@ -21,8 +21,10 @@ PUT per file in close() cannot go faster than that PUT: a share near
 100% means the client is at the server's floor and only the server's PUT
 latency (fsync at commit) is left.
 Every figure includes the uploads: ecfs, s3fs and rclone (VFS cache off)
-finish a file's upload in close(); ecfs-async (ecfs -o async_close, not
-the default) lets close() of a small new file return before its PUT and
+finish a file's upload in close(); ecfs-kperm (ecfs -o
+default_permissions: the kernel checks permissions, one GETATTR more per
+created file; only when named in --peers) too; ecfs-async (ecfs -o
+async_close, not the default) lets close() of a small new file return before its PUT and
 waits for the last ones at unmount; its figures include those (the clock
 stops when .ecfs-stats shows async_queued 0); for local disk
 the big file's figure includes its fsync (else it measures the page
@@ -51,7 +53,11 @@ import bench_loader as bl  # noqa: E402  (Storaged, Mount, helpers)
 
 PEERS = ["local", "ecfs", "ecfs-async", "s3fs", "rclone"]
 # ecfs-async: ecfs -o async_close (close() of a small new file does not
-# wait for its PUT; an upload error is only logged): not the default
+# wait for its PUT; an upload error is only logged): not the default.
+# ecfs-kperm (not run unless named): ecfs -o default_permissions, the
+# kernel's permission checks (one GETATTR of the parent per created file),
+# the default before ecfs checked permissions itself
+EXTRA = {"ecfs-async": "async_close", "ecfs-kperm": "default_permissions"}
 TESTS = ["cp", "big", "rsync", "put"]
 BUCKET = "wbench"
 
@@ -233,8 +239,8 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
         prefix = "%s-r%d" % (peer, r)
         # the prefix must exist for s3fs/rclone to mount it
         s3.put_object(Bucket=BUCKET, Key=prefix + "/", Body=b"")
-        if peer == "ecfs-async":
-            m = WMount("ecfs", root, srv, work, prefix, extra="async_close")
+        if peer in EXTRA:
+            m = WMount("ecfs", root, srv, work, prefix, extra=EXTRA[peer])
         else:
             m = WMount(peer, root, srv, work, prefix)
         try:
@@ -337,7 +343,11 @@ def table(res, peers, tests, a, nfiles):
     out.append("")
     e = {t: med(res.get(("ecfs", t), [])) for t in ("cp", "big", "rsync")}
     ea = {t: med(res.get(("ecfs-async", t), [])) for t in ("cp", "rsync")}
+    ek = {t: med(res.get(("ecfs-kperm", t), [])) for t in ("cp", "rsync")}
     lines = []
+    for t in ("cp", "rsync"):
+        if e[t] and ek[t]:
+            lines.append("ecfs/ecfs-kperm %s: %.2fx" % (t, e[t] / ek[t]))
     for peer in ("s3fs", "rclone"):
         for t in ("cp", "rsync"):
             o = med(res.get((peer, t), []))
@@ -345,6 +355,8 @@ def table(res, peers, tests, a, nfiles):
                 lines.append("ecfs/%s %s: %.2fx" % (peer, t, e[t] / o))
             if ea[t] and o:
                 lines.append("ecfs-async/%s %s: %.2fx" % (peer, t, ea[t] / o))
+            if ek[t] and o:
+                lines.append("ecfs-kperm/%s %s: %.2fx" % (peer, t, ek[t] / o))
     put = med(res.get(("boto3", "put"), []))
     if e["big"] and put:
         lines.append("ecfs big / boto3 PUT: %.2fx" % (e["big"] / put))
