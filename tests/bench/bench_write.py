@@ -34,7 +34,7 @@ and rclone (small files) and against boto3's PUT (big file).
 
 Usage: tests/bench/bench_write.py [--repeat N] [--peers local,ecfs,...]
        [--tests cp,big,rsync,put] [--big-mib N] [--files N] [--results DIR]
-       [--no-fsync]
+       [--no-fsync] [--warm N]
 Needs root (mounts).
 """
 
@@ -144,6 +144,8 @@ def main():
     ap.add_argument("--tests", default=",".join(TESTS))
     ap.add_argument("--big-mib", type=int, default=1024)
     ap.add_argument("--files", type=int, default=3000)
+    ap.add_argument("--warm", type=int, default=1500,
+                    help="PUT+DELETEs that warm the bucket first")
     ap.add_argument("--results", default=None,
                     help="also write write.md into this folder")
     ap.add_argument("--workdir", default=None)
@@ -179,7 +181,7 @@ def main():
                           region_name="us-east-1",
                           config=Config(s3={"addressing_style": "path"}))
     s3.create_bucket(Bucket=BUCKET)
-    warm_bucket(s3)
+    warm_bucket(s3, a.warm)
     log("storaged %s, %d files (%.0f MiB), big file %d MiB"
         % (srv.endpoint, nfiles,
            sum(os.path.getsize(os.path.join(d, n))
