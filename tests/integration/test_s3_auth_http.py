@@ -17,6 +17,7 @@ import pytest
 
 import s3util
 from s3util import raw_request, status_of
+from test_s3_checksums import b64_checksum
 
 
 def err_code(excinfo):
@@ -180,26 +181,12 @@ def unsigned_trailer_put(srv, path, chunks, trailer_line, te_chunked=False):
 
 
 
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
-    return (crc ^ 0xFFFFFFFF).to_bytes(4, "big")
-
-
 @pytest.mark.parametrize("algo", ["crc32", "crc32c", "sha1", "sha256"])
 @pytest.mark.parametrize("te", [False, True])
 def test_unsigned_trailer(s3_server, s3, bucket, algo, te):
     chunks = [b"x" * 8192, b"y" * 100, b"z" * 3000]
     whole = b"".join(chunks)
-    if algo == "crc32":
-        v = s3util.crc32_b64(whole)
-    elif algo == "crc32c":
-        v = base64.b64encode(crc32c(whole)).decode()
-    else:
-        v = base64.b64encode(hashlib.new(algo, whole).digest()).decode()
+    v = b64_checksum(algo, whole)
     path = "/%s/t-%s-%d" % (bucket, algo, te)
     st, body, hdrs = unsigned_trailer_put(s3_server, path, chunks,
                                           "x-amz-checksum-%s:%s" % (algo, v), te)
