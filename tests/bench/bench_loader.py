@@ -25,7 +25,14 @@ What it measures (figures, not pass/fail; medians where repeated):
   seq    one sequential read (1 MiB reads) of a packed tar shard of >= 512 MiB,
          cold and warm, MiB/s, and the reader's CPU per MiB (its system
          time: the page-cache copy); --seq-warm N reads it warm N times and
-         also reports the last warm pass.
+         also reports the last warm pass. Beside it (root only): the share
+         of the shard's cached pages that sit in large folios (> 4 KiB) after
+         the last pass (page_cache_folios.py).
+  ioctl  --ioctls N TCGETS ioctls (what Python's isatty() sends on every
+         buffered open) on one sample file: wall and the caller's CPU
+         microseconds per ioctl, the FUSE client's CPU per ioctl, and how
+         many an ecfs mount counted (.ecfs-stats ioctls). Every one must fail
+         with ENOTTY, as on local disk.
 
 How: it starts its own storaged (16 drive directories in a temporary folder,
 the 12+4 default of `make run`) on a free 127.0.0.1 port, generates the dataset
@@ -94,7 +101,7 @@ SIZES = {
 }
 PEERS = ["local", "passthrough", "ecfs", "ecfs-pack", "s3fs", "rclone"]
 PACKED = "packed"  # ecfs-pack: `ecfs pack` of the dataset into bench/packed/
-TESTS = ["train", "raw", "raw0", "loop", "meta", "seq"]
+TESTS = ["train", "raw", "raw0", "loop", "meta", "seq", "ioctl"]
 # what runs without --peers/--tests: passthrough_ll (the cost of FUSE itself,
 # over the local copy) joins for the medium set
 DEFAULTS = {"peers": ["local", "ecfs", "ecfs-pack", "s3fs", "rclone"],
@@ -590,6 +597,57 @@ def seq_read(path, budget, ref=None):
                 cpu=c1 - c0)
 
 
+def large_folio_share(path):
+    """Share (0..1) of @path's pages in the page cache that sit in folios
+    larger than 4 KiB (page_cache_folios.py; the file is mapped, not read
+    again when cached), or None when that cannot be read (not root)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from page_cache_folios import PAGE, folio_pages
+    try:
+        sizes, _absent = folio_pages(path)
+    except OSError:
+        return None
+    total = sum(sizes.values())
+    if not total:
+        return None
+    return sum(v for k, v in sizes.items() if k * 1024 > PAGE) / total
+
+
+def ioctl_cost(path, n):
+    """@n TCGETS ioctls (isatty()'s) on @path, opened O_RDONLY (which sends
+    none); returns dict(wall_us, cpu_us): microseconds per ioctl of wall
+    time and of this thread's CPU. Raises RuntimeError unless every one
+    fails with ENOTTY, local disk's answer."""
+    import errno
+    import termios
+    buf = bytearray(64)  # > sizeof(struct termios)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        c0, t0 = time.thread_time(), time.perf_counter()
+        for _ in range(n):
+            try:
+                fcntl.ioctl(fd, termios.TCGETS, buf)
+            except OSError as e:
+                if e.errno != errno.ENOTTY:
+                    raise RuntimeError("TCGETS on %s: %s" % (path, e))
+            else:
+                raise RuntimeError("TCGETS on %s succeeded" % path)
+        t1, c1 = time.perf_counter(), time.thread_time()
+    finally:
+        os.close(fd)
+    return dict(wall_us=(t1 - t0) * 1e6 / n, cpu_us=(c1 - c0) * 1e6 / n)
+
+
+def first_sample(root):
+    """The first sample file below @root in sorted walk order, or None."""
+    for d, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in sorted(names):
+            if name.endswith(SAMPLE_EXT):
+                return os.path.join(d, name)
+    return None
+
+
 def gen_medium(root, files, kib, classes=10, seed=14):
     """Writes the medium set under @root (unless it is there already):
     @files files of @kib KiB +-10 % random bytes, round-robin over @classes
@@ -954,11 +1012,18 @@ class Bench:
                 for p in pts)))
         if "seq" in a.tests and peer != "ecfs-pack":  # same as ecfs
             root, m = self.cold(peer, prefix=os.path.dirname(SHARD_KEY))
-            path = (self.shard if m is None
-                    else os.path.join(root, os.path.basename(SHARD_KEY)))
+            # passthrough_ll mounts the shard's local folder, ecfs the
+            # bucket's shards/ folder
+            path = (self.shard if m is None else os.path.join(
+                root, os.path.basename(self.shard if peer == "passthrough"
+                                       else SHARD_KEY)))
             runs = [seq_read(path, self.budget, self.shard)
                     for _ in range(1 + a.seq_warm)]
+            share = large_folio_share(path)
             self.done(m)
+            if share is not None:
+                r.setdefault("seq folios", []).append(
+                    [dict(v=share, x=None, partial=False)])
             for x in runs:
                 if not x["ok"]:
                     self.notes.append("%s: shard read returned WRONG "
@@ -968,9 +1033,36 @@ class Bench:
                         x=x["cpu"] * 1e6 / max(1, x["bytes"] / 1048576),
                         partial=x["partial"]) for x in runs]
             r.setdefault("seq", []).append(pts)
-            log("%s seq #%d: %s" % (peer, rep + 1, ", ".join(
-                "%.0f MiB/s (CPU %.0f us/MiB)" % (p["v"], p["x"])
-                for p in pts)))
+            log("%s seq #%d: %s; %s of the cached pages in large folios"
+                % (peer, rep + 1, ", ".join(
+                    "%.0f MiB/s (CPU %.0f us/MiB)" % (p["v"], p["x"])
+                    for p in pts),
+                   "n/a" if share is None else "%.0f%%" % (100 * share)))
+        if "ioctl" in a.tests:
+            root, m = self.cold(peer)
+            path = first_sample(root)
+            if path is None:
+                raise RuntimeError("ioctl: no sample file below %s" % root)
+            pid = m.proc.pid if m is not None else None
+            io0 = self.ioctls(m)
+            ns0 = pid_cpu_ns(pid) if pid else None
+            x = ioctl_cost(path, a.ioctls)
+            ns1 = pid_cpu_ns(pid) if pid else None
+            io1 = self.ioctls(m)
+            self.done(m)
+            r.setdefault("ioctl", []).append(
+                [dict(v=x["wall_us"], x=x["cpu_us"], partial=False)])
+            client = (None if ns0 is None or ns1 is None
+                      else (ns1 - ns0) / 1e3 / a.ioctls)
+            if client is not None:
+                r.setdefault("ioctl client", []).append(
+                    [dict(v=client, x=None if io0 is None
+                          else (io1 - io0) / a.ioctls, partial=False)])
+            log("%s ioctl #%d: %.2f us wall, caller CPU %.2f us, client CPU "
+                "%s us per ioctl; %s counted by the mount" % (
+                    peer, rep + 1, x["wall_us"], x["cpu_us"],
+                    "n/a" if client is None else "%.2f" % client,
+                    "n/a" if io0 is None else io1 - io0))
 
     def run(self):
         """Prepares, then runs the repetitions round-robin over the peers
@@ -1238,9 +1330,10 @@ def tables(b):
         out.append("| peer | cold MiB/s | vs local | warm MiB/s | vs local "
                    "| reader CPU us/MiB, cold | warm |"
                    + (" warm pass %d MiB/s | vs local | CPU us/MiB |" % last
-                      if last > 1 else ""))
+                      if last > 1 else "")
+                   + " cached pages in large folios |")
         out.append("|---|---:|---:|---:|---:|---:|---:|"
-                   + ("---:|---:|---:|" if last > 1 else ""))
+                   + ("---:|---:|---:|" if last > 1 else "") + "---:|")
         idx = [0, 1] + ([last] if last > 1 else [])
         base = {i: val(point(b, "local", "seq", i)) for i in idx}
         series = {}
@@ -1255,8 +1348,25 @@ def tables(b):
                 row += " %s | %s | %s |" % (cell(p[last]),
                                             ratio(val(p[last]), base[last]),
                                             cpu[last])
+            fol = point(b, peer, "seq folios", 0)
+            row += " %s |" % ("n/a" if fol is None else "%.0f%%" % (
+                100 * fol["v"]))
             out.append(row)
         chart["seq"] = series
+        out.append("")
+    if "ioctl" in a.tests:
+        out.append("### One TCGETS ioctl (what `isatty()` sends on every "
+                   "buffered `open()`), %d per peer on one sample file "
+                   "(microseconds per ioctl)\n" % a.ioctls)
+        out.append("| peer | wall | caller's CPU | FUSE client's CPU | "
+                   "ioctls the mount counted, per call |")
+        out.append("|---|---:|---:|---:|---:|")
+        for peer in peers:
+            p = point(b, peer, "ioctl", 0)
+            q = point(b, peer, "ioctl client", 0)
+            out.append("| %s | %s | %s | %s | %s |" % (
+                peer, cell(p, 2), fmt(p and p["x"], 2), cell(q, 2),
+                fmt(q and q["x"], 2)))
         out.append("")
     errs = ["%s: %s" % (p, b.results[p]["error"]) for p in peers
             if b.results.get(p, {}).get("error")]
@@ -1392,6 +1502,9 @@ def main():
     ap.add_argument("--seq-warm", type=int, default=1, metavar="N",
                     help="warm passes of the seq test (default 1; the table "
                     "also gives the last one when N > 1)")
+    ap.add_argument("--ioctls", type=int, default=20000, metavar="N",
+                    help="TCGETS ioctls per peer in the ioctl test "
+                    "(default 20000)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="repeat every measurement N times, report medians "
                     "(default 3)")
@@ -1438,6 +1551,8 @@ def main():
     for t in a.tests:
         if t not in TESTS:
             ap.error("unknown test %s" % t)
+    if a.ioctls < 1:
+        ap.error("--ioctls must be >= 1")
     if a.epochs < 2:
         ap.error("--epochs must be >= 2 (cold and warm are reported)")
     if os.geteuid() != 0 and not os.access("/dev/fuse", os.R_OK | os.W_OK):
