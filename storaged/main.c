@@ -86,6 +86,11 @@ static void usage(FILE *f)
         "      --extents            keep the shards of objects above that and up\n"
         "                           to 1 MiB in per-drive extent files, read with\n"
         "                           one pread each and no open (default off)\n"
+        "      --no-extents         the default: shards of those objects in their\n"
+        "                           metas (the last of the two options wins)\n"
+        "      --no-zero-copy       GETs of extent objects copy their bytes through\n"
+        "                           the server (default: spliced from the extent\n"
+        "                           files to the socket on plain HTTP)\n"
         "      --domain NAME        also answer virtual-hosted-style requests,\n"
         "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"
         "      --region NAME        the one region served (default us-east-1):\n"
@@ -236,6 +241,8 @@ static int cmd_serve(int argc, char **argv)
         {"cache-mem", required_argument, NULL, 'C'},
         {"index-body-max", required_argument, NULL, 'B'},
         {"extents", no_argument, NULL, 'X'},
+        {"no-extents", no_argument, NULL, 'x'},
+        {"no-zero-copy", no_argument, NULL, 'z'},
         {"domain", required_argument, NULL, 'D'},
         {"region", required_argument, NULL, 'G'},
         {"kms-key-file", required_argument, NULL, 'Y'},
@@ -335,6 +342,12 @@ static int cmd_serve(int argc, char **argv)
             break;
         case 'X':
             so.extents = true;
+            break;
+        case 'x':
+            so.extents = false;
+            break;
+        case 'z':
+            s3o.no_zero_copy = true;
             break;
         case 'D':
             if (!stor_s3_domain_ok(optarg)) {

@@ -118,6 +118,12 @@ struct stor_conn {
     bool tls_rd_out;   /* the last read wants the socket writable */
     bool tls_wr_in;    /* the last write wants it readable */
     uint32_t tls_want; /* handshake: what it waits for */
+    /* zero-copy bodies (stor_req_zc_pipes): up to two pipes kept for the
+     * life of the connection; closed only when no splice into them can be
+     * in flight */
+    int zc_pipe[2][2]; /* [pipe][read end, write end]; -1: none yet */
+    size_t zc_cap[2];
+    bool zc_dirty; /* handed out and not yet drained by a response */
 };
 
 /* The loop thread's io_uring for small reads done without a worker
@@ -141,7 +147,8 @@ struct file_batch;
 struct file_op {
     struct file_batch *b;
     uint32_t i;   /* file index */
-    uint8_t kind; /* 0 open, 1 read, 2 close, 3 readv of an open fd */
+    uint8_t kind; /* 0 open, 1 read, 2 close, 3 readv of an open fd,
+                     4 splice of an open fd into a pipe */
 };
 
 /* The reads of one request in flight on the ring. */
@@ -185,6 +192,7 @@ struct http_thread {
     char date[CM_TIME_HTTP_LEN + 1];
     time_t date_t;
     time_t drain_start; /* 0 until the drain begins */
+    int devnull;        /* /dev/null for zero-copy padding, or -1 */
 };
 
 #define DRAIN_MAX_S 25 /* SIGTERM: in-flight requests get this long */
@@ -416,12 +424,12 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
 {
     struct http_thread *t = r->conn->t;
     struct file_batch *b;
-    size_t i, nsqe = 0, nslot = 0, o = 0;
+    size_t i, nsqe = 0, nslot = 0, o = 0, last;
     int ret;
 
     assert(!r->job_busy);
     for (i = 0; i < n; i++) {
-        nsqe += rd[i].path ? 3 : 1;
+        nsqe += rd[i].path ? 3 : rd[i].splice ? 2 : 1;
         nslot += rd[i].path ? 1 : 0;
     }
     if (!t->ring_ok || n == 0 || nslot > t->nslot_free ||
@@ -446,6 +454,17 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
 
         b->failed[i] = false;
         rd[i].res = -EIO;
+        rd[i].hres = -EIO;
+        if (rd[i].splice) { /* header readvs first, the splices below */
+            b->slot[i] = UINT_MAX;
+            rd[i].iov[0] =
+                (struct iovec){.iov_base = rd[i].hdr, .iov_len = rd[i].hdr_len};
+            sqe = ring_sqe(&t->ring);
+            io_uring_prep_readv(sqe, rd[i].fd, rd[i].iov, 1, rd[i].off);
+            b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 3};
+            io_uring_sqe_set_data(sqe, &b->ops[o++]);
+            continue;
+        }
         if (rd[i].path == NULL) { /* an open file: one readv, no slot */
             int nv = 0;
 
@@ -484,6 +503,25 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
         b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 2};
         io_uring_sqe_set_data(sqe, &b->ops[o++]);
     }
+    /* the splices, linked so that they fill the pipe in order: a short or
+     * failed one cancels the rest (each then answers -ECANCELED) */
+    for (i = 0, last = SIZE_MAX; i < n; i++)
+        if (rd[i].splice)
+            last = i;
+    for (i = 0; last != SIZE_MAX && i <= last; i++) {
+        struct io_uring_sqe *sqe;
+
+        if (!rd[i].splice)
+            continue;
+        sqe = ring_sqe(&t->ring);
+        io_uring_prep_splice(sqe, rd[i].fd,
+                             (int64_t)(rd[i].off + rd[i].hdr_len), rd[i].pipe,
+                             -1, (unsigned)rd[i].len, 0);
+        if (i != last)
+            sqe->flags |= IOSQE_IO_LINK;
+        b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 4};
+        io_uring_sqe_set_data(sqe, &b->ops[o++]);
+    }
     ret = io_uring_submit(&t->ring);
     if (ret < (int)nsqe) {
         /* The kernel could not take them all (-EAGAIN when it cannot
@@ -514,6 +552,85 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
     return 0;
 }
 
+/* See http.h. */
+size_t stor_http_zc_pipe_max(void)
+{
+    static size_t max; /* racy but idempotent */
+    FILE *f;
+    unsigned long v = 0;
+
+    if (max)
+        return max;
+    f = fopen("/proc/sys/fs/pipe-max-size", "r");
+    if (f) {
+        if (fscanf(f, "%lu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    max = v >= 65536 ? (size_t)v : 65536;
+    return max;
+}
+
+/* Closes pipe @i of @c. */
+static void zc_pipe_close(struct stor_conn *c, int i)
+{
+    if (c->zc_pipe[i][0] < 0)
+        return;
+    close(c->zc_pipe[i][0]);
+    close(c->zc_pipe[i][1]);
+    c->zc_pipe[i][0] = c->zc_pipe[i][1] = -1;
+    c->zc_cap[i] = 0;
+}
+
+/* See http.h. */
+int stor_req_zc_pipes(struct stor_req *r, const size_t bytes[2], int fds[2])
+{
+    struct stor_conn *c = r->conn;
+    int ret;
+
+    if (c == NULL)
+        return -ENOTCONN;
+    if (c->ssl)
+        return -EOPNOTSUPP;
+    if (c->zc_dirty) /* bytes of an earlier response left in them */
+        stor_req_zc_discard(r);
+    for (int i = 0; i < 2; i++) {
+        fds[i] = -1;
+        if (bytes[i] == 0)
+            continue;
+        if (c->zc_pipe[i][0] < 0 &&
+            pipe2(c->zc_pipe[i], O_CLOEXEC | O_NONBLOCK) < 0) {
+            ret = -errno;
+            c->zc_pipe[i][0] = c->zc_pipe[i][1] = -1;
+            return ret;
+        }
+        if (c->zc_cap[i] < bytes[i]) {
+            ret = fcntl(c->zc_pipe[i][1], F_SETPIPE_SZ,
+                        (int)CM_MIN(bytes[i], INT_MAX));
+            if (ret < 0)
+                return -errno;
+            c->zc_cap[i] = (size_t)ret;
+            if (c->zc_cap[i] < bytes[i])
+                return -ENOSPC;
+        }
+        fds[i] = c->zc_pipe[i][1];
+    }
+    c->zc_dirty = true;
+    return 0;
+}
+
+/* See http.h. */
+void stor_req_zc_discard(struct stor_req *r)
+{
+    struct stor_conn *c = r->conn;
+
+    if (c == NULL)
+        return;
+    zc_pipe_close(c, 0);
+    zc_pipe_close(c, 1);
+    c->zc_dirty = false;
+}
+
 /* The ring has completions: account them, then finish every batch whose
  * last CQE came in (after the CQ is released, since finishing a request
  * may start the next one on the ring). */
@@ -536,7 +653,10 @@ static void ring_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
         if (op->kind == 0 && cqe->res < 0) {
             rd->res = cqe->res;
             b->failed[op->i] = true;
-        } else if ((op->kind == 1 && !b->failed[op->i]) || op->kind == 3) {
+        } else if (op->kind == 3 && rd->splice) {
+            rd->hres = cqe->res;
+        } else if ((op->kind == 1 && !b->failed[op->i]) || op->kind == 3 ||
+                   op->kind == 4) {
             rd->res = cqe->res;
         } else if (op->kind == 2) {
             t->slot_free[t->nslot_free++] = b->slot[op->i];
@@ -1115,6 +1235,53 @@ static ssize_t conn_recv(struct stor_conn *c, char *buf, size_t len)
     return n;
 }
 
+/* Splices the rest of a zero-copy body from the connection's pipe to the
+ * socket: as conn_flush(). */
+static int conn_splice_out(struct stor_conn *c, struct stor_req *r)
+{
+    struct stor_resp *rs = &r->resp;
+
+    while (rs->zc_left) {
+        /* zc_first bytes from the first pipe, then the rest from the second */
+        int i = rs->zc_first ? 0 : 1;
+        size_t want = rs->zc_first ? rs->zc_first : rs->zc_left;
+        ssize_t n = c->zc_pipe[i][0] < 0
+                        ? 0
+                        : splice(c->zc_pipe[i][0], NULL, c->io.fd, NULL, want,
+                                 SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return errno == EAGAIN ? 0 : -errno;
+        if (n == 0) /* the pipe holds less than the response said */
+            return -EIO;
+        c->last_progress = c->t->now;
+        r->sent_bytes += (uint64_t)n;
+        rs->zc_left -= (size_t)n;
+        if (rs->zc_first)
+            rs->zc_first -= (size_t)n;
+    }
+    if (rs->zc_pad) { /* the last shard's padding: dropped */
+        struct http_thread *t = c->t;
+        size_t pad = rs->zc_pad;
+        ssize_t n = -1;
+
+        if (t->devnull < 0)
+            t->devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (t->devnull >= 0)
+            n = splice(c->zc_pipe[rs->zc_pad_pipe][0], NULL, t->devnull, NULL,
+                       pad, SPLICE_F_NONBLOCK);
+        rs->zc_pad = 0;
+        if (n < 0 || (size_t)n != pad) {
+            stor_req_zc_discard(r); /* a new pipe for the next one */
+            return 1;
+        }
+    }
+    c->zc_dirty = false; /* drained: empty for the next response */
+    return 1;
+}
+
 /* Writes what is pending; returns 1 when everything queued is sent, 0 when
  * the socket is full, -errno when the peer is gone. */
 static int conn_flush(struct stor_conn *c)
@@ -1139,9 +1306,21 @@ static int conn_flush(struct stor_conn *c)
             iov[niov].iov_len = rs->slen[rs->cur] - rs->ssent;
             niov++;
         }
+        if (niov == 0 && rs && r->resp_started && rs->zc && rs->zc_left)
+            return conn_splice_out(c, r);
         if (niov == 0)
             return 1;
-        n = conn_send(c, iov, niov);
+        if (rs && r->resp_started && rs->zc && rs->zc_left && c->ssl == NULL) {
+            /* the head: held back to go out with the body's first bytes */
+            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+
+            do {
+                n = sendmsg(c->io.fd, &mh, MSG_MORE | MSG_NOSIGNAL);
+            } while (n < 0 && errno == EINTR);
+            n = n < 0 ? -errno : n;
+        } else {
+            n = conn_send(c, iov, niov);
+        }
         if (n < 0)
             return n == -EAGAIN ? 0 : (int)n;
         c->last_progress = c->t->now;
@@ -1176,6 +1355,8 @@ static bool resp_complete(struct stor_conn *c)
     struct stor_resp *rs = &r->resp;
 
     if (c->out.len > c->out_sent)
+        return false;
+    if (rs->zc && rs->zc_left)
         return false;
     if (!rs->stream)
         return true;
@@ -1489,7 +1670,8 @@ static void conn_update_events(struct stor_conn *c)
         break;
     case C_SEND:
         if (c->out.len > c->out_sent ||
-            (r && r->resp.stream && r->resp.filled[r->resp.cur]))
+            (r && r->resp.stream && r->resp.filled[r->resp.cur]) ||
+            (r && r->resp.zc && r->resp.zc_left))
             ev = EPOLLOUT;
         __attribute__((fallthrough));
     case C_PRE:
@@ -1634,6 +1816,8 @@ static void conn_maybe_bury(struct stor_conn *c)
 /* Frees a buried connection's memory; its socket is already closed. */
 static void conn_free(struct stor_conn *c)
 {
+    zc_pipe_close(c, 0); /* no request, so no splice, is left */
+    zc_pipe_close(c, 1);
     inbuf_put(c->t, &c->in);
     cm_buf_fini(&c->out);
     free(c);
@@ -1667,6 +1851,8 @@ static void accept_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
         }
         c->t = t;
         c->io.fd = fd;
+        c->zc_pipe[0][0] = c->zc_pipe[0][1] = -1;
+        c->zc_pipe[1][0] = c->zc_pipe[1][1] = -1;
         c->peer = peer;
         c->io.cb = conn_io_cb;
         c->io.arg = c;
@@ -1914,6 +2100,8 @@ static void server_free(struct stor_http_server *s)
             s->app->loop_fini(s->app_ctx, t->app_loop);
         if (t->listening)
             close(t->lio.fd);
+        if (t->devnull >= 0)
+            close(t->devnull);
         stor_loop_destroy(t->loop);
     }
     free(s->threads);
@@ -1927,6 +2115,7 @@ static int thread_setup(struct stor_http_server *s, struct http_thread *t,
     int ret;
 
     t->srv = s;
+    t->devnull = -1;
     t->loop = stor_loop_create();
     if (t->loop == NULL)
         return -ENOMEM;

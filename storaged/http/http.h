@@ -66,6 +66,15 @@ struct stor_resp {
     int fill_idx; /* buffer the running fill writes */
     int fill_err;
     struct stor_job fill_job;
+
+    /* Zero-copy body (zc set): after the head, zc_left bytes are spliced
+     * to the socket from the connection's pipes (stor_req_zc_pipes):
+     * zc_first from the first, the rest from the second. */
+    bool zc;
+    size_t zc_left;
+    size_t zc_first;
+    size_t zc_pad;   /* then this many bytes of pipe zc_pad_pipe are dropped */
+    int zc_pad_pipe; /* 0 or 1 */
 };
 
 /* One request (the connection's current one; pipelined requests wait in the
@@ -231,6 +240,13 @@ struct stor_http_file_read {
     uint64_t off;
     void *hdr; /* borrowed; may be NULL (hdr_len 0) */
     size_t hdr_len;
+    /* splice (with @fd): @hdr_len bytes are read into @hdr (their count in
+     * @hres), and the @len bytes after them are spliced into the pipe
+     * @pipe (their count in @res) instead of read into @buf; the splices
+     * of one call run in order, each after the one before succeeded */
+    bool splice;
+    int pipe;
+    ssize_t hres;
     struct iovec iov[2]; /* the transport's */
 };
 /* Performs @n whole-file reads (open, read at offset 0, close) or reads at
@@ -247,6 +263,22 @@ struct stor_http_file_read {
 CM_MUST_CHECK int stor_req_read_files(struct stor_req *r,
                                       struct stor_http_file_read *rd, size_t n,
                                       void (*done)(struct stor_req *r));
+
+/* Zero-copy responses on plain HTTP: in fds[i] the write ends of @r's
+ * connection's two pipes, empty and able to hold bytes[i] (0: that pipe is
+ * not needed, fds[i] -1), made or grown here and kept for the connection's
+ * life, for stor_req_read_files() splices; then a response with resp.zc
+ * sends what they hold. 0, -EOPNOTSUPP on TLS (the bytes must be
+ * encrypted: the copy path), -ENOTCONN, or -errno (no pipe of that size:
+ * F_SETPIPE_SZ's limits; stor_http_zc_pipe_max()). Loop thread. */
+CM_MUST_CHECK int stor_req_zc_pipes(struct stor_req *r, const size_t bytes[2],
+                                    int fds[2]);
+/* The largest pipe an unprivileged process may make (pipe-max-size). */
+size_t stor_http_zc_pipe_max(void);
+/* The pipe's bytes are not to be sent (a failed check, an error answer):
+ * it is dropped and a new one made next time. Loop thread, no splice of it
+ * in flight. */
+void stor_req_zc_discard(struct stor_req *r);
 
 /* The response in r->resp is complete: send it. */
 void stor_http_respond(struct stor_req *r);

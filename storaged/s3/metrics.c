@@ -30,7 +30,7 @@ struct stor_metrics {
     atomic_uint_fast64_t lat_count[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_in[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_out[S3_OP_COUNT];
-    atomic_uint_fast64_t get_loop[5]; /* by enum stor_get_loop */
+    atomic_uint_fast64_t get_loop[6]; /* by enum stor_get_loop */
 };
 
 static const char *const op_names[S3_OP_COUNT] = {
@@ -410,7 +410,12 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             "those answered from the body the index keeps (no meta file "
             "read; --index-body-max).\n"
             "# TYPE storaged_get_index_body_total counter\n"
-            "storaged_get_index_body_total %llu\n",
+            "storaged_get_index_body_total %llu\n"
+            "# HELP storaged_get_zero_copy_total Of the served GETs, those "
+            "whose bytes went from the extent files to the socket by splice, "
+            "checked in the page cache (no copy).\n"
+            "# TYPE storaged_get_zero_copy_total counter\n"
+            "storaged_get_zero_copy_total %llu\n",
             hs ? hs->conns : 0L, (unsigned long long)(hs ? hs->conns_total : 0),
             hs ? hs->workers_busy : 0,
             (unsigned long long)(atomic_load(&m->get_loop[STOR_GET_LOOP_READ]) +
@@ -420,7 +425,9 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             (unsigned long long)atomic_load(
                 &m->get_loop[STOR_GET_LOOP_FALLBACK]),
             (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_BUSY]),
-            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_INDEX]));
+            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_INDEX]),
+            (unsigned long long)atomic_load(
+                &m->get_loop[STOR_GET_LOOP_ZERO_COPY]));
     if (ret == 0 && store)
         ret = render_store(store, out);
     return ret;

@@ -24,13 +24,16 @@ void stor_metrics_request(struct stor_metrics *m, int op, int status,
  * stale or corrupt shard), served from metas read on the loop's io_uring,
  * served from the loop's body cache (--cache-mem), handed to a worker
  * unread because the loop's ring had no room for its reads (busy), or
- * served from the copy of the body the index keeps (--index-body-max). */
+ * served from the copy of the body the index keeps (--index-body-max).
+ * ZERO_COPY counts, of the served ones, those whose bytes were spliced
+ * from the extent files to the socket (FORMAT.md "Zero-copy GETs"). */
 enum stor_get_loop {
     STOR_GET_LOOP_FALLBACK = 0,
     STOR_GET_LOOP_READ,
     STOR_GET_LOOP_CACHED,
     STOR_GET_LOOP_BUSY,
     STOR_GET_LOOP_INDEX,
+    STOR_GET_LOOP_ZERO_COPY,
 };
 void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how);
 /* Appends the Prometheus text exposition to @out, with the transport's

@@ -1220,6 +1220,23 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
         rs->no_body = r->http.is_head;
         goto out;
     }
+    if (stor_get_zc_bytes(g, NULL)) {
+        /* a zero-copy reader (s3.c get_fast): its checked bytes wait in the
+         * connection's pipes; only a plain whole-object GET is made one */
+        size_t zfirst, all = stor_get_zc_bytes(g, &zfirst);
+
+        if (r->sse || ranged || len != info.size || all < len ||
+            (zfirst != all && zfirst >= len)) {
+            fail(r, -EIO);
+            goto out;
+        }
+        rs->zc = true;
+        rs->zc_left = (size_t)len;
+        rs->zc_first = zfirst == all ? (size_t)len : zfirst;
+        rs->zc_pad = all - (size_t)len;
+        rs->zc_pad_pipe = zfirst == all ? 0 : 1;
+        goto out;
+    }
     rs->schunk = stream_chunk(g);
     rs->sbuf[0] = stor_get_inline_take(g);
     if (rs->sbuf[0] && r->sse) {

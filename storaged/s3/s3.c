@@ -837,15 +837,30 @@ static void get_fast_done(struct stor_req *h)
     size_t i;
     int ret;
 
-    for (i = 0; i < r->nb_n; i++)
+    for (i = 0; i < r->nb_n; i++) {
         r->nb_src[i].res = r->nb_rd[i].res;
+        r->nb_src[i].hres = r->nb_rd[i].hres;
+    }
     memset(&info, 0, sizeof(info));
     ret = stor_get_nb_end(r->get_nb, &info, &g);
     r->get_nb = NULL;
     stor_metrics_get_loop(r->s3->metrics, ret == 0 ? STOR_GET_LOOP_READ
                                                    : STOR_GET_LOOP_FALLBACK);
     if (ret < 0) {
+        if (r->zc_pins) { /* unchecked bytes in the pipe: never sent */
+            stor_req_zc_discard(h);
+            stor_get_zc_release(r->zc_pins);
+            r->zc_pins = NULL;
+        }
         stor_s3_submit(r, stor_s3_op_run, respond_done);
+        return;
+    }
+    if (r->zc_pins) {
+        stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_ZERO_COPY);
+        stor_s3_get_object_reply(r, &info, g);
+        if (!h->resp.zc) /* an error or 304 answer: the bytes stay unsent */
+            stor_req_zc_discard(h);
+        stor_http_respond(h);
         return;
     }
     if (bc) {
@@ -906,6 +921,26 @@ static bool get_indexed(struct stor_s3_req *r)
     return true;
 }
 
+/* Makes the reads of a loop GET zero-copy when it may be (FORMAT.md
+ * "Zero-copy GETs"): a plain whole-object GET of an unencrypted extent
+ * object on a plain-HTTP connection. Otherwise, or when the connection has
+ * no pipe of that size, the reads stay copies. */
+static void get_fast_zc(struct stor_s3_req *r)
+{
+    size_t rn, bytes[2];
+    int pfd[2];
+
+    if (!r->s3->zero_copy || stor_s3_hdr(r, "range", &rn) ||
+        stor_s3_has_query(r, "partNumber") ||
+        stor_get_nb_zc(r->get_nb, "x-ecfs-sse", stor_http_zc_pipe_max(),
+                       bytes) < 0)
+        return;
+    if (stor_req_zc_pipes(&r->http, bytes, pfd) < 0)
+        return;
+    if (stor_get_nb_zc_start(r->get_nb, pfd, &r->zc_pins) < 0)
+        r->zc_pins = NULL;
+}
+
 /* GetObject of a small (inline) object without a worker round trip: the
  * lookup is in memory (try-locks), the body comes from the index or the
  * meta reads go to the loop's io_uring. true when it started or answered
@@ -933,6 +968,7 @@ static bool get_fast(struct stor_s3_req *r)
         r->get_nb = NULL;
         return false;
     }
+    get_fast_zc(r);
     for (i = 0; i < n; i++)
         r->nb_rd[i] = (struct stor_http_file_read){.path = rd[i].path,
                                                    .buf = rd[i].buf,
@@ -940,7 +976,9 @@ static bool get_fast(struct stor_s3_req *r)
                                                    .fd = rd[i].fd,
                                                    .off = rd[i].off,
                                                    .hdr = rd[i].hdr,
-                                                   .hdr_len = rd[i].hdr_len};
+                                                   .hdr_len = rd[i].hdr_len,
+                                                   .splice = rd[i].pipe >= 0,
+                                                   .pipe = rd[i].pipe};
     r->nb_src = rd;
     r->nb_n = n;
     ret = stor_req_read_files(&r->http, r->nb_rd, n, get_fast_done);
@@ -950,6 +988,12 @@ static bool get_fast(struct stor_s3_req *r)
         if (ret != -EIO) /* -EIO: the kernel may still write its buffers */
             stor_get_nb_free(r->get_nb);
         r->get_nb = NULL;
+        if (r->zc_pins) {
+            if (ret != -EIO) /* else a splice may still fill the pipe */
+                stor_req_zc_discard(&r->http);
+            stor_get_zc_release(r->zc_pins);
+            r->zc_pins = NULL;
+        }
         return false;
     }
     return true;
@@ -1046,6 +1090,8 @@ static bool s3_req_fini(struct stor_req *h)
     cm_buf_fini(&r->body);
     stor_get_nb_free(r->get_nb);
     r->get_nb = NULL;
+    stor_get_zc_release(r->zc_pins); /* the socket has the last byte */
+    r->zc_pins = NULL;
     free(r->aws);
     r->aws = NULL;
     free(r->piece[0]);
@@ -1198,6 +1244,7 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
     s3->root_secret = o->root_secret;
     s3->region = o->region ? o->region : "us-east-1";
     s3->cache_bytes = o->cache_bytes;
+    s3->zero_copy = !o->no_zero_copy;
     s3->domain = o->domain;
     s3->domain_len = o->domain ? strlen(o->domain) : 0;
     if (s3->cache_bytes)

@@ -121,6 +121,7 @@ struct stor_s3 {
     const char *root_secret;      /* borrowed */
     const char *region;
     size_t cache_bytes; /* --cache-mem, split over the loops */
+    bool zero_copy;     /* not --no-zero-copy (FORMAT.md "Zero-copy GETs") */
     const char *domain; /* --domain (lowercase), or NULL */
     size_t domain_len;
     struct stor_sse_keys *sse_keys; /* owned; SSE-S3 master key (sse.c) */
@@ -209,6 +210,7 @@ struct stor_s3_req {
     /* GET of a small object on the loop (obj_nb.h) */
     struct stor_get_nb *get_nb;  /* owned; a GET read on the loop's ring */
     struct stor_nb_read *nb_src; /* where their results go back */
+    struct stor_get_zc *zc_pins; /* owned: a zero-copy GET's records */
     size_t nb_n;                 /* nb_rd[0..nb_n) below */
     uint8_t cache_id[16];        /* that object's id and version (bcache) */
     uint64_t cache_version;

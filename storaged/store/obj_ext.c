@@ -36,10 +36,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#define EXT_PIN_SLOTS 1024u
+/* DESIGN: a punch zeroes in place the part of a page-cache folio it
+ * covers when the folio is larger than the punch (ext4's large folios), and
+ * the socket of a zero-copy GET may still reference those pages after the
+ * last byte was handed over (TCP keeps them until ACKed; on loopback the
+ * client's receive queue holds them until it reads). So a record stays
+ * pinned this long after its GET finished (FORMAT.md "Zero-copy GETs"). */
+#define EXT_PIN_GRACE_NS (5LL * 1000000000LL)
 
 struct obj_ext_drive {
     pthread_mutex_t lock;  /* cur, tail, reopening */
@@ -57,6 +67,15 @@ struct obj_ext_drive {
      * the fds are closed: a punch never hits a number reused meanwhile */
     pthread_rwlock_t fdlock;
     uint64_t gen; /* bumped when the fds close; written under both locks */
+    /* read-only maps of the files (OBJ_EXT_FILE_MAX bytes each), made on
+     * a zero-copy GET's first check of a file (obj_ext_check_mapped) and
+     * unmapped with the fds, under fdlock for writing */
+    const uint8_t *map[OBJ_EXT_FILES];
+    /* records a zero-copy GET handed to a socket (obj_ext_pin): a punch
+     * of one waits until it is unpinned and EXT_PIN_GRACE_NS passed, in
+     * slots by a hash of (file, offset); a collision only delays a punch */
+    uint32_t pin_cnt[EXT_PIN_SLOTS]; /* atomics */
+    int64_t pin_rel[EXT_PIN_SLOTS];  /* atomics: last unpin, monotonic ns */
 };
 
 /* A freed record (or a merged run of them) waiting for its punch. */
@@ -95,6 +114,10 @@ static void ext_drive_shut(struct obj_ext_drive *x)
 
         if (fd >= 0)
             close(fd);
+        if (x->map[f]) {
+            munmap((void *)(uintptr_t)x->map[f], OBJ_EXT_FILE_MAX);
+            x->map[f] = NULL;
+        }
     }
     x->cur = 0;
     x->tail = 0;
@@ -189,6 +212,98 @@ static int ext_drive_load(struct obj_ext_drive *x, const char *drive,
     return 0;
 }
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static size_t pin_slot(uint32_t file, uint64_t off)
+{
+    uint64_t h = (off / OBJ_EXT_ALIGN) ^ ((uint64_t)file << 40);
+
+    h *= 0x9E3779B97F4A7C15ULL;
+    return (size_t)(h >> 54) % EXT_PIN_SLOTS;
+}
+
+/* Queues @r on @x again (its punch waits for a pin); false without room. */
+static bool ext_requeue(struct obj_ext_drive *x, const struct ext_free *r,
+                        uint64_t gen)
+{
+    bool ok = false;
+
+    pthread_mutex_lock(&x->lock);
+    if (x->gen != gen) { /* the files closed: nothing to punch */
+        pthread_mutex_unlock(&x->lock);
+        return true;
+    }
+    if (x->nfree == x->capfree) {
+        size_t cap = x->capfree ? 2 * x->capfree : 64;
+        struct ext_free *q = realloc(x->freeq, cap * sizeof(*q));
+
+        if (q) {
+            x->freeq = q;
+            x->capfree = cap;
+        }
+    }
+    if (x->nfree < x->capfree) {
+        x->freeq[x->nfree++] = *r;
+        ok = true;
+    }
+    pthread_mutex_unlock(&x->lock);
+    return ok;
+}
+
+#define PIN_PUNCHING 0x80000000u /* pin_cnt: a punch of the slot runs */
+
+/* Marks for punching the records of @q (@n of drive @d) that no zero-copy
+ * GET pins (nor unpinned within EXT_PIN_GRACE_NS), setting PIN_PUNCHING in
+ * their slots (recorded in @mine) so that no GET pins them until the punch
+ * is done; the others are queued again (or, with no room or no thread,
+ * left as unused space). Returns how many stay in @q. */
+static size_t ext_mark(struct stor_store *s, size_t d, struct ext_free *q,
+                       size_t n, uint64_t gen, uint64_t *mine)
+{
+    struct obj_ext_drive *x = &s->ext[d];
+    int64_t now = mono_ns();
+    size_t w = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        size_t h = pin_slot(q[i].file, q[i].off);
+        uint32_t zero = 0;
+        bool ok = (mine[h / 64] >> (h % 64)) & 1;
+
+        if (!ok && __atomic_compare_exchange_n(
+                       &x->pin_cnt[h], &zero, PIN_PUNCHING, false,
+                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            if (now - __atomic_load_n(&x->pin_rel[h], __ATOMIC_ACQUIRE) <
+                EXT_PIN_GRACE_NS) /* a GET finished with it just now */
+                __atomic_store_n(&x->pin_cnt[h], 0, __ATOMIC_RELEASE);
+            else
+                ok = true;
+            if (ok)
+                mine[h / 64] |= 1ULL << (h % 64);
+        }
+        if (ok)
+            q[w++] = q[i];
+        else if (s->ext_rc == NULL || !ext_requeue(x, &q[i], gen))
+            cm_log(CM_LOG_DEBUG, 0,
+                   "drive %s: a pinned extent record is left unpunched",
+                   s->drives[d].path);
+    }
+    return w;
+}
+
+/* Clears the PIN_PUNCHING marks of ext_mark(). */
+static void ext_unmark(struct obj_ext_drive *x, const uint64_t *mine)
+{
+    for (size_t h = 0; h < EXT_PIN_SLOTS; h++)
+        if ((mine[h / 64] >> (h % 64)) & 1)
+            __atomic_store_n(&x->pin_cnt[h], 0, __ATOMIC_RELEASE);
+}
+
 static int free_cmp(const void *a, const void *b)
 {
     const struct ext_free *x = a, *y = b;
@@ -206,6 +321,9 @@ static void ext_punch_runs(struct stor_store *s, size_t d, struct ext_free *q,
 {
     size_t i = 0;
 
+    uint64_t mine[EXT_PIN_SLOTS / 64] = {0};
+
+    n = ext_mark(s, d, q, n, gen, mine);
     qsort(q, n, sizeof(*q), free_cmp);
     pthread_rwlock_rdlock(&s->ext[d].fdlock);
     if (s->ext[d].gen != gen)
@@ -228,6 +346,7 @@ static void ext_punch_runs(struct stor_store *s, size_t d, struct ext_free *q,
             __atomic_add_fetch(&s->ext_rc->punches, 1, __ATOMIC_RELAXED);
     }
     pthread_rwlock_unlock(&s->ext[d].fdlock);
+    ext_unmark(&s->ext[d], mine);
 }
 
 /* Takes every drive's queue and punches it. */
@@ -586,4 +705,77 @@ void obj_ext_punch(struct stor_store *s, size_t d, const struct obj_xref *x,
         pthread_cond_signal(&rc->cv);
         pthread_mutex_unlock(&rc->mu);
     }
+}
+
+/* Contract in obj_ext.h. */
+uint64_t obj_ext_gen(struct stor_store *s, size_t d)
+{
+    return __atomic_load_n(&s->ext[d].gen, __ATOMIC_ACQUIRE);
+}
+
+/* Contract in obj_ext.h. */
+bool obj_ext_pin(struct stor_store *s, size_t d, const struct obj_xref *x)
+{
+    uint32_t *c = &s->ext[d].pin_cnt[pin_slot(x->file, x->off)];
+
+    if (__atomic_fetch_add(c, 1, __ATOMIC_ACQ_REL) & PIN_PUNCHING) {
+        __atomic_fetch_sub(c, 1, __ATOMIC_RELEASE);
+        return false;
+    }
+    return true;
+}
+
+/* Contract in obj_ext.h. */
+void obj_ext_unpin(struct stor_store *s, size_t d, const struct obj_xref *x)
+{
+    size_t h = pin_slot(x->file, x->off);
+
+    /* the time first: a punch that sees the count drop sees it too */
+    __atomic_store_n(&s->ext[d].pin_rel[h], mono_ns(), __ATOMIC_RELEASE);
+    __atomic_fetch_sub(&s->ext[d].pin_cnt[h], 1, __ATOMIC_RELEASE);
+}
+
+/* Contract in obj_ext.h. */
+int obj_ext_check_mapped(struct stor_store *s, size_t d,
+                         const struct obj_xref *x, uint64_t gen,
+                         const uint8_t hdr[OBJ_EXT_HDR], const uint8_t id[16],
+                         uint64_t version, int shard, size_t len)
+{
+    struct obj_ext_drive *e;
+    const uint8_t *map;
+    int ret;
+
+    if (s->ext == NULL || d >= s->ndrives || x->file == 0 ||
+        x->file >= OBJ_EXT_FILES ||
+        x->off + OBJ_EXT_HDR + len > OBJ_EXT_FILE_MAX)
+        return -EINVAL;
+    e = &s->ext[d];
+    if (pthread_rwlock_tryrdlock(&e->fdlock) != 0)
+        return -EAGAIN;
+    if (e->gen != gen || e->fd[x->file] < 0) {
+        ret = -ESTALE;
+        goto out;
+    }
+    map = __atomic_load_n(&e->map[x->file], __ATOMIC_ACQUIRE);
+    if (map == NULL) {
+        void *p = mmap(NULL, OBJ_EXT_FILE_MAX, PROT_READ, MAP_SHARED,
+                       e->fd[x->file], 0);
+        const uint8_t *none = NULL;
+
+        if (p == MAP_FAILED) {
+            ret = -errno;
+            goto out;
+        }
+        map = p;
+        if (!__atomic_compare_exchange_n(&e->map[x->file], &none, map, false,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            munmap(p, OBJ_EXT_FILE_MAX); /* another loop mapped it first */
+            map = none;
+        }
+    }
+    ret = obj_ext_verify(hdr, id, version, shard, len,
+                         map + x->off + OBJ_EXT_HDR);
+out:
+    pthread_rwlock_unlock(&e->fdlock);
+    return ret;
 }

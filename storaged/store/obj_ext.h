@@ -89,6 +89,35 @@ void obj_ext_reclaim_flush(struct stor_store *s);
 /* Records freed and fallocate(PUNCH_HOLE) calls made for them so far. */
 void obj_ext_reclaim_stats(struct stor_store *s, uint64_t *records,
                            uint64_t *punches);
+/* Zero-copy GETs (FORMAT.md "Zero-copy GETs"): a record's data bytes are
+ * spliced from its file into a pipe and from there to a socket, and
+ * checked where they lie, in the page cache, through a map of the file.
+ *
+ * The generation of drive @d's files: it changes when they are closed (a
+ * drive reloaded), so a check can tell the file it splices from is still
+ * the one mapped. */
+uint64_t obj_ext_gen(struct stor_store *s, size_t d);
+/* Pins record @x of drive @d before its bytes are spliced: a punch of it
+ * (DELETE, reclaim) waits until it is unpinned and some seconds passed,
+ * because a punch may zero the pages in place that the socket still
+ * sends. false when a punch of it (or of a record sharing its slot) runs
+ * now: the caller reads by copying instead. Never blocks. */
+CM_MUST_CHECK bool obj_ext_pin(struct stor_store *s, size_t d,
+                               const struct obj_xref *x);
+/* Drops obj_ext_pin(); the record may be punched some seconds later. */
+void obj_ext_unpin(struct stor_store *s, size_t d, const struct obj_xref *x);
+/* Checks record @x of drive @d (files of generation @gen), whose @len data
+ * bytes were spliced into a pipe and whose header was read into @hdr: the
+ * header as obj_ext_verify() and the CRC over the file's map, that is over
+ * the very page-cache pages the pipe holds (pinned there by the pipe's
+ * references). 0, -EBADMSG (a lost shard), -ESTALE (the files were
+ * reloaded), -EAGAIN (they are being reloaded now), -errno (no map).
+ * Never blocks: the pages are resident, held by the pipe. */
+CM_MUST_CHECK int obj_ext_check_mapped(struct stor_store *s, size_t d,
+                                       const struct obj_xref *x, uint64_t gen,
+                                       const uint8_t hdr[OBJ_EXT_HDR],
+                                       const uint8_t id[16], uint64_t version,
+                                       int shard, size_t len);
 /* Bytes a record of @len shard bytes takes in its file. */
 static inline uint64_t obj_ext_rec_size(size_t len)
 {

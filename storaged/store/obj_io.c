@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1645,6 +1646,8 @@ struct stor_get {
     uint8_t *sbuf; /* (k+m) * GET_BATCH * (block + crc); owned */
     size_t sbuf_stride;
     bool degraded_noted;
+    size_t zc; /* bytes in the caller's pipes (stor_get_nb_zc_start), or 0 */
+    size_t zc_first; /* of them, in the first pipe */
 };
 
 /* Closes the shard files of the current part. */
@@ -1914,6 +1917,17 @@ struct stor_get_nb {
     uint8_t *raw;   /* n * (mlen + 1) read buffers, inside paths' block */
     uint8_t *xdata; /* owned: an extent object's body (k * L), read into */
     uint8_t (*xhdr)[OBJ_EXT_HDR]; /* owned: their record headers */
+    bool zc;                      /* the data shards are spliced (zero-copy) */
+    size_t zc_split;              /* shards [0, split) in the first pipe */
+    uint64_t gen[OBJ_MAX_SHARDS]; /* zc: the drives' extent file generations */
+};
+
+/* The pins of a zero-copy GET's records (stor_get_nb_zc_start). */
+struct stor_get_zc {
+    struct stor_store *s;
+    int n;
+    size_t d[OBJ_MAX_SHARDS];
+    struct obj_xref x[OBJ_MAX_SHARDS];
 };
 
 /* Contract in obj_nb.h. */
@@ -1987,8 +2001,116 @@ static int nb_begin_ext(struct stor_get_nb *nb)
                                           .fd = fd,
                                           .off = e->xref[j].off,
                                           .hdr = nb->xhdr[j],
-                                          .hdr_len = OBJ_EXT_HDR};
+                                          .hdr_len = OBJ_EXT_HDR,
+                                          .pipe = -1};
     }
+    return 0;
+}
+
+/* Contract in obj_nb.h. */
+int stor_get_nb_zc(struct stor_get_nb *nb, const char *skip_hdr,
+                   size_t pipe_max, size_t pipe_bytes[2])
+{
+    const struct obj_ent *e = nb->g->e;
+    size_t per, cap = pipe_max / 4096, first;
+
+    if (nb->xhdr == NULL || nb->n == 0 || nb->L == 0)
+        return -EAGAIN;
+    for (size_t i = 0; skip_hdr && i < e->nhdrs; i++)
+        if (strcasecmp(e->hdrs[i].name, skip_hdr) == 0)
+            return -EAGAIN;
+    /* a pipe holds one page (or part of one) per buffer: each shard's
+     * bytes start OBJ_EXT_HDR into a 4 KiB-aligned record. A 1 MiB object
+     * (12 shards of 22 pages) does not fit the 256 of pipe-max-size: the
+     * shards are split over two pipes. */
+    per = (OBJ_EXT_HDR + nb->L + 4095) / 4096;
+    if (per == 0 || per > cap)
+        return -EAGAIN;
+    first = CM_MIN(nb->n, cap / per);
+    if (nb->n - first > cap / per)
+        return -EAGAIN;
+    nb->zc_split = first;
+    pipe_bytes[0] = first * per * 4096;
+    pipe_bytes[1] = (nb->n - first) * per * 4096;
+    return 0;
+}
+
+/* Contract in obj_nb.h. */
+int stor_get_nb_zc_start(struct stor_get_nb *nb, const int pipe_fd[2],
+                         struct stor_get_zc **out)
+{
+    struct stor_get *g = nb->g;
+    const struct obj_ent *e = g->e;
+    struct stor_get_zc *z = calloc(1, sizeof(*z));
+
+    if (z == NULL)
+        return -EAGAIN;
+    z->s = g->s;
+    for (size_t i = 0; i < nb->n; i++) {
+        int j = nb->shard[i];
+        size_t d = obj_shard_drive(g->s, &g->pl, j);
+
+        /* the generation before the pin and the splice: end() checks the
+         * bytes in the map of the same files */
+        nb->gen[i] = obj_ext_gen(g->s, d);
+        if (!obj_ext_pin(g->s, d, &e->xref[j])) {
+            stor_get_zc_release(z);
+            return -EAGAIN;
+        }
+        z->d[z->n] = d;
+        z->x[z->n++] = e->xref[j];
+    }
+    for (size_t i = 0; i < nb->n; i++) {
+        nb->rd[i].buf = NULL;
+        nb->rd[i].pipe = pipe_fd[i < nb->zc_split ? 0 : 1];
+        nb->rd[i].off = e->xref[nb->shard[i]].off;
+    }
+    nb->zc = true;
+    free(nb->xdata); /* the bytes stay in the page cache */
+    nb->xdata = NULL;
+    *out = z;
+    return 0;
+}
+
+/* Contract in obj_nb.h. */
+void stor_get_zc_release(struct stor_get_zc *z)
+{
+    if (z == NULL)
+        return;
+    for (int i = 0; i < z->n; i++)
+        obj_ext_unpin(z->s, z->d[i], &z->x[i]);
+    free(z);
+}
+
+/* Contract in obj_nb.h. */
+size_t stor_get_zc_bytes(const struct stor_get *g, size_t *first)
+{
+    if (first)
+        *first = g->zc_first;
+    return g->zc;
+}
+
+/* end() of a zero-copy extent GET: each header read, each shard's bytes
+ * spliced whole into the pipe and their CRC right over the page-cache
+ * pages the pipe holds. */
+static int nb_end_zc(struct stor_get_nb *nb)
+{
+    struct stor_get *g = nb->g;
+    const struct obj_ent *e = g->e;
+
+    for (size_t i = 0; i < nb->n; i++) {
+        const struct stor_nb_read *rd = &nb->rd[i];
+        int j = nb->shard[i];
+        size_t d = obj_shard_drive(g->s, &g->pl, j);
+
+        if (rd->hres != (ssize_t)OBJ_EXT_HDR || rd->res != (ssize_t)nb->L ||
+            obj_ext_check_mapped(g->s, d, &e->xref[j], nb->gen[i], nb->xhdr[i],
+                                 e->id, e->version, j, nb->L) < 0)
+            return -EAGAIN;
+        obj_drive_count(g->s, d, false, (uint64_t)(OBJ_EXT_HDR + nb->L));
+    }
+    g->zc = nb->n * nb->L;
+    g->zc_first = nb->zc_split * nb->L;
     return 0;
 }
 
@@ -1999,6 +2121,8 @@ static int nb_end_ext(struct stor_get_nb *nb)
     struct stor_get *g = nb->g;
     const struct obj_ent *e = g->e;
 
+    if (nb->zc)
+        return nb_end_zc(nb);
     for (size_t i = 0; i < nb->n; i++) {
         const struct stor_nb_read *rd = &nb->rd[i];
         int j = nb->shard[i];
@@ -2094,7 +2218,8 @@ int stor_get_nb_begin(struct stor_store *s, const char *bucket, const char *key,
             .buf = nb->raw + (size_t)j * (nb->mlen + 1),
             .len = nb->mlen + 1, /* one more: a longer file is not ours */
             .res = -EINVAL,
-            .fd = -1};
+            .fd = -1,
+            .pipe = -1};
         off += plen[j];
     }
     *out = nb;

@@ -10,6 +10,7 @@
 #ifndef STORAGED_STORE_OBJ_NB_H
 #define STORAGED_STORE_OBJ_NB_H
 #include "common/compiler.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -32,6 +33,12 @@ struct stor_nb_read {
     uint64_t off;
     void *hdr; /* borrowed from the stor_get_nb */
     size_t hdr_len;
+    /* >= 0 (zero-copy, stor_get_nb_zc_start): read @hdr_len bytes into
+     * @hdr (their count in @hres), then splice the @len data bytes after
+     * them into this pipe, after the previous read's (their count in
+     * @res); -1: read into @buf */
+    int pipe;
+    ssize_t hres;
 };
 
 /* Starts a nonblocking GET of bucket/key. Never blocks (no I/O, no lock
@@ -69,6 +76,38 @@ const void *stor_get_inline_body(const struct stor_get *g);
  * the caller sends the bytes without copying them; stor_get_read() on @g
  * fails after. NULL for other readers (and if already taken). */
 void *stor_get_inline_take(struct stor_get *g);
+/* Zero-copy GETs of extent objects (FORMAT.md "Zero-copy GETs"): the data
+ * shards are spliced from the extent files into the caller's pipe, in
+ * order, and end() checks each header and each shard's CRC over the map
+ * of its file, that is over the page-cache pages the pipe holds, before
+ * the caller sends any of them. */
+struct stor_get_zc;
+/* Whether begin()'s reads can be made zero-copy: an extent object whose
+ * stored headers have none named @skip_hdr (may be NULL; an encrypted
+ * object's, whose bytes are never sent as stored). 0 with pipe_bytes[i]
+ * the capacity its body needs in each of two pipes of at most @pipe_max
+ * bytes (pipe_bytes[1] 0: one is enough), or -EAGAIN. */
+CM_MUST_CHECK int stor_get_nb_zc(struct stor_get_nb *nb, const char *skip_hdr,
+                                 size_t pipe_max, size_t pipe_bytes[2]);
+/* Makes begin()'s reads splice into the pipes @pipe_fd (empty, with room
+ * for stor_get_nb_zc()'s bytes; the first shards into the first, the rest
+ * into the second) and pins the records against punches until
+ * stor_get_zc_release(*pins), which the caller calls once the socket has
+ * the last byte. 0, or -EAGAIN (a record is being punched: read as begin()
+ * said). After 0 and a successful end(), the reader has no body
+ * (stor_get_zc_bytes()): the pipe holds the object's bytes and the
+ * last shard's padding. When end()
+ * fails, the pipe holds unchecked bytes: the caller empties it unsent. */
+CM_MUST_CHECK int stor_get_nb_zc_start(struct stor_get_nb *nb,
+                                       const int pipe_fd[2],
+                                       struct stor_get_zc **pins);
+/* Unpins (NULL-safe). Any thread. */
+void stor_get_zc_release(struct stor_get_zc *z);
+/* For a zero-copy reader, the bytes its end() left in the caller's pipes:
+ * the body, then the padding of the last data shard (k * L - size bytes,
+ * never sent), *first (may be NULL) of them in the first pipe (all when
+ * it is the total); 0 for other readers. */
+size_t stor_get_zc_bytes(const struct stor_get *g, size_t *first);
 /* Frees @nb without finishing (its reads must not be in flight). */
 void stor_get_nb_free(struct stor_get_nb *nb);
 
