@@ -828,19 +828,28 @@ static void submit_commit(struct stor_s3_req *r)
  * served from here when they verified; anything else (a missing, stale
  * or corrupt shard, an error) takes the regular path on a worker, which
  * rebuilds, heals and answers errors. */
+static void get_fast_finish(struct stor_s3_req *r);
+
 static void get_fast_done(struct stor_req *h)
 {
     struct stor_s3_req *r = stor_s3_req(h);
-    struct stor_bcache *bc = stor_req_loop_data(h);
-    struct stor_obj_info info;
-    struct stor_get *g = NULL;
-    size_t i;
-    int ret;
 
-    for (i = 0; i < r->nb_n; i++) {
+    for (size_t i = 0; i < r->nb_n; i++) {
         r->nb_src[i].res = r->nb_rd[i].res;
         r->nb_src[i].hres = r->nb_rd[i].hres;
     }
+    get_fast_finish(r);
+}
+
+/* get_fast_done() once the reads' results are in the store's reads. */
+static void get_fast_finish(struct stor_s3_req *r)
+{
+    struct stor_req *h = &r->http;
+    struct stor_bcache *bc = stor_req_loop_data(h);
+    struct stor_obj_info info;
+    struct stor_get *g = NULL;
+    int ret;
+
     memset(&info, 0, sizeof(info));
     ret = stor_get_nb_end(r->get_nb, &info, &g);
     r->get_nb = NULL;
@@ -969,6 +978,10 @@ static bool get_fast(struct stor_s3_req *r)
         return false;
     }
     get_fast_zc(r);
+    if (r->zc_pins && stor_get_nb_zc_now(r->get_nb) == 0) {
+        get_fast_finish(r); /* every page cached: spliced at once */
+        return true;
+    }
     for (i = 0; i < n; i++)
         r->nb_rd[i] = (struct stor_http_file_read){.path = rd[i].path,
                                                    .buf = rd[i].buf,

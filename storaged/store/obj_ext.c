@@ -735,47 +735,91 @@ void obj_ext_unpin(struct stor_store *s, size_t d, const struct obj_xref *x)
     __atomic_fetch_sub(&s->ext[d].pin_cnt[h], 1, __ATOMIC_RELEASE);
 }
 
+/* The map of file @file of @e, made on first use (NULL: none). The caller
+ * holds e->fdlock for reading and checked that the file is open. */
+static const uint8_t *ext_map(struct obj_ext_drive *e, uint32_t file)
+{
+    const uint8_t *map = __atomic_load_n(&e->map[file], __ATOMIC_ACQUIRE);
+    const uint8_t *none = NULL;
+    void *p;
+
+    if (map)
+        return map;
+    p = mmap(NULL, OBJ_EXT_FILE_MAX, PROT_READ, MAP_SHARED, e->fd[file], 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    map = p;
+    if (!__atomic_compare_exchange_n(&e->map[file], &none, map, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        munmap(p, OBJ_EXT_FILE_MAX); /* another loop mapped it first */
+        map = none;
+    }
+    return map;
+}
+
+/* Takes @d's fdlock for reading (try) and checks @x against @gen: the
+ * drive's state, or NULL (then nothing is held). */
+static struct obj_ext_drive *ext_hold(struct stor_store *s, size_t d,
+                                      const struct obj_xref *x, uint64_t gen,
+                                      size_t len)
+{
+    struct obj_ext_drive *e;
+
+    if (s->ext == NULL || d >= s->ndrives || x->file == 0 ||
+        x->file >= OBJ_EXT_FILES ||
+        x->off + OBJ_EXT_HDR + len > OBJ_EXT_FILE_MAX)
+        return NULL;
+    e = &s->ext[d];
+    if (pthread_rwlock_tryrdlock(&e->fdlock) != 0)
+        return NULL;
+    if (e->gen != gen || e->fd[x->file] < 0) {
+        pthread_rwlock_unlock(&e->fdlock);
+        return NULL;
+    }
+    return e;
+}
+
+/* Contract in obj_ext.h. */
+bool obj_ext_resident(struct stor_store *s, size_t d, const struct obj_xref *x,
+                      uint64_t gen, size_t len)
+{
+    struct obj_ext_drive *e = ext_hold(s, d, x, gen, len);
+    const uint8_t *map;
+    unsigned char vec[OBJ_EXT_RESIDENT_PAGES];
+    uint64_t a, b;
+    bool ok = false;
+
+    if (e == NULL)
+        return false;
+    map = ext_map(e, x->file);
+    a = x->off & ~(uint64_t)4095;
+    b = x->off + OBJ_EXT_HDR + len;
+    if (map && (b - a + 4095) / 4096 <= sizeof(vec) &&
+        mincore((void *)(uintptr_t)(map + a), (size_t)(b - a), vec) == 0) {
+        ok = true;
+        for (size_t i = 0; i < (b - a + 4095) / 4096; i++)
+            ok = ok && (vec[i] & 1);
+    }
+    pthread_rwlock_unlock(&e->fdlock);
+    return ok;
+}
+
 /* Contract in obj_ext.h. */
 int obj_ext_check_mapped(struct stor_store *s, size_t d,
                          const struct obj_xref *x, uint64_t gen,
                          const uint8_t hdr[OBJ_EXT_HDR], const uint8_t id[16],
                          uint64_t version, int shard, size_t len)
 {
-    struct obj_ext_drive *e;
+    struct obj_ext_drive *e = ext_hold(s, d, x, gen, len);
     const uint8_t *map;
-    int ret;
+    int ret = -ESTALE;
 
-    if (s->ext == NULL || d >= s->ndrives || x->file == 0 ||
-        x->file >= OBJ_EXT_FILES ||
-        x->off + OBJ_EXT_HDR + len > OBJ_EXT_FILE_MAX)
-        return -EINVAL;
-    e = &s->ext[d];
-    if (pthread_rwlock_tryrdlock(&e->fdlock) != 0)
-        return -EAGAIN;
-    if (e->gen != gen || e->fd[x->file] < 0) {
-        ret = -ESTALE;
-        goto out;
-    }
-    map = __atomic_load_n(&e->map[x->file], __ATOMIC_ACQUIRE);
-    if (map == NULL) {
-        void *p = mmap(NULL, OBJ_EXT_FILE_MAX, PROT_READ, MAP_SHARED,
-                       e->fd[x->file], 0);
-        const uint8_t *none = NULL;
-
-        if (p == MAP_FAILED) {
-            ret = -errno;
-            goto out;
-        }
-        map = p;
-        if (!__atomic_compare_exchange_n(&e->map[x->file], &none, map, false,
-                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            munmap(p, OBJ_EXT_FILE_MAX); /* another loop mapped it first */
-            map = none;
-        }
-    }
-    ret = obj_ext_verify(hdr, id, version, shard, len,
-                         map + x->off + OBJ_EXT_HDR);
-out:
+    if (e == NULL)
+        return ret;
+    map = ext_map(e, x->file);
+    if (map)
+        ret = obj_ext_verify(hdr, id, version, shard, len,
+                             map + x->off + OBJ_EXT_HDR);
     pthread_rwlock_unlock(&e->fdlock);
     return ret;
 }

@@ -106,6 +106,12 @@ CM_MUST_CHECK bool obj_ext_pin(struct stor_store *s, size_t d,
                                const struct obj_xref *x);
 /* Drops obj_ext_pin(); the record may be punched some seconds later. */
 void obj_ext_unpin(struct stor_store *s, size_t d, const struct obj_xref *x);
+/* Whether every page of record @x of drive @d (files of generation @gen,
+ * @len data bytes) is in the page cache now (mincore over the file's map),
+ * so that splicing it will not wait for the disk. Never blocks. */
+#define OBJ_EXT_RESIDENT_PAGES 64 /* larger records answer false */
+bool obj_ext_resident(struct stor_store *s, size_t d, const struct obj_xref *x,
+                      uint64_t gen, size_t len);
 /* Checks record @x of drive @d (files of generation @gen), whose @len data
  * bytes were spliced into a pipe and whose header was read into @hdr: the
  * header as obj_ext_verify() and the CRC over the file's map, that is over

@@ -2073,6 +2073,43 @@ int stor_get_nb_zc_start(struct stor_get_nb *nb, const int pipe_fd[2],
 }
 
 /* Contract in obj_nb.h. */
+int stor_get_nb_zc_now(struct stor_get_nb *nb)
+{
+    struct stor_get *g = nb->g;
+    const struct obj_ent *e = g->e;
+    size_t d[OBJ_MAX_SHARDS];
+
+    if (!nb->zc)
+        return -EAGAIN;
+    for (size_t i = 0; i < nb->n; i++) {
+        d[i] = obj_shard_drive(g->s, &g->pl, nb->shard[i]);
+        if (!obj_ext_resident(g->s, d[i], &e->xref[nb->shard[i]], nb->gen[i],
+                              nb->L))
+            return -EAGAIN; /* a page to read from the disk: the ring */
+    }
+    for (size_t i = 0; i < nb->n; i++) {
+        struct stor_nb_read *rd = &nb->rd[i];
+        loff_t off = (loff_t)(rd->off + OBJ_EXT_HDR);
+        size_t got = 0;
+        ssize_t n;
+
+        n = pread(rd->fd, rd->hdr, rd->hdr_len, (off_t)rd->off);
+        rd->hres = n < 0 ? -errno : n;
+        while (got < nb->L) {
+            n = splice(rd->fd, &off, rd->pipe, NULL, nb->L - got,
+                       SPLICE_F_NONBLOCK);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        rd->res = n < 0 ? -errno : (ssize_t)got;
+        if (got != nb->L)
+            break; /* end() fails on this one; the rest stay unread */
+    }
+    return 0;
+}
+
+/* Contract in obj_nb.h. */
 void stor_get_zc_release(struct stor_get_zc *z)
 {
     if (z == NULL)

@@ -101,6 +101,12 @@ CM_MUST_CHECK int stor_get_nb_zc(struct stor_get_nb *nb, const char *skip_hdr,
 CM_MUST_CHECK int stor_get_nb_zc_start(struct stor_get_nb *nb,
                                        const int pipe_fd[2],
                                        struct stor_get_zc **pins);
+/* After stor_get_nb_zc_start(): performs the reads at once, on this thread,
+ * when every page of every record is in the page cache (mincore), so the
+ * splices do not wait for the disk (nor for io_uring's worker threads,
+ * which run every IORING_OP_SPLICE). 0: each read's res and hres are set,
+ * end() follows; -EAGAIN: nothing was done, the caller submits the reads. */
+CM_MUST_CHECK int stor_get_nb_zc_now(struct stor_get_nb *nb);
 /* Unpins (NULL-safe). Any thread. */
 void stor_get_zc_release(struct stor_get_zc *z);
 /* For a zero-copy reader, the bytes its end() left in the caller's pipes:
