@@ -620,6 +620,20 @@ int stor_req_zc_pipes(struct stor_req *r, const size_t bytes[2], int fds[2])
 }
 
 /* See http.h. */
+void stor_req_zc_abandon(struct stor_req *r)
+{
+    struct stor_conn *c = r->conn;
+
+    if (c == NULL)
+        return;
+    for (int i = 0; i < 2; i++) {
+        c->zc_pipe[i][0] = c->zc_pipe[i][1] = -1; /* leaked on purpose */
+        c->zc_cap[i] = 0;
+    }
+    c->zc_dirty = false;
+}
+
+/* See http.h. */
 void stor_req_zc_discard(struct stor_req *r)
 {
     struct stor_conn *c = r->conn;

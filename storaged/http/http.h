@@ -275,6 +275,10 @@ CM_MUST_CHECK int stor_req_zc_pipes(struct stor_req *r, const size_t bytes[2],
                                     int fds[2]);
 /* The largest pipe an unprivileged process may make (pipe-max-size). */
 size_t stor_http_zc_pipe_max(void);
+/* As stor_req_zc_discard() when a splice into the pipes may still be in
+ * flight (stor_req_read_files() answered -EIO): they are left open, never
+ * used again (closing them could let the kernel splice into a reused fd). */
+void stor_req_zc_abandon(struct stor_req *r);
 /* The pipe's bytes are not to be sent (a failed check, an error answer):
  * it is dropped and a new one made next time. Loop thread, no splice of it
  * in flight. */

@@ -1002,8 +1002,10 @@ static bool get_fast(struct stor_s3_req *r)
             stor_get_nb_free(r->get_nb);
         r->get_nb = NULL;
         if (r->zc_pins) {
-            if (ret != -EIO) /* else a splice may still fill the pipe */
+            if (ret != -EIO)
                 stor_req_zc_discard(&r->http);
+            else /* a splice may still fill the pipes: never reused */
+                stor_req_zc_abandon(&r->http);
             stor_get_zc_release(r->zc_pins);
             r->zc_pins = NULL;
         }
