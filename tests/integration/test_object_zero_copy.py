@@ -13,7 +13,8 @@ through the real S3 server (boto3 on loopback, 16 drives, --extents):
   the GETs after the heal are zero-copy again;
 - an overwrite or delete right after a zero-copy GET keeps the record
   until its pin's grace has passed, then punches it;
-- --no-zero-copy and TLS connections copy (counter stays 0).
+- --no-zero-copy and TLS connections copy (counter stays 0); --no-extents
+  after --extents writes no extent file.
 """
 
 import glob
@@ -163,6 +164,15 @@ def test_zero_copy_pins_delay_the_punch(storaged):
 
 @pytest.mark.slow
 def test_zero_copy_off_and_tls_copy(storaged, tmp_path):
+    # --no-extents after --extents: the last wins, no extent file is made
+    srv = storaged(ndrives=16, args=["--extents", "--no-extents"])
+    c = srv.client()
+    objs = put_all(c, "zne", 5)
+    for k, v in objs.items():
+        assert c.get_object(Bucket="zne", Key=k)["Body"].read() == v
+    assert ext_files(srv) == []
+    assert metric(metrics(srv), ZC) == 0
+    srv.stop()
     srv = storaged(ndrives=16, args=["--extents", "--no-zero-copy"])
     c = srv.client()
     objs = put_all(c, "zob", 3)
