@@ -362,6 +362,26 @@ static enum stor_s3_err cksum_setup(struct stor_s3_req *r)
     return S3E_NONE;
 }
 
+/* Answers S3E_INVALID_CHECKSUM naming the header, as AWS does ("Value
+ * for x-amz-checksum-sha256 header is invalid."): the request's one
+ * x-amz-checksum-* (two are S3E_MULTIPLE_CHECKSUMS, found first). */
+static void invalid_checksum_error(struct stor_s3_req *r)
+{
+    char msg[96];
+    size_t n, i;
+
+    for (i = 1; i < STOR_CKSUM_COUNT; i++) {
+        const char *h = stor_s3_cksum_hdr((enum stor_cksum)i);
+
+        if (stor_s3_hdr(r, h, &n)) {
+            snprintf(msg, sizeof(msg), "Value for %s header is invalid.", h);
+            stor_s3_error_msg(r, S3E_INVALID_CHECKSUM, msg);
+            return;
+        }
+    }
+    stor_s3_error(r, S3E_INVALID_CHECKSUM);
+}
+
 /* ---- body sink ---- */
 
 /* Hands the full fill piece to a worker (stor_put_write). */
@@ -706,6 +726,10 @@ static int s3_on_head(struct stor_req *h)
         e = S3E_INVALID_BUCKET_NAME;
     if (e == S3E_NONE)
         e = body_setup(r);
+    if (e == S3E_INVALID_CHECKSUM) {
+        invalid_checksum_error(r);
+        return 0;
+    }
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
         return 0;
