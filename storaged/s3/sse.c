@@ -1328,27 +1328,47 @@ static int open_at(struct stor_sse *x, size_t si, uint64_t pk, uint8_t *dst)
     return 0;
 }
 
-/* Reads package @pk of segment @si's ciphertext into @dst (pkg_len bytes)
- * and opens it there. 0 or -errno (-EIO: it fails its tag). */
-static int open_package(struct stor_sse *x, struct stor_get *g, size_t si,
-                        uint64_t pk, uint8_t *dst)
+/* Reads exactly @len stored bytes at @off into @dst. 0 or -errno (-EIO:
+ * the object ended first). */
+static int read_exact(struct stor_get *g, uint64_t off, uint8_t *dst,
+                      size_t len)
 {
-    size_t len, got = 0;
-    uint64_t start;
-    int ret = read_prepare(x);
+    size_t got = 0;
 
-    if (ret < 0)
-        return ret;
-    len = pkg_len(x, si, pk);
-    start = x->segs[si].start + pk * STOR_SSE_PKG;
     while (got < len) {
-        ssize_t n = stor_get_read(g, start + got, dst + got, len - got);
+        ssize_t n = stor_get_read(g, off + got, dst + got, len - got);
 
         if (n <= 0)
             return n < 0 ? (int)n : -EIO;
         got += (size_t)n;
     }
-    return open_at(x, si, pk, dst);
+    return 0;
+}
+
+/* Bytes of the whole packages of segment @si from package @pk on that fit
+ * in @room (at least package @pk's, which the caller checked). */
+static size_t read_run(const struct stor_sse *x, size_t si, uint64_t pk,
+                       size_t room)
+{
+    const struct stor_sse_seg *sg = &x->segs[si];
+    uint64_t left = sg->size - pk * STOR_SSE_PKG; /* to the part's end */
+
+    if (left <= room)
+        return (size_t)left;
+    return room - room % STOR_SSE_PKG; /* only full packages before it */
+}
+
+/* Reads package @pk of segment @si's ciphertext into @dst (pkg_len bytes)
+ * and opens it there. 0 or -errno (-EIO: it fails its tag). */
+static int open_package(struct stor_sse *x, struct stor_get *g, size_t si,
+                        uint64_t pk, uint8_t *dst)
+{
+    int ret = read_prepare(x);
+
+    if (ret == 0)
+        ret = read_exact(g, x->segs[si].start + pk * STOR_SSE_PKG, dst,
+                         pkg_len(x, si, pk));
+    return ret < 0 ? ret : open_at(x, si, pk, dst);
 }
 
 /* See sse.h. */
@@ -1391,12 +1411,21 @@ ssize_t stor_sse_get_read(struct stor_sse *x, struct stor_get *g, uint64_t off,
         in = (size_t)(rel - pk * STOR_SSE_PKG);
         pl = pkg_len(x, si, pk);
         if (in == 0 && x->cached != gid && len - done >= pl) {
-            /* a whole package: opened in the caller's buffer, no copy */
-            ret = open_package(x, g, si, pk, o + done);
+            /* whole packages: the run of them that fits, in this part,
+             * read with one call (a stripe-sized stream read is one
+             * store read, not one per 64 KiB package) and opened in the
+             * caller's buffer, no copy */
+            size_t run = read_run(x, si, pk, len - done);
+
+            ret = read_exact(g, off, o + done, run);
+            for (size_t at = 0; ret == 0 && at < run; pk++) {
+                ret = open_at(x, si, pk, o + done + at);
+                at += pkg_len(x, si, pk);
+            }
             if (ret < 0)
                 return ret;
-            done += pl;
-            off += pl;
+            done += run;
+            off += run;
             continue;
         }
         if (x->cached != gid) {
