@@ -232,11 +232,13 @@ static int seal32(const uint8_t kek[32], const char *aad, const uint8_t *in,
     return ok ? 0 : -EIO;
 }
 
-/* Opens what seal32 made; 0 or -EBADMSG (wrong key, altered). */
-static int unseal32(const uint8_t kek[32], const char *aad,
-                    const uint8_t in[SEALED_LEN], uint8_t out[32])
+/* Opens what seal32 made, in context @ctx (its cipher and key are set
+ * anew; NULL: a context of its own); 0 or -EBADMSG (wrong key, altered). */
+static int unseal32_ctx(EVP_CIPHER_CTX *ctx, const uint8_t kek[32],
+                        const char *aad, const uint8_t in[SEALED_LEN],
+                        uint8_t out[32])
 {
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    EVP_CIPHER_CTX *c = ctx ? ctx : EVP_CIPHER_CTX_new();
     uint8_t tag[16];
     int outl = 0, ok;
 
@@ -247,8 +249,15 @@ static int unseal32(const uint8_t kek[32], const char *aad,
          EVP_DecryptUpdate(c, out, &outl, in + 12, 32) == 1 &&
          EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag) == 1 &&
          EVP_DecryptFinal_ex(c, out + 32, &outl) == 1;
-    EVP_CIPHER_CTX_free(c);
+    if (ctx == NULL)
+        EVP_CIPHER_CTX_free(c);
     return ok ? 0 : -EBADMSG;
+}
+
+static int unseal32(const uint8_t kek[32], const char *aad,
+                    const uint8_t in[SEALED_LEN], uint8_t out[32])
+{
+    return unseal32_ctx(NULL, kek, aad, in, out);
 }
 
 /* The key of a multipart part: HMAC-SHA256(data key, PART_INFO ‖ salt),
@@ -1044,7 +1053,9 @@ static enum stor_s3_err open_key(struct stor_s3_req *r,
         OPENSSL_cleanse(kek, sizeof(kek));
         return S3E_INTERNAL;
     }
-    ret = unseal32(kek, DK_AAD, sealed, x->dk);
+    /* in the package context (seg_key sets it to the data key next): one
+     * EVP context per GET, not two */
+    ret = unseal32_ctx(x->c, kek, DK_AAD, sealed, x->dk);
     OPENSSL_cleanse(kek, sizeof(kek));
     if (ret < 0) {
         e = x->mode == SSE_C ? S3E_SSE_KEY_MISMATCH : S3E_INTERNAL;
