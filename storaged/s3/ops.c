@@ -2103,8 +2103,44 @@ static enum stor_cksum mpu_reply_headers(struct stor_s3_req *r, char *ck,
     return k;
 }
 
+/* CompleteMultipartUpload's conditional write (If-None-Match, If-Match),
+ * as PutObject's: decided against the current object before anything is
+ * done (412 PreconditionFailed; 404 NoSuchKey for If-Match on a missing
+ * key), and the absence or the matched ETag checked again at the commit
+ * under the key's lock (@c; of concurrent conditional writers one wins).
+ * S3E_NONE when the Complete may go on. */
+static enum stor_s3_err complete_cond(struct stor_s3_req *r,
+                                      struct stor_write_cond *c)
+{
+    size_t n1 = 0, n2 = 0;
+    const char *inm = stor_s3_hdr(r, "if-none-match", &n1);
+    const char *im = stor_s3_hdr(r, "if-match", &n2);
+    struct stor_obj_info info;
+    enum stor_s3_err e = S3E_NONE;
+    int ret;
+
+    memset(c, 0, sizeof(*c));
+    if (inm == NULL && im == NULL)
+        return S3E_NONE;
+    memset(&info, 0, sizeof(info));
+    ret = stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info);
+    if (ret < 0 && ret != -STOR_ENOKEY)
+        return stor_s3_err_from_errno(ret);
+    if (im && ret < 0)
+        e = S3E_NO_SUCH_KEY;
+    else if ((ret == 0 && inm && etag_matches(inm, n1, info.etag)) ||
+             (im && !etag_matches(im, n2, info.etag)))
+        e = S3E_PRECONDITION_FAILED;
+    c->absent = inm && n1 == 1 && inm[0] == '*';
+    if (e == S3E_NONE && im)
+        snprintf(c->etag, sizeof(c->etag), "%s", info.etag);
+    stor_obj_info_fini(&info);
+    return e;
+}
+
 static void op_complete_mpu(struct stor_s3_req *r)
 {
+    struct stor_write_cond wc;
     struct stor_part *parts = NULL;
     struct stor_obj_info info;
     struct cm_buf *b = &r->http.resp.body;
@@ -2149,9 +2185,18 @@ static void op_complete_mpu(struct stor_s3_req *r)
     }
     if (!ck_named) /* the parts' checksums the list names: checked too */
         stor_s3_cksum_expect(STOR_CKSUM_NONE, NULL, parts, n);
+    e = complete_cond(r, &wc);
+    if (e != S3E_NONE) {
+        stor_s3_cksum_expect(STOR_CKSUM_NONE, NULL, NULL, 0);
+        stor_s3_error(r, e);
+        free(parts);
+        return;
+    }
     /* keeps the old version if versioned */
+    r->wcond = &wc;
     ret =
         stor_ver_mpu_complete(r, stor_s3_query(r, "uploadId"), parts, n, &info);
+    r->wcond = NULL;
     stor_s3_cksum_expect(STOR_CKSUM_NONE, NULL, NULL, 0);
     if (ret == -STOR_ENOUPLOAD) {
         stor_obj_info_fini(&info);

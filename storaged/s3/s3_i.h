@@ -139,7 +139,10 @@ struct stor_s3_req {
     char *key; /* owned NUL-terminated decoded key (may be "") */
     size_t key_len;
     bool has_key;
-    bool vhost;    /* the bucket came from Host (BUCKET.DOMAIN) */
+    bool vhost; /* the bucket came from Host (BUCKET.DOMAIN) */
+    /* CompleteMultipartUpload's If-None-Match / If-Match, for the commit
+     * (versioning.c passes it to stor_mpu_complete_cond); NULL: none */
+    const struct stor_write_cond *wcond;
     size_t nquery; /* query[0..nquery) below */
     /* bit (c & 63) set for the first byte c of each query name, so that
      * stor_s3_query answers "absent" for most names without a scan (the

@@ -943,15 +943,17 @@ int stor_ver_mpu_complete(struct stor_s3_req *r, const char *upload_id,
     if (ret < 0)
         return ret;
     if (st == STOR_VER_OFF)
-        return stor_mpu_complete(r->s3->store, r->bucket, r->key, r->key_len,
-                                 upload_id, parts, n, info);
+        return stor_mpu_complete_cond(r->s3->store, r->bucket, r->key,
+                                      r->key_len, upload_id, parts, n, r->wcond,
+                                      info);
     stor_ver_hidden_bucket(r->bucket, hb);
     lk = key_lock(v, r->bucket, r->key, r->key_len);
     pthread_mutex_lock(lk);
     ret = before_replace(v, r->bucket, hb, r->key, r->key_len, st, NULL, &hk);
     if (ret == 0) {
-        ret = stor_mpu_complete(r->s3->store, r->bucket, r->key, r->key_len,
-                                upload_id, parts, n, info);
+        ret =
+            stor_mpu_complete_cond(r->s3->store, r->bucket, r->key, r->key_len,
+                                   upload_id, parts, n, r->wcond, info);
         if (ret < 0 && hk)
             drop(v->st, hb, hk, strlen(hk));
         if (ret == 0 && st == STOR_VER_SUSPENDED)

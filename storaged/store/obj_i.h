@@ -372,6 +372,9 @@ void obj_pin_put(struct stor_store *s, const uint8_t id[16], uint64_t version);
 int obj_rewrite_metas(struct stor_store *s, const char *bucket,
                       const struct obj_ent *e, uint8_t *const *inl, size_t L,
                       bool *which, struct obj_xref *xrefs_out);
+/* The condition of the Complete about to call obj_commit on this thread
+ * (NULL: none); a PutObject's is its stor_put's (obj_io.c). */
+void obj_commit_set_cond(const struct stor_write_cond *c);
 /* The commit protocol shared by simple PUTs and multipart completion:
  * metas to temp, rename shard files (src_shard[j] non-NULL) then metas into
  * place, sync dirs, swap the index entry, retire the old version. Takes

@@ -252,6 +252,14 @@ struct stor_put {
 /* The condition of the commit in progress on this thread (obj_commit is
  * shared with copy and Complete, which have none). */
 static __thread const struct stor_put *t_cond;
+/* ... and a Complete's (obj_commit_set_cond) */
+static __thread const struct stor_write_cond *t_wcond;
+
+/* See obj_i.h. */
+void obj_commit_set_cond(const struct stor_write_cond *c)
+{
+    t_wcond = c;
+}
 
 /* ---- group commit (gsync.h): one barrier per filesystem, shared ---- */
 
@@ -468,21 +476,23 @@ static int cond_check(struct stor_store *s, const char *bucket, const char *key,
                       size_t key_len)
 {
     const struct stor_put *c = t_cond;
+    bool absent = c ? c->cond_absent : t_wcond && t_wcond->absent;
+    const char *etag = c ? c->cond_etag : t_wcond ? t_wcond->etag : "";
     struct obj_ent *cur;
     int ret;
 
-    if (c == NULL || (!c->cond_absent && c->cond_etag[0] == 0))
+    if (!absent && etag[0] == 0)
         return 0;
     ret = obj_cur_lookup(s, bucket, key, key_len, &cur);
     if (ret == -STOR_ENOBUCKET)
         return 0; /* the commit answers it */
     if (ret < 0 && ret != -STOR_ENOKEY)
         return ret;
-    if (cur && c->cond_absent)
+    if (cur && absent)
         ret = -STOR_EPRECOND;
-    else if (c->cond_etag[0] && cur == NULL)
+    else if (etag[0] && cur == NULL)
         ret = -STOR_ENOKEY;
-    else if (c->cond_etag[0] && strcmp(cur->etag, c->cond_etag) != 0)
+    else if (etag[0] && strcmp(cur->etag, etag) != 0)
         ret = -STOR_EPRECOND;
     else
         ret = 0;

@@ -581,11 +581,22 @@ static void etag_norm(const char *in, char *out, size_t cap)
     out[n] = 0;
 }
 
-/* Contract in object.h: renames part shard files, one commit. */
+/* Contract in object.h. */
 int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
                       size_t key_len, const char *upload_id,
                       const struct stor_part *parts, size_t nparts,
                       struct stor_obj_info *out)
+{
+    return stor_mpu_complete_cond(s, bucket, key, key_len, upload_id, parts,
+                                  nparts, NULL, out);
+}
+
+/* Contract in object.h: renames part shard files, one commit. */
+int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
+                           const char *key, size_t key_len,
+                           const char *upload_id, const struct stor_part *parts,
+                           size_t nparts, const struct stor_write_cond *c,
+                           struct stor_obj_info *out)
 {
     struct obj_bucket *b;
     struct obj_upload *u;
@@ -745,7 +756,9 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
     if (out) {
         obj_info_fill(e, out, false);
     }
+    obj_commit_set_cond(c);
     ret = obj_commit(s, bucket, e, NULL, 0, ok, NULL);
+    obj_commit_set_cond(NULL);
     e = NULL;
     if (ret < 0) {
         if (out)

@@ -366,6 +366,19 @@ CM_MUST_CHECK int stor_mpu_complete(struct stor_store *s, const char *bucket,
                                     const char *upload_id,
                                     const struct stor_part *parts,
                                     size_t nparts, struct stor_obj_info *out);
+/* A conditional write's condition (CompleteMultipartUpload's If-None-Match
+ * / If-Match), checked at the commit under the key's write lock. */
+struct stor_write_cond {
+    bool absent;              /* the key must have no current object */
+    char etag[STOR_ETAG_MAX]; /* "" or: the current object has this ETag */
+};
+/* stor_mpu_complete under condition @c (NULL: none): when it does not hold
+ * at the commit, -STOR_EPRECOND (-STOR_ENOKEY when @c->etag is set and the
+ * key is gone), nothing becomes visible and the upload stays. */
+CM_MUST_CHECK int stor_mpu_complete_cond(
+    struct stor_store *s, const char *bucket, const char *key, size_t key_len,
+    const char *upload_id, const struct stor_part *parts, size_t nparts,
+    const struct stor_write_cond *c, struct stor_obj_info *out);
 CM_MUST_CHECK int stor_mpu_abort(struct stor_store *s, const char *bucket,
                                  const char *key, size_t key_len,
                                  const char *upload_id);

@@ -353,3 +353,85 @@ def test_region_option_is_checked(tmp_path):
                            capture_output=True, timeout=30)
         assert p.returncode == 2, (bad, p.returncode, p.stderr)
         assert b"--region" in p.stderr
+
+
+def _complete(s3, bucket, key, body, hdrs=None, upload=None):
+    """A one-part multipart upload of @body to @key (or the open @upload,
+    (id, parts)), completed with @hdrs added to the signed
+    CompleteMultipartUpload (this botocore has no IfMatch/IfNoneMatch
+    there). (status, error code or ETag, (upload id, parts))."""
+    if upload is None:
+        uid = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        r = s3.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=1,
+                           Body=body)
+        upload = (uid, [{"ETag": r["ETag"], "PartNumber": 1}])
+
+    def add(request, **kw):
+        for k, v in (hdrs or {}).items():
+            request.headers[k] = v
+    ev = s3.meta.events
+    ev.register("before-sign.s3.CompleteMultipartUpload", add)
+    try:
+        r = s3.complete_multipart_upload(
+            Bucket=bucket, Key=key, UploadId=upload[0],
+            MultipartUpload={"Parts": upload[1]})
+        return 200, r["ETag"].strip('"'), upload
+    except botocore.exceptions.ClientError as e:
+        return (e.response["ResponseMetadata"]["HTTPStatusCode"],
+                e.response["Error"]["Code"], upload)
+    finally:
+        ev.unregister("before-sign.s3.CompleteMultipartUpload", add)
+
+
+def test_complete_multipart_conditional_write(s3, bucket):
+    """If-None-Match and If-Match on CompleteMultipartUpload, as on
+    PutObject (AWS: conditional writes): a Complete that fails its
+    condition answers 412 (404 NoSuchKey for If-Match on a missing key),
+    changes nothing, and leaves the upload open, so the same upload
+    completes once the condition holds."""
+    st, etag, _ = _complete(s3, bucket, "k", b"one", {"If-Match": "*"})
+    assert (st, etag) == (404, "NoSuchKey")
+    st, e1, _ = _complete(s3, bucket, "k", b"one", {"If-None-Match": "*"})
+    assert st == 200
+    st, code, up = _complete(s3, bucket, "k", b"two", {"If-None-Match": "*"})
+    assert (st, code) == (412, "PreconditionFailed")
+    st, code, _ = _complete(s3, bucket, "k", b"two",
+                            {"If-None-Match": '"%s"' % e1})
+    assert (st, code) == (412, "PreconditionFailed")
+    st, code, _ = _complete(s3, bucket, "k", b"two", {"If-Match": "bad"})
+    assert (st, code) == (412, "PreconditionFailed")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"one"
+    # the upload refused above is still open and completes now
+    st, e2, _ = _complete(s3, bucket, "k", None, {"If-Match": '"%s"' % e1},
+                          upload=up)
+    assert st == 200 and e2 != e1
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"two"
+    st, _, _ = _complete(s3, bucket, "k", b"three", {"If-None-Match": "other"})
+    assert st == 200
+    s3.delete_object(Bucket=bucket, Key="k")
+    st, code, _ = _complete(s3, bucket, "k", b"four", {"If-Match": '"%s"' % e2})
+    assert (st, code) == (404, "NoSuchKey")
+    uploads = s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    assert len(uploads) == 4  # each refused Complete left its upload
+
+
+def test_complete_multipart_conditional_versioned(s3, bucket):
+    """The same on a versioned bucket: a refused conditional Complete adds
+    no version; If-Match compares the current version only."""
+    s3.put_bucket_versioning(Bucket=bucket,
+                             VersioningConfiguration={"Status": "Enabled"})
+    st, e1, _ = _complete(s3, bucket, "v", b"one", {"If-None-Match": "*"})
+    assert st == 200
+    st, e2, _ = _complete(s3, bucket, "v", b"two")
+    assert st == 200
+    st, code, _ = _complete(s3, bucket, "v", b"x", {"If-Match": '"%s"' % e1})
+    assert (st, code) == (412, "PreconditionFailed")
+    st, code, _ = _complete(s3, bucket, "v", b"x", {"If-None-Match": "*"})
+    assert (st, code) == (412, "PreconditionFailed")
+    vs = s3.list_object_versions(Bucket=bucket, Prefix="v")["Versions"]
+    assert len(vs) == 2
+    st, _, _ = _complete(s3, bucket, "v", b"three", {"If-Match": '"%s"' % e2})
+    assert st == 200
+    vs = s3.list_object_versions(Bucket=bucket, Prefix="v")["Versions"]
+    assert len(vs) == 3
+    assert s3.get_object(Bucket=bucket, Key="v")["Body"].read() == b"three"
