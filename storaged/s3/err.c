@@ -124,6 +124,9 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_TRANSITION_NOT_IMPLEMENTED] =
         {501, "NotImplemented",
          "Lifecycle transitions are not implemented: storaged has one storage class."},
+    [S3E_POST_BAD_POLICY] = {400, "InvalidPolicyDocument",
+                             "Invalid Policy: the policy is not a valid POST "
+                             "policy document."},
     [S3E_SIGV2_UNSUPPORTED] =
         {400, "InvalidRequest",
          "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256."},

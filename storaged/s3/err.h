@@ -96,6 +96,7 @@ enum stor_s3_err {
     S3E_NO_SUCH_LIFECYCLE,  /* 404 NoSuchLifecycleConfiguration */
     S3E_INVALID_VERSION_ID, /* 400 InvalidArgument: a malformed versionId */
     S3E_TRANSITION_NOT_IMPLEMENTED, /* 501: lifecycle Transitions */
+    S3E_POST_BAD_POLICY,            /* 400 InvalidPolicyDocument (post.c) */
     S3E_COUNT
 };
 

@@ -1,12 +1,17 @@
 /* storaged/s3/post.c - POST Object: browser-based uploads with an HTML
  * form (multipart/form-data), as S3 documents them. This part: the
- * streaming multipart/form-data parser and the form's fields. */
+ * streaming multipart/form-data parser, the form's fields, and the POST
+ * policy document's checker. */
 #include "storaged/s3/post.h"
 
 #include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "storaged/http/parse.h"
 
 /* ---- multipart/form-data ---- */
 
@@ -388,4 +393,246 @@ void stor_post_form_fini(struct stor_post_form *f)
     }
     f->n = 0;
     f->bytes = 0;
+}
+
+/* ---- the policy ---- */
+
+/* "2026-12-02T03:04:05Z" or "...05.123Z" (the only forms S3 takes). */
+static int parse_expiration(const char *s, time_t *out)
+{
+    struct tm tm;
+    size_t n = strlen(s), i;
+    int v[6], w[6] = {4, 2, 2, 2, 2, 2};
+    const char sep[6] = {'-', '-', 'T', ':', ':', 0};
+    const char *p = s;
+    int k;
+
+    for (k = 0; k < 6; k++) {
+        v[k] = 0;
+        for (i = 0; i < (size_t)w[k]; i++, p++) {
+            if (*p < '0' || *p > '9')
+                return -EINVAL;
+            v[k] = v[k] * 10 + (*p - '0');
+        }
+        if (k < 5 && *p++ != sep[k])
+            return -EINVAL;
+    }
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p[0] != 'Z' || p[1] != 0 || (size_t)(p + 1 - s) != n)
+        return -EINVAL;
+    if (v[1] < 1 || v[1] > 12 || v[2] < 1 || v[2] > 31 || v[3] > 23 ||
+        v[4] > 59 || v[5] > 60)
+        return -EINVAL;
+    memset(&tm, 0, sizeof(tm));
+    tm.tm_year = v[0] - 1900;
+    tm.tm_mon = v[1] - 1;
+    tm.tm_mday = v[2];
+    tm.tm_hour = v[3];
+    tm.tm_min = v[4];
+    tm.tm_sec = v[5];
+    *out = timegm(&tm);
+    return 0;
+}
+
+/* Form fields that need no condition (S3: the policy and its signature,
+ * the file, x-ignore-*; flexible checksums only make the upload stricter). */
+static bool exempt(const char *name)
+{
+    static const char *const names[] = {
+        "policy", "signature", "awsaccesskeyid", "x-amz-signature", "file",
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcasecmp(name, names[i]) == 0)
+            return true;
+    return strncasecmp(name, "x-ignore-", 9) == 0 ||
+           strncasecmp(name, "x-amz-checksum-", 15) == 0;
+}
+
+/* The value a condition on @name tests. */
+static const char *cond_value(const struct stor_post_form *f, const char *name,
+                              const char *bucket, const char *key, size_t *len)
+{
+    const char *v;
+
+    if (strcasecmp(name, "bucket") == 0) {
+        *len = strlen(bucket);
+        return bucket;
+    }
+    if (strcasecmp(name, "key") == 0) {
+        *len = strlen(key);
+        return key;
+    }
+    v = stor_post_field(f, name, len);
+    if (v == NULL) { /* an absent field tests as empty */
+        *len = 0;
+        return "";
+    }
+    return v;
+}
+
+/* A content-length-range bound: a JSON integer or a string of digits. */
+static int range_bound(const json_t *v, int64_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return 0;
+    }
+    if (json_is_string(v)) {
+        uint64_t u;
+        const char *s = json_string_value(v);
+
+        if (stor_http_parse_u64(s, strlen(s), &u) < 0 || u > INT64_MAX)
+            return -EINVAL;
+        *out = (int64_t)u;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+#define MAX_CONDS 128
+
+struct cond {
+    const char *field; /* without '$' */
+    const char *value;
+    bool prefix; /* starts-with */
+};
+
+/* Reads one condition; content-length-range goes to @lim. 0 or -EINVAL. */
+static int read_cond(json_t *c, struct cond *out, bool *is_range,
+                     struct stor_post_limits *lim)
+{
+    const char *op, *field;
+    int64_t lo, hi;
+
+    *is_range = false;
+    if (json_is_object(c)) {
+        const char *k;
+        json_t *v;
+
+        if (json_object_size(c) != 1)
+            return -EINVAL;
+        json_object_foreach(c, k, v)
+        {
+            if (!json_is_string(v))
+                return -EINVAL;
+            out->field = k[0] == '$' ? k + 1 : k;
+            out->value = json_string_value(v);
+            out->prefix = false;
+        }
+        return 0;
+    }
+    if (!json_is_array(c) || json_array_size(c) != 3 ||
+        !json_is_string(json_array_get(c, 0)))
+        return -EINVAL;
+    op = json_string_value(json_array_get(c, 0));
+    if (strcasecmp(op, "content-length-range") == 0) {
+        if (range_bound(json_array_get(c, 1), &lo) < 0 ||
+            range_bound(json_array_get(c, 2), &hi) < 0 || lo < 0 || hi < lo)
+            return -EINVAL;
+        lim->min = (uint64_t)lo;
+        lim->max = (uint64_t)hi;
+        *is_range = true;
+        return 0;
+    }
+    if (strcasecmp(op, "eq") != 0 && strcasecmp(op, "starts-with") != 0)
+        return -EINVAL;
+    if (!json_is_string(json_array_get(c, 1)) ||
+        !json_is_string(json_array_get(c, 2)))
+        return -EINVAL;
+    field = json_string_value(json_array_get(c, 1));
+    if (field[0] != '$' || field[1] == 0)
+        return -EINVAL;
+    out->field = field + 1;
+    out->value = json_string_value(json_array_get(c, 2));
+    out->prefix = strcasecmp(op, "starts-with") == 0;
+    return 0;
+}
+
+/* See header. */
+enum stor_s3_err stor_post_policy_check(const char *json, size_t len,
+                                        time_t now,
+                                        const struct stor_post_form *f,
+                                        const char *bucket, const char *key,
+                                        struct stor_post_limits *lim, char *why,
+                                        size_t why_len)
+{
+    struct cond conds[MAX_CONDS];
+    size_t nc = 0, i, j;
+    enum stor_s3_err e = S3E_POST_BAD_POLICY;
+    json_error_t je;
+    json_t *root, *exp, *cl, *c;
+    const char *k;
+    json_t *v;
+    time_t t;
+
+    lim->min = 0;
+    lim->max = UINT64_MAX;
+    why[0] = 0;
+    root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    if (root == NULL || !json_is_object(root))
+        goto out;
+    json_object_foreach(root, k, v)
+    {
+        /* the two keys S3 knows, spelt exactly */
+        if (strcmp(k, "expiration") != 0 && strcmp(k, "conditions") != 0)
+            goto out;
+    }
+    exp = json_object_get(root, "expiration");
+    cl = json_object_get(root, "conditions");
+    if (!json_is_string(exp) || !json_is_array(cl) ||
+        parse_expiration(json_string_value(exp), &t) < 0)
+        goto out;
+    json_array_foreach(cl, i, c)
+    {
+        bool is_range;
+
+        if (nc >= MAX_CONDS || read_cond(c, &conds[nc], &is_range, lim) < 0)
+            goto out;
+        nc += !is_range;
+    }
+    e = S3E_ACCESS_DENIED;
+    if (now > t) {
+        snprintf(why, why_len, "Invalid according to Policy: Policy expired.");
+        goto out;
+    }
+    for (i = 0; i < nc; i++) {
+        size_t vl, cl2 = strlen(conds[i].value);
+        const char *fv = cond_value(f, conds[i].field, bucket, key, &vl);
+        bool ok = conds[i].prefix
+                      ? vl >= cl2 && memcmp(fv, conds[i].value, cl2) == 0
+                      : vl == cl2 && memcmp(fv, conds[i].value, cl2) == 0;
+
+        if (!ok) {
+            snprintf(why, why_len,
+                     "Invalid according to Policy: Policy Condition failed: "
+                     "[\"%s\", \"$%s\", \"%s\"]",
+                     conds[i].prefix ? "starts-with" : "eq", conds[i].field,
+                     conds[i].value);
+            goto out;
+        }
+    }
+    for (i = 0; i < f->n; i++) {
+        bool named = exempt(f->f[i].name);
+
+        for (j = 0; !named && j < nc; j++)
+            named = strcasecmp(conds[j].field, f->f[i].name) == 0;
+        if (!named) {
+            snprintf(why, why_len,
+                     "Invalid according to Policy: Extra input fields: %s",
+                     f->f[i].name);
+            goto out;
+        }
+    }
+    e = S3E_NONE;
+out:
+    json_decref(root);
+    return e;
 }

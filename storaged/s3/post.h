@@ -5,14 +5,16 @@
  * The parser allocates nothing and holds nothing of a part's data: file
  * bytes go to the caller's callback as they arrive (at most one delimiter's
  * worth is ever held back, and that is the delimiter's own prefix). The
- * policy checker (next) borrows the form. */
+ * policy checker borrows the form and allocates only jansson's tree. */
 #ifndef STORAGED_S3_POST_H
 #define STORAGED_S3_POST_H
 #include "common/compiler.h"
+#include "storaged/s3/err.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* ---- multipart/form-data (RFC 7578, RFC 2046 5.1) ---- */
 #define STOR_MP_BOUNDARY_MAX 70   /* RFC 2046's limit */
@@ -94,5 +96,27 @@ CM_MUST_CHECK int stor_post_form_add(struct stor_post_form *f, const char *name,
                                      size_t nlen, const char *value,
                                      size_t vlen);
 void stor_post_form_fini(struct stor_post_form *f);
+
+/* ---- the policy document ---- */
+struct stor_post_limits {
+    uint64_t min, max; /* content-length-range; 0..UINT64_MAX when none */
+};
+
+/* Checks the decoded policy @json (@len bytes) against form @f at @now,
+ * as S3 does: "expiration" (ISO 8601, UTC) not past, "conditions" an array
+ * of {"field": "value"} (exact), ["eq", "$field", "value"], ["starts-with",
+ * "$field", "prefix"] and ["content-length-range", min, max]; field names
+ * match case-insensitively, "bucket" is @bucket and "key" is @key (after
+ * ${filename}); every form field other than those S3 exempts (policy,
+ * signature fields, file, x-ignore-*) has a condition. S3E_NONE,
+ * S3E_POST_BAD_POLICY (400: not a policy document), or S3E_ACCESS_DENIED
+ * with @why ("Invalid according to Policy: ...") filled. @lim gets the
+ * content-length-range. */
+enum stor_s3_err stor_post_policy_check(const char *json, size_t len,
+                                        time_t now,
+                                        const struct stor_post_form *f,
+                                        const char *bucket, const char *key,
+                                        struct stor_post_limits *lim, char *why,
+                                        size_t why_len);
 
 #endif /* STORAGED_S3_POST_H */

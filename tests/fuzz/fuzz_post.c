@@ -8,7 +8,9 @@
  *   byte by byte, or in chunks sized from the input, and with a pause
  *   after each part's header block (STOR_MP_PAUSE) resumed at once; the
  *   data never exceeds the body.
- * odd: reserved for the POST policy checker. */
+ * odd: the POST policy checker, the rest as the decoded policy against a
+ *   fixed form. Properties: one of the three answers; a refusal says why;
+ *   a content-length-range has min <= max. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -174,11 +176,34 @@ static void fuzz_mp(const uint8_t *data, size_t size)
     cm_buf_fini(&d.ev);
 }
 
+static void fuzz_policy(const uint8_t *data, size_t size)
+{
+    static struct stor_post_form f; /* large: not on the stack */
+    struct stor_post_limits lim;
+    char why[256];
+    enum stor_s3_err e;
+
+    memset(&f, 0, sizeof(f));
+    CHECK(stor_post_form_add(&f, "key", 3, "foo.txt", 7) == 0);
+    CHECK(stor_post_form_add(&f, "acl", 3, "private", 7) == 0);
+    CHECK(stor_post_form_add(&f, "Content-Type", 12, "text/plain", 10) == 0);
+    CHECK(stor_post_form_add(&f, "x-amz-meta-a", 12, "", 0) == 0);
+    CHECK(stor_post_form_add(&f, "policy", 6, "e30=", 4) == 0);
+    e = stor_post_policy_check((const char *)data, size, 1700000000, &f,
+                               "bucket", "foo.txt", &lim, why, sizeof(why));
+    CHECK(e == S3E_NONE || e == S3E_POST_BAD_POLICY || e == S3E_ACCESS_DENIED);
+    CHECK(e != S3E_ACCESS_DENIED || why[0] != 0);
+    CHECK(lim.min <= lim.max);
+    stor_post_form_fini(&f);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    if (!(data[0] & 1)) /* odd: the policy checker's (to come) */
+    if (data[0] & 1)
+        fuzz_policy(data + 1, size - 1);
+    else
         fuzz_mp(data + 1, size - 1);
     return 0;
 }

@@ -2,7 +2,9 @@
  * the multipart/form-data boundary and streaming parser (every split of a
  * body gives the same parts and data, delimiters look-alikes inside file
  * data, preamble, padding, epilogue, pause and resume, malformed bodies),
- * and the form's field limits. */
+ * the form's field limits, and the POST policy checker (expiration,
+ * exact / starts-with / content-length-range conditions, case rules,
+ * extra fields, exempt fields, malformed documents). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -306,6 +308,166 @@ static void test_form_limits(void **state)
     stor_post_form_fini(&f);
 }
 
+/* ---- the policy ---- */
+
+#define NOW 1800000000 /* 2027-01-15 */
+
+static struct stor_post_form g_form;
+
+static void form_setup(void)
+{
+    stor_post_form_fini(&g_form);
+    memset(&g_form, 0, sizeof(g_form));
+    assert_int_equal(stor_post_form_add(&g_form, "key", 3, "foo.txt", 7), 0);
+    assert_int_equal(stor_post_form_add(&g_form, "AcL", 3, "private", 7), 0);
+    assert_int_equal(
+        stor_post_form_add(&g_form, "Content-Type", 12, "text/plain", 10), 0);
+    assert_int_equal(stor_post_form_add(&g_form, "policy", 6, "e30=", 4), 0);
+    assert_int_equal(stor_post_form_add(&g_form, "signature", 9, "s", 1), 0);
+    assert_int_equal(stor_post_form_add(&g_form, "AWSAccessKeyId", 14, "a", 1),
+                     0);
+    assert_int_equal(stor_post_form_add(&g_form, "x-ignore-me", 11, "1", 1), 0);
+    assert_int_equal(
+        stor_post_form_add(&g_form, "x-amz-checksum-crc32", 20, "AAAAAA==", 8),
+        0);
+}
+
+static enum stor_s3_err check(const char *json, char *why,
+                              struct stor_post_limits *lim)
+{
+    static char w[512];
+    struct stor_post_limits l;
+
+    return stor_post_policy_check(json, strlen(json), NOW, &g_form, "bkt",
+                                  "foo.txt", lim ? lim : &l, why ? why : w,
+                                  512);
+}
+
+#define EXP "\"expiration\": \"2030-01-01T00:00:00.000Z\""
+#define CONDS_OK                                                               \
+    "{\"bucket\": \"bkt\"}, [\"starts-with\", \"$key\", \"foo\"],"             \
+    "{\"acl\": \"private\"}, [\"eq\", \"$Content-Type\", \"text/plain\"]"
+
+static void test_policy_ok(void **state)
+{
+    struct stor_post_limits lim;
+
+    (void)state;
+    form_setup();
+    assert_int_equal(check("{" EXP ", \"conditions\": [" CONDS_OK
+                           ", [\"content-length-range\", 1, 1024]]}",
+                           NULL, &lim),
+                     S3E_NONE);
+    assert_int_equal(lim.min, 1);
+    assert_int_equal(lim.max, 1024);
+    /* no range: anything; case-insensitive operators and field names;
+     * numbers as strings in the range */
+    assert_int_equal(
+        check("{" EXP ", \"conditions\": [" CONDS_OK "]}", NULL, &lim),
+        S3E_NONE);
+    assert_true(lim.max == UINT64_MAX && lim.min == 0);
+    assert_int_equal(check("{" EXP ", \"conditions\": [{\"BuCkEt\": \"bkt\"},"
+                           "[\"StArTs-WiTh\", \"$KEY\", \"\"], [\"EQ\", "
+                           "\"$acl\", \"private\"], [\"starts-with\", "
+                           "\"$content-type\", \"text/\"], "
+                           "[\"content-length-range\", \"0\", \"9\"]]}",
+                           NULL, &lim),
+                     S3E_NONE);
+    assert_int_equal(lim.max, 9);
+}
+
+static void test_policy_denied(void **state)
+{
+    char why[512];
+
+    (void)state;
+    form_setup();
+    assert_int_equal(check("{\"expiration\": \"2020-01-01T00:00:00Z\", "
+                           "\"conditions\": [" CONDS_OK "]}",
+                           why, NULL),
+                     S3E_ACCESS_DENIED);
+    assert_string_equal(why, "Invalid according to Policy: Policy expired.");
+    /* the wrong bucket (the request's, not a form field) */
+    assert_int_equal(
+        check("{" EXP ", \"conditions\": [{\"bucket\": \"other\"}, "
+              "[\"starts-with\", \"$key\", \"\"], {\"acl\": \"private\"},"
+              "[\"starts-with\", \"$Content-Type\", \"\"]]}",
+              why, NULL),
+        S3E_ACCESS_DENIED);
+    assert_non_null(strstr(why, "Policy Condition failed"));
+    assert_non_null(strstr(why, "$bucket"));
+    /* eq is exact; values are case-sensitive */
+    assert_int_equal(check("{" EXP ", \"conditions\": [{\"bucket\": \"bkt\"},"
+                           "[\"eq\", \"$key\", \"foo\"], {\"acl\": "
+                           "\"private\"}, [\"starts-with\", "
+                           "\"$Content-Type\", \"\"]]}",
+                           why, NULL),
+                     S3E_ACCESS_DENIED);
+    assert_int_equal(check("{" EXP ", \"conditions\": [{\"bucket\": \"bkt\"},"
+                           "[\"starts-with\", \"$key\", \"FOO\"], {\"acl\": "
+                           "\"private\"}, [\"starts-with\", "
+                           "\"$Content-Type\", \"\"]]}",
+                           why, NULL),
+                     S3E_ACCESS_DENIED);
+    /* a condition on an absent field tests the empty string */
+    assert_int_equal(check("{" EXP ", \"conditions\": [" CONDS_OK
+                           ", [\"starts-with\", \"$x-amz-meta-foo\", "
+                           "\"bar\"]]}",
+                           why, NULL),
+                     S3E_ACCESS_DENIED);
+    assert_int_equal(check("{" EXP ", \"conditions\": [" CONDS_OK
+                           ", [\"eq\", \"$x-amz-meta-foo\", \"\"]]}",
+                           why, NULL),
+                     S3E_NONE);
+    /* a form field without a condition */
+    assert_int_equal(check("{" EXP ", \"conditions\": [{\"bucket\": \"bkt\"},"
+                           "[\"starts-with\", \"$key\", \"\"], "
+                           "[\"starts-with\", \"$Content-Type\", \"\"]]}",
+                           why, NULL),
+                     S3E_ACCESS_DENIED);
+    assert_string_equal(why,
+                        "Invalid according to Policy: Extra input fields: AcL");
+}
+
+static void test_policy_malformed(void **state)
+{
+    static const char *const bad[] = {
+        "",
+        "[]",
+        "{\"expiration\": \"2030-01-01T00:00:00Z\"}", /* no conditions */
+        "{\"conditions\": []}",                       /* no expiration */
+        "{\"EXPIRATION\": \"2030-01-01T00:00:00Z\", \"conditions\": []}",
+        "{" EXP ", \"CONDITIONS\": []}",
+        "{" EXP ", \"conditions\": [], \"other\": 1}",
+        "{" EXP ", \"conditions\": {}}",
+        "{\"expiration\": \"2030-01-01 00:00:00+00:00\", \"conditions\": []}",
+        "{\"expiration\": \"2030-13-01T00:00:00Z\", \"conditions\": []}",
+        "{\"expiration\": \"2030-01-01T00:00:00\", \"conditions\": []}",
+        "{\"expiration\": 1900000000, \"conditions\": []}",
+        "{" EXP ", \"conditions\": [{}]}",
+        "{" EXP ", \"conditions\": [{\"a\": \"b\", \"c\": \"d\"}]}",
+        "{" EXP ", \"conditions\": [{\"a\": 1}]}",
+        "{" EXP ", \"conditions\": [[\"content-length-range\", 0]]}",
+        "{" EXP ", \"conditions\": [[\"content-length-range\", -1, 0]]}",
+        "{" EXP ", \"conditions\": [[\"content-length-range\", 5, 4]]}",
+        "{" EXP ", \"conditions\": [[\"content-length-range\", \"x\", 4]]}",
+        "{" EXP ", \"conditions\": [[\"eq\", \"key\", \"a\"]]}", /* no $ */
+        "{" EXP ", \"conditions\": [[\"ends-with\", \"$key\", \"a\"]]}",
+        "{" EXP ", \"conditions\": [[\"eq\", \"$key\"]]}",
+        "{" EXP ", \"conditions\": [\"eq\"]}",
+        "{" EXP ", " EXP ", \"conditions\": []}", /* a duplicate key */
+    };
+    size_t i;
+
+    (void)state;
+    form_setup();
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (check(bad[i], NULL, NULL) != S3E_POST_BAD_POLICY)
+            fail_msg("accepted: %s", bad[i]);
+    }
+    stor_post_form_fini(&g_form);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +479,9 @@ int main(void)
         cmocka_unit_test(test_parse_malformed),
         cmocka_unit_test(test_parse_head_limit),
         cmocka_unit_test(test_form_limits),
+        cmocka_unit_test(test_policy_ok),
+        cmocka_unit_test(test_policy_denied),
+        cmocka_unit_test(test_policy_malformed),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
