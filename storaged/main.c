@@ -522,6 +522,7 @@ static int cmd_serve(int argc, char **argv)
     s3o.root_secret = pass;
     if (s3o.region == NULL)
         s3o.region = "us-east-1";
+    s3o.tls = tls_cert != NULL;
     ret = stor_s3_create(&s3o, &s3);
     if (ret < 0)
         goto out_store;

@@ -513,6 +513,28 @@ static bool acl_blocked(struct stor_s3_req *r)
     return block;
 }
 
+/* Whether an anonymous writer of a new object may give it a canned ACL:
+ * S3's object writer owns what it creates, so a bucket ACL granting
+ * everyone WRITE (public-read-write) lets it set that object's ACL too
+ * (POST Object forms do: acl=public-read). Only without a bucket policy,
+ * whose Deny would otherwise be passed over. */
+static bool anon_writer_sets_acl(struct stor_s3_req *r)
+{
+    struct stor_iam_snap *snap;
+    const struct iam_bucket *b;
+    bool ok;
+
+    if (!r->anonymous || r->op != S3_OP_PUT_OBJECT || !r->has_key)
+        return false;
+    snap = stor_iam_snap_get(r->s3->iam);
+    b = snap ? stor_iam_bucket_find(snap, r->bucket) : NULL;
+    ok = b && b->pol == NULL &&
+         acl_grants(b, STOR_ACT_PUT_OBJECT, r->key, r->key_len, false);
+    if (snap)
+        stor_iam_snap_unref(snap);
+    return ok;
+}
+
 /* The action of r->op (for the ops on one resource). */
 static enum stor_act op_act(const struct stor_s3_req *r)
 {
@@ -630,7 +652,8 @@ enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r)
                 r->op == S3_OP_CREATE_BUCKET ? STOR_ACT_PUT_BUCKET_ACL
                                              : STOR_ACT_PUT_OBJECT_ACL,
                 r->bucket, r->has_key ? r->key : NULL,
-                r->has_key ? r->key_len : 0))
+                r->has_key ? r->key_len : 0) &&
+        !anon_writer_sets_acl(r))
         return S3E_ACCESS_DENIED;
     if (r->op == S3_OP_COPY_OBJECT || r->op == S3_OP_UPLOAD_PART_COPY) {
         char sb[64];

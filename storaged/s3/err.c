@@ -124,9 +124,17 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_TRANSITION_NOT_IMPLEMENTED] =
         {501, "NotImplemented",
          "Lifecycle transitions are not implemented: storaged has one storage class."},
+    [S3E_POST_MALFORMED] =
+        {400, "MalformedPOSTRequest",
+         "The body of your POST request is not well-formed multipart/form-data."},
     [S3E_POST_BAD_POLICY] = {400, "InvalidPolicyDocument",
                              "Invalid Policy: the policy is not a valid POST "
                              "policy document."},
+    [S3E_POST_FIELDS_TOO_LARGE] =
+        {400, "MaxPostPreDataLengthExceeded",
+         "Your POST request fields preceding the upload file were too large."},
+    [S3E_POST_NO_FILE] = {400, "InvalidArgument",
+                          "POST requires exactly one file upload per request."},
     [S3E_SIGV2_UNSUPPORTED] =
         {400, "InvalidRequest",
          "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256."},

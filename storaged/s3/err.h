@@ -96,7 +96,10 @@ enum stor_s3_err {
     S3E_NO_SUCH_LIFECYCLE,  /* 404 NoSuchLifecycleConfiguration */
     S3E_INVALID_VERSION_ID, /* 400 InvalidArgument: a malformed versionId */
     S3E_TRANSITION_NOT_IMPLEMENTED, /* 501: lifecycle Transitions */
-    S3E_POST_BAD_POLICY,            /* 400 InvalidPolicyDocument (post.c) */
+    S3E_POST_MALFORMED,             /* 400 MalformedPOSTRequest (post.c) */
+    S3E_POST_BAD_POLICY,            /* 400 InvalidPolicyDocument */
+    S3E_POST_FIELDS_TOO_LARGE,      /* 400 MaxPostPreDataLengthExceeded */
+    S3E_POST_NO_FILE,               /* 400 InvalidArgument: no file field */
     S3E_COUNT
 };
 

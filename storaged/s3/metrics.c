@@ -67,6 +67,7 @@ static const char *const op_names[S3_OP_COUNT] = {
     [S3_OP_TAGGING] = "Tagging",
     [S3_OP_BUCKET_CORS] = "BucketCors",
     [S3_OP_OBJECT_ATTRIBUTES] = "GetObjectAttributes",
+    [S3_OP_POST_OBJECT] = "PostObject",
     [S3_OP_BUCKET_ACL] = "BucketAcl",
     [S3_OP_OBJECT_ACL] = "ObjectAcl",
     [S3_OP_BUCKET_PAB] = "PublicAccessBlock",

@@ -16,6 +16,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+struct stor_s3_req;
+
 /* ---- multipart/form-data (RFC 7578, RFC 2046 5.1) ---- */
 #define STOR_MP_BOUNDARY_MAX 70   /* RFC 2046's limit */
 #define STOR_MP_HEAD_MAX     4096 /* one part's header block */
@@ -118,5 +120,26 @@ enum stor_s3_err stor_post_policy_check(const char *json, size_t len,
                                         const char *bucket, const char *key,
                                         struct stor_post_limits *lim, char *why,
                                         size_t why_len);
+
+/* ---- the request (s3.c's hooks) ---- */
+/* on_head, after routing to S3_OP_POST_OBJECT: the boundary from
+ * Content-Type and the parser. S3E_NONE or the error to answer. */
+enum stor_s3_err stor_s3_post_setup(struct stor_s3_req *r);
+/* on_body: feeds the form. 0, or a negative errno with the error response
+ * set. While the object is being opened (a job) the bytes are kept and fed
+ * when it is back. */
+int stor_s3_post_body(struct stor_s3_req *r, const char *p, size_t n);
+/* The body ended and no job is busy: checks the form was complete and the
+ * size within the policy's range. S3E_NONE when the object may be
+ * committed. */
+enum stor_s3_err stor_s3_post_end(struct stor_s3_req *r);
+/* Loop, after a successful commit: turns PutObject's 200 into POST's
+ * answer (success_action_redirect 303, success_action_status 200/201 with
+ * its XML, else 204). */
+void stor_s3_post_reply(struct stor_s3_req *r);
+/* Whether the transport must stop reading: the object is being opened. */
+bool stor_s3_post_paused(const struct stor_s3_req *r);
+/* Frees the form state (req_fini). */
+void stor_s3_post_free(struct stor_s3_req *r);
 
 #endif /* STORAGED_S3_POST_H */

@@ -29,6 +29,7 @@
 #include "storaged/s3/iam.h"
 #include "storaged/s3/lifecycle.h"
 #include "storaged/s3/metrics.h"
+#include "storaged/s3/post.h"
 #include "storaged/s3/sse.h"
 #include "storaged/s3/versioning.h"
 
@@ -258,8 +259,14 @@ enum stor_s3_err stor_s3_route(struct stor_s3_req *r)
             else
                 r->op = S3_OP_LIST_OBJECTS;
         } else if (r->http.is_post) {
-            if (!stor_s3_has_query(r, "delete"))
-                return S3E_NOT_IMPLEMENTED;
+            if (!stor_s3_has_query(r, "delete")) {
+                if (r->nquery > 0)
+                    return S3E_NOT_IMPLEMENTED;
+                /* POST Object: a browser's form (post.c) */
+                r->op = S3_OP_POST_OBJECT;
+                r->body_mode = STOR_BODY_POST;
+                return S3E_NONE;
+            }
             r->op = S3_OP_DELETE_OBJECTS;
             r->body_mode = STOR_BODY_BUFFER;
         }
@@ -401,6 +408,7 @@ static void piece_write_run(struct stor_s3_req *r)
 
 static void submit_commit(struct stor_s3_req *r);
 static void maybe_flush(struct stor_s3_req *r);
+static void post_finish(struct stor_s3_req *r);
 
 /* Loop: a piece write came back; fail, flush the next full piece, or
  * commit once the body has ended. */
@@ -417,10 +425,19 @@ static void piece_write_done(struct stor_s3_req *r)
         stor_http_respond(&r->http);
         return;
     }
+    stor_s3_body_resume(r);
+}
+
+/* See s3_i.h. */
+void stor_s3_body_resume(struct stor_s3_req *r)
+{
     maybe_flush(r);
     if (!r->piece_busy && r->end_pending) {
         r->end_pending = false;
-        submit_commit(r);
+        if (r->body_mode == STOR_BODY_POST)
+            post_finish(r);
+        else
+            submit_commit(r);
     }
 }
 
@@ -455,6 +472,7 @@ static int sink(struct stor_s3_req *r, const char *p, size_t n)
         }
         break;
     case STOR_BODY_STREAM:
+    case STOR_BODY_POST: /* the form's file */
         for (i = 0; i < 2; i++)
             if (r->piece[i] == NULL) {
                 r->piece[i] = malloc(PIECE_CAP);
@@ -483,6 +501,18 @@ static int sink(struct stor_s3_req *r, const char *p, size_t n)
         break;
     }
     return 0;
+}
+
+/* See s3_i.h. */
+int stor_s3_body_sink(struct stor_s3_req *r, const char *p, size_t n)
+{
+    return sink(r, p, n);
+}
+
+/* See s3_i.h. */
+enum stor_s3_err stor_s3_cksum_setup(struct stor_s3_req *r)
+{
+    return cksum_setup(r);
 }
 
 /* ---- aws-chunked ---- */
@@ -560,6 +590,8 @@ static enum stor_s3_err body_setup(struct stor_s3_req *r)
     size_t n;
     enum stor_s3_err e;
 
+    if (r->body_mode == STOR_BODY_POST) /* the form's fields say (post.c) */
+        return stor_s3_post_setup(r);
     v = stor_s3_hdr(r, "content-md5", &n);
     if (v) {
         uint8_t md5[20];
@@ -702,7 +734,9 @@ static int s3_on_head(struct stor_req *h)
         e = stor_s3_route(r);
     if (e == S3E_NONE)
         e = stor_s3_hdr_audit(r);
-    if (e == S3E_NONE) {
+    if (e == S3E_NONE && r->op == S3_OP_POST_OBJECT) {
+        /* authorised once the form's fields are read (post.c) */
+    } else if (e == S3E_NONE) {
         e = stor_iam_authorize(r);
         if ((e == S3E_NONE || e == S3E_ACCESS_DENIED) &&
             stor_iam_needs_tags(r)) {
@@ -757,6 +791,8 @@ static int s3_on_body(struct stor_req *h, const char *p, size_t n)
                                .arg = r};
     ssize_t used;
 
+    if (r->body_mode == STOR_BODY_POST)
+        return stor_s3_post_body(r, p, n);
     if (!r->aws_chunked)
         return sink(r, p, n);
     if (r->aws->done) {
@@ -781,8 +817,11 @@ static bool s3_body_paused(const struct stor_req *h)
 {
     const struct stor_s3_req *r = (const struct stor_s3_req *)(const void *)h;
 
-    return r->body_mode == STOR_BODY_STREAM && r->piece_busy &&
-           r->piece_len[r->pfill] >= STOR_PIECE_SIZE;
+    if (stor_s3_post_paused(r))
+        return true;
+    return (r->body_mode == STOR_BODY_STREAM ||
+            r->body_mode == STOR_BODY_POST) &&
+           r->piece_busy && r->piece_len[r->pfill] >= STOR_PIECE_SIZE;
 }
 
 /* Verifies what can only be checked once the body is complete. */
@@ -842,10 +881,36 @@ static void commit_run(struct stor_s3_req *r)
     stor_s3_put_commit_run(r);
 }
 
+/* Loop: a POST Object's commit is back: POST's answer. */
+static void post_commit_done(struct stor_s3_req *r)
+{
+    if (r->http.resp.status == 200)
+        stor_s3_post_reply(r);
+    stor_http_respond(&r->http);
+}
+
 /* Loop: queues the final write + commit; the response follows. */
 static void submit_commit(struct stor_s3_req *r)
 {
-    stor_s3_submit(r, commit_run, respond_done);
+    stor_s3_submit(r, commit_run,
+                   r->body_mode == STOR_BODY_POST ? post_commit_done
+                                                  : respond_done);
+}
+
+/* Loop: a POST Object's body has ended and no job is busy: the form must
+ * be complete and the file within the policy's range, then it commits. */
+static void post_finish(struct stor_s3_req *r)
+{
+    enum stor_s3_err e = stor_s3_post_end(r);
+
+    if (e == S3E_NONE)
+        e = body_verify(r);
+    if (e != S3E_NONE) {
+        stor_s3_error(r, e);
+        stor_http_respond(&r->http);
+        return;
+    }
+    submit_commit(r);
 }
 
 /* Loop: the metas of a GET started by get_fast() were read. The body is
@@ -1042,8 +1107,19 @@ static bool get_fast(struct stor_s3_req *r)
 static void s3_on_body_end(struct stor_req *h)
 {
     struct stor_s3_req *r = stor_s3_req(h);
-    enum stor_s3_err e = body_verify(r);
+    enum stor_s3_err e;
 
+    if (r->body_mode == STOR_BODY_POST) {
+        /* a job (the object's opening, a piece write) may hold r */
+        if (r->piece_busy)
+            r->end_pending = true;
+        else if (h->resp.status)
+            stor_http_respond(h);
+        else
+            post_finish(r);
+        return;
+    }
+    e = body_verify(r);
     if (e != S3E_NONE) {
         stor_s3_error(r, e);
         if (r->piece_busy) {
@@ -1096,6 +1172,8 @@ static bool s3_req_fini(struct stor_req *h)
     struct timespec now;
     double secs;
 
+    if (r->post) /* counted as what the client asked, not as the PUT */
+        r->op = S3_OP_POST_OBJECT;
     clock_gettime(CLOCK_MONOTONIC, &now);
     secs = (double)(now.tv_sec - h->start.tv_sec) +
            (double)(now.tv_nsec - h->start.tv_nsec) / 1e9;
@@ -1117,6 +1195,7 @@ static bool s3_req_fini(struct stor_req *h)
     r->iam_user = NULL;
     free(r->extag);
     r->extag = NULL;
+    stor_s3_post_free(r);
     if (r->fg_entered) {
         r->fg_entered = false;
         stor_store_fg_leave(s3->store);
@@ -1285,6 +1364,7 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
     s3->cache_bytes = o->cache_bytes;
     s3->zero_copy = !o->no_zero_copy;
     s3->domain = o->domain;
+    s3->tls = o->tls;
     s3->domain_len = o->domain ? strlen(o->domain) : 0;
     if (s3->cache_bytes)
         cm_log(CM_LOG_INFO, 0, "S3: %zu MiB small-object cache",

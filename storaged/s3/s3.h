@@ -25,6 +25,7 @@ struct stor_s3_opts {
     const uint8_t *kms_key;   /* --kms-key-file's 256-bit key (copied), or
                                  NULL: SSE-S3's master key is sealed under a
                                  key derived from the root credentials */
+    bool tls;                 /* HTTPS is served (POST Object's 201 Location) */
 };
 
 /* Creates the S3 state (and its metrics). 0 or -ENOMEM. */

@@ -31,6 +31,7 @@ struct stor_ver;
 struct stor_sse;
 struct stor_sse_keys;
 struct stor_lc;
+struct stor_s3_post;
 
 #define S3_XMLNS    "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_DECL "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -91,6 +92,7 @@ enum stor_s3_op {
     S3_OP_TAGGING, /* Get/Put/Delete Object- and BucketTagging (tagging.c) */
     S3_OP_BUCKET_CORS,       /* Get/Put/DeleteBucketCors (cors.c) */
     S3_OP_OBJECT_ATTRIBUTES, /* GetObjectAttributes (attrs.c) */
+    S3_OP_POST_OBJECT,       /* POST Object: a form upload (post.c) */
     S3_OP_COUNT
 };
 
@@ -99,6 +101,7 @@ enum stor_body_mode {
     STOR_BODY_NONE = 0, /* discarded (GET with a body: ignored) */
     STOR_BODY_BUFFER,   /* whole body into r->body (<= STOR_XML_BODY_MAX) */
     STOR_BODY_STREAM,   /* pieces into the store (PutObject, UploadPart) */
+    STOR_BODY_POST,     /* a form (post.c); its file as STOR_BODY_STREAM */
 };
 
 /* Where the payload's integrity comes from (x-amz-content-sha256). */
@@ -125,6 +128,7 @@ struct stor_s3 {
     const char *domain; /* --domain (lowercase), or NULL */
     size_t domain_len;
     struct stor_sse_keys *sse_keys; /* owned; SSE-S3 master key (sse.c) */
+    bool tls;                       /* HTTPS is served */
 };
 
 /* One S3 request: the transport's, then the S3 state. */
@@ -200,11 +204,12 @@ struct stor_s3_req {
     struct cm_buf body; /* STOR_BODY_BUFFER */
     char *piece[2];     /* STOR_BODY_STREAM: fill one, write the other */
     size_t piece_len[2];
-    int pfill;            /* index being filled */
-    bool piece_busy;      /* a write job holds piece[!pfill] */
-    struct stor_put *put; /* owned; aborted on a worker unless committed */
-    int put_err;          /* first error of a write job */
-    bool end_pending;     /* body ended while a piece write was busy */
+    int pfill;                 /* index being filled */
+    bool piece_busy;           /* a write job holds piece[!pfill] */
+    struct stor_put *put;      /* owned; aborted on a worker unless committed */
+    int put_err;               /* first error of a write job */
+    bool end_pending;          /* body ended while a piece write was busy */
+    struct stor_s3_post *post; /* owned; POST Object's form (post.c) */
 
     /* GET: the reader the response streams from (stream_fill) */
     struct stor_get *get; /* owned; closed on a worker when it ends */
@@ -277,6 +282,17 @@ void stor_s3_submit(struct stor_s3_req *r, void (*run)(struct stor_s3_req *),
 /* Sets r->op and r->body_mode from the method, target and headers;
  * S3E_NONE or the routing error. */
 enum stor_s3_err stor_s3_route(struct stor_s3_req *r);
+
+/* ---- the body pipeline (s3.c), for POST Object's file (post.c) ---- */
+/* Loop: payload bytes into PUT's pieces (as a PutObject body's). 0, or a
+ * negative errno with the error response set. */
+int stor_s3_body_sink(struct stor_s3_req *r, const char *p, size_t n);
+/* Loop, after a job that held r->piece_busy: writes the next full piece,
+ * or finishes the request when the body has ended meanwhile. */
+void stor_s3_body_resume(struct stor_s3_req *r);
+/* Loop: checksum verification from the x-amz-checksum-* headers (as
+ * PutObject's). S3E_NONE or the error. */
+enum stor_s3_err stor_s3_cksum_setup(struct stor_s3_req *r);
 
 /* ---- operations (ops.c); each runs on a worker and fills the response ---- */
 void stor_s3_op_run(struct stor_s3_req *r);        /* dispatch on r->op */

@@ -57,7 +57,10 @@ static const struct route_case cases[] = {
     {"GET", "/b?X-Amz-Signature=00&X-Amz-Expires=1", "", S3_OP_LIST_OBJECTS,
      STOR_BODY_NONE, S3E_NONE},
     {"POST", "/b?delete", "", S3_OP_DELETE_OBJECTS, STOR_BODY_BUFFER, S3E_NONE},
-    {"POST", "/b", "", S3_OP_UNKNOWN, STOR_BODY_NONE, S3E_NOT_IMPLEMENTED},
+    /* POST Object: the form is checked in post.c, not by the router */
+    {"POST", "/b", "", S3_OP_POST_OBJECT, STOR_BODY_POST, S3E_NONE},
+    {"POST", "/b?tagging=x", "", S3_OP_UNKNOWN, STOR_BODY_NONE,
+     S3E_NOT_IMPLEMENTED},
     {"PUT", "/b/k", "", S3_OP_PUT_OBJECT, STOR_BODY_STREAM, S3E_NONE},
     {"PUT", "/b/dir/k%20x", "", S3_OP_PUT_OBJECT, STOR_BODY_STREAM, S3E_NONE},
     {"PUT", "/b/k", COPY, S3_OP_COPY_OBJECT, STOR_BODY_NONE, S3E_NONE},
