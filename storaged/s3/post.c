@@ -51,7 +51,8 @@ enum {
 static bool bchar(char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-           (c >= 'A' && c <= 'Z') || strchr("'()+_,-./:=? ", c) != NULL;
+           (c >= 'A' && c <= 'Z') ||
+           (c != 0 && strchr("'()+_,-./:=? ", c) != NULL);
 }
 
 /* See header. */

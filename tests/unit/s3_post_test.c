@@ -37,6 +37,9 @@ static void test_boundary(void **state)
         0);
     assert_string_equal(b, "a b:c");
     assert_int_equal(stor_mp_boundary("multipart/form-data", 19, b), -EINVAL);
+    /* a NUL is no bchar (strchr() would have found the terminator) */
+    assert_int_equal(
+        stor_mp_boundary("multipart/form-data; boundary=a\0b", 33, b), -EINVAL);
     assert_int_equal(stor_mp_boundary("multipart/mixed; boundary=x", 27, b),
                      -EINVAL);
     assert_int_equal(stor_mp_boundary("multipart/form-data; boundary=", 30, b),
