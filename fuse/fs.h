@@ -62,7 +62,9 @@ struct fc_opts {
     unsigned rename_dir_max; /* most keys a directory rename moves */
     int default_permissions; /* -o default_permissions: the kernel checks
                               * modes (else ecfs does, perm.c) */
-    int allow_other;         /* -o allow_other */
+    int own_permissions;     /* -o own_permissions: ecfs's checks on an
+                              * allow_other mount too */
+    int allow_other;         /* -o allow_other or allow_root */
     int async_close;         /* close() of a small new file does not wait
                               * for its PUT (write.c) */
     int pack_off;            /* -o pack=off: show a pack's raw objects */
@@ -85,7 +87,8 @@ struct fc_fs {
     bool cache_forever;   /* ro || immutable: metadata never expires */
     time_t started;       /* mount time: the mtime of directories */
     /* ecfs checks permissions itself (perm.c): a writable mount without
-     * -o default_permissions (ro and pack mounts keep the kernel's) */
+     * -o default_permissions and without allow_other (or with
+     * -o own_permissions); ro and pack mounts keep the kernel's */
     bool own_perms;
     /* own_perms with allow_other: entries are not cached by the kernel
      * (entry and negative timeouts 0), so every path walk of every user

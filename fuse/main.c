@@ -93,6 +93,7 @@ static const struct fuse_opt opt_spec[] = {
     OPT("nostats", o.no_stats),
     OPT("async_close", o.async_close),
     OPT("default_permissions", o.default_permissions),
+    OPT("own_permissions", o.own_permissions),
     OPTS("attr_timeout=%lf", o.attr_timeout),
     OPTS("negative_timeout=%lf", o.negative_timeout),
     OPTS("list_ttl=%lf", o.list_ttl),
@@ -122,6 +123,8 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("list_prefetch=%u", o.list_prefetch),
     OPT("allow_other", allow_other),
     FUSE_OPT_KEY("allow_other", FUSE_OPT_KEY_KEEP),
+    OPT("allow_root", allow_other),
+    FUSE_OPT_KEY("allow_root", FUSE_OPT_KEY_KEEP),
     OPT("ro", o.ro),
     FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
     /* the same options again, checked strictly (sscanf's %u takes "-1"
@@ -202,13 +205,16 @@ static void usage(const char *prog)
         "Namespace and metadata:\n"
         "    -o uid=N,gid=N,umask=OOO  owner and permission bits (default: mounting\n"
         "                           user, umask 022)\n"
-        "    -o allow_other         let other users access the mount (ecfs's own\n"
-        "                           checks then keep no entry cached in the kernel:\n"
-        "                           every path walk is checked, one lookup a step)\n"
+        "    -o allow_other         let other users access the mount (the kernel\n"
+        "                           then checks modes, default_permissions, unless\n"
+        "                           -o own_permissions)\n"
         "    -o default_permissions the kernel checks modes (default: ecfs checks\n"
-        "                           them itself on a writable mount: one request a\n"
-        "                           created file less; ro and pack mounts always\n"
-        "                           leave it to the kernel)\n"
+        "                           them itself on a writable mount without\n"
+        "                           allow_other: one request a created file less;\n"
+        "                           ro and pack mounts always leave it to the kernel)\n"
+        "    -o own_permissions     ecfs's own checks on an allow_other mount too: the\n"
+        "                           kernel then keeps no entry cached (every path\n"
+        "                           walk is checked, one lookup a step)\n"
         "    -o ro                  read-only mount; metadata cached until unmount\n"
         "    -o immutable           objects never change: cache like ro\n"
         "    -o attr_timeout=S      kernel attribute/entry cache (default 1; ro: 1 day)\n"
@@ -980,12 +986,22 @@ int main(int argc, char *argv[])
         ret = 1;
         goto out_curl;
     }
-    /* who checks permissions: ecfs itself on a writable mount (perm.c;
-     * the kernel's default_permissions would GETATTR the parent before
-     * every create, its attributes being dropped by the previous one), the
-     * kernel on ro and pack mounts (no opens reach a ro mount: no_open)
-     * and with -o default_permissions */
-    fs.own_perms = !fs.o.default_permissions && !fs.o.ro && fs.pack == NULL;
+    /* who checks permissions: ecfs itself on a writable mount only the
+     * mounting user can reach (perm.c; the kernel's default_permissions
+     * would GETATTR the parent before every create, its attributes being
+     * dropped by the previous one). The kernel on ro and pack mounts (no
+     * opens reach a ro mount: no_open), with -o default_permissions, and
+     * on allow_other/allow_root mounts unless -o own_permissions: there
+     * ecfs's checks would cost the read path a LOOKUP per path component
+     * (perm_walk), far more than the GETATTR per create they save */
+    if (fs.o.default_permissions && fs.o.own_permissions) {
+        fprintf(stderr, "ecfs: default_permissions and own_permissions "
+                        "exclude each other\n");
+        ret = 1;
+        goto out_curl;
+    }
+    fs.own_perms = !fs.o.default_permissions && !fs.o.ro && fs.pack == NULL &&
+                   (!fs.o.allow_other || fs.o.own_permissions);
     fs.perm_walk = fs.own_perms && fs.o.allow_other;
     ret = 1;
     if (!fs.own_perms && fuse_opt_add_arg(&args, "-odefault_permissions") != 0)

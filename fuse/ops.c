@@ -1504,7 +1504,9 @@ static void new_attr(struct fc_attr *a, bool is_dir)
 /* The attributes a new file or directory in @dir stores: its mode and
  * its creator's ids (the mtime is set at commit). In a set-group-ID
  * directory it takes the directory's group, and a new directory keeps
- * the bit, as on a local file system. */
+ * the bit, as on a local file system; a new file there loses a set-gid
+ * bit (with group x) its creator could not set on that group (the
+ * kernel's mode_strip_sgid: not root, not in the group). */
 static void new_meta(fuse_req_t req, struct fc_inode *dir, mode_t mode,
                      struct fc_s3_meta *m)
 {
@@ -1523,8 +1525,16 @@ static void new_meta(fuse_req_t req, struct fc_inode *dir, mode_t mode,
     if (dst.st_mode & S_ISGID) {
         m->gid = (uint32_t)dst.st_gid;
         m->has |= FC_META_GID;
-        if (S_ISDIR(mode))
+        if (S_ISDIR(mode)) {
             m->mode |= S_ISGID;
+        } else if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
+                   c != NULL && c->uid != 0) {
+            struct fc_cred cr;
+            fc_cred_init(&cr, req);
+            if (!fc_cred_in_group(&cr, dst.st_gid))
+                m->mode &= ~(uint32_t)S_ISGID;
+            fc_cred_fini(&cr);
+        }
     }
 }
 

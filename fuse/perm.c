@@ -16,6 +16,7 @@ void fc_cred_init(struct fc_cred *c, fuse_req_t req)
     c->gid = ctx->gid;
     c->req = req;
     c->ngroups = -1;
+    c->groups_unknown = false;
     c->groups = c->inline_groups;
 }
 
@@ -38,18 +39,25 @@ static void load_groups(struct fc_cred *c)
     if (c->req == NULL)
         return;
     n = fuse_req_getgroups(c->req, FC_CRED_GROUPS_INLINE, c->inline_groups);
+    if (n < 0) {
+        c->groups_unknown = true;
+        return;
+    }
     if (n <= FC_CRED_GROUPS_INLINE) {
-        c->ngroups = n < 0 ? 0 : n;
+        c->ngroups = n;
         return;
     }
     /* more than fit inline: ask again with room for all (they may have
      * changed meanwhile: take what the second answer fits) */
     gid_t *g = malloc((size_t)n * sizeof(*g));
-    if (g == NULL)
+    if (g == NULL) {
+        c->groups_unknown = true;
         return;
+    }
     int m = fuse_req_getgroups(c->req, n, g);
     if (m < 0) {
         free(g);
+        c->groups_unknown = true;
         return;
     }
     c->groups = g;
@@ -89,8 +97,10 @@ int fc_perm_check(struct fc_cred *c, const struct stat *st, int mask)
         /* the groups are only read when the answer depends on them */
         if ((mask & ~grp) == (mask & ~oth))
             bits = oth;
+        else if (fc_cred_in_group(c, st->st_gid))
+            bits = grp;
         else
-            bits = fc_cred_in_group(c, st->st_gid) ? grp : oth;
+            bits = c->groups_unknown ? (grp & oth) : oth;
     }
     return (mask & ~bits) ? -EACCES : 0;
 }

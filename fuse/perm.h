@@ -24,10 +24,11 @@
 /* Who asks. fc_cred_init fills it from a request; tests fill it by hand
  * (req NULL, ngroups >= 0). */
 struct fc_cred {
-    uid_t uid;      /* fsuid */
-    gid_t gid;      /* fsgid */
-    fuse_req_t req; /* where supplementary groups come from; NULL: none */
-    int ngroups;    /* -1: not read yet */
+    uid_t uid;           /* fsuid */
+    gid_t gid;           /* fsgid */
+    fuse_req_t req;      /* where supplementary groups come from; NULL: none */
+    int ngroups;         /* -1: not read yet */
+    bool groups_unknown; /* they could not be read: see fc_perm_check */
     gid_t *groups;
     gid_t inline_groups[FC_CRED_GROUPS_INLINE];
 };
@@ -37,11 +38,14 @@ void fc_cred_init(struct fc_cred *c, fuse_req_t req);
 /* Frees the groups read for @c, if they did not fit inline. */
 void fc_cred_fini(struct fc_cred *c);
 /* Whether @c is in group @gid (its fsgid or a supplementary group). A
- * caller whose groups cannot be read (it exited) has none. */
+ * caller whose groups cannot be read (it exited, /proc hides it) has none
+ * here, and sets groups_unknown. */
 bool fc_cred_in_group(struct fc_cred *c, gid_t gid);
 
 /* Whether @c may @mask (R_OK | W_OK | X_OK, as access(2)) the file or
- * directory @st. 0 or -EACCES. */
+ * directory @st. A caller whose supplementary groups cannot be read gets
+ * only what both the group and the other bits allow (never more than
+ * its real class). 0 or -EACCES. */
 int fc_perm_check(struct fc_cred *c, const struct stat *st, int mask);
 
 /* The sticky-bit rule of unlink, rmdir and rename: in a directory @dir

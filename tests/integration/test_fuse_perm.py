@@ -1,11 +1,13 @@
 """ecfs's own permission checks (fuse/perm.c; a writable mount without
--o default_permissions), compared side by side with a local tmpfs
+-o default_permissions; on this allow_other mount asked for with
+-o own_permissions), compared side by side with a local tmpfs
 directory: the same tree of modes and owners is built in both by root,
 then unprivileged users (setpriv: uid 12345 and 12346, with and without a
 supplementary group) run the same sequence of calls in each, and every
 answer (0 or the errno) must be the same.
 
-The mount has allow_other, so other users reach it; ecfs then keeps no
+The mount has allow_other (and own_permissions), so other users reach it
+and ecfs checks for them; ecfs then keeps no
 entry cached in the kernel (entry and negative timeouts 0): a user who may
 not search a directory is refused its entries even right after root
 looked them up (the kernel does not check search permission on a cached
@@ -50,6 +52,9 @@ def run(op, *a):
         for w in a[1].split("|"):
             flags |= getattr(os, w)
         os.close(os.open(a[0], flags, 0o644))
+        return "ok"
+    if op == "create":
+        os.close(os.open(a[0], os.O_CREAT | os.O_EXCL | os.O_WRONLY, a[1]))
         return "ok"
     if op == "write":
         with open(a[0], "wb") as f:
@@ -182,6 +187,10 @@ SEQUENCE = [
            ["rename", "open/asub", "mv/dst/asub"],
            ["rmdir", "open/sub"], ["rmdir", "open/d"],
            ["rename", "open/new", "ro/new"]]),
+    # a set-gid, group-x file made in the set-gid directory: kept by a
+    # member of its group (A), dropped for anyone else (B)
+    ("A", [["create", "sg/xa", 0o2755], ["stat", "sg/xa"]]),
+    ("B", [["create", "sg/xb", 0o2755], ["stat", "sg/xb"]]),
     ("A", [["write", "sg/f", "s"], ["stat", "sg/f"], ["mkdir", "sg/d"],
            ["stat", "sg/d"], ["write", "sg/d/f", "t"], ["stat", "sg/d/f"]]),
     ("B", [["unlink", "sticky/na"], ["unlink", "sticky/fb"],
@@ -212,7 +221,8 @@ def test_permissions_match_tmpfs(storaged, ecfs_mount):
     s3 = srv.client()
     b = "perm-" + uuid.uuid4().hex[:10]
     s3.create_bucket(Bucket=b)
-    m = ecfs_mount(srv.endpoint, b, ["allow_other", "retries=2"],
+    m = ecfs_mount(srv.endpoint, b, ["allow_other", "own_permissions",
+                                     "retries=2"],
                    access_key=srv.access_key, secret_key=srv.secret_key)
     with open("/proc/self/mountinfo") as f:
         line = [x for x in f if " %s " % m.path in x][0]
@@ -241,16 +251,19 @@ def test_permissions_match_tmpfs(storaged, ecfs_mount):
         shutil.rmtree(local, ignore_errors=True)
 
 
-def test_default_permissions_option(storaged, ecfs_mount):
-    """-o default_permissions leaves the checks to the kernel (they still
-    refuse) and a plain mount (no allow_other) keeps entries cached."""
+@pytest.mark.parametrize("opts", [["allow_other"],
+                                  ["allow_other", "default_permissions"]])
+def test_default_permissions_option(storaged, ecfs_mount, opts):
+    """-o default_permissions, and allow_other without own_permissions (the
+    default: the read path keeps the kernel's entry cache), leave the
+    checks to the kernel (they still refuse)."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv")
     srv = storaged(ndrives=4)
     s3 = srv.client()
     b = "perm-" + uuid.uuid4().hex[:10]
     s3.create_bucket(Bucket=b)
-    m = ecfs_mount(srv.endpoint, b, ["allow_other", "default_permissions"],
+    m = ecfs_mount(srv.endpoint, b, opts,
                    access_key=srv.access_key, secret_key=srv.secret_key)
     t = os.path.join(m.path, "t")
     os.mkdir(t)

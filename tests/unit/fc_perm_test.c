@@ -203,13 +203,38 @@ static void test_setattr(void **state)
         fc_perm_setattr(&oth, &wr, &at, FUSE_SET_ATTR_SIZE, false, &m), 0);
 }
 
+/* A caller whose supplementary groups could not be read (fuse_req_getgroups
+ * failed) gets what both group and other allow: never the other bits where
+ * its group would refuse (mode 0604 refuses group members). */
+static void test_groups_unknown(void **state)
+{
+    struct fc_cred c;
+    struct stat f = file(S_IFREG | 0604, 100, 300);
+    struct stat g = file(S_IFREG | 0640, 100, 300);
+    struct stat h = file(S_IFREG | 0644, 100, 300);
+
+    (void)state;
+    cred(&c, 101, 250, NULL, 0);
+    c.groups_unknown = true;
+    assert_int_equal(fc_perm_check(&c, &f, R_OK), -EACCES);
+    assert_int_equal(fc_perm_check(&c, &g, R_OK), -EACCES);
+    assert_int_equal(fc_perm_check(&c, &h, R_OK), 0);
+    /* its own fsgid still counts: group bits apply */
+    cred(&c, 101, 300, NULL, 0);
+    c.groups_unknown = true;
+    assert_int_equal(fc_perm_check(&c, &f, R_OK), -EACCES);
+    assert_int_equal(fc_perm_check(&c, &g, R_OK), 0);
+    /* known to have none: the other bits */
+    cred(&c, 101, 250, NULL, 0);
+    assert_int_equal(fc_perm_check(&c, &f, R_OK), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_classes),
-        cmocka_unit_test(test_root),
-        cmocka_unit_test(test_sticky),
-        cmocka_unit_test(test_setattr),
+        cmocka_unit_test(test_classes),        cmocka_unit_test(test_root),
+        cmocka_unit_test(test_sticky),         cmocka_unit_test(test_setattr),
+        cmocka_unit_test(test_groups_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
