@@ -1133,6 +1133,19 @@ void stor_lc_warm(struct stor_lc *lc, const char *bucket)
 }
 
 /* See header. */
+bool stor_lc_cached(struct stor_lc *lc, const char *bucket)
+{
+    bool hit;
+
+    if (lc == NULL)
+        return true;
+    pthread_mutex_lock(&lc->cmu);
+    hit = lc_cache_find(lc, bucket) != NULL;
+    pthread_mutex_unlock(&lc->cmu);
+    return hit;
+}
+
+/* See header. */
 int stor_lc_expiration(struct stor_lc *lc, const char *bucket, const char *key,
                        size_t kl, const struct stor_obj_info *info,
                        struct stor_resp *rs)

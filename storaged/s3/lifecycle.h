@@ -16,6 +16,7 @@
 #define STORAGED_S3_LIFECYCLE_H
 #include "common/buf.h"
 #include "common/compiler.h"
+#include <stdbool.h>
 #include <stddef.h>
 
 struct stor_store;
@@ -49,6 +50,11 @@ CM_MUST_CHECK int stor_lc_metrics(struct stor_lc *lc, struct cm_buf *o);
 /* x-amz-expiration of an object (PUT, GET, HEAD): loads @bucket's
  * configuration into the cache once (worker only; cheap when cached). */
 void stor_lc_warm(struct stor_lc *lc, const char *bucket);
+/* True when @bucket's configuration (or its absence) is in the cache, so
+ * stor_lc_expiration answers for it (or @lc is NULL). Never blocks long
+ * (the cache's mutex): the event loop asks it before it answers a GET or
+ * HEAD itself, and leaves a bucket not cached yet to a worker. */
+bool stor_lc_cached(struct stor_lc *lc, const char *bucket);
 /* Forgets @bucket's cached configuration (it changed, or the bucket went). */
 void stor_lc_forget(struct stor_lc *lc, const char *bucket);
 struct stor_obj_info;

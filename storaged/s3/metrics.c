@@ -30,7 +30,7 @@ struct stor_metrics {
     atomic_uint_fast64_t lat_count[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_in[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_out[S3_OP_COUNT];
-    atomic_uint_fast64_t get_loop[6]; /* by enum stor_get_loop */
+    atomic_uint_fast64_t get_loop[STOR_GET_LOOP_NHOW]; /* enum stor_get_loop */
 };
 
 static const char *const op_names[S3_OP_COUNT] = {
@@ -309,10 +309,14 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "# TYPE storaged_index_bodies gauge\nstoraged_index_bodies %llu\n"
             "# HELP storaged_index_bodies_damaged_total Bodies in the index that failed their CRC on a GET (read from the drives instead).\n"
             "# TYPE storaged_index_bodies_damaged_total counter\nstoraged_index_bodies_damaged_total %llu\n"
-            "# HELP storaged_index_resident 1 when the whole index file was in the page cache at the last check (at the start, after its read-ahead walk): GETs and HEADs then look it up on the event loop.\n"
+            "# HELP storaged_index_resident 1 when the whole index file was in the page cache at the last check (at the start, after its read-ahead walk, and by the periodic residency check): GETs and HEADs then look it up on the event loop.\n"
             "# TYPE storaged_index_resident gauge\nstoraged_index_resident %d\n"
             "# HELP storaged_index_cold_lookups_total Loop-side GET/HEAD lookups handed to a worker because the index was not all in the page cache (a page fault there would block the loop on the disk).\n"
-            "# TYPE storaged_index_cold_lookups_total counter\nstoraged_index_cold_lookups_total %llu\n",
+            "# TYPE storaged_index_cold_lookups_total counter\nstoraged_index_cold_lookups_total %llu\n"
+            "# HELP storaged_index_residency_passes_total Passes of the periodic check of the index file's page-cache residency (one 64 MiB window per 100 ms tick).\n"
+            "# TYPE storaged_index_residency_passes_total counter\nstoraged_index_residency_passes_total %llu\n"
+            "# HELP storaged_index_residency_lost_total Times a pass found the index no longer resident (evicted pages): the loop's lookups then go to the workers until a pass finds it back.\n"
+            "# TYPE storaged_index_residency_lost_total counter\nstoraged_index_residency_lost_total %llu\n",
             (unsigned long long)st.index_objects,
             (unsigned long long)st.index_rebuilds,
             (unsigned long long)st.index_rebuild_objects,
@@ -330,7 +334,9 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             st.index_verify_s, (unsigned long long)st.index_verify_bad,
             (unsigned long long)st.index_bodies,
             (unsigned long long)st.index_bodies_damaged,
-            st.index_resident ? 1 : 0, (unsigned long long)st.index_cold_nb);
+            st.index_resident ? 1 : 0, (unsigned long long)st.index_cold_nb,
+            (unsigned long long)st.index_res_passes,
+            (unsigned long long)st.index_res_lost);
     if (ret == 0)
         ret = cm_buf_appendf(
             o,
@@ -407,16 +413,20 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             "storaged_get_loop_total{result=\"cached\"} %llu\n"
             "storaged_get_loop_total{result=\"fallback\"} %llu\n"
             "storaged_get_loop_total{result=\"busy\"} %llu\n"
-            "# HELP storaged_get_index_body_total Of the served small GETs, "
-            "those answered from the body the index keeps (no meta file "
-            "read; --index-body-max).\n"
+            "# HELP storaged_get_index_body_total Small GETs answered from "
+            "the body the index keeps (no meta file read; --index-body-max), "
+            "on the event loop or on a worker.\n"
             "# TYPE storaged_get_index_body_total counter\n"
             "storaged_get_index_body_total %llu\n"
             "# HELP storaged_get_zero_copy_total Of the served GETs, those "
             "whose bytes went from the extent files to the socket by splice, "
             "checked in the page cache (no copy).\n"
             "# TYPE storaged_get_zero_copy_total counter\n"
-            "storaged_get_zero_copy_total %llu\n",
+            "storaged_get_zero_copy_total %llu\n"
+            "# HELP storaged_head_loop_total HEADs the event loop answered "
+            "from the index itself (no worker round trip).\n"
+            "# TYPE storaged_head_loop_total counter\n"
+            "storaged_head_loop_total %llu\n",
             hs ? hs->conns : 0L, (unsigned long long)(hs ? hs->conns_total : 0),
             hs ? hs->workers_busy : 0,
             (unsigned long long)(atomic_load(&m->get_loop[STOR_GET_LOOP_READ]) +
@@ -426,9 +436,13 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             (unsigned long long)atomic_load(
                 &m->get_loop[STOR_GET_LOOP_FALLBACK]),
             (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_BUSY]),
-            (unsigned long long)atomic_load(&m->get_loop[STOR_GET_LOOP_INDEX]),
+            (unsigned long long)(atomic_load(
+                                     &m->get_loop[STOR_GET_LOOP_INDEX]) +
+                                 atomic_load(
+                                     &m->get_loop[STOR_GET_WORKER_INDEX])),
             (unsigned long long)atomic_load(
-                &m->get_loop[STOR_GET_LOOP_ZERO_COPY]));
+                &m->get_loop[STOR_GET_LOOP_ZERO_COPY]),
+            (unsigned long long)atomic_load(&m->get_loop[STOR_HEAD_LOOP]));
     if (ret == 0 && store)
         ret = render_store(store, out);
     return ret;

@@ -26,7 +26,10 @@ void stor_metrics_request(struct stor_metrics *m, int op, int status,
  * unread because the loop's ring had no room for its reads (busy), or
  * served from the copy of the body the index keeps (--index-body-max).
  * ZERO_COPY counts, of the served ones, those whose bytes were spliced
- * from the extent files to the socket (FORMAT.md "Zero-copy GETs"). */
+ * from the extent files to the socket (FORMAT.md "Zero-copy GETs").
+ * WORKER_INDEX: a GET a worker served from the index's copy (the loop
+ * handed it over, e.g. the index was not resident); HEAD_LOOP: a HEAD the
+ * loop answered from the index. */
 enum stor_get_loop {
     STOR_GET_LOOP_FALLBACK = 0,
     STOR_GET_LOOP_READ,
@@ -34,6 +37,9 @@ enum stor_get_loop {
     STOR_GET_LOOP_BUSY,
     STOR_GET_LOOP_INDEX,
     STOR_GET_LOOP_ZERO_COPY,
+    STOR_GET_WORKER_INDEX,
+    STOR_HEAD_LOOP,
+    STOR_GET_LOOP_NHOW
 };
 void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how);
 /* Appends the Prometheus text exposition to @out, with the transport's

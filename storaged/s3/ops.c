@@ -25,6 +25,7 @@
 #include "storaged/s3/cors.h"
 #include "storaged/s3/iam.h"
 #include "storaged/s3/lifecycle.h"
+#include "storaged/s3/metrics.h"
 #include "storaged/s3/sse.h"
 #include "storaged/s3/tagging.h"
 #include "storaged/s3/versioning.h"
@@ -1125,6 +1126,8 @@ static void op_get_object(struct stor_s3_req *r)
             stor_s3_error(r, S3E_INTERNAL);
         return;
     }
+    if (stor_get_index_body(g)) /* handed over by the loop, e.g. cold index */
+        stor_metrics_get_loop(r->s3->metrics, STOR_GET_WORKER_INDEX);
     stor_s3_get_object_reply(r, &info, g);
 }
 

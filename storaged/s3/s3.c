@@ -1050,7 +1050,8 @@ static bool get_fast(struct stor_s3_req *r)
     int ret;
 
     if (r->op != S3_OP_GET_OBJECT || r->http.is_head || !r->has_key ||
-        stor_s3_has_query(r, "versionId")) /* by version: versioning.c */
+        stor_s3_has_query(r, "versionId") ||   /* by version: versioning.c */
+        !stor_lc_cached(r->s3->lc, r->bucket)) /* x-amz-expiration */
         return false;
     if (stor_get_nb_begin(r->s3->store, r->bucket, r->key, r->key_len,
                           &r->get_nb, &rd, &n) < 0)
@@ -1103,6 +1104,30 @@ static bool get_fast(struct stor_s3_req *r)
     return true;
 }
 
+/* HeadObject without a worker round trip: the index lookup of a GET
+ * (stor_obj_stat_nb: in memory, try-locks, only while the index is
+ * resident) and the same headers as the worker's HEAD. Anything else (a
+ * missing key, which may be a delete marker; by version; a bucket whose
+ * lifecycle rules are not cached yet) goes to the worker. true when it
+ * answered. */
+static bool head_fast(struct stor_s3_req *r)
+{
+    struct stor_obj_info info;
+
+    if (r->op != S3_OP_HEAD_OBJECT || !r->http.is_head || !r->has_key ||
+        stor_s3_has_query(r, "versionId") ||
+        !stor_lc_cached(r->s3->lc, r->bucket))
+        return false;
+    memset(&info, 0, sizeof(info));
+    if (stor_obj_stat_nb(r->s3->store, r->bucket, r->key, r->key_len, &info) <
+        0)
+        return false;
+    stor_metrics_get_loop(r->s3->metrics, STOR_HEAD_LOOP);
+    stor_s3_get_object_reply(r, &info, NULL);
+    stor_http_respond(&r->http);
+    return true;
+}
+
 /* Hook on_body_end (see http.h). */
 static void s3_on_body_end(struct stor_req *h)
 {
@@ -1140,7 +1165,7 @@ static void s3_on_body_end(struct stor_req *h)
             submit_commit(r);
         return;
     }
-    if (get_fast(r))
+    if (get_fast(r) || head_fast(r))
         return;
     stor_s3_submit(r, stor_s3_op_run, respond_done);
 }

@@ -139,6 +139,13 @@ struct stor_store {
     uint64_t idx_verify_bad; /* atomic: buckets whose content differed */
     double idx_verify_s;     /* written before idx_verify_done */
     bool idx_verify_done;    /* atomic (release/acquire) */
+    /* the index's residency, kept up to date (obj_open.c: res_main) */
+    pthread_mutex_t res_lock;
+    pthread_cond_t res_cond;
+    bool res_stop; /* protected by res_lock */
+    bool res_started;
+    pthread_t res_thread;
+    uint64_t res_passes; /* atomic: passes of the residency check ended */
     /* stats, atomics */
     uint64_t degraded_reads, heal_queued, shards_healed, corrupt_found;
     uint64_t scan_objects, scan_bytes, scan_cycles;

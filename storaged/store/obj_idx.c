@@ -39,6 +39,7 @@
 #define IDX_BODY_HDR   24 /* u8 version, 7 pad, u64 object version, u64 CRC */
 #define IDX_BODY_VER   1
 #define IDX_BODY_SEED  0x626f647963726321ULL /* "bodycrc!" */
+#define IDX_RES_WIN    (64 << 20) /* bytes per mincore: 16 KiB of vector */
 
 struct idx_rtxn {
     MDB_txn *t; /* reset while idle; owned */
@@ -54,7 +55,8 @@ struct obj_idx {
     uint64_t body_bad; /* atomic: bodies that failed their CRC */
     bool resident;     /* atomic: the whole file was in the page cache */
     uint64_t cold_nb;  /* atomic: loop-side lookups turned away for it */
-    int64_t checked_s; /* atomic: CLOCK_MONOTONIC s of the last check */
+    unsigned res_gen;  /* atomic: bumped whenever the hint is set whole */
+    uint64_t res_lost; /* atomic: resident -> not, found by a step */
 };
 
 struct obj_idx_cur {
@@ -562,79 +564,118 @@ static uint64_t used_pages(struct obj_idx *x)
 /* Contract in obj_idx.h. */
 void obj_idx_resident_set(struct obj_idx *x)
 {
+    __atomic_add_fetch(&x->res_gen, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&x->resident, true, __ATOMIC_RELEASE);
+}
+
+/* Pages of @fd's window [@off, @off + @len) that are not in the page cache,
+ * added to *out (at most @len / page of them); -1 when the map or mincore
+ * failed. @vec holds one byte per page of the window. */
+static int window_out(int fd, off_t off, size_t len, size_t page,
+                      unsigned char *vec, uint64_t *out)
+{
+    size_t pages = (len + page - 1) / page;
+    /* DESIGN: a map of our own, not LMDB's: its address is not exported
+     * (mdb_env_info fills me_mapaddr for MDB_FIXEDMAP only); mapping
+     * populates nothing, mincore reads no page */
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, off);
+    int ret = 0;
+
+    if (m == MAP_FAILED)
+        return -1;
+    if (mincore(m, len, vec) < 0)
+        ret = -1;
+    for (size_t i = 0; ret == 0 && i < pages; i++)
+        *out += (vec[i] & 1) == 0;
+    munmap(m, len);
+    return ret;
+}
+
+/* How many pages of a file of @size bytes may be out of the page cache
+ * with the file still counted as resident. DESIGN: LMDB's free pages are
+ * in no tree, so no lookup reads them and they may be out of the cache (a
+ * filled file can be 2/3 free pages, a steady one ~1 %): as many pages may
+ * be out as are free, and 1/64 more; a cold file still fails. */
+static uint64_t out_slack(struct obj_idx *x, off_t size, size_t page)
+{
+    uint64_t all_p = (uint64_t)size / page, used = used_pages(x);
+
+    return (used && used < all_p ? all_p - used : 0) + all_p / 64;
 }
 
 /* Contract in obj_idx.h. */
 bool obj_idx_resident_check(struct obj_idx *x)
 {
-    enum { WIN = 64 << 20 }; /* bytes per map: 16 KiB of vector at 4 KiB */
-    unsigned char vec[16384];
+    unsigned char vec[IDX_RES_WIN / 4096];
     long page = sysconf(_SC_PAGESIZE);
     mdb_filehandle_t fd;
     struct stat st;
     bool all = false;
 
-    if (page > 0 && (size_t)page * sizeof(vec) >= WIN &&
+    if (page > 0 && (size_t)page * sizeof(vec) >= IDX_RES_WIN &&
         mdb_env_get_fd(x->env, &fd) == 0 && fstat(fd, &st) == 0) {
-        /* DESIGN: LMDB's free pages are in no tree, so no lookup reads
-         * them and they may be out of the cache (a filled file can be 2/3
-         * free pages, a steady one ~1 %): as many pages may be out as are
-         * free, and 1/64 more; a cold file still fails */
-        uint64_t all_p = (uint64_t)st.st_size / (uint64_t)page;
-        uint64_t used = used_pages(x), out = 0;
-        uint64_t slack = (used && used < all_p ? all_p - used : 0) + all_p / 64;
+        uint64_t out = 0, slack = out_slack(x, st.st_size, (size_t)page);
 
         all = true;
-        for (off_t off = 0; all && off < st.st_size; off += WIN) {
-            size_t len = (size_t)CM_MIN((off_t)WIN, st.st_size - off);
-            size_t pages = (len + (size_t)page - 1) / (size_t)page;
-            /* DESIGN: a map of our own, not LMDB's: its address is not
-             * exported (mdb_env_info fills me_mapaddr for MDB_FIXEDMAP
-             * only); mapping populates nothing, mincore reads no page */
-            void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, off);
+        for (off_t off = 0; all && off < st.st_size; off += IDX_RES_WIN) {
+            size_t len = (size_t)CM_MIN((off_t)IDX_RES_WIN, st.st_size - off);
 
-            if (m == MAP_FAILED || mincore(m, len, vec) < 0) {
-                all = false;
-            } else {
-                for (size_t i = 0; i < pages && all; i++) {
-                    out += (vec[i] & 1) == 0;
-                    all = out <= slack;
-                }
-            }
-            if (m != MAP_FAILED)
-                munmap(m, len);
+            all = window_out(fd, off, len, (size_t)page, vec, &out) == 0 &&
+                  out <= slack;
         }
     }
+    __atomic_add_fetch(&x->res_gen, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&x->resident, all, __ATOMIC_RELEASE);
     return all;
 }
 
-/* Seconds of CLOCK_MONOTONIC_COARSE. */
-static int64_t coarse_s(void)
+/* Contract in obj_idx.h. */
+bool obj_idx_resident_step(struct obj_idx *x, struct obj_idx_res_pass *p)
 {
-    struct timespec ts;
+    unsigned char vec[IDX_RES_WIN / 4096];
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned gen = __atomic_load_n(&x->res_gen, __ATOMIC_RELAXED);
+    mdb_filehandle_t fd;
+    struct stat st;
+    size_t len;
 
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec;
+    if (page <= 0 || (size_t)page * sizeof(vec) < IDX_RES_WIN ||
+        mdb_env_get_fd(x->env, &fd) != 0 || fstat(fd, &st) != 0)
+        return false;
+    if (!p->active || p->gen != gen || p->off >= st.st_size) {
+        /* a new pass: the hint was just set by someone else (the content
+         * check's walk, a full check), so what this pass saw before is
+         * stale; or the last pass ended */
+        p->active = true;
+        p->gen = gen;
+        p->off = 0;
+        p->out = 0;
+        p->slack = out_slack(x, st.st_size, (size_t)page);
+    }
+    len = (size_t)CM_MIN((off_t)IDX_RES_WIN, st.st_size - p->off);
+    if (len > 0 && window_out(fd, p->off, len, (size_t)page, vec, &p->out) < 0)
+        return false; /* the same window again at the next step */
+    p->off += (off_t)len;
+    if (p->out > p->slack) {
+        /* out already: the loop stops looking up at once, mid-pass */
+        if (__atomic_exchange_n(&x->resident, false, __ATOMIC_ACQ_REL))
+            __atomic_add_fetch(&x->res_lost, 1, __ATOMIC_RELAXED);
+        p->active = false;
+        return true;
+    }
+    if (p->off < st.st_size)
+        return false;
+    /* the pass saw every window with few enough pages out */
+    p->active = false;
+    if (__atomic_load_n(&x->res_gen, __ATOMIC_RELAXED) == gen)
+        __atomic_store_n(&x->resident, true, __ATOMIC_RELEASE);
+    return true;
 }
 
-/* On a worker (may wait): while the file was not all resident, checks it
- * again at most once a second, so the loop-side lookups come back once the
- * page cache holds it (the walk after a start, or the workers' own reads,
- * brought the rest in). */
-static void resident_recheck(struct obj_idx *x)
+/* Contract in obj_idx.h. */
+uint64_t obj_idx_resident_lost(const struct obj_idx *x)
 {
-    int64_t now, last;
-
-    if (__atomic_load_n(&x->resident, __ATOMIC_ACQUIRE))
-        return;
-    now = coarse_s();
-    last = __atomic_load_n(&x->checked_s, __ATOMIC_RELAXED);
-    if (now - last >= 1 &&
-        __atomic_compare_exchange_n(&x->checked_s, &last, now, false,
-                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        (void)obj_idx_resident_check(x);
+    return __atomic_load_n(&x->res_lost, __ATOMIC_RELAXED);
 }
 
 /* Contract in obj_idx.h. */
@@ -1048,7 +1089,6 @@ static int lookup(struct obj_idx *x, bool nb, const char *bucket,
 int obj_idx_lookup(struct obj_idx *x, const char *bucket, const char *key,
                    size_t key_len, struct obj_ent **out)
 {
-    resident_recheck(x);
     return lookup(x, false, bucket, key, key_len, out);
 }
 
@@ -1232,8 +1272,6 @@ static int lookup_body(struct obj_idx *x, bool nb, const char *bucket,
     *body = NULL;
     if (nb && !nb_resident(x))
         return -EAGAIN;
-    if (!nb)
-        resident_recheck(x);
     ret = rtxn_get(x, nb, &t, &slot);
     if (ret < 0)
         return ret;

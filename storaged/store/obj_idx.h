@@ -75,16 +75,34 @@ bool obj_idx_prefetch(struct obj_idx *x);
  * hint the loop-side lookups go by: while it is false, obj_idx_lookup_nb and
  * obj_idx_lookup_body_nb answer -EAGAIN at once (a worker then looks up
  * and may wait for the disk) instead of faulting a page in from the disk
- * on the event loop. Runs at open, after the read-ahead walk, and while
- * the answer is false at most once a second from obj_idx_lookup (a
- * worker's). */
+ * on the event loop. Runs at open and after the read-ahead walk; from then
+ * on obj_idx_resident_step keeps the hint up to date. */
 bool obj_idx_resident_check(struct obj_idx *x);
 /* Sets the hint: the caller has just read every page of every table (the
  * content check's walks, after the read-ahead). */
 void obj_idx_resident_set(struct obj_idx *x);
-/* The hint's last value, and the loop-side lookups it turned away. */
+/* Where a pass of obj_idx_resident_step stands (zeroed before the first
+ * step; owned by the one thread that steps). */
+struct obj_idx_res_pass {
+    off_t off;           /* next window */
+    uint64_t out, slack; /* pages out so far; how many may be */
+    unsigned gen;        /* the hint's generation at the pass's start */
+    bool active;
+};
+/* One bounded step of the periodic residency check (a background thread's,
+ * never a request's): mincore of the next window of the file (at most
+ * 64 MiB, 16 Ki pages). Once the pages out in this pass exceed the slack
+ * of obj_idx_resident_check, the hint turns false at once (so a page the
+ * kernel evicted later sends lookups to the workers instead of faulting
+ * on the loop); a pass that saw every window within it turns the hint
+ * true. A pass that the hint was set whole during (check, set) starts
+ * again. True when this step ended a pass. */
+bool obj_idx_resident_step(struct obj_idx *x, struct obj_idx_res_pass *p);
+/* The hint's last value, the loop-side lookups it turned away, and how
+ * often a step found the file no longer resident. */
 bool obj_idx_resident(const struct obj_idx *x);
 uint64_t obj_idx_cold_nb(const struct obj_idx *x);
+uint64_t obj_idx_resident_lost(const struct obj_idx *x);
 /* Flushes every committed write to disk (fdatasync). 0 or -errno. */
 CM_MUST_CHECK int obj_idx_sync(struct obj_idx *x);
 /* Path of the environment's data file (borrowed). */

@@ -1658,6 +1658,7 @@ struct stor_get {
     bool degraded_noted;
     size_t zc; /* bytes in the caller's pipes (stor_get_nb_zc_start), or 0 */
     size_t zc_first; /* of them, in the first pipe */
+    bool index_body; /* data is the index's copy of the body */
 };
 
 /* Closes the shard files of the current part. */
@@ -1883,6 +1884,7 @@ int stor_get_open(struct stor_store *s, const char *bucket, const char *key,
         obj_ver_place(s, bucket, key, key_len, g->e, &g->pl);
         if (g->e->inl && body) {
             g->data = body; /* CRC checked by the index */
+            g->index_body = true;
             body = NULL;
         } else if (g->e->inl) {
             ret = get_inline(g);
@@ -2322,6 +2324,12 @@ int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body, size_t len,
     return 0;
 }
 
+/* Contract in object.h. */
+bool stor_get_index_body(const struct stor_get *g)
+{
+    return g != NULL && g->index_body;
+}
+
 /* Contract in obj_nb.h. */
 const void *stor_get_inline_body(const struct stor_get *g)
 {
@@ -2747,6 +2755,22 @@ int stor_obj_stat(struct stor_store *s, const char *bucket, const char *key,
         obj_info_fill(e, out, true);
     obj_ent_free(e);
     return ret;
+}
+
+/* Contract in obj_nb.h. */
+int stor_obj_stat_nb(struct stor_store *s, const char *bucket, const char *key,
+                     size_t key_len, struct stor_obj_info *out)
+{
+    struct obj_ent *e;
+    int ret;
+
+    if (!obj_valid_key(key, key_len))
+        return -EAGAIN; /* the worker's stor_obj_stat answers it */
+    ret = obj_cur_lookup_nb(s, bucket, key, key_len, &e);
+    if (ret == 0)
+        obj_info_fill(e, out, true);
+    obj_ent_free(e);
+    return ret == 0 ? 0 : -EAGAIN;
 }
 
 /* ---- DELETE ---- */

@@ -114,6 +114,16 @@ void stor_get_zc_release(struct stor_get_zc *z);
  * never sent), *first (may be NULL) of them in the first pipe (all when
  * it is the total); 0 for other readers. */
 size_t stor_get_zc_bytes(const struct stor_get *g, size_t *first);
+/* HEAD's lookup, for the event loop: stor_obj_stat from the index with
+ * try-locks only and only while the index is resident (no I/O, no lock
+ * waits, no page fault from the disk). 0 with @out filled (as
+ * stor_obj_stat: headers and part sizes; the caller finis it), or -EAGAIN
+ * for anything else (no such key or bucket, a lock held by a writer, a
+ * cold index, an invalid key): run stor_obj_stat on a worker then, which
+ * answers every error. */
+CM_MUST_CHECK int stor_obj_stat_nb(struct stor_store *s, const char *bucket,
+                                   const char *key, size_t key_len,
+                                   struct stor_obj_info *out);
 /* Frees @nb without finishing (its reads must not be in flight). */
 void stor_get_nb_free(struct stor_get_nb *nb);
 

@@ -991,7 +991,9 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
         out->index_bodies_damaged = obj_idx_body_damaged(s->idx);
         out->index_resident = obj_idx_resident(s->idx);
         out->index_cold_nb = obj_idx_cold_nb(s->idx);
+        out->index_res_lost = obj_idx_resident_lost(s->idx);
     }
+    out->index_res_passes = __atomic_load_n(&s->res_passes, __ATOMIC_RELAXED);
     if (out->index_dirs_done > 0)
         out->index_rebuild_estimate =
             out->index_dirs_done >= out->index_dirs_total

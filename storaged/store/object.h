@@ -194,6 +194,9 @@ CM_MUST_CHECK ssize_t stor_get_read(struct stor_get *g, uint64_t off, void *buf,
 /* The read size that costs least per byte (a whole stripe), for callers
  * that stream. */
 size_t stor_get_preferred_chunk(const struct stor_get *g);
+/* True when @g (of stor_get_open) serves the index's copy of a small body
+ * (FORMAT.md "Bodies in the index"): no drive was read for it. */
+bool stor_get_index_body(const struct stor_get *g);
 void stor_get_close(struct stor_get *g);
 
 CM_MUST_CHECK int stor_obj_delete(struct stor_store *s, const char *bucket,
@@ -438,6 +441,8 @@ struct stor_store_stats {
                                       the last check: loop-side lookups */
     uint64_t index_cold_nb;        /* loop-side lookups sent to a worker
                                       because it was not */
+    uint64_t index_res_passes;     /* passes of the residency check */
+    uint64_t index_res_lost;       /* of them, found it no longer resident */
     /* group commit (store/gsync.h): commit barriers waited for, shared
      * syncfs rounds run (fs mode), files fsynced (file mode), failures,
      * extent-file syncs served by another commit's fsync (file mode) */

@@ -542,14 +542,37 @@ def resident_kib(path):
     return int(out.split()[0]) // 1024
 
 
+def wait_metric(srv, name, value, timeout=20):
+    """Waits (with a deadline) until /metrics shows @name == @value."""
+    deadline = time.monotonic() + timeout
+    while metric(srv, name) != value:
+        assert time.monotonic() < deadline, (name, metric(srv, name), value)
+        time.sleep(0.05)
+
+
+def evict_index(path):
+    """Drops the index file's unmapped pages from the page cache (those a
+    running storaged has mapped by its lookups stay)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)  # a dirty page would stay
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.slow
 def test_cold_index_is_looked_up_on_the_workers(storaged):
     """A start whose index file is not in the page cache never looks it up
     on the event loop (a page fault there would stall every connection on
-    the disk): GETs go to the worker threads, which serve the index's own
-    copy of a small body, byte for byte, reading no drive. Once the file is
-    in the page cache again (here read by the test; after a real start, by
-    the content check's walk, held back here), a worker's lookup notices
-    within a second and the loop serves the GETs again."""
+    the disk): GETs and HEADs go to the worker threads, which serve the
+    index's own copy of a small body, byte for byte, reading no drive (and
+    count it in storaged_get_index_body_total). The store's residency
+    thread checks the file again and again, a bounded window per tick: once
+    it is in the page cache again (here read by the test; after a real
+    start, by the content check's walk, held back here) the loop serves
+    the GETs and HEADs again, with no request needed to notice; evicted
+    again while serving, the loop stops looking up."""
     # no scanner: its first cycle (5 s after the start) reads the drives
     srv = storaged(ndrives=4, env={"STORAGED_TEST_CHECK_DELAY_MS": "60000",
                                    "STORAGED_NO_BACKGROUND": "1"})
@@ -562,32 +585,145 @@ def test_cold_index_is_looked_up_on_the_workers(storaged):
         c.put_object(Bucket="cold", Key=k, Body=v)
     srv.stop()
     data = os.path.join(index_dirs(srv)[0], "data.mdb")
-    fd = os.open(data, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)  # a dirty page would stay
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    evict_index(data)
     assert resident_kib(data) == 0, "the page cache kept the index file"
     srv.start()
     assert metric(srv, "storaged_index_resident") == 0
     assert metric(srv, "storaged_index_verify_done") == 0
-    loop0 = metric(srv, "storaged_get_index_body_total")
+
+    # a bucket's first request after a start goes to a worker anyway (its
+    # lifecycle rules are not cached yet); a missing key, to the worker too
+    with pytest.raises(ClientError):
+        c.head_object(Bucket="cold", Key="none")
+    body0 = metric(srv, "storaged_get_index_body_total")
     cold0 = metric(srv, "storaged_index_cold_lookups_total")
+    head0 = metric(srv, "storaged_head_loop_total")
     reads0 = drive_reads(srv)
+    k0, v0 = "c/000", objs["c/000"]
+    assert c.get_object(Bucket="cold", Key=k0)["Body"].read() == v0
+    assert c.head_object(Bucket="cold", Key=k0)["ContentLength"] == len(v0)
+    # both were turned away by the loop; the worker read no drive
+    assert metric(srv, "storaged_index_cold_lookups_total") - cold0 == 2
+    assert metric(srv, "storaged_get_index_body_total") - body0 == 1
+    assert metric(srv, "storaged_head_loop_total") == head0
+    # the workers' lookups fault pages in too; the rest is read here, and
+    # the residency thread notices with no request needed
     for k, v in objs.items():
         assert c.get_object(Bucket="cold", Key=k)["Body"].read() == v, k
-    assert metric(srv, "storaged_index_cold_lookups_total") - cold0 >= len(objs)
-    assert metric(srv, "storaged_get_index_body_total") == loop0
-    assert drive_reads(srv) == reads0  # the workers served the index's copy
-    assert metric(srv, "storaged_index_resident") == 0
+    assert metric(srv, "storaged_get_index_body_total") - body0 == \
+        1 + len(objs)  # on the loop or on a worker: the index's copy
+    assert drive_reads(srv) == reads0
     with open(data, "rb") as f:
         while f.read(1 << 20):
             pass
-    time.sleep(1.1)  # a worker checks again at most once a second
-    assert c.get_object(Bucket="cold", Key="c/000")["Body"].read() == \
-        objs["c/000"]
-    assert metric(srv, "storaged_index_resident") == 1
+    wait_metric(srv, "storaged_index_resident", 1)
+    body0 = metric(srv, "storaged_get_index_body_total")
+    cold0 = metric(srv, "storaged_index_cold_lookups_total")
+    head0 = metric(srv, "storaged_head_loop_total")
     for k, v in objs.items():
         assert c.get_object(Bucket="cold", Key=k)["Body"].read() == v, k
-    assert metric(srv, "storaged_get_index_body_total") - loop0 == len(objs)
+        assert c.head_object(Bucket="cold", Key=k)["ContentLength"] == len(v)
+    assert metric(srv, "storaged_get_index_body_total") - body0 == len(objs)
+    assert metric(srv, "storaged_head_loop_total") - head0 == len(objs)
+    assert metric(srv, "storaged_index_cold_lookups_total") == cold0
+    assert drive_reads(srv) == reads0
+    # evicted while serving (a new process, which has looked nothing up
+    # yet, so the page cache drops all but a few pages): the next pass of
+    # the residency thread turns the loop's lookups away again
+    srv.stop()
+    evict_index(data)
+    srv.start()
+    with pytest.raises(ClientError):
+        c.head_object(Bucket="cold", Key="none")  # caches the rules
+    with open(data, "rb") as f:
+        while f.read(1 << 20):
+            pass
+    wait_metric(srv, "storaged_index_resident", 1)
+    lost0 = metric(srv, "storaged_index_residency_lost_total")
+    evict_index(data)
+    wait_metric(srv, "storaged_index_resident", 0)
+    assert metric(srv, "storaged_index_residency_lost_total") == lost0 + 1
+    assert metric(srv, "storaged_index_residency_passes_total") > 0
+    cold0 = metric(srv, "storaged_index_cold_lookups_total")
+    head0 = metric(srv, "storaged_head_loop_total")
+    assert c.get_object(Bucket="cold", Key=k0)["Body"].read() == v0
+    assert c.head_object(Bucket="cold", Key=k0)["ContentLength"] == len(v0)
+    assert metric(srv, "storaged_index_cold_lookups_total") - cold0 == 2
+    assert metric(srv, "storaged_head_loop_total") == head0
+
+
+def test_head_is_answered_on_the_loop(storaged):
+    """HeadObject of a current object is answered by the event loop from
+    the index (storaged_head_loop_total; no worker round trip, whose
+    wake-ups were most of a HEAD's CPU), with the headers a GET of it gets:
+    a small object (body in the index), a large one (shards on the drives)
+    and a multipart one; conditionals (304, 412) and partNumber too. A
+    missing key, a delete marker and a version by id go to a worker, as
+    before. So does a bucket whose lifecycle rules the server has not
+    cached yet (its first request after a start), so x-amz-expiration is
+    never left out, of a HEAD or of a GET the loop answers."""
+    srv = storaged(ndrives=4)
+    c = srv.client()
+    c.create_bucket(Bucket="heads")
+    rng = random.Random(33)
+    objs = {"h/small": rng.randbytes(1000), "h/large": rng.randbytes(300000)}
+    for k, v in objs.items():
+        c.put_object(Bucket="heads", Key=k, Body=v, ContentType="image/x-h",
+                     Metadata={"who": k})
+    parts = [rng.randbytes(5 << 20), rng.randbytes(1000)]
+    up = c.create_multipart_upload(Bucket="heads", Key="h/mpu",
+                                   ContentType="image/x-m")["UploadId"]
+    done = [{"PartNumber": i + 1,
+             "ETag": c.upload_part(Bucket="heads", Key="h/mpu", UploadId=up,
+                                   PartNumber=i + 1, Body=b)["ETag"]}
+            for i, b in enumerate(parts)]
+    c.complete_multipart_upload(Bucket="heads", Key="h/mpu", UploadId=up,
+                                MultipartUpload={"Parts": done})
+    keys = list(objs) + ["h/mpu"]
+    h0 = metric(srv, "storaged_head_loop_total")
+    for k in keys:
+        h = c.head_object(Bucket="heads", Key=k)
+        g = c.get_object(Bucket="heads", Key=k)
+        g["Body"].read()
+        for f in ("ETag", "ContentLength", "ContentType", "LastModified",
+                  "Metadata"):
+            assert h[f] == g[f], (k, f, h[f], g[f])
+    assert metric(srv, "storaged_head_loop_total") - h0 == len(keys)
+    etag = c.head_object(Bucket="heads", Key="h/small")["ETag"]
+    for kw, code in (({"IfNoneMatch": etag}, "304"),
+                     ({"IfMatch": '"0123"'}, "412")):
+        with pytest.raises(ClientError) as ei:
+            c.head_object(Bucket="heads", Key="h/small", **kw)
+        assert ei.value.response["Error"]["Code"] == code
+    h = c.head_object(Bucket="heads", Key="h/mpu", PartNumber=2)
+    assert h["ContentLength"] == len(parts[1]) and h["PartsCount"] == 2
+    assert metric(srv, "storaged_head_loop_total") - h0 == len(keys) + 4
+    # the worker's answers
+    with pytest.raises(ClientError) as ei:
+        c.head_object(Bucket="heads", Key="h/none")
+    assert ei.value.response["Error"]["Code"] == "404"
+    c.put_bucket_versioning(Bucket="heads",
+                            VersioningConfiguration={"Status": "Enabled"})
+    v1 = c.put_object(Bucket="heads", Key="h/v", Body=b"v1")["VersionId"]
+    c.delete_object(Bucket="heads", Key="h/v")
+    with pytest.raises(ClientError) as ei:
+        c.head_object(Bucket="heads", Key="h/v")
+    hdrs = ei.value.response["ResponseMetadata"]["HTTPHeaders"]
+    assert hdrs.get("x-amz-delete-marker") == "true"
+    assert c.head_object(Bucket="heads", Key="h/v",
+                         VersionId=v1)["ContentLength"] == 2
+    assert metric(srv, "storaged_head_loop_total") - h0 == len(keys) + 4
+    # lifecycle rules: after a restart the first HEAD and GET of the bucket
+    # go to a worker, which caches the rules; x-amz-expiration every time
+    c.put_bucket_lifecycle_configuration(
+        Bucket="heads", LifecycleConfiguration={"Rules": [{
+            "ID": "thirty", "Status": "Enabled", "Filter": {"Prefix": "h/"},
+            "Expiration": {"Days": 30}}]})
+    srv.restart()
+    h0 = metric(srv, "storaged_head_loop_total")
+    for _ in range(2):
+        assert 'rule-id="thirty"' in c.head_object(Bucket="heads",
+                                                   Key="h/small")["Expiration"]
+        assert 'rule-id="thirty"' in c.get_object(Bucket="heads",
+                                                  Key="h/small")["Expiration"]
+    assert metric(srv, "storaged_head_loop_total") - h0 == 1

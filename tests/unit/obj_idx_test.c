@@ -966,7 +966,9 @@ static void test_resident(void **st)
     const char *where = dir;
     struct obj_idx *x = idx_open();
     struct obj_ent *got;
+    struct obj_idx_res_pass pass;
     void *body;
+    int steps;
 
     (void)st;
     assert_true(obj_idx_resident(x)); /* just written: in the cache */
@@ -1001,6 +1003,29 @@ static void test_resident(void **st)
     assert_int_equal(got->version, 1);
     obj_ent_free(got);
     assert_int_equal(obj_idx_cold_nb(x), 2);
+    /* the periodic check (a store thread's steps): the file evicted while
+     * open (the pages this process's lookups mapped stay) turns the hint
+     * false, so the loop stops looking up; read in again, true */
+    (void)evict_file(path);
+    assert_true(obj_idx_resident(x)); /* nothing checked yet */
+    memset(&pass, 0, sizeof(pass));
+    for (steps = 1; !obj_idx_resident_step(x, &pass); steps++)
+        assert_true(steps < 100);
+    assert_false(obj_idx_resident(x));
+    assert_int_equal(obj_idx_resident_lost(x), 1);
+    assert_int_equal(obj_idx_lookup_nb(x, "br", "k", 1, &got), -EAGAIN);
+    assert_int_equal(obj_idx_cold_nb(x), 3);
+    for (steps = 1; !obj_idx_resident_step(x, &pass); steps++)
+        assert_true(steps < 100);
+    assert_false(obj_idx_resident(x)); /* still out: stays false */
+    assert_int_equal(obj_idx_resident_lost(x), 1);
+    load_file(path);
+    for (steps = 1; !obj_idx_resident_step(x, &pass); steps++)
+        assert_true(steps < 100);
+    assert_true(obj_idx_resident(x));
+    assert_int_equal(obj_idx_lookup_nb(x, "br", "many/000100", 11, &got), 0);
+    obj_ent_free(got);
+    assert_int_equal(obj_idx_cold_nb(x), 3);
     obj_idx_close(x, false);
     if (where != dir)
         assert_int_equal(stor_rmtree(d2), 0);
