@@ -20,12 +20,14 @@ Sides (each a server of its own, filled the same way):
 
 Usage: tests/bench/bench_get_small.py [--rounds R] [--seconds S]
        [--objects N] [--size BYTES] [--base-bin DIR] [--out FILE.md]
+       [--json FILE]
 Environment: ECFS_BIN_DIR (default <repo>/bin).
 Run it under `flock /tmp/ecfs-bench.lock` on a shared machine.
 """
 
 import argparse
 import concurrent.futures
+import json
 import os
 import shutil
 import subprocess
@@ -76,6 +78,8 @@ def main():
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--base-bin", default="")
     ap.add_argument("--out", default="")
+    ap.add_argument("--json", default="",
+                    help="also write {side: [[req/s, CPU us/req], ...]}")
     a = ap.parse_args()
     sides = [("body0", b.BIN, ["--index-body-max", "0"]),
              ("index", b.BIN, [])]
@@ -114,6 +118,9 @@ def main():
                  " ".join(open("/proc/loadavg").read().split()[:3])) +
                 "\n".join(lines) + "\n")
         print(text)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(res, f)
         if a.out:
             with open(a.out, "w") as f:
                 f.write(text)

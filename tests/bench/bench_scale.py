@@ -42,10 +42,19 @@ Usage: tests/bench/bench_scale.py [--sizes 1000,100000,1000000]
        [--obj-size BYTES] [--drives N] [--ops N] [--pages N] [--repeat R]
        [--clients N] [--dir DIR] [--keep] [--out FILE] [--no-build]
        [--lock FILE] [--json FILE] [--reuse DIR]
-       tests/bench/bench_scale.py --from-json A.json B.json ...
+       tests/bench/bench_scale.py --from-json A.json B.json ... [--get-small]
 --json writes the rows as JSON; --from-json prints the table of several such
 files (ratios against the smallest size), so each size can be its own run
 (own --dir), all filled at once and measured one after another.
+Last comes a verdict per goal of issue 12, at the largest size against the
+smallest: each of PUT, GET (any, hot), DELETE and LIST (any, hot) rate
+>= 0.9x (with the CPU per request's ratio, <= 1.11x, beside it), warm
+start-up <= 2 s, heap <= 64 MiB, and with --get-small the server CPU per
+4 KiB GET of tests/bench/bench_get_small.py (its own server and wrk
+clients, --get-small-rounds rounds of 3 s, under --lock) <= 12 us.
+--keep prints where the store stays; --reuse DIR --sizes N measures it
+again without a fill (so a second run of the same sizes costs minutes,
+not the 10^6 fill).
 --lock FILE (e.g. /tmp/ecfs-bench.lock on a shared machine) holds an
 exclusive flock on FILE during each measurement but not during the fills,
 which take minutes at 10^6.
@@ -528,6 +537,71 @@ def conditions(rows):
     return "\n".join(out)
 
 
+# the issue's goals (#12 "Cost must not grow with size", "Memory", and
+# the GET 4 KiB CPU of bench_get_small.py)
+RATE_GOAL, CPU_GOAL = 0.9, 1 / 0.9  # a rate >= 0.9x is a CPU <= 1.11x
+START_GOAL_S, HEAP_GOAL_MIB, GET4K_GOAL_US = 2.0, 64.0, 12.0
+GOAL_OPS = (("put", "PUT"), ("get", "GET any"), ("get_hot", "GET hot"),
+            ("delete", "DELETE"), ("list", "LIST 1000 any"),
+            ("list_hot", "LIST 1000 hot"))
+
+
+def verdict(rows, get4k=None):
+    """A Markdown table with one line per goal of issue 12 at the largest
+    size against the smallest: each rate (median) >= 0.9x, with the CPU
+    per request's ratio beside it (<= 1.11x, the same goal in CPU, steadier
+    on a shared machine); warm start-up <= 2 s; heap (RssAnon) <= 64 MiB
+    (the configured caches are off here; the mapped index is page cache,
+    which the issue allows); and with @get4k (bench_get_small's median
+    server CPU per 4 KiB GET) <= 12 us."""
+    def ok(good):
+        return "met" if good else "**NOT met**"
+    base, top = rows[0], rows[-1]
+    out = ["| goal (issue 12) | figure at %d objects (against %d) "
+           "| verdict |" % (top["objects"], base["objects"]), "|---|---|---|"]
+    if len(rows) < 2 or top["objects"] == base["objects"]:
+        out.append("| rates >= 0.9x | needs two sizes | - |")
+    else:
+        for k, name in GOAL_OPS:
+            rr = median(top[k]["rate"]) / median(base[k]["rate"])
+            cr = median(top[k]["cpu"]) / median(base[k]["cpu"])
+            out.append("| %s rate >= %.1fx | rate %.2fx; CPU/req %.3fx "
+                       "(<= %.3fx: %s) | %s |" % (
+                           name, RATE_GOAL, rr, cr, CPU_GOAL,
+                           ok(cr <= CPU_GOAL), ok(rr >= RATE_GOAL)))
+    out.append("| start-up warm <= %.0f s | %.3f s | %s |" % (
+        START_GOAL_S, top["start_warm_s"],
+        ok(top["start_warm_s"] <= START_GOAL_S)))
+    out.append("| RSS <= 64 MiB + caches | heap %.1f MiB (+ %.0f MiB of "
+               "mapped index, page cache) | %s |" % (
+                   top["anon_mib"], top["file_mib"],
+                   ok(top["anon_mib"] <= HEAP_GOAL_MIB)))
+    if get4k is None:
+        out.append("| GET 4 KiB CPU <= %.0f us | not run (--get-small) "
+                   "| - |" % GET4K_GOAL_US)
+    else:
+        out.append("| GET 4 KiB CPU <= %.0f us | %.2f us [%.2f-%.2f] "
+                   "(bench_get_small.py, median of %d rounds) | %s |" % (
+                       GET4K_GOAL_US, median(get4k), min(get4k), max(get4k),
+                       len(get4k), ok(median(get4k) <= GET4K_GOAL_US)))
+    return "\n".join(out)
+
+
+def get_small(args):
+    """bench_get_small.py's CPU per 4 KiB GET of this build (its "index"
+    side: the defaults), one figure per round, under the lock."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f, \
+            bench_lock(args.lock):
+        subprocess.run([sys.executable,
+                        os.path.join(os.path.dirname(__file__),
+                                     "bench_get_small.py"),
+                        "--rounds", str(args.get_small_rounds), "--seconds",
+                        "3", "--json", f.name], check=True,
+                       stdout=subprocess.DEVNULL)
+        with open(f.name) as j:
+            return [cpu for _, cpu in json.load(j)["index"]]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,100000,1000000")
@@ -555,6 +629,10 @@ def main():
                          "(not while filling): e.g. /tmp/ecfs-bench.lock")
     ap.add_argument("--no-build", action="store_true",
                     help="use $ECFS_BIN_DIR/storaged and $BENCH_FILL as they are")
+    ap.add_argument("--get-small", action="store_true",
+                    help="also run bench_get_small.py (under --lock) for the "
+                         "GET 4 KiB CPU goal of the verdict")
+    ap.add_argument("--get-small-rounds", type=int, default=3)
     args = ap.parse_args()
     if args.from_json:
         rows = []
@@ -564,6 +642,8 @@ def main():
         rows.sort(key=lambda r: r["objects"])
         print(table(rows))
         print("\n" + conditions(rows))
+        print("\n" + verdict(rows, get_small(args) if args.get_small
+                              else None))
         return
     sizes = [int(x) for x in args.sizes.split(",")]
     if not args.no_build:
@@ -609,11 +689,16 @@ def main():
         srv.stop()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+        else:
+            print("store kept in %s (--reuse %s --sizes %d measures it "
+                  "again)" % (root, root, have), file=sys.stderr, flush=True)
+    get4k = get_small(args) if args.get_small else None
     text = ("storaged scale benchmark: %d drives, %d-byte objects, %d "
             "clients, %d ops per rate, %d LIST pages, %d rounds\n\n%s\n"
             % (args.drives, args.obj_size, args.clients, args.ops,
                args.pages, args.repeat,
-               table(rows) + "\n\n" + conditions(rows)))
+               table(rows) + "\n\n" + conditions(rows) + "\n\n" +
+               verdict(rows, get4k)))
     print(text)
     if args.out:
         with open(args.out, "w") as f:
