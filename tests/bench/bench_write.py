@@ -41,6 +41,7 @@ Needs root (mounts).
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -138,6 +139,10 @@ def timed(argv, mnt=None):
 
 
 def main():
+    # `timeout` sends SIGTERM: unwind through the finally blocks, so the
+    # mounts are unmounted and the storaged stopped (they outlived a killed
+    # run before)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--peers", default=",".join(PEERS))
