@@ -278,3 +278,66 @@ def test_second_server_on_same_address_is_refused(s3_server, tmp_path):
         c.request("GET", "/health/ready")
         assert c.getresponse().status == 200
         c.close()
+
+
+def _slow_get(srv, path, query, step, pause, stop_after=None):
+    """Reads a GET's body @step bytes at a time, sleeping @pause between
+    reads (after @stop_after bytes: stops reading for 4 s, then reads the
+    rest). (status, Content-Length, bytes read until EOF or an error)."""
+    h = {"host": "127.0.0.1:%d" % srv.port}
+    s3util.sign_headers("GET", path, query, h, s3util.EMPTY_SHA,
+                        srv.access_key, srv.secret_key)
+    target = path + ("?" + "&".join("%s=%s" % kv for kv in query)
+                     if query else "")
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        conn.request("GET", target, headers=h)
+        r = conn.getresponse()
+        got = 0
+        while True:
+            try:
+                b = r.read(step)
+            except (http.client.IncompleteRead, OSError):
+                break
+            if not b:
+                break
+            got += len(b)
+            if stop_after is not None and got >= stop_after:
+                stop_after = None
+                time.sleep(4)
+            time.sleep(pause)
+        return r.status, int(r.getheader("content-length")), got
+    finally:
+        conn.close()
+
+
+def test_slow_steady_reader_gets_whole_body(storaged):
+    """A reader slower than the socket buffers drain in --request-timeout
+    is not cut off while it keeps reading (s3-tests' *_get_part compare 1
+    KiB chunks and were cut at 3.93 of 5 MiB: our writes got through only
+    when a third of the send buffer was free, and the timeout counted
+    time without a write of ours); one that stops reading still is."""
+    srv = storaged(args=["--request-timeout", "2"])
+    c = srv.client()
+    c.create_bucket(Bucket="slowread")
+    parts = [os.urandom(5 * MiB), os.urandom(MiB)]
+    up = c.create_multipart_upload(Bucket="slowread", Key="mp")["UploadId"]
+    done = []
+    for i, p in enumerate(parts, 1):
+        e = c.upload_part(Bucket="slowread", Key="mp", UploadId=up,
+                          PartNumber=i, Body=p)["ETag"]
+        done.append({"PartNumber": i, "ETag": e})
+    c.complete_multipart_upload(Bucket="slowread", Key="mp", UploadId=up,
+                                MultipartUpload={"Parts": done})
+    c.put_object(Bucket="slowread", Key="plain", Body=parts[0])
+    # ~0.5 MB/s: 5 MiB take ~10 s, five times the timeout
+    st, clen, got = _slow_get(srv, "/slowread/mp", [("partNumber", "1")],
+                              4096, 0.008)
+    assert (st, clen, got) == (206, 5 * MiB, 5 * MiB)
+    st, clen, got = _slow_get(srv, "/slowread/plain", [], 4096, 0.008)
+    assert (st, clen, got) == (200, 5 * MiB, 5 * MiB)
+    # a reader that stops for 4 s (the timeout is 2 s) is closed: what the
+    # socket buffers held arrives, the rest does not
+    st, clen, got = _slow_get(srv, "/slowread/plain", [], 65536, 0,
+                              stop_after=256 * 1024)
+    assert st == 200 and clen == 5 * MiB and got < 5 * MiB
