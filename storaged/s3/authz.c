@@ -22,6 +22,7 @@
 
 #include "common/codec.h"
 #include "common/log.h"
+#include "storaged/s3/acl.h"
 #include "storaged/s3/iam_i.h"
 #include "storaged/s3/s3_i.h"
 #include "storaged/s3/tagging.h"
@@ -205,30 +206,105 @@ static bool object_owned_by(const struct iam_bucket *b,
     return o && strcmp(o, acct->name) == 0;
 }
 
-/* What the bucket's canned ACLs grant (@b not NULL): READ on a bucket
- * lists it; WRITE (public-read-write) lets anyone write and delete its
- * objects, as S3's bucket WRITE grant does; READ on an object gets it.
- * @signed_in: authenticated-read counts. */
-static bool acl_grants(const struct iam_bucket *b, enum stor_act act,
-                       const char *key, size_t key_len, bool signed_in)
+/* See iam_i.h. */
+bool stor_iam_id_known(void *arg, const char *id)
 {
-    if (b->pab & IAM_PAB_IGNORE_ACLS)
-        return false; /* IgnorePublicAcls: every canned ACL here is public */
-    if (act == STOR_ACT_LIST_BUCKET || act == STOR_ACT_LIST_BUCKET_MPU)
-        return b->acl == IAM_ACL_PUBLIC_READ || b->acl == IAM_ACL_PUBLIC_RW ||
-               (b->acl == IAM_ACL_AUTH_READ && signed_in);
-    if (act == STOR_ACT_PUT_OBJECT || act == STOR_ACT_DELETE_OBJECT ||
-        act == STOR_ACT_ABORT_MPU || act == STOR_ACT_LIST_MPU_PARTS)
-        return key && b->acl == IAM_ACL_PUBLIC_RW;
-    if (act == STOR_ACT_GET_OBJECT && key && b->objects) {
-        const char *a =
-            json_string_value(json_object_getn(b->objects, key, key_len));
-        int acl = a ? stor_iam_acl_parse(a, strlen(a)) : IAM_ACL_PRIVATE;
+    const struct stor_iam_snap *s = arg;
 
-        return acl == IAM_ACL_PUBLIC_READ || acl == IAM_ACL_PUBLIC_RW ||
-               (acl == IAM_ACL_AUTH_READ && signed_in);
-    }
+    if (strcmp(id, S3_OWNER_ID) == 0)
+        return true;
+    for (size_t i = 0; s && i < s->naccounts; i++)
+        if (strcmp(s->accounts[i].id, id) == 0)
+            return true;
     return false;
+}
+
+/* See iam_i.h. */
+const char *stor_iam_id_name(void *arg, const char *id)
+{
+    const struct stor_iam_snap *s = arg;
+
+    if (strcmp(id, S3_OWNER_ID) == 0)
+        return "root";
+    for (size_t i = 0; s && i < s->naccounts; i++)
+        if (strcmp(s->accounts[i].id, id) == 0)
+            return s->accounts[i].name;
+    return NULL;
+}
+
+/* See iam_i.h. */
+const char *stor_iam_object_owner_id(const struct stor_iam_snap *s,
+                                     const struct iam_bucket *b,
+                                     const char *key, size_t n)
+{
+    const struct iam_account *a = NULL;
+    const char *o = NULL;
+
+    if (b && b->owners && key)
+        o = json_string_value(json_object_getn(b->owners, key, n));
+    if (o)
+        a = stor_iam_account_find(s, o);
+    if (a == NULL && b)
+        a = b->owner;
+    return a ? a->id : S3_OWNER_ID;
+}
+
+/* What the bucket's ACL and its objects' ACLs (canned or grant lists,
+ * acl.h) grant the caller acting as the account with canonical id @id
+ * (NULL: none, see stor_acl_perms; @signed_in: not anonymous) for
+ * @act (@b not NULL): READ on a bucket lists it; WRITE lets the grantee
+ * write and delete its objects, as S3's bucket WRITE grant does; READ_ACP
+ * and WRITE_ACP read and change the ACL; READ on an object gets it.
+ * IgnorePublicAcls: the AllUsers and AuthenticatedUsers grants count for
+ * nothing. */
+static bool acl_grants(const struct stor_iam_snap *s,
+                       const struct iam_bucket *b, enum stor_act act,
+                       const char *key, size_t key_len, const char *id,
+                       bool signed_in)
+{
+    bool ign = b->pab & IAM_PAB_IGNORE_ACLS;
+    const char *bowner = b->owner ? b->owner->id : S3_OWNER_ID;
+    const json_t *oacl;
+    unsigned need;
+
+    switch (act) {
+    case STOR_ACT_LIST_BUCKET:
+    case STOR_ACT_LIST_BUCKET_VERSIONS:
+    case STOR_ACT_LIST_BUCKET_MPU:
+        return stor_acl_perms(b->aclv, bowner, id, signed_in, ign) &
+               STOR_ACL_READ;
+    case STOR_ACT_PUT_OBJECT:
+    case STOR_ACT_DELETE_OBJECT:
+    case STOR_ACT_DELETE_OBJECT_VERSION:
+    case STOR_ACT_ABORT_MPU:
+    case STOR_ACT_LIST_MPU_PARTS:
+        return key && (stor_acl_perms(b->aclv, bowner, id, signed_in, ign) &
+                       STOR_ACL_WRITE);
+    case STOR_ACT_GET_BUCKET_ACL:
+        return stor_acl_perms(b->aclv, bowner, id, signed_in, ign) &
+               STOR_ACL_READ_ACP;
+    case STOR_ACT_PUT_BUCKET_ACL:
+        return stor_acl_perms(b->aclv, bowner, id, signed_in, ign) &
+               STOR_ACL_WRITE_ACP;
+    case STOR_ACT_GET_OBJECT:
+    case STOR_ACT_GET_OBJECT_VERSION:
+        need = STOR_ACL_READ;
+        break;
+    case STOR_ACT_GET_OBJECT_ACL:
+        need = STOR_ACL_READ_ACP;
+        break;
+    case STOR_ACT_PUT_OBJECT_ACL:
+        need = STOR_ACL_WRITE_ACP;
+        break;
+    default:
+        return false;
+    }
+    if (key == NULL)
+        return false;
+    oacl = b->objects ? json_object_getn(b->objects, key, key_len) : NULL;
+    return stor_acl_perms(oacl, stor_iam_object_owner_id(s, b, key, key_len),
+                          id, signed_in, ign) &
+           need;
 }
 
 /* The decision for @act on @bucket/@key (key NULL: the bucket).
@@ -315,7 +391,9 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
     if (!same && !r->anonymous && eu != STOR_POL_ALLOW)
         goto out; /* across accounts the identity must allow too */
     ok = eb == STOR_POL_ALLOW ||
-         (b && acl_grants(b, act, key, key_len, !r->anonymous)) ||
+         (b && acl_grants(snap, b, act, key, key_len,
+                          root || (u && u->acct_root) ? c.account_id : NULL,
+                          !r->anonymous)) ||
          (!same && key &&
           (act == STOR_ACT_GET_OBJECT || act == STOR_ACT_GET_OBJECT_VERSION ||
            act == STOR_ACT_GET_OBJECT_ACL || act == STOR_ACT_PUT_OBJECT_ACL ||
@@ -356,7 +434,7 @@ bool stor_iam_bucket_visible(struct stor_s3_req *r, const char *bucket)
     } else {
         ok = stor_policy_mentions_bucket(u->pol, bucket, u->name) ||
              (b && (stor_policy_mentions_bucket(b->pol, bucket, u->name) ||
-                    b->acl != IAM_ACL_PRIVATE));
+                    b->acl != IAM_ACL_PRIVATE || json_is_array(b->aclv)));
     }
     if (u == NULL)
         stor_iam_snap_unref(snap);
@@ -465,30 +543,88 @@ void stor_iam_tags_run(struct stor_s3_req *r)
         stor_s3_error(r, e);
 }
 
-/* x-amz-acl into r->acl_hdr; x-amz-grant-* are refused (NotImplemented)
- * rather than ignored. */
+static const char *hdr_cb(void *arg, const char *name, size_t *n)
+{
+    return stor_s3_hdr(arg, name, n);
+}
+
+/* Whether r->op may carry an ACL in headers (x-amz-acl, x-amz-grant-*). */
+static bool op_sets_acl(const struct stor_s3_req *r)
+{
+    switch (r->op) {
+    case S3_OP_PUT_OBJECT:
+    case S3_OP_COPY_OBJECT:
+    case S3_OP_CREATE_MPU:
+    case S3_OP_CREATE_BUCKET:
+        return true;
+    case S3_OP_BUCKET_ACL:
+    case S3_OP_OBJECT_ACL:
+        return !r->http.is_get && !r->http.is_head;
+    default:
+        return false;
+    }
+}
+
+/* The canned bucket-owner-read and bucket-owner-full-control of an object
+ * written by an account other than the bucket's: the grant list S3
+ * documents (the writer FULL_CONTROL, the bucket's owner READ or
+ * FULL_CONTROL) into r->acl_grants; written by the bucket's own account
+ * they are private. Not for a multipart upload (its ACL is not kept). */
+static enum stor_s3_err bucket_owner_grants(struct stor_s3_req *r,
+                                            struct stor_iam_snap *snap,
+                                            bool read)
+{
+    const struct iam_bucket *b = stor_iam_bucket_find(snap, r->bucket);
+    const char *owner = b && b->owner ? b->owner->id : S3_OWNER_ID;
+    const char *writer;
+
+    if (r->anonymous || !r->has_key || r->op == S3_OP_CREATE_MPU)
+        return S3E_NONE;
+    writer =
+        r->iam_user && r->iam_user->acct ? r->iam_user->acct->id : S3_OWNER_ID;
+    if (r->op == S3_OP_OBJECT_ACL)
+        writer = stor_iam_object_owner_id(snap, b, r->key, r->key_len);
+    if (strcmp(writer, owner) == 0)
+        return S3E_NONE;
+    r->acl_grants =
+        json_pack("[{s:s, s:s}, {s:s, s:s}]", "p", "FULL_CONTROL", "id", writer,
+                  "p", read ? "READ" : "FULL_CONTROL", "id", owner);
+    return r->acl_grants ? S3E_NONE : S3E_INTERNAL;
+}
+
+/* x-amz-acl into r->acl_hdr and x-amz-grant-* into r->acl_grants (both:
+ * InvalidRequest, as S3). Grantees must name an account that exists. */
 static enum stor_s3_err acl_header(struct stor_s3_req *r)
 {
-    static const char *const grants[] = {
-        "x-amz-grant-read",         "x-amz-grant-write",
-        "x-amz-grant-read-acp",     "x-amz-grant-write-acp",
-        "x-amz-grant-full-control",
-    };
-    const char *v;
-    size_t n, i;
+    struct stor_iam_snap *snap;
+    const char *v, *msg = NULL;
+    enum stor_s3_err e;
+    size_t n;
     int acl;
 
-    for (i = 0; i < CM_ARRAY_SIZE(grants); i++)
-        if (stor_s3_hdr(r, grants[i], &n))
-            return S3E_NOT_IMPLEMENTED;
     v = stor_s3_hdr(r, "x-amz-acl", &n);
-    if (v == NULL)
-        return S3E_NONE;
-    acl = stor_iam_acl_parse(v, n);
-    if (acl < 0)
-        return S3E_NOT_IMPLEMENTED; /* log-delivery-write, aws-exec-read */
-    r->acl_hdr = (int8_t)(acl + 1);
-    return S3E_NONE;
+    if (v) {
+        acl = stor_iam_acl_parse(v, n);
+        if (acl < 0 && ((n == 18 && memcmp(v, "log-delivery-write", n) == 0) ||
+                        (n == 13 && memcmp(v, "aws-exec-read", n) == 0)))
+            return S3E_NOT_IMPLEMENTED;
+        if (acl < 0)
+            return S3E_INVALID_ARGUMENT; /* no canned ACL of that name */
+        r->acl_hdr = (int8_t)(acl + 1);
+    }
+    if (!op_sets_acl(r) || r->acl_grants)
+        return S3E_NONE; /* elsewhere S3 ignores them too */
+    snap = r->iam_snap ? r->iam_snap : stor_iam_snap_get(r->s3->iam);
+    e = stor_acl_from_headers(hdr_cb, r, stor_iam_id_known, snap,
+                              &r->acl_grants, &msg);
+    if (e == S3E_NONE && r->acl_grants && v)
+        e = S3E_INVALID_REQUEST; /* a canned ACL and grants */
+    if (e == S3E_NONE && v && n > 13 && memcmp(v, "bucket-owner-", 13) == 0)
+        e = bucket_owner_grants(r, snap,
+                                n == 17 && memcmp(v + 13, "read", 4) == 0);
+    if (snap != r->iam_snap && snap)
+        stor_iam_snap_unref(snap);
+    return e;
 }
 
 /* BlockPublicAcls: whether r->bucket's public access block refuses the
@@ -529,7 +665,8 @@ static bool anon_writer_sets_acl(struct stor_s3_req *r)
     snap = stor_iam_snap_get(r->s3->iam);
     b = snap ? stor_iam_bucket_find(snap, r->bucket) : NULL;
     ok = b && b->pol == NULL &&
-         acl_grants(b, STOR_ACT_PUT_OBJECT, r->key, r->key_len, false);
+         acl_grants(snap, b, STOR_ACT_PUT_OBJECT, r->key, r->key_len, NULL,
+                    false);
     if (snap)
         stor_iam_snap_unref(snap);
     return ok;
@@ -632,9 +769,12 @@ enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r)
     if (r->op == S3_OP_DELETE_OBJECTS) /* per key, on the worker */
         return strcmp(r->bucket, STOR_IAM_BUCKET) == 0 ? S3E_ACCESS_DENIED
                                                        : S3E_NONE;
-    if (r->acl_hdr > IAM_ACL_PRIVATE + 1 && acl_blocked(r))
+    if ((r->acl_hdr > IAM_ACL_PRIVATE + 1 ||
+         (r->acl_grants && stor_acl_is_public(r->acl_grants))) &&
+        acl_blocked(r))
         return S3E_ACCESS_DENIED;
-    if (r->op == S3_OP_CREATE_MPU && r->acl_hdr > IAM_ACL_PRIVATE + 1)
+    if (r->op == S3_OP_CREATE_MPU &&
+        (r->acl_hdr > IAM_ACL_PRIVATE + 1 || r->acl_grants))
         return S3E_NOT_IMPLEMENTED; /* an upload's ACL is not kept */
     act = op_act(r);
     if (act == STOR_ACT_COUNT)
@@ -644,8 +784,13 @@ enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r)
     if (!decide(r, act, r->bucket, on_key ? r->key : NULL,
                 on_key ? r->key_len : 0))
         return S3E_ACCESS_DENIED;
-    /* a canned ACL other than private also needs the ACL permission */
-    if (r->acl_hdr > IAM_ACL_PRIVATE + 1 &&
+    /* a canned ACL other than private also needs the ACL permission, and
+     * so do grants on CreateBucket (S3 asks for s3:PutBucketAcl there; an
+     * object's grants need s3:PutObject only: AWS's own example policy
+     * makes other accounts grant the bucket owner full control with
+     * s3:PutObject and a condition on s3:x-amz-grant-full-control) */
+    if ((r->acl_hdr > IAM_ACL_PRIVATE + 1 ||
+         (r->acl_grants && r->op == S3_OP_CREATE_BUCKET)) &&
         (r->op == S3_OP_PUT_OBJECT || r->op == S3_OP_COPY_OBJECT ||
          r->op == S3_OP_CREATE_MPU || r->op == S3_OP_CREATE_BUCKET) &&
         !decide(r,

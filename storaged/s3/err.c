@@ -240,6 +240,14 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
          "Insufficient information. Origin request header needed."},
     [S3E_CORS_NO_METHOD] = {400, "BadRequest",
                             "Invalid Access-Control-Request-Method: null"},
+    [S3E_MALFORMED_ACL] =
+        {400, "MalformedACLError",
+         "The XML you provided was not well-formed or did not validate against our published schema."},
+    [S3E_UNRESOLVABLE_EMAIL] =
+        {400, "UnresolvableGrantByEmailAddress",
+         "The e-mail address you provided does not match any account on record."},
+    [S3E_UNEXPECTED_CONTENT] = {400, "UnexpectedContent",
+                                "This request does not support content."},
     [S3E_CORS_NOT_ENABLED] =
         {403, "AccessForbidden",
          "CORSResponse: CORS is not enabled for this bucket."},

@@ -100,6 +100,9 @@ enum stor_s3_err {
     S3E_POST_BAD_POLICY,            /* 400 InvalidPolicyDocument */
     S3E_POST_FIELDS_TOO_LARGE,      /* 400 MaxPostPreDataLengthExceeded */
     S3E_POST_NO_FILE,               /* 400 InvalidArgument: no file field */
+    S3E_MALFORMED_ACL,              /* 400 MalformedACLError (acl.c) */
+    S3E_UNRESOLVABLE_EMAIL,         /* 400 UnresolvableGrantByEmailAddress */
+    S3E_UNEXPECTED_CONTENT,         /* 400: an ACL body with ACL headers */
     S3E_COUNT
 };
 

@@ -397,6 +397,7 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
         b->acl = acl ? stor_iam_acl_parse(acl, strlen(acl)) : 0;
         if (b->acl < 0)
             b->acl = 0;
+        b->aclv = json_object_get(bv, "acl");
         b->objects = json_object_get(bv, "objects");
         b->owners = json_object_get(bv, "owners");
         owner = json_string_value(json_object_get(bv, "owner"));

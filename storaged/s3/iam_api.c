@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "common/xml.h"
+#include "storaged/s3/acl.h"
 #include "storaged/s3/iam_i.h"
 #include "storaged/s3/s3_i.h"
 
@@ -843,49 +844,26 @@ void stor_iam_account_owner(struct stor_iam *iam, const char *name,
         stor_iam_snap_unref(s);
 }
 
-/* The AccessControlPolicy XML of canned ACL @acl. */
-static void acl_reply(struct stor_s3_req *r, int acl)
+/* The AccessControlPolicy answer of @acl (a canned name or a grant list;
+ * NULL: private) on r->bucket, or with @key on its object @key (@n
+ * bytes), named by its owner. */
+static void acl_reply(struct stor_s3_req *r, const char *key, size_t n)
 {
-    struct cm_buf *b = &r->http.resp.body;
-    struct stor_iam_owner o;
+    struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
+    const struct iam_bucket *b = stor_iam_bucket_find(s, r->bucket);
+    const json_t *acl = NULL;
+    const char *owner;
     int ret;
 
-    stor_iam_owner(r, r->bucket, &o);
-
-    /* The group grant comes first, as RGW and AWS list a canned ACL's
-     * grants: ceph/s3-tests' check_grants sorts by DisplayName only when
-     * the first grant has one, and fails on the owner-first order. */
-    ret = cm_buf_appendf(b,
-                         S3_XML_DECL "<AccessControlPolicy xmlns=\"" S3_XMLNS
-                                     "\"><Owner><ID>%s</ID><DisplayName>%s"
-                                     "</DisplayName></Owner>"
-                                     "<AccessControlList>",
-                         o.id, o.name);
-    if (ret == 0 && acl != IAM_ACL_PRIVATE)
-        ret = cm_buf_appendf(
-            b,
-            "<Grant><Grantee "
-            "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
-            "xsi:type=\"Group\"><URI>http://acs.amazonaws.com/groups/global/"
-            "%s</URI></Grantee><Permission>READ</Permission></Grant>",
-            acl == IAM_ACL_AUTH_READ ? "AuthenticatedUsers" : "AllUsers");
-    if (ret == 0 && acl == IAM_ACL_PUBLIC_RW)
-        ret = cm_buf_appends(
-            b, "<Grant><Grantee "
-               "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
-               "xsi:type=\"Group\"><URI>http://acs.amazonaws.com/groups/"
-               "global/AllUsers</URI></Grantee><Permission>WRITE</Permission>"
-               "</Grant>");
-    if (ret == 0)
-        ret = cm_buf_appendf(
-            b,
-            "<Grant><Grantee "
-            "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\""
-            " xsi:type=\"CanonicalUser\"><ID>%s</ID>"
-            "<DisplayName>%s</DisplayName></Grantee>"
-            "<Permission>FULL_CONTROL</Permission></Grant>"
-            "</AccessControlList></AccessControlPolicy>",
-            o.id, o.name);
+    if (key)
+        acl = b && b->objects ? json_object_getn(b->objects, key, n) : NULL;
+    else if (b)
+        acl = b->aclv;
+    owner = key ? stor_iam_object_owner_id(s, b, key, n)
+                : (b && b->owner ? b->owner->id : S3_OWNER_ID);
+    ret = stor_acl_xml(&r->http.resp.body, acl, owner,
+                       stor_iam_id_name(s, owner), stor_iam_id_name, s);
+    stor_iam_snap_unref(s);
     if (ret == 0)
         ret = stor_resp_hdr(&r->http.resp, "Content-Type", "application/xml");
     if (ret < 0) {
@@ -895,45 +873,73 @@ static void acl_reply(struct stor_s3_req *r, int acl)
     r->http.resp.status = 200;
 }
 
-/* PUT ?acl: a canned ACL in x-amz-acl; a grant list body is refused. */
-static int acl_arg(struct stor_s3_req *r)
+/* The ACL a PUT ?acl sets, as the new value to store (a canned name or a
+ * grant list; NULL: private) in *out: an AccessControlPolicy body, the
+ * x-amz-grant-* headers or x-amz-acl, exactly one of them. 0, or -1 with
+ * the error answered (also a public ACL the bucket's public access block
+ * refuses). */
+static int acl_arg(struct stor_s3_req *r, json_t **out)
 {
-    if (r->body.len > 0) {
-        stor_s3_error_msg(r, S3E_NOT_IMPLEMENTED,
-                          "storaged honours canned ACLs (x-amz-acl: private, "
-                          "public-read, authenticated-read), not grant lists");
+    struct stor_iam_snap *s;
+    const struct iam_bucket *b;
+    enum stor_s3_err e = S3E_NONE;
+    const char *msg = NULL;
+    json_t *v = NULL;
+    bool block;
+
+    *out = NULL;
+    if (r->body.len > 0 && (r->acl_hdr || r->acl_grants)) {
+        stor_s3_error_msg(r, S3E_UNEXPECTED_CONTENT,
+                          "This request does not support content with ACL "
+                          "headers");
         return -1;
     }
-    if (r->acl_hdr == 0) {
-        stor_s3_error_msg(r, S3E_INVALID_ARGUMENT,
-                          "PutAcl needs an x-amz-acl header");
+    s = stor_iam_snap_get(r->s3->iam);
+    if (r->body.len > 0)
+        e = stor_acl_from_xml(r->body.data, r->body.len, stor_iam_id_known, s,
+                              &v, &msg);
+    else if (r->acl_grants)
+        v = json_deep_copy(r->acl_grants);
+    else if (r->acl_hdr == 0)
+        e = S3E_MALFORMED_ACL, msg = "PutAcl needs an AccessControlPolicy "
+                                     "body, x-amz-grant-* or x-amz-acl";
+    else if (r->acl_hdr - 1 != IAM_ACL_PRIVATE &&
+             (v = json_string(stor_iam_acl_name(r->acl_hdr - 1))) == NULL)
+        e = S3E_INTERNAL;
+    b = stor_iam_bucket_find(s, r->bucket);
+    block = b && (b->pab & IAM_PAB_BLOCK_ACLS);
+    stor_iam_snap_unref(s);
+    if (e == S3E_NONE && block && stor_acl_is_public(v)) {
+        e = S3E_ACCESS_DENIED;
+        msg = "the bucket's public access block (BlockPublicAcls) refuses a "
+              "public ACL";
+    }
+    if (e != S3E_NONE) {
+        json_decref(v);
+        if (msg)
+            stor_s3_error_msg(r, e, msg);
+        else
+            stor_s3_error(r, e);
         return -1;
     }
-    return r->acl_hdr - 1;
+    *out = v;
+    return 0;
 }
 
 static void bucket_acl_run(struct stor_s3_req *r)
 {
-    struct stor_iam_snap *s;
-    const struct iam_bucket *b;
-    int acl, ret;
+    json_t *v;
+    int ret;
 
     if (need_bucket(r) < 0)
         return;
     if (r->http.is_get || r->http.is_head) {
-        s = stor_iam_snap_get(r->s3->iam);
-        b = stor_iam_bucket_find(s, r->bucket);
-        acl = b ? b->acl : IAM_ACL_PRIVATE;
-        stor_iam_snap_unref(s);
-        acl_reply(r, acl);
+        acl_reply(r, NULL, 0);
         return;
     }
-    acl = acl_arg(r);
-    if (acl < 0)
+    if (acl_arg(r, &v) < 0)
         return;
-    ret = bucket_set(
-        r, "acl",
-        acl == IAM_ACL_PRIVATE ? NULL : json_string(stor_iam_acl_name(acl)));
+    ret = bucket_set(r, "acl", v);
     if (ret < 0) {
         reply_errno(r, ret);
         return;
@@ -941,48 +947,54 @@ static void bucket_acl_run(struct stor_s3_req *r)
     r->http.resp.status = 200;
 }
 
-/* Records canned ACL @acl of r->bucket/@key (private: removed). */
+/* Records ACL @v (a canned name or a grant list; NULL: private; takes
+ * ownership) of r->bucket/@key. */
 static int object_acl_set(struct stor_s3_req *r, const char *key, size_t n,
-                          int acl)
+                          json_t *v)
 {
     struct stor_iam *iam = r->s3->iam;
     json_t *doc = change_begin(iam), *b, *objs;
 
-    if (doc == NULL)
+    if (doc == NULL) {
+        json_decref(v);
         return -ENOMEM;
-    b = doc_bucket(doc, r->bucket, acl != IAM_ACL_PRIVATE);
+    }
+    b = doc_bucket(doc, r->bucket, v != NULL);
     objs = json_object_get(b, "objects");
-    if (b && objs == NULL && acl != IAM_ACL_PRIVATE) {
+    if (b && objs == NULL && v) {
         objs = json_object();
         json_object_set_new(b, "objects", objs);
     }
-    if (objs && acl != IAM_ACL_PRIVATE)
-        json_object_setn_new(objs, key, n, json_string(stor_iam_acl_name(acl)));
+    if (objs && v)
+        json_object_setn_new(objs, key, n, v);
     else if (objs)
         json_object_deln(objs, key, n);
+    else
+        json_decref(v);
     doc_bucket_tidy(doc, r->bucket);
     return change_end(iam, doc);
 }
 
-/* The canned ACL recorded for r->bucket/@key. */
-static int object_acl_get(struct stor_s3_req *r, const char *key, size_t n)
+/* Whether the ACL recorded for r->bucket/@key equals @v (NULL: none,
+ * private). */
+static bool object_acl_is(struct stor_s3_req *r, const char *key, size_t n,
+                          const json_t *v)
 {
     struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
     const struct iam_bucket *b = stor_iam_bucket_find(s, r->bucket);
-    const char *a =
-        b && b->objects
-            ? json_string_value(json_object_getn(b->objects, key, n))
-            : NULL;
-    int acl = a ? stor_iam_acl_parse(a, strlen(a)) : IAM_ACL_PRIVATE;
+    const json_t *a =
+        b && b->objects ? json_object_getn(b->objects, key, n) : NULL;
+    bool same = a == NULL ? v == NULL : v != NULL && json_equal(a, v);
 
     stor_iam_snap_unref(s);
-    return acl < 0 ? IAM_ACL_PRIVATE : acl;
+    return same;
 }
 
 static void object_acl_run(struct stor_s3_req *r)
 {
     struct stor_obj_info info;
-    int acl, ret;
+    json_t *v;
+    int ret;
 
     memset(&info, 0, sizeof(info));
     ret = stor_obj_stat(r->s3->store, r->bucket, r->key, r->key_len, &info);
@@ -992,13 +1004,12 @@ static void object_acl_run(struct stor_s3_req *r)
     }
     stor_obj_info_fini(&info);
     if (r->http.is_get || r->http.is_head) {
-        acl_reply(r, object_acl_get(r, r->key, r->key_len));
+        acl_reply(r, r->key, r->key_len);
         return;
     }
-    acl = acl_arg(r);
-    if (acl < 0)
+    if (acl_arg(r, &v) < 0)
         return;
-    ret = object_acl_set(r, r->key, r->key_len, acl);
+    ret = object_acl_set(r, r->key, r->key_len, v);
     if (ret < 0) {
         reply_errno(r, ret);
         return;
@@ -1096,12 +1107,20 @@ static void object_owner_written(struct stor_s3_req *r, const char *key,
 void stor_iam_object_written(struct stor_s3_req *r, const char *key, size_t n,
                              bool deleted)
 {
-    int want = deleted || r->acl_hdr == 0 ? IAM_ACL_PRIVATE : r->acl_hdr - 1;
+    json_t *want = NULL;
     int ret;
 
     object_owner_written(r, key, n, deleted);
-    if (object_acl_get(r, key, n) == want)
+    if (deleted)
+        want = NULL;
+    else if (r->acl_grants)
+        want = json_deep_copy(r->acl_grants);
+    else if (r->acl_hdr > IAM_ACL_PRIVATE + 1)
+        want = json_string(stor_iam_acl_name(r->acl_hdr - 1));
+    if (object_acl_is(r, key, n, want)) {
+        json_decref(want);
         return; /* the common case: private before and after, no write */
+    }
     ret = object_acl_set(r, key, n, want);
     if (ret < 0)
         cm_log(CM_LOG_ERROR, -ret,
@@ -1131,7 +1150,9 @@ void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted)
         /* the creator's account owns it (none recorded: the root one) */
         if (a)
             ret = bucket_set(r, "owner", json_string(a->name));
-        if (ret == 0 && r->acl_hdr > IAM_ACL_PRIVATE + 1)
+        if (ret == 0 && r->acl_grants)
+            ret = bucket_set(r, "acl", json_deep_copy(r->acl_grants));
+        else if (ret == 0 && r->acl_hdr > IAM_ACL_PRIVATE + 1)
             ret = bucket_set(r, "acl",
                              json_string(stor_iam_acl_name(r->acl_hdr - 1)));
     }

@@ -52,17 +52,20 @@ enum iam_pab {
 };
 
 struct iam_bucket {
-    const char *name;                /* borrows the document */
-    const char *policy;              /* borrows the document; may be NULL */
-    struct stor_policy *pol;         /* owned */
-    int acl;                         /* enum iam_acl */
-    unsigned pab;                    /* enum iam_pab bits */
+    const char *name;        /* borrows the document */
+    const char *policy;      /* borrows the document; may be NULL */
+    struct stor_policy *pol; /* owned */
+    int acl;                 /* enum iam_acl */
+    json_t *aclv; /* borrowed: "acl" as stored: a canned name or a grant
+                   * list (acl.h); NULL: private */
+    unsigned pab; /* enum iam_pab bits */
     const struct iam_account *owner; /* in the snapshot; NULL: root's */
     /* borrowed: key -> account name, for objects written by an account
      * other than the bucket's (they own them), or NULL */
     json_t *owners;
     bool pol_public; /* stor_policy_is_public(pol) */
-    json_t *objects; /* borrowed: key -> canned ACL name, or NULL */
+    /* borrowed: key -> canned ACL name or grant list (acl.h), or NULL */
+    json_t *objects;
 };
 
 struct stor_iam_snap {
@@ -111,6 +114,15 @@ const struct iam_account *stor_iam_account_find(const struct stor_iam_snap *s,
 /* The bucket entry of @name in @s (may be NULL), or NULL. */
 const struct iam_bucket *stor_iam_bucket_find(const struct stor_iam_snap *s,
                                               const char *name);
+/* stor_acl_id_known and stor_acl_id_name (acl.h) over snapshot @arg:
+ * root's canonical id and the accounts' (authz.c). */
+bool stor_iam_id_known(void *arg, const char *id);
+const char *stor_iam_id_name(void *arg, const char *id);
+/* The canonical id of the account that owns r->bucket's object @key (its
+ * writer when recorded, else the bucket's owner) in @s. */
+const char *stor_iam_object_owner_id(const struct stor_iam_snap *s,
+                                     const struct iam_bucket *b,
+                                     const char *key, size_t n);
 /* enum iam_acl of canned ACL @s (@n bytes), or -1; and its name. */
 int stor_iam_acl_parse(const char *s, size_t n);
 const char *stor_iam_acl_name(int acl);

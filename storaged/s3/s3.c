@@ -17,6 +17,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1220,6 +1221,8 @@ static bool s3_req_fini(struct stor_req *h)
     r->iam_user = NULL;
     free(r->extag);
     r->extag = NULL;
+    json_decref(r->acl_grants);
+    r->acl_grants = NULL;
     stor_s3_post_free(r);
     if (r->fg_entered) {
         r->fg_entered = false;

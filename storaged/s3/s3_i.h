@@ -175,7 +175,8 @@ struct stor_s3_req {
     bool anonymous;                       /* no credentials at all */
     struct stor_iam_snap *iam_snap;       /* owned reference, or NULL */
     const struct stor_iam_user *iam_user; /* in iam_snap */
-    int8_t acl_hdr; /* x-amz-acl: 0 none, else enum iam_acl + 1 */
+    int8_t acl_hdr;            /* x-amz-acl: 0 none, else enum iam_acl + 1 */
+    struct json_t *acl_grants; /* x-amz-grant-*: a list (acl.h); owned */
     /* s3:ExistingObjectTag (authz.c): the loop's decision asked for the
      * stored object's tags; a worker loaded them into extag (owned, the
      * stored "k=v&..." form; NULL: the object has none) */
