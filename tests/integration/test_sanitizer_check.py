@@ -7,6 +7,7 @@ outer run stays green."""
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,11 +46,17 @@ def test_gate_fails_on_reports_and_passes_clean(tmp_path):
     env = dict(os.environ)
     env["ECFS_SAN_LOG_DIR"] = str(sandir)
     env["PYTHONPATH"] = HERE + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
-         "--rootdir", str(tmp_path), str(tmp_path / "test_inner.py")],
-        cwd=str(tmp_path), env=env, capture_output=True, text=True,
-        timeout=60)
+    # --basetemp of its own: a nested pytest left on the default cleans up
+    # /tmp/pytest-of-USER, deleting other, finished runs' tmp dirs (drive
+    # trees of hundreds of MiB), which under load ran past the 60 s timeout
+    # in CI. Not under tmp_path: the inner reports would fail this test.
+    with tempfile.TemporaryDirectory(prefix="ecfs-inner-") as bt:
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-rA", "-p",
+             "no:cacheprovider", "--rootdir", str(tmp_path), "--basetemp",
+             os.path.join(bt, "t"), str(tmp_path / "test_inner.py")],
+            cwd=str(tmp_path), env=env, capture_output=True, text=True,
+            timeout=60)
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     # each bad test errors in teardown; the clean one passes
