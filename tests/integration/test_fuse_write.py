@@ -800,10 +800,20 @@ def test_async_close(srv_mount, tmp_path):
         with open(p2, "rb") as f:
             assert f.read() == data, rel
         assert os.stat(p2).st_mtime_ns == os.stat(src / rel).st_mtime_ns
+    # 5 directory markers; a file copied (not moved) also costs a delete;
+    # the directories' attributes are copies onto themselves (<= 5 more).
+    # The last files' PUTs may still be running after rsync returns (that is
+    # async_close): wait for the count, then check it is exact.
+    deadline = time.monotonic() + 60
+    while True:
+        st = m.stats()
+        d = {k: st[k] - before[k] for k in ("put", "copy", "del")}
+        if d["put"] >= len(files) + 5 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    time.sleep(0.3)  # nothing more may follow
     st = m.stats()
     d = {k: st[k] - before[k] for k in ("put", "copy", "del")}
-    # 5 directory markers; a file copied (not moved) also costs a delete;
-    # the directories' attributes are copies onto themselves (<= 5 more)
     assert d["put"] == len(files) + 5, d
     assert d["del"] <= len(files) // 2 and \
         d["del"] <= d["copy"] <= d["del"] + 5, d
