@@ -65,6 +65,7 @@ struct fc_opts {
     int own_permissions;     /* -o own_permissions: ecfs's checks on an
                               * allow_other mount too */
     int allow_other;         /* -o allow_other or allow_root */
+    int meta_fetch;          /* -o meta_fetch=: FC_META_FETCH_* */
     int async_close;         /* close() of a small new file does not wait
                               * for its PUT (write.c) */
     int pack_off;            /* -o pack=off: show a pack's raw objects */
@@ -75,6 +76,17 @@ struct fc_opts {
                               * given -1: ahead for a pack > its caches */
     char *cache_dir;         /* persistent disk block cache, NULL = none */
     uint64_t cache_dir_size; /* its bound */
+};
+
+/* Which entries known only from a listing (ListObjectsV2 carries no
+ * x-amz-meta-*) get their stored mode, owner and mtime fetched with a
+ * HEAD before ecfs shows them or checks permissions with them (ops.c). */
+enum {
+    FC_META_FETCH_NONE = 1, /* never: a listing's entries show the defaults */
+    FC_META_FETCH_MARKED,   /* entries of directories that have a marker
+                             * object (ecfs and s3fs make them), and of the
+                             * root of a whole-bucket mount: the default */
+    FC_META_FETCH_ALL,      /* every entry: allow_other's default */
 };
 
 struct fc_fs {
@@ -96,6 +108,8 @@ struct fc_fs {
      * check a directory's x bit on a cached entry without
      * default_permissions */
     bool perm_walk;
+    uid_t mounter; /* the mounting user: its permission checks need no
+                    * stored metadata (it holds the credentials) */
 
     struct fc_dcache *dcache; /* -o cache_dir (dcache.c), NULL without */
 };

@@ -53,6 +53,8 @@ struct fc_itab {
     struct fc_note *notes;   /* by key; protected by lock */
     struct fc_note *dirchg;  /* by directory key: last change; lock */
     unsigned notes_sweep_at; /* sweep old notes at this count; lock */
+    struct fc_note *marks;   /* by directory key: marker made (exists) or
+                              * deleted here; protected by lock */
 };
 
 /* A namespace change made through this mount (see DESIGN). */
@@ -224,6 +226,7 @@ static void attr_load(const struct fc_inode *in, struct fc_attr *a)
     a->mtime = in->mtime;
     snprintf(a->etag, sizeof(a->etag), "%s", in->etag);
     a->meta = in->meta;
+    a->meta_unknown = in->meta_unknown;
 }
 
 /* @in's open state, allocated at the first use; NULL on ENOMEM. itab->lock
@@ -350,6 +353,12 @@ void fc_itab_destroy(struct fc_itab *t)
             free(n->key);
             free(n);
         }
+        HASH_ITER(hh, t->marks, n, ntmp)
+        {
+            HASH_DEL(t->marks, n);
+            free(n->key);
+            free(n);
+        }
     }
     HASH_ITER(hh, t->listings, l, ltmp)
     {
@@ -388,23 +397,27 @@ struct fc_rstate *fc_inode_rstate(struct fc_itab *t, struct fc_inode *in)
 
 /* Finds or creates the inode of @key and adds a lookup (see header). */
 /* Replaces @in's attributes with @a; attributes without metadata (a
- * listing's) keep the metadata already known for the same version.
- * itab->lock held. */
+ * listing's) keep the metadata already known for the same version, and
+ * the knowledge that it has none. itab->lock held. */
 static void attr_store(struct fc_inode *in, const struct fc_attr *a)
 {
     /* a listing shows a directory as a bare prefix (no ETag, never its
      * marker's metadata): keep what a HEAD of the marker, mkdir or chmod
      * told */
-    bool keep = a->meta.has == 0 && in->meta.has != 0 &&
-                ((a->etag[0] != '\0' && strcmp(a->etag, in->etag) == 0) ||
-                 (a->is_dir && in->is_dir));
+    bool same = (a->etag[0] != '\0' && fc_s3_etag_equal(a->etag, in->etag)) ||
+                (a->is_dir && in->is_dir);
+    bool keep = a->meta.has == 0 && same &&
+                (in->meta.has != 0 || (a->meta_unknown && !in->meta_unknown &&
+                                       in->attr_fetched > 0));
 
     in->is_dir = a->is_dir;
     in->size = a->size;
     in->mtime = a->mtime;
     etag_store(in, a->etag);
-    if (!keep)
+    if (!keep) {
         in->meta = a->meta;
+        in->meta_unknown = a->meta_unknown;
+    }
 }
 
 struct fc_inode *fc_inode_lookup(struct fc_itab *t, const char *key,
@@ -844,6 +857,37 @@ void fc_itab_empty_listing(struct fc_fs *fs, const char *dirkey)
     fc_listing_unref(old);
 }
 
+/* Records a marker made or deleted here (see header). */
+void fc_itab_mark_dir(struct fc_fs *fs, const char *dirkey, bool marked)
+{
+    struct fc_itab *t = fs->itab;
+
+    pthread_mutex_lock(&t->lock);
+    note_put(&t->marks, dirkey, marked, NULL, fc_now());
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Whether a directory has its marker (see header). */
+int fc_itab_dir_marked(struct fc_fs *fs, const char *dirkey)
+{
+    struct fc_itab *t = fs->itab;
+    struct fc_listing *l;
+    struct fc_note *n;
+    int ret = -1;
+
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND_STR(t->marks, dirkey, n);
+    if (n != NULL) {
+        ret = n->exists;
+    } else {
+        HASH_FIND(hh, t->listings, dirkey, strlen(dirkey), l);
+        if (l != NULL)
+            ret = l->has_marker;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return ret;
+}
+
 /* Drops listings of a subtree (see header). */
 void fc_itab_drop_listings(struct fc_fs *fs, const char *dirkey)
 {
@@ -1017,6 +1061,8 @@ static void lst_add_page(struct lst_builder *b, struct fc_listpage *p)
     for (size_t j = 0; j < p->nobjs && !b->failed; j++) {
         const struct fc_listobj *o = &p->objs[j];
         const char *name = o->key + dl;
+        if (dl > 0 && strcmp(o->key, b->dirkey) == 0)
+            b->l->has_marker = true;
         if (strncmp(o->key, b->dirkey, dl) != 0 || !name_is_valid(name) ||
             strchr(name, '/') != NULL)
             continue; /* the dir marker itself, or unrepresentable */

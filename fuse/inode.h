@@ -48,6 +48,10 @@ struct fc_listing {
      * only; a name it shows is still looked up with a HEAD, which brings
      * the object's x-amz-meta-* that a listing lacks */
     bool misses_only;
+    /* the directory's own marker object ("dir/") was in it: a directory
+     * made or touched by ecfs (or s3fs), whose entries may carry
+     * x-amz-meta-* (see fc_itab_mark_dir) */
+    bool has_marker;
 };
 
 /* Attributes of an object or directory. */
@@ -61,6 +65,10 @@ struct fc_attr {
      * does not: attributes from a listing keep those already known for
      * the same ETag */
     struct fc_s3_meta meta;
+    /* from a listing that may hide x-amz-meta-* (the mount's meta_fetch
+     * policy): @meta is not known yet, and a HEAD must fetch it before
+     * these attributes are shown or checked for permissions (ops.c) */
+    bool meta_unknown;
 };
 
 struct fc_oldkey;
@@ -105,6 +113,9 @@ struct fc_inode {
     bool shown_mixed : 1; /* replies of other sizes since the kernel was
                            * last told to drop its size (they may still be
                            * in flight) */
+    /* the attributes came from a listing that may hide x-amz-meta-*
+     * (fc_attr.meta_unknown) and no HEAD fetched them since */
+    bool meta_unknown : 1;
     char etag_in[FC_IETAG_IN];
     char kbuf[]; /* the key as created */
 };
@@ -202,6 +213,14 @@ bool fc_itab_noted(struct fc_fs *fs, const char *key, double since,
 /* Caches an empty listing of @dirkey, fetched now: a directory mkdir just
  * made, so lookups of new names in it cost no request. */
 void fc_itab_empty_listing(struct fc_fs *fs, const char *dirkey);
+/* Records whether directory key @dirkey has its marker object ("dir/"),
+ * as this mount made or deleted it. ecfs stores x-amz-meta-* on a key
+ * only under a directory that has a marker (ops.c makes it first), so a
+ * listing of a directory without one hides no metadata. */
+void fc_itab_mark_dir(struct fc_fs *fs, const char *dirkey, bool marked);
+/* Whether @dirkey has a marker: 1 yes, 0 no, -1 unknown (what this mount
+ * made or deleted, else what its cached listing, fresh or not, showed). */
+int fc_itab_dir_marked(struct fc_fs *fs, const char *dirkey);
 /* Drops every cached listing of @dirkey and below (a directory rename). */
 void fc_itab_drop_listings(struct fc_fs *fs, const char *dirkey);
 

@@ -52,7 +52,7 @@ struct raw_opts {
     struct fc_opts o;
     char *cache_size, *block_size, *whole_max, *readahead_max, *readahead_init,
         *part_size, *prefetch_mem, *write_part_size, *stage_max, *pack_block,
-        *pack, *pack_fetch, *cache_dir_size;
+        *pack, *pack_fetch, *cache_dir_size, *meta_fetch;
     char *log_file;
     char *umask_s;
     char *metrics, *otlp_endpoint; /* -o metrics=, otlp_endpoint= */
@@ -108,6 +108,7 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("stage_dir=%s", o.stage_dir),
     OPTS("stage_max=%s", stage_max),
     OPTS("pack=%s", pack),
+    OPTS("meta_fetch=%s", meta_fetch),
     OPTS("pack_block=%s", pack_block),
     OPTS("pack_fetch=%s", pack_fetch),
     OPTS("cache_dir=%s", o.cache_dir),
@@ -215,6 +216,12 @@ static void usage(const char *prog)
         "    -o own_permissions     ecfs's own checks on an allow_other mount too: the\n"
         "                           kernel then keeps no entry cached (every path\n"
         "                           walk is checked, one lookup a step)\n"
+        "    -o meta_fetch=WHICH    entries known only from a listing whose stored\n"
+        "                           mode/owner/mtime (x-amz-meta-*) are fetched with\n"
+        "                           a HEAD before use: marked (default: those in\n"
+        "                           directories with a marker object, which ecfs\n"
+        "                           makes before it stores any), all (default with\n"
+        "                           allow_other), none (the mount's defaults)\n"
         "    -o ro                  read-only mount; metadata cached until unmount\n"
         "    -o immutable           objects never change: cache like ro\n"
         "    -o attr_timeout=S      kernel attribute/entry cache (default 1; ro: 1 day)\n"
@@ -552,6 +559,19 @@ static int finish_opts(struct raw_opts *r)
         free(o->cache_dir);
         o->cache_dir = abs;
     }
+    if (r->meta_fetch == NULL)
+        o->meta_fetch = 0; /* by allow_other, once known (main) */
+    else if (strcmp(r->meta_fetch, "none") == 0)
+        o->meta_fetch = FC_META_FETCH_NONE;
+    else if (strcmp(r->meta_fetch, "marked") == 0)
+        o->meta_fetch = FC_META_FETCH_MARKED;
+    else if (strcmp(r->meta_fetch, "all") == 0)
+        o->meta_fetch = FC_META_FETCH_ALL;
+    else {
+        fprintf(stderr, "ecfs: bad meta_fetch=%s (marked, all or none)\n",
+                r->meta_fetch);
+        return -EINVAL;
+    }
     if (r->pack && strcmp(r->pack, "off") == 0)
         o->pack_off = 1;
     else if (r->pack && strcmp(r->pack, "on") != 0) {
@@ -720,6 +740,7 @@ static void free_opts(struct raw_opts *r)
     free(o->cache_dir);
     free(r->pack_block);
     free(r->pack_fetch);
+    free(r->meta_fetch);
     free(o->stage_dir);
     free(r->log_file);
     free(r->umask_s);
@@ -909,6 +930,12 @@ int main(int argc, char *argv[])
     if (fs.o.negative_timeout < 0)
         fs.o.negative_timeout = fs.cache_forever ? 86400 : 1;
     fs.o.allow_other = r.allow_other;
+    /* a shared mount decides for other users: every listed entry's
+     * stored mode and owner are fetched before they are used */
+    if (fs.o.meta_fetch == 0)
+        fs.o.meta_fetch =
+            fs.o.allow_other ? FC_META_FETCH_ALL : FC_META_FETCH_MARKED;
+    fs.mounter = geteuid();
     if (fuse_opt_add_arg(&args, "-osubtype=ecfs") != 0)
         goto out_args;
     {

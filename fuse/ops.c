@@ -181,6 +181,8 @@ static double attr_tmo(const struct fc_fs *fs)
 
 static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
                          struct fc_attr *a, char **key, double *when);
+static int revalidate(struct fc_fs *fs, struct fc_inode *in, struct fc_attr *a);
+static int mark_parent(struct fc_fs *fs, const char *key);
 
 /* Kernel entry timeout: none when every path walk must reach ecfs's
  * permission checks (fs->perm_walk). */
@@ -205,6 +207,22 @@ static void inode_stat(struct fc_fs *fs, struct fc_inode *in, struct stat *st)
     fc_fill_stat(fs, in->ino, &a, st);
 }
 
+/* Fetches @in's stored mode and owner (a HEAD) when they are not known
+ * (an entry only listed: fc_attr.meta_unknown) and the caller of @req is
+ * not the mounting user: a permission decision for anyone else must see
+ * them. The mounting user holds the mount's credentials, so its checks
+ * protect nothing and cost no request. 0 or -errno. */
+static int meta_for(fuse_req_t req, struct fc_inode *in)
+{
+    struct fc_fs *fs = fuse_req_userdata(req);
+    struct fc_attr a;
+
+    fc_inode_get_attr(fs->itab, in, &a, NULL);
+    if (!a.meta_unknown || fuse_req_ctx(req)->uid == fs->mounter)
+        return 0;
+    return revalidate(fs, in, &a);
+}
+
 /* Whether the caller of @req may @mask (R_OK/W_OK/X_OK) the inode @in
  * (perm.c); always 0 when the kernel checks (default_permissions, ro and
  * pack mounts). 0 or -EACCES. */
@@ -217,6 +235,8 @@ static int may(fuse_req_t req, struct fc_inode *in, int mask)
 
     if (!fs->own_perms)
         return 0;
+    if ((ret = meta_for(req, in)) < 0)
+        return ret;
     inode_stat(fs, in, &st);
     fc_cred_init(&c, req);
     ret = fc_perm_check(&c, &st, mask);
@@ -239,6 +259,19 @@ static int child_stat(struct fc_fs *fs, struct fc_inode *dir, const char *name,
         return ret;
     if (fc_itab_cached_attr(fs->itab, key, &live, &when))
         a = live;
+    if (a.meta_unknown) {
+        /* only listed: its owner is stored, not listed */
+        struct fc_s3_obj obj;
+        ret = fc_s3_head(fs->s3, key, &obj);
+        if (ret == 0)
+            a.meta = obj.meta;
+        else if (ret == -ENOENT && a.is_dir)
+            ret = 0; /* a prefix without a marker: the defaults */
+        if (ret < 0) {
+            free(key);
+            return ret;
+        }
+    }
     free(key);
     fc_fill_stat(fs, 0, &a, st);
     return 0;
@@ -319,36 +352,67 @@ static char *child_key(const char *dir, const char *name, bool is_dir)
     return k;
 }
 
-/* Converts a listing entry to attributes. */
-static void dirent_attr(const struct fc_dirent *d, struct fc_attr *a)
+/* Whether the entries of listing @l may carry x-amz-meta-* that the
+ * listing does not show (-o meta_fetch): every listing (all); those of a
+ * directory with a marker object (marked: ecfs stores metadata only under
+ * a marked directory, mark_parent; the root of a whole-bucket mount
+ * cannot have one, so a chmod there shows after a restart only with
+ * meta_fetch=all); none. */
+static bool listing_hides_meta(const struct fc_fs *fs,
+                               const struct fc_listing *l)
+{
+    switch (fs->o.meta_fetch) {
+    case FC_META_FETCH_ALL:
+        return true;
+    case FC_META_FETCH_MARKED:
+        return l->has_marker;
+    default:
+        return false;
+    }
+}
+
+/* Converts entry @d of listing @l to attributes. */
+static void dirent_attr(const struct fc_fs *fs, const struct fc_listing *l,
+                        const struct fc_dirent *d, struct fc_attr *a)
 {
     memset(a, 0, sizeof(*a));
     a->is_dir = d->is_dir;
     a->size = d->size;
     a->mtime = d->mtime;
     snprintf(a->etag, sizeof(a->etag), "%s", d->etag);
+    a->meta_unknown = listing_hides_meta(fs, l);
 }
 
 /* Registers (one more lookup on) the inode for @key with @a, fetched at
  * @when (the age of the listing or HEAD they came from: using now would let
- * every lookup renew stale attributes forever), and fills @e. 0 or
- * -ENOMEM. */
+ * every lookup renew stale attributes forever), and fills @e. An inode
+ * whose stored attributes are not known (only listed, meta_unknown) is
+ * HEADed first: the kernel keeps what an entry says (its sticky-bit
+ * check, for one, never asks again). 0, -ENOMEM, or -errno of the HEAD
+ * (no lookup added). */
 static int make_entry(struct fc_fs *fs, const char *key,
                       const struct fc_attr *a, double when,
                       struct fuse_entry_param *e)
 {
     struct fc_inode *in = fc_inode_lookup(fs->itab, key, a, when);
     struct fc_attr cur;
+    int ret;
 
     if (in == NULL)
         return -ENOMEM;
+    fc_inode_get_attr(fs->itab, in, &cur, NULL);
+    if (cur.meta_unknown && (ret = revalidate(fs, in, &cur)) < 0) {
+        fc_inode_forget(fs->itab, in->ino, 1);
+        return ret;
+    }
     /* the inode may hold newer attributes than @a (an old listing
      * snapshot): the kernel must get those, its i_size bounds reads; or
      * those of the version its page cache holds, while that is in use */
     fc_inode_reply_attr(fs->itab, in, &cur);
     memset(e, 0, sizeof(*e));
     e->ino = in->ino;
-    e->attr_timeout = attr_tmo(fs);
+    /* still not known (being written here): the kernel asks again */
+    e->attr_timeout = cur.meta_unknown ? 0 : attr_tmo(fs);
     e->entry_timeout = entry_tmo(fs);
     fc_fill_stat(fs, in->ino, &cur, &e->attr);
     return 0;
@@ -688,9 +752,9 @@ static int noted_child(struct fc_fs *fs, const char *dirkey, const char *name,
 /* @name looked up in listing @l of @dirkey (the reference is dropped):
  * 0 with @a, *@key and *@when, -ENOENT, -ENOMEM, or 1 when @l answers
  * misses only and shows @name (the caller asks S3). */
-static int listed_child(struct fc_listing *l, const char *dirkey,
-                        const char *name, struct fc_attr *a, char **key,
-                        double *when)
+static int listed_child(struct fc_fs *fs, struct fc_listing *l,
+                        const char *dirkey, const char *name, struct fc_attr *a,
+                        char **key, double *when)
 {
     const struct fc_dirent *d = fc_listing_find(l, name);
     int ret = -ENOENT;
@@ -698,7 +762,7 @@ static int listed_child(struct fc_listing *l, const char *dirkey,
     if (d != NULL && l->misses_only) {
         ret = 1;
     } else if (d != NULL) {
-        dirent_attr(d, a);
+        dirent_attr(fs, l, d, a);
         *when = l->fetched;
         *key = child_key(dirkey, name, d->is_dir);
         ret = *key ? 0 : -ENOMEM;
@@ -729,14 +793,14 @@ static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
         return v == 1 ? 0 : -ENOENT;
     }
     if (l != NULL) { /* listed_child drops @l */
-        if ((v = listed_child(l, dirkey, name, a, key, when)) <= 0)
+        if ((v = listed_child(fs, l, dirkey, name, a, key, when)) <= 0)
             return v;
     } else if ((*key = cached_child(fs, dirkey, name, a, when)) != NULL) {
         return 0; /* a live inode with fresh attributes: no request */
     } else if (fc_dir_stale_entries(fs, dirkey) < STALE_REFETCH_MAX &&
                fc_dir_refetch(fs, dirkey, &l) == 0) {
         atomic_fetch_add_explicit(&g_stale_refetch, 1, memory_order_relaxed);
-        if ((v = listed_child(l, dirkey, name, a, key, when)) <= 0)
+        if ((v = listed_child(fs, l, dirkey, name, a, key, when)) <= 0)
             return v;
     }
     *when = fc_now();
@@ -807,7 +871,9 @@ static void fc_op_forget_multi(fuse_req_t req, size_t count,
     fuse_reply_none(req);
 }
 
-/* Refreshes a file inode's attributes with a HEAD when they are stale.
+/* Refreshes a file inode's attributes with a HEAD when they are stale,
+ * and a file's or directory's stored metadata when it is not known (only
+ * listed: a directory's is on its marker, absent for a bare prefix).
  * 0 and @a (fresh or still valid), or -errno. */
 static int revalidate(struct fc_fs *fs, struct fc_inode *in, struct fc_attr *a)
 {
@@ -816,18 +882,33 @@ static int revalidate(struct fc_fs *fs, struct fc_inode *in, struct fc_attr *a)
     int ret;
 
     fc_inode_get_attr(fs->itab, in, a, &fetched);
-    if (a->is_dir || in->ino == FUSE_ROOT_ID || fc_fs_is_fresh(fs, fetched))
+    if (in->ino == FUSE_ROOT_ID ||
+        (!a->meta_unknown && (a->is_dir || fc_fs_is_fresh(fs, fetched))))
         return 0;
     /* being written here: S3 does not have it yet */
     if (fc_inode_is_writing(fs->itab, in))
         return 0;
     ret = fc_s3_head(fs->s3, in->key, &obj);
+    if (a->is_dir) {
+        if (ret < 0 && ret != -ENOENT)
+            return ret;
+        memset(&a->meta, 0, sizeof(a->meta));
+        if (ret == 0) {
+            a->meta = obj.meta;
+            if (obj.mtime)
+                a->mtime = obj.mtime;
+        }
+        a->meta_unknown = false;
+        fc_inode_set_attr(fs->itab, in, a, fetched);
+        return 0;
+    }
     if (ret < 0)
         return ret;
     a->size = obj.size;
     if (obj.mtime)
         a->mtime = obj.mtime;
     a->meta = obj.meta;
+    a->meta_unknown = false;
     snprintf(a->etag, sizeof(a->etag), "%s", obj.etag);
     fc_inode_set_attr(fs->itab, in, a, fc_now());
     return 0;
@@ -860,7 +941,7 @@ static void fc_op_getattr(fuse_req_t req, fuse_ino_t ino,
     }
     fc_inode_reply_attr(fs->itab, in, &a);
     fc_fill_stat(fs, ino, &a, &st);
-    fuse_reply_attr(req, &st, attr_tmo(fs));
+    fuse_reply_attr(req, &st, a.meta_unknown ? 0 : attr_tmo(fs));
 }
 
 /* The kernel's FMODE_EXEC, passed in the open flags of an execve (not in
@@ -923,6 +1004,8 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     ret = revalidate(fs, in, &a);
     if (ret == 0)
         ret = may(req, in, open_mask(fi->flags));
+    if (ret == 0 && wr)
+        ret = mark_parent(fs, in->key); /* its commit stores metadata */
     if (ret < 0) {
         fuse_reply_err(req, -ret);
         return;
@@ -1182,6 +1265,21 @@ static uint64_t key_ino_hash(const char *key)
     return h | (1ull << 62);
 }
 
+/* Whether the live inode of @key knows its stored attributes for the
+ * version of listing attributes @a (a HEAD or a commit told them). */
+static bool live_meta_known(struct fc_fs *fs, const char *key,
+                            const struct fc_attr *a)
+{
+    struct fc_attr live;
+    double t;
+
+    if (!fc_itab_cached_attr(fs->itab, key, &live, &t) || live.meta_unknown)
+        return false;
+    return a->is_dir
+               ? live.is_dir
+               : a->etag[0] != '\0' && fc_s3_etag_equal(a->etag, live.etag);
+}
+
 /* Fills a readdir(plus) buffer from the snapshot, starting at entry @off
  * (0 ".", 1 "..", 2.. listing entries). Replies. */
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -1225,17 +1323,21 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         const struct fc_dirent *d = &l->ents[i - 2];
         name = d->name;
-        dirent_attr(d, &a);
+        dirent_attr(fs, l, d, &a);
         key = child_key(dir->key, name, d->is_dir);
         if (key == NULL) {
             err = ENOMEM;
             break;
         }
-        if (plus && l->n > FC_PLUS_INODES_MAX) {
+        if (plus && (l->n > FC_PLUS_INODES_MAX ||
+                     (a.meta_unknown && !live_meta_known(fs, key, &a)))) {
             /* a huge directory: the name and type only, no inode (the
              * kernel makes none for node id 0), so listing it (ls -f,
              * find) costs the listing's memory alone; what is stat'ed or
-             * opened is looked up from the listing, without a request */
+             * opened is looked up from the listing, without a request.
+             * The same for an entry whose stored attributes are not
+             * known (meta_unknown): its lookup HEADs it, so a scan that
+             * only reads names (ImageFolder, find) sends no HEAD */
             e.attr.st_ino = key_ino_hash(key);
             e.attr.st_mode = d->is_dir ? S_IFDIR : S_IFREG;
             ent = fuse_add_direntry_plus(req, buf + pos, size - pos, name, &e,
@@ -1382,6 +1484,8 @@ static int set_meta(struct fc_fs *fs, struct fc_inode *in,
     struct fc_s3_meta m;
     int ret;
 
+    if ((ret = mark_parent(fs, in->key)) < 0)
+        return ret;
     fc_inode_get_attr(fs->itab, in, &a, NULL);
     m = a.meta;
     if (to_set & FUSE_SET_ATTR_MODE) {
@@ -1456,6 +1560,12 @@ static void fc_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
         return;
     }
     fc_inode_get_attr(fs->itab, in, &a, NULL);
+    /* only listed: the checks need its owner, and a chmod must keep the
+     * stored owner and mtime (the copy replaces all of them) */
+    if (a.meta_unknown && (ret = revalidate(fs, in, &a)) < 0) {
+        fuse_reply_err(req, -ret);
+        return;
+    }
     if ((to_set & FUSE_SET_ATTR_SIZE) && a.is_dir) {
         fuse_reply_err(req, EISDIR);
         return;
@@ -1559,6 +1669,53 @@ static int put_empty(struct fc_fs *fs, const char *key, char *etag)
     return fc_s3_put(fs->s3, key, &b, etag);
 }
 
+/* Makes sure the directory holding @key has its marker object before
+ * ecfs stores x-amz-meta-* on @key, so that a listing of a directory
+ * without a marker is known to hide none (-o meta_fetch=marked). Free
+ * when this mount knows the marker (it made the directory, or a listing
+ * showed it), else a HEAD, and a PUT of an empty marker when it is
+ * missing (a directory that was only a prefix: uploaded by another
+ * client; for a prefix mount, its root too). The root of a whole-bucket
+ * mount has no marker key. 0 or -errno. */
+static int mark_parent(struct fc_fs *fs, const char *key)
+{
+    size_t kl = strlen(key), dl;
+    struct fc_s3_obj obj;
+    char etag[FC_ETAG_MAX], *dir;
+    int ret;
+
+    dl = kl > 0 && key[kl - 1] == '/' ? kl - 1 : kl;
+    while (dl > 0 && key[dl - 1] != '/')
+        dl--;
+    if (dl == 0)
+        return 0;
+    if ((dir = strndup(key, dl)) == NULL)
+        return -ENOMEM;
+    if (fc_itab_dir_marked(fs, dir) == 1) {
+        free(dir);
+        return 0;
+    }
+    ret = fc_s3_head(fs->s3, dir, &obj);
+    if (ret == -ENOENT)
+        ret = put_empty(fs, dir, etag);
+    if (ret == 0)
+        fc_itab_mark_dir(fs, dir, true);
+    else
+        cm_log(CM_LOG_WARN, -ret, "ecfs: %s: directory marker not made", dir);
+    free(dir);
+    return ret;
+}
+
+/* The stored attributes of directory @dir, fetched if only listed (a
+ * new entry's group and set-gid bit come from them). 0 or -errno. */
+static int dir_meta(struct fc_fs *fs, struct fc_inode *dir)
+{
+    struct fc_attr a;
+
+    fc_inode_get_attr(fs->itab, dir, &a, NULL);
+    return a.meta_unknown ? revalidate(fs, dir, &a) : 0;
+}
+
 /* Valid replies: fuse_reply_entry, fuse_reply_err. Regular files only
  * (an empty object); devices, FIFOs and sockets cannot be objects. */
 static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -1575,13 +1732,15 @@ static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
     if ((ret = check_new_name(fs, parent, name)) < 0 ||
         (ret = dir ? 0 : -ENOENT) < 0 ||
         (ret = may(req, dir, W_OK | X_OK)) < 0 ||
-        (ret = S_ISREG(mode) ? 0 : -EPERM) < 0) {
+        (ret = S_ISREG(mode) ? 0 : -EPERM) < 0 ||
+        (ret = dir_meta(fs, dir)) < 0) {
         fuse_reply_err(req, -ret);
         return;
     }
     key = child_key(dir->key, name, false);
-    if (key == NULL) {
-        fuse_reply_err(req, ENOMEM);
+    if (key == NULL || (ret = mark_parent(fs, key)) < 0) {
+        free(key);
+        fuse_reply_err(req, key == NULL ? ENOMEM : -ret);
         return;
     }
     new_attr(&a, false);
@@ -1620,13 +1779,15 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 
     if ((ret = check_new_name(fs, parent, name)) < 0 ||
         (ret = dir ? 0 : -ENOENT) < 0 ||
-        (ret = may(req, dir, W_OK | X_OK)) < 0) {
+        (ret = may(req, dir, W_OK | X_OK)) < 0 ||
+        (ret = dir_meta(fs, dir)) < 0) {
         fuse_reply_err(req, -ret);
         return;
     }
     key = child_key(dir->key, name, true);
-    if (key == NULL) {
-        fuse_reply_err(req, ENOMEM);
+    if (key == NULL || (ret = mark_parent(fs, key)) < 0) {
+        free(key);
+        fuse_reply_err(req, key == NULL ? ENOMEM : -ret);
         return;
     }
     new_attr(&a, true);
@@ -1642,6 +1803,7 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     }
     if (ret == 0) {
         fc_itab_note(fs, key, true, &a);
+        fc_itab_mark_dir(fs, key, true);
         /* (it may have existed as a prefix: then the marker is all that
          * is new and its listing is fetched as usual) */
         if (dir_has_children(fs, key) == 0)
@@ -1787,6 +1949,7 @@ static void fc_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     if (ret == 0) {
         fc_itab_note(fs, key, false, NULL);
+        fc_itab_mark_dir(fs, key, false);
         fc_itab_unhash(fs->itab, key);
         fc_itab_drop_listings(fs, key);
     }
@@ -2058,6 +2221,7 @@ static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
         fc_itab_unhash(fs->itab, src);
     fc_itab_drop_listings(fs, src);
     fc_itab_drop_listings(fs, dst);
+    fc_itab_mark_dir(fs, src, false);
     new_attr(&a, true);
     {
         /* the marker's copy kept its attributes */
@@ -2092,6 +2256,32 @@ static int may_rename(fuse_req_t req, struct fc_inode *d1, const char *name,
     return ret == -ENOENT ? 0 : ret;
 }
 
+/* RENAME_NOREPLACE: 0 when nothing is named @name in @dir, else -EEXIST
+ * (or -errno). The kernel refuses a name it knows itself; this asks the
+ * caches and, when they say absent, S3 (a HEAD: another client may have
+ * made it since). Not atomic with the rename's copy: S3 has no
+ * conditional copy. */
+static int target_absent(struct fc_fs *fs, struct fc_inode *dir,
+                         const char *name)
+{
+    struct fc_s3_obj obj;
+    struct fc_attr a;
+    char *key = NULL;
+    double when;
+    int ret = resolve_child(fs, dir->key, name, &a, &key, &when);
+
+    free(key);
+    if (ret == 0)
+        return -EEXIST;
+    if (ret != -ENOENT)
+        return ret;
+    if ((key = child_key(dir->key, name, false)) == NULL)
+        return -ENOMEM;
+    ret = fc_s3_head(fs->s3, key, &obj);
+    free(key);
+    return ret == 0 ? -EEXIST : ret == -ENOENT ? 0 : ret;
+}
+
 /* Valid replies: fuse_reply_err */
 static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                          fuse_ino_t newparent, const char *newname,
@@ -2109,8 +2299,9 @@ static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         fuse_reply_err(req, EROFS);
         return;
     }
-    if (flags & RENAME_EXCHANGE) {
-        fuse_reply_err(req, EINVAL); /* no atomic swap in S3 */
+    /* no atomic swap in S3; whiteouts are overlayfs's (a char device) */
+    if (flags & (RENAME_EXCHANGE | RENAME_WHITEOUT)) {
+        fuse_reply_err(req, EINVAL);
         return;
     }
     if (d1 == NULL || d2 == NULL) {
@@ -2139,6 +2330,10 @@ static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         if (dst == NULL)
             ret = -ENOMEM;
     }
+    if (ret == 0 && (flags & RENAME_NOREPLACE))
+        ret = target_absent(fs, d2, newname);
+    if (ret == 0)
+        ret = mark_parent(fs, dst); /* the copy carries metadata */
     if (ret == 0 && strcmp(src, dst) == 0)
         ret = 0; /* same name: nothing to do */
     else if (ret == 0 && a.is_dir && strncmp(dst, src, strlen(src)) == 0)
@@ -2179,6 +2374,46 @@ static void fc_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
         fuse_reply_write(req, (size_t)n);
 }
 
+/* The sticky-bit rule for a create of @key in @dir (M2 of the permission
+ * review): the kernel sends CREATE when it believes the name absent, but
+ * an object another client made after the cached listing may be there,
+ * and a create replaces it with a new object of the caller's. In a
+ * sticky directory, for a caller that is neither root nor its owner, S3
+ * is asked (one HEAD): an object there may only be replaced by its owner
+ * (EPERM), and O_EXCL gets EEXIST. Elsewhere the last writer wins, as
+ * between any two S3 clients. 0 or -errno. */
+static int may_create_over(fuse_req_t req, struct fc_inode *dir,
+                           const char *key, int flags)
+{
+    struct fc_fs *fs = fuse_req_userdata(req);
+    struct fc_s3_obj obj;
+    struct fc_cred c;
+    struct stat dst, vst;
+    int ret = 0;
+
+    if (!fs->own_perms)
+        return 0;
+    inode_stat(fs, dir, &dst);
+    fc_cred_init(&c, req);
+    if ((dst.st_mode & S_ISVTX) && c.uid != 0 && c.uid != dst.st_uid) {
+        ret = fc_s3_head(fs->s3, key, &obj);
+        if (ret == 0 && (flags & O_EXCL)) {
+            ret = -EEXIST;
+        } else if (ret == 0) {
+            struct fc_attr a;
+            memset(&a, 0, sizeof(a));
+            a.size = obj.size;
+            a.meta = obj.meta;
+            fc_fill_stat(fs, 0, &a, &vst);
+            ret = fc_perm_sticky(&c, &dst, &vst);
+        } else if (ret == -ENOENT) {
+            ret = 0;
+        }
+    }
+    fc_cred_fini(&c);
+    return ret;
+}
+
 /* Valid replies: fuse_reply_create, fuse_reply_err */
 static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
                          mode_t mode, struct fuse_file_info *fi)
@@ -2193,7 +2428,8 @@ static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
     if ((ret = check_new_name(fs, parent, name)) < 0 ||
         (ret = dir ? 0 : -ENOENT) < 0 ||
-        (ret = may(req, dir, W_OK | X_OK)) < 0) {
+        (ret = may(req, dir, W_OK | X_OK)) < 0 ||
+        (ret = dir_meta(fs, dir)) < 0) {
         fuse_reply_err(req, -ret);
         return;
     }
@@ -2203,6 +2439,13 @@ static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
         free(key);
         free(fh);
         fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    if ((ret = mark_parent(fs, key)) < 0 ||
+        (ret = may_create_over(req, dir, key, fi->flags)) < 0) {
+        free(key);
+        free(fh);
+        fuse_reply_err(req, -ret);
         return;
     }
     new_attr(&a, false);
@@ -2293,6 +2536,10 @@ static void fc_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
     if (ino == FC_STATS_INO) {
         fc_stats_attr(fs, stats_format, &st);
     } else if ((in = fc_inode_peek(fs->itab, ino)) != NULL) {
+        if (fs->own_perms && (ret = meta_for(req, in)) < 0) {
+            fuse_reply_err(req, -ret);
+            return;
+        }
         inode_stat(fs, in, &st);
     } else {
         fuse_reply_err(req, ENOENT);

@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 
 import pytest
@@ -44,6 +45,10 @@ def run(op, *a):
     if op == "stat":
         st = os.stat(a[0])
         return [oct(st.st_mode), st.st_uid, st.st_gid]
+    if op == "lsl":  # ls -l: the names, then each one's attributes
+        return [[n, oct(os.lstat(os.path.join(a[0], n)).st_mode),
+                 os.lstat(os.path.join(a[0], n)).st_uid]
+                for n in sorted(os.listdir(a[0]))]
     if op == "read":
         with open(a[0], "rb") as f:
             return f.read().decode()
@@ -276,3 +281,170 @@ def test_default_permissions_option(storaged, ecfs_mount, opts):
     assert as_user(t, A, A, [], [["open", "r", "O_WRONLY"], ["read", "r"],
                                  ["write", "new", "n"]]) == \
         ["EACCES", "x", "EACCES"]
+
+
+# what a fresh mount must show of a tree ecfs stored: every entry is
+# first known from a listing (no x-amz-meta-*), and its stored mode and
+# owner must still be what `ls -l` shows and what decides for others
+AFTER_RESTART = [
+    ("B", [["lsl", "."], ["lsl", "a"], ["lsl", "grp"], ["stat", "a/mine"],
+           ["read", "a/mine"], ["read", "a/none"], ["list", "grp"],
+           ["read", "grp/f"], ["read", "r"], ["open", "r", "O_WRONLY"],
+           ["open", "own", "O_WRONLY"], ["access", "a/mine", 4],
+           ["exec", "./xroot"], ["exec", "./xall"], ["chdir", "nor"],
+           ["read", "nor/f"], ["unlink", "sticky/fa"]]),
+    ("A", [["lsl", "a"], ["read", "a/mine"], ["open", "own", "O_WRONLY"],
+           ["read", "grp/f"], ["list", "grp"], ["stat", "setid"],
+           ["chmod", "own", 0o640], ["stat", "own"]]),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opts", [["allow_other"],
+                                  ["allow_other", "own_permissions"]])
+def test_listed_attributes_after_restart(storaged, ecfs_mount, opts):
+    """S1 of the permission review: after a restart every entry is known
+    from a listing only, which carries no x-amz-meta-*; ecfs must fetch
+    the stored mode and owner (a HEAD) before it shows them or anyone but
+    the mounting user is checked against them. The tree is built through
+    one mount, read through a fresh one, and every answer compared with
+    tmpfs: with the kernel's checks (allow_other: meta_fetch=all) and with
+    ecfs's own."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    b = "perm-" + uuid.uuid4().hex[:10]
+    s3.create_bucket(Bucket=b)
+    m = ecfs_mount(srv.endpoint, b, opts + ["retries=2"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    local = tempfile.mkdtemp(prefix="ecfs-perm-", dir="/dev/shm")
+    try:
+        trees = {"tmpfs": os.path.join(local, "t"),
+                 "ecfs": os.path.join(m.path, "t")}
+        for t in trees.values():
+            os.mkdir(t)
+            os.chmod(t, 0o755)
+            build_tree(t)
+        m.unmount()
+        m2 = ecfs_mount(srv.endpoint, b, opts + ["retries=2"],
+                        access_key=srv.access_key, secret_key=srv.secret_key)
+        trees["ecfs"] = os.path.join(m2.path, "t")
+        for i, (name, calls) in enumerate(AFTER_RESTART):
+            uid, gid, groups = who(name)
+            got = {k: as_user(t, uid, gid, groups, calls)
+                   for k, t in trees.items()}
+            for c, want, have in zip(calls, got["tmpfs"], got["ecfs"]):
+                assert have == want, "step %d %s %s: tmpfs %r, ecfs %r" % (
+                    i, name, c, want, have)
+        # the owner's chmod after the restart kept the stored owner (the
+        # chmod is stored a second later, or at unmount)
+        m2.unmount()
+        h = s3.head_object(Bucket=b, Key="t/own")["Metadata"]
+        assert h.get("uid") == str(A) and h.get("gid") == str(A), h
+        assert h.get("mode") == str(0o100640), h
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def test_listed_attributes_cost(storaged, ecfs_mount):
+    """What S1's fix costs (-o meta_fetch, default marked): `ls -l` of a
+    tree uploaded by another client (no directory marker: its listings
+    hide no metadata) sends no HEAD; in a directory ecfs made (a marker)
+    each listed file is HEADed once, when first shown (a second `ls -l`
+    sends none), and a chmod there is shown after a restart; meta_fetch=
+    none sends none and shows the defaults."""
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    b = "perm-" + uuid.uuid4().hex[:10]
+    s3.create_bucket(Bucket=b)
+    for i in range(20):
+        s3.put_object(Bucket=b, Key="up/c/%02d" % i, Body=b"u")
+
+    def mount(extra=()):
+        return ecfs_mount(srv.endpoint, b, ["retries=2"] + list(extra),
+                          access_key=srv.access_key,
+                          secret_key=srv.secret_key)
+
+    def ls_l(m, d):
+        p = os.path.join(m.path, d)
+        return {n: os.lstat(os.path.join(p, n)) for n in os.listdir(p)}
+
+    def heads(m, d):
+        """HEADs so far, once the path to @d is looked up (a directory
+        only listed is HEADed for its marker's attributes)."""
+        os.lstat(os.path.join(m.path, d))
+        return m.stats()["head"]
+
+    m = mount()
+    os.makedirs(os.path.join(m.path, "made"))
+    for i in range(20):
+        with open(os.path.join(m.path, "made", "%02d" % i), "w") as f:
+            f.write("m")
+    os.chmod(os.path.join(m.path, "made", "07"), 0o600)
+    os.chmod(os.path.join(m.path, "up", "c", "03"), 0o600)
+    m.unmount()
+    # the chmod under the uploaded tree made its directory's marker
+    assert s3.head_object(Bucket=b, Key="up/c/")["ContentLength"] == 0
+    s3.delete_object(Bucket=b, Key="up/c/03")
+    s3.put_object(Bucket=b, Key="up/c/03", Body=b"u")
+
+    m = mount()
+    h0 = heads(m, "up/c")
+    st = ls_l(m, "up/c")
+    assert len(st) == 20
+    assert m.stats()["head"] - h0 == 20  # up/c/ has a marker now
+    m.unmount()
+    s3.delete_object(Bucket=b, Key="up/c/")
+    m = mount()
+    h0 = heads(m, "up/c")
+    st = ls_l(m, "up/c")
+    assert len(st) == 20 and all(s.st_mode & 0o777 == 0o644
+                                 for s in st.values())
+    assert m.stats()["head"] == h0  # no marker: nothing to fetch
+    h0 = heads(m, "made")
+    st = ls_l(m, "made")
+    h1 = m.stats()["head"]
+    assert h1 - h0 == 20, h1 - h0
+    assert st["07"].st_mode & 0o777 == 0o600
+    assert st["06"].st_mode & 0o777 == 0o644
+    time.sleep(1.5)  # past attr_timeout: the kernel asks again
+    st = ls_l(m, "made")
+    assert st["07"].st_mode & 0o777 == 0o600
+    assert m.stats()["head"] == h1
+    m.unmount()
+    m = mount(["meta_fetch=none"])
+    h0 = heads(m, "made")
+    st = ls_l(m, "made")
+    assert st["07"].st_mode & 0o777 == 0o644  # the defaults, as asked
+    assert m.stats()["head"] == h0
+
+
+def test_create_over_unlisted_in_sticky_dir(storaged, ecfs_mount):
+    """M2 of the permission review: in a sticky directory, a create of a
+    name this mount's listing does not show, but another client made,
+    must not replace another user's object (ecfs's create makes a new
+    object of the caller's): EPERM, EEXIST with O_EXCL, the object
+    unchanged; its owner may still replace it."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    b = "perm-" + uuid.uuid4().hex[:10]
+    s3.create_bucket(Bucket=b)
+    m = ecfs_mount(srv.endpoint, b, ["allow_other", "own_permissions",
+                                     "retries=2"],
+                   access_key=srv.access_key, secret_key=srv.secret_key)
+    t = os.path.join(m.path, "t")
+    os.mkdir(t)
+    os.chmod(t, 0o1777)
+    assert as_user(t, B, B, [], [["list", "."]]) == [[]]
+    s3.put_object(Bucket=b, Key="t/late", Body=b"other",
+                  Metadata={"uid": str(A), "gid": str(A),
+                            "mode": str(0o100666)})
+    got = as_user(t, B, B, [], [["open", "late", "O_CREAT|O_WRONLY"],
+                                ["create", "late", 0o644]])
+    assert got == ["EPERM", "EEXIST"]
+    assert s3.get_object(Bucket=b, Key="t/late")["Body"].read() == b"other"
+    assert as_user(t, A, A, [], [["write", "late", "mine"]]) == ["ok"]
+    assert s3.get_object(Bucket=b, Key="t/late")["Body"].read() == b"mine"

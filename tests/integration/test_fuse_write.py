@@ -879,3 +879,40 @@ def test_open_at_unmount_is_not_committed(srv_mount):
     assert "still open for writing at unmount" in m.log_text()
     assert s3.head_object(Bucket=bucket, Key="meta")["Metadata"]["mtime"] \
         == "3"
+
+
+def test_rename_flags(srv_mount):
+    """renameat2's flags (M4 of the permission review): RENAME_NOREPLACE
+    fails with EEXIST when the target exists, also one another client
+    made after this mount listed the directory (the kernel only knows
+    its own entries); RENAME_EXCHANGE and RENAME_WHITEOUT fail with
+    EINVAL (S3 has no atomic swap, whiteouts are overlayfs's); nothing
+    moves on a refusal."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def rename2(a, b, flags):
+        r = libc.renameat2(-100, a.encode(), -100, b.encode(), flags)
+        return 0 if r == 0 else ctypes.get_errno()
+    noreplace, exchange, whiteout = 1, 2, 4
+    srv, s3, bucket, make = srv_mount
+    m = make()
+    d = os.path.join(m.path, "r")
+    os.mkdir(d)
+    for n in ("a", "b"):
+        with open(os.path.join(d, n), "wb") as f:
+            f.write(n.encode())
+    p = {n: os.path.join(d, n) for n in "abcde"}
+    assert rename2(p["a"], p["b"], noreplace) == errno.EEXIST
+    assert sorted(os.listdir(d)) == ["a", "b"]  # "c" absent here
+    s3.put_object(Bucket=bucket, Key="r/c", Body=b"other")
+    assert rename2(p["a"], p["c"], noreplace) == errno.EEXIST
+    assert rename2(p["a"], p["b"], exchange) == errno.EINVAL
+    assert rename2(p["a"], p["e"], whiteout) == errno.EINVAL
+    for k, v in (("r/a", b"a"), ("r/b", b"b"), ("r/c", b"other")):
+        assert s3.get_object(Bucket=bucket, Key=k)["Body"].read() == v
+    assert rename2(p["a"], p["d"], noreplace) == 0
+    assert open(p["d"], "rb").read() == b"a" and not os.path.exists(p["a"])
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(
+        Bucket=bucket, Prefix="r/")["Contents"])
+    assert keys == ["r/", "r/b", "r/c", "r/d"]

@@ -191,6 +191,42 @@ static void test_many_and_rename(void **state)
     fc_itab_destroy(t); /* frees the renamed and unhashed ones too */
 }
 
+/* Stored attributes a listing cannot show (meta_unknown): a listing's
+ * attributes mark them unknown, a HEAD makes them known (with or without
+ * metadata), and a later listing of the same version keeps that; a new
+ * version is unknown again. */
+static void test_meta_unknown(void **state)
+{
+    struct fc_itab *t;
+    struct fc_inode *in;
+    struct fc_attr listed = {.size = 1, .etag = "\"e1\"", .meta_unknown = 1};
+    struct fc_attr head = {.size = 1, .etag = "\"e1\""};
+    struct fc_attr got;
+
+    (void)state;
+    assert_int_equal(fc_itab_create("", &t), 0);
+    in = fc_inode_lookup(t, "f", &listed, 1.0);
+    assert_true(in->meta_unknown);
+    fc_inode_get_attr(t, in, &got, NULL);
+    assert_true(got.meta_unknown);
+    fc_inode_set_attr(t, in, &head, 2.0); /* a HEAD: no metadata */
+    assert_false(in->meta_unknown);
+    in = fc_inode_lookup(t, "f", &listed, 3.0);
+    assert_false(in->meta_unknown); /* same version: known to have none */
+    head.meta.has = FC_META_MODE;
+    head.meta.mode = 0100600;
+    fc_inode_set_attr(t, in, &head, 4.0);
+    in = fc_inode_lookup(t, "f", &listed, 5.0);
+    fc_inode_get_attr(t, in, &got, NULL);
+    assert_false(got.meta_unknown);
+    assert_true(got.meta.has == FC_META_MODE && got.meta.mode == 0100600);
+    snprintf(listed.etag, sizeof(listed.etag), "\"e2\"");
+    in = fc_inode_lookup(t, "f", &listed, 6.0); /* another version */
+    fc_inode_get_attr(t, in, &got, NULL);
+    assert_true(got.meta_unknown && got.meta.has == 0);
+    fc_itab_destroy(t);
+}
+
 /* The per-inode bytes fuse/README.md ("Memory") documents: the struct
  * without its key stays within 200 bytes (it was about 570). */
 static void test_inode_size(void **state)
@@ -205,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_lookup_forget),
         cmocka_unit_test(test_many_and_rename),
         cmocka_unit_test(test_inode_size),
+        cmocka_unit_test(test_meta_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

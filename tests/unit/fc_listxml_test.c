@@ -127,6 +127,7 @@ static void test_build_listing(void **state)
     assert_non_null(l);
     /* marker "d/" and ".." dropped; "sub" file shadowed by "sub/" dir */
     assert_int_equal(l->n, 4);
+    assert_true(l->has_marker); /* "d/" itself was listed */
     assert_string_equal(l->ents[0].name, "a.txt");
     assert_string_equal(l->ents[1].name, "b & c.jpg");
     assert_string_equal(l->ents[2].name, "sub");
@@ -138,6 +139,10 @@ static void test_build_listing(void **state)
     assert_true(d->size == 12345678901ull);
     assert_null(fc_listing_find(l, "zzz"));
     assert_null(fc_listing_find(l, ""));
+    fc_listing_unref(l);
+    l = fc_listing_build("e/", NULL, 0, 1.0);
+    assert_non_null(l);
+    assert_false(l->has_marker);
     fc_listing_unref(l);
 }
 
