@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -294,7 +295,8 @@ static int may_remove(fuse_req_t req, struct fc_inode *dir, const char *name)
     fc_cred_init(&c, req);
     memset(&vst, 0, sizeof(vst));
     vst.st_uid = (uid_t)-1;
-    if ((dst.st_mode & S_ISVTX) && c.uid != 0 && c.uid != dst.st_uid) {
+    if ((dst.st_mode & S_ISVTX) && c.uid != dst.st_uid &&
+        !fc_cred_capable(&c, CAP_FOWNER)) {
         ret = child_stat(fs, dir, name, &vst);
         if (ret < 0) {
             fc_cred_fini(&c);
@@ -1638,10 +1640,11 @@ static void new_meta(fuse_req_t req, struct fc_inode *dir, mode_t mode,
         if (S_ISDIR(mode)) {
             m->mode |= S_ISGID;
         } else if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) &&
-                   c != NULL && c->uid != 0) {
+                   c != NULL) {
             struct fc_cred cr;
             fc_cred_init(&cr, req);
-            if (!fc_cred_in_group(&cr, dst.st_gid))
+            if (!fc_cred_in_group(&cr, dst.st_gid) &&
+                !fc_cred_capable(&cr, CAP_FSETID))
                 m->mode &= ~(uint32_t)S_ISGID;
             fc_cred_fini(&cr);
         }
@@ -2395,7 +2398,8 @@ static int may_create_over(fuse_req_t req, struct fc_inode *dir,
         return 0;
     inode_stat(fs, dir, &dst);
     fc_cred_init(&c, req);
-    if ((dst.st_mode & S_ISVTX) && c.uid != 0 && c.uid != dst.st_uid) {
+    if ((dst.st_mode & S_ISVTX) && c.uid != dst.st_uid &&
+        !fc_cred_capable(&c, CAP_FOWNER)) {
         ret = fc_s3_head(fs->s3, key, &obj);
         if (ret == 0 && (flags & O_EXCL)) {
             ret = -EEXIST;

@@ -5,7 +5,11 @@
 #include "fuse/perm.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 void fc_cred_init(struct fc_cred *c, fuse_req_t req)
@@ -18,6 +22,9 @@ void fc_cred_init(struct fc_cred *c, fuse_req_t req)
     c->ngroups = -1;
     c->groups_unknown = false;
     c->groups = c->inline_groups;
+    c->caps_state = 0;
+    c->caps = 0;
+    c->pid = ctx->pid;
 }
 
 void fc_cred_fini(struct fc_cred *c)
@@ -64,6 +71,46 @@ static void load_groups(struct fc_cred *c)
     c->ngroups = m < n ? m : n;
 }
 
+/* Reads @c's effective capabilities from the CapEff line of
+ * /proc/PID/task/PID/status (the requesting thread's); caps_state -1 when
+ * it cannot be read (the caller exited, /proc hides it). */
+static void load_caps(struct fc_cred *c)
+{
+    char path[64], *line = NULL;
+    size_t cap = 0;
+    FILE *f;
+
+    c->caps_state = -1;
+    if (c->req == NULL || c->pid <= 0)
+        return;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)c->pid,
+             (int)c->pid);
+    if ((f = fopen(path, "re")) == NULL)
+        return;
+    while (getline(&line, &cap, f) > 0) {
+        if (strncmp(line, "CapEff:", 7) == 0) {
+            char *end;
+            uint64_t v = strtoull(line + 7, &end, 16);
+            if (end != line + 7) {
+                c->caps = v;
+                c->caps_state = 1;
+            }
+            break;
+        }
+    }
+    free(line);
+    fclose(f);
+}
+
+bool fc_cred_capable(struct fc_cred *c, int cap)
+{
+    if (c->caps_state == 0)
+        load_caps(c);
+    if (c->caps_state < 0)
+        return c->uid == 0;
+    return cap >= 0 && cap < 64 && (c->caps >> cap) & 1;
+}
+
 bool fc_cred_in_group(struct fc_cred *c, gid_t gid)
 {
     if (gid == c->gid)
@@ -76,20 +123,31 @@ bool fc_cred_in_group(struct fc_cred *c, gid_t gid)
     return false;
 }
 
+/* What the mode bits refused @c (@mask on a file of @mode), allowed by
+ * its capabilities as the kernel's generic_permission(): CAP_DAC_READ_SEARCH
+ * reads anything and searches directories, CAP_DAC_OVERRIDE all but
+ * executing a file no one may execute. 0 or -EACCES. */
+static int perm_capable(struct fc_cred *c, mode_t mode, int mask)
+{
+    if (S_ISDIR(mode)) {
+        if (!(mask & W_OK) && fc_cred_capable(c, CAP_DAC_READ_SEARCH))
+            return 0;
+        return fc_cred_capable(c, CAP_DAC_OVERRIDE) ? 0 : -EACCES;
+    }
+    if ((!(mask & X_OK) || (mode & (S_IXUSR | S_IXGRP | S_IXOTH))) &&
+        fc_cred_capable(c, CAP_DAC_OVERRIDE))
+        return 0;
+    if (mask == R_OK && fc_cred_capable(c, CAP_DAC_READ_SEARCH))
+        return 0;
+    return -EACCES;
+}
+
 int fc_perm_check(struct fc_cred *c, const struct stat *st, int mask)
 {
     mode_t mode = st->st_mode;
     int bits;
 
     mask &= R_OK | W_OK | X_OK;
-    if (c->uid == 0) {
-        /* CAP_DAC_OVERRIDE: everything but executing a file no one may
-         * execute */
-        if ((mask & X_OK) && !S_ISDIR(mode) &&
-            !(mode & (S_IXUSR | S_IXGRP | S_IXOTH)))
-            return -EACCES;
-        return 0;
-    }
     if (c->uid == st->st_uid) {
         bits = (int)(mode >> 6) & 7;
     } else {
@@ -102,17 +160,19 @@ int fc_perm_check(struct fc_cred *c, const struct stat *st, int mask)
         else
             bits = c->groups_unknown ? (grp & oth) : oth;
     }
-    return (mask & ~bits) ? -EACCES : 0;
+    if ((mask & ~bits) == 0)
+        return 0;
+    return perm_capable(c, mode, mask);
 }
 
-int fc_perm_sticky(const struct fc_cred *c, const struct stat *dir,
+int fc_perm_sticky(struct fc_cred *c, const struct stat *dir,
                    const struct stat *victim)
 {
-    if (!(dir->st_mode & S_ISVTX) || c->uid == 0)
+    if (!(dir->st_mode & S_ISVTX))
         return 0;
     if (c->uid == victim->st_uid || c->uid == dir->st_uid)
         return 0;
-    return -EPERM;
+    return fc_cred_capable(c, CAP_FOWNER) ? 0 : -EPERM;
 }
 
 int fc_perm_setattr(struct fc_cred *c, const struct stat *cur,
@@ -122,7 +182,7 @@ int fc_perm_setattr(struct fc_cred *c, const struct stat *cur,
     const int all_now = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW |
                         FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW;
     int times = to_set & all_now;
-    bool root = c->uid == 0, owner = c->uid == cur->st_uid;
+    bool owner = c->uid == cur->st_uid;
 
     *mode = attr->st_mode;
     /* truncate(2) by path: write permission (ftruncate's open had it) */
@@ -131,14 +191,17 @@ int fc_perm_setattr(struct fc_cred *c, const struct stat *cur,
         if (ret < 0)
             return ret;
     }
-    /* chown: only root gives a file away (or "gives" it to its owner) */
-    if ((to_set & FUSE_SET_ATTR_UID) && !root &&
-        !(owner && attr->st_uid == cur->st_uid))
+    /* chown: only CAP_CHOWN gives a file away (or "gives" it to its
+     * owner) */
+    if ((to_set & FUSE_SET_ATTR_UID) &&
+        !(owner && attr->st_uid == cur->st_uid) &&
+        !fc_cred_capable(c, CAP_CHOWN))
         return -EPERM;
     /* chgrp: the owner, to a group it is in or to the same group */
-    if ((to_set & FUSE_SET_ATTR_GID) && !root &&
+    if ((to_set & FUSE_SET_ATTR_GID) &&
         !(owner &&
-          (attr->st_gid == cur->st_gid || fc_cred_in_group(c, attr->st_gid))))
+          (attr->st_gid == cur->st_gid || fc_cred_in_group(c, attr->st_gid))) &&
+        !fc_cred_capable(c, CAP_CHOWN))
         return -EPERM;
     if (to_set & FUSE_SET_ATTR_MODE) {
         gid_t g = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : cur->st_gid;
@@ -148,12 +211,13 @@ int fc_perm_setattr(struct fc_cred *c, const struct stat *cur,
          * handle_killpriv): a writer may drop those bits, nothing else */
         bool kill_only =
             now != was && (was & ~(mode_t)(S_ISUID | S_ISGID)) == now;
-        if (!root && !owner && !(kill_only && fc_perm_check(c, cur, W_OK) == 0))
+        if (!owner && !(kill_only && fc_perm_check(c, cur, W_OK) == 0) &&
+            !fc_cred_capable(c, CAP_FOWNER))
             return -EPERM;
-        if (!root && !fc_cred_in_group(c, g))
+        if (!fc_cred_in_group(c, g) && !fc_cred_capable(c, CAP_FSETID))
             *mode &= ~(mode_t)S_ISGID;
     }
-    if (times != 0 && !root && !owner) {
+    if (times != 0 && !owner && !fc_cred_capable(c, CAP_FOWNER)) {
         /* utimes(NULL), touch: both to now, allowed to a writer; any
          * explicit time, or one of the two alone (UTIME_OMIT), needs the
          * owner */
