@@ -213,6 +213,7 @@ def main():
     md = table(res, peers, tests, a, nfiles)
     print(md)
     if a.results:
+        os.makedirs(a.results, exist_ok=True)
         with open(os.path.join(a.results, "write.md"), "w") as f:
             f.write(md)
     return 0
