@@ -233,36 +233,52 @@ def who(name):
     return B, B, []
 
 
-@pytest.mark.slow
-def test_permissions_match_tmpfs(storaged, ecfs_mount):
+def build_trees(local, mnt):
+    """The same tree (build_tree) as @local/t and @mnt/t: {name: path}."""
+    trees = {"tmpfs": os.path.join(local, "t"), "ecfs": os.path.join(mnt, "t")}
+    for t in trees.values():
+        os.mkdir(t)
+        os.chmod(t, 0o755)
+        build_tree(t)
+    return trees
+
+
+def compare(trees, sequence):
+    """Runs each step of @sequence in both @trees: every answer equal."""
+    for i, (name, calls) in enumerate(sequence):
+        uid, gid, groups = who(name)
+        got = {k: as_user(t, uid, gid, groups, calls, drop_caps=name == "R")
+               for k, t in trees.items()}
+        for c, want, have in zip(calls, got["tmpfs"], got["ecfs"]):
+            assert have == want, "step %d %s %s: tmpfs %r, ecfs %r" % (
+                i, name, c, want, have)
+
+
+def perm_mount(storaged, ecfs_mount, opts):
+    """A storaged, a fresh bucket and an ecfs mount of it with @opts (the
+    setpriv tests need root): (server, s3 client, bucket, mount)."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv")
     srv = storaged(ndrives=4)
     s3 = srv.client()
     b = "perm-" + uuid.uuid4().hex[:10]
     s3.create_bucket(Bucket=b)
-    m = ecfs_mount(srv.endpoint, b, ["allow_other", "own_permissions",
-                                     "retries=2"],
+    m = ecfs_mount(srv.endpoint, b, opts + ["retries=2"],
                    access_key=srv.access_key, secret_key=srv.secret_key)
+    return srv, s3, b, m
+
+
+@pytest.mark.slow
+def test_permissions_match_tmpfs(storaged, ecfs_mount):
+    srv, s3, b, m = perm_mount(storaged, ecfs_mount,
+                               ["allow_other", "own_permissions"])
     with open("/proc/self/mountinfo") as f:
         line = [x for x in f if " %s " % m.path in x][0]
     assert "default_permissions" not in line  # the answers are ecfs's
     local = tempfile.mkdtemp(prefix="ecfs-perm-", dir="/dev/shm")
     try:
-        trees = {"tmpfs": os.path.join(local, "t"),
-                 "ecfs": os.path.join(m.path, "t")}
-        for t in trees.values():
-            os.mkdir(t)
-            os.chmod(t, 0o755)
-            build_tree(t)
-        for i, (name, calls) in enumerate(SEQUENCE):
-            uid, gid, groups = who(name)
-            got = {k: as_user(t, uid, gid, groups, calls,
-                              drop_caps=name == "R")
-                   for k, t in trees.items()}
-            for c, want, have in zip(calls, got["tmpfs"], got["ecfs"]):
-                assert have == want, "step %d %s %s: tmpfs %r, ecfs %r" % (
-                    i, name, c, want, have)
+        trees = build_trees(local, m.path)
+        compare(trees, SEQUENCE)
         # refusals really were refused: nothing changed in the bucket
         keys = {o["Key"] for o in s3.list_objects_v2(
             Bucket=b, Prefix="t/").get("Contents", [])}
@@ -278,14 +294,7 @@ def test_default_permissions_option(storaged, ecfs_mount, opts):
     """-o default_permissions, and allow_other without own_permissions (the
     default: the read path keeps the kernel's entry cache), leave the
     checks to the kernel (they still refuse)."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv")
-    srv = storaged(ndrives=4)
-    s3 = srv.client()
-    b = "perm-" + uuid.uuid4().hex[:10]
-    s3.create_bucket(Bucket=b)
-    m = ecfs_mount(srv.endpoint, b, opts,
-                   access_key=srv.access_key, secret_key=srv.secret_key)
+    srv, s3, b, m = perm_mount(storaged, ecfs_mount, opts)
     t = os.path.join(m.path, "t")
     os.mkdir(t)
     os.chmod(t, 0o755)
@@ -326,33 +335,15 @@ def test_listed_attributes_after_restart(storaged, ecfs_mount, opts):
     one mount, read through a fresh one, and every answer compared with
     tmpfs: with the kernel's checks (allow_other: meta_fetch=all) and with
     ecfs's own."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv")
-    srv = storaged(ndrives=4)
-    s3 = srv.client()
-    b = "perm-" + uuid.uuid4().hex[:10]
-    s3.create_bucket(Bucket=b)
-    m = ecfs_mount(srv.endpoint, b, opts + ["retries=2"],
-                   access_key=srv.access_key, secret_key=srv.secret_key)
+    srv, s3, b, m = perm_mount(storaged, ecfs_mount, opts)
     local = tempfile.mkdtemp(prefix="ecfs-perm-", dir="/dev/shm")
     try:
-        trees = {"tmpfs": os.path.join(local, "t"),
-                 "ecfs": os.path.join(m.path, "t")}
-        for t in trees.values():
-            os.mkdir(t)
-            os.chmod(t, 0o755)
-            build_tree(t)
+        trees = build_trees(local, m.path)
         m.unmount()
         m2 = ecfs_mount(srv.endpoint, b, opts + ["retries=2"],
                         access_key=srv.access_key, secret_key=srv.secret_key)
         trees["ecfs"] = os.path.join(m2.path, "t")
-        for i, (name, calls) in enumerate(AFTER_RESTART):
-            uid, gid, groups = who(name)
-            got = {k: as_user(t, uid, gid, groups, calls)
-                   for k, t in trees.items()}
-            for c, want, have in zip(calls, got["tmpfs"], got["ecfs"]):
-                assert have == want, "step %d %s %s: tmpfs %r, ecfs %r" % (
-                    i, name, c, want, have)
+        compare(trees, AFTER_RESTART)
         # the owner's chmod after the restart kept the stored owner (the
         # chmod is stored a second later, or at unmount)
         m2.unmount()
@@ -442,15 +433,8 @@ def test_create_over_unlisted_in_sticky_dir(storaged, ecfs_mount):
     must not replace another user's object (ecfs's create makes a new
     object of the caller's): EPERM, EEXIST with O_EXCL, the object
     unchanged; its owner may still replace it."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv")
-    srv = storaged(ndrives=4)
-    s3 = srv.client()
-    b = "perm-" + uuid.uuid4().hex[:10]
-    s3.create_bucket(Bucket=b)
-    m = ecfs_mount(srv.endpoint, b, ["allow_other", "own_permissions",
-                                     "retries=2"],
-                   access_key=srv.access_key, secret_key=srv.secret_key)
+    srv, s3, b, m = perm_mount(storaged, ecfs_mount,
+                               ["allow_other", "own_permissions"])
     t = os.path.join(m.path, "t")
     os.mkdir(t)
     os.chmod(t, 0o1777)
