@@ -569,7 +569,7 @@ static bool op_sets_acl(const struct stor_s3_req *r)
  * written by an account other than the bucket's: the grant list S3
  * documents (the writer FULL_CONTROL, the bucket's owner READ or
  * FULL_CONTROL) into r->acl_grants; written by the bucket's own account
- * they are private. Not for a multipart upload (its ACL is not kept). */
+ * they are private. */
 static enum stor_s3_err bucket_owner_grants(struct stor_s3_req *r,
                                             struct stor_iam_snap *snap,
                                             bool read)
@@ -578,7 +578,7 @@ static enum stor_s3_err bucket_owner_grants(struct stor_s3_req *r,
     const char *owner = b && b->owner ? b->owner->id : S3_OWNER_ID;
     const char *writer;
 
-    if (r->anonymous || !r->has_key || r->op == S3_OP_CREATE_MPU)
+    if (r->anonymous || !r->has_key)
         return S3E_NONE;
     writer =
         r->iam_user && r->iam_user->acct ? r->iam_user->acct->id : S3_OWNER_ID;
@@ -773,9 +773,6 @@ enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r)
          (r->acl_grants && stor_acl_is_public(r->acl_grants))) &&
         acl_blocked(r))
         return S3E_ACCESS_DENIED;
-    if (r->op == S3_OP_CREATE_MPU &&
-        (r->acl_hdr > IAM_ACL_PRIVATE + 1 || r->acl_grants))
-        return S3E_NOT_IMPLEMENTED; /* an upload's ACL is not kept */
     act = op_act(r);
     if (act == STOR_ACT_COUNT)
         return S3E_ACCESS_DENIED;

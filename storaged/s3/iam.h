@@ -128,6 +128,17 @@ void stor_iam_account_owner(struct stor_iam *iam, const char *name,
  * (kept only for accounts other than root's; x-ecfs-* never reaches a
  * client). */
 #define STOR_IAM_HDR_INITIATOR "x-ecfs-initiator"
+/* The stored header keeping the ACL a CreateMultipartUpload asked for
+ * (x-amz-acl or x-amz-grant-*), set on the object at its Complete. */
+#define STOR_IAM_HDR_ACL "x-ecfs-acl"
+struct stor_hdr;
+/* The ACL of @r's headers as the value of STOR_IAM_HDR_ACL (malloc'd), or
+ * NULL when it is private (or no memory: the upload is then refused). */
+char *stor_iam_upload_acl(const struct stor_s3_req *r, bool *nomem);
+/* Worker, before stor_iam_object_written at a Complete: takes the ACL the
+ * upload kept in its headers @h (@n) as if @r had asked for it. */
+void stor_iam_upload_acl_restore(struct stor_s3_req *r,
+                                 const struct stor_hdr *h, size_t n);
 
 /* Configuration kept in the same state document (persisted, erasure-coded,
  * replaced as a whole like the rest): per bucket, a string @field of

@@ -28,6 +28,7 @@
 #include "storaged/s3/acl.h"
 #include "storaged/s3/iam_i.h"
 #include "storaged/s3/s3_i.h"
+#include "storaged/store/object.h"
 
 #define ADMIN_PREFIX "admin/v1/users"
 #define ACCT_PREFIX  "admin/v1/accounts"
@@ -1126,6 +1127,48 @@ void stor_iam_object_written(struct stor_s3_req *r, const char *key, size_t n,
         cm_log(CM_LOG_ERROR, -ret,
                "req=%016llX %s: cannot record the object's ACL",
                (unsigned long long)r->http.id, r->bucket);
+}
+
+/* See header. */
+char *stor_iam_upload_acl(const struct stor_s3_req *r, bool *nomem)
+{
+    json_t *v = NULL;
+    char *out;
+
+    *nomem = false;
+    if (r->acl_grants)
+        v = json_incref(r->acl_grants);
+    else if (r->acl_hdr > IAM_ACL_PRIVATE + 1)
+        v = json_string(stor_iam_acl_name(r->acl_hdr - 1));
+    else
+        return NULL;
+    out = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(v);
+    *nomem = out == NULL;
+    return out;
+}
+
+/* See header. */
+void stor_iam_upload_acl_restore(struct stor_s3_req *r,
+                                 const struct stor_hdr *h, size_t n)
+{
+    json_t *v = NULL;
+    const char *name;
+    int acl;
+
+    for (size_t i = 0; i < n && v == NULL; i++)
+        if (strcmp(h[i].name, STOR_IAM_HDR_ACL) == 0)
+            v = json_loads(h[i].value, JSON_DECODE_ANY, NULL);
+    if (json_is_array(v)) {
+        json_decref(r->acl_grants);
+        r->acl_grants = v;
+        return;
+    }
+    name = json_string_value(v);
+    acl = name ? stor_iam_acl_parse(name, strlen(name)) : -1;
+    if (acl >= 0)
+        r->acl_hdr = (int8_t)(acl + 1);
+    json_decref(v);
 }
 
 /* See header. */

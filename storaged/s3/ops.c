@@ -2006,6 +2006,16 @@ static void op_create_mpu(struct stor_s3_req *r)
         ret = hdr_add(
             &h, &nh, STOR_IAM_HDR_INITIATOR, strlen(STOR_IAM_HDR_INITIATOR),
             stor_iam_caller_account(r), strlen(stor_iam_caller_account(r)));
+    if (ret == 0) { /* the ACL asked for, set at the Complete */
+        bool nomem;
+        char *acl = stor_iam_upload_acl(r, &nomem);
+
+        ret = nomem ? -ENOMEM : 0;
+        if (acl)
+            ret = hdr_add(&h, &nh, STOR_IAM_HDR_ACL, strlen(STOR_IAM_HDR_ACL),
+                          acl, strlen(acl));
+        free(acl);
+    }
     if (ret == 0)
         ret = stor_mpu_create(r->s3->store, r->bucket, r->key, r->key_len, h,
                               nh, id);
@@ -2151,8 +2161,9 @@ static void op_complete_mpu(struct stor_s3_req *r)
     enum stor_s3_err e;
     char comp[128], ckv[128];
     bool ck_named = false, ck_full = false;
-    size_t n = 0, i;
-    int ret;
+    struct stor_hdr *uh = NULL;
+    size_t n = 0, i, nuh = 0;
+    int ret, uh_ret;
 
     memset(&info, 0, sizeof(info));
     ret = stor_s3_parse_complete(r->body.data, r->body.len, &parts, &n);
@@ -2195,6 +2206,14 @@ static void op_complete_mpu(struct stor_s3_req *r)
         free(parts);
         return;
     }
+    /* the ACL the upload was created with (x-ecfs-acl) */
+    uh_ret = stor_mpu_upload_headers(r->s3->store, r->bucket, r->key,
+                                     r->key_len, stor_s3_query(r, "uploadId"),
+                                     &uh, &nuh);
+    if (uh_ret == 0) {
+        stor_iam_upload_acl_restore(r, uh, nuh);
+        stor_s3_hdrs_free(uh, nuh);
+    }
     /* keeps the old version if versioned */
     r->wcond = &wc;
     ret =
@@ -2222,7 +2241,8 @@ static void op_complete_mpu(struct stor_s3_req *r)
         fail(r, ret);
         return;
     }
-    stor_iam_object_written(r, r->key, r->key_len, false);
+    if (uh_ret != -STOR_ENOUPLOAD) /* not a retry: its first Complete did */
+        stor_iam_object_written(r, r->key, r->key_len, false);
     ck = mpu_reply_headers(r, comp, sizeof(comp), &ck_full);
     x_lit(b,
           S3_XML_DECL "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");

@@ -287,3 +287,36 @@ def test_grants_survive_restart(env, storaged, tmp_path):
     srv.restart()
     assert anon("%s/%s/k" % (srv.endpoint, b)) == (200, b"k")
     assert anon("%s/%s?list-type=2" % (srv.endpoint, b))[0] == 200
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_multipart_upload_keeps_its_acl(env, versioned):
+    """CreateMultipartUpload's grant headers or canned ACL are the
+    completed object's ACL (kept with the upload, never shown as a
+    header); an upload without one completes private."""
+    root = env["root"]
+    srv = env["srv"]
+    b = new_bucket(root)
+    if versioned:
+        root.put_bucket_versioning(Bucket=b, VersioningConfiguration={
+            "Status": "Enabled"})
+
+    def mpu(key, **kw):
+        up = root.create_multipart_upload(Bucket=b, Key=key, **kw)
+        e = root.upload_part(Bucket=b, Key=key, UploadId=up["UploadId"],
+                             PartNumber=1, Body=b"m" * 1000)["ETag"]
+        root.complete_multipart_upload(
+            Bucket=b, Key=key, UploadId=up["UploadId"],
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+
+    mpu("g", GrantRead='uri="%s"' % ALL, GrantFullControl="id=" + ROOT_ID)
+    mpu("c", ACL="public-read")
+    mpu("p")
+    assert anon("%s/%s/g" % (srv.endpoint, b)) == (200, b"m" * 1000)
+    assert anon("%s/%s/c" % (srv.endpoint, b)) == (200, b"m" * 1000)
+    assert anon("%s/%s/p" % (srv.endpoint, b))[0] == 403
+    assert grants_of(root.get_object_acl(Bucket=b, Key="g")) == [
+        ("Group", ALL, None, "READ"),
+        ("CanonicalUser", ROOT_ID, "root", "FULL_CONTROL")]
+    h = root.head_object(Bucket=b, Key="g")["ResponseMetadata"]["HTTPHeaders"]
+    assert not any(k.startswith("x-ecfs") for k in h)
