@@ -2207,9 +2207,9 @@ static void op_complete_mpu(struct stor_s3_req *r)
         return;
     }
     /* the ACL the upload was created with (x-ecfs-acl) */
-    uh_ret = stor_mpu_upload_headers(r->s3->store, r->bucket, r->key,
-                                     r->key_len, stor_s3_query(r, "uploadId"),
-                                     &uh, &nuh);
+    uh_ret =
+        stor_mpu_upload_headers(r->s3->store, r->bucket, r->key, r->key_len,
+                                stor_s3_query(r, "uploadId"), &uh, &nuh);
     if (uh_ret == 0) {
         stor_iam_upload_acl_restore(r, uh, nuh);
         stor_s3_hdrs_free(uh, nuh);
