@@ -313,7 +313,7 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "# TYPE storaged_index_resident gauge\nstoraged_index_resident %d\n"
             "# HELP storaged_index_cold_lookups_total Loop-side GET/HEAD lookups handed to a worker because the index was not all in the page cache (a page fault there would block the loop on the disk).\n"
             "# TYPE storaged_index_cold_lookups_total counter\nstoraged_index_cold_lookups_total %llu\n"
-            "# HELP storaged_index_residency_passes_total Passes of the periodic check of the index file's page-cache residency (one 64 MiB window per 100 ms tick).\n"
+            "# HELP storaged_index_residency_passes_total Passes of the periodic check of the index file's page-cache residency (cachestat, or mmap + mincore before Linux 6.5, one 64 MiB window per step; paced by its own CPU time: at most ~0.1 %% of a core, a pass at least every second).\n"
             "# TYPE storaged_index_residency_passes_total counter\nstoraged_index_residency_passes_total %llu\n"
             "# HELP storaged_index_residency_lost_total Times a pass found the index no longer resident (evicted pages): the loop's lookups then go to the workers until a pass finds it back.\n"
             "# TYPE storaged_index_residency_lost_total counter\nstoraged_index_residency_lost_total %llu\n",

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -568,19 +569,67 @@ void obj_idx_resident_set(struct obj_idx *x)
     __atomic_store_n(&x->resident, true, __ATOMIC_RELEASE);
 }
 
+/* cachestat(2) (Linux 6.5; Debian 12's headers predate it): the page-cache
+ * state of a file range, asked with no map. 451 on every architecture
+ * (the unified syscall table). */
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+struct idx_cachestat_range {
+    uint64_t off, len;
+};
+struct idx_cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+static bool no_cachestat; /* atomic: the kernel refused it; mincore then */
+
+/* Contract in obj_idx.h. */
+void obj_idx_res_no_cachestat(void)
+{
+    __atomic_store_n(&no_cachestat, true, __ATOMIC_RELAXED);
+}
+
+/* Pages of @fd's window [@off, @off + @len) in the page cache, by
+ * cachestat(2); -1 when the kernel has no cachestat (or refuses it for
+ * this file: then never asked again) or it failed. */
+static int64_t window_cached(int fd, off_t off, size_t len)
+{
+    struct idx_cachestat_range r = {(uint64_t)off, len};
+    struct idx_cachestat cs;
+
+    if (__atomic_load_n(&no_cachestat, __ATOMIC_RELAXED))
+        return -1;
+    if (syscall(__NR_cachestat, fd, &r, &cs, 0) == 0)
+        return (int64_t)cs.nr_cache;
+    if (errno == ENOSYS || errno == EPERM || errno == EOPNOTSUPP ||
+        errno == EINVAL)
+        obj_idx_res_no_cachestat();
+    return -1;
+}
+
 /* Pages of @fd's window [@off, @off + @len) that are not in the page cache,
- * added to *out (at most @len / page of them); -1 when the map or mincore
- * failed. @vec holds one byte per page of the window. */
+ * added to *out (at most @len / page of them); -1 when neither cachestat
+ * nor the map and mincore worked. @vec holds one byte per page of the
+ * window. DESIGN: cachestat counts the window's pages in one walk of the
+ * file's page-cache tree, without a map; mincore of a map that populates
+ * nothing looks each page up the same way but also costs the map, and is
+ * kept for kernels before 6.5. */
 static int window_out(int fd, off_t off, size_t len, size_t page,
                       unsigned char *vec, uint64_t *out)
 {
     size_t pages = (len + page - 1) / page;
-    /* DESIGN: a map of our own, not LMDB's: its address is not exported
-     * (mdb_env_info fills me_mapaddr for MDB_FIXEDMAP only); mapping
-     * populates nothing, mincore reads no page */
-    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, off);
+    int64_t cached = window_cached(fd, off, len);
+    void *m;
     int ret = 0;
 
+    if (cached >= 0) {
+        *out += pages - CM_MIN((size_t)cached, pages);
+        return 0;
+    }
+    /* a map of our own, not LMDB's: its address is not exported
+     * (mdb_env_info fills me_mapaddr for MDB_FIXEDMAP only); mapping
+     * populates nothing, mincore reads no page */
+    m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, off);
     if (m == MAP_FAILED)
         return -1;
     if (mincore(m, len, vec) < 0)

@@ -69,8 +69,9 @@ void obj_idx_close(struct obj_idx *x, bool sync);
  * MDB_NORDAHEAD, so a lookup otherwise faults its pages in one by one),
  * when the file is at most a quarter of the RAM. True when asked. */
 bool obj_idx_prefetch(struct obj_idx *x);
-/* Checks whether the data file is in the page cache now (mincore of a
- * read-only map of it, window by window, stopping once more pages are out
+/* Checks whether the data file is in the page cache now (cachestat(2), or
+ * on a kernel without it mincore of a read-only map of it, window by
+ * window, stopping once more pages are out
  * than LMDB's free pages and 1/64 of the file) and keeps the answer as the
  * hint the loop-side lookups go by: while it is false, obj_idx_lookup_nb and
  * obj_idx_lookup_body_nb answer -EAGAIN at once (a worker then looks up
@@ -90,14 +91,17 @@ struct obj_idx_res_pass {
     bool active;
 };
 /* One bounded step of the periodic residency check (a background thread's,
- * never a request's): mincore of the next window of the file (at most
- * 64 MiB, 16 Ki pages). Once the pages out in this pass exceed the slack
- * of obj_idx_resident_check, the hint turns false at once (so a page the
- * kernel evicted later sends lookups to the workers instead of faulting
- * on the loop); a pass that saw every window within it turns the hint
- * true. A pass that the hint was set whole during (check, set) starts
- * again. True when this step ended a pass. */
+ * never a request's): cachestat (or mincore) of the next window of the
+ * file (at most 64 MiB, 16 Ki pages). Once the pages out in this pass exceed
+ * the slack of obj_idx_resident_check, the hint turns false at once (so a page
+ * the kernel evicted later sends lookups to the workers instead of faulting on
+ * the loop); a pass that saw every window within it turns the hint true. A pass
+ * that the hint was set whole during (check, set) starts again. True when this
+ * step ended a pass. */
 bool obj_idx_resident_step(struct obj_idx *x, struct obj_idx_res_pass *p);
+/* Makes every residency check of this process use mmap + mincore, as on a
+ * kernel without cachestat(2) (tests; also set by the first refusal). */
+void obj_idx_res_no_cachestat(void);
 /* The hint's last value, the loop-side lookups it turned away, and how
  * often a step found the file no longer resident. */
 bool obj_idx_resident(const struct obj_idx *x);

@@ -1031,6 +1031,15 @@ static void test_resident(void **st)
         assert_int_equal(stor_rmtree(d2), 0);
 }
 
+/* The same, with every check by mmap + mincore (a kernel before 6.5, or
+ * one that refuses cachestat(2)); the first run used cachestat where the
+ * kernel has it. Last: the switch is for the whole process. */
+static void test_resident_mincore(void **st)
+{
+    obj_idx_res_no_cachestat();
+    test_resident(st);
+}
+
 /* More readers at once than the pool holds: the blocking path makes its
  * own transaction, the nonblocking one answers -EAGAIN. */
 static void test_reader_pool_exhausted(void **st)
@@ -1136,6 +1145,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bodies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resident, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resident_mincore, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
