@@ -455,7 +455,8 @@ int obj_idx_open(const char *dir, bool create, struct obj_idx **out)
         return -ENOMEM;
     }
     /* the map is address space, not disk: ask for 1 TiB, and less where
-     * the address space is short (sanitizers, a low RLIMIT_AS) */
+     * the address space is short (sanitizers, a low RLIMIT_AS: ENOMEM;
+     * valgrind refuses a map over ~16 GiB with EINVAL) */
     for (uint64_t map = IDX_MAPSIZE;; map /= 4) {
         rc = mdb_env_create(&x->env);
         if (rc == 0)
@@ -467,7 +468,7 @@ int obj_idx_open(const char *dir, bool create, struct obj_idx **out)
         if (rc == 0)
             rc = mdb_env_open(x->env, dir,
                               MDB_NOTLS | MDB_NOSYNC | MDB_NORDAHEAD, 0644);
-        if (rc != ENOMEM || map <= IDX_MAPMIN)
+        if ((rc != ENOMEM && rc != EINVAL) || map <= IDX_MAPMIN)
             break;
         mdb_env_close(x->env);
         x->env = NULL;

@@ -1076,20 +1076,39 @@ static void ptr_newest(struct stor_store *s, struct idx_ptr *best)
     }
 }
 
+/* Whether error @err of reading the index file says something about the
+ * file itself: not an LMDB file, damaged, of another LMDB version or our
+ * format (-EBADMSG), gone (-ENOENT), or unreadable on its drive (-EIO:
+ * LMDB's own panics too). Such an index is rebuilt from the metas. Any
+ * other error comes from the process's environment (no memory or address
+ * space, no descriptors, no permission, a lock held, a read-only file
+ * system, full reader slots): the file may be fine, and rebuilding would
+ * throw it away and most likely fail the same way, so the start fails with
+ * the error instead. */
+static bool idx_err_is_damage(int err)
+{
+    return err == -EBADMSG || err == -ENOENT || err == -EIO;
+}
+
 /* Opens the index the pointer names when it can be trusted: closed cleanly
  * with its file unchanged since, or (with @may_reconcile) left dirty by a
  * crash of the process in this boot (then obj_load reconciles the keys in
  * flight); of this deployment and generation, not marked broken, with the
- * buckets the drives hold. NULL and *why otherwise. */
+ * buckets the drives hold. NULL and *why otherwise: with *env_err 0 the
+ * index is not to be trusted (rebuild it), with *env_err < 0 it could not
+ * be read for a reason of the environment (idx_err_is_damage): fail. */
 static struct obj_idx *idx_trusted(struct stor_store *s,
                                    const struct idx_ptr *p, bool may_reconcile,
-                                   const char **why)
+                                   const char **why, int *env_err)
 {
     char dir[PATH_MAX], path[PATH_MAX + 16];
     struct obj_idx *x = NULL;
     struct obj_idx_state st;
     struct bucket_cmp bc = {s, 0};
     struct idx_ptr now;
+    int ret;
+
+    *env_err = 0;
 
     if (!p->valid) {
         *why = "no index";
@@ -1121,7 +1140,13 @@ static struct obj_idx *idx_trusted(struct stor_store *s,
         }
     } else {
         snprintf(path, sizeof(path), "%s/data.mdb", dir);
-        if (file_ident(path, &now) < 0) {
+        ret = file_ident(path, &now);
+        if (ret < 0 && !idx_err_is_damage(ret)) {
+            *why = "cannot be looked at";
+            *env_err = ret;
+            return NULL;
+        }
+        if (ret < 0) {
             *why = "missing";
             return NULL;
         }
@@ -1132,11 +1157,23 @@ static struct obj_idx *idx_trusted(struct stor_store *s,
             return NULL;
         }
     }
-    if (obj_idx_open(dir, false, &x) < 0) {
-        *why = "unreadable";
+    ret = obj_idx_open(dir, false, &x);
+    if (ret < 0 && !idx_err_is_damage(ret)) {
+        *why = "cannot be opened";
+        *env_err = ret;
         return NULL;
     }
-    if (obj_idx_state_get(x, &st) < 0 || st.format != OBJ_IDX_FORMAT) {
+    if (ret < 0) {
+        *why = ret == -ENOENT ? "missing" : "unreadable (damaged)";
+        return NULL;
+    }
+    ret = obj_idx_state_get(x, &st);
+    if (ret < 0 && !idx_err_is_damage(ret)) {
+        *why = "cannot be read";
+        *env_err = ret;
+        goto fail;
+    }
+    if (ret < 0 || st.format != OBJ_IDX_FORMAT) {
         *why = "of another format";
         goto fail;
     }
@@ -1148,8 +1185,13 @@ static struct obj_idx *idx_trusted(struct stor_store *s,
         *why = "of another generation than the drives name";
         goto fail;
     }
-    if (obj_idx_bucket_each(x, bucket_matches, &bc) != 0 ||
-        bc.seen != s->nbuckets) {
+    ret = obj_idx_bucket_each(x, bucket_matches, &bc);
+    if (ret < 0 && !idx_err_is_damage(ret)) {
+        *why = "cannot be read";
+        *env_err = ret;
+        goto fail;
+    }
+    if (ret != 0 || bc.seen != s->nbuckets) {
         *why = "its buckets differ from the drives'";
         goto fail;
     }
@@ -1405,7 +1447,19 @@ int obj_load(struct stor_store *s)
         return ret;
     ptr_newest(s, &p);
     s->idx_gen = (p.valid ? p.gen : 0) + 1; /* the generation of this run */
-    s->idx = idx_trusted(s, &p, true, &why);
+    s->idx = idx_trusted(s, &p, true, &why, &ret);
+    if (s->idx == NULL && ret < 0) {
+        char dir[PATH_MAX];
+
+        if (idx_dir(dir, sizeof(dir), s->drives[p.drive].path) < 0)
+            dir[0] = 0;
+        cm_log(CM_LOG_ERROR, -ret,
+               "index: %s/data.mdb %s; not rebuilding it, the error is not "
+               "damage of the file (fix the cause and start again; "
+               "`storaged index rebuild` rebuilds it on purpose)",
+               dir, why);
+        return ret;
+    }
     if (s->idx) {
         s->idx_drive = p.drive;
         /* per bucket and drive, not per object: a drive that missed a
@@ -1738,8 +1792,19 @@ long obj_index_check(struct stor_store *s, bool rebuild, FILE *out)
     if (ret < 0)
         return ret;
     ptr_newest(s, &p);
-    x = idx_trusted(s, &p, false, &why);
-    if (x == NULL) {
+    x = idx_trusted(s, &p, false, &why, &ret);
+    if (x == NULL && ret < 0 && !rebuild) {
+        fprintf(out, "index: %s: %s (not damage of the file)\n", why,
+                strerror(-ret));
+        return ret;
+    }
+    if (x == NULL && ret < 0) {
+        fprintf(out,
+                "index: %s: %s (not damage of the file: the server would "
+                "not start); rebuilding it as asked\n",
+                why, strerror(-ret));
+        diffs++;
+    } else if (x == NULL) {
         fprintf(out, "index: %s: the server would rebuild it at start\n", why);
         diffs++;
         /* compare with it anyway when it can be opened */

@@ -173,6 +173,73 @@ def test_damaged_index_is_rebuilt_and_serves_the_same(storaged):
         list_all(c, "idx")
 
 
+def chattr(path, flag):
+    subprocess.run(["chattr", flag, path], check=True)
+
+
+def sanitized(binary):
+    """True for an ASan or TSan build (they cannot run under RLIMIT_AS)."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True)
+    return "libasan" in out.stdout or "libtsan" in out.stdout
+
+
+def test_environment_error_is_not_taken_for_damage(storaged):
+    """An index that cannot be opened for a reason of the process's
+    environment (here: its lock file made immutable, so LMDB's open of it
+    for writing fails with EPERM even for root; the data file is left
+    alone, whose times the start compares with those kept at its close; and, on a build without a
+    sanitizer, an address-space limit too low for its map: ENOMEM) is not
+    damaged: the server does not throw it away and rebuild it (which would
+    most likely fail the same way), it refuses to start and says why, and
+    the file stays as it was. `storaged index check` says the same. Once
+    the cause is gone the next start trusts the index as it is."""
+    srv = storaged(ndrives=4)
+    c = srv.client()
+    fill(c, "idx", random.Random(9))
+    before = snapshot(c, "idx")
+    srv.stop()
+    idir = index_dirs(srv)[0]
+    files = [os.path.join(idir, f) for f in ("data.mdb", "lock.mdb")]
+
+    def ident():  # the data file and the pointers (lock.mdb is scratch)
+        st = os.stat(files[0])
+        return [(st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)] + \
+            [open(os.path.join(d, ".ecfs.sys", "index.state")).read()
+             for d in srv.drives]
+    was = ident()
+    chattr(files[1], "+i")
+    try:
+        with pytest.raises(RuntimeError) as ei:
+            srv.start()
+        assert "not rebuilding it" in str(ei.value), str(ei.value)
+        assert "Operation not permitted" in str(ei.value)
+        this = srv.log_text().split("==== start %d:" % srv.starts)[1]
+        assert "rebuilding it from the metas" not in this, this
+        r = run_index(srv, "check")
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "not damage of the file" in r.stdout, r.stdout
+    finally:
+        chattr(files[1], "-i")
+    assert ident() == was
+    assert index_dirs(srv) == [idir]
+    if not sanitized(STORAGED):
+        import resource
+
+        def low_as():
+            resource.setrlimit(resource.RLIMIT_AS, (600 << 20, 600 << 20))
+        env = dict(os.environ, STORAGED_ROOT_USER=srv.access_key,
+                   STORAGED_ROOT_PASSWORD=srv.secret_key)
+        r = subprocess.run(srv.argv(), env=env, capture_output=True,
+                           text=True, timeout=60, preexec_fn=low_as)
+        assert r.returncode != 0
+        assert "not rebuilding it" in r.stderr, r.stderr
+        assert "Cannot allocate memory" in r.stderr, r.stderr
+        assert ident() == was
+    srv.start()
+    assert metric(srv, "storaged_index_rebuilds_total") == 0
+    assert snapshot(c, "idx") == before
+
+
 def test_index_check_reports_and_rebuild_repairs(storaged):
     srv = storaged(ndrives=4)
     c = srv.client()
