@@ -13,6 +13,8 @@ storaged:
   * the background content check of the index after a trusted start
     (storaged_index_verify_seconds): it walks the whole index once, which
     also brings its pages into memory; the rates below are taken after it;
+  * the idle server's CPU over --idle-s seconds (no request), as a share
+    of one core: it must not grow with the index;
   * RSS after start and after the rate runs (VmRSS, and RssAnon = heap,
     RssFile = mapped files such as the index, which the kernel may drop);
   * (the server runs without its background scanner and drive probe,
@@ -41,7 +43,8 @@ Markdown; --out FILE also writes them there.
 Usage: tests/bench/bench_scale.py [--sizes 1000,100000,1000000]
        [--obj-size BYTES] [--drives N] [--ops N] [--pages N] [--repeat R]
        [--clients N] [--dir DIR] [--keep] [--out FILE] [--no-build]
-       [--lock FILE] [--json FILE] [--reuse DIR]
+       [--lock FILE] [--json FILE] [--reuse DIR] [--fill-only]
+       [--idle-s S]
        tests/bench/bench_scale.py --from-json A.json B.json ... [--get-small]
 --json writes the rows as JSON; --from-json prints the table of several such
 files (ratios against the smallest size), so each size can be its own run
@@ -54,7 +57,9 @@ start-up <= 2 s, heap <= 64 MiB, and with --get-small the server CPU per
 clients, --get-small-rounds rounds of 3 s, under --lock) <= 12 us.
 --keep prints where the store stays; --reuse DIR --sizes N measures it
 again without a fill (so a second run of the same sizes costs minutes,
-not the 10^6 fill).
+not the 10^6 fill). --fill-only fills (and syncs) to the last of --sizes
+and keeps the store, measuring nothing: fill while another benchmark holds
+the lock, or before a build to be measured exists.
 --lock FILE (e.g. /tmp/ecfs-bench.lock on a shared machine) holds an
 exclusive flock on FILE during each measurement but not during the fills,
 which take minutes at 10^6.
@@ -395,6 +400,13 @@ def measure(srv, n, args, rng):
     idx = [os.path.join(d, ".ecfs.sys", "index", "data.mdb")
            for d in srv.drives]
     row["index_res_mib"] = resident_mib(idx)  # in the page cache now
+    # an idle server must stay idle whatever the index's size (the
+    # residency thread is paced by its own cost): its CPU over --idle-s
+    # seconds with no request, as a share of one core
+    c0, t0 = cpu_ns(srv.proc.pid), time.monotonic()
+    time.sleep(args.idle_s)
+    row["idle_cpu_pct"] = 100 * cpu_delta_s(c0, cpu_ns(srv.proc.pid)) / \
+        (time.monotonic() - t0)
     cl = [srv.client() for _ in range(args.clients)]
     body = os.urandom(args.obj_size)
     rounds = [0]
@@ -479,18 +491,20 @@ def table(rows):
     def ratio(v, b):
         return "%.2f" % (v / b) if b else "-"
     out = ["| objects | start warm s (x) | start cold s (x) | index open s "
-           "| index check s | RSS MiB (heap + files) | index MiB |",
-           "|---|---|---|---|---|---|---|"]
+           "| index check s | RSS MiB (heap + files) | index MiB "
+           "| idle CPU % of a core |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(
             "| %d | %.3f (%s) | %.3f (%s) | %.3f | %.3f | %.0f (%.0f + %.0f) "
-            "| %.1f |" % (
+            "| %.1f | %.2f |" % (
                 r["objects"], r["start_warm_s"],
                 ratio(r["start_warm_s"], base["start_warm_s"]),
                 r["start_cold_s"],
                 ratio(r["start_cold_s"], base["start_cold_s"]),
                 r["open_s"], r["check_s"], r["rss_mib"], r["anon_mib"],
-                r["file_mib"], r["index_mib"]))
+                r["file_mib"], r["index_mib"],
+                r.get("idle_cpu_pct", float("nan"))))
     out += ["", "| objects | request | server CPU µs/req median [range] (x) "
             "| req/s median [range] (x) |", "|---|---|---|---|"]
     for r in rows:
@@ -615,6 +629,10 @@ def main():
     ap.add_argument("--fill-threads", type=int, default=2)
     ap.add_argument("--dir", default=os.environ.get("BENCH_DIR", "/tmp"))
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--fill-only", action="store_true",
+                    help="fill (and sync) to the last of --sizes, measure "
+                         "nothing, keep the store: --reuse measures it later "
+                         "(e.g. with another build)")
     ap.add_argument("--reuse", metavar="DIR",
                     help="measure the store a --keep run (or a killed one) "
                          "left in DIR, filled to the first of --sizes; it "
@@ -633,6 +651,8 @@ def main():
                     help="also run bench_get_small.py (under --lock) for the "
                          "GET 4 KiB CPU goal of the verdict")
     ap.add_argument("--get-small-rounds", type=int, default=3)
+    ap.add_argument("--idle-s", type=float, default=5.0,
+                    help="seconds of the idle server's CPU figure per size")
     args = ap.parse_args()
     if args.from_json:
         rows = []
@@ -649,6 +669,8 @@ def main():
     if not args.no_build:
         build_fill()
     rows, have = [], 0
+    if args.fill_only:
+        args.keep = True
     if args.reuse:
         root, have, args.keep = args.reuse, sizes[0], True
         drives = [os.path.join(root, "d%d" % i) for i in range(args.drives)]
@@ -670,6 +692,8 @@ def main():
                                stderr=subprocess.DEVNULL)
             have = n
             t1 = time.monotonic()
+            if args.fill_only and n != sizes[-1]:
+                continue
             # the filler runs with fsync off: its writeback (GBs at 10^6)
             # must not run beneath the measured rounds, so it is done here,
             # outside the lock
@@ -677,6 +701,8 @@ def main():
             print("filled to %d objects in %.0f s, synced in %.0f s"
                   % (n, t1 - t0, time.monotonic() - t1), file=sys.stderr,
                   flush=True)
+            if args.fill_only:
+                continue
             with bench_lock(args.lock):
                 print("measuring %d objects" % n, file=sys.stderr, flush=True)
                 rows.append(measure(srv, n, args, rng))
@@ -692,6 +718,8 @@ def main():
         else:
             print("store kept in %s (--reuse %s --sizes %d measures it "
                   "again)" % (root, root, have), file=sys.stderr, flush=True)
+    if args.fill_only:
+        return
     get4k = get_small(args) if args.get_small else None
     text = ("storaged scale benchmark: %d drives, %d-byte objects, %d "
             "clients, %d ops per rate, %d LIST pages, %d rounds\n\n%s\n"
