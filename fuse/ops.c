@@ -184,6 +184,7 @@ static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
                          struct fc_attr *a, char **key, double *when);
 static int revalidate(struct fc_fs *fs, struct fc_inode *in, struct fc_attr *a);
 static int mark_parent(struct fc_fs *fs, const char *key);
+static int kill_priv(fuse_req_t req, struct fc_inode *in);
 
 /* Kernel entry timeout: none when every path walk must reach ecfs's
  * permission checks (fs->perm_walk). */
@@ -1029,6 +1030,8 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
             fuse_reply_err(req, -ret);
             return;
         }
+        if (fi->flags & O_TRUNC)
+            (void)kill_priv(req, in); /* (-ENOMEM: the bits stay) */
         /* writes and reads of a handle being written skip the page
          * cache: the bytes live in its buffer or staging file */
         fh->direct = true;
@@ -1536,6 +1539,35 @@ static int set_meta(struct fc_fs *fs, struct fc_inode *in,
     return 0;
 }
 
+/* Clears the set-id bits of @in that a write or O_TRUNC open by the
+ * caller of @req removes (fc_perm_kill_bits), where ecfs checks
+ * permissions: the kernel clears them for neither (writes are direct
+ * I/O; an O_TRUNC open is truncated by ecfs). Shown at once, stored with
+ * the open handle's commit. 0 or -errno. */
+static int kill_priv(fuse_req_t req, struct fc_inode *in)
+{
+    struct fc_fs *fs = fs_of(req);
+    struct fc_attr a;
+    struct fc_cred c;
+    struct stat st;
+    mode_t kill;
+
+    if (!fs->own_perms)
+        return 0;
+    fc_inode_get_attr(fs->itab, in, &a, NULL);
+    if (a.is_dir || !(a.meta.has & FC_META_MODE) ||
+        !(a.meta.mode & (S_ISUID | S_ISGID)))
+        return 0; /* the common case: no lock, no /proc */
+    fc_fill_stat(fs, in->ino, &a, &st);
+    fc_cred_init(&c, req);
+    kill = fc_perm_kill_bits(&c, st.st_mode, st.st_gid, false);
+    fc_cred_fini(&c);
+    if (kill == 0)
+        return 0;
+    st.st_mode &= ~kill;
+    return set_meta(fs, in, &st, FUSE_SET_ATTR_MODE);
+}
+
 /* Valid replies: fuse_reply_attr, fuse_reply_err.
  * The size truncates (write.c); mode, owner and mtime of a file or a
  * directory are kept as x-amz-meta-* attributes (set_meta). */
@@ -1578,12 +1610,27 @@ static void fc_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
         fc_fill_stat(fs, ino, &a, &st);
         fc_cred_init(&c, req);
         ret = fc_perm_setattr(&c, &st, attr, to_set, fi != NULL, &mode);
+        attr->st_mode = mode;
+        if (ret == 0 && (to_set & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID |
+                                   FUSE_SET_ATTR_GID))) {
+            /* the set-id bits a truncate or chown clears, where the
+             * kernel's own kill-priv chmod does not come (ftruncate) or
+             * keeps a set-gid bit without group x that it clears on a
+             * local file system */
+            bool chown = to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID);
+            mode_t kill = fc_perm_kill_bits(&c, st.st_mode, st.st_gid, chown);
+            if (kill != 0) {
+                if (!(to_set & FUSE_SET_ATTR_MODE))
+                    attr->st_mode = st.st_mode;
+                attr->st_mode &= ~kill;
+                to_set |= FUSE_SET_ATTR_MODE;
+            }
+        }
         fc_cred_fini(&c);
         if (ret < 0) {
             fuse_reply_err(req, -ret);
             return;
         }
-        attr->st_mode = mode;
     }
     if (to_set & FUSE_SET_ATTR_SIZE) {
         if (fh != NULL && fh->wf != NULL)
@@ -2371,6 +2418,8 @@ static void fc_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
         return;
     }
     n = fc_write(fh->wf, buf, size, (uint64_t)off);
+    if (n >= 0)
+        (void)kill_priv(req, fh->in); /* (-ENOMEM: the bits stay) */
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else

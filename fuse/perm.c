@@ -175,6 +175,25 @@ int fc_perm_sticky(struct fc_cred *c, const struct stat *dir,
     return fc_cred_capable(c, CAP_FOWNER) ? 0 : -EPERM;
 }
 
+mode_t fc_perm_kill_bits(struct fc_cred *c, mode_t mode, gid_t gid, bool chown)
+{
+    mode_t kill = 0;
+
+    if (!S_ISREG(mode))
+        return 0;
+    if (mode & S_ISUID)
+        kill |= S_ISUID;
+    /* setattr_should_drop_sgid(): with group x, or for a caller outside
+     * the group without CAP_FSETID */
+    if ((mode & S_ISGID) &&
+        ((mode & S_IXGRP) ||
+         (!fc_cred_in_group(c, gid) && !fc_cred_capable(c, CAP_FSETID))))
+        kill |= S_ISGID;
+    if (kill == 0 || chown)
+        return kill;
+    return fc_cred_capable(c, CAP_FSETID) ? 0 : kill;
+}
+
 int fc_perm_setattr(struct fc_cred *c, const struct stat *cur,
                     const struct stat *attr, int to_set, bool has_fh,
                     mode_t *mode)
@@ -206,11 +225,14 @@ int fc_perm_setattr(struct fc_cred *c, const struct stat *cur,
     if (to_set & FUSE_SET_ATTR_MODE) {
         gid_t g = (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : cur->st_gid;
         mode_t was = cur->st_mode & 07777, now = attr->st_mode & 07777;
-        /* a write (or chown) by another user makes the kernel clear the
-         * file's set-id bits through a chmod of its own (no
-         * handle_killpriv): a writer may drop those bits, nothing else */
+        /* a truncate (or chown) by another user makes the kernel clear
+         * the file's set-id bits through a chmod of its own (libfuse
+         * 3.14 does not pass FUSE_HANDLE_KILLPRIV on to the kernel, and
+         * has no KILLPRIV_V2): a writer may drop those bits, nothing
+         * else */
+        const mode_t sid = S_ISUID | S_ISGID;
         bool kill_only =
-            now != was && (was & ~(mode_t)(S_ISUID | S_ISGID)) == now;
+            now != was && (now & ~was) == 0 && (now & ~sid) == (was & ~sid);
         if (!owner && !(kill_only && fc_perm_check(c, cur, W_OK) == 0) &&
             !fc_cred_capable(c, CAP_FOWNER))
             return -EPERM;

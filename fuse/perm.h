@@ -81,4 +81,12 @@ int fc_perm_setattr(struct fc_cred *c, const struct stat *cur,
                     const struct stat *attr, int to_set, bool has_fh,
                     mode_t *mode);
 
+/* The set-id bits of a regular file of @mode that @c's write, truncate
+ * or O_TRUNC open (@chown false), or its chown or chgrp (@chown true),
+ * clears, as the kernel's setattr_should_drop_suidgid() and
+ * notify_change(): S_ISUID, and S_ISGID with group x or for a caller
+ * outside group @gid without CAP_FSETID; a write keeps them all for a
+ * caller with CAP_FSETID, a chown does not. 0 when none. */
+mode_t fc_perm_kill_bits(struct fc_cred *c, mode_t mode, gid_t gid, bool chown);
+
 #endif /* FUSE_PERM_H */

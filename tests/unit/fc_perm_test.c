@@ -138,6 +138,48 @@ static void test_caps(void **state)
         -EPERM); /* giving away needs CAP_CHOWN */
 }
 
+/* The set-id bits a write, truncate or chown clears (the kernel's
+ * setattr_should_drop_suidgid and notify_change), and the kernel's own
+ * kill-priv chmod that may drop only some of them. */
+static void test_kill_bits(void **state)
+{
+    struct fc_cred oth, ingrp, fsetid;
+    cred(&oth, 103, 250, NULL, 0);
+    oth.caps_state = 1;
+    cred(&ingrp, 104, 100, NULL, 0);
+    ingrp.caps_state = 1;
+    cred(&fsetid, 103, 250, NULL, 0);
+    fsetid.caps_state = 1;
+    fsetid.caps = 1u << CAP_FSETID;
+    struct stat sid = file(S_IFREG | 06666, 100, 100);
+    struct stat at = file(S_IFREG | 02666, 100, 100);
+    mode_t m;
+
+    (void)state;
+    assert_int_equal(fc_perm_kill_bits(&oth, S_IFREG | 06666, 100, false),
+                     S_ISUID | S_ISGID); /* outside the group */
+    assert_int_equal(fc_perm_kill_bits(&ingrp, S_IFREG | 06666, 100, false),
+                     S_ISUID); /* set-gid without group x stays */
+    assert_int_equal(fc_perm_kill_bits(&ingrp, S_IFREG | 06755, 100, false),
+                     S_ISUID | S_ISGID);
+    assert_int_equal(fc_perm_kill_bits(&fsetid, S_IFREG | 06755, 100, false),
+                     0);
+    assert_int_equal(fc_perm_kill_bits(&fsetid, S_IFREG | 06755, 100, true),
+                     S_ISUID | S_ISGID); /* a chown clears anyway */
+    assert_int_equal(fc_perm_kill_bits(&oth, S_IFDIR | 06755, 100, false), 0);
+    assert_int_equal(fc_perm_kill_bits(&oth, S_IFREG | 0755, 100, true), 0);
+    /* the kernel's kill-priv chmod may drop the set-uid bit alone */
+    assert_int_equal(
+        fc_perm_setattr(&oth, &sid, &at, FUSE_SET_ATTR_MODE, false, &m), 0);
+    at = file(S_IFREG | 04666, 100, 100);
+    assert_int_equal(
+        fc_perm_setattr(&oth, &sid, &at, FUSE_SET_ATTR_MODE, false, &m), 0);
+    at = file(S_IFREG | 07666, 100, 100); /* adding a bit is not a kill */
+    assert_int_equal(
+        fc_perm_setattr(&oth, &sid, &at, FUSE_SET_ATTR_MODE, false, &m),
+        -EPERM);
+}
+
 static void test_sticky(void **state)
 {
     struct fc_cred a, b;
@@ -283,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_classes),        cmocka_unit_test(test_root),
         cmocka_unit_test(test_sticky),         cmocka_unit_test(test_setattr),
         cmocka_unit_test(test_groups_unknown), cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_kill_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
