@@ -353,9 +353,10 @@ enum stor_s3_err stor_acl_from_xml(const char *xml, size_t len,
     cm_buf_fini(&x.text);
     if (ret == -ENOMEM)
         set_err(&x, S3E_INTERNAL, NULL);
-    else if (ret < 0)
-        x.err = S3E_MALFORMED_XML, x.msg = NULL;
-    else if (!x.root_ok)
+    else if (ret < 0) {
+        x.err = S3E_MALFORMED_XML;
+        x.msg = NULL;
+    } else if (!x.root_ok)
         set_err(&x, S3E_MALFORMED_ACL,
                 "The document element must be AccessControlPolicy");
     if (x.err != S3E_NONE) {

@@ -902,11 +902,13 @@ static int acl_arg(struct stor_s3_req *r, json_t **out)
     else if (r->acl_grants)
         v = json_deep_copy(r->acl_grants);
     else if (r->acl_hdr == 0)
-        e = S3E_MALFORMED_ACL, msg = "PutAcl needs an AccessControlPolicy "
-                                     "body, x-amz-grant-* or x-amz-acl";
+        e = S3E_MALFORMED_ACL; /* msg: below */
     else if (r->acl_hdr - 1 != IAM_ACL_PRIVATE &&
              (v = json_string(stor_iam_acl_name(r->acl_hdr - 1))) == NULL)
         e = S3E_INTERNAL;
+    if (e == S3E_MALFORMED_ACL && msg == NULL)
+        msg = "PutAcl needs an AccessControlPolicy body, x-amz-grant-* or "
+              "x-amz-acl";
     b = stor_iam_bucket_find(s, r->bucket);
     block = b && (b->pab & IAM_PAB_BLOCK_ACLS);
     stor_iam_snap_unref(s);
