@@ -176,11 +176,14 @@ check-clang:
 
 # The checks that build nothing: every header compiles alone and no .c
 # declares a non-static function (check-headers.sh), storaged's folders
-# include each other only through their interfaces (check-layers.sh), no
-# banned function (check-banned.sh), every source as .clang-format says.
+# include each other only through their interfaces (check-layers.sh), the
+# object layer's files call one way (check-obj-chain.sh: nm of objects it
+# compiles into a temp dir), no banned function (check-banned.sh), every
+# source as .clang-format says.
 check-static:
 	scripts/check-headers.sh
 	scripts/check-layers.sh
+	scripts/check-obj-chain.sh
 	scripts/check-banned.sh
 	$(MAKE) format-check
 

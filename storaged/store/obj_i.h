@@ -1,7 +1,7 @@
 /* storaged/store/obj_i.h - internals shared by the object layer's files
- * (obj_store.c, obj_io.c, obj_list.c, obj_mpu.c, obj_load.c, obj_heal.c,
- * obj_open.c), declared
- * once here, never copied into a .c. Not for the front end: it codes
+ * (obj_ent.c, obj_store.c, obj_ext.c, obj_ver.c, obj_io.c, obj_mpu.c,
+ * obj_list.c, obj_heal.c, obj_load.c, obj_open.c), declared once here,
+ * never copied into a .c. Not for the front end: it codes
  * against storaged/store/object.h only.
  *
  * Locking, outermost first:
@@ -170,12 +170,28 @@ struct obj_healreq {
     size_t key_len;
 };
 
+/* ---- obj_ent.c (the bottom: calls nothing else of the layer) ---- */
+void obj_ent_free(struct obj_ent *e);
+/* Deep copy of an entry; NULL on ENOMEM. */
+struct obj_ent *obj_ent_dup(const struct obj_ent *e);
+int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out);
+void obj_hdrs_free(struct stor_hdr *h, size_t n);
+/* NUL-terminated copy of @n bytes; NULL on ENOMEM. */
+char *obj_memdup0(const char *p, size_t n);
+/* memcmp order, shorter first on a tie: S3 listing order. */
+int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl);
+
 /* ---- obj_store.c ---- */
+/* stor_store_get_stats (object.h) but for the extent files' reclaim
+ * counters, which obj_open.c adds (obj_ext.c is above the core). */
+void obj_stats_get(struct stor_store *s, struct stor_store_stats *out);
+/* Frees an upload and all it owns, its parts' headers too (NULL-safe):
+ * the core's, as bucket_free needs it (multipart's file calls it too). */
+void obj_upload_free(struct obj_upload *u);
 uint64_t obj_next_version(struct stor_store *s);
 int64_t obj_now_ns(void);
 /* Finds a bucket; caller holds s->lock. NULL when absent. */
 struct obj_bucket *obj_bucket_find(struct stor_store *s, const char *name);
-int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl);
 /* The one way to the current entry of bucket/key: store lock, bucket,
  * index lookup. 0 and *out (a copy the caller frees), -STOR_ENOBUCKET,
  * -STOR_ENOKEY, -ENOMEM, -EIO (index unreadable). */
@@ -288,10 +304,8 @@ void obj_cur_settled(struct stor_store *s, const char *bucket,
                      const uint8_t id[16]);
 /* Raises the version lease above @v (obj_next_version calls it). */
 void obj_lease_extend(struct stor_store *s, uint64_t v);
-void obj_ent_free(struct obj_ent *e);
 struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
                                   const uint8_t id[16]);
-struct obj_ent *obj_ent_dup(const struct obj_ent *e);
 void obj_key_id(struct stor_store *s, const char *key, size_t len,
                 uint8_t id[16]);
 pthread_rwlock_t *obj_klock(struct stor_store *s, const uint8_t id[16]);
@@ -316,10 +330,6 @@ void obj_heal_queue(struct stor_store *s, const char *bucket, const char *key,
                     size_t len);
 void obj_info_fill(const struct obj_ent *e, struct stor_obj_info *out,
                    bool hdrs);
-int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out);
-void obj_hdrs_free(struct stor_hdr *h, size_t n);
-/* NUL-terminated copy of @n bytes; NULL on ENOMEM. */
-char *obj_memdup0(const char *p, size_t n);
 /* Adds bucket @name (created at @created ns) found on the drives by
  * obj_load; stores it in *out. 0 or -ENOMEM. */
 int obj_bucket_add_loaded(struct stor_store *s, const char *name,
@@ -416,8 +426,6 @@ int obj_put_make_part(struct stor_put *p, const char *uid, int partno,
 /* Inserts @u in (key, uid) order; caller holds b->lock for writing.
  * 0 or -ENOMEM. */
 int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u);
-/* Frees an upload and all it owns, its parts' headers too (NULL-safe). */
-void obj_upload_free(struct obj_upload *u);
 /* Inserts or replaces part @np in @u (sorted by number) with its headers
  * @hdrs (@nhdrs; ownership taken, also on failure); returns the replaced
  * part's data id in *old (0 when none). 0 or -ENOMEM. */

@@ -90,20 +90,6 @@ static void upload_unlink(struct obj_bucket *b, size_t idx)
 }
 
 /* Contract in obj_i.h. */
-void obj_upload_free(struct obj_upload *u)
-{
-    if (u == NULL)
-        return;
-    free(u->key);
-    for (size_t i = 0; i < u->nparts; i++)
-        obj_hdrs_free(u->phdrs[i].hdrs, u->phdrs[i].n);
-    free(u->parts);
-    free(u->phdrs);
-    obj_hdrs_free(u->hdrs, u->nhdrs);
-    free(u);
-}
-
-/* Contract in obj_i.h. */
 int obj_upload_insert(struct obj_bucket *b, struct obj_upload *u)
 {
     size_t at = 0;

@@ -448,6 +448,14 @@ static void *res_main(void *arg)
     return NULL;
 }
 
+/* Contract in object.h: the core's figures (obj_stats_get) and those of
+ * the layers above it that it must not call up into. */
+void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
+{
+    obj_stats_get(s, out);
+    obj_ext_reclaim_stats(s, &out->ext_freed, &out->ext_punches);
+}
+
 /* Contract in object.h. */
 bool stor_store_ready(struct stor_store *s)
 {

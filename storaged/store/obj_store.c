@@ -1,9 +1,10 @@
 /* storaged/store/obj_store.c - the core of the object layer: buckets, the
  * one way to the current entry of a key (obj_cur_*), the heal queue, paths,
- * headers and entries, drives, part geometry and statistics. Everything
- * else builds on it: obj_io.c (PUT/GET/DELETE), then obj_mpu.c, obj_list.c,
- * obj_heal.c and obj_load.c, then obj_open.c (open/close); obj_idx.c is
- * the LMDB index beside it.
+ * entries made from metas, drives, part geometry and statistics. It calls
+ * only obj_idx.c (the LMDB index) and obj_ent.c (entries, headers, key
+ * order) below it; everything else builds on it: obj_ext.c and obj_ver.c,
+ * then obj_io.c (PUT/GET/DELETE), then obj_mpu.c, then obj_list.c,
+ * obj_heal.c and obj_load.c, then obj_open.c (scripts/check-obj-chain.sh).
  *
  * DESIGN: one process owns the drives, so it can know which object version
  * is current: the persistent index (obj_idx.c, LMDB) holds it, a durable
@@ -261,116 +262,6 @@ bool obj_valid_bucket(const char *name)
 
 /* ---- headers and entries ---- */
 
-/* Frees @n headers and the array (NULL-safe). */
-void obj_hdrs_free(struct stor_hdr *h, size_t n)
-{
-    for (size_t i = 0; i < n && h; i++) {
-        free(h[i].name);
-        free(h[i].value);
-    }
-    free(h);
-}
-
-/* Deep copy of @n headers into *out (NULL when n is 0). 0 or -ENOMEM. */
-int obj_hdrs_copy(const struct stor_hdr *h, size_t n, struct stor_hdr **out)
-{
-    struct stor_hdr *c;
-
-    *out = NULL;
-    if (n == 0)
-        return 0;
-    c = calloc(n, sizeof(*c));
-    if (c == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        c[i].name = strdup(h[i].name ? h[i].name : "");
-        c[i].value = strdup(h[i].value ? h[i].value : "");
-        if (c[i].name == NULL || c[i].value == NULL) {
-            obj_hdrs_free(c, n);
-            return -ENOMEM;
-        }
-    }
-    *out = c;
-    return 0;
-}
-
-/* Contract in obj_i.h. */
-char *obj_memdup0(const char *p, size_t n)
-{
-    char *c = malloc(n + 1);
-
-    if (c) {
-        memcpy(c, p, n);
-        c[n] = 0;
-    }
-    return c;
-}
-
-/* Frees an index entry and everything it owns (NULL-safe). */
-void obj_ent_free(struct obj_ent *e)
-{
-    if (e == NULL)
-        return;
-    free(e->key);
-    free(e->parts);
-    free(e->xref);
-    free(e->at_bucket);
-    free(e->at_key);
-    obj_hdrs_free(e->hdrs, e->nhdrs);
-    free(e);
-}
-
-/* Deep copy of an entry; NULL on ENOMEM. */
-struct obj_ent *obj_ent_dup(const struct obj_ent *e)
-{
-    struct obj_ent *c = calloc(1, sizeof(*c));
-
-    if (c == NULL)
-        return NULL;
-    *c = *e;
-    c->key = NULL;
-    c->parts = NULL;
-    c->hdrs = NULL;
-    c->xref = NULL;
-    c->at_bucket = NULL;
-    c->at_key = NULL;
-    if (e->at_bucket) {
-        c->at_bucket = strdup(e->at_bucket);
-        c->at_key = malloc(e->at_key_len + 1);
-        if (c->at_bucket == NULL || c->at_key == NULL)
-            goto fail;
-        memcpy(c->at_key, e->at_key, e->at_key_len);
-        c->at_key[e->at_key_len] = 0;
-    }
-    if (e->xref) {
-        size_t n = (size_t)(e->k + e->m);
-
-        c->xref = malloc(n * sizeof(*c->xref));
-        if (c->xref == NULL)
-            goto fail;
-        memcpy(c->xref, e->xref, n * sizeof(*c->xref));
-    }
-    c->key = malloc(e->key_len + 1);
-    if (c->key == NULL)
-        goto fail;
-    memcpy(c->key, e->key, e->key_len);
-    c->key[e->key_len] = 0;
-    if (e->nparts) {
-        c->parts = malloc(e->nparts * sizeof(*c->parts));
-        if (c->parts == NULL)
-            goto fail;
-        memcpy(c->parts, e->parts, e->nparts * sizeof(*c->parts));
-    }
-    if (obj_hdrs_copy(e->hdrs, e->nhdrs, &c->hdrs) < 0) {
-        c->nhdrs = 0;
-        goto fail;
-    }
-    return c;
-fail:
-    obj_ent_free(c);
-    return NULL;
-}
-
 /* New index entry from a decoded meta (copies); NULL on ENOMEM. */
 struct obj_ent *obj_ent_from_meta(const struct stor_meta *m,
                                   const uint8_t id[16])
@@ -470,16 +361,6 @@ out:
 }
 
 /* ---- the current entry (every lookup goes through here) ---- */
-
-/* memcmp order, shorter first on a tie: S3 listing order. */
-int obj_key_cmp(const char *a, size_t al, const char *b, size_t bl)
-{
-    int c = memcmp(a, b, al < bl ? al : bl);
-
-    if (c != 0)
-        return c;
-    return al < bl ? -1 : al > bl ? 1 : 0;
-}
 
 /* Contract in obj_i.h. */
 void obj_idx_failed(struct stor_store *s, int err)
@@ -646,6 +527,20 @@ struct obj_bucket *obj_bucket_find(struct stor_store *s, const char *name)
             hi = mid;
     }
     return NULL;
+}
+
+/* Contract in obj_i.h. */
+void obj_upload_free(struct obj_upload *u)
+{
+    if (u == NULL)
+        return;
+    free(u->key);
+    for (size_t i = 0; i < u->nparts; i++)
+        obj_hdrs_free(u->phdrs[i].hdrs, u->phdrs[i].n);
+    free(u->parts);
+    free(u->phdrs);
+    obj_hdrs_free(u->hdrs, u->nhdrs);
+    free(u);
 }
 
 /* Frees a bucket, its index and its uploads. */
@@ -929,8 +824,8 @@ static int count_objects(void *arg, const char *bucket, int64_t created,
     return 0;
 }
 
-/* Contract in object.h (counters are atomics). */
-void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
+/* Contract in obj_i.h (counters are atomics). */
+void obj_stats_get(struct stor_store *s, struct stor_store_stats *out)
 {
     memset(out, 0, sizeof(*out));
     out->degraded_reads = __atomic_load_n(&s->degraded_reads, __ATOMIC_RELAXED);
@@ -955,7 +850,6 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
         out->sync_failures = gst.failures;
         out->sync_shared = gst.shared;
     }
-    obj_ext_reclaim_stats(s, &out->ext_freed, &out->ext_punches);
     out->nsets = s->nsets;
     out->set_size = s->set_size;
     out->ec_data = s->K;
