@@ -293,7 +293,8 @@ def test_grants_survive_restart(env, storaged, tmp_path):
 def test_multipart_upload_keeps_its_acl(env, versioned):
     """CreateMultipartUpload's grant headers or canned ACL are the
     completed object's ACL (kept with the upload, never shown as a
-    header); an upload without one completes private."""
+    header), also after a retried Complete; an upload without one
+    completes private."""
     root = env["root"]
     srv = env["srv"]
     b = new_bucket(root)
@@ -305,11 +306,17 @@ def test_multipart_upload_keeps_its_acl(env, versioned):
         up = root.create_multipart_upload(Bucket=b, Key=key, **kw)
         e = root.upload_part(Bucket=b, Key=key, UploadId=up["UploadId"],
                              PartNumber=1, Body=b"m" * 1000)["ETag"]
-        root.complete_multipart_upload(
-            Bucket=b, Key=key, UploadId=up["UploadId"],
-            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+        done = {"Parts": [{"PartNumber": 1, "ETag": e}]}
+        root.complete_multipart_upload(Bucket=b, Key=key,
+                                       UploadId=up["UploadId"],
+                                       MultipartUpload=done)
+        return up["UploadId"], done
 
-    mpu("g", GrantRead='uri="%s"' % ALL, GrantFullControl="id=" + ROOT_ID)
+    uid, done = mpu("g", GrantRead='uri="%s"' % ALL,
+                    GrantFullControl="id=" + ROOT_ID)
+    # a retried Complete (its answer lost) leaves the ACL the first set
+    root.complete_multipart_upload(Bucket=b, Key="g", UploadId=uid,
+                                   MultipartUpload=done)
     mpu("c", ACL="public-read")
     mpu("p")
     assert anon("%s/%s/g" % (srv.endpoint, b)) == (200, b"m" * 1000)
