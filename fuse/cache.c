@@ -24,6 +24,8 @@ struct fc_cache {
     struct fc_block *table; /* uthash by id */
     struct fc_block *head, *tail; /* LRU: head = most recent */
     size_t bytes, max_bytes, nblocks;
+    struct fc_block *hhead, *htail; /* handed blocks, oldest first */
+    size_t handed_bytes, handed_max;
     uint64_t pf_wasted; /* prefetched bytes evicted unread */
     uint64_t ra_issued, ra_used, ra_wasted; /* readahead bytes */
 };
@@ -38,6 +40,7 @@ int fc_cache_create(size_t max_bytes, struct fc_cache **out)
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     c->max_bytes = max_bytes;
+    c->handed_max = max_bytes / 16;
     *out = c;
     return 0;
 }
@@ -71,19 +74,33 @@ static pthread_mutex_t g_recycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct buf_hdr *g_recycle; /* protected by g_recycle_lock */
 static size_t g_recycle_bytes;    /* protected by g_recycle_lock */
 
-/* Takes a recycled buffer of exactly @len bytes, or NULL. A miss unmaps
+/* The largest mapping a big buffer for @mlen mapped bytes may reuse: up
+ * to a sixteenth more (16 KiB from 256 KiB, 64 KiB from 1 MiB). Whole-
+ * object GETs of medium files come in every size; when only an exact
+ * length matched, a recycled buffer almost never fitted the next file, and
+ * each one cost an munmap and a fresh, zeroed, populated mmap. */
+static size_t buf_reuse_max(size_t mlen)
+{
+    size_t step = FC_CACHE_BUF_ALIGN;
+
+    while (step * 16 * 2 <= mlen)
+        step *= 2;
+    return mlen + step;
+}
+
+/* Takes a recycled buffer of @len to @max bytes, or NULL. A miss unmaps
  * the oldest buffer kept (the tail): buffers of a size no longer asked
  * for drain at the rate of misses instead of holding the pool full. */
-static struct buf_hdr *recycle_take(size_t len)
+static struct buf_hdr *recycle_take(size_t len, size_t max)
 {
     struct buf_hdr **pp, **last = NULL, *h = NULL, *stale = NULL;
 
     pthread_mutex_lock(&g_recycle_lock);
     for (pp = &g_recycle; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->len == len) {
+        if ((*pp)->len >= len && (*pp)->len <= max) {
             h = *pp;
             *pp = h->next;
-            g_recycle_bytes -= len;
+            g_recycle_bytes -= h->len;
             break;
         }
         last = pp;
@@ -156,9 +173,10 @@ char *fc_cache_buf_alloc(size_t size)
     struct buf_hdr *h;
 
     if (size >= FC_CACHE_BIGBUF) {
-        size_t mlen = size + FC_CACHE_BUF_ALIGN;
+        size_t mlen = (size + 2 * FC_CACHE_BUF_ALIGN - 1) / FC_CACHE_BUF_ALIGN *
+                      FC_CACHE_BUF_ALIGN;
         char *m;
-        if ((h = recycle_take(mlen)) != NULL)
+        if ((h = recycle_take(mlen, buf_reuse_max(mlen))) != NULL)
             return (char *)h + BUF_HDR;
         m = mmap(NULL, mlen, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -255,11 +273,28 @@ static void lru_push_front(struct fc_cache *c, struct fc_block *b)
         c->tail = b;
 }
 
+static void handed_unlink(struct fc_cache *c, struct fc_block *b)
+{
+    if (b->hprev)
+        b->hprev->hnext = b->hnext;
+    else
+        c->hhead = b->hnext;
+    if (b->hnext)
+        b->hnext->hprev = b->hprev;
+    else
+        c->htail = b->hprev;
+    b->hprev = b->hnext = NULL;
+    b->handed = false;
+    c->handed_bytes -= b->len;
+}
+
 /* Removes @b from table and LRU; frees it if unreferenced. Lock held. */
 static void block_unlink(struct fc_cache *c, struct fc_block *b)
 {
     HASH_DEL(c->table, b);
     lru_unlink(c, b);
+    if (b->handed)
+        handed_unlink(c, b);
     c->nblocks--;
     if (b->state == FC_BLOCK_READY)
         c->bytes -= b->len;
@@ -268,11 +303,24 @@ static void block_unlink(struct fc_cache *c, struct fc_block *b)
         block_free(b);
 }
 
-/* Evicts cold unreferenced READY blocks until under budget. Lock held. */
+/* Evicts cold unreferenced READY blocks until under budget, handed ones
+ * first past their share (fc_cache_handed). Lock held. */
 static void evict(struct fc_cache *c)
 {
-    struct fc_block *b = c->tail, *prev;
+    struct fc_block *b = c->hhead, *prev;
 
+    /* down to half their share at once: the recycled buffers then pile
+     * up, and the next fetches find one of their size among them (one at
+     * a time, a pool of two or three rarely held a fit) */
+    if (c->handed_bytes > c->handed_max) {
+        while (b && c->handed_bytes > c->handed_max / 2) {
+            struct fc_block *next = b->hnext;
+            if (b->refs == 0)
+                block_unlink(c, b); /* read: neither wasted counter */
+            b = next;
+        }
+    }
+    b = c->tail;
     while (c->bytes > c->max_bytes && b) {
         prev = b->prev;
         if (b->refs == 0 && b->state == FC_BLOCK_READY) {
@@ -400,7 +448,7 @@ void fc_cache_release(struct fc_cache *c, struct fc_block *b)
     if (b->refs == 0) {
         if (b->id[0] == '\0')
             block_free(b); /* already out of the table */
-        else if (c->bytes > c->max_bytes)
+        else if (c->bytes > c->max_bytes || c->handed_bytes > c->handed_max)
             evict(c);
     }
     pthread_mutex_unlock(&c->lock);
@@ -465,6 +513,29 @@ void fc_cache_readahead_stats(struct fc_cache *c, uint64_t *issued,
     *issued = c->ra_issued;
     *used = c->ra_used;
     *wasted = c->ra_wasted;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Counts page-cache replies of a block (see header). */
+void fc_cache_handed(struct fc_cache *c, struct fc_block *b, size_t n)
+{
+    pthread_mutex_lock(&c->lock);
+    if (!b->handed && b->state == FC_BLOCK_READY && b->id[0] != '\0') {
+        b->served += n;
+        if (b->served >= b->len) {
+            b->handed = true;
+            b->hprev = c->htail;
+            b->hnext = NULL;
+            if (c->htail)
+                c->htail->hnext = b;
+            else
+                c->hhead = b;
+            c->htail = b;
+            c->handed_bytes += b->len;
+            if (c->handed_bytes > c->handed_max)
+                evict(c); /* @b is referenced: others go */
+        }
+    }
     pthread_mutex_unlock(&c->lock);
 }
 

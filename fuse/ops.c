@@ -1144,7 +1144,10 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     /* the reply is written straight from the cache blocks (no copy) */
     n = fc_read_pin(fs, &o, rs, (uint64_t)off, size, &pin);
     if (n >= 0) {
-        fuse_reply_iov(req, pin.iov, (int)pin.n);
+        /* without direct_io the bytes now sit in the page cache */
+        if (fuse_reply_iov(req, pin.iov, (int)pin.n) == 0 &&
+            (fh == NULL || !fh->direct))
+            fc_read_handed(fs, &pin);
         fc_read_unpin(fs, &pin);
         return;
     }

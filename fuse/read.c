@@ -68,6 +68,13 @@ struct pf_dir {
     unsigned streak; /* reads in listing order (see dir_note) */
     bool busy;       /* a thread is queueing for it */
     bool done;       /* whole listing queued (or too big) */
+    /* listing indexes of the files read, one bit each (NULL until the
+     * first read found in a listing): a prefetch skips them. The block
+     * cache cannot say: a block handed to the page cache leaves it soon
+     * after its read (fc_cache_handed), and a prefetch walking the listing
+     * then fetched again, for nobody, files a shuffled epoch had read. */
+    uint8_t *read_bits;
+    size_t read_n; /* bits in read_bits */
     UT_hash_handle hh;
 };
 
@@ -344,6 +351,7 @@ void fc_prefetch_stop(struct fc_fs *fs)
         HASH_ITER(hh, pf->dirs, d, tmp)
         {
             HASH_DEL(pf->dirs, d);
+            free(d->read_bits);
             free(d->key);
             free(d);
         }
@@ -548,10 +556,12 @@ static void read_pattern(struct fc_fs *fs, const struct fc_robj *o,
  * before index @to, at most @files of them and @bytes in all, until the
  * queue share or the byte budget is full. Returns the index reached; the
  * files and bytes queued are added to *nq and *nb. */
-static size_t dir_queue(struct fc_fs *fs, const char *dirkey,
+static size_t dir_queue(struct fc_fs *fs, struct pf_dir *d,
                         const struct fc_listing *l, size_t from, size_t to,
                         size_t files, uint64_t bytes, size_t *nq, uint64_t *nb)
 {
+    struct fc_prefetch *pf = fs->pf;
+    const char *dirkey = d->key;
     size_t bs = fs->o.block_size, i;
 
     for (i = from; i < to && *nq < files; i++) {
@@ -559,8 +569,14 @@ static size_t dir_queue(struct fc_fs *fs, const char *dirkey,
         struct pf_job *j;
         struct fc_block *blk;
         char *key;
+        bool was_read;
 
         if (e->is_dir || e->size == 0 || e->size > bs)
+            continue;
+        pthread_mutex_lock(&pf->lock);
+        was_read = i < d->read_n && (d->read_bits[i / 8] >> (i % 8)) & 1;
+        pthread_mutex_unlock(&pf->lock);
+        if (was_read)
             continue;
         if (*nb + e->size > bytes)
             break; /* the caches could not hold it until it is read */
@@ -658,10 +674,16 @@ static void dir_note(struct fc_fs *fs, const char *key, int kind, uint64_t size)
         dirkey = NULL;
         HASH_ADD_KEYPTR(hh, pf->dirs, d->key, dl, d);
     }
+    if (d != NULL && idx != SIZE_MAX && d->read_bits == NULL) {
+        d->read_bits = calloc((l->n + 7) / 8, 1);
+        d->read_n = d->read_bits ? l->n : 0;
+    }
     if (d != NULL) {
         d->reads++;
         if (kind == 2)
             d->hits++;
+        if (idx < d->read_n)
+            d->read_bits[idx / 8] |= (uint8_t)(1u << (idx % 8));
         if (idx != SIZE_MAX) {
             if (d->reads == 1 || idx > d->max_idx + ORDER_SLACK ||
                 idx + ORDER_SLACK < d->max_idx)
@@ -692,8 +714,7 @@ static void dir_note(struct fc_fs *fs, const char *key, int kind, uint64_t size)
     pthread_mutex_unlock(&pf->lock);
     free(dirkey);
     if (go) {
-        size_t upto =
-            dir_queue(fs, d->key, l, from, to, files, bytes, &nq, &nb);
+        size_t upto = dir_queue(fs, d, l, from, to, files, bytes, &nq, &nb);
         pthread_mutex_lock(&pf->lock);
         if (upto > d->next)
             d->next = upto;
@@ -929,6 +950,13 @@ void fc_read_unpin(struct fc_fs *fs, struct fc_rpin *p)
     for (unsigned i = 0; i < p->n; i++)
         fc_cache_release(fs->cache, p->blks[i]);
     p->n = 0;
+}
+
+/* Counts pinned bytes replied into the page cache (see header). */
+void fc_read_handed(struct fc_fs *fs, const struct fc_rpin *p)
+{
+    for (unsigned i = 0; i < p->n; i++)
+        fc_cache_handed(fs->cache, p->blks[i], p->iov[i].iov_len);
 }
 
 /* Reads through the cache (see header): pins at most FC_RPIN_MAX blocks at

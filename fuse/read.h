@@ -60,6 +60,10 @@ CM_MUST_CHECK ssize_t fc_read_pin(struct fc_fs *fs, const struct fc_robj *o,
                                   size_t len, struct fc_rpin *p);
 /* Releases what fc_read_pin pinned; @p is empty afterwards. */
 void fc_read_unpin(struct fc_fs *fs, struct fc_rpin *p);
+/* Notes that the pinned bytes of @p went into the kernel's page cache (a
+ * reply to a read without direct_io): see fc_cache_handed. Before
+ * fc_read_unpin. */
+void fc_read_handed(struct fc_fs *fs, const struct fc_rpin *p);
 
 /* Reads up to @len bytes at @off of @o into @out. Returns the byte count
  * (short only at EOF) or -errno (-EIO when the object changed or the store

@@ -996,10 +996,12 @@ ssize_t fc_s3_getv(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
     x.dst_cap = CM_MIN(room, len ? len : cap);
     if (iovcnt == 0 || x.dst_cap < (len ? len : cap))
         return -EINVAL;
-    /* curl reads the socket 16 KiB at a time by default: a part of a
-     * sequential readahead is better read in 256 KiB gulps */
-    if (x.dst_cap >= (1u << 20))
-        x.bufsize = 256 * 1024;
+    /* curl reads the socket 16 KiB at a time by default, with a poll
+     * before each read: a medium file fetched whole or a part of a
+     * sequential readahead is better read in gulps of up to 256 KiB (a
+     * 320 KiB GET took 15 recvs and 17 polls) */
+    if (x.dst_cap >= (64u << 10))
+        x.bufsize = (long)CM_MIN(x.dst_cap, (size_t)256 * 1024);
     cm_buf_init(&path, CM_BUF_NOLIMIT);
     if (s3_path(s, key, &path) < 0)
         return -ENOMEM;

@@ -55,10 +55,14 @@ copy, built into build/bench/ as tests/bench/bench_fuse.py does) beside local,
 ecfs, s3fs and rclone:
   tests/bench/bench_loader.py --size medium --results DIR
 
+Peer ecfs-base is ecfs built elsewhere (--base-bin DIR, e.g. main's build),
+mounted with the same options against the same server: an A/B of a client
+change in one run, round-robin with the other peers.
+
 Usage: bench_loader.py [--size tiny|small|default|large|medium] [--peers local,
-       passthrough,ecfs,ecfs-pack,s3fs,rclone] [--tests train,raw,loop,meta,
-       seq] [--results DIR] [...] (see --help). Environment: ECFS_BIN_DIR
-       (default <repo>/bin).
+       passthrough,ecfs,ecfs-base,ecfs-pack,s3fs,rclone] [--tests train,raw,
+       loop,meta,seq] [--base-bin DIR] [--results DIR] [...] (see --help).
+       Environment: ECFS_BIN_DIR (default <repo>/bin).
 """
 
 import argparse
@@ -99,7 +103,9 @@ SIZES = {
     "medium": dict(preset=None, files=6000, shard_mib=0, budget=60,
                    medium_kib=320),
 }
-PEERS = ["local", "passthrough", "ecfs", "ecfs-pack", "s3fs", "rclone"]
+PEERS = ["local", "passthrough", "ecfs", "ecfs-base", "ecfs-pack", "s3fs",
+         "rclone"]
+BASE_BIN = None  # --base-bin: the ecfs of the ecfs-base peer (an A/B)
 PACKED = "packed"  # ecfs-pack: `ecfs pack` of the dataset into bench/packed/
 TESTS = ["train", "raw", "raw0", "loop", "meta", "seq", "ioctl"]
 # what runs without --peers/--tests: passthrough_ll (the cost of FUSE itself,
@@ -285,9 +291,11 @@ class Mount:
             return ([self.pll, "-f", "-o",
                      "source=%s,cache=always" % self.source, self.mnt], env)
         url = self.srv.endpoint
-        if self.kind in ("ecfs", "ecfs-pack"):
+        if self.kind in ("ecfs", "ecfs-base", "ecfs-pack"):
             env.update(AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET)
-            return ([os.path.join(BIN, "ecfs"), "%s:%s" % (BUCKET, self.prefix),
+            ecfs = os.path.join(BASE_BIN if self.kind == "ecfs-base" else BIN,
+                                "ecfs")
+            return ([ecfs, "%s:%s" % (BUCKET, self.prefix),
                      self.mnt, "-f",
                      "-o", "endpoint=%s,ro" % url +
                      ("," + self.extra if self.extra else "")], env)
@@ -862,7 +870,7 @@ class Bench:
     @staticmethod
     def ecfs_stats(m):
         """The .ecfs-stats counters of an ecfs mount (None for others)."""
-        if m is None or m.kind not in ("ecfs", "ecfs-pack"):
+        if m is None or m.kind not in ("ecfs", "ecfs-base", "ecfs-pack"):
             return None
         with open(os.path.join(m.mnt, ".ecfs-stats")) as f:
             # "name value" lines (name=value pairs before 2026-12)
@@ -1519,6 +1527,9 @@ def main():
     ap.add_argument("--storaged-args", default="",
                     help="more storaged serve options, e.g. --storaged-args="
                          "--extents")
+    ap.add_argument("--base-bin", metavar="DIR",
+                    help="the ecfs binary of peer ecfs-base (another build, "
+                    "e.g. main's, measured beside ecfs in the same run)")
     ap.add_argument("--ecfs-opts", default="",
                     help="more -o options for the ecfs and ecfs-pack mounts "
                     "(e.g. cache_size=16M,pack_fetch=shard)")
@@ -1548,6 +1559,12 @@ def main():
     for p in a.peers:
         if p not in PEERS:
             ap.error("unknown peer %s" % p)
+    if "ecfs-base" in a.peers:
+        if not a.base_bin or not os.access(os.path.join(a.base_bin, "ecfs"),
+                                           os.X_OK):
+            ap.error("peer ecfs-base needs --base-bin DIR with an ecfs")
+        global BASE_BIN
+        BASE_BIN = os.path.abspath(a.base_bin)
     for t in a.tests:
         if t not in TESTS:
             ap.error("unknown test %s" % t)

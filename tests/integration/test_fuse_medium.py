@@ -139,3 +139,52 @@ def test_warm_pass_costs_one_ioctl_per_buffered_open(storaged, ecfs_mount):
     assert s1["ioctls"] - s0["ioctls"] == len(data)
     assert s2["ioctls"] - s1["ioctls"] == 0
     assert s2["get"] == s0["get"] == len(data)
+
+
+def test_shuffled_epoch_hands_blocks_to_page_cache(storaged, ecfs_mount):
+    """A shuffled epoch through a small block cache (1 MiB) on a ro mount,
+    with directory prefetch on (the default): every byte exact, exactly one
+    GET per file (a prefetch never fetches a file the epoch already read,
+    though its block left the cache at once), and blocks whose bytes all
+    went to the page cache do not fill the cache: a sixteenth of it holds
+    them (fc_cache_handed). Then the page cache of the last files read is
+    dropped: the most recently handed block is still a block-cache hit, an
+    old one is fetched again, exact."""
+    srv = storaged()
+    c, b = client_bucket(srv, "mh")
+    rnd = random.Random(21)
+    data = {"d%d/f%03d" % (i % 3, i): rnd.randbytes(rnd.randrange(20 * K,
+                                                                  60 * K))
+            for i in range(90)}
+    for k, v in data.items():
+        c.put_object(Bucket=b, Key=k, Body=v)
+    m = mount_of(srv, ecfs_mount, b, opts=["ro", "block_size=64K",
+                                          "cache_size=1M", "prefetch_mem=1M",
+                                          "dir_prefetch=2"])
+    names = sorted(data)
+    for d in ("d0", "d1", "d2"):  # the listings, as a loader's scan
+        os.listdir(os.path.join(m.path, d))
+    g0 = gets(m)
+    order = list(names)
+    rnd.shuffle(order)
+    for k in order:
+        with open(os.path.join(m.path, k), "rb") as f:
+            assert f.read() == data[k], k
+    st = m.stats()
+    assert st["get"] - g0 == len(data), st
+    assert st["dir_prefetch_gets"] > 0, st  # prefetch did run
+    assert st["dir_prefetch_unread_bytes"] == 0, st
+    # 90 files of 20-60 KiB went through; at most the handed share (64 KiB)
+    # and what is in flight stays
+    assert st["cache_bytes"] <= 128 * K, st
+    last, old = order[-1], order[0]
+    for k in (last, old):
+        fd = os.open(os.path.join(m.path, k), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            g1 = gets(m)
+            assert os.pread(fd, len(data[k]) + 1, 0) == data[k], k
+            spent = gets(m) - g1
+        finally:
+            os.close(fd)
+        assert spent == (0 if k == last else 1), (k, spent)

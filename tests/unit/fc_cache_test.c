@@ -136,6 +136,94 @@ static void test_recycle_misses_drain(void **state)
         fc_cache_buf_free(w[i]);
 }
 
+/* Medium files come in every size: a freed buffer serves an allocation up
+ * to a sixteenth smaller (the same mapping, its old bytes in it), not a
+ * larger one, nor one much smaller. */
+static void test_recycle_near_size(void **state)
+{
+    size_t k = 1024;
+    char *a, *b, *c;
+
+    (void)state;
+    a = fc_cache_buf_alloc(320 * k);
+    assert_non_null(a);
+    memset(a, 7, 320 * k);
+    fc_cache_buf_free(a);
+    b = fc_cache_buf_alloc(310 * k);
+    assert_ptr_equal(a, b);
+    assert_int_equal(b[0], 7);
+    memset(b, 8, 310 * k);
+    fc_cache_buf_free(b);
+    c = fc_cache_buf_alloc(330 * k); /* larger: a new mapping */
+    assert_ptr_not_equal(c, a);
+    memset(c, 9, 330 * k);
+    fc_cache_buf_free(c);
+    b = fc_cache_buf_alloc(290 * k); /* 320 KiB is too much slack */
+    assert_ptr_not_equal(b, a);
+    assert_ptr_not_equal(b, c);
+    memset(b, 10, 290 * k);
+    fc_cache_buf_free(b);
+}
+
+/* Fills block @i of "h" with @len bytes and notes @served of them replied
+ * into the page cache while it is referenced. */
+static void fill_handed(struct fc_cache *c, uint64_t i, size_t len,
+                        size_t served)
+{
+    bool owner;
+    struct fc_block *b = fc_cache_acquire(c, "h", "e", i, true, &owner);
+
+    assert_true(owner);
+    fc_cache_fill(c, b, zeromem(len), len, 0);
+    if (served > 0)
+        fc_cache_handed(c, b, served);
+    fc_cache_release(c, b);
+}
+
+/* Blocks handed whole to the page cache leave first, oldest first, down to
+ * half of their share (a sixteenth of the budget) once over it; a block
+ * replied only in part stays; two partial replies that cover a block hand
+ * it. */
+static void test_handed_leave_first(void **state)
+{
+    struct fc_cache *c;
+    size_t bytes, blocks, q = 256 * 1024;
+
+    (void)state;
+    /* 16 MiB: handed share 1 MiB, four of these blocks */
+    assert_int_equal(fc_cache_create(16u << 20, &c), 0);
+    fill_handed(c, 100, q, 100 * 1024); /* read in part: never handed */
+    for (uint64_t i = 0; i < 5; i++)
+        fill_handed(c, i, q, q);
+    /* the fifth went over: 0, 1, 2 left, down to half the share */
+    for (uint64_t i = 0; i < 3; i++)
+        assert_false(fc_cache_contains(c, "h", "e", i));
+    assert_true(fc_cache_contains(c, "h", "e", 3));
+    assert_true(fc_cache_contains(c, "h", "e", 4));
+    assert_true(fc_cache_contains(c, "h", "e", 100));
+    /* in two halves, while referenced */
+    {
+        bool owner;
+        struct fc_block *b = fc_cache_acquire(c, "h", "e", 5, true, &owner);
+        assert_true(owner);
+        fc_cache_fill(c, b, zeromem(q), q, 0);
+        fc_cache_handed(c, b, q / 2);
+        fc_cache_handed(c, b, q / 2);
+        fc_cache_release(c, b);
+    }
+    fill_handed(c, 6, q, q);
+    fill_handed(c, 7, q, q); /* 3..7: over again, 3, 4, 5 leave */
+    for (uint64_t i = 3; i < 6; i++)
+        assert_false(fc_cache_contains(c, "h", "e", i));
+    assert_true(fc_cache_contains(c, "h", "e", 6));
+    assert_true(fc_cache_contains(c, "h", "e", 7));
+    assert_true(fc_cache_contains(c, "h", "e", 100));
+    fc_cache_usage(c, &bytes, &blocks);
+    assert_int_equal(blocks, 3);
+    assert_int_equal(bytes, 3 * q);
+    fc_cache_destroy(c);
+}
+
 static void test_owner_then_hit(void **state)
 {
     struct fc_cache *c;
@@ -303,6 +391,8 @@ int main(void)
         cmocka_unit_test(test_buffers_recycled),
         cmocka_unit_test(test_recycle_follows_sizes),
         cmocka_unit_test(test_recycle_misses_drain),
+        cmocka_unit_test(test_recycle_near_size),
+        cmocka_unit_test(test_handed_leave_first),
         cmocka_unit_test(test_owner_then_hit),
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_waiter_sees_fill),
