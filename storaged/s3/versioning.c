@@ -23,7 +23,9 @@
  * it in place (the store links its metas: stor_put_set_retire,
  * stor_obj_delete_keep); of any other (shard files, extents, multipart)
  * it copies the old version (read + erasure-coded write). A DELETE also
- * writes its marker, an empty object of the companion. */
+ * writes its marker, an empty object of the companion: in the same store
+ * operation as the kept version when it is kept in place (one barrier,
+ * one index transaction), else as a write of its own. */
 #include "storaged/s3/versioning.h"
 
 #include <errno.h>
@@ -704,25 +706,6 @@ static int demote(struct stor_ver *v, const char *bucket, const char *hb,
     return ret;
 }
 
-/* Writes a delete marker for @key: id @vid (a fresh one or "null"). */
-static int put_marker(struct stor_ver *v, const char *hb, const char *key,
-                      size_t kl, const char *vid)
-{
-    char n_vid[] = STOR_HDR_VERSION_ID, vbuf[24];
-    struct stor_hdr h = {n_vid, vbuf};
-    size_t hl;
-    char *hk;
-    int ret;
-
-    snprintf(vbuf, sizeof(vbuf), "%s", vid);
-    hk = stor_ver_key(key, kl, vid, next_seq(v), true, &hl);
-    if (hk == NULL)
-        return -ENOMEM;
-    ret = write_small(v->st, hb, hk, hl, NULL, 0, &h, 1);
-    free(hk);
-    return ret;
-}
-
 /* Deletes the companion's "null" version of @key, if any (a suspended
  * bucket's write replaces it). */
 static int drop_hidden_null(struct stor_ver *v, const char *hb, const char *key,
@@ -820,11 +803,13 @@ static int before_replace(struct stor_ver *v, const char *bucket,
 
 /* Under the key's lock: deletes the key's current object (if any) in
  * state @st, keeping it when it must be kept: in place by the store when
- * it can (stor_obj_delete_keep: no copy), else copied into the companion
- * first (*hk: the copy). */
+ * it can, together with the delete marker @dm (stor_obj_delete_keep: no
+ * copy, one operation; *marked), else copied into the companion first
+ * (*hk: the copy) and the marker left to the caller. */
 static int delete_keeping(struct stor_ver *v, const char *bucket,
                           const char *hb, const char *key, size_t kl,
-                          enum stor_ver_state st, char **hk)
+                          enum stor_ver_state st, const struct stor_marker *dm,
+                          char **hk, bool *marked)
 {
     struct stor_obj_info cur;
     uint64_t version;
@@ -832,6 +817,7 @@ static int delete_keeping(struct stor_ver *v, const char *bucket,
     int ret;
 
     *hk = NULL;
+    *marked = false;
     memset(&cur, 0, sizeof(cur));
     ret = stor_obj_stat(v->st, bucket, key, kl, &cur);
     if (ret == -STOR_ENOKEY)
@@ -845,7 +831,8 @@ static int delete_keeping(struct stor_ver *v, const char *bucket,
     if (keep && stor_obj_retirable(v->st, bucket, key, kl, &version)) {
         ret = companion_ensure(v->st, hb);
         if (ret == 0)
-            ret = stor_obj_delete_keep(v->st, bucket, key, kl, version);
+            ret = stor_obj_delete_keep(v->st, bucket, key, kl, version, dm);
+        *marked = ret == 0;
     }
     if (ret == -EAGAIN) { /* not keepable in place: copy, then delete */
         ret = keep ? demote(v, bucket, hb, key, kl, &cur, hk) : 0;
@@ -1026,15 +1013,19 @@ static int current_cond(struct stor_ver *v, const char *bucket, const char *key,
  * marker's id ("" when unversioned); *dm whether one was made. */
 static int delete_current(struct stor_ver *v, const char *bucket,
                           const char *key, size_t kl,
-                          const struct stor_del_cond *c, bool *dm,
+                          const struct stor_del_cond *c, bool *dm_out,
                           char *vid_out)
 {
+    char n_vid[] = STOR_HDR_VERSION_ID;
+    struct stor_hdr mh = {n_vid, vid_out};
+    struct stor_marker dm = {.hdrs = &mh, .nhdrs = 1};
     enum stor_ver_state st;
     pthread_mutex_t *lk;
-    char hb[64], *hk = NULL;
+    char hb[64], *hk = NULL, *mk = NULL;
+    bool marked = false;
     int ret;
 
-    *dm = false;
+    *dm_out = false;
     vid_out[0] = 0;
     ret = stor_ver_state(v, bucket, &st);
     if (ret < 0)
@@ -1053,17 +1044,25 @@ static int delete_current(struct stor_ver *v, const char *bucket,
         pthread_mutex_unlock(lk);
         return ret > 0 ? 0 : ret;
     }
-    ret = delete_keeping(v, bucket, hb, key, kl, st, &hk);
-    if (ret == 0 && st == STOR_VER_SUSPENDED)
+    /* a suspended bucket's "null" versions go first: the marker is one */
+    if (st == STOR_VER_SUSPENDED)
         ret = drop_hidden_null(v, hb, key, kl);
     if (ret == 0) {
         if (st == STOR_VER_ENABLED)
             stor_ver_seq_hex(next_seq(v), vid_out);
         else
             snprintf(vid_out, 20, "null");
-        ret = put_marker(v, hb, key, kl, vid_out);
-        *dm = ret == 0;
+        mk = stor_ver_key(key, kl, vid_out, next_seq(v), true, &dm.key_len);
+        ret = mk ? 0 : -ENOMEM;
+        dm.bucket = hb;
+        dm.key = mk;
     }
+    if (ret == 0)
+        ret = delete_keeping(v, bucket, hb, key, kl, st, &dm, &hk, &marked);
+    if (ret == 0 && !marked)
+        ret = write_small(v->st, hb, dm.key, dm.key_len, NULL, 0, dm.hdrs, 1);
+    *dm_out = ret == 0;
+    free(mk);
     pthread_mutex_unlock(lk);
     free(hk);
     if (ret < 0)

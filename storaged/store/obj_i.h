@@ -265,11 +265,19 @@ void obj_ver_unlink_kept(struct stor_store *s, const char *bucket,
 int obj_cur_set_pair(struct stor_store *s, const char *bucket,
                      const struct obj_ent *e, const struct obj_idx_body *b,
                      const struct obj_retire *r, struct obj_ent **old);
-/* obj_cur_remove of @bucket/@key plus @r's companion record in one index
- * transaction (a delete marker over a version kept in place). */
+/* obj_cur_remove of @bucket/@key plus @r's companion record and the
+ * delete marker @me (may be NULL; @mb its body, may be NULL) in one index
+ * transaction, which also clears both keys' pending records (a DELETE
+ * over a version kept in place: stor_obj_delete_keep). */
 int obj_cur_remove_pair(struct stor_store *s, const char *bucket,
                         const char *key, size_t key_len,
-                        const struct obj_retire *r, struct obj_ent **old);
+                        const struct obj_retire *r, const struct obj_ent *me,
+                        const struct obj_idx_body *mb, struct obj_ent **old);
+/* obj_cur_pending of two keys in one index transaction. */
+int obj_cur_pending_pair(struct stor_store *s, const char *bucket,
+                         const uint8_t id[16], const char *key, size_t key_len,
+                         const char *bucket2, const uint8_t id2[16],
+                         const char *key2, size_t key2_len);
 /* The placement of @e's metas: its base's for a kept version, else
  * @bucket/@key's. */
 void obj_ver_place(struct stor_store *s, const char *bucket, const char *key,

@@ -1579,10 +1579,23 @@ int obj_idx_remove(struct obj_idx *x, const char *bucket, const char *key,
     return ret;
 }
 
+/* Deletes the pending record of @bucket/@id in @t (none is not an
+ * error): its change is done. */
+static int pend_del(struct obj_idx *x, MDB_txn *t, const char *bucket,
+                    const uint8_t id[16])
+{
+    char kb[64 + 16];
+    MDB_val k = {mkpendkey(kb, bucket, id), kb};
+    int rc = mdb_del(t, x->pend, &k, NULL);
+
+    return rc == MDB_NOTFOUND ? 0 : mdb_err(rc);
+}
+
 /* Contract in obj_idx.h. */
 int obj_idx_remove_pair(struct obj_idx *x, const char *bucket, const char *key,
                         size_t key_len, const char *vbucket,
-                        const struct obj_ent *ve, struct obj_ent **old)
+                        const struct obj_ent *ve, const struct obj_ent *me,
+                        const struct obj_idx_body *mb, struct obj_ent **old)
 {
     struct obj_ent *gone = NULL;
     MDB_txn *t;
@@ -1592,14 +1605,13 @@ int obj_idx_remove_pair(struct obj_idx *x, const char *bucket, const char *key,
 
     if (old)
         *old = NULL;
-    if (vbucket == NULL || ve == NULL)
+    if (vbucket == NULL || ve == NULL ||
+        (mb && (me == NULL || mb->size != me->size || !me->inl)))
         return -EINVAL;
     ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
     if (ret < 0)
         return ret;
     ret = group_change(x, t, bucket, NULL, key, key_len, &gone, &delta, &dsum);
-    if (ret == 0)
-        ret = count_add(x, t, bucket, delta, dsum);
     if (ret == 0 && gone->version == ve->version && gone->size == ve->size &&
         gone->inl && gone->k == 1 && body_get(x, t, bucket, gone, &vbody) < 0)
         vbody = NULL; /* none (or damaged): its GETs read the metas */
@@ -1608,8 +1620,6 @@ int obj_idx_remove_pair(struct obj_idx *x, const char *bucket, const char *key,
     if (ret == 0)
         ret = group_change(x, t, vbucket, ve, ve->key, ve->key_len, NULL,
                            &vdelta, &vsum);
-    if (ret == 0)
-        ret = count_add(x, t, vbucket, vdelta, vsum);
     if (ret == 0) {
         const uint8_t *sh[1] = {vbody};
         struct obj_idx_body vb = {.shard = sh,
@@ -1619,6 +1629,25 @@ int obj_idx_remove_pair(struct obj_idx *x, const char *bucket, const char *key,
 
         ret = body_set(x, t, vbucket, ve->id, ve->version, vbody ? &vb : NULL);
     }
+    if (ret == 0 && me) { /* the delete marker, with its (empty) body */
+        int md = 0;
+        uint64_t msum = 0;
+
+        ret = group_change(x, t, vbucket, me, me->key, me->key_len, NULL, &md,
+                           &msum);
+        vdelta += md;
+        vsum += msum;
+        if (ret == 0)
+            ret = body_set(x, t, vbucket, me->id, me->version, mb);
+        if (ret == 0)
+            ret = pend_del(x, t, vbucket, me->id);
+    }
+    if (ret == 0)
+        ret = count_add(x, t, bucket, delta, dsum);
+    if (ret == 0)
+        ret = count_add(x, t, vbucket, vdelta, vsum);
+    if (ret == 0) /* the delete's files are done */
+        ret = pend_del(x, t, bucket, gone->id);
     free(vbody);
     ret = wtxn_end(t, ret);
     if (ret == 0 && old)
@@ -1801,6 +1830,28 @@ int obj_idx_pend_add(struct obj_idx *x, const char *bucket,
     if (ret < 0)
         return ret;
     return wtxn_end(t, mdb_err(mdb_put(t, x->pend, &k, &v, 0)));
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_pend_add_pair(struct obj_idx *x, const char *bucket,
+                          const uint8_t id[16], const char *key, size_t key_len,
+                          const char *bucket2, const uint8_t id2[16],
+                          const char *key2, size_t key2_len)
+{
+    char kb[64 + 16], kb2[64 + 16];
+    MDB_val k = {mkpendkey(kb, bucket, id), kb};
+    MDB_val v = {key_len, (void *)(uintptr_t)key};
+    MDB_val k2 = {mkpendkey(kb2, bucket2, id2), kb2};
+    MDB_val v2 = {key2_len, (void *)(uintptr_t)key2};
+    MDB_txn *t;
+    int ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    ret = mdb_err(mdb_put(t, x->pend, &k, &v, 0));
+    if (ret == 0)
+        ret = mdb_err(mdb_put(t, x->pend, &k2, &v2, 0));
+    return wtxn_end(t, ret);
 }
 
 /* Contract in obj_idx.h. */

@@ -185,15 +185,18 @@ obj_idx_put_pair(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
                  const struct obj_idx_body *b, const char *vbucket,
                  const struct obj_ent *ve, struct obj_ent **old);
 /* obj_idx_remove of @bucket/@key and, in the SAME transaction, a put of
- * @ve in @vbucket: a delete marker's kept version (obj_ver.c) leaves the
- * bucket and enters its companion at once. The removed record's body
- * moves to @ve when it is that version of one shard. Same returns as
+ * @ve in @vbucket and, with @me (may be NULL), of @me there too with @mb
+ * (may be NULL) as its body: a DELETE's kept version (obj_ver.c) leaves
+ * the bucket and enters its companion together with the delete marker
+ * over it. The removed record's body moves to @ve when it is that version
+ * of one shard. The pending records of @bucket/@key and of @me are
+ * cleared in it too (obj_idx_pend_add_pair). Same returns as
  * obj_idx_remove. */
-CM_MUST_CHECK int obj_idx_remove_pair(struct obj_idx *x, const char *bucket,
-                                      const char *key, size_t key_len,
-                                      const char *vbucket,
-                                      const struct obj_ent *ve,
-                                      struct obj_ent **old);
+CM_MUST_CHECK int
+obj_idx_remove_pair(struct obj_idx *x, const char *bucket, const char *key,
+                    size_t key_len, const char *vbucket,
+                    const struct obj_ent *ve, const struct obj_ent *me,
+                    const struct obj_idx_body *mb, struct obj_ent **old);
 /* obj_idx_put that also stores @b (may be NULL: none) as @e's body, tagged
  * with @e's version and a CRC-64, in the same transaction. */
 CM_MUST_CHECK int obj_idx_put_body(struct obj_idx *x, const char *bucket,
@@ -247,6 +250,13 @@ CM_MUST_CHECK int obj_idx_put_many_body(struct obj_idx *x, const char *bucket,
 CM_MUST_CHECK int obj_idx_pend_add(struct obj_idx *x, const char *bucket,
                                    const uint8_t id[16], const char *key,
                                    size_t key_len);
+/* obj_idx_pend_add of two keys in one transaction (a DELETE and the
+ * delete marker it writes). */
+CM_MUST_CHECK int obj_idx_pend_add_pair(struct obj_idx *x, const char *bucket,
+                                        const uint8_t id[16], const char *key,
+                                        size_t key_len, const char *bucket2,
+                                        const uint8_t id2[16], const char *key2,
+                                        size_t key2_len);
 CM_MUST_CHECK int obj_idx_pend_clear(struct obj_idx *x, const char *bucket,
                                      const uint8_t id[16]);
 /* Calls @fn for every pending record; stops at a non-zero return. */

@@ -2901,42 +2901,129 @@ int stor_obj_delete_if(struct stor_store *s, const char *bucket,
     return ret;
 }
 
-/* Contract in object.h. The order is a versioned overwrite's (FORMAT.md
- * "Versions"): the links, a barrier that makes them durable, then the
- * base's metas go (tombstones where a drive may miss it), then one index
- * transaction removes the key and adds the kept version's record. The
- * drives are the truth at every step: a crash before the metas go leaves
- * the version current (the start drops the links), after it kept. */
-int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
-                         const char *key, size_t key_len, uint64_t version)
+/* The delete marker @dm as an entry to commit: an empty inline object
+ * with the set's geometry for 0 bytes; the caller sets its version and
+ * time. *out malloc'd. 0 or -ENOMEM. */
+static int marker_ent(struct stor_store *s, const struct stor_marker *dm,
+                      struct obj_ent **out)
 {
-    struct obj_ent *cur = NULL, *old = NULL, probe;
-    struct obj_retire *rt = NULL;
-    bool ok[OBJ_MAX_SHARDS] = {0}, all = true;
-    struct stor_place pl;
-    pthread_rwlock_t *kl;
-    uint8_t id[16];
-    uint64_t mark;
-    int ret, n;
+    struct obj_ent *e = calloc(1, sizeof(*e));
 
-    if (!obj_valid_key(key, key_len))
+    *out = NULL;
+    if (e == NULL)
+        return -ENOMEM;
+    e->key = obj_memdup0(dm->key, dm->key_len);
+    if (e->key == NULL || obj_hdrs_copy(dm->hdrs, dm->nhdrs, &e->hdrs) < 0) {
+        obj_ent_free(e);
+        return -ENOMEM;
+    }
+    e->key_len = dm->key_len;
+    e->nhdrs = dm->nhdrs;
+    obj_key_id(s, e->key, e->key_len, e->id);
+    snprintf(e->etag, sizeof(e->etag), "%s",
+             "d41d8cd98f00b204e9800998ecf8427e"); /* MD5 of no bytes */
+    e->k = stor_small_k(s->K, 0);
+    e->m = s->M;
+    e->inl = true;
+    *out = e;
+    return 0;
+}
+
+/* Write-locks the key locks @a and @b (the same stripe once), in address
+ * order, so two such callers never wait on each other. */
+static void klock_pair(pthread_rwlock_t *a, pthread_rwlock_t *b)
+{
+    if (a > b) {
+        pthread_rwlock_t *t = a;
+
+        a = b;
+        b = t;
+    }
+    pthread_rwlock_wrlock(a);
+    if (b != a)
+        pthread_rwlock_wrlock(b);
+}
+
+static void kunlock_pair(pthread_rwlock_t *a, pthread_rwlock_t *b)
+{
+    pthread_rwlock_unlock(a);
+    if (b != a)
+        pthread_rwlock_unlock(b);
+}
+
+/* Contract in object.h. One operation under both keys' locks (FORMAT.md
+ * "Versions"): the marker's metas are written to temp files (so a write
+ * quorum it cannot meet stops everything before anything is done); the
+ * links of the kept version; ONE barrier, which makes the links durable
+ * before any meta of the base goes; the base's metas go (tombstones where
+ * a drive may miss it); the marker's metas are renamed into place; ONE
+ * index transaction removes the key, adds the kept version and the marker
+ * and clears both keys' pending records (set in one transaction before).
+ * The drives are the truth at every step: a crash before the base's metas
+ * go leaves the version current (the start drops the links and the marker
+ * temp files); after, the version is kept (the start makes its record
+ * from the links) with the marker's metas renamed or not. The marker is
+ * as durable as the delete itself: the unlinks and its renames are not
+ * synced (an unversioned DELETE's are not either). */
+int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
+                         const char *key, size_t key_len, uint64_t version,
+                         const struct stor_marker *dm)
+{
+    struct obj_ent *cur = NULL, *old = NULL, *me = NULL, probe;
+    struct obj_retire *rt = NULL;
+    struct cm_buf metas[OBJ_MAX_SHARDS];
+    bool ok[OBJ_MAX_SHARDS] = {0}, mok[OBJ_MAX_SHARDS] = {0};
+    bool placed[OBJ_MAX_SHARDS] = {0}, all = true, pending = false;
+    int fds[OBJ_MAX_SHARDS], ret, n, mn, nok;
+    struct stor_place pl, mpl;
+    pthread_rwlock_t *kl, *mkl;
+    uint8_t id[16], none = 0, *inl[OBJ_MAX_SHARDS];
+    uint64_t mark, uniq = obj_next_version(s);
+    struct obj_idx_body mb;
+
+    memset(metas, 0, sizeof(metas));
+    if (!obj_valid_key(key, key_len) || !obj_valid_key(dm->key, dm->key_len))
         return -STOR_EINVAL;
+    ret = marker_ent(s, dm, &me);
+    if (ret < 0)
+        return ret;
+    mn = me->k + me->m;
     obj_key_id(s, key, key_len, id);
     obj_place(s, bucket, key, key_len, &pl);
+    obj_place(s, dm->bucket, me->key, me->key_len, &mpl);
     kl = obj_klock(s, id);
-    pthread_rwlock_wrlock(kl);
+    mkl = obj_klock(s, me->id);
+    klock_pair(kl, mkl);
     ret = obj_cur_lookup(s, bucket, key, key_len, &cur);
     if (ret == 0 && (!obj_ver_keepable(cur) || cur->version != version))
         ret = -EAGAIN;
-    if (ret < 0) {
-        pthread_rwlock_unlock(kl);
-        obj_ent_free(cur);
-        return ret;
-    }
+    if (ret < 0)
+        goto out;
     n = cur->k + cur->m;
-    if (obj_cur_pending(s, bucket, id, key, key_len) < 0) {
+    for (int j = 0; j < mn; j++) {
+        mok[j] = obj_drive_online(s, obj_shard_drive(s, &mpl, j));
+        inl[j] = &none; /* no bytes */
+    }
+    me->version = obj_next_version(s);
+    me->mtime_ns = obj_now_ns(); /* also when the kept one stopped being
+                                    current */
+    ret = build_metas(me, STOR_META_OBJECT, inl, 0, metas, mok, NULL);
+    if (ret < 0)
+        goto out;
+    if (obj_cur_pending_pair(s, bucket, id, key, key_len, dm->bucket, me->id,
+                             me->key, me->key_len) < 0) {
         ret = -STOR_EDATA;
         goto out;
+    }
+    pending = true;
+    nok = write_tmp_metas(s, dm->bucket, me->id, &mpl, uniq, metas, mn, mok,
+                          fds, 0, NULL, NULL, false);
+    for (int j = 0; j < mn; j++)
+        if (fds[j] >= 0)
+            close(fds[j]);
+    if (nok < obj_write_quorum(s, me->k, me->m)) {
+        ret = -STOR_EQUORUM;
+        goto out_tmp;
     }
     for (int j = 0; j < n; j++)
         ok[j] = true;
@@ -2944,19 +3031,20 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     memset(&probe, 0, sizeof(probe));
     probe.key = cur->key; /* the same bytes as @key */
     probe.key_len = cur->key_len;
-    probe.mtime_ns = obj_now_ns(); /* when it stopped being current */
+    probe.mtime_ns = me->mtime_ns;
     ret = obj_ver_retire_begin(s, bucket, &probe, version, &pl, &rt);
     if (ret < 0)
-        goto out;
+        goto out_tmp;
     for (int j = 0; j < n; j++)
         ok[j] = (rt->linked >> j) & 1;
     /* the links durable before any meta of the base goes */
-    if (sync_barrier(s, bucket, id, &pl, n, ok, mark, NULL, ok, NULL, NULL) <
-        cur->k) {
+    if (CM_NEVER(strcmp(rt->vbucket, dm->bucket) != 0) ||
+        sync_barrier(s, bucket, id, &pl, n, ok, mark, NULL, ok, NULL, NULL) <
+            cur->k) {
         obj_ver_unlink_kept(s, bucket, rt->id, rt->version, rt->ve->mtime_ns,
                             &pl, n, rt->linked);
         ret = -STOR_EQUORUM;
-        goto out;
+        goto out_tmp;
     }
     for (int j = 0; j < n; j++)
         if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))
@@ -2965,14 +3053,57 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
      * (a rename over HEX.m: the kept link keeps the old inode) */
     if (!all || !remove_metas(s, bucket, cur, &pl, NULL))
         write_tombstones(s, bucket, cur, &pl);
-    ret = obj_cur_remove_pair(s, bucket, key, key_len, rt, &old);
-    if (ret < 0 && ret != -STOR_ENOBUCKET && ret != -STOR_ENOKEY)
+    nok = 0;
+    for (int j = 0; j < mn; j++) { /* the marker into place */
+        char from[PATH_MAX], to[PATH_MAX];
+        size_t d = obj_shard_drive(s, &mpl, j);
+
+        if (!mok[j] ||
+            obj_path_tmp(from, sizeof(from), s->drives[d].path, uniq, 100 + j) <
+                0 ||
+            obj_path_meta(to, sizeof(to), s->drives[d].path, dm->bucket,
+                          me->id) < 0)
+            continue;
+        if (rename_mk(from, to, d) < 0) {
+            obj_drive_fail(s, d, errno);
+            continue;
+        }
+        placed[j] = true;
+        nok++;
+    }
+    if (nok < mn)
+        obj_heal_queue(s, dm->bucket, me->key, me->key_len);
+    mb = (struct obj_idx_body){
+        .shard = (const uint8_t *const *)inl, .shard_len = 0, .k = me->k};
+    ret = obj_cur_remove_pair(s, bucket, key, key_len, rt, nok ? me : NULL,
+                              nok ? &mb : NULL, &old);
+    if (ret == 0 && nok > 0)
+        pending = false; /* cleared in that transaction */
+    if (ret == 0 && nok == 0)
+        ret = -STOR_EDATA; /* kept, but no copy of the marker was placed */
+    else if (ret < 0 && ret != -STOR_ENOBUCKET && ret != -STOR_ENOKEY)
         ret = -STOR_EDATA; /* the drives have it: the next start's index */
+out_tmp:
+    for (int j = 0; j < mn; j++) {
+        char path[PATH_MAX];
+
+        if (!placed[j] &&
+            obj_path_tmp(path, sizeof(path),
+                         s->drives[obj_shard_drive(s, &mpl, j)].path, uniq,
+                         100 + j) == 0)
+            unlink(path);
+    }
 out:
-    obj_cur_settled(s, bucket, id);
-    pthread_rwlock_unlock(kl);
+    if (pending) {
+        obj_cur_settled(s, bucket, id);
+        obj_cur_settled(s, dm->bucket, me->id);
+    }
+    kunlock_pair(kl, mkl);
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+        cm_buf_fini(&metas[j]);
     obj_ver_retire_free(rt);
     obj_ent_free(old);
     obj_ent_free(cur);
+    obj_ent_free(me);
     return ret;
 }

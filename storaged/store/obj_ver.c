@@ -351,7 +351,8 @@ int obj_cur_set_pair(struct stor_store *s, const char *bucket,
 /* Contract in obj_i.h. */
 int obj_cur_remove_pair(struct stor_store *s, const char *bucket,
                         const char *key, size_t key_len,
-                        const struct obj_retire *r, struct obj_ent **old)
+                        const struct obj_retire *r, const struct obj_ent *me,
+                        const struct obj_idx_body *mb, struct obj_ent **old)
 {
     int ret;
 
@@ -363,13 +364,27 @@ int obj_cur_remove_pair(struct stor_store *s, const char *bucket,
         ret = -STOR_ENOBUCKET;
     } else {
         ret = obj_idx_remove_pair(s->idx, bucket, key, key_len, r->vbucket,
-                                  r->ve, old);
+                                  r->ve, me, mb, old);
         if (ret == -ENOENT)
             ret = -STOR_ENOKEY;
         else if (ret < 0)
             obj_idx_failed(s, ret);
     }
     pthread_rwlock_unlock(&s->lock);
+    return ret;
+}
+
+/* Contract in obj_i.h. */
+int obj_cur_pending_pair(struct stor_store *s, const char *bucket,
+                         const uint8_t id[16], const char *key, size_t key_len,
+                         const char *bucket2, const uint8_t id2[16],
+                         const char *key2, size_t key2_len)
+{
+    int ret = obj_idx_pend_add_pair(s->idx, bucket, id, key, key_len, bucket2,
+                                    id2, key2, key2_len);
+
+    if (ret < 0)
+        obj_idx_failed(s, ret);
     return ret;
 }
 

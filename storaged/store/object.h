@@ -274,16 +274,28 @@ bool stor_obj_retirable(struct stor_store *s, const char *bucket,
  * "Versions"). The companion bucket must exist. 0 or -errno. */
 CM_MUST_CHECK int stor_put_set_retire(struct stor_put *p, uint64_t version);
 
+/* A delete marker stor_obj_delete_keep writes in the same operation: an
+ * empty object @key of the companion bucket @bucket, with @hdrs. */
+struct stor_marker {
+    const char *bucket; /* borrowed */
+    const char *key;    /* borrowed */
+    size_t key_len;
+    const struct stor_hdr *hdrs; /* borrowed */
+    size_t nhdrs;
+};
 /* DeleteObject of a versioned bucket's current version (which must be
  * version @version, else -EAGAIN and nothing is done) that keeps it as a
  * non-current version in the bucket's companion without copying it, as
- * stor_put_set_retire does for an overwrite: its metas stay as
- * HEX.v<version>, and its companion record is written in the same index
- * transaction that removes the key. The delete marker is the caller's.
- * The companion bucket must exist. 0, -STOR_ENOKEY or -errno. */
+ * stor_put_set_retire does for an overwrite (its metas stay as
+ * HEX.v<version>), and writes the delete marker @dm over it, in one
+ * operation: one barrier, and one index transaction removes the key and
+ * adds the kept version and the marker. The companion bucket must exist
+ * and be @dm->bucket. 0, -STOR_ENOKEY or -errno (-STOR_EDATA: the drives
+ * hold the delete, the index of this run may not). */
 CM_MUST_CHECK int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
                                        const char *key, size_t key_len,
-                                       uint64_t version);
+                                       uint64_t version,
+                                       const struct stor_marker *dm);
 
 /* ---- LIST ---- */
 struct stor_list_entry {

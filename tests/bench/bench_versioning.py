@@ -24,11 +24,18 @@ Phases (--only):
             storaged/FORMAT.md "Versions").
   delete    DELETEs (no version id) of existing 4 KiB objects: in the
             versioned bucket each one keeps the current version in place
-            and writes a delete marker. Before each run its own key set
-            (1.5x what the run should need, from the warm-up's rate, at
-            least --del-keys) is written with wrk PUTs until a listing
-            shows every key; a run that wraps (deletes a key twice) is
-            reported and left out.
+            and writes the delete marker in the same operation. Before
+            each run its own key set is written with wrk PUTs until a
+            listing shows every key: --del-keys keys, and the run lasts
+            what 40 % of them take at the warm-up's rate (at most
+            --seconds; at least 1 s, with 2.5x the keys that second
+            needs), so no run wraps (deletes a key twice; one that does
+            is reported and left out) and the fills stay short.
+
+Every run prints its row as it ends; --budget S stops starting rounds
+after S seconds (the phase then reports the rounds it has), and SIGTERM
+(timeout's) unwinds, stopping storaged: a run cut short still prints
+what it measured.
 
 --aa leaves the second bucket unversioned too: the same run then gives
 this machine's A/A floor (two identical buckets measured the same way,
@@ -36,7 +43,8 @@ the second always after the first), to read the ratios against.
 
 Usage: tests/bench/bench_versioning.py [--seconds S] [--repeat R]
        [--objects N] [--new-keys K] [--del-keys K] [--drives D]
-       [--only get,put_new,put_over,delete] [--aa]
+       [--only get,put_new,put_over,delete] [--aa] [--budget S]
+       [--no-fsync]
 Environment: ECFS_BIN_DIR (default <repo>/bin). Run it under
 `flock /tmp/ecfs-bench.lock` on a shared machine.
 """
@@ -45,8 +53,10 @@ import argparse
 import concurrent.futures
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from twobuckets import (lua_slices, presign, start_storaged,  # noqa: E402
@@ -114,17 +124,27 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--objects", type=int, default=500)
     ap.add_argument("--new-keys", type=int, default=6000)
-    ap.add_argument("--del-keys", type=int, default=3000)
+    ap.add_argument("--del-keys", type=int, default=2000)
     ap.add_argument("--drives", type=int, default=4)
     ap.add_argument("--only", default="get,put_new,put_over,delete")
     ap.add_argument("--aa", action="store_true",
                     help="A/A floor: the second bucket stays unversioned")
+    ap.add_argument("--no-fsync", action="store_true",
+                    help="storaged --no-fsync: no barrier waits, what is "
+                    "left is the CPU path")
+    ap.add_argument("--budget", type=float, default=0,
+                    help="start no round after S seconds (0: no limit)")
     a = ap.parse_args()
+    # `timeout` sends SIGTERM: unwind through the finally block, so a cut
+    # run stops its storaged (its rows are already printed)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    t_start = time.monotonic()
     only = set(a.only.split(","))
     work = tempfile.mkdtemp(prefix="bench-vers-")
     sp = None
     try:
-        sp, ep, s3 = start_storaged(work, a.drives)
+        sp, ep, s3 = start_storaged(work, a.drives,
+                                    ["--no-fsync"] if a.no_fsync else [])
         buckets = {"unversioned": "plain", "versioned": "vers"}
         for b in buckets.values():
             s3.create_bucket(Bucket=b)
@@ -153,7 +173,13 @@ def main():
             runs = {"unversioned": [], "versioned": []}
             k0 = a.del_keys if name == "delete" else a.new_keys
             nkeys = {"unversioned": k0, "versioned": k0}
+            secs = {"unversioned": a.seconds, "versioned": a.seconds}
             for rnd in range(a.repeat + 1):  # run 0 warms up, not counted
+                if a.budget and rnd > 1 and \
+                        time.monotonic() - t_start > a.budget:
+                    print("%s: budget of %.0f s spent: %d rounds" % (
+                        name, a.budget, rnd - 1), flush=True)
+                    break
                 for side in ("unversioned", "versioned"):
                     b = buckets[side]
                     if name == "put_new":
@@ -171,13 +197,19 @@ def main():
                     if rnd == 0:
                         w = wrk_cpu(ep, script, 1, pids)
                         if name == "delete":
+                            rps = max(w["rps"], 1.0)
+                            secs[side] = max(1, min(a.seconds, int(
+                                a.del_keys / 2.5 / rps)))
                             nkeys[side] = max(a.del_keys,
-                                              int(1.5 * w["rps"] * a.seconds))
+                                              int(2.5 * rps * secs[side]))
                         else:
                             nkeys[side] = max(a.new_keys,
                                               int(3 * w["rps"] * a.seconds))
                         continue
-                    r = wrk_cpu(ep, script, a.seconds, pids)
+                    r = wrk_cpu(ep, script, secs[side], pids)
+                    print("%s: %s run %d: %.1f req/s, %.1f CPU us/req, %d s"
+                          % (name, side, rnd, r["rps"], r["cpu_us_per_req"],
+                             secs[side]), flush=True)
                     if name in ("put_new", "delete") and r["wraps"] != 0:
                         print("%s: %s run %d wrapped around its %d keys"
                               " (%s times): left out" % (name, side, rnd,
@@ -188,6 +220,10 @@ def main():
                 print("%s: key sets of %d (unversioned) and %d "
                       "(versioned) keys per run" % (name, nkeys["unversioned"],
                                                     nkeys["versioned"]))
+            if name == "delete":
+                print("delete: runs of %d s (unversioned) and %d s "
+                      "(versioned)" % (secs["unversioned"],
+                                       secs["versioned"]))
                 n = min(len(runs["unversioned"]), len(runs["versioned"]))
                 runs = {k: v[:n] for k, v in runs.items()}
                 if n == 0:

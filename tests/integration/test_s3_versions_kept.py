@@ -65,6 +65,16 @@ def _all_versions(c, bucket):
         kw["VersionIdMarker"] = r["NextVersionIdMarker"]
 
 
+def _markers(c, bucket):
+    """{key: number of delete markers}."""
+    out = {}
+    for page in c.get_paginator("list_object_versions").paginate(
+            Bucket=bucket):
+        for m in page.get("DeleteMarkers", []):
+            out[m["Key"]] = out.get(m["Key"], 0) + 1
+    return out
+
+
 def _index_check(srv):
     r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
                        capture_output=True, text=True, timeout=120)
@@ -132,11 +142,12 @@ def _writer(c, keys, sent, acked, stop, seed, dels=None):
     while not stop.is_set():
         k = rng.choice(keys)
         if dels is not None and rng.random() < 0.4:
+            dels[1].append(k)  # tried: its marker may be there or not
             try:  # a delete marker over the current version (or a marker)
                 c.delete_object(Bucket="crashv", Key=k)
             except Exception:
                 continue
-            dels.append(k)
+            dels[0].append(k)
             continue
         b = rng.randbytes(rng.choice([0, 100, 4096, 9000, 30000]))
         h = hashlib.md5(b).hexdigest()
@@ -161,9 +172,13 @@ def test_delete_marker_keeps_version_in_place(storaged):
     companion = set(_companion_metas(srv, "keptdm"))
     kept = set(_kept(srv, "keptdm"))
     cur = _files(srv, "keptdm", "*.m")
+    b0 = _metric(srv, "storaged_sync_barriers_total")
     r = c.delete_object(Bucket="keptdm", Key="k")
     assert r["DeleteMarker"] is True
     dm = r["VersionId"]
+    # one operation: the kept version's links and the marker share one
+    # barrier (two before: the links', then the marker's own commit)
+    assert _metric(srv, "storaged_sync_barriers_total") - b0 == 1
     # the current version was not copied: the companion got only the
     # marker's metas (an empty object: at most k + m files, all new)
     new = set(_companion_metas(srv, "keptdm")) - companion
@@ -238,7 +253,7 @@ def _kill9_rounds(srv, c, deletes):
     sent = {k: collections.Counter() for k in allk}  # PUTs sent per body
     acked = {k: [] for k in allk}
     rng = random.Random(18)
-    dels = []
+    dels = ([], [])  # acknowledged, tried
     for rnd in range(3):
         stop = threading.Event()
         ths = [threading.Thread(target=_writer,
@@ -278,9 +293,17 @@ def _kill9_rounds(srv, c, deletes):
             # both be there)
             for h, n in collections.Counter(have).items():
                 assert n <= sent[k][h], "a version twice: %s %s" % (k, h)
+        if deletes:
+            # every acknowledged DELETE left its marker (the marker is
+            # written in the same operation as the kept version), and
+            # no marker is there that no DELETE tried
+            ms = _markers(c, "crashv")
+            for k in allk:
+                assert dels[0].count(k) <= ms.get(k, 0) <= \
+                    dels[1].count(k), "markers of %s" % k
     assert sum(len(v) for v in acked.values()) >= 30
     if deletes:
-        assert len(dels) > 0
+        assert len(dels[0]) > 0
     srv.stop()
     _index_check(srv)
 
@@ -306,6 +329,13 @@ def test_kill9_during_versioned_deletes(storaged):
     c.create_bucket(Bucket="crashv")
     _enable(c, "crashv")
     _kill9_rounds(srv, c, True)
+
+
+def _metric(srv, name):
+    text = urllib.request.urlopen(srv.endpoint + "/metrics").read().decode()
+    m = re.search(r"^%s ([0-9.e+]+)$" % re.escape(name), text, re.M)
+    assert m, name
+    return float(m.group(1))
 
 
 def _drives_online(srv):

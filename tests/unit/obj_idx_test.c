@@ -318,32 +318,66 @@ static void test_put_pair(void **st)
     obj_ent_free(v1);
 }
 
+static int pend_cb(void *arg, const char *bucket, const uint8_t id[16],
+                   const char *key, size_t key_len)
+{
+    char *seen = arg;
+    size_t n = strlen(seen);
+
+    snprintf(seen + n, 256 - n, "%s:%d:%.*s,", bucket, id[0], (int)key_len,
+             key);
+    return 0;
+}
+
 /* obj_idx_remove_pair: the key leaves its bucket and its kept version
- * enters the companion in one transaction, the body moving with it; a
- * missing key changes nothing. */
+ * and the delete marker over it enter the companion in one transaction,
+ * the body moving with the version, both keys' pending records cleared;
+ * a missing key changes nothing. */
 static void test_remove_pair(void **st)
 {
     struct obj_idx *x = idx_open();
     struct obj_ent *a1 = mk("k", 1, 1, 1, 0);
     struct obj_ent *v1 = mk("k\001e712c3ae6e34cb2bo", 19, 1, 3, 0);
+    struct obj_ent *dm = mk("k\001e712c3ae6e34cb2ad", 19, 5, 1, 0);
     struct obj_ent *got = NULL, *old = NULL;
-    uint8_t oldb[3] = "old";
-    const uint8_t *osh[1] = {oldb};
+    uint8_t oldb[3] = "old", none = 0;
+    const uint8_t *osh[1] = {oldb}, *dsh[1] = {&none};
     struct obj_idx_body obo = {.shard = osh, .shard_len = 3, .k = 1, .size = 3};
+    struct obj_idx_body dmb = {.shard = dsh, .shard_len = 0, .k = 1};
+    char seen[256] = "";
     uint64_t n;
     void *bb = NULL;
 
     (void)st;
     a1->size = 3;
     v1->size = 3;
+    dm->size = 0;
     v1->at_bucket = strdup("bk");
     v1->at_key = strdup("k");
     v1->at_key_len = 1;
     assert_int_equal(obj_idx_bucket_set(x, "bk", 1), 0);
     assert_int_equal(obj_idx_bucket_set(x, "bk..v", 1), 0);
     assert_int_equal(obj_idx_put_body(x, "bk", a1, &obo, NULL), 0);
-    assert_int_equal(obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, &old),
+    assert_int_equal(obj_idx_pend_add_pair(x, "bk", a1->id, "k", 1, "bk..v",
+                                           dm->id, dm->key, dm->key_len),
                      0);
+    assert_int_equal(obj_idx_pend_each(x, pend_cb, seen), 0);
+    assert_non_null(strstr(seen, "bk:"));
+    assert_non_null(strstr(seen, "bk..v:"));
+    /* a marker body that is not the marker's size: refused */
+    dmb.size = 1;
+    assert_int_equal(
+        obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, dm, &dmb, NULL),
+        -EINVAL);
+    dmb.size = 0;
+    assert_int_equal(
+        obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, dm, &dmb, &old), 0);
+    seen[0] = 0;
+    assert_int_equal(obj_idx_pend_each(x, pend_cb, seen), 0);
+    assert_string_equal(seen, ""); /* both cleared in that transaction */
+    assert_int_equal(obj_idx_lookup(x, "bk..v", dm->key, dm->key_len, &got), 0);
+    ent_equal(dm, got);
+    obj_ent_free(got);
     assert_non_null(old);
     ent_equal(a1, old);
     obj_ent_free(old);
@@ -361,17 +395,19 @@ static void test_remove_pair(void **st)
     assert_int_equal(obj_idx_bucket_get(x, "bk", NULL, &n), 0);
     assert_int_equal(n, 0);
     assert_int_equal(obj_idx_bucket_get(x, "bk..v", NULL, &n), 0);
-    assert_int_equal(n, 1);
+    assert_int_equal(n, 2);
     assert_int_equal(obj_idx_verify(x, "bk", NULL, &n), 0);
     assert_int_equal(obj_idx_verify(x, "bk..v", NULL, &n), 0);
     /* the key is gone now: refused, the companion unchanged */
-    assert_int_equal(obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, NULL),
-                     -ENOENT);
+    assert_int_equal(
+        obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, NULL, NULL, NULL),
+        -ENOENT);
     assert_int_equal(obj_idx_bucket_get(x, "bk..v", NULL, &n), 0);
-    assert_int_equal(n, 1);
+    assert_int_equal(n, 2);
     obj_idx_close(x, true);
     obj_ent_free(a1);
     obj_ent_free(v1);
+    obj_ent_free(dm);
 }
 
 static void test_open_missing_and_garbage(void **st)
@@ -1063,17 +1099,6 @@ static void test_reader_pool_exhausted(void **st)
     obj_ent_free(got);
     obj_ent_free(e);
     obj_idx_close(x, false);
-}
-
-static int pend_cb(void *arg, const char *bucket, const uint8_t id[16],
-                   const char *key, size_t key_len)
-{
-    char *seen = arg;
-    size_t n = strlen(seen);
-
-    snprintf(seen + n, 256 - n, "%s:%d:%.*s,", bucket, id[0], (int)key_len,
-             key);
-    return 0;
 }
 
 /* Keys in flight: added, listed, cleared by a put of that object or by
