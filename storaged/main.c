@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/compiler.h"
 #include "common/httpd.h"
 #include "common/log.h"
 #include "common/otlp.h"
@@ -92,6 +93,10 @@ static void usage(FILE *f)
         "      --no-zero-copy       GETs of extent objects copy their bytes through\n"
         "                           the server (default: spliced from the extent\n"
         "                           files to the socket on plain HTTP)\n"
+        "      --zc-cache-mem MIB   keep up to MIB MiB of checked object bodies\n"
+        "                           (<= 1 MiB, asked for twice) as pipe pages for\n"
+        "                           zero-copy GETs from memory (default 0: off)\n");
+    fputs(
         "      --domain NAME        also answer virtual-hosted-style requests,\n"
         "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"
         "      --region NAME        the one region served (default us-east-1):\n"
@@ -128,7 +133,8 @@ static void usage(FILE *f)
         "rebuilt at start, S3 requests get 503 with Retry-After and /metrics\n"
         "shows the progress. SIGTERM or SIGINT: stop\n"
         "accepting, finish in-flight requests, exit 0. SIGHUP: reload the TLS\n"
-        "certificate and key (a bad pair is logged and the old one kept).\n");
+        "certificate and key (a bad pair is logged and the old one kept).\n",
+        f);
 }
 
 /* Parses "K+M". 0 or -EINVAL. */
@@ -161,6 +167,31 @@ static int parse_count(const char *s, long lo, long hi, long *out)
         return -EINVAL;
     *out = v;
     return 0;
+}
+
+/* --zc-cache-mem @mib in bytes. A process without CAP_SYS_RESOURCE (not
+ * root) shares the per-user pipe budget (fs/pipe-user-pages-soft pages,
+ * counted by capacity: a power of two of pages per pipe) with the
+ * connections' own pipes, so the cache takes at most a quarter of it. */
+static size_t zc_cache_bytes(long mib)
+{
+    size_t want = (size_t)mib << 20, psz = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned long soft = 0;
+    FILE *f;
+
+    if (want == 0 || geteuid() == 0 ||
+        (f = fopen("/proc/sys/fs/pipe-user-pages-soft", "r")) == NULL)
+        return want;
+    if (fscanf(f, "%lu", &soft) == 1 && soft > 0 &&
+        want > (size_t)soft * psz / 8) {
+        want = (size_t)soft * psz / 8;
+        cm_log(CM_LOG_WARN, 0,
+               "--zc-cache-mem: %zu MiB at most (a quarter of the user's "
+               "pipe pages, fs/pipe-user-pages-soft)",
+               want >> 20);
+    }
+    fclose(f);
+    return want;
 }
 
 /* Raises the open-file limit to its hard maximum: every connection is a
@@ -261,6 +292,7 @@ static int cmd_serve(int argc, char **argv)
         {"extents", no_argument, NULL, 'X'},
         {"no-extents", no_argument, NULL, 'x'},
         {"no-zero-copy", no_argument, NULL, 'z'},
+        {"zc-cache-mem", required_argument, NULL, 'Z'},
         {"domain", required_argument, NULL, 'D'},
         {"region", required_argument, NULL, 'G'},
         {"kms-key-file", required_argument, NULL, 'Y'},
@@ -294,7 +326,7 @@ static int cmd_serve(int argc, char **argv)
     const char *user = getenv("STORAGED_ROOT_USER");
     const char *pass = getenv("STORAGED_ROOT_PASSWORD");
     char *err = NULL;
-    long v, idle = 60, reqto = 30;
+    long v, idle = 60, reqto = 30, zc_mib = 0;
     int c, ret, lvl;
     struct sigaction sa;
 
@@ -366,6 +398,13 @@ static int cmd_serve(int argc, char **argv)
             break;
         case 'z':
             s3o.no_zero_copy = true;
+            break;
+        case 'Z':
+            if (parse_count(optarg, 0, 1024 * 1024, &v) < 0) {
+                fprintf(stderr, "storaged: bad --zc-cache-mem '%s'\n", optarg);
+                return 2;
+            }
+            zc_mib = v;
             break;
         case 'D':
             if (!stor_s3_domain_ok(optarg)) {
@@ -524,6 +563,7 @@ static int cmd_serve(int argc, char **argv)
     if (s3o.region == NULL)
         s3o.region = "us-east-1";
     s3o.tls = tls_cert != NULL;
+    s3o.zc_cache_bytes = zc_cache_bytes(zc_mib);
     ret = stor_s3_create(&s3o, &s3);
     if (ret < 0)
         goto out_store;

@@ -11,6 +11,7 @@
 
 #include "storaged/http/http.h"
 #include "storaged/s3/s3_i.h"
+#include "storaged/s3/zcache.h"
 #include "storaged/store/object.h"
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ struct stor_metrics {
     atomic_uint_fast64_t bytes_in[S3_OP_COUNT];
     atomic_uint_fast64_t bytes_out[S3_OP_COUNT];
     atomic_uint_fast64_t get_loop[STOR_GET_LOOP_NHOW]; /* enum stor_get_loop */
+    struct stor_zcache *zc; /* borrowed; immutable after start */
 };
 
 static const char *const op_names[S3_OP_COUNT] = {
@@ -391,6 +393,45 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
 }
 
 /* See header. */
+void stor_metrics_set_zcache(struct stor_metrics *m, struct stor_zcache *zc)
+{
+    m->zc = zc;
+}
+
+/* The zero-copy body cache's counters (zeros without one). */
+static int render_zcache(struct stor_zcache *zc, struct cm_buf *o)
+{
+    struct stor_zcache_stats st;
+
+    stor_zcache_stats(zc, &st);
+    return cm_buf_appendf(
+        o,
+        "# HELP storaged_zcache_hits_total GETs answered from the zero-copy "
+        "body cache (--zc-cache-mem: checked bodies held as pipe pages).\n"
+        "# TYPE storaged_zcache_hits_total counter\n"
+        "storaged_zcache_hits_total %llu\n"
+        "# HELP storaged_zcache_puts_total Bodies copied into it.\n"
+        "# TYPE storaged_zcache_puts_total counter\n"
+        "storaged_zcache_puts_total %llu\n"
+        "# HELP storaged_zcache_evictions_total Bodies dropped for room.\n"
+        "# TYPE storaged_zcache_evictions_total counter\n"
+        "storaged_zcache_evictions_total %llu\n"
+        "# HELP storaged_zcache_failed_total Puts or tees that failed (no "
+        "pipe of that size: F_SETPIPE_SZ's limits).\n"
+        "# TYPE storaged_zcache_failed_total counter\n"
+        "storaged_zcache_failed_total %llu\n"
+        "# HELP storaged_zcache_bytes Bytes it holds (pages), of "
+        "storaged_zcache_max_bytes.\n"
+        "# TYPE storaged_zcache_bytes gauge\n"
+        "storaged_zcache_bytes %zu\n"
+        "# TYPE storaged_zcache_max_bytes gauge\n"
+        "storaged_zcache_max_bytes %zu\n",
+        (unsigned long long)st.hits, (unsigned long long)st.puts,
+        (unsigned long long)st.evictions, (unsigned long long)st.failed,
+        st.bytes, st.max_bytes);
+}
+
+/* See header. */
 int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
                         const struct stor_http_stats *hs, struct cm_buf *out)
 {
@@ -405,7 +446,8 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             "# TYPE storaged_workers_busy gauge\nstoraged_workers_busy %zu\n"
             "# HELP storaged_get_loop_total Small GETs the event loop "
             "served itself: read on its io_uring or from the index's copy "
-            "of the body (served), from its body cache (cached), or handed "
+            "of the body (served), from a body cache (cached: --cache-mem, "
+            "--zc-cache-mem), or handed "
             "to a worker (fallback: a shard did not verify; busy: no room "
             "on the loop's io_uring).\n"
             "# TYPE storaged_get_loop_total counter\n"
@@ -420,7 +462,8 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             "storaged_get_index_body_total %llu\n"
             "# HELP storaged_get_zero_copy_total Of the served GETs, those "
             "whose bytes went from the extent files to the socket by splice, "
-            "checked in the page cache (no copy).\n"
+            "checked in the page cache, or from the zero-copy body cache "
+            "(--zc-cache-mem), with no copy.\n"
             "# TYPE storaged_get_zero_copy_total counter\n"
             "storaged_get_zero_copy_total %llu\n"
             "# HELP storaged_head_loop_total HEADs the event loop answered "
@@ -443,6 +486,8 @@ int stor_metrics_render(struct stor_metrics *m, struct stor_store *store,
             (unsigned long long)atomic_load(
                 &m->get_loop[STOR_GET_LOOP_ZERO_COPY]),
             (unsigned long long)atomic_load(&m->get_loop[STOR_HEAD_LOOP]));
+    if (ret == 0)
+        ret = render_zcache(m->zc, out);
     if (ret == 0 && store)
         ret = render_store(store, out);
     return ret;

@@ -42,6 +42,10 @@ enum stor_get_loop {
     STOR_GET_LOOP_NHOW
 };
 void stor_metrics_get_loop(struct stor_metrics *m, enum stor_get_loop how);
+struct stor_zcache;
+/* The zero-copy body cache whose counters /metrics shows (borrowed; it
+ * outlives @m's renders). Set once, before serving. */
+void stor_metrics_set_zcache(struct stor_metrics *m, struct stor_zcache *zc);
 /* Appends the Prometheus text exposition to @out, with the transport's
  * connection and worker figures @hs; @store and @hs may be NULL. */
 CM_MUST_CHECK int stor_metrics_render(struct stor_metrics *m,

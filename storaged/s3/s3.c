@@ -33,6 +33,7 @@
 #include "storaged/s3/post.h"
 #include "storaged/s3/sse.h"
 #include "storaged/s3/versioning.h"
+#include "storaged/s3/zcache.h"
 
 #define PIECE_CAP (STOR_PIECE_SIZE + 1024 * 1024)
 
@@ -931,6 +932,52 @@ static void get_fast_done(struct stor_req *h)
     get_fast_finish(r);
 }
 
+/* Whether a body this GET just read and checked may be kept in the
+ * zero-copy body cache (zcache.h) and served from it to later GETs: a
+ * plain whole-object GET (so a later one of the same version is the same
+ * answer) of an object stored as plain bytes (not encrypted: those bytes
+ * are never sent as stored). */
+static bool zcache_may_keep(struct stor_s3_req *r,
+                            const struct stor_obj_info *info)
+{
+    size_t rn;
+
+    if (r->s3->zcache == NULL || stor_s3_hdr(r, "range", &rn) ||
+        stor_s3_has_query(r, "partNumber") || info->size == 0 ||
+        info->size > STOR_ZCACHE_MAX_BODY)
+        return false;
+    for (size_t i = 0; i < info->nhdrs; i++)
+        if (strcasecmp(info->hdrs[i].name, "x-ecfs-sse") == 0)
+            return false;
+    return stor_zcache_want(r->s3->zcache, r->bucket, r->cache_id,
+                            r->cache_version, (size_t)info->size);
+}
+
+/* Offers the checked body of @g (a loop GET's: zero-copy, its pages still
+ * in the connection's pipe, or copied, in @body) to the zero-copy body
+ * cache, which copies it once when admitted. */
+static void zcache_offer(struct stor_s3_req *r,
+                         const struct stor_obj_info *info,
+                         const struct stor_get *g, const void *body)
+{
+    size_t len = (size_t)info->size;
+    void *p;
+
+    if (!zcache_may_keep(r, info))
+        return;
+    p = stor_zcache_region(len);
+    if (p == NULL)
+        return;
+    if (body)
+        memcpy(p, body, len);
+    else if (stor_get_zc_copy(g, p, len) < 0) {
+        stor_zcache_region_free(p, len);
+        return;
+    }
+    stor_zcache_put(r->s3->zcache, r->bucket, r->cache_id, r->cache_version, p,
+                    len);
+}
+
 /* get_fast_done() once the reads' results are in the store's reads. */
 static void get_fast_finish(struct stor_s3_req *r)
 {
@@ -956,6 +1003,7 @@ static void get_fast_finish(struct stor_s3_req *r)
     }
     if (r->zc_pins) {
         stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_ZERO_COPY);
+        zcache_offer(r, &info, g, NULL);
         stor_s3_get_object_reply(r, &info, g);
         if (!h->resp.zc) /* an error or 304 answer: the bytes stay unsent */
             stor_req_zc_discard(h);
@@ -968,6 +1016,8 @@ static void get_fast_finish(struct stor_s3_req *r)
         stor_bcache_put(bc, r->bucket, r->cache_id, r->cache_version,
                         stor_get_inline_body(g), (size_t)size);
     }
+    if (stor_get_inline_body(g))
+        zcache_offer(r, &info, g, stor_get_inline_body(g));
     stor_s3_get_object_reply(r, &info, g);
     stor_http_respond(h);
 }
@@ -997,6 +1047,52 @@ static bool get_cached(struct stor_s3_req *r)
     r->get_nb = NULL;
     stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_CACHED);
     stor_s3_get_object_reply(r, &info, g);
+    stor_http_respond(&r->http);
+    return true;
+}
+
+/* Answers a plain whole-object GET from the zero-copy body cache (the
+ * version the index says is current, held as pipe pages: zcache.h): the
+ * body is tee'd into the connection's pipe and spliced from there to the
+ * socket. No read, no copy, no checksum (the pages were checked when they
+ * were filled and nothing maps them since). true when it did. */
+static bool get_zcached(struct stor_s3_req *r)
+{
+    struct stor_zcache *zc = r->s3->zcache;
+    struct stor_obj_info info;
+    struct stor_get *g = NULL;
+    size_t rn, bytes[2];
+    uint64_t size;
+    int pfd[2];
+
+    if (zc == NULL || stor_s3_hdr(r, "range", &rn) ||
+        stor_s3_has_query(r, "partNumber"))
+        return false;
+    stor_get_nb_ident(r->get_nb, r->cache_id, &r->cache_version, &size);
+    if (!stor_zcache_has(zc, r->bucket, r->cache_id, r->cache_version,
+                         (size_t)size))
+        return false;
+    bytes[0] = stor_zcache_pipe_bytes((size_t)size);
+    bytes[1] = 0;
+    if (stor_req_zc_pipes(&r->http, bytes, pfd) < 0) /* TLS: copy */
+        return false;
+    if (stor_zcache_tee(zc, r->bucket, r->cache_id, r->cache_version,
+                        (size_t)size, pfd[0]) < 0) {
+        stor_req_zc_discard(&r->http);
+        return false;
+    }
+    memset(&info, 0, sizeof(info));
+    if (stor_get_nb_end_zc_held(r->get_nb, (size_t)size, &info, &g) < 0) {
+        r->get_nb = NULL;
+        stor_req_zc_discard(&r->http);
+        return false;
+    }
+    r->get_nb = NULL;
+    stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_CACHED);
+    stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_ZERO_COPY);
+    stor_s3_get_object_reply(r, &info, g);
+    if (!r->http.resp.zc) /* an error or 304 answer: the bytes stay unsent */
+        stor_req_zc_discard(&r->http);
     stor_http_respond(&r->http);
     return true;
 }
@@ -1047,6 +1143,7 @@ static void get_fast_zc(struct stor_s3_req *r)
 static bool get_fast(struct stor_s3_req *r)
 {
     struct stor_nb_read *rd;
+    uint64_t n_size;
     size_t n, i;
     int ret;
 
@@ -1059,6 +1156,11 @@ static bool get_fast(struct stor_s3_req *r)
         return false;
     if (n == 0)
         return get_indexed(r);
+    if (get_zcached(r))
+        return true;
+    if (r->get_nb == NULL) /* the zero-copy cache's end failed */
+        return false;
+    stor_get_nb_ident(r->get_nb, r->cache_id, &r->cache_version, &n_size);
     if (get_cached(r))
         return true;
     if (r->get_nb == NULL) /* the cache's end_with() failed */
@@ -1391,6 +1493,12 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
     s3->region = o->region ? o->region : "us-east-1";
     s3->cache_bytes = o->cache_bytes;
     s3->zero_copy = !o->no_zero_copy;
+    if (s3->zero_copy && o->zc_cache_bytes) {
+        s3->zcache = stor_zcache_create(o->zc_cache_bytes);
+        if (s3->zcache == NULL)
+            cm_log(CM_LOG_WARN, ENOMEM, "S3: no zero-copy body cache");
+        stor_metrics_set_zcache(s3->metrics, s3->zcache);
+    }
     s3->domain = o->domain;
     s3->tls = o->tls;
     s3->domain_len = o->domain ? strlen(o->domain) : 0;
@@ -1412,6 +1520,7 @@ void stor_s3_destroy(struct stor_s3 *s3)
     stor_iam_close(s3->iam);
     stor_ver_destroy(s3->ver);
     stor_sse_keys_destroy(s3);
+    stor_zcache_destroy(s3->zcache);
     stor_metrics_destroy(s3->metrics);
     free(s3);
 }

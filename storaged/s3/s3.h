@@ -20,6 +20,8 @@ struct stor_s3_opts {
     const char *region;       /* NULL: "us-east-1" */
     size_t cache_bytes;       /* --cache-mem, split over the loops; 0: none */
     bool no_zero_copy;        /* --no-zero-copy: extent GETs copy their bytes */
+    size_t zc_cache_bytes;    /* --zc-cache-mem: checked bodies kept as pipe
+                                 pages for zero-copy GETs (zcache.h); 0: none */
     const char *domain;       /* borrowed; --domain: virtual-hosted-style
                                  requests to BUCKET.DOMAIN; NULL: path only */
     const uint8_t *kms_key;   /* --kms-key-file's 256-bit key (copied), or

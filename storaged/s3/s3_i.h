@@ -125,7 +125,8 @@ struct stor_s3 {
     const char *region;
     size_t cache_bytes; /* --cache-mem, split over the loops */
     bool zero_copy;     /* not --no-zero-copy (FORMAT.md "Zero-copy GETs") */
-    const char *domain; /* --domain (lowercase), or NULL */
+    struct stor_zcache *zcache; /* owned; --zc-cache-mem (zcache.h), or NULL */
+    const char *domain;         /* --domain (lowercase), or NULL */
     size_t domain_len;
     struct stor_sse_keys *sse_keys; /* owned; SSE-S3 master key (sse.c) */
     bool tls;                       /* HTTPS is served */

@@ -817,9 +817,31 @@ int obj_ext_check_mapped(struct stor_store *s, size_t d,
     if (e == NULL)
         return ret;
     map = ext_map(e, x->file);
+    /* no header read: it lies on the page the splice began in (records
+     * start on 4 KiB), which the pipe holds like the others */
     if (map)
-        ret = obj_ext_verify(hdr, id, version, shard, len,
+        ret = obj_ext_verify(hdr ? hdr : map + x->off, id, version, shard, len,
                              map + x->off + OBJ_EXT_HDR);
+    pthread_rwlock_unlock(&e->fdlock);
+    return ret;
+}
+
+/* Contract in obj_ext.h. */
+int obj_ext_copy_mapped(struct stor_store *s, size_t d,
+                        const struct obj_xref *x, uint64_t gen, size_t len,
+                        void *dst)
+{
+    struct obj_ext_drive *e = ext_hold(s, d, x, gen, len);
+    const uint8_t *map;
+    int ret = -ESTALE;
+
+    if (e == NULL)
+        return ret;
+    map = ext_map(e, x->file);
+    if (map) {
+        memcpy(dst, map + x->off + OBJ_EXT_HDR, len);
+        ret = 0;
+    }
     pthread_rwlock_unlock(&e->fdlock);
     return ret;
 }

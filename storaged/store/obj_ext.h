@@ -113,9 +113,10 @@ void obj_ext_unpin(struct stor_store *s, size_t d, const struct obj_xref *x);
 bool obj_ext_resident(struct stor_store *s, size_t d, const struct obj_xref *x,
                       uint64_t gen, size_t len);
 /* Checks record @x of drive @d (files of generation @gen), whose @len data
- * bytes were spliced into a pipe and whose header was read into @hdr: the
- * header as obj_ext_verify() and the CRC over the file's map, that is over
- * the very page-cache pages the pipe holds (pinned there by the pipe's
+ * bytes were spliced into a pipe and whose header was read into @hdr (NULL:
+ * read from the map, on the first page of the splice): the header as
+ * obj_ext_verify() and the CRC over the file's map, that is over the very
+ * page-cache pages the pipe holds (pinned there by the pipe's
  * references). 0, -EBADMSG (a lost shard), -ESTALE (the files were
  * reloaded), -EAGAIN (they are being reloaded now), -errno (no map).
  * Never blocks: the pages are resident, held by the pipe. */
@@ -124,6 +125,13 @@ CM_MUST_CHECK int obj_ext_check_mapped(struct stor_store *s, size_t d,
                                        const uint8_t hdr[OBJ_EXT_HDR],
                                        const uint8_t id[16], uint64_t version,
                                        int shard, size_t len);
+/* Copies the @len data bytes of record @x of drive @d (files of generation
+ * @gen) out of the file's map into @dst, after obj_ext_check_mapped()
+ * passed and while the pipe it was spliced into still holds its pages (so
+ * they are the checked bytes, resident). 0, -ESTALE, -EAGAIN as that. */
+CM_MUST_CHECK int obj_ext_copy_mapped(struct stor_store *s, size_t d,
+                                      const struct obj_xref *x, uint64_t gen,
+                                      size_t len, void *dst);
 /* Bytes a record of @len shard bytes takes in its file. */
 static inline uint64_t obj_ext_rec_size(size_t len)
 {

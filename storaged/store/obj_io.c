@@ -1657,8 +1657,9 @@ struct stor_get {
     size_t sbuf_stride;
     bool degraded_noted;
     size_t zc; /* bytes in the caller's pipes (stor_get_nb_zc_start), or 0 */
-    size_t zc_first; /* of them, in the first pipe */
-    bool index_body; /* data is the index's copy of the body */
+    size_t zc_first;                 /* of them, in the first pipe */
+    uint64_t zc_gen[OBJ_MAX_SHARDS]; /* zc: the files checked (generation) */
+    bool index_body;                 /* data is the index's copy of the body */
 };
 
 /* Closes the shard files of the current part. */
@@ -1930,6 +1931,7 @@ struct stor_get_nb {
     uint8_t *xdata; /* owned: an extent object's body (k * L), read into */
     uint8_t (*xhdr)[OBJ_EXT_HDR]; /* owned: their record headers */
     bool zc;                      /* the data shards are spliced (zero-copy) */
+    bool zc_hdr_mapped;           /* zc_now(): no header read, the map's */
     size_t zc_split;              /* shards [0, split) in the first pipe */
     uint64_t gen[OBJ_MAX_SHARDS]; /* zc: the drives' extent file generations */
 };
@@ -2099,14 +2101,16 @@ int stor_get_nb_zc_now(struct stor_get_nb *nb)
                               nb->L))
             return -EAGAIN; /* a page to read from the disk: the ring */
     }
+    /* the headers are not read: end() checks each in the map, on the first
+     * page of its splice (FORMAT.md "Zero-copy GETs") */
+    nb->zc_hdr_mapped = true;
     for (size_t i = 0; i < nb->n; i++) {
         struct stor_nb_read *rd = &nb->rd[i];
         loff_t off = (loff_t)(rd->off + OBJ_EXT_HDR);
         size_t got = 0;
-        ssize_t n;
+        ssize_t n = 0;
 
-        n = pread(rd->fd, rd->hdr, rd->hdr_len, (off_t)rd->off);
-        rd->hres = n < 0 ? -errno : n;
+        rd->hres = 0;
         while (got < nb->L) {
             n = splice(rd->fd, &off, rd->pipe, NULL, nb->L - got,
                        SPLICE_F_NONBLOCK);
@@ -2117,6 +2121,27 @@ int stor_get_nb_zc_now(struct stor_get_nb *nb)
         rd->res = n < 0 ? -errno : (ssize_t)got;
         if (got != nb->L)
             break; /* end() fails on this one; the rest stay unread */
+    }
+    return 0;
+}
+
+/* Contract in obj_nb.h. */
+int stor_get_zc_copy(const struct stor_get *g, void *dst, size_t len)
+{
+    const struct obj_ent *e = g->e;
+    size_t L, off = 0;
+
+    if (g->zc == 0 || e->xref == NULL || len != e->size || e->k <= 0)
+        return -EINVAL;
+    L = (size_t)((e->size + (uint64_t)e->k - 1) / (uint64_t)e->k);
+    for (int j = 0; j < e->k && off < len; j++) {
+        size_t d = obj_shard_drive(g->s, &g->pl, j), n = CM_MIN(L, len - off);
+        int ret = obj_ext_copy_mapped(g->s, d, &e->xref[j], g->zc_gen[j], n,
+                                      (uint8_t *)dst + off);
+
+        if (ret < 0)
+            return ret;
+        off += n;
     }
     return 0;
 }
@@ -2152,11 +2177,14 @@ static int nb_end_zc(struct stor_get_nb *nb)
         int j = nb->shard[i];
         size_t d = obj_shard_drive(g->s, &g->pl, j);
 
-        if (rd->hres != (ssize_t)OBJ_EXT_HDR || rd->res != (ssize_t)nb->L ||
-            obj_ext_check_mapped(g->s, d, &e->xref[j], nb->gen[i], nb->xhdr[i],
-                                 e->id, e->version, j, nb->L) < 0)
+        if ((!nb->zc_hdr_mapped && rd->hres != (ssize_t)OBJ_EXT_HDR) ||
+            rd->res != (ssize_t)nb->L ||
+            obj_ext_check_mapped(g->s, d, &e->xref[j], nb->gen[i],
+                                 nb->zc_hdr_mapped ? NULL : nb->xhdr[i], e->id,
+                                 e->version, j, nb->L) < 0)
             return -EAGAIN;
         obj_drive_count(g->s, d, false, (uint64_t)(OBJ_EXT_HDR + nb->L));
+        g->zc_gen[j] = nb->gen[i];
     }
     g->zc = nb->n * nb->L;
     g->zc_first = nb->zc_split * nb->L;
@@ -2317,6 +2345,25 @@ int stor_get_nb_end_with(struct stor_get_nb *nb, const void *body, size_t len,
     }
     memcpy(data, body, len);
     g->data = data;
+    nb->g = NULL;
+    stor_get_nb_free(nb);
+    nb_info_move(g, info);
+    *out = g;
+    return 0;
+}
+
+/* Contract in obj_nb.h. */
+int stor_get_nb_end_zc_held(struct stor_get_nb *nb, size_t len,
+                            struct stor_obj_info *info, struct stor_get **out)
+{
+    struct stor_get *g = nb->g;
+
+    if (len != g->e->size || len == 0) {
+        stor_get_nb_free(nb);
+        return -EAGAIN;
+    }
+    g->zc = len;
+    g->zc_first = len;
     nb->g = NULL;
     stor_get_nb_free(nb);
     nb_info_move(g, info);

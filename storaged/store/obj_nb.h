@@ -109,6 +109,20 @@ CM_MUST_CHECK int stor_get_nb_zc_start(struct stor_get_nb *nb,
 CM_MUST_CHECK int stor_get_nb_zc_now(struct stor_get_nb *nb);
 /* Unpins (NULL-safe). Any thread. */
 void stor_get_zc_release(struct stor_get_zc *z);
+/* For a zero-copy reader from end(), while its pipes still hold the bytes
+ * (before the response is sent): copies the object's @len body bytes
+ * (the checked ones, out of the page cache) into @dst, for a cache of
+ * bodies. 0, or -errno (not such a reader, a drive reloaded meanwhile). */
+CM_MUST_CHECK int stor_get_zc_copy(const struct stor_get *g, void *dst,
+                                   size_t len);
+/* Like end() for an object whose @len body bytes (of exactly the version
+ * begin() found, already checked) the caller has put into the pipe of
+ * stor_get_nb_zc_start() itself (s3/zcache.h): no reads are made, and the
+ * reader is a zero-copy one whose stor_get_zc_bytes() is @len, all in the
+ * first pipe, without padding. Always frees @nb. 0 or -EAGAIN. */
+CM_MUST_CHECK int stor_get_nb_end_zc_held(struct stor_get_nb *nb, size_t len,
+                                          struct stor_obj_info *info,
+                                          struct stor_get **out);
 /* For a zero-copy reader, the bytes its end() left in the caller's pipes:
  * the body, then the padding of the last data shard (k * L - size bytes,
  * never sent), *first (may be NULL) of them in the first pipe (all when
