@@ -573,11 +573,6 @@ static size_t dir_queue(struct fc_fs *fs, struct pf_dir *d,
 
         if (e->is_dir || e->size == 0 || e->size > bs)
             continue;
-        pthread_mutex_lock(&pf->lock);
-        was_read = i < d->read_n && (d->read_bits[i / 8] >> (i % 8)) & 1;
-        pthread_mutex_unlock(&pf->lock);
-        if (was_read)
-            continue;
         if (*nb + e->size > bytes)
             break; /* the caches could not hold it until it is read */
         if (asprintf(&key, "%s%s", dirkey, e->name) < 0)
@@ -585,6 +580,18 @@ static size_t dir_queue(struct fc_fs *fs, struct pf_dir *d,
         blk = fc_cache_claim(fs->cache, key, e->etag, 0);
         if (blk == NULL) {
             free(key); /* cached or being fetched already */
+            continue;
+        }
+        /* looked up after the claim: a reader notes its read before its
+         * block can leave the cache, so a file read meanwhile, block gone
+         * already, is seen here */
+        pthread_mutex_lock(&pf->lock);
+        was_read = i < d->read_n && (d->read_bits[i / 8] >> (i % 8)) & 1;
+        pthread_mutex_unlock(&pf->lock);
+        if (was_read) {
+            fc_cache_fill(fs->cache, blk, NULL, 0, -EAGAIN);
+            fc_cache_release(fs->cache, blk);
+            free(key);
             continue;
         }
         fc_cache_mark_prefetch(fs->cache, blk);
