@@ -861,15 +861,21 @@ static void ext_refs_load(struct stor_store *s, const char *bucket,
     }
 }
 
+static int open_mk(const char *path, size_t d);
+
 /* Writes one meta record per committing shard into temp files, synced
  * with one group barrier (gsync.h) that also covers what this thread wrote
  * to those drives since @mark and, where dirs[j] (@dirs may be NULL), the
  * object directory of @bucket/@id (links made in it before). Shard j is
  * skipped unless ok[j]. With @xb, shard j's extent record is written in
  * the same submission and its extent file is in the barrier too. Without
- * @sync there is no barrier: fds[j] stay open (-1 where not written) for
- * the caller's one barrier after its renames, and the caller closes them.
- * Returns the number written; clears ok[j] for the ones that failed. */
+ * @sync (a brand-new inline name, FORMAT.md "One barrier for a brand-new
+ * inline name") there is neither a temp file nor a barrier: each meta is
+ * created at its final name HEX.m (O_EXCL: the caller found none there,
+ * under the key lock), and fds[j] stay open (-1 where not written) for the
+ * caller's one barrier, which it closes. A meta created but not written
+ * whole is unlinked. Returns the number written; clears ok[j] for the ones
+ * that failed. */
 static int write_tmp_metas(struct stor_store *s, const char *bucket,
                            const uint8_t id[16], const struct stor_place *pl,
                            uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
@@ -887,14 +893,22 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
         fds[j] = -1;
         if (!ok[j])
             continue;
-        if (obj_path_tmp(path, sizeof(path), s->drives[d].path, uniq, 100 + j) <
-            0) {
+        if ((sync ? obj_path_tmp(path, sizeof(path), s->drives[d].path, uniq,
+                                 100 + j)
+                  : obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
+                                  id)) < 0) {
             ok[j] = false;
             continue;
         }
-        fds[j] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        fds[j] =
+            sync ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                 : open_mk(path, d);
         if (fds[j] < 0) {
-            obj_drive_fail(s, d, errno == ENOENT ? ENODEV : errno);
+            int e = sync ? errno : -fds[j];
+
+            fds[j] = -1;
+            if (e != EEXIST) /* not a drive fault: someone else's file */
+                obj_drive_fail(s, d, e == ENOENT ? ENODEV : e);
             ok[j] = false;
             continue;
         }
@@ -930,8 +944,19 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
         }
     }
     if (!sync) {
-        for (int j = 0; j < n; j++)
+        for (int j = 0; j < n; j++) {
+            char path[PATH_MAX];
+
+            if (!ok[j] && fds[j] >= 0 && /* created, not written whole */
+                obj_path_meta(path, sizeof(path),
+                              s->drives[obj_shard_drive(s, pl, j)].path, bucket,
+                              id) == 0) {
+                unlink(path);
+                close(fds[j]);
+                fds[j] = -1;
+            }
             nok += ok[j];
+        }
         return nok;
     }
     nok = sync_barrier(s, bucket, id, pl, n, ok, mark, fds, dirs,
@@ -944,38 +969,68 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
     return nok;
 }
 
+/* Makes the object directory of @path (a file in it) on drive @d, and
+ * notes its parent, whose new entry the next barrier with directories
+ * makes durable. 0 or -errno. */
+static int mk_obj_dir(const char *path, size_t d)
+{
+    struct new_dirs *nd = &t_new_dirs;
+    char dir[PATH_MAX];
+    char *slash;
+    int ret;
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash == NULL)
+        return -ENOENT;
+    *slash = 0;
+    ret = stor_mkdirs(dir);
+    if (ret < 0)
+        return ret;
+    slash = strrchr(dir, '/');
+    if (slash == NULL)
+        return 0;
+    *slash = 0;
+    if (nd->n == CM_ARRAY_SIZE(nd->path)) {
+        (void)stor_fsync_dir(dir); /* full: the old way */
+        return 0;
+    }
+    nd->drive[nd->n] = d;
+    memcpy(nd->path[nd->n++], dir, (size_t)(slash - dir) + 1);
+    return 0;
+}
+
 /* rename() that creates the object directory on first use (on drive @d);
  * the barrier after the renames makes the new directory durable. */
 static int rename_mk(const char *from, const char *to, size_t d)
 {
+    int ret;
+
     if (rename(from, to) == 0)
         return 0;
-    if (errno == ENOENT) {
-        char dir[PATH_MAX];
-        char *slash;
+    if (errno != ENOENT)
+        return -errno;
+    ret = mk_obj_dir(to, d);
+    if (ret < 0)
+        return ret;
+    return rename(from, to) == 0 ? 0 : -errno;
+}
 
-        snprintf(dir, sizeof(dir), "%s", to);
-        slash = strrchr(dir, '/');
-        if (slash) {
-            *slash = 0;
-            if (stor_mkdirs(dir) == 0 && rename(from, to) == 0) {
-                struct new_dirs *nd = &t_new_dirs;
+/* Creates the new file @path (O_EXCL) for writing, and its object
+ * directory on first use (on drive @d) as rename_mk() does. Returns the fd
+ * or -errno. */
+static int open_mk(const char *path, size_t d)
+{
+    const int fl = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+    int fd = open(path, fl, 0644), ret;
 
-                slash = strrchr(dir, '/');
-                if (slash == NULL)
-                    return 0;
-                *slash = 0;
-                if (nd->n == CM_ARRAY_SIZE(nd->path)) {
-                    (void)stor_fsync_dir(dir); /* full: the old way */
-                    return 0;
-                }
-                nd->drive[nd->n] = d;
-                memcpy(nd->path[nd->n++], dir, (size_t)(slash - dir) + 1);
-                return 0;
-            }
-        }
-    }
-    return -errno;
+    if (fd >= 0 || errno != ENOENT)
+        return fd >= 0 ? fd : -errno;
+    ret = mk_obj_dir(path, d);
+    if (ret < 0)
+        return ret;
+    fd = open(path, fl, 0644);
+    return fd >= 0 ? fd : -errno;
 }
 
 /* Builds the meta records of a committing object: one per shard. Inline
@@ -1209,6 +1264,22 @@ static bool nothing_there(struct stor_store *s, const char *bucket,
     return true;
 }
 
+/* Unlinks the meta HEX.m of @id on the drive of every shard j < n with
+ * placed[j] (best effort): a commit that did not reach its quorum. */
+static void unlink_metas(struct stor_store *s, const char *bucket,
+                         const uint8_t id[16], const struct stor_place *pl,
+                         int n, const bool *placed)
+{
+    for (int j = 0; j < n; j++) {
+        char path[PATH_MAX];
+        size_t d = obj_shard_drive(s, pl, j);
+
+        if (placed[j] && obj_path_meta(path, sizeof(path), s->drives[d].path,
+                                       bucket, id) == 0)
+            unlink(path);
+    }
+}
+
 /* Contract in obj_i.h: the commit protocol. */
 int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                uint8_t *const *inl_shards, size_t inl_len, bool *ok,
@@ -1276,8 +1347,9 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
     /* A brand-new inline name (FORMAT.md "Writes", one barrier): no file a
      * rename replaces, and the data is in the metas alone, so barrier 1
-     * protects nothing. The metas are renamed in unsynced and one barrier
-     * over them and the directories makes both durable; a crash before it
+     * protects nothing. The metas are created in place (no temp file, no
+     * rename) unsynced and one barrier over them and the directories
+     * makes both durable; a crash before it
      * can only leave metas of a PUT not yet acknowledged, whole or failing
      * their CRC (a lost shard). Not for extent records (their barrier 1
      * makes a record durable before a meta names it) nor shard files. */
@@ -1294,7 +1366,11 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         linked[j] = ((prev_mask | (rt ? rt->linked : 0)) >> j) & 1;
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, mark,
                           linked, xb, !one);
+    for (int j = 0; j < n && one; j++) /* created in place: no renames */
+        keep[j] = ok[j];
     if (nok < owq) {
+        if (one)
+            unlink_metas(s, bucket, e->id, &pl, n, keep);
         ret = -STOR_EQUORUM;
         goto out_tmp;
     }
@@ -1314,7 +1390,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
             ok[j] = false;
         }
     }
-    for (int j = 0; j < n; j++) {
+    for (int j = 0; j < n && !one; j++) {
         char from[PATH_MAX], to[PATH_MAX];
         size_t d = obj_shard_drive(s, &pl, j);
 
@@ -1338,16 +1414,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     if (nok < owq) {
         /* not committed: take back what we placed (best effort); the old
          * version, if any, stays in the index and gets healed */
-        for (int j = 0; j < n; j++) {
-            char path[PATH_MAX];
-            size_t d = obj_shard_drive(s, &pl, j);
-
-            if (!keep[j])
-                continue;
-            if (obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
-                              e->id) == 0)
-                unlink(path);
-        }
+        unlink_metas(s, bucket, e->id, &pl, n, keep);
         remove_shards(s, bucket, e, &pl, true);
         /* the old inline version gets its metas back */
         drop_prev(s, bucket, e->id, &pl, prev_mask, keep);
