@@ -25,12 +25,12 @@ Phases (--only):
   delete    DELETEs (no version id) of existing 4 KiB objects: in the
             versioned bucket each one keeps the current version in place
             and writes the delete marker in the same operation. Before
-            each run its own key set is written with wrk PUTs until a
-            listing shows every key: --del-keys keys, and the run lasts
-            what 40 % of them take at the warm-up's rate (at most
-            --seconds; at least 1 s, with 2.5x the keys that second
-            needs), so no run wraps (deletes a key twice; one that does
-            is reported and left out) and the fills stay short.
+            each run its own key set of --del-keys keys is written with
+            wrk PUTs until a listing shows every key; the run lasts
+            --del-seconds (1), so the fills stay short; a run that wraps
+            (deletes a key twice, i.e. more than --del-keys DELETEs in
+            its time) is reported and left out. (A warm-up's rate cannot
+            size the runs: once it wraps, its DELETEs find nothing.)
 
 Every run prints its row as it ends; --budget S stops starting rounds
 after S seconds (the phase then reports the rounds it has), and SIGTERM
@@ -42,7 +42,8 @@ this machine's A/A floor (two identical buckets measured the same way,
 the second always after the first), to read the ratios against.
 
 Usage: tests/bench/bench_versioning.py [--seconds S] [--repeat R]
-       [--objects N] [--new-keys K] [--del-keys K] [--drives D]
+       [--objects N] [--new-keys K] [--del-keys K] [--del-seconds S]
+       [--drives D]
        [--only get,put_new,put_over,delete] [--aa] [--budget S]
        [--no-fsync]
 Environment: ECFS_BIN_DIR (default <repo>/bin). Run it under
@@ -124,7 +125,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--objects", type=int, default=500)
     ap.add_argument("--new-keys", type=int, default=6000)
-    ap.add_argument("--del-keys", type=int, default=2000)
+    ap.add_argument("--del-keys", type=int, default=6000)
+    ap.add_argument("--del-seconds", type=int, default=1)
     ap.add_argument("--drives", type=int, default=4)
     ap.add_argument("--only", default="get,put_new,put_over,delete")
     ap.add_argument("--aa", action="store_true",
@@ -174,6 +176,9 @@ def main():
             k0 = a.del_keys if name == "delete" else a.new_keys
             nkeys = {"unversioned": k0, "versioned": k0}
             secs = {"unversioned": a.seconds, "versioned": a.seconds}
+            if name == "delete":  # a DELETE run ends before its keys do
+                secs = {"unversioned": a.del_seconds,
+                        "versioned": a.del_seconds}
             for rnd in range(a.repeat + 1):  # run 0 warms up, not counted
                 if a.budget and rnd > 1 and \
                         time.monotonic() - t_start > a.budget:
@@ -196,13 +201,7 @@ def main():
                     lua_slices(script, method, presign(s3, op, b, ks), blen)
                     if rnd == 0:
                         w = wrk_cpu(ep, script, 1, pids)
-                        if name == "delete":
-                            rps = max(w["rps"], 1.0)
-                            secs[side] = max(1, min(a.seconds, int(
-                                a.del_keys / 2.5 / rps)))
-                            nkeys[side] = max(a.del_keys,
-                                              int(2.5 * rps * secs[side]))
-                        else:
+                        if name != "delete":
                             nkeys[side] = max(a.new_keys,
                                               int(3 * w["rps"] * a.seconds))
                         continue
