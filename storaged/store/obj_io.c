@@ -3066,19 +3066,20 @@ static void kunlock_pair(pthread_rwlock_t *a, pthread_rwlock_t *b)
 }
 
 /* Contract in object.h. One operation under both keys' locks (FORMAT.md
- * "Versions"): the marker's metas are written to temp files (so a write
- * quorum it cannot meet stops everything before anything is done); the
- * links of the kept version; ONE barrier, which makes the links durable
- * before any meta of the base goes; the base's metas go (tombstones where
- * a drive may miss it); the marker's metas are renamed into place; ONE
- * index transaction removes the key, adds the kept version and the marker
- * and clears both keys' pending records (set in one transaction before).
- * The drives are the truth at every step: a crash before the base's metas
- * go leaves the version current (the start drops the links and the marker
- * temp files); after, the version is kept (the start makes its record
- * from the links) with the marker's metas renamed or not. The marker is
- * as durable as the delete itself: the unlinks and its renames are not
- * synced (an unversioned DELETE's are not either). */
+ * "Versions"): the marker's write quorum is checked first (nothing is done
+ * when its drives are not there); both keys are marked pending in one
+ * transaction; the links of the kept version; ONE barrier, which makes
+ * them durable before any meta of the base goes; the base's metas go
+ * (tombstones where a drive may miss it); the marker's metas are created
+ * at their final names (a brand-new name: O_EXCL, write_tmp_metas without
+ * sync); ONE index transaction removes the key, adds the kept version and
+ * the marker and clears both pending records. The drives are the truth at
+ * every step: a crash before the base's metas go leaves the version
+ * current (the start drops the links) and no marker; after, the version
+ * is kept (the start makes its record from the links) with the marker's
+ * metas whole, torn (a lost shard) or not there. The marker is as durable
+ * as the delete itself: the unlinks and its metas are not synced (an
+ * unversioned DELETE's unlinks are not either). */
 int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
                          const char *key, size_t key_len, uint64_t version,
                          const struct stor_marker *dm)
@@ -3087,12 +3088,12 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     struct obj_retire *rt = NULL;
     struct cm_buf metas[OBJ_MAX_SHARDS];
     bool ok[OBJ_MAX_SHARDS] = {0}, mok[OBJ_MAX_SHARDS] = {0};
-    bool placed[OBJ_MAX_SHARDS] = {0}, all = true, pending = false;
-    int fds[OBJ_MAX_SHARDS], ret, n, mn, nok;
+    bool all = true, pending = false;
+    int fds[OBJ_MAX_SHARDS], ret, n, mn, nok = 0;
     struct stor_place pl, mpl;
     pthread_rwlock_t *kl, *mkl;
     uint8_t id[16], none = 0, *inl[OBJ_MAX_SHARDS];
-    uint64_t mark, uniq = obj_next_version(s);
+    uint64_t mark;
     struct obj_idx_body mb;
 
     memset(metas, 0, sizeof(metas));
@@ -3116,7 +3117,12 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     n = cur->k + cur->m;
     for (int j = 0; j < mn; j++) {
         mok[j] = obj_drive_online(s, obj_shard_drive(s, &mpl, j));
+        nok += mok[j];
         inl[j] = &none; /* no bytes */
+    }
+    if (nok < obj_write_quorum(s, me->k, me->m)) {
+        ret = -STOR_EQUORUM; /* the marker could not be written */
+        goto out;
     }
     me->version = obj_next_version(s);
     me->mtime_ns = obj_now_ns(); /* also when the kept one stopped being
@@ -3130,15 +3136,6 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
         goto out;
     }
     pending = true;
-    nok = write_tmp_metas(s, dm->bucket, me->id, &mpl, uniq, metas, mn, mok,
-                          fds, 0, NULL, NULL, false);
-    for (int j = 0; j < mn; j++)
-        if (fds[j] >= 0)
-            close(fds[j]);
-    if (nok < obj_write_quorum(s, me->k, me->m)) {
-        ret = -STOR_EQUORUM;
-        goto out_tmp;
-    }
     for (int j = 0; j < n; j++)
         ok[j] = true;
     mark = sync_mark(s, &pl, n, ok);
@@ -3148,7 +3145,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     probe.mtime_ns = me->mtime_ns;
     ret = obj_ver_retire_begin(s, bucket, &probe, version, &pl, &rt);
     if (ret < 0)
-        goto out_tmp;
+        goto out;
     for (int j = 0; j < n; j++)
         ok[j] = (rt->linked >> j) & 1;
     /* the links durable before any meta of the base goes */
@@ -3158,7 +3155,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
         obj_ver_unlink_kept(s, bucket, rt->id, rt->version, rt->ve->mtime_ns,
                             &pl, n, rt->linked);
         ret = -STOR_EQUORUM;
-        goto out_tmp;
+        goto out;
     }
     for (int j = 0; j < n; j++)
         if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))
@@ -3167,24 +3164,12 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
      * (a rename over HEX.m: the kept link keeps the old inode) */
     if (!all || !remove_metas(s, bucket, cur, &pl, NULL))
         write_tombstones(s, bucket, cur, &pl);
-    nok = 0;
-    for (int j = 0; j < mn; j++) { /* the marker into place */
-        char from[PATH_MAX], to[PATH_MAX];
-        size_t d = obj_shard_drive(s, &mpl, j);
-
-        if (!mok[j] ||
-            obj_path_tmp(from, sizeof(from), s->drives[d].path, uniq, 100 + j) <
-                0 ||
-            obj_path_meta(to, sizeof(to), s->drives[d].path, dm->bucket,
-                          me->id) < 0)
-            continue;
-        if (rename_mk(from, to, d) < 0) {
-            obj_drive_fail(s, d, errno);
-            continue;
-        }
-        placed[j] = true;
-        nok++;
-    }
+    /* the marker, created in place now that the version is not current */
+    nok = write_tmp_metas(s, dm->bucket, me->id, &mpl, 0, metas, mn, mok, fds,
+                          0, NULL, NULL, false);
+    for (int j = 0; j < mn; j++)
+        if (fds[j] >= 0)
+            close(fds[j]);
     if (nok < mn)
         obj_heal_queue(s, dm->bucket, me->key, me->key_len);
     mb = (struct obj_idx_body){
@@ -3194,19 +3179,9 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     if (ret == 0 && nok > 0)
         pending = false; /* cleared in that transaction */
     if (ret == 0 && nok == 0)
-        ret = -STOR_EDATA; /* kept, but no copy of the marker was placed */
+        ret = -STOR_EDATA; /* kept, but no copy of the marker was made */
     else if (ret < 0 && ret != -STOR_ENOBUCKET && ret != -STOR_ENOKEY)
         ret = -STOR_EDATA; /* the drives have it: the next start's index */
-out_tmp:
-    for (int j = 0; j < mn; j++) {
-        char path[PATH_MAX];
-
-        if (!placed[j] &&
-            obj_path_tmp(path, sizeof(path),
-                         s->drives[obj_shard_drive(s, &mpl, j)].path, uniq,
-                         100 + j) == 0)
-            unlink(path);
-    }
 out:
     if (pending) {
         obj_cur_settled(s, bucket, id);
