@@ -1837,15 +1837,21 @@ static int get_inline(struct stor_get *g)
                     obj_drive_fail(s, d, errno);
                 continue;
             }
-            raw[j] = malloc(mlen + 1);
+            /* an extent meta is shorter than an inline one, except for
+             * shards of a few bytes (an object of tens of bytes under a
+             * small --index-body-max): then its record reference is longer
+             * than the shard, and a read of mlen + 1 bytes cut it short (a
+             * lost shard on every drive: EIO) */
+            raw[j] = malloc(CM_MAX(mlen, mlen_x) + 1);
             if (raw[j] == NULL) {
                 close(fd);
                 continue;
             }
             map[nio] = j;
-            io[nio++] = (struct stor_io){
-                .fd = fd, .op = 'r', .buf = raw[j], .len = mlen + 1};
-            /* mlen_x < mlen: an extent meta is shorter than an inline one */
+            io[nio++] = (struct stor_io){.fd = fd,
+                                         .op = 'r',
+                                         .buf = raw[j],
+                                         .len = CM_MAX(mlen, mlen_x) + 1};
         }
         stor_io_run(io, (size_t)nio);
         for (int i = 0; i < nio; i++) {
