@@ -52,6 +52,28 @@ def drop_cache(srv):
             os.close(fd)
 
 
+def flip_records(files, rng):
+    """Changes one data byte of every extent record in @files, in the page
+    cache (where the zero-copy check reads it); returns how many."""
+    flipped = 0
+    for p in files:
+        size = os.path.getsize(p)
+        with open(p, "r+b") as fh:
+            for off in range(0, size, 4096):
+                fh.seek(off)
+                if fh.read(8) != b"ECFSEXT1":
+                    continue
+                fh.seek(off + 36)
+                n = int.from_bytes(fh.read(4), "little")
+                at = off + 64 + rng.randrange(n)
+                fh.seek(at)
+                b = fh.read(1)
+                fh.seek(at)
+                fh.write(bytes([b[0] ^ 0x01]))
+                flipped += 1
+    return flipped
+
+
 @pytest.mark.slow
 def test_zero_copy_round_trips_ranges_and_bit_rot(storaged):
     # the scanner and the heal queue run (a degraded read queues a heal)
@@ -94,22 +116,8 @@ def test_zero_copy_round_trips_ranges_and_bit_rot(storaged):
     # bit rot: one data byte of one record of every object, on one drive,
     # changed where the zero-copy check reads it (the page cache)
     d = srv.drives[3]
-    flipped = 0
-    for p in glob.glob(os.path.join(d, ".ecfs.sys/ext/*.x")):
-        size = os.path.getsize(p)
-        with open(p, "r+b") as fh:
-            for off in range(0, size, 4096):
-                fh.seek(off)
-                if fh.read(8) != b"ECFSEXT1":
-                    continue
-                fh.seek(off + 36)
-                n = int.from_bytes(fh.read(4), "little")
-                at = off + 64 + rng.randrange(n)
-                fh.seek(at)
-                b = fh.read(1)
-                fh.seek(at)
-                fh.write(bytes([b[0] ^ 0x01]))
-                flipped += 1
+    flipped = flip_records(
+        glob.glob(os.path.join(d, ".ecfs.sys/ext/*.x")), rng)
     assert flipped >= len(objs)
     m2 = metrics(srv)
     for k, v in objs.items():
@@ -199,28 +207,6 @@ def test_zero_copy_off_and_tls_copy(storaged, tmp_path):
 ZH = "storaged_zcache_hits_total"
 
 
-def flip_records(srv, rng):
-    """Changes one data byte of every extent record on every drive, in the
-    page cache (as the bit-rot test above); returns how many."""
-    flipped = 0
-    for p in ext_files(srv):
-        size = os.path.getsize(p)
-        with open(p, "r+b") as fh:
-            for off in range(0, size, 4096):
-                fh.seek(off)
-                if fh.read(8) != b"ECFSEXT1":
-                    continue
-                fh.seek(off + 36)
-                n = int.from_bytes(fh.read(4), "little")
-                at = off + 64 + rng.randrange(n)
-                fh.seek(at)
-                b = fh.read(1)
-                fh.seek(at)
-                fh.write(bytes([b[0] ^ 0x01]))
-                flipped += 1
-    return flipped
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("extents", [True, False])
 def test_zc_cache_serves_checked_bodies(storaged, extents):
@@ -264,7 +250,7 @@ def test_zc_cache_serves_checked_bodies(storaged, extents):
     if extents:
         # bytes changed where the zero-copy check reads them: a kept body
         # is the checked copy, never the changed page
-        assert flip_records(srv, rng) >= len(objs)
+        assert flip_records(ext_files(srv), rng) >= len(objs)
         m2 = metrics(srv)
         for k, v in objs.items():
             assert c.get_object(Bucket="zkb", Key=k)["Body"].read() == v, k
