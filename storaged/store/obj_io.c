@@ -863,24 +863,32 @@ static void ext_refs_load(struct stor_store *s, const char *bucket,
 
 static int open_mk(const char *path, size_t d);
 
+/* How write_tmp_metas() writes: to temp files made durable by its own
+ * barrier; to temp files without a barrier (fds[] left open for the
+ * caller's); or in place at HEX.m (O_EXCL), without a barrier. */
+enum wm_mode { WM_SYNC, WM_TMP, WM_PLACE };
+
 /* Writes one meta record per committing shard into temp files, synced
  * with one group barrier (gsync.h) that also covers what this thread wrote
  * to those drives since @mark and, where dirs[j] (@dirs may be NULL), the
  * object directory of @bucket/@id (links made in it before). Shard j is
  * skipped unless ok[j]. With @xb, shard j's extent record is written in
- * the same submission and its extent file is in the barrier too. Without
- * @sync (a brand-new inline name, FORMAT.md "One barrier for a brand-new
- * inline name") there is neither a temp file nor a barrier: each meta is
- * created at its final name HEX.m (O_EXCL: the caller found none there,
- * under the key lock), and fds[j] stay open (-1 where not written) for the
- * caller's one barrier, which it closes. A meta created but not written
- * whole is unlinked. Returns the number written; clears ok[j] for the ones
- * that failed. */
+ * the same submission and its extent file is in the barrier too (@mode
+ * WM_SYNC). WM_TMP (a brand-new inline name's commit, FORMAT.md "One
+ * barrier for a brand-new inline name"): temp files and no barrier, fds[j]
+ * stay open (-1 where not written) for the caller's one barrier after its
+ * renames, and the caller closes them. WM_PLACE (a delete marker's metas,
+ * stor_obj_delete_keep): no temp file and no barrier, each meta created at
+ * its final name HEX.m (O_EXCL: the caller found none there, under the key
+ * lock), fds[j] left open as with WM_TMP; one created but not written
+ * whole is unlinked. (Creating a commit's metas in place too was measured
+ * slower: FORMAT.md "Tried and taken back".) Returns the number written;
+ * clears ok[j] for the ones that failed. */
 static int write_tmp_metas(struct stor_store *s, const char *bucket,
                            const uint8_t id[16], const struct stor_place *pl,
                            uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
                            int *fds, uint64_t mark, const bool *dirs,
-                           const struct ext_batch *xb, bool sync)
+                           const struct ext_batch *xb, enum wm_mode mode)
 {
     struct stor_io io[3 * OBJ_MAX_SHARDS];
     int map[3 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
@@ -893,18 +901,20 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
         fds[j] = -1;
         if (!ok[j])
             continue;
-        if ((sync ? obj_path_tmp(path, sizeof(path), s->drives[d].path, uniq,
-                                 100 + j)
-                  : obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
-                                  id)) < 0) {
+        if ((mode != WM_PLACE
+                 ? obj_path_tmp(path, sizeof(path), s->drives[d].path, uniq,
+                                100 + j)
+                 : obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
+                                 id)) < 0) {
             ok[j] = false;
             continue;
         }
         fds[j] =
-            sync ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
-                 : open_mk(path, d);
+            mode != WM_PLACE
+                ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                : open_mk(path, d);
         if (fds[j] < 0) {
-            int e = sync ? errno : -fds[j];
+            int e = mode != WM_PLACE ? errno : -fds[j];
 
             fds[j] = -1;
             if (e != EEXIST) /* not a drive fault: someone else's file */
@@ -943,11 +953,12 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
             obj_drive_count(s, d, true, io[i].len);
         }
     }
-    if (!sync) {
+    if (mode != WM_SYNC) {
         for (int j = 0; j < n; j++) {
             char path[PATH_MAX];
 
-            if (!ok[j] && fds[j] >= 0 && /* created, not written whole */
+            if (mode == WM_PLACE && !ok[j] && fds[j] >= 0 &&
+                /* created, not written whole */
                 obj_path_meta(path, sizeof(path),
                               s->drives[obj_shard_drive(s, pl, j)].path, bucket,
                               id) == 0) {
@@ -1105,7 +1116,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
     if (build_metas(e, STOR_META_OBJECT, e->inl ? inl : NULL, L, metas, which,
                     xb) == 0 &&
         write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, which, fds,
-                        sync_mark(s, &pl, n, which), NULL, xb, true) > 0) {
+                        sync_mark(s, &pl, n, which), NULL, xb, WM_SYNC) > 0) {
         uint64_t mark = sync_mark(s, &pl, n, which);
 
         for (int j = 0; j < n; j++) {
@@ -1347,9 +1358,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
     /* A brand-new inline name (FORMAT.md "Writes", one barrier): no file a
      * rename replaces, and the data is in the metas alone, so barrier 1
-     * protects nothing. The metas are created in place (no temp file, no
-     * rename) unsynced and one barrier over them and the directories
-     * makes both durable; a crash before it
+     * protects nothing. The metas are renamed in unsynced and one barrier
+     * over them and the directories makes both durable; a crash before it
      * can only leave metas of a PUT not yet acknowledged, whole or failing
      * their CRC (a lost shard). Not for extent records (their barrier 1
      * makes a record durable before a meta names it) nor shard files. */
@@ -1365,12 +1375,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     for (int j = 0; j < n; j++) /* a rename will replace it, or a link */
         linked[j] = ((prev_mask | (rt ? rt->linked : 0)) >> j) & 1;
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, mark,
-                          linked, xb, !one);
-    for (int j = 0; j < n && one; j++) /* created in place: no renames */
-        keep[j] = ok[j];
+                          linked, xb, one ? WM_TMP : WM_SYNC);
     if (nok < owq) {
-        if (one)
-            unlink_metas(s, bucket, e->id, &pl, n, keep);
         ret = -STOR_EQUORUM;
         goto out_tmp;
     }
@@ -1390,7 +1396,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
             ok[j] = false;
         }
     }
-    for (int j = 0; j < n && !one; j++) {
+    for (int j = 0; j < n; j++) {
         char from[PATH_MAX], to[PATH_MAX];
         size_t d = obj_shard_drive(s, &pl, j);
 
@@ -2916,7 +2922,7 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
         ok[j] = obj_drive_online(s, obj_shard_drive(s, pl, j));
     if (build_metas(&t, STOR_META_TOMBSTONE, NULL, 0, metas, ok, NULL) == 0 &&
         write_tmp_metas(s, bucket, e->id, pl, uniq, metas, n, ok, fds,
-                        sync_mark(s, pl, n, ok), NULL, NULL, true) > 0) {
+                        sync_mark(s, pl, n, ok), NULL, NULL, WM_SYNC) > 0) {
         uint64_t mark = sync_mark(s, pl, n, ok);
 
         for (int j = 0; j < n; j++) {
@@ -3172,7 +3178,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
         write_tombstones(s, bucket, cur, &pl);
     /* the marker, created in place now that the version is not current */
     nok = write_tmp_metas(s, dm->bucket, me->id, &mpl, 0, metas, mn, mok, fds,
-                          0, NULL, NULL, false);
+                          0, NULL, NULL, WM_PLACE);
     for (int j = 0; j < mn; j++)
         if (fds[j] >= 0)
             close(fds[j]);
