@@ -195,3 +195,46 @@ def test_run_port_taken_is_a_clear_error(job):
     assert "port %d" % port in r.stderr and "in use" in r.stderr, r.stderr
     assert not mounted(job["mnt"])
     assert our_pids(job["cwd"]) == []
+
+
+def test_run_console_port_held_without_listening(job):
+    """The console's default port (ECFS_PORT + 1) is held by a socket that
+    does not listen, as an outgoing connection's local port is: a connect
+    test calls it free, storaged's bind fails. run must see it taken, give
+    the console another port, and start (the CI failure of 2026-12-07)."""
+    import socket
+
+    holder = None
+    for _ in range(50):
+        h = socket.socket()
+        h.bind(("127.0.0.1", 0))
+        cport = h.getsockname()[1]
+        try:
+            with socket.socket() as t:
+                t.bind(("127.0.0.1", cport - 1))
+        except OSError:
+            h.close()
+            continue
+        holder = h
+        break
+    assert holder is not None, "no free pair of ports found"
+    with holder:
+        job["env"]["ECFS_PORT"] = str(cport - 1)
+        r = job["sh"]([RUN])
+        assert r.returncode == 0, r.stdout + r.stderr
+        with open(os.path.join(job["var"], "run", "console")) as f:
+            console = f.read().strip()
+        assert console.startswith("http://127.0.0.1:")
+        assert not console.endswith(":%d/" % cport), console
+        import urllib.error
+        import urllib.request
+        # the console answers there (401: it asks for the credentials)
+        try:
+            with urllib.request.urlopen(console, timeout=10) as resp:
+                code = resp.status
+        except urllib.error.HTTPError as e:
+            code = e.code
+        assert code in (200, 401), code
+    s = job["sh"]([STOP], timeout=60)
+    assert s.returncode == 0, s.stdout + s.stderr
+    assert not mounted(job["mnt"]) and our_pids(job["cwd"]) == []
