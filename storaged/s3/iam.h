@@ -102,6 +102,11 @@ void stor_iam_object_written(struct stor_s3_req *r, const char *key, size_t n,
  * (its policy and ACLs go with it, so a new bucket of that name starts
  * private). */
 void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted);
+/* Worker: CreateBucket of a bucket the caller's account already owns, in
+ * us-east-1: as S3 there, the bucket's ACL is reset to the request's
+ * (x-amz-acl or x-amz-grant-*; private without them). Its policy,
+ * objects and owner stay. 0, or -errno when it could not be recorded. */
+int stor_iam_bucket_recreated(struct stor_s3_req *r);
 
 /* The owner of @bucket (its creator's account; root's when none is
  * recorded), or with @bucket NULL the account @r's caller acts for: its

@@ -1174,6 +1174,28 @@ void stor_iam_upload_acl_restore(struct stor_s3_req *r,
 }
 
 /* See header. */
+int stor_iam_bucket_recreated(struct stor_s3_req *r)
+{
+    struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);
+    const struct iam_bucket *b = stor_iam_bucket_find(s, r->bucket);
+    const json_t *had = b ? b->aclv : NULL;
+    json_t *want = NULL;
+    bool same;
+
+    if (r->acl_grants)
+        want = json_deep_copy(r->acl_grants);
+    else if (r->acl_hdr > IAM_ACL_PRIVATE + 1)
+        want = json_string(stor_iam_acl_name(r->acl_hdr - 1));
+    same = had == NULL ? want == NULL : want != NULL && json_equal(had, want);
+    stor_iam_snap_unref(s);
+    if (same) {
+        json_decref(want);
+        return 0; /* the common case: private before and after, no write */
+    }
+    return bucket_set(r, "acl", want);
+}
+
+/* See header. */
 void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted)
 {
     struct stor_iam_snap *s = stor_iam_snap_get(r->s3->iam);

@@ -296,9 +296,17 @@ static void op_list_buckets(struct stor_s3_req *r)
     xml_done(r);
 }
 
-/* CreateBucket of a bucket the caller's account owns, in us-east-1. */
+/* CreateBucket of a bucket the caller's account owns, in us-east-1: 200,
+ * and the bucket's ACL reset to the request's (AWS: "returns 200 OK and
+ * resets the bucket access control lists"); its objects stay. */
 static void op_create_bucket_exists(struct stor_s3_req *r)
 {
+    int ret = stor_iam_bucket_recreated(r);
+
+    if (ret < 0) {
+        fail(r, ret);
+        return;
+    }
     r->http.resp.status = 200;
     if (stor_resp_hdr(&r->http.resp, "Location", "/%s", r->bucket) < 0)
         stor_s3_error(r, S3E_INTERNAL);
@@ -346,7 +354,7 @@ static void op_create_bucket(struct stor_s3_req *r)
     ret = stor_bucket_create(r->s3->store, r->bucket);
 
     /* as S3: in us-east-1, re-creating a bucket one's account already owns
-     * answers 200 and changes nothing; other regions answer 409
+     * answers 200 and resets its ACL; other regions answer 409
      * BucketAlreadyOwnedByYou; another account's: 409 BucketAlreadyExists */
     if (ret == -STOR_EBUCKETEXISTS) {
         stor_iam_owner(r, r->bucket, &o);

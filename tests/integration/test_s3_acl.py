@@ -174,6 +174,61 @@ def test_grants_on_create_bucket_and_copy(env):
     assert anon("%s/%s/src" % (env["srv"].endpoint, b))[0] == 403
 
 
+def test_recreating_ones_own_bucket_resets_its_acl(env, storaged):
+    """As AWS documents CreateBucket's BucketAlreadyOwnedByYou: in
+    us-east-1 re-creating a bucket one's account owns answers 200 and
+    resets the bucket's ACL (to the request's x-amz-acl or grants, private
+    without them); its objects, policy and owner stay. Another account
+    gets 409 BucketAlreadyExists and changes nothing; in any other region
+    the owner gets 409 BucketAlreadyOwnedByYou and changes nothing."""
+    root, alice, ep = env["root"], env["alice"], env["srv"].endpoint
+    b = "acl-" + uuid.uuid4().hex[:10]
+    alice.create_bucket(Bucket=b, ACL="public-read")
+    alice.put_object(Bucket=b, Key="k", Body=b"k")
+    pol = json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+        "Resource": "arn:aws:s3:::%s/k" % b}]})
+    alice.put_bucket_policy(Bucket=b, Policy=pol)
+    assert anon("%s/%s?list-type=2" % (ep, b))[0] == 200
+    # another account: refused, the ACL unchanged
+    assert denied(root.create_bucket, Bucket=b) == "BucketAlreadyExists"
+    assert denied(env["bob"].create_bucket, Bucket=b) == "BucketAlreadyExists"
+    assert anon("%s/%s?list-type=2" % (ep, b))[0] == 200
+    # the owner, no ACL: 200, private again
+    r = alice.create_bucket(Bucket=b)
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert grants_of(alice.get_bucket_acl(Bucket=b)) == [
+        ("CanonicalUser", env["alice_id"], "alice", "FULL_CONTROL")]
+    assert anon("%s/%s?list-type=2" % (ep, b))[0] == 403
+    assert alice.get_object(Bucket=b, Key="k")["Body"].read() == b"k"
+    assert json.loads(alice.get_bucket_policy(Bucket=b)["Policy"]) == \
+        json.loads(pol)
+    assert anon("%s/%s/k" % (ep, b)) == (200, b"k")  # by the policy
+    # the owner, with an ACL: that ACL; with grants: those grants
+    alice.create_bucket(Bucket=b, ACL="public-read")
+    assert anon("%s/%s?list-type=2" % (ep, b))[0] == 200
+    alice.create_bucket(Bucket=b, GrantRead="id=%s" % env["bob_id"])
+    assert ("CanonicalUser", env["bob_id"], "bob", "READ") in \
+        grants_of(alice.get_bucket_acl(Bucket=b))
+    assert anon("%s/%s?list-type=2" % (ep, b))[0] == 403
+    assert env["bob"].list_objects_v2(Bucket=b)["KeyCount"] == 1
+    alice.create_bucket(Bucket=b)
+    assert denied(env["bob"].list_objects_v2, Bucket=b) == "AccessDenied"
+    assert [o["Key"] for o in
+            alice.list_objects_v2(Bucket=b)["Contents"]] == ["k"]
+    # another region: 409 BucketAlreadyOwnedByYou, the ACL unchanged
+    srv = storaged(ndrives=4, args=["--region", "eu-west-1"])
+    c = srv.client()
+    cfg = {"LocationConstraint": "eu-west-1"}
+    c.create_bucket(Bucket="rcr", ACL="public-read",
+                    CreateBucketConfiguration=cfg)
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        c.create_bucket(Bucket="rcr", CreateBucketConfiguration=cfg)
+    assert code(ei.value) == "BucketAlreadyOwnedByYou"
+    assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 409
+    assert anon("%s/rcr?list-type=2" % srv.endpoint)[0] == 200
+
+
 def test_grantees_that_resolve_to_nobody(env):
     """An unknown canonical id or group is InvalidArgument, an email
     address UnresolvableGrantByEmailAddress (no account has one), a

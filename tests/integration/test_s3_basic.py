@@ -28,7 +28,8 @@ def test_bucket_lifecycle(s3):
     assert loc.get("LocationConstraint") in (None, "")
     s3.put_object(Bucket="alpha", Key="k", Body=b"x")
     # us-east-1: re-creating one's own bucket is 200 and keeps its objects
-    # (other regions answer 409 BucketAlreadyOwnedByYou; issue 18)
+    # and resets its ACL (other regions answer 409 BucketAlreadyOwnedByYou;
+    # issue 18; test_s3_acl.py)
     r = s3.create_bucket(Bucket="alpha")
     assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert s3.get_object(Bucket="alpha", Key="k")["Body"].read() == b"x"
