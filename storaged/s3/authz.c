@@ -741,6 +741,8 @@ static enum stor_act op_act(const struct stor_s3_req *r)
         return get ? STOR_ACT_GET_OBJECT_ACL : STOR_ACT_PUT_OBJECT_ACL;
     case S3_OP_BUCKET_PAB:
         return get ? STOR_ACT_GET_BUCKET_PAB : STOR_ACT_PUT_BUCKET_PAB;
+    case S3_OP_BUCKET_POLICY_STATUS:
+        return STOR_ACT_GET_BUCKET_POLICY_STATUS;
     default:
         return STOR_ACT_COUNT;
     }

@@ -88,8 +88,9 @@ bool stor_iam_allowed(struct stor_s3_req *r, enum stor_act act, const char *key,
 bool stor_iam_bucket_visible(struct stor_s3_req *r, const char *bucket);
 
 /* Worker: the operations storaged answers from this state (routing sets
- * r->op to S3_OP_ADMIN, S3_OP_BUCKET_POLICY, S3_OP_BUCKET_ACL or
- * S3_OP_OBJECT_ACL); each fills the response. */
+ * r->op to S3_OP_ADMIN, S3_OP_BUCKET_POLICY, S3_OP_BUCKET_POLICY_STATUS,
+ * S3_OP_BUCKET_ACL, S3_OP_OBJECT_ACL or S3_OP_BUCKET_PAB); each fills the
+ * response. */
 void stor_iam_op_run(struct stor_s3_req *r);
 
 /* Worker, after a successful write of r->bucket/@key by @r: records the

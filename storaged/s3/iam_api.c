@@ -744,6 +744,38 @@ static bool policy_blocked(struct stor_s3_req *r, const char *pol)
     return block;
 }
 
+/* GET ?policyStatus: GetBucketPolicyStatus, as AWS answers it: whether
+ * the bucket's policy is public (stor_policy_is_public, the rule
+ * BlockPublicPolicy uses), 404 NoSuchBucketPolicy without a policy. ACLs
+ * do not count, as in AWS (RGW also calls a public ACL public). */
+static void bucket_policy_status_run(struct stor_s3_req *r)
+{
+    struct stor_iam_snap *s;
+    const struct iam_bucket *b;
+    bool has, pub;
+
+    if (need_bucket(r) < 0)
+        return;
+    s = stor_iam_snap_get(r->s3->iam);
+    b = stor_iam_bucket_find(s, r->bucket);
+    has = b && b->policy;
+    pub = has && b->pol_public;
+    stor_iam_snap_unref(s);
+    if (!has) {
+        stor_s3_error(r, S3E_NO_SUCH_BUCKET_POLICY);
+        return;
+    }
+    if (cm_buf_appendf(&r->http.resp.body,
+                       S3_XML_DECL "<PolicyStatus xmlns=\"" S3_XMLNS
+                                   "\"><IsPublic>%s</IsPublic></PolicyStatus>",
+                       pub ? "true" : "false") < 0 ||
+        stor_resp_hdr(&r->http.resp, "Content-Type", "application/xml") < 0) {
+        stor_s3_error(r, S3E_INTERNAL);
+        return;
+    }
+    r->http.resp.status = 200;
+}
+
 static void bucket_policy_run(struct stor_s3_req *r)
 {
     struct stor_iam_snap *s;
@@ -1029,6 +1061,9 @@ void stor_iam_op_run(struct stor_s3_req *r)
         break;
     case S3_OP_BUCKET_POLICY:
         bucket_policy_run(r);
+        break;
+    case S3_OP_BUCKET_POLICY_STATUS:
+        bucket_policy_status_run(r);
         break;
     case S3_OP_BUCKET_ACL:
         bucket_acl_run(r);

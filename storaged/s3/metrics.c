@@ -65,6 +65,7 @@ static const char *const op_names[S3_OP_COUNT] = {
     [S3_OP_PREFLIGHT] = "PreflightRequest",
     [S3_OP_ADMIN] = "Admin",
     [S3_OP_BUCKET_POLICY] = "BucketPolicy",
+    [S3_OP_BUCKET_POLICY_STATUS] = "GetBucketPolicyStatus",
     [S3_OP_BUCKET_ENCRYPTION] = "BucketEncryption",
     [S3_OP_TAGGING] = "Tagging",
     [S3_OP_BUCKET_CORS] = "BucketCors",

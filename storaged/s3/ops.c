@@ -2545,6 +2545,7 @@ void stor_s3_op_run(struct stor_s3_req *r)
         break;
     case S3_OP_ADMIN:
     case S3_OP_BUCKET_POLICY:
+    case S3_OP_BUCKET_POLICY_STATUS:
     case S3_OP_BUCKET_ACL:
     case S3_OP_OBJECT_ACL:
     case S3_OP_BUCKET_PAB:

@@ -60,6 +60,7 @@ static const char *const act_names[STOR_ACT_COUNT] = {
     [STOR_ACT_PUT_LIFECYCLE] = "s3:PutLifecycleConfiguration",
     [STOR_ACT_GET_BUCKET_PAB] = "s3:GetBucketPublicAccessBlock",
     [STOR_ACT_PUT_BUCKET_PAB] = "s3:PutBucketPublicAccessBlock",
+    [STOR_ACT_GET_BUCKET_POLICY_STATUS] = "s3:GetBucketPolicyStatus",
     [STOR_ACT_ADMIN_CREATE_USER] = "admin:CreateUser",
     [STOR_ACT_ADMIN_DELETE_USER] = "admin:DeleteUser",
     [STOR_ACT_ADMIN_LIST_USERS] = "admin:ListUsers",

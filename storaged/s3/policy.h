@@ -49,6 +49,7 @@ enum stor_act {
     STOR_ACT_PUT_LIFECYCLE, /* Put and DeleteBucketLifecycle, as AWS */
     STOR_ACT_GET_BUCKET_PAB,
     STOR_ACT_PUT_BUCKET_PAB, /* Put and DeletePublicAccessBlock, as AWS */
+    STOR_ACT_GET_BUCKET_POLICY_STATUS,
     STOR_ACT_ADMIN_CREATE_USER,
     STOR_ACT_ADMIN_DELETE_USER,
     STOR_ACT_ADMIN_LIST_USERS,

@@ -141,8 +141,8 @@ static bool has_any(const struct stor_s3_req *r, const char *const *names,
     return false;
 }
 
-/* ?policy and ?publicAccessBlock on a bucket, ?acl on a bucket or an
- * object: the operations
+/* ?policy, GET ?policyStatus and ?publicAccessBlock on a bucket, ?acl on
+ * a bucket or an object: the operations
  * iam_api.c answers. true when @r is one (r->op and body mode set). */
 static bool iam_route(struct stor_s3_req *r)
 {
@@ -151,6 +151,8 @@ static bool iam_route(struct stor_s3_req *r)
     if (!r->has_key && stor_s3_has_query(r, "policy") &&
         (get || r->http.is_put || r->http.is_delete))
         r->op = S3_OP_BUCKET_POLICY;
+    else if (!r->has_key && stor_s3_has_query(r, "policyStatus") && get)
+        r->op = S3_OP_BUCKET_POLICY_STATUS;
     else if (stor_s3_has_query(r, "acl") && (get || r->http.is_put))
         r->op = r->has_key ? S3_OP_OBJECT_ACL : S3_OP_BUCKET_ACL;
     else if (!r->has_key && stor_s3_has_query(r, "publicAccessBlock") &&

@@ -78,17 +78,18 @@ enum stor_s3_op {
     S3_OP_COMPLETE_MPU,
     S3_OP_ABORT_MPU,
     S3_OP_LIST_PARTS,
-    S3_OP_BUCKET_SUBRESOURCE, /* versioning, policy, ...: minimal answers */
-    S3_OP_OBJECT_SUBRESOURCE, /* GET ?acl / ?tagging of an object */
-    S3_OP_PREFLIGHT,          /* OPTIONS: a CORS preflight */
-    S3_OP_ADMIN,              /* /_storaged/admin/...: users (iam_api.c) */
-    S3_OP_BUCKET_POLICY,      /* Get/Put/DeleteBucketPolicy */
-    S3_OP_BUCKET_ACL,         /* Get/PutBucketAcl */
-    S3_OP_OBJECT_ACL,         /* Get/PutObjectAcl */
-    S3_OP_BUCKET_PAB,         /* Get/Put/DeletePublicAccessBlock */
-    S3_OP_BUCKET_VERSIONING,  /* Get/PutBucketVersioning (versioning.c) */
-    S3_OP_BUCKET_LIFECYCLE,   /* Get/Put/DeleteBucketLifecycle (lifecycle.c) */
-    S3_OP_BUCKET_ENCRYPTION,  /* Get/Put/DeleteBucketEncryption (sse.c) */
+    S3_OP_BUCKET_SUBRESOURCE,   /* versioning, policy, ...: minimal answers */
+    S3_OP_OBJECT_SUBRESOURCE,   /* GET ?acl / ?tagging of an object */
+    S3_OP_PREFLIGHT,            /* OPTIONS: a CORS preflight */
+    S3_OP_ADMIN,                /* /_storaged/admin/...: users (iam_api.c) */
+    S3_OP_BUCKET_POLICY,        /* Get/Put/DeleteBucketPolicy */
+    S3_OP_BUCKET_POLICY_STATUS, /* GetBucketPolicyStatus */
+    S3_OP_BUCKET_ACL,           /* Get/PutBucketAcl */
+    S3_OP_OBJECT_ACL,           /* Get/PutObjectAcl */
+    S3_OP_BUCKET_PAB,           /* Get/Put/DeletePublicAccessBlock */
+    S3_OP_BUCKET_VERSIONING,    /* Get/PutBucketVersioning (versioning.c) */
+    S3_OP_BUCKET_LIFECYCLE,  /* Get/Put/DeleteBucketLifecycle (lifecycle.c) */
+    S3_OP_BUCKET_ENCRYPTION, /* Get/Put/DeleteBucketEncryption (sse.c) */
     S3_OP_TAGGING, /* Get/Put/Delete Object- and BucketTagging (tagging.c) */
     S3_OP_BUCKET_CORS,       /* Get/Put/DeleteBucketCors (cors.c) */
     S3_OP_OBJECT_ATTRIBUTES, /* GetObjectAttributes (attrs.c) */

@@ -229,6 +229,53 @@ def test_recreating_ones_own_bucket_resets_its_acl(env, storaged):
     assert anon("%s/rcr?list-type=2" % srv.endpoint)[0] == 200
 
 
+def test_get_bucket_policy_status(env):
+    """GetBucketPolicyStatus as AWS answers it: 404 NoSuchBucketPolicy
+    without a bucket policy (a public ACL does not make one), IsPublic from
+    the policy by the rule BlockPublicPolicy uses (an Allow to "*" not
+    narrowed by aws:SourceIp). It needs s3:GetBucketPolicyStatus: another
+    account is refused unless the bucket's policy grants it. (RGW and
+    ceph/s3-tests also call a bucket with a public ACL public, and answer
+    false without a policy; storaged follows AWS.)"""
+    root, alice = env["root"], env["alice"]
+    b = new_bucket(root)
+
+    def status(c=root):
+        return c.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"]
+
+    assert denied(status) == "NoSuchBucketPolicy"
+    root.put_bucket_acl(Bucket=b, ACL="public-read")
+    assert denied(status) == "NoSuchBucketPolicy"
+    res = ["arn:aws:s3:::" + b, "arn:aws:s3:::%s/*" % b]
+
+    def policy(principal, cond=None, action="s3:ListBucket"):
+        st = {"Effect": "Allow", "Principal": principal, "Action": action,
+              "Resource": res}
+        if cond:
+            st["Condition"] = cond
+        root.put_bucket_policy(Bucket=b, Policy=json.dumps(
+            {"Version": "2012-10-17", "Statement": [st]}))
+
+    policy({"AWS": "*"})
+    assert status() is True
+    policy("*", {"IpAddress": {"aws:SourceIp": "10.0.0.0/32"}})
+    assert status() is False
+    policy({"AWS": "arn:aws:iam::%s:root" % env["alice_id"]})
+    assert status() is False
+    # another account needs the permission from the bucket's policy
+    assert denied(status, c=alice) == "AccessDenied"
+    policy({"AWS": "arn:aws:iam::%s:root" % env["alice_id"]},
+           action="s3:GetBucketPolicyStatus")
+    assert status(alice) is False
+    code_, _ = anon("%s/%s?policyStatus" % (env["srv"].endpoint, b))
+    assert code_ == 403
+    root.delete_bucket_policy(Bucket=b)
+    assert denied(status) == "NoSuchBucketPolicy"
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        root.get_bucket_policy_status(Bucket=b + "-none")
+    assert code(ei.value) == "NoSuchBucket"
+
+
 def test_grantees_that_resolve_to_nobody(env):
     """An unknown canonical id or group is InvalidArgument, an email
     address UnresolvableGrantByEmailAddress (no account has one), a
