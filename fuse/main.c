@@ -1033,10 +1033,9 @@ int main(int argc, char *argv[])
     ret = 1;
     if (!fs.own_perms && fuse_opt_add_arg(&args, "-odefault_permissions") != 0)
         goto out_curl;
-    if (mc.listen || mc.otlp_endpoint) /* time every operation */
-        fc_metrics_wrap_ops(fs.pack ? &fc_pack_ops : &fc_ops, &timed_ops);
-    else
-        timed_ops = fs.pack ? fc_pack_ops : fc_ops;
+    /* count every request (.ecfs-stats); time them with metrics on */
+    fc_metrics_wrap_ops(fs.pack ? &fc_pack_ops : &fc_ops, &timed_ops,
+                        mc.listen || mc.otlp_endpoint);
     se = fuse_session_new(&args, &timed_ops, sizeof(timed_ops), &fs);
     if (se == NULL)
         goto out_curl;

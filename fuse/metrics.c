@@ -86,7 +86,19 @@ static const char *const op_names[FC_MOP_COUNT] = {
     [FC_MOP_RELEASEDIR] = "releasedir",
     [FC_MOP_STATFS] = "statfs",
     [FC_MOP_CREATE] = "create",
+    [FC_MOP_IOCTL] = "ioctl",
+    [FC_MOP_ACCESS] = "access",
+    [FC_MOP_XATTR] = "xattr",
+    [FC_MOP_MKNOD] = "mknod",
+    [FC_MOP_SYMLINK] = "symlink",
+    [FC_MOP_LINK] = "link",
 };
+
+/* See header. */
+const char *fc_metrics_op_name(enum fc_mop op)
+{
+    return (unsigned)op < FC_MOP_COUNT ? op_names[op] : "other";
+}
 
 static struct {
     struct hist fuse[FC_MOP_COUNT];

@@ -57,17 +57,34 @@ enum fc_mop {
     FC_MOP_RELEASEDIR,
     FC_MOP_STATFS,
     FC_MOP_CREATE,
+    FC_MOP_IOCTL,
+    FC_MOP_ACCESS,
+    FC_MOP_XATTR, /* getxattr, listxattr, setxattr, removexattr */
+    FC_MOP_MKNOD,
+    FC_MOP_SYMLINK,
+    FC_MOP_LINK,
     FC_MOP_COUNT,
 };
+
+/* The name of @op in metrics labels and .ecfs-stats ("lookup", ...). */
+const char *fc_metrics_op_name(enum fc_mop op);
 
 /* One FUSE operation @op that started at @t0 (fc_metrics_now) is done. */
 void fc_metrics_fuse(enum fc_mop op, double t0);
 
-/* Fills @out with @in's handlers wrapped so each is timed by
- * fc_metrics_fuse (handlers @in lacks stay NULL). @in must outlive the
- * session; one table per process. */
+/* Fills @out with @in's handlers wrapped so each counts its request
+ * (fc_metrics_ops_format) and, when @timed, is timed by fc_metrics_fuse
+ * (handlers @in lacks stay NULL: libfuse answers those ENOSYS, uncounted).
+ * @in must outlive the session; one table per process. */
 void fc_metrics_wrap_ops(const struct fuse_lowlevel_ops *in,
-                         struct fuse_lowlevel_ops *out);
+                         struct fuse_lowlevel_ops *out, bool timed);
+
+/* Appends " fuse_requests=N fuse_op_lookup=N ..." to @out: the FUSE
+ * requests the wrapped handlers received, all and by operation, leaving
+ * out those on .ecfs-stats itself (its lookup, getattr, open, read,
+ * release, ioctl, forget), so reading the counters moves none of them.
+ * snprintf's return. */
+int fc_metrics_ops_format(char *out, size_t cap);
 
 /* One attempt of an S3 request on curl handle @h (CURLINFO_* give its
  * time and bytes): @stat_off is the offset in struct fc_s3_stats of the

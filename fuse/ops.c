@@ -39,6 +39,7 @@
 #include "fuse/cache.h"
 #include "fuse/fs.h"
 #include "fuse/listxml.h"
+#include "fuse/metrics.h"
 #include "fuse/read.h"
 #include "fuse/s3.h"
 #include "fuse/stats.h"
@@ -441,6 +442,8 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
                       atomic_load(&g_ioctls), atomic_load(&g_stale_refetch),
                       fc_itab_count(fs->itab), fc_itab_peak(fs->itab), bytes,
                       blocks);
+    if (n >= 0 && (size_t)n < cap)
+        n += fc_metrics_ops_format(buf + n, cap - (size_t)n);
     return n;
 }
 

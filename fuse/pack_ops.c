@@ -30,6 +30,7 @@
 #include "fuse/cache.h"
 #include "fuse/dcache.h"
 #include "fuse/fs.h"
+#include "fuse/metrics.h"
 #include "fuse/pack.h"
 #include "fuse/pack_ahead.h"
 #include "fuse/s3.h"
@@ -290,6 +291,8 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
             as.epochs, as.disk_hits, as.disk_puts);
     if (fs->dcache != NULL && n >= 0 && (size_t)n < cap)
         n += fc_dcache_stats_format(fs->dcache, buf + n, cap - (size_t)n);
+    if (n >= 0 && (size_t)n < cap)
+        n += fc_metrics_ops_format(buf + n, cap - (size_t)n);
     return n;
 }
 
