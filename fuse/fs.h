@@ -83,10 +83,11 @@ struct fc_opts {
  * HEAD before ecfs shows them or checks permissions with them (ops.c). */
 enum {
     FC_META_FETCH_NONE = 1, /* never: a listing's entries show the defaults */
-    FC_META_FETCH_MARKED,   /* entries of directories that have a marker
-                             * object (ecfs and s3fs make them), and of the
-                             * root of a whole-bucket mount: the default */
-    FC_META_FETCH_ALL,      /* every entry: allow_other's default */
+    FC_META_FETCH_MARKED,   /* entries of directories whose marker object
+                             * says they may store some (ops.c
+                             * listing_hides_meta), and of the root of a
+                             * whole-bucket allow_other mount: the default */
+    FC_META_FETCH_ALL,      /* every entry */
 };
 
 struct fc_fs {

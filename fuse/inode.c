@@ -53,8 +53,9 @@ struct fc_itab {
     struct fc_note *notes;   /* by key; protected by lock */
     struct fc_note *dirchg;  /* by directory key: last change; lock */
     unsigned notes_sweep_at; /* sweep old notes at this count; lock */
-    struct fc_note *marks;   /* by directory key: marker made (exists) or
-                              * deleted here; protected by lock */
+    struct fc_note *marks;   /* by directory key: its marker as made,
+                              * changed or deleted here (the note's
+                              * a.size is an enum fc_dirmark); lock */
 };
 
 /* A namespace change made through this mount (see DESIGN). */
@@ -857,35 +858,45 @@ void fc_itab_empty_listing(struct fc_fs *fs, const char *dirkey)
     fc_listing_unref(old);
 }
 
-/* Records a marker made or deleted here (see header). */
-void fc_itab_mark_dir(struct fc_fs *fs, const char *dirkey, bool marked)
+/* Records a marker made, changed or deleted here (see header). */
+void fc_itab_mark_dir(struct fc_fs *fs, const char *dirkey, enum fc_dirmark m)
 {
     struct fc_itab *t = fs->itab;
+    struct fc_attr a;
+    struct fc_note *n;
 
     pthread_mutex_lock(&t->lock);
-    note_put(&t->marks, dirkey, marked, NULL, fc_now());
+    if (m == FC_DIRMARK_UNKNOWN) {
+        HASH_FIND_STR(t->marks, dirkey, n);
+        if (n != NULL) {
+            HASH_DEL(t->marks, n);
+            free(n->key);
+            free(n);
+        }
+    } else {
+        memset(&a, 0, sizeof(a));
+        a.size = (uint64_t)m;
+        note_put(&t->marks, dirkey, m != FC_DIRMARK_NONE, &a, fc_now());
+    }
     pthread_mutex_unlock(&t->lock);
 }
 
-/* Whether a directory has its marker (see header). */
-int fc_itab_dir_marked(struct fc_fs *fs, const char *dirkey)
+/* What this mount recorded of a marker (see header). */
+enum fc_dirmark fc_itab_dir_noted(struct fc_fs *fs, const char *dirkey,
+                                  double *when)
 {
     struct fc_itab *t = fs->itab;
-    struct fc_listing *l;
+    enum fc_dirmark m = FC_DIRMARK_UNKNOWN;
     struct fc_note *n;
-    int ret = -1;
 
     pthread_mutex_lock(&t->lock);
     HASH_FIND_STR(t->marks, dirkey, n);
     if (n != NULL) {
-        ret = n->exists;
-    } else {
-        HASH_FIND(hh, t->listings, dirkey, strlen(dirkey), l);
-        if (l != NULL)
-            ret = l->has_marker;
+        m = (enum fc_dirmark)n->a.size;
+        *when = n->t;
     }
     pthread_mutex_unlock(&t->lock);
-    return ret;
+    return m;
 }
 
 /* Drops listings of a subtree (see header). */
@@ -1048,6 +1059,7 @@ static int lst_begin(struct lst_builder *b, const char *dirkey)
     if (b->l == NULL)
         return -ENOMEM;
     atomic_init(&b->l->refs, 1);
+    atomic_init(&b->l->mark, 0);
     b->dirkey = dirkey;
     b->dl = strlen(dirkey);
     return 0;

@@ -48,10 +48,27 @@ struct fc_listing {
      * only; a name it shows is still looked up with a HEAD, which brings
      * the object's x-amz-meta-* that a listing lacks */
     bool misses_only;
-    /* the directory's own marker object ("dir/") was in it: a directory
-     * made or touched by ecfs (or s3fs), whose entries may carry
-     * x-amz-meta-* (see fc_itab_mark_dir) */
+    /* the directory's own marker object ("dir/") was in it (made by
+     * ecfs, s3fs, a console...); see enum fc_dirmark */
     bool has_marker;
+    /* what the marker's HEAD said, asked once per listing when a lookup
+     * or readdirplus first needs it (ops.c): 0 not asked yet, else an
+     * enum fc_dirmark. The only field set after creation */
+    atomic_int mark;
+};
+
+/* What a directory's marker object ("dir/") says about the attributes
+ * its entries store (x-amz-meta-mode/uid/gid/mtime). ecfs stores
+ * attributes that differ from the mount's defaults on a key only after
+ * its directory's marker says ATTRS (x-amz-meta-ecfs-attrs: 1), so the
+ * entries of a directory without a marker, or whose ecfs marker says
+ * "0", are shown from the listing alone. */
+enum fc_dirmark {
+    FC_DIRMARK_UNKNOWN = 0, /* not known here: ask S3 */
+    FC_DIRMARK_NONE,        /* no marker (a prefix only) */
+    FC_DIRMARK_PLAIN,       /* an ecfs marker: entries store none */
+    FC_DIRMARK_ATTRS,       /* they may: an ecfs marker saying so, or
+                             * another tool's (s3fs stores them) */
 };
 
 /* Attributes of an object or directory. */
@@ -213,14 +230,14 @@ bool fc_itab_noted(struct fc_fs *fs, const char *key, double since,
 /* Caches an empty listing of @dirkey, fetched now: a directory mkdir just
  * made, so lookups of new names in it cost no request. */
 void fc_itab_empty_listing(struct fc_fs *fs, const char *dirkey);
-/* Records whether directory key @dirkey has its marker object ("dir/"),
- * as this mount made or deleted it. ecfs stores x-amz-meta-* on a key
- * only under a directory that has a marker (ops.c makes it first), so a
- * listing of a directory without one hides no metadata. */
-void fc_itab_mark_dir(struct fc_fs *fs, const char *dirkey, bool marked);
-/* Whether @dirkey has a marker: 1 yes, 0 no, -1 unknown (what this mount
- * made or deleted, else what its cached listing, fresh or not, showed). */
-int fc_itab_dir_marked(struct fc_fs *fs, const char *dirkey);
+/* Records what directory key @dirkey's marker says now (@m), as this
+ * mount made, changed or deleted it (FC_DIRMARK_UNKNOWN forgets it: a
+ * directory renamed here). */
+void fc_itab_mark_dir(struct fc_fs *fs, const char *dirkey, enum fc_dirmark m);
+/* What this mount recorded of @dirkey's marker (fc_itab_mark_dir) and
+ * when (*@when, fc_now()); FC_DIRMARK_UNKNOWN when nothing. */
+enum fc_dirmark fc_itab_dir_noted(struct fc_fs *fs, const char *dirkey,
+                                  double *when);
 /* Drops every cached listing of @dirkey and below (a directory rename). */
 void fc_itab_drop_listings(struct fc_fs *fs, const char *dirkey);
 

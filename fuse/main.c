@@ -219,9 +219,12 @@ static void usage(const char *prog)
         "    -o meta_fetch=WHICH    entries known only from a listing whose stored\n"
         "                           mode/owner/mtime (x-amz-meta-*) are fetched with\n"
         "                           a HEAD before use: marked (default: those in\n"
-        "                           directories with a marker object, which ecfs\n"
-        "                           makes before it stores any), all (default with\n"
-        "                           allow_other), none (the mount's defaults)\n"
+        "                           directories whose marker object says they may\n"
+        "                           store some, as ecfs makes it say before it\n"
+        "                           stores any, or was made by another tool; at the\n"
+        "                           root of a whole-bucket mount, with allow_other),\n"
+        "                           all (for other tools' attributes elsewhere),\n"
+        "                           none (the mount's defaults)\n"
         "    -o ro                  read-only mount; metadata cached until unmount\n"
         "    -o immutable           objects never change: cache like ro\n"
         "    -o attr_timeout=S      kernel attribute/entry cache (default 1; ro: 1 day)\n"
@@ -930,11 +933,11 @@ int main(int argc, char *argv[])
     if (fs.o.negative_timeout < 0)
         fs.o.negative_timeout = fs.cache_forever ? 86400 : 1;
     fs.o.allow_other = r.allow_other;
-    /* a shared mount decides for other users: every listed entry's
-     * stored mode and owner are fetched before they are used */
+    /* allow_other too: ecfs stores attributes other than the defaults
+     * only under a marker that says so (ops.c), so the rest of a listing
+     * needs no HEAD; all is for other tools' attributes elsewhere */
     if (fs.o.meta_fetch == 0)
-        fs.o.meta_fetch =
-            fs.o.allow_other ? FC_META_FETCH_ALL : FC_META_FETCH_MARKED;
+        fs.o.meta_fetch = FC_META_FETCH_MARKED;
     fs.mounter = geteuid();
     if (fuse_opt_add_arg(&args, "-osubtype=ecfs") != 0)
         goto out_args;

@@ -185,6 +185,7 @@ static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
                          struct fc_attr *a, char **key, double *when);
 static int revalidate(struct fc_fs *fs, struct fc_inode *in, struct fc_attr *a);
 static int mark_parent(struct fc_fs *fs, const char *key);
+static bool stores_meta(struct fc_fs *fs, const struct fc_attr *a);
 static int kill_priv(fuse_req_t req, struct fc_inode *in);
 
 /* Kernel entry timeout: none when every path walk must reach ecfs's
@@ -356,35 +357,82 @@ static char *child_key(const char *dir, const char *name, bool is_dir)
     return k;
 }
 
-/* Whether the entries of listing @l may carry x-amz-meta-* that the
- * listing does not show (-o meta_fetch): every listing (all); those of a
- * directory with a marker object (marked: ecfs stores metadata only under
- * a marked directory, mark_parent; the root of a whole-bucket mount
- * cannot have one, so a chmod there shows after a restart only with
- * meta_fetch=all); none. */
-static bool listing_hides_meta(const struct fc_fs *fs,
-                               const struct fc_listing *l)
+/* What a marker's attributes (a HEAD's) say of its directory's entries:
+ * PLAIN only when an ecfs marker says "ecfs-attrs: 0"; a marker of
+ * another tool (s3fs stores attributes) or of an older ecfs says
+ * nothing, so they may store some. */
+static enum fc_dirmark marker_says(const struct fc_s3_meta *m)
 {
+    return (m->has & FC_META_DIRATTRS) && m->dirattrs == 0 ? FC_DIRMARK_PLAIN
+                                                           : FC_DIRMARK_ATTRS;
+}
+
+/* What the marker of listing @l's directory says: none when the listing
+ * showed none, else one HEAD of it, once per listing (the listing's
+ * `mark`; a failed HEAD is not kept and says ATTRS). */
+static enum fc_dirmark listing_mark(struct fc_fs *fs, struct fc_listing *l)
+{
+    int m = atomic_load(&l->mark);
+    struct fc_s3_obj obj;
+    int ret;
+
+    if (m != FC_DIRMARK_UNKNOWN)
+        return (enum fc_dirmark)m;
+    if (!l->has_marker) {
+        m = FC_DIRMARK_NONE;
+    } else {
+        ret = fc_s3_head(fs->s3, l->key, &obj);
+        if (ret < 0 && ret != -ENOENT)
+            return FC_DIRMARK_ATTRS;
+        /* (gone since the listing: what was under it is not known) */
+        m = ret == 0 ? marker_says(&obj.meta) : FC_DIRMARK_ATTRS;
+    }
+    atomic_store(&l->mark, m);
+    return (enum fc_dirmark)m;
+}
+
+/* Whether the entries of listing @l may carry x-amz-meta-* that the
+ * listing does not show (-o meta_fetch): every listing (all); none;
+ * marked: those of a directory whose marker says so (listing_mark; this
+ * mount's own record when newer than the listing), since ecfs stores
+ * attributes other than the defaults on a key only after its
+ * directory's marker says so (mark_parent). The root of a whole-bucket
+ * mount cannot have a marker: its entries are fetched on an allow_other
+ * mount (a chmod there decides for others), shown from the listing
+ * otherwise (a chmod there then shows after a restart only with
+ * meta_fetch=all). May send one HEAD. */
+static bool listing_hides_meta(struct fc_fs *fs, struct fc_listing *l)
+{
+    enum fc_dirmark m;
+    double when = 0;
+
     switch (fs->o.meta_fetch) {
     case FC_META_FETCH_ALL:
         return true;
     case FC_META_FETCH_MARKED:
-        return l->has_marker;
+        break;
     default:
         return false;
     }
+    if (l->key[0] == '\0')
+        return fs->o.allow_other;
+    m = fc_itab_dir_noted(fs, l->key, &when);
+    if (m == FC_DIRMARK_UNKNOWN || when < l->fetched)
+        m = listing_mark(fs, l);
+    return m == FC_DIRMARK_ATTRS;
 }
 
-/* Converts entry @d of listing @l to attributes. */
-static void dirent_attr(const struct fc_fs *fs, const struct fc_listing *l,
-                        const struct fc_dirent *d, struct fc_attr *a)
+/* Converts entry @d of a listing to attributes; @hides: the listing's
+ * listing_hides_meta. */
+static void dirent_attr(const struct fc_dirent *d, bool hides,
+                        struct fc_attr *a)
 {
     memset(a, 0, sizeof(*a));
     a->is_dir = d->is_dir;
     a->size = d->size;
     a->mtime = d->mtime;
     snprintf(a->etag, sizeof(a->etag), "%s", d->etag);
-    a->meta_unknown = listing_hides_meta(fs, l);
+    a->meta_unknown = hides;
 }
 
 /* Registers (one more lookup on) the inode for @key with @a, fetched at
@@ -768,7 +816,7 @@ static int listed_child(struct fc_fs *fs, struct fc_listing *l,
     if (d != NULL && l->misses_only) {
         ret = 1;
     } else if (d != NULL) {
-        dirent_attr(fs, l, d, a);
+        dirent_attr(d, listing_hides_meta(fs, l), a);
         *when = l->fetched;
         *key = child_key(dirkey, name, d->is_dir);
         ret = *key ? 0 : -ENOMEM;
@@ -1010,7 +1058,7 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
     ret = revalidate(fs, in, &a);
     if (ret == 0)
         ret = may(req, in, open_mask(fi->flags));
-    if (ret == 0 && wr)
+    if (ret == 0 && wr && stores_meta(fs, &a))
         ret = mark_parent(fs, in->key); /* its commit stores metadata */
     if (ret < 0) {
         fuse_reply_err(req, -ret);
@@ -1303,11 +1351,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     char *buf, *key;
     size_t pos = 0, ent;
     int err = 0;
+    bool hides;
 
     if (dir == NULL || l == NULL) {
         fuse_reply_err(req, EBADF);
         return;
     }
+    hides = plus && l->n <= FC_PLUS_INODES_MAX && listing_hides_meta(fs, l);
     buf = malloc(size);
     if (buf == NULL) {
         fuse_reply_err(req, ENOMEM);
@@ -1334,7 +1384,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         }
         const struct fc_dirent *d = &l->ents[i - 2];
         name = d->name;
-        dirent_attr(fs, l, d, &a);
+        dirent_attr(d, hides, &a);
         key = child_key(dir->key, name, d->is_dir);
         if (key == NULL) {
             err = ENOMEM;
@@ -1480,14 +1530,42 @@ static void fc_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     fuse_reply_err(req, ENOSYS);
 }
 
+/* What a directory's marker says of its entries, for a copy that
+ * replaces the marker's attributes (@m) to keep: asked with a HEAD when
+ * @m does not tell (the directory was only listed). No marker: a new one
+ * says "none" (a prefix holds none that ecfs stored); another tool's
+ * says nothing, and is left so. 0 or -errno. */
+static int keep_dirattrs(struct fc_fs *fs, const char *key,
+                         struct fc_s3_meta *m)
+{
+    struct fc_s3_obj obj;
+    int ret;
+
+    if (m->has & FC_META_DIRATTRS)
+        return 0;
+    ret = fc_s3_head(fs->s3, key, &obj);
+    if (ret == -ENOENT) {
+        m->has |= FC_META_DIRATTRS;
+        m->dirattrs = 0;
+        return 0;
+    }
+    if (ret == 0 && (obj.meta.has & FC_META_DIRATTRS)) {
+        m->has |= FC_META_DIRATTRS;
+        m->dirattrs = obj.meta.dirattrs;
+    }
+    return ret;
+}
+
 /* chmod, chown and utimens of file or directory @in: the changes of @attr
- * named by @to_set go into its x-amz-meta-* attributes, shown at once and
- * stored by the upload of a handle still to commit, else by a CopyObject
- * onto itself a second later or by a rename's copy, whichever comes first
+ * named by @to_set go into its x-amz-meta-* attributes (fc_meta_settle:
+ * none when they are the defaults), shown at once and stored by the
+ * upload of a handle still to commit, else by a CopyObject onto itself a
+ * second later or by a rename's copy, whichever comes first
  * (fc_write_meta_later; objects up to 5 GiB, larger ones keep theirs,
  * logged). A directory's go on its "dir/" marker, made if it was only a
  * prefix; those of the root of a whole-bucket mount are only kept in
- * memory. 0 or -errno. */
+ * memory. Attributes other than the defaults are stored only after the
+ * parent's marker says so (mark_parent). 0 or -errno. */
 static int set_meta(struct fc_fs *fs, struct fc_inode *in,
                     const struct stat *attr, int to_set)
 {
@@ -1495,8 +1573,6 @@ static int set_meta(struct fc_fs *fs, struct fc_inode *in,
     struct fc_s3_meta m;
     int ret;
 
-    if ((ret = mark_parent(fs, in->key)) < 0)
-        return ret;
     fc_inode_get_attr(fs->itab, in, &a, NULL);
     m = a.meta;
     if (to_set & FUSE_SET_ATTR_MODE) {
@@ -1519,6 +1595,12 @@ static int set_meta(struct fc_fs *fs, struct fc_inode *in,
         m.mtime_ns = (uint32_t)ts.tv_nsec;
         m.has |= FC_META_MTIME;
     }
+    fc_meta_settle(fs, &m, a.is_dir);
+    if (fc_meta_stores(&m) && (ret = mark_parent(fs, in->key)) < 0)
+        return ret;
+    if (a.is_dir && in->key[0] != '\0' &&
+        (ret = keep_dirattrs(fs, in->key, &m)) < 0)
+        return ret;
     if (!a.is_dir && fc_write_set_meta(fs, in, &m)) {
         a.meta = m; /* shown now; goes up with the commit */
         fc_inode_set_attr(fs->itab, in, &a, fc_now());
@@ -1667,7 +1749,8 @@ static void new_attr(struct fc_attr *a, bool is_dir)
 }
 
 /* The attributes a new file or directory in @dir stores: its mode and
- * its creator's ids (the mtime is set at commit). In a set-group-ID
+ * its creator's ids (the mtime is Last-Modified), none when they are the
+ * defaults (fc_meta_settle). In a set-group-ID
  * directory it takes the directory's group, and a new directory keeps
  * the bit, as on a local file system; a new file there loses a set-gid
  * bit (with group x) its creator could not set on that group (the
@@ -1702,6 +1785,7 @@ static void new_meta(fuse_req_t req, struct fc_inode *dir, mode_t mode,
             fc_cred_fini(&cr);
         }
     }
+    fc_meta_settle(fs_of(req), m, S_ISDIR(mode));
 }
 
 /* Checks a new entry's name; 0 or -errno. */
@@ -1717,27 +1801,24 @@ static int check_new_name(struct fc_fs *fs, fuse_ino_t parent, const char *name)
     return 0;
 }
 
-/* PUTs an empty object @key (a directory marker, an empty file). */
-static int put_empty(struct fc_fs *fs, const char *key, char *etag)
-{
-    struct fc_s3_body b = {.data = "", .len = 0};
-
-    return fc_s3_put(fs->s3, key, &b, etag);
-}
-
-/* Makes sure the directory holding @key has its marker object before
- * ecfs stores x-amz-meta-* on @key, so that a listing of a directory
- * without a marker is known to hide none (-o meta_fetch=marked). Free
- * when this mount knows the marker (it made the directory, or a listing
- * showed it), else a HEAD, and a PUT of an empty marker when it is
- * missing (a directory that was only a prefix: uploaded by another
- * client; for a prefix mount, its root too). The root of a whole-bucket
- * mount has no marker key. 0 or -errno. */
+/* Makes the marker of the directory holding @key say that its entries
+ * store attributes (x-amz-meta-ecfs-attrs: 1) before ecfs stores
+ * attributes other than the defaults on @key, so that the entries of a
+ * directory whose marker does not say so are shown from its listing
+ * (-o meta_fetch=marked, listing_hides_meta). Free when this mount made
+ * it say so within list_ttl, else a HEAD, and a PUT of an empty marker
+ * when there is none (a directory that was only a prefix; for a prefix
+ * mount, its root too) or a copy of an ecfs marker saying "0" onto
+ * itself (its own attributes kept). Another tool's marker is left as it
+ * is: it says nothing, which means "may". The root of a whole-bucket
+ * mount has no marker key. Not atomic against another mount's chmod of
+ * the directory (S3 has no conditional copy). 0 or -errno. */
 static int mark_parent(struct fc_fs *fs, const char *key)
 {
     size_t kl = strlen(key), dl;
     struct fc_s3_obj obj;
     char etag[FC_ETAG_MAX], *dir;
+    double when = 0;
     int ret;
 
     dl = kl > 0 && key[kl - 1] == '/' ? kl - 1 : kl;
@@ -1747,19 +1828,41 @@ static int mark_parent(struct fc_fs *fs, const char *key)
         return 0;
     if ((dir = strndup(key, dl)) == NULL)
         return -ENOMEM;
-    if (fc_itab_dir_marked(fs, dir) == 1) {
+    if (fc_itab_dir_noted(fs, dir, &when) == FC_DIRMARK_ATTRS &&
+        fc_fs_is_fresh(fs, when)) {
         free(dir);
         return 0;
     }
     ret = fc_s3_head(fs->s3, dir, &obj);
-    if (ret == -ENOENT)
-        ret = put_empty(fs, dir, etag);
+    if (ret == -ENOENT) {
+        struct fc_s3_body b = {.data = "", .len = 0};
+        struct fc_s3_meta m = {.has = FC_META_DIRATTRS, .dirattrs = 1};
+        ret = fc_s3_put_meta(fs->s3, dir, &b, &m, etag);
+    } else if (ret == 0 && marker_says(&obj.meta) == FC_DIRMARK_PLAIN) {
+        obj.meta.dirattrs = 1;
+        ret = fc_s3_copy_meta(fs->s3, dir, dir, &obj.meta, etag);
+    }
     if (ret == 0)
-        fc_itab_mark_dir(fs, dir, true);
+        fc_itab_mark_dir(fs, dir, FC_DIRMARK_ATTRS);
     else
-        cm_log(CM_LOG_WARN, -ret, "ecfs: %s: directory marker not made", dir);
+        cm_log(CM_LOG_WARN, -ret,
+               "ecfs: %s: directory marker not made to say its entries "
+               "store attributes",
+               dir);
     free(dir);
     return ret;
+}
+
+/* Whether what @key (@a) stores is other than the defaults, or not
+ * known: a copy of it to another directory carries that. */
+static bool stores_meta(struct fc_fs *fs, const struct fc_attr *a)
+{
+    struct fc_s3_meta m = a->meta;
+
+    if (a->meta_unknown)
+        return true;
+    fc_meta_settle(fs, &m, a->is_dir);
+    return fc_meta_stores(&m);
 }
 
 /* The stored attributes of directory @dir, fetched if only listed (a
@@ -1794,15 +1897,14 @@ static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
         return;
     }
     key = child_key(dir->key, name, false);
-    if (key == NULL || (ret = mark_parent(fs, key)) < 0) {
+    new_attr(&a, false);
+    new_meta(req, dir, mode, &a.meta);
+    if (key == NULL ||
+        (fc_meta_stores(&a.meta) && (ret = mark_parent(fs, key)) < 0)) {
         free(key);
         fuse_reply_err(req, key == NULL ? ENOMEM : -ret);
         return;
     }
-    new_attr(&a, false);
-    new_meta(req, dir, mode, &a.meta);
-    a.meta.mtime = (int64_t)a.mtime;
-    a.meta.has |= FC_META_MTIME;
     {
         struct fc_s3_body b = {.data = "", .len = 0};
         ret = fc_s3_put_meta(fs->s3, key, &b, &a.meta, a.etag);
@@ -1831,7 +1933,7 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     struct fuse_entry_param e;
     struct fc_attr a;
     char etag[FC_ETAG_MAX], *key;
-    int ret;
+    int ret, children = 0;
 
     if ((ret = check_new_name(fs, parent, name)) < 0 ||
         (ret = dir ? 0 : -ENOENT) < 0 ||
@@ -1841,28 +1943,31 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
         return;
     }
     key = child_key(dir->key, name, true);
-    if (key == NULL || (ret = mark_parent(fs, key)) < 0) {
+    new_attr(&a, true);
+    new_meta(req, dir, S_IFDIR | mode, &a.meta);
+    if (key == NULL ||
+        (fc_meta_stores(&a.meta) && (ret = mark_parent(fs, key)) < 0) ||
+        (ret = children = dir_has_children(fs, key)) < 0) {
         free(key);
         fuse_reply_err(req, key == NULL ? ENOMEM : -ret);
         return;
     }
-    new_attr(&a, true);
-    new_meta(req, dir, S_IFDIR | mode, &a.meta);
+    /* an empty directory's entries store nothing; one that existed as a
+     * prefix (this mount's listing was stale) may hold entries that do,
+     * under a marker this PUT replaces */
+    a.meta.has |= FC_META_DIRATTRS;
+    a.meta.dirattrs = children > 0;
     {
-        struct timespec ts;
         struct fc_s3_body b = {.data = "", .len = 0};
-        clock_gettime(CLOCK_REALTIME, &ts);
-        a.meta.mtime = (int64_t)ts.tv_sec;
-        a.meta.mtime_ns = (uint32_t)ts.tv_nsec;
-        a.meta.has |= FC_META_MTIME;
         ret = fc_s3_put_meta(fs->s3, key, &b, &a.meta, etag);
     }
     if (ret == 0) {
         fc_itab_note(fs, key, true, &a);
-        fc_itab_mark_dir(fs, key, true);
-        /* (it may have existed as a prefix: then the marker is all that
-         * is new and its listing is fetched as usual) */
-        if (dir_has_children(fs, key) == 0)
+        fc_itab_mark_dir(fs, key,
+                         children ? FC_DIRMARK_ATTRS : FC_DIRMARK_PLAIN);
+        /* (one that existed as a prefix: its listing is fetched as
+         * usual) */
+        if (children == 0)
             fc_itab_empty_listing(fs, key);
         ret = make_entry(fs, key, &a, fc_now(), &e);
     }
@@ -2005,7 +2110,7 @@ static void fc_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     if (ret == 0) {
         fc_itab_note(fs, key, false, NULL);
-        fc_itab_mark_dir(fs, key, false);
+        fc_itab_mark_dir(fs, key, FC_DIRMARK_NONE);
         fc_itab_unhash(fs->itab, key);
         fc_itab_drop_listings(fs, key);
     }
@@ -2262,9 +2367,12 @@ static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
     if (ret == 0)
         ret = fanout(fs, objs, n, src, dst, false);
     if (ret == 0 && n == 0) {
-        /* only noted here (made by mkdir and never listed?): a marker */
+        /* only noted here (made by mkdir and never listed?): a marker of
+         * an empty directory */
         char etag[FC_ETAG_MAX];
-        ret = put_empty(fs, dst, etag);
+        struct fc_s3_body b = {.data = "", .len = 0};
+        struct fc_s3_meta m = {.has = FC_META_DIRATTRS, .dirattrs = 0};
+        ret = fc_s3_put_meta(fs->s3, dst, &b, &m, etag);
     }
     for (size_t i = 0; i < n; i++) {
         free(objs[i].key);
@@ -2277,7 +2385,8 @@ static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
         fc_itab_unhash(fs->itab, src);
     fc_itab_drop_listings(fs, src);
     fc_itab_drop_listings(fs, dst);
-    fc_itab_mark_dir(fs, src, false);
+    fc_itab_mark_dir(fs, src, FC_DIRMARK_NONE);
+    fc_itab_mark_dir(fs, dst, FC_DIRMARK_UNKNOWN); /* the copies say */
     new_attr(&a, true);
     {
         /* the marker's copy kept its attributes */
@@ -2388,7 +2497,7 @@ static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     }
     if (ret == 0 && (flags & RENAME_NOREPLACE))
         ret = target_absent(fs, d2, newname);
-    if (ret == 0)
+    if (ret == 0 && stores_meta(fs, &a))
         ret = mark_parent(fs, dst); /* the copy carries metadata */
     if (ret == 0 && strcmp(src, dst) == 0)
         ret = 0; /* same name: nothing to do */
@@ -2500,15 +2609,15 @@ static void fc_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    if ((ret = mark_parent(fs, key)) < 0 ||
+    new_attr(&a, false);
+    new_meta(req, dir, mode, &a.meta);
+    if ((fc_meta_stores(&a.meta) && (ret = mark_parent(fs, key)) < 0) ||
         (ret = may_create_over(req, dir, key, fi->flags)) < 0) {
         free(key);
         free(fh);
         fuse_reply_err(req, -ret);
         return;
     }
-    new_attr(&a, false);
-    new_meta(req, dir, mode, &a.meta);
     /* a note now: a lookup while it is written finds it */
     fc_itab_note(fs, key, true, &a);
     ret = make_entry(fs, key, &a, fc_now(), &e);

@@ -450,6 +450,11 @@ void fc_s3_meta_parse(struct fc_s3_meta *m, const char *name, size_t nlen,
             m->gid = (uint32_t)x;
             m->has |= FC_META_GID;
         }
+    } else if (nlen == 10 && strncasecmp(name, "ecfs-attrs", 10) == 0) {
+        if (vlen == 1 && (v[0] == '0' || v[0] == '1')) {
+            m->dirattrs = v[0] == '1';
+            m->has |= FC_META_DIRATTRS;
+        }
     } else if (nlen == 5 && strncasecmp(name, "mtime", 5) == 0) {
         /* "SEC" or "SEC.FRACTION" (up to nanoseconds; more is cut) */
         const char *dot = memchr(v, '.', vlen);
@@ -475,8 +480,9 @@ void fc_s3_meta_parse(struct fc_s3_meta *m, const char *name, size_t nlen,
     }
 }
 
-/* Appends the x-amz-meta-* headers of @m to @h (room for 4 more) from
- * @nh on, formatting into @buf (4 x 32 bytes). Returns the new count. */
+/* Appends the x-amz-meta-* headers of @m to @h (room for FC_META_NHDR
+ * more) from @nh on, formatting into @buf (4 x 32 bytes). Returns the new
+ * count. */
 static size_t meta_headers(const struct fc_s3_meta *m, struct cm_kv *h,
                            size_t nh, char (*buf)[32])
 {
@@ -484,7 +490,11 @@ static size_t meta_headers(const struct fc_s3_meta *m, struct cm_kv *h,
 
     if (m == NULL)
         return nh;
-    /* SigV4 wants signed headers sorted: gid, mode, mtime, uid */
+    /* SigV4 wants signed headers sorted: ecfs-attrs, gid, mode, mtime,
+     * uid */
+    if (m->has & FC_META_DIRATTRS)
+        h[nh++] = (struct cm_kv){"x-amz-meta-ecfs-attrs", 21,
+                                 m->dirattrs ? "1" : "0", 1};
     if (m->has & FC_META_GID) {
         n = snprintf(buf[0], 32, "%" PRIu32, m->gid);
         h[nh++] = (struct cm_kv){"x-amz-meta-gid", 14, buf[0], (size_t)n};
@@ -1271,7 +1281,7 @@ int fc_s3_put(struct fc_s3 *s, const char *key, const struct fc_s3_body *b,
 int fc_s3_put_meta(struct fc_s3 *s, const char *key, const struct fc_s3_body *b,
                    const struct fc_s3_meta *m, char *etag)
 {
-    struct cm_kv h[4];
+    struct cm_kv h[FC_META_NHDR];
     char mb[4][32];
     struct s3_req r = {.method = "PUT", .body = b, .hdr = h};
     struct fc_s3_obj obj;
@@ -1297,7 +1307,7 @@ int fc_s3_mpu_create_meta(struct fc_s3 *s, const char *key,
 {
     struct s3_qp q[] = {{"uploads", NULL}};
     struct fc_s3_body empty = {.data = "", .len = 0};
-    struct cm_kv h[4];
+    struct cm_kv h[FC_META_NHDR];
     char mb[4][32];
     struct s3_req r = {
         .method = "POST", .q = q, .nq = 1, .body = &empty, .hdr = h};
@@ -1447,7 +1457,7 @@ int fc_s3_copy(struct fc_s3 *s, const char *src, const char *dst, char *etag)
 int fc_s3_copy_meta(struct fc_s3 *s, const char *src, const char *dst,
                     const struct fc_s3_meta *m, char *etag)
 {
-    struct cm_kv h[6];
+    struct cm_kv h[FC_META_NHDR + 2];
     char mb[4][32];
     struct s3_req r = {.method = "PUT", .hdr = h};
     struct cm_buf cs, body;

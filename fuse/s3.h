@@ -83,11 +83,20 @@ struct fc_s3_body {
 #define FC_META_UID   2u
 #define FC_META_GID   4u
 #define FC_META_MTIME 8u
+/* x-amz-meta-ecfs-attrs ("0" or "1") of a directory marker made by ecfs:
+ * whether entries of the directory may carry the attributes above
+ * (fuse/README.md "Attributes"); absent on other tools' markers */
+#define FC_META_DIRATTRS 16u
+/* the POSIX attributes of a file or directory */
+#define FC_META_POSIX (FC_META_MODE | FC_META_UID | FC_META_GID | FC_META_MTIME)
+/* x-amz-meta-* headers meta_headers() may add to one request */
+#define FC_META_NHDR 5
 struct fc_s3_meta {
     unsigned has; /* FC_META_* bits */
     uint32_t mode, uid, gid;
     int64_t mtime;
     uint32_t mtime_ns;
+    uint32_t dirattrs; /* 0 or 1, with FC_META_DIRATTRS */
 };
 /* Parses one x-amz-meta-* header (@name without the prefix, @v of @vlen
  * bytes) into @m; unknown names and malformed values are ignored. */

@@ -397,13 +397,24 @@ static void meta_store(struct fc_fs *fs, const char *key,
                        const struct fc_s3_meta *m, double taken)
 {
     size_t kl = strlen(key);
+    struct fc_s3_meta dm = *m;
     char etag[FC_ETAG_MAX];
-    int ret = fc_s3_copy_meta(fs->s3, key, key, m, etag);
+    double when;
+    int ret;
+
+    /* a marker keeps saying that its entries store attributes, when this
+     * mount made it say so after @m was taken (mark_parent, ops.c) */
+    if (kl > 0 && key[kl - 1] == '/' &&
+        fc_itab_dir_noted(fs, key, &when) == FC_DIRMARK_ATTRS) {
+        dm.has |= FC_META_DIRATTRS;
+        dm.dirattrs = 1;
+    }
+    m = &dm;
+    ret = fc_s3_copy_meta(fs->s3, key, key, m, etag);
 
     if (ret == -ENOENT && kl > 0 && key[kl - 1] == '/') {
         struct fc_attr a;
         bool exists = true;
-        double when;
         struct fc_s3_body b = {.data = "", .len = 0};
         if (fc_itab_noted(fs, key, taken, &exists, &a, &when) && !exists)
             return;
@@ -452,6 +463,34 @@ static void metas_apply(struct fc_fs *fs, double now)
 void fc_write_meta_flush(struct fc_fs *fs, const char *prefix)
 {
     metas_apply_under(fs, -1, prefix);
+}
+
+/* The attributes a file or directory stores (see header). */
+void fc_meta_settle(const struct fc_fs *fs, struct fc_s3_meta *m, bool is_dir)
+{
+    uint32_t perm = (is_dir ? 0777u : 0666u) & ~fs->o.umask;
+    uint32_t type = is_dir ? S_IFDIR : S_IFREG;
+
+    if ((!(m->has & FC_META_MODE) || (m->mode & 07777) == perm) &&
+        (!(m->has & FC_META_UID) || m->uid == fs->o.uid) &&
+        (!(m->has & FC_META_GID) || m->gid == fs->o.gid) &&
+        !(m->has & FC_META_MTIME)) {
+        m->has &= ~FC_META_POSIX;
+        return;
+    }
+    if (!(m->has & FC_META_MODE))
+        m->mode = type | perm;
+    if (!(m->has & FC_META_UID))
+        m->uid = fs->o.uid;
+    if (!(m->has & FC_META_GID))
+        m->gid = fs->o.gid;
+    m->has |= FC_META_MODE | FC_META_UID | FC_META_GID;
+}
+
+/* Whether settled attributes store any (see header). */
+bool fc_meta_stores(const struct fc_s3_meta *m)
+{
+    return (m->has & FC_META_POSIX) != 0;
 }
 
 /* Pending attributes (see header). */
@@ -1033,6 +1072,7 @@ int fc_write_open(struct fc_fs *fs, struct fc_inode *in, int flags,
     fc_inode_get_attr(fs->itab, in, &a, NULL);
     wf->meta = a.meta;
     wf->meta.has &= ~FC_META_MTIME; /* a commit's mtime is its own */
+    fc_meta_settle(fs, &wf->meta, false);
     wf->created = created;
     if (trunc) {
         wf->dirty = true; /* O_TRUNC empties it even if nothing is written */

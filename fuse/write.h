@@ -19,6 +19,18 @@ struct fc_inode;
 struct fc_wfile;
 struct fc_s3_meta;
 
+/* Puts @m, the attributes a file (@is_dir false) or directory is to
+ * store, in the form ecfs stores them: none of mode, uid, gid and mtime
+ * when they show what the mount shows for an object without them (mode
+ * 0666 or 0777 less the umask, the mount's uid and gid) and no mtime is
+ * set explicitly; else mode, uid and gid all (the defaults filling in),
+ * so a mount with other defaults shows the same. FC_META_DIRATTRS stays
+ * as it is. An object that stores none of them needs no HEAD to be shown
+ * (ops.c, fuse/README.md "Attributes"). */
+void fc_meta_settle(const struct fc_fs *fs, struct fc_s3_meta *m, bool is_dir);
+/* Whether @m (settled) stores any of mode, uid, gid and mtime. */
+bool fc_meta_stores(const struct fc_s3_meta *m);
+
 /* Opens a write handle on @in. @flags are the open(2) flags; @created:
  * the file was just created (it has no object yet). A handle starts
  * empty (and dirty: the commit writes the object even if nothing is

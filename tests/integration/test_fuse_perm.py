@@ -363,10 +363,11 @@ def test_listed_attributes_after_restart(storaged, ecfs_mount, opts):
 def test_listed_attributes_cost(storaged, ecfs_mount):
     """What S1's fix costs (-o meta_fetch, default marked): `ls -l` of a
     tree uploaded by another client (no directory marker: its listings
-    hide no metadata) sends no HEAD; in a directory ecfs made (a marker)
-    each listed file is HEADed once, when first shown (a second `ls -l`
-    sends none), and a chmod there is shown after a restart; meta_fetch=
-    none sends none and shows the defaults."""
+    hide no metadata) sends no HEAD; in a directory where ecfs stored a
+    chmod (its marker says so) the marker is HEADed once and each listed
+    file once, when first shown (a second `ls -l` sends none), and the
+    chmod is shown after a restart; meta_fetch=none sends none and shows
+    the defaults."""
     srv = storaged(ndrives=4)
     s3 = srv.client()
     b = "perm-" + uuid.uuid4().hex[:10]
@@ -397,8 +398,14 @@ def test_listed_attributes_cost(storaged, ecfs_mount):
     os.chmod(os.path.join(m.path, "made", "07"), 0o600)
     os.chmod(os.path.join(m.path, "up", "c", "03"), 0o600)
     m.unmount()
-    # the chmod under the uploaded tree made its directory's marker
-    assert s3.head_object(Bucket=b, Key="up/c/")["ContentLength"] == 0
+    # the chmod under the uploaded tree made its directory's marker, empty
+    # (other tools skip empty markers) and saying so
+    h = s3.head_object(Bucket=b, Key="up/c/")
+    assert h["ContentLength"] == 0 and h["Metadata"] == {"ecfs-attrs": "1"}
+    h = s3.head_object(Bucket=b, Key="made/")
+    assert h["ContentLength"] == 0 and h["Metadata"] == {"ecfs-attrs": "1"}
+    # files that kept the defaults store none
+    assert s3.head_object(Bucket=b, Key="made/06")["Metadata"] == {}
     s3.delete_object(Bucket=b, Key="up/c/03")
     s3.put_object(Bucket=b, Key="up/c/03", Body=b"u")
 
@@ -406,7 +413,7 @@ def test_listed_attributes_cost(storaged, ecfs_mount):
     h0 = heads(m, "up/c")
     st = ls_l(m, "up/c")
     assert len(st) == 20
-    assert m.stats()["head"] - h0 == 20  # up/c/ has a marker now
+    assert m.stats()["head"] - h0 == 21  # up/c/'s marker, then each file
     m.unmount()
     s3.delete_object(Bucket=b, Key="up/c/")
     m = mount()
@@ -418,7 +425,7 @@ def test_listed_attributes_cost(storaged, ecfs_mount):
     h0 = heads(m, "made")
     st = ls_l(m, "made")
     h1 = m.stats()["head"]
-    assert h1 - h0 == 20, h1 - h0
+    assert h1 - h0 == 21, h1 - h0
     assert st["07"].st_mode & 0o777 == 0o600
     assert st["06"].st_mode & 0o777 == 0o644
     time.sleep(1.5)  # past attr_timeout: the kernel asks again
@@ -454,3 +461,126 @@ def test_create_over_unlisted_in_sticky_dir(storaged, ecfs_mount):
     assert s3.get_object(Bucket=b, Key="t/late")["Body"].read() == b"other"
     assert as_user(t, A, A, [], [["write", "late", "mine"]]) == ["ok"]
     assert s3.get_object(Bucket=b, Key="t/late")["Body"].read() == b"mine"
+
+
+def epoch(root):
+    """A training epoch over @root, as a DataLoader's would go: the scan
+    (os.walk), then every file opened, stat'ed and read. Returns {relative
+    path: (mode bits, uid, bytes)}."""
+    files = []
+    for d, _, fs in os.walk(root):
+        files += [os.path.join(d, n) for n in fs]
+    out = {}
+    for p in files:
+        with open(p, "rb") as f:
+            st = os.fstat(f.fileno())
+            out[os.path.relpath(p, root)] = (st.st_mode & 0o7777, st.st_uid,
+                                             f.read())
+    return out
+
+
+def test_listed_attributes_epoch_allow_other(storaged, ecfs_mount):
+    """The cost of showing stored attributes on an allow_other mount (the
+    default there is meta_fetch=marked now): an epoch over a tree uploaded
+    by boto3 sends no HEAD (one GET per file); over a tree written through
+    the mount (cp -r, then a chmod in one class and a chown in another)
+    every mode and owner is shown as written, for one HEAD of each
+    directory's marker and one per file of the two classes whose markers
+    say their entries store attributes. Files that kept the defaults store
+    none, and ecfs's markers stay empty. Other tools' attributes are shown
+    under another tool's marker (s3fs makes them), and elsewhere only with
+    meta_fetch=all."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (allow_other, chown)")
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    b = "epoch-" + uuid.uuid4().hex[:10]
+    s3.create_bucket(Bucket=b)
+    n = 12
+    for c in range(3):
+        for i in range(n):
+            s3.put_object(Bucket=b, Key="ds/c%d/%02d" % (c, i), Body=b"x" * (i + 1))
+
+    def mount(prefix, extra=()):
+        return ecfs_mount(srv.endpoint, b,
+                          ["allow_other", "retries=2"] + list(extra),
+                          access_key=srv.access_key,
+                          secret_key=srv.secret_key, prefix=prefix)
+
+    m = mount("ds")
+    s0 = m.stats()
+    got = epoch(m.path)
+    s1 = m.stats()
+    assert len(got) == 3 * n
+    assert all(v[0] == 0o644 and v[1] == 0 for v in got.values())
+    assert s1["head"] - s0["head"] == 0
+    assert s1["get"] - s0["get"] == 3 * n  # one request per file
+    m.unmount()
+
+    # the same tree written through a mount: cp -r, then a chmod in c1
+    # and a chown in c2
+    local = tempfile.mkdtemp(prefix="ecfs-epoch-", dir="/dev/shm")
+    try:
+        for c in range(3):
+            os.makedirs(os.path.join(local, "c%d" % c))
+            for i in range(n):
+                with open(os.path.join(local, "c%d" % c, "%02d" % i),
+                          "wb") as f:
+                    f.write(b"y" * (i + 1))
+        s3.put_object(Bucket=b, Key="own/", Body=b"")  # as `aws s3api` would
+        m = mount("own")
+        subprocess.run(["cp", "-r"] + [os.path.join(local, "c%d" % c)
+                                       for c in range(3)] + [m.path],
+                       check=True)
+        os.chmod(os.path.join(m.path, "c1", "03"), 0o600)
+        os.chown(os.path.join(m.path, "c2", "05"), A, A)
+        m.unmount()
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+    for c, says in (("c0", "0"), ("c1", "1"), ("c2", "1")):
+        h = s3.head_object(Bucket=b, Key="own/%s/" % c)
+        assert h["ContentLength"] == 0
+        assert h["Metadata"] == {"ecfs-attrs": says}, (c, h["Metadata"])
+    assert s3.head_object(Bucket=b, Key="own/c1/04")["Metadata"] == {}
+    assert s3.head_object(Bucket=b, Key="own/c1/03")["Metadata"]["mode"] \
+        == str(0o100600)
+
+    m = mount("own")
+    s0 = m.stats()
+    got = epoch(m.path)
+    s1 = m.stats()
+    want = {"c%d/%02d" % (c, i): (0o644, 0, b"y" * (i + 1))
+            for c in range(3) for i in range(n)}
+    want["c1/03"] = (0o600, 0, b"y" * 4)
+    want["c2/05"] = (0o644, A, b"y" * 6)
+    assert got == want
+    # own/'s marker was made by boto3, so it says nothing: one HEAD of it
+    # for the root's listing, then one per class directory (its lookup
+    # fetches its marker's attributes); each class's listing shows its
+    # marker: one HEAD each; c1's and c2's say their entries store
+    # attributes: one HEAD per file there, none in c0
+    heads = s1["head"] - s0["head"]
+    assert heads == 1 + 3 + 3 + 2 * n, heads
+    assert s1["get"] - s0["get"] == 3 * n
+    m.unmount()
+
+    # other tools' attributes: under another tool's marker (s3fs makes
+    # one per directory) they are shown; in a directory without a marker
+    # or with an ecfs marker saying "0", only with meta_fetch=all
+    s3m = {"mode": str(0o100600), "uid": str(B), "gid": str(B)}
+    s3.put_object(Bucket=b, Key="own/s3fs/", Body=b"")
+    s3.put_object(Bucket=b, Key="own/s3fs/f", Body=b"s", Metadata=s3m)
+    s3.put_object(Bucket=b, Key="own/c0/late", Body=b"l", Metadata=s3m)
+    m = mount("own")
+    for d in ("s3fs", "c0"):  # shown from their listings, as ls -l does
+        os.listdir(os.path.join(m.path, d))
+    st = os.stat(os.path.join(m.path, "s3fs", "f"))
+    assert (st.st_mode & 0o777, st.st_uid) == (0o600, B)
+    st = os.lstat(os.path.join(m.path, "c0", "late"))
+    assert (st.st_mode & 0o777, st.st_uid) == (0o644, 0)
+    m.unmount()
+    m = mount("own", ["meta_fetch=all"])
+    os.listdir(os.path.join(m.path, "c0"))
+    st = os.lstat(os.path.join(m.path, "c0", "late"))
+    assert (st.st_mode & 0o777, st.st_uid) == (0o600, B)
+    m.unmount()

@@ -89,6 +89,19 @@ static void test_meta_parse(void **state)
     assert_int_equal(m.mtime_ns, 123456789);
     meta1(&m, "mtime", "7");
     assert_int_equal(m.mtime_ns, 0);
+    /* a directory marker's flag: "0" or "1", nothing else */
+    memset(&m, 0, sizeof(m));
+    meta1(&m, "Ecfs-Attrs", "1");
+    assert_int_equal(m.has, FC_META_DIRATTRS);
+    assert_int_equal(m.dirattrs, 1);
+    meta1(&m, "ecfs-attrs", "0");
+    assert_int_equal(m.dirattrs, 0);
+    memset(&m, 0, sizeof(m));
+    meta1(&m, "ecfs-attrs", "2");
+    meta1(&m, "ecfs-attrs", "10");
+    meta1(&m, "ecfs-attrs", "");
+    meta1(&m, "ecfs-attr", "1");
+    assert_int_equal(m.has, 0);
     /* malformed values change nothing */
     memset(&m, 0, sizeof(m));
     meta1(&m, "mode", "-1");
