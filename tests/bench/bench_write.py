@@ -34,11 +34,18 @@ and rclone (small files) and against boto3's PUT (big file).
 
 Usage: tests/bench/bench_write.py [--repeat N] [--peers local,ecfs,...]
        [--tests cp,big,rsync,put] [--big-mib N] [--files N] [--results DIR]
-       [--no-fsync] [--warm N]
+       [--no-fsync] [--warm N] [--workdir DIR]
 Needs root (mounts).
+
+Stopped by SIGTERM (`timeout`), SIGINT (^C) or SIGHUP, or by an error, it
+still unmounts every peer's mount, ends every client and workload process
+it started (cp and rsync run in their own process groups, killed whole)
+and stops its storaged before it exits (cleanup(); also at exit), and
+leaves its work folder only when a mount could not be removed.
 """
 
 import argparse
+import atexit
 import os
 import shutil
 import signal
@@ -63,8 +70,70 @@ TESTS = ["cp", "big", "rsync", "put"]
 BUCKET = "wbench"
 
 
+# Everything this run started that must not outlive it: the peers'
+# mounts (registered before their client starts), the workload running
+# now (cp or rsync, a process group of its own) and the storaged.
+LIVE = {"mounts": [], "work": None, "srv": None}
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def on_signal(sig, _frame):
+    """Unwinds the run (finally blocks, then cleanup at exit)."""
+    raise SystemExit(128 + sig)
+
+
+def kill_group(p):
+    """SIGKILLs the process group of @p (started with start_new_session)
+    and reaps @p."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    p.wait()
+
+
+def cleanup():
+    """Ends the workload, unmounts every peer still mounted (ending its
+    client), stops the storaged. Idempotent. The stop signals are blocked
+    meanwhile, so a second ^C or SIGTERM cannot cut it short. Returns the
+    mount points that could not be unmounted."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    left = []
+    try:
+        if LIVE["work"] is not None:
+            kill_group(LIVE["work"])
+            LIVE["work"] = None
+        for m in list(LIVE["mounts"]):
+            try:
+                m.unmount()
+            except Exception as e:  # go on with the others
+                log("unmount of %s: %r" % (m.mnt, e))
+            if bl.is_mounted(m.mnt):
+                left.append(m.mnt)
+                log("still mounted: %s" % m.mnt)
+            elif m in LIVE["mounts"]:
+                LIVE["mounts"].remove(m)
+        if LIVE["srv"] is not None:
+            LIVE["srv"].stop()
+            LIVE["srv"] = None
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    return left
+
+
 class WMount(bl.Mount):
-    """A writable mount of BUCKET:prefix (bench_loader's are ro)."""
+    """A writable mount of BUCKET:prefix (bench_loader's are ro), known to
+    cleanup() from before its client starts until it is unmounted."""
+
+    def mount(self, timeout=30):
+        LIVE["mounts"].append(self)
+        super().mount(timeout)
+
+    def unmount(self):
+        super().unmount()
+        if self.proc is None and not bl.is_mounted(self.mnt) and \
+                self in LIVE["mounts"]:
+            LIVE["mounts"].remove(self)
 
     def argv_env(self):
         argv, env = super().argv_env()
@@ -125,11 +194,29 @@ def server_delta(before, after, nfiles, wall):
         ", ".join(parts), 100.0 * put_s / wall), 100.0 * put_s / wall
 
 
+def run_work(argv):
+    """Runs the workload @argv in a process group of its own (so neither
+    it nor a child of it, rsync's receiver, keeps a mount busy after a
+    stop: cleanup() kills the group). Raises CalledProcessError."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                         start_new_session=True)
+    LIVE["work"] = p
+    try:
+        rc = p.wait()
+    except BaseException:
+        kill_group(p)
+        raise
+    finally:
+        LIVE["work"] = None
+    if rc != 0:
+        raise subprocess.CalledProcessError(rc, argv)
+
+
 def timed(argv, mnt=None):
     """Seconds @argv ran; with @mnt (an ecfs -o async_close mount), until
     its last upload after close is done too (.ecfs-stats async_queued)."""
     t = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    run_work(argv)
     while mnt is not None:
         with open(os.path.join(mnt, ".ecfs-stats")) as f:
             if "async_queued 0\n" in f.read():
@@ -139,10 +226,12 @@ def timed(argv, mnt=None):
 
 
 def main():
-    # `timeout` sends SIGTERM: unwind through the finally blocks, so the
-    # mounts are unmounted and the storaged stopped (they outlived a killed
-    # run before)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # `timeout` sends SIGTERM, ^C SIGINT: unwind through the finally
+    # blocks and cleanup(), so every mount is unmounted and every process
+    # ended (an s3fs mount outlived a run cut by `timeout` before)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, on_signal)
+    atexit.register(cleanup)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--peers", default=",".join(PEERS))
@@ -176,6 +265,7 @@ def main():
             f.write(chunk[i % 7:] + chunk[:i % 7])  # not dedupable
     srv = bl.Storaged(os.path.join(work, "drives"),
                       args=["--no-fsync"] if a.no_fsync else [])
+    LIVE["srv"] = srv
     srv.start()
     if True:
         import boto3
@@ -208,8 +298,11 @@ def main():
                 s3.delete_object(Bucket=BUCKET, Key="put/r%d" % r)
                 log("boto3 put: %.0f MiB/s" % res[("boto3", "put")][-1])
     finally:
-        srv.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        left = cleanup()
+        if left:  # never remove files through a mount still there
+            log("work folder %s kept: %s still mounted" % (work, left))
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     md = table(res, peers, tests, a, nfiles)
     print(md)
     if a.results:
@@ -273,7 +366,7 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
         if "big" in tests:
             dst = os.path.join(root, "big.bin")
             t = time.perf_counter()
-            subprocess.run(["cp", big, dst], check=True)
+            run_work(["cp", big, dst])
             if peer == "local":
                 fd = os.open(dst, os.O_RDONLY)
                 os.fsync(fd)
