@@ -200,10 +200,41 @@ static bool object_owned_by(const struct iam_bucket *b,
 {
     const char *o;
 
-    if (b == NULL || b->owners == NULL || key == NULL || acct == NULL)
+    if (b == NULL || b->owners == NULL || key == NULL || acct == NULL ||
+        b->own == IAM_OWN_ENFORCED)
         return false;
     o = json_string_value(json_object_getn(b->owners, key, n));
     return o && strcmp(o, acct->name) == 0;
+}
+
+/* ObjectWriter and BucketOwnerPreferred (ownership.c): whether @act by
+ * the bucket's own account (@acct) on its object @key is one S3 leaves to
+ * the object's owner, another account here (reading the object, its ACL
+ * and tags, changing its ACL and tags): then only the object's ACL can
+ * grant it. Deleting stays the bucket owner's, as in S3. */
+static bool foreign_object_act(const struct iam_bucket *b,
+                               const struct iam_account *acct,
+                               enum stor_act act, const char *key, size_t n)
+{
+    const char *o;
+
+    if (b == NULL || key == NULL || b->owners == NULL ||
+        (b->own != IAM_OWN_WRITER && b->own != IAM_OWN_PREFERRED))
+        return false;
+    switch (act) {
+    case STOR_ACT_GET_OBJECT:
+    case STOR_ACT_GET_OBJECT_VERSION:
+    case STOR_ACT_GET_OBJECT_ACL:
+    case STOR_ACT_PUT_OBJECT_ACL:
+    case STOR_ACT_GET_OBJECT_TAGGING:
+    case STOR_ACT_PUT_OBJECT_TAGGING:
+    case STOR_ACT_DELETE_OBJECT_TAGGING:
+        break;
+    default:
+        return false;
+    }
+    o = json_string_value(json_object_getn(b->owners, key, n));
+    return o && (acct == NULL || strcmp(o, acct->name) != 0);
 }
 
 /* See iam_i.h. */
@@ -240,7 +271,7 @@ const char *stor_iam_object_owner_id(const struct stor_iam_snap *s,
     const struct iam_account *a = NULL;
     const char *o = NULL;
 
-    if (b && b->owners && key)
+    if (b && b->owners && key && b->own != IAM_OWN_ENFORCED)
         o = json_string_value(json_object_getn(b->owners, key, n));
     if (o)
         a = stor_iam_account_find(s, o);
@@ -267,6 +298,8 @@ static bool acl_grants(const struct stor_iam_snap *s,
     const json_t *oacl;
     unsigned need;
 
+    if (b->own == IAM_OWN_ENFORCED)
+        return false; /* BucketOwnerEnforced: ACLs are off */
     switch (act) {
     case STOR_ACT_LIST_BUCKET:
     case STOR_ACT_LIST_BUCKET_VERSIONS:
@@ -326,7 +359,8 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
     struct stor_iam_snap *snap = r->iam_snap;
     struct stor_pol_ctx c = {0};
     enum stor_pol_effect eu, eb = STOR_POL_NONE;
-    bool got_snap = false, ok = false, same, root = !r->anonymous && !u;
+    bool got_snap = false, ok = false, same, foreign,
+         root = !r->anonymous && !u;
 
     if (strcmp(bucket, STOR_IAM_BUCKET) == 0)
         return false; /* the system area: not even root */
@@ -343,7 +377,8 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
      * (BucketAlreadyExists) */
     same = !r->anonymous &&
            ((b ? b->owner : NULL) == acct || r->op == S3_OP_CREATE_BUCKET);
-    if (root && same) {
+    foreign = same && foreign_object_act(b, acct, act, key, key_len);
+    if (root && same && !foreign) {
         ok = !root_denied(r, act, bucket, key, key_len);
         goto out;
     }
@@ -384,6 +419,13 @@ static bool decide(struct stor_s3_req *r, enum stor_act act, const char *bucket,
         eb = STOR_POL_NONE;
     if (eu == STOR_POL_DENY || eb == STOR_POL_DENY)
         goto out;
+    if (foreign) { /* the identity must allow, and the object's ACL grant */
+        ok =
+            eu == STOR_POL_ALLOW &&
+            acl_grants(snap, b, act, key, key_len,
+                       root || (u && u->acct_root) ? c.account_id : NULL, true);
+        goto out;
+    }
     if (same && eu == STOR_POL_ALLOW) {
         ok = true;
         goto out;
@@ -743,9 +785,67 @@ static enum stor_act op_act(const struct stor_s3_req *r)
         return get ? STOR_ACT_GET_BUCKET_PAB : STOR_ACT_PUT_BUCKET_PAB;
     case S3_OP_BUCKET_POLICY_STATUS:
         return STOR_ACT_GET_BUCKET_POLICY_STATUS;
+    case S3_OP_BUCKET_OWNERSHIP:
+        return get ? STOR_ACT_GET_BUCKET_OWNERSHIP
+                   : STOR_ACT_PUT_BUCKET_OWNERSHIP;
     default:
         return STOR_ACT_COUNT;
     }
+}
+
+/* S3 Object Ownership (ownership.c) for an ACL @r sets (after
+ * acl_header). CreateBucket: x-amz-object-ownership must name a setting
+ * (InvalidArgument), and BucketOwnerEnforced takes no ACL but private
+ * (InvalidBucketAclWithObjectOwnership). In a BucketOwnerEnforced bucket
+ * PutBucketAcl and PutObjectAcl are AccessControlListNotSupported, and so
+ * is an object write with grants or a canned ACL other than
+ * bucket-owner-full-control, which is dropped (the bucket's owner owns
+ * the object; its ACL is private). In a BucketOwnerPreferred one that
+ * canned ACL makes the bucket's owner the object's. */
+static enum stor_s3_err ownership_acl(struct stor_s3_req *r)
+{
+    struct stor_iam_snap *snap;
+    const struct iam_bucket *b;
+    const char *v;
+    size_t n = 0;
+    bool bofc;
+    int own;
+
+    if (r->op == S3_OP_CREATE_BUCKET) {
+        v = stor_s3_hdr(r, "x-amz-object-ownership", &n);
+        own = v ? stor_iam_own_parse(v, n) : IAM_OWN_NONE;
+        if (own < 0)
+            return S3E_INVALID_ARGUMENT;
+        if (own == IAM_OWN_ENFORCED &&
+            (r->acl_hdr > IAM_ACL_PRIVATE + 1 || r->acl_grants))
+            return S3E_OWNERSHIP_WITH_ACL;
+        return S3E_NONE;
+    }
+    if (r->op != S3_OP_PUT_OBJECT && r->op != S3_OP_COPY_OBJECT &&
+        r->op != S3_OP_CREATE_MPU && r->op != S3_OP_BUCKET_ACL &&
+        r->op != S3_OP_OBJECT_ACL)
+        return S3E_NONE;
+    if (r->http.is_get || r->http.is_head || r->s3->iam == NULL)
+        return S3E_NONE;
+    snap = r->iam_snap ? r->iam_snap : stor_iam_snap_get(r->s3->iam);
+    b = stor_iam_bucket_find(snap, r->bucket);
+    own = b ? b->own : IAM_OWN_NONE;
+    if (snap != r->iam_snap)
+        stor_iam_snap_unref(snap);
+    v = stor_s3_hdr(r, "x-amz-acl", &n);
+    bofc = v && n == 25 && memcmp(v, "bucket-owner-full-control", 25) == 0;
+    if (own == IAM_OWN_ENFORCED) {
+        if (r->op == S3_OP_BUCKET_ACL || r->op == S3_OP_OBJECT_ACL ||
+            (v && !bofc) || (v == NULL && r->acl_grants))
+            return S3E_ACL_NOT_SUPPORTED;
+    } else if (own != IAM_OWN_PREFERRED || !bofc || r->op == S3_OP_OBJECT_ACL) {
+        return S3E_NONE;
+    }
+    r->owner_takes = true;
+    r->acl_hdr = 0;
+    json_decref(r->acl_grants);
+    r->acl_grants = NULL;
+    return S3E_NONE;
 }
 
 /* See header. */
@@ -756,6 +856,8 @@ enum stor_s3_err stor_iam_authorize(struct stor_s3_req *r)
     bool on_key;
 
     e = acl_header(r);
+    if (e == S3E_NONE)
+        e = ownership_acl(r);
     if (e != S3E_NONE)
         return e;
     if (r->op == S3_OP_LIST_BUCKETS)

@@ -117,6 +117,15 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_NO_SUCH_PAB] = {404, "NoSuchPublicAccessBlockConfiguration",
                          "The public access block configuration was not "
                          "found."},
+    [S3E_NO_SUCH_OWNERSHIP] = {404, "OwnershipControlsNotFoundError",
+                               "The bucket ownership controls were not "
+                               "found"},
+    [S3E_ACL_NOT_SUPPORTED] = {400, "AccessControlListNotSupported",
+                               "The bucket does not allow ACLs"},
+    [S3E_OWNERSHIP_WITH_ACL] = {400, "InvalidBucketAclWithObjectOwnership",
+                                "Bucket cannot have ACLs set with "
+                                "ObjectOwnership's BucketOwnerEnforced "
+                                "setting"},
     [S3E_NO_SUCH_LIFECYCLE] = {404, "NoSuchLifecycleConfiguration",
                                "The lifecycle configuration does not exist."},
     [S3E_INVALID_VERSION_ID] = {400, "InvalidArgument",

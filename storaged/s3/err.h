@@ -103,6 +103,9 @@ enum stor_s3_err {
     S3E_MALFORMED_ACL,              /* 400 MalformedACLError (acl.c) */
     S3E_UNRESOLVABLE_EMAIL,         /* 400 UnresolvableGrantByEmailAddress */
     S3E_UNEXPECTED_CONTENT,         /* 400: an ACL body with ACL headers */
+    S3E_NO_SUCH_OWNERSHIP,          /* 404 OwnershipControlsNotFoundError */
+    S3E_ACL_NOT_SUPPORTED,          /* 400 AccessControlListNotSupported */
+    S3E_OWNERSHIP_WITH_ACL, /* 400 InvalidBucketAclWithObjectOwnership */
     S3E_COUNT
 };
 

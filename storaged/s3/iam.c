@@ -390,7 +390,7 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
         struct iam_bucket *b = &s->buckets[s->nbuckets++];
         const char *pol = json_string_value(json_object_get(bv, "policy"));
         const char *acl = json_string_value(json_object_get(bv, "acl"));
-        const char *pab, *owner;
+        const char *pab, *owner, *own;
 
         b->name = bname; /* borrows the document */
         b->policy = pol;
@@ -410,6 +410,10 @@ static int snap_build(struct stor_iam *iam, json_t *doc,
         b->pol_public = stor_policy_is_public(b->pol);
         pab = json_string_value(json_object_get(bv, "pab"));
         b->pab = pab ? (unsigned)strtoul(pab, NULL, 10) : 0;
+        own = json_string_value(json_object_get(bv, "ownership"));
+        b->own = own ? stor_iam_own_parse(own, strlen(own)) : IAM_OWN_NONE;
+        if (b->own < 0)
+            b->own = IAM_OWN_NONE;
         if (stor_policy_has_deny(b->pol))
             s->any_deny = true;
     }

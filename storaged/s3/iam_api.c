@@ -1074,6 +1074,9 @@ void stor_iam_op_run(struct stor_s3_req *r)
     case S3_OP_BUCKET_PAB:
         stor_iam_pab_op(r);
         break;
+    case S3_OP_BUCKET_OWNERSHIP:
+        stor_iam_ownership_op(r);
+        break;
     default:
         stor_s3_error(r, S3E_INTERNAL);
         break;
@@ -1124,7 +1127,8 @@ static void object_owner_written(struct stor_s3_req *r, const char *key,
         return;
     s = stor_iam_snap_get(r->s3->iam);
     b = stor_iam_bucket_find(s, r->bucket);
-    want = !deleted && a &&
+    want = !deleted && a && !r->owner_takes &&
+           (b == NULL || b->own != IAM_OWN_ENFORCED) &&
            (b == NULL || b->owner == NULL || strcmp(b->owner->name, a->name));
     had = b && b->owners
               ? json_string_value(json_object_getn(b->owners, key, n))
@@ -1177,6 +1181,8 @@ char *stor_iam_upload_acl(const struct stor_s3_req *r, bool *nomem)
         v = json_incref(r->acl_grants);
     else if (r->acl_hdr > IAM_ACL_PRIVATE + 1)
         v = json_string(stor_iam_acl_name(r->acl_hdr - 1));
+    else if (r->owner_takes) /* ownership.c: the bucket owner's at Complete */
+        v = json_string("bucket-owner-full-control");
     else
         return NULL;
     out = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
@@ -1203,7 +1209,9 @@ void stor_iam_upload_acl_restore(struct stor_s3_req *r,
     }
     name = json_string_value(v);
     acl = name ? stor_iam_acl_parse(name, strlen(name)) : -1;
-    if (acl >= 0)
+    if (name && strcmp(name, "bucket-owner-full-control") == 0)
+        r->owner_takes = true; /* see stor_iam_upload_acl */
+    else if (acl >= 0)
         r->acl_hdr = (int8_t)(acl + 1);
     json_decref(v);
 }
@@ -1248,10 +1256,16 @@ void stor_iam_bucket_changed(struct stor_s3_req *r, bool deleted)
         ret = change_end(iam, doc);
     } else if (!deleted) {
         const struct iam_account *a = r->iam_user ? r->iam_user->acct : NULL;
+        const char *own;
+        size_t n = 0;
 
         /* the creator's account owns it (none recorded: the root one) */
         if (a)
             ret = bucket_set(r, "owner", json_string(a->name));
+        /* x-amz-object-ownership, checked by authz.c (ownership.c) */
+        own = stor_s3_hdr(r, "x-amz-object-ownership", &n);
+        if (ret == 0 && own && stor_iam_own_parse(own, n) > 0)
+            ret = bucket_set(r, "ownership", json_stringn(own, n));
         if (ret == 0 && r->acl_grants)
             ret = bucket_set(r, "acl", json_deep_copy(r->acl_grants));
         else if (ret == 0 && r->acl_hdr > IAM_ACL_PRIVATE + 1)

@@ -21,6 +21,15 @@ enum iam_acl {
     IAM_ACL_PUBLIC_RW, /* on a bucket: anyone lists, writes and deletes */
 };
 
+/* A bucket's S3 Object Ownership setting (ownership.c). */
+enum iam_own {
+    IAM_OWN_NONE = 0,  /* none set: the writer owns, the bucket's owner
+                        * keeps full control (storaged's earlier rule) */
+    IAM_OWN_ENFORCED,  /* BucketOwnerEnforced: ACLs off, the bucket's */
+    IAM_OWN_PREFERRED, /* BucketOwnerPreferred */
+    IAM_OWN_WRITER,    /* ObjectWriter */
+};
+
 /* An account other than the root one (root and the users made with
  * `storaged admin user add` belong to that): it owns the buckets its users
  * create, and reaches other accounts' buckets only through their bucket
@@ -59,6 +68,7 @@ struct iam_bucket {
     json_t *aclv; /* borrowed: "acl" as stored: a canned name or a grant
                    * list (acl.h); NULL: private */
     unsigned pab; /* enum iam_pab bits */
+    int own;      /* enum iam_own */
     const struct iam_account *owner; /* in the snapshot; NULL: root's */
     /* borrowed: key -> account name, for objects written by an account
      * other than the bucket's (they own them), or NULL */
@@ -133,6 +143,16 @@ enum stor_s3_err stor_iam_pab_parse(const char *xml, size_t len,
                                     unsigned *bits);
 /* Worker: Get/Put/DeletePublicAccessBlock (pab.c). */
 void stor_iam_pab_op(struct stor_s3_req *r);
+/* enum iam_own of setting name @s (@n bytes; not IAM_OWN_NONE), or -1;
+ * and the name of one (NULL for IAM_OWN_NONE). */
+int stor_iam_own_parse(const char *s, size_t n);
+const char *stor_iam_own_name(int own);
+/* The setting of a PutBucketOwnershipControls body (@len bytes: exactly
+ * one Rule with one ObjectOwnership) into *own. S3E_NONE,
+ * S3E_MALFORMED_XML or S3E_INTERNAL (no memory). */
+enum stor_s3_err stor_iam_own_parse_xml(const char *xml, size_t len, int *own);
+/* Worker: Get/Put/DeleteBucketOwnershipControls (ownership.c). */
+void stor_iam_ownership_op(struct stor_s3_req *r);
 /* The admin action @r (op S3_OP_ADMIN) asks for; STOR_ACT_COUNT when it
  * is no admin call. */
 enum stor_act stor_iam_admin_act(const struct stor_s3_req *r);

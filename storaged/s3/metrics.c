@@ -74,6 +74,7 @@ static const char *const op_names[S3_OP_COUNT] = {
     [S3_OP_BUCKET_ACL] = "BucketAcl",
     [S3_OP_OBJECT_ACL] = "ObjectAcl",
     [S3_OP_BUCKET_PAB] = "PublicAccessBlock",
+    [S3_OP_BUCKET_OWNERSHIP] = "BucketOwnershipControls",
     [S3_OP_BUCKET_VERSIONING] = "BucketVersioning",
     [S3_OP_BUCKET_LIFECYCLE] = "BucketLifecycle",
 };

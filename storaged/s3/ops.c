@@ -2549,6 +2549,7 @@ void stor_s3_op_run(struct stor_s3_req *r)
     case S3_OP_BUCKET_ACL:
     case S3_OP_OBJECT_ACL:
     case S3_OP_BUCKET_PAB:
+    case S3_OP_BUCKET_OWNERSHIP:
         stor_iam_op_run(r);
         break;
     default:

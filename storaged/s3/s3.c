@@ -158,6 +158,9 @@ static bool iam_route(struct stor_s3_req *r)
     else if (!r->has_key && stor_s3_has_query(r, "publicAccessBlock") &&
              (get || r->http.is_put || r->http.is_delete))
         r->op = S3_OP_BUCKET_PAB;
+    else if (!r->has_key && stor_s3_has_query(r, "ownershipControls") &&
+             (get || r->http.is_put || r->http.is_delete))
+        r->op = S3_OP_BUCKET_OWNERSHIP;
     else
         return false;
     if (r->http.is_put)

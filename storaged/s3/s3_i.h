@@ -87,6 +87,7 @@ enum stor_s3_op {
     S3_OP_BUCKET_ACL,           /* Get/PutBucketAcl */
     S3_OP_OBJECT_ACL,           /* Get/PutObjectAcl */
     S3_OP_BUCKET_PAB,           /* Get/Put/DeletePublicAccessBlock */
+    S3_OP_BUCKET_OWNERSHIP,     /* Get/Put/DeleteBucketOwnershipControls */
     S3_OP_BUCKET_VERSIONING,    /* Get/PutBucketVersioning (versioning.c) */
     S3_OP_BUCKET_LIFECYCLE,  /* Get/Put/DeleteBucketLifecycle (lifecycle.c) */
     S3_OP_BUCKET_ENCRYPTION, /* Get/Put/DeleteBucketEncryption (sse.c) */
@@ -179,6 +180,10 @@ struct stor_s3_req {
     const struct stor_iam_user *iam_user; /* in iam_snap */
     int8_t acl_hdr;            /* x-amz-acl: 0 none, else enum iam_acl + 1 */
     struct json_t *acl_grants; /* x-amz-grant-*: a list (acl.h); owned */
+    /* the object this write makes is the bucket owner's, not its writer's
+     * (BucketOwnerEnforced, or BucketOwnerPreferred with the canned
+     * bucket-owner-full-control: ownership.c) */
+    bool owner_takes;
     /* s3:ExistingObjectTag (authz.c): the loop's decision asked for the
      * stored object's tags; a worker loaded them into extag (owned, the
      * stored "k=v&..." form; NULL: the object has none) */

@@ -1,9 +1,10 @@
 /* tests/fuzz/fuzz_s3_xml.c - libFuzzer target for the S3 request bodies
  * storaged parses with expat: DeleteObjects, CompleteMultipartUpload,
  * PutPublicAccessBlock (its switches: only the four bits, or
- * MalformedXML) and CreateBucketConfiguration (a LocationConstraint that
- * fits its buffer, NUL-terminated; MalformedXML, NotImplemented or no
- * memory otherwise).
+ * MalformedXML), PutBucketOwnershipControls (one of the three settings,
+ * or MalformedXML; the setting's name as x-amz-object-ownership) and
+ * CreateBucketConfiguration (a LocationConstraint that fits its buffer,
+ * NUL-terminated; MalformedXML, NotImplemented or no memory otherwise).
  * Properties: a successful parse yields 1..1000 keys (NUL-terminated at
  * their length) or 1..10000 parts with numbers in 1..10000 and ETags
  * without quotes, a listed part checksum (hkind) only of a known kind with
@@ -103,6 +104,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         CHECK(e == S3E_NONE || e == S3E_MALFORMED_XML || e == S3E_INTERNAL);
         CHECK(e != S3E_NONE || (bits & ~0xfu) == 0);
+    }
+    {
+        int own = -7;
+        enum stor_s3_err e =
+            stor_iam_own_parse_xml((const char *)data, size, &own);
+
+        CHECK(e == S3E_NONE || e == S3E_MALFORMED_XML || e == S3E_INTERNAL);
+        CHECK(e == S3E_NONE
+                  ? own >= IAM_OWN_ENFORCED && own <= IAM_OWN_WRITER &&
+                        stor_iam_own_name(own) != NULL
+                  : own == -7);
+        /* the name as a header value: a setting only when it names one */
+        own = stor_iam_own_parse((const char *)data, size);
+        CHECK(own == -1 || (own >= IAM_OWN_ENFORCED && own <= IAM_OWN_WRITER &&
+                            strlen(stor_iam_own_name(own)) == size &&
+                            memcmp(stor_iam_own_name(own), data, size) == 0));
     }
     {
         char loc[16];

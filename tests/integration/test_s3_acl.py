@@ -276,6 +276,140 @@ def test_get_bucket_policy_status(env):
     assert code(ei.value) == "NoSuchBucket"
 
 
+def test_object_ownership_controls(env):
+    """S3 Object Ownership as AWS documents it (ownership.c):
+    Get/Put/DeleteBucketOwnershipControls and CreateBucket's
+    x-amz-object-ownership. BucketOwnerEnforced: ACLs off (setting one is
+    AccessControlListNotSupported but for bucket-owner-full-control on a
+    write; stored ACLs grant nothing), the bucket's owner owns every
+    object; BucketOwnerPreferred: bucket-owner-full-control hands the
+    object to the bucket's owner; ObjectWriter: the writer owns it and the
+    bucket's account reads it only if the object's ACL grants it (it may
+    delete it). Without a setting: 404 OwnershipControlsNotFoundError and
+    storaged's earlier rule."""
+    root, alice, ep = env["root"], env["alice"], env["srv"].endpoint
+
+    def ownership(b):
+        r = root.get_bucket_ownership_controls(Bucket=b)
+        return [x["ObjectOwnership"] for x in r["OwnershipControls"]["Rules"]]
+
+    def owner(b, k, c=root):
+        return c.get_object_acl(Bucket=b, Key=k)["Owner"]["ID"]
+
+    def shared(setting):
+        b = "own-" + uuid.uuid4().hex[:10]
+        kw = {"ObjectOwnership": setting} if setting else {}
+        root.create_bucket(Bucket=b, **kw)
+        root.put_bucket_policy(Bucket=b, Policy=json.dumps({
+            "Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow",
+                "Principal": {"AWS": "arn:aws:iam::%s:root" % env["alice_id"]},
+                "Action": ["s3:PutObject", "s3:GetObject", "s3:GetObjectAcl",
+                           "s3:PutObjectAcl"],
+                "Resource": "arn:aws:s3:::%s/*" % b}]}))
+        return b
+
+    b = shared(None)
+    assert denied(root.get_bucket_ownership_controls, Bucket=b) == \
+        "OwnershipControlsNotFoundError"
+
+    # BucketOwnerEnforced
+    b = shared("BucketOwnerEnforced")
+    assert ownership(b) == ["BucketOwnerEnforced"]
+    alice.put_object(Bucket=b, Key="none", Body=b"n")
+    alice.put_object(Bucket=b, Key="bofc", Body=b"f",
+                     ACL="bucket-owner-full-control")
+    assert owner(b, "none") == owner(b, "bofc") == ROOT_ID
+    assert root.get_object(Bucket=b, Key="none")["Body"].read() == b"n"
+    for kw in ({"ACL": "private"}, {"ACL": "public-read"},
+               {"GrantRead": "id=%s" % env["bob_id"]}):
+        assert denied(alice.put_object, Bucket=b, Key="x", Body=b"x",
+                      **kw) == "AccessControlListNotSupported"
+        assert denied(alice.create_multipart_upload, Bucket=b, Key="x",
+                      **kw) == "AccessControlListNotSupported"
+        assert denied(alice.copy_object, Bucket=b, Key="x", CopySource={
+            "Bucket": b, "Key": "none"}, **kw) == \
+            "AccessControlListNotSupported"
+    assert denied(root.put_bucket_acl, Bucket=b, ACL="private") == \
+        "AccessControlListNotSupported"
+    assert denied(root.put_object_acl, Bucket=b, Key="none",
+                  ACL="private") == "AccessControlListNotSupported"
+    u = alice.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
+    e = alice.upload_part(Bucket=b, Key="mp", UploadId=u, PartNumber=1,
+                          Body=b"m")["ETag"]
+    alice.complete_multipart_upload(Bucket=b, Key="mp", UploadId=u,
+                                    MultipartUpload={"Parts": [
+                                        {"PartNumber": 1, "ETag": e}]})
+    assert owner(b, "mp") == ROOT_ID
+    # stored ACLs grant nothing once it is set; a public bucket ACL refuses it
+    b2 = "own-" + uuid.uuid4().hex[:10]
+    root.create_bucket(Bucket=b2, ACL="public-read")
+    root.put_object(Bucket=b2, Key="p", Body=b"p", ACL="public-read")
+    assert anon("%s/%s/p" % (ep, b2)) == (200, b"p")
+    enforced = {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    assert denied(root.put_bucket_ownership_controls, Bucket=b2,
+                  OwnershipControls=enforced) == \
+        "InvalidBucketAclWithObjectOwnership"
+    root.put_bucket_acl(Bucket=b2, ACL="private")
+    root.put_bucket_ownership_controls(Bucket=b2, OwnershipControls=enforced)
+    assert anon("%s/%s/p" % (ep, b2))[0] == 403
+    root.delete_bucket_ownership_controls(Bucket=b2)
+    assert denied(root.get_bucket_ownership_controls, Bucket=b2) == \
+        "OwnershipControlsNotFoundError"
+    assert anon("%s/%s/p" % (ep, b2)) == (200, b"p")
+    assert denied(root.create_bucket, Bucket="own-" + uuid.uuid4().hex[:10],
+                  ACL="public-read", ObjectOwnership="BucketOwnerEnforced") \
+        == "InvalidBucketAclWithObjectOwnership"
+    assert denied(root.create_bucket, Bucket="own-" + uuid.uuid4().hex[:10],
+                  ObjectOwnership="Nobody") == "InvalidArgument"
+    assert denied(root.put_bucket_ownership_controls, Bucket=b2,
+                  OwnershipControls={"Rules": [
+                      {"ObjectOwnership": "ObjectWriter"},
+                      {"ObjectOwnership": "ObjectWriter"}]}) == "MalformedXML"
+    # another account may not change it
+    assert denied(alice.put_bucket_ownership_controls, Bucket=b2,
+                  OwnershipControls=enforced) == "AccessDenied"
+
+    # BucketOwnerPreferred
+    b = shared("BucketOwnerPreferred")
+    alice.put_object(Bucket=b, Key="none", Body=b"n")
+    alice.put_object(Bucket=b, Key="priv", Body=b"p", ACL="private")
+    alice.put_object(Bucket=b, Key="bofc", Body=b"f",
+                     ACL="bucket-owner-full-control")
+    # the bucket's account reads the ACL of the objects it owns only
+    assert owner(b, "none", alice) == owner(b, "priv", alice) == \
+        env["alice_id"]
+    assert denied(root.get_object_acl, Bucket=b, Key="none") == "AccessDenied"
+    assert owner(b, "bofc") == owner(b, "bofc", alice) == ROOT_ID
+    u = alice.create_multipart_upload(Bucket=b, Key="mp",
+                                      ACL="bucket-owner-full-control")[
+        "UploadId"]
+    e = alice.upload_part(Bucket=b, Key="mp", UploadId=u, PartNumber=1,
+                          Body=b"m")["ETag"]
+    alice.complete_multipart_upload(Bucket=b, Key="mp", UploadId=u,
+                                    MultipartUpload={"Parts": [
+                                        {"PartNumber": 1, "ETag": e}]})
+    assert owner(b, "mp") == ROOT_ID
+    root.put_bucket_acl(Bucket=b, ACL="private")  # ACLs stay on
+
+    # ObjectWriter: the bucket's account has what the object's ACL grants
+    b = shared("ObjectWriter")
+    alice.put_object(Bucket=b, Key="mine", Body=b"m")
+    alice.put_object(Bucket=b, Key="bofc", Body=b"f",
+                     ACL="bucket-owner-full-control")
+    assert denied(root.get_object, Bucket=b, Key="mine") == "AccessDenied"
+    assert denied(root.get_object_acl, Bucket=b, Key="mine") == "AccessDenied"
+    assert alice.get_object_acl(Bucket=b, Key="mine")["Owner"]["ID"] == \
+        env["alice_id"]
+    assert root.get_object(Bucket=b, Key="bofc")["Body"].read() == b"f"
+    assert owner(b, "bofc") == owner(b, "bofc", alice) == env["alice_id"]
+    alice.put_object_acl(Bucket=b, Key="mine", GrantRead="id=%s" % ROOT_ID)
+    assert root.get_object(Bucket=b, Key="mine")["Body"].read() == b"m"
+    root.delete_object(Bucket=b, Key="bofc")
+    assert [o["Key"] for o in root.list_objects_v2(Bucket=b)["Contents"]] \
+        == ["mine"]
+
+
 def test_grantees_that_resolve_to_nobody(env):
     """An unknown canonical id or group is InvalidArgument, an email
     address UnresolvableGrantByEmailAddress (no account has one), a

@@ -171,3 +171,42 @@ def test_awscli_sse_kms_upload_fails_cleanly(s3, bucket, tmp_path):
                        env=env, capture_output=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert s3.get_object(Bucket=bucket, Key="cli")["Body"].read() == MARKER
+
+
+def test_acls_on_a_bucket_owner_enforced_bucket(s3, bucket, tmp_path):
+    """A bucket with Object Ownership BucketOwnerEnforced has ACLs off: a
+    write that sets one is refused (400 AccessControlListNotSupported)
+    and stores nothing, through boto3 and awscli; none, or the canned
+    bucket-owner-full-control, is accepted (s3/ownership.c)."""
+    srv = s3.ecfs_server
+    s3.put_bucket_ownership_controls(Bucket=bucket, OwnershipControls={
+        "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+    for kw in ({"ACL": "public-read"}, {"ACL": "private"},
+               {"GrantRead": 'uri="http://acs.amazonaws.com/groups/global/'
+                             'AllUsers"'}):
+        assert err(lambda: s3.put_object(Bucket=bucket, Key="e", Body=b"1",
+                                         **kw)) == \
+            (400, "AccessControlListNotSupported")
+    assert absent(s3, bucket, "e")
+    s3.put_object(Bucket=bucket, Key="f", Body=b"1",
+                  ACL="bucket-owner-full-control")
+    src = tmp_path / "f"
+    src.write_bytes(MARKER)
+    cfg = tmp_path / "aws.cfg"
+    cfg.write_text("[default]\nregion = us-east-1\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key, AWS_CONFIG_FILE=str(cfg),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "nocreds"),
+               AWS_PAGER="")
+    p = subprocess.run(["/usr/bin/aws", "--endpoint-url", srv.endpoint, "s3",
+                        "cp", "--acl", "public-read", str(src),
+                        "s3://%s/cli" % bucket],
+                       env=env, capture_output=True, timeout=60)
+    assert p.returncode != 0
+    assert b"AccessControlListNotSupported" in p.stderr, p.stderr
+    assert absent(s3, bucket, "cli")
+    p = subprocess.run(["/usr/bin/aws", "--endpoint-url", srv.endpoint,
+                        "s3api", "get-bucket-ownership-controls", "--bucket",
+                        bucket], env=env, capture_output=True, timeout=60)
+    assert p.returncode == 0 and b"BucketOwnerEnforced" in p.stdout, p.stderr
