@@ -2307,27 +2307,43 @@ static enum stor_cksum upload_cksum(struct stor_s3_req *r, const char *id,
 }
 
 /* The account that started upload @u (STOR_IAM_HDR_INITIATOR; root's
- * when none is kept). Reads the upload's headers only once an account
- * exists. */
+ * when none is kept) into @o, and the one that will own its object into
+ * @own: the initiator's, but the bucket owner's in a BucketOwnerEnforced
+ * bucket or for an upload started with bucket-owner-full-control in a
+ * BucketOwnerPreferred one (kept as its ACL: ownership.c). Reads the
+ * upload's headers only once an account exists. */
 static void upload_initiator(struct stor_s3_req *r, const struct stor_upload *u,
-                             struct stor_iam_owner *o)
+                             struct stor_iam_owner *o,
+                             struct stor_iam_owner *own)
 {
     struct stor_hdr *h = NULL;
     size_t n = 0, i;
     char name[65] = "";
+    bool bofc = false;
+    char *set;
 
     if (!stor_iam_has_accounts(r->s3->iam)) {
         stor_iam_account_owner(r->s3->iam, NULL, o);
+        *own = *o;
         return;
     }
     if (stor_mpu_upload_headers(r->s3->store, r->bucket, u->key, u->key_len,
                                 u->upload_id, &h, &n) == 0) {
-        for (i = 0; i < n; i++)
+        for (i = 0; i < n; i++) {
             if (strcmp(h[i].name, STOR_IAM_HDR_INITIATOR) == 0)
                 snprintf(name, sizeof(name), "%s", h[i].value);
+            if (strcmp(h[i].name, STOR_IAM_HDR_ACL) == 0)
+                bofc = strcmp(h[i].value, "\"bucket-owner-full-control\"") == 0;
+        }
         stor_s3_hdrs_free(h, n);
     }
     stor_iam_account_owner(r->s3->iam, name[0] ? name : NULL, o);
+    *own = *o;
+    set = stor_iam_bucket_conf(r->s3->iam, r->bucket, "ownership");
+    if (set && (strcmp(set, "BucketOwnerEnforced") == 0 ||
+                (bofc && strcmp(set, "BucketOwnerPreferred") == 0)))
+        stor_iam_owner(r, r->bucket, own);
+    free(set);
 }
 
 /* GET /bucket/key?uploadId= : ListParts (part-number-marker, max-parts). */
@@ -2337,7 +2353,7 @@ static void op_list_parts(struct stor_s3_req *r)
     const char *pm = stor_s3_query(r, "part-number-marker");
     struct stor_part *parts = NULL;
     struct cm_buf *b = &r->http.resp.body;
-    struct stor_iam_owner o;
+    struct stor_iam_owner o, ow;
     struct stor_upload up;
     size_t n = 0, i;
     bool trunc = false, ck_full;
@@ -2366,12 +2382,12 @@ static void op_list_parts(struct stor_s3_req *r)
     up.key = r->key;
     up.key_len = r->key_len;
     snprintf(up.upload_id, sizeof(up.upload_id), "%s", id);
-    upload_initiator(r, &up, &o);
+    upload_initiator(r, &up, &o, &ow);
     x_fmt(b,
           "<Initiator><ID>%s</ID><DisplayName>%s</DisplayName></Initiator>"
           "<Owner><ID>%s</ID><DisplayName>%s</DisplayName></Owner>"
           "<StorageClass>STANDARD</StorageClass>",
-          o.id, o.name, o.id, o.name);
+          o.id, o.name, ow.id, ow.name);
     x_fmt(b, "<PartNumberMarker>%llu</PartNumberMarker>",
           (unsigned long long)after);
     if (n > 0)
@@ -2411,7 +2427,7 @@ static void op_list_uploads(struct stor_s3_req *r)
     const char *um = stor_s3_query(r, "upload-id-marker");
     struct stor_upload *u = NULL;
     struct cm_buf *b = &r->http.resp.body;
-    struct stor_iam_owner o;
+    struct stor_iam_owner o, ow;
     size_t n = 0, i;
     bool trunc = false;
     int maxu, ret;
@@ -2444,7 +2460,7 @@ static void op_list_uploads(struct stor_s3_req *r)
         char t[CM_TIME_RFC3339_LEN + 1];
 
         time_iso(u[i].initiated, 0, t);
-        upload_initiator(r, &u[i], &o);
+        upload_initiator(r, &u[i], &o, &ow);
         x_lit(b, "<Upload>");
         x_elem(b, "Key", u[i].key, u[i].key_len, false);
         x_str(b, "UploadId", u[i].upload_id, false);
@@ -2453,7 +2469,7 @@ static void op_list_uploads(struct stor_s3_req *r)
               "</Initiator><Owner><ID>%s</ID><DisplayName>%s</DisplayName>"
               "</Owner><StorageClass>STANDARD</StorageClass>"
               "<Initiated>%s</Initiated></Upload>",
-              o.id, o.name, o.id, o.name, t);
+              o.id, o.name, ow.id, ow.name, t);
     }
     x_lit(b, "</ListMultipartUploadsResult>");
     stor_uploads_free(u, n);

@@ -305,7 +305,8 @@ def test_object_ownership_controls(env):
                 "Effect": "Allow",
                 "Principal": {"AWS": "arn:aws:iam::%s:root" % env["alice_id"]},
                 "Action": ["s3:PutObject", "s3:GetObject", "s3:GetObjectAcl",
-                           "s3:PutObjectAcl"],
+                           "s3:PutObjectAcl", "s3:ListMultipartUploadParts",
+                           "s3:AbortMultipartUpload"],
                 "Resource": "arn:aws:s3:::%s/*" % b}]}))
         return b
 
@@ -337,6 +338,9 @@ def test_object_ownership_controls(env):
     u = alice.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
     e = alice.upload_part(Bucket=b, Key="mp", UploadId=u, PartNumber=1,
                           Body=b"m")["ETag"]
+    lp = alice.list_parts(Bucket=b, Key="mp", UploadId=u)
+    assert (lp["Initiator"]["ID"], lp["Owner"]["ID"]) == \
+        (env["alice_id"], ROOT_ID)
     alice.complete_multipart_upload(Bucket=b, Key="mp", UploadId=u,
                                     MultipartUpload={"Parts": [
                                         {"PartNumber": 1, "ETag": e}]})
@@ -386,6 +390,13 @@ def test_object_ownership_controls(env):
         "UploadId"]
     e = alice.upload_part(Bucket=b, Key="mp", UploadId=u, PartNumber=1,
                           Body=b"m")["ETag"]
+    u2 = alice.create_multipart_upload(Bucket=b, Key="mp2")["UploadId"]
+    for up, want in ((u, ROOT_ID), (u2, env["alice_id"])):
+        lp = alice.list_parts(Bucket=b, Key="mp" if up == u else "mp2",
+                              UploadId=up)
+        assert (lp["Initiator"]["ID"], lp["Owner"]["ID"]) == \
+            (env["alice_id"], want)
+    alice.abort_multipart_upload(Bucket=b, Key="mp2", UploadId=u2)
     alice.complete_multipart_upload(Bucket=b, Key="mp", UploadId=u,
                                     MultipartUpload={"Parts": [
                                         {"PartNumber": 1, "ETag": e}]})
