@@ -142,6 +142,44 @@ def test_cp_tree_roundtrip(s3_backend, ecfs_mount, tmp_path):
     assert_same_tree(str(src), os.path.join(m2.path, "copy"))
 
 
+def test_marker_says_entries_store_attributes(s3_backend, ecfs_mount):
+    """The flag that lets a listing be shown without a HEAD per entry
+    (fuse/README.md "Attributes") works on every server: mkdir's marker
+    says 0 (x-amz-meta-ecfs-attrs on the empty "dir/"), files of the
+    default mode store no attributes, a chmod first makes its directory's
+    marker say 1 (a copy of the marker onto itself); a fresh mount then
+    HEADs each marker once and the entries of the flagged directory only,
+    and shows the chmod."""
+    be = s3_backend
+    bucket = be.new_bucket()
+    s3 = be.client()
+    m = mount(ecfs_mount, be, bucket)
+    for d in ("d", "e"):
+        os.mkdir(os.path.join(m.path, d))
+        for f in ("a", "b"):
+            with open(os.path.join(m.path, d, f), "w") as fh:
+                fh.write(f)
+    assert s3.head_object(Bucket=bucket, Key="d/")["Metadata"] == \
+        {"ecfs-attrs": "0"}
+    os.chmod(os.path.join(m.path, "d", "b"), 0o600)
+    m.unmount()  # (stores the pending chmod)
+    for key, md in (("d/", {"ecfs-attrs": "1"}), ("e/", {"ecfs-attrs": "0"}),
+                    ("d/a", {}), ("e/b", {})):
+        h = s3.head_object(Bucket=bucket, Key=key)
+        assert h["Metadata"] == md, (key, h["Metadata"])
+        assert key[-1] != "/" or h["ContentLength"] == 0
+    assert s3.head_object(Bucket=bucket, Key="d/b")["Metadata"]["mode"] == \
+        str(0o100600)
+    m = mount(ecfs_mount, be, bucket)
+    os.listdir(m.path)  # (d and e known from a listing: no probe HEADs)
+    h0 = stats(m)["head"]
+    modes = {(d, f): os.lstat(os.path.join(m.path, d, f)).st_mode & 0o777
+             for d in ("d", "e") for f in os.listdir(os.path.join(m.path, d))}
+    assert modes == {("d", "a"): 0o644, ("d", "b"): 0o600,
+                     ("e", "a"): 0o644, ("e", "b"): 0o644}
+    assert stats(m)["head"] - h0 == 2 + 2  # two markers, d's two entries
+
+
 def test_rsync_tar_mv_rm(srv_mount, tmp_path):
     srv, s3, bucket, make = srv_mount
     m = make()
