@@ -42,7 +42,7 @@ def _item_timeout(item):
     return t if t and t > 0 else None
 
 
-def _pids_naming(root):
+def pids_naming(root):
     """Pids (not ours) whose command line holds a path under @root."""
     key = root.encode()
     out = []
@@ -61,7 +61,7 @@ def _pids_naming(root):
 
 
 def _rescue(item, root, timeout):
-    pids = _pids_naming(root)
+    pids = pids_naming(root)
     msg = ("hang_guard: %s still blocked %.0fs after its %.0fs timeout; "
            "SIGKILL to its processes %s" % (item.nodeid, GRACE, timeout, pids))
     item.hang_guard_fired = "Timeout >%ss (%s)" % (timeout, msg)

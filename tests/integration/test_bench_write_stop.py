@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from hang_guard import pids_naming
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BENCH = os.path.join(REPO, "tests", "bench", "bench_write.py")
 PY = "/usr/bin/python3"
@@ -23,20 +25,13 @@ def mounts_under(d):
         return [x.split()[4] for x in f if x.split()[4].startswith(d)]
 
 
-def procs_naming(d):
-    """(pid, command line) of the processes whose command line names @d."""
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if d in cmd:
-            out.append((pid, cmd))
-    return out
+def cmdline(pid):
+    """The command line of @pid, spaces between its words ("" once gone)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def wait_for(cond, timeout, what):
@@ -70,8 +65,8 @@ def test_stopped_bench_leaves_nothing(tmp_path, peer, sig, when):
         start_new_session=True)
     try:
         if when == "starting":
-            wait_for(lambda: any(c.split()[0].endswith(peer)
-                                 for _, c in procs_naming(work)), 90,
+            wait_for(lambda: any(cmdline(p).startswith(peer)
+                                 for p in pids_naming(work)), 90,
                      "%s process" % peer)
         else:
             wait_for(lambda: mounts_under(work), 90, "%s mount" % peer)
@@ -84,5 +79,5 @@ def test_stopped_bench_leaves_nothing(tmp_path, peer, sig, when):
     text = out.decode(errors="replace")
     assert p.returncode == 128 + sig, text[-3000:]
     assert mounts_under(work) == [], text[-3000:]
-    assert procs_naming(work) == [], text[-3000:]
+    assert [cmdline(p) for p in pids_naming(work)] == [], text[-3000:]
     assert not os.listdir(work), os.listdir(work)  # its work folder went too
