@@ -236,13 +236,6 @@ struct acl_xml {
     void *karg;
 };
 
-static const char *local_name(const char *n)
-{
-    const char *c = strrchr(n, ':');
-
-    return c ? c + 1 : n;
-}
-
 static void set_err(struct acl_xml *x, enum stor_s3_err e, const char *msg)
 {
     if (x->err == S3E_NONE) {
@@ -254,7 +247,7 @@ static void set_err(struct acl_xml *x, enum stor_s3_err e, const char *msg)
 static void acl_start(void *ud, const char *name, const char **attrs)
 {
     struct acl_xml *x = ud;
-    const char *n = local_name(name);
+    const char *n = stor_s3_xml_local(name);
 
     (void)attrs; /* xsi:type follows from the grantee's element */
     x->depth++;
@@ -299,7 +292,7 @@ static void grantee_value(struct acl_xml *x, enum grantee kind)
 static void acl_end(void *ud, const char *name)
 {
     struct acl_xml *x = ud;
-    const char *n = local_name(name);
+    const char *n = stor_s3_xml_local(name);
 
     if (x->depth == 5 && x->in_grantee) {
         if (strcmp(n, "ID") == 0)

@@ -78,17 +78,10 @@ struct cors_xml {
     enum stor_s3_err err;
 };
 
-static const char *local(const char *n)
-{
-    const char *c = strrchr(n, ':');
-
-    return c ? c + 1 : n;
-}
-
 static void cx_start(void *ud, const char *name, const char **attrs)
 {
     struct cors_xml *x = ud;
-    const char *n = local(name);
+    const char *n = stor_s3_xml_local(name);
     struct cors_rule *nr;
 
     (void)attrs;
@@ -140,7 +133,7 @@ static void add_item(struct cors_xml *x, char **l, size_t *n)
 static void cx_end(void *ud, const char *name)
 {
     struct cors_xml *x = ud;
-    const char *n = local(name);
+    const char *n = stor_s3_xml_local(name);
     struct cors_rule *r;
     char *end;
 

@@ -62,17 +62,10 @@ struct own_xml {
     bool bad;
 };
 
-static const char *local_name(const char *name)
-{
-    const char *c = strrchr(name, ':');
-
-    return c ? c + 1 : name;
-}
-
 static void own_start(void *ud, const char *name, const char **attrs)
 {
     struct own_xml *x = ud;
-    const char *n = local_name(name);
+    const char *n = stor_s3_xml_local(name);
 
     (void)attrs;
     if (x->depth == 0)

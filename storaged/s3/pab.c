@@ -41,21 +41,14 @@ struct pab_xml {
     bool bad;
 };
 
-static const char *local_name(const char *name)
-{
-    const char *c = strrchr(name, ':');
-
-    return c ? c + 1 : name;
-}
-
 static void pab_start(void *ud, const char *name, const char **attrs)
 {
     struct pab_xml *x = ud;
 
     (void)attrs;
     if (x->depth == 0)
-        x->root_ok =
-            strcmp(local_name(name), "PublicAccessBlockConfiguration") == 0;
+        x->root_ok = strcmp(stor_s3_xml_local(name),
+                            "PublicAccessBlockConfiguration") == 0;
     else if (x->depth > 1)
         x->bad = true; /* the switches hold text only */
     x->depth++;
@@ -73,7 +66,7 @@ static void pab_text(void *ud, const char *s, int len)
 static void pab_end(void *ud, const char *name)
 {
     struct pab_xml *x = ud;
-    const char *n = local_name(name);
+    const char *n = stor_s3_xml_local(name);
     size_t i;
 
     x->depth--;

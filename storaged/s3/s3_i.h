@@ -349,6 +349,8 @@ struct stor_s3_xml_cbs {
 /* 0, -EBADMSG (not well-formed XML) or -ENOMEM. */
 int stor_s3_xml_parse(const char *xml, size_t len, void *ud,
                       const struct stor_s3_xml_cbs *cb);
+/* An element name without its namespace prefix: "ns:Name" -> "Name". */
+const char *stor_s3_xml_local(const char *name);
 /* <CompleteMultipartUpload><Part><PartNumber/><ETag/></Part>...; ETags
  * are stored without quotes. *parts malloc'd (free()). 0 / -EBADMSG /
  * -ENOMEM. */

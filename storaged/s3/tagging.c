@@ -70,18 +70,11 @@ struct tag_xml {
     int err;   /* enum stor_s3_err */
 };
 
-static const char *local(const char *n)
-{
-    const char *c = strrchr(n, ':');
-
-    return c ? c + 1 : n;
-}
-
 static void tx_start(void *ud, const char *name, const char **attrs)
 {
     static const char *const path[] = {"Tagging", "TagSet", "Tag"};
     struct tag_xml *x = ud;
-    const char *n = local(name);
+    const char *n = stor_s3_xml_local(name);
 
     (void)attrs;
     cm_buf_reset(&x->text);
@@ -110,7 +103,7 @@ static char *text_dup(const struct cm_buf *b)
 static void tx_end(void *ud, const char *name)
 {
     struct tag_xml *x = ud;
-    const char *n = local(name);
+    const char *n = stor_s3_xml_local(name);
     int depth = x->depth--;
 
     if (x->err)

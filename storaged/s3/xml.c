@@ -38,8 +38,8 @@ struct xml_ctx {
     bool have_num;
 };
 
-/* Strips a namespace prefix "ns:Name" -> "Name". */
-static const char *local_name(const char *n)
+/* See s3_i.h. */
+const char *stor_s3_xml_local(const char *n)
 {
     const char *c = strrchr(n, ':');
 
@@ -54,7 +54,7 @@ static void XMLCALL on_start(void *ud, const char *name, const char **attrs)
     (void)attrs;
     x->depth++;
     cm_buf_reset(&x->text);
-    name = local_name(name);
+    name = stor_s3_xml_local(name);
     if (strcmp(name, "Object") == 0) {
         x->in_object = true;
         x->obj_first = x->nkeys;
@@ -235,7 +235,7 @@ static void XMLCALL on_end_delete(void *ud, const char *name)
     struct xml_ctx *x = ud;
 
     if (x->err == 0)
-        end_delete(x, local_name(name));
+        end_delete(x, stor_s3_xml_local(name));
     cm_buf_reset(&x->text);
     x->depth--;
 }
@@ -245,7 +245,7 @@ static void XMLCALL on_end_complete(void *ud, const char *name)
     struct xml_ctx *x = ud;
 
     if (x->err == 0)
-        end_complete(x, local_name(name));
+        end_complete(x, stor_s3_xml_local(name));
     cm_buf_reset(&x->text);
     x->depth--;
 }
@@ -361,7 +361,7 @@ struct cb_xml {
 static void XMLCALL cb_start(void *ud, const char *name, const char **attrs)
 {
     struct cb_xml *x = ud;
-    const char *n = local_name(name);
+    const char *n = stor_s3_xml_local(name);
 
     (void)attrs;
     if (x->depth == 0) {

@@ -435,3 +435,22 @@ def test_complete_multipart_conditional_versioned(s3, bucket):
     vs = s3.list_object_versions(Bucket=bucket, Prefix="v")["Versions"]
     assert len(vs) == 3
     assert s3.get_object(Bucket=bucket, Key="v")["Body"].read() == b"three"
+
+
+def test_bucket_logging_is_refused_not_ignored(s3, bucket):
+    """Server access logging is not built: Put/GetBucketLogging answer 501
+    NotImplemented (never a 200 that would let a client believe requests
+    are logged), for the owner as for anyone."""
+    import botocore.exceptions
+    import pytest
+    for call, kw in ((s3.put_bucket_logging, {"BucketLoggingStatus": {
+            "LoggingEnabled": {"TargetBucket": bucket,
+                               "TargetPrefix": "log/"}}}),
+                     (s3.put_bucket_logging, {"BucketLoggingStatus": {}}),
+                     (s3.get_bucket_logging, {})):
+        with pytest.raises(botocore.exceptions.ClientError) as ei:
+            call(Bucket=bucket, **kw)
+        r = ei.value.response
+        assert (r["ResponseMetadata"]["HTTPStatusCode"],
+                r["Error"]["Code"]) == (501, "NotImplemented")
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket)

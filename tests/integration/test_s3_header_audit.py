@@ -30,6 +30,19 @@ def absent(s3, bucket, key):
     return st == 404
 
 
+def awscli_env(srv, tmp_path):
+    """The environment /usr/bin/aws runs with against @srv: its root keys,
+    us-east-1, no other AWS_* setting of the caller's."""
+    cfg = tmp_path / "aws.cfg"
+    cfg.write_text("[default]\nregion = us-east-1\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID=srv.access_key,
+               AWS_SECRET_ACCESS_KEY=srv.secret_key, AWS_CONFIG_FILE=str(cfg),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "nocreds"),
+               AWS_PAGER="")
+    return env
+
+
 def drives_hold(srv, needle):
     for d in srv.drives:
         for root, _, files in os.walk(d):
@@ -152,13 +165,7 @@ def test_awscli_sse_kms_upload_fails_cleanly(s3, bucket, tmp_path):
     srv = s3.ecfs_server
     src = tmp_path / "f"
     src.write_bytes(MARKER)
-    cfg = tmp_path / "aws.cfg"
-    cfg.write_text("[default]\nregion = us-east-1\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ACCESS_KEY_ID=srv.access_key,
-               AWS_SECRET_ACCESS_KEY=srv.secret_key, AWS_CONFIG_FILE=str(cfg),
-               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "nocreds"),
-               AWS_PAGER="")
+    env = awscli_env(srv, tmp_path)
     p = subprocess.run(["/usr/bin/aws", "--endpoint-url", srv.endpoint, "s3",
                         "cp", "--sse", "aws:kms", str(src),
                         "s3://%s/cli" % bucket],
@@ -192,13 +199,7 @@ def test_acls_on_a_bucket_owner_enforced_bucket(s3, bucket, tmp_path):
                   ACL="bucket-owner-full-control")
     src = tmp_path / "f"
     src.write_bytes(MARKER)
-    cfg = tmp_path / "aws.cfg"
-    cfg.write_text("[default]\nregion = us-east-1\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ACCESS_KEY_ID=srv.access_key,
-               AWS_SECRET_ACCESS_KEY=srv.secret_key, AWS_CONFIG_FILE=str(cfg),
-               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "nocreds"),
-               AWS_PAGER="")
+    env = awscli_env(srv, tmp_path)
     p = subprocess.run(["/usr/bin/aws", "--endpoint-url", srv.endpoint, "s3",
                         "cp", "--acl", "public-read", str(src),
                         "s3://%s/cli" % bucket],

@@ -81,6 +81,18 @@ def _index_check(srv):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def _check_and_rebuild_index(srv):
+    """Stops @srv, checks that the live index is what a rebuild would
+    make (`storaged index check`), drops the index on every drive and
+    starts again: the start rebuilds it from the metas."""
+    srv.stop()
+    _index_check(srv)
+    for d in srv.drives:
+        shutil.rmtree(os.path.join(d, ".ecfs.sys", "index"),
+                      ignore_errors=True)
+    srv.start()
+
+
 def test_overwrite_keeps_version_in_place(storaged):
     srv = storaged(ndrives=4)
     c = srv.client()
@@ -234,12 +246,7 @@ def test_delete_marker_keeps_version_in_place(storaged):
         assert e.response["Error"]["Code"] == "NoSuchVersion"
     want = _all_versions(c, "keptdm")
     assert [v for v, _, _ in want["k"]] == [vids[1]]
-    srv.stop()
-    _index_check(srv)
-    for d in srv.drives:
-        shutil.rmtree(os.path.join(d, ".ecfs.sys", "index"),
-                      ignore_errors=True)
-    srv.start()
+    _check_and_rebuild_index(srv)
     assert _all_versions(c, "keptdm") == want
     vs = c.list_object_versions(Bucket="keptdm", Prefix="k")
     assert len(vs["DeleteMarkers"]) == 1 and vs["DeleteMarkers"][0][
@@ -494,10 +501,5 @@ def test_versions_not_kept_in_place_are_copied_whole(storaged):
         assert len(_companion_metas(srv, "vbig")) < comp, key
         vs.pop(0)
     check()
-    srv.stop()
-    _index_check(srv)
-    for d in srv.drives:
-        shutil.rmtree(os.path.join(d, ".ecfs.sys", "index"),
-                      ignore_errors=True)
-    srv.start()
+    _check_and_rebuild_index(srv)
     check()
