@@ -1,7 +1,8 @@
 /* common/timefmt.c - the time formats S3 speaks, always UTC.
  *
  * DESIGN: no strftime/strptime: their %a/%b depend on the locale and
- * strptime is lenient. We format with gmtime_r + fixed English names and
+ * strptime is lenient. We format with the civil date (arithmetic for years
+ * 1970..9999, gmtime_r outside) + fixed English names and
  * parse with a strict fixed-width scanner, then timegm(). Parsers validate
  * field ranges (month 1-12, day within the month, hour 0-23, minute 0-59,
  * second 0-60) so "20150231T..." is rejected rather than normalised. */
@@ -16,10 +17,45 @@ static const char *const wdays[] = {"Sun", "Mon", "Tue", "Wed",
 static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 
+/* Years 1970..9999: the civil date from the day count by arithmetic
+ * (H. Hinnant's days_from_civil inverse), as gmtime_r gives it but without
+ * its time-zone lock and conversion: a listing formats a date per key. */
+#define UTC_FAST_MAX ((time_t)253402300799LL) /* 9999-12-31T23:59:59Z */
+
+static void utc_fast(time_t t, struct tm *tm)
+{
+    long long days = (long long)(t / 86400), secs = (long long)(t % 86400);
+    long long z = days + 719468, era = z / 146097;
+    long long doe = z - era * 146097;
+    long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    long long mp = (5 * doy + 2) / 153;
+    long long d = doy - (153 * mp + 2) / 5 + 1;
+    long long m = mp < 10 ? mp + 3 : mp - 9;
+    long long y = yoe + era * 400 + (m <= 2);
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    static const int before[12] = {0,   31,  59,  90,  120, 151,
+                                   181, 212, 243, 273, 304, 334};
+
+    memset(tm, 0, sizeof(*tm));
+    tm->tm_sec = (int)(secs % 60);
+    tm->tm_min = (int)(secs / 60 % 60);
+    tm->tm_hour = (int)(secs / 3600);
+    tm->tm_mday = (int)d;
+    tm->tm_mon = (int)m - 1;
+    tm->tm_year = (int)y - 1900;
+    tm->tm_wday = (int)((days + 4) % 7); /* 1970-01-01 was a Thursday */
+    tm->tm_yday = before[m - 1] + (int)d - 1 + (leap && m > 2);
+}
+
 /* gmtime_r that never leaves @tm undefined (a time_t too large for struct
  * tm gives the epoch). */
 static void utc(time_t t, struct tm *tm)
 {
+    if (t >= 0 && t <= UTC_FAST_MAX) {
+        utc_fast(t, tm);
+        return;
+    }
     if (gmtime_r(&t, tm) == NULL) {
         time_t zero = 0;
         gmtime_r(&zero, tm);

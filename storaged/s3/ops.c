@@ -775,10 +775,14 @@ static void op_list_objects(struct stor_s3_req *r, enum list_kind kind)
         x_elem(b, "Key", e->key, e->key_len, url);
         if (vers)
             x_lit(b, "<VersionId>null</VersionId><IsLatest>true</IsLatest>");
-        x_fmt(b,
-              "<LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>"
-              "<Size>%llu</Size>",
-              t, e->etag, (unsigned long long)e->size);
+        /* appends, not a printf: this runs once per listed key */
+        x_lit(b, "<LastModified>");
+        x_lit(b, t);
+        x_lit(b, "</LastModified><ETag>&quot;");
+        x_lit(b, e->etag);
+        x_lit(b, "&quot;</ETag><Size>");
+        x_u64(b, e->size);
+        x_lit(b, "</Size>");
         if (!v2 || owner)
             x_lit(b, "<Owner><ID>" OWNER_ID "</ID><DisplayName>root"
                      "</DisplayName></Owner>");

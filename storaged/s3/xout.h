@@ -15,6 +15,7 @@
 #include "storaged/s3/s3_i.h"
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Empties @b and makes every later append fail. */
@@ -44,23 +45,52 @@ static inline void x_fmt(struct cm_buf *b, const char *fmt, ...)
     va_end(ap);
 }
 
-/* <tag>escaped text</tag>, url-encoded first when @url. */
+/* <tag> (or </tag> with @end), without a printf: a listing writes three
+ * elements per key (sticky failure). */
+static inline void x_tag(struct cm_buf *b, const char *tag, bool end)
+{
+    size_t tl = strlen(tag);
+    char *p;
+
+    if (cm_buf_reserve(b, tl + 3) < 0) {
+        x_fail(b);
+        return;
+    }
+    p = b->data + b->len;
+    *p++ = '<';
+    if (end)
+        *p++ = '/';
+    memcpy(p, tag, tl);
+    p += tl;
+    *p++ = '>';
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
+}
+
+/* Appends @v in decimal (sticky failure). */
+static inline void x_u64(struct cm_buf *b, uint64_t v)
+{
+    char d[20];
+    size_t i = sizeof(d);
+
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (cm_buf_append(b, d + i, sizeof(d) - i) < 0)
+        x_fail(b);
+}
+
+/* <tag>escaped text</tag>, url-encoded first when @url. The url encoding
+ * (unreserved bytes, '/', %XX) has no byte that XML escapes, so it is
+ * written straight into @b. */
 static inline void x_elem(struct cm_buf *b, const char *tag, const char *s,
                           size_t n, bool url)
 {
-    x_fmt(b, "<%s>", tag);
-    if (url) {
-        struct cm_buf e;
-
-        cm_buf_init(&e, CM_BUF_NOLIMIT);
-        if (cm_uri_encode(&e, s, n, true) < 0 ||
-            cm_xml_escape(b, e.data ? e.data : "", e.len) < 0)
-            x_fail(b);
-        cm_buf_fini(&e);
-    } else if (cm_xml_escape(b, s, n) < 0) {
+    x_tag(b, tag, false);
+    if (url ? cm_uri_encode(b, s, n, true) < 0 : cm_xml_escape(b, s, n) < 0)
         x_fail(b);
-    }
-    x_fmt(b, "</%s>", tag);
+    x_tag(b, tag, true);
 }
 
 /* <tag>s</tag> for a NUL-terminated (or NULL: empty) string. */

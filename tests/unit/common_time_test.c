@@ -7,8 +7,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -324,11 +326,58 @@ static void test_guard_page_prefixes(void **state)
     munmap(map, 2 * pagesz);
 }
 
+/* The arithmetic civil date (years 1970..9999) against glibc's gmtime_r:
+ * a sweep with an odd stride, every year's first and last second and the
+ * days around February's end, and the edges of the fast range. */
+static void expect_like_gmtime(time_t t)
+{
+    static const char *const wd[] = {"Sun", "Mon", "Tue", "Wed",
+                                     "Thu", "Fri", "Sat"};
+    static const char *const mo[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    char http[CM_TIME_HTTP_LEN + 1], rfc[CM_TIME_RFC3339_LEN + 1];
+    char want[64];
+    struct tm tm;
+
+    assert_non_null(gmtime_r(&t, &tm));
+    cm_time_http(t, http);
+    snprintf(want, sizeof(want), "%s, %02d %s %04d %02d:%02d:%02d GMT",
+             wd[tm.tm_wday], tm.tm_mday, mo[tm.tm_mon], tm.tm_year + 1900,
+             tm.tm_hour, tm.tm_min, tm.tm_sec);
+    assert_string_equal(http, want);
+    cm_time_rfc3339(t, 7, rfc);
+    snprintf(want, sizeof(want), "%04d-%02d-%02dT%02d:%02d:%02d.007Z",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec);
+    assert_string_equal(rfc, want);
+}
+
+static void test_civil_date_like_gmtime(void **state)
+{
+    (void)state;
+    for (long long t = 0; t <= 253402300799LL; t += 3214567LL)
+        expect_like_gmtime((time_t)t);
+    for (int y = 1970; y <= 9999; y++) {
+        struct tm tm = {.tm_year = y - 1900, .tm_mon = 0, .tm_mday = 1};
+        time_t jan1 = timegm(&tm);
+
+        expect_like_gmtime(jan1);
+        if (y > 1970)
+            expect_like_gmtime(jan1 - 1);
+        for (int d = 57; d <= 61; d++) /* Feb 27 .. Mar 2 */
+            expect_like_gmtime(jan1 + (time_t)d * 86400 + 43199);
+    }
+    expect_like_gmtime((time_t)253402300799LL);
+    expect_like_gmtime((time_t)-1);
+    expect_like_gmtime((time_t)-86401);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_ms_clamped),
+        cmocka_unit_test(test_civil_date_like_gmtime),
         cmocka_unit_test(test_locale_independent),
         cmocka_unit_test(test_parse_good),
         cmocka_unit_test(test_parse_bad),
