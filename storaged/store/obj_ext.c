@@ -415,10 +415,28 @@ static int ext_reclaim_start(struct stor_store *s)
     return 0;
 }
 
-/* Stops the thread; what is still queued is punched before. */
+/* Whether any drive has records waiting for their punch. */
+static bool ext_queued(struct stor_store *s)
+{
+    bool any = false;
+
+    for (size_t d = 0; d < s->ndrives && !any; d++) {
+        pthread_mutex_lock(&s->ext[d].lock);
+        any = s->ext[d].nfree > 0;
+        pthread_mutex_unlock(&s->ext[d].lock);
+    }
+    return any;
+}
+
+/* Stops the thread; what is still queued is punched before, the records
+ * a pin's grace holds back included: every request has ended by now, so
+ * the last grace ends within EXT_PIN_GRACE_NS, and a clean stop waits for
+ * it rather than leave a deleted object's bytes on the drives (FORMAT.md
+ * "Pins: why a punch waits"). */
 static void ext_reclaim_stop(struct stor_store *s)
 {
     struct obj_ext_reclaim *rc = s->ext_rc;
+    int64_t end = mono_ns() + EXT_PIN_GRACE_NS + 1000000000LL;
 
     if (rc == NULL)
         return;
@@ -427,7 +445,14 @@ static void ext_reclaim_stop(struct stor_store *s)
     pthread_cond_signal(&rc->cv);
     pthread_mutex_unlock(&rc->mu);
     pthread_join(rc->thr, NULL);
-    ext_reclaim_pass(s);
+    for (;;) {
+        struct timespec ts = {0, 50 * 1000000L};
+
+        ext_reclaim_pass(s);
+        if (!ext_queued(s) || mono_ns() > end)
+            break;
+        nanosleep(&ts, NULL);
+    }
     s->ext_rc = NULL;
     pthread_cond_destroy(&rc->cv);
     pthread_mutex_destroy(&rc->mu);

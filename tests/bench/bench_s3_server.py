@@ -233,6 +233,38 @@ def curl_pass(base, targets, work, pids, par=64):
             "cpu_us_per_req": (t1 - t0) * 1e6 / hz / len(targets)}
 
 
+# what the GET rows' requests took in storaged (/metrics, before and after):
+# which path answered them, and the body cache's own counters
+GET_PATHS = ("storaged_get_loop_total", "storaged_get_zero_copy_total",
+             "storaged_zcache_hits_total", "storaged_zcache_puts_total",
+             "storaged_zcache_failed_total", "storaged_zcache_evictions_total",
+             "storaged_zcache_bytes", "storaged_zcache_max_bytes")
+
+
+def get_paths(sep):
+    """{sample: value} of the GET_PATHS samples on storaged's /metrics."""
+    try:
+        with urllib.request.urlopen(sep + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(GET_PATHS):
+            name, _, v = line.rpartition(" ")
+            try:
+                out[name] = float(v)
+            except ValueError:
+                pass
+    return out
+
+
+def paths_delta(a, b):
+    """The GET_PATHS counters that moved from @a to @b (gauges as in @b)."""
+    return {k: (v if "_bytes" in k else v - a.get(k, 0)) for k, v in b.items()
+            if "_bytes" in k or v != a.get(k, 0)}
+
+
 def medium_phase(s3, sep, nep, root, drives, work, size, nobj, seconds, repeat,
                  spids, npids, do_get=True, do_put=True):
     """GET warm, GET cold and PUT rows for @nobj objects of @size bytes."""
@@ -270,15 +302,20 @@ def medium_phase(s3, sep, nep, root, drives, work, size, nobj, seconds, repeat,
     if do_get:
         wrk(sep, sc["get_s"], 1)
         wrk(nep, sc["get_n"], 1)
+    m0 = get_paths(sep)
     for _ in range(repeat if do_get else 0):
         r["warm_s"].append(wrk_cpu(sep, sc["get_s"], seconds, spids))
         r["warm_n"].append(wrk_cpu(nep, sc["get_n"], seconds, npids))
+    m1 = get_paths(sep)
     os.sync()
     for _ in range(repeat if do_get else 0):
         evict(drives + [os.path.dirname(drives[0])])  # + loop images
         r["cold_s"].append(curl_pass(sep, get_s, work, spids))
         evict([os.path.join(root, "bench")])
         r["cold_n"].append(curl_pass(nep, get_n, work, npids))
+    if do_get:
+        r["warm_paths"] = paths_delta(m0, m1)
+        r["cold_paths"] = paths_delta(m1, get_paths(sep))
     for _ in range(repeat if do_put else 0):
         r["put_s"].append(wrk_cpu(sep, sc["put_s"], seconds, spids))
         r["put_n"].append(wrk_cpu(nep, sc["put_n"], seconds, npids))
@@ -775,6 +812,11 @@ def main():
                 [round(x["cpu_us_per_req"]) for x in m[ks]],
                 [round(x["rps"]) for x in m[kn]],
                 [round(x["cpu_us_per_req"]) for x in m[kn]]))
+            if m.get(ks[:-2] + "_paths"):
+                print("  %d B %s GETs in storaged (/metrics): %s" % (
+                    m["size"], ks[:-2], ", ".join(
+                        "%s %d" % (k.replace("storaged_", ""), v)
+                        for k, v in sorted(m[ks[:-2] + "_paths"].items()))))
             bad = [x for x in m[ks] + m[kn] if x.get("non2xx") or x.get("socket_errors")]
             if bad:
                 print("note: %d B %s: non-2xx or socket errors %s" % (

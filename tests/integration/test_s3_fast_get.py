@@ -21,6 +21,7 @@ the body under overwrites. Every case compares bytes exactly.
 """
 
 import concurrent.futures
+import glob
 import os
 import random
 import re
@@ -134,10 +135,18 @@ def test_cold_page_cache(srv16):
     assert fallback(srv16) == 0
 
 
-def test_corrupt_or_missing_shard_falls_back(srv16):
+# Inline metas, named: with extent files (the default) a loop GET reads the
+# records and never the metas (FORMAT.md "Extent files"), so the damage
+# below would not be seen by it; test_corrupt_extent_record_falls_back is
+# the same damage to that layout.
+METAS = NOBODY + ["--no-extents"]
+
+
+def test_corrupt_or_missing_shard_falls_back(storaged):
     """16 drives: a 4 KiB object is 1 data + 4 parity shards, each inline in
     a meta file. Corrupting or deleting the data shard's file makes the
     loop's read fail verification; the worker rebuilds it from parity."""
+    srv16 = storaged(ndrives=16, args=METAS)
     c = srv16.client()
     c.create_bucket(Bucket="fastget")
     objs = {"f/%d" % i: rnd(4096, 100 + i) for i in range(8)}
@@ -170,6 +179,69 @@ def test_corrupt_or_missing_shard_falls_back(srv16):
     deg = metric(srv16, "storaged_degraded_reads_total") - deg0
     assert fb >= 1, "no object's data shard was damaged: test setup"
     assert deg >= fb
+
+
+def ext_records(srv):
+    """{(object id, version): [(path, offset, shard, length)]} of every
+    record in the drives' extent files (FORMAT.md "Extent files")."""
+    out = {}
+    for d in srv.drives:
+        for p in glob.glob(os.path.join(d, ".ecfs.sys/ext/*.x")):
+            with open(p, "rb") as f:
+                data = f.read()
+            for off in range(0, len(data), 4096):
+                h = data[off:off + 64]
+                if h[:8] != b"ECFSEXT1":
+                    continue
+                key = (h[8:24], h[24:32])
+                out.setdefault(key, []).append(
+                    (p, off, h[32], int.from_bytes(h[36:40], "little")))
+    return out
+
+
+def test_corrupt_extent_record_falls_back(storaged):
+    """The extent layout's form of test_corrupt_or_missing_shard_falls_back
+    (the default layout; --zc-cache-mem 0: the GETs counted here are the
+    first reads after the damage, which the body cache would answer): a 4
+    KiB object is 1 data + 4 parity records. Each object's data record is
+    bit-rotted (a flipped byte of its shard, in the page cache where the
+    loop reads it) or lost (zeroed, as a punch or a torn write leaves it),
+    and so are 3 of its 4 parity records; the loop GET's check fails, the
+    worker rebuilds from the record that is left, answers exact bytes and
+    counts a degraded read."""
+    srv = storaged(ndrives=16, args=NOBODY + ["--extents", "--zc-cache-mem",
+                                              "0"])
+    c = srv.client()
+    c.create_bucket(Bucket="fastget")
+    objs = {"f/%d" % i: rnd(4096, 100 + i) for i in range(8)}
+    for k, v in objs.items():
+        c.put_object(Bucket="fastget", Key=k, Body=v)
+    for k, v in objs.items():  # served by the loop from the records
+        assert c.get_object(Bucket="fastget", Key=k)["Body"].read() == v
+    recs = ext_records(srv)
+    assert len(recs) == 8 and all(len(r) == 5 for r in recs.values())
+    assert fallback(srv) == 0
+    rng = random.Random(6)
+    for rs in recs.values():
+        data = [r for r in rs if r[2] == 0]
+        assert len(data) == 1
+        parity = [r for r in rs if r[2] != 0]
+        for p, off, _, n in data + rng.sample(parity, 3):
+            with open(p, "r+b") as f:
+                if rng.random() < 0.5:
+                    f.seek(off)
+                    f.write(bytes(64 + n))
+                else:
+                    at = off + 64 + rng.randrange(n)
+                    f.seek(at)
+                    b = f.read(1)
+                    f.seek(at)
+                    f.write(bytes([b[0] ^ 0xFF]))
+    fb0, deg0 = fallback(srv), metric(srv, "storaged_degraded_reads_total")
+    for k, v in objs.items():
+        assert c.get_object(Bucket="fastget", Key=k)["Body"].read() == v
+    assert fallback(srv) - fb0 == len(objs)
+    assert metric(srv, "storaged_degraded_reads_total") - deg0 >= len(objs)
 
 
 @pytest.mark.parametrize("cache", [False, True])
@@ -234,7 +306,8 @@ def test_more_concurrent_gets_than_ring_slots(storaged):
 
 
 def test_cache_serves_only_current_versions(storaged):
-    srv = storaged(ndrives=16, args=NOBODY + ["--cache-mem", "4"])
+    # --cache-mem keeps bodies read from inline metas (METAS above)
+    srv = storaged(ndrives=16, args=METAS + ["--cache-mem", "4"])
     c = srv.client()
     c.create_bucket(Bucket="fastget")
     c.create_bucket(Bucket="fastget2")
@@ -561,13 +634,17 @@ def busy(srv):
     return metric(srv, r'storaged_get_loop_total\{result="busy"\}')
 
 
-def test_medium_gets_of_many_clients_stay_on_the_loop(storaged):
+@pytest.mark.parametrize("layout", ["--no-extents", "--extents"])
+def test_medium_gets_of_many_clients_stay_on_the_loop(storaged, layout):
     """40 connections on one loop send a 320 KiB GET each at the same moment
-    (12 inline shards, 36 SQEs per GET), 5 rounds: every GET is read on the
-    loop's ring, none is handed to a worker for want of room (the old ring
-    took 13 such GETs at once), and every body and range is exact (the loop
-    sends the reader's own buffer, from the range's offset)."""
-    srv = storaged(ndrives=16, threads=1)
+    (12 shards: 36 SQEs per GET from inline metas, 12 readv or splices from
+    extent records), 5 rounds: every GET is read on the loop's ring, none
+    is handed to a worker for want of room (the old ring took 13 such GETs
+    at once), and every body and range is exact (the loop sends the
+    reader's own buffer, from the range's offset). No body cache: it would
+    answer the repeats without reading."""
+    srv = storaged(ndrives=16, threads=1,
+                   args=[layout, "--zc-cache-mem", "0"])
     c = srv.client()
     c.create_bucket(Bucket="med")
     objs = [rnd(320 * 1024 + i, 900 + i) for i in range(10)]

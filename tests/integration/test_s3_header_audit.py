@@ -6,6 +6,7 @@ the drives and answer 200). Driven with boto3 and awscli; raw signed
 requests for values boto3 refuses to send."""
 import os
 import subprocess
+import time
 import uuid
 
 import botocore.exceptions
@@ -54,6 +55,24 @@ def drives_hold(srv, needle):
                 except OSError:
                     pass
     return False
+
+
+# FORMAT.md "DELETE and overwrite": the bytes of a deleted object leave the
+# drives within PIN_GRACE s of its DELETE (at once when no zero-copy GET
+# sent them in the last PIN_GRACE s: their records stay pinned that long),
+# plus the reclaim thread's 200 ms tick
+PIN_GRACE = 5.0
+
+
+def drives_clear_of(srv, needle, within=PIN_GRACE + 1.0):
+    """After a DELETE: polls until no file on the drives holds @needle.
+    True when that happened within @within seconds of the call."""
+    deadline = time.monotonic() + within
+    while drives_hold(srv, needle):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def test_sse_writes_are_refused_and_store_nothing(s3, bucket):
