@@ -95,7 +95,8 @@ static void usage(FILE *f)
         "                           files to the socket on plain HTTP)\n"
         "      --zc-cache-mem MIB   keep up to MIB MiB of checked object bodies\n"
         "                           (<= 1 MiB, asked for twice) as pipe pages for\n"
-        "                           zero-copy GETs from memory (default 0: off)\n");
+        "                           zero-copy GETs from memory (default: RAM/16,\n"
+        "                           at most 256; 0: off)\n");
     fputs(
         "      --domain NAME        also answer virtual-hosted-style requests,\n"
         "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"
@@ -169,15 +170,25 @@ static int parse_count(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-/* --zc-cache-mem @mib in bytes. A process without CAP_SYS_RESOURCE (not
- * root) shares the per-user pipe budget (fs/pipe-user-pages-soft pages,
+/* --zc-cache-mem @mib in bytes; @mib < 0 (not given): the default,
+ * min(ZC_CACHE_DEFAULT_MIB, RAM / 16). A process without CAP_SYS_RESOURCE
+ * (not root) shares the per-user pipe budget (fs/pipe-user-pages-soft pages,
  * counted by capacity: a power of two of pages per pipe) with the
  * connections' own pipes, so the cache takes at most a quarter of it. */
+#define ZC_CACHE_DEFAULT_MIB 256
 static size_t zc_cache_bytes(long mib)
 {
     size_t want = (size_t)mib << 20, psz = (size_t)sysconf(_SC_PAGESIZE);
     unsigned long soft = 0;
     FILE *f;
+
+    if (mib < 0) {
+        long pages = sysconf(_SC_PHYS_PAGES);
+
+        want = (size_t)ZC_CACHE_DEFAULT_MIB << 20;
+        if (pages > 0 && (size_t)pages / 16 * psz < want)
+            want = (size_t)pages / 16 * psz;
+    }
 
     if (want == 0 || geteuid() == 0 ||
         (f = fopen("/proc/sys/fs/pipe-user-pages-soft", "r")) == NULL)
@@ -326,7 +337,7 @@ static int cmd_serve(int argc, char **argv)
     const char *user = getenv("STORAGED_ROOT_USER");
     const char *pass = getenv("STORAGED_ROOT_PASSWORD");
     char *err = NULL;
-    long v, idle = 60, reqto = 30, zc_mib = 0;
+    long v, idle = 60, reqto = 30, zc_mib = -1;
     int c, ret, lvl;
     struct sigaction sa;
 

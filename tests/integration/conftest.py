@@ -145,10 +145,13 @@ class Storaged:
         if self.tls:
             argv += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
         # ECFS_TEST_EXTENTS=1 runs every server with --extents (FORMAT.md
-        # "Extent files"): the whole suite against that layout
-        if os.environ.get("ECFS_TEST_EXTENTS") == "1" and \
-                "--extents" not in self.extra_args:
+        # "Extent files"): the whole suite against that layout;
+        # ECFS_TEST_ZC_CACHE=0 runs it without the zero-copy body cache (on
+        # by default). A test's own options come later and win.
+        if os.environ.get("ECFS_TEST_EXTENTS") == "1":
             argv.append("--extents")
+        if os.environ.get("ECFS_TEST_ZC_CACHE") == "0":
+            argv += ["--zc-cache-mem", "0"]
         return argv + self.extra_args + self.drives
 
     def start(self):

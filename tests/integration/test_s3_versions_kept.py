@@ -26,6 +26,12 @@ import pytest
 from botocore.exceptions import ClientError
 
 
+# Keeping in place is for versions inline in their metas: these tests name
+# that layout (their 9-100 KiB bodies would be extent objects by default,
+# which are copied whole: test_versions_not_kept_in_place_are_copied_whole)
+INLINE = ["--no-extents"]
+
+
 def _enable(c, bucket):
     c.put_bucket_versioning(Bucket=bucket,
                             VersioningConfiguration={"Status": "Enabled"})
@@ -94,7 +100,7 @@ def _check_and_rebuild_index(srv):
 
 
 def test_overwrite_keeps_version_in_place(storaged):
-    srv = storaged(ndrives=4)
+    srv = storaged(ndrives=4, args=INLINE)
     c = srv.client()
     c.create_bucket(Bucket="kept")
     c.put_object(Bucket="kept", Key="k", Body=b"written before versioning")
@@ -172,7 +178,7 @@ def _writer(c, keys, sent, acked, stop, seed, dels=None):
 
 
 def test_delete_marker_keeps_version_in_place(storaged):
-    srv = storaged(ndrives=4)
+    srv = storaged(ndrives=4, args=INLINE)
     c = srv.client()
     c.create_bucket(Bucket="keptdm")
     _enable(c, "keptdm")
@@ -318,7 +324,7 @@ def _kill9_rounds(srv, c, deletes):
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_kill9_during_versioned_overwrites(storaged):
-    srv = storaged(ndrives=4)
+    srv = storaged(ndrives=4, args=INLINE)
     c = srv.client()
     c.create_bucket(Bucket="crashv")
     _enable(c, "crashv")
@@ -331,7 +337,7 @@ def test_kill9_during_versioned_deletes(storaged):
     """Delete markers over kept versions, between overwrites: kill -9 in
     the middle never loses an acknowledged version nor invents one, and the
     last round's rebuild agrees with `storaged index check`."""
-    srv = storaged(ndrives=4)
+    srv = storaged(ndrives=4, args=INLINE)
     c = srv.client()
     c.create_bucket(Bucket="crashv")
     _enable(c, "crashv")
@@ -365,7 +371,7 @@ def test_kept_version_deleted_while_drive_offline(storaged):
     is offline does not come back at a full rebuild: the online drives get
     a tombstone under its HEX.v name, and the start, with every drive
     back, removes the tombstones and the stale copy."""
-    srv = storaged(ndrives=4)
+    srv = storaged(ndrives=4, args=INLINE)
     c = srv.client()
     c.create_bucket(Bucket="keptoff")
     _enable(c, "keptoff")
