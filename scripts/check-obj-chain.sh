@@ -10,7 +10,8 @@
 #   1 gsync.c inspect.c obj_ent.c       group commit; inspect; entries
 #   2 obj_idx.c                         the LMDB index
 #   3 obj_store.c                       the core: buckets, current entry
-#   4 obj_ext.c obj_ver.c               extent files; versions kept in place
+#   4 obj_ext.c obj_ver.c obj_jnl.c     extent files; versions kept in place;
+#                                       the meta journal
 #   5 obj_io.c                          PUT / GET / DELETE, commit
 #   6 obj_mpu.c                         multipart
 #   7 obj_list.c obj_heal.c obj_load.c  listing, heal + scanner, start-up
@@ -25,7 +26,7 @@
 set -u
 
 RANKS="drive:0 meta:0 ec:0 placement:0 gsync:1 inspect:1 obj_ent:1
-obj_idx:2 obj_store:3 obj_ext:4 obj_ver:4 obj_io:5 obj_mpu:6 obj_list:7
+obj_idx:2 obj_store:3 obj_ext:4 obj_ver:4 obj_jnl:4 obj_io:5 obj_mpu:6 obj_list:7
 obj_heal:7 obj_load:7 obj_open:8"
 PKGS="fuse3 libcurl openssl expat liburing"
 PKG_CFLAGS=$(pkg-config --cflags $PKGS 2>/dev/null)

@@ -278,14 +278,29 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "# HELP storaged_extent_punches_total Hole punches that freed "
             "them (adjacent records merged).\n"
             "# TYPE storaged_extent_punches_total counter\n"
-            "storaged_extent_punches_total %llu\n",
+            "storaged_extent_punches_total %llu\n"
+            "# HELP storaged_meta_journal_records_total Meta records "
+            "appended to the drives' journals.\n"
+            "# TYPE storaged_meta_journal_records_total counter\n"
+            "storaged_meta_journal_records_total %llu\n"
+            "# HELP storaged_meta_journal_checkpoints_total Checkpoints "
+            "that emptied the journals.\n"
+            "# TYPE storaged_meta_journal_checkpoints_total counter\n"
+            "storaged_meta_journal_checkpoints_total %llu\n"
+            "# HELP storaged_meta_journal_replayed Metas a replay put "
+            "back at this start (after a reboot).\n"
+            "# TYPE storaged_meta_journal_replayed gauge\n"
+            "storaged_meta_journal_replayed %llu\n",
             (unsigned long long)st.sync_barriers,
             (unsigned long long)st.sync_rounds,
             (unsigned long long)st.sync_fsyncs,
             (unsigned long long)st.sync_shared,
             (unsigned long long)st.sync_failures,
             (unsigned long long)st.ext_freed,
-            (unsigned long long)st.ext_punches);
+            (unsigned long long)st.ext_punches,
+            (unsigned long long)st.jnl_records,
+            (unsigned long long)st.jnl_checkpoints,
+            (unsigned long long)st.jnl_replayed);
     if (ret == 0)
         ret = cm_buf_appendf(
             o,

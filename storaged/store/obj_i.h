@@ -96,6 +96,8 @@ struct obj_bucket {
     size_t nup, upcap;
 };
 
+struct obj_jnl;
+
 struct stor_store {
     /* stor_store_set_mpu_hook; set while no Complete runs */
     stor_mpu_hook_fn *mpu_hook;
@@ -111,6 +113,8 @@ struct stor_store {
     bool extents;          /* new medium objects go to extent files */
     struct obj_ext_drive *ext;      /* owned, ndrives (obj_ext.c), or NULL */
     struct obj_ext_reclaim *ext_rc; /* owned: the deferred punches */
+    struct obj_jnl *jnl; /* owned: the per-drive meta journal (obj_jnl.c) */
+    uint64_t jnl_records, jnl_checkpoints, jnl_replayed; /* atomics */
     pthread_rwlock_t lock;
     struct obj_bucket **buckets; /* sorted by name; protected by lock */
     size_t nbuckets;
@@ -469,5 +473,42 @@ void obj_index_close(struct stor_store *s);
  * with @rebuild puts the new one in its place (clean). The number of
  * differences (>= 0) or -errno. */
 long obj_index_check(struct stor_store *s, bool rebuild, FILE *out);
+
+/* ---- obj_jnl.c: the per-drive meta journal (FORMAT.md "The meta
+ * journal"). A brand-new inline name's commit appends its metas to the
+ * journals of its drives, and its barrier is one shared fsync of each
+ * journal instead of an fsync of every meta and object directory. ---- */
+struct stor_sync_item;
+/* At open, after the drives and group commit, before the index: recovers
+ * every online drive's journal (the same boot: one syncfs; after a reboot:
+ * a replay of its records) and starts a new generation. With @use (and
+ * --fsync, file mode), commits may journal. 0, or -EPROTO for a journal
+ * of a format this build does not read (logged: the start must fail), or
+ * -ENOMEM. A drive whose journal fails otherwise is marked failed. */
+int obj_jnl_open(struct stor_store *s, bool use);
+/* Checkpoints (a clean stop leaves the journals empty) and frees. */
+void obj_jnl_close(struct stor_store *s);
+/* Around a commit's appends and its barrier (a checkpoint waits). */
+void obj_jnl_enter(struct stor_store *s);
+void obj_jnl_leave(struct stor_store *s);
+/* Does drive @d journal? Stable between enter and leave. */
+bool obj_jnl_use(struct stor_store *s, size_t d);
+/* Builds into @rec (initialised here; the caller frees it after the
+ * write) the record of @meta (the meta of version @version of @bucket/@id
+ * on drive @d: for HEX.m, or with @kept_since != 0 for the version kept
+ * in place as HEX.vVERSION-SINCE), reserves its place and sets @io to its
+ * write, which the caller runs. Between enter and leave, on a drive that
+ * journals. 0 or -ENOMEM. */
+int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
+                const uint8_t id[16], uint64_t version, int64_t kept_since,
+                const struct cm_buf *meta, struct cm_buf *rec,
+                struct stor_io *io);
+/* The barrier item that makes drive @d's records durable (a shared fsync
+ * of its journal). */
+void obj_jnl_item(struct stor_store *s, size_t d, struct stor_sync_item *it);
+/* Notes that @id has (obj_jnl_maybe: may have) a record in the journal
+ * since the last checkpoint. Under the key's lock. */
+void obj_jnl_note(struct stor_store *s, const uint8_t id[16]);
+bool obj_jnl_maybe(struct stor_store *s, const uint8_t id[16]);
 
 #endif /* STORAGED_STORE_OBJ_I_H */

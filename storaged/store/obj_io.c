@@ -318,20 +318,32 @@ struct new_dirs {
 };
 static _Thread_local struct new_dirs t_new_dirs;
 
+/* Is drive @d one of shards j < n with ok[j] and jnl[j]? */
+static bool jnl_drive(struct stor_store *s, const struct stor_place *pl, int n,
+                      const bool *ok, const bool *jnl, size_t d)
+{
+    for (int j = 0; j < n; j++)
+        if (ok[j] && jnl[j] && obj_shard_drive(s, pl, j) == d)
+            return true;
+    return false;
+}
+
 /* The barrier of a commit step (gsync.h) over the shards j < n with ok[j]:
  * makes durable what this thread wrote to their drives since @mark, which
- * covers, per shard, the open file fds[j] (when @fds) and the object
- * directory of @bucket/@id where dirs[j] (when @dirs: new names and links
- * in it; then also the entries of the directories rename_mk made) and
- * the extent file xfds[j] (when @xfds and xfds[j] >= 0; its fsync shared
- * with concurrent commits through xsync[j]). A shard that fails is cleared in
- * @ok and its drive marked failed. Returns the number of shards still ok.
- * Without --fsync it only counts them. */
-static int sync_barrier(struct stor_store *s, const char *bucket,
-                        const uint8_t id[16], const struct stor_place *pl,
-                        int n, bool *ok, uint64_t mark, const int *fds,
-                        const bool *dirs, const int *xfds,
-                        struct stor_gsync_file *const *xsync)
+ * covers, per shard, the open file fds[j] (when @fds and fds[j] >= 0) and the
+ * object directory of @bucket/@id where dirs[j] (when @dirs: new names and
+ * links in it; then also the entries of the directories rename_mk made) and the
+ * extent file xfds[j] (when @xfds and xfds[j] >= 0; its fsync shared with
+ * concurrent commits through xsync[j]). Where jnl[j] (when @jnl), shard j's
+ * meta has a record in its drive's journal: then the journal's shared fsync is
+ * its only item (no fds[j], no directories on that drive). A shard that fails
+ * is cleared in @ok and its drive marked failed. Returns the number of shards
+ * still ok. Without --fsync it only counts them. */
+static int sync_barrier_j(struct stor_store *s, const char *bucket,
+                          const uint8_t id[16], const struct stor_place *pl,
+                          int n, bool *ok, uint64_t mark, const int *fds,
+                          const bool *dirs, const int *xfds,
+                          struct stor_gsync_file *const *xsync, const bool *jnl)
 {
     struct stor_sync_item it[3 * OBJ_MAX_SHARDS];
     int map[3 * OBJ_MAX_SHARDS], nok = 0;
@@ -351,7 +363,15 @@ static int sync_barrier(struct stor_store *s, const char *bucket,
 
         if (!ok[j])
             continue;
-        if (fds) {
+        if (jnl && jnl[j]) {
+            /* its meta is in the drive's journal (obj_jnl.c): the journal
+             * replaces the meta's, the directory's and the new directories'
+             * fsyncs */
+            map[ni] = j;
+            obj_jnl_item(s, d, &it[ni++]);
+            continue;
+        }
+        if (fds && fds[j] >= 0) {
             map[ni] = j;
             it[ni++] = (struct stor_sync_item){.drive = d, .fd = fds[j]};
         }
@@ -377,6 +397,8 @@ static int sync_barrier(struct stor_store *s, const char *bucket,
     for (size_t i = 0; dirs && i < nd->n; i++) {
         int fd = -1;
 
+        if (jnl && jnl_drive(s, pl, n, ok, jnl, nd->drive[i]))
+            continue; /* a replay makes the directories it needs */
         if (ni >= 2 * OBJ_MAX_SHARDS) { /* a barrier takes 64 items */
             (void)stor_fsync_dir(nd->path[i]);
             continue;
@@ -411,6 +433,17 @@ static int sync_barrier(struct stor_store *s, const char *bucket,
     for (int j = 0; j < n; j++)
         nok += ok[j];
     return nok;
+}
+
+/* sync_barrier_j() without the journal. */
+static int sync_barrier(struct stor_store *s, const char *bucket,
+                        const uint8_t id[16], const struct stor_place *pl,
+                        int n, bool *ok, uint64_t mark, const int *fds,
+                        const bool *dirs, const int *xfds,
+                        struct stor_gsync_file *const *xsync)
+{
+    return sync_barrier_j(s, bucket, id, pl, n, ok, mark, fds, dirs, xfds,
+                          xsync, NULL);
 }
 
 /* Contract in object.h. */
@@ -1291,6 +1324,108 @@ static void unlink_metas(struct stor_store *s, const char *bucket,
     }
 }
 
+/* Appends the metas of the shards with ok[j] and jn[j] (version
+ * @version of @bucket/@id; with @since != 0, of the version kept in place
+ * as HEX.vVERSION-SINCE) to their drives' journals, in one submission.
+ * A write that fails clears ok[j] and fails its drive. Caller is between
+ * obj_jnl_enter and obj_jnl_leave. Returns the shards still ok. */
+static int jnl_append(struct stor_store *s, const char *bucket,
+                      const uint8_t id[16], uint64_t version, int64_t since,
+                      const struct stor_place *pl, int n, bool *ok,
+                      const bool *jn, const struct cm_buf *metas)
+{
+    struct cm_buf rec[OBJ_MAX_SHARDS];
+    struct stor_io io[OBJ_MAX_SHARDS];
+    int map[OBJ_MAX_SHARDS], nio = 0, nok = 0;
+
+    memset(rec, 0, sizeof(rec));
+    for (int j = 0; j < n; j++) {
+        if (!ok[j] || !jn[j])
+            continue;
+        if (obj_jnl_add(s, obj_shard_drive(s, pl, j), bucket, id, version,
+                        since, &metas[j], &rec[j], &io[nio]) < 0) {
+            ok[j] = false;
+            continue;
+        }
+        map[nio++] = j;
+    }
+    stor_io_run(io, (size_t)nio);
+    for (int i = 0; i < nio; i++)
+        if (io[i].res != (ssize_t)io[i].len) {
+            obj_drive_fail(s, obj_shard_drive(s, pl, map[i]),
+                           io[i].res < 0 ? (int)-io[i].res : EIO);
+            ok[map[i]] = false;
+        }
+    for (int j = 0; j < n; j++) {
+        cm_buf_fini(&rec[j]);
+        nok += ok[j];
+    }
+    return nok;
+}
+
+/* After a commit that did not journal placed @metas (version @version)
+ * durably at HEX.m on the shards with ok[j]: if @id may have an older
+ * record in the journal, appends these too (synced), so that a replay
+ * after a reboot never puts back a version older than this one
+ * (obj_jnl.c). */
+static void jnl_after(struct stor_store *s, const char *bucket,
+                      const uint8_t id[16], uint64_t version,
+                      const struct stor_place *pl, int n, const bool *ok,
+                      const struct cm_buf *metas)
+{
+    bool jn[OBJ_MAX_SHARDS] = {0}, ok2[OBJ_MAX_SHARDS] = {0};
+    bool any = false;
+
+    if (!s->fsync || !obj_jnl_maybe(s, id))
+        return;
+    obj_jnl_enter(s);
+    obj_jnl_note(s, id);
+    for (int j = 0; j < n; j++) {
+        ok2[j] = ok[j];
+        jn[j] = ok[j] && obj_jnl_use(s, obj_shard_drive(s, pl, j));
+        any |= jn[j];
+    }
+    if (any && jnl_append(s, bucket, id, version, 0, pl, n, ok2, jn, metas) > 0)
+        (void)sync_barrier_j(s, bucket, id, pl, n, ok2,
+                             sync_mark(s, pl, n, ok2), NULL, NULL, NULL, NULL,
+                             jn);
+    obj_jnl_leave(s);
+}
+
+/* Before the current metas of @bucket/@id get a second name (a version
+ * kept in place links HEX.m): if they may have been committed through the
+ * journal, unsynced, makes them and their directories durable now, as a
+ * commit without the journal would have. */
+static void jnl_settle(struct stor_store *s, const char *bucket,
+                       const uint8_t id[16], const struct stor_place *pl)
+{
+    int fds[OBJ_MAX_SHARDS], n = s->set_size;
+    bool ok[OBJ_MAX_SHARDS] = {0};
+    int any = 0;
+
+    if (!s->fsync || !obj_jnl_maybe(s, id))
+        return;
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        char path[PATH_MAX];
+
+        fds[j] = -1;
+        if (!obj_jnl_use(s, d) || !obj_drive_online(s, d) ||
+            obj_path_meta(path, sizeof(path), s->drives[d].path, bucket, id) <
+                0)
+            continue;
+        fds[j] = open(path, O_RDONLY | O_CLOEXEC);
+        ok[j] = fds[j] >= 0;
+        any += ok[j];
+    }
+    if (any)
+        (void)sync_barrier(s, bucket, id, pl, n, ok, sync_mark(s, pl, n, ok),
+                           fds, ok, NULL, NULL);
+    for (int j = 0; j < n; j++)
+        if (fds[j] >= 0)
+            close(fds[j]);
+}
+
 /* Contract in obj_i.h: the commit protocol. */
 int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                uint8_t *const *inl_shards, size_t inl_len, bool *ok,
@@ -1311,10 +1446,13 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     uint64_t mark;
     struct ext_batch *xb = NULL;
     struct obj_ent *cur_ext = NULL;
-    bool placed = false;          /* the metas are committed on the drives */
-    bool any = true;              /* the key has a current version */
-    bool one = false;             /* one barrier, after the renames */
-    struct obj_retire *rt = NULL; /* the version kept in place (obj_ver.c) */
+    bool placed = false;           /* the metas are committed on the drives */
+    bool any = true;               /* the key has a current version */
+    bool one = false;              /* one barrier, after the renames */
+    bool jin = false;              /* between obj_jnl_enter and _leave */
+    bool jov = false;              /* an overwrite through the journal */
+    bool jn[OBJ_MAX_SHARDS] = {0}; /* shard j's meta goes to the journal */
+    struct obj_retire *rt = NULL;  /* the version kept in place (obj_ver.c) */
     const struct obj_idx_body *bp = NULL;
 
     for (int j = 0; j < OBJ_MAX_SHARDS; j++)
@@ -1365,9 +1503,36 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
      * makes a record durable before a meta names it) nor shard files. */
     one = !any && e->inl && inl_shards && !src_shard && xb == NULL &&
           nothing_there(s, bucket, e->id, &pl, n, ok);
+    /* An overwrite of an inline object (no version kept, no shard files,
+     * no extent record) whose drives all journal: its metas go to the
+     * journals, whose shared fsyncs are its barrier 1, and its renames need
+     * no barrier 2: after a power cut a replay puts the new metas back
+     * (FORMAT.md "The meta journal"). */
+    jov = !one && e->inl && inl_shards && !src_shard && xb == NULL &&
+          !(t_cond && t_cond->retire_ver);
+    if ((one || jov) && s->fsync && s->jnl) {
+        /* its metas go to the drives' journals too, and its barrier is
+         * their shared fsyncs (obj_jnl.c) */
+        obj_jnl_enter(s);
+        jin = true;
+        for (int j = 0; j < n; j++) {
+            jn[j] = obj_jnl_use(s, obj_shard_drive(s, &pl, j));
+            if (ok[j] && !jn[j])
+                jov = false;
+        }
+        if (!one && !jov) {
+            obj_jnl_leave(s);
+            jin = false;
+        } else {
+            obj_jnl_note(s, e->id);
+        }
+    } else {
+        jov = false;
+    }
     if (t_cond && t_cond->retire_ver) {
         /* a versioned overwrite keeps the current version's metas as
          * HEX.v<version>: linked now, durable in barrier 1 */
+        jnl_settle(s, bucket, e->id, &pl);
         ret = obj_ver_retire_begin(s, bucket, e, t_cond->retire_ver, &pl, &rt);
         if (ret < 0)
             goto out_tmp;
@@ -1375,7 +1540,13 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     for (int j = 0; j < n; j++) /* a rename will replace it, or a link */
         linked[j] = ((prev_mask | (rt ? rt->linked : 0)) >> j) & 1;
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, mark,
-                          linked, xb, one ? WM_TMP : WM_SYNC);
+                          linked, xb, one || jov ? WM_TMP : WM_SYNC);
+    if (jin && nok >= owq)
+        nok =
+            jnl_append(s, bucket, e->id, e->version, 0, &pl, n, ok, jn, metas);
+    if (jov && nok >= owq) /* barrier 1: the journals */
+        nok = sync_barrier_j(s, bucket, e->id, &pl, n, ok, mark, NULL, NULL,
+                             NULL, NULL, jn);
     if (nok < owq) {
         ret = -STOR_EQUORUM;
         goto out_tmp;
@@ -1415,8 +1586,20 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     }
     /* the renames durable (and, with @one, the metas themselves); ok[j] is
      * now keep[j] minus failed barriers */
-    nok = sync_barrier(s, bucket, e->id, &pl, n, ok, mark, one ? fds : NULL, ok,
-                       NULL, NULL);
+    if (jov) {
+        /* no barrier 2: a replay makes the renames good */
+        t_new_dirs.n = 0;
+        nok = 0;
+        for (int j = 0; j < n; j++)
+            nok += ok[j];
+    } else {
+        nok = sync_barrier_j(s, bucket, e->id, &pl, n, ok, mark,
+                             one ? fds : NULL, ok, NULL, NULL, jin ? jn : NULL);
+    }
+    if (jin) {
+        obj_jnl_leave(s);
+        jin = false;
+    }
     if (nok < owq) {
         /* not committed: take back what we placed (best effort); the old
          * version, if any, stays in the index and gets healed */
@@ -1430,6 +1613,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         goto out_tmp;
     }
     placed = true;
+    if (!one && !jov) /* an older version may have a record in the journal */
+        jnl_after(s, bucket, e->id, e->version, &pl, n, ok, metas);
     if (nok < n)
         obj_heal_queue(s, bucket, e->key, e->key_len);
     for (int j = 0; j < n && xb; j++) /* the index knows the good records */
@@ -1473,6 +1658,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         retire_shards(s, bucket, old, &pl, false); /* an overwrite: queued */
     }
 out_tmp:
+    if (jin)
+        obj_jnl_leave(s);
     for (int j = 0; j < n; j++) /* the metas of a one-barrier commit */
         if (fds[j] >= 0)
             close(fds[j]);
@@ -2942,6 +3129,7 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
         }
         (void)sync_barrier(s, bucket, e->id, pl, n, ok, mark, NULL, ok, NULL,
                            NULL);
+        jnl_after(s, bucket, e->id, t.version, pl, n, ok, metas);
     }
     for (int j = 0; j < n; j++)
         cm_buf_fini(&metas[j]);
@@ -3057,6 +3245,33 @@ static int marker_ent(struct stor_store *s, const struct stor_marker *dm,
 
 /* Write-locks the key locks @a and @b (the same stripe once), in address
  * order, so two such callers never wait on each other. */
+/* Reads the current meta file of @bucket/@id on drive @d into @out
+ * (initialised here). 0 or -errno. */
+static int read_meta(struct stor_store *s, size_t d, const char *bucket,
+                     const uint8_t id[16], struct cm_buf *out)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    int fd, ret = 0;
+
+    cm_buf_init(out, STOR_META_MAX);
+    if (obj_path_meta(path, sizeof(path), s->drives[d].path, bucket, id) < 0)
+        return -ENAMETOOLONG;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > STOR_META_MAX)
+        ret = -EIO;
+    else if ((ret = cm_buf_reserve(out, (size_t)st.st_size)) == 0) {
+        if (pread(fd, out->data, (size_t)st.st_size, 0) != st.st_size)
+            ret = -EIO;
+        else
+            out->len = (size_t)st.st_size;
+    }
+    close(fd);
+    return ret;
+}
+
 static void klock_pair(pthread_rwlock_t *a, pthread_rwlock_t *b)
 {
     if (a > b) {
@@ -3102,6 +3317,8 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     bool ok[OBJ_MAX_SHARDS] = {0}, mok[OBJ_MAX_SHARDS] = {0};
     bool all = true, pending = false;
     int fds[OBJ_MAX_SHARDS], ret, n, mn, nok = 0;
+    bool jk[OBJ_MAX_SHARDS] = {0}, kin = false;
+    struct cm_buf km[OBJ_MAX_SHARDS];
     struct stor_place pl, mpl;
     pthread_rwlock_t *kl, *mkl;
     uint8_t id[16], none = 0, *inl[OBJ_MAX_SHARDS];
@@ -3109,6 +3326,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     struct obj_idx_body mb;
 
     memset(metas, 0, sizeof(metas));
+    memset(km, 0, sizeof(km));
     if (!obj_valid_key(key, key_len) || !obj_valid_key(dm->key, dm->key_len))
         return -STOR_EINVAL;
     ret = marker_ent(s, dm, &me);
@@ -3160,10 +3378,30 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
         goto out;
     for (int j = 0; j < n; j++)
         ok[j] = (rt->linked >> j) & 1;
+    if (s->fsync && s->jnl) {
+        /* where the drive journals, a record of the kept version (its
+         * meta and its name) stands for the link: a replay after a power
+         * cut puts it back (FORMAT.md "The meta journal") */
+        obj_jnl_enter(s);
+        kin = true;
+        for (int j = 0; j < n; j++) {
+            size_t d = obj_shard_drive(s, &pl, j);
+
+            jk[j] = ok[j] && obj_jnl_use(s, d);
+            if (jk[j] && read_meta(s, d, bucket, id, &km[j]) < 0)
+                ok[j] = false; /* not kept there */
+        }
+        (void)jnl_append(s, bucket, id, rt->version, rt->ve->mtime_ns, &pl, n,
+                         ok, jk, km);
+    }
     /* the links durable before any meta of the base goes */
-    if (CM_NEVER(strcmp(rt->vbucket, dm->bucket) != 0) ||
-        sync_barrier(s, bucket, id, &pl, n, ok, mark, NULL, ok, NULL, NULL) <
-            cur->k) {
+    nok = CM_NEVER(strcmp(rt->vbucket, dm->bucket) != 0)
+              ? 0
+              : sync_barrier_j(s, bucket, id, &pl, n, ok, mark, NULL, ok, NULL,
+                               NULL, kin ? jk : NULL);
+    if (kin)
+        obj_jnl_leave(s);
+    if (nok < cur->k) {
         obj_ver_unlink_kept(s, bucket, rt->id, rt->version, rt->ve->mtime_ns,
                             &pl, n, rt->linked);
         ret = -STOR_EQUORUM;
@@ -3200,8 +3438,10 @@ out:
         obj_cur_settled(s, dm->bucket, me->id);
     }
     kunlock_pair(kl, mkl);
-    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
         cm_buf_fini(&metas[j]);
+        cm_buf_fini(&km[j]);
+    }
     obj_ver_retire_free(rt);
     obj_ent_free(old);
     obj_ent_free(cur);

@@ -454,6 +454,10 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
 {
     obj_stats_get(s, out);
     obj_ext_reclaim_stats(s, &out->ext_freed, &out->ext_punches);
+    out->jnl_records = __atomic_load_n(&s->jnl_records, __ATOMIC_RELAXED);
+    out->jnl_checkpoints =
+        __atomic_load_n(&s->jnl_checkpoints, __ATOMIC_RELAXED);
+    out->jnl_replayed = __atomic_load_n(&s->jnl_replayed, __ATOMIC_RELAXED);
 }
 
 /* Contract in object.h. */
@@ -461,6 +465,15 @@ bool stor_store_ready(struct stor_store *s)
 {
     return __atomic_load_n(&s->idx_phase, __ATOMIC_ACQUIRE) ==
            STOR_INDEX_SERVING;
+}
+
+/* The meta journal is on unless STORAGED_META_JOURNAL=0 (benchmarks of
+ * the commit without it; FORMAT.md "The meta journal"). */
+static bool jnl_wanted(void)
+{
+    const char *v = getenv("STORAGED_META_JOURNAL");
+
+    return v == NULL || strcmp(v, "0") != 0;
 }
 
 /* Contract in object.h: drives, index load, background threads. */
@@ -503,6 +516,16 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
         goto fail;
     }
     (void)drive_locks(s, LOCK_SH); /* shared: `storaged index` waits for us */
+    /* before the index: a replay after a reboot puts metas back */
+    ret = obj_jnl_open(s, jnl_wanted());
+    if (ret < 0) {
+        if (ret == -EPROTO)
+            set_err(err, "a drive's meta journal is not of this format (see "
+                         "the log); not starting");
+        else
+            set_err(err, "cannot open the meta journals: %s", strerror(-ret));
+        goto fail;
+    }
     ret = obj_load(s);
     trusted = ret == 0;
     background = ret == 1 && o->rebuild_in_background;
@@ -591,6 +614,12 @@ long stor_index_check(const char *const *drives, size_t ndrives, bool rebuild,
         ret = -EBUSY;
     }
     if (ret == 0) {
+        ret = obj_jnl_open(s, false); /* replayed first, as at a start */
+        if (ret < 0)
+            set_err(err, "cannot recover the meta journals: %s",
+                    strerror(-ret));
+    }
+    if (ret == 0) {
         ret = obj_index_check(s, rebuild, out);
         if (ret < 0)
             set_err(err, "%s the index failed: %s",
@@ -619,6 +648,7 @@ void stor_store_close(struct stor_store *s)
         s->load_thread_started = false;
     }
     obj_threads_stop(s);
+    obj_jnl_close(s); /* a clean stop leaves the journals empty */
     obj_index_close(s);
     stor_gsync_destroy(s->gs);
     obj_ext_close(s);

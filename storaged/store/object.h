@@ -463,6 +463,9 @@ struct stor_store_stats {
     /* extent records freed (deletes, overwrites) and the punches that
      * freed their blocks, adjacent records merged (obj_ext.h) */
     uint64_t ext_freed, ext_punches;
+    /* the meta journal (FORMAT.md): records appended, checkpoints, metas
+     * put back by a replay at this start */
+    uint64_t jnl_records, jnl_checkpoints, jnl_replayed;
     /* geometry and the heal queue (the console, /metrics) */
     int nsets, set_size, ec_data, ec_parity; /* K+M for full-size objects */
     size_t heal_queue;                       /* heal requests waiting */

@@ -1,0 +1,967 @@
+/* storaged/store/obj_jnl.c - the per-drive meta journal (obj_i.h;
+ * FORMAT.md "The meta journal").
+ *
+ * DESIGN: a commit of a brand-new inline name on a drive synced file by
+ * file (file mode, gsync.h) costs an fsync of each meta and of each object
+ * directory. With the journal, the commit also appends each meta record to
+ * its drive's journal, DRIVE/.ecfs.sys/journal, and its barrier is one
+ * fdatasync of that file, shared with every commit that waits on the same
+ * drive at the same time (stor_gsync_file). The metas are renamed into
+ * place as before, unsynced.
+ *
+ * Checkpoint: a thread makes every file written so far durable with one
+ * syncfs(2) per filesystem, then starts a new generation of the journal
+ * (its header rewritten, the records after it are the old generation's and
+ * are ignored). Commits between their append and the end of their barrier
+ * hold s->jnl->cp for reading, the checkpoint for writing.
+ *
+ * Start (obj_jnl_open, before the index is loaded): the same boot (kill
+ * -9, a crash of the process) left every write in the page cache, so one
+ * syncfs makes the files durable and the journal is reset. After a reboot
+ * (power loss) each journal is replayed: per (bucket, id) the record of
+ * the highest version; its meta is written where HEX.m is missing,
+ * unreadable or of a lower version, then one syncfs makes them durable. The
+ * index is rebuilt from the metas after a reboot anyway (FORMAT.md), so it sees
+ * them.
+ *
+ * Later writes of a name that may still have a record in the journal
+ * (s->jnl->maybe, a bitmap of ids, cleared by each checkpoint) first make
+ * its metas durable the old way (obj_jnl_settle: a kept version links to
+ * that file), and after they commit append their own metas (synced), so a
+ * replay never brings back a version older than what was acknowledged. */
+#include "common/log.h"
+#include "storaged/store/gsync.h"
+#include "storaged/store/meta.h"
+#include "storaged/store/obj_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define JNL_FILE     STOR_SYS_DIR "/journal"
+#define JNL_MAGIC    "ECFSJNL1"
+#define JNL_VERSION  1u
+#define JNL_HDR      64u /* file header: magic, version, gen, boot, crc */
+#define JNL_REC_MAG  0x4c4e4a45u /* "EJNL" little-endian */
+#define JNL_REC_VER  1u
+#define JNL_REC_META 1u  /* a meta record to put at HEX.m */
+#define JNL_REC_KEPT 2u  /* ... at HEX.vVERSION-SINCE (a version kept) */
+#define JNL_REC_FIX  56u /* fixed record head; then bucket, meta, crc */
+#define JNL_ALIGN    64u
+#define JNL_CP_BYTES (32ull << 20) /* a checkpoint once a drive has this */
+#define JNL_CP_SECS  30            /* ... or records this old */
+
+struct jnl_drive {
+    int fd; /* -1: this drive does not journal */
+    dev_t dev;
+    pthread_mutex_t mu;
+    uint64_t tail; /* protected by mu: the next record's offset */
+    struct stor_gsync_file *sync;
+};
+
+struct obj_jnl {
+    struct jnl_drive *d; /* ndrives */
+    size_t n;
+    uint32_t gen; /* written under cp (write) */
+    char boot[40];
+    pthread_rwlock_t cp;
+    uint8_t maybe[1u << 17]; /* bit per 20 bits of the id; atomics */
+    pthread_t thr;
+    bool thr_started;
+    pthread_mutex_t tmu;
+    pthread_cond_t tcv;
+    bool stop, kick;  /* protected by tmu */
+    int64_t first_ns; /* atomic: when the oldest unchecked record came */
+};
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* This boot's id, "" if none. */
+static void jnl_boot_id(char out[40])
+{
+    FILE *fp = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+    out[0] = 0;
+    if (fp == NULL)
+        return;
+    if (fgets(out, 40, fp) == NULL)
+        out[0] = 0;
+    out[strcspn(out, "\n")] = 0;
+    fclose(fp);
+}
+
+/* The file header of generation @gen. */
+static void hdr_make(uint8_t h[JNL_HDR], uint32_t gen, const char *boot)
+{
+    memset(h, 0, JNL_HDR);
+    memcpy(h, JNL_MAGIC, 8);
+    put32(h + 8, JNL_VERSION);
+    put32(h + 12, gen);
+    snprintf((char *)h + 16, 40, "%s", boot);
+    put64(h + 56, stor_crc64(0, h, 56));
+}
+
+/* Writes generation @gen's header and makes it durable. 0 or -errno. */
+static int hdr_write(int fd, uint32_t gen, const char *boot)
+{
+    uint8_t h[JNL_HDR];
+
+    hdr_make(h, gen, boot);
+    if (stor_pwrite_all(fd, h, JNL_HDR, 0) < 0 || fdatasync(fd) < 0)
+        return -errno;
+    return 0;
+}
+
+/* One record as read back. */
+struct jrec {
+    uint64_t version;
+    const uint8_t *id;
+    const char *bucket;
+    size_t blen;
+    const uint8_t *meta;
+    size_t mlen;
+    size_t drive;  /* whose journal it is in */
+    int type;      /* JNL_REC_META or JNL_REC_KEPT */
+    int64_t since; /* KEPT: the SINCE of its name */
+};
+
+/* Parses the record at @p (@n bytes left) of generation @gen. Returns its
+ * padded length, or 0 when there is none whole there. */
+static size_t rec_parse(const uint8_t *p, size_t n, uint32_t gen,
+                        struct jrec *r)
+{
+    uint32_t len, blen, mlen;
+
+    if (n < JNL_REC_FIX + 8 || get32(p) != JNL_REC_MAG)
+        return 0;
+    len = get32(p + 8);
+    blen = get32(p + 40);
+    mlen = get32(p + 44);
+    r->type = p[6] | p[7] << 8;
+    if ((p[4] | p[5] << 8) != JNL_REC_VER ||
+        (r->type != JNL_REC_META && r->type != JNL_REC_KEPT) ||
+        get32(p + 12) != gen || len > n || blen == 0 || blen >= 64 ||
+        mlen > STOR_META_MAX ||
+        (uint64_t)JNL_REC_FIX + blen + mlen + 8 != len ||
+        stor_crc64(0, p, len - 8) != get64(p + len - 8))
+        return 0;
+    r->version = get64(p + 16);
+    r->since = (int64_t)get64(p + 48);
+    r->id = p + 24;
+    r->bucket = (const char *)p + JNL_REC_FIX;
+    r->blen = blen;
+    r->meta = p + JNL_REC_FIX + blen;
+    r->mlen = mlen;
+    return (len + JNL_ALIGN - 1) / JNL_ALIGN * JNL_ALIGN;
+}
+
+static int rec_cmp(const void *a, const void *b)
+{
+    const struct jrec *x = a, *y = b;
+    int c;
+
+    if (x->blen != y->blen)
+        return x->blen < y->blen ? -1 : 1;
+    c = memcmp(x->bucket, y->bucket, x->blen);
+    if (c == 0)
+        c = memcmp(x->id, y->id, 16);
+    if (c == 0 && x->type != y->type)
+        c = x->type < y->type ? -1 : 1;
+    if (c == 0 && x->version != y->version)
+        c = x->version < y->version ? -1 : 1;
+    if (c == 0 && x->drive != y->drive)
+        c = x->drive < y->drive ? -1 : 1;
+    return c;
+}
+
+/* Writes @len bytes at @p as @to on @drive, through a temp file renamed
+ * in (unsynced: the caller's syncfs makes it durable). 0 or -errno. */
+static int put_file(const char *drive, const char *to, const void *p,
+                    size_t len, uint64_t n)
+{
+    char tmp[PATH_MAX];
+    int fd, ret = 0;
+
+    if (obj_path_tmp(tmp, sizeof(tmp), drive, n, 900) < 0)
+        return -ENAMETOOLONG;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    if (stor_pwrite_all(fd, p, len, 0) < 0)
+        ret = errno ? -errno : -EIO;
+    close(fd);
+    if (ret == 0 && rename(tmp, to) < 0)
+        ret = -errno;
+    if (ret < 0)
+        unlink(tmp);
+    return ret;
+}
+
+/* The version of the readable meta at @path, or 0 when there is none. */
+static uint64_t meta_version(const char *path)
+{
+    struct stor_meta m;
+    struct stat st;
+    uint64_t v = 0;
+    uint8_t *cur;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size <= STOR_META_MAX &&
+        (cur = malloc((size_t)st.st_size)) != NULL) {
+        if (pread(fd, cur, (size_t)st.st_size, 0) == st.st_size &&
+            stor_meta_decode_view(cur, (size_t)st.st_size, &m) == 0) {
+            v = m.version ? m.version : 1;
+            stor_meta_fini(&m);
+        }
+        free(cur);
+    }
+    close(fd);
+    return v;
+}
+
+/* The bucket name of @r into @bucket (64 bytes). 1 when that bucket is on
+ * @drive, 0 when it is not (deleted since), -EINVAL for a name that is not
+ * a bucket's. */
+static int rec_bucket(const char *drive, const struct jrec *r, char *bucket)
+{
+    char path[PATH_MAX];
+    struct stat st;
+
+    memcpy(bucket, r->bucket, r->blen);
+    bucket[r->blen] = 0;
+    if (strchr(bucket, '/') || strcmp(bucket, ".") == 0 ||
+        strcmp(bucket, "..") == 0)
+        return -EINVAL;
+    snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s", drive, bucket);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 1 : 0;
+}
+
+/* Are the shard files the meta @m names on @drive? (Inline: none.) */
+static bool shards_there(const char *drive, const char *bucket,
+                         const uint8_t id[16], const struct stor_meta *m)
+{
+    for (size_t i = 0; !m->has_inline && i < m->nparts; i++) {
+        char path[PATH_MAX];
+
+        if (obj_path_shard(path, sizeof(path), drive, bucket, id,
+                           m->parts[i].dataid) < 0 ||
+            access(path, F_OK) < 0)
+            return false;
+    }
+    return true;
+}
+
+/* Puts the meta of @r at its HEX.m on @drive unless a readable meta of the
+ * same or a higher version is there, or the shard files it names are not
+ * (deleted since: putting it back would make a broken object). A readable
+ * older meta there is kept as HEX.p (a copy of its version for the start's
+ * rule, FORMAT.md "Writes"). 1 written, 0 not needed, -errno. */
+static int replay_one(const char *drive, const struct jrec *r, uint64_t n)
+{
+    char bucket[64], path[PATH_MAX], prev[PATH_MAX], tmp[PATH_MAX], *sl;
+    struct stor_meta m;
+    struct stat st;
+    uint64_t cv;
+    bool there;
+    int ret;
+
+    ret = rec_bucket(drive, r, bucket);
+    if (ret <= 0)
+        return ret; /* a bad name, or the bucket is gone: so is the object */
+    if (obj_path_meta(path, sizeof(path), drive, bucket, r->id) < 0)
+        return -ENAMETOOLONG;
+    cv = meta_version(path);
+    if (cv >= r->version)
+        return 0; /* newer or the same: keep it */
+    if (stor_meta_decode_view(r->meta, r->mlen, &m) < 0)
+        return -EINVAL;
+    there = shards_there(drive, bucket, r->id, &m);
+    stor_meta_fini(&m);
+    if (!there)
+        return 0;
+    snprintf(prev, sizeof(prev), "%s", path);
+    prev[strlen(prev) - 1] = 'p';
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    sl = strrchr(tmp, '/');
+    if (sl == NULL)
+        return -EINVAL;
+    *sl = 0;
+    if (stat(tmp, &st) < 0) {
+        ret = stor_mkdirs(tmp);
+        if (ret < 0)
+            return ret;
+    }
+    if (cv) { /* the older version there stays a copy */
+        if (obj_path_tmp(tmp, sizeof(tmp), drive, n, 901) < 0)
+            return -ENAMETOOLONG;
+        (void)unlink(tmp);
+        if (link(path, tmp) < 0 || rename(tmp, prev) < 0) {
+            ret = -errno;
+            unlink(tmp);
+            return ret;
+        }
+    }
+    ret = put_file(drive, path, r->meta, r->mlen, n);
+    return ret < 0 ? ret : 1;
+}
+
+static bool same_name(const struct jrec *a, const struct jrec *b)
+{
+    return a->blen == b->blen && memcmp(a->bucket, b->bucket, a->blen) == 0 &&
+           memcmp(a->id, b->id, 16) == 0 && a->type == b->type;
+}
+
+/* Puts the meta of the KEPT record @r at its HEX.vVERSION-SINCE on @drive
+ * unless a readable meta of that version is there (a versioned DELETE
+ * linked it; the record stands for the link and its content). 1 written,
+ * 0 not needed, -errno. */
+static int replay_kept(const char *drive, const struct jrec *r, uint64_t n)
+{
+    char bucket[64], hx[33], path[PATH_MAX], *sl;
+    struct stat st;
+    int ret;
+
+    ret = rec_bucket(drive, r, bucket);
+    if (ret <= 0)
+        return ret;
+    obj_hex(r->id, 16, hx);
+    ret = snprintf(path, sizeof(path), "%s/" STOR_BUCKETS "/%s/%.2s", drive,
+                   bucket, hx);
+    if (ret < 0 || (size_t)ret >= sizeof(path))
+        return -ENAMETOOLONG;
+    if (stat(path, &st) < 0 && (ret = stor_mkdirs(path)) < 0)
+        return ret;
+    sl = path + strlen(path);
+    ret = snprintf(sl, sizeof(path) - (size_t)(sl - path),
+                   "/%s.v%016llx-%016llx", hx, (unsigned long long)r->version,
+                   (unsigned long long)r->since);
+    if (ret < 0 || (size_t)ret >= sizeof(path) - (size_t)(sl - path))
+        return -ENAMETOOLONG;
+    if (meta_version(path) == r->version)
+        return 0;
+    ret = put_file(drive, path, r->meta, r->mlen, n);
+    return ret < 0 ? ret : 1;
+}
+
+/* k of the meta in @r (0 when it does not decode). */
+static int rec_k(const struct jrec *r)
+{
+    struct stor_meta m;
+    int k;
+
+    if (stor_meta_decode_view(r->meta, r->mlen, &m) < 0)
+        return 0;
+    k = m.k;
+    stor_meta_fini(&m);
+    return k;
+}
+
+/* Appends the valid records of generation @gen in @buf (@len bytes, drive
+ * @d's journal) to *v. 0 or -ENOMEM. */
+static int collect(const uint8_t *buf, size_t len, uint32_t gen, size_t d,
+                   struct jrec **v, size_t *nv, size_t *cap)
+{
+    size_t off = JNL_HDR;
+
+    while (off < len) {
+        struct jrec r;
+        size_t rl = rec_parse(buf + off, len - off, gen, &r);
+
+        if (rl == 0) { /* torn, a failed write, or an old generation */
+            off += JNL_ALIGN;
+            continue;
+        }
+        r.drive = d;
+        if (r.type == JNL_REC_KEPT && r.since == 0) {
+            off += rl;
+            continue;
+        }
+        if (*nv == *cap) {
+            size_t nc = *cap ? 2 * *cap : 256;
+            struct jrec *nw = realloc(*v, nc * sizeof(**v));
+
+            if (nw == NULL)
+                return -ENOMEM;
+            *v = nw;
+            *cap = nc;
+        }
+        (*v)[(*nv)++] = r;
+        off += rl;
+    }
+    return 0;
+}
+
+/* The replay after a reboot (FORMAT.md "The meta journal") of the drives
+ * with need[d] (their journals open at fd[d], of generation gen[d]). An
+ * acknowledged version has a durable record on at least its write quorum
+ * (>= k) of drives; a version with fewer was not acknowledged. So per name
+ * the highest version with records on >= k drives is put back (with its
+ * set's drives all online; otherwise the highest, whatever its count: an
+ * older one might be stale). Adds the metas written per drive to done[d].
+ * 0 or -errno. */
+static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
+                      const bool *need, long *done)
+{
+    uint8_t **bufs = calloc(s->ndrives ? s->ndrives : 1, sizeof(*bufs));
+    struct jrec *v = NULL;
+    size_t nv = 0, cap = 0;
+    int ret = 0;
+
+    if (bufs == NULL)
+        return -ENOMEM;
+    for (size_t d = 0; ret == 0 && d < s->ndrives; d++) {
+        struct stat st;
+
+        if (!need[d])
+            continue;
+        if (fstat(fd[d], &st) < 0) {
+            ret = -errno;
+            break;
+        }
+        if ((uint64_t)st.st_size <= JNL_HDR)
+            continue;
+        bufs[d] = malloc((size_t)st.st_size);
+        if (bufs[d] == NULL) {
+            ret = -ENOMEM;
+            break;
+        }
+        if (pread(fd[d], bufs[d], (size_t)st.st_size, 0) != st.st_size) {
+            ret = -EIO;
+            break;
+        }
+        ret = collect(bufs[d], (size_t)st.st_size, gen[d], d, &v, &nv, &cap);
+    }
+    if (ret == 0 && nv)
+        qsort(v, nv, sizeof(*v), rec_cmp);
+    for (size_t a = 0; ret == 0 && a < nv;) {
+        size_t b = a, top, c, e, pick_a, pick_e;
+        bool all = obj_set_online(s, s->drives[v[a].drive].set) == s->set_size;
+
+        while (b < nv && same_name(&v[a], &v[b]))
+            b++;
+        if (v[a].type == JNL_REC_KEPT) {
+            for (size_t i = a; i < b; i++) {
+                int r =
+                    replay_kept(s->drives[v[i].drive].path, &v[i], (uint64_t)i);
+
+                if (r > 0)
+                    done[v[i].drive] += r;
+                else if (r < 0)
+                    cm_log(CM_LOG_ERROR, -r,
+                           "journal of %s: a kept version could not be "
+                           "replayed",
+                           s->drives[v[i].drive].path);
+            }
+            a = b;
+            continue;
+        }
+        /* version groups, highest first: [c, e) */
+        top = b;
+        pick_a = pick_e = 0;
+        for (e = b; e > a; e = c) {
+            int k;
+
+            for (c = e - 1; c > a && v[c - 1].version == v[e - 1].version; c--)
+                ;
+            if (top == b)
+                top = c;
+            k = rec_k(&v[c]);
+            if (!all || (k > 0 && e - c >= (size_t)k)) {
+                pick_a = c;
+                pick_e = e;
+                break;
+            }
+        }
+        if (pick_e == 0) { /* none reaches k: the highest */
+            pick_a = top;
+            pick_e = b;
+        }
+        for (size_t i = pick_a; i < pick_e; i++) {
+            int r = replay_one(s->drives[v[i].drive].path, &v[i], (uint64_t)i);
+
+            if (r < 0) {
+                cm_log(CM_LOG_ERROR, -r,
+                       "journal of %s: a record could not be replayed",
+                       s->drives[v[i].drive].path);
+                if (r != -EINVAL)
+                    ret = r;
+            } else {
+                done[v[i].drive] += r;
+            }
+        }
+        a = b;
+    }
+    free(v);
+    for (size_t d = 0; d < s->ndrives; d++)
+        free(bufs[d]);
+    free(bufs);
+    return ret;
+}
+
+/* Opens (creating) drive @d's journal and reads its header. After the
+ * same boot one syncfs makes the last run's writes durable; after a reboot
+ * *need is set (replay_all). Sets *gen to the generation it found. 0, or
+ * -errno with the reason logged (-EPROTO: not a format this build reads). */
+static int drive_recover(struct stor_store *s, size_t d, int *fdp,
+                         uint32_t *gen, const char *boot, bool *need)
+{
+    const char *drive = s->drives[d].path;
+    char path[PATH_MAX];
+    uint8_t h[JNL_HDR];
+    struct stat st;
+    ssize_t got;
+    int fd;
+
+    *gen = 0;
+    *need = false;
+    snprintf(path, sizeof(path), "%s/" JNL_FILE, drive);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    *fdp = fd;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (st.st_size == 0)
+        return 0; /* new (a store of the format before: nothing to do) */
+    got = pread(fd, h, JNL_HDR, 0);
+    if (got != (ssize_t)JNL_HDR || memcmp(h, JNL_MAGIC, 8) != 0) {
+        cm_log(CM_LOG_ERROR, 0,
+               "%s is not a meta journal this storaged knows (no %s header); "
+               "refusing to start rather than ignore it: a newer storaged "
+               "may have written it (start that one and stop it cleanly)",
+               path, JNL_MAGIC);
+        return -EPROTO;
+    }
+    if (get32(h + 8) != JNL_VERSION) {
+        cm_log(CM_LOG_ERROR, 0,
+               "%s has journal format version %u; this storaged reads "
+               "version %u: start the storaged that wrote it and stop it "
+               "cleanly (that empties it), then this one",
+               path, get32(h + 8), JNL_VERSION);
+        return -EPROTO;
+    }
+    if (stor_crc64(0, h, 56) != get64(h + 56)) {
+        /* torn while a checkpoint rewrote it: that checkpoint's syncfs had
+         * ended, and no commit wrote after it before the header was
+         * durable, so nothing in it is needed */
+        cm_log(CM_LOG_WARN, 0, "%s: header torn by a crash; nothing to replay",
+               path);
+        return 0;
+    }
+    *gen = get32(h + 12);
+    if (boot[0] && strncmp((const char *)h + 16, boot, 39) == 0) {
+        /* the process died, the machine did not: the page cache has every
+         * write of the last run; make them durable before forgetting */
+        if (syncfs(fd) < 0)
+            return -errno;
+        return 0;
+    }
+    *need = (uint64_t)st.st_size > JNL_HDR;
+    return 0;
+}
+
+/* The checkpoint (see the top). Caller holds nothing. True when every
+ * journal is empty now. */
+static bool checkpoint(struct stor_store *s)
+{
+    struct obj_jnl *j = s->jnl;
+    dev_t done[64];
+    size_t nd = 0;
+    bool any = false, bad = false;
+
+    pthread_rwlock_wrlock(&j->cp);
+    for (size_t d = 0; d < j->n; d++)
+        if (j->d[d].fd >= 0 && j->d[d].tail > JNL_HDR)
+            any = true;
+    if (!any) {
+        __atomic_store_n(&j->first_ns, 0, __ATOMIC_RELAXED);
+        pthread_rwlock_unlock(&j->cp);
+        return true;
+    }
+    for (size_t d = 0; d < j->n; d++) {
+        size_t i;
+
+        if (j->d[d].fd < 0)
+            continue;
+        for (i = 0; i < nd && done[i] != j->d[d].dev; i++)
+            ;
+        if (i < nd)
+            continue;
+        if (syncfs(j->d[d].fd) < 0) {
+            cm_log(CM_LOG_ERROR, errno,
+                   "journal checkpoint: syncfs of %s failed; keeping the "
+                   "journal",
+                   s->drives[d].path);
+            bad = true;
+            break;
+        }
+        if (nd < CM_ARRAY_SIZE(done))
+            done[nd++] = j->d[d].dev;
+    }
+    if (!bad) {
+        j->gen++;
+        for (size_t d = 0; d < j->n; d++) {
+            if (j->d[d].fd < 0)
+                continue;
+            if (hdr_write(j->d[d].fd, j->gen, j->boot) < 0) {
+                /* the old generation's records stay valid for a replay
+                 * (the header still names it): stop journaling here */
+                cm_log(CM_LOG_ERROR, errno,
+                       "journal of %s: header write failed; the drive "
+                       "commits without the journal from now on",
+                       s->drives[d].path);
+                obj_drive_fail(s, d, errno ? errno : EIO);
+                close(j->d[d].fd);
+                j->d[d].fd = -1;
+                continue;
+            }
+            __atomic_store_n(&j->d[d].tail, JNL_HDR, __ATOMIC_RELAXED);
+        }
+        memset(j->maybe, 0, sizeof(j->maybe));
+        __atomic_store_n(&j->first_ns, 0, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&s->jnl_checkpoints, 1, __ATOMIC_RELAXED);
+    }
+    pthread_rwlock_unlock(&j->cp);
+    return !bad;
+}
+
+/* Does some drive's journal want a checkpoint? */
+static bool cp_due(struct obj_jnl *j)
+{
+    int64_t f = __atomic_load_n(&j->first_ns, __ATOMIC_RELAXED);
+
+    if (f && mono_ns() - f >= (int64_t)JNL_CP_SECS * 1000000000)
+        return true;
+    for (size_t d = 0; d < j->n; d++)
+        if (__atomic_load_n(&j->d[d].tail, __ATOMIC_RELAXED) >= JNL_CP_BYTES)
+            return true;
+    return false;
+}
+
+static void *jnl_main(void *arg)
+{
+    struct stor_store *s = arg;
+    struct obj_jnl *j = s->jnl;
+
+    (void)pthread_setname_np(pthread_self(), "stor-journal");
+    pthread_mutex_lock(&j->tmu);
+    while (!j->stop) {
+        struct timespec ts;
+
+        if (!j->kick) {
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            (void)pthread_cond_timedwait(&j->tcv, &j->tmu, &ts);
+        }
+        j->kick = false;
+        if (j->stop || !cp_due(j))
+            continue;
+        pthread_mutex_unlock(&j->tmu);
+        checkpoint(s);
+        pthread_mutex_lock(&j->tmu);
+    }
+    pthread_mutex_unlock(&j->tmu);
+    return NULL;
+}
+
+/* Contract in obj_i.h. */
+int obj_jnl_open(struct stor_store *s, bool use)
+{
+    struct obj_jnl *j = calloc(1, sizeof(*j));
+    pthread_rwlockattr_t at;
+    uint32_t gen = 0, *gens;
+    bool *need;
+    int ret = 0, *fds;
+    long *done;
+
+    if (j == NULL)
+        return -ENOMEM;
+    j->d = calloc(s->ndrives ? s->ndrives : 1, sizeof(*j->d));
+    if (j->d == NULL) {
+        free(j);
+        return -ENOMEM;
+    }
+    j->n = s->ndrives;
+    pthread_rwlockattr_init(&at);
+    /* a checkpoint must not wait behind a stream of commits */
+    pthread_rwlockattr_setkind_np(&at,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&j->cp, &at);
+    pthread_rwlockattr_destroy(&at);
+    pthread_mutex_init(&j->tmu, NULL);
+    pthread_cond_init(&j->tcv, NULL);
+    jnl_boot_id(j->boot);
+    s->jnl = j;
+    need = calloc(j->n ? j->n : 1, sizeof(*need));
+    gens = calloc(j->n ? j->n : 1, sizeof(*gens));
+    fds = calloc(j->n ? j->n : 1, sizeof(*fds));
+    done = calloc(j->n ? j->n : 1, sizeof(*done));
+    if (need == NULL || gens == NULL || fds == NULL || done == NULL)
+        ret = -ENOMEM;
+    for (size_t d = 0; d < j->n; d++) {
+        int r;
+
+        j->d[d].fd = -1;
+        pthread_mutex_init(&j->d[d].mu, NULL);
+        if (ret == -ENOMEM || !obj_drive_online(s, d))
+            continue; /* recovered when it is given back at a start */
+        r = drive_recover(s, d, &j->d[d].fd, &gens[d], j->boot, &need[d]);
+        if (r == -EPROTO) {
+            ret = r;
+            continue;
+        }
+        if (r < 0) {
+            cm_log(CM_LOG_ERROR, -r, "journal of %s", s->drives[d].path);
+            obj_drive_fail(s, d, -r);
+            if (j->d[d].fd >= 0)
+                close(j->d[d].fd);
+            j->d[d].fd = -1;
+            need[d] = false;
+            continue;
+        }
+        fds[d] = j->d[d].fd;
+        if (gens[d] >= gen)
+            gen = gens[d];
+    }
+    if (ret == 0)
+        ret = replay_all(s, fds, gens, need, done);
+    for (size_t d = 0; ret == 0 && d < j->n; d++) {
+        if (done[d] == 0)
+            continue;
+        /* what it wrote, durable before the journal is reset */
+        if (syncfs(fds[d]) < 0)
+            ret = -errno;
+        cm_log(CM_LOG_WARN, 0,
+               "journal of %s: %ld meta(s) replayed after a restart of the "
+               "machine",
+               s->drives[d].path, done[d]);
+        __atomic_add_fetch(&s->jnl_replayed, (uint64_t)done[d],
+                           __ATOMIC_RELAXED);
+    }
+    free(need);
+    free(gens);
+    free(fds);
+    free(done);
+    if (ret < 0)
+        return ret;
+    /* every journal starts a new, higher generation: a record of an
+     * older one is never taken for one of this run */
+    j->gen = gen + 1;
+    for (size_t d = 0; d < j->n; d++) {
+        struct stat st;
+        int fd = j->d[d].fd;
+
+        if (fd < 0)
+            continue;
+        if (hdr_write(fd, j->gen, j->boot) < 0 || ftruncate(fd, JNL_HDR) < 0 ||
+            fstat(fd, &st) < 0) {
+            cm_log(CM_LOG_ERROR, errno, "journal of %s", s->drives[d].path);
+            obj_drive_fail(s, d, errno ? errno : EIO);
+            close(fd);
+            j->d[d].fd = -1;
+            continue;
+        }
+        if (st.st_nlink == 1 && st.st_size == JNL_HDR) {
+            char sys[PATH_MAX];
+
+            /* a new file: its entry durable once */
+            snprintf(sys, sizeof(sys), "%s/" STOR_SYS_DIR, s->drives[d].path);
+            (void)stor_fsync_dir(sys);
+        }
+        j->d[d].tail = JNL_HDR;
+        j->d[d].dev = st.st_dev;
+        /* journal only where the drive would fsync file by file; the
+         * drives given whole filesystems have syncfs rounds (gsync.h) */
+        if (!use || s->offline || !s->fsync || stor_gsync_is_fs(s->gs, d) ||
+            (j->d[d].sync = stor_gsync_file_create()) == NULL) {
+            close(fd);
+            j->d[d].fd = -1;
+        }
+    }
+    if (!s->offline && pthread_create(&j->thr, NULL, jnl_main, s) == 0)
+        j->thr_started = true;
+    return 0;
+}
+
+/* Contract in obj_i.h. */
+void obj_jnl_close(struct stor_store *s)
+{
+    struct obj_jnl *j = s->jnl;
+    bool empty;
+
+    if (j == NULL)
+        return;
+    if (j->thr_started) {
+        pthread_mutex_lock(&j->tmu);
+        j->stop = true;
+        pthread_cond_signal(&j->tcv);
+        pthread_mutex_unlock(&j->tmu);
+        pthread_join(j->thr, NULL);
+    }
+    /* a clean stop leaves every journal empty, cut back to its header */
+    empty = checkpoint(s);
+    for (size_t d = 0; d < j->n; d++) {
+        if (j->d[d].fd >= 0 && empty && ftruncate(j->d[d].fd, JNL_HDR) < 0)
+            cm_log(CM_LOG_WARN, errno, "journal of %s: cannot cut it back",
+                   s->drives[d].path);
+        if (j->d[d].fd >= 0)
+            close(j->d[d].fd);
+        stor_gsync_file_destroy(j->d[d].sync);
+        pthread_mutex_destroy(&j->d[d].mu);
+    }
+    pthread_rwlock_destroy(&j->cp);
+    pthread_mutex_destroy(&j->tmu);
+    pthread_cond_destroy(&j->tcv);
+    free(j->d);
+    free(j);
+    s->jnl = NULL;
+}
+
+/* Contract in obj_i.h. */
+bool obj_jnl_use(struct stor_store *s, size_t d)
+{
+    return s->jnl && d < s->jnl->n && s->jnl->d[d].fd >= 0;
+}
+
+/* Contract in obj_i.h. */
+void obj_jnl_enter(struct stor_store *s)
+{
+    pthread_rwlock_rdlock(&s->jnl->cp);
+}
+
+/* Contract in obj_i.h. */
+void obj_jnl_leave(struct stor_store *s)
+{
+    struct obj_jnl *j = s->jnl;
+
+    pthread_rwlock_unlock(&j->cp);
+    if (cp_due(j)) {
+        pthread_mutex_lock(&j->tmu);
+        j->kick = true;
+        pthread_cond_signal(&j->tcv);
+        pthread_mutex_unlock(&j->tmu);
+    }
+}
+
+/* The bit of @id in the maybe map. */
+static unsigned id_bit(const uint8_t id[16])
+{
+    return (unsigned)id[0] | (unsigned)id[1] << 8 |
+           (unsigned)(id[2] & 15) << 16;
+}
+
+/* Contract in obj_i.h. */
+void obj_jnl_note(struct stor_store *s, const uint8_t id[16])
+{
+    unsigned b = id_bit(id);
+
+    __atomic_or_fetch(&s->jnl->maybe[b >> 3], (uint8_t)(1u << (b & 7)),
+                      __ATOMIC_RELAXED);
+}
+
+/* Contract in obj_i.h. */
+bool obj_jnl_maybe(struct stor_store *s, const uint8_t id[16])
+{
+    unsigned b = id_bit(id);
+
+    if (s->jnl == NULL)
+        return false;
+    return (__atomic_load_n(&s->jnl->maybe[b >> 3], __ATOMIC_RELAXED) >>
+            (b & 7)) &
+           1;
+}
+
+/* Contract in obj_i.h. */
+int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
+                const uint8_t id[16], uint64_t version, int64_t kept_since,
+                const struct cm_buf *meta, struct cm_buf *rec,
+                struct stor_io *io)
+{
+    struct jnl_drive *jd = &s->jnl->d[d];
+    size_t blen = strlen(bucket), len = JNL_REC_FIX + blen + meta->len + 8;
+    size_t pad = (len + JNL_ALIGN - 1) / JNL_ALIGN * JNL_ALIGN;
+    uint8_t *p;
+    int64_t zero = 0;
+
+    cm_buf_init(rec, pad);
+    if (blen == 0 || blen >= 64 || cm_buf_reserve(rec, pad) < 0)
+        return -ENOMEM;
+    p = (uint8_t *)rec->data;
+    memset(p, 0, pad);
+    put32(p, JNL_REC_MAG);
+    p[4] = JNL_REC_VER;
+    p[6] = kept_since ? JNL_REC_KEPT : JNL_REC_META;
+    put32(p + 8, (uint32_t)len);
+    put32(p + 12, s->jnl->gen); /* stable: the caller holds cp */
+    put64(p + 16, version);
+    memcpy(p + 24, id, 16);
+    put32(p + 40, (uint32_t)blen);
+    put32(p + 44, (uint32_t)meta->len);
+    put64(p + 48, (uint64_t)kept_since);
+    memcpy(p + JNL_REC_FIX, bucket, blen);
+    memcpy(p + JNL_REC_FIX + blen, meta->data, meta->len);
+    put64(p + len - 8, stor_crc64(0, p, len - 8));
+    rec->len = pad;
+    pthread_mutex_lock(&jd->mu);
+    *io = (struct stor_io){
+        .fd = jd->fd, .op = 'w', .buf = p, .len = pad, .off = jd->tail};
+    __atomic_store_n(&jd->tail, jd->tail + pad, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&jd->mu);
+    (void)__atomic_compare_exchange_n(&s->jnl->first_ns, &zero, mono_ns(),
+                                      false, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->jnl_records, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* Contract in obj_i.h. */
+void obj_jnl_item(struct stor_store *s, size_t d, struct stor_sync_item *it)
+{
+    *it = (struct stor_sync_item){
+        .drive = d, .fd = s->jnl->d[d].fd, .shared = s->jnl->d[d].sync};
+}
