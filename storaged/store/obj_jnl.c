@@ -479,7 +479,7 @@ static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
     if (ret == 0 && nv)
         qsort(v, nv, sizeof(*v), rec_cmp);
     for (size_t a = 0; ret == 0 && a < nv;) {
-        size_t b = a, top, c, e, pick_a, pick_e;
+        size_t b = a, c, e, pick_a, pick_e;
         bool all = obj_set_online(s, s->drives[v[a].drive].set) == s->set_size;
 
         while (b < nv && same_name(&v[a], &v[b]))
@@ -501,15 +501,12 @@ static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
             continue;
         }
         /* version groups, highest first: [c, e) */
-        top = b;
         pick_a = pick_e = 0;
         for (e = b; e > a; e = c) {
             int k;
 
             for (c = e - 1; c > a && v[c - 1].version == v[e - 1].version; c--)
                 ;
-            if (top == b)
-                top = c;
             k = rec_k(&v[c]);
             if (!all || (k > 0 && e - c >= (size_t)k)) {
                 pick_a = c;
@@ -517,10 +514,9 @@ static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
                 break;
             }
         }
-        if (pick_e == 0) { /* none reaches k: the highest */
-            pick_a = top;
-            pick_e = b;
-        }
+        /* none reaches k: no version of it was acknowledged through the
+         * journals (or their records are lost); put nothing back, as a
+         * single stale record must not become a meta */
         for (size_t i = pick_a; i < pick_e; i++) {
             int r = replay_one(s->drives[v[i].drive].path, &v[i], (uint64_t)i);
 
