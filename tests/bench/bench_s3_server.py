@@ -238,7 +238,9 @@ def curl_pass(base, targets, work, pids, par=64):
 GET_PATHS = ("storaged_get_loop_total", "storaged_get_zero_copy_total",
              "storaged_zcache_hits_total", "storaged_zcache_puts_total",
              "storaged_zcache_failed_total", "storaged_zcache_evictions_total",
-             "storaged_zcache_bytes", "storaged_zcache_max_bytes")
+             "storaged_zcache_bytes", "storaged_zcache_max_bytes",
+             "storaged_index_resident", "storaged_index_cold_lookups_total",
+             "storaged_index_residency_lost_total")
 
 
 def get_paths(sep):
@@ -261,8 +263,9 @@ def get_paths(sep):
 
 def paths_delta(a, b):
     """The GET_PATHS counters that moved from @a to @b (gauges as in @b)."""
-    return {k: (v if "_bytes" in k else v - a.get(k, 0)) for k, v in b.items()
-            if "_bytes" in k or v != a.get(k, 0)}
+    gauge = ("_bytes", "_resident")
+    return {k: (v if k.endswith(gauge) else v - a.get(k, 0))
+            for k, v in b.items() if k.endswith(gauge) or v != a.get(k, 0)}
 
 
 def medium_phase(s3, sep, nep, root, drives, work, size, nobj, seconds, repeat,
