@@ -196,7 +196,8 @@ static size_t zc_cache_bytes(long mib)
     if (fscanf(f, "%lu", &soft) == 1 && soft > 0 &&
         want > (size_t)soft * psz / 8) {
         want = (size_t)soft * psz / 8;
-        cm_log(CM_LOG_WARN, 0,
+        /* a warning only when asked for more; the default is cut quietly */
+        cm_log(mib < 0 ? CM_LOG_INFO : CM_LOG_WARN, 0,
                "--zc-cache-mem: %zu MiB at most (a quarter of the user's "
                "pipe pages, fs/pipe-user-pages-soft)",
                want >> 20);
