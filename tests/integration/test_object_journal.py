@@ -19,7 +19,6 @@ import glob
 import hashlib
 import os
 import random
-import re
 import struct
 import threading
 import time
@@ -29,6 +28,7 @@ from botocore.exceptions import ClientError
 
 from meta_util import crc64_xz
 from test_object_medium import sync_counts
+from test_object_new_dirs import as_after_reboot as index_after_reboot
 from test_object_new_dirs import check_burst, metas_of, tear
 
 JHDR = 64
@@ -41,12 +41,7 @@ def journals(srv):
 def as_after_reboot(srv):
     """Another boot id in the index pointer and in every journal header: the
     start trusts nothing of the last run's page cache (a power cut)."""
-    for d in srv.drives:
-        p = os.path.join(d, ".ecfs.sys", "index.state")
-        with open(p) as f:
-            t = f.read()
-        with open(p, "w") as f:
-            f.write(re.sub(r"boot=\S+", "boot=another-boot", t))
+    index_after_reboot(srv)
     for p in journals(srv):
         with open(p, "r+b") as f:
             h = bytearray(f.read(JHDR))
