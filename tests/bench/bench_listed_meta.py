@@ -4,9 +4,12 @@ entries known only from a listing costs (-o meta_fetch, fuse/README.md):
 a fresh mount, `ls -lR` (cold) then again (warm), and on another fresh
 mount `find -type f` (names only), over (a) the 3000-file dataset uploaded
 by boto3 (no directory markers, no x-amz-meta-*: meta_fetch=marked fetches
-nothing), (b) the same tree copied in through an ecfs mount (cp -r: marker
-objects and metadata: one HEAD per entry, once) and (c) the boto3 tree on
-an allow_other mount (meta_fetch=all: one HEAD per entry). Two ecfs builds
+nothing), (b) the same tree copied in through an ecfs mount with the --new
+build (cp -r: marker objects; since session 10 they say that the entries,
+of the default modes, store no attributes: one HEAD per marker; before, one
+HEAD per entry) and (c) the boto3 tree on an allow_other mount (session 9:
+meta_fetch=all, one HEAD per entry; since session 10 marked there too).
+Two ecfs builds
 side by side (--base BIN_DIR, --new BIN_DIR), rounds alternating; seconds
 and S3 HEAD/LIST counts (.ecfs-stats), medians and [min-max]. Figures,
 not pass/fail. Needs root (mounts) and the dataset of bench_write.py
