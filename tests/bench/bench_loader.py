@@ -892,13 +892,22 @@ class Bench:
         kv = cls.ecfs_stats(m)
         return None if kv is None else kv.get("ioctls")
 
+    @classmethod
+    def fuse_requests(cls, m):
+        """FUSE requests of every kind an ecfs mount answered so far (None
+        for others and for builds before the counter; its own reads of
+        .ecfs-stats are not counted)."""
+        kv = cls.ecfs_stats(m)
+        return None if kv is None else kv.get("fuse_requests")
+
     @staticmethod
-    def note_warm(r, test, res, io_marks, ns_marks):
+    def note_warm(r, test, res, io_marks, ns_marks, fr_marks):
         """Records per file of the warm epoch (res[1]): the FUSE ioctls
         (@io_marks: the mount's ioctls at each epoch boundary), the
         DataLoader workers' CPU and the FUSE client's CPU (@ns_marks: its
-        CPU ns at each boundary), in microseconds (r[test + " warm"]: one
-        [ioctls, workers us, client us] per repetition)."""
+        CPU ns at each boundary), in microseconds, and the FUSE requests of
+        every kind (@fr_marks) (r[test + " warm"]: one [ioctls, workers us,
+        client us, requests] per repetition)."""
         if len(res) < 2 or not res[1]["items"]:
             return
         e, n = res[1], res[1]["items"]
@@ -910,7 +919,9 @@ class Bench:
         wc = None if e["wcpu"] is None else e["wcpu"] / n * 1e6
         cc = diff(ns_marks)
         cc = None if cc is None else cc / n / 1e3
-        r.setdefault(test + " warm", []).append([io, wc, cc])
+        fr = diff(fr_marks)
+        fr = None if fr is None else fr / n
+        r.setdefault(test + " warm", []).append([io, wc, cc, fr])
 
     def done(self, m):
         if m is not None:
@@ -975,7 +986,8 @@ class Bench:
             root, m = self.cold(peer)
             def marks_now():
                 return (self.requests(m), self.ioctls(m),
-                        pid_cpu_ns(m.proc.pid) if m is not None else None)
+                        pid_cpu_ns(m.proc.pid) if m is not None else None,
+                        self.fuse_requests(m))
             mark0 = marks_now()
             req0 = mark0[0]
             res, n = bench_raw(root, a, self.budget, on_epoch=marks_now,
@@ -985,6 +997,7 @@ class Bench:
             # per epoch boundary: FUSE ioctls, client CPU ns
             io_marks = [mark0[1]] + [e["mark"][1] for e in res]
             ns_marks = [mark0[2]] + [e["mark"][2] for e in res]
+            fr_marks = [mark0[3]] + [e["mark"][3] for e in res]
             if req0 is not None:
                 # GET+HEAD+LIST of the mount in each epoch (cold, warm)
                 marks = [req0] + [e["mark"][0] for e in res]
@@ -993,14 +1006,16 @@ class Bench:
                        for i in range(len(res))]
                 r.setdefault("requests" if test == "raw"
                              else test + " requests", []).append(pts)
-                log("%s %s #%d: requests per epoch %s, ioctls %s" % (
-                    peer, test, rep + 1, [p["v"] for p in pts], io_marks))
+                log("%s %s #%d: requests per epoch %s, ioctls %s, "
+                    "FUSE requests %s" % (peer, test, rep + 1,
+                                          [p["v"] for p in pts], io_marks,
+                                          fr_marks))
             pts = [dict(v=e["items"] / e["wall"],
                         x=e["bytes"] / 1048576 / e["wall"],
                         partial=e["partial"]) for e in res]
             r.setdefault(test, []).append(pts)
             self.note_cpu(r, test, res)
-            self.note_warm(r, test, res, io_marks, ns_marks)
+            self.note_warm(r, test, res, io_marks, ns_marks, fr_marks)
             log("%s %s #%d: %s" % (peer, test, rep + 1, ", ".join(
                 "%.0f files/s %.1f MiB/s" % (p["v"], p["x"])
                 for p in pts)))
@@ -1182,9 +1197,10 @@ def cpu_cell(b, peer, test, i):
 def warm_cell(b, peer, test, i, nd):
     """Median [range] of item @i of the warm-epoch costs of @test for
     @peer (Bench.note_warm): 0 FUSE ioctls per file, 1 workers' CPU us per
-    file, 2 FUSE client's CPU us per file."""
+    file, 2 FUSE client's CPU us per file, 3 FUSE requests of any kind per
+    file (results of older runs lack it)."""
     vals = [rep[i] for rep in b.results.get(peer, {}).get(test + " warm", [])
-            if rep[i] is not None]
+            if len(rep) > i and rep[i] is not None]
     if not vals:
         return "n/a"
     lo, hi = min(vals), max(vals)
@@ -1280,17 +1296,18 @@ def tables(b):
         out.append("### What a file of the warm epoch costs (per file, "
                    "medians [range] of the repetitions)\n")
         out.append("| peer | open | warm files/s | vs local | FUSE ioctls "
-                   "(ecfs) | DataLoader workers' CPU us | FUSE client's "
-                   "CPU us |")
-        out.append("|---|---|---:|---:|---:|---:|---:|")
+                   "(ecfs) | FUSE requests, all kinds (ecfs) | DataLoader "
+                   "workers' CPU us | FUSE client's CPU us |")
+        out.append("|---|---|---:|---:|---:|---:|---:|---:|")
         for t in warm_tests:
             base = val(point(b, "local", t, 1))
             for peer in peers:
                 p = point(b, peer, t, 1)
-                out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     peer, "buffered" if t == "raw" else "unbuffered",
                     cell(p), ratio(val(p), base),
-                    warm_cell(b, peer, t, 0, 2), warm_cell(b, peer, t, 1, 1),
+                    warm_cell(b, peer, t, 0, 2), warm_cell(b, peer, t, 3, 2),
+                    warm_cell(b, peer, t, 1, 1),
                     warm_cell(b, peer, t, 2, 1)))
         out.append("")
     if "loop" in a.tests:
