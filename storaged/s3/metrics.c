@@ -335,7 +335,9 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "# HELP storaged_index_residency_passes_total Passes of the periodic check of the index file's page-cache residency (cachestat, or mmap + mincore before Linux 6.5, one 64 MiB window per step; paced by its own CPU time: at most ~0.1 %% of a core, a pass at least every second).\n"
             "# TYPE storaged_index_residency_passes_total counter\nstoraged_index_residency_passes_total %llu\n"
             "# HELP storaged_index_residency_lost_total Times a pass found the index no longer resident (evicted pages): the loop's lookups then go to the workers until a pass finds it back.\n"
-            "# TYPE storaged_index_residency_lost_total counter\nstoraged_index_residency_lost_total %llu\n",
+            "# TYPE storaged_index_residency_lost_total counter\nstoraged_index_residency_lost_total %llu\n"
+            "# HELP storaged_index_rewarm_windows_total 64 MiB windows of an evicted index file that the residency check asked back into the page cache (POSIX_FADV_WILLNEED; only for a file of at most 1/8 of memory, and not with STORAGED_NO_BACKGROUND).\n"
+            "# TYPE storaged_index_rewarm_windows_total counter\nstoraged_index_rewarm_windows_total %llu\n",
             (unsigned long long)st.index_objects,
             (unsigned long long)st.index_rebuilds,
             (unsigned long long)st.index_rebuild_objects,
@@ -355,7 +357,8 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             (unsigned long long)st.index_bodies_damaged,
             st.index_resident ? 1 : 0, (unsigned long long)st.index_cold_nb,
             (unsigned long long)st.index_res_passes,
-            (unsigned long long)st.index_res_lost);
+            (unsigned long long)st.index_res_lost,
+            (unsigned long long)st.index_rewarmed);
     if (ret == 0)
         ret = cm_buf_appendf(
             o,

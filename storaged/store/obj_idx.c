@@ -41,6 +41,7 @@
 #define IDX_BODY_VER   1
 #define IDX_BODY_SEED  0x626f647963726321ULL /* "bodycrc!" */
 #define IDX_RES_WIN    (64 << 20) /* bytes per mincore: 16 KiB of vector */
+#define IDX_REWARM_GAP 60         /* s between two passes that re-warm */
 
 struct idx_rtxn {
     MDB_txn *t; /* reset while idle; owned */
@@ -58,6 +59,8 @@ struct obj_idx {
     uint64_t cold_nb;  /* atomic: loop-side lookups turned away for it */
     unsigned res_gen;  /* atomic: bumped whenever the hint is set whole */
     uint64_t res_lost; /* atomic: resident -> not, found by a step */
+    uint64_t rewarmed; /* atomic: windows a step asked back in (WILLNEED) */
+    int64_t rewarm_ns; /* when a pass last asked (CLOCK_MONOTONIC; stepper) */
 };
 
 struct obj_idx_cur {
@@ -679,14 +682,47 @@ bool obj_idx_resident_check(struct obj_idx *x)
     return all;
 }
 
+/* True when a pass starting now may ask an evicted index file back into
+ * the page cache: a file of at most 1/8 of the machine's memory, and no
+ * pass asked in the last IDX_REWARM_GAP seconds. DESIGN: a bigger file
+ * read back in would compete with the data for the page cache (its loop
+ * lookups then stay on the workers, which fault in only what they use);
+ * the gap bounds the reads when memory pressure keeps evicting it (at
+ * most one file's worth a minute). */
+static bool rewarm_ok(struct obj_idx *x, off_t size)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    struct timespec ts;
+
+    if (pages <= 0 || page <= 0 ||
+        (uint64_t)size > (uint64_t)pages / 8 * (uint64_t)page ||
+        clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return false;
+    return x->rewarm_ns == 0 ||
+           (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - x->rewarm_ns >=
+               (int64_t)IDX_REWARM_GAP * 1000000000;
+}
+
+/* Notes that a pass has just asked windows back in. */
+static void rewarm_note(struct obj_idx *x)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+        x->rewarm_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    __atomic_add_fetch(&x->rewarmed, 1, __ATOMIC_RELAXED);
+}
+
 /* Contract in obj_idx.h. */
-bool obj_idx_resident_step(struct obj_idx *x, struct obj_idx_res_pass *p)
+bool obj_idx_resident_step(struct obj_idx *x, struct obj_idx_res_pass *p,
+                           bool rewarm)
 {
     unsigned char vec[IDX_RES_WIN / 4096];
     long page = sysconf(_SC_PAGESIZE);
     unsigned gen = __atomic_load_n(&x->res_gen, __ATOMIC_RELAXED);
     mdb_filehandle_t fd;
     struct stat st;
+    uint64_t before;
     size_t len;
 
     if (page <= 0 || (size_t)page * sizeof(vec) < IDX_RES_WIN ||
@@ -701,25 +737,42 @@ bool obj_idx_resident_step(struct obj_idx *x, struct obj_idx_res_pass *p)
         p->off = 0;
         p->out = 0;
         p->slack = out_slack(x, st.st_size, (size_t)page);
+        p->rewarm = rewarm && rewarm_ok(x, st.st_size);
     }
+    rewarm = p->rewarm;
     len = (size_t)CM_MIN((off_t)IDX_RES_WIN, st.st_size - p->off);
+    before = p->out;
     if (len > 0 && window_out(fd, p->off, len, (size_t)page, vec, &p->out) < 0)
         return false; /* the same window again at the next step */
+    if (rewarm && p->out > before &&
+        posix_fadvise(fd, p->off, (off_t)len, POSIX_FADV_WILLNEED) == 0)
+        rewarm_note(x);
     p->off += (off_t)len;
     if (p->out > p->slack) {
         /* out already: the loop stops looking up at once, mid-pass */
         if (__atomic_exchange_n(&x->resident, false, __ATOMIC_ACQ_REL))
             __atomic_add_fetch(&x->res_lost, 1, __ATOMIC_RELAXED);
-        p->active = false;
-        return true;
+        if (!rewarm) {
+            p->active = false;
+            return true;
+        }
+        /* re-warming: walk on, so this pass asks every window with pages
+         * out back in, and the next pass can find the whole file in */
     }
     if (p->off < st.st_size)
         return false;
-    /* the pass saw every window with few enough pages out */
     p->active = false;
-    if (__atomic_load_n(&x->res_gen, __ATOMIC_RELAXED) == gen)
+    /* the pass saw every window with few enough pages out */
+    if (p->out <= p->slack &&
+        __atomic_load_n(&x->res_gen, __ATOMIC_RELAXED) == gen)
         __atomic_store_n(&x->resident, true, __ATOMIC_RELEASE);
     return true;
+}
+
+/* Contract in obj_idx.h. */
+uint64_t obj_idx_rewarmed(const struct obj_idx *x)
+{
+    return __atomic_load_n(&x->rewarmed, __ATOMIC_RELAXED);
 }
 
 /* Contract in obj_idx.h. */

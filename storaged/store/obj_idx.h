@@ -89,6 +89,7 @@ struct obj_idx_res_pass {
     uint64_t out, slack; /* pages out so far; how many may be */
     unsigned gen;        /* the hint's generation at the pass's start */
     bool active;
+    bool rewarm; /* this pass asks evicted windows back in */
 };
 /* One bounded step of the periodic residency check (a background thread's,
  * never a request's): cachestat (or mincore) of the next window of the
@@ -96,9 +97,16 @@ struct obj_idx_res_pass {
  * the slack of obj_idx_resident_check, the hint turns false at once (so a page
  * the kernel evicted later sends lookups to the workers instead of faulting on
  * the loop); a pass that saw every window within it turns the hint true. A pass
- * that the hint was set whole during (check, set) starts again. True when this
- * step ended a pass. */
-bool obj_idx_resident_step(struct obj_idx *x, struct obj_idx_res_pass *p);
+ * that the hint was set whole during (check, set) starts again. With @rewarm
+ * (background reads allowed), a file of at most 1/8 of the machine's memory
+ * and no re-warming pass in the last minute, a pass also asks each window
+ * with pages out back in (POSIX_FADV_WILLNEED) and walks on past the slack,
+ * so an index evicted by a big cold read comes back without waiting for
+ * lookups to fault it in page by page. True when this step ended a pass. */
+bool obj_idx_resident_step(struct obj_idx *x, struct obj_idx_res_pass *p,
+                           bool rewarm);
+/* Windows the steps asked back in. */
+uint64_t obj_idx_rewarmed(const struct obj_idx *x);
 /* Makes every residency check of this process use mmap + mincore, as on a
  * kernel without cachestat(2) (tests; also set by the first refusal). */
 void obj_idx_res_no_cachestat(void);

@@ -423,6 +423,8 @@ static void *res_main(void *arg)
     struct obj_idx_res_pass p;
     int64_t pass_ns = 0;
     long wait_ms = RES_IDLE_MS;
+    /* reading the evicted index back in reads a drive: a background read */
+    bool rewarm = getenv("STORAGED_NO_BACKGROUND") == NULL;
 
     memset(&p, 0, sizeof(p));
     while (!res_wait(s, wait_ms)) {
@@ -434,7 +436,7 @@ static void *res_main(void *arg)
             continue;
         }
         t0 = thread_cpu_ns();
-        ended = obj_idx_resident_step(s->idx, &p);
+        ended = obj_idx_resident_step(s->idx, &p, rewarm);
         t0 = thread_cpu_ns() - t0;
         pass_ns += t0;
         if (!ended) {

@@ -886,6 +886,7 @@ void obj_stats_get(struct stor_store *s, struct stor_store_stats *out)
         out->index_resident = obj_idx_resident(s->idx);
         out->index_cold_nb = obj_idx_cold_nb(s->idx);
         out->index_res_lost = obj_idx_resident_lost(s->idx);
+        out->index_rewarmed = obj_idx_rewarmed(s->idx);
     }
     out->index_res_passes = __atomic_load_n(&s->res_passes, __ATOMIC_RELAXED);
     if (out->index_dirs_done > 0)

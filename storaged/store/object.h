@@ -455,6 +455,7 @@ struct stor_store_stats {
                                       because it was not */
     uint64_t index_res_passes;     /* passes of the residency check */
     uint64_t index_res_lost;       /* of them, found it no longer resident */
+    uint64_t index_rewarmed;       /* windows asked back into the cache */
     /* group commit (store/gsync.h): commit barriers waited for, shared
      * syncfs rounds run (fs mode), files fsynced (file mode), failures,
      * extent-file syncs served by another commit's fsync (file mode) */

@@ -799,3 +799,51 @@ def test_head_is_answered_on_the_loop(storaged):
         assert 'rule-id="thirty"' in c.get_object(Bucket="heads",
                                                   Key="h/small")["Expiration"]
     assert metric(srv, "storaged_head_loop_total") - h0 == 1
+
+
+def test_evicted_index_is_read_back_in(storaged):
+    """An index evicted from the page cache while serving (a cold read of
+    a big dataset does that) is asked back in by the residency check
+    itself (POSIX_FADV_WILLNEED of each window with pages out, a file of
+    at most 1/8 of memory): a later pass finds it whole and the loop looks
+    up again, with no request needed. Before, only the workers' lookups
+    faulted it in, page by page, so a GET load over a few keys left the
+    loop turned away for good (session 10's medium GET rows)."""
+    srv = storaged(ndrives=4, env={"STORAGED_TEST_CHECK_DELAY_MS": "60000"})
+    c = srv.client()
+    c.create_bucket(Bucket="warm")
+    rng = random.Random(22)
+    objs = {"w/%03d" % i: rng.randbytes(rng.choice([100, 3000, 8000]))
+            for i in range(120)}
+    for k, v in objs.items():
+        c.put_object(Bucket="warm", Key=k, Body=v)
+    # a fresh process, which has mapped no page by a lookup yet, so the
+    # eviction below drops the whole file
+    srv.stop()
+    srv.start()
+    with pytest.raises(ClientError):
+        c.head_object(Bucket="warm", Key="none")  # caches the rules
+    data = os.path.join(index_dirs(srv)[0], "data.mdb")
+    with open(data, "rb") as f:
+        while f.read(1 << 20):
+            pass
+    wait_metric(srv, "storaged_index_resident", 1)
+    lost0 = metric(srv, "storaged_index_residency_lost_total")
+    warm0 = metric(srv, "storaged_index_rewarm_windows_total")
+    cold0 = metric(srv, "storaged_index_cold_lookups_total")
+    evict_index(data)
+    deadline = time.monotonic() + 20
+    while metric(srv, "storaged_index_residency_lost_total") == lost0:
+        assert time.monotonic() < deadline, "the eviction was never seen"
+        time.sleep(0.05)
+    # no request in between: the check reads it back by itself
+    wait_metric(srv, "storaged_index_resident", 1)
+    assert metric(srv, "storaged_index_rewarm_windows_total") > warm0
+    assert metric(srv, "storaged_index_cold_lookups_total") == cold0
+    assert resident_kib(data) * 1024 >= os.path.getsize(data) // 2
+    head0 = metric(srv, "storaged_head_loop_total")
+    for k, v in objs.items():
+        assert c.get_object(Bucket="warm", Key=k)["Body"].read() == v, k
+        assert c.head_object(Bucket="warm", Key=k)["ContentLength"] == len(v)
+    assert metric(srv, "storaged_head_loop_total") - head0 == len(objs)
+    assert metric(srv, "storaged_index_cold_lookups_total") == cold0

@@ -1004,6 +1004,7 @@ static void test_resident(void **st)
     struct obj_ent *got;
     struct obj_idx_res_pass pass;
     void *body;
+    uint64_t rewarmed;
     int steps;
 
     (void)st;
@@ -1045,22 +1046,39 @@ static void test_resident(void **st)
     (void)evict_file(path);
     assert_true(obj_idx_resident(x)); /* nothing checked yet */
     memset(&pass, 0, sizeof(pass));
-    for (steps = 1; !obj_idx_resident_step(x, &pass); steps++)
+    for (steps = 1; !obj_idx_resident_step(x, &pass, false); steps++)
         assert_true(steps < 100);
     assert_false(obj_idx_resident(x));
     assert_int_equal(obj_idx_resident_lost(x), 1);
     assert_int_equal(obj_idx_lookup_nb(x, "br", "k", 1, &got), -EAGAIN);
     assert_int_equal(obj_idx_cold_nb(x), 3);
-    for (steps = 1; !obj_idx_resident_step(x, &pass); steps++)
+    for (steps = 1; !obj_idx_resident_step(x, &pass, false); steps++)
         assert_true(steps < 100);
     assert_false(obj_idx_resident(x)); /* still out: stays false */
     assert_int_equal(obj_idx_resident_lost(x), 1);
     load_file(path);
-    for (steps = 1; !obj_idx_resident_step(x, &pass); steps++)
+    for (steps = 1; !obj_idx_resident_step(x, &pass, false); steps++)
         assert_true(steps < 100);
     assert_true(obj_idx_resident(x));
     assert_int_equal(obj_idx_lookup_nb(x, "br", "many/000100", 11, &got), 0);
     obj_ent_free(got);
+    assert_int_equal(obj_idx_cold_nb(x), 3);
+    /* re-warming (background reads allowed): evicted again, the pass that
+     * finds it out asks its windows back in, and a later pass finds the
+     * whole file in, with no lookup and no read by anyone else */
+    (void)evict_file(path);
+    rewarmed = obj_idx_rewarmed(x);
+    for (steps = 1; !obj_idx_resident_step(x, &pass, true); steps++)
+        assert_true(steps < 100);
+    assert_false(obj_idx_resident(x));
+    assert_int_equal(obj_idx_resident_lost(x), 2);
+    assert_true(obj_idx_rewarmed(x) > rewarmed);
+    for (int tries = 0; !obj_idx_resident(x); tries++) {
+        assert_true(tries < 1000); /* 10 s for an asynchronous read-ahead */
+        (void)usleep(10000);
+        for (steps = 1; !obj_idx_resident_step(x, &pass, true); steps++)
+            assert_true(steps < 100);
+    }
     assert_int_equal(obj_idx_cold_nb(x), 3);
     obj_idx_close(x, false);
     if (where != dir)
