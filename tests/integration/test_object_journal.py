@@ -57,6 +57,12 @@ def crc64(data):
     return crc64_xz(data)
 
 
+# file mode (the journal's), and no checkpoint within a test: a simulated
+# power cut takes away every meta of the run, which a checkpoint (every 3 s
+# by default) would have made durable
+JENV = {"STORAGED_SYNC_MODE": "file", "STORAGED_TEST_JOURNAL_CP_SECS": "600"}
+
+
 def journal_records(path):
     """Number of record heads ("EJNL", version 1) of the header's
     generation in a journal file."""
@@ -114,7 +120,7 @@ SIZES = [0, 1, 4096, 12 * 1024, 64 * 1024, 320 * 1024]
 
 
 def test_kill9_under_concurrent_puts_loses_no_acked_object(storaged):
-    srv = storaged(ndrives=16, env={"STORAGED_SYNC_MODE": "file"})
+    srv = storaged(ndrives=16, env=JENV)
     c = srv.client()
     c.create_bucket(Bucket="burst")
     state = {"acked": {}, "inflight": {}}
@@ -132,7 +138,7 @@ def test_kill9_under_concurrent_puts_loses_no_acked_object(storaged):
 
 
 def test_replay_after_a_power_cut_restores_every_acked_object(storaged):
-    srv = storaged(ndrives=16, env={"STORAGED_SYNC_MODE": "file"})
+    srv = storaged(ndrives=16, env=JENV)
     c = srv.client()
     c.create_bucket(Bucket="burst")
     state = {"acked": {}, "inflight": {}}
@@ -175,7 +181,7 @@ def test_replay_after_a_power_cut_restores_every_acked_object(storaged):
 
 
 def test_replay_never_brings_back_an_older_version(storaged):
-    srv = storaged(ndrives=16, env={"STORAGED_SYNC_MODE": "file"})
+    srv = storaged(ndrives=16, env=JENV)
     c = srv.client()
     c.create_bucket(Bucket="vvv")
     v1, v2 = os.urandom(5000), os.urandom(7000)
@@ -210,7 +216,7 @@ def test_replay_never_brings_back_an_older_version(storaged):
 
 
 def test_unknown_journal_version_is_refused(storaged):
-    srv = storaged(ndrives=4, env={"STORAGED_SYNC_MODE": "file"})
+    srv = storaged(ndrives=4, env=JENV)
     c = srv.client()
     c.create_bucket(Bucket="fff")
     c.put_object(Bucket="fff", Key="a", Body=b"a" * 100)
@@ -261,7 +267,7 @@ def owner(c, t, keys, state, stop, seed):
 
 
 def test_power_cut_during_overwrites_keeps_the_last_acked_version(storaged):
-    srv = storaged(ndrives=16, env={"STORAGED_SYNC_MODE": "file"})
+    srv = storaged(ndrives=16, env=JENV)
     c = srv.client()
     c.create_bucket(Bucket="owr")
     rng = random.Random(23)
@@ -315,7 +321,7 @@ def test_versioned_delete_keeps_its_version_through_the_journal(storaged):
     records in the journals, not by directory fsyncs: after a simulated
     power cut that took every kept file away or tore it, the replay puts
     each back and the version reads back by its id."""
-    srv = storaged(ndrives=16, env={"STORAGED_SYNC_MODE": "file"})
+    srv = storaged(ndrives=16, env=JENV)
     c = srv.client()
     c.create_bucket(Bucket="verj")
     c.put_bucket_versioning(Bucket="verj",
