@@ -1237,11 +1237,14 @@ void stor_s3_get_object_reply(struct stor_s3_req *r,
     }
     if (stor_get_zc_bytes(g, NULL)) {
         /* a zero-copy reader (s3.c get_fast): its checked bytes wait in the
-         * connection's pipes; only a plain whole-object GET is made one */
+         * connection's pipes; only a plain whole-object GET is made one.
+         * An encrypted object's stored bytes are never sent as stored: the
+         * only ones allowed are the body cache's (s3.c get_zcached), which
+         * holds an SSE-S3 object's opened plaintext */
         size_t zfirst, all = stor_get_zc_bytes(g, &zfirst);
 
-        if (r->sse || ranged || len != info.size || all < len ||
-            (zfirst != all && zfirst >= len)) {
+        if ((r->sse && !(r->zc_opened && stor_sse_is_s3(r->sse))) || ranged ||
+            len != info.size || all < len || (zfirst != all && zfirst >= len)) {
             fail(r, -EIO);
             goto out;
         }

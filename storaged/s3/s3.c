@@ -940,11 +940,15 @@ static void get_fast_done(struct stor_req *h)
 /* Whether a body this GET just read and checked may be kept in the
  * zero-copy body cache (zcache.h) and served from it to later GETs: a
  * plain whole-object GET (so a later one of the same version is the same
- * answer) of an object stored as plain bytes (not encrypted: those bytes
- * are never sent as stored). */
+ * answer) of an object stored as plain bytes, or with @opened of an
+ * SSE-S3 object, whose plaintext this GET is about to open and
+ * authenticate (zcache_offer_opened). The cache never holds an encrypted
+ * object's stored bytes (never sent as stored) nor an SSE-C object's
+ * plaintext (sse.h stor_sse_info_is_s3). */
 static bool zcache_may_keep(struct stor_s3_req *r,
-                            const struct stor_obj_info *info)
+                            const struct stor_obj_info *info, bool opened)
 {
+    bool enc = false;
     size_t rn;
 
     if (r->s3->zcache == NULL || stor_s3_hdr(r, "range", &rn) ||
@@ -953,9 +957,33 @@ static bool zcache_may_keep(struct stor_s3_req *r,
         return false;
     for (size_t i = 0; i < info->nhdrs; i++)
         if (strcasecmp(info->hdrs[i].name, "x-ecfs-sse") == 0)
-            return false;
+            enc = true;
+    if (opened ? !(enc && stor_sse_info_is_s3(info)) : enc)
+        return false;
     return stor_zcache_want(r->s3->zcache, r->bucket, r->cache_id,
                             r->cache_version, (size_t)info->size);
+}
+
+/* After stor_s3_get_object_reply opened an SSE-S3 object admitted by
+ * zcache_may_keep(@opened): puts its @size bytes of plaintext, which
+ * passed every package's tag and are about to be sent whole from the
+ * inline reader's buffer, in the body cache (memory only: pipe pages,
+ * never the drives nor swap). Nothing when the answer is anything else
+ * (an error, 304, a tag failure). */
+static void zcache_offer_opened(struct stor_s3_req *r, uint64_t size)
+{
+    struct stor_resp *rs = &r->http.resp;
+    void *p;
+
+    if (!stor_sse_is_s3(r->sse) || rs->status != 200 || !rs->stream ||
+        rs->sbuf[0] == NULL || rs->ssent != 0 || rs->slen[0] != size)
+        return;
+    p = stor_zcache_region((size_t)size);
+    if (p == NULL)
+        return;
+    memcpy(p, rs->sbuf[0], (size_t)size);
+    stor_zcache_put(r->s3->zcache, r->bucket, r->cache_id, r->cache_version, p,
+                    (size_t)size);
 }
 
 /* Offers the checked body of @g (a loop GET's: zero-copy, its pages still
@@ -968,7 +996,7 @@ static void zcache_offer(struct stor_s3_req *r,
     size_t len = (size_t)info->size;
     void *p;
 
-    if (!zcache_may_keep(r, info))
+    if (!zcache_may_keep(r, info, false))
         return;
     p = stor_zcache_region(len);
     if (p == NULL)
@@ -990,6 +1018,8 @@ static void get_fast_finish(struct stor_s3_req *r)
     struct stor_bcache *bc = stor_req_loop_data(h);
     struct stor_obj_info info;
     struct stor_get *g = NULL;
+    uint64_t size;
+    bool opened;
     int ret;
 
     memset(&info, 0, sizeof(info));
@@ -1015,15 +1045,16 @@ static void get_fast_finish(struct stor_s3_req *r)
         stor_http_respond(h);
         return;
     }
-    if (bc) {
-        uint64_t size = info.size;
-
+    size = info.size;
+    if (bc)
         stor_bcache_put(bc, r->bucket, r->cache_id, r->cache_version,
                         stor_get_inline_body(g), (size_t)size);
-    }
     if (stor_get_inline_body(g))
         zcache_offer(r, &info, g, stor_get_inline_body(g));
+    opened = stor_get_inline_body(g) && zcache_may_keep(r, &info, true);
     stor_s3_get_object_reply(r, &info, g);
+    if (opened)
+        zcache_offer_opened(r, size);
     stor_http_respond(h);
 }
 
@@ -1095,6 +1126,7 @@ static bool get_zcached(struct stor_s3_req *r)
     r->get_nb = NULL;
     stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_CACHED);
     stor_metrics_get_loop(r->s3->metrics, STOR_GET_LOOP_ZERO_COPY);
+    r->zc_opened = true; /* plaintext, whatever the object's encryption */
     stor_s3_get_object_reply(r, &info, g);
     if (!r->http.resp.zc) /* an error or 304 answer: the bytes stay unsent */
         stor_req_zc_discard(&r->http);

@@ -230,6 +230,8 @@ struct stor_s3_req {
     size_t nb_n;                 /* nb_rd[0..nb_n) below */
     uint8_t cache_id[16];        /* that object's id and version (bcache) */
     uint64_t cache_version;
+    bool zc_opened;  /* zero-copy bytes from the body cache: an SSE-S3
+                        object's plaintext (s3.c get_zcached) */
     bool fg_entered; /* stor_store_fg_enter() was called */
 
     /* jobs (s3_submit): what the transport's job runs and then calls */

@@ -1459,6 +1459,20 @@ ssize_t stor_sse_get_read(struct stor_sse *x, struct stor_get *g, uint64_t off,
 }
 
 /* See sse.h. */
+bool stor_sse_info_is_s3(const struct stor_obj_info *in)
+{
+    const char *mode = info_hdr(in, HDR_MODE);
+
+    return mode != NULL && strcmp(mode, "AES256") == 0;
+}
+
+/* See sse.h. */
+bool stor_sse_is_s3(const struct stor_sse *x)
+{
+    return x != NULL && x->mode == SSE_S3;
+}
+
+/* See sse.h. */
 int stor_sse_info_resp_headers(const struct stor_obj_info *in,
                                struct stor_resp *rs)
 {

@@ -105,6 +105,14 @@ CM_MUST_CHECK ssize_t stor_sse_get_read(struct stor_sse *x, struct stor_get *g,
  * a copy. 0 or -errno (-EIO: a package fails its tag). */
 CM_MUST_CHECK int stor_sse_open_inplace(struct stor_sse *x, uint8_t *body,
                                         uint64_t first, uint64_t len);
+/* Whether stored object @in is SSE-S3 (the server holds its key): the
+ * only kind whose plaintext the zero-copy body cache may keep, once a GET
+ * has opened and authenticated it. Never SSE-C: the server keeps no
+ * usable copy of such an object past the request that brought its key
+ * (storaged/README.md "Encryption at rest", the body cache). */
+bool stor_sse_info_is_s3(const struct stor_obj_info *in);
+/* Whether @x (an opened object's, or NULL) is SSE-S3. */
+bool stor_sse_is_s3(const struct stor_sse *x);
 /* Adds the response headers S3 sends for an encrypted object. 0/-ENOMEM */
 CM_MUST_CHECK int stor_sse_resp_headers(const struct stor_sse *x,
                                         struct stor_resp *rs);

@@ -276,17 +276,29 @@ def test_zc_cache_serves_checked_bodies(storaged, extents):
     with pytest.raises(Exception) as ei:
         c.get_object(Bucket="zkb", Key=k2)
     assert "NoSuchKey" in str(ei.value)
-    # an encrypted object (its stored bytes are ciphertext) is never kept
+    # an encrypted object's stored bytes (ciphertext) are never kept; an
+    # SSE-S3 object is kept as the plaintext a GET opened (test_s3_sse.py
+    # test_sse_s3_plaintext_cached_in_memory_only), an SSE-C one never
     sec = rnd(320 * KIB, 5)
     c.put_object(Bucket="zkb", Key="sse", Body=sec,
                  ServerSideEncryption="AES256")
+    ckey = os.urandom(32)
+    c.put_object(Bucket="zkb", Key="ssec", Body=sec, SSECustomerAlgorithm=
+                 "AES256", SSECustomerKey=ckey)
     m3 = metrics(srv)
     for _ in range(4):
-        assert c.get_object(Bucket="zkb", Key="sse")["Body"].read() == sec
+        assert c.get_object(Bucket="zkb", Key="ssec", SSECustomerAlgorithm=
+                            "AES256", SSECustomerKey=ckey)["Body"].read() == sec
     m4 = metrics(srv)
     assert metric(m4, ZH) == metric(m3, ZH)
     assert metric(m4, "storaged_zcache_puts_total") == metric(
         m3, "storaged_zcache_puts_total")
+    for _ in range(4):
+        assert c.get_object(Bucket="zkb", Key="sse")["Body"].read() == sec
+    m5 = metrics(srv)
+    assert metric(m5, "storaged_zcache_puts_total") == metric(
+        m4, "storaged_zcache_puts_total") + 1
+    assert metric(m5, ZH) - metric(m4, ZH) == 2
 
 
 @pytest.mark.slow

@@ -321,6 +321,62 @@ def test_loop_get_paths_decrypt(storaged):
         srv.stop()
 
 
+def _metric(srv, name):
+    import re
+    import urllib.request
+    text = urllib.request.urlopen(srv.endpoint + "/metrics").read().decode()
+    m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
+    return int(m.group(1))
+
+
+def test_sse_s3_plaintext_cached_in_memory_only(storaged):
+    """The zero-copy body cache (--zc-cache-mem) keeps an SSE-S3 object as
+    the plaintext a whole-object GET opened and authenticated, in memory
+    only (pipe pages): later GETs are tee'd from it, exact and with the
+    SSE headers; an SSE-C key on such a GET is still refused; a range
+    still opens only its packages from the drives; an overwrite is never
+    answered from the old entry. An SSE-C object is never kept (its GETs
+    need the key every time), and the drives never hold the plaintext."""
+    srv = storaged(ndrives=4, args=["--zc-cache-mem", "16"])
+    s3 = srv.client()
+    s3.create_bucket(Bucket="zsse")
+    marker, body = body_with_marker(300 * 1024)
+    s3.put_object(Bucket="zsse", Key="s", Body=body,
+                  ServerSideEncryption="AES256")
+    s3.put_object(Bucket="zsse", Key="c", Body=body, **ssec(KEY_A))
+    puts0 = _metric(srv, "storaged_zcache_puts_total")
+    for _ in range(4):
+        r = s3.get_object(Bucket="zsse", Key="c", **ssec(KEY_A))
+        assert r["Body"].read() == body
+        assert err(lambda: s3.get_object(Bucket="zsse", Key="c"))[0] == 400
+    assert _metric(srv, "storaged_zcache_puts_total") == puts0
+    assert _metric(srv, "storaged_zcache_hits_total") == 0
+    for _ in range(2):  # the second offer admits
+        assert s3.get_object(Bucket="zsse", Key="s")["Body"].read() == body
+    assert _metric(srv, "storaged_zcache_puts_total") == puts0 + 1
+    for _ in range(3):
+        r = s3.get_object(Bucket="zsse", Key="s")
+        assert r["ServerSideEncryption"] == "AES256"
+        assert r["Body"].read() == body
+    assert _metric(srv, "storaged_zcache_hits_total") == 3
+    # found in the cache, then refused (its answer drops the tee'd bytes)
+    assert err(lambda: s3.get_object(Bucket="zsse", Key="s",
+                                     **ssec(KEY_A)))[0] == 400
+    hits = _metric(srv, "storaged_zcache_hits_total")
+    got = s3.get_object(Bucket="zsse", Key="s", Range="bytes=%d-%d" % (
+        PKG - 5, 3 * PKG + 7))["Body"].read()
+    assert got == body[PKG - 5:3 * PKG + 8]
+    assert _metric(srv, "storaged_zcache_hits_total") == hits
+    assert s3.get_object(Bucket="zsse", Key="s")["Body"].read() == body
+    _, new = body_with_marker(200 * 1024)
+    s3.put_object(Bucket="zsse", Key="s", Body=new,
+                  ServerSideEncryption="AES256")
+    for _ in range(3):
+        assert s3.get_object(Bucket="zsse", Key="s")["Body"].read() == new
+    assert not drives_hold(srv, marker)
+    srv.stop()
+
+
 def test_versions_of_encrypted_objects(s3, bucket):
     """An old version is moved to the companion bucket as stored: it stays
     ciphertext there and still opens with its key."""
