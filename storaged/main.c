@@ -100,6 +100,10 @@ static void usage(FILE *f)
     fputs(
         "      --domain NAME        also answer virtual-hosted-style requests,\n"
         "                           Host BUCKET.NAME[:PORT] (default: path style only)\n"
+        "      --no-sigv2           refuse SigV2 request signing (Authorization:\n"
+        "                           AWS AKID:SIG, AWSAccessKeyId/Expires/Signature\n"
+        "                           query strings) with 400 InvalidRequest (default:\n"
+        "                           accepted, as AWS and RGW; POST forms unchanged)\n"
         "      --region NAME        the one region served (default us-east-1):\n"
         "                           GetBucketLocation answers it, CreateBucket\n"
         "                           must name it (AWS's rules; [a-z0-9-])\n"
@@ -306,6 +310,7 @@ static int cmd_serve(int argc, char **argv)
         {"no-zero-copy", no_argument, NULL, 'z'},
         {"zc-cache-mem", required_argument, NULL, 'Z'},
         {"domain", required_argument, NULL, 'D'},
+        {"no-sigv2", no_argument, NULL, 'V' + 256},
         {"region", required_argument, NULL, 'G'},
         {"kms-key-file", required_argument, NULL, 'Y'},
         {"idle-timeout", required_argument, NULL, 'I'},
@@ -410,6 +415,9 @@ static int cmd_serve(int argc, char **argv)
             break;
         case 'z':
             s3o.no_zero_copy = true;
+            break;
+        case 'V' + 256:
+            s3o.no_sigv2 = true;
             break;
         case 'Z':
             if (parse_count(optarg, 0, 1024 * 1024, &v) < 0) {

@@ -1,4 +1,4 @@
-/* storaged/s3/auth.c - SigV4 verification on the server side.
+/* storaged/s3/auth.c - SigV4 and SigV2 verification on the server side.
  *
  * DESIGN: the request is described to common/sigv4 exactly as the client
  * described it when signing (decoded path, decoded query, the headers named
@@ -7,9 +7,17 @@
  * clients disagree about what to send to a single-region server: "us-east-1",
  * "US", "other-v2-signature"...), the service must be "s3". The signing key
  * and scope are kept in the request so that aws-chunked chunk signatures,
- * which chain from the header signature, can be verified as they arrive. */
+ * which chain from the header signature, can be verified as they arrive.
+ *
+ * SigV2 (common/sigv2.h) is verified beside it and ends in the same
+ * identity (stor_auth_secret: root or r->iam_user), so authorisation never
+ * knows which signature a request carried. Its body is unsigned (as a
+ * presigned SigV4 URL's: Content-MD5, or a hex x-amz-content-sha256 if
+ * sent, is still checked against it). The header form obeys the same
+ * 15-minute skew as SigV4, taken from x-amz-date or else Date. */
 #include "storaged/s3/auth.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +25,7 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "common/sigv2.h"
 #include "common/sigv4.h"
 #include "common/timefmt.h"
 #include "storaged/s3/iam.h"
@@ -81,6 +90,17 @@ static void signing_key(const char *secret, const char *date8,
     memcpy(key, c_key, 32);
 }
 
+/* The method @r was signed with, or NULL for one S3 has no use for. */
+static const char *method_name(const struct stor_s3_req *r)
+{
+    return r->http.is_get      ? "GET"
+           : r->http.is_head   ? "HEAD"
+           : r->http.is_put    ? "PUT"
+           : r->http.is_post   ? "POST"
+           : r->http.is_delete ? "DELETE"
+                               : NULL;
+}
+
 /* This thread's three scratch buffers (canonical request, string to sign,
  * scope), reused across requests: SigV4 runs on every request and malloc
  * showed in profiles. DESIGN: they hang off a pthread key whose destructor
@@ -134,6 +154,28 @@ static struct cm_buf *scratch(void)
     return sc->b;
 }
 
+/* See header. */
+enum stor_s3_err stor_auth_secret(struct stor_s3_req *r, const char *ak,
+                                  size_t n, const char **secret)
+{
+    stor_iam_snap_unref(r->iam_snap);
+    r->iam_snap = NULL;
+    r->iam_user = NULL;
+    if (n == strlen(r->s3->root_user) && memcmp(ak, r->s3->root_user, n) == 0) {
+        *secret = r->s3->root_secret;
+        return S3E_NONE;
+    }
+    /* a user kept in the store (iam.h); the snapshot reference is the
+     * request's until req_fini */
+    r->iam_user = stor_iam_user_lookup(r->s3->iam, ak, n, &r->iam_snap);
+    if (r->iam_user == NULL)
+        return stor_iam_ready(r->s3->iam) ? S3E_INVALID_ACCESS_KEY
+                                          : S3E_INDEX_REBUILDING;
+    *secret = stor_iam_user_secret(r->iam_user);
+    /* empty: its secret could not be decrypted */
+    return (*secret)[0] ? S3E_NONE : S3E_ACCESS_DENIED;
+}
+
 /* Computes the expected signature of @r and compares it with @a's. Fills
  * the request's signing state. */
 static enum stor_s3_err verify(struct stor_s3_req *r,
@@ -159,21 +201,9 @@ static enum stor_s3_err verify(struct stor_s3_req *r,
     canon = bufs[0];
     sts = bufs[1];
     scope = bufs[2];
-    if (a->access_key_len == strlen(r->s3->root_user) &&
-        memcmp(a->access_key, r->s3->root_user, a->access_key_len) == 0) {
-        secret = r->s3->root_secret;
-    } else {
-        /* a user kept in the store (iam.h); the snapshot reference is the
-         * request's until req_fini */
-        r->iam_user = stor_iam_user_lookup(r->s3->iam, a->access_key,
-                                           a->access_key_len, &r->iam_snap);
-        if (r->iam_user == NULL)
-            return stor_iam_ready(r->s3->iam) ? S3E_INVALID_ACCESS_KEY
-                                              : S3E_INDEX_REBUILDING;
-        secret = stor_iam_user_secret(r->iam_user);
-        if (secret[0] == 0)
-            return S3E_ACCESS_DENIED; /* its secret could not be decrypted */
-    }
+    e = stor_auth_secret(r, a->access_key, a->access_key_len, &secret);
+    if (e != S3E_NONE)
+        return e;
     if (a->service_len != 2 || memcmp(a->service, "s3", 2) != 0 ||
         a->region_len >= sizeof(region))
         return presigned ? S3E_AUTH_QUERY_INVALID : S3E_INVALID_ARGUMENT;
@@ -192,12 +222,7 @@ static enum stor_s3_err verify(struct stor_s3_req *r,
             continue;
         q[nq++] = r->query[i];
     }
-    sr.method = r->http.is_get      ? "GET"
-                : r->http.is_head   ? "HEAD"
-                : r->http.is_put    ? "PUT"
-                : r->http.is_post   ? "POST"
-                : r->http.is_delete ? "DELETE"
-                                    : NULL;
+    sr.method = method_name(r);
     if (sr.method == NULL)
         return S3E_METHOD_NOT_ALLOWED;
     sr.path = r->path;
@@ -286,8 +311,6 @@ static enum stor_s3_err check_header(struct stor_s3_req *r, const char *auth,
     time_t t;
     enum stor_s3_err e;
 
-    if (alen >= 4 && memcmp(auth, "AWS ", 4) == 0)
-        return S3E_SIGV2_UNSUPPORTED; /* "AWS AKID:signature" */
     if (cm_sigv4_parse_authorization(auth, alen, &a) < 0)
         return S3E_ACCESS_DENIED;
     v = stor_s3_hdr(r, "x-amz-date", &n);
@@ -438,6 +461,287 @@ static enum stor_s3_err check_presigned(struct stor_s3_req *r,
     return S3E_NONE;
 }
 
+/* ---- SigV2 ---- */
+
+/* The path of the request target as sent (still percent-encoded): what a
+ * SigV2 client signs. An absolute-form target loses its scheme and
+ * authority, as stor_s3_decode_target does. */
+static const char *raw_path(const struct stor_s3_req *r, size_t *n,
+                            const char **query, size_t *qlen)
+{
+    const char *t = r->http.head.target, *q;
+    size_t tlen = r->http.head.target_len;
+
+    if (tlen > 7 && (strncasecmp(t, "http://", 7) == 0 ||
+                     (tlen > 8 && strncasecmp(t, "https://", 8) == 0))) {
+        const char *a = t + (t[4] == ':' ? 7 : 8);
+        const char *p = memchr(a, '/', tlen - (size_t)(a - t));
+
+        if (p != NULL) { /* decode_target refused it otherwise */
+            tlen -= (size_t)(p - t);
+            t = p;
+        }
+    }
+    q = memchr(t, '?', tlen);
+    *n = q ? (size_t)(q - t) : tlen;
+    *query = q ? q + 1 : NULL;
+    *qlen = q ? tlen - *n - 1 : 0;
+    return t;
+}
+
+/* A SigV2 date: an HTTP-date (IMF-fixdate, RFC 850, asctime), the
+ * "+0000"-style numeric zone AWS's own examples use, or ISO 8601 basic.
+ * Before 1970 counts as invalid. 0 and *t, or -EINVAL. */
+static int v2_date(const char *s, size_t n, time_t now, time_t *t)
+{
+    char imf[CM_TIME_HTTP_LEN + 1];
+
+    if (cm_time_parse_http_any(s, n, now, t) == 0 ||
+        (n == CM_TIME_ISO_BASIC_LEN && cm_time_parse_iso_basic(s, n, t) == 0))
+        return *t < 0 ? -EINVAL : 0;
+    /* "Tue, 27 Mar 2007 19:36:42 +0000" (+HHMM or -HHMM) */
+    if (n == CM_TIME_HTTP_LEN + 2 && s[25] == ' ' &&
+        (s[26] == '+' || s[26] == '-')) {
+        int hh, mm, i;
+        long off;
+
+        for (i = 27; i < 31; i++)
+            if (s[i] < '0' || s[i] > '9')
+                return -EINVAL;
+        hh = (s[27] - '0') * 10 + (s[28] - '0');
+        mm = (s[29] - '0') * 10 + (s[30] - '0');
+        if (hh > 23 || mm > 59)
+            return -EINVAL;
+        memcpy(imf, s, 26);
+        memcpy(imf + 26, "GMT", 4);
+        if (cm_time_parse_http(imf, CM_TIME_HTTP_LEN, t) < 0)
+            return -EINVAL;
+        off = (hh * 60L + mm) * 60L;
+        *t += s[26] == '+' ? -off : off;
+        return *t < 0 ? -EINVAL : 0;
+    }
+    return -EINVAL;
+}
+
+/* The x-amz-* headers of @r into @out (at most @cap); -1 past @cap. */
+static int v2_amz_headers(const struct stor_s3_req *r, struct cm_kv *out,
+                          size_t cap)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < r->http.head.nhdrs; i++) {
+        const struct stor_http_hdr *h = &r->http.hdrs[i];
+
+        if (h->name_len < 6 || strncasecmp(h->name, "x-amz-", 6) != 0)
+            continue;
+        if (n == cap)
+            return -1;
+        out[n].name = h->name;
+        out[n].name_len = h->name_len;
+        out[n].value = h->value;
+        out[n].value_len = h->value_len;
+        n++;
+    }
+    return (int)n;
+}
+
+/* Verifies SigV2 signature @sig (@sig_len bytes of base64) by access key
+ * @ak over @r, with @date as the string to sign's Date line (the Date
+ * header, "" or Expires). Sets who signed. */
+static enum stor_s3_err v2_verify(struct stor_s3_req *r, const char *ak,
+                                  size_t ak_len, const char *sig,
+                                  size_t sig_len, const char *date,
+                                  size_t date_len)
+{
+    struct cm_kv amz[CM_SIGV2_MAX_AMZ];
+    struct cm_sigv2_req sr = {0};
+    struct cm_buf *bufs = scratch(), sts;
+    char want[CM_SIGV2_SIG_LEN + 1];
+    const char *secret, *q;
+    size_t qn, lead_len = 0;
+    int na, ret, pass;
+    bool extra = false, ok = false, slash;
+    enum stor_s3_err e;
+
+    if (bufs == NULL)
+        return S3E_INTERNAL;
+    e = stor_auth_secret(r, ak, ak_len, &secret);
+    if (e != S3E_NONE)
+        return e;
+    na = v2_amz_headers(r, amz, CM_SIGV2_MAX_AMZ);
+    if (na < 0)
+        return S3E_SIGNATURE_MISMATCH;
+    sr.method = method_name(r);
+    if (sr.method == NULL)
+        return S3E_METHOD_NOT_ALLOWED;
+    sr.content_md5 = stor_s3_hdr(r, "content-md5", &sr.content_md5_len);
+    sr.content_type = stor_s3_hdr(r, "content-type", &sr.content_type_len);
+    if (sr.content_type == NULL && r->presigned) {
+        /* botocore's presigner moves a signed Content-Type into the URL */
+        sr.content_type = stor_s3_query(r, "content-type");
+        sr.content_type_len = sr.content_type ? strlen(sr.content_type) : 0;
+    }
+    sr.date = date;
+    sr.date_len = date_len;
+    sr.amz = amz;
+    sr.namz = (size_t)na;
+    sr.bucket = r->vhost ? r->bucket : NULL;
+    sr.path = raw_path(r, &sr.path_len, &sr.query, &sr.query_len);
+    for (q = sr.query, qn = sr.query_len; q && qn > 0;) {
+        const char *amp = memchr(q, '&', qn);
+        size_t len = amp ? (size_t)(amp - q) : qn;
+        const char *eq = memchr(q, '=', len);
+
+        if (cm_sigv2_subresource(q, eq ? (size_t)(eq - q) : len) ==
+            CM_SIGV2_SUB_EXTRA)
+            extra = true;
+        if (amp == NULL)
+            break;
+        qn -= len + 1;
+        q = amp + 1;
+    }
+    /* a path-style request to a bucket ("/b"): AWS signs "/b", botocore
+     * "/b/" */
+    slash = !r->vhost && !r->has_key && sr.path_len > 1 &&
+            sr.path[sr.path_len - 1] != '/';
+    /* botocore 1.29's literal template query (cm_sigv2_req.lead): the
+     * first parameter ("select&select-type=2": the first two) */
+    if (sr.query && sr.query_len > 0) {
+        const char *amp = memchr(sr.query, '&', sr.query_len);
+
+        lead_len = amp ? (size_t)(amp - sr.query) : sr.query_len;
+        if (lead_len == 6 && memcmp(sr.query, "select", 6) == 0 && amp) {
+            amp = memchr(amp + 1, '&', sr.query_len - lead_len - 1);
+            lead_len = amp ? (size_t)(amp - sr.query) : sr.query_len;
+        }
+    }
+    sts = bufs[1];
+    /* AWS's form first, then what clients are known to sign instead: the
+     * bucket's slash, the sub-resources only some clients sign
+     * (CM_SIGV2_SUB_EXTRA, only when the query has one), botocore 1.29's
+     * template query. Only a request that fails costs more than one HMAC. */
+    for (pass = 0; pass < 8 && !ok; pass++) {
+        if (((pass & 1) && !slash) || ((pass & 2) && !extra) ||
+            ((pass & 4) && lead_len == 0))
+            continue;
+        sr.path_slash = pass & 1;
+        sr.subres = CM_SIGV2_SUB_BASE | (pass & 2 ? CM_SIGV2_SUB_EXTRA : 0);
+        sr.lead = pass & 4 ? sr.query : NULL;
+        sr.lead_len = pass & 4 ? lead_len : 0;
+        cm_buf_reset(&sts);
+        ret = cm_sigv2_string_to_sign(&sr, &sts);
+        if (ret == -ENOMEM) {
+            e = S3E_INTERNAL;
+            goto out;
+        }
+        if (ret < 0) {
+            e = S3E_SIGNATURE_MISMATCH;
+            goto out;
+        }
+        cm_sigv2_signature(secret, sts.data, sts.len, want);
+        ok = cm_sigv2_equal(want, sig, sig_len);
+    }
+    if (!ok) {
+        cm_log(CM_LOG_DEBUG, 0,
+               "req=%016llX SigV2 signature mismatch; string to sign:\n%s",
+               (unsigned long long)r->http.id, sts.data ? sts.data : "");
+        e = S3E_SIGNATURE_MISMATCH;
+        goto out;
+    }
+    if (r->iam_user && !stor_iam_user_enabled(r->iam_user))
+        e = S3E_ACCESS_DENIED; /* disabled: refused once it is proven */
+out:
+    if (sts.cap > 64 * 1024)
+        cm_buf_fini(&sts);
+    bufs[1] = sts;
+    return e;
+}
+
+/* The body of a SigV2 request is unsigned; a hex x-amz-content-sha256 is
+ * still checked against it, and aws-chunked only without signed chunks
+ * (their chain needs a SigV4 key). */
+static enum stor_s3_err v2_payload(struct stor_s3_req *r)
+{
+    size_t n;
+    const char *v = stor_s3_hdr(r, "x-amz-content-sha256", &n);
+    enum stor_s3_err e;
+
+    r->payload = STOR_PAYLOAD_UNSIGNED;
+    if (v == NULL)
+        return S3E_NONE;
+    e = payload_mode(r, v, n);
+    if (e == S3E_NONE && (r->payload == STOR_PAYLOAD_STREAMING ||
+                          r->payload == STOR_PAYLOAD_STREAMING_TRAILER))
+        e = S3E_INVALID_ARGUMENT;
+    return e;
+}
+
+/* `Authorization: AWS AKID:base64(HMAC-SHA1)`. */
+static enum stor_s3_err check_v2_header(struct stor_s3_req *r, const char *auth,
+                                        size_t alen, time_t now)
+{
+    const char *cred = auth + 4, *colon, *d;
+    size_t cl = alen - 4, dn = 0;
+    time_t t;
+    bool amz_date;
+    enum stor_s3_err e;
+
+    if (r->s3->no_sigv2)
+        return S3E_SIGV2_UNSUPPORTED;
+    colon = memchr(cred, ':', cl);
+    if (colon == NULL || colon == cred || colon == cred + cl - 1)
+        return S3E_SIGV2_BAD_HEADER;
+    /* x-amz-date wins over Date, and the Date line is then empty */
+    d = stor_s3_hdr(r, "x-amz-date", &dn);
+    amz_date = d != NULL;
+    if (d == NULL)
+        d = stor_s3_hdr(r, "date", &dn);
+    if (d == NULL || v2_date(d, dn, now, &t) < 0)
+        return S3E_SIGV2_BAD_DATE;
+    if (t > now + CM_SIGV4_SKEW_SECONDS || t < now - CM_SIGV4_SKEW_SECONDS)
+        return S3E_SKEWED;
+    e = v2_payload(r);
+    if (e != S3E_NONE)
+        return e;
+    return v2_verify(r, cred, (size_t)(colon - cred), colon + 1,
+                     cl - (size_t)(colon - cred) - 1, amz_date ? "" : d,
+                     amz_date ? 0 : dn);
+}
+
+/* Presigned SigV2: AWSAccessKeyId, Expires (epoch seconds), Signature. */
+static enum stor_s3_err check_v2_query(struct stor_s3_req *r, time_t now)
+{
+    const char *ak = stor_s3_query(r, "AWSAccessKeyId");
+    const char *exp = stor_s3_query(r, "Expires");
+    const char *sig = stor_s3_query(r, "Signature");
+    uint64_t expires;
+    size_t i;
+    enum stor_s3_err e;
+
+    if (r->s3->no_sigv2)
+        return S3E_SIGV2_UNSUPPORTED;
+    if (ak == NULL || exp == NULL || sig == NULL || ak[0] == 0)
+        return S3E_SIGV2_QUERY_INCOMPLETE;
+    if (stor_http_parse_u64(exp, strlen(exp), &expires) < 0)
+        return S3E_SIGV2_QUERY_INCOMPLETE;
+    for (i = 0; i < r->nquery; i++) {
+        /* botocore moves signed x-amz-* headers into the URL; honouring
+         * them would need them as headers: refused, never ignored */
+        if (strncasecmp(r->query[i].name, "x-amz-", 6) == 0)
+            return S3E_NOT_IMPLEMENTED;
+    }
+    r->presigned = true;
+    e = v2_payload(r);
+    if (e != S3E_NONE)
+        return e;
+    e = v2_verify(r, ak, strlen(ak), sig, strlen(sig), exp, strlen(exp));
+    if (e != S3E_NONE)
+        return e;
+    if ((uint64_t)now > expires)
+        return S3E_EXPIRED_PRESIGN;
+    return S3E_NONE;
+}
+
 /* See header. */
 enum stor_s3_err stor_auth_check(struct stor_s3_req *r, time_t now)
 {
@@ -447,6 +751,10 @@ enum stor_s3_err stor_auth_check(struct stor_s3_req *r, time_t now)
     enum stor_s3_err e;
 
     auth = stor_s3_hdr(r, "authorization", &n);
+    if (auth && n >= 4 && memcmp(auth, "AWS ", 4) == 0) {
+        e = check_v2_header(r, auth, n, now); /* "AWS AKID:signature" */
+        goto out;
+    }
     if (auth) {
         e = check_header(r, auth, n, now);
         goto out;
@@ -455,7 +763,7 @@ enum stor_s3_err stor_auth_check(struct stor_s3_req *r, time_t now)
     if (q.sig || q.alg)
         e = check_presigned(r, &q, now);
     else if (q.sigv2)
-        e = S3E_SIGV2_UNSUPPORTED; /* SigV2 query string */
+        e = check_v2_query(r, now); /* SigV2 query string */
     else {
         /* no credentials: anonymous, which only a bucket policy or a
          * canned ACL can let through (stor_iam_authorize) */

@@ -147,6 +147,15 @@ static const struct stor_s3_err_info s3_errs[S3E_COUNT] = {
     [S3E_SIGV2_UNSUPPORTED] =
         {400, "InvalidRequest",
          "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256."},
+    [S3E_SIGV2_BAD_HEADER] =
+        {400, "InvalidArgument",
+         "AWS authorization header is invalid.  Expected AwsAccessKeyId:signature"},
+    [S3E_SIGV2_BAD_DATE] =
+        {403, "AccessDenied",
+         "AWS authentication requires a valid Date or x-amz-date header"},
+    [S3E_SIGV2_QUERY_INCOMPLETE] =
+        {403, "AccessDenied",
+         "Query-string authentication requires the Signature, Expires and AWSAccessKeyId parameters"},
     [S3E_COPY_SOURCE_TOO_LARGE] =
         {400, "InvalidRequest",
          "The specified copy source is larger than the maximum allowable size for a copy source: 5368709120"},

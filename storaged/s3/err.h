@@ -51,6 +51,9 @@ enum stor_s3_err {
     S3E_NO_SUCH_BUCKET_POLICY,
     S3E_NO_SUCH_PAB,             /* 404 NoSuchPublicAccessBlockConfiguration */
     S3E_SIGV2_UNSUPPORTED,       /* InvalidRequest: use AWS4-HMAC-SHA256 */
+    S3E_SIGV2_BAD_HEADER,        /* InvalidArgument: not "AWS AKID:sig" */
+    S3E_SIGV2_BAD_DATE,          /* 403 AccessDenied: no valid date */
+    S3E_SIGV2_QUERY_INCOMPLETE,  /* 403 AccessDenied: a SigV2 URL's params */
     S3E_COPY_SOURCE_TOO_LARGE,   /* InvalidRequest: copy source > 5 GiB */
     S3E_INVALID_PART_NUMBER,     /* 416: ?partNumber= past the last part */
     S3E_PART_AND_RANGE,          /* InvalidRequest: partNumber with Range */

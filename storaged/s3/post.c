@@ -16,8 +16,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +23,10 @@
 
 #include "common/codec.h"
 #include "common/hash.h"
+#include "common/sigv2.h"
 #include "common/sigv4.h"
 #include "common/uri.h"
+#include "storaged/s3/auth.h"
 #include "storaged/s3/iam.h"
 #include "storaged/s3/s3_i.h"
 #include "storaged/s3/tagging.h"
@@ -825,26 +825,6 @@ static enum stor_s3_err make_key(struct stor_s3_req *r, const char **msg)
     return S3E_NONE;
 }
 
-/* The secret of access key @ak (root's or a user's, whose snapshot
- * reference becomes the request's). S3E_NONE or the error. */
-static enum stor_s3_err secret_of(struct stor_s3_req *r, const char *ak,
-                                  size_t n, const char **secret)
-{
-    stor_iam_snap_unref(r->iam_snap);
-    r->iam_snap = NULL;
-    r->iam_user = NULL;
-    if (n == strlen(r->s3->root_user) && memcmp(ak, r->s3->root_user, n) == 0) {
-        *secret = r->s3->root_secret;
-        return S3E_NONE;
-    }
-    r->iam_user = stor_iam_user_lookup(r->s3->iam, ak, n, &r->iam_snap);
-    if (r->iam_user == NULL)
-        return stor_iam_ready(r->s3->iam) ? S3E_INVALID_ACCESS_KEY
-                                          : S3E_INDEX_REBUILDING;
-    *secret = stor_iam_user_secret(r->iam_user);
-    return (*secret)[0] ? S3E_NONE : S3E_ACCESS_DENIED;
-}
-
 /* Verifies the policy's signature: SigV4 (x-amz-algorithm,
  * x-amz-credential, x-amz-date, x-amz-signature: hex HMAC-SHA256 over the
  * base64 policy under the credential's signing key) or the form's SigV2
@@ -890,7 +870,7 @@ static enum stor_s3_err check_signature(struct stor_s3_req *r, const char *pol,
             *msg = "Invalid x-amz-credential or x-amz-date.";
             return S3E_INVALID_ARGUMENT;
         }
-        e = secret_of(r, a.access_key, a.access_key_len, &secret);
+        e = stor_auth_secret(r, a.access_key, a.access_key_len, &secret);
         if (e != S3E_NONE)
             return e;
         memcpy(region, a.region, a.region_len);
@@ -902,9 +882,7 @@ static enum stor_s3_err check_signature(struct stor_s3_req *r, const char *pol,
         ok = slen == 64 && cm_sigv4_equal(hex, sig, 64);
     } else {
         const char *ak = stor_post_field(f, "AWSAccessKeyId", &alen);
-        unsigned char mac[EVP_MAX_MD_SIZE];
-        unsigned int mlen = 0;
-        char b64[CM_BASE64_LEN(EVP_MAX_MD_SIZE) + 1];
+        char b64[CM_SIGV2_SIG_LEN + 1];
 
         sig = stor_post_field(f, "signature", &slen);
         if (ak == NULL || sig == NULL) {
@@ -916,14 +894,11 @@ static enum stor_s3_err check_signature(struct stor_s3_req *r, const char *pol,
                                 "check the order of the fields.";
             return S3E_INVALID_ARGUMENT;
         }
-        e = secret_of(r, ak, alen, &secret);
+        e = stor_auth_secret(r, ak, alen, &secret);
         if (e != S3E_NONE)
             return e;
-        if (HMAC(EVP_sha1(), secret, (int)strlen(secret),
-                 (const unsigned char *)pol, pol_len, mac, &mlen) == NULL)
-            return S3E_INTERNAL;
-        cm_base64_encode(mac, mlen, b64);
-        ok = slen == strlen(b64) && CRYPTO_memcmp(b64, sig, slen) == 0;
+        cm_sigv2_signature(secret, pol, pol_len, b64);
+        ok = cm_sigv2_equal(b64, sig, slen);
     }
     if (!ok)
         return S3E_SIGNATURE_MISMATCH;

@@ -1538,6 +1538,7 @@ int stor_s3_create(const struct stor_s3_opts *o, struct stor_s3 **out)
     }
     s3->domain = o->domain;
     s3->tls = o->tls;
+    s3->no_sigv2 = o->no_sigv2;
     s3->domain_len = o->domain ? strlen(o->domain) : 0;
     if (s3->cache_bytes)
         cm_log(CM_LOG_INFO, 0, "S3: %zu MiB small-object cache",

@@ -28,6 +28,8 @@ struct stor_s3_opts {
                                  NULL: SSE-S3's master key is sealed under a
                                  key derived from the root credentials */
     bool tls;                 /* HTTPS is served (POST Object's 201 Location) */
+    bool no_sigv2;            /* --no-sigv2: refuse SigV2 request signing
+                                 (the POST form's SigV2 stays) */
 };
 
 /* Creates the S3 state (and its metrics). 0 or -ENOMEM. */

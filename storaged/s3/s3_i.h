@@ -132,6 +132,7 @@ struct stor_s3 {
     size_t domain_len;
     struct stor_sse_keys *sse_keys; /* owned; SSE-S3 master key (sse.c) */
     bool tls;                       /* HTTPS is served */
+    bool no_sigv2; /* --no-sigv2: SigV2 requests refused (auth.c) */
 };
 
 /* One S3 request: the transport's, then the S3 state. */

@@ -1,9 +1,11 @@
 /* tests/fuzz/fuzz_s3_auth.c - libFuzzer target for what storaged does with
  * an untrusted request before any object-layer call: the head parser, the
  * target decoder (s3/req.c: path, bucket, key, query; origin- and
- * absolute-form) and SigV4 verification of the Authorization header or
- * presigned query (auth.c: credential, signed-header lookup, skew, expiry,
- * payload modes), and the router (s3.c: stor_s3_route, whatever auth says).
+ * absolute-form) and SigV4 and SigV2 verification of the Authorization
+ * header or presigned query (auth.c: credential, signed-header lookup,
+ * skew, expiry, payload modes; common/sigv2.c: amz headers, sub-resources,
+ * the raw path, virtual-hosted buckets under the domain s3.test), and the
+ * router (s3.c: stor_s3_route, whatever auth says).
  * Properties: no crash; a route is an operation or an error; a fuzzed request
  * never authenticates unless it carries the valid signature (the inputs cannot
  * know the secret, so stor_auth_check returns S3E_NONE only for a request
@@ -36,6 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .root_user = "AKIDEXAMPLE",
         .root_secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
         .region = "us-east-1",
+        .domain = "s3.test",
+        .domain_len = 7,
     };
     struct stor_s3_req *r;
     char *copy;

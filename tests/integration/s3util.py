@@ -94,6 +94,21 @@ def crc32_b64(data):
     return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
 
 
+def s3cmd_config(srv, path, signature_v2=False):
+    """Writes an s3cmd config for @srv (path style, plain HTTP, 5 MiB
+    multipart chunks) to @path; returns the s3cmd argv prefix."""
+    hostport = "127.0.0.1:%d" % srv.port
+    with open(path, "w") as f:
+        f.write("[default]\naccess_key = %s\nsecret_key = %s\n"
+                "host_base = %s\nhost_bucket = %s\nuse_https = False\n"
+                "signature_v2 = %s\nbucket_location = us-east-1\n"
+                "check_ssl_certificate = False\n"
+                "multipart_chunk_size_mb = 5\n"
+                % (srv.access_key, srv.secret_key, hostport, hostport,
+                   signature_v2))
+    return ["/usr/bin/s3cmd", "-c", str(path)]
+
+
 def raw_request(port, data, timeout=5.0, read_all=True):
     """Sends @data on a fresh connection, returns everything read until the
     server closes (or the timeout)."""

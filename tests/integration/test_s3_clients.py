@@ -9,12 +9,12 @@ import json
 import os
 import shutil
 import subprocess
-import textwrap
 import time
 import urllib.request
 
 import pytest
 
+import s3util
 from s3util import NPM_DIR, ensure_js_sdk
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -115,21 +115,7 @@ def test_awscli(s3_server, aws_env, tmp_path):
 
 def test_s3cmd(s3_server, tmp_path):
     srv = s3_server
-    cfg = tmp_path / "s3cfg"
-    hostport = "127.0.0.1:%d" % srv.port
-    cfg.write_text(textwrap.dedent("""\
-        [default]
-        access_key = %s
-        secret_key = %s
-        host_base = %s
-        host_bucket = %s
-        use_https = False
-        signature_v2 = False
-        bucket_location = us-east-1
-        check_ssl_certificate = False
-        multipart_chunk_size_mb = 5
-        """ % (srv.access_key, srv.secret_key, hostport, hostport)))
-    s3cmd = ["/usr/bin/s3cmd", "-c", str(cfg)]
+    s3cmd = s3util.s3cmd_config(srv, tmp_path / "s3cfg")
     src, dst = tmp_path / "src", tmp_path / "dst"
     tree(str(src), FILES)
     run(s3cmd + ["mb", "s3://s3cmd-bucket"])
