@@ -454,3 +454,39 @@ def test_bucket_logging_is_refused_not_ignored(s3, bucket):
         assert (r["ResponseMetadata"]["HTTPStatusCode"],
                 r["Error"]["Code"]) == (501, "NotImplemented")
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
+
+
+def test_bad_digest_ends_the_connection(s3, bucket):
+    """A body that does not match its Content-MD5 may be mis-framed: a
+    client that sends more bytes than its Content-Length (s3-tests'
+    content-length-below test) leaves the rest on the connection, which
+    must not be read as the next request. storaged answers 400 BadDigest
+    and closes; a retry on a new connection gets BadDigest again."""
+    import base64
+    import socket
+
+    srv = s3.ecfs_server
+    md5 = base64.b64encode(hashlib.md5(b"bar").digest()).decode()
+    h = {"host": "127.0.0.1:%d" % srv.port, "content-md5": md5,
+         "content-length": "2"}
+    s3util.sign_headers("PUT", "/%s/foo" % bucket, [], h, "UNSIGNED-PAYLOAD",
+                        srv.access_key, srv.secret_key)
+    head = "PUT /%s/foo HTTP/1.1\r\n" % bucket + "".join(
+        "%s: %s\r\n" % kv for kv in h.items()) + "\r\n"
+    for _ in range(2):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        try:
+            # "bar" with a Content-Length of 2, then a second request line
+            s.sendall(head.encode() + b"bar" + b"GET / HTTP/1.1\r\n\r\n")
+            out = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                out += b
+        finally:
+            s.close()
+        assert s3util.status_of(out) == 400 and b"BadDigest" in out, out
+        assert out.count(b"HTTP/1.1 ") == 1, out  # closed after the answer
+        assert b"Connection: close" in out
+    assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
