@@ -26,13 +26,15 @@ Phases (--only):
             versioned bucket each one keeps the current version in place
             and writes the delete marker in the same operation. Before
             each run its own key set of --del-keys (8000) keys is
-            written with wrk PUTs until a listing shows every key (an
-            unversioned DELETE ran at up to 13,000/s, but fills of
-            16,000 keys took a whole 95 s budget at load 17); the run lasts
-            --del-seconds (1), so the fills stay short; a run that wraps
-            (deletes a key twice, i.e. more than --del-keys DELETEs in
-            its time) is reported and left out. (A warm-up's rate cannot
-            size the runs: once it wraps, its DELETEs find nothing.)
+            written with wrk PUTs until a listing shows every key (fills
+            of 16,000 keys took a whole 95 s budget at load 17). Each key
+            is deleted once (twobuckets.lua_slices(once)): a run ends when
+            its keys do or after --del-seconds (1), and its rate is the
+            DELETEs answered over the time from the first send to the
+            last answer, so no run wraps (session 10's unversioned runs
+            all wrapped 8000 keys at 15,000/s and left no figure), and
+            the CPU per DELETE is storaged's over the wrk run divided by
+            them.
 
 Every run prints its row as it ends; --budget S stops starting rounds
 after S seconds (the phase then reports the rounds it has), and SIGTERM
@@ -47,7 +49,7 @@ Usage: tests/bench/bench_versioning.py [--seconds S] [--repeat R]
        [--objects N] [--new-keys K] [--del-keys K] [--del-seconds S]
        [--drives D]
        [--only get,put_new,put_over,delete] [--aa] [--budget S]
-       [--no-fsync]
+       [--no-fsync] [--server-arg=ARG ...]
 Environment: ECFS_BIN_DIR (default <repo>/bin). Run it under
 `flock /tmp/ecfs-bench.lock` on a shared machine.
 """
@@ -67,7 +69,12 @@ from twobuckets import (lua_slices, presign, start_storaged,  # noqa: E402
 
 
 def compare(name, unv, ver):
-    """Prints one phase's rows and returns its figures."""
+    """Prints one phase's rows and returns its figures (None, said so,
+    when a side has no run left)."""
+    if not unv or not ver:
+        print("%-9s no figure: %d unversioned and %d versioned runs counted"
+              % (name, len(unv), len(ver)))
+        return None
     out = {"phase": name}
     for key, unit in (("rps", "req/s"), ("cpu_us_per_req", "CPU us/req")):
         a = summary([r[key] for r in unv])
@@ -136,6 +143,9 @@ def main():
     ap.add_argument("--no-fsync", action="store_true",
                     help="storaged --no-fsync: no barrier waits, what is "
                     "left is the CPU path")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="one more storaged argument (repeatable), e.g. "
+                    "--server-arg=--workers=64")
     ap.add_argument("--budget", type=float, default=0,
                     help="start no round after S seconds (0: no limit)")
     a = ap.parse_args()
@@ -148,7 +158,8 @@ def main():
     sp = None
     try:
         sp, ep, s3 = start_storaged(work, a.drives,
-                                    ["--no-fsync"] if a.no_fsync else [])
+                                    (["--no-fsync"] if a.no_fsync else []) +
+                                    a.server_arg)
         buckets = {"unversioned": "plain", "versioned": "vers"}
         for b in buckets.values():
             s3.create_bucket(Bucket=b)
@@ -175,6 +186,7 @@ def main():
             if name not in only:
                 continue
             runs = {"unversioned": [], "versioned": []}
+            vdone = 0  # versioned DELETEs answered, the warm-up's too
             k0 = a.del_keys if name == "delete" else a.new_keys
             nkeys = {"unversioned": k0, "versioned": k0}
             secs = {"unversioned": a.seconds, "versioned": a.seconds}
@@ -200,17 +212,25 @@ def main():
                         ks = keys
                     script = os.path.join(work, "%s-%s-%d.lua"
                                           % (name, side, rnd))
-                    lua_slices(script, method, presign(s3, op, b, ks), blen)
+                    lua_slices(script, method, presign(s3, op, b, ks), blen,
+                               once=name == "delete")
                     if rnd == 0:
                         w = wrk_cpu(ep, script, 1, pids)
+                        if side == "versioned":
+                            vdone += w.get("done", 0)
                         if name != "delete":
                             nkeys[side] = max(a.new_keys,
                                               int(3 * w["rps"] * a.seconds))
                         continue
                     r = wrk_cpu(ep, script, secs[side], pids)
-                    print("%s: %s run %d: %.1f req/s, %.1f CPU us/req, %d s"
+                    if side == "versioned":
+                        vdone += r.get("done", 0)
+                    print("%s: %s run %d: %.1f req/s, %.1f CPU us/req, %s"
                           % (name, side, rnd, r["rps"], r["cpu_us_per_req"],
-                             secs[side]), flush=True)
+                             "%d s" % secs[side] if "done" not in r else
+                             "%d of %d keys in %.3f s" % (
+                                 r["done"], len(ks), r["seconds"])),
+                          flush=True)
                     if name in ("put_new", "delete") and r["wraps"] != 0:
                         print("%s: %s run %d wrapped around its %d keys"
                               " (%s times): left out" % (name, side, rnd,
@@ -222,29 +242,26 @@ def main():
                       "(versioned) keys per run" % (name, nkeys["unversioned"],
                                                     nkeys["versioned"]))
             if name == "delete":
-                print("delete: runs of %d s (unversioned) and %d s "
-                      "(versioned)" % (secs["unversioned"],
-                                       secs["versioned"]))
-                n = min(len(runs["unversioned"]), len(runs["versioned"]))
-                runs = {k: v[:n] for k, v in runs.items()}
-                if n == 0:
-                    print("%s: every run wrapped: no figure" % name)
-                    continue
-                if not a.aa and name == "delete":
+                print("delete: runs of at most %d s (unversioned) and %d s "
+                      "(versioned), each key deleted once" % (
+                          secs["unversioned"], secs["versioned"]))
+                if not a.aa:
                     nm = sum(len(p.get("DeleteMarkers", [])) for p in
                              s3.get_paginator("list_object_versions")
                              .paginate(Bucket=buckets["versioned"],
                                        Prefix="del/"))
                     print("delete: the versioned bucket holds %d delete "
-                          "markers under del/" % nm)
-                if not a.aa and name == "put_new":
-                    nk, nv = count_versions(s3, buckets["versioned"], "new/")
-                    print("put_new: the versioned bucket holds %d keys and %d "
-                          "versions under new/ (%s)" % (
-                              nk, nv, "every PUT made a new key" if nk == nv
-                              else "WARNING: some PUTs were overwrites"))
-            results.append(compare(name, runs["unversioned"],
-                                   runs["versioned"]))
+                          "markers under del/ (%d DELETEs answered)" % (
+                              nm, vdone))
+            if not a.aa and name == "put_new":
+                nk, nv = count_versions(s3, buckets["versioned"], "new/")
+                print("put_new: the versioned bucket holds %d keys and %d "
+                      "versions under new/ (%s)" % (
+                          nk, nv, "every PUT made a new key" if nk == nv
+                          else "WARNING: some PUTs were overwrites"))
+            res = compare(name, runs["unversioned"], runs["versioned"])
+            if res:
+                results.append(res)
         return 0
     finally:
         stop_storaged(sp)

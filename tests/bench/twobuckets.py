@@ -67,11 +67,23 @@ def presign(s3, op, bucket, keys, expires=7200):
         for k in keys]
 
 
-def lua_slices(path, method, targets, body_len=0, threads=2):
+def lua_slices(path, method, targets, body_len=0, threads=2, once=False):
     """A wrk script in which wrk thread t cycles through its own slice
     [t*n/threads, (t+1)*n/threads) of @targets, from its start; `done`
     prints "WRAPS w" (how often a thread came back to its slice's start),
-    so a run of "new" keys can tell whether it reused any."""
+    so a run of "new" keys can tell whether it reused any.
+
+    With @once (for DELETEs, whose answer is 204) each target is sent at
+    most once (a key deleted twice costs less the second time): a thread
+    that has sent its whole slice sends `GET /health/live` (its 200s are
+    not counted) until its last answer is in, then stops; `done` prints
+    "ONCE n t0 t1", the answers to the slices' requests and the first send
+    and last answer
+    (CLOCK_MONOTONIC through LuaJIT's ffi), so the rate is n / (t1 - t0)
+    whether the run ended with its keys or with wrk's -d."""
+    if once:
+        _lua_once(path, method, targets, body_len, threads)
+        return
     with open(path, "w") as f:
         f.write("local t = {\n")
         for u in targets:
@@ -110,6 +122,70 @@ def lua_slices(path, method, targets, body_len=0, threads=2):
                 "end\n")
 
 
+def _lua_once(path, method, targets, body_len, threads):
+    with open(path, "w") as f:
+        f.write("local t = {\n")
+        for u in targets:
+            f.write("  %s,\n" % _lua_str(u))
+        f.write("}\n")
+        f.write("local nthreads = %d\n" % threads)
+        f.write("local made, threads = 0, {}\n")
+        f.write('local ffi = require("ffi")\n'
+                "ffi.cdef[[\n"
+                "typedef struct { long sec; long nsec; } ecfs_ts;\n"
+                "int clock_gettime(int clk, ecfs_ts *ts);\n"
+                "]]\n"
+                'local ts = ffi.new("ecfs_ts")\n'
+                "local function now()\n"
+                "  ffi.C.clock_gettime(1, ts)\n"
+                "  return tonumber(ts.sec) + tonumber(ts.nsec) * 1e-9\n"
+                "end\n")
+        if body_len:
+            f.write('local body = string.rep("x", %d)\n' % body_len)
+        f.write("setup = function(thread)\n"
+                "  thread:set(\"tid\", made)\n"
+                "  made = made + 1\n"
+                "  table.insert(threads, thread)\n"
+                "end\n")
+        f.write("init = function(args)\n"
+                "  lo = math.floor(tid * #t / nthreads) + 1\n"
+                "  hi = math.floor((tid + 1) * #t / nthreads)\n"
+                "  i = lo - 1\n"
+                "  got, t0, t1 = 0, 0, 0\n"
+                "end\n")
+        f.write("request = function()\n"
+                "  if t0 == 0 then t0 = now() end\n"
+                "  i = i + 1\n"
+                "  if i > hi then\n"
+                '    return wrk.format("GET", "/health/live")\n'
+                "  end\n")
+        if body_len:
+            f.write('  return wrk.format("%s", t[i], {["Content-Length"] = '
+                    '"%d"}, body)\n' % (method, body_len))
+        else:
+            f.write('  return wrk.format("%s", t[i])\n' % method)
+        f.write("end\n")
+        # the fillers' answers are 200s; a DELETE's is 204 (or an error)
+        f.write("response = function(status, headers, body)\n"
+                "  if status ~= 200 and got < hi - lo + 1 then\n"
+                "    got = got + 1\n"
+                "    t1 = now()\n"
+                "    if got == hi - lo + 1 then wrk.thread:stop() end\n"
+                "  end\n"
+                "end\n")
+        f.write("done = function(summary, latency, requests)\n"
+                "  local n, a, b = 0, nil, nil\n"
+                "  for _, th in ipairs(threads) do\n"
+                "    n = n + th:get(\"got\")\n"
+                "    local x, y = th:get(\"t0\"), th:get(\"t1\")\n"
+                "    if x > 0 and (a == nil or x < a) then a = x end\n"
+                "    if b == nil or y > b then b = y end\n"
+                "  end\n"
+                "  io.write(string.format(\"ONCE %d %.6f %.6f\\n\", n,"
+                " a or 0, b or 0))\n"
+                "end\n")
+
+
 def _lua_str(s):
     # presigned paths are ASCII without quotes or backslashes; be safe anyway
     return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
@@ -128,6 +204,16 @@ def wrk_cpu(ep, script, seconds, pids, conns=64, threads=2):
     r["cpu_us_per_req"] = (t1 - t0) * 1e6 / hz / n if n else float("nan")
     m = re.search(r"^WRAPS (\d+)$", r.get("stdout", ""), re.M)
     r["wraps"] = int(m.group(1)) if m else None
+    m = re.search(r"^ONCE (\d+) ([\d.]+) ([\d.]+)$", r.get("stdout", ""),
+                  re.M)
+    if m:  # a lua_slices(once) script: its own count and time
+        n, span = int(m.group(1)), float(m.group(3)) - float(m.group(2))
+        r["wraps"] = 0  # never: each target at most once
+        r["done"] = n
+        r["seconds"] = span
+        r["rps"] = n / span if n and span > 0 else 0.0
+        r["cpu_us_per_req"] = ((t1 - t0) * 1e6 / hz / n if n
+                               else float("nan"))
     del r["stdout"]
     return r
 
