@@ -199,6 +199,41 @@ def pid_cpu_ns(pid):
     return total
 
 
+def disk_read_bytes():
+    """Bytes read so far from the machine's disks (/proc/diskstats, whole
+    disks that have a device: not loop, ram, zram or partitions), or None.
+    Around a cold epoch it shows the epoch really read the disk: local disk
+    and storaged's drive folders (the same disk here) both at least the
+    bytes the loader read; a warm page cache (host or guest) shows less."""
+    total = 0
+    try:
+        with open("/proc/diskstats") as f:
+            for line in f:
+                p = line.split()
+                name = p[2]
+                if (name.startswith(("loop", "ram", "zram")) or
+                        not os.path.exists("/sys/block/%s/device" % name)):
+                    continue
+                total += int(p[5]) * 512  # sectors read
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def machine_busy_s():
+    """CPU seconds all processes and the kernel spent on the machine so far
+    (/proc/stat: everything but idle and iowait), or None: over an epoch,
+    what the loader, its file system client, the server and the kernel's
+    work for them cost together on the few cores they share."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def cmd_out(argv, timeout=10):
     """First line of the output of @argv, or 'unavailable'."""
     try:
@@ -851,15 +886,19 @@ class Bench:
     def probe(self, m):
         """A probe for run_epochs: CPU seconds of the client process of
         @m and of storaged (None where there is none: local disk; the
-        server of passthrough)."""
+        server of passthrough), bytes read from the disks, and the whole
+        machine's busy CPU seconds."""
         srv = self.srv if m is not None and m.kind != "passthrough" else None
         return lambda: (m.cpu() if m is not None else None,
-                        srv.cpu() if srv is not None else None)
+                        srv.cpu() if srv is not None else None,
+                        disk_read_bytes(), machine_busy_s())
 
     @staticmethod
     def note_cpu(r, test, res):
         """Records the cold epoch's client and server CPU seconds per GiB
-        read (r[test + " cpu"]: one [client, server] pair per repetition)."""
+        read, the disks' bytes read per GiB and the machine's busy CPU
+        seconds per GiB (r[test + " cpu"]: one [client, server, disk,
+        machine] list per repetition)."""
         e = res[0]
         gib = e["bytes"] / (1 << 30)
         if not e["cpu"] or gib <= 0:
@@ -1182,11 +1221,13 @@ def point(b, peer, test, i):
                 partial=any(p["partial"] for p in pts))
 
 
-def cpu_cell(b, peer, test, i):
+def cpu_cell(b, peer, test, i, scale=1.0):
     """Median [range] of the cold epoch's CPU s/GiB of @test for @peer:
-    i = 0 client process, 1 storaged."""
-    vals = [rep[i] for rep in b.results.get(peer, {}).get(test + " cpu", [])
-            if rep[i] is not None]
+    i = 0 client process, 1 storaged, 3 the whole machine; 2 the disks'
+    bytes read per GiB (@scale 2**-30: per byte the loader read)."""
+    vals = [rep[i] * scale
+            for rep in b.results.get(peer, {}).get(test + " cpu", [])
+            if len(rep) > i and rep[i] is not None]
     if not vals:
         return "n/a"
     lo, hi = min(vals), max(vals)
@@ -1258,21 +1299,25 @@ def tables(b):
         out.append("| peer | epoch 1 (cold) files/s | MiB/s | vs local | "
                    "epoch 2 (warm) files/s | MiB/s | vs local | "
                    "S3 requests epoch 1 | epoch 2 (ecfs) | client CPU s/GiB, "
-                   "cold | storaged CPU s/GiB, cold |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                   "cold | storaged CPU s/GiB, cold | machine CPU s/GiB, "
+                   "cold | disk read / bytes read, cold |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                   "---:|---:|")
         base = [val(point(b, "local", "raw", i)) for i in range(2)]
         series = {}
         for peer in peers:
             p = [point(b, peer, "raw", i) for i in range(2)]
             series[peer] = [val(x) for x in p]
             out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
-                       "| %s |" % (
+                       "| %s | %s | %s |" % (
                 peer, cell(p[0]), fmt(p[0] and p[0]["x"], 1),
                 ratio(val(p[0]), base[0]), cell(p[1]),
                 fmt(p[1] and p[1]["x"], 1), ratio(val(p[1]), base[1]),
                 cell(point(b, peer, "requests", 0)),
                 cell(point(b, peer, "requests", 1)),
-                cpu_cell(b, peer, "raw", 0), cpu_cell(b, peer, "raw", 1)))
+                cpu_cell(b, peer, "raw", 0), cpu_cell(b, peer, "raw", 1),
+                cpu_cell(b, peer, "raw", 3),
+                cpu_cell(b, peer, "raw", 2, 2.0 ** -30)))
         chart["raw"] = series
         out.append("")
     if "raw0" in a.tests:
