@@ -108,19 +108,14 @@ enum stor_s3_err stor_iam_own_parse_xml(const char *xml, size_t len, int *own)
 {
     static const struct stor_s3_xml_cbs cb = {own_start, own_end, own_text};
     struct own_xml x;
-    enum stor_s3_err e = S3E_NONE;
-    int ret;
+    enum stor_s3_err e;
 
     memset(&x, 0, sizeof(x));
-    cm_buf_init(&x.text, 32);
-    ret = stor_s3_xml_parse(xml, len, &x, &cb);
-    if (ret == -ENOMEM)
-        e = S3E_INTERNAL;
-    else if (ret < 0 || x.bad || !x.root_ok || x.rules != 1 || x.own == 0)
+    e = stor_s3_xml_parse_conf(xml, len, &x, &cb, &x.text, 32, &x.bad);
+    if (e == S3E_NONE && (!x.root_ok || x.rules != 1 || x.own == 0))
         e = S3E_MALFORMED_XML; /* S3 takes exactly one rule */
-    else
+    if (e == S3E_NONE)
         *own = x.own;
-    cm_buf_fini(&x.text);
     return e;
 }
 

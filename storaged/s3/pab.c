@@ -94,19 +94,14 @@ enum stor_s3_err stor_iam_pab_parse(const char *xml, size_t len, unsigned *bits)
 {
     static const struct stor_s3_xml_cbs cb = {pab_start, pab_end, pab_text};
     struct pab_xml x;
-    enum stor_s3_err e = S3E_NONE;
-    int ret;
+    enum stor_s3_err e;
 
     memset(&x, 0, sizeof(x));
-    cm_buf_init(&x.text, 64);
-    ret = stor_s3_xml_parse(xml, len, &x, &cb);
-    if (ret == -ENOMEM)
-        e = S3E_INTERNAL;
-    else if (ret < 0 || x.bad || !x.root_ok)
+    e = stor_s3_xml_parse_conf(xml, len, &x, &cb, &x.text, 64, &x.bad);
+    if (e == S3E_NONE && !x.root_ok)
         e = S3E_MALFORMED_XML;
-    else
+    if (e == S3E_NONE)
         *bits = x.bits;
-    cm_buf_fini(&x.text);
     return e;
 }
 

@@ -352,6 +352,16 @@ struct stor_s3_xml_cbs {
 /* 0, -EBADMSG (not well-formed XML) or -ENOMEM. */
 int stor_s3_xml_parse(const char *xml, size_t len, void *ud,
                       const struct stor_s3_xml_cbs *cb);
+/* A configuration body (ownership.c, pab.c, sse.c): stor_s3_xml_parse
+ * of @xml with @cb over @ud, whose text buffer @text (a member of @ud)
+ * lives for the parse only: initialised with limit @text_max before,
+ * freed after. S3E_NONE, S3E_MALFORMED_XML (not well-formed, or @bad: the
+ * callbacks' own verdict, read once the parse ended) or S3E_INTERNAL
+ * (no memory). The caller then checks what the document must hold. */
+enum stor_s3_err stor_s3_xml_parse_conf(const char *xml, size_t len, void *ud,
+                                        const struct stor_s3_xml_cbs *cb,
+                                        struct cm_buf *text, size_t text_max,
+                                        const bool *bad);
 /* An element name without its namespace prefix: "ns:Name" -> "Name". */
 const char *stor_s3_xml_local(const char *name);
 /* <CompleteMultipartUpload><Part><PartNumber/><ETag/></Part>...; ETags

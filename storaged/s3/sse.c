@@ -1553,29 +1553,23 @@ static void enc_end(void *ud, const char *name)
     cm_buf_reset(&x->text);
 }
 
-/* The algorithm of a PutBucketEncryption body into @alg. S3E_NONE or the
- * error. */
-static enum stor_s3_err enc_parse(const char *xml, size_t len, char *alg)
+/* See sse.h. */
+enum stor_s3_err stor_sse_config_parse(const char *xml, size_t len, char *alg)
 {
     static const struct stor_s3_xml_cbs cb = {enc_start, enc_end, enc_text};
     struct enc_xml x;
-    enum stor_s3_err e = S3E_NONE;
-    int ret;
+    enum stor_s3_err e;
 
     memset(&x, 0, sizeof(x));
-    cm_buf_init(&x.text, 4096);
-    ret = stor_s3_xml_parse(xml, len, &x, &cb);
-    if (ret == -ENOMEM)
-        e = S3E_INTERNAL;
-    else if (ret < 0 || x.bad || x.rules != 1 || x.alg[0] == 0)
+    e = stor_s3_xml_parse_conf(xml, len, &x, &cb, &x.text, 4096, &x.bad);
+    if (e == S3E_NONE && (x.rules != 1 || x.alg[0] == 0))
         e = S3E_MALFORMED_XML;
-    else if (strncmp(x.alg, "aws:kms", 7) == 0)
+    else if (e == S3E_NONE && strncmp(x.alg, "aws:kms", 7) == 0)
         e = S3E_SSE_KMS_NOT_IMPLEMENTED;
-    else if (strcmp(x.alg, "AES256") != 0)
+    else if (e == S3E_NONE && strcmp(x.alg, "AES256") != 0)
         e = S3E_MALFORMED_XML;
-    else
+    if (e == S3E_NONE)
         memcpy(alg, x.alg, 7);
-    cm_buf_fini(&x.text);
     return e;
 }
 
@@ -1617,7 +1611,8 @@ void stor_sse_bucket_op(struct stor_s3_req *r)
         return;
     }
     if (r->http.is_put) {
-        e = enc_parse(r->body.data ? r->body.data : "", r->body.len, alg);
+        e = stor_sse_config_parse(r->body.data ? r->body.data : "", r->body.len,
+                                  alg);
         if (e != S3E_NONE) {
             stor_s3_error(r, e);
             return;

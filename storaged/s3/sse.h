@@ -120,6 +120,11 @@ void stor_sse_free(struct stor_sse *x);
 
 /* Worker: Get/Put/DeleteBucketEncryption (r->op S3_OP_BUCKET_ENCRYPTION). */
 void stor_sse_bucket_op(struct stor_s3_req *r);
+/* A PutBucketEncryption body (fuzzed): exactly one rule whose
+ * SSEAlgorithm is AES256, copied into @alg (8 bytes: "AES256"). S3E_NONE,
+ * S3E_MALFORMED_XML, S3E_SSE_KMS_NOT_IMPLEMENTED (aws:kms) or
+ * S3E_INTERNAL. */
+enum stor_s3_err stor_sse_config_parse(const char *xml, size_t len, char *alg);
 
 /* The package parser's core, exposed for the fuzz target and unit test:
  * decodes the stored tag list @hex (@n chars) for an object of @size

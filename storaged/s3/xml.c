@@ -271,6 +271,22 @@ int stor_s3_xml_parse(const char *xml, size_t len, void *ud,
     return ret;
 }
 
+/* See s3_i.h. */
+enum stor_s3_err stor_s3_xml_parse_conf(const char *xml, size_t len, void *ud,
+                                        const struct stor_s3_xml_cbs *cb,
+                                        struct cm_buf *text, size_t text_max,
+                                        const bool *bad)
+{
+    int ret;
+
+    cm_buf_init(text, text_max);
+    ret = stor_s3_xml_parse(xml, len, ud, cb);
+    cm_buf_fini(text);
+    if (ret == -ENOMEM)
+        return S3E_INTERNAL;
+    return ret < 0 || *bad ? S3E_MALFORMED_XML : S3E_NONE;
+}
+
 /* Runs expat over @xml with the given end handler. 0 or -errno. */
 static int run_parser(struct xml_ctx *x, const char *xml, size_t len,
                       XML_EndElementHandler end, const char *root)

@@ -2,7 +2,9 @@
  * storaged parses with expat: DeleteObjects, CompleteMultipartUpload,
  * PutPublicAccessBlock (its switches: only the four bits, or
  * MalformedXML), PutBucketOwnershipControls (one of the three settings,
- * or MalformedXML; the setting's name as x-amz-object-ownership) and
+ * or MalformedXML; the setting's name as x-amz-object-ownership),
+ * PutBucketEncryption (exactly AES256, NotImplemented for aws:kms, or
+ * MalformedXML; the three share stor_s3_xml_parse_conf) and
  * CreateBucketConfiguration (a LocationConstraint that fits its buffer,
  * NUL-terminated; MalformedXML, NotImplemented or no memory otherwise).
  * Properties: a successful parse yields 1..1000 keys (NUL-terminated at
@@ -23,6 +25,7 @@
 #include "common/xml.h"
 #include "storaged/s3/iam_i.h"
 #include "storaged/s3/s3_i.h"
+#include "storaged/s3/sse.h"
 #include "tests/fuzz/fuzz.h"
 
 #define CHECK(x)                                                               \
@@ -120,6 +123,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(own == -1 || (own >= IAM_OWN_ENFORCED && own <= IAM_OWN_WRITER &&
                             strlen(stor_iam_own_name(own)) == size &&
                             memcmp(stor_iam_own_name(own), data, size) == 0));
+    }
+    {
+        char alg[8] = "x";
+        enum stor_s3_err e =
+            stor_sse_config_parse((const char *)data, size, alg);
+
+        CHECK(e == S3E_NONE || e == S3E_MALFORMED_XML ||
+              e == S3E_SSE_KMS_NOT_IMPLEMENTED || e == S3E_INTERNAL);
+        CHECK(e == S3E_NONE ? strcmp(alg, "AES256") == 0
+                            : strcmp(alg, "x") == 0);
     }
     {
         char loc[16];
