@@ -12,6 +12,7 @@ from /proc: steadier than req/s on a loaded machine) and enc/plain ratios.
 
 Usage: tests/bench/bench_sse.py [--seconds S] [--rounds R] [--sizes B,B]
        [--ops GET,PUT] [--objects N] [--drives D] [--conns C] [--keep]
+       [--server-arg=ARG ...]
 Environment: ECFS_BIN_DIR (default <repo>/bin). Run under
 `flock /tmp/ecfs-bench.lock` on a shared machine.
 """
@@ -54,6 +55,10 @@ def main():
     ap.add_argument("--drives", type=int, default=4)
     ap.add_argument("--conns", type=int, default=16)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="one more storaged argument (repeatable), e.g. "
+                    "--server-arg=--zc-cache-mem=0 (no body cache: every "
+                    "GET reads, and an SSE one decrypts)")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench-sse-", dir="/work/data"
                             if os.path.isdir("/work/data") else None)
@@ -67,7 +72,8 @@ def main():
         log = open(os.path.join(work, "storaged.log"), "wb")
         sp = subprocess.Popen([os.path.join(BIN, "storaged"), "serve",
                                "--address", "127.0.0.1:%d" % port,
-                               "--log-level", "warn"] + drives,
+                               "--log-level", "warn"] + a.server_arg +
+                              drives,
                               env=env, stdout=log, stderr=log)
         ep = "http://127.0.0.1:%d" % port
         wait_http(ep + "/health/ready")
