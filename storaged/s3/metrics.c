@@ -290,7 +290,14 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "# HELP storaged_meta_journal_replayed Metas a replay put "
             "back at this start (after a reboot).\n"
             "# TYPE storaged_meta_journal_replayed gauge\n"
-            "storaged_meta_journal_replayed %llu\n",
+            "storaged_meta_journal_replayed %llu\n"
+            "# HELP storaged_meta_spares_total Meta inodes kept as spares "
+            "(kept), reused by a commit instead of a new file (reused), "
+            "emptied unused after 2 s (emptied).\n"
+            "# TYPE storaged_meta_spares_total counter\n"
+            "storaged_meta_spares_total{event=\"kept\"} %llu\n"
+            "storaged_meta_spares_total{event=\"reused\"} %llu\n"
+            "storaged_meta_spares_total{event=\"emptied\"} %llu\n",
             (unsigned long long)st.sync_barriers,
             (unsigned long long)st.sync_rounds,
             (unsigned long long)st.sync_fsyncs,
@@ -300,7 +307,10 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             (unsigned long long)st.ext_punches,
             (unsigned long long)st.jnl_records,
             (unsigned long long)st.jnl_checkpoints,
-            (unsigned long long)st.jnl_replayed);
+            (unsigned long long)st.jnl_replayed,
+            (unsigned long long)st.spare_kept,
+            (unsigned long long)st.spare_reused,
+            (unsigned long long)st.spare_emptied);
     if (ret == 0)
         ret = cm_buf_appendf(
             o,

@@ -511,4 +511,18 @@ void obj_jnl_item(struct stor_store *s, size_t d, struct stor_sync_item *it);
 void obj_jnl_note(struct stor_store *s, const uint8_t id[16]);
 bool obj_jnl_maybe(struct stor_store *s, const uint8_t id[16]);
 
+/* Spare meta inodes (FORMAT.md "What a PUT costs"): a meta file that lost
+ * its last name keeps its inode for a later commit's temp meta, so a
+ * commit on a journal-less ext4 neither frees nor creates inodes. Under
+ * the key lock of the meta's object: removes @path (a meta or HEX.p on
+ * drive @d) as unlink(2) does (0, or -1 with errno), keeping its inode as
+ * a spare when it has no other name and the drive's pool has room. */
+int obj_spare_put(struct stor_store *s, size_t d, const char *path);
+/* A spare of drive @d old enough to reuse, renamed to @tmp, opened for
+ * writing and cut to @len bytes, which the caller then writes whole from
+ * offset 0; or -1 (none: the caller creates @tmp). */
+int obj_spare_take(struct stor_store *s, size_t d, const char *tmp, size_t len);
+/* Spares reused, kept, and emptied unused (metrics). */
+void obj_spare_stats(struct stor_store *s, uint64_t out[3]);
+
 #endif /* STORAGED_STORE_OBJ_I_H */

@@ -184,7 +184,7 @@ static bool remove_metas(struct stor_store *s, const char *bucket,
             continue;
         if (obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
                           e->id) < 0 ||
-            unlink(path) == 0)
+            obj_spare_put(s, d, path) == 0)
             continue;
         /* ENOENT also means "the whole drive is gone" when the probe has
          * not noticed yet: tell the two apart by the format record */
@@ -942,10 +942,14 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
             ok[j] = false;
             continue;
         }
+        /* a spare inode when the drive has one (obj_jnl.c): no create */
         fds[j] =
-            mode != WM_PLACE
-                ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
-                : open_mk(path, d);
+            mode != WM_PLACE ? obj_spare_take(s, d, path, metas[j].len) : -1;
+        if (fds[j] < 0)
+            fds[j] =
+                mode != WM_PLACE
+                    ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                    : open_mk(path, d);
         if (fds[j] < 0) {
             int e = mode != WM_PLACE ? errno : -fds[j];
 
@@ -1253,7 +1257,7 @@ static void drop_prev(struct stor_store *s, const char *bucket,
             obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, id) == 0 &&
             rename(pv, m) == 0)
             continue;
-        unlink(pv);
+        (void)obj_spare_put(s, d, pv);
     }
 }
 

@@ -28,7 +28,32 @@
  * (s->jnl->maybe, a bitmap of ids, cleared by each checkpoint) first make
  * its metas durable the old way (obj_jnl_settle: a kept version links to
  * that file), and after they commit append their own metas (synced), so a
- * replay never brings back a version older than what was acknowledged. */
+ * replay never brings back a version older than what was acknowledged.
+ *
+ * Spare meta inodes (obj_spare_*) live here too: the journal thread's tick
+ * empties the ones nobody reused. Why they exist: on a journal-less ext4
+ * (the test VM's disk) creating a file walks its directory's inode group
+ * from the first inode and skips, with a buffer lookup each, every inode
+ * freed in the last 60 s (recently_deleted(), 360 s while its table block
+ * is dirty). An inline overwrite frees n metas and creates n temp metas in
+ * the tmp directory's group, so at a few hundred PUT/s each create walked
+ * thousands of freed inodes: perf put 60 % of storaged's CPU there. Now a
+ * meta losing its last name under its key lock (the overwritten version's
+ * HEX.p, a deleted object's HEX.m) is renamed to DRIVE/.ecfs.sys/tmp/sNUM
+ * instead, and a later commit on that drive renames the oldest spare at
+ * least SPARE_MIN_NS old to its temp name, cuts it to the new meta's
+ * length and writes over it (no block freed when the lengths match: on a
+ * drive mounted with -o discard, freeing blocks waits for a discard). Who
+ * may still read the old inode: a GET on a worker holds the key lock the
+ * remover held (none); the loop's GET and the scanner read by path without
+ * it, and check the version they expected (another version or a short read
+ * sends the GET to the worker path, the scanner to still_current()). The
+ * bytes of a removed version leave the drive as before: a spare is
+ * overwritten when reused, or cut to 0 bytes once SPARE_EMPTY_NS old (the
+ * tick; it stays a spare, so a burst of deletes feeds later new names
+ * instead of leaving freed inodes behind), so within 5 s (FORMAT.md
+ * "Pins"); a clean stop unlinks them all, and a start empties the tmp
+ * directory anyway. */
 #include "common/log.h"
 #include "storaged/store/gsync.h"
 #include "storaged/store/meta.h"
@@ -60,6 +85,18 @@
  * bytes leave the drives (FORMAT.md), since a record holds an inline body */
 #define JNL_CP_SECS 3
 
+#define SPARE_CAP      1024         /* spare inodes kept per drive */
+#define SPARE_MIN_NS   200000000LL  /* reused once this old */
+#define SPARE_EMPTY_NS 2000000000LL /* cut to 0 bytes once this old */
+
+struct spare_ring {
+    pthread_mutex_t mu;
+    uint64_t num[SPARE_CAP]; /* protected by mu: names sNUM, oldest first */
+    int64_t at[SPARE_CAP];   /* protected by mu: when each was kept */
+    size_t head, n;          /* protected by mu */
+    size_t clean;            /* protected by mu: the first ones, emptied */
+};
+
 struct jnl_drive {
     int fd; /* -1: this drive does not journal */
     dev_t dev;
@@ -82,6 +119,9 @@ struct obj_jnl {
     bool stop, kick;  /* protected by tmu */
     int64_t first_ns; /* atomic: when the oldest unchecked record came */
     int64_t cp_ns;    /* a checkpoint once the oldest record is this old */
+    struct spare_ring *spare; /* n; NULL when none could be had */
+    uint64_t spare_next;      /* atomic: the next spare's number */
+    uint64_t spare_stat[3];   /* atomics: reused, kept, emptied unused */
 };
 
 static void put32(uint8_t *p, uint32_t v)
@@ -243,8 +283,9 @@ static int put_file(const char *drive, const char *to, const void *p,
     return ret;
 }
 
-/* The version of the readable meta at @path, or 0 when there is none. */
-static uint64_t meta_version(const char *path)
+/* The version of the readable meta at @path (of @want's key when @want),
+ * or 0 when there is none. */
+static uint64_t meta_version(const char *path, const struct stor_meta *want)
 {
     struct stor_meta m;
     struct stat st;
@@ -258,7 +299,11 @@ static uint64_t meta_version(const char *path)
         (cur = malloc((size_t)st.st_size)) != NULL) {
         if (pread(fd, cur, (size_t)st.st_size, 0) == st.st_size &&
             stor_meta_decode_view(cur, (size_t)st.st_size, &m) == 0) {
-            v = m.version ? m.version : 1;
+            /* another key's meta (a reused spare inode whose new bytes
+             * did not reach the disk) is no meta of this name */
+            if (want == NULL || (m.key_len == want->key_len &&
+                                 memcmp(m.key, want->key, m.key_len) == 0))
+                v = m.version ? m.version : 1;
             stor_meta_fini(&m);
         }
         free(cur);
@@ -318,11 +363,13 @@ static int replay_one(const char *drive, const struct jrec *r, uint64_t n)
         return ret; /* a bad name, or the bucket is gone: so is the object */
     if (obj_path_meta(path, sizeof(path), drive, bucket, r->id) < 0)
         return -ENAMETOOLONG;
-    cv = meta_version(path);
-    if (cv >= r->version)
-        return 0; /* newer or the same: keep it */
     if (stor_meta_decode_view(r->meta, r->mlen, &m) < 0)
         return -EINVAL;
+    cv = meta_version(path, &m);
+    if (cv >= r->version) {
+        stor_meta_fini(&m);
+        return 0; /* newer or the same: keep it */
+    }
     there = shards_there(drive, bucket, r->id, &m);
     stor_meta_fini(&m);
     if (!there)
@@ -385,7 +432,7 @@ static int replay_kept(const char *drive, const struct jrec *r, uint64_t n)
                    (unsigned long long)r->since);
     if (ret < 0 || (size_t)ret >= sizeof(path) - (size_t)(sl - path))
         return -ENAMETOOLONG;
-    if (meta_version(path) == r->version)
+    if (meta_version(path, NULL) == r->version)
         return 0;
     ret = put_file(drive, path, r->meta, r->mlen, n);
     return ret < 0 ? ret : 1;
@@ -706,6 +753,139 @@ static bool cp_due(struct obj_jnl *j)
     return false;
 }
 
+/* DRIVE/.ecfs.sys/tmp/sNUM. 0 or -ENAMETOOLONG. */
+static int spare_path(char *buf, size_t cap, const char *drive, uint64_t num)
+{
+    int n = snprintf(buf, cap, "%s/" STOR_TMP_DIR "/s%016llx", drive,
+                     (unsigned long long)num);
+
+    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* Empties (cuts to 0 bytes) the spares older than SPARE_EMPTY_NS; they stay
+ * spares. With @all, unlinks every one instead (a clean stop). */
+static void spare_reap(struct stor_store *s, bool all)
+{
+    struct obj_jnl *j = s->jnl;
+    int64_t now = mono_ns();
+
+    for (size_t d = 0; j->spare && d < j->n; d++) {
+        struct spare_ring *r = &j->spare[d];
+
+        pthread_mutex_lock(&r->mu);
+        while (all ? r->n > 0
+                   : r->clean < r->n &&
+                         now - r->at[(r->head + r->clean) % SPARE_CAP] >=
+                             SPARE_EMPTY_NS) {
+            char path[PATH_MAX];
+            size_t i = all ? r->head : (r->head + r->clean) % SPARE_CAP;
+
+            /* under the ring's lock: take() renames none meanwhile */
+            if (spare_path(path, sizeof(path), s->drives[d].path, r->num[i]) ==
+                0) {
+                if (all)
+                    (void)unlink(path);
+                else
+                    (void)truncate(path, 0);
+            }
+            if (all) {
+                r->head = (r->head + 1) % SPARE_CAP;
+                r->n--;
+                r->clean -= r->clean > 0;
+            } else {
+                r->clean++;
+                __atomic_add_fetch(&j->spare_stat[2], 1, __ATOMIC_RELAXED);
+            }
+        }
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
+/* Contract in obj_i.h. */
+int obj_spare_put(struct stor_store *s, size_t d, const char *path)
+{
+    struct obj_jnl *j = s->jnl;
+    struct spare_ring *r;
+    char to[PATH_MAX];
+    struct stat st;
+    uint64_t num;
+
+    if (j == NULL || j->spare == NULL || d >= j->n)
+        return unlink(path);
+    if (lstat(path, &st) < 0)
+        return -1;
+    if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+        return unlink(path); /* a kept version links it: not ours */
+    r = &j->spare[d];
+    num = __atomic_fetch_add(&j->spare_next, 1, __ATOMIC_RELAXED);
+    if (spare_path(to, sizeof(to), s->drives[d].path, num) < 0)
+        return unlink(path);
+    pthread_mutex_lock(&r->mu);
+    if (r->n == SPARE_CAP || rename(path, to) < 0) {
+        pthread_mutex_unlock(&r->mu);
+        return unlink(path);
+    }
+    r->num[(r->head + r->n) % SPARE_CAP] = num;
+    r->at[(r->head + r->n) % SPARE_CAP] = mono_ns();
+    r->n++;
+    pthread_mutex_unlock(&r->mu);
+    __atomic_add_fetch(&j->spare_stat[1], 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* Contract in obj_i.h. */
+int obj_spare_take(struct stor_store *s, size_t d, const char *tmp, size_t len)
+{
+    struct obj_jnl *j = s->jnl;
+    struct spare_ring *r;
+    char from[PATH_MAX];
+    int64_t now;
+    int fd;
+
+    if (j == NULL || j->spare == NULL || d >= j->n)
+        return -1;
+    r = &j->spare[d];
+    now = mono_ns();
+    pthread_mutex_lock(&r->mu);
+    while (r->n > 0 && now - r->at[r->head] >= SPARE_MIN_NS) {
+        uint64_t num = r->num[r->head];
+
+        r->head = (r->head + 1) % SPARE_CAP;
+        r->n--;
+        r->clean -= r->clean > 0;
+        /* renamed under the ring's lock: the reaper cannot cut it */
+        if (spare_path(from, sizeof(from), s->drives[d].path, num) < 0 ||
+            rename(from, tmp) < 0)
+            continue;
+        pthread_mutex_unlock(&r->mu);
+        /* no O_TRUNC: the caller writes [0, len) over its blocks, and
+         * only a longer old meta's tail is cut (freeing blocks means a
+         * synchronous discard on a drive mounted with -o discard) */
+        fd = open(tmp, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0 && ftruncate(fd, (off_t)len) < 0) {
+            close(fd);
+            fd = -1;
+        }
+        if (fd < 0) {
+            (void)unlink(tmp);
+            return -1;
+        }
+        __atomic_add_fetch(&j->spare_stat[0], 1, __ATOMIC_RELAXED);
+        return fd;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return -1;
+}
+
+/* Contract in obj_i.h. */
+void obj_spare_stats(struct stor_store *s, uint64_t out[3])
+{
+    for (int i = 0; i < 3; i++)
+        out[i] = s->jnl
+                     ? __atomic_load_n(&s->jnl->spare_stat[i], __ATOMIC_RELAXED)
+                     : 0;
+}
+
 static void *jnl_main(void *arg)
 {
     struct stor_store *s = arg;
@@ -722,6 +902,11 @@ static void *jnl_main(void *arg)
             (void)pthread_cond_timedwait(&j->tcv, &j->tmu, &ts);
         }
         j->kick = false;
+        if (!j->stop) {
+            pthread_mutex_unlock(&j->tmu);
+            spare_reap(s, false);
+            pthread_mutex_lock(&j->tmu);
+        }
         if (j->stop || !cp_due(j))
             continue;
         pthread_mutex_unlock(&j->tmu);
@@ -769,6 +954,9 @@ int obj_jnl_open(struct stor_store *s, bool use)
         if (v && *end == '\0' && secs > 0 && secs <= 86400)
             j->cp_ns = (int64_t)secs * 1000000000;
     }
+    j->spare = calloc(j->n ? j->n : 1, sizeof(*j->spare));
+    for (size_t d = 0; j->spare && d < j->n; d++)
+        pthread_mutex_init(&j->spare[d].mu, NULL);
     s->jnl = j;
     need = calloc(j->n ? j->n : 1, sizeof(*need));
     gens = calloc(j->n ? j->n : 1, sizeof(*gens));
@@ -876,6 +1064,7 @@ void obj_jnl_close(struct stor_store *s)
         pthread_mutex_unlock(&j->tmu);
         pthread_join(j->thr, NULL);
     }
+    spare_reap(s, true); /* a clean stop leaves no spare */
     /* a clean stop leaves every journal empty, cut back to its header */
     empty = checkpoint(s);
     for (size_t d = 0; d < j->n; d++) {
@@ -887,6 +1076,9 @@ void obj_jnl_close(struct stor_store *s)
         stor_gsync_file_destroy(j->d[d].sync);
         pthread_mutex_destroy(&j->d[d].mu);
     }
+    for (size_t d = 0; j->spare && d < j->n; d++)
+        pthread_mutex_destroy(&j->spare[d].mu);
+    free(j->spare);
     pthread_rwlock_destroy(&j->cp);
     pthread_mutex_destroy(&j->tmu);
     pthread_cond_destroy(&j->tcv);

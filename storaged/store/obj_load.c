@@ -254,6 +254,19 @@ static void load_dir(struct stor_store *s, size_t d, const char *dir,
                        path);
                 continue;
             }
+            if (m.key_len > 0) {
+                uint8_t kid[16];
+
+                /* another key's meta at this name: a reused spare inode
+                 * (obj_jnl.c) whose new bytes a power cut lost */
+                obj_key_id(s, m.key, m.key_len, kid);
+                if (memcmp(kid, id, 16) != 0) {
+                    cm_log(CM_LOG_WARN, 0,
+                           "load: %s: the meta of another key, ignored", path);
+                    stor_meta_fini(&m);
+                    continue;
+                }
+            }
             if (m.type != STOR_META_OBJECT && m.type != STOR_META_TOMBSTONE) {
                 stor_meta_fini(&m);
                 continue;

@@ -467,6 +467,9 @@ struct stor_store_stats {
     /* the meta journal (FORMAT.md): records appended, checkpoints, metas
      * put back by a replay at this start */
     uint64_t jnl_records, jnl_checkpoints, jnl_replayed;
+    /* spare meta inodes (FORMAT.md "What a PUT costs"): reused by a
+     * commit, kept when a meta lost its last name, emptied unused */
+    uint64_t spare_reused, spare_kept, spare_emptied;
     /* geometry and the heal queue (the console, /metrics) */
     int nsets, set_size, ec_data, ec_parity; /* K+M for full-size objects */
     size_t heal_queue;                       /* heal requests waiting */
