@@ -65,9 +65,11 @@ CM_MUST_CHECK int obj_idx_open(const char *dir, bool create,
 /* Closes; with @sync the data is flushed to disk first. NULL-safe. */
 void obj_idx_close(struct obj_idx *x, bool sync);
 /* Asks the kernel to read the whole data file into the page cache ahead
- * (posix_fadvise WILLNEED on the data file; the environment is opened with
- * MDB_NORDAHEAD, so a lookup otherwise faults its pages in one by one),
- * when the file is at most a quarter of the RAM. True when asked. */
+ * (posix_fadvise WILLNEED on the data file, window by window; the
+ * environment is opened with MDB_NORDAHEAD, so a lookup otherwise faults
+ * its pages in one by one), when the file is at most a quarter of the RAM,
+ * then maps every page of it into LMDB's map (MADV_POPULATE_READ, which
+ * waits for the reads), LMDB's free pages too. True when asked. */
 bool obj_idx_prefetch(struct obj_idx *x);
 /* Checks whether the data file is in the page cache now (cachestat(2), or
  * on a kernel without it mincore of a read-only map of it, window by

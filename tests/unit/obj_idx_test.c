@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include <cmocka.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
 #include <stdio.h>
@@ -1085,6 +1086,114 @@ static void test_resident(void **st)
         assert_int_equal(stor_rmtree(d2), 0);
 }
 
+/* Kilobytes of /proc/self/smaps field @field ("Rss:") of the largest
+ * mapping of @path's inode at offset 0 (LMDB's map). */
+static long map_kb(const char *path, const char *field)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    struct stat sb;
+    unsigned long best = 0, cur = 0;
+    long kb = -1;
+    bool in = false;
+
+    assert_non_null(f);
+    assert_int_equal(stat(path, &sb), 0);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi, off, ino;
+
+        if (sscanf(line, "%lx-%lx %*s %lx %*s %lu", &lo, &hi, &off, &ino) ==
+            4) {
+            in = off == 0 && ino == (unsigned long)sb.st_ino && hi - lo > best;
+            cur = hi - lo;
+            continue;
+        }
+        if (in && strncmp(line, field, strlen(field)) == 0) {
+            char *end;
+
+            errno = 0;
+            kb = strtol(line + strlen(field), &end, 10);
+            assert_true(errno == 0 && end != line + strlen(field));
+            best = cur;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+/* The read-ahead of a cold index reads all of a file bigger than the
+ * device's read-ahead window (one WILLNEED of the whole file read 8 MiB of
+ * it and dropped the rest), and maps every page of it, LMDB's free pages
+ * too, so a write that takes a free page costs no reader a page fault. */
+static void test_prefetch_whole(void **st)
+{
+    char d2[256], path[300];
+    const char *where = dir;
+    struct obj_idx *x = idx_open();
+    struct obj_ent *es[500], *got;
+    static uint8_t shard[3000];
+    const uint8_t *sh[1] = {shard};
+    struct obj_idx_body b = {
+        .shard = sh, .shard_len = 3000, .k = 1, .size = 3000};
+    const struct obj_idx_body *bs[500];
+    struct stat sb;
+    void *body;
+
+    (void)st;
+    obj_idx_close(x, true);
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    if (!evict_file(path)) { /* a tmpfs: the build tree's disk */
+        snprintf(d2, sizeof(d2), "build/obj_idx_test.XXXXXX");
+        assert_non_null(mkdtemp(d2));
+        snprintf(path, sizeof(path), "%s/data.mdb", d2);
+        where = d2;
+    }
+    assert_int_equal(obj_idx_open(where, true, &x), 0);
+    assert_int_equal(obj_idx_bucket_set(x, "pw", 1), 0);
+    /* 8000 bodies of 3000 bytes, one page each: a file of ~32 MiB */
+    for (int r = 0; r < 16; r++) {
+        for (int i = 0; i < 500; i++) {
+            char k[32];
+            int n = snprintf(k, sizeof(k), "w/%06d", r * 500 + i);
+
+            es[i] = mk(k, (size_t)n, (uint64_t)(r * 500 + i + 1), 0, 0);
+            es[i]->size = 3000;
+            memcpy(es[i]->id, &(uint32_t){(uint32_t)(r * 500 + i)}, 4);
+            bs[i] = &b;
+        }
+        assert_int_equal(obj_idx_put_many_body(x, "pw", es, bs, 500), 0);
+        for (int i = 0; i < 500; i++)
+            obj_ent_free(es[i]);
+    }
+    /* free pages: the bodies of the first half replaced by none */
+    for (int i = 0; i < 4000; i += 2) {
+        char k[32];
+        int n = snprintf(k, sizeof(k), "w/%06d", i);
+
+        assert_int_equal(obj_idx_remove(x, "pw", k, (size_t)n, NULL), 0);
+    }
+    obj_idx_close(x, true);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_true(sb.st_size > (24 << 20));
+    assert_true(evict_file(path));
+    assert_int_equal(obj_idx_open(where, false, &x), 0);
+    assert_false(obj_idx_resident(x));
+    assert_true(obj_idx_prefetch(x));
+    /* all of it in the page cache (MADV_POPULATE_READ waited for the
+     * reads), and all of it mapped: the free pages as well */
+    assert_true(obj_idx_resident_check(x));
+    assert_true(map_kb(path, "Rss:") * 1024 >= (long)sb.st_size);
+    assert_int_equal(
+        obj_idx_lookup_body_nb(x, "pw", "w/007999", 8, &got, &body), 0);
+    assert_int_equal(got->version, 8000);
+    assert_non_null(body);
+    obj_ent_free(got);
+    free(body);
+    obj_idx_close(x, false);
+    if (where != dir)
+        assert_int_equal(stor_rmtree(d2), 0);
+}
+
 /* The same, with every check by mmap + mincore (a kernel before 6.5, or
  * one that refuses cachestat(2)); the first run used cachestat where the
  * kernel has it. Last: the switch is for the whole process. */
@@ -1188,6 +1297,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bodies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resident, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prefetch_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resident_mincore, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
