@@ -300,6 +300,42 @@ static enum stor_s3_err payload_mode(struct stor_s3_req *r, const char *v,
     return S3E_NONE;
 }
 
+/* A request date from a Date header (SigV2, or SigV4 without
+ * x-amz-date) or SigV2's x-amz-date: an HTTP-date (IMF-fixdate, RFC 850,
+ * asctime), the
+ * "+0000"-style numeric zone AWS's own examples use, or ISO 8601 basic.
+ * Before 1970 counts as invalid. 0 and *t, or -EINVAL. */
+static int req_date(const char *s, size_t n, time_t now, time_t *t)
+{
+    char imf[CM_TIME_HTTP_LEN + 1];
+
+    if (cm_time_parse_http_any(s, n, now, t) == 0 ||
+        (n == CM_TIME_ISO_BASIC_LEN && cm_time_parse_iso_basic(s, n, t) == 0))
+        return *t < 0 ? -EINVAL : 0;
+    /* "Tue, 27 Mar 2007 19:36:42 +0000" (+HHMM or -HHMM) */
+    if (n == CM_TIME_HTTP_LEN + 2 && s[25] == ' ' &&
+        (s[26] == '+' || s[26] == '-')) {
+        int hh, mm, i;
+        long off;
+
+        for (i = 27; i < 31; i++)
+            if (s[i] < '0' || s[i] > '9')
+                return -EINVAL;
+        hh = (s[27] - '0') * 10 + (s[28] - '0');
+        mm = (s[29] - '0') * 10 + (s[30] - '0');
+        if (hh > 23 || mm > 59)
+            return -EINVAL;
+        memcpy(imf, s, 26);
+        memcpy(imf + 26, "GMT", 4);
+        if (cm_time_parse_http(imf, CM_TIME_HTTP_LEN, t) < 0)
+            return -EINVAL;
+        off = (hh * 60L + mm) * 60L;
+        *t += s[26] == '+' ? -off : off;
+        return *t < 0 ? -EINVAL : 0;
+    }
+    return -EINVAL;
+}
+
 /* Header-based SigV4. */
 static enum stor_s3_err check_header(struct stor_s3_req *r, const char *auth,
                                      size_t alen, time_t now)
@@ -314,11 +350,21 @@ static enum stor_s3_err check_header(struct stor_s3_req *r, const char *auth,
     if (cm_sigv4_parse_authorization(auth, alen, &a) < 0)
         return S3E_ACCESS_DENIED;
     v = stor_s3_hdr(r, "x-amz-date", &n);
-    if (v == NULL || n != CM_TIME_ISO_BASIC_LEN ||
-        cm_time_parse_iso_basic(v, n, &t) < 0)
-        return S3E_ACCESS_DENIED;
-    memcpy(amz_date, v, n);
-    amz_date[n] = 0;
+    if (v != NULL) {
+        if (n != CM_TIME_ISO_BASIC_LEN || cm_time_parse_iso_basic(v, n, &t) < 0)
+            return S3E_ACCESS_DENIED;
+        memcpy(amz_date, v, n);
+        amz_date[n] = 0;
+    } else {
+        /* without x-amz-date the Date header is the request time, as AWS
+         * takes it; the string to sign holds it in ISO basic form
+         * (botocore's own signer sends Date, "... -0000", when the
+         * request already has one) */
+        v = stor_s3_hdr(r, "date", &n);
+        if (v == NULL || req_date(v, n, now, &t) < 0)
+            return S3E_ACCESS_DENIED;
+        cm_time_iso_basic(t, amz_date);
+    }
     if (t > now + CM_SIGV4_SKEW_SECONDS || t < now - CM_SIGV4_SKEW_SECONDS)
         return S3E_SKEWED;
     v = stor_s3_hdr(r, "x-amz-content-sha256", &n);
@@ -487,40 +533,6 @@ static const char *raw_path(const struct stor_s3_req *r, size_t *n,
     *query = q ? q + 1 : NULL;
     *qlen = q ? tlen - *n - 1 : 0;
     return t;
-}
-
-/* A SigV2 date: an HTTP-date (IMF-fixdate, RFC 850, asctime), the
- * "+0000"-style numeric zone AWS's own examples use, or ISO 8601 basic.
- * Before 1970 counts as invalid. 0 and *t, or -EINVAL. */
-static int v2_date(const char *s, size_t n, time_t now, time_t *t)
-{
-    char imf[CM_TIME_HTTP_LEN + 1];
-
-    if (cm_time_parse_http_any(s, n, now, t) == 0 ||
-        (n == CM_TIME_ISO_BASIC_LEN && cm_time_parse_iso_basic(s, n, t) == 0))
-        return *t < 0 ? -EINVAL : 0;
-    /* "Tue, 27 Mar 2007 19:36:42 +0000" (+HHMM or -HHMM) */
-    if (n == CM_TIME_HTTP_LEN + 2 && s[25] == ' ' &&
-        (s[26] == '+' || s[26] == '-')) {
-        int hh, mm, i;
-        long off;
-
-        for (i = 27; i < 31; i++)
-            if (s[i] < '0' || s[i] > '9')
-                return -EINVAL;
-        hh = (s[27] - '0') * 10 + (s[28] - '0');
-        mm = (s[29] - '0') * 10 + (s[30] - '0');
-        if (hh > 23 || mm > 59)
-            return -EINVAL;
-        memcpy(imf, s, 26);
-        memcpy(imf + 26, "GMT", 4);
-        if (cm_time_parse_http(imf, CM_TIME_HTTP_LEN, t) < 0)
-            return -EINVAL;
-        off = (hh * 60L + mm) * 60L;
-        *t += s[26] == '+' ? -off : off;
-        return *t < 0 ? -EINVAL : 0;
-    }
-    return -EINVAL;
 }
 
 /* The x-amz-* headers of @r into @out (at most @cap); -1 past @cap. */
@@ -696,7 +708,7 @@ static enum stor_s3_err check_v2_header(struct stor_s3_req *r, const char *auth,
     amz_date = d != NULL;
     if (d == NULL)
         d = stor_s3_hdr(r, "date", &dn);
-    if (d == NULL || v2_date(d, dn, now, &t) < 0)
+    if (d == NULL || req_date(d, dn, now, &t) < 0)
         return S3E_SIGV2_BAD_DATE;
     if (t > now + CM_SIGV4_SKEW_SECONDS || t < now - CM_SIGV4_SKEW_SECONDS)
         return S3E_SKEWED;

@@ -490,3 +490,38 @@ def test_bad_digest_ends_the_connection(s3, bucket):
         assert out.count(b"HTTP/1.1 ") == 1, out  # closed after the answer
         assert b"Connection: close" in out
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
+
+
+def test_sigv4_with_a_date_header_and_no_x_amz_date(s3, bucket):
+    """botocore's own SigV4 signer (as without awscrt) signs a request that
+    has a Date header with that Date and no x-amz-date (s3-tests'
+    test_object_create_date_and_amz_date). AWS takes Date as the request
+    time then; so does storaged (skew: s3_auth_test)."""
+    from email.utils import formatdate
+
+    import botocore.auth
+    import botocore.awsrequest
+    import botocore.credentials
+
+    srv = s3.ecfs_server
+    creds = botocore.credentials.Credentials(srv.access_key, srv.secret_key)
+
+    def put(date, body=b"dated"):
+        req = botocore.awsrequest.AWSRequest(
+            method="PUT", url="%s/%s/d" % (srv.endpoint, bucket), data=body,
+            headers={"Date": date})
+        botocore.auth.S3SigV4Auth(creds, "s3", "us-east-1").add_auth(req)
+        assert "X-Amz-Date" not in req.headers and "Date" in req.headers
+        p = req.prepare()
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        try:
+            conn.request("PUT", p.url[len(srv.endpoint):], body=body,
+                         headers=dict(p.headers))
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
+
+    st, out = put(formatdate(usegmt=True))
+    assert st == 200, out
+    assert s3.get_object(Bucket=bucket, Key="d")["Body"].read() == b"dated"

@@ -59,6 +59,41 @@ static void test_header_auth(void **state)
         S3E_NONE);
 }
 
+/* SigV4 with a Date header and no x-amz-date (botocore's own signer with a
+ * request that has Date): the request time is Date's, signed as ISO basic.
+ * Signature computed from AWS's algorithm for this request. */
+#define DATE_HDRS(date)                                                        \
+    "Host: examplebucket.s3.amazonaws.com\r\n"                                 \
+    "Date: " date "\r\n"                                                       \
+    "x-amz-content-sha256: "                                                   \
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\r\n"     \
+    "Authorization: AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/"         \
+    "20130524/us-east-1/s3/aws4_request, SignedHeaders=date;host;"             \
+    "x-amz-content-sha256, Signature="                                         \
+    "ed6194c9433be47c68984c63fc0cfe624f5e1ec7d645c66cd434cc72472bab45\r\n"
+
+static void test_header_auth_date(void **state)
+{
+    (void)state;
+    assert_int_equal(check("GET /test.txt HTTP/1.1\r\n" DATE_HDRS(
+                               "Fri, 24 May 2013 00:00:00 -0000") "\r\n",
+                           T_20130524),
+                     S3E_NONE);
+    assert_int_equal(check("GET /test.txt HTTP/1.1\r\n" DATE_HDRS(
+                               "Fri, 24 May 2013 00:00:00 -0000") "\r\n",
+                           T_20130524 + 15 * 60 + 1),
+                     S3E_SKEWED);
+    /* another second: another string to sign */
+    assert_int_equal(check("GET /test.txt HTTP/1.1\r\n" DATE_HDRS(
+                               "Fri, 24 May 2013 00:00:01 -0000") "\r\n",
+                           T_20130524),
+                     S3E_SIGNATURE_MISMATCH);
+    assert_int_equal(
+        check("GET /test.txt HTTP/1.1\r\n" DATE_HDRS("yesterday") "\r\n",
+              T_20130524),
+        S3E_ACCESS_DENIED);
+}
+
 static void test_header_auth_refused(void **state)
 {
     (void)state;
@@ -363,6 +398,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header_auth),
+        cmocka_unit_test(test_header_auth_date),
         cmocka_unit_test(test_header_auth_refused),
         cmocka_unit_test(test_presigned),
         cmocka_unit_test(test_sigv2),
