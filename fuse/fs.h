@@ -56,6 +56,8 @@ struct fc_opts {
                               * many were read; 0 = never */
     unsigned list_prefetch;  /* list a dir's subdirs ahead after this many
                               * of them were opened; 0 = never */
+    unsigned lookup_list;    /* list a dir of one LIST page after this many
+                              * remote lookups in it; 0 = never */
     size_t write_part_size;  /* first part size of uploads (>= 5 MiB) */
     char *stage_dir;         /* staging files go here (created if absent) */
     uint64_t stage_max;      /* largest staged file */

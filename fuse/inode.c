@@ -1207,9 +1207,10 @@ size_t fc_dir_stale_entries(struct fc_fs *fs, const char *dirkey)
     return n;
 }
 
-/* Fetches all pages of a directory, copying each into the listing as it
+/* Fetches all pages of a directory (with @one_page, only the first:
+ * -EFBIG when there are more), copying each into the listing as it
  * comes. 0 and *out, or -errno. */
-static int dir_fetch(struct fc_fs *fs, const char *dirkey,
+static int dir_fetch(struct fc_fs *fs, const char *dirkey, bool one_page,
                      struct fc_listing **out)
 {
     struct lst_builder b;
@@ -1239,6 +1240,12 @@ static int dir_fetch(struct fc_fs *fs, const char *dirkey,
                    "ecfs LIST %s: truncated page without a token", dirkey);
             more = false;
         }
+        if (more && one_page) {
+            fc_listpage_fini(&page);
+            b.failed = true;
+            (void)lst_finish(&b, started);
+            return -EFBIG;
+        }
         if (more) {
             token = page.next_token; /* ours now */
             page.next_token = NULL;
@@ -1252,9 +1259,10 @@ static int dir_fetch(struct fc_fs *fs, const char *dirkey,
     return *out ? 0 : -ENOMEM;
 }
 
-/* Cached or fetched listing; a fetched one is marked @misses_only. */
+/* Cached or fetched listing; a fetched one is marked @misses_only; with
+ * @one_page a directory of more than one LIST page is not cached (-EFBIG). */
 static int dir_listing(struct fc_fs *fs, const char *dirkey,
-                       struct fc_listing **out, bool misses_only)
+                       struct fc_listing **out, bool misses_only, bool one_page)
 {
     struct fc_itab *t = fs->itab;
     struct fc_listing *l, *old, *stale;
@@ -1273,7 +1281,7 @@ static int dir_listing(struct fc_fs *fs, const char *dirkey,
         pthread_mutex_unlock(ll);
         return 0;
     }
-    ret = dir_fetch(fs, dirkey, &l);
+    ret = dir_fetch(fs, dirkey, one_page, &l);
     if (ret < 0) {
         pthread_mutex_unlock(ll);
         return ret;
@@ -1316,12 +1324,19 @@ static int dir_listing(struct fc_fs *fs, const char *dirkey,
 int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
                    struct fc_listing **out)
 {
-    return dir_listing(fs, dirkey, out, false);
+    return dir_listing(fs, dirkey, out, false, false);
 }
 
 /* Refetched listing for lookup misses (see header). */
 int fc_dir_refetch(struct fc_fs *fs, const char *dirkey,
                    struct fc_listing **out)
 {
-    return dir_listing(fs, dirkey, out, true);
+    return dir_listing(fs, dirkey, out, true, false);
+}
+
+/* Listing for lookups by path of a directory of one page (see header). */
+int fc_dir_list_small(struct fc_fs *fs, const char *dirkey,
+                      struct fc_listing **out)
+{
+    return dir_listing(fs, dirkey, out, false, true);
 }

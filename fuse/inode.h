@@ -260,6 +260,12 @@ struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey);
  * listing it fetches answers absent names only (misses_only). */
 CM_MUST_CHECK int fc_dir_refetch(struct fc_fs *fs, const char *dirkey,
                                  struct fc_listing **out);
+/* As fc_dir_listing, for a directory looked up by path many times without
+ * a listing (ops.c, lookup_list): a full listing, as readdir's, but only
+ * of a directory of one LIST page (1000 keys); a bigger one costs that one
+ * LIST, is not cached, and gets -EFBIG. */
+CM_MUST_CHECK int fc_dir_list_small(struct fc_fs *fs, const char *dirkey,
+                                    struct fc_listing **out);
 /* The entry count of the cached listing of @dirkey if it is there but no
  * longer fresh (expired), SIZE_MAX when none is cached or it is fresh: a
  * lookup miss under a small expired listing refetches it (one LIST)

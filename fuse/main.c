@@ -122,6 +122,7 @@ static const struct fuse_opt opt_spec[] = {
     OPTS("read_ahead_kb=%u", o.read_ahead_kb),
     OPTS("dir_prefetch=%u", o.dir_prefetch),
     OPTS("list_prefetch=%u", o.list_prefetch),
+    OPTS("lookup_list=%u", o.lookup_list),
     OPT("allow_other", allow_other),
     FUSE_OPT_KEY("allow_other", FUSE_OPT_KEY_KEEP),
     OPT("allow_root", allow_other),
@@ -140,6 +141,7 @@ static const struct fuse_opt opt_spec[] = {
     FUSE_OPT_KEY("read_ahead_kb=", KEY_UNUM),
     FUSE_OPT_KEY("dir_prefetch=", KEY_UNUM),
     FUSE_OPT_KEY("list_prefetch=", KEY_UNUM),
+    FUSE_OPT_KEY("lookup_list=", KEY_UNUM),
     FUSE_OPT_KEY("rename_dir_max=", KEY_UNUM),
     FUSE_OPT_KEY("attr_timeout=", KEY_SECS),
     FUSE_OPT_KEY("negative_timeout=", KEY_SECS),
@@ -259,6 +261,9 @@ static void usage(const char *prog)
         "    -o list_prefetch=N     once N subdirectories of a directory were opened\n"
         "                           (ls -R, find), list the others ahead in parallel\n"
         "                           (default 2, 0 = off)\n"
+        "    -o lookup_list=N       once N names of an unlisted directory were looked\n"
+        "                           up in S3 (opens by path), list it if it fits one\n"
+        "                           LIST page and answer from that (default 8, 0 = off)\n"
         "    -o threads=N           FUSE worker threads (default 16)\n",
         stdout);
     fputs(
@@ -903,6 +908,7 @@ int main(int argc, char *argv[])
     r.o.read_ahead_kb = 8192;
     r.o.dir_prefetch = 8;
     r.o.list_prefetch = 2;
+    r.o.lookup_list = 8;
     cm_log_init("ecfs", CM_LOG_WARN);
     if (fuse_opt_parse(&args, &r, opt_spec, opt_proc) != 0)
         goto out_args;

@@ -64,6 +64,38 @@ static atomic_ulong g_stale_refetch;
 /* an expired listing is refetched on a miss when it had fewer entries
  * than this (one LIST page): cheaper than HEAD + LIST per name */
 #define STALE_REFETCH_MAX 1000
+/* directories listed because names in them were looked up by path */
+static atomic_ulong g_lookup_lists;
+
+/* Remote lookups per unlisted directory (-o lookup_list, default 8). A
+ * loader that opens files by path from a manifest never lists their
+ * directory, so each open cost a HEAD and a LIST of the name: after
+ * lookup_list of them the directory is listed once (fc_dir_list_small: one
+ * page at most, so memory stays what a readdir of it would hold) and later
+ * names are answered from that listing. A small fixed table hashed by
+ * directory key: a collision only restarts a count. */
+#define LOOKUP_DIRS 64
+
+struct lookup_dir {
+    uint32_t hash; /* of the directory key; 0 = free */
+    unsigned n;    /* remote lookups since its last listing */
+    bool busy;     /* a lookup is listing it now */
+    double big_at; /* more than a page then: not again within list_ttl */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    struct lookup_dir d[LOOKUP_DIRS]; /* protected by lock */
+} g_lookups = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint32_t dirkey_hash(const char *dirkey)
+{
+    uint32_t h = 2166136261u;
+
+    for (const char *p = dirkey; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return h ? h : 1;
+}
 
 /* An open file: the version it reads and its reader state. */
 struct fc_fh {
@@ -485,11 +517,12 @@ static int stats_format(struct fc_fs *fs, char *buf, size_t cap)
     fc_cache_usage(fs->cache, &bytes, &blocks);
     if (n >= 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n,
-                      " ioctls=%lu stale_refetches=%lu inodes=%zu "
-                      "inodes_peak=%zu cache_bytes=%zu cache_blocks=%zu",
+                      " ioctls=%lu stale_refetches=%lu lookup_lists=%lu "
+                      "inodes=%zu inodes_peak=%zu cache_bytes=%zu "
+                      "cache_blocks=%zu",
                       atomic_load(&g_ioctls), atomic_load(&g_stale_refetch),
-                      fc_itab_count(fs->itab), fc_itab_peak(fs->itab), bytes,
-                      blocks);
+                      atomic_load(&g_lookup_lists), fc_itab_count(fs->itab),
+                      fc_itab_peak(fs->itab), bytes, blocks);
     if (n >= 0 && (size_t)n < cap)
         n += fc_metrics_ops_format(buf + n, cap - (size_t)n);
     return n;
@@ -825,6 +858,44 @@ static int listed_child(struct fc_fs *fs, struct fc_listing *l,
     return ret;
 }
 
+/* Counts a remote lookup under @dirkey; true when it is the one to list the
+ * directory now (then lookup_list_done must follow). */
+static bool lookup_list_due(struct fc_fs *fs, const char *dirkey)
+{
+    uint32_t h = dirkey_hash(dirkey);
+    struct lookup_dir *e = &g_lookups.d[h % LOOKUP_DIRS];
+    bool due = false;
+
+    if (fs->o.lookup_list == 0)
+        return false;
+    pthread_mutex_lock(&g_lookups.lock);
+    if (e->hash != h)
+        *e = (struct lookup_dir){.hash = h};
+    if (e->big_at != 0 && fc_fs_is_fresh(fs, e->big_at)) {
+        /* listed over a page lately: keep the HEAD + LIST per name */
+    } else if (++e->n >= fs->o.lookup_list && !e->busy) {
+        e->busy = true;
+        due = true;
+    }
+    pthread_mutex_unlock(&g_lookups.lock);
+    return due;
+}
+
+/* Ends the listing lookup_list_due asked for; @ret is its result. */
+static void lookup_list_done(const char *dirkey, int ret)
+{
+    uint32_t h = dirkey_hash(dirkey);
+    struct lookup_dir *e = &g_lookups.d[h % LOOKUP_DIRS];
+
+    pthread_mutex_lock(&g_lookups.lock);
+    if (e->hash == h) {
+        e->busy = false;
+        e->n = 0;
+        e->big_at = ret == -EFBIG ? fc_now() : 0;
+    }
+    pthread_mutex_unlock(&g_lookups.lock);
+}
+
 /* Resolves @name under directory key @dirkey: this mount's own changes,
  * then a fresh listing, then a live inode's fresh attributes, then S3:
  * one LIST that refreshes an expired listing of at most one page answers
@@ -856,6 +927,15 @@ static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
         atomic_fetch_add_explicit(&g_stale_refetch, 1, memory_order_relaxed);
         if ((v = listed_child(fs, l, dirkey, name, a, key, when)) <= 0)
             return v;
+    } else if (lookup_list_due(fs, dirkey)) {
+        /* many names of it looked up by path: list it (one page) */
+        int r = fc_dir_list_small(fs, dirkey, &l);
+        lookup_list_done(dirkey, r);
+        if (r == 0) {
+            atomic_fetch_add_explicit(&g_lookup_lists, 1, memory_order_relaxed);
+            if ((v = listed_child(fs, l, dirkey, name, a, key, when)) <= 0)
+                return v;
+        }
     }
     *when = fc_now();
     return lookup_remote(fs, dirkey, name, a, key);
