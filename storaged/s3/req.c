@@ -52,11 +52,13 @@ void stor_s3_error_msg(struct stor_s3_req *r, enum stor_s3_err e,
     cm_buf_reset(&rs->body);
     rs->status = ei->status;
     r->err = e;
-    /* a body that does not match its Content-MD5 may be mis-framed (a
-     * client that sent more bytes than its Content-Length, as s3-tests'
-     * content-length-below test does): what follows it would be read as
-     * the next request, so that connection ends with this answer */
-    if (e == S3E_BAD_DIGEST)
+    /* a body that does not match its Content-MD5, x-amz-checksum-* or
+     * x-amz-content-sha256 may be mis-framed (a client that sent more
+     * bytes than its Content-Length, as s3-tests' content-length-below
+     * test does): what follows it would be read as the next request, so
+     * that connection ends with this answer */
+    if (e == S3E_BAD_DIGEST || e == S3E_CHECKSUM_MISMATCH ||
+        e == S3E_SHA256_MISMATCH)
         rs->close = true;
     rs->has_length = false;
     if (r->http.is_head || e == S3E_NOT_MODIFIED) {

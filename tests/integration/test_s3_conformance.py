@@ -461,19 +461,24 @@ def test_bad_digest_ends_the_connection(s3, bucket):
     client that sends more bytes than its Content-Length (s3-tests'
     content-length-below test) leaves the rest on the connection, which
     must not be read as the next request. storaged answers 400 BadDigest
-    and closes; a retry on a new connection gets BadDigest again."""
+    (a Content-MD5 or an x-amz-checksum-* that does not match) and closes;
+    a retry on a new connection gets BadDigest again."""
     import base64
     import socket
 
     srv = s3.ecfs_server
     md5 = base64.b64encode(hashlib.md5(b"bar").digest()).decode()
-    h = {"host": "127.0.0.1:%d" % srv.port, "content-md5": md5,
-         "content-length": "2"}
-    s3util.sign_headers("PUT", "/%s/foo" % bucket, [], h, "UNSIGNED-PAYLOAD",
-                        srv.access_key, srv.secret_key)
-    head = "PUT /%s/foo HTTP/1.1\r\n" % bucket + "".join(
-        "%s: %s\r\n" % kv for kv in h.items()) + "\r\n"
-    for _ in range(2):
+    # Content-MD5 (botocore 1.29), x-amz-checksum-crc32 (1.43's default)
+    for extra in ({"content-md5": md5},
+                  {"x-amz-checksum-crc32": s3util.crc32_b64(b"bar")},
+                  {"content-md5": md5}):
+        h = {"host": "127.0.0.1:%d" % srv.port, "content-length": "2"}
+        h.update(extra)
+        s3util.sign_headers("PUT", "/%s/foo" % bucket, [], h,
+                            "UNSIGNED-PAYLOAD", srv.access_key,
+                            srv.secret_key)
+        head = "PUT /%s/foo HTTP/1.1\r\n" % bucket + "".join(
+            "%s: %s\r\n" % kv for kv in h.items()) + "\r\n"
         s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
         try:
             # "bar" with a Content-Length of 2, then a second request line
