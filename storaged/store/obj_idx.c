@@ -898,6 +898,47 @@ const char *obj_idx_data_path(const struct obj_idx *x)
     return x->data_path;
 }
 
+/* Contract in obj_idx.h. */
+int obj_idx_space(struct obj_idx *x, uint64_t *free_bytes, uint64_t *file_bytes)
+{
+    MDB_envinfo ei;
+    MDB_stat ms;
+    uint64_t used, total;
+    int rc = mdb_env_info(x->env, &ei);
+
+    if (rc == 0)
+        rc = mdb_env_stat(x->env, &ms);
+    if (rc != 0)
+        return mdb_err(rc);
+    used = used_pages(x);
+    if (used == 0)
+        return -EIO;
+    total = (uint64_t)ei.me_last_pgno + 1;
+    *file_bytes = total * ms.ms_psize;
+    *free_bytes = total > used ? (total - used) * ms.ms_psize : 0;
+    return 0;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_compact_to(struct obj_idx *x, const char *path)
+{
+    int fd, rc, ret = 0;
+
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    rc = mdb_env_copyfd2(x->env, fd, MDB_CP_COMPACT);
+    if (rc != 0)
+        ret = mdb_err(rc);
+    if (ret == 0 && fdatasync(fd) < 0)
+        ret = -errno;
+    if (close(fd) < 0 && ret == 0)
+        ret = -errno;
+    if (ret < 0)
+        (void)unlink(path);
+    return ret;
+}
+
 /* A read transaction: from the pool (*slot set), else with !@nb a private
  * one (*slot NULL). 0, -EAGAIN (@nb and none free), -errno. */
 static int rtxn_get(struct obj_idx *x, bool nb, MDB_txn **t,

@@ -121,6 +121,17 @@ uint64_t obj_idx_resident_lost(const struct obj_idx *x);
 CM_MUST_CHECK int obj_idx_sync(struct obj_idx *x);
 /* Path of the environment's data file (borrowed). */
 const char *obj_idx_data_path(const struct obj_idx *x);
+/* Bytes of the data file that LMDB uses (up to its last page: *file_bytes)
+ * and how many of them are in no table (*free_bytes: LMDB's free pages,
+ * which its writes reuse, and its free list's own). 0 or -errno. */
+CM_MUST_CHECK int obj_idx_space(struct obj_idx *x, uint64_t *free_bytes,
+                                uint64_t *file_bytes);
+/* Writes a compacted copy of the environment's last committed state (LMDB's
+ * mdb_env_copyfd2 with MDB_CP_COMPACT: every tree's pages in order, no free
+ * pages) to @path, created or truncated, and flushes it (fdatasync). The
+ * environment stays open and usable. On failure @path is removed. 0 or
+ * -errno. */
+CM_MUST_CHECK int obj_idx_compact_to(struct obj_idx *x, const char *path);
 
 /* State record: 0, -ENOENT (never set), -EBADMSG. */
 CM_MUST_CHECK int obj_idx_state_get(struct obj_idx *x,

@@ -904,8 +904,10 @@ static int load_buckets(struct stor_store *s)
 
 /* ---- the index: where it is, whether to trust it ---- */
 
-#define IDX_DIR OBJ_IDX_DIR
-#define IDX_PTR OBJ_IDX_PTR
+#define IDX_DIR         OBJ_IDX_DIR
+#define IDX_PTR         OBJ_IDX_PTR
+#define IDX_COMPACT_TMP "data.mdb.compact" /* a clean close's copy */
+#define IDX_COMPACT_MIN (64ULL << 20)      /* free bytes worth compacting */
 
 /* The pointer record every online drive keeps (FORMAT.md): which drive
  * holds the index of which generation, and whether it was closed cleanly
@@ -1343,6 +1345,18 @@ static void idx_remove_others(struct stor_store *s, size_t keep)
     }
 }
 
+/* Removes a compacted copy that a close stopped in the middle of (a crash
+ * before its rename: never put in place, FORMAT.md). */
+static void idx_remove_compact_tmp(struct stor_store *s)
+{
+    char dir[PATH_MAX], tmp[PATH_MAX + 32];
+
+    if (idx_dir(dir, sizeof(dir), s->drives[s->idx_drive].path) == 0 &&
+        snprintf(tmp, sizeof(tmp), "%s/" IDX_COMPACT_TMP, dir) <
+            (int)sizeof(tmp))
+        (void)unlink(tmp);
+}
+
 struct rec_ctx {
     struct stor_store *s;
     uint64_t keys, present;
@@ -1417,6 +1431,7 @@ static int load_finish(struct stor_store *s, double t0)
     int ret;
 
     idx_remove_others(s, s->idx_drive);
+    idx_remove_compact_tmp(s);
     for (size_t i = 0; i < s->nbuckets; i++)
         load_uploads(s, s->buckets[i]);
     st.format = OBJ_IDX_FORMAT;
@@ -1649,12 +1664,81 @@ int obj_load_verify(struct stor_store *s)
     return ret;
 }
 
+/* The least free space (bytes, and a quarter of the file) for which a
+ * clean close compacts the index; STORAGED_TEST_INDEX_COMPACT_MIN (bytes)
+ * lowers it for the tests. */
+static uint64_t compact_min(void)
+{
+    const char *v = getenv("STORAGED_TEST_INDEX_COMPACT_MIN");
+    char *end;
+    unsigned long long n;
+
+    if (v == NULL || *v == 0)
+        return IDX_COMPACT_MIN;
+    n = strtoull(v, &end, 10);
+    return *end == 0 ? (uint64_t)n : IDX_COMPACT_MIN;
+}
+
+/* At a clean close, after the state record is written: when at least a
+ * quarter of the index file (and IDX_COMPACT_MIN) is LMDB's free pages,
+ * writes a compacted copy of it to DIR/IDX_COMPACT_TMP (flushed) for
+ * idx_compact_swap. True when the copy is there. FORMAT.md "Compaction at
+ * a clean close": until the pointers say clean=1 (after the swap), a crash
+ * leaves the pointer of this run (clean=0), so the next start reconciles
+ * whichever whole file data.mdb is (both hold the same committed state) or
+ * rebuilds after a reboot. */
+static bool idx_compact_copy(struct stor_store *s, const char *dir, char *tmp,
+                             size_t cap)
+{
+    uint64_t nfree, size, min = compact_min();
+    double t0 = mono_s();
+    int ret;
+
+    if (snprintf(tmp, cap, "%s/" IDX_COMPACT_TMP, dir) >= (int)cap)
+        return false;
+    if (obj_idx_space(s->idx, &nfree, &size) < 0 || nfree < min ||
+        nfree < size / 4)
+        return false;
+    ret = obj_idx_compact_to(s->idx, tmp);
+    if (ret < 0) {
+        cm_log(CM_LOG_WARN, -ret, "index: compacting it failed; kept as is");
+        return false;
+    }
+    cm_log(CM_LOG_INFO, 0,
+           "index: %llu of %llu MiB were free pages: compacted copy written "
+           "in %.3f s",
+           (unsigned long long)(nfree >> 20), (unsigned long long)(size >> 20),
+           mono_s() - t0);
+    return true;
+}
+
+/* Puts the compacted copy @tmp in place of @path (rename, then the
+ * directory is flushed), after the environment is closed. On failure the
+ * old file stays (it is whole and flushed) and the copy goes. */
+static void idx_compact_swap(const char *dir, const char *tmp, const char *path)
+{
+    int fd;
+
+    if (rename(tmp, path) < 0) {
+        cm_log(CM_LOG_WARN, errno,
+               "index: cannot put the compacted copy in place; kept as is");
+        (void)unlink(tmp);
+        return;
+    }
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
 /* Contract in obj_i.h. */
 void obj_index_close(struct stor_store *s)
 {
     struct obj_idx_state st = {0};
     struct idx_ptr p = {0};
-    char dir[PATH_MAX], path[PATH_MAX + 16];
+    char dir[PATH_MAX], path[PATH_MAX + 16], tmp[PATH_MAX + 16];
+    bool compacted = false;
     int ret;
 
     if (s->idx == NULL)
@@ -1672,9 +1756,13 @@ void obj_index_close(struct stor_store *s)
     st.gen = s->idx_gen;
     st.last_version = __atomic_load_n(&s->last_version, __ATOMIC_RELAXED);
     ret = obj_idx_state_set(s->idx, &st);
+    if (ret == 0)
+        compacted = idx_compact_copy(s, dir, tmp, sizeof(tmp));
     obj_idx_close(s->idx, true);
     s->idx = NULL;
     snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    if (compacted)
+        idx_compact_swap(dir, tmp, path);
     if (ret == 0)
         ret = file_ident(path, &p);
     if (ret < 0) {

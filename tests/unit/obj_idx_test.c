@@ -1125,17 +1125,40 @@ static long map_kb(const char *path, const char *field)
  * device's read-ahead window (one WILLNEED of the whole file read 8 MiB of
  * it and dropped the rest), and maps every page of it, LMDB's free pages
  * too, so a write that takes a free page costs no reader a page fault. */
+/* Puts @rounds x 500 entries PFX%06d (version i + 1, @nh headers) into
+ * @bucket, each with a body of 3000 bytes of @shard, 500 per transaction. */
+static void put_bodies(struct obj_idx *x, const char *bucket, const char *pfx,
+                       int rounds, int nh, const uint8_t *shard)
+{
+    struct obj_ent *es[500];
+    const uint8_t *sh[1] = {shard};
+    struct obj_idx_body b = {
+        .shard = sh, .shard_len = 3000, .k = 1, .size = 3000};
+    const struct obj_idx_body *bs[500];
+
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < 500; i++) {
+            char k[32];
+            int n = snprintf(k, sizeof(k), "%s%06d", pfx, r * 500 + i);
+
+            es[i] = mk(k, (size_t)n, (uint64_t)(r * 500 + i + 1), nh, 0);
+            es[i]->size = 3000;
+            memcpy(es[i]->id, &(uint32_t){(uint32_t)(r * 500 + i)}, 4);
+            bs[i] = &b;
+        }
+        assert_int_equal(obj_idx_put_many_body(x, bucket, es, bs, 500), 0);
+        for (int i = 0; i < 500; i++)
+            obj_ent_free(es[i]);
+    }
+}
+
 static void test_prefetch_whole(void **st)
 {
     char d2[256], path[300];
     const char *where = dir;
     struct obj_idx *x = idx_open();
-    struct obj_ent *es[500], *got;
+    struct obj_ent *got;
     static uint8_t shard[3000];
-    const uint8_t *sh[1] = {shard};
-    struct obj_idx_body b = {
-        .shard = sh, .shard_len = 3000, .k = 1, .size = 3000};
-    const struct obj_idx_body *bs[500];
     struct stat sb;
     void *body;
 
@@ -1151,20 +1174,7 @@ static void test_prefetch_whole(void **st)
     assert_int_equal(obj_idx_open(where, true, &x), 0);
     assert_int_equal(obj_idx_bucket_set(x, "pw", 1), 0);
     /* 8000 bodies of 3000 bytes, one page each: a file of ~32 MiB */
-    for (int r = 0; r < 16; r++) {
-        for (int i = 0; i < 500; i++) {
-            char k[32];
-            int n = snprintf(k, sizeof(k), "w/%06d", r * 500 + i);
-
-            es[i] = mk(k, (size_t)n, (uint64_t)(r * 500 + i + 1), 0, 0);
-            es[i]->size = 3000;
-            memcpy(es[i]->id, &(uint32_t){(uint32_t)(r * 500 + i)}, 4);
-            bs[i] = &b;
-        }
-        assert_int_equal(obj_idx_put_many_body(x, "pw", es, bs, 500), 0);
-        for (int i = 0; i < 500; i++)
-            obj_ent_free(es[i]);
-    }
+    put_bodies(x, "pw", "w/", 16, 0, shard);
     /* free pages: the bodies of the first half replaced by none */
     for (int i = 0; i < 4000; i += 2) {
         char k[32];
@@ -1192,6 +1202,96 @@ static void test_prefetch_whole(void **st)
     obj_idx_close(x, false);
     if (where != dir)
         assert_int_equal(stor_rmtree(d2), 0);
+}
+
+/* obj_idx_space and obj_idx_compact_to: an index with many free pages (half
+ * of its bodies removed) is copied compacted; the copy is smaller, has
+ * (almost) no free pages, opens as an index with the same state, bucket
+ * count and content sum (obj_idx_verify), records and bodies; the source
+ * stays usable; a copy that cannot be written leaves no file. */
+static void test_compact(void **st)
+{
+    char d2[300], path[320];
+    struct obj_idx *x = idx_open(), *y;
+    struct obj_ent *es[1], *got;
+    static uint8_t shard[3000];
+    struct obj_idx_state sa = {.format = OBJ_IDX_FORMAT,
+                               .gen = 7,
+                               .last_version = 99},
+                         sb2;
+    uint64_t nfree, size, nfree2, size2, n;
+    void *body;
+    struct stat sb;
+
+    (void)st;
+    memcpy(sa.deployment, "0123456789abcdef0123456789abcdef", 33);
+    for (size_t i = 0; i < sizeof(shard); i++)
+        shard[i] = (uint8_t)(i * 13);
+    assert_int_equal(obj_idx_state_set(x, &sa), 0);
+    assert_int_equal(obj_idx_bucket_set(x, "cp", 1), 0);
+    put_bodies(x, "cp", "c/", 4, 1, shard);
+    for (int i = 0; i < 2000; i += 2) { /* one transaction each */
+        char k[32];
+        int kn = snprintf(k, sizeof(k), "c/%06d", i);
+
+        assert_int_equal(obj_idx_remove(x, "cp", k, (size_t)kn, NULL), 0);
+    }
+    assert_int_equal(obj_idx_space(x, &nfree, &size), 0);
+    assert_true(nfree >= (2u << 20)); /* >= 1000 bodies' pages */
+    assert_true(nfree < size);
+
+    snprintf(d2, sizeof(d2), "%s/copy", dir);
+    assert_int_equal(mkdir(d2, 0755), 0);
+    snprintf(path, sizeof(path), "%s/data.mdb", d2);
+    assert_int_equal(obj_idx_compact_to(x, path), 0);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_true((uint64_t)sb.st_size + nfree / 2 <= size);
+
+    /* the source still serves and writes (not part of the copy) */
+    assert_int_equal(obj_idx_lookup(x, "cp", "c/000001", 8, &got), 0);
+    assert_int_equal(got->version, 2);
+    obj_ent_free(got);
+    es[0] = mk("c/zzz", 5, 5000, 0, 0);
+    assert_int_equal(obj_idx_put(x, "cp", es[0], NULL), 0);
+    obj_ent_free(es[0]);
+    obj_idx_close(x, true);
+
+    assert_int_equal(obj_idx_open(d2, false, &y), 0);
+    assert_int_equal(obj_idx_space(y, &nfree2, &size2), 0);
+    assert_true(nfree2 <= 16 * 4096); /* LMDB's open may add a page or two */
+    assert_true(size2 + nfree / 2 <= size);
+    assert_int_equal(obj_idx_state_get(y, &sb2), 0);
+    assert_int_equal(sb2.format, sa.format);
+    assert_string_equal(sb2.deployment, sa.deployment);
+    assert_int_equal(sb2.gen, 7);
+    assert_int_equal(sb2.last_version, 99);
+    assert_int_equal(obj_idx_verify(y, "cp", NULL, &n), 0);
+    assert_int_equal(n, 1000);
+    assert_int_equal(obj_idx_bucket_get(y, "cp", NULL, &n), 0);
+    assert_int_equal(n, 1000);
+    for (int i = 0; i < 2000; i++) {
+        char k[32];
+        int kn = snprintf(k, sizeof(k), "c/%06d", i);
+        int rc = obj_idx_lookup_body(y, "cp", k, (size_t)kn, &got, &body);
+
+        if (i % 2 == 0) {
+            assert_int_equal(rc, -ENOENT);
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        assert_int_equal(got->version, (uint64_t)i + 1);
+        assert_int_equal(got->nhdrs, 1);
+        assert_non_null(body);
+        assert_memory_equal(body, shard, 3000);
+        obj_ent_free(got);
+        free(body);
+    }
+    assert_int_equal(obj_idx_lookup(y, "cp", "c/zzz", 5, &got), -ENOENT);
+    /* a copy that cannot be written: an error, no file */
+    snprintf(path, sizeof(path), "%s/none/data.mdb", d2);
+    assert_int_equal(obj_idx_compact_to(y, path), -ENOENT);
+    assert_int_equal(access(path, F_OK), -1);
+    obj_idx_close(y, false);
 }
 
 /* The same, with every check by mmap + mincore (a kernel before 6.5, or
@@ -1298,6 +1398,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_prefetch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resident, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefetch_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resident_mincore, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
