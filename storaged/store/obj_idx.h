@@ -128,9 +128,11 @@ CM_MUST_CHECK int obj_idx_space(struct obj_idx *x, uint64_t *free_bytes,
                                 uint64_t *file_bytes);
 /* Writes a compacted copy of the environment's last committed state (LMDB's
  * mdb_env_copyfd2 with MDB_CP_COMPACT: every tree's pages in order, no free
- * pages) to @path, created or truncated, and flushes it (fdatasync). The
- * environment stays open and usable. On failure @path is removed. 0 or
- * -errno. */
+ * pages) to @path, created or truncated, and flushes it (fdatasync); its
+ * pages then leave the page cache and are asked back in 4 KiB folios
+ * (POSIX_FADV_WILLNEED, not waited for; a file of at most a quarter of the
+ * RAM). The environment stays open and usable. On failure @path is
+ * removed. 0 or -errno. */
 CM_MUST_CHECK int obj_idx_compact_to(struct obj_idx *x, const char *path);
 
 /* State record: 0, -ENOENT (never set), -EBADMSG. */
