@@ -1259,10 +1259,10 @@ static int dir_fetch(struct fc_fs *fs, const char *dirkey, bool one_page,
     return *out ? 0 : -ENOMEM;
 }
 
-/* Cached or fetched listing; a fetched one is marked @misses_only; with
- * @one_page a directory of more than one LIST page is not cached (-EFBIG). */
+/* Cached or fetched listing; with @one_page a directory of more than one
+ * LIST page is not cached (-EFBIG). */
 static int dir_listing(struct fc_fs *fs, const char *dirkey,
-                       struct fc_listing **out, bool misses_only, bool one_page)
+                       struct fc_listing **out, bool one_page)
 {
     struct fc_itab *t = fs->itab;
     struct fc_listing *l, *old, *stale;
@@ -1286,7 +1286,6 @@ static int dir_listing(struct fc_fs *fs, const char *dirkey,
         pthread_mutex_unlock(ll);
         return ret;
     }
-    l->misses_only = misses_only;
     atomic_fetch_add(&l->refs, 1); /* one for the cache, one for caller */
     pthread_mutex_lock(&t->lock);
     HASH_FIND(hh, t->listings, dirkey, strlen(dirkey), old);
@@ -1324,19 +1323,12 @@ static int dir_listing(struct fc_fs *fs, const char *dirkey,
 int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
                    struct fc_listing **out)
 {
-    return dir_listing(fs, dirkey, out, false, false);
-}
-
-/* Refetched listing for lookup misses (see header). */
-int fc_dir_refetch(struct fc_fs *fs, const char *dirkey,
-                   struct fc_listing **out)
-{
-    return dir_listing(fs, dirkey, out, true, false);
+    return dir_listing(fs, dirkey, out, false);
 }
 
 /* Listing for lookups by path of a directory of one page (see header). */
 int fc_dir_list_small(struct fc_fs *fs, const char *dirkey,
                       struct fc_listing **out)
 {
-    return dir_listing(fs, dirkey, out, false, true);
+    return dir_listing(fs, dirkey, out, true);
 }

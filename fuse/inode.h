@@ -44,10 +44,6 @@ struct fc_listing {
     size_t n;
     struct fc_dirent *ents;  /* sorted by name (bytewise), unique names */
     struct lst_chunk *arena; /* every name and ETag of ents (inode.c) */
-    /* fetched for a lookup miss (fc_dir_refetch): it answers absent names
-     * only; a name it shows is still looked up with a HEAD, which brings
-     * the object's x-amz-meta-* that a listing lacks */
-    bool misses_only;
     /* the directory's own marker object ("dir/") was in it (made by
      * ecfs, s3fs, a console...); see enum fc_dirmark */
     bool has_marker;
@@ -256,10 +252,6 @@ CM_MUST_CHECK int fc_dir_listing(struct fc_fs *fs, const char *dirkey,
  * (fresh also when this mount changed the directory since: lookups check
  * fc_itab_noted; directory reads use fc_dir_listing, which refetches). */
 struct fc_listing *fc_dir_cached_listing(struct fc_fs *fs, const char *dirkey);
-/* As fc_dir_listing, for a lookup miss under an expired listing: the
- * listing it fetches answers absent names only (misses_only). */
-CM_MUST_CHECK int fc_dir_refetch(struct fc_fs *fs, const char *dirkey,
-                                 struct fc_listing **out);
 /* As fc_dir_listing, for a directory looked up by path many times without
  * a listing (ops.c, lookup_list): a full listing, as readdir's, but only
  * of a directory of one LIST page (1000 keys); a bigger one costs that one

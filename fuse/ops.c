@@ -837,8 +837,7 @@ static int noted_child(struct fc_fs *fs, const char *dirkey, const char *name,
 }
 
 /* @name looked up in listing @l of @dirkey (the reference is dropped):
- * 0 with @a, *@key and *@when, -ENOENT, -ENOMEM, or 1 when @l answers
- * misses only and shows @name (the caller asks S3). */
+ * 0 with @a, *@key and *@when, -ENOENT or -ENOMEM. */
 static int listed_child(struct fc_fs *fs, struct fc_listing *l,
                         const char *dirkey, const char *name, struct fc_attr *a,
                         char **key, double *when)
@@ -846,9 +845,7 @@ static int listed_child(struct fc_fs *fs, struct fc_listing *l,
     const struct fc_dirent *d = fc_listing_find(l, name);
     int ret = -ENOENT;
 
-    if (d != NULL && l->misses_only) {
-        ret = 1;
-    } else if (d != NULL) {
+    if (d != NULL) {
         dirent_attr(d, listing_hides_meta(fs, l), a);
         *when = l->fetched;
         *key = child_key(dirkey, name, d->is_dir);
@@ -898,12 +895,13 @@ static void lookup_list_done(const char *dirkey, int ret)
 
 /* Resolves @name under directory key @dirkey: this mount's own changes,
  * then a fresh listing, then a live inode's fresh attributes, then S3:
- * one LIST that refreshes an expired listing of at most one page answers
- * an absent name (rsync's temp names in a directory it made over
- * list_ttl ago), else HEAD and LIST of the name (also for a name that
- * refreshed listing shows: the HEAD brings its x-amz-meta-*). 0 with @a, *@key
- * (owned by the caller) and *@when (the age of the attributes), -ENOENT, or
- * -errno. */
+ * an expired listing of at most one page is refreshed by one LIST, which
+ * answers this name and the next ones until list_ttl (rsync's temp names
+ * in a directory it made over list_ttl ago; a loader's names in a
+ * directory lookup_list listed), as readdir's listing does (metadata a
+ * listing may hide: listing_hides_meta); else HEAD and LIST of the name.
+ * 0 with @a, *@key (owned by the caller) and *@when (the age of the
+ * attributes), -ENOENT, or -errno. */
 static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
                          struct fc_attr *a, char **key, double *when)
 {
@@ -917,24 +915,22 @@ static int resolve_child(struct fc_fs *fs, const char *dirkey, const char *name,
         fc_listing_unref(l);
         return v == 1 ? 0 : -ENOENT;
     }
-    if (l != NULL) { /* listed_child drops @l */
-        if ((v = listed_child(fs, l, dirkey, name, a, key, when)) <= 0)
-            return v;
-    } else if ((*key = cached_child(fs, dirkey, name, a, when)) != NULL) {
+    if (l != NULL) /* listed_child drops @l */
+        return listed_child(fs, l, dirkey, name, a, key, when);
+    if ((*key = cached_child(fs, dirkey, name, a, when)) != NULL)
         return 0; /* a live inode with fresh attributes: no request */
-    } else if (fc_dir_stale_entries(fs, dirkey) < STALE_REFETCH_MAX &&
-               fc_dir_refetch(fs, dirkey, &l) == 0) {
+    if (fc_dir_stale_entries(fs, dirkey) < STALE_REFETCH_MAX &&
+        fc_dir_listing(fs, dirkey, &l) == 0) {
         atomic_fetch_add_explicit(&g_stale_refetch, 1, memory_order_relaxed);
-        if ((v = listed_child(fs, l, dirkey, name, a, key, when)) <= 0)
-            return v;
-    } else if (lookup_list_due(fs, dirkey)) {
+        return listed_child(fs, l, dirkey, name, a, key, when);
+    }
+    if (lookup_list_due(fs, dirkey)) {
         /* many names of it looked up by path: list it (one page) */
         int r = fc_dir_list_small(fs, dirkey, &l);
         lookup_list_done(dirkey, r);
         if (r == 0) {
             atomic_fetch_add_explicit(&g_lookup_lists, 1, memory_order_relaxed);
-            if ((v = listed_child(fs, l, dirkey, name, a, key, when)) <= 0)
-                return v;
+            return listed_child(fs, l, dirkey, name, a, key, when);
         }
     }
     *when = fc_now();

@@ -134,7 +134,8 @@ def test_listing_from_lookups_keeps_ttl_and_dir_first(storaged, ecfs_mount):
     """The listing made for lookups by path is an ordinary one: a name
     another client adds is found after list_ttl, one it deletes is gone
     after it, absent names are answered from it, and a directory wins over
-    a file of the same name."""
+    a file of the same name. Past list_ttl it is refreshed by one LIST that
+    answers the names after it too (not a HEAD + LIST per name)."""
     srv = storaged(ndrives=4)
     c = srv.client()
     bucket = "lt-" + uuid.uuid4().hex[:8]
@@ -161,11 +162,24 @@ def test_listing_from_lookups_keeps_ttl_and_dir_first(storaged, ecfs_mount):
     c.put_object(Bucket=bucket, Key="data/new", Body=b"from elsewhere")
     c.delete_object(Bucket=bucket, Key="data/f03")
     time.sleep(ttl + 0.5)  # the listing and the kernel's entries expire
+    assert os.path.isdir(d)  # "data" itself is looked up again (root)
+    s2 = m.stats()
+    t0 = time.monotonic()
     with open(os.path.join(d, "new"), "rb") as f:
         assert f.read() == b"from elsewhere"
     assert not os.path.exists(os.path.join(d, "f03"))
-    with open(os.path.join(d, "f04"), "rb") as f:
-        assert f.read() == b"4"
+    for i in range(4, 12):  # names the expired listing showed
+        with open(os.path.join(d, "f%02d" % i), "rb") as f:
+            assert f.read() == b"%d" % i
+    quick = time.monotonic() - t0 < ttl  # else it expired once more
+    s3 = m.stats()
+    # the expired listing is refreshed once (one LIST) and answers every
+    # name, shown or absent: no HEAD + LIST per name it shows
+    cost = {k: s3[k] - s2[k] for k in ("head", "list", "stale_refetches")}
+    assert cost["head"] == 0, cost
+    assert cost["list"] == cost["stale_refetches"] >= 1, cost
+    if quick:
+        assert cost["list"] == 1, cost
 
 
 def test_lookups_do_not_list_a_directory_of_many_pages(storaged,
