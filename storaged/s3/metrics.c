@@ -293,11 +293,15 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             "storaged_meta_journal_replayed %llu\n"
             "# HELP storaged_meta_spares_total Meta inodes kept as spares "
             "(kept), reused by a commit instead of a new file (reused), "
-            "emptied unused after 2 s (emptied).\n"
+            "emptied unused after 2 s (emptied), made ahead empty by the "
+            "pool thread (made), made ahead and taken by a commit "
+            "(taken).\n"
             "# TYPE storaged_meta_spares_total counter\n"
             "storaged_meta_spares_total{event=\"kept\"} %llu\n"
             "storaged_meta_spares_total{event=\"reused\"} %llu\n"
-            "storaged_meta_spares_total{event=\"emptied\"} %llu\n",
+            "storaged_meta_spares_total{event=\"emptied\"} %llu\n"
+            "storaged_meta_spares_total{event=\"made\"} %llu\n"
+            "storaged_meta_spares_total{event=\"taken\"} %llu\n",
             (unsigned long long)st.sync_barriers,
             (unsigned long long)st.sync_rounds,
             (unsigned long long)st.sync_fsyncs,
@@ -310,7 +314,9 @@ static int render_store(struct stor_store *s, struct cm_buf *o)
             (unsigned long long)st.jnl_replayed,
             (unsigned long long)st.spare_kept,
             (unsigned long long)st.spare_reused,
-            (unsigned long long)st.spare_emptied);
+            (unsigned long long)st.spare_emptied,
+            (unsigned long long)st.spare_made,
+            (unsigned long long)st.spare_taken);
     if (ret == 0)
         ret = cm_buf_appendf(
             o,

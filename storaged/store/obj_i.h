@@ -519,10 +519,25 @@ bool obj_jnl_maybe(struct stor_store *s, const uint8_t id[16]);
  * a spare when it has no other name and the drive's pool has room. */
 int obj_spare_put(struct stor_store *s, size_t d, const char *path);
 /* A spare of drive @d old enough to reuse, renamed to @tmp, opened for
- * writing and cut to @len bytes, which the caller then writes whole from
- * offset 0; or -1 (none: the caller creates @tmp). */
+ * writing and cut to @len bytes when longer, which the caller then writes whole
+ * from offset 0; or -1 (none: the caller creates @tmp). */
 int obj_spare_take(struct stor_store *s, size_t d, const char *tmp, size_t len);
-/* Spares reused, kept, and emptied unused (metrics). */
-void obj_spare_stats(struct stor_store *s, uint64_t out[3]);
+/* DRIVE/.ecfs.sys/tmp/sNUM: a spare's name. 0 or -ENAMETOOLONG. */
+int obj_spare_path(char *buf, size_t cap, const char *drive, uint64_t num);
+/* A commit's temp meta on drive @d, named sNUM (*num): the oldest spare
+ * old enough to reuse, cut to @len bytes when longer, or a new file when
+ * there is none; opened for writing [0, @len). The fd, -ENOTSUP when
+ * this store keeps no spares (the caller uses obj_path_tmp), or -errno
+ * (the create failed). The name stays the caller's until it renames it
+ * or hands it back with obj_spare_keep. */
+int obj_spare_open(struct stor_store *s, size_t d, size_t len, uint64_t *num);
+/* Hands sNUM of drive @d back as a spare (its inode lost its other
+ * names; a commit exchanged it with the meta it replaced), or unlinks it
+ * when another name still links it or the pool is full. Under the key
+ * lock of the meta's object. */
+void obj_spare_keep(struct stor_store *s, size_t d, uint64_t num);
+/* Spares reused, kept, emptied unused, made ahead (empty, by the pool
+ * thread), and made ahead and taken (metrics). */
+void obj_spare_stats(struct stor_store *s, uint64_t out[5]);
 
 #endif /* STORAGED_STORE_OBJ_I_H */

@@ -896,6 +896,19 @@ static void ext_refs_load(struct stor_store *s, const char *bucket,
 
 static int open_mk(const char *path, size_t d);
 
+/* No spare name: the temp meta is obj_path_tmp(uniq, 100 + j). */
+#define SNUM_NONE UINT64_MAX
+
+/* The temp meta of shard @j on @drive: sNUM (@snum[j], obj_spare_open) or
+ * the commit's obj_path_tmp name. 0 or -ENAMETOOLONG. */
+static int meta_tmp_path(char *buf, size_t cap, const char *drive,
+                         uint64_t uniq, int j, const uint64_t *snum)
+{
+    if (snum && snum[j] != SNUM_NONE)
+        return obj_spare_path(buf, cap, drive, snum[j]);
+    return obj_path_tmp(buf, cap, drive, uniq, 100 + j);
+}
+
 /* How write_tmp_metas() writes: to temp files made durable by its own
  * barrier; to temp files without a barrier (fds[] left open for the
  * caller's); or in place at HEX.m (O_EXCL), without a barrier. */
@@ -915,13 +928,17 @@ enum wm_mode { WM_SYNC, WM_TMP, WM_PLACE };
  * its final name HEX.m (O_EXCL: the caller found none there, under the key
  * lock), fds[j] left open as with WM_TMP; one created but not written
  * whole is unlinked. (Creating a commit's metas in place too was measured
- * slower: FORMAT.md "Tried and taken back".) Returns the number written;
- * clears ok[j] for the ones that failed. */
+ * slower: FORMAT.md "Tried and taken back".) With @snum (not WM_PLACE),
+ * each temp meta is a spare or a new file named sNUM (obj_spare_open,
+ * snum[j]; SNUM_NONE where the name is obj_path_tmp's): no rename to a
+ * temp name first (meta_tmp_path). Returns the number written; clears
+ * ok[j] for the ones that failed. */
 static int write_tmp_metas(struct stor_store *s, const char *bucket,
                            const uint8_t id[16], const struct stor_place *pl,
                            uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
-                           int *fds, uint64_t mark, const bool *dirs,
-                           const struct ext_batch *xb, enum wm_mode mode)
+                           int *fds, uint64_t *snum, uint64_t mark,
+                           const bool *dirs, const struct ext_batch *xb,
+                           enum wm_mode mode)
 {
     struct stor_io io[3 * OBJ_MAX_SHARDS];
     int map[3 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
@@ -932,9 +949,24 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
         char path[PATH_MAX];
 
         fds[j] = -1;
+        if (snum)
+            snum[j] = SNUM_NONE;
         if (!ok[j])
             continue;
-        if ((mode != WM_PLACE
+        if (snum && mode != WM_PLACE) {
+            /* the temp meta is a spare, or a new file, named sNUM */
+            int r = obj_spare_open(s, d, metas[j].len, &snum[j]);
+
+            if (r < 0 && r != -ENOTSUP) {
+                snum[j] = SNUM_NONE;
+                obj_drive_fail(s, d, r == -ENOENT ? ENODEV : -r);
+                ok[j] = false;
+                continue;
+            }
+            fds[j] = r < 0 ? -1 : r;
+        }
+        if (fds[j] < 0 &&
+            (mode != WM_PLACE
                  ? obj_path_tmp(path, sizeof(path), s->drives[d].path, uniq,
                                 100 + j)
                  : obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
@@ -943,8 +975,8 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
             continue;
         }
         /* a spare inode when the drive has one (obj_jnl.c): no create */
-        fds[j] =
-            mode != WM_PLACE ? obj_spare_take(s, d, path, metas[j].len) : -1;
+        if (fds[j] < 0 && mode != WM_PLACE)
+            fds[j] = obj_spare_take(s, d, path, metas[j].len);
         if (fds[j] < 0)
             fds[j] =
                 mode != WM_PLACE
@@ -1152,7 +1184,7 @@ int obj_rewrite_metas(struct stor_store *s, const char *bucket,
     }
     if (build_metas(e, STOR_META_OBJECT, e->inl ? inl : NULL, L, metas, which,
                     xb) == 0 &&
-        write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, which, fds,
+        write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, which, fds, NULL,
                         sync_mark(s, &pl, n, which), NULL, xb, WM_SYNC) > 0) {
         uint64_t mark = sync_mark(s, &pl, n, which);
 
@@ -1239,25 +1271,40 @@ static uint32_t save_prev(struct stor_store *s, const char *bucket,
 }
 
 /* After the commit: drops the saved metas, or (@restore) puts them back
- * where the new meta had replaced them. */
+ * where the new meta had replaced them. Where swapped[j] (@swapped may be
+ * NULL), the commit exchanged its temp meta sNUM (snum[j]) with HEX.m, so
+ * sNUM names the saved meta's inode too: it becomes the spare (HEX.p is
+ * only unlinked), or goes when HEX.p is put back. */
 static void drop_prev(struct stor_store *s, const char *bucket,
                       const uint8_t id[16], const struct stor_place *pl,
-                      uint32_t mask, const bool *restore)
+                      uint32_t mask, const bool *restore, const bool *swapped,
+                      const uint64_t *snum)
 {
     for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
         size_t d;
         char m[PATH_MAX], pv[PATH_MAX];
+        bool sw;
 
         if (!(mask & (1u << j)))
             continue;
         d = obj_shard_drive(s, pl, j);
+        sw = swapped && swapped[j];
         if (path_prev(pv, sizeof(pv), s->drives[d].path, bucket, id) < 0)
             continue;
         if (restore && restore[j] &&
             obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, id) == 0 &&
-            rename(pv, m) == 0)
+            rename(pv, m) == 0) {
+            if (sw &&
+                obj_spare_path(pv, sizeof(pv), s->drives[d].path, snum[j]) == 0)
+                (void)unlink(pv); /* the restored meta's other name */
             continue;
-        (void)obj_spare_put(s, d, pv);
+        }
+        if (sw) {
+            (void)unlink(pv);
+            obj_spare_keep(s, d, snum[j]);
+        } else {
+            (void)obj_spare_put(s, d, pv);
+        }
     }
 }
 
@@ -1442,6 +1489,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     struct stor_place pl;
     uint64_t uniq = obj_next_version(s);
     bool keep[OBJ_MAX_SHARDS] = {0}, linked[OBJ_MAX_SHARDS] = {0};
+    bool swapped[OBJ_MAX_SHARDS] = {0}; /* renameat2(RENAME_EXCHANGE) */
+    uint64_t snum[OBJ_MAX_SHARDS];      /* temp metas' spare names */
     int owq = obj_write_quorum(s, e->k, e->m), prev_n = 0;
     uint32_t prev_mask = 0;
     uint8_t id_copy[16];
@@ -1459,8 +1508,10 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     struct obj_retire *rt = NULL;  /* the version kept in place (obj_ver.c) */
     const struct obj_idx_body *bp = NULL;
 
-    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
         fds[j] = -1;
+        snum[j] = SNUM_NONE;
+    }
     memcpy(id_copy, e->id, 16);
     obj_place(s, bucket, e->key, e->key_len, &pl);
     memset(metas, 0, sizeof(metas));
@@ -1543,8 +1594,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     }
     for (int j = 0; j < n; j++) /* a rename will replace it, or a link */
         linked[j] = ((prev_mask | (rt ? rt->linked : 0)) >> j) & 1;
-    nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, mark,
-                          linked, xb, one || jov ? WM_TMP : WM_SYNC);
+    nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, snum,
+                          mark, linked, xb, one || jov ? WM_TMP : WM_SYNC);
     if (jin && nok >= owq)
         nok =
             jnl_append(s, bucket, e->id, e->version, 0, &pl, n, ok, jn, metas);
@@ -1577,11 +1628,20 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
 
         if (!ok[j])
             continue;
-        if (obj_path_tmp(from, sizeof(from), s->drives[d].path, uniq, 100 + j) <
-                0 ||
+        if (meta_tmp_path(from, sizeof(from), s->drives[d].path, uniq, j,
+                          snum) < 0 ||
             obj_path_meta(to, sizeof(to), s->drives[d].path, bucket, e->id) <
-                0 ||
-            rename_mk(from, to, d) < 0) {
+                0) {
+            obj_drive_fail(s, d, ENAMETOOLONG);
+            ok[j] = false;
+            continue;
+        }
+        /* over a meta saved as HEX.p: exchanged, so sNUM keeps the old
+         * inode, the next spare (drop_prev), with no rename of its own */
+        if ((prev_mask >> j) & 1 && snum[j] != SNUM_NONE &&
+            renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0) {
+            swapped[j] = true;
+        } else if (rename_mk(from, to, d) < 0) {
             obj_drive_fail(s, d, errno);
             ok[j] = false;
             continue;
@@ -1610,7 +1670,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         unlink_metas(s, bucket, e->id, &pl, n, keep);
         remove_shards(s, bucket, e, &pl, true);
         /* the old inline version gets its metas back */
-        drop_prev(s, bucket, e->id, &pl, prev_mask, keep);
+        drop_prev(s, bucket, e->id, &pl, prev_mask, keep, swapped, snum);
         prev_mask = 0;
         obj_heal_queue(s, bucket, e->key, e->key_len);
         ret = -STOR_EQUORUM;
@@ -1673,15 +1733,15 @@ out_tmp:
     if (xb) /* records of shards not committed are free again */
         ext_unreserve(s, &pl, xb, n, placed ? ok : NULL);
     if (prev_mask)
-        drop_prev(s, bucket, id_copy, &pl, prev_mask, NULL);
+        drop_prev(s, bucket, id_copy, &pl, prev_mask, NULL, swapped, snum);
     for (int j = 0; j < n; j++) {
         char path[PATH_MAX];
 
-        if (keep[j] && ret == 0)
-            continue; /* renamed into place */
-        if (obj_path_tmp(path, sizeof(path),
-                         s->drives[obj_shard_drive(s, &pl, j)].path, uniq,
-                         100 + j) == 0)
+        if ((keep[j] && ret == 0) || swapped[j])
+            continue; /* renamed into place; a swapped name is drop_prev's */
+        if (meta_tmp_path(path, sizeof(path),
+                          s->drives[obj_shard_drive(s, &pl, j)].path, uniq, j,
+                          snum) == 0)
             unlink(path);
     }
 out:
@@ -3112,7 +3172,7 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
     for (int j = 0; j < n; j++)
         ok[j] = obj_drive_online(s, obj_shard_drive(s, pl, j));
     if (build_metas(&t, STOR_META_TOMBSTONE, NULL, 0, metas, ok, NULL) == 0 &&
-        write_tmp_metas(s, bucket, e->id, pl, uniq, metas, n, ok, fds,
+        write_tmp_metas(s, bucket, e->id, pl, uniq, metas, n, ok, fds, NULL,
                         sync_mark(s, pl, n, ok), NULL, NULL, WM_SYNC) > 0) {
         uint64_t mark = sync_mark(s, pl, n, ok);
 
@@ -3420,7 +3480,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
         write_tombstones(s, bucket, cur, &pl);
     /* the marker, created in place now that the version is not current */
     nok = write_tmp_metas(s, dm->bucket, me->id, &mpl, 0, metas, mn, mok, fds,
-                          0, NULL, NULL, WM_PLACE);
+                          NULL, 0, NULL, NULL, WM_PLACE);
     for (int j = 0; j < mn; j++)
         if (fds[j] >= 0)
             close(fds[j]);

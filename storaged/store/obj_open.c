@@ -461,12 +461,14 @@ void stor_store_get_stats(struct stor_store *s, struct stor_store_stats *out)
         __atomic_load_n(&s->jnl_checkpoints, __ATOMIC_RELAXED);
     out->jnl_replayed = __atomic_load_n(&s->jnl_replayed, __ATOMIC_RELAXED);
     {
-        uint64_t v[3];
+        uint64_t v[5];
 
         obj_spare_stats(s, v);
         out->spare_reused = v[0];
         out->spare_kept = v[1];
         out->spare_emptied = v[2];
+        out->spare_made = v[3];
+        out->spare_taken = v[4];
     }
 }
 

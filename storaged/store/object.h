@@ -470,6 +470,8 @@ struct stor_store_stats {
     /* spare meta inodes (FORMAT.md "What a PUT costs"): reused by a
      * commit, kept when a meta lost its last name, emptied unused */
     uint64_t spare_reused, spare_kept, spare_emptied;
+    /* empty spares made ahead by the pool thread, and taken by commits */
+    uint64_t spare_made, spare_taken;
     /* geometry and the heal queue (the console, /metrics) */
     int nsets, set_size, ec_data, ec_parity; /* K+M for full-size objects */
     size_t heal_queue;                       /* heal requests waiting */

@@ -37,7 +37,15 @@ def writer(c, keys, state, stop, seed, bucket="crash", make_body=body):
 
 
 @pytest.mark.slow
+def empty_file(p):
+    try:
+        return os.path.getsize(p) == 0
+    except FileNotFoundError:
+        return False
+
+
 def test_kill9_during_puts(storaged):
+    from test_object_journal import spares  # it imports this module
     srv = storaged(ndrives=4)
     c = srv.client()
     c.create_bucket(Bucket="crash")
@@ -64,11 +72,18 @@ def test_kill9_during_puts(storaged):
         srv.start()
         # the start empties the temp areas; a heal it queued may be
         # rewriting a meta through one right then (a file that comes and
-        # goes), so a leftover is one still there after a few seconds
+        # goes), so a leftover is one still there after a few seconds.
+        # The new run's pool of empty spares (FORMAT.md "What a PUT
+        # costs") is there too: exactly made - taken empty sNUM files.
         deadline = time.monotonic() + 5
         while True:
-            left = [f for d in srv.drives
+            left = [os.path.join(d, ".ecfs.sys", "tmp", f) for d in srv.drives
                     for f in os.listdir(os.path.join(d, ".ecfs.sys", "tmp"))]
+            sp = spares(srv)
+            pool = [p for p in left if os.path.basename(p).startswith("s")
+                    and empty_file(p)]
+            if len(pool) == sp.get("made", 0) - sp.get("taken", 0):
+                left = [p for p in left if p not in pool]
             if not left or time.monotonic() > deadline:
                 break
             time.sleep(0.1)

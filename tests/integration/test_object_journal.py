@@ -442,3 +442,87 @@ def test_overwrites_reuse_meta_inodes_and_leave_no_bytes(storaged):
     assert spare_files(srv) == []
     srv.start()
     assert c.get_object(Bucket="spr", Key="k")["Body"].read() == cur
+
+
+def spare_inodes(srv):
+    """{inode: path} of the spare files (sNUM) on every drive."""
+    out = {}
+    for p in spare_files(srv):
+        try:
+            out[os.stat(p).st_ino] = p
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def test_new_names_take_spares_made_ahead_and_overwrites_swap(storaged):
+    """FORMAT.md "What a PUT costs", session 12: a thread makes empty
+    spares ahead (STORAGED_SPARE_POOL per drive), so a new name's commit
+    opens them instead of creating its temp metas; a temp meta keeps its
+    spare's name and an overwrite exchanges it with HEX.m, so the old meta's
+    inode becomes the next spare with no rename of its own. Every key reads
+    back exact, no HEX.p is left, the old version's bytes leave the drives,
+    and a clean stop leaves no spare."""
+    from test_s3_header_audit import drives_clear_of
+    pool = 6
+    srv = storaged(ndrives=16, env={"STORAGED_SYNC_MODE": "file",
+                                    "STORAGED_SPARE_POOL": str(pool)})
+    c = srv.client()
+    c.create_bucket(Bucket="pool")
+
+    def full_pool():
+        """Waits until the pool is full; the spare files' inodes then."""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            sp = spares(srv)
+            have = sp.get("made", 0) - sp.get("taken", 0)
+            files = spare_inodes(srv)
+            if have == pool * 16 and len(files) == have:
+                return sp, files
+            time.sleep(0.1)
+        raise AssertionError("the pool did not fill: %r" % spares(srv))
+    sp, made = full_pool()
+    assert sp["made"] == pool * 16, sp  # the pool is full, and no more
+    assert all(os.path.getsize(p) == 0 for p in made.values())
+    # new names: their metas are the inodes made ahead, not new files
+    rng = random.Random(12)
+    bodies = {"a": rng.randbytes(320 * 1024), "b": rng.randbytes(5000)}
+    for k, v in bodies.items():
+        sp, made = full_pool()
+        c.put_object(Bucket="pool", Key=k, Body=v)
+        n = 16 if k == "a" else 5  # 12+4 and 1+4 metas
+        assert spares(srv)["taken"] - sp["taken"] == n, spares(srv)
+        inos = {os.stat(p).st_ino for p, _ in metas_of(srv, "pool", k)}
+        assert len(inos) == n and inos <= set(made), "a meta was created"
+    # the pool fills up again (made only what was taken)
+    sp, _ = full_pool()
+    assert sp["made"] == pool * 16 + 21, sp
+    # an overwrite: the old metas' inodes are now spares (exchanged)
+    time.sleep(0.25)
+    old = {os.stat(p).st_ino for p, _ in metas_of(srv, "pool", "a")}
+    kept = spares(srv)["kept"]
+    v2 = rng.randbytes(320 * 1024)
+    c.put_object(Bucket="pool", Key="a", Body=v2)
+    assert spares(srv)["kept"] - kept == 16, spares(srv)
+    assert old <= set(spare_inodes(srv)), "the old metas were not kept"
+    assert not [p for d in srv.drives
+                for p in glob.glob(os.path.join(d, "b", "pool", "*", "*.p"))]
+    assert c.get_object(Bucket="pool", Key="a")["Body"].read() == v2
+    assert c.get_object(Bucket="pool", Key="b")["Body"].read() == bodies["b"]
+    # ... and their bytes leave the drives (emptied within 3 s)
+    assert drives_clear_of(srv, bodies["a"][5000:5400])
+    # overwrites in a row take the exchanged spares back: no create
+    for i in range(4):
+        time.sleep(0.25)
+        before = spares(srv)
+        v2 = rng.randbytes(320 * 1024)
+        c.put_object(Bucket="pool", Key="a", Body=v2)
+        after = spares(srv)
+        assert after["reused"] + after["taken"] - before["reused"] - \
+            before["taken"] == 16, (before, after)
+        assert c.get_object(Bucket="pool", Key="a")["Body"].read() == v2
+    srv.stop()
+    assert spare_files(srv) == []
+    srv.start()
+    assert c.get_object(Bucket="pool", Key="a")["Body"].read() == v2
+    assert c.get_object(Bucket="pool", Key="b")["Body"].read() == bodies["b"]
