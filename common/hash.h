@@ -1,7 +1,6 @@
-/* common/hash.h - digests and MACs over OpenSSL's EVP, and fast checksums
- * over isa-l's CRCs. All functions are thread-safe. The caller owns the
- * incremental contexts; besides those, each thread keeps one cached
- * SHA-256 context (freed at thread exit). */
+/* common/hash.h - digests and MACs over OpenSSL, and fast checksums over
+ * isa-l's CRCs. All functions are thread-safe. The caller owns the
+ * incremental contexts and the HMAC keys. */
 #ifndef COMMON_HASH_H
 #define COMMON_HASH_H
 #include "common/compiler.h"
@@ -18,6 +17,21 @@ void cm_sha256_hex(const void *p, size_t n, char out[2 * CM_SHA256_LEN + 1]);
 void cm_hmac_sha256(const void *key, size_t keylen, const void *p, size_t n,
                     uint8_t out[CM_SHA256_LEN]);
 void cm_md5(const void *p, size_t n, uint8_t out[CM_MD5_LEN]);
+
+/* An HMAC-SHA256 key whose two padded blocks are hashed once
+ * (cm_hmac_sha256_key_init), so each message MACed under it with
+ * cm_hmac_sha256_pre costs two SHA-256 blocks fewer: SigV4's signing key
+ * is the same for every request of a day. Opaque: the inner and outer
+ * SHA-256 states. cm_hmac_sha256_pre(k, p, n) == cm_hmac_sha256(key,
+ * keylen, p, n). Wipe one with cm_hmac_sha256_key_wipe. */
+struct cm_hmac_sha256_key {
+    uint32_t st[2][32];
+};
+void cm_hmac_sha256_key_init(struct cm_hmac_sha256_key *k, const void *key,
+                             size_t keylen);
+void cm_hmac_sha256_pre(const struct cm_hmac_sha256_key *k, const void *p,
+                        size_t n, uint8_t out[CM_SHA256_LEN]);
+void cm_hmac_sha256_key_wipe(struct cm_hmac_sha256_key *k);
 
 /* Incremental digests (EVP underneath). _create returns NULL only on ENOMEM. */
 enum cm_digest_kind { CM_DIGEST_MD5, CM_DIGEST_SHA1, CM_DIGEST_SHA256 };

@@ -182,7 +182,10 @@ static int mdays(int year, int month)
     return month == 2 && leap ? 29 : d[month - 1];
 }
 
-/* Range-checks the fields and converts them with timegm. */
+/* Range-checks the fields and converts them: years 1970..9999 by
+ * arithmetic (H. Hinnant's days_from_civil; timegm's result, a leap
+ * second included, without its time-zone lock: SigV4 parses a date per
+ * request), other years with timegm. */
 static int to_time(int y, int mo, int d, int h, int mi, int s, time_t *t)
 {
     struct tm tm;
@@ -191,6 +194,16 @@ static int to_time(int y, int mo, int d, int h, int mi, int s, time_t *t)
     if (mo < 1 || mo > 12 || d < 1 || d > mdays(y, mo) || h > 23 || mi > 59 ||
         s > 60)
         return -EINVAL;
+    if (y >= 1970 && y <= 9999) {
+        long long yy = mo <= 2 ? y - 1 : y, era = yy / 400;
+        long long yoe = yy - era * 400;
+        long long doy = (153LL * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5 + d - 1;
+        long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        long long days = era * 146097 + doe - 719468;
+
+        *t = (time_t)(days * 86400 + h * 3600LL + mi * 60LL + s);
+        return 0;
+    }
     memset(&tm, 0, sizeof(tm));
     tm.tm_year = y - 1900;
     tm.tm_mon = mo - 1;

@@ -85,6 +85,40 @@ static void test_hmac(void **state)
         "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
 }
 
+/* A key prepared once (cm_hmac_sha256_key_init) MACs like cm_hmac_sha256:
+ * RFC 4231 case 2, and keys of 0..131 bytes over messages of 0..200
+ * bytes, the same key reused for several messages. */
+static void test_hmac_pre(void **state)
+{
+    static const size_t klens[] = {0, 1, 4, 32, 63, 64, 65, 131};
+    static const size_t mlens[] = {0, 1, 55, 56, 64, 119, 120, 200};
+    struct cm_hmac_sha256_key hk;
+    uint8_t mac[CM_SHA256_LEN], want[CM_SHA256_LEN], key[131], msg[200];
+    char hex[65];
+    size_t i, j;
+
+    (void)state;
+    cm_hmac_sha256_key_init(&hk, "Jefe", 4);
+    cm_hmac_sha256_pre(&hk, "what do ya want for nothing?", 28, mac);
+    hex_of(mac, sizeof(mac), hex);
+    assert_string_equal(
+        hex,
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    for (i = 0; i < sizeof(key); i++)
+        key[i] = (uint8_t)(i * 7 + 1);
+    for (i = 0; i < sizeof(msg); i++)
+        msg[i] = (uint8_t)(i * 13 + 5);
+    for (i = 0; i < sizeof(klens) / sizeof(klens[0]); i++) {
+        cm_hmac_sha256_key_init(&hk, key, klens[i]);
+        for (j = 0; j < sizeof(mlens) / sizeof(mlens[0]); j++) {
+            cm_hmac_sha256(key, klens[i], msg, mlens[j], want);
+            cm_hmac_sha256_pre(&hk, msg, mlens[j], mac);
+            assert_memory_equal(mac, want, sizeof(mac));
+        }
+        cm_hmac_sha256_key_wipe(&hk);
+    }
+}
+
 static void test_digest_incremental(void **state)
 {
     static const enum cm_digest_kind kinds[] = {CM_DIGEST_MD5, CM_DIGEST_SHA1,
@@ -221,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_sha256),
         cmocka_unit_test(test_md5),
         cmocka_unit_test(test_hmac),
+        cmocka_unit_test(test_hmac_pre),
         cmocka_unit_test(test_digest_incremental),
         cmocka_unit_test(test_crc_check_values),
         cmocka_unit_test(test_crc_reference_and_chaining),

@@ -5,6 +5,7 @@
 #include <locale.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -372,6 +373,52 @@ static void test_civil_date_like_gmtime(void **state)
     expect_like_gmtime((time_t)-86401);
 }
 
+/* The parser's arithmetic (years 1970..9999) gives what timegm gives,
+ * a leap second included, on every day's first and last second of
+ * sampled years and across every year's February. */
+static void expect_parse_like_timegm(int y, int mo, int d, int h, int mi,
+                                     int sec)
+{
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec};
+    char iso[32];
+    time_t t = 0;
+
+    snprintf(iso, sizeof(iso), "%04d%02d%02dT%02d%02d%02dZ", y, mo, d, h, mi,
+             sec);
+    assert_int_equal(cm_time_parse_iso_basic(iso, 16, &t), 0);
+    assert_true(t == timegm(&tm));
+}
+
+static void test_parse_like_timegm(void **state)
+{
+    static const int mlen[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+
+    (void)state;
+    for (int y = 1970; y <= 9999; y++) {
+        bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+        expect_parse_like_timegm(y, 1, 1, 0, 0, 0);
+        expect_parse_like_timegm(y, 2, 28, 23, 59, 59);
+        if (leap)
+            expect_parse_like_timegm(y, 2, 29, 12, 30, 60);
+        expect_parse_like_timegm(y, 3, 1, 0, 0, 0);
+        expect_parse_like_timegm(y, 12, 31, 23, 59, 60);
+        if (y % 97 != 0 && y != 2026)
+            continue;
+        for (int mo = 1; mo <= 12; mo++)
+            for (int d = 1; d <= mlen[mo - 1]; d++)
+                if (mo != 2 || d < 29 || leap) {
+                    expect_parse_like_timegm(y, mo, d, 0, 0, 0);
+                    expect_parse_like_timegm(y, mo, d, 23, 59, 59);
+                }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_civil_date_like_gmtime),
         cmocka_unit_test(test_locale_independent),
         cmocka_unit_test(test_parse_good),
+        cmocka_unit_test(test_parse_like_timegm),
         cmocka_unit_test(test_parse_bad),
         cmocka_unit_test(test_parse_http_any),
         cmocka_unit_test(test_round_trip),

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -102,6 +103,44 @@ static void test_decode_bad(void **state)
     }
 }
 
+/* Every byte, with and without keep_slash, against the RFC 3986
+ * definition written out here; appended after existing content. */
+static void test_encode_every_byte(void **state)
+{
+    struct cm_buf b, want;
+    char all[256];
+    int i, slash;
+
+    (void)state;
+    for (i = 0; i < 256; i++)
+        all[i] = (char)i;
+    for (slash = 0; slash < 2; slash++) {
+        cm_buf_init(&b, CM_BUF_NOLIMIT);
+        cm_buf_init(&want, CM_BUF_NOLIMIT);
+        assert_int_equal(cm_buf_appends(&b, "pre"), 0);
+        assert_int_equal(cm_buf_appends(&want, "pre"), 0);
+        for (i = 0; i < 256; i++) {
+            bool keep = (i >= 'A' && i <= 'Z') || (i >= 'a' && i <= 'z') ||
+                        (i >= '0' && i <= '9') || i == '-' || i == '_' ||
+                        i == '.' || i == '~' || (slash && i == '/');
+            char esc[4];
+
+            if (keep) {
+                assert_int_equal(cm_buf_appendc(&want, (char)i), 0);
+            } else {
+                snprintf(esc, sizeof(esc), "%%%02X", i);
+                assert_int_equal(cm_buf_appends(&want, esc), 0);
+            }
+        }
+        assert_int_equal(cm_uri_encode(&b, all, 256, slash != 0), 0);
+        assert_int_equal(b.len, want.len);
+        assert_memory_equal(b.data, want.data, want.len);
+        assert_int_equal(b.data[b.len], '\0');
+        cm_buf_fini(&b);
+        cm_buf_fini(&want);
+    }
+}
+
 static void test_round_trip(void **state)
 {
     struct cm_buf e, d;
@@ -170,6 +209,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encode),
+        cmocka_unit_test(test_encode_every_byte),
         cmocka_unit_test(test_encode_nul_and_limit),
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_decode_bad),

@@ -704,6 +704,56 @@ static void test_query_sorted_or_last_out_of_order(void **state)
                         "host:h\n\nhost\nUNSIGNED-PAYLOAD");
 }
 
+/* Up to 64 pairs are insertion-sorted on the stack: botocore's presigned
+ * order (SignedHeaders before Expires) and 64 pairs in reverse order with
+ * repeated names, whose values must come out in encoded order. */
+static void test_query_insertion_sort(void **state)
+{
+    enum { N = 64 };
+    static struct cm_kv q[N];
+    static char names[N][8], values[N][8];
+    struct cm_kv bq[] = {KV("X-Amz-Algorithm", "AWS4-HMAC-SHA256"),
+                         KV("X-Amz-Credential", "AK/20261207/r/s3/x"),
+                         KV("X-Amz-Date", "20261207T100131Z"),
+                         KV("X-Amz-SignedHeaders", "host"),
+                         KV("X-Amz-Expires", "7200")};
+    struct cm_kv h[] = {KV("host", "h")};
+    struct cm_sigv4_req r = {"GET", "/", 1, bq, 5, h, 1, CM_SIGV4_UNSIGNED};
+    struct cm_buf out, want;
+    int i;
+
+    (void)state;
+    check_canonical(&r, "GET\n/\nX-Amz-Algorithm=AWS4-HMAC-SHA256&"
+                        "X-Amz-Credential=AK%2F20261207%2Fr%2Fs3%2Fx&"
+                        "X-Amz-Date=20261207T100131Z&X-Amz-Expires=7200&"
+                        "X-Amz-SignedHeaders=host\n"
+                        "host:h\n\nhost\nUNSIGNED-PAYLOAD");
+    for (i = 0; i < N; i++) {
+        /* names k31..k00 twice over, values descending too */
+        snprintf(names[i], sizeof(names[i]), "k%02d", (N - 1 - i) / 2);
+        snprintf(values[i], sizeof(values[i]), "v%02d", N - 1 - i);
+        q[i].name = names[i];
+        q[i].name_len = 3;
+        q[i].value = values[i];
+        q[i].value_len = 3;
+    }
+    r.query = q;
+    r.nquery = N;
+    cm_buf_init(&out, CM_BUF_NOLIMIT);
+    cm_buf_init(&want, CM_BUF_NOLIMIT);
+    assert_int_equal(cm_sigv4_canonical_request(&r, &out), 0);
+    assert_int_equal(cm_buf_appends(&want, "GET\n/\n"), 0);
+    for (i = 0; i < N; i++)
+        assert_int_equal(
+            cm_buf_appendf(&want, "%sk%02d=v%02d", i ? "&" : "", i / 2, i), 0);
+    assert_int_equal(cm_buf_appends(&want, "\nhost:h\n\nhost\n"
+                                           "UNSIGNED-PAYLOAD"),
+                     0);
+    assert_string_equal(out.data, want.data);
+    cm_buf_fini(&out);
+    cm_buf_fini(&want);
+}
+
 static void test_path_not_normalised(void **state)
 {
     struct cm_kv h[] = {KV("host", "h")};
@@ -1034,6 +1084,7 @@ int main(void)
         cmocka_unit_test(test_botocore_presign_and_trailer),
         cmocka_unit_test(test_query_sort_and_empty),
         cmocka_unit_test(test_query_sorted_or_last_out_of_order),
+        cmocka_unit_test(test_query_insertion_sort),
         cmocka_unit_test(test_path_not_normalised),
         cmocka_unit_test(test_many_params_heap_sort),
         cmocka_unit_test(test_signed_headers_dedup),
