@@ -248,6 +248,37 @@ static void inbuf_get(struct http_thread *t, struct cm_buf *b)
     b->data[0] = 0;
 }
 
+/* A buffer of at least @need bytes for a request's own use (its head
+ * copy): the pool's newest input buffer when it is that big, else
+ * malloc's; its size in *@cap. NULL on ENOMEM. */
+static char *req_buf_take(struct http_thread *t, size_t need, size_t *cap)
+{
+    char *p;
+
+    if (t->ninbuf > 0 && t->inbuf_cap[t->ninbuf - 1] >= need) {
+        t->ninbuf--;
+        *cap = t->inbuf_cap[t->ninbuf];
+        return t->inbuf[t->ninbuf];
+    }
+    p = malloc(need);
+    *cap = need;
+    return p;
+}
+
+/* Gives a request's buffer (req_buf_take's, or its response headers')
+ * back: to the input pool when it is as big as an input buffer (a
+ * smaller one would make the next connection's read grow it), else to
+ * free. DESIGN: a 4 KiB GET allocated its head copy and its response
+ * headers (twice: 512 bytes, then more) each time; malloc and free were
+ * ~0.5 us of its ~12 us of server CPU. */
+static void req_buf_give(struct http_thread *t, struct cm_buf *b)
+{
+    if (b->data != NULL && b->cap > READ_HEAD)
+        inbuf_put(t, b);
+    else
+        cm_buf_fini(b);
+}
+
 /* Frees @t's recycled allocations (at exit). */
 static void thread_pools_free(struct http_thread *t)
 {
@@ -843,10 +874,11 @@ static void cleanup_done(struct stor_job *j)
 static void req_free(struct stor_req *r)
 {
     struct stor_conn *c = r->conn;
+    struct cm_buf hb = {r->headbuf, 0, r->headcap, CM_BUF_NOLIMIT};
 
-    free(r->headbuf);
+    req_buf_give(c->t, &hb);
     free(r->te);
-    cm_buf_fini(&r->resp.hdrs);
+    req_buf_give(c->t, &r->resp.hdrs);
     cm_buf_fini(&r->resp.body);
     free(r->resp.sbuf[0]);
     free(r->resp.sbuf[1]);
@@ -986,7 +1018,7 @@ static struct stor_req *req_create(struct stor_conn *c, size_t headlen,
     r->app = s->app_ctx;
     r->id = atomic_fetch_add(&s->next_req_id, 1);
     clock_gettime(CLOCK_MONOTONIC, &r->start);
-    r->headbuf = malloc(headlen + 1);
+    r->headbuf = req_buf_take(c->t, headlen + 1, &r->headcap);
     if (r->headbuf == NULL) {
         free(r);
         return NULL;
@@ -1004,6 +1036,7 @@ static struct stor_req *req_create(struct stor_conn *c, size_t headlen,
         r->hdrs[i].value = rebase(h->hdrs[i].value, in, r->headbuf);
     }
     cm_buf_init(&r->resp.hdrs, CM_BUF_NOLIMIT);
+    inbuf_get(c->t, &r->resp.hdrs); /* given back by req_free */
     cm_buf_init(&r->resp.body, CM_BUF_NOLIMIT);
     cm_buf_consume(&c->in, headlen);
     c->req = r;

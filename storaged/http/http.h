@@ -90,6 +90,7 @@ struct stor_req {
     struct timespec start; /* monotonic */
     char *headbuf; /* owned copy of the head; every string below borrows it */
     size_t headlen;
+    size_t headcap; /* headbuf's size (it may be a recycled input buffer) */
     struct stor_http_head head;
     /* the method, when it is one of these (the application decides what
      * to answer to others) */

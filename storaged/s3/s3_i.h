@@ -141,7 +141,9 @@ struct stor_s3_req {
     struct stor_s3 *s3;   /* the application (== http.app) */
 
     /* target, decoded (stor_s3_decode_target) */
-    char *path; /* owned, decoded path (starts with '/') */
+    /* owned: the decoded path (starts with '/'), then in the same block
+     * the query's strings */
+    char *path;
     size_t path_len;
     char bucket[64];
     char *key; /* owned NUL-terminated decoded key (may be "") */
@@ -156,7 +158,6 @@ struct stor_s3_req {
      * stor_s3_query answers "absent" for most names without a scan (the
      * router asks for a dozen sub-resources on every request) */
     uint64_t qfirst;
-    char *qbuf; /* owned; query's strings */
 
     enum stor_s3_op op;
     enum stor_body_mode body_mode;
@@ -241,7 +242,7 @@ struct stor_s3_req {
 
     /* From here on not zeroed for a new request (stor_s3_app.req_zero):
      * arrays whose count above says what is set. */
-    struct cm_kv query[STOR_MAX_QUERY]; /* decoded; point into qbuf */
+    struct cm_kv query[STOR_MAX_QUERY]; /* decoded; point into path's block */
     struct stor_http_file_read nb_rd[S3_NB_READS_MAX]; /* the loop GET's */
 };
 

@@ -512,20 +512,25 @@ void stor_sse_keys_warm(struct stor_s3 *s3)
 static enum stor_s3_err ssec_parse(const struct stor_s3_req *r, bool src,
                                    uint8_t key[32], char *kmd5, bool *present)
 {
-    char name[96];
-    const char *pfx = src ? "x-amz-copy-source-" : "x-amz-";
+    /* the names as constants: formatting them (three snprintf per GET)
+     * showed in the 4 KiB GET profile */
+#define SSEC_HDR(pfx, what) pfx "server-side-encryption-customer-" what
+    static const char *const names[2][3] = {
+        {SSEC_HDR("x-amz-", "algorithm"), SSEC_HDR("x-amz-", "key"),
+         SSEC_HDR("x-amz-", "key-MD5")},
+        {SSEC_HDR("x-amz-copy-source-", "algorithm"),
+         SSEC_HDR("x-amz-copy-source-", "key"),
+         SSEC_HDR("x-amz-copy-source-", "key-MD5")},
+    };
+#undef SSEC_HDR
+    const char *const *name = names[src ? 1 : 0];
     const char *alg, *kv, *mv;
     size_t an = 0, kn = 0, mn = 0;
     uint8_t raw[48], md[16], given[24];
 
-    snprintf(name, sizeof(name), "%sserver-side-encryption-customer-algorithm",
-             pfx);
-    alg = stor_s3_hdr(r, name, &an);
-    snprintf(name, sizeof(name), "%sserver-side-encryption-customer-key", pfx);
-    kv = stor_s3_hdr(r, name, &kn);
-    snprintf(name, sizeof(name), "%sserver-side-encryption-customer-key-MD5",
-             pfx);
-    mv = stor_s3_hdr(r, name, &mn);
+    alg = stor_s3_hdr(r, name[0], &an);
+    kv = stor_s3_hdr(r, name[1], &kn);
+    mv = stor_s3_hdr(r, name[2], &mn);
     *present = alg || kv || mv;
     if (!*present)
         return S3E_NONE;
