@@ -1998,6 +1998,33 @@ static void fc_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static int dir_has_children(struct fc_fs *fs, const char *dirkey);
 
+/* dir_has_children for @key, the new directory @name under @dirkey: none,
+ * with no request, when a fresh listing of @dirkey does not show @name and
+ * this mount noted nothing of it since (cp -r's mkdir in a directory it
+ * just made, whose empty listing mkdir cached: a LIST per mkdir before).
+ * Keys another client put under @name since that listing are seen as
+ * every change of another client is: after list_ttl. */
+static int new_dir_children(struct fc_fs *fs, const char *dirkey,
+                            const char *name, const char *key)
+{
+    struct fc_listing *l = fc_dir_cached_listing(fs, dirkey);
+
+    if (l != NULL) {
+        struct fc_attr a;
+        char *k = NULL;
+        double when;
+        bool absent =
+            fc_listing_find(l, name) == NULL &&
+            noted_child(fs, dirkey, name, l->fetched, &a, &k, &when) < 0;
+
+        free(k);
+        fc_listing_unref(l);
+        if (absent)
+            return 0;
+    }
+    return dir_has_children(fs, key);
+}
+
 /* Valid replies: fuse_reply_entry, fuse_reply_err. A directory is a
  * "name/" marker object; it stores the directory's mode, owner and mtime
  * as x-amz-meta-* (as s3fs's markers do). */
@@ -2023,7 +2050,7 @@ static void fc_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
     new_meta(req, dir, S_IFDIR | mode, &a.meta);
     if (key == NULL ||
         (fc_meta_stores(&a.meta) && (ret = mark_parent(fs, key)) < 0) ||
-        (ret = children = dir_has_children(fs, key)) < 0) {
+        (ret = children = new_dir_children(fs, dir->key, name, key)) < 0) {
         free(key);
         fuse_reply_err(req, key == NULL ? ENOMEM : -ret);
         return;

@@ -14,7 +14,9 @@ Workloads (each peer writes into a fresh folder every round):
 The bucket is warmed first (1500 PUT+DELETE of 64 KiB objects): a new
 bucket's first PUTs also make its object directories on the drives, which
 would slow whichever peer ran first.
-Beside each small-file figure: the server's requests per file and the
+Beside each small-file figure: for ecfs, its own S3 and FUSE requests
+per file (.ecfs-stats: put, head, list..., fuse_requests); the server's
+requests per file and the
 share of the wall time the server spent inside PutObject (its own
 request-duration histogram from /metrics). A client that waits for one
 PUT per file in close() cannot go faster than that PUT: a share near
@@ -194,6 +196,41 @@ def server_delta(before, after, nfiles, wall):
         ", ".join(parts), 100.0 * put_s / wall), 100.0 * put_s / wall
 
 
+CLIENT_REQ = ("put", "head", "list", "get", "copy", "del", "mpu", "parts")
+
+
+def ecfs_counters(m, root):
+    """An ecfs mount's own counters (.ecfs-stats), or None for the other
+    peers."""
+    if m is None or m.kind != "ecfs":
+        return None
+    out = {}
+    with open(os.path.join(root, ".ecfs-stats")) as f:
+        for line in f:
+            k, _, v = line.partition(" ")
+            try:
+                out[k] = int(v)
+            except ValueError:
+                pass
+    return out
+
+
+def client_note(res, peer, t, before, after, nfiles):
+    """Records and describes an ecfs peer's S3 requests (all and by kind)
+    and FUSE requests per file, from its .ecfs-stats."""
+    if before is None or after is None:
+        return ""
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    req = sum(d.get(k, 0) for k in CLIENT_REQ)
+    fuse = d.get("fuse_requests", 0)
+    res.setdefault(("req", peer, t), []).append(req / nfiles)
+    res.setdefault(("fuse", peer, t), []).append(fuse / nfiles)
+    kinds = ", ".join("%s %.3f" % (k.upper(), d[k] / nfiles)
+                      for k in CLIENT_REQ if d.get(k))
+    return "; client S3 requests %.3f/file (%s), FUSE requests %.2f/file" % (
+        req / nfiles, kinds or "none", fuse / nfiles)
+
+
 def run_work(argv):
     """Runs the workload @argv in a process group of its own (so neither
     it nor a child of it, rsync's receiver, keeps a mount busy after a
@@ -354,6 +391,7 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
         if "cp" in tests:
             dst = os.path.join(root, "cp")
             before = server_counters(srv)
+            e0 = ecfs_counters(m, root)
             c0 = cpu_now(m, srv)
             s = timed(["cp", "-r", data, dst],
                       root if peer == "ecfs-async" else None)
@@ -361,8 +399,10 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
             cpu_note(res, peer, "cp", c0, cpu_now(m, srv), nfiles)
             line, share = server_delta(before, server_counters(srv), nfiles, s)
             res["srv"].setdefault((peer, "cp"), []).append(share)
-            log("%s cp -r: %.0f files/s (%s; %s)" % (
-                peer, nfiles / s, line, cpu_line(res, peer, "cp")))
+            cl = client_note(res, peer, "cp", e0, ecfs_counters(m, root),
+                             nfiles)
+            log("%s cp -r: %.0f files/s (%s; %s%s)" % (
+                peer, nfiles / s, line, cpu_line(res, peer, "cp"), cl))
         if "big" in tests:
             dst = os.path.join(root, "big.bin")
             t = time.perf_counter()
@@ -378,6 +418,7 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
         if "rsync" in tests:
             dst = os.path.join(root, "rs")
             before = server_counters(srv)
+            e0 = ecfs_counters(m, root)
             c0 = cpu_now(m, srv)
             s = timed(["rsync", "-a", data + "/", dst + "/"],
                       root if peer == "ecfs-async" else None)
@@ -385,8 +426,10 @@ def run_peer(peer, r, tests, data, nfiles, big, big_mib, srv, s3, work, res):
             cpu_note(res, peer, "rsync", c0, cpu_now(m, srv), nfiles)
             line, share = server_delta(before, server_counters(srv), nfiles, s)
             res["srv"].setdefault((peer, "rsync"), []).append(share)
-            log("%s rsync -a: %.0f files/s (%s; %s)" % (
-                peer, nfiles / s, line, cpu_line(res, peer, "rsync")))
+            cl = client_note(res, peer, "rsync", e0,
+                             ecfs_counters(m, root), nfiles)
+            log("%s rsync -a: %.0f files/s (%s; %s%s)" % (
+                peer, nfiles / s, line, cpu_line(res, peer, "rsync"), cl))
     finally:
         if m is not None:
             m.unmount()
@@ -417,6 +460,12 @@ def fmt(xs):
     if not xs:
         return "-"
     return "%.0f [%.0f-%.0f]" % (statistics.median(xs), min(xs), max(xs))
+
+
+def fmt3(xs):
+    if not xs:
+        return "-"
+    return "%.3f [%.3f-%.3f]" % (statistics.median(xs), min(xs), max(xs))
 
 
 def med(xs):
@@ -478,6 +527,15 @@ def table(res, peers, tests, a, nfiles):
     if cpus:
         out.append("CPU microseconds per file (median [min-max]): " +
                    "; ".join(cpus) + ".")
+        out.append("")
+    reqs = ["%s %s: S3 %s, FUSE %s" % (
+        p, t, fmt3(res.get(("req", p, t))), fmt3(res.get(("fuse", p, t))))
+        for p in peers for t in ("cp", "rsync") if res.get(("req", p, t))]
+    if reqs:
+        out.append("ecfs's own requests per file, from .ecfs-stats (S3: "
+                   "all it sent, the directories' markers and lookups "
+                   "included; FUSE: all the kernel sent it): " +
+                   "; ".join(reqs) + ".")
         out.append("")
     return "\n".join(out)
 

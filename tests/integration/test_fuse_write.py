@@ -566,6 +566,77 @@ def test_small_file_request_economy(srv_mount):
         ["g00"]
 
 
+def test_cp_r_one_request_per_file(srv_mount, tmp_path):
+    """cp -r of a nested tree into the mount: the client sends exactly one
+    request per copied small file (its PUT) and one per directory (its
+    marker's PUT); HEAD and LIST only for the top directory's name, whose
+    parent (the root) has no listing. Every name below it is known
+    locally: a directory this mount made by mkdir starts with an empty
+    listing and notes of its own changes, so the negative lookup of each
+    new name and the mkdir of each subdirectory need no request. The FUSE
+    side per file: LOOKUP, CREATE, WRITE, FLUSH, RELEASE. Another client's
+    object put into one of those directories is seen after list_ttl."""
+    srv, s3, bucket, make = srv_mount
+    ttl = 3
+    src = tmp_path / "src"
+    nfiles = 0
+    for i in range(4):
+        for j in range(3):
+            d = src / ("c%d" % i) / ("s%d" % j)
+            d.mkdir(parents=True)
+            for k in range(5):
+                (d / ("f%d.jpg" % k)).write_bytes(os.urandom(3000 + k))
+                nfiles += 1
+    ndirs = 1 + 4 + 4 * 3  # the copy's top directory and those below it
+    m = make(["list_ttl=%d" % ttl])
+    dst = os.path.join(m.path, "cp")
+    before = m.stats()
+    subprocess.run(["cp", "-r", str(src), dst], check=True)
+    after = m.stats()
+    keys = ("put", "head", "list", "get", "copy", "del", "mpu", "parts")
+    req = {k: after[k] - before[k] for k in keys}
+    ops = {k: after[k] - before[k] for k in after
+           if k.startswith("fuse_op_") and after[k] != before[k]}
+    print("cp -r of %d files, %d dirs: requests %s, FUSE %s"
+          % (nfiles, ndirs, req, ops))
+    # the top name alone is asked of S3: cp's lookup of it and the
+    # kernel's second one before mkdir (a negative entry is revalidated
+    # for an exclusive create), a HEAD + LIST each, and mkdir's LIST of
+    # what the name may hold (the root has no listing); a third lookup
+    # only if the 1 s negative entry expired between them
+    top = {"head": req.pop("head"), "list": req.pop("list")}
+    assert 2 <= top["head"] <= 3 and top["list"] == top["head"] + 1, top
+    assert req == {"put": nfiles + ndirs, "get": 0, "copy": 0, "del": 0,
+                   "mpu": 0, "parts": 0}, req
+    for op in ("create", "write", "flush", "release"):
+        assert ops.get("fuse_op_" + op) == nfiles, ops
+    assert ops.get("fuse_op_mkdir") == ndirs, ops
+    # the negative lookup of each new name (cp's open with O_CREAT)
+    assert nfiles <= ops.get("fuse_op_lookup", 0) <= nfiles + ndirs + 1, ops
+    assert_same_tree(str(src), dst)
+    assert_bucket_matches(s3, bucket, str(src), "cp/")
+    # another client's object in a directory this mount made is not known
+    # before list_ttl, and found (with its bytes) after it
+    d = os.path.join(dst, "c1", "s2")
+    assert not os.path.exists(os.path.join(d, "other"))
+    s3.put_object(Bucket=bucket, Key="cp/c1/s2/other", Body=b"elsewhere")
+    s3.put_object(Bucket=bucket, Key="cp/c2/new/deep", Body=b"deeper")
+    time.sleep(ttl + 0.5)
+    with open(os.path.join(d, "other"), "rb") as f:
+        assert f.read() == b"elsewhere"
+    assert sorted(os.listdir(d)) == ["f%d.jpg" % k for k in range(5)] + \
+        ["other"]
+    with open(os.path.join(dst, "c2", "new", "deep"), "rb") as f:
+        assert f.read() == b"deeper"
+    # and a mkdir over a name another client filled meanwhile (past the
+    # parent's listing) sees its entries
+    s3.put_object(Bucket=bucket, Key="cp/c3/later/x", Body=b"x")
+    time.sleep(ttl + 0.5)
+    with pytest.raises(FileExistsError):
+        os.mkdir(os.path.join(dst, "c3", "later"))
+    assert os.listdir(os.path.join(dst, "c3", "later")) == ["x"]
+
+
 def test_expired_small_listing_is_refetched_once(srv_mount):
     """rsync's receiver lags its generator: it makes its temp names in a
     directory whose listing (the empty one mkdir cached) expired meanwhile.
