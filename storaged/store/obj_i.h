@@ -113,7 +113,8 @@ struct stor_store {
     bool extents;          /* new medium objects go to extent files */
     struct obj_ext_drive *ext;      /* owned, ndrives (obj_ext.c), or NULL */
     struct obj_ext_reclaim *ext_rc; /* owned: the deferred punches */
-    struct obj_jnl *jnl; /* owned: the per-drive meta journal (obj_jnl.c) */
+    struct obj_jnl *jnl;   /* owned: the per-drive meta journal (obj_jnl.c) */
+    struct obj_vdel *vdel; /* owned, atomic: versioned DELETEs to settle */
     uint64_t jnl_records, jnl_checkpoints, jnl_replayed; /* atomics */
     pthread_rwlock_t lock;
     struct obj_bucket **buckets; /* sorted by name; protected by lock */
@@ -253,10 +254,12 @@ int obj_ver_kept_ent(struct stor_store *s, const char *bucket,
                      char vbucket[64], struct obj_ent **out);
 /* Under the key's write lock, before barrier 1 of the commit of @e: links
  * the current version's metas (it must be version @want and keepable,
- * else -EAGAIN) to HEX.v<version> on the positions of @pl that hold one
- * (at least k, else -STOR_EQUORUM and nothing is left). *out on success. */
+ * else -EAGAIN) to HEX.v<version>-SINCE on the positions of @pl that hold
+ * one (at least k, else -STOR_EQUORUM and nothing is left). SINCE is
+ * @e's mtime made odd for a DELETE (@del), even for an overwrite.
+ * *out on success. */
 int obj_ver_retire_begin(struct stor_store *s, const char *bucket,
-                         const struct obj_ent *e, uint64_t want,
+                         const struct obj_ent *e, uint64_t want, bool del,
                          const struct stor_place *pl, struct obj_retire **out);
 void obj_ver_retire_free(struct obj_retire *r);
 /* Unlinks HEX.v<version> of object @id on the positions j < @n of @pl in
@@ -271,12 +274,14 @@ int obj_cur_set_pair(struct stor_store *s, const char *bucket,
                      const struct obj_retire *r, struct obj_ent **old);
 /* obj_cur_remove of @bucket/@key plus @r's companion record and the
  * delete marker @me (may be NULL; @mb its body, may be NULL) in one index
- * transaction, which also clears both keys' pending records (a DELETE
- * over a version kept in place: stor_obj_delete_keep). */
+ * transaction, which also clears both keys' pending records (the key's
+ * stays with @keep_pend: its metas go later) (a DELETE over a version
+ * kept in place: stor_obj_delete_keep). */
 int obj_cur_remove_pair(struct stor_store *s, const char *bucket,
                         const char *key, size_t key_len,
                         const struct obj_retire *r, const struct obj_ent *me,
-                        const struct obj_idx_body *mb, struct obj_ent **old);
+                        const struct obj_idx_body *mb, bool keep_pend,
+                        struct obj_ent **old);
 /* obj_cur_pending of two keys in one index transaction. */
 int obj_cur_pending_pair(struct stor_store *s, const char *bucket,
                          const uint8_t id[16], const char *key, size_t key_len,
@@ -298,6 +303,13 @@ int obj_ver_rewrite_kept(struct stor_store *s, const struct obj_ent *e,
                          uint8_t *const *sh, size_t L, const bool *which);
 /* Deletes the metas of kept version @e (every position of its base). */
 void obj_ver_remove_kept(struct stor_store *s, const struct obj_ent *e);
+/* Before anything writes or removes the metas of @bucket/@id: a versioned
+ * DELETE of that key still settling in the background (obj_io.c) is
+ * finished first (its barrier, its HEX.m unlinked). Cheap when none. */
+void obj_vdel_settle(struct stor_store *s, const char *bucket,
+                     const uint8_t id[16]);
+/* At the close: settles every queued DELETE, stops the queue's thread. */
+void obj_vdel_stop(struct stor_store *s);
 
 /* Removes bucket/key from the index; the removed entry to *old. Caller
  * holds the key's write lock. 0, -STOR_ENOBUCKET, -STOR_ENOKEY, -errno. */

@@ -1776,7 +1776,8 @@ static int pend_del(struct obj_idx *x, MDB_txn *t, const char *bucket,
 int obj_idx_remove_pair(struct obj_idx *x, const char *bucket, const char *key,
                         size_t key_len, const char *vbucket,
                         const struct obj_ent *ve, const struct obj_ent *me,
-                        const struct obj_idx_body *mb, struct obj_ent **old)
+                        const struct obj_idx_body *mb, bool keep_pend,
+                        struct obj_ent **old)
 {
     struct obj_ent *gone = NULL;
     MDB_txn *t;
@@ -1827,7 +1828,7 @@ int obj_idx_remove_pair(struct obj_idx *x, const char *bucket, const char *key,
         ret = count_add(x, t, bucket, delta, dsum);
     if (ret == 0)
         ret = count_add(x, t, vbucket, vdelta, vsum);
-    if (ret == 0) /* the delete's files are done */
+    if (ret == 0 && !keep_pend) /* the delete's files are done */
         ret = pend_del(x, t, bucket, gone->id);
     free(vbody);
     ret = wtxn_end(t, ret);

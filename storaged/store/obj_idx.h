@@ -212,14 +212,13 @@ obj_idx_put_pair(struct obj_idx *x, const char *bucket, const struct obj_ent *e,
  * (may be NULL) as its body: a DELETE's kept version (obj_ver.c) leaves
  * the bucket and enters its companion together with the delete marker
  * over it. The removed record's body moves to @ve when it is that version
- * of one shard. The pending records of @bucket/@key and of @me are
- * cleared in it too (obj_idx_pend_add_pair). Same returns as
- * obj_idx_remove. */
-CM_MUST_CHECK int
-obj_idx_remove_pair(struct obj_idx *x, const char *bucket, const char *key,
-                    size_t key_len, const char *vbucket,
-                    const struct obj_ent *ve, const struct obj_ent *me,
-                    const struct obj_idx_body *mb, struct obj_ent **old);
+ * of one shard. The pending records of @bucket/@key (unless @keep_pend:
+ * its files are settled later, obj_io.c) and of @me are cleared in it too
+ * (obj_idx_pend_add_pair). Same returns as obj_idx_remove. */
+CM_MUST_CHECK int obj_idx_remove_pair(
+    struct obj_idx *x, const char *bucket, const char *key, size_t key_len,
+    const char *vbucket, const struct obj_ent *ve, const struct obj_ent *me,
+    const struct obj_idx_body *mb, bool keep_pend, struct obj_ent **old);
 /* obj_idx_put that also stores @b (may be NULL: none) as @e's body, tagged
  * with @e's version and a CRC-64, in the same transaction. */
 CM_MUST_CHECK int obj_idx_put_body(struct obj_idx *x, const char *bucket,

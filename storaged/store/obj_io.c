@@ -30,7 +30,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#include <uthash.h>
 
 #define GET_BATCH        2 /* stripes per shard read */
 #define GET_DIRECT_BATCH 8 /* stripes per direct read (no staging copy) */
@@ -1516,6 +1518,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     obj_place(s, bucket, e->key, e->key_len, &pl);
     memset(metas, 0, sizeof(metas));
     pthread_rwlock_wrlock(kl);
+    obj_vdel_settle(s, bucket, e->id); /* a DELETE's metas go first */
     ret = cond_check(s, bucket, e->key, e->key_len);
     if (ret < 0)
         goto out; /* nothing placed yet; the caller drops its temp files */
@@ -1588,7 +1591,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         /* a versioned overwrite keeps the current version's metas as
          * HEX.v<version>: linked now, durable in barrier 1 */
         jnl_settle(s, bucket, e->id, &pl);
-        ret = obj_ver_retire_begin(s, bucket, e, t_cond->retire_ver, &pl, &rt);
+        ret = obj_ver_retire_begin(s, bucket, e, t_cond->retire_ver, false, &pl,
+                                   &rt);
         if (ret < 0)
             goto out_tmp;
     }
@@ -3239,6 +3243,305 @@ static void write_tombstones(struct stor_store *s, const char *bucket,
         cm_buf_fini(&metas[j]);
 }
 
+/* ---- versioned DELETEs settled in the background (FORMAT.md "Versions") ----
+ *
+ * DESIGN: a DELETE over a version kept in place used to wait for one
+ * barrier (its journal records durable) before it unlinked the key's
+ * metas: 70 % of a worker's time. Where every drive of the key journals,
+ * it now answers after the links, their journal records, the marker and
+ * the index transaction, and leaves the key's metas HEX.m in place (the
+ * key stays pending in the index); this queue unlinks them after a
+ * barrier that starts after those records were written, shared by every
+ * DELETE queued meanwhile. Until then HEX.m and the links name the same
+ * inode, so a power cut can never take both: a start that finds HEX.m
+ * beside a DELETE's link of the same version (SINCE odd) keeps the
+ * version and makes no current one of it (obj_load.c). Any writer of the
+ * key's HEX.m (a commit, the delete of that kept version) settles the
+ * key first (obj_vdel_settle), so nothing replaces HEX.m before the links
+ * are durable. */
+
+struct vdel_item {
+    struct vdel_key {
+        uint8_t id[16];
+        char bucket[64];
+    } k;                           /* the hash key */
+    UT_hash_handle hh;             /* by k, in v->all */
+    struct vdel_item *prev, *next; /* v->queue, while not busy */
+    struct obj_ent *cur;           /* owned: the version kept */
+    struct stor_place pl;
+    bool ok[OBJ_MAX_SHARDS]; /* linked, its record in that drive's journal */
+    uint64_t mark;
+    bool busy; /* a settler has it: others wait on v->done */
+};
+
+struct obj_vdel {
+    int delay_ms; /* STORAGED_TEST_VDEL_MS: tests only (a wait per batch) */
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    struct vdel_item *all;         /* every item not settled yet */
+    struct vdel_item *head, *tail; /* not busy, oldest first */
+    size_t n;                      /* atomic reads: items in all */
+    bool stop;
+    pthread_t th;
+};
+
+static pthread_mutex_t vdel_init_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void vdel_unqueue(struct obj_vdel *v, struct vdel_item *it)
+{
+    if (it->prev)
+        it->prev->next = it->next;
+    else
+        v->head = it->next;
+    if (it->next)
+        it->next->prev = it->prev;
+    else
+        v->tail = it->prev;
+    it->prev = it->next = NULL;
+}
+
+/* The barrier over @m items' journals (one shared fsync per drive), then
+ * each item's metas go: unlinked (tombstones where a drive of the set is
+ * offline), or left where fewer than k links are known durable; then the
+ * key's pending record is cleared. No key lock: every writer of these
+ * keys' metas waits for the items (busy) first. */
+static void vdel_finish(struct stor_store *s, struct vdel_item **its, size_t m)
+{
+    struct stor_sync_item *it = calloc(s->ndrives, sizeof(*it));
+    int *slot = malloc(s->ndrives * sizeof(*slot));
+    uint64_t mark = UINT64_MAX;
+    size_t ni = 0;
+
+    if (it && slot) {
+        for (size_t d = 0; d < s->ndrives; d++)
+            slot[d] = -1;
+        for (size_t i = 0; i < m; i++) {
+            if (its[i]->mark < mark)
+                mark = its[i]->mark;
+            for (int j = 0; j < its[i]->cur->k + its[i]->cur->m; j++) {
+                size_t d = obj_shard_drive(s, &its[i]->pl, j);
+
+                if (its[i]->ok[j] && slot[d] < 0) {
+                    slot[d] = (int)ni;
+                    obj_jnl_item(s, d, &it[ni++]);
+                }
+            }
+        }
+        stor_gsync_barrier(s->gs, mark, it, ni);
+        for (size_t d = 0; d < s->ndrives; d++)
+            if (slot[d] >= 0 && it[slot[d]].res < 0)
+                obj_drive_fail(s, d, -it[slot[d]].res);
+    }
+    for (size_t i = 0; i < m; i++) {
+        struct vdel_item *x = its[i];
+        int n = x->cur->k + x->cur->m, nok = 0;
+        bool all = true;
+
+        for (int j = 0; j < n; j++) {
+            size_t d = obj_shard_drive(s, &x->pl, j);
+
+            if (x->ok[j] && it && slot && slot[d] >= 0 && it[slot[d]].res == 0)
+                nok++;
+            if (!obj_drive_online(s, d))
+                all = false;
+        }
+        if (nok < x->cur->k) {
+            /* the version stays current on the drives too: a start may
+             * show it current again (as a power cut may undo a DELETE) */
+            cm_log(CM_LOG_WARN, 0,
+                   "bucket %s: a versioned DELETE's kept version is durable "
+                   "on %d drive(s) only; its metas stay",
+                   x->k.bucket, nok);
+        } else if (!all ||
+                   !remove_metas(s, x->k.bucket, x->cur, &x->pl, NULL)) {
+            /* as a delete: a drive that may miss it gets tombstones on the
+             * others (a rename over HEX.m: the link keeps the old inode) */
+            write_tombstones(s, x->k.bucket, x->cur, &x->pl);
+        }
+        obj_cur_settled(s, x->k.bucket, x->cur->id);
+    }
+    free(it);
+    free(slot);
+}
+
+/* Removes settled items @its from the table, wakes their waiters. */
+static void vdel_done(struct stor_store *s, struct vdel_item **its, size_t m)
+{
+    struct obj_vdel *v = s->vdel;
+
+    pthread_mutex_lock(&v->mu);
+    for (size_t i = 0; i < m; i++) {
+        HASH_DEL(v->all, its[i]);
+        __atomic_store_n(&v->n, v->n - 1, __ATOMIC_RELAXED);
+    }
+    pthread_cond_broadcast(&v->done);
+    pthread_mutex_unlock(&v->mu);
+    for (size_t i = 0; i < m; i++) {
+        obj_ent_free(its[i]->cur);
+        free(its[i]);
+    }
+}
+
+#define VDEL_BATCH 512
+
+/* Thread: settles the queue in batches, one barrier each; at the stop,
+ * everything still queued. */
+static void *vdel_main(void *arg)
+{
+    struct stor_store *s = arg;
+    struct obj_vdel *v = s->vdel;
+    struct vdel_item *b[VDEL_BATCH];
+
+    (void)pthread_setname_np(pthread_self(), "stor-vdel");
+    pthread_mutex_lock(&v->mu);
+    for (;;) {
+        size_t m = 0;
+
+        while (v->head == NULL && !v->stop)
+            pthread_cond_wait(&v->work, &v->mu);
+        if (v->head == NULL && v->stop)
+            break;
+        while (v->head && m < VDEL_BATCH) {
+            struct vdel_item *x = v->head;
+
+            vdel_unqueue(v, x);
+            x->busy = true;
+            b[m++] = x;
+        }
+        pthread_mutex_unlock(&v->mu);
+        if (v->delay_ms > 0) {
+            struct timespec ts = {v->delay_ms / 1000,
+                                  (long)(v->delay_ms % 1000) * 1000000L};
+
+            nanosleep(&ts, NULL);
+        }
+        vdel_finish(s, b, m);
+        vdel_done(s, b, m);
+        pthread_mutex_lock(&v->mu);
+    }
+    pthread_mutex_unlock(&v->mu);
+    return NULL;
+}
+
+/* The queue, started at the first use; NULL where DELETEs settle inline
+ * (no background threads, `storaged index`, or out of memory). */
+static struct obj_vdel *vdel_get(struct stor_store *s)
+{
+    struct obj_vdel *v = __atomic_load_n(&s->vdel, __ATOMIC_ACQUIRE);
+
+    if (v || !s->threads_started || s->offline)
+        return v;
+    pthread_mutex_lock(&vdel_init_mu);
+    v = s->vdel;
+    if (v == NULL && (v = calloc(1, sizeof(*v))) != NULL) {
+        const char *ms = getenv("STORAGED_TEST_VDEL_MS");
+
+        v->delay_ms = ms ? (int)strtol(ms, NULL, 10) : 0;
+        pthread_mutex_init(&v->mu, NULL);
+        pthread_cond_init(&v->work, NULL);
+        pthread_cond_init(&v->done, NULL);
+        __atomic_store_n(&s->vdel, v, __ATOMIC_RELEASE);
+        if (pthread_create(&v->th, NULL, vdel_main, s) != 0) {
+            __atomic_store_n(&s->vdel, NULL, __ATOMIC_RELEASE);
+            pthread_mutex_destroy(&v->mu);
+            pthread_cond_destroy(&v->work);
+            pthread_cond_destroy(&v->done);
+            free(v);
+            v = NULL;
+        }
+    }
+    pthread_mutex_unlock(&vdel_init_mu);
+    return v;
+}
+
+/* Queues the unlink of @cur's metas (taken), linked and journaled on the
+ * positions in @ok. Caller holds the key's write lock. */
+static void vdel_queue(struct stor_store *s, const char *bucket,
+                       struct obj_ent *cur, const struct stor_place *pl,
+                       const bool *ok, uint64_t mark)
+{
+    struct obj_vdel *v = s->vdel;
+    struct vdel_item *x = calloc(1, sizeof(*x));
+
+    if (x == NULL) { /* settle it now, as before the queue */
+        struct vdel_item tmp = {.cur = cur, .pl = *pl, .mark = mark};
+        struct vdel_item *one = &tmp;
+
+        snprintf(tmp.k.bucket, sizeof(tmp.k.bucket), "%s", bucket);
+        memcpy(tmp.ok, ok, sizeof(tmp.ok));
+        vdel_finish(s, &one, 1);
+        obj_ent_free(cur);
+        return;
+    }
+    memcpy(x->k.id, cur->id, 16);
+    snprintf(x->k.bucket, sizeof(x->k.bucket), "%s", bucket);
+    x->cur = cur;
+    x->pl = *pl;
+    memcpy(x->ok, ok, sizeof(x->ok));
+    x->mark = mark;
+    pthread_mutex_lock(&v->mu);
+    HASH_ADD(hh, v->all, k, sizeof(x->k), x);
+    __atomic_store_n(&v->n, v->n + 1, __ATOMIC_RELAXED);
+    x->prev = v->tail;
+    if (v->tail)
+        v->tail->next = x;
+    else
+        v->head = x;
+    v->tail = x;
+    pthread_cond_signal(&v->work);
+    pthread_mutex_unlock(&v->mu);
+}
+
+/* Contract in obj_i.h. */
+void obj_vdel_settle(struct stor_store *s, const char *bucket,
+                     const uint8_t id[16])
+{
+    struct obj_vdel *v = __atomic_load_n(&s->vdel, __ATOMIC_ACQUIRE);
+    struct vdel_item *x;
+    struct vdel_key k;
+
+    if (v == NULL || __atomic_load_n(&v->n, __ATOMIC_RELAXED) == 0)
+        return;
+    memset(&k, 0, sizeof(k));
+    memcpy(k.id, id, 16);
+    snprintf(k.bucket, sizeof(k.bucket), "%s", bucket);
+    pthread_mutex_lock(&v->mu);
+    for (;;) {
+        HASH_FIND(hh, v->all, &k, sizeof(k), x);
+        if (x == NULL || !x->busy)
+            break;
+        pthread_cond_wait(&v->done, &v->mu);
+    }
+    if (x)
+        vdel_unqueue(v, x);
+    if (x)
+        x->busy = true;
+    pthread_mutex_unlock(&v->mu);
+    if (x) {
+        vdel_finish(s, &x, 1);
+        vdel_done(s, &x, 1);
+    }
+}
+
+/* Contract in obj_i.h. */
+void obj_vdel_stop(struct stor_store *s)
+{
+    struct obj_vdel *v = s->vdel;
+
+    if (v == NULL)
+        return;
+    pthread_mutex_lock(&v->mu);
+    v->stop = true;
+    pthread_cond_signal(&v->work);
+    pthread_mutex_unlock(&v->mu);
+    pthread_join(v->th, NULL);
+    s->vdel = NULL;
+    pthread_mutex_destroy(&v->mu);
+    pthread_cond_destroy(&v->work);
+    pthread_cond_destroy(&v->done);
+    free(v);
+}
+
 /* Contract in object.h. */
 int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len)
@@ -3286,6 +3589,7 @@ int stor_obj_delete_if(struct stor_store *s, const char *bucket,
     obj_place(s, bucket, key, key_len, &pl);
     kl = obj_klock(s, id);
     pthread_rwlock_wrlock(kl);
+    obj_vdel_settle(s, bucket, id);
     ret = delete_cond_check(s, bucket, key, key_len, c);
     if (ret < 0) {
         pthread_rwlock_unlock(kl);
@@ -3301,6 +3605,12 @@ int stor_obj_delete_if(struct stor_store *s, const char *bucket,
     if (ret < 0 && ret != -STOR_ENOBUCKET && ret != -STOR_ENOKEY)
         ret = -STOR_EDATA;
     if (e && e->at_bucket) {
+        uint8_t bid[16];
+
+        /* the DELETE that kept it unlinks its base's HEX.m first: else a
+         * start would see that meta without the link, as the current one */
+        obj_key_id(s, e->at_key, e->at_key_len, bid);
+        obj_vdel_settle(s, e->at_bucket, bid);
         obj_ver_remove_kept(s, e); /* a version kept at its base's files */
         obj_ent_free(e);
     } else if (e) {
@@ -3421,7 +3731,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     bool ok[OBJ_MAX_SHARDS] = {0}, mok[OBJ_MAX_SHARDS] = {0};
     bool all = true, pending = false;
     int fds[OBJ_MAX_SHARDS], ret, n, mn, nok = 0;
-    bool jk[OBJ_MAX_SHARDS] = {0}, kin = false;
+    bool jk[OBJ_MAX_SHARDS] = {0}, kin = false, defer = false;
     struct cm_buf km[OBJ_MAX_SHARDS];
     struct stor_place pl, mpl;
     pthread_rwlock_t *kl, *mkl;
@@ -3443,6 +3753,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     kl = obj_klock(s, id);
     mkl = obj_klock(s, me->id);
     klock_pair(kl, mkl);
+    obj_vdel_settle(s, bucket, id);
     ret = obj_cur_lookup(s, bucket, key, key_len, &cur);
     if (ret == 0 && (!obj_ver_keepable(cur) || cur->version != version))
         ret = -EAGAIN;
@@ -3459,8 +3770,9 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
         goto out;
     }
     me->version = obj_next_version(s);
-    me->mtime_ns = obj_now_ns(); /* also when the kept one stopped being
-                                    current */
+    /* also when the kept one stopped being current: odd, as a DELETE's
+     * links' SINCE (obj_ver_retire_begin) */
+    me->mtime_ns = obj_now_ns() | 1;
     ret = build_metas(me, STOR_META_OBJECT, inl, 0, metas, mok, NULL);
     if (ret < 0)
         goto out;
@@ -3477,7 +3789,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     probe.key = cur->key; /* the same bytes as @key */
     probe.key_len = cur->key_len;
     probe.mtime_ns = me->mtime_ns;
-    ret = obj_ver_retire_begin(s, bucket, &probe, version, &pl, &rt);
+    ret = obj_ver_retire_begin(s, bucket, &probe, version, true, &pl, &rt);
     if (ret < 0)
         goto out;
     for (int j = 0; j < n; j++)
@@ -3497,12 +3809,24 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
         }
         (void)jnl_append(s, bucket, id, rt->version, rt->ve->mtime_ns, &pl, n,
                          ok, jk, km);
+        /* every link journaled: its barrier and the unlinks of the base's
+         * metas are the queue's, after the answer (vdel_finish) */
+        defer = vdel_get(s) != NULL;
+        for (int j = 0; j < n; j++)
+            if (ok[j] && !jk[j])
+                defer = false;
     }
-    /* the links durable before any meta of the base goes */
-    nok = CM_NEVER(strcmp(rt->vbucket, dm->bucket) != 0)
-              ? 0
-              : sync_barrier_j(s, bucket, id, &pl, n, ok, mark, NULL, ok, NULL,
-                               NULL, kin ? jk : NULL);
+    if (CM_NEVER(strcmp(rt->vbucket, dm->bucket) != 0)) {
+        nok = 0;
+    } else if (defer) {
+        nok = 0;
+        for (int j = 0; j < n; j++)
+            nok += ok[j];
+    } else {
+        /* the links durable before any meta of the base goes */
+        nok = sync_barrier_j(s, bucket, id, &pl, n, ok, mark, NULL, ok, NULL,
+                             NULL, kin ? jk : NULL);
+    }
     if (kin)
         obj_jnl_leave(s);
     if (nok < cur->k) {
@@ -3515,10 +3839,13 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
         if (!obj_drive_online(s, obj_shard_drive(s, &pl, j)))
             all = false;
     /* as a delete: a drive that may miss it gets tombstones on the others
-     * (a rename over HEX.m: the kept link keeps the old inode) */
-    if (!all || !remove_metas(s, bucket, cur, &pl, NULL))
+     * (a rename over HEX.m: the kept link keeps the old inode); deferred:
+     * the base's metas stay until the queue's barrier */
+    if (!defer && (!all || !remove_metas(s, bucket, cur, &pl, NULL)))
         write_tombstones(s, bucket, cur, &pl);
-    /* the marker, created in place now that the version is not current */
+    /* the marker, created in place now that the version is not current
+     * (deferred: its HEX.m is older than the marker, and a DELETE's link
+     * of the same version beside it says so to a start: obj_load.c) */
     nok = write_tmp_metas(s, dm->bucket, me->id, &mpl, 0, metas, mn, mok, fds,
                           NULL, 0, NULL, NULL, WM_PLACE);
     for (int j = 0; j < mn; j++)
@@ -3529,7 +3856,15 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     mb = (struct obj_idx_body){
         .shard = (const uint8_t *const *)inl, .shard_len = 0, .k = me->k};
     ret = obj_cur_remove_pair(s, bucket, key, key_len, rt, nok ? me : NULL,
-                              nok ? &mb : NULL, &old);
+                              nok ? &mb : NULL, defer, &old);
+    if (defer) {
+        /* the key stays pending until the queue has unlinked its metas */
+        vdel_queue(s, bucket, cur, &pl, ok, mark);
+        cur = NULL;
+        if (ret == 0 && nok == 0)
+            obj_cur_settled(s, dm->bucket, me->id);
+        pending = false;
+    }
     if (ret == 0 && nok > 0)
         pending = false; /* cleared in that transaction */
     if (ret == 0 && nok == 0)

@@ -544,6 +544,35 @@ static int resolve_kept(struct stor_store *s, struct obj_bucket *b,
     return ret;
 }
 
+/* A versioned DELETE answered before its metas went (obj_io.c, the
+ * queue): @c's winner @win has a kept link of its own version made by a
+ * DELETE (SINCE odd; an overwrite's is even), readable (k copies) or
+ * deleted since: @win is that kept version, not a current one. */
+static bool del_kept(const struct ld_cand *c, const struct ld_ver *win)
+{
+    for (const struct ld_kept *k = c->kept; k; k = k->next)
+        if (k->version == win->version && (k->since_ns & 1) &&
+            (k->dead || k->count >= k->m.k))
+            return true;
+    return false;
+}
+
+/* Makes the directory entries of @c (its kept links) durable on every
+ * online drive of its set, before its HEX.m files go. */
+static void sync_cand_dirs(struct stor_store *s, const char *bucket,
+                           const struct ld_cand *c)
+{
+    for (int pos = 0; pos < s->set_size; pos++) {
+        size_t d = (size_t)c->set * s->set_size + pos;
+        char dir[PATH_MAX];
+
+        if (obj_drive_online(s, d) &&
+            obj_path_dir(dir, sizeof(dir), s->drives[d].path, bucket, c->id) ==
+                0)
+            (void)stor_fsync_dir(dir);
+    }
+}
+
 /* Picks the winner of each candidate and puts it into index @x (one write
  * transaction for the lot). Without @dry, settles interrupted overwrites,
  * removes leftovers and queues missing copies for healing. *n: objects put. */
@@ -586,6 +615,12 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
                 win = cand;
                 break;
             }
+        }
+        if (win && c->kept && del_kept(c, win)) {
+            /* FORMAT.md "Versions": a DELETE's HEX.m left for the queue */
+            if (!dry)
+                sync_cand_dirs(s, b->name, c);
+            win = NULL;
         }
         if (win && ret == 0) {
             struct obj_ent *e = obj_ent_from_meta(&win->m, c->id);

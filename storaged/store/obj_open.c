@@ -659,6 +659,7 @@ void stor_store_close(struct stor_store *s)
         pthread_join(s->load_thread, NULL);
         s->load_thread_started = false;
     }
+    obj_vdel_stop(s); /* the DELETEs queued settle while all is open */
     obj_threads_stop(s);
     obj_jnl_close(s); /* a clean stop leaves the journals empty */
     obj_index_close(s);

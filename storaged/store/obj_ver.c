@@ -267,9 +267,13 @@ void obj_ver_unlink_kept(struct stor_store *s, const char *bucket,
 
 /* Contract in obj_i.h. */
 int obj_ver_retire_begin(struct stor_store *s, const char *bucket,
-                         const struct obj_ent *e, uint64_t want,
+                         const struct obj_ent *e, uint64_t want, bool del,
                          const struct stor_place *pl, struct obj_retire **out)
 {
+    /* SINCE is even for an overwrite's links, odd for a DELETE's: a start
+     * tells a DELETE's kept version from an unfinished overwrite's by it
+     * (FORMAT.md "Versions", obj_load.c) */
+    int64_t since = del ? e->mtime_ns | 1 : e->mtime_ns & ~(int64_t)1;
     struct obj_ent *cur = NULL;
     struct obj_retire *r;
     int ret, n, have = 0;
@@ -282,7 +286,7 @@ int obj_ver_retire_begin(struct stor_store *s, const char *bucket,
     }
     r = calloc(1, sizeof(*r));
     if (r == NULL ||
-        obj_ver_kept_ent(s, bucket, cur, e->mtime_ns, r->vbucket, &r->ve) < 0) {
+        obj_ver_kept_ent(s, bucket, cur, since, r->vbucket, &r->ve) < 0) {
         free(r);
         obj_ent_free(cur);
         return -ENOMEM;
@@ -352,7 +356,8 @@ int obj_cur_set_pair(struct stor_store *s, const char *bucket,
 int obj_cur_remove_pair(struct stor_store *s, const char *bucket,
                         const char *key, size_t key_len,
                         const struct obj_retire *r, const struct obj_ent *me,
-                        const struct obj_idx_body *mb, struct obj_ent **old)
+                        const struct obj_idx_body *mb, bool keep_pend,
+                        struct obj_ent **old)
 {
     int ret;
 
@@ -364,7 +369,7 @@ int obj_cur_remove_pair(struct stor_store *s, const char *bucket,
         ret = -STOR_ENOBUCKET;
     } else {
         ret = obj_idx_remove_pair(s->idx, bucket, key, key_len, r->vbucket,
-                                  r->ve, me, mb, old);
+                                  r->ve, me, mb, keep_pend, old);
         if (ret == -ENOENT)
             ret = -STOR_ENOKEY;
         else if (ret < 0)

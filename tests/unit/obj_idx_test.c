@@ -367,12 +367,13 @@ static void test_remove_pair(void **st)
     assert_non_null(strstr(seen, "bk..v:"));
     /* a marker body that is not the marker's size: refused */
     dmb.size = 1;
-    assert_int_equal(
-        obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, dm, &dmb, NULL),
-        -EINVAL);
+    assert_int_equal(obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, dm, &dmb,
+                                         false, NULL),
+                     -EINVAL);
     dmb.size = 0;
-    assert_int_equal(
-        obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, dm, &dmb, &old), 0);
+    assert_int_equal(obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, dm, &dmb,
+                                         false, &old),
+                     0);
     seen[0] = 0;
     assert_int_equal(obj_idx_pend_each(x, pend_cb, seen), 0);
     assert_string_equal(seen, ""); /* both cleared in that transaction */
@@ -400,9 +401,9 @@ static void test_remove_pair(void **st)
     assert_int_equal(obj_idx_verify(x, "bk", NULL, &n), 0);
     assert_int_equal(obj_idx_verify(x, "bk..v", NULL, &n), 0);
     /* the key is gone now: refused, the companion unchanged */
-    assert_int_equal(
-        obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, NULL, NULL, NULL),
-        -ENOENT);
+    assert_int_equal(obj_idx_remove_pair(x, "bk", "k", 1, "bk..v", v1, NULL,
+                                         NULL, false, NULL),
+                     -ENOENT);
     assert_int_equal(obj_idx_bucket_get(x, "bk..v", NULL, &n), 0);
     assert_int_equal(n, 2);
     obj_idx_close(x, true);
