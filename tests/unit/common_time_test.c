@@ -385,7 +385,7 @@ static void expect_parse_like_timegm(int y, int mo, int d, int h, int mi,
                     .tm_hour = h,
                     .tm_min = mi,
                     .tm_sec = sec};
-    char iso[32];
+    char iso[64]; /* room for any int: -Werror=format-truncation */
     time_t t = 0;
 
     snprintf(iso, sizeof(iso), "%04d%02d%02dT%02d%02d%02dZ", y, mo, d, h, mi,
