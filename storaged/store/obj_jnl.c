@@ -146,7 +146,9 @@ struct obj_jnl {
     size_t pool;              /* empty spares made ahead per drive */
     pthread_t pthr;           /* the pool's filler, "stor-spares" */
     bool pthr_started;
-    bool pstop; /* protected by tmu */
+    bool pstop;     /* protected by tmu */
+    bool pool_want; /* atomic: a commit had to create a temp meta or took
+                     * one of the pool: fill (an idle store makes none) */
     pthread_cond_t pcv;
 };
 
@@ -1017,10 +1019,14 @@ int obj_spare_open(struct stor_store *s, size_t d, size_t len, uint64_t *num)
         if (fd >= 0) {
             __atomic_add_fetch(&j->spare_stat[fresh ? 4 : 0], 1,
                                __ATOMIC_RELAXED);
+            if (fresh)
+                __atomic_store_n(&j->pool_want, true, __ATOMIC_RELAXED);
             return fd;
         }
     }
-    /* none: a new file under the next spare name */
+    /* none: a new file under the next spare name; the pool fills from
+     * now on */
+    __atomic_store_n(&j->pool_want, true, __ATOMIC_RELAXED);
     *num = __atomic_fetch_add(&j->spare_next, 1, __ATOMIC_RELAXED);
     if (spare_path(path, sizeof(path), s->drives[d].path, *num) < 0)
         return -ENAMETOOLONG;
@@ -1068,7 +1074,9 @@ static bool pool_fill_one(struct stor_store *s, size_t d)
  * new name's commit opens one instead of creating its temp metas (on a
  * journal-less ext4 a create walks the recently freed inodes of its
  * group: FORMAT.md "What a PUT costs"). It runs under SCHED_IDLE, so it
- * takes only CPU nobody else wants, one file per drive per pass. */
+ * takes only CPU nobody else wants, one file per drive per pass, and only
+ * once a commit needed a file (pool_want): a store started and left idle
+ * makes none. */
 static void *pool_main(void *arg)
 {
     struct stor_store *s = arg;
@@ -1082,7 +1090,8 @@ static void *pool_main(void *arg)
         bool made = false;
 
         pthread_mutex_unlock(&j->tmu);
-        for (size_t d = 0; d < j->n; d++)
+        for (size_t d = 0;
+             d < j->n && __atomic_load_n(&j->pool_want, __ATOMIC_RELAXED); d++)
             made |= pool_fill_one(s, d);
         pthread_mutex_lock(&j->tmu);
         if (!made && !j->pstop) {
