@@ -205,7 +205,9 @@ static int resource(const struct cm_sigv2_req *r, struct cm_buf *out)
 {
     struct subres_kv sv[MAX_SUBRES];
     unsigned want = r->subres ? r->subres : CM_SIGV2_SUB_BASE;
-    const char *q = r->query, *end = r->query + r->query_len;
+    /* no query: NULL, and NULL + 0 is undefined (clang's UBSan, found by
+     * fuzz_s3_auth) */
+    const char *q = r->query, *end = q ? q + r->query_len : NULL;
     size_t n = 0, i, k;
 
     if (r->bucket &&
