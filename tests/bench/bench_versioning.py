@@ -49,7 +49,13 @@ Usage: tests/bench/bench_versioning.py [--seconds S] [--repeat R]
        [--objects N] [--new-keys K] [--del-keys K] [--del-seconds S]
        [--drives D]
        [--only get,put_new,put_over,delete] [--aa] [--budget S]
-       [--no-fsync] [--server-arg=ARG ...]
+       [--no-fsync] [--server-arg=ARG ...] [--workdir DIR]
+
+--workdir DIR puts the store (and the wrk scripts) in a new directory
+under DIR (default /work/data): on this VM's journal-less root ext4 any
+file create after a mass delete walks the recently freed inodes (~1 ms
+each for minutes, /work/wt/old12/vprobe-report.md), so write figures
+are taken on a journaled ext4 (/work/wt/jfs.sh up DIR) and say which.
 Environment: ECFS_BIN_DIR (default <repo>/bin). Run it under
 `flock /tmp/ecfs-bench.lock` on a shared machine.
 """
@@ -66,6 +72,17 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from twobuckets import (lua_slices, presign, start_storaged,  # noqa: E402
                         stop_storaged, summary, wrk_cpu)
+
+
+def fs_of(path):
+    """'TYPE on SOURCE' of the filesystem holding @path (findmnt)."""
+    try:
+        out = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,SOURCE,OPTIONS",
+                              "-T", path], capture_output=True, text=True,
+                             timeout=10).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return "filesystem unknown"
+    return " ".join(out) if out else "filesystem unknown"
 
 
 def compare(name, unv, ver):
@@ -148,6 +165,9 @@ def main():
                     "--server-arg=--workers=64")
     ap.add_argument("--budget", type=float, default=0,
                     help="start no round after S seconds (0: no limit)")
+    ap.add_argument("--workdir", default=None,
+                    help="the store goes in a new directory under DIR "
+                    "(default /work/data, else the system's temp dir)")
     a = ap.parse_args()
     # `timeout` sends SIGTERM: unwind through the finally block, so a cut
     # run stops its storaged (its rows are already printed)
@@ -155,8 +175,10 @@ def main():
     t_start = time.monotonic()
     only = set(a.only.split(","))
     # hundreds of thousands of files: on /work/data (not /tmp) where it is
-    work = tempfile.mkdtemp(prefix="bench-vers-", dir="/work/data"
-                            if os.path.isdir("/work/data") else None)
+    parent = a.workdir or ("/work/data" if os.path.isdir("/work/data")
+                           else None)
+    work = tempfile.mkdtemp(prefix="bench-vers-", dir=parent)
+    print("store in %s (%s)" % (work, fs_of(work)), flush=True)
     sp = None
     try:
         sp, ep, s3 = start_storaged(work, a.drives,
