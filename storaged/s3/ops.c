@@ -26,6 +26,7 @@
 #include "storaged/s3/iam.h"
 #include "storaged/s3/lifecycle.h"
 #include "storaged/s3/metrics.h"
+#include "storaged/s3/mime.h"
 #include "storaged/s3/sse.h"
 #include "storaged/s3/tagging.h"
 #include "storaged/s3/versioning.h"
@@ -174,6 +175,17 @@ int stor_s3_req_obj_hdrs(const struct stor_s3_req *r, struct stor_hdr **out,
         }
         if (stor_http_ieq(x->name, x->name_len, "content-type"))
             have_ct = true;
+        if (x->name_len > 11 && strncasecmp(x->name, "x-amz-meta-", 11) == 0) {
+            /* RFC 2047 encoded-words decoded before storing, as AWS */
+            char *dv;
+            size_t dl;
+
+            ret = stor_s3_meta_decode(v, vl, &dv, &dl);
+            if (ret == 0)
+                ret = hdr_add(&h, &nh, x->name, x->name_len, dv, dl);
+            free(dv);
+            continue;
+        }
         ret = hdr_add(&h, &nh, x->name, x->name_len, v, vl);
     }
     if (ret == 0 && !have_ct)
@@ -998,6 +1010,26 @@ static int part_checksum(struct stor_s3_req *r, const struct stor_obj_info *in)
                          fo ? "FULL_OBJECT" : "COMPOSITE");
 }
 
+/* Adds user metadata header @name with stored value @v to @rs: as it is
+ * when printable US-ASCII, else as an RFC 2047 encoded-word (mime.h), as
+ * AWS answers it. 0 or -ENOMEM. */
+static int meta_header(struct stor_resp *rs, const char *name, const char *v)
+{
+    size_t n = strlen(v);
+    char *e;
+    int ret;
+
+    if (!stor_s3_meta_needs_encoding(v, n))
+        return stor_resp_hdr(rs, name, "%s", v);
+    e = malloc(STOR_S3_META_ENC_LEN(n));
+    if (e == NULL)
+        return -ENOMEM;
+    stor_s3_meta_encode(v, n, e);
+    ret = stor_resp_hdr(rs, name, "%s", e);
+    free(e);
+    return ret;
+}
+
 /* Adds the object's headers (ETag, Last-Modified, stored headers with
  * response-* overrides) to the response. */
 static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
@@ -1063,7 +1095,11 @@ static int object_headers(struct stor_s3_req *r, const struct stor_obj_info *in,
             if (strcmp(name, overrides[j][1]) == 0 &&
                 stor_s3_query(r, overrides[j][0]))
                 skip = true;
-        if (!skip)
+        if (skip)
+            continue;
+        if (strncmp(name, "x-amz-meta-", 11) == 0)
+            ret = meta_header(rs, name, in->hdrs[i].value);
+        else
             ret = stor_resp_hdr(rs, name, "%s", in->hdrs[i].value);
     }
     for (j = 0; j < CM_ARRAY_SIZE(overrides) && ret == 0 && any_override; j++) {
