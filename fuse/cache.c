@@ -22,9 +22,9 @@ struct fc_cache {
     pthread_mutex_t lock;   /* protects everything below and block fields */
     pthread_cond_t cond;    /* broadcast when a block leaves LOADING */
     struct fc_block *table; /* uthash by id */
-    struct fc_block *head, *tail; /* LRU: head = most recent */
+    struct cm_list lru;     /* of fc_block.lru: first = most recent */
     size_t bytes, max_bytes, nblocks;
-    struct fc_block *hhead, *htail; /* handed blocks, oldest first */
+    struct cm_list handed; /* of fc_block.hlist: oldest first */
     size_t handed_bytes, handed_max;
     uint64_t pf_wasted; /* prefetched bytes evicted unread */
     uint64_t ra_issued, ra_used, ra_wasted; /* readahead bytes */
@@ -41,6 +41,8 @@ int fc_cache_create(size_t max_bytes, struct fc_cache **out)
     pthread_cond_init(&c->cond, NULL);
     c->max_bytes = max_bytes;
     c->handed_max = max_bytes / 16;
+    cm_list_init(&c->lru);
+    cm_list_init(&c->handed);
     *out = c;
     return 0;
 }
@@ -249,41 +251,9 @@ static char *block_id(const char *key, const char *etag, uint64_t idx)
     return id;
 }
 
-static void lru_unlink(struct fc_cache *c, struct fc_block *b)
-{
-    if (b->prev)
-        b->prev->next = b->next;
-    else if (c->head == b)
-        c->head = b->next;
-    if (b->next)
-        b->next->prev = b->prev;
-    else if (c->tail == b)
-        c->tail = b->prev;
-    b->prev = b->next = NULL;
-}
-
-static void lru_push_front(struct fc_cache *c, struct fc_block *b)
-{
-    b->prev = NULL;
-    b->next = c->head;
-    if (c->head)
-        c->head->prev = b;
-    c->head = b;
-    if (c->tail == NULL)
-        c->tail = b;
-}
-
 static void handed_unlink(struct fc_cache *c, struct fc_block *b)
 {
-    if (b->hprev)
-        b->hprev->hnext = b->hnext;
-    else
-        c->hhead = b->hnext;
-    if (b->hnext)
-        b->hnext->hprev = b->hprev;
-    else
-        c->htail = b->hprev;
-    b->hprev = b->hnext = NULL;
+    cm_list_del(&b->hlist);
     b->handed = false;
     c->handed_bytes -= b->len;
 }
@@ -292,7 +262,7 @@ static void handed_unlink(struct fc_cache *c, struct fc_block *b)
 static void block_unlink(struct fc_cache *c, struct fc_block *b)
 {
     HASH_DEL(c->table, b);
-    lru_unlink(c, b);
+    cm_list_del(&b->lru);
     if (b->handed)
         handed_unlink(c, b);
     c->nblocks--;
@@ -307,22 +277,24 @@ static void block_unlink(struct fc_cache *c, struct fc_block *b)
  * first past their share (fc_cache_handed). Lock held. */
 static void evict(struct fc_cache *c)
 {
-    struct fc_block *b = c->hhead, *prev;
+    struct fc_block *b = CM_LIST_FIRST(&c->handed, struct fc_block, hlist);
+    struct fc_block *prev;
 
     /* down to half their share at once: the recycled buffers then pile
      * up, and the next fetches find one of their size among them (one at
      * a time, a pool of two or three rarely held a fit) */
     if (c->handed_bytes > c->handed_max) {
         while (b && c->handed_bytes > c->handed_max / 2) {
-            struct fc_block *next = b->hnext;
+            struct fc_block *next =
+                CM_LIST_NEXT(&c->handed, b, struct fc_block, hlist);
             if (b->refs == 0)
                 block_unlink(c, b); /* read: neither wasted counter */
             b = next;
         }
     }
-    b = c->tail;
+    b = CM_LIST_LAST(&c->lru, struct fc_block, lru);
     while (c->bytes > c->max_bytes && b) {
-        prev = b->prev;
+        prev = CM_LIST_PREV(&c->lru, b, struct fc_block, lru);
         if (b->refs == 0 && b->state == FC_BLOCK_READY) {
             if (b->prefetched && !b->seen)
                 c->pf_wasted += b->len;
@@ -346,8 +318,9 @@ static struct fc_block *block_insert(struct fc_cache *c, char *id)
     b->id = id;
     b->state = FC_BLOCK_LOADING;
     b->refs = 1;
+    cm_list_init(&b->hlist);
     HASH_ADD_KEYPTR(hh, c->table, b->id, strlen(b->id), b);
-    lru_push_front(c, b);
+    cm_list_push_front(&c->lru, &b->lru);
     c->nblocks++;
     return b;
 }
@@ -373,8 +346,7 @@ struct fc_block *fc_cache_acquire(struct fc_cache *c, const char *key,
     }
     free(id);
     b->refs++;
-    lru_unlink(c, b);
-    lru_push_front(c, b);
+    cm_list_move_front(&c->lru, &b->lru);
     fc_cache_waited = wait && b->state == FC_BLOCK_LOADING;
     while (wait && b->state == FC_BLOCK_LOADING)
         pthread_cond_wait(&c->cond, &c->lock);
@@ -524,13 +496,7 @@ void fc_cache_handed(struct fc_cache *c, struct fc_block *b, size_t n)
         b->served += n;
         if (b->served >= b->len) {
             b->handed = true;
-            b->hprev = c->htail;
-            b->hnext = NULL;
-            if (c->htail)
-                c->htail->hnext = b;
-            else
-                c->hhead = b;
-            c->htail = b;
+            cm_list_push_back(&c->handed, &b->hlist);
             c->handed_bytes += b->len;
             if (c->handed_bytes > c->handed_max)
                 evict(c); /* @b is referenced: others go */

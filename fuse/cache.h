@@ -11,6 +11,7 @@
 #include <uthash.h>
 
 #include "common/compiler.h"
+#include "common/list.h"
 
 enum fc_block_state { FC_BLOCK_LOADING, FC_BLOCK_READY, FC_BLOCK_FAILED };
 
@@ -28,9 +29,9 @@ struct fc_block {
     bool handed;   /* all its bytes went to the page cache (fc_cache_handed) */
     size_t served; /* bytes of it replied into the page cache so far */
     char *id;      /* key '\n' etag '\n' index; owned */
-    struct fc_block *prev, *next;   /* LRU list */
-    struct fc_block *hprev, *hnext; /* handed list, oldest first */
-    UT_hash_handle hh;              /* by id */
+    struct cm_list lru;   /* the cache's LRU list, first = most recent */
+    struct cm_list hlist; /* handed list, oldest first (while handed) */
+    UT_hash_handle hh;    /* by id */
 };
 
 struct fc_cache;

@@ -15,6 +15,7 @@
 #include <uthash.h>
 
 #include "common/hash.h"
+#include "common/list.h"
 
 /* The hash key: ids name keys, not buckets, so the bucket is part of it
  * (zero-padded: compared as bytes). */
@@ -28,7 +29,7 @@ struct bc_ent {
     uint64_t version;
     uint64_t crc;
     size_t len;
-    struct bc_ent *prev, *next; /* LRU: head = most recent */
+    struct cm_list lru; /* c->lru: first = most recent */
     UT_hash_handle hh;
     uint8_t data[];
 };
@@ -36,7 +37,7 @@ struct bc_ent {
 struct stor_bcache {
     size_t max_bytes, bytes;
     struct bc_ent *map;
-    struct bc_ent *head, *tail;
+    struct cm_list lru; /* of bc_ent.lru */
 };
 
 #define ENT_COST(len) (sizeof(struct bc_ent) + (len))
@@ -62,37 +63,20 @@ struct stor_bcache *stor_bcache_create(size_t max_bytes)
     if (max_bytes == 0)
         return NULL;
     c = calloc(1, sizeof(*c));
-    if (c != NULL)
+    if (c != NULL) {
         c->max_bytes = max_bytes;
+        cm_list_init(&c->lru);
+    }
     return c;
 }
 
 /* Unlinks @e from the LRU list and the map and frees it. */
 static void ent_drop(struct stor_bcache *c, struct bc_ent *e)
 {
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        c->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        c->tail = e->prev;
+    cm_list_del(&e->lru);
     HASH_DEL(c->map, e);
     c->bytes -= ENT_COST(e->len);
     free(e);
-}
-
-/* Puts @e at the head of the LRU list (it must not be on it). */
-static void lru_push(struct stor_bcache *c, struct bc_ent *e)
-{
-    e->prev = NULL;
-    e->next = c->head;
-    if (c->head)
-        c->head->prev = e;
-    c->head = e;
-    if (c->tail == NULL)
-        c->tail = e;
 }
 
 /* See header. */
@@ -100,8 +84,8 @@ void stor_bcache_destroy(struct stor_bcache *c)
 {
     if (c == NULL)
         return;
-    while (c->head)
-        ent_drop(c, c->head);
+    while (!cm_list_empty(&c->lru))
+        ent_drop(c, CM_LIST_FIRST(&c->lru, struct bc_ent, lru));
     free(c);
 }
 
@@ -121,14 +105,7 @@ const void *stor_bcache_get(struct stor_bcache *c, const char *bucket,
         ent_drop(c, e);
         return NULL;
     }
-    if (c->head != e) { /* move to the front */
-        e->prev->next = e->next;
-        if (e->next)
-            e->next->prev = e->prev;
-        else
-            c->tail = e->prev;
-        lru_push(c, e);
-    }
+    cm_list_move_front(&c->lru, &e->lru);
     return e->data;
 }
 
@@ -146,8 +123,8 @@ void stor_bcache_put(struct stor_bcache *c, const char *bucket,
     HASH_FIND(hh, c->map, &k, sizeof(k), e);
     if (e != NULL)
         ent_drop(c, e);
-    while (c->tail && c->bytes + ENT_COST(len) > c->max_bytes)
-        ent_drop(c, c->tail);
+    while (!cm_list_empty(&c->lru) && c->bytes + ENT_COST(len) > c->max_bytes)
+        ent_drop(c, CM_LIST_LAST(&c->lru, struct bc_ent, lru));
     e = malloc(ENT_COST(len));
     if (e == NULL)
         return;
@@ -158,6 +135,6 @@ void stor_bcache_put(struct stor_bcache *c, const char *bucket,
         memcpy(e->data, p, len);
     e->crc = cm_crc64(0, e->data, len);
     HASH_ADD(hh, c->map, key, sizeof(k), e);
-    lru_push(c, e);
+    cm_list_push_front(&c->lru, &e->lru);
     c->bytes += ENT_COST(len);
 }

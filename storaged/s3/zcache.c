@@ -36,6 +36,8 @@
 #include <unistd.h>
 #include <uthash.h>
 
+#include "common/list.h"
+
 #define ZC_PAGE     4096u
 #define ZC_SEEN     4096u /* admission table slots (a power of two) */
 #define ZC_ENT_COST 512u  /* bookkeeping per entry, beside its pages */
@@ -49,8 +51,8 @@ struct zc_ent {
     struct zc_key key;
     uint64_t version;
     size_t len;
-    int fd;                     /* owned: the pipe's read end */
-    struct zc_ent *prev, *next; /* LRU: head = most recent */
+    int fd;             /* owned: the pipe's read end */
+    struct cm_list lru; /* c->lru: first = most recent */
     UT_hash_handle hh;
 };
 
@@ -58,7 +60,7 @@ struct stor_zcache {
     pthread_mutex_t lock; /* everything below */
     size_t max_bytes, bytes, entries;
     struct zc_ent *map;
-    struct zc_ent *head, *tail;
+    struct cm_list lru;     /* of zc_ent.lru */
     uint64_t seen[ZC_SEEN]; /* admission: hashes of recent offers */
     uint64_t hits, puts, evictions, failed;
 };
@@ -113,6 +115,7 @@ struct stor_zcache *stor_zcache_create(size_t max_bytes)
         return NULL;
     pthread_mutex_init(&c->lock, NULL);
     c->max_bytes = max_bytes;
+    cm_list_init(&c->lru);
     return c;
 }
 
@@ -121,14 +124,7 @@ struct stor_zcache *stor_zcache_create(size_t max_bytes)
  * holds c->lock. */
 static void ent_drop(struct stor_zcache *c, struct zc_ent *e)
 {
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        c->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        c->tail = e->prev;
+    cm_list_del(&e->lru);
     HASH_DEL(c->map, e);
     c->bytes -= ent_cost(e->len);
     c->entries--;
@@ -136,25 +132,13 @@ static void ent_drop(struct stor_zcache *c, struct zc_ent *e)
     free(e);
 }
 
-/* Puts @e at the head of the LRU list (it must not be on it). */
-static void lru_push(struct stor_zcache *c, struct zc_ent *e)
-{
-    e->prev = NULL;
-    e->next = c->head;
-    if (c->head)
-        c->head->prev = e;
-    c->head = e;
-    if (c->tail == NULL)
-        c->tail = e;
-}
-
 /* See header. */
 void stor_zcache_destroy(struct stor_zcache *c)
 {
     if (c == NULL)
         return;
-    while (c->head)
-        ent_drop(c, c->head);
+    while (!cm_list_empty(&c->lru))
+        ent_drop(c, CM_LIST_FIRST(&c->lru, struct zc_ent, lru));
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -217,14 +201,8 @@ int stor_zcache_tee(struct stor_zcache *c, const char *bucket,
     } while (n < 0 && errno == EINTR);
     if (n != (ssize_t)len)
         ret = n < 0 ? -errno : -EIO;
-    if (ret == 0 && c->head != e) { /* move to the front */
-        e->prev->next = e->next;
-        if (e->next)
-            e->next->prev = e->prev;
-        else
-            c->tail = e->prev;
-        lru_push(c, e);
-    }
+    if (ret == 0)
+        cm_list_move_front(&c->lru, &e->lru);
     if (ret == 0)
         c->hits++;
     else
@@ -342,12 +320,12 @@ void stor_zcache_put(struct stor_zcache *c, const char *bucket,
     HASH_FIND(hh, c->map, &k, sizeof(k), old);
     if (old != NULL)
         ent_drop(c, old);
-    while (c->tail && c->bytes + ent_cost(len) > c->max_bytes) {
-        ent_drop(c, c->tail);
+    while (!cm_list_empty(&c->lru) && c->bytes + ent_cost(len) > c->max_bytes) {
+        ent_drop(c, CM_LIST_LAST(&c->lru, struct zc_ent, lru));
         c->evictions++;
     }
     HASH_ADD(hh, c->map, key, sizeof(k), e);
-    lru_push(c, e);
+    cm_list_push_front(&c->lru, &e->lru);
     c->bytes += ent_cost(len);
     c->entries++;
     c->puts++;
