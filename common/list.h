@@ -91,18 +91,20 @@ static inline void *cm_list_obj(struct cm_list *n, size_t off)
     return n ? (void *)((char *)n - off) : NULL;
 }
 
-/* The struct @type whose member @member is node @n (NULL for NULL), and
- * the structs first / last in list @h, and after / before struct @e
- * (NULL past the ends). */
+/* The struct @type whose member @member is node @n: ENTRY for a node
+ * that is not NULL, OBJ also takes NULL (and gives NULL). Then the structs
+ * first / last in list @h, and after / before struct @e in it (NULL past
+ * either end). */
 #define CM_LIST_ENTRY(n, type, member)                                         \
+    ((type *)(void *)((char *)(n)-offsetof(type, member)))
+#define CM_LIST_OBJ(n, type, member)                                           \
     ((type *)cm_list_obj((n), offsetof(type, member)))
 #define CM_LIST_FIRST(h, type, member)                                         \
-    CM_LIST_ENTRY(cm_list_first(h), type, member)
-#define CM_LIST_LAST(h, type, member)                                          \
-    CM_LIST_ENTRY(cm_list_last(h), type, member)
+    CM_LIST_OBJ(cm_list_first(h), type, member)
+#define CM_LIST_LAST(h, type, member) CM_LIST_OBJ(cm_list_last(h), type, member)
 #define CM_LIST_NEXT(h, e, type, member)                                       \
-    CM_LIST_ENTRY(cm_list_next((h), &(e)->member), type, member)
+    CM_LIST_OBJ(cm_list_next((h), &(e)->member), type, member)
 #define CM_LIST_PREV(h, e, type, member)                                       \
-    CM_LIST_ENTRY(cm_list_prev((h), &(e)->member), type, member)
+    CM_LIST_OBJ(cm_list_prev((h), &(e)->member), type, member)
 
 #endif /* COMMON_LIST_H */

@@ -17,6 +17,7 @@
 #include "storaged/store/obj_i.h"
 #include "storaged/store/obj_idx.h"
 
+#include "common/list.h"
 #include "common/log.h"
 #include "storaged/store/ec.h"
 #include "storaged/store/gsync.h"
@@ -3264,10 +3265,10 @@ struct vdel_item {
     struct vdel_key {
         uint8_t id[16];
         char bucket[64];
-    } k;                           /* the hash key */
-    UT_hash_handle hh;             /* by k, in v->all */
-    struct vdel_item *prev, *next; /* v->queue, while not busy */
-    struct obj_ent *cur;           /* owned: the version kept */
+    } k;                  /* the hash key */
+    UT_hash_handle hh;    /* by k, in v->all */
+    struct cm_list qnode; /* on v->queue, while not busy */
+    struct obj_ent *cur;  /* owned: the version kept */
     struct stor_place pl;
     bool ok[OBJ_MAX_SHARDS]; /* linked, its record in that drive's journal */
     uint64_t mark;
@@ -3278,27 +3279,14 @@ struct obj_vdel {
     int delay_ms; /* STORAGED_TEST_VDEL_MS: tests only (a wait per batch) */
     pthread_mutex_t mu;
     pthread_cond_t work, done;
-    struct vdel_item *all;         /* every item not settled yet */
-    struct vdel_item *head, *tail; /* not busy, oldest first */
-    size_t n;                      /* atomic reads: items in all */
+    struct vdel_item *all; /* every item not settled yet */
+    struct cm_list queue;  /* of qnode: not busy, oldest first */
+    size_t n;              /* atomic reads: items in all */
     bool stop;
     pthread_t th;
 };
 
 static pthread_mutex_t vdel_init_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void vdel_unqueue(struct obj_vdel *v, struct vdel_item *it)
-{
-    if (it->prev)
-        it->prev->next = it->next;
-    else
-        v->head = it->next;
-    if (it->next)
-        it->next->prev = it->prev;
-    else
-        v->tail = it->prev;
-    it->prev = it->next = NULL;
-}
 
 /* The barrier over @m items' journals (one shared fsync per drive), then
  * each item's metas go: unlinked (tombstones where a drive of the set is
@@ -3397,14 +3385,15 @@ static void *vdel_main(void *arg)
     for (;;) {
         size_t m = 0;
 
-        while (v->head == NULL && !v->stop)
+        while (cm_list_empty(&v->queue) && !v->stop)
             pthread_cond_wait(&v->work, &v->mu);
-        if (v->head == NULL && v->stop)
+        if (cm_list_empty(&v->queue) && v->stop)
             break;
-        while (v->head && m < VDEL_BATCH) {
-            struct vdel_item *x = v->head;
+        while (!cm_list_empty(&v->queue) && m < VDEL_BATCH) {
+            struct vdel_item *x =
+                CM_LIST_ENTRY(v->queue.next, struct vdel_item, qnode);
 
-            vdel_unqueue(v, x);
+            cm_list_del(&x->qnode);
             x->busy = true;
             b[m++] = x;
         }
@@ -3437,6 +3426,7 @@ static struct obj_vdel *vdel_get(struct stor_store *s)
         const char *ms = getenv("STORAGED_TEST_VDEL_MS");
 
         v->delay_ms = ms ? (int)strtol(ms, NULL, 10) : 0;
+        cm_list_init(&v->queue);
         pthread_mutex_init(&v->mu, NULL);
         pthread_cond_init(&v->work, NULL);
         pthread_cond_init(&v->done, NULL);
@@ -3482,12 +3472,7 @@ static void vdel_queue(struct stor_store *s, const char *bucket,
     pthread_mutex_lock(&v->mu);
     HASH_ADD(hh, v->all, k, sizeof(x->k), x);
     __atomic_store_n(&v->n, v->n + 1, __ATOMIC_RELAXED);
-    x->prev = v->tail;
-    if (v->tail)
-        v->tail->next = x;
-    else
-        v->head = x;
-    v->tail = x;
+    cm_list_push_back(&v->queue, &x->qnode);
     pthread_cond_signal(&v->work);
     pthread_mutex_unlock(&v->mu);
 }
@@ -3513,7 +3498,7 @@ void obj_vdel_settle(struct stor_store *s, const char *bucket,
         pthread_cond_wait(&v->done, &v->mu);
     }
     if (x)
-        vdel_unqueue(v, x);
+        cm_list_del(&x->qnode);
     if (x)
         x->busy = true;
     pthread_mutex_unlock(&v->mu);

@@ -56,6 +56,8 @@ static void test_list(void **state)
     cm_list_push_front(&h, &it[0].a);
     cm_list_push_back(&h, &it[3].a);
     expect(&h, (int[]){0, 1, 2, 3}, 4);
+    assert_ptr_equal(CM_LIST_ENTRY(h.next, struct item, a), &it[0]);
+    assert_null(CM_LIST_OBJ(cm_list_next(&h, &it[3].a), struct item, a));
     cm_list_push_front(&h2, &it[2].b); /* the second list is separate */
     assert_ptr_equal(CM_LIST_FIRST(&h2, struct item, b), &it[2]);
     cm_list_del(&it[2].a); /* middle */
