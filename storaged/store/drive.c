@@ -414,8 +414,10 @@ static struct io_uring *ring_get(void)
 /* Finishes one I/O synchronously from @done bytes on. */
 static void io_sync(struct stor_io *io, size_t done)
 {
-    if (io->op == 's') {
-        io->res = fsync(io->fd) < 0 ? -errno : 0;
+    if (io->op == 's' || io->op == 'd') {
+        io->res = (io->op == 's' ? fsync(io->fd) : fdatasync(io->fd)) < 0
+                      ? -errno
+                      : 0;
         return;
     }
     while (done < io->len) {
@@ -469,7 +471,8 @@ void stor_io_run(struct stor_io *ios, size_t n)
                 io_uring_prep_write(sqe, io->fd, io->buf, (unsigned)io->len,
                                     io->off);
             } else {
-                io_uring_prep_fsync(sqe, io->fd, 0);
+                io_uring_prep_fsync(sqe, io->fd,
+                                    io->op == 'd' ? IORING_FSYNC_DATASYNC : 0);
             }
             io_uring_sqe_set_data(sqe, io);
         }
@@ -498,10 +501,11 @@ void stor_io_run(struct stor_io *ios, size_t n)
             if (io->fd >= 0) {
                 if (cqe->res < 0)
                     io->res = cqe->res;
-                else if (io->op != 's' && (size_t)cqe->res < io->len)
+                else if (io->op != 's' && io->op != 'd' &&
+                         (size_t)cqe->res < io->len)
                     io_sync(io, (size_t)cqe->res); /* short: finish it */
                 else
-                    io->res = io->op == 's' ? 0 : cqe->res;
+                    io->res = io->op == 's' || io->op == 'd' ? 0 : cqe->res;
             }
             io_uring_cqe_seen(ring, cqe);
             got++;

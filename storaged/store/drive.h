@@ -43,7 +43,8 @@ CM_MUST_CHECK int stor_format_read(const char *drive, struct stor_format *f);
 CM_MUST_CHECK int stor_format_write(const char *drive,
                                     const struct stor_format *f);
 
-/* One I/O of a batch. op: 'r' pread, 'w' pwrite, 's' fsync. */
+/* One I/O of a batch. op: 'r' pread, 'w' pwrite, 's' fsync, 'd'
+ * fdatasync. */
 struct stor_io {
     int fd;
     char op;

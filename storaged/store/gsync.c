@@ -110,7 +110,7 @@ static void gsf_finish(struct stor_gsync_file *f, uint64_t gen, int res)
  * running it on this thread when none is in flight. 0 or -errno (the
  * error of a failed fsync at or after @want). */
 static int gsf_wait(struct stor_gsync *g, struct stor_gsync_file *f, int fd,
-                    uint64_t want)
+                    uint64_t want, bool datasync)
 {
     bool ran = false;
     int ret;
@@ -127,7 +127,7 @@ static int gsf_wait(struct stor_gsync *g, struct stor_gsync_file *f, int fd,
         }
         gen = gsf_ask(f, &lead);
         pthread_mutex_unlock(&f->mu);
-        r = fsync(fd) < 0 ? -errno : 0;
+        r = (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
         ran = true;
         __atomic_add_fetch(&g->fsyncs, 1, __ATOMIC_RELAXED);
         if (r < 0)
@@ -372,7 +372,7 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
     struct gs_group *grp[64], *uniq[64];
     uint64_t ticket[64], want[64];
     struct stor_io io[64];
-    size_t map[64], nu = 0, nio = 0;
+    size_t map[64], alias[64], nu = 0, nio = 0;
     bool lead[64] = {0}, follow[64] = {0};
 
     __atomic_add_fetch(&g->barriers, 1, __ATOMIC_RELAXED);
@@ -388,12 +388,19 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
                                                       __ATOMIC_ACQUIRE)
                                     : NULL;
         it[i].res = 0;
+        alias[i] = i;
         if (grp[i] == NULL || !grp[i]->fs) {
             grp[i] = NULL;
             if (it[i].fd < 0) {
                 it[i].res = -EBADF; /* nothing to sync it with */
                 continue;
             }
+            for (size_t e = 0; it[i].shared && e < i; e++)
+                if (alias[e] == e && grp[e] == NULL &&
+                    it[e].shared == it[i].shared && it[e].fd >= 0)
+                    alias[i] = e; /* one journal for several drives */
+            if (alias[i] != i)
+                continue;       /* takes that item's result, below */
             if (it[i].shared) { /* share one fsync of it (gsync.h) */
                 pthread_mutex_lock(&it[i].shared->mu);
                 want[i] = gsf_ask(it[i].shared, &lead[i]);
@@ -403,7 +410,8 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
                     continue; /* waits below, after this thread's fsyncs */
             }
             map[nio] = i;
-            io[nio++] = (struct stor_io){.fd = it[i].fd, .op = 's'};
+            io[nio++] = (struct stor_io){.fd = it[i].fd,
+                                         .op = it[i].datasync ? 'd' : 's'};
             continue;
         }
         for (u = 0; u < nu && uniq[u] != grp[i]; u++)
@@ -441,7 +449,11 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
     }
     for (size_t i = 0; i < n; i++)
         if (follow[i])
-            it[i].res = gsf_wait(g, it[i].shared, it[i].fd, want[i]);
+            it[i].res =
+                gsf_wait(g, it[i].shared, it[i].fd, want[i], it[i].datasync);
+    for (size_t i = 0; i < n; i++)
+        if (alias[i] != i)
+            it[i].res = it[alias[i]].res;
     for (size_t u = 0; u < nu; u++) {
         struct gs_group *gr = uniq[u];
 

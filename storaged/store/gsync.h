@@ -68,7 +68,10 @@ struct stor_sync_item {
     int fd; /* borrowed: the file or directory to fsync; may be -1 on a
              * drive in fs mode */
     struct stor_gsync_file *shared; /* borrowed, or NULL: fd is that file,
-                                     * its fsync shared (file mode) */
+                                     * its fsync shared (file mode); the
+                                     * items of one barrier naming one
+                                     * file share one fsync of it */
+    bool datasync;                  /* fdatasync is enough (file mode) */
     int res;                        /* out: 0 or -errno */
 };
 /* Waits until everything this thread wrote to the items' drives before the

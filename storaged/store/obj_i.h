@@ -113,7 +113,7 @@ struct stor_store {
     bool extents;          /* new medium objects go to extent files */
     struct obj_ext_drive *ext;      /* owned, ndrives (obj_ext.c), or NULL */
     struct obj_ext_reclaim *ext_rc; /* owned: the deferred punches */
-    struct obj_jnl *jnl;   /* owned: the per-drive meta journal (obj_jnl.c) */
+    struct obj_jnl *jnl;            /* owned: the meta journals (obj_jnl.c) */
     struct obj_vdel *vdel; /* owned, atomic: versioned DELETEs to settle */
     uint64_t jnl_records, jnl_checkpoints, jnl_replayed; /* atomics */
     pthread_rwlock_t lock;
@@ -486,10 +486,11 @@ void obj_index_close(struct stor_store *s);
  * differences (>= 0) or -errno. */
 long obj_index_check(struct stor_store *s, bool rebuild, FILE *out);
 
-/* ---- obj_jnl.c: the per-drive meta journal (FORMAT.md "The meta
+/* ---- obj_jnl.c: the meta journal (FORMAT.md "The meta
  * journal"). A brand-new inline name's commit appends its metas to the
- * journals of its drives, and its barrier is one shared fsync of each
- * journal instead of an fsync of every meta and object directory. ---- */
+ * journal of each filesystem of its drives (one per filesystem, kept by
+ * its first drive), and its barrier is one shared fdatasync of each
+ * instead of an fsync of every meta and object directory. ---- */
 struct stor_sync_item;
 /* At open, after the drives and group commit, before the index: recovers
  * every online drive's journal (the same boot: one syncfs; after a reboot:

@@ -1,4 +1,4 @@
-/* storaged/store/obj_jnl.c - the per-drive meta journal (obj_i.h;
+/* storaged/store/obj_jnl.c - the meta journal, one per filesystem (obj_i.h;
  * FORMAT.md "The meta journal").
  *
  * DESIGN: a commit of a brand-new inline name on a drive synced file by
@@ -8,6 +8,14 @@
  * fdatasync of that file, shared with every commit that waits on the same
  * drive at the same time (stor_gsync_file). The metas are renamed into
  * place as before, unsynced.
+ *
+ * One journal per filesystem (format version 2): the drives of one
+ * filesystem (file mode: directories of one disk) append to the journal
+ * of the first of them (their host), each record naming its drive, so a
+ * commit's barrier is one fdatasync per filesystem, not one fsync (and
+ * one cache flush) per drive. The replay reads every drive's journal and
+ * puts each record back on the drive it names; a version-1 journal (no
+ * drive in its records: its own drive's) is still read.
  *
  * Checkpoint: a thread makes every file written so far durable with one
  * syncfs(2) per filesystem, then starts a new generation of the journal
@@ -83,17 +91,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#define JNL_FILE     STOR_SYS_DIR "/journal"
-#define JNL_MAGIC    "ECFSJNL1"
-#define JNL_VERSION  1u
+#define JNL_FILE  STOR_SYS_DIR "/journal"
+#define JNL_MAGIC "ECFSJNL1"
+/* version 2 (session 13): one journal per filesystem, each record names
+ * its drive; version 1 (one journal per drive, records without a drive)
+ * is still read, for a replay after a power cut of the build before */
+#define JNL_VERSION  2u
 #define JNL_HDR      64u /* file header: magic, version, gen, boot, crc */
 #define JNL_REC_MAG  0x4c4e4a45u /* "EJNL" little-endian */
-#define JNL_REC_VER  1u
-#define JNL_REC_META 1u  /* a meta record to put at HEX.m */
+#define JNL_REC_META 1u          /* a meta record to put at HEX.m */
 #define JNL_REC_KEPT 2u  /* ... at HEX.vVERSION-SINCE (a version kept) */
-#define JNL_REC_FIX  56u /* fixed record head; then bucket, meta, crc */
+#define JNL_REC_FIX1 56u /* version 1's fixed record head */
+#define JNL_REC_FIX  64u /* fixed record head (+ drive); bucket, meta, crc */
 #define JNL_ALIGN    64u
-#define JNL_CP_BYTES (32ull << 20) /* a checkpoint once a drive has this */
+/* a checkpoint once a journal has this much per drive writing to it */
+#define JNL_CP_BYTES (32ull << 20)
 /* ... or records this old: below the 5 s within which a deleted object's
  * bytes leave the drives (FORMAT.md), since a record holds an inline body */
 #define JNL_CP_SECS 3
@@ -116,8 +128,13 @@ struct spare_ring {
 };
 
 struct jnl_drive {
-    int fd; /* -1: this drive does not journal */
+    int fd;   /* -1: no journal of this drive is written (its records go to
+               * its host's, or it does not journal) */
+    int host; /* the drive whose journal holds this drive's records (its
+               * filesystem's first journaling drive; itself for that
+               * one); -1: this drive does not journal */
     dev_t dev;
+    uint64_t cp_bytes; /* a host: checkpoint once tail reaches this */
     pthread_mutex_t mu;
     uint64_t tail; /* protected by mu: the next record's offset */
     uint64_t cut;  /* protected by mu: end of the records a checkpoint
@@ -239,32 +256,34 @@ struct jrec {
     int64_t since; /* KEPT: the SINCE of its name */
 };
 
-/* Parses the record at @p (@n bytes left) of generation @gen. Returns its
- * padded length, or 0 when there is none whole there. */
-static size_t rec_parse(const uint8_t *p, size_t n, uint32_t gen,
-                        struct jrec *r)
+/* Parses the record at @p (@n bytes left) of generation @gen in a journal
+ * of format version @ver, found in drive @d's journal (version 1: the
+ * record is that drive's; version 2 names its drive). Returns its padded
+ * length, or 0 when there is none whole there. */
+static size_t rec_parse(const uint8_t *p, size_t n, uint32_t gen, uint32_t ver,
+                        size_t d, struct jrec *r)
 {
-    uint32_t len, blen, mlen;
+    uint32_t len, blen, mlen, fix = ver == 1 ? JNL_REC_FIX1 : JNL_REC_FIX;
 
-    if (n < JNL_REC_FIX + 8 || get32(p) != JNL_REC_MAG)
+    if (n < fix + 8 || get32(p) != JNL_REC_MAG)
         return 0;
     len = get32(p + 8);
     blen = get32(p + 40);
     mlen = get32(p + 44);
     r->type = p[6] | p[7] << 8;
-    if ((p[4] | p[5] << 8) != JNL_REC_VER ||
+    if ((uint32_t)(p[4] | p[5] << 8) != ver ||
         (r->type != JNL_REC_META && r->type != JNL_REC_KEPT) ||
         get32(p + 12) != gen || len > n || blen == 0 || blen >= 64 ||
-        mlen > STOR_META_MAX ||
-        (uint64_t)JNL_REC_FIX + blen + mlen + 8 != len ||
+        mlen > STOR_META_MAX || (uint64_t)fix + blen + mlen + 8 != len ||
         stor_crc64(0, p, len - 8) != get64(p + len - 8))
         return 0;
     r->version = get64(p + 16);
     r->since = (int64_t)get64(p + 48);
+    r->drive = ver == 1 ? d : get32(p + 56);
     r->id = p + 24;
-    r->bucket = (const char *)p + JNL_REC_FIX;
+    r->bucket = (const char *)p + fix;
     r->blen = blen;
-    r->meta = p + JNL_REC_FIX + blen;
+    r->meta = p + fix + blen;
     r->mlen = mlen;
     return (len + JNL_ALIGN - 1) / JNL_ALIGN * JNL_ALIGN;
 }
@@ -480,22 +499,25 @@ static int rec_k(const struct jrec *r)
 }
 
 /* Appends the valid records of generation @gen in @buf (@len bytes, drive
- * @d's journal) to *v. 0 or -ENOMEM. */
-static int collect(const uint8_t *buf, size_t len, uint32_t gen, size_t d,
-                   struct jrec **v, size_t *nv, size_t *cap)
+ * @d's journal, format version @ver) to *v: those of drives online now
+ * (a record of an offline drive is skipped, as its own journal would be
+ * unread). 0 or -ENOMEM. */
+static int collect(struct stor_store *s, const uint8_t *buf, size_t len,
+                   uint32_t gen, uint32_t ver, size_t d, struct jrec **v,
+                   size_t *nv, size_t *cap)
 {
     size_t off = JNL_HDR;
 
     while (off < len) {
         struct jrec r;
-        size_t rl = rec_parse(buf + off, len - off, gen, &r);
+        size_t rl = rec_parse(buf + off, len - off, gen, ver, d, &r);
 
         if (rl == 0) { /* torn, a failed write, or an old generation */
             off += JNL_ALIGN;
             continue;
         }
-        r.drive = d;
-        if (r.type == JNL_REC_KEPT && r.since == 0) {
+        if (r.drive >= s->ndrives || !obj_drive_online(s, r.drive) ||
+            (r.type == JNL_REC_KEPT && r.since == 0)) {
             off += rl;
             continue;
         }
@@ -523,7 +545,7 @@ static int collect(const uint8_t *buf, size_t len, uint32_t gen, size_t d,
  * older one might be stale). Adds the metas written per drive to done[d].
  * 0 or -errno. */
 static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
-                      const bool *need, long *done)
+                      const uint32_t *ver, const bool *need, long *done)
 {
     uint8_t **bufs = calloc(s->ndrives ? s->ndrives : 1, sizeof(*bufs));
     struct jrec *v = NULL;
@@ -552,7 +574,8 @@ static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
             ret = -EIO;
             break;
         }
-        ret = collect(bufs[d], (size_t)st.st_size, gen[d], d, &v, &nv, &cap);
+        ret = collect(s, bufs[d], (size_t)st.st_size, gen[d], ver[d], d, &v,
+                      &nv, &cap);
     }
     if (ret == 0 && nv)
         qsort(v, nv, sizeof(*v), rec_cmp);
@@ -619,10 +642,12 @@ static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
 
 /* Opens (creating) drive @d's journal and reads its header. After the
  * same boot one syncfs makes the last run's writes durable; after a reboot
- * *need is set (replay_all). Sets *gen to the generation it found. 0, or
- * -errno with the reason logged (-EPROTO: not a format this build reads). */
+ * *need is set (replay_all). Sets *gen and *ver to the generation and the
+ * format version it found. 0, or -errno with the reason logged (-EPROTO:
+ * not a format this build reads). */
 static int drive_recover(struct stor_store *s, size_t d, int *fdp,
-                         uint32_t *gen, const char *boot, bool *need)
+                         uint32_t *gen, uint32_t *ver, const char *boot,
+                         bool *need)
 {
     const char *drive = s->drives[d].path;
     char path[PATH_MAX];
@@ -632,6 +657,7 @@ static int drive_recover(struct stor_store *s, size_t d, int *fdp,
     int fd;
 
     *gen = 0;
+    *ver = JNL_VERSION;
     *need = false;
     snprintf(path, sizeof(path), "%s/" JNL_FILE, drive);
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -651,11 +677,11 @@ static int drive_recover(struct stor_store *s, size_t d, int *fdp,
                path, JNL_MAGIC);
         return -EPROTO;
     }
-    if (get32(h + 8) != JNL_VERSION) {
+    if (get32(h + 8) != 1 && get32(h + 8) != JNL_VERSION) {
         cm_log(CM_LOG_ERROR, 0,
                "%s has journal format version %u; this storaged reads "
-               "version %u: start the storaged that wrote it and stop it "
-               "cleanly (that empties it), then this one",
+               "versions 1 and %u: start the storaged that wrote it and stop "
+               "it cleanly (that empties it), then this one",
                path, get32(h + 8), JNL_VERSION);
         return -EPROTO;
     }
@@ -668,6 +694,7 @@ static int drive_recover(struct stor_store *s, size_t d, int *fdp,
         return 0;
     }
     *gen = get32(h + 12);
+    *ver = get32(h + 8);
     if (boot[0] && strncmp((const char *)h + 16, boot, 39) == 0) {
         /* the process died, the machine did not: the page cache has every
          * write of the last run; make them durable before forgetting */
@@ -792,7 +819,9 @@ static bool cp_due(struct obj_jnl *j)
     if (f && mono_ns() - f >= j->cp_ns)
         return true;
     for (size_t d = 0; d < j->n; d++)
-        if (__atomic_load_n(&j->d[d].tail, __ATOMIC_RELAXED) >= JNL_CP_BYTES)
+        if (j->d[d].host == (int)d &&
+            __atomic_load_n(&j->d[d].tail, __ATOMIC_RELAXED) >=
+                j->d[d].cp_bytes)
             return true;
     return false;
 }
@@ -1155,8 +1184,8 @@ int obj_jnl_open(struct stor_store *s, bool use)
 {
     struct obj_jnl *j = calloc(1, sizeof(*j));
     pthread_rwlockattr_t at;
-    uint32_t gen = 0, *gens;
-    bool *need;
+    uint32_t gen = 0, *gens, *vers;
+    bool *need, share;
     int ret = 0, *fds;
     long *done;
 
@@ -1208,18 +1237,22 @@ int obj_jnl_open(struct stor_store *s, bool use)
     s->jnl = j;
     need = calloc(j->n ? j->n : 1, sizeof(*need));
     gens = calloc(j->n ? j->n : 1, sizeof(*gens));
+    vers = calloc(j->n ? j->n : 1, sizeof(*vers));
     fds = calloc(j->n ? j->n : 1, sizeof(*fds));
     done = calloc(j->n ? j->n : 1, sizeof(*done));
-    if (need == NULL || gens == NULL || fds == NULL || done == NULL)
+    if (need == NULL || gens == NULL || vers == NULL || fds == NULL ||
+        done == NULL)
         ret = -ENOMEM;
     for (size_t d = 0; d < j->n; d++) {
         int r;
 
         j->d[d].fd = -1;
+        j->d[d].host = -1;
         pthread_mutex_init(&j->d[d].mu, NULL);
         if (ret == -ENOMEM || !obj_drive_online(s, d))
             continue; /* recovered when it is given back at a start */
-        r = drive_recover(s, d, &j->d[d].fd, &gens[d], j->boot, &need[d]);
+        r = drive_recover(s, d, &j->d[d].fd, &gens[d], &vers[d], j->boot,
+                          &need[d]);
         if (r == -EPROTO) {
             ret = r;
             continue;
@@ -1238,7 +1271,7 @@ int obj_jnl_open(struct stor_store *s, bool use)
             gen = gens[d];
     }
     if (ret == 0)
-        ret = replay_all(s, fds, gens, need, done);
+        ret = replay_all(s, fds, gens, vers, need, done);
     for (size_t d = 0; ret == 0 && d < j->n; d++) {
         if (done[d] == 0)
             continue;
@@ -1254,6 +1287,7 @@ int obj_jnl_open(struct stor_store *s, bool use)
     }
     free(need);
     free(gens);
+    free(vers);
     free(fds);
     free(done);
     if (ret < 0)
@@ -1291,6 +1325,38 @@ int obj_jnl_open(struct stor_store *s, bool use)
             close(fd);
             j->d[d].fd = -1;
         }
+    }
+    /* one journal per filesystem: the drives of one filesystem (file mode:
+     * directories of one disk) append their records, each naming its
+     * drive, to the journal of the first of them, so a commit's barrier
+     * is one fdatasync per filesystem instead of one per drive, each with
+     * its own cache flush (FORMAT.md "The meta journal").
+     * STORAGED_JOURNAL_SHARED=0: one per drive, as format version 1 did
+     * (benchmarks, tests) */
+    {
+        const char *v = getenv("STORAGED_JOURNAL_SHARED");
+
+        share = v == NULL || strcmp(v, "0") != 0;
+    }
+    for (size_t d = 0; d < j->n; d++) {
+        size_t h;
+
+        if (j->d[d].fd < 0)
+            continue;
+        for (h = 0; share && h < d; h++)
+            if (j->d[h].host == (int)h && j->d[h].dev == j->d[d].dev)
+                break;
+        if (!share || h == d) {
+            j->d[d].host = (int)d;
+            j->d[d].cp_bytes = JNL_CP_BYTES;
+            continue;
+        }
+        j->d[d].host = (int)h;
+        j->d[h].cp_bytes += JNL_CP_BYTES;
+        close(j->d[d].fd); /* its journal stays empty, of this generation */
+        j->d[d].fd = -1;
+        stor_gsync_file_destroy(j->d[d].sync);
+        j->d[d].sync = NULL;
     }
     if (!s->offline && pthread_create(&j->thr, NULL, jnl_main, s) == 0)
         j->thr_started = true;
@@ -1351,7 +1417,15 @@ void obj_jnl_close(struct stor_store *s)
 /* Contract in obj_i.h. */
 bool obj_jnl_use(struct stor_store *s, size_t d)
 {
-    return s->jnl && d < s->jnl->n && s->jnl->d[d].fd >= 0;
+    int h;
+
+    if (s->jnl == NULL || d >= s->jnl->n)
+        return false;
+    h = s->jnl->d[d].host;
+    /* a failed host (its journal, or its drive) ends its filesystem's
+     * journaling: the drives there commit without it from then on */
+    return h >= 0 && __atomic_load_n(&s->jnl->d[h].fd, __ATOMIC_RELAXED) >= 0 &&
+           obj_drive_online(s, (size_t)h);
 }
 
 /* Contract in obj_i.h. */
@@ -1408,7 +1482,7 @@ int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
                 const struct cm_buf *meta, struct cm_buf *rec,
                 struct stor_io *io)
 {
-    struct jnl_drive *jd = &s->jnl->d[d];
+    struct jnl_drive *jd = &s->jnl->d[s->jnl->d[d].host];
     size_t blen = strlen(bucket), len = JNL_REC_FIX + blen + meta->len + 8;
     size_t pad = (len + JNL_ALIGN - 1) / JNL_ALIGN * JNL_ALIGN;
     uint8_t *p;
@@ -1420,7 +1494,7 @@ int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
     p = (uint8_t *)rec->data;
     memset(p, 0, pad);
     put32(p, JNL_REC_MAG);
-    p[4] = JNL_REC_VER;
+    p[4] = JNL_VERSION;
     p[6] = kept_since ? JNL_REC_KEPT : JNL_REC_META;
     put32(p + 8, (uint32_t)len);
     put32(p + 12, s->jnl->gen); /* stable: the caller holds cp */
@@ -1429,6 +1503,7 @@ int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
     put32(p + 40, (uint32_t)blen);
     put32(p + 44, (uint32_t)meta->len);
     put64(p + 48, (uint64_t)kept_since);
+    put32(p + 56, (uint32_t)d); /* whose record: the journal is shared */
     memcpy(p + JNL_REC_FIX, bucket, blen);
     memcpy(p + JNL_REC_FIX + blen, meta->data, meta->len);
     put64(p + len - 8, stor_crc64(0, p, len - 8));
@@ -1448,6 +1523,10 @@ int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
 /* Contract in obj_i.h. */
 void obj_jnl_item(struct stor_store *s, size_t d, struct stor_sync_item *it)
 {
+    const struct jnl_drive *h = &s->jnl->d[s->jnl->d[d].host];
+
+    /* the items of one barrier naming one shared journal share one
+     * fdatasync of it (stor_gsync_barrier) */
     *it = (struct stor_sync_item){
-        .drive = d, .fd = s->jnl->d[d].fd, .shared = s->jnl->d[d].sync};
+        .drive = d, .fd = h->fd, .shared = h->sync, .datasync = true};
 }
