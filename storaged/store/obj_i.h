@@ -508,13 +508,16 @@ void obj_jnl_leave(struct stor_store *s);
 bool obj_jnl_use(struct stor_store *s, size_t d);
 /* Builds into @rec (initialised here; the caller frees it after the
  * write) the record of @meta (the meta of version @version of @bucket/@id
- * on drive @d: for HEX.m, or with @kept_since != 0 for the version kept
- * in place as HEX.vVERSION-SINCE), reserves its place and sets @io to its
- * write, which the caller runs. Between enter and leave, on a drive that
- * journals. 0 or -ENOMEM. */
+ * on drive @d: with @kept, for the version kept in place as
+ * HEX.vVERSION-@since (type 2); else for HEX.m (type 1), where @since != 0
+ * makes the record valid only beside the type-2 record of the same id and
+ * @since on the same drive: a versioned overwrite's new meta, which a
+ * replay must not put back without the version it keeps), reserves its
+ * place and sets @io to its write, which the caller runs. Between enter
+ * and leave, on a drive that journals. 0 or -ENOMEM. */
 int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
-                const uint8_t id[16], uint64_t version, int64_t kept_since,
-                const struct cm_buf *meta, struct cm_buf *rec,
+                const uint8_t id[16], uint64_t version, int64_t since,
+                bool kept, const struct cm_buf *meta, struct cm_buf *rec,
                 struct stor_io *io);
 /* The barrier item that makes drive @d's records durable (a shared fsync
  * of its journal). */

@@ -1379,13 +1379,15 @@ static void unlink_metas(struct stor_store *s, const char *bucket,
 }
 
 /* Appends the metas of the shards with ok[j] and jn[j] (version
- * @version of @bucket/@id; with @since != 0, of the version kept in place
- * as HEX.vVERSION-SINCE) to their drives' journals, in one submission.
- * A write that fails clears ok[j] and fails its drive. Caller is between
- * obj_jnl_enter and obj_jnl_leave. Returns the shards still ok. */
+ * @version of @bucket/@id; with @kept, of the version kept in place as
+ * HEX.vVERSION-SINCE; else for HEX.m, where @since != 0 ties each record
+ * to the kept one of that SINCE on its drive: obj_jnl_add) to their
+ * drives' journals, in one submission. A write that fails clears ok[j] and
+ * fails its drive. Caller is between obj_jnl_enter and obj_jnl_leave.
+ * Returns the shards still ok. */
 static int jnl_append(struct stor_store *s, const char *bucket,
                       const uint8_t id[16], uint64_t version, int64_t since,
-                      const struct stor_place *pl, int n, bool *ok,
+                      bool kept, const struct stor_place *pl, int n, bool *ok,
                       const bool *jn, const struct cm_buf *metas)
 {
     struct cm_buf rec[OBJ_MAX_SHARDS];
@@ -1397,7 +1399,7 @@ static int jnl_append(struct stor_store *s, const char *bucket,
         if (!ok[j] || !jn[j])
             continue;
         if (obj_jnl_add(s, obj_shard_drive(s, pl, j), bucket, id, version,
-                        since, &metas[j], &rec[j], &io[nio]) < 0) {
+                        since, kept, &metas[j], &rec[j], &io[nio]) < 0) {
             ok[j] = false;
             continue;
         }
@@ -1439,7 +1441,8 @@ static void jnl_after(struct stor_store *s, const char *bucket,
         jn[j] = ok[j] && obj_jnl_use(s, obj_shard_drive(s, pl, j));
         any |= jn[j];
     }
-    if (any && jnl_append(s, bucket, id, version, 0, pl, n, ok2, jn, metas) > 0)
+    if (any &&
+        jnl_append(s, bucket, id, version, 0, false, pl, n, ok2, jn, metas) > 0)
         (void)sync_barrier_j(s, bucket, id, pl, n, ok2,
                              sync_mark(s, pl, n, ok2), NULL, NULL, NULL, NULL,
                              jn);
@@ -1478,6 +1481,41 @@ static void jnl_settle(struct stor_store *s, const char *bucket,
     for (int j = 0; j < n; j++)
         if (fds[j] >= 0)
             close(fds[j]);
+}
+
+static int read_meta(struct stor_store *s, size_t d, const char *bucket,
+                     const uint8_t id[16], struct cm_buf *out);
+
+/* A versioned overwrite through the journal (FORMAT.md "The meta
+ * journal"): appends a KEPT record of the version @rt keeps (its meta,
+ * read from HEX.m, which HEX.v<version> now links) on each shard with
+ * ok[j], so barrier 1, the journals' fsyncs, makes the links good, as for
+ * a versioned DELETE. Only when every such shard journals and was linked
+ * and the kept version has the new one's geometry (k, n: so each new meta's
+ * record can be tied to its drive's KEPT record: obj_jnl_add): false
+ * leaves nothing written, and the caller takes the old way (jnl_settle,
+ * the links' directories in barrier 1, barrier 2). Between enter and
+ * leave. A failed append clears ok[j]. */
+static bool kept_records(struct stor_store *s, const char *bucket,
+                         const uint8_t id[16], const struct stor_place *pl,
+                         int k, int n, bool *ok, const bool *jn,
+                         const struct obj_retire *rt)
+{
+    struct cm_buf km[OBJ_MAX_SHARDS];
+    bool good = rt->n == n && rt->ve->k == k;
+
+    memset(km, 0, sizeof(km));
+    for (int j = 0; good && j < n; j++)
+        if (ok[j] &&
+            (!jn[j] || !((rt->linked >> j) & 1) ||
+             read_meta(s, obj_shard_drive(s, pl, j), bucket, id, &km[j]) < 0))
+            good = false;
+    if (good)
+        (void)jnl_append(s, bucket, id, rt->version, rt->ve->mtime_ns, true, pl,
+                         n, ok, jn, km);
+    for (int j = 0; j < n; j++)
+        cm_buf_fini(&km[j]);
+    return good;
 }
 
 /* Contract in obj_i.h: the commit protocol. */
@@ -1562,13 +1600,12 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
      * makes a record durable before a meta names it) nor shard files. */
     one = !any && e->inl && inl_shards && !src_shard && xb == NULL &&
           nothing_there(s, bucket, e->id, &pl, n, ok);
-    /* An overwrite of an inline object (no version kept, no shard files,
-     * no extent record) whose drives all journal: its metas go to the
-     * journals, whose shared fsyncs are its barrier 1, and its renames need
-     * no barrier 2: after a power cut a replay puts the new metas back
-     * (FORMAT.md "The meta journal"). */
-    jov = !one && e->inl && inl_shards && !src_shard && xb == NULL &&
-          !(t_cond && t_cond->retire_ver);
+    /* An overwrite of an inline object (no shard files, no extent record)
+     * whose drives all journal: its metas go to the journals, whose shared
+     * fsyncs are its barrier 1, and its renames need no barrier 2: after a
+     * power cut a replay puts the new metas back (FORMAT.md "The meta
+     * journal"); a version it keeps in place, too (kept_records). */
+    jov = !one && e->inl && inl_shards && !src_shard && xb == NULL;
     if ((one || jov) && s->fsync && s->jnl) {
         /* its metas go to the drives' journals too, and its barrier is
          * their shared fsyncs (obj_jnl.c) */
@@ -1582,28 +1619,38 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         if (!one && !jov) {
             obj_jnl_leave(s);
             jin = false;
-        } else {
-            obj_jnl_note(s, e->id);
+        } else if (one || !(t_cond && t_cond->retire_ver)) {
+            obj_jnl_note(s, e->id); /* a versioned one: once it journals */
         }
     } else {
         jov = false;
     }
     if (t_cond && t_cond->retire_ver) {
         /* a versioned overwrite keeps the current version's metas as
-         * HEX.v<version>: linked now, durable in barrier 1 */
-        jnl_settle(s, bucket, e->id, &pl);
+         * HEX.v<version>: linked now, durable in barrier 1 (their records
+         * in the journals, or their directories) */
+        if (!jov)
+            jnl_settle(s, bucket, e->id, &pl);
         ret = obj_ver_retire_begin(s, bucket, e, t_cond->retire_ver, false, &pl,
                                    &rt);
         if (ret < 0)
             goto out_tmp;
+        if (jov && kept_records(s, bucket, e->id, &pl, e->k, n, ok, jn, rt)) {
+            obj_jnl_note(s, e->id);
+        } else if (jov) {
+            obj_jnl_leave(s);
+            jin = jov = false;
+            jnl_settle(s, bucket, e->id, &pl); /* the same inodes */
+        }
     }
     for (int j = 0; j < n; j++) /* a rename will replace it, or a link */
         linked[j] = ((prev_mask | (rt ? rt->linked : 0)) >> j) & 1;
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, snum,
                           mark, linked, xb, one || jov ? WM_TMP : WM_SYNC);
-    if (jin && nok >= owq)
-        nok =
-            jnl_append(s, bucket, e->id, e->version, 0, &pl, n, ok, jn, metas);
+    if (jin && nok >= owq) /* tied to the KEPT records (kept_records) */
+        nok = jnl_append(s, bucket, e->id, e->version,
+                         rt && jov ? rt->ve->mtime_ns : 0, false, &pl, n, ok,
+                         jn, metas);
     if (jov && nok >= owq) /* barrier 1: the journals */
         nok = sync_barrier_j(s, bucket, e->id, &pl, n, ok, mark, NULL, NULL,
                              NULL, NULL, jn);
@@ -3792,8 +3839,8 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
             if (jk[j] && read_meta(s, d, bucket, id, &km[j]) < 0)
                 ok[j] = false; /* not kept there */
         }
-        (void)jnl_append(s, bucket, id, rt->version, rt->ve->mtime_ns, &pl, n,
-                         ok, jk, km);
+        (void)jnl_append(s, bucket, id, rt->version, rt->ve->mtime_ns, true,
+                         &pl, n, ok, jk, km);
         /* every link journaled: its barrier and the unlinks of the base's
          * metas are the queue's, after the answer (vdel_finish) */
         defer = vdel_get(s) != NULL;

@@ -33,10 +33,14 @@
  * them.
  *
  * Later writes of a name that may still have a record in the journal
- * (s->jnl->maybe, a bitmap of ids, cleared by each checkpoint) first make
- * its metas durable the old way (obj_jnl_settle: a kept version links to
- * that file), and after they commit append their own metas (synced), so a
- * replay never brings back a version older than what was acknowledged.
+ * (s->jnl->maybe, a bitmap of ids, cleared by each checkpoint) that do not
+ * journal first make its metas durable the old way (jnl_settle in obj_io.c:
+ * a kept version links to that file), and after they commit append their
+ * own metas (synced), so a replay never brings back a version older than
+ * what was acknowledged. A versioned overwrite that journals appends a
+ * KEPT record of the version it keeps instead, and its new metas' records
+ * carry that record's SINCE: the replay takes such a record only beside
+ * its KEPT one on the same drive (drop_unpaired).
  *
  * Spare meta inodes (obj_spare_*) live here too: the journal thread's tick
  * empties the ones nobody reused. Why they exist: on a journal-less ext4
@@ -300,6 +304,9 @@ static int rec_cmp(const void *a, const void *b)
         c = memcmp(x->id, y->id, 16);
     if (c == 0 && x->type != y->type)
         c = x->type < y->type ? -1 : 1;
+    /* a name's KEPT records by SINCE (paired() looks them up by it) */
+    if (c == 0 && x->type == JNL_REC_KEPT && x->since != y->since)
+        c = x->since < y->since ? -1 : 1;
     if (c == 0 && x->version != y->version)
         c = x->version < y->version ? -1 : 1;
     if (c == 0 && x->drive != y->drive)
@@ -447,10 +454,15 @@ static int replay_one(const char *drive, const struct jrec *r, uint64_t n)
     return ret < 0 ? ret : 1;
 }
 
-static bool same_name(const struct jrec *a, const struct jrec *b)
+static bool same_obj(const struct jrec *a, const struct jrec *b)
 {
     return a->blen == b->blen && memcmp(a->bucket, b->bucket, a->blen) == 0 &&
-           memcmp(a->id, b->id, 16) == 0 && a->type == b->type;
+           memcmp(a->id, b->id, 16) == 0;
+}
+
+static bool same_name(const struct jrec *a, const struct jrec *b)
+{
+    return same_obj(a, b) && a->type == b->type;
 }
 
 /* Puts the meta of the KEPT record @r at its HEX.vVERSION-SINCE on @drive
@@ -536,6 +548,55 @@ static int collect(struct stor_store *s, const uint8_t *buf, size_t len,
     return 0;
 }
 
+/* Is there, among the KEPT records v[a..b) of one name (sorted by SINCE,
+ * then version and drive: rec_cmp), one of @r's SINCE on @r's drive? */
+static bool paired(const struct jrec *v, size_t a, size_t b,
+                   const struct jrec *r)
+{
+    for (size_t e = b; a < e;) { /* the first of SINCE >= r's */
+        size_t m = a + (e - a) / 2;
+
+        if (v[m].since < r->since)
+            a = m + 1;
+        else
+            e = m;
+    }
+    for (; a < b && v[a].since == r->since; a++)
+        if (v[a].drive == r->drive)
+            return true;
+    return false;
+}
+
+/* Drops from the sorted @v (rec_cmp: a name's META records, then its KEPT
+ * ones) the META records of versioned overwrites (SINCE != 0) without the
+ * KEPT record of the same name and SINCE on their drive, the version they
+ * replace and keep: both were written in one submission before one fsync,
+ * so a power cut may have kept either; without its pair such a meta counts
+ * as lost, so a replay never makes a version current without the one it
+ * kept. Returns the records left (in order). */
+static size_t drop_unpaired(struct jrec *v, size_t nv)
+{
+    size_t o = 0;
+
+    for (size_t a = 0; a < nv;) {
+        size_t b = a, c;
+
+        while (b < nv && same_name(&v[b], &v[a]))
+            b++;
+        c = b; /* [b, c): the same object's KEPT records, if any */
+        if (v[a].type == JNL_REC_META)
+            while (c < nv && v[c].type == JNL_REC_KEPT &&
+                   same_obj(&v[c], &v[a]))
+                c++;
+        for (size_t i = a; i < b; i++)
+            if (v[i].type != JNL_REC_META || v[i].since == 0 ||
+                paired(v, b, c, &v[i]))
+                v[o++] = v[i];
+        a = b; /* the KEPT run is the next group (o <= a: unread) */
+    }
+    return o;
+}
+
 /* The replay after a reboot (FORMAT.md "The meta journal") of the drives
  * with need[d] (their journals open at fd[d], of generation gen[d]). An
  * acknowledged version has a durable record on at least its write quorum
@@ -577,8 +638,10 @@ static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
         ret = collect(s, bufs[d], (size_t)st.st_size, gen[d], ver[d], d, &v,
                       &nv, &cap);
     }
-    if (ret == 0 && nv)
+    if (ret == 0 && nv) {
         qsort(v, nv, sizeof(*v), rec_cmp);
+        nv = drop_unpaired(v, nv);
+    }
     for (size_t a = 0; ret == 0 && a < nv;) {
         size_t b = a, c, e, pick_a, pick_e;
         bool all = obj_set_online(s, s->drives[v[a].drive].set) == s->set_size;
@@ -1478,8 +1541,8 @@ bool obj_jnl_maybe(struct stor_store *s, const uint8_t id[16])
 
 /* Contract in obj_i.h. */
 int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
-                const uint8_t id[16], uint64_t version, int64_t kept_since,
-                const struct cm_buf *meta, struct cm_buf *rec,
+                const uint8_t id[16], uint64_t version, int64_t since,
+                bool kept, const struct cm_buf *meta, struct cm_buf *rec,
                 struct stor_io *io)
 {
     struct jnl_drive *jd = &s->jnl->d[s->jnl->d[d].host];
@@ -1495,14 +1558,14 @@ int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
     memset(p, 0, pad);
     put32(p, JNL_REC_MAG);
     p[4] = JNL_VERSION;
-    p[6] = kept_since ? JNL_REC_KEPT : JNL_REC_META;
+    p[6] = kept ? JNL_REC_KEPT : JNL_REC_META;
     put32(p + 8, (uint32_t)len);
     put32(p + 12, s->jnl->gen); /* stable: the caller holds cp */
     put64(p + 16, version);
     memcpy(p + 24, id, 16);
     put32(p + 40, (uint32_t)blen);
     put32(p + 44, (uint32_t)meta->len);
-    put64(p + 48, (uint64_t)kept_since);
+    put64(p + 48, (uint64_t)since);
     put32(p + 56, (uint32_t)d); /* whose record: the journal is shared */
     memcpy(p + JNL_REC_FIX, bucket, blen);
     memcpy(p + JNL_REC_FIX + blen, meta->data, meta->len);
