@@ -547,6 +547,11 @@ int obj_spare_path(char *buf, size_t cap, const char *drive, uint64_t num);
  * (the create failed). The name stays the caller's until it renames it
  * or hands it back with obj_spare_keep. */
 int obj_spare_open(struct stor_store *s, size_t d, size_t len, uint64_t *num);
+/* As obj_spare_open, but never creates: -ENOENT when drive @d has no
+ * spare to reuse and none made ahead (a delete marker's meta then
+ * creates its final name itself: a file made under a spare name and
+ * renamed would cost a create and a rename). */
+int obj_spare_have(struct stor_store *s, size_t d, size_t len, uint64_t *num);
 /* Hands sNUM of drive @d back as a spare (its inode lost its other
  * names; a commit exchanged it with the meta it replaced), or unlinks it
  * when another name still links it or the pool is full. Under the key

@@ -898,6 +898,7 @@ static void ext_refs_load(struct stor_store *s, const char *bucket,
 }
 
 static int open_mk(const char *path, size_t d);
+static int place_mk(const char *from, const char *to, size_t d);
 
 /* No spare name: the temp meta is obj_path_tmp(uniq, 100 + j). */
 #define SNUM_NONE UINT64_MAX
@@ -930,12 +931,16 @@ enum wm_mode { WM_SYNC, WM_TMP, WM_PLACE };
  * stor_obj_delete_keep): no temp file and no barrier, each meta created at
  * its final name HEX.m (O_EXCL: the caller found none there, under the key
  * lock), fds[j] left open as with WM_TMP; one created but not written
- * whole is unlinked. (Creating a commit's metas in place too was measured
- * slower: FORMAT.md "Tried and taken back".) With @snum (not WM_PLACE),
- * each temp meta is a spare or a new file named sNUM (obj_spare_open,
- * snum[j]; SNUM_NONE where the name is obj_path_tmp's): no rename to a
- * temp name first (meta_tmp_path). Returns the number written; clears
- * ok[j] for the ones that failed. */
+ * whole is unlinked. With @snum, a WM_PLACE meta goes into a spare of its
+ * drive where there is one (obj_spare_have: no inode created), which is
+ * then renamed to HEX.m with RENAME_NOREPLACE (place_mk: the same
+ * brand-new-name rule as O_EXCL; a spare not placed is handed back).
+ * (Creating a commit's metas in place too was measured slower: FORMAT.md
+ * "Tried and taken back".) With @snum (not WM_PLACE), each temp meta is a
+ * spare or a new file named sNUM (obj_spare_open, snum[j]; SNUM_NONE where
+ * the name is obj_path_tmp's): no rename to a temp name first
+ * (meta_tmp_path). Returns the number written; clears ok[j] for the ones
+ * that failed. */
 static int write_tmp_metas(struct stor_store *s, const char *bucket,
                            const uint8_t id[16], const struct stor_place *pl,
                            uint64_t uniq, struct cm_buf *metas, int n, bool *ok,
@@ -966,6 +971,14 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
                 ok[j] = false;
                 continue;
             }
+            fds[j] = r < 0 ? -1 : r;
+        } else if (snum) {
+            /* a marker's meta: a spare when the drive has one, else
+             * created at HEX.m below */
+            int r = obj_spare_have(s, d, metas[j].len, &snum[j]);
+
+            if (r < 0)
+                snum[j] = SNUM_NONE;
             fds[j] = r < 0 ? -1 : r;
         }
         if (fds[j] < 0 &&
@@ -1027,12 +1040,33 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
     }
     if (mode != WM_SYNC) {
         for (int j = 0; j < n; j++) {
-            char path[PATH_MAX];
+            size_t d = obj_shard_drive(s, pl, j);
+            char path[PATH_MAX], from[PATH_MAX];
 
+            if (mode == WM_PLACE && snum && snum[j] != SNUM_NONE) {
+                /* the written spare takes the marker's name, never over
+                 * a file there (EEXIST: someone else's, no drive fault) */
+                int r = -ENAMETOOLONG;
+
+                if (obj_spare_path(from, sizeof(from), s->drives[d].path,
+                                   snum[j]) == 0 &&
+                    obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
+                                  id) == 0)
+                    r = ok[j] ? place_mk(from, path, d) : -EIO;
+                if (r < 0) {
+                    if (ok[j] && r != -EEXIST)
+                        obj_drive_fail(s, d, r == -ENOENT ? ENODEV : -r);
+                    ok[j] = false;
+                    close(fds[j]);
+                    fds[j] = -1;
+                    obj_spare_keep(s, d, snum[j]); /* still sNUM */
+                }
+                nok += ok[j];
+                continue;
+            }
             if (mode == WM_PLACE && !ok[j] && fds[j] >= 0 &&
                 /* created, not written whole */
-                obj_path_meta(path, sizeof(path),
-                              s->drives[obj_shard_drive(s, pl, j)].path, bucket,
+                obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
                               id) == 0) {
                 unlink(path);
                 close(fds[j]);
@@ -1114,6 +1148,29 @@ static int open_mk(const char *path, size_t d)
         return ret;
     fd = open(path, fl, 0644);
     return fd >= 0 ? fd : -errno;
+}
+
+/* Renames @from (a written spare) to the brand-new name @to, never over a
+ * file there (-EEXIST, as open_mk's O_EXCL), creating the object directory
+ * on first use (on drive @d) as rename_mk() does. Where the filesystem has
+ * no RENAME_NOREPLACE, link() and unlink() do the same. 0 or -errno. */
+static int place_mk(const char *from, const char *to, size_t d)
+{
+    for (int tries = 0;; tries++) {
+        int ret;
+
+        if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+            return 0;
+        if (errno == EINVAL && link(from, to) == 0) {
+            (void)unlink(from);
+            return 0;
+        }
+        if (errno != ENOENT || tries > 0)
+            return -errno;
+        ret = mk_obj_dir(to, d);
+        if (ret < 0)
+            return ret;
+    }
 }
 
 /* Builds the meta records of a committing object: one per shard. Inline
@@ -3768,7 +3825,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
     struct stor_place pl, mpl;
     pthread_rwlock_t *kl, *mkl;
     uint8_t id[16], none = 0, *inl[OBJ_MAX_SHARDS];
-    uint64_t mark;
+    uint64_t mark, msnum[OBJ_MAX_SHARDS]; /* the marker's spares */
     struct obj_idx_body mb;
 
     memset(metas, 0, sizeof(metas));
@@ -3879,7 +3936,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
      * (deferred: its HEX.m is older than the marker, and a DELETE's link
      * of the same version beside it says so to a start: obj_load.c) */
     nok = write_tmp_metas(s, dm->bucket, me->id, &mpl, 0, metas, mn, mok, fds,
-                          NULL, 0, NULL, NULL, WM_PLACE);
+                          msnum, 0, NULL, NULL, WM_PLACE);
     for (int j = 0; j < mn; j++)
         if (fds[j] >= 0)
             close(fds[j]);

@@ -77,7 +77,11 @@
  * thread under SCHED_IDLE ("stor-spares") keeps a pool of empty spares
  * per drive (STORAGED_SPARE_POOL, default SPARE_POOL), so new names
  * create no inode on the request path either; a commit takes a kept
- * spare first, then one of the pool. */
+ * spare first, then one of the pool. Since session 13 a delete marker's
+ * metas take spares too (obj_spare_have, which never creates; obj_io.c
+ * renames the written spare to HEX.m with RENAME_NOREPLACE): a versioned
+ * DELETE frees no inode, so markers draw on the pool, and a take that
+ * leaves it under half wakes the filler at once (pool_kick). */
 #include "common/log.h"
 #include "storaged/store/gsync.h"
 #include "storaged/store/meta.h"
@@ -1078,8 +1082,19 @@ int obj_spare_take(struct stor_store *s, size_t d, const char *tmp, size_t len)
     return -1;
 }
 
+/* Wakes the pool's filler once a take left drive @d's pool under half
+ * (r->nfresh, read under r->mu by the caller): a burst (delete markers
+ * draw only on the pool) need not wait for its 100 ms idle tick. Not
+ * under j->tmu: a wake-up lost between the filler's check and its wait
+ * costs at most one tick. */
+static void pool_kick(struct obj_jnl *j, size_t nfresh)
+{
+    if (nfresh < j->pool / 2 && j->pthr_started)
+        (void)pthread_cond_signal(&j->pcv);
+}
+
 /* Contract in obj_i.h. */
-int obj_spare_open(struct stor_store *s, size_t d, size_t len, uint64_t *num)
+int obj_spare_have(struct stor_store *s, size_t d, size_t len, uint64_t *num)
 {
     struct obj_jnl *j = s->jnl;
     struct spare_ring *r;
@@ -1093,6 +1108,7 @@ int obj_spare_open(struct stor_store *s, size_t d, size_t len, uint64_t *num)
     now = mono_ns();
     for (;;) {
         bool got, fresh = false;
+        size_t left = 0;
 
         /* a kept spare first (its blocks are written over), then an
          * empty one the pool thread made ahead */
@@ -1101,10 +1117,13 @@ int obj_spare_open(struct stor_store *s, size_t d, size_t len, uint64_t *num)
         if (!got && r->nfresh > 0) {
             *num = r->fresh[--r->nfresh];
             got = fresh = true;
+            left = r->nfresh;
         }
         pthread_mutex_unlock(&r->mu);
         if (!got)
             break;
+        if (fresh)
+            pool_kick(j, left);
         if (spare_path(path, sizeof(path), s->drives[d].path, *num) < 0)
             continue;
         fd = spare_open(path, len);
@@ -1116,9 +1135,21 @@ int obj_spare_open(struct stor_store *s, size_t d, size_t len, uint64_t *num)
             return fd;
         }
     }
-    /* none: a new file under the next spare name; the pool fills from
-     * now on */
+    /* none: the caller creates a file; the pool fills from now on */
     __atomic_store_n(&j->pool_want, true, __ATOMIC_RELAXED);
+    return -ENOENT;
+}
+
+/* Contract in obj_i.h. */
+int obj_spare_open(struct stor_store *s, size_t d, size_t len, uint64_t *num)
+{
+    struct obj_jnl *j = s->jnl;
+    char path[PATH_MAX];
+    int fd = obj_spare_have(s, d, len, num);
+
+    if (fd != -ENOENT)
+        return fd;
+    /* none: a new file under the next spare name */
     *num = __atomic_fetch_add(&j->spare_next, 1, __ATOMIC_RELAXED);
     if (spare_path(path, sizeof(path), s->drives[d].path, *num) < 0)
         return -ENAMETOOLONG;

@@ -85,6 +85,20 @@ def fs_of(path):
     return " ".join(out) if out else "filesystem unknown"
 
 
+def spares(ep):
+    """storaged_meta_spares_total by event (/metrics): how many metas took
+    a spare inode instead of a create."""
+    import re
+    import urllib.request
+    try:
+        with urllib.request.urlopen(ep + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    return {m.group(1): int(m.group(2)) for m in re.finditer(
+        r'^storaged_meta_spares_total\{event="(\w+)"\} (\d+)', text, re.M)}
+
+
 def compare(name, unv, ver):
     """Prints one phase's rows and returns its figures (None, said so,
     when a side has no run left)."""
@@ -210,6 +224,7 @@ def main():
             if name not in only:
                 continue
             runs = {"unversioned": [], "versioned": []}
+            sp0 = spares(ep)
             vdone = 0  # versioned DELETEs answered, the warm-up's too
             k0 = a.del_keys if name == "delete" else a.new_keys
             nkeys = {"unversioned": k0, "versioned": k0}
@@ -246,14 +261,20 @@ def main():
                             nkeys[side] = max(a.new_keys,
                                               int(3 * w["rps"] * a.seconds))
                         continue
+                    s0 = spares(ep) if name == "delete" else {}
                     r = wrk_cpu(ep, script, secs[side], pids)
+                    s1 = spares(ep) if name == "delete" else {}
                     if side == "versioned":
                         vdone += r.get("done", 0)
-                    print("%s: %s run %d: %.1f req/s, %.1f CPU us/req, %s"
+                    print("%s: %s run %d: %.1f req/s, %.1f CPU us/req, %s%s"
                           % (name, side, rnd, r["rps"], r["cpu_us_per_req"],
                              "%d s" % secs[side] if "done" not in r else
                              "%d of %d keys in %.3f s" % (
-                                 r["done"], len(ks), r["seconds"])),
+                                 r["done"], len(ks), r["seconds"]),
+                             "" if not s1 else
+                             "; metas into spares: %d reused, %d made ahead"
+                             % (s1.get("reused", 0) - s0.get("reused", 0),
+                                s1.get("taken", 0) - s0.get("taken", 0))),
                           flush=True)
                     if name in ("put_new", "delete") and r["wraps"] != 0:
                         print("%s: %s run %d wrapped around its %d keys"
@@ -266,6 +287,11 @@ def main():
                       "(versioned) keys per run" % (name, nkeys["unversioned"],
                                                     nkeys["versioned"]))
             if name == "delete":
+                sp1 = spares(ep)
+                print("delete: spare meta inodes over the phase (fills "
+                      "included): %s" % ", ".join(
+                          "%s %d" % (k, sp1[k] - sp0.get(k, 0))
+                          for k in sorted(sp1)))
                 print("delete: runs of at most %d s (unversioned) and %d s "
                       "(versioned), each key deleted once" % (
                           secs["unversioned"], secs["versioned"]))

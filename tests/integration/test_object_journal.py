@@ -450,6 +450,20 @@ def spare_inodes(srv):
     return out
 
 
+def full_pool(srv, pool):
+    """Waits until every drive's pool of @pool spares made ahead is full;
+    (storaged_meta_spares_total, {inode: path} of the spare files) then."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        sp = spares(srv)
+        have = sp.get("made", 0) - sp.get("taken", 0)
+        files = spare_inodes(srv)
+        if have == pool * len(srv.drives) and len(files) >= have:
+            return sp, files
+        time.sleep(0.1)
+    raise AssertionError("the pool did not fill: %r" % spares(srv))
+
+
 def test_new_names_take_spares_made_ahead_and_overwrites_swap(storaged):
     """FORMAT.md "What a PUT costs", session 12: a thread makes empty
     spares ahead (STORAGED_SPARE_POOL per drive), so a new name's commit
@@ -465,37 +479,30 @@ def test_new_names_take_spares_made_ahead_and_overwrites_swap(storaged):
     c = srv.client()
     c.create_bucket(Bucket="pool")
 
-    def full_pool():
-        """Waits until the pool is full; the spare files' inodes then."""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            sp = spares(srv)
-            have = sp.get("made", 0) - sp.get("taken", 0)
-            files = spare_inodes(srv)
-            if have == pool * 16 and len(files) == have:
-                return sp, files
-            time.sleep(0.1)
-        raise AssertionError("the pool did not fill: %r" % spares(srv))
+    def full_pool_here():
+        sp, files = full_pool(srv, pool)
+        assert len(files) == pool * 16, files  # no kept spare here
+        return sp, files
     # an idle store makes none; the first commit that creates files
     # starts the pool
     time.sleep(0.5)
     assert spares(srv).get("made", 0) == 0, spares(srv)
     c.put_object(Bucket="pool", Key="first", Body=b"f" * 5000)
-    sp, made = full_pool()
+    sp, made = full_pool_here()
     assert all(os.path.getsize(p) == 0 for p in made.values())
     made0 = sp["made"]
     # new names: their metas are the inodes made ahead, not new files
     rng = random.Random(12)
     bodies = {"a": rng.randbytes(320 * 1024), "b": rng.randbytes(5000)}
     for k, v in bodies.items():
-        sp, made = full_pool()
+        sp, made = full_pool_here()
         c.put_object(Bucket="pool", Key=k, Body=v)
         n = 16 if k == "a" else 5  # 12+4 and 1+4 metas
         assert spares(srv)["taken"] - sp["taken"] == n, spares(srv)
         inos = {os.stat(p).st_ino for p, _ in metas_of(srv, "pool", k)}
         assert len(inos) == n and inos <= set(made), "a meta was created"
     # the pool fills up again (made only what was taken)
-    sp, _ = full_pool()
+    sp, _ = full_pool_here()
     assert sp["made"] == made0 + 21, sp
     # an overwrite: the old metas' inodes are now spares (exchanged)
     time.sleep(0.25)
@@ -526,6 +533,79 @@ def test_new_names_take_spares_made_ahead_and_overwrites_swap(storaged):
     srv.start()
     assert c.get_object(Bucket="pool", Key="a")["Body"].read() == v2
     assert c.get_object(Bucket="pool", Key="b")["Body"].read() == bodies["b"]
+
+
+def test_delete_markers_take_spares(storaged):
+    """FORMAT.md "Versions", delete markers: a versioned DELETE writes its
+    marker's metas into spare inodes (a kept spare, else one made ahead)
+    and renames them to their brand-new names with RENAME_NOREPLACE,
+    instead of creating them (on a journal-less ext4 each create walks the
+    recently freed inodes). Every marker meta is a spare's inode, the
+    counters say so, the markers and the versions they hide read back as
+    S3 says, and so they do after a kill -9 and a rebuild from the
+    drives."""
+    pool = 6
+    srv = storaged(ndrives=16, env=dict(JENV, STORAGED_SPARE_POOL=str(pool)))
+    c = srv.client()
+    c.create_bucket(Bucket="mkr")
+    c.put_bucket_versioning(Bucket="mkr",
+                            VersioningConfiguration={"Status": "Enabled"})
+    rng = random.Random(77)
+    bodies = {"k%d" % i: rng.randbytes(rng.choice([0, 100, 5000, 70000]))
+              for i in range(6)}
+    vids = {k: c.put_object(Bucket="mkr", Key=k, Body=v)["VersionId"]
+            for k, v in bodies.items()}
+    mids = {}
+    for i, k in enumerate(bodies):
+        if i == 3:
+            # kept spares too: an unversioned bucket's deletes leave them
+            c.create_bucket(Bucket="plain")
+            for j in range(40):
+                c.put_object(Bucket="plain", Key="p%d" % j, Body=b"p" * 50)
+                c.delete_object(Bucket="plain", Key="p%d" % j)
+            time.sleep(0.3)  # a spare is reused once 200 ms old
+        sp, files = full_pool(srv, pool)
+        before = {p for ms in metas_of(srv, "mkr..v").values() for p, _ in ms}
+        r = c.delete_object(Bucket="mkr", Key=k)
+        assert r["DeleteMarker"] is True
+        mids[k] = r["VersionId"]
+        new = [p for ms in metas_of(srv, "mkr..v").values() for p, _ in ms
+               if p not in before]
+        after = spares(srv)
+        # the marker's metas (an empty object: 1+4 on 16 drives), no
+        # other meta of the companion
+        assert len(new) == 5, new
+        used = (after["taken"] - sp["taken"]) + \
+            (after["reused"] - sp["reused"])
+        assert used == len(new), (sp, after)
+        inos = {os.stat(p).st_ino for p in new}
+        assert len(inos) == len(new) and inos <= set(files), \
+            "a marker meta was created, not taken from the spares"
+        if i >= 3:  # every drive holds some: kept spares first
+            assert after["reused"] - sp["reused"] == len(new), (sp, after)
+
+    def check():
+        got = _versions(c, "mkr")
+        for k, v in bodies.items():
+            vs, ms = got[k]
+            assert vs == [(vids[k], False)], (k, got[k])
+            assert ms == [(mids[k], True)], (k, got[k])
+            with pytest.raises(ClientError) as ei:
+                c.get_object(Bucket="mkr", Key=k)
+            assert ei.value.response["Error"]["Code"] == "NoSuchKey"
+            assert c.get_object(Bucket="mkr", Key=k, VersionId=vids[k])[
+                "Body"].read() == v
+    check()
+    # kill -9 (the page cache keeps the renamed spares), then a start that
+    # trusts nothing of the index: the rebuild reads the markers' metas
+    srv.kill9()
+    index_after_reboot(srv)
+    srv.start()
+    check()
+    srv.stop()
+    r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def _versions(c, bucket):
@@ -653,6 +733,8 @@ def test_power_cut_during_versioned_deletes_loses_no_version(storaged):
                     with open(p, "wb") as f:
                         f.write(b)
                     undone += 1
+            others = sorted(saved.values())
+            spared = 0
             for p in sorted(now - before):
                 r = rng.random()
                 if r < 0.3:
@@ -663,7 +745,14 @@ def test_power_cut_during_versioned_deletes_loses_no_version(storaged):
                     # inode, the version's meta, was durable before)
                     tear(p, rng)
                     lost += 1
-            assert undone and lost, (undone, lost)
+                elif r < 0.65 and ".v" not in os.path.basename(p):
+                    # a marker's meta is a spare renamed to its name: the
+                    # rename reached the disk, its new bytes did not (the
+                    # spare's old ones: another key's meta)
+                    with open(p, "wb") as f:
+                        f.write(rng.choice(others))
+                    spared += 1
+            assert undone and lost and spared, (undone, lost, spared)
             as_after_reboot(srv)
         srv.start()
         if rnd == 1:
