@@ -140,6 +140,7 @@ struct stor_conn {
 #define RING_ENTRIES  1024
 #define RING_SLOTS    1024 /* direct descriptors: files open at once */
 #define RING_MAX_CQES 1920 /* SQEs in flight: stays below the CQ size */
+#define RING_SQ_BATCH 256  /* read+close pairs prepped per submission */
 
 #define INBUF_POOL     64          /* input buffers kept per loop thread */
 #define INBUF_POOL_MAX (64 * 1024) /* larger ones are freed */
@@ -458,7 +459,7 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
 {
     struct http_thread *t = r->conn->t;
     struct file_batch *b;
-    size_t i, nsqe = 0, nslot = 0, o = 0, last;
+    size_t i, nsqe = 0, nslot = 0, o = 0, last, nsub = 0;
     int ret;
 
     assert(!r->job_busy);
@@ -518,24 +519,16 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
         }
         slot = t->slot_free[--t->nslot_free];
         b->slot[i] = slot;
-        /* hard links: the read and the close run even when the step
-         * before failed (an empty slot answers -EBADF), so the slot is
-         * always free again once the close's CQE is in */
+        /* the open alone: its read and close follow from ring_cb once it
+         * succeeded (file_read_close); ops[o + 1], ops[o + 2] are theirs */
         sqe = ring_sqe(&t->ring);
         io_uring_prep_openat_direct(sqe, AT_FDCWD, rd[i].path, O_RDONLY, 0,
                                     slot);
-        sqe->flags |= IOSQE_IO_HARDLINK;
         b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 0};
-        io_uring_sqe_set_data(sqe, &b->ops[o++]);
-        sqe = ring_sqe(&t->ring);
-        io_uring_prep_read(sqe, (int)slot, rd[i].buf, (unsigned)rd[i].len, 0);
-        sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
-        b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 1};
-        io_uring_sqe_set_data(sqe, &b->ops[o++]);
-        sqe = ring_sqe(&t->ring);
-        io_uring_prep_close_direct(sqe, slot);
-        b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 2};
-        io_uring_sqe_set_data(sqe, &b->ops[o++]);
+        io_uring_sqe_set_data(sqe, &b->ops[o]);
+        b->ops[o + 1] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 1};
+        b->ops[o + 2] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 2};
+        o += 3;
     }
     /* the splices, linked so that they fill the pipe in order: a short or
      * failed one cancels the rest (each then answers -ECANCELED) */
@@ -556,8 +549,11 @@ int stor_req_read_files(struct stor_req *r, struct stor_http_file_read *rd,
         b->ops[o] = (struct file_op){.b = b, .i = (uint32_t)i, .kind = 4};
         io_uring_sqe_set_data(sqe, &b->ops[o++]);
     }
+    /* this submission's SQEs: all but each path's read and close */
+    for (i = 0; i < n; i++)
+        nsub += rd[i].splice ? 2 : 1;
     ret = io_uring_submit(&t->ring);
-    if (ret < (int)nsqe) {
+    if (ret < (int)nsub) {
         /* The kernel could not take them all (-EAGAIN when it cannot
          * allocate). The ring is never entered again, so SQEs it did not
          * take never run. When it took some, they may be running (they
@@ -679,6 +675,107 @@ void stor_req_zc_discard(struct stor_req *r)
     c->zc_dirty = false;
 }
 
+/* Preps the read of file op->i of its batch (whose open just succeeded
+ * into its slot) and the close of the slot after it, hard-linked so that
+ * the close runs even when the read failed: the slot is free again once
+ * the close's CQE is in. false (nothing prepped) when the ring is broken.
+ *
+ * DESIGN: the open goes alone and the read follows from the loop, rather
+ * than open, read and close linked in one submission. A cold open (a path
+ * walk into a directory not cached) runs on io_uring's workers, and a
+ * read linked after it ran there too, blocking: one worker slept on the
+ * disk per meta and each submitted its own I/O, a virtio notification
+ * (a VM exit) per meta read. Submitted from the loop, the reads of all
+ * the opens that finished meanwhile go in one io_uring_enter under one
+ * block plug, and each cold read waits without a thread (the kernel's
+ * async buffered read: page-lock wake-up, then task work). A warm GET
+ * pays one more trip through the loop (the opens' CQEs, then the reads). */
+static bool file_read_close(struct http_thread *t, struct file_op *op)
+{
+    struct file_batch *b = op->b;
+    struct stor_http_file_read *rd = &b->rd[op->i];
+    unsigned slot = b->slot[op->i];
+    struct io_uring_sqe *sqe;
+
+    if (!t->ring_ok)
+        return false;
+    sqe = ring_sqe(&t->ring);
+    io_uring_prep_read(sqe, (int)slot, rd->buf, (unsigned)rd->len, 0);
+    sqe->flags |= IOSQE_FIXED_FILE | IOSQE_IO_HARDLINK;
+    io_uring_sqe_set_data(sqe, op);
+    sqe = ring_sqe(&t->ring);
+    io_uring_prep_close_direct(sqe, slot);
+    io_uring_sqe_set_data(sqe, op + 1);
+    return true;
+}
+
+/* Fails the read op (and its close, op + 1) of a file whose open
+ * succeeded but whose read cannot be submitted: the slot is emptied here
+ * (a synchronous update of the registered files; a request still using
+ * the file keeps its own reference) and freed. Returns the CQEs this
+ * accounts for that will never come (the caller's batch count); adds
+ * them to *gone (ring_inflight's count). */
+static unsigned files_fail(struct http_thread *t, struct file_op *op,
+                           unsigned *gone)
+{
+    struct file_batch *b = op->b;
+    unsigned slot = b->slot[op->i];
+    int none = -1;
+
+    b->rd[op->i].res = -EIO;
+    b->failed[op->i] = true;
+    if (io_uring_register_files_update(&t->ring, slot, &none, 1) == 1)
+        t->slot_free[t->nslot_free++] = slot;
+    /* else the slot is leaked: a later open into it would fail */
+    *gone += 2;
+    return 2;
+}
+
+/* Submits the @n read+close pairs prepped by file_read_close (@prep: their
+ * read ops, in order). When the kernel does not take them all, the ring is
+ * broken as in stor_req_read_files (never entered again: untaken SQEs
+ * never run) and each pair it did not take wholly fails here; a read it
+ * took whose close it did not is answered by its CQE, its slot emptied
+ * here. Batches that finish so go on the caller's list. */
+static void files_submit(struct http_thread *t, struct file_op **prep,
+                         unsigned n, struct file_batch ***tail, unsigned *gone)
+{
+    unsigned taken, k;
+    int ret;
+
+    if (n == 0)
+        return;
+    ret = io_uring_submit(&t->ring);
+    if (ret >= (int)(2 * n))
+        return;
+    cm_log(CM_LOG_ERROR, ret < 0 ? -ret : 0,
+           "io_uring submit on a loop failed; small reads go to workers");
+    t->ring_ok = false;
+    taken = ret > 0 ? (unsigned)ret : 0;
+    for (k = taken / 2; k < n; k++) {
+        struct file_op *op = prep[k];
+        struct file_batch *b = op->b;
+        unsigned left;
+
+        if (k * 2 + 1 == taken) { /* the read runs; its close does not */
+            int none = -1;
+
+            if (io_uring_register_files_update(&t->ring, b->slot[op->i], &none,
+                                               1) == 1)
+                t->slot_free[t->nslot_free++] = b->slot[op->i];
+            left = 1;
+            *gone += 1;
+        } else {
+            left = files_fail(t, op, gone);
+        }
+        b->left -= left;
+        if (b->left == 0) {
+            **tail = b;
+            *tail = &b->next;
+        }
+    }
+}
+
 /* The ring has completions: account them, then finish every batch whose
  * last CQE came in (after the CQ is released, since finishing a request
  * may start the next one on the ring). */
@@ -687,7 +784,8 @@ static void ring_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
     struct http_thread *t = io->arg;
     struct file_batch *fin = NULL, **tail = &fin;
     struct io_uring_cqe *cqe;
-    unsigned head, seen = 0;
+    unsigned head, seen = 0, gone = 0, nprep = 0;
+    struct file_op *prep[RING_SQ_BATCH];
 
     (void)l;
     (void)ev;
@@ -696,11 +794,27 @@ static void ring_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
         struct file_op *op = io_uring_cqe_get_data(cqe);
         struct file_batch *b = op->b;
         struct stor_http_file_read *rd = &b->rd[op->i];
+        unsigned done = 1;
 
         seen++;
-        if (op->kind == 0 && cqe->res < 0) {
+        if (op->kind == 0 && cqe->res >= 0) {
+            /* open: its read and close next, submitted together below */
+            if (nprep == RING_SQ_BATCH ||
+                io_uring_sq_space_left(&t->ring) < 2) {
+                files_submit(t, prep, nprep, &tail, &gone);
+                nprep = 0;
+            }
+            if (file_read_close(t, op + 1))
+                prep[nprep++] = op + 1;
+            else
+                done += files_fail(t, op + 1, &gone);
+        } else if (op->kind == 0) {
             rd->res = cqe->res;
             b->failed[op->i] = true;
+            /* its read and close never run; the slot stayed empty */
+            t->slot_free[t->nslot_free++] = b->slot[op->i];
+            done += 2;
+            gone += 2;
         } else if (op->kind == 3 && rd->splice) {
             rd->hres = cqe->res;
         } else if ((op->kind == 1 && !b->failed[op->i]) || op->kind == 3 ||
@@ -709,13 +823,15 @@ static void ring_cb(struct stor_loop *l, struct stor_ev *io, uint32_t ev)
         } else if (op->kind == 2) {
             t->slot_free[t->nslot_free++] = b->slot[op->i];
         }
-        if (--b->left == 0) {
+        b->left -= done;
+        if (b->left == 0) {
             *tail = b;
             tail = &b->next;
         }
     }
     io_uring_cq_advance(&t->ring, seen);
-    t->ring_inflight -= seen;
+    files_submit(t, prep, nprep, &tail, &gone);
+    t->ring_inflight -= seen + gone;
     while (fin) {
         struct file_batch *b = fin;
         struct stor_req *r = b->r;
@@ -733,8 +849,18 @@ static void ring_init(struct http_thread *t)
     /* DESIGN: no IORING_SETUP_DEFER_TASKRUN: with it, a read the kernel
      * had to punt to its workers (cold page cache) completed without
      * making the ring fd readable, and the request stalled (measured:
-     * tests/integration/test_s3_fast_get.py); it saved about 2% CPU. */
-    int ret = io_uring_queue_init(RING_ENTRIES, &t->ring, 0);
+     * tests/integration/test_s3_fast_get.py); it saved about 2% CPU.
+     * IORING_SETUP_COOP_TASKRUN instead: a completion from a worker (a
+     * cold meta's openat and read, 12 per medium GET) still wakes a loop
+     * asleep in epoll_wait, but no longer interrupts a running one with
+     * an IPI; the loop posts it at its next system call, which a busy
+     * loop makes within microseconds. Kernels before 5.19 refuse the flag:
+     * then without it. */
+    struct io_uring_params p = {.flags = IORING_SETUP_COOP_TASKRUN};
+    int ret = io_uring_queue_init_params(RING_ENTRIES, &t->ring, &p);
+
+    if (ret == -EINVAL)
+        ret = io_uring_queue_init(RING_ENTRIES, &t->ring, 0);
 
     if (ret < 0) {
         cm_log(CM_LOG_INFO, -ret, "no io_uring on the loops");

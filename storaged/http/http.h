@@ -253,7 +253,9 @@ struct stor_http_file_read {
 /* Performs @n whole-file reads (open, read at offset 0, close) or reads at
  * an offset of an open file (one readv each, no open or close) on the loop
  * thread's io_uring without blocking it (the kernel does them inline when
- * the data is cached and on its own workers otherwise); @done runs on the
+ * the data is cached; an open through directories not cached runs on its
+ * workers, and the file's read and close follow from the loop once it is
+ * open, so a cold read waits without a thread); @done runs on the
  * loop once all finished, each rd[i].res set to the bytes read or the first
  * -errno. Borrows @rd until then; the request counts as busy (job_busy)
  * meanwhile. 0, or -EAGAIN when the ring cannot take them now (none, or
