@@ -18,9 +18,12 @@
  * drive in its records: its own drive's) is still read.
  *
  * Checkpoint: a thread makes every file written so far durable with one
- * syncfs(2) per filesystem, then starts a new generation of the journal
- * (its header rewritten, the records after it are the old generation's and
- * are ignored). Commits between their append and the end of their barrier
+ * syncfs(2) per filesystem, then starts a new generation in the host's
+ * other file (journal.1 and journal in turn: its header of the higher
+ * generation is what a replay reads), and writes zeros over the old
+ * file's records in place (idle_zero), so the next generation there
+ * overwrites allocated blocks and its commits' fdatasyncs write no
+ * metadata. Commits between their append and the end of their barrier
  * hold s->jnl->cp for reading, the checkpoint for writing.
  *
  * Start (obj_jnl_open, before the index is loaded): the same boot (kill
@@ -99,7 +102,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define JNL_FILE  STOR_SYS_DIR "/journal"
+#define JNL_FILE   STOR_SYS_DIR "/journal"
+#define JNL_FILE2  STOR_SYS_DIR "/journal.1" /* a host's second file */
+#define JNL_ZCHUNK (1u << 20)                /* zeros written per pwrite */
+/* a host's idle file is kept (zeroed, allocated) up to this length */
+#define JNL_KEEP  (128ull << 20)
 #define JNL_MAGIC "ECFSJNL1"
 /* version 2 (session 13): one journal per filesystem, each record names
  * its drive; version 1 (one journal per drive, records without a drive)
@@ -145,9 +152,17 @@ struct jnl_drive {
     uint64_t cp_bytes; /* a host: checkpoint once tail reaches this */
     pthread_mutex_t mu;
     uint64_t tail; /* protected by mu: the next record's offset */
-    uint64_t cut;  /* protected by mu: end of the records a checkpoint
-                    * made old, to cut off after it (0: none) */
-    struct stor_gsync_file *sync;
+    struct stor_gsync_file *sync; /* fd's shared fdatasyncs */
+    /* A host writes two files in turn (journal, journal.1), one per
+     * generation: a checkpoint starts the next generation in the other
+     * file, then zeroes the old one's records in place and fdatasyncs it,
+     * so its blocks stay allocated and written, and the generation after
+     * overwrites them: a commit's fdatasync then writes its data and no
+     * inode, no bitmap, no journal commit of the filesystem. fd/sync and
+     * fd2/sync2 swap under mu and the checkpoint's write lock. */
+    int fd2; /* the other file (idle), -1 when none */
+    struct stor_gsync_file *sync2;
+    uint64_t zero; /* checkpoint thread: end of fd2's records to zero */
 };
 
 struct obj_jnl {
@@ -174,6 +189,7 @@ struct obj_jnl {
     bool pstop;     /* protected by tmu */
     bool pool_want; /* atomic: a commit had to create a temp meta or took
                      * one of the pool: fill (an idle store makes none) */
+    uint8_t *zbuf;  /* JNL_ZCHUNK zeros (idle_zero), made once */
     pthread_cond_t pcv;
 };
 
@@ -601,8 +617,9 @@ static size_t drop_unpaired(struct jrec *v, size_t nv)
     return o;
 }
 
-/* The replay after a reboot (FORMAT.md "The meta journal") of the drives
- * with need[d] (their journals open at fd[d], of generation gen[d]). An
+/* The replay after a reboot (FORMAT.md "The meta journal") of the journal
+ * files with need[f] (2 per drive: file f is drive f / 2's journal or
+ * journal.1, open at fd[f], of generation gen[f]). An
  * acknowledged version has a durable record on at least its write quorum
  * (>= k) of drives; a version with fewer was not acknowledged. So per name
  * the highest version with records on >= k drives is put back (with its
@@ -612,14 +629,15 @@ static size_t drop_unpaired(struct jrec *v, size_t nv)
 static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
                       const uint32_t *ver, const bool *need, long *done)
 {
-    uint8_t **bufs = calloc(s->ndrives ? s->ndrives : 1, sizeof(*bufs));
+    size_t nf = 2 * s->ndrives;
+    uint8_t **bufs = calloc(nf ? nf : 1, sizeof(*bufs));
     struct jrec *v = NULL;
     size_t nv = 0, cap = 0;
     int ret = 0;
 
     if (bufs == NULL)
         return -ENOMEM;
-    for (size_t d = 0; ret == 0 && d < s->ndrives; d++) {
+    for (size_t d = 0; ret == 0 && d < nf; d++) {
         struct stat st;
 
         if (!need[d])
@@ -639,7 +657,7 @@ static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
             ret = -EIO;
             break;
         }
-        ret = collect(s, bufs[d], (size_t)st.st_size, gen[d], ver[d], d, &v,
+        ret = collect(s, bufs[d], (size_t)st.st_size, gen[d], ver[d], d / 2, &v,
                       &nv, &cap);
     }
     if (ret == 0 && nv) {
@@ -701,7 +719,7 @@ static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
         a = b;
     }
     free(v);
-    for (size_t d = 0; d < s->ndrives; d++)
+    for (size_t d = 0; d < nf; d++)
         free(bufs[d]);
     free(bufs);
     return ret;
@@ -712,11 +730,12 @@ static int replay_all(struct stor_store *s, const int *fd, const uint32_t *gen,
  * *need is set (replay_all). Sets *gen and *ver to the generation and the
  * format version it found. 0, or -errno with the reason logged (-EPROTO:
  * not a format this build reads). */
-static int drive_recover(struct stor_store *s, size_t d, int *fdp,
-                         uint32_t *gen, uint32_t *ver, const char *boot,
-                         bool *need)
+static int drive_recover(struct stor_store *s, size_t d, const char *name,
+                         int *fdp, uint32_t *gen, uint32_t *ver,
+                         const char *boot, bool *need, bool *valid)
 {
     const char *drive = s->drives[d].path;
+    bool second = strcmp(name, JNL_FILE2) == 0;
     char path[PATH_MAX];
     uint8_t h[JNL_HDR];
     struct stat st;
@@ -725,9 +744,12 @@ static int drive_recover(struct stor_store *s, size_t d, int *fdp,
 
     *gen = 0;
     *ver = JNL_VERSION;
-    *need = false;
-    snprintf(path, sizeof(path), "%s/" JNL_FILE, drive);
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    *need = *valid = false;
+    snprintf(path, sizeof(path), "%s/%s", drive, name);
+    /* the second file only where a host made it */
+    fd = open(path, O_RDWR | (second ? 0 : O_CREAT) | O_CLOEXEC, 0644);
+    if (fd < 0 && second && errno == ENOENT)
+        return 0;
     if (fd < 0)
         return -errno;
     *fdp = fd;
@@ -762,6 +784,7 @@ static int drive_recover(struct stor_store *s, size_t d, int *fdp,
     }
     *gen = get32(h + 12);
     *ver = get32(h + 8);
+    *valid = true;
     if (boot[0] && strncmp((const char *)h + 16, boot, 39) == 0) {
         /* the process died, the machine did not: the page cache has every
          * write of the last run; make them durable before forgetting */
@@ -771,6 +794,71 @@ static int drive_recover(struct stor_store *s, size_t d, int *fdp,
     }
     *need = (uint64_t)st.st_size > JNL_HDR;
     return 0;
+}
+
+/* Writes zeros over [@from, @to) of @fd. 0 or -1. */
+static int zero_range(struct obj_jnl *j, int fd, uint64_t from, uint64_t to)
+{
+    while (from < to) {
+        size_t len = (size_t)CM_MIN((uint64_t)JNL_ZCHUNK, to - from);
+
+        if (stor_pwrite_all(fd, j->zbuf, len, from) < 0)
+            return -1;
+        from += len;
+    }
+    return 0;
+}
+
+/* Zeroes the records of host @d's idle file (the old generation's) in
+ * place and fdatasyncs it: they hold inline bodies, which must not stay
+ * on the drive once their object is deleted (FORMAT.md "Pins": within 5
+ * s), and the next generation in this file then overwrites written,
+ * allocated blocks. Where the old records ended near the file's end, it
+ * is made a quarter longer too, so a growing load does not extend it in
+ * every commit's fdatasync. A file never stays longer than JNL_KEEP (its
+ * tail is cut: a heavy load's generations, whose fdatasyncs are shared
+ * by many commits, append past it as before). Before session 13 the file
+ * was cut to its header instead: every commit's fsync then allocated
+ * blocks and wrote the inode. Only the checkpoint thread (or the close,
+ * after it) writes the idle file; a vdel barrier may fdatasync it
+ * meanwhile, which does no harm. */
+static void idle_zero(struct stor_store *s, size_t d)
+{
+    struct obj_jnl *j = s->jnl;
+    struct jnl_drive *jd = &j->d[d];
+    uint64_t end = jd->zero, want, cur;
+    struct stat st;
+
+    jd->zero = 0;
+    if (jd->fd2 < 0 || end <= JNL_HDR || fstat(jd->fd2, &st) < 0)
+        return;
+    if (j->zbuf == NULL && (j->zbuf = calloc(1, JNL_ZCHUNK)) == NULL)
+        return;
+    cur = (uint64_t)st.st_size;
+    if (cur > JNL_KEEP) {
+        if (ftruncate(jd->fd2, JNL_KEEP) == 0)
+            cur = JNL_KEEP;
+        if (end > cur)
+            end = cur; /* the records past it are gone with the cut */
+    }
+    want = end + end / 4;
+    want = (want + JNL_ZCHUNK - 1) / JNL_ZCHUNK * JNL_ZCHUNK;
+    if (want > JNL_KEEP)
+        want = JNL_KEEP;
+    /* past the records the file holds zeros already (each generation's
+     * were zeroed when it went idle) */
+    if (zero_range(j, jd->fd2, JNL_HDR, end) < 0 ||
+        (want > cur && zero_range(j, jd->fd2, cur, want) < 0)) {
+        cm_log(CM_LOG_WARN, errno,
+               "journal of %s: zeroing its old records failed; cutting them "
+               "off",
+               s->drives[d].path);
+        (void)ftruncate(jd->fd2, JNL_HDR);
+        return;
+    }
+    if (fdatasync(jd->fd2) < 0)
+        cm_log(CM_LOG_WARN, errno, "journal of %s: fdatasync of its idle file",
+               s->drives[d].path);
 }
 
 /* The checkpoint (see the top). Caller holds nothing. True when every
@@ -830,51 +918,51 @@ static bool checkpoint(struct stor_store *s)
     if (!bad) {
         j->gen++;
         for (size_t d = 0; d < j->n; d++) {
-            if (j->d[d].fd < 0)
+            struct jnl_drive *jd = &j->d[d];
+            struct stor_gsync_file *sf;
+            int fd;
+
+            if (jd->fd < 0)
                 continue;
-            if (hdr_write(j->d[d].fd, j->gen, j->boot) < 0) {
-                /* the old generation's records stay valid for a replay
-                 * (the header still names it): stop journaling here */
+            /* the next generation goes to the other file: its header,
+             * durable, names a generation above the old file's, so a
+             * replay reads it and not the old one (drive_open_all) */
+            if (hdr_write(jd->fd2, j->gen, j->boot) < 0) {
+                /* the old file's records stay valid for a replay (the
+                 * highest generation): stop journaling here */
                 cm_log(CM_LOG_ERROR, errno,
-                       "journal of %s: header write failed; the drive "
-                       "commits without the journal from now on",
+                       "journal of %s: header write failed; the drives "
+                       "of its filesystem commit without the journal from "
+                       "now on",
                        s->drives[d].path);
                 obj_drive_fail(s, d, errno ? errno : EIO);
-                close(j->d[d].fd);
-                j->d[d].fd = -1;
+                pthread_mutex_lock(&jd->mu);
+                close(jd->fd);
+                close(jd->fd2);
+                __atomic_store_n(&jd->fd, -1, __ATOMIC_RELAXED);
+                jd->fd2 = -1;
+                pthread_mutex_unlock(&jd->mu);
                 continue;
             }
-            pthread_mutex_lock(&j->d[d].mu);
-            j->d[d].cut = j->d[d].tail; /* the old records end there */
-            __atomic_store_n(&j->d[d].tail, JNL_HDR, __ATOMIC_RELAXED);
-            pthread_mutex_unlock(&j->d[d].mu);
+            pthread_mutex_lock(&jd->mu);
+            fd = jd->fd;
+            sf = jd->sync;
+            jd->fd = jd->fd2;
+            jd->sync = jd->sync2;
+            jd->fd2 = fd;
+            jd->sync2 = sf;
+            jd->zero = jd->tail; /* the old records end there */
+            __atomic_store_n(&jd->tail, JNL_HDR, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&jd->mu);
         }
         memset(j->maybe, 0, sizeof(j->maybe));
         __atomic_store_n(&j->first_ns, 0, __ATOMIC_RELAXED);
         __atomic_add_fetch(&s->jnl_checkpoints, 1, __ATOMIC_RELAXED);
     }
     pthread_rwlock_unlock(&j->cp);
-    /* cut the old records off: they hold inline bodies, which must not
-     * stay on the drive once their object is deleted (a crash before the
-     * cut leaves them of an old generation, which nothing reads). Outside
-     * the journal lock: freeing their blocks waits for a discard on a
-     * drive mounted -o discard (16 cuts took 0.5 s under the lock, every
-     * commit waiting). Under the drive's append lock instead, at the tail
-     * the new records have reached: only that drive's appends wait, and
-     * a record reserved before the cut lies below it. */
-    for (size_t d = 0; !bad && d < j->n; d++) {
-        struct jnl_drive *jd = &j->d[d];
-
-        if (__atomic_load_n(&jd->fd, __ATOMIC_RELAXED) < 0)
-            continue;
-        pthread_mutex_lock(&jd->mu);
-        if (jd->cut > jd->tail && ftruncate(jd->fd, (off_t)jd->tail) < 0)
-            cm_log(CM_LOG_WARN, errno,
-                   "journal of %s: cutting its old records off failed",
-                   s->drives[d].path);
-        jd->cut = 0;
-        pthread_mutex_unlock(&jd->mu);
-    }
+    for (size_t d = 0; !bad && d < j->n; d++)
+        if (__atomic_load_n(&j->d[d].fd, __ATOMIC_RELAXED) >= 0)
+            idle_zero(s, d);
     return !bad;
 }
 
@@ -1273,14 +1361,50 @@ static void *jnl_main(void *arg)
     return NULL;
 }
 
+/* Drive @d does not journal: its files closed. */
+static void jnl_off(struct obj_jnl *j, size_t d)
+{
+    struct jnl_drive *jd = &j->d[d];
+
+    if (jd->fd >= 0)
+        close(jd->fd);
+    if (jd->fd2 >= 0)
+        close(jd->fd2);
+    jd->fd = jd->fd2 = -1;
+    stor_gsync_file_destroy(jd->sync);
+    stor_gsync_file_destroy(jd->sync2);
+    jd->sync = jd->sync2 = NULL;
+}
+
+/* Makes host @d's second file, DRIVE/.ecfs.sys/journal.1, with the header
+ * of generation @gen (no records), its entry durable. fd or -1. */
+static int second_create(struct stor_store *s, size_t d, uint32_t gen)
+{
+    char path[PATH_MAX];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/" JNL_FILE2, s->drives[d].path);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/" STOR_SYS_DIR, s->drives[d].path);
+    if (hdr_write(fd, gen, s->jnl->boot) < 0 || ftruncate(fd, JNL_HDR) < 0 ||
+        stor_fsync_dir(path) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* Contract in obj_i.h. */
 int obj_jnl_open(struct stor_store *s, bool use)
 {
     struct obj_jnl *j = calloc(1, sizeof(*j));
     pthread_rwlockattr_t at;
     uint32_t gen = 0, *gens, *vers;
-    bool *need, share;
+    bool *need, *valid, share;
     int ret = 0, *fds;
+    size_t nf;
     long *done;
 
     if (j == NULL)
@@ -1329,48 +1453,61 @@ int obj_jnl_open(struct stor_store *s, bool use)
             j->spare[d].fresh = calloc(j->pool, sizeof(uint64_t));
     }
     s->jnl = j;
-    need = calloc(j->n ? j->n : 1, sizeof(*need));
-    gens = calloc(j->n ? j->n : 1, sizeof(*gens));
-    vers = calloc(j->n ? j->n : 1, sizeof(*vers));
-    fds = calloc(j->n ? j->n : 1, sizeof(*fds));
+    nf = 2 * j->n; /* file 2d: drive d's journal, 2d + 1: its journal.1 */
+    need = calloc(nf ? nf : 1, sizeof(*need));
+    valid = calloc(nf ? nf : 1, sizeof(*valid));
+    gens = calloc(nf ? nf : 1, sizeof(*gens));
+    vers = calloc(nf ? nf : 1, sizeof(*vers));
+    fds = calloc(nf ? nf : 1, sizeof(*fds));
     done = calloc(j->n ? j->n : 1, sizeof(*done));
-    if (need == NULL || gens == NULL || vers == NULL || fds == NULL ||
-        done == NULL)
+    if (need == NULL || valid == NULL || gens == NULL || vers == NULL ||
+        fds == NULL || done == NULL)
         ret = -ENOMEM;
+    for (size_t i = 0; fds && i < nf; i++)
+        fds[i] = -1;
     for (size_t d = 0; d < j->n; d++) {
-        int r;
-
-        j->d[d].fd = -1;
+        j->d[d].fd = j->d[d].fd2 = -1;
         j->d[d].host = -1;
         pthread_mutex_init(&j->d[d].mu, NULL);
         if (ret == -ENOMEM || !obj_drive_online(s, d))
             continue; /* recovered when it is given back at a start */
-        r = drive_recover(s, d, &j->d[d].fd, &gens[d], &vers[d], j->boot,
-                          &need[d]);
-        if (r == -EPROTO) {
-            ret = r;
-            continue;
+        for (size_t f = 0; f < 2; f++) {
+            size_t i = 2 * d + f;
+            int r =
+                drive_recover(s, d, f ? JNL_FILE2 : JNL_FILE, &fds[i], &gens[i],
+                              &vers[i], j->boot, &need[i], &valid[i]);
+
+            if (r == -EPROTO) {
+                ret = r;
+                continue;
+            }
+            if (r < 0) {
+                cm_log(CM_LOG_ERROR, -r, "journal of %s", s->drives[d].path);
+                obj_drive_fail(s, d, -r);
+                for (size_t g = 2 * d; g < 2 * d + 2; g++) {
+                    if (fds[g] >= 0)
+                        close(fds[g]);
+                    fds[g] = -1;
+                    need[g] = valid[g] = false;
+                }
+                break;
+            }
+            if (valid[i] && gens[i] >= gen)
+                gen = gens[i];
         }
-        if (r < 0) {
-            cm_log(CM_LOG_ERROR, -r, "journal of %s", s->drives[d].path);
-            obj_drive_fail(s, d, -r);
-            if (j->d[d].fd >= 0)
-                close(j->d[d].fd);
-            j->d[d].fd = -1;
-            need[d] = false;
-            continue;
-        }
-        fds[d] = j->d[d].fd;
-        if (gens[d] >= gen)
-            gen = gens[d];
+        /* of a host's two files, the one of the higher generation holds
+         * the records a replay needs: the checkpoint that started it made
+         * the other's durable (its syncfs) */
+        if (valid[2 * d] && valid[2 * d + 1])
+            need[gens[2 * d] >= gens[2 * d + 1] ? 2 * d + 1 : 2 * d] = false;
     }
     if (ret == 0)
         ret = replay_all(s, fds, gens, vers, need, done);
     for (size_t d = 0; ret == 0 && d < j->n; d++) {
-        if (done[d] == 0)
+        if (done[d] == 0 || fds[2 * d] < 0)
             continue;
         /* what it wrote, durable before the journal is reset */
-        if (syncfs(fds[d]) < 0)
+        if (syncfs(fds[2 * d]) < 0)
             ret = -errno;
         cm_log(CM_LOG_WARN, 0,
                "journal of %s: %ld meta(s) replayed after a restart of the "
@@ -1380,27 +1517,36 @@ int obj_jnl_open(struct stor_store *s, bool use)
                            __ATOMIC_RELAXED);
     }
     free(need);
+    free(valid);
     free(gens);
     free(vers);
-    free(fds);
     free(done);
-    if (ret < 0)
+    if (ret < 0) {
+        for (size_t i = 0; fds && i < nf; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        free(fds);
         return ret;
+    }
     /* every journal starts a new, higher generation: a record of an
-     * older one is never taken for one of this run */
-    j->gen = gen + 1;
+     * older one is never taken for one of this run; a second file gets
+     * the one below it (no records) */
+    j->gen = gen + 2;
     for (size_t d = 0; d < j->n; d++) {
         struct stat st;
-        int fd = j->d[d].fd;
+        int fd = fds[2 * d], fd2 = fds[2 * d + 1];
 
         if (fd < 0)
             continue;
         if (hdr_write(fd, j->gen, j->boot) < 0 || ftruncate(fd, JNL_HDR) < 0 ||
-            fstat(fd, &st) < 0) {
+            fstat(fd, &st) < 0 ||
+            (fd2 >= 0 && (hdr_write(fd2, j->gen - 1, j->boot) < 0 ||
+                          ftruncate(fd2, JNL_HDR) < 0))) {
             cm_log(CM_LOG_ERROR, errno, "journal of %s", s->drives[d].path);
             obj_drive_fail(s, d, errno ? errno : EIO);
             close(fd);
-            j->d[d].fd = -1;
+            if (fd2 >= 0)
+                close(fd2);
             continue;
         }
         if (st.st_nlink == 1 && st.st_size == JNL_HDR) {
@@ -1410,16 +1556,17 @@ int obj_jnl_open(struct stor_store *s, bool use)
             snprintf(sys, sizeof(sys), "%s/" STOR_SYS_DIR, s->drives[d].path);
             (void)stor_fsync_dir(sys);
         }
+        j->d[d].fd = fd;
+        j->d[d].fd2 = fd2;
         j->d[d].tail = JNL_HDR;
         j->d[d].dev = st.st_dev;
         /* journal only where the drive would fsync file by file; the
          * drives given whole filesystems have syncfs rounds (gsync.h) */
         if (!use || s->offline || !s->fsync || stor_gsync_is_fs(s->gs, d) ||
-            (j->d[d].sync = stor_gsync_file_create()) == NULL) {
-            close(fd);
-            j->d[d].fd = -1;
-        }
+            (j->d[d].sync = stor_gsync_file_create()) == NULL)
+            jnl_off(j, d);
     }
+    free(fds);
     /* one journal per filesystem: the drives of one filesystem (file mode:
      * directories of one disk) append their records, each naming its
      * drive, to the journal of the first of them, so a commit's barrier
@@ -1433,24 +1580,34 @@ int obj_jnl_open(struct stor_store *s, bool use)
         share = v == NULL || strcmp(v, "0") != 0;
     }
     for (size_t d = 0; d < j->n; d++) {
+        struct jnl_drive *jd = &j->d[d];
         size_t h;
 
-        if (j->d[d].fd < 0)
+        if (jd->fd < 0)
             continue;
         for (h = 0; share && h < d; h++)
-            if (j->d[h].host == (int)h && j->d[h].dev == j->d[d].dev)
+            if (j->d[h].host == (int)h && j->d[h].dev == jd->dev)
                 break;
-        if (!share || h == d) {
-            j->d[d].host = (int)d;
-            j->d[d].cp_bytes = JNL_CP_BYTES;
+        if (share && h < d) {
+            jd->host = (int)h;
+            j->d[h].cp_bytes += JNL_CP_BYTES;
+            jnl_off(j, d); /* its journal stays empty, of this generation */
             continue;
         }
-        j->d[d].host = (int)h;
-        j->d[h].cp_bytes += JNL_CP_BYTES;
-        close(j->d[d].fd); /* its journal stays empty, of this generation */
-        j->d[d].fd = -1;
-        stor_gsync_file_destroy(j->d[d].sync);
-        j->d[d].sync = NULL;
+        /* a host: it needs its second file (then the next drive of its
+         * filesystem becomes the host) */
+        if (jd->fd2 < 0)
+            jd->fd2 = second_create(s, d, j->gen - 1);
+        if (jd->fd2 < 0 || (jd->sync2 = stor_gsync_file_create()) == NULL) {
+            cm_log(CM_LOG_ERROR, errno,
+                   "journal of %s: no second file; the drive commits "
+                   "without the journal",
+                   s->drives[d].path);
+            jnl_off(j, d);
+            continue;
+        }
+        jd->host = (int)d;
+        jd->cp_bytes = JNL_CP_BYTES;
     }
     if (!s->offline && pthread_create(&j->thr, NULL, jnl_main, s) == 0)
         j->thr_started = true;
@@ -1486,14 +1643,15 @@ void obj_jnl_close(struct stor_store *s)
     /* a clean stop leaves every journal empty, cut back to its header */
     empty = checkpoint(s);
     for (size_t d = 0; d < j->n; d++) {
-        if (j->d[d].fd >= 0 && empty && ftruncate(j->d[d].fd, JNL_HDR) < 0)
+        if (j->d[d].fd >= 0 && empty &&
+            (ftruncate(j->d[d].fd, JNL_HDR) < 0 ||
+             (j->d[d].fd2 >= 0 && ftruncate(j->d[d].fd2, JNL_HDR) < 0)))
             cm_log(CM_LOG_WARN, errno, "journal of %s: cannot cut it back",
                    s->drives[d].path);
-        if (j->d[d].fd >= 0)
-            close(j->d[d].fd);
-        stor_gsync_file_destroy(j->d[d].sync);
+        jnl_off(j, d);
         pthread_mutex_destroy(&j->d[d].mu);
     }
+    free(j->zbuf);
     for (size_t d = 0; j->spare && d < j->n; d++) {
         pthread_mutex_destroy(&j->spare[d].mu);
         free(j->spare[d].fresh);
@@ -1617,10 +1775,14 @@ int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
 /* Contract in obj_i.h. */
 void obj_jnl_item(struct stor_store *s, size_t d, struct stor_sync_item *it)
 {
-    const struct jnl_drive *h = &s->jnl->d[s->jnl->d[d].host];
+    struct jnl_drive *h = &s->jnl->d[s->jnl->d[d].host];
 
     /* the items of one barrier naming one shared journal share one
-     * fdatasync of it (stor_gsync_barrier) */
+     * fdatasync of it (stor_gsync_barrier); fd and sync read together
+     * (a checkpoint swaps them under mu: the vdel queue's barrier runs
+     * outside obj_jnl_enter) */
+    pthread_mutex_lock(&h->mu);
     *it = (struct stor_sync_item){
         .drive = d, .fd = h->fd, .shared = h->sync, .datasync = true};
+    pthread_mutex_unlock(&h->mu);
 }

@@ -39,11 +39,18 @@ def journals(srv):
     return [os.path.join(d, ".ecfs.sys", "journal") for d in srv.drives]
 
 
+def journals2(srv):
+    """The hosts' second files (format version 2: a checkpoint starts the
+    next generation in the other file)."""
+    return [p for p in (os.path.join(d, ".ecfs.sys", "journal.1")
+                        for d in srv.drives) if os.path.exists(p)]
+
+
 def as_after_reboot(srv):
     """Another boot id in the index pointer and in every journal header: the
     start trusts nothing of the last run's page cache (a power cut)."""
     index_after_reboot(srv)
-    for p in journals(srv):
+    for p in journals(srv) + journals2(srv):
         with open(p, "r+b") as f:
             h = bytearray(f.read(JHDR))
             assert h[:8] == b"ECFSJNL1"
@@ -1139,3 +1146,58 @@ def test_power_cut_during_versioned_overwrites_loses_no_version(storaged):
     r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_checkpoints_alternate_two_files_zeroed_in_place(storaged):
+    """A host journal's checkpoint starts the next generation in its other
+    file (journal.1) and zeroes the old records in place (kept allocated
+    for the generation after, not cut): no body of a checkpointed object is
+    left in either file. A power cut after that switch, with the new
+    records only in journal.1 and every unsynced meta gone or torn: the
+    replay reads journal.1 (the higher generation) and every acknowledged
+    object reads back, the checkpointed ones too."""
+    srv = storaged(ndrives=16, env=dict(JENV, STORAGED_TEST_JOURNAL_CP_SECS="2"))
+    c = srv.client()
+    c.create_bucket(Bucket="burst")
+    rng = random.Random(19)
+    state = {"acked": {}, "inflight": {}}
+    first = {}
+    for i in range(20):
+        v = rng.randbytes(12 * 1024)
+        c.put_object(Bucket="burst", Key="a/%02d" % i, Body=v)
+        state["acked"]["a/%02d" % i] = hashlib.md5(v).hexdigest()
+        first["a/%02d" % i] = v
+    j0 = journals(srv)[0]
+    assert journal_records(j0) > 0
+    size_before = os.path.getsize(j0)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and journal_records(j0) > 0:
+        time.sleep(0.2)
+    time.sleep(0.5)  # the zeroing runs right after the switch
+    assert journal_records(j0) == 0, "no checkpoint"
+    j1 = journals2(srv)
+    assert j1 == [j1[0]] and j1[0].startswith(srv.drives[0]), j1
+    # kept at its length, records zeroed: no byte of a body left
+    assert os.path.getsize(j0) >= size_before
+    for p in (j0, j1[0]):
+        with open(p, "rb") as f:
+            data = f.read()
+        for k, v in first.items():
+            assert v[:64] not in data, (p, k)
+    with open(j0, "rb") as f:
+        assert f.read()[JHDR:size_before].count(0) == size_before - JHDR
+    # the next records go to journal.1; a power cut right after them
+    for i in range(10):
+        v = rng.randbytes(rng.choice([100, 4096, 12 * 1024]))
+        c.put_object(Bucket="burst", Key="b/%02d" % i, Body=v)
+        state["acked"]["b/%02d" % i] = hashlib.md5(v).hexdigest()
+    srv.kill9()
+    assert journal_records(j1[0]) > 0 and journal_records(j0) == 0
+    # only the b/ metas were not synced (a/ ones: by the checkpoint)
+    take_metas_away(srv, {"acked": {k: h for k, h in state["acked"].items()
+                                    if k.startswith("b/")},
+                          "inflight": {}}, rng)
+    as_after_reboot(srv)
+    srv.start()
+    assert "replayed after a restart of the machine" in srv.log_text()
+    check_burst(c, state)
