@@ -3,8 +3,9 @@
  *
  * DESIGN: parts are coded as they arrive (the same streaming engine as PUT,
  * K+M geometry) into the upload's directory on each drive of the object's
- * set; completion renames their shard files into the object directory and
- * commits one meta listing the parts (obj_commit): no data is copied.
+ * set; completion links their shard files into the object directory and
+ * commits one meta listing the parts (obj_commit): no data is copied; the
+ * upload's names go only once the commit has succeeded.
  * Uploads in progress live in memory per bucket (b->up, under b->lock) and
  * are loaded from the drives at start (obj_load.c). */
 #include "storaged/store/obj_i.h"
@@ -567,6 +568,26 @@ static void etag_norm(const char *in, char *out, size_t cap)
     out[n] = 0;
 }
 
+/* Unlinks the object-directory names a failed Complete made: on shard
+ * j's drive, the shard files of the first @nl[j] parts (@dids: their data
+ * ids) of object @id. The upload's own names stay. */
+static void unlink_linked(struct stor_store *s, const char *bucket,
+                          const uint8_t id[16], const struct stor_place *pl,
+                          const uint64_t *dids, const size_t *nl, int n)
+{
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+
+        for (size_t i = 0; i < nl[j]; i++) {
+            char path[PATH_MAX];
+
+            if (obj_path_shard(path, sizeof(path), s->drives[d].path, bucket,
+                               id, dids[i]) == 0)
+                (void)unlink(path);
+        }
+    }
+}
+
 /* Contract in object.h. */
 int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
                       size_t key_len, const char *upload_id,
@@ -577,7 +598,7 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
                                   nparts, NULL, out);
 }
 
-/* Contract in object.h: renames part shard files, one commit. */
+/* Contract in object.h: links part shard files, one commit. */
 int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
                            const char *key, size_t key_len,
                            const char *upload_id, const struct stor_part *parts,
@@ -594,6 +615,9 @@ int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
     unsigned dl;
     char hx[33];
     const struct obj_part_hdrs **lph = NULL; /* the listed parts' headers */
+    uint64_t *dids = NULL;                   /* the listed parts' data ids */
+    size_t nl[OBJ_MAX_SHARDS] = {0};         /* parts linked on shard j's */
+    uint8_t id[16];
     int ret = 0, n = s->K + s->M;
 
     if (!obj_valid_key(key, key_len) || upload_id == NULL)
@@ -607,7 +631,8 @@ int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
     e->parts = calloc(nparts, sizeof(*e->parts));
     e->key = obj_memdup0(key, key_len);
     lph = calloc(nparts, sizeof(*lph));
-    if (e->parts == NULL || e->key == NULL || lph == NULL)
+    dids = calloc(nparts, sizeof(*dids));
+    if (e->parts == NULL || e->key == NULL || lph == NULL || dids == NULL)
         goto nomem;
     e->key_len = key_len;
     /* write lock: the check-and-claim of the upload below is atomic, so
@@ -699,7 +724,13 @@ int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
     e->mtime_ns = obj_now_ns();
     obj_place(s, bucket, key, key_len, &pl);
     obj_hex(e->id, 16, hx);
-    /* move every listed part's shard files into the object directory */
+    memcpy(id, e->id, sizeof(id));
+    for (size_t i = 0; i < nparts; i++)
+        dids[i] = e->parts[i].dataid;
+    /* link every listed part's shard files into the object directory:
+     * the upload keeps its own names until the commit has succeeded, so
+     * a Complete that fails (no quorum, a condition lost at the commit)
+     * leaves the upload whole and a retry can complete it */
     for (int j = 0; j < n; j++) {
         size_t d = obj_shard_drive(s, &pl, j);
 
@@ -716,27 +747,33 @@ int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
                 ok[j] = false;
                 break;
             }
-            if (rename(from, to) < 0) {
-                if (errno == ENOENT) {
-                    char dir[PATH_MAX];
-
-                    if (obj_path_dir(dir, sizeof(dir), s->drives[d].path,
-                                     bucket, e->id) == 0 &&
-                        stor_mkdirs(dir) == 0 && rename(from, to) == 0) {
-                        /* a new directory: its entry in the bucket
-                         * directory must survive power loss too (the
-                         * commit syncs only the directory itself) */
-                        char *slash = strrchr(dir, '/');
-
-                        if (s->fsync && slash) {
-                            *slash = 0;
-                            (void)stor_fsync_dir(dir);
-                        }
-                        continue;
-                    }
-                }
-                ok[j] = false;
+            /* EEXIST: a name left by a commit that may have placed its
+             * metas (-STOR_EDATA, or a crash after the commit): never
+             * committed a second time */
+            if (link(from, to) == 0) {
+                nl[j]++;
+                continue;
             }
+            if (errno == ENOENT) {
+                char dir[PATH_MAX];
+
+                if (obj_path_dir(dir, sizeof(dir), s->drives[d].path, bucket,
+                                 e->id) == 0 &&
+                    stor_mkdirs(dir) == 0 && link(from, to) == 0) {
+                    /* a new directory: its entry in the bucket directory
+                     * must survive power loss too (the commit syncs only
+                     * the directory itself) */
+                    char *slash = strrchr(dir, '/');
+
+                    nl[j]++;
+                    if (s->fsync && slash) {
+                        *slash = 0;
+                        (void)stor_fsync_dir(dir);
+                    }
+                    continue;
+                }
+            }
+            ok[j] = false;
         }
     }
     if (out) {
@@ -749,7 +786,11 @@ int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
     if (ret < 0) {
         if (out)
             stor_obj_info_fini(out);
-        /* the upload stays; another Complete may try again */
+        /* the upload stays; another Complete may try again. Its links in
+         * the object directory go, unless the metas may name them
+         * (-STOR_EDATA: committed on the drives, not in the index) */
+        if (ret != -STOR_EDATA)
+            unlink_linked(s, bucket, id, &pl, dids, nl, n);
         if (upload_lock(s, bucket, key, key_len, upload_id, true, &b, &u,
                         NULL) == 0) {
             u->completing = false;
@@ -776,6 +817,7 @@ out:
     if (md)
         EVP_MD_CTX_free(md);
     free(lph);
+    free(dids);
     obj_ent_free(e);
     return ret;
 }

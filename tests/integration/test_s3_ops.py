@@ -2,7 +2,8 @@
 and metadata endpoints against a real storaged, with boto3 and urllib.
 Also: a versionId that is not the current version never reads or deletes
 current data, concurrent Completes of one upload (one wins, the object is
-whole), DeleteBucket of a bucket holding only incomplete uploads, and
+whole), a failed Complete leaves its upload whole for a retry,
+DeleteBucket of a bucket holding only incomplete uploads, and
 UploadPartCopy ranges that must lie inside the source."""
 
 import hashlib
@@ -359,6 +360,54 @@ def test_concurrent_completes_of_one_upload(s3_server, bucket):
             "NoSuchUpload"] * (len(clients) - len(wins)), res
         got = c0.get_object(Bucket=bucket, Key=key)["Body"].read()
         assert got == b"".join(parts)
+
+
+@pytest.mark.slow
+def test_failed_complete_leaves_the_upload_whole(storaged):
+    """A Complete that fails (here: 2 of 4 drives away, under the write
+    quorum: 503) must leave the upload as it was, so that a retry (S3
+    clients retry a 503) completes it once the drives are back. It used to
+    rename the parts' shard files into the object directory before the
+    commit and leave them there (or remove them) when the commit failed:
+    every later Complete of the upload answered 503 and its data was lost
+    (s3-tests' test_set_multipart_tagging in full runs)."""
+    srv = storaged(ndrives=4)
+    c = srv.client()
+    c.create_bucket(Bucket="mpufail")
+    parts = [os.urandom(5 * MiB), b"tail"]
+    u = c.create_multipart_upload(Bucket="mpufail", Key="k")["UploadId"]
+    ps = [{"PartNumber": i + 1,
+           "ETag": c.upload_part(Bucket="mpufail", Key="k", UploadId=u,
+                                 PartNumber=i + 1, Body=p)["ETag"]}
+          for i, p in enumerate(parts)]
+    for d in srv.drives[:2]:
+        os.rename(d, d + ".away")
+    time.sleep(2.2)  # the drive probe runs once a second
+    try:
+        with pytest.raises(botocore.exceptions.ClientError) as ei:
+            c.complete_multipart_upload(Bucket="mpufail", Key="k", UploadId=u,
+                                        MultipartUpload={"Parts": ps})
+        assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+    finally:
+        for d in srv.drives[:2]:
+            os.rename(d + ".away", d)
+    time.sleep(2.2)
+    listed = c.list_parts(Bucket="mpufail", Key="k", UploadId=u)["Parts"]
+    assert [p["PartNumber"] for p in listed] == [1, 2]
+    r = c.complete_multipart_upload(Bucket="mpufail", Key="k", UploadId=u,
+                                    MultipartUpload={"Parts": ps})
+    assert r["ETag"].endswith('-2"')
+    got = c.get_object(Bucket="mpufail", Key="k")["Body"].read()
+    assert got == b"".join(parts)
+    assert "Uploads" not in c.list_multipart_uploads(Bucket="mpufail")
+    # all 4 drives hold both parts' shard files (HEX.DATAID) in the object
+    # directory, and the upload's directory is gone
+    for d in srv.drives:
+        names = [f for _, _, fs in os.walk(os.path.join(d, "b", "mpufail"))
+                 for f in fs if re.fullmatch(r"[0-9a-f]{32}\.[0-9a-f]{16}", f)]
+        assert len(names) == 2, (d, names)
+        assert not os.path.exists(
+            os.path.join(d, ".ecfs.sys", "mpu", "mpufail", u))
 
 
 def test_delete_bucket_with_only_incomplete_uploads(s3_server):
