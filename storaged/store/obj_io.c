@@ -1368,6 +1368,42 @@ static void drop_prev(struct stor_store *s, const char *bucket,
     }
 }
 
+/* drop_prev for a versioned overwrite through the journal, which saved no
+ * HEX.p (its links HEX.vVERSION-SINCE of @rt are the old metas' second
+ * names): where swapped[j], sNUM names the old (kept) inode too and only
+ * loses that name; with @restore[j] (a commit undone after its renames)
+ * the old meta goes back to HEX.m (unlink_metas removed the new one):
+ * sNUM's name where swapped, else a link of the kept name. */
+static void drop_kept_swapped(struct stor_store *s, const char *bucket,
+                              const uint8_t id[16], const struct stor_place *pl,
+                              int n, const struct obj_retire *rt,
+                              const bool *restore, const bool *swapped,
+                              const uint64_t *snum)
+{
+    for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        char sp[PATH_MAX], m[PATH_MAX], v[PATH_MAX];
+
+        if (!((rt->linked >> j) & 1))
+            continue;
+        if (swapped[j] &&
+            obj_spare_path(sp, sizeof(sp), s->drives[d].path, snum[j]) < 0)
+            continue;
+        if (restore && restore[j] &&
+            obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, id) == 0) {
+            if (swapped[j]) {
+                if (rename(sp, m) == 0)
+                    continue;
+            } else if (obj_path_kept(v, sizeof(v), s->drives[d].path, bucket,
+                                     id, rt->version, rt->ve->mtime_ns) == 0) {
+                (void)link(v, m);
+            }
+        }
+        if (swapped[j])
+            (void)unlink(sp); /* HEX.v... keeps the inode */
+    }
+}
+
 /* Is the current version of @key an inline object? Its k + m in *n;
  * *any says whether @key has a current version at all (or the lookup
  * failed). An extent object's records are loaded from its metas (before
@@ -1439,25 +1475,39 @@ static void unlink_metas(struct stor_store *s, const char *bucket,
  * @version of @bucket/@id; with @kept, of the version kept in place as
  * HEX.vVERSION-SINCE; else for HEX.m, where @since != 0 ties each record
  * to the kept one of that SINCE on its drive: obj_jnl_add) to their
- * drives' journals, in one submission. A write that fails clears ok[j] and
- * fails its drive. Caller is between obj_jnl_enter and obj_jnl_leave.
- * Returns the shards still ok. */
+ * drives' journals, in one submission; with @kmetas (may be NULL), each
+ * such shard's KEPT record of version @kver (SINCE @since) goes in the
+ * same submission, before it (a versioned overwrite: FORMAT.md "The meta
+ * journal"). A write that fails clears ok[j] and fails its drive. Caller
+ * is between obj_jnl_enter and obj_jnl_leave. Returns the shards still
+ * ok. */
 static int jnl_append(struct stor_store *s, const char *bucket,
                       const uint8_t id[16], uint64_t version, int64_t since,
                       bool kept, const struct stor_place *pl, int n, bool *ok,
-                      const bool *jn, const struct cm_buf *metas)
+                      const bool *jn, const struct cm_buf *metas, uint64_t kver,
+                      const struct cm_buf *kmetas)
 {
-    struct cm_buf rec[OBJ_MAX_SHARDS];
-    struct stor_io io[OBJ_MAX_SHARDS];
-    int map[OBJ_MAX_SHARDS], nio = 0, nok = 0;
+    struct cm_buf rec[2 * OBJ_MAX_SHARDS];
+    struct stor_io io[2 * OBJ_MAX_SHARDS];
+    int map[2 * OBJ_MAX_SHARDS], nio = 0, nok = 0;
 
     memset(rec, 0, sizeof(rec));
     for (int j = 0; j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+
         if (!ok[j] || !jn[j])
             continue;
-        if (obj_jnl_add(s, obj_shard_drive(s, pl, j), bucket, id, version,
-                        since, kept, &metas[j], &rec[j], &io[nio]) < 0) {
-            ok[j] = false;
+        if (kmetas) {
+            if (obj_jnl_add(s, d, bucket, id, kver, since, true, &kmetas[j],
+                            &rec[OBJ_MAX_SHARDS + j], &io[nio]) < 0) {
+                ok[j] = false;
+                continue;
+            }
+            map[nio++] = j;
+        }
+        if (obj_jnl_add(s, d, bucket, id, version, since, kept, &metas[j],
+                        &rec[j], &io[nio]) < 0) {
+            ok[j] = false; /* its KEPT record alone ties nothing */
             continue;
         }
         map[nio++] = j;
@@ -1465,14 +1515,15 @@ static int jnl_append(struct stor_store *s, const char *bucket,
     stor_io_run(io, (size_t)nio);
     for (int i = 0; i < nio; i++)
         if (io[i].res != (ssize_t)io[i].len) {
-            obj_drive_fail(s, obj_shard_drive(s, pl, map[i]),
-                           io[i].res < 0 ? (int)-io[i].res : EIO);
+            if (ok[map[i]])
+                obj_drive_fail(s, obj_shard_drive(s, pl, map[i]),
+                               io[i].res < 0 ? (int)-io[i].res : EIO);
             ok[map[i]] = false;
         }
-    for (int j = 0; j < n; j++) {
+    for (int j = 0; j < 2 * OBJ_MAX_SHARDS; j++)
         cm_buf_fini(&rec[j]);
+    for (int j = 0; j < n; j++)
         nok += ok[j];
-    }
     return nok;
 }
 
@@ -1498,8 +1549,8 @@ static void jnl_after(struct stor_store *s, const char *bucket,
         jn[j] = ok[j] && obj_jnl_use(s, obj_shard_drive(s, pl, j));
         any |= jn[j];
     }
-    if (any &&
-        jnl_append(s, bucket, id, version, 0, false, pl, n, ok2, jn, metas) > 0)
+    if (any && jnl_append(s, bucket, id, version, 0, false, pl, n, ok2, jn,
+                          metas, 0, NULL) > 0)
         (void)sync_barrier_j(s, bucket, id, pl, n, ok2,
                              sync_mark(s, pl, n, ok2), NULL, NULL, NULL, NULL,
                              jn);
@@ -1544,33 +1595,28 @@ static int read_meta(struct stor_store *s, size_t d, const char *bucket,
                      const uint8_t id[16], struct cm_buf *out);
 
 /* A versioned overwrite through the journal (FORMAT.md "The meta
- * journal"): appends a KEPT record of the version @rt keeps (its meta,
- * read from HEX.m, which HEX.v<version> now links) on each shard with
- * ok[j], so barrier 1, the journals' fsyncs, makes the links good, as for
- * a versioned DELETE. Only when every such shard journals and was linked
- * and the kept version has the new one's geometry (k, n: so each new meta's
- * record can be tied to its drive's KEPT record: obj_jnl_add): false
- * leaves nothing written, and the caller takes the old way (jnl_settle,
- * the links' directories in barrier 1, barrier 2). Between enter and
- * leave. A failed append clears ok[j]. */
-static bool kept_records(struct stor_store *s, const char *bucket,
-                         const uint8_t id[16], const struct stor_place *pl,
-                         int k, int n, bool *ok, const bool *jn,
-                         const struct obj_retire *rt)
+ * journal"): reads into @km the meta of the version @rt keeps (from HEX.m,
+ * which HEX.v<version> now links) on each shard with ok[j]; its KEPT
+ * records go into the same submission as the new metas' records
+ * (jnl_append), so barrier 1, the journals' fsyncs, makes the links good,
+ * as for a versioned DELETE. Only when every such shard journals and was
+ * linked and the kept version has the new one's geometry (k, n: so each
+ * new meta's record can be tied to its drive's KEPT record: obj_jnl_add):
+ * false leaves @km empty, and the caller takes the old way (jnl_settle,
+ * the links' directories in barrier 1, barrier 2). */
+static bool kept_metas(struct stor_store *s, const char *bucket,
+                       const uint8_t id[16], const struct stor_place *pl, int k,
+                       int n, const bool *ok, const bool *jn,
+                       const struct obj_retire *rt, struct cm_buf *km)
 {
-    struct cm_buf km[OBJ_MAX_SHARDS];
     bool good = rt->n == n && rt->ve->k == k;
 
-    memset(km, 0, sizeof(km));
     for (int j = 0; good && j < n; j++)
         if (ok[j] &&
             (!jn[j] || !((rt->linked >> j) & 1) ||
              read_meta(s, obj_shard_drive(s, pl, j), bucket, id, &km[j]) < 0))
             good = false;
-    if (good)
-        (void)jnl_append(s, bucket, id, rt->version, rt->ve->mtime_ns, true, pl,
-                         n, ok, jn, km);
-    for (int j = 0; j < n; j++)
+    for (int j = 0; !good && j < n; j++)
         cm_buf_fini(&km[j]);
     return good;
 }
@@ -1580,7 +1626,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                uint8_t *const *inl_shards, size_t inl_len, bool *ok,
                char (*src_shard)[PATH_MAX])
 {
-    struct cm_buf metas[OBJ_MAX_SHARDS];
+    struct cm_buf metas[OBJ_MAX_SHARDS], km[OBJ_MAX_SHARDS];
     int fds[OBJ_MAX_SHARDS], n = e->k + e->m, nok, ret = 0;
     pthread_rwlock_t *kl = obj_klock(s, e->id);
     struct obj_ent *old = NULL;
@@ -1590,7 +1636,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     bool swapped[OBJ_MAX_SHARDS] = {0}; /* renameat2(RENAME_EXCHANGE) */
     uint64_t snum[OBJ_MAX_SHARDS];      /* temp metas' spare names */
     int owq = obj_write_quorum(s, e->k, e->m), prev_n = 0;
-    uint32_t prev_mask = 0;
+    uint32_t prev_mask = 0, xmask = 0;
+    bool cur_inl = false, vkept = false; /* vkept: no HEX.p (kept links) */
     uint8_t id_copy[16];
     bool pending = false;
     struct obj_idx_body body;
@@ -1613,6 +1660,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     memcpy(id_copy, e->id, 16);
     obj_place(s, bucket, e->key, e->key_len, &pl);
     memset(metas, 0, sizeof(metas));
+    memset(km, 0, sizeof(km));
     pthread_rwlock_wrlock(kl);
     obj_vdel_settle(s, bucket, e->id); /* a DELETE's metas go first */
     ret = cond_check(s, bucket, e->key, e->key_len);
@@ -1645,9 +1693,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
      * streamed PUT's mark is older) the shard files durable together */
     mark = t_cond && t_cond->streaming ? t_cond->gs_mark
                                        : sync_mark(s, &pl, n, ok);
-    if (current_is_inline(s, bucket, e->key, e->key_len, &pl, &prev_n, &any,
-                          &cur_ext))
-        prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
+    cur_inl = current_is_inline(s, bucket, e->key, e->key_len, &pl, &prev_n,
+                                &any, &cur_ext);
     /* A brand-new inline name (FORMAT.md "Writes", one barrier): no file a
      * rename replaces, and the data is in the metas alone, so barrier 1
      * protects nothing. The metas are renamed in unsynced and one barrier
@@ -1661,7 +1708,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
      * whose drives all journal: its metas go to the journals, whose shared
      * fsyncs are its barrier 1, and its renames need no barrier 2: after a
      * power cut a replay puts the new metas back (FORMAT.md "The meta
-     * journal"); a version it keeps in place, too (kept_records). */
+     * journal"); a version it keeps in place, too (kept_metas, jnl_append). */
     jov = !one && e->inl && inl_shards && !src_shard && xb == NULL;
     if ((one || jov) && s->fsync && s->jnl) {
         /* its metas go to the drives' journals too, and its barrier is
@@ -1692,7 +1739,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                                    &rt);
         if (ret < 0)
             goto out_tmp;
-        if (jov && kept_records(s, bucket, e->id, &pl, e->k, n, ok, jn, rt)) {
+        if (jov && kept_metas(s, bucket, e->id, &pl, e->k, n, ok, jn, rt, km)) {
             obj_jnl_note(s, e->id);
         } else if (jov) {
             obj_jnl_leave(s);
@@ -1700,14 +1747,22 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
             jnl_settle(s, bucket, e->id, &pl); /* the same inodes */
         }
     }
+    /* a versioned overwrite through the journal needs no HEX.p: its links
+     * HEX.vVERSION-SINCE (even SINCE) are copies of the version it
+     * replaces for the start's rule (obj_load.c), and its KEPT records
+     * put them back after a power cut */
+    vkept = rt && jov;
+    if (cur_inl && !vkept)
+        prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
+    xmask = prev_mask | (vkept ? rt->linked : 0);
     for (int j = 0; j < n; j++) /* a rename will replace it, or a link */
         linked[j] = ((prev_mask | (rt ? rt->linked : 0)) >> j) & 1;
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, snum,
                           mark, linked, xb, one || jov ? WM_TMP : WM_SYNC);
-    if (jin && nok >= owq) /* tied to the KEPT records (kept_records) */
+    if (jin && nok >= owq) /* with the KEPT records, tied to them */
         nok = jnl_append(s, bucket, e->id, e->version,
-                         rt && jov ? rt->ve->mtime_ns : 0, false, &pl, n, ok,
-                         jn, metas);
+                         vkept ? rt->ve->mtime_ns : 0, false, &pl, n, ok, jn,
+                         metas, vkept ? rt->version : 0, vkept ? km : NULL);
     if (jov && nok >= owq) /* barrier 1: the journals */
         nok = sync_barrier_j(s, bucket, e->id, &pl, n, ok, mark, NULL, NULL,
                              NULL, NULL, jn);
@@ -1745,9 +1800,11 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
             ok[j] = false;
             continue;
         }
-        /* over a meta saved as HEX.p: exchanged, so sNUM keeps the old
-         * inode, the next spare (drop_prev), with no rename of its own */
-        if ((prev_mask >> j) & 1 && snum[j] != SNUM_NONE &&
+        /* over a meta saved as HEX.p (or kept as HEX.v...): exchanged, so
+         * sNUM keeps the old inode, the next spare (drop_prev; a kept one
+         * only loses that name, drop_kept_swapped), with no rename of its
+         * own */
+        if ((xmask >> j) & 1 && snum[j] != SNUM_NONE &&
             renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0) {
             swapped[j] = true;
         } else if (rename_mk(from, to, d) < 0) {
@@ -1781,6 +1838,10 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         /* the old inline version gets its metas back */
         drop_prev(s, bucket, e->id, &pl, prev_mask, keep, swapped, snum);
         prev_mask = 0;
+        if (vkept) /* ... or from its kept links */
+            drop_kept_swapped(s, bucket, e->id, &pl, n, rt, keep, swapped,
+                              snum);
+        vkept = false;
         obj_heal_queue(s, bucket, e->key, e->key_len);
         ret = -STOR_EQUORUM;
         goto out_tmp;
@@ -1843,6 +1904,8 @@ out_tmp:
         ext_unreserve(s, &pl, xb, n, placed ? ok : NULL);
     if (prev_mask)
         drop_prev(s, bucket, id_copy, &pl, prev_mask, NULL, swapped, snum);
+    if (vkept)
+        drop_kept_swapped(s, bucket, id_copy, &pl, n, rt, NULL, swapped, snum);
     for (int j = 0; j < n; j++) {
         char path[PATH_MAX];
 
@@ -1857,8 +1920,10 @@ out:
     if (pending && ret < 0)
         obj_cur_settled(s, bucket, id_copy); /* undone: nothing in flight */
     pthread_rwlock_unlock(kl);
-    for (int j = 0; j < OBJ_MAX_SHARDS; j++)
+    for (int j = 0; j < OBJ_MAX_SHARDS; j++) {
         cm_buf_fini(&metas[j]);
+        cm_buf_fini(&km[j]);
+    }
     free(xb);
     obj_ent_free(cur_ext);
     obj_ver_retire_free(rt);
@@ -3748,6 +3813,9 @@ static int marker_ent(struct stor_store *s, const struct stor_marker *dm,
 
 /* Write-locks the key locks @a and @b (the same stripe once), in address
  * order, so two such callers never wait on each other. */
+/* Bytes read_meta asks for first (a 4 KiB object's meta is ~4.2 KiB). */
+#define META_READ_FIRST (16384u - 1) /* + cm_buf's NUL: 16 KiB */
+
 /* Reads the current meta file of @bucket/@id on drive @d into @out
  * (initialised here). 0 or -errno. */
 static int read_meta(struct stor_store *s, size_t d, const char *bucket,
@@ -3763,13 +3831,22 @@ static int read_meta(struct stor_store *s, size_t d, const char *bucket,
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > STOR_META_MAX)
-        ret = -EIO;
-    else if ((ret = cm_buf_reserve(out, (size_t)st.st_size)) == 0) {
-        if (pread(fd, out->data, (size_t)st.st_size, 0) != st.st_size)
+    /* a small object's meta fits the first read: a short read is the
+     * whole file (no fstat: one syscall less per kept copy) */
+    if ((ret = cm_buf_reserve(out, META_READ_FIRST)) == 0) {
+        ssize_t r = pread(fd, out->data, META_READ_FIRST, 0);
+
+        if (r > 0 && (size_t)r < META_READ_FIRST)
+            out->len = (size_t)r;
+        else if (r <= 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
+                 st.st_size > STOR_META_MAX)
             ret = -EIO;
-        else
-            out->len = (size_t)st.st_size;
+        else if ((ret = cm_buf_reserve(out, (size_t)st.st_size)) == 0) {
+            if (pread(fd, out->data, (size_t)st.st_size, 0) != st.st_size)
+                ret = -EIO;
+            else
+                out->len = (size_t)st.st_size;
+        }
     }
     close(fd);
     return ret;
@@ -3897,7 +3974,7 @@ int stor_obj_delete_keep(struct stor_store *s, const char *bucket,
                 ok[j] = false; /* not kept there */
         }
         (void)jnl_append(s, bucket, id, rt->version, rt->ve->mtime_ns, true,
-                         &pl, n, ok, jk, km);
+                         &pl, n, ok, jk, km, 0, NULL);
         /* every link journaled: its barrier and the unlinks of the base's
          * metas are the queue's, after the answer (vdel_finish) */
         defer = vdel_get(s) != NULL;

@@ -39,6 +39,7 @@ struct ld_ver {
     uint32_t mask;   /* set positions holding this version's meta */
     uint32_t mask_p; /* ... as a saved HEX.p copy */
     uint32_t mask_m; /* ... as the HEX.m itself */
+    uint32_t mask_v; /* ... only as an overwrite's link (kept_as_copies) */
     int count;
     struct stor_meta m; /* owned: the first copy read, without its shard */
     struct obj_xref xref[OBJ_MAX_SHARDS]; /* an extent object's records,
@@ -412,6 +413,63 @@ static void settle_prev(struct stor_store *s, const char *bucket,
     }
 }
 
+/* A versioned overwrite through the journal saves no HEX.p (obj_io.c):
+ * its links HEX.vVERSION-SINCE, with an even SINCE, are its copies of the
+ * version it replaces. Where some HEX.m (or HEX.p) still holds that
+ * version, the overwrite's renames did not all happen (a crash), and each
+ * position holding such a link counts as a copy of it, as a HEX.p would
+ * (FORMAT.md "Versions"). Never for a version no HEX.m holds: a kept
+ * version is not made current again by its links. */
+static void kept_as_copies(struct ld_cand *c)
+{
+    for (const struct ld_kept *k = c->kept; k; k = k->next) {
+        struct ld_ver *v;
+        uint32_t add;
+
+        if ((k->since_ns & 1) || k->dead)
+            continue;
+        for (v = c->vers; v && v->version != k->version; v = v->next)
+            ;
+        if (v == NULL || v->m.type != STOR_META_OBJECT ||
+            !(v->mask_m | v->mask_p))
+            continue;
+        add = k->mask & ~v->mask;
+        v->count += popcount32(add);
+        v->mask |= add;
+        v->mask_v |= add;
+    }
+}
+
+/* Where the winner @win is a copy only as an overwrite's link
+ * (kept_as_copies), that link goes back to HEX.m (renamed over whatever
+ * the interrupted overwrite left there); resolve_kept drops the others. */
+static void settle_kept(struct stor_store *s, const char *bucket,
+                        const struct ld_cand *c, const struct ld_ver *win)
+{
+    uint32_t done = 0;
+
+    for (const struct ld_kept *k = c->kept; k && win && win->mask_v;
+         k = k->next) {
+        if ((k->since_ns & 1) || k->dead || k->version != win->version)
+            continue;
+        for (int pos = 0; pos < s->set_size; pos++) {
+            size_t d = (size_t)c->set * s->set_size + pos;
+            char m[PATH_MAX], v[PATH_MAX];
+            uint32_t bit = 1u << pos;
+
+            if (!(win->mask_v & k->mask & bit) || (done & bit) ||
+                !obj_drive_online(s, d) ||
+                obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, c->id) <
+                    0 ||
+                obj_path_kept(v, sizeof(v), s->drives[d].path, bucket, c->id,
+                              k->version, k->since_ns) < 0)
+                continue;
+            if (rename(v, m) == 0)
+                done |= bit;
+        }
+    }
+}
+
 /* Removes leftovers of one object on drive positions of its set. */
 static void cleanup_cand(struct stor_store *s, const char *bucket,
                          const struct ld_cand *c, const struct ld_ver *win)
@@ -596,6 +654,8 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
     {
         struct ld_ver *win = NULL, *best = NULL;
 
+        if (c->kept)
+            kept_as_copies(c);
         /* newest first */
         for (;;) {
             struct ld_ver *cand = NULL;
@@ -657,6 +717,8 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
         }
         if (!dry && c->has_prev)
             settle_prev(s, b->name, c, win);
+        if (!dry && win && win->mask_v)
+            settle_kept(s, b->name, c, win);
         if (!dry && set_all_online(s, c->set))
             cleanup_cand(s, b->name, c, win);
         if (c->kept && ret == 0)

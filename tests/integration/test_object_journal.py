@@ -1201,3 +1201,81 @@ def test_checkpoints_alternate_two_files_zeroed_in_place(storaged):
     srv.start()
     assert "replayed after a restart of the machine" in srv.log_text()
     check_burst(c, state)
+
+
+def test_versioned_overwrite_cut_between_renames_keeps_the_old_one(storaged):
+    """A versioned overwrite through the journal saves no HEX.p: its links
+    HEX.vVERSION-SINCE (SINCE even) are its copies of the version it
+    replaces (FORMAT.md "Versions"). Cut between its renames (kill -9, the
+    same boot: no replay), with the new meta at HEX.m on k - 1 drives and
+    the old one on the rest (fewer than k), a rebuild counts the links as
+    copies: the old version is current again, whole, on every drive, and
+    the new one (never acknowledged) is gone. A version that only links
+    hold (overwritten, then deleted with a marker) never becomes current
+    again that way."""
+    srv = storaged(ndrives=16, env=JENV, args=["--no-extents"])
+    c = srv.client()
+    c.create_bucket(Bucket="vcut")
+    c.put_bucket_versioning(Bucket="vcut",
+                            VersioningConfiguration={"Status": "Enabled"})
+    rng = random.Random(53)
+    body = {n: rng.randbytes(70000) for n in ("a1", "a2", "b1", "b2")}
+    va1 = c.put_object(Bucket="vcut", Key="a", Body=body["a1"])["VersionId"]
+    vb1 = c.put_object(Bucket="vcut", Key="b", Body=body["b1"])["VersionId"]
+    srv.stop()  # a clean stop: the first versions durable
+    srv.start()
+    vb2 = c.put_object(Bucket="vcut", Key="b", Body=body["b2"])["VersionId"]
+    mb = c.delete_object(Bucket="vcut", Key="b")["VersionId"]
+    va2 = c.put_object(Bucket="vcut", Key="a", Body=body["a2"])["VersionId"]
+    ms = metas_of(srv, "vcut", "a")
+    assert len(ms) == 16 and {i[1] for _, i in ms} == {12}, ms
+    # no HEX.p was made: nothing but HEX.m and the kept links is there
+    hx = os.path.basename(ms[0][0])[:-2]
+    for drv in srv.drives:
+        names = [os.path.basename(p) for p in
+                 glob.glob(os.path.join(drv, "b", "vcut", hx[:2], hx + ".*"))]
+        assert hx + ".p" not in names, names
+        assert len([n for n in names if n.startswith(hx + ".v")]) == 1, names
+    srv.kill9()
+    # the cut: the renames reached 11 drives (k - 1); on the other 5 the
+    # old meta is still HEX.m (the same inode as its link)
+    put_back = 0
+    for p, _ in sorted(ms)[:5]:
+        links = glob.glob(os.path.join(os.path.dirname(p), hx + ".v*"))
+        assert len(links) == 1, links
+        tmp = p + ".t"
+        os.link(links[0], tmp)
+        os.rename(tmp, p)
+        put_back += 1
+    assert put_back == 5
+    index_after_reboot(srv)  # a rebuild from the drives, no replay
+    srv.start()
+    got = c.get_object(Bucket="vcut", Key="a")
+    assert got["VersionId"] == va1
+    assert got["Body"].read() == body["a1"]
+    vs = _versions(c, "vcut")
+    assert vs["a"][0] == [(va1, True)], vs["a"]
+    with pytest.raises(ClientError):
+        c.get_object(Bucket="vcut", Key="a", VersionId=va2)
+    # every drive has the old version back at HEX.m; no link is left
+    ms = metas_of(srv, "vcut", "a")
+    assert len(ms) == 16, ms
+    for drv in srv.drives:
+        assert not glob.glob(os.path.join(drv, "b", "vcut", hx[:2],
+                                          hx + ".v*"))
+        assert not glob.glob(os.path.join(drv, "b", "vcut", hx[:2],
+                                          hx + ".p"))
+    # b: overwritten, then deleted: its first version's links stay a kept
+    # version, never a current one
+    with pytest.raises(ClientError) as ei:
+        c.get_object(Bucket="vcut", Key="b")
+    assert ei.value.response["Error"]["Code"] == "NoSuchKey"
+    assert sorted(vs["b"][0]) == sorted([(vb1, False), (vb2, False)]), vs
+    assert vs["b"][1] == [(mb, True)], vs
+    for v, n in ((vb1, "b1"), (vb2, "b2")):
+        got = c.get_object(Bucket="vcut", Key="b", VersionId=v)
+        assert got["Body"].read() == body[n]
+    srv.stop()
+    r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
