@@ -835,9 +835,20 @@ static int complete_upload(struct fc_wfile *wf, char *etag)
             ret = fc_s3_delete(fs->s3, wf->upload_key);
     }
     if (ret == 0 && memcmp(&wf->meta, &wf->meta_sent, sizeof(wf->meta)) != 0 &&
-        wf->size <= W_PART_MAX)
-        /* chmod/utimens while the upload ran: one copy onto itself */
-        ret = fc_s3_copy_meta(fs->s3, wf->key, wf->key, &wf->meta, etag);
+        wf->size <= W_PART_MAX) {
+        /* chmod/utimens while the upload ran (cp -a): one copy onto
+         * itself. The bytes are committed whatever it answers: a failed
+         * copy leaves the attributes to the janitor's later store, as a
+         * chmod after close (logged if that fails too), and @etag names
+         * the completed object. */
+        char cetag[FC_ETAG_MAX];
+        if (fc_s3_copy_meta(fs->s3, wf->key, wf->key, &wf->meta, cetag) == 0)
+            snprintf(etag, FC_ETAG_MAX, "%s", cetag);
+        else if (fc_write_meta_later(fs, wf->key, &wf->meta) < 0)
+            cm_log(CM_LOG_WARN, ENOMEM,
+                   "ecfs: %s: chmod/chown/utimens could not be stored",
+                   wf->key);
+    }
     return ret;
 }
 

@@ -307,6 +307,8 @@ def test_staged_patterns_and_fsync(srv_mount):
     fd = os.open(r, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.write(fd, data[:PART + 5])
     os.fsync(fd)
+    with pytest.raises(s3.exceptions.ClientError):  # not before close
+        s3.head_object(Bucket=bucket, Key="streamed")
     os.write(fd, data[PART + 5:])
     # read-after-write while the writer holds it open: every byte, those
     # already sent as parts from the local copy (the tee), the rest from
@@ -358,7 +360,8 @@ def test_namespace_calls(srv_mount):
     assert open(os.path.join(d, "f"), "rb").read() == b"gg"
     assert sorted(os.listdir(d)) == ["f"]
     assert s3.get_object(Bucket=bucket, Key="d/f")["Body"].read() == b"gg"
-    # chmod/chown/utime are accepted (no-ops), symlink/link refused
+    # chmod/chown/utime are accepted (stored: test_metadata_*),
+    # symlink/link refused
     os.chmod(os.path.join(d, "f"), 0o600)
     os.chown(os.path.join(d, "f"), os.getuid(), os.getgid())
     os.utime(os.path.join(d, "f"), (1, 1))
@@ -411,6 +414,11 @@ def test_server_stopped_during_multipart(s3_backend, ecfs_mount):
             os.write(fd, chunk)
     except OSError as e:
         err = e
+    # fsync waits for the parts sent and returns their error, so does
+    # close (the commit)
+    with pytest.raises(OSError) as ei:
+        os.fsync(fd)
+    assert ei.value.errno == errno.EIO
     with pytest.raises(OSError) as ei:
         os.close(fd)
     assert ei.value.errno == errno.EIO
@@ -1074,3 +1082,170 @@ def test_cp_sparse_1gib(srv_mount, tmp_path):
         got.update(chunk)
         n += len(chunk)
     assert n == size and got.hexdigest() == want.hexdigest()
+
+
+def list_keys(s3, bucket, prefix=""):
+    """Every key under @prefix (all pages)."""
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    return keys
+
+
+@pytest.mark.timeout(180)
+def test_user_tools_on_every_server(s3_backend, ecfs_mount, tmp_path):
+    """The shell tools of the issue, as a user runs them, on every server
+    (storaged, s3rver, RGW): cp -a, rsync -a (then --inplace and --delete
+    after changes), tar x, mv of a file and of a directory (also one past
+    rename_dir_max, which mv copies), mkdir -p, rmdir of a non-empty
+    directory, truncate, appends across opens, dd conv=notrunc into the
+    middle of a multipart object, torch.save/load, rm -r. Each result is
+    compared through the mount, through a fresh mount (attributes too) and
+    through boto3."""
+    be = s3_backend
+    bucket = be.new_bucket()
+    s3 = be.client()
+    src = tmp_path / "src"
+    gen_tree(str(src))
+    if be.kind == "s3rver":
+        # s3rver decodes x-amz-copy-source with decodeURI, which leaves
+        # %2B encoded: a copy of "p+1" is a 404 there (fuse/README.md,
+        # "Servers"); rsync's rename and cp -a's attributes copy
+        for n in ("p+1", "3p+1"):
+            os.rename(src / "parts" / n, src / "parts" / n.replace("+", "_"))
+    os.chmod(src / "one", 0o600)
+    os.utime(src / "a b" / "c" / "d" / "e" / "leaf",
+             ns=(1_000_000_000_123_456_789,) * 2)
+    m = mount(ecfs_mount, be, bucket, ["rename_dir_max=8"])
+
+    def run(*argv):
+        r = subprocess.run(list(argv), capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0 and r.stderr == "", (argv, r.stderr)
+        return r.stdout
+
+    def same(rel_in_mount, prefix):
+        assert_same_tree(str(src), os.path.join(m.path, rel_in_mount))
+        assert_bucket_matches(s3, bucket, str(src), prefix)
+
+    run("cp", "-a", str(src), os.path.join(m.path, "ca"))
+    same("ca", "ca/")
+    run("rsync", "-a", str(src) + "/", os.path.join(m.path, "rs") + "/")
+    same("rs", "rs/")
+    assert run("rsync", "-ai", str(src) + "/",
+               os.path.join(m.path, "rs") + "/") == ""
+    # change the source: a patch inside a multipart file, an append, a
+    # removal; --inplace writes into the existing objects, --delete removes
+    with open(src / "parts" / "3p", "r+b") as f:
+        f.seek(PART + 100)
+        f.write(b"inplace" * 100)
+    with open(src / "small" / "f03", "ab") as f:
+        f.write(b"appended")
+    os.unlink(src / "small" / "f05")
+    run("rsync", "-a", "--inplace", "--delete", str(src) + "/",
+        os.path.join(m.path, "rs") + "/")
+    same("rs", "rs/")
+    tb = tmp_path / "t.tar"
+    with tarfile.open(tb, "w") as t:
+        t.add(str(src), arcname="t")
+    run("tar", "xf", str(tb), "-C", m.path)
+    same("t", "t/")
+    # mv of a directory within rename_dir_max (key by key), then past it
+    # (EXDEV: mv copies and removes), and of a file onto another
+    run("mkdir", "-p", os.path.join(m.path, "mv", "x", "y"))
+    run("mv", os.path.join(m.path, "t", "a b"),
+        os.path.join(m.path, "mv", "x", "y", "ab"))
+    run("mv", os.path.join(m.path, "t", "small"),
+        os.path.join(m.path, "mv", "small"))
+    assert "rename_dir_max" in m.log_text()
+    run("mv", os.path.join(m.path, "t", "one"),
+        os.path.join(m.path, "t", "empty"))
+    assert sorted(os.listdir(os.path.join(m.path, "t"))) == [
+        "empty", "hole-at-end.bin", "parts", "sparse.bin"]
+    assert_same_tree(str(src / "a b"), os.path.join(m.path, "mv/x/y/ab"))
+    assert_same_tree(str(src / "small"), os.path.join(m.path, "mv/small"))
+    assert list_keys(s3, bucket, "t/a b/") == []
+    assert list_keys(s3, bucket, "t/small/") == []
+    assert s3.get_object(Bucket=bucket, Key="t/empty")["Body"].read() == \
+        (src / "one").read_bytes()
+    with pytest.raises(OSError) as ei:
+        os.rmdir(os.path.join(m.path, "mv", "x"))
+    assert ei.value.errno == errno.ENOTEMPTY
+    # truncate, appends across three opens, dd into a multipart object
+    p = os.path.join(m.path, "t", "parts", "3p")
+    want = bytearray((src / "parts" / "3p").read_bytes())
+    run("dd", "if=/dev/zero", "of=" + p, "bs=4096", "seek=1500", "count=2",
+        "conv=notrunc", "status=none")
+    want[1500 * 4096:1502 * 4096] = bytes(8192)
+    run("truncate", "-s", str(2 * PART + 3), p)
+    del want[2 * PART + 3:]
+    log = os.path.join(m.path, "t", "log")
+    for i in range(3):
+        with open(log, "a") as f:
+            f.write("line %d\n" % i)
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Linear(300, 5000)
+    torch.save(model.state_dict(), os.path.join(m.path, "t", "x.pt"))
+    got = {"t/parts/3p": bytes(want),
+           "t/log": b"line 0\nline 1\nline 2\n"}
+    for k, v in got.items():
+        with open(os.path.join(m.path, k), "rb") as f:
+            assert f.read() == v, k
+        assert s3.get_object(Bucket=bucket, Key=k)["Body"].read() == v, k
+    # a fresh mount: the same bytes, the attributes cp -a kept
+    m.unmount()
+    m = mount(ecfs_mount, be, bucket)
+    for k, v in got.items():
+        with open(os.path.join(m.path, k), "rb") as f:
+            assert f.read() == v, k
+    sd = torch.load(os.path.join(m.path, "t", "x.pt"))
+    assert all(torch.equal(sd[k], v) for k, v in model.state_dict().items())
+    for rel in ("one", "a b/c/d/e/leaf"):
+        a, b = os.stat(src / rel), os.stat(os.path.join(m.path, "ca", rel))
+        assert (b.st_mode, b.st_mtime_ns, b.st_size) == \
+            (a.st_mode, a.st_mtime_ns, a.st_size), rel
+    assert_same_tree(str(src), os.path.join(m.path, "rs"))
+    # rm -r: nothing left under the prefixes
+    for d in ("ca", "rs", "t", "mv"):
+        run("rm", "-r", os.path.join(m.path, d))
+    assert os.listdir(m.path) == []
+    assert list_keys(s3, bucket) == []
+
+
+def test_commit_stands_when_attribute_copy_fails(s3rver, ecfs_mount,
+                                                 tmp_path):
+    """cp -a sets mode and mtime on a multipart file after its upload
+    began: they go up by a copy onto itself after the completion. When
+    only that copy fails (here s3rver, whose decodeURI leaves "%2B" in
+    x-amz-copy-source, so a copy of "a+b" is a 404), the bytes are
+    committed: close() succeeds, the mount shows the new file and its
+    attributes, and the log does not claim "the object is unchanged";
+    the attributes are tried again later, as a chmod after close."""
+    bucket = "wcopy"
+    s3rver.client().create_bucket(Bucket=bucket)
+    m = mount(ecfs_mount, s3rver, bucket)
+    src = tmp_path / "a+b"
+    data = os.urandom(PART + 7)
+    src.write_bytes(data)
+    os.utime(src, (1_000_000_000, 1_000_000_000))
+    r = subprocess.run(["cp", "-a", str(src), m.path + "/"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    p = os.path.join(m.path, "a+b")
+    st = os.stat(p)
+    assert (st.st_size, st.st_mtime) == (len(data), 1_000_000_000)
+    with open(p, "rb") as f:
+        assert f.read() == data
+    s3 = s3rver.client()
+    assert s3.get_object(Bucket=bucket, Key="a+b")["Body"].read() == data
+    log = m.log_text()
+    assert "object is unchanged" not in log, log
+    # the attributes are tried once more by the janitor, as a chmod
+    # after close (a 404 there means the object is gone: not logged
+    # again by ecfs, but the request's own line is)
+    deadline = time.monotonic() + 10
+    while log.count("CopyObject a+b: HTTP 404") < 2:
+        assert time.monotonic() < deadline, log
+        time.sleep(0.2)
+        log = m.log_text()
