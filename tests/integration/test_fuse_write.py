@@ -11,6 +11,7 @@ server-gone-mid-upload tests run on every server of ``s3_backend``
 
 import errno
 import filecmp
+import http.server
 import os
 import random
 import signal
@@ -1249,3 +1250,169 @@ def test_commit_stands_when_attribute_copy_fails(s3rver, ecfs_mount,
         assert time.monotonic() < deadline, log
         time.sleep(0.2)
         log = m.log_text()
+
+
+class _FakeStore(http.server.BaseHTTPRequestHandler):
+    """Just enough S3 for a rename of objects too large to make here (a
+    fake: object sizes and ETags, no bytes): ListObjectsV2 with "/",
+    HEAD, CopyObject, multipart create/UploadPartCopy/complete/abort,
+    DELETE. Every modifying request is recorded in server.log."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def reply(self, code, body=b"", head=False, hdr=None):
+        self.send_response(code)
+        for k, v in (hdr or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def parse(self):
+        import urllib.parse as up
+        u = up.urlsplit(self.path)
+        key = up.unquote(u.path.lstrip("/").partition("/")[2])
+        q = dict(up.parse_qsl(u.query, keep_blank_values=True))
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        return key, q, body
+
+    def do_HEAD(self):
+        self.do_GET(head=True)
+
+    def do_GET(self, head=False):
+        key, q, _ = self.parse()
+        objs = self.server.objs
+        if key == "":
+            pfx = q.get("prefix", "")
+            files, dirs = [], set()
+            for k in sorted(objs):
+                if not k.startswith(pfx):
+                    continue
+                rest = k[len(pfx):]
+                if "/" in rest:
+                    dirs.add(pfx + rest.split("/")[0] + "/")
+                else:
+                    files.append(k)
+            out = ['<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>'
+                   '<Name>fb</Name><IsTruncated>false</IsTruncated>']
+            for k in files:
+                out.append("<Contents><Key>%s</Key><LastModified>"
+                           "2026-01-01T00:00:00.000Z</LastModified><ETag>"
+                           "&quot;%s&quot;</ETag><Size>%d</Size></Contents>"
+                           % (k, objs[k][1], objs[k][0]))
+            for d in sorted(dirs):
+                out.append("<CommonPrefixes><Prefix>%s</Prefix>"
+                           "</CommonPrefixes>" % d)
+            out.append("</ListBucketResult>")
+            return self.reply(200, "".join(out).encode(), head)
+        if key not in objs:
+            return self.reply(404, b"<Error><Code>NoSuchKey</Code></Error>",
+                              head)
+        size, etag = objs[key]
+        hdr = {"ETag": '"%s"' % etag,
+               "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT"}
+        if head:  # (the size is only announced: no bytes exist)
+            self.send_response(200)
+            for k, v in hdr.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            return None
+        return self.reply(403, b"<Error><Code>AccessDenied</Code></Error>")
+
+    def do_PUT(self):
+        key, q, body = self.parse()
+        src = self.headers.get("x-amz-copy-source")
+        self.server.log.append(("PUT", key, dict(q), src,
+                                self.headers.get("x-amz-copy-source-range")))
+        if src is None:
+            self.server.objs[key] = (len(body), "p%d" % len(self.server.log))
+            return self.reply(200, hdr={"ETag": '"p"'})
+        import urllib.parse as up
+        skey = up.unquote(src).lstrip("/").partition("/")[2]
+        if skey not in self.server.objs:
+            return self.reply(404, b"<Error><Code>NoSuchKey</Code></Error>")
+        if "uploadId" in q:
+            return self.reply(200, b"<CopyPartResult><ETag>&quot;c%s&quot;"
+                              b"</ETag></CopyPartResult>"
+                              % q["partNumber"].encode())
+        self.server.objs[key] = self.server.objs[skey]
+        return self.reply(200, b"<CopyObjectResult><ETag>&quot;%s&quot;"
+                          b"</ETag></CopyObjectResult>"
+                          % self.server.objs[skey][1].encode())
+
+    def do_POST(self):
+        key, q, body = self.parse()
+        self.server.log.append(("POST", key, dict(q), None, None))
+        if "uploads" in q:
+            return self.reply(200, b"<InitiateMultipartUploadResult><UploadId>"
+                              b"u1</UploadId></InitiateMultipartUploadResult>")
+        # complete: the object is the sum of the copied ranges
+        size = 0
+        for e in self.server.log:
+            if e[0] == "PUT" and e[1] == key and e[2].get("uploadId") and \
+                    e[4]:
+                a, b = e[4].split("=")[1].split("-")
+                size += int(b) - int(a) + 1
+        self.server.objs[key] = (size, "m-2")
+        return self.reply(200, b"<CompleteMultipartUploadResult><ETag>"
+                          b"&quot;m-2&quot;</ETag>"
+                          b"</CompleteMultipartUploadResult>")
+
+    def do_DELETE(self):
+        key, q, _ = self.parse()
+        self.server.log.append(("DELETE", key, dict(q), None, None))
+        if "uploadId" not in q:
+            self.server.objs.pop(key, None)
+        return self.reply(204)
+
+
+def test_rename_over_5gib_uses_upload_part_copy(ecfs_mount):
+    """rename of a file over 5 GiB (S3's CopyObject limit) is a multipart
+    upload of UploadPartCopy ranges that cover the source exactly, each
+    at most 5 GiB, then a delete of the source; one of exactly 5 GiB is
+    one CopyObject. Against a fake server that only announces the sizes
+    (a 5 GiB object is too much to write on the test machine)."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeStore)
+    srv.daemon_threads = True
+    big, limit = (5 << 30) + 1, 5 << 30
+    srv.objs = {"big": (big, "b-1"), "five": (limit, "f-1")}
+    srv.log = []
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        m = ecfs_mount("http://127.0.0.1:%d" % srv.server_address[1], "fb",
+                       OPTS, access_key="fake", secret_key="fake")
+        assert os.stat(os.path.join(m.path, "big")).st_size == big
+        del srv.log[:]
+        os.rename(os.path.join(m.path, "big"), os.path.join(m.path, "moved"))
+        assert os.stat(os.path.join(m.path, "moved")).st_size == big
+        assert not os.path.exists(os.path.join(m.path, "big"))
+        log = list(srv.log)
+        assert log[0][:2] == ("POST", "moved") and "uploads" in log[0][2], log
+        parts = [e for e in log if e[0] == "PUT"]
+        assert [e[2]["partNumber"] for e in parts] == \
+            [str(i + 1) for i in range(len(parts))], log
+        ranges = [tuple(int(x) for x in e[4].split("=")[1].split("-"))
+                  for e in parts]
+        assert all(e[3] == "/fb/big" and e[1] == "moved" for e in parts), log
+        assert ranges[0][0] == 0 and ranges[-1][1] == big - 1, ranges
+        for (a, b), (c, _) in zip(ranges, ranges[1:]):
+            assert c == b + 1, ranges
+        assert all(5 << 20 <= b - a + 1 <= limit for a, b in ranges[:-1])
+        assert log[len(parts) + 1][:2] == ("POST", "moved") and \
+            "uploadId" in log[len(parts) + 1][2], log
+        assert ("DELETE", "big", {}, None, None) in log, log
+        assert srv.objs["moved"][0] == big and "big" not in srv.objs
+        # exactly 5 GiB: one CopyObject
+        del srv.log[:]
+        os.rename(os.path.join(m.path, "five"), os.path.join(m.path, "f2"))
+        puts = [e for e in srv.log if e[0] != "DELETE"]
+        assert puts == [("PUT", "f2", {}, "/fb/five", None)], srv.log
+        assert os.stat(os.path.join(m.path, "f2")).st_size == limit
+    finally:
+        srv.shutdown()
+        srv.server_close()
