@@ -1416,3 +1416,119 @@ def test_rename_over_5gib_uses_upload_part_copy(ecfs_mount):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_written_objects_never_read_stale(srv_mount, tmp_path):
+    """A writable mount keeps no stale bytes of what it wrote itself: a
+    file read whole (block cache, disk cache, page cache, an mmap), then
+    replaced by cp (O_TRUNC stream), patched by dd conv=notrunc (staged)
+    and truncated, reads the new bytes at once through new opens and a
+    new mmap, and so does a fresh mount sharing the disk cache."""
+    import mmap
+    srv, s3, bucket, make = srv_mount
+    cdir = tmp_path / "cache"
+    m = make(["cache_dir=" + str(cdir), "block_size=1M"])
+    p = os.path.join(m.path, "f")
+    versions = []
+
+    def check(want):
+        with open(p, "rb") as f:
+            assert f.read() == want
+        with open(p, "rb") as f:
+            with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
+                assert mm[:] == want
+        assert s3.get_object(Bucket=bucket, Key="f")["Body"].read() == want
+
+    a = os.urandom(3 * PART + 5)
+    (tmp_path / "a").write_bytes(a)
+    subprocess.run(["cp", str(tmp_path / "a"), p], check=True)
+    check(a)
+    check(a)  # (now from the caches)
+    b = os.urandom(len(a))  # same size: only the content tells
+    (tmp_path / "b").write_bytes(b)
+    subprocess.run(["cp", str(tmp_path / "b"), p], check=True)
+    check(b)
+    c = bytearray(b)
+    c[PART:PART + 4096] = bytes(4096)
+    subprocess.run(["dd", "if=/dev/zero", "of=" + p, "bs=4096",
+                    "seek=%d" % (PART // 4096), "count=1", "conv=notrunc",
+                    "status=none"], check=True)
+    check(bytes(c))
+    os.truncate(p, PART + 10)
+    d = bytes(c[:PART + 10])
+    check(d)
+    versions.append(d)
+    m.unmount()
+    m = make(["cache_dir=" + str(cdir), "block_size=1M"])
+    p = os.path.join(m.path, "f")
+    check(versions[-1])
+
+
+def rss_anon_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.timeout(120)
+def test_upload_buffers_share_the_prefetch_budget(srv_mount):
+    """Upload part buffers come from prefetch_mem, the budget readahead
+    uses (fuse/README.md "Memory"): 4 writers streaming 60 MiB each (up
+    to max_conns/4 = 8 parts of 5 MiB in flight per file without a
+    budget: 160 MiB) keep ecfs's anonymous memory within prefetch_mem +
+    24 MiB (the fixed part, curl's buffers), also after they closed; with
+    a reader streaming a 40 MiB object beside them, within cache_size +
+    prefetch_mem + 64 MiB (the block buffers cache.c keeps for reuse) +
+    24 MiB. Every byte arrives. (Before malloc_tune: 77 MiB peak for the
+    4 writers, freed part buffers kept by glibc's arenas.)"""
+    srv, s3, bucket, make = srv_mount
+    rd = os.urandom(40 << 20)
+    s3.put_object(Bucket=bucket, Key="read", Body=rd)
+    m = make(["prefetch_mem=16M", "cache_size=8M"])
+    pid = m.pids()[0]
+    chunk = os.urandom(1 << 20)
+    errors = []
+
+    def writer(i, tag):
+        try:
+            with open(os.path.join(m.path, "w%d%s" % (i, tag)), "wb") as f:
+                for j in range(60):
+                    f.write(bytes([i]) + chunk[1:])
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def reader():
+        try:
+            with open(os.path.join(m.path, "read"), "rb") as f:
+                assert f.read() == rd
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def run(ths):
+        for t in ths:
+            t.start()
+        peak = 0
+        while any(t.is_alive() for t in ths):
+            peak = max(peak, rss_anon_kib(pid))
+            time.sleep(0.02)
+        for t in ths:
+            t.join()
+        assert not errors, errors
+        return peak
+
+    peak = run([threading.Thread(target=writer, args=(i, "a"))
+                for i in range(4)])
+    after = rss_anon_kib(pid)
+    print("4 writers: RssAnon peak %d KiB, after %d KiB" % (peak, after))
+    assert max(peak, after) <= (16 + 24) << 10, (peak, after)
+    ths = [threading.Thread(target=writer, args=(i, "b")) for i in range(4)]
+    peak = run(ths + [threading.Thread(target=reader)])
+    print("4 writers and a reader: RssAnon peak %d KiB" % peak)
+    assert peak <= (8 + 16 + 64 + 24) << 10, peak
+    for i in range(4):
+        for tag in "ab":
+            body = s3.get_object(Bucket=bucket,
+                                 Key="w%d%s" % (i, tag))["Body"].read()
+            assert body == (bytes([i]) + chunk[1:]) * 60, (i, tag)
