@@ -1196,8 +1196,10 @@ ssize_t fc_write(struct fc_wfile *wf, const char *buf, size_t len, uint64_t off)
         fc_inode_write_note(wf->fs->itab, wf->in, 0, wf->size);
     } else if (wf->werr == 0) {
         /* the file now lacks bytes the writer meant to be there: keep
-         * the object as it was rather than upload a hole */
+         * the object as it was rather than upload a hole; the commit
+         * (close) reports it, also when no write had succeeded */
         wf->werr = ret;
+        wf->dirty = true;
     }
 out:
     pthread_mutex_unlock(&wf->wlock);

@@ -446,10 +446,20 @@ def test_stage_limits_and_enospc(srv_mount, tmp_path):
     s3.put_object(Bucket=bucket, Key="x", Body=b"abc")
     # stage_max: EFBIG from write(), nothing uploaded
     m = make(["stage_max=1M"])
-    with open(os.path.join(m.path, "x"), "r+b") as f:
-        with pytest.raises(OSError) as ei:
-            os.pwrite(f.fileno(), b"y" * 4096, 1 << 20)
-        assert ei.value.errno == errno.EFBIG
+    fd = os.open(os.path.join(m.path, "x"), os.O_RDWR)
+    with pytest.raises(OSError) as ei:
+        os.pwrite(fd, b"y" * 4096, 1 << 20)
+    assert ei.value.errno == errno.EFBIG
+    # close() reports it too (man ecfs.1: a write that failed makes the
+    # close fail with the same error), also when no write succeeded
+    with pytest.raises(OSError) as ei:
+        os.close(fd)
+    assert ei.value.errno == errno.EFBIG
+    assert s3.get_object(Bucket=bucket, Key="x")["Body"].read() == b"abc"
+    # as does truncate(2) past stage_max (no handle: its own error)
+    with pytest.raises(OSError) as ei:
+        os.truncate(os.path.join(m.path, "x"), 2 << 20)
+    assert ei.value.errno == errno.EFBIG
     assert s3.get_object(Bucket=bucket, Key="x")["Body"].read() == b"abc"
     assert "stage_max" in m.log_text()
     # a stream past stage_max keeps no local copy: the parts sent are not
@@ -1532,3 +1542,39 @@ def test_upload_buffers_share_the_prefetch_budget(srv_mount):
             body = s3.get_object(Bucket=bucket,
                                  Key="w%d%s" % (i, tag))["Body"].read()
             assert body == (bytes([i]) + chunk[1:]) * 60, (i, tag)
+
+
+def test_two_writers_both_get_their_errors(srv_mount):
+    """Two writers of one path on one mount upload independently: with the
+    server gone, each close() returns its own EIO (one a single PUT, the
+    other a multipart stream), nothing is left behind; once it is back,
+    the last close wins."""
+    srv, s3, bucket, make = srv_mount
+    m = make()
+    p = os.path.join(m.path, "two")
+    a = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    b = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(a, b"A" * 100)
+    os.write(b, b"B" * (2 * PART + 1))
+    srv.stop()
+    for fd in (a, b):
+        with pytest.raises(OSError) as ei:
+            os.close(fd)
+        assert ei.value.errno == errno.EIO
+    srv.start()
+    with pytest.raises(s3.exceptions.ClientError):
+        s3.head_object(Bucket=bucket, Key="two")
+    deadline = time.monotonic() + 15
+    while s3.list_multipart_uploads(Bucket=bucket).get("Uploads"):
+        assert time.monotonic() < deadline, "upload left behind"
+        time.sleep(0.2)
+    a = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    b = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(a, b"A" * (2 * PART + 1))
+    os.write(b, b"B" * 100)
+    os.close(a)
+    os.close(b)
+    assert s3.get_object(Bucket=bucket, Key="two")["Body"].read() == \
+        b"B" * 100
+    with open(p, "rb") as f:
+        assert f.read() == b"B" * 100
