@@ -30,6 +30,11 @@ struct stor_drive {
     bool online;  /* atomic access; false after an I/O failure or probe miss */
     bool stale;   /* atomic; came back after an outage, heal pending */
     uint64_t reads, writes, read_bytes, write_bytes, errors; /* atomics */
+    /* obj_drive_fail's rate limit (atomics): the second its window began,
+     * lines logged in it, errors not logged since the last line */
+    int64_t elog_sec;
+    uint32_t elog_n;
+    uint64_t elog_quiet;
 };
 
 /* Format record kept in DRIVE/.ecfs.sys/format (text, key=value lines). */

@@ -343,7 +343,17 @@ bool obj_drive_online(struct stor_store *s, size_t d);
 void obj_buckets_free(struct stor_store *s);
 /* Creates a drive's system directories and empties its temp area. */
 int obj_drive_prepare(struct stor_drive *d);
-void obj_drive_fail(struct stor_store *s, size_t d, int err);
+/* Counts an error (@err, a positive errno) of drive @d in operation @op
+ * (a short phrase: "temp meta write"); EIO, ENOTDIR, EROFS, ENOSPC, ENXIO
+ * and ENODEV take the drive offline until the probe sees it healthy. Every
+ * error is logged (WARN: drive, @op, errno), at most DRIVE_ELOG_PER_S lines
+ * per drive per second. obj_drive_fail names the calling function. */
+void obj_drive_fail_at(struct stor_store *s, size_t d, int err, const char *op);
+#define obj_drive_fail(s, d, err) obj_drive_fail_at((s), (d), (err), __func__)
+/* Logs, under the same rate limit, a failure on drive @d that is no drive
+ * fault (a name already there, an upload's part file missing) but costs a
+ * commit that drive's shard. */
+void obj_drive_note(struct stor_store *s, size_t d, int err, const char *op);
 void obj_drive_count(struct stor_store *s, size_t d, bool write, uint64_t n);
 int obj_set_online(struct stor_store *s, int set);
 /* Per-object write quorum: shards that must commit. */

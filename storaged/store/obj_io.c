@@ -423,13 +423,15 @@ static int sync_barrier_j(struct stor_store *s, const char *bucket,
              * commit renamed into it on that drive */
             for (int j = 0; j < n && it[i].res < 0; j++)
                 if (ok[j] && obj_shard_drive(s, pl, j) == it[i].drive) {
-                    obj_drive_fail(s, it[i].drive, -it[i].res);
+                    obj_drive_fail_at(s, it[i].drive, -it[i].res,
+                                      "barrier: new directory's fsync");
                     ok[j] = false;
                 }
             continue;
         }
         if (it[i].res < 0 && ok[map[i]]) {
-            obj_drive_fail(s, it[i].drive, -it[i].res);
+            obj_drive_fail_at(s, it[i].drive, -it[i].res,
+                              "barrier: fsync (file, directory or journal)");
             ok[map[i]] = false;
         }
     }
@@ -967,7 +969,8 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
 
             if (r < 0 && r != -ENOTSUP) {
                 snum[j] = SNUM_NONE;
-                obj_drive_fail(s, d, r == -ENOENT ? ENODEV : -r);
+                obj_drive_fail_at(s, d, r == -ENOENT ? ENODEV : -r,
+                                  "temp meta: spare open or create");
                 ok[j] = false;
                 continue;
             }
@@ -987,6 +990,7 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
                                 100 + j)
                  : obj_path_meta(path, sizeof(path), s->drives[d].path, bucket,
                                  id)) < 0) {
+            obj_drive_fail_at(s, d, ENAMETOOLONG, "temp meta: path");
             ok[j] = false;
             continue;
         }
@@ -1003,7 +1007,8 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
 
             fds[j] = -1;
             if (e != EEXIST) /* not a drive fault: someone else's file */
-                obj_drive_fail(s, d, e == ENOENT ? ENODEV : e);
+                obj_drive_fail_at(s, d, e == ENOENT ? ENODEV : e,
+                                  "temp meta: open");
             ok[j] = false;
             continue;
         }
@@ -1032,7 +1037,8 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
 
         if (io[i].res != (ssize_t)io[i].len) {
             if (ok[map[i]])
-                obj_drive_fail(s, d, io[i].res < 0 ? (int)-io[i].res : EIO);
+                obj_drive_fail_at(s, d, io[i].res < 0 ? (int)-io[i].res : EIO,
+                                  "temp meta: write");
             ok[map[i]] = false;
         } else {
             obj_drive_count(s, d, true, io[i].len);
@@ -1055,7 +1061,8 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
                     r = ok[j] ? place_mk(from, path, d) : -EIO;
                 if (r < 0) {
                     if (ok[j] && r != -EEXIST)
-                        obj_drive_fail(s, d, r == -ENOENT ? ENODEV : -r);
+                        obj_drive_fail_at(s, d, r == -ENOENT ? ENODEV : -r,
+                                          "marker meta: rename into place");
                     ok[j] = false;
                     close(fds[j]);
                     fds[j] = -1;
@@ -1516,8 +1523,9 @@ static int jnl_append(struct stor_store *s, const char *bucket,
     for (int i = 0; i < nio; i++)
         if (io[i].res != (ssize_t)io[i].len) {
             if (ok[map[i]])
-                obj_drive_fail(s, obj_shard_drive(s, pl, map[i]),
-                               io[i].res < 0 ? (int)-io[i].res : EIO);
+                obj_drive_fail_at(s, obj_shard_drive(s, pl, map[i]),
+                                  io[i].res < 0 ? (int)-io[i].res : EIO,
+                                  "journal: record write");
             ok[map[i]] = false;
         }
     for (int j = 0; j < 2 * OBJ_MAX_SHARDS; j++)
@@ -1619,6 +1627,34 @@ static bool kept_metas(struct stor_store *s, const char *bucket,
     for (int j = 0; !good && j < n; j++)
         cm_buf_fini(&km[j]);
     return good;
+}
+
+/* A commit that lost its write quorum at @step says so (WARN; at most
+ * one line a second, then a count): the drives' own lines (obj_drive_fail_at)
+ * say why each shard failed. */
+static void commit_short(const char *bucket, const struct obj_ent *e,
+                         const char *step, int nok, int n, int owq)
+{
+    static int64_t last_sec;
+    static uint64_t quiet;
+    struct timespec ts;
+    int64_t was;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    was = __atomic_load_n(&last_sec, __ATOMIC_RELAXED);
+    if (was == (int64_t)ts.tv_sec ||
+        !__atomic_compare_exchange_n(&last_sec, &was, (int64_t)ts.tv_sec, false,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        __atomic_add_fetch(&quiet, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    cm_log(
+        CM_LOG_WARN, 0,
+        "commit of %s/%.*s lost its write quorum at %s: %d of %d shards "
+        "left, %d needed (%llu more such commits not logged before "
+        "this one)",
+        bucket, (int)CM_MIN(e->key_len, 200), e->key, step, nok, n, owq,
+        (unsigned long long)__atomic_exchange_n(&quiet, 0, __ATOMIC_RELAXED));
 }
 
 /* Contract in obj_i.h: the commit protocol. */
@@ -1767,6 +1803,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         nok = sync_barrier_j(s, bucket, e->id, &pl, n, ok, mark, NULL, NULL,
                              NULL, NULL, jn);
     if (nok < owq) {
+        commit_short(bucket, e, "its temp metas", nok, n, owq);
         ret = -STOR_EQUORUM;
         goto out_tmp;
     }
@@ -1782,7 +1819,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         if (obj_path_shard(to, sizeof(to), s->drives[d].path, bucket, e->id,
                            e->parts[0].dataid) < 0 ||
             rename_mk(src_shard[j], to, d) < 0) {
-            obj_drive_fail(s, d, errno);
+            obj_drive_fail_at(s, d, errno, "commit: shard file rename");
             ok[j] = false;
         }
     }
@@ -1796,7 +1833,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                           snum) < 0 ||
             obj_path_meta(to, sizeof(to), s->drives[d].path, bucket, e->id) <
                 0) {
-            obj_drive_fail(s, d, ENAMETOOLONG);
+            obj_drive_fail_at(s, d, ENAMETOOLONG, "commit: meta path");
             ok[j] = false;
             continue;
         }
@@ -1808,7 +1845,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
             renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0) {
             swapped[j] = true;
         } else if (rename_mk(from, to, d) < 0) {
-            obj_drive_fail(s, d, errno);
+            obj_drive_fail_at(s, d, errno, "commit: meta rename");
             ok[j] = false;
             continue;
         }
@@ -1831,6 +1868,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         jin = false;
     }
     if (nok < owq) {
+        commit_short(bucket, e, "its renames", nok, n, owq);
         /* not committed: take back what we placed (best effort); the old
          * version, if any, stays in the index and gets healed */
         unlink_metas(s, bucket, e->id, &pl, n, keep);

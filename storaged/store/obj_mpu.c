@@ -773,6 +773,11 @@ int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
                     continue;
                 }
             }
+            if (errno == EEXIST || errno == ENOENT)
+                obj_drive_note(s, d, errno, "complete: link of a part's shard");
+            else
+                obj_drive_fail_at(s, d, errno,
+                                  "complete: link of a part's shard");
             ok[j] = false;
         }
     }

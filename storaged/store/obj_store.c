@@ -188,17 +188,69 @@ bool obj_drive_online(struct stor_store *s, size_t d)
     return __atomic_load_n(&s->drives[d].online, __ATOMIC_ACQUIRE);
 }
 
-/* An I/O error other than "not there" takes the drive offline until the
- * probe thread sees it healthy again. */
-void obj_drive_fail(struct stor_store *s, size_t d, int err)
+/* Lines obj_drive_fail_at logs per drive per second; the rest are counted
+ * and the next line says how many it left out. */
+#define DRIVE_ELOG_PER_S 8
+
+/* Does an error of drive @d get a log line now (DRIVE_ELOG_PER_S)? Sets
+ * *quiet to the errors left out since the last line. A race between two
+ * threads at a second's turn costs at most a line more or less. */
+static bool drive_elog_due(struct stor_drive *dr, uint64_t *quiet)
 {
-    __atomic_add_fetch(&s->drives[d].errors, 1, __ATOMIC_RELAXED);
-    if (err == EIO || err == ENOTDIR || err == EROFS || err == ENOSPC ||
-        err == ENXIO || err == ENODEV) {
-        if (__atomic_exchange_n(&s->drives[d].online, false, __ATOMIC_ACQ_REL))
-            cm_log(CM_LOG_WARN, err, "drive %s: marked offline",
-                   s->drives[d].path);
+    struct timespec ts;
+    int64_t now, win;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = (int64_t)ts.tv_sec;
+    win = __atomic_load_n(&dr->elog_sec, __ATOMIC_RELAXED);
+    if (win != now &&
+        __atomic_compare_exchange_n(&dr->elog_sec, &win, now, false,
+                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        __atomic_store_n(&dr->elog_n, 0, __ATOMIC_RELAXED);
+    if (__atomic_fetch_add(&dr->elog_n, 1, __ATOMIC_RELAXED) >=
+        DRIVE_ELOG_PER_S) {
+        __atomic_add_fetch(&dr->elog_quiet, 1, __ATOMIC_RELAXED);
+        return false;
     }
+    *quiet = __atomic_exchange_n(&dr->elog_quiet, 0, __ATOMIC_RELAXED);
+    return true;
+}
+
+/* Contract in obj_i.h. An I/O error other than "not there" takes the
+ * drive offline until the probe thread sees it healthy again; every
+ * error, offline or not, gets a WARN line (rate-limited per drive): a
+ * commit that loses its quorum to an errno that leaves the drive online
+ * (EMFILE, EAGAIN, EBADF, ...) must still say why. */
+void obj_drive_fail_at(struct stor_store *s, size_t d, int err, const char *op)
+{
+    struct stor_drive *dr = &s->drives[d];
+    uint64_t quiet = 0;
+    bool off = err == EIO || err == ENOTDIR || err == EROFS || err == ENOSPC ||
+               err == ENXIO || err == ENODEV;
+
+    __atomic_add_fetch(&dr->errors, 1, __ATOMIC_RELAXED);
+    if (drive_elog_due(dr, &quiet))
+        cm_log(CM_LOG_WARN, err,
+               "drive %s: %s failed (errno %d%s; %llu more errors on this "
+               "drive not logged before this one)",
+               dr->path, op ? op : "I/O", err,
+               off ? ", takes the drive offline" : ", drive stays online",
+               (unsigned long long)quiet);
+    if (off && __atomic_exchange_n(&dr->online, false, __ATOMIC_ACQ_REL))
+        cm_log(CM_LOG_WARN, err, "drive %s: marked offline", dr->path);
+}
+
+/* Contract in obj_i.h. */
+void obj_drive_note(struct stor_store *s, size_t d, int err, const char *op)
+{
+    struct stor_drive *dr = &s->drives[d];
+    uint64_t quiet = 0;
+
+    if (drive_elog_due(dr, &quiet))
+        cm_log(CM_LOG_WARN, err,
+               "drive %s: %s failed (errno %d; not a drive fault; %llu more "
+               "errors on this drive not logged before this one)",
+               dr->path, op, err, (unsigned long long)quiet);
 }
 
 /* Adds one read or write of @n bytes to drive @d's counters. */
