@@ -901,9 +901,13 @@ static void lc_pass_uploads(struct stor_lc *lc, const char *bucket,
                 continue;
             ret = stor_mpu_abort(lc->st, bucket, u[i].key, u[i].key_len,
                                  u[i].upload_id);
-            atomic_fetch_add(ret < 0 && ret != -STOR_ENOUPLOAD ? &lc->errors
-                                                               : &lc->aborted,
-                             1);
+            /* NoSuchUpload: gone meanwhile, or a Complete runs on it
+             * (it ends the upload, or leaves it whole for a retry and a
+             * later pass) */
+            if (ret == 0)
+                atomic_fetch_add(&lc->aborted, 1);
+            else if (ret != -STOR_ENOUPLOAD)
+                atomic_fetch_add(&lc->errors, 1);
         }
         stor_uploads_free(u, n);
     }

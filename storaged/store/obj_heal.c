@@ -530,6 +530,7 @@ static void expire_uploads(struct stor_store *s)
     char *end = NULL;
     long exp = v ? strtol(v, &end, 10) : 0;
     int64_t cutoff;
+    int ret;
 
     if (exp <= 0 || (end && *end))
         exp = 7 * 86400;
@@ -544,7 +545,10 @@ static void expire_uploads(struct stor_store *s)
 
             pthread_rwlock_rdlock(&b->lock);
             for (size_t u = 0; u < b->nup && key == NULL; u++) {
-                if (b->up[u]->initiated_ns >= cutoff)
+                /* one a Complete runs on is not abandoned (and its abort
+                 * would answer NoSuchUpload: this loop would find it
+                 * again and again) */
+                if (b->up[u]->initiated_ns >= cutoff || b->up[u]->completing)
                     continue;
                 key = malloc(b->up[u]->key_len + 1);
                 if (key) {
@@ -560,10 +564,12 @@ static void expire_uploads(struct stor_store *s)
         pthread_rwlock_unlock(&s->lock);
         if (key == NULL)
             return;
-        if (stor_mpu_abort(s, bucket, key, kl, uid) == 0)
-            cm_log(CM_LOG_INFO, 0, "scan: %s: abandoned upload %s removed",
-                   bucket, uid);
+        ret = stor_mpu_abort(s, bucket, key, kl, uid);
         free(key);
+        if (ret < 0)
+            return; /* claimed by a Complete meanwhile: the next cycle */
+        cm_log(CM_LOG_INFO, 0, "scan: %s: abandoned upload %s removed", bucket,
+               uid);
     }
 }
 

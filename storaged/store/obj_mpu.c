@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- multipart ---- */
@@ -598,6 +599,31 @@ int stor_mpu_complete(struct stor_store *s, const char *bucket, const char *key,
                                   nparts, NULL, out);
 }
 
+/* STORAGED_TEST_COMPLETE_DELAY_MS (tests only, 0..10000): a Complete waits
+ * this long after claiming its upload, before it links the parts, so a
+ * test can send an abort or an UploadPart while a Complete runs. */
+static void complete_test_delay(void)
+{
+    static int ms = -1;
+
+    if (__atomic_load_n(&ms, __ATOMIC_RELAXED) < 0) {
+        const char *v = getenv("STORAGED_TEST_COMPLETE_DELAY_MS");
+        long l = v ? strtol(v, NULL, 10) : 0;
+
+        __atomic_store_n(&ms,
+                         l < 0       ? 0
+                         : l > 10000 ? 10000
+                                     : (int)l,
+                         __ATOMIC_RELAXED);
+    }
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
+}
+
 /* Contract in object.h: links part shard files, one commit. */
 int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
                            const char *key, size_t key_len,
@@ -712,6 +738,7 @@ int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
     upload_unlock(s, b);
     if (ret < 0)
         goto out;
+    complete_test_delay();
     e->nparts = nparts;
     e->multipart = true;
     EVP_DigestFinal_ex(md, digest, &dl);
@@ -842,6 +869,15 @@ int stor_mpu_abort(struct stor_store *s, const char *bucket, const char *key,
     ret = upload_lock(s, bucket, key, key_len, upload_id, true, &b, &u, &idx);
     if (ret < 0)
         return ret;
+    if (u->completing) {
+        /* a Complete owns its parts now (it is linking them, or
+         * committing): the upload ends with it, or stays whole for a
+         * retry, so an abort (a client's, lifecycle's
+         * AbortIncompleteMultipartUpload, the scanner's expiry) answers
+         * as after a Complete that succeeded */
+        upload_unlock(s, b);
+        return -STOR_ENOUPLOAD;
+    }
     upload_unlink(b, idx);
     upload_unlock(s, b);
     obj_place(s, bucket, key, key_len, &pl);

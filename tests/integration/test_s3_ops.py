@@ -2,7 +2,8 @@
 and metadata endpoints against a real storaged, with boto3 and urllib.
 Also: a versionId that is not the current version never reads or deletes
 current data, concurrent Completes of one upload (one wins, the object is
-whole), a failed Complete leaves its upload whole for a retry,
+whole), a failed Complete leaves its upload whole for a retry, an
+abort (client or lifecycle) during a Complete answers NoSuchUpload,
 DeleteBucket of a bucket holding only incomplete uploads, and
 UploadPartCopy ranges that must lie inside the source."""
 
@@ -408,6 +409,102 @@ def test_failed_complete_leaves_the_upload_whole(storaged):
         assert len(names) == 2, (d, names)
         assert not os.path.exists(
             os.path.join(d, ".ecfs.sys", "mpu", "mpufail", u))
+
+
+def _metric(srv, name):
+    text = urllib.request.urlopen(srv.endpoint + "/metrics",
+                                  timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no %s in /metrics" % name)
+
+
+@pytest.mark.slow
+def test_abort_during_complete_answers_no_such_upload(storaged):
+    """While a Complete runs, an abort of its upload (a client's
+    AbortMultipartUpload, lifecycle's AbortIncompleteMultipartUpload)
+    answers NoSuchUpload and touches nothing, as UploadPart already did.
+    The abort used to remove the upload's directory under the Complete,
+    which then found no part to link and answered 503 (and the scanner's
+    expiry did the same). STORAGED_TEST_COMPLETE_DELAY_MS (tests only)
+    holds each Complete after it claims its upload, so the abort lands
+    inside it every time."""
+    import threading
+
+    srv = storaged(ndrives=4, env={
+        "STORAGED_TEST_COMPLETE_DELAY_MS": "2500",
+        "STORAGED_TEST_LIFECYCLE_DAY_S": "1",
+        "STORAGED_TEST_LIFECYCLE_INTERVAL_S": "0.3"})
+    c = s3util.client_with_read_timeout(srv, read_timeout=30)
+    body = [os.urandom(5 * MiB), b"tail"]
+
+    def start(bucket, key):
+        u = c.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        ps = [{"PartNumber": i + 1,
+               "ETag": c.upload_part(Bucket=bucket, Key=key, UploadId=u,
+                                     PartNumber=i + 1, Body=p)["ETag"]}
+              for i, p in enumerate(body)]
+        res = {}
+
+        def complete():
+            try:
+                res["r"] = c.complete_multipart_upload(
+                    Bucket=bucket, Key=key, UploadId=u,
+                    MultipartUpload={"Parts": ps})
+            except botocore.exceptions.ClientError as e:
+                res["e"] = e.response
+        th = threading.Thread(target=complete)
+        th.start()
+        return u, th, res
+
+    def done(bucket, key, th, res):
+        th.join(30)
+        assert not th.is_alive()
+        assert "r" in res, res.get("e")
+        assert res["r"]["ETag"].endswith('-2"')
+        got = c.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert got == b"".join(body)
+        assert "Uploads" not in c.list_multipart_uploads(Bucket=bucket)
+
+    # a client's abort (and an UploadPart) while the Complete waits
+    c.create_bucket(Bucket="abc")
+    u, th, res = start("abc", "k")
+    time.sleep(0.8)
+    assert th.is_alive()
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        c.abort_multipart_upload(Bucket="abc", Key="k", UploadId=u)
+    assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert err_code(ei) == "NoSuchUpload"
+    with pytest.raises(botocore.exceptions.ClientError) as ei:
+        c.upload_part(Bucket="abc", Key="k", UploadId=u, PartNumber=3,
+                      Body=b"late")
+    assert err_code(ei) == "NoSuchUpload"
+    done("abc", "k", th, res)
+
+    # lifecycle's AbortIncompleteMultipartUpload, due while the Complete
+    # waits: its passes (every 0.3 s) leave the upload to the Complete
+    c.create_bucket(Bucket="abclc")
+    t0 = time.monotonic()
+    u, th, res = start("abclc", "k")
+    time.sleep(max(0.0, 1.2 - (time.monotonic() - t0)))
+    c.put_bucket_lifecycle_configuration(
+        Bucket="abclc", LifecycleConfiguration={"Rules": [
+            {"ID": "mp", "Status": "Enabled", "Filter": {"Prefix": ""},
+             "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}}]})
+    time.sleep(1.0)  # three passes or more, the upload due in each
+    assert th.is_alive()
+    done("abclc", "k", th, res)
+    act = 'storaged_lifecycle_actions_total{action="abort_multipart"}'
+    assert _metric(srv, act) == 0
+    # the rule does abort an upload no Complete runs on
+    u2 = c.create_multipart_upload(Bucket="abclc", Key="left")["UploadId"]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and c.list_multipart_uploads(
+            Bucket="abclc").get("Uploads"):
+        time.sleep(0.2)
+    assert "Uploads" not in c.list_multipart_uploads(Bucket="abclc"), u2
+    assert _metric(srv, act) == 1
 
 
 def test_delete_bucket_with_only_incomplete_uploads(s3_server):
