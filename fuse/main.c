@@ -277,7 +277,8 @@ static void usage(const char *prog)
         "                           upload error is only logged); unlink, rename,\n"
         "                           rmdir, a new open and unmount wait for it; a\n"
         "                           rename right after close (rsync) retargets it\n"
-        "    -o stage_dir=DIR       staging files (default $TMPDIR or /tmp, in\n"
+        "    -o stage_dir=DIR       staging files (default CACHE_DIR/stage with\n"
+        "                           cache_dir, else $TMPDIR or /tmp, in\n"
         "                           ecfs-stage-UID/; unlinked while open)\n"
         "    -o stage_max=SIZE      largest staged file, else EFBIG (default 1G);\n"
         "                           a stream keeps a copy of its parts this far\n"
@@ -623,7 +624,17 @@ static int finish_opts(struct raw_opts *r)
     }
     if (o->rename_dir_max == 0)
         o->rename_dir_max = 10000;
-    if (o->stage_dir == NULL) {
+    if (o->stage_dir == NULL && o->cache_dir != NULL && !o->ro) {
+        /* under the cache directory: the disk given for bulk data, where
+         * /tmp may be a tmpfs (memory) */
+        if (mkdir(o->cache_dir, 0700) < 0 && errno != EEXIST) {
+            fprintf(stderr, "ecfs: cannot create cache_dir=%s: %s\n",
+                    o->cache_dir, strerror(errno));
+            return -EINVAL;
+        }
+        if (asprintf(&o->stage_dir, "%s/stage", o->cache_dir) < 0)
+            return -ENOMEM;
+    } else if (o->stage_dir == NULL) {
         const char *tmp = getenv("TMPDIR");
         if (asprintf(&o->stage_dir, "%s/ecfs-stage-%u",
                      tmp && tmp[0] == '/' ? tmp : "/tmp",

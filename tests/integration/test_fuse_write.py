@@ -1578,3 +1578,30 @@ def test_two_writers_both_get_their_errors(srv_mount):
         b"B" * 100
     with open(p, "rb") as f:
         assert f.read() == b"B" * 100
+
+
+def test_stage_dir_defaults_under_cache_dir(srv_mount, tmp_path):
+    """With -o cache_dir and no stage_dir, staged files live in
+    CACHE_DIR/stage (the disk given for bulk data; /tmp is often a tmpfs),
+    as the issue asks: the open staging file of an append is there (an
+    unlinked file, seen through /proc/PID/fd)."""
+    srv, s3, bucket, make = srv_mount
+    s3.put_object(Bucket=bucket, Key="log", Body=b"one\n")
+    cdir = tmp_path / "cache"
+    m = make(["cache_dir=" + str(cdir)])
+    assert os.path.isdir(cdir / "stage")
+    with open(os.path.join(m.path, "log"), "a") as f:
+        f.write("two\n")
+        f.flush()
+        links = []
+        for pid in m.pids():
+            fds = "/proc/%d/fd" % pid
+            for n in os.listdir(fds):
+                try:
+                    links.append(os.readlink(os.path.join(fds, n)))
+                except OSError:
+                    pass
+        assert [t for t in links
+                if t.startswith(str(cdir / "stage") + "/")], links
+    assert s3.get_object(Bucket=bucket, Key="log")["Body"].read() == \
+        b"one\ntwo\n"
