@@ -49,7 +49,7 @@ Usage: tests/bench/bench_versioning.py [--seconds S] [--repeat R]
        [--objects N] [--new-keys K] [--del-keys K] [--del-seconds S]
        [--drives D]
        [--only get,put_new,put_over,delete] [--aa] [--budget S]
-       [--no-fsync] [--server-arg=ARG ...] [--workdir DIR]
+       [--no-fsync] [--server-arg=ARG ...] [--workdir DIR] [--keep-store]
 
 --workdir DIR puts the store (and the wrk scripts) in a new directory
 under DIR (default /work/data): on this VM's journal-less root ext4 any
@@ -182,6 +182,11 @@ def main():
     ap.add_argument("--workdir", default=None,
                     help="the store goes in a new directory under DIR "
                     "(default /work/data, else the system's temp dir)")
+    ap.add_argument("--keep-store", action="store_true",
+                    help="leave the store for the caller to remove (a full "
+                    "run makes ~500,000 files, whose rm takes a minute: a "
+                    "quiet hold puts each side on a fresh filesystem "
+                    "instead)")
     a = ap.parse_args()
     # `timeout` sends SIGTERM: unwind through the finally block, so a cut
     # run stops its storaged (its rows are already printed)
@@ -318,7 +323,10 @@ def main():
         # rm(1): shutil.rmtree of a whole run's store took minutes, and a
         # SIGTERM (timeout's) in it left the store behind
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        subprocess.run(["rm", "-rf", work])
+        if a.keep_store:
+            print("store left in %s (--keep-store)" % work)
+        else:
+            subprocess.run(["rm", "-rf", work])
 
 
 if __name__ == "__main__":
