@@ -507,6 +507,51 @@ def test_abort_during_complete_answers_no_such_upload(storaged):
     assert _metric(srv, act) == 1
 
 
+@pytest.mark.slow
+def test_scanner_expiry_leaves_an_upload_a_complete_runs_on(storaged):
+    """The scanner's expiry of abandoned uploads (STORAGED_MPU_EXPIRY)
+    aborts through the same call: an upload a Complete runs on is skipped
+    (it used to be removed under the Complete: 503), and an upload left
+    alone is still aborted."""
+    import threading
+
+    srv = storaged(ndrives=4, env={"STORAGED_TEST_COMPLETE_DELAY_MS": "4500",
+                                   "STORAGED_MPU_EXPIRY": "2",
+                                   "STORAGED_SCAN_INTERVAL": "1"})
+    c = s3util.client_with_read_timeout(srv, read_timeout=30)
+    c.create_bucket(Bucket="exp")
+    t0 = time.monotonic()
+    u = c.create_multipart_upload(Bucket="exp", Key="k")["UploadId"]
+    e = c.upload_part(Bucket="exp", Key="k", UploadId=u, PartNumber=1,
+                      Body=b"part")["ETag"]
+    res = {}
+
+    def complete():
+        try:
+            res["r"] = c.complete_multipart_upload(
+                Bucket="exp", Key="k", UploadId=u,
+                MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+        except botocore.exceptions.ClientError as ex:
+            res["e"] = ex.response
+    th = threading.Thread(target=complete)
+    th.start()
+    time.sleep(0.3)
+    if time.monotonic() - t0 > 1.5:
+        pytest.skip("the Complete did not start within the expiry (load)")
+    th.join(30)
+    assert "r" in res, res.get("e")
+    assert time.monotonic() - t0 > 4.0  # scanner cycles ran meanwhile
+    assert c.get_object(Bucket="exp", Key="k")["Body"].read() == b"part"
+    left = c.create_multipart_upload(Bucket="exp", Key="left")["UploadId"]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and c.list_multipart_uploads(
+            Bucket="exp").get("Uploads"):
+        time.sleep(0.2)
+    assert "Uploads" not in c.list_multipart_uploads(Bucket="exp"), left
+    assert "abandoned upload %s removed" % left in srv.log_text()
+    assert "abandoned upload %s removed" % u not in srv.log_text()
+
+
 def test_delete_bucket_with_only_incomplete_uploads(s3_server):
     """S3 deletes a bucket whose only content is multipart uploads in
     progress (and the uploads with it). storaged answered BucketNotEmpty,
