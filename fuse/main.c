@@ -285,10 +285,9 @@ static void usage(const char *prog)
         "                           (reads by other opens before close)\n"
         "    -o rename_dir_max=N    most keys a directory rename copies (default\n"
         "                           10000; beyond: EXDEV, so mv copies instead)\n"
-        "                           mode, uid, gid, mtime: x-amz-meta-* (s3fs's\n"
-        "                           names; chmod/chown/utimens store them; a\n"
-        "                           directory's on its dir/ marker);\n"
-        "                           symlink and link answer EPERM\n",
+        "    mode, uid, gid, mtime are kept as x-amz-meta-* (s3fs's names;\n"
+        "    chmod/chown/utimens store them; a directory's on its dir/\n"
+        "    marker); symlink, link and mknod of a FIFO or device: EPERM\n",
         stdout);
     fputs(
         "Packs (made by: ecfs pack SRC BUCKET[:PREFIX] -o endpoint=URL;\n"
