@@ -4,9 +4,12 @@ back), namespace calls, error paths (server gone mid-upload, stage_dir
 full, stage_max, ro) and concurrent writers/readers.
 
 Every mount uses write_part_size=5M (S3's smallest part), so the "part
-size +-1" and "3 parts +-1" files stay small. The tree copy and the
-server-gone-mid-upload tests run on every server of ``s3_backend``
-(storaged, s3rver, Ceph RGW); the rest on storaged.
+size +-1" and "3 parts +-1" files stay small. The tree copy, the
+directory marker flag, the shell tools of test_user_tools_on_every_server
+and the server-gone-mid-upload tests run on every server of
+``s3_backend`` (storaged, s3rver, Ceph RGW); one case on s3rver alone
+(a copy it refuses), a rename over 5 GiB on a fake server that only
+announces sizes; the rest on storaged.
 """
 
 import errno
@@ -306,8 +309,11 @@ def test_staged_patterns_and_fsync(srv_mount):
     r = os.path.join(m.path, "streamed")
     data = os.urandom(2 * PART + 17)
     fd = os.open(r, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    parts0 = m.stats()["parts"]
     os.write(fd, data[:PART + 5])
     os.fsync(fd)
+    # the first part went up while the file is open (the writer goes on)
+    assert m.stats()["parts"] == parts0 + 1
     with pytest.raises(s3.exceptions.ClientError):  # not before close
         s3.head_object(Bucket=bucket, Key="streamed")
     os.write(fd, data[PART + 5:])
