@@ -1345,6 +1345,17 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
         src = self.headers.get("x-amz-copy-source")
         self.server.log.append(("PUT", key, dict(q), src,
                                 self.headers.get("x-amz-copy-source-range")))
+        if src is None and "uploadId" in q:  # UploadPart: slow, counted
+            srv = self.server
+            with srv.mu:
+                srv.inflight += 1
+                srv.max_inflight = max(srv.max_inflight, srv.inflight)
+                srv.part_times.append(time.monotonic())
+            time.sleep(srv.part_delay)
+            with srv.mu:
+                srv.inflight -= 1
+                srv.part_sizes[q["partNumber"]] = len(body)
+            return self.reply(200, hdr={"ETag": '"u%s"' % q["partNumber"]})
         if src is None:
             self.server.objs[key] = (len(body), "p%d" % len(self.server.log))
             return self.reply(200, hdr={"ETag": '"p"'})
@@ -1367,8 +1378,8 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
         if "uploads" in q:
             return self.reply(200, b"<InitiateMultipartUploadResult><UploadId>"
                               b"u1</UploadId></InitiateMultipartUploadResult>")
-        # complete: the object is the sum of the copied ranges
-        size = 0
+        # complete: the object is the sum of the copied ranges or parts
+        size = sum(self.server.part_sizes.values())
         for e in self.server.log:
             if e[0] == "PUT" and e[1] == key and e[2].get("uploadId") and \
                     e[4]:
@@ -1398,6 +1409,7 @@ def test_rename_over_5gib_uses_upload_part_copy(ecfs_mount):
     big, limit = (5 << 30) + 1, 5 << 30
     srv.objs = {"big": (big, "b-1"), "five": (limit, "f-1")}
     srv.log = []
+    srv.part_sizes = {}
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         m = ecfs_mount("http://127.0.0.1:%d" % srv.server_address[1], "fb",
@@ -1611,3 +1623,46 @@ def test_stage_dir_defaults_under_cache_dir(srv_mount, tmp_path):
                 if t.startswith(str(cdir / "stage") + "/")], links
     assert s3.get_object(Bucket=bucket, Key="log")["Body"].read() == \
         b"one\ntwo\n"
+
+
+def test_parts_go_up_in_parallel_while_writing(ecfs_mount):
+    """A new file written front to back streams as a multipart upload
+    whose parts go up in parallel while the writer keeps writing: against
+    a fake server that takes 0.4 s per UploadPart, 8 parts of 5 MiB have
+    several in flight at once, the first reaches the server before the
+    writer's last write() returns, and the whole write + close takes far
+    less than the 3.2 s one part at a time would."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeStore)
+    srv.daemon_threads = True
+    srv.objs, srv.log, srv.part_sizes, srv.part_times = {}, [], {}, []
+    srv.mu = threading.Lock()
+    srv.inflight = srv.max_inflight = 0
+    srv.part_delay = 0.4
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        m = ecfs_mount("http://127.0.0.1:%d" % srv.server_address[1], "fb",
+                       OPTS + ["prefetch_mem=64M"], access_key="fake",
+                       secret_key="fake")
+        chunk = b"w" * (1 << 20)
+        t0 = time.monotonic()
+        fd = os.open(os.path.join(m.path, "up"),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        for _ in range(8 * 5):
+            os.write(fd, chunk)
+        t_written = time.monotonic()
+        os.write(fd, b"end")
+        os.close(fd)
+        took = time.monotonic() - t0
+        print("parts: max %d in flight, first at +%.2fs, writes done at "
+              "+%.2fs, close at +%.2fs" % (
+                  srv.max_inflight, srv.part_times[0] - t0,
+                  t_written - t0, took))
+        assert len(srv.part_sizes) == 9  # 8 x 5 MiB and the 3 bytes
+        assert sum(srv.part_sizes.values()) == 40 * (1 << 20) + 3
+        assert srv.max_inflight >= 2, srv.max_inflight
+        assert srv.part_times[0] < t_written
+        assert took < 9 * srv.part_delay, took
+        assert srv.objs["up"][0] == 40 * (1 << 20) + 3
+    finally:
+        srv.shutdown()
+        srv.server_close()
