@@ -411,6 +411,26 @@ def test_failed_complete_leaves_the_upload_whole(storaged):
             os.path.join(d, ".ecfs.sys", "mpu", "mpufail", u))
 
 
+def _wait_claimed(c, bucket, key, upload_id, timeout=20.0):
+    """Waits until a Complete has claimed the upload: an UploadPart to it
+    then answers NoSuchUpload (a part sent before is never listed in the
+    Complete, and goes with the upload)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            c.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                          PartNumber=10000, Body=b"probe")
+        except botocore.exceptions.ClientError as e:
+            assert err_code_of(e) == "NoSuchUpload", e.response
+            return
+        assert time.monotonic() < deadline, "no Complete claimed the upload"
+        time.sleep(0.05)
+
+
+def err_code_of(e):
+    return e.response["Error"]["Code"]
+
+
 def _metric(srv, name):
     text = urllib.request.urlopen(srv.endpoint + "/metrics",
                                   timeout=5).read().decode()
@@ -433,7 +453,7 @@ def test_abort_during_complete_answers_no_such_upload(storaged):
     import threading
 
     srv = storaged(ndrives=4, env={
-        "STORAGED_TEST_COMPLETE_DELAY_MS": "2500",
+        "STORAGED_TEST_COMPLETE_DELAY_MS": "4000",
         "STORAGED_TEST_LIFECYCLE_DAY_S": "1",
         "STORAGED_TEST_LIFECYCLE_INTERVAL_S": "0.3"})
     c = s3util.client_with_read_timeout(srv, read_timeout=30)
@@ -470,15 +490,11 @@ def test_abort_during_complete_answers_no_such_upload(storaged):
     # a client's abort (and an UploadPart) while the Complete waits
     c.create_bucket(Bucket="abc")
     u, th, res = start("abc", "k")
-    time.sleep(0.8)
+    _wait_claimed(c, "abc", "k", u)  # UploadPart: NoSuchUpload
     assert th.is_alive()
     with pytest.raises(botocore.exceptions.ClientError) as ei:
         c.abort_multipart_upload(Bucket="abc", Key="k", UploadId=u)
     assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
-    assert err_code(ei) == "NoSuchUpload"
-    with pytest.raises(botocore.exceptions.ClientError) as ei:
-        c.upload_part(Bucket="abc", Key="k", UploadId=u, PartNumber=3,
-                      Body=b"late")
     assert err_code(ei) == "NoSuchUpload"
     done("abc", "k", th, res)
 
@@ -487,7 +503,8 @@ def test_abort_during_complete_answers_no_such_upload(storaged):
     c.create_bucket(Bucket="abclc")
     t0 = time.monotonic()
     u, th, res = start("abclc", "k")
-    time.sleep(max(0.0, 1.2 - (time.monotonic() - t0)))
+    _wait_claimed(c, "abclc", "k", u)  # before the rule exists
+    time.sleep(max(0.0, 1.2 - (time.monotonic() - t0)))  # the upload due
     c.put_bucket_lifecycle_configuration(
         Bucket="abclc", LifecycleConfiguration={"Rules": [
             {"ID": "mp", "Status": "Enabled", "Filter": {"Prefix": ""},
@@ -515,8 +532,8 @@ def test_scanner_expiry_leaves_an_upload_a_complete_runs_on(storaged):
     alone is still aborted."""
     import threading
 
-    srv = storaged(ndrives=4, env={"STORAGED_TEST_COMPLETE_DELAY_MS": "4500",
-                                   "STORAGED_MPU_EXPIRY": "2",
+    srv = storaged(ndrives=4, env={"STORAGED_TEST_COMPLETE_DELAY_MS": "6000",
+                                   "STORAGED_MPU_EXPIRY": "3",
                                    "STORAGED_SCAN_INTERVAL": "1"})
     c = s3util.client_with_read_timeout(srv, read_timeout=30)
     c.create_bucket(Bucket="exp")
@@ -535,12 +552,14 @@ def test_scanner_expiry_leaves_an_upload_a_complete_runs_on(storaged):
             res["e"] = ex.response
     th = threading.Thread(target=complete)
     th.start()
-    time.sleep(0.3)
-    if time.monotonic() - t0 > 1.5:
-        pytest.skip("the Complete did not start within the expiry (load)")
+    _wait_claimed(c, "exp", "k", u)
+    if time.monotonic() - t0 > 2.5:  # the scanner may expire it first
+        th.join(30)
+        pytest.skip("the Complete did not claim the upload within the "
+                    "expiry (load)")
     th.join(30)
     assert "r" in res, res.get("e")
-    assert time.monotonic() - t0 > 4.0  # scanner cycles ran meanwhile
+    assert time.monotonic() - t0 > 5.0  # scanner cycles ran meanwhile
     assert c.get_object(Bucket="exp", Key="k")["Body"].read() == b"part"
     left = c.create_multipart_upload(Bucket="exp", Key="left")["UploadId"]
     deadline = time.monotonic() + 20
