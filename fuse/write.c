@@ -829,10 +829,22 @@ static int complete_upload(struct fc_wfile *wf, char *etag)
     wf->nparts = 0;
     wf->sent = 0;
     if (strcmp(wf->upload_key, wf->key) != 0) {
-        /* renamed while uploading: move the result */
+        /* renamed while uploading: move the result. A failed copy
+         * takes the upload back (the old name was renamed away: nothing
+         * may appear there) and fails the commit; a failed delete after
+         * a copy leaves the commit standing and the old name behind */
         ret = fc_s3_copy(fs->s3, wf->upload_key, wf->key, etag);
-        if (ret == 0)
-            ret = fc_s3_delete(fs->s3, wf->upload_key);
+        if (ret < 0) {
+            int dret = fc_s3_delete(fs->s3, wf->upload_key);
+            cm_log(CM_LOG_WARN, -ret,
+                   "ecfs: %s: renamed to %s while written; the copy to "
+                   "the new name failed%s",
+                   wf->upload_key, wf->key,
+                   dret < 0 ? " and the upload is left at the old name" : "");
+        } else if (fc_s3_delete(fs->s3, wf->upload_key) < 0) {
+            cm_log(CM_LOG_WARN, 0, "ecfs: %s: left behind (renamed to %s)",
+                   wf->upload_key, wf->key);
+        }
     }
     if (ret == 0 && memcmp(&wf->meta, &wf->meta_sent, sizeof(wf->meta)) != 0 &&
         wf->size <= W_PART_MAX) {

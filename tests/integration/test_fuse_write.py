@@ -1666,3 +1666,38 @@ def test_parts_go_up_in_parallel_while_writing(ecfs_mount):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_rename_while_written_copy_fails(s3rver, ecfs_mount):
+    """A file renamed while it is written is uploaded under its first
+    name and copied to the new one at close. When that copy fails (s3rver
+    refuses a copy of "w+x", see test_commit_stands_when_attribute_copy_
+    fails), close() fails and nothing is left in the bucket: not the
+    upload under the old name, which was renamed away."""
+    bucket = "wren"
+    s3 = s3rver.client()
+    s3.create_bucket(Bucket=bucket)
+    m = mount(ecfs_mount, s3rver, bucket)
+    # (a name s3rver copies: the bytes end up under the new name only)
+    data = os.urandom(2 * PART + 9)
+    fd = os.open(os.path.join(m.path, "a"),
+                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(fd, data[:PART + 1])
+    os.rename(os.path.join(m.path, "a"), os.path.join(m.path, "b"))
+    os.write(fd, data[PART + 1:])
+    os.close(fd)
+    assert list_keys(s3, bucket) == ["b"]
+    assert s3.get_object(Bucket=bucket, Key="b")["Body"].read() == data
+    with open(os.path.join(m.path, "b"), "rb") as f:
+        assert f.read() == data
+    os.unlink(os.path.join(m.path, "b"))
+    fd = os.open(os.path.join(m.path, "w+x"),
+                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(fd, os.urandom(2 * PART))
+    os.rename(os.path.join(m.path, "w+x"), os.path.join(m.path, "moved"))
+    os.write(fd, b"tail")
+    with pytest.raises(OSError) as ei:
+        os.close(fd)
+    assert ei.value.errno in (errno.EIO, errno.ENOENT)
+    assert list_keys(s3, bucket) == []
+    assert "copy to the new name failed" in m.log_text()
