@@ -3871,8 +3871,6 @@ static int marker_ent(struct stor_store *s, const struct stor_marker *dm,
     return 0;
 }
 
-/* Write-locks the key locks @a and @b (the same stripe once), in address
- * order, so two such callers never wait on each other. */
 /* Bytes read_meta asks for first (a 4 KiB object's meta is ~4.2 KiB). */
 #define META_READ_FIRST (16384u - 1) /* + cm_buf's NUL: 16 KiB */
 
@@ -3912,6 +3910,8 @@ static int read_meta(struct stor_store *s, size_t d, const char *bucket,
     return ret;
 }
 
+/* Write-locks the key locks @a and @b (the same stripe once), in address
+ * order, so two such callers never wait on each other. */
 static void klock_pair(pthread_rwlock_t *a, pthread_rwlock_t *b)
 {
     if (a > b) {
