@@ -442,6 +442,67 @@ static void io_sync(struct stor_io *io, size_t done)
     io->res = (ssize_t)done;
 }
 
+/* Puts ios[0..n) (n <= RING_DEPTH) on @ring and submits them, waiting
+ * for @wait completions. The number of SQEs submitted (n), or < 0 when
+ * none could be (the caller runs them synchronously). */
+static int io_submit_batch(struct io_uring *ring, struct stor_io *ios, size_t n,
+                           unsigned wait)
+{
+    for (size_t j = 0; j < n; j++) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+        struct stor_io *io = &ios[j];
+
+        if (io->fd < 0) {
+            io_uring_prep_nop(sqe);
+            io->res = -EBADF;
+        } else if (io->op == 'r') {
+            io_uring_prep_read(sqe, io->fd, io->buf, (unsigned)io->len,
+                               io->off);
+        } else if (io->op == 'w') {
+            io_uring_prep_write(sqe, io->fd, io->buf, (unsigned)io->len,
+                                io->off);
+        } else {
+            io_uring_prep_fsync(sqe, io->fd,
+                                io->op == 'd' ? IORING_FSYNC_DATASYNC : 0);
+        }
+        io_uring_sqe_set_data(sqe, io);
+    }
+    return wait ? io_uring_submit_and_wait(ring, wait) : io_uring_submit(ring);
+}
+
+/* Reaps the @n completions of a batch io_submit_batch() submitted,
+ * finishing short transfers synchronously. */
+static void io_reap_batch(struct io_uring *ring, size_t n)
+{
+    size_t got = 0;
+
+    while (got < n) {
+        struct io_uring_cqe *cqe;
+        struct stor_io *io;
+        int wr;
+
+        /* a signal (EINTR) must not end the wait: the kernel still owns
+         * this batch's buffers until every completion is seen */
+        do
+            wr = io_uring_wait_cqe(ring, &cqe);
+        while (wr == -EINTR || wr == -EAGAIN);
+        if (wr < 0)
+            break;
+        io = io_uring_cqe_get_data(cqe);
+        if (io->fd >= 0) {
+            if (cqe->res < 0)
+                io->res = cqe->res;
+            else if (io->op != 's' && io->op != 'd' &&
+                     (size_t)cqe->res < io->len)
+                io_sync(io, (size_t)cqe->res); /* short: finish it */
+            else
+                io->res = io->op == 's' || io->op == 'd' ? 0 : cqe->res;
+        }
+        io_uring_cqe_seen(ring, cqe);
+        got++;
+    }
+}
+
 /* Contract in drive.h: batches of up to RING_DEPTH I/Os per io_uring_enter. */
 void stor_io_run(struct stor_io *ios, size_t n)
 {
@@ -449,67 +510,40 @@ void stor_io_run(struct stor_io *ios, size_t n)
     size_t i = 0;
 
     if (ring == NULL) {
-        for (i = 0; i < n; i++)
-            io_sync(&ios[i], 0);
+        stor_io_run_sync(ios, n);
         return;
     }
     while (i < n) {
-        size_t batch = CM_MIN(n - i, (size_t)RING_DEPTH), got = 0;
-        int ret;
+        size_t batch = CM_MIN(n - i, (size_t)RING_DEPTH);
 
-        for (size_t j = 0; j < batch; j++) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-            struct stor_io *io = &ios[i + j];
-
-            if (io->fd < 0) {
-                io_uring_prep_nop(sqe);
-                io->res = -EBADF;
-            } else if (io->op == 'r') {
-                io_uring_prep_read(sqe, io->fd, io->buf, (unsigned)io->len,
-                                   io->off);
-            } else if (io->op == 'w') {
-                io_uring_prep_write(sqe, io->fd, io->buf, (unsigned)io->len,
-                                    io->off);
-            } else {
-                io_uring_prep_fsync(sqe, io->fd,
-                                    io->op == 'd' ? IORING_FSYNC_DATASYNC : 0);
-            }
-            io_uring_sqe_set_data(sqe, io);
-        }
-        ret = io_uring_submit_and_wait(ring, (unsigned)batch);
-        if (ret < 0) {
+        if (io_submit_batch(ring, ios + i, batch, (unsigned)batch) < 0)
             /* nothing usable was submitted: finish synchronously */
-            for (size_t j = 0; j < batch; j++)
-                io_sync(&ios[i + j], 0);
-            i += batch;
-            continue;
-        }
-        while (got < batch) {
-            struct io_uring_cqe *cqe;
-            struct stor_io *io;
-
-            int wr;
-
-            /* a signal (EINTR) must not end the wait: the kernel still
-             * owns this batch's buffers until every completion is seen */
-            do
-                wr = io_uring_wait_cqe(ring, &cqe);
-            while (wr == -EINTR || wr == -EAGAIN);
-            if (wr < 0)
-                break;
-            io = io_uring_cqe_get_data(cqe);
-            if (io->fd >= 0) {
-                if (cqe->res < 0)
-                    io->res = cqe->res;
-                else if (io->op != 's' && io->op != 'd' &&
-                         (size_t)cqe->res < io->len)
-                    io_sync(io, (size_t)cqe->res); /* short: finish it */
-                else
-                    io->res = io->op == 's' || io->op == 'd' ? 0 : cqe->res;
-            }
-            io_uring_cqe_seen(ring, cqe);
-            got++;
-        }
+            stor_io_run_sync(ios + i, batch);
+        else
+            io_reap_batch(ring, batch);
         i += batch;
     }
+}
+
+/* Contract in drive.h. */
+void stor_io_run_sync(struct stor_io *ios, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        io_sync(&ios[i], 0);
+}
+
+/* Contract in drive.h. */
+void stor_io_run_during(struct stor_io *ios, size_t n, void (*fn)(void *),
+                        void *arg)
+{
+    struct io_uring *ring = n ? ring_get() : NULL;
+
+    if (ring == NULL || n > (size_t)RING_DEPTH ||
+        io_submit_batch(ring, ios, n, 0) < 0) {
+        stor_io_run(ios, n); /* the old order: the I/Os, then @fn */
+        fn(arg);
+        return;
+    }
+    fn(arg);
+    io_reap_batch(ring, n);
 }

@@ -63,6 +63,18 @@ struct stor_io {
  * completed; a read hitting EOF early returns the bytes it got. Always
  * returns after every I/O finished. */
 void stor_io_run(struct stor_io *ios, size_t n);
+/* stor_io_run() with plain syscalls, one I/O after the other: for a few
+ * small buffered writes, cheaper than io_uring's punt of each to a worker
+ * thread (ext4 has no async buffered write). */
+void stor_io_run_sync(struct stor_io *ios, size_t n);
+/* Submits the @n I/Os, calls @fn(@arg) while they run, then waits for
+ * them: a commit overlaps its journal's fdatasync with work that need not
+ * precede it. @fn must not use this thread's ring (no stor_io_run; plain
+ * syscalls and stor_io_run_sync are fine). Where they cannot be submitted
+ * together (no io_uring, more than a ring's depth), runs them first and
+ * then @fn. */
+void stor_io_run_during(struct stor_io *ios, size_t n, void (*fn)(void *),
+                        void *arg);
 
 /* Writes all of @len bytes at @off. 0 or -errno. */
 CM_MUST_CHECK int stor_pwrite_all(int fd, const void *p, size_t len,

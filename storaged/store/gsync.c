@@ -369,6 +369,14 @@ bool stor_gsync_is_fs(struct stor_gsync *g, size_t d)
 void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
                         struct stor_sync_item *it, size_t n)
 {
+    stor_gsync_barrier_during(g, mark, it, n, NULL, NULL);
+}
+
+/* See gsync.h. */
+void stor_gsync_barrier_during(struct stor_gsync *g, uint64_t mark,
+                               struct stor_sync_item *it, size_t n,
+                               void (*fn)(void *), void *arg)
+{
     struct gs_group *grp[64], *uniq[64];
     uint64_t ticket[64], want[64];
     struct stor_io io[64];
@@ -379,6 +387,8 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
     if (n > 64) { /* never: a call covers one object's shards (<= 32) */
         for (size_t i = 0; i < n; i++)
             it[i].res = -E2BIG;
+        if (fn)
+            fn(arg);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -430,8 +440,13 @@ void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
         }
         pthread_mutex_unlock(&gr->mu);
     }
+    if (nio && fn) /* the fsyncs this thread leads run during @fn */
+        stor_io_run_during(io, nio, fn, arg);
+    else if (fn)
+        fn(arg);
     if (nio) {
-        stor_io_run(io, nio);
+        if (!fn)
+            stor_io_run(io, nio);
         __atomic_add_fetch(&g->fsyncs, nio, __ATOMIC_RELAXED);
         for (size_t k = 0; k < nio; k++) {
             size_t i = map[k];

@@ -78,6 +78,14 @@ struct stor_sync_item {
  * call is durable (fs mode) and each item's fd is fsynced (file mode). */
 void stor_gsync_barrier(struct stor_gsync *g, uint64_t mark,
                         struct stor_sync_item *it, size_t n);
+/* stor_gsync_barrier() that calls @fn(@arg) once while it waits: after
+ * the fsyncs it runs itself were submitted (or, with none, before waiting
+ * for another's fsync or a syncfs round). What @fn writes is not covered
+ * by this barrier. @fn must not use this thread's io_uring (stor_io_run):
+ * plain syscalls only (drive.h, stor_io_run_during). */
+void stor_gsync_barrier_during(struct stor_gsync *g, uint64_t mark,
+                               struct stor_sync_item *it, size_t n,
+                               void (*fn)(void *), void *arg);
 
 struct stor_gsync_stats {
     uint64_t rounds;   /* syncfs calls made (fs mode) */

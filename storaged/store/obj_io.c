@@ -352,12 +352,15 @@ static bool jnl_drive(struct stor_store *s, const struct stor_place *pl, int n,
  * meta has a record in its drive's journal: then the journal's shared fsync is
  * its only item (no fds[j], no directories on that drive). A shard that fails
  * is cleared in @ok and its drive marked failed. Returns the number of shards
- * still ok. Without --fsync it only counts them. */
-static int sync_barrier_j(struct stor_store *s, const char *bucket,
-                          const uint8_t id[16], const struct stor_place *pl,
-                          int n, bool *ok, uint64_t mark, const int *fds,
-                          const bool *dirs, const int *xfds,
-                          struct stor_gsync_file *const *xsync, const bool *jnl)
+ * still ok. Without --fsync it only counts them. With @during, calls
+ * during(@arg) once while the barrier waits (stor_gsync_barrier_during:
+ * plain syscalls only); it may clear ok[j] of shards it failed. */
+static int sync_barrier_jd(struct stor_store *s, const char *bucket,
+                           const uint8_t id[16], const struct stor_place *pl,
+                           int n, bool *ok, uint64_t mark, const int *fds,
+                           const bool *dirs, const int *xfds,
+                           struct stor_gsync_file *const *xsync,
+                           const bool *jnl, void (*during)(void *), void *arg)
 {
     struct stor_sync_item it[3 * OBJ_MAX_SHARDS];
     int map[3 * OBJ_MAX_SHARDS], nok = 0;
@@ -367,6 +370,8 @@ static int sync_barrier_j(struct stor_store *s, const char *bucket,
     size_t ni = 0;
 
     if (!s->fsync) {
+        if (during)
+            during(arg);
         if (dirs)
             nd->n = 0;
         for (int j = 0; j < n; j++)
@@ -428,7 +433,7 @@ static int sync_barrier_j(struct stor_store *s, const char *bucket,
     }
     if (dirs)
         nd->n = 0;
-    stor_gsync_barrier(s->gs, mark, it, ni);
+    stor_gsync_barrier_during(s->gs, mark, it, ni, during, arg);
     for (size_t i = 0; i < ni; i++) {
         if (opened[i])
             close(it[i].fd);
@@ -454,6 +459,17 @@ static int sync_barrier_j(struct stor_store *s, const char *bucket,
     for (int j = 0; j < n; j++)
         nok += ok[j];
     return nok;
+}
+
+/* sync_barrier_jd() with nothing to do while it waits. */
+static int sync_barrier_j(struct stor_store *s, const char *bucket,
+                          const uint8_t id[16], const struct stor_place *pl,
+                          int n, bool *ok, uint64_t mark, const int *fds,
+                          const bool *dirs, const int *xfds,
+                          struct stor_gsync_file *const *xsync, const bool *jnl)
+{
+    return sync_barrier_jd(s, bucket, id, pl, n, ok, mark, fds, dirs, xfds,
+                           xsync, jnl, NULL, NULL);
 }
 
 /* sync_barrier_j() without the journal. */
@@ -933,8 +949,10 @@ static int meta_tmp_path(char *buf, size_t cap, const char *drive,
 
 /* How write_tmp_metas() writes: to temp files made durable by its own
  * barrier; to temp files without a barrier (fds[] left open for the
- * caller's); or in place at HEX.m (O_EXCL), without a barrier. */
-enum wm_mode { WM_SYNC, WM_TMP, WM_PLACE };
+ * caller's), through io_uring (WM_TMP) or with plain pwrite (WM_TMPW:
+ * while a barrier's fsync is in flight on this thread's ring); or in place
+ * at HEX.m (O_EXCL), without a barrier. */
+enum wm_mode { WM_SYNC, WM_TMP, WM_TMPW, WM_PLACE };
 
 /* Writes one meta record per committing shard into temp files, synced
  * with one group barrier (gsync.h) that also covers what this thread wrote
@@ -1048,7 +1066,10 @@ static int write_tmp_metas(struct stor_store *s, const char *bucket,
                                          .off = xb->xref[j].off + OBJ_EXT_HDR};
         }
     }
-    stor_io_run(io, (size_t)nio);
+    if (mode == WM_TMPW)
+        stor_io_run_sync(io, (size_t)nio);
+    else
+        stor_io_run(io, (size_t)nio);
     for (int i = 0; i < nio; i++) {
         size_t d = obj_shard_drive(s, pl, map[i]);
 
@@ -1539,7 +1560,9 @@ static int jnl_append(struct stor_store *s, const char *bucket,
         }
         map[nio++] = j;
     }
-    stor_io_run(io, (size_t)nio);
+    /* a few KiB each, buffered into one file: plain pwrites cost less than
+     * io_uring's punt of each to a worker (serialized there anyway) */
+    stor_io_run_sync(io, (size_t)nio);
     for (int i = 0; i < nio; i++)
         if (io[i].res != (ssize_t)io[i].len) {
             if (ok[map[i]])
@@ -1678,6 +1701,72 @@ static void commit_short(const char *bucket, const struct obj_ent *e,
 }
 
 /* Contract in obj_i.h: the commit protocol. */
+/* Renames the temp metas of the shards with ok[j] (sNUM or the commit's
+ * @uniq names, meta_tmp_path) to HEX.m of @bucket/@id, making object
+ * directories on first use; over a meta saved as HEX.p (@prev_mask) an
+ * exchange (swapped[j]; @xmask: HEX.p saved or HEX.v kept). Sets keep[j] for
+ * each placed, clears ok[j] (and fails the drive) for each that was not. */
+static void place_metas(struct stor_store *s, const char *bucket,
+                        const uint8_t id[16], const struct stor_place *pl,
+                        uint64_t uniq, int n, bool *ok, const uint64_t *snum,
+                        uint32_t xmask, bool *swapped, bool *keep)
+{
+    for (int j = 0; j < n; j++) {
+        char from[PATH_MAX], to[PATH_MAX];
+        size_t d = obj_shard_drive(s, pl, j);
+
+        if (!ok[j])
+            continue;
+        if (meta_tmp_path(from, sizeof(from), s->drives[d].path, uniq, j,
+                          snum) < 0 ||
+            obj_path_meta(to, sizeof(to), s->drives[d].path, bucket, id) < 0) {
+            obj_drive_fail_at(s, d, ENAMETOOLONG, "commit: meta path");
+            ok[j] = false;
+            continue;
+        }
+        /* over a meta saved as HEX.p (or kept as HEX.v...): exchanged, so
+         * sNUM keeps the old inode, the next spare (drop_prev; a kept one
+         * only loses that name, drop_kept_swapped), with no rename of its
+         * own */
+        if ((xmask >> j) & 1 && snum[j] != SNUM_NONE &&
+            renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0) {
+            swapped[j] = true;
+        } else if (rename_mk(from, to, d) < 0) {
+            obj_drive_fail_at(s, d, errno, "commit: meta rename");
+            ok[j] = false;
+            continue;
+        }
+        keep[j] = true;
+    }
+}
+
+/* What a brand-new inline name's commit does while its journal records'
+ * fdatasync runs (obj_commit, "early"): its temp metas written with plain
+ * pwrite and renamed into place. */
+struct place_new {
+    struct stor_store *s;
+    const char *bucket;
+    const uint8_t *id;
+    const struct stor_place *pl;
+    uint64_t uniq;
+    struct cm_buf *metas;
+    int n;
+    bool *ok, *swapped, *keep;
+    int *fds;
+    uint64_t *snum;
+};
+
+/* sync_barrier_jd()'s @during for a struct place_new. */
+static void place_new_run(void *arg)
+{
+    struct place_new *c = arg;
+
+    (void)write_tmp_metas(c->s, c->bucket, c->id, c->pl, c->uniq, c->metas,
+                          c->n, c->ok, c->fds, c->snum, 0, NULL, NULL, WM_TMPW);
+    place_metas(c->s, c->bucket, c->id, c->pl, c->uniq, c->n, c->ok, c->snum, 0,
+                c->swapped, c->keep);
+}
+
 int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                uint8_t *const *inl_shards, size_t inl_len, bool *ok,
                char (*src_shard)[PATH_MAX])
@@ -1700,11 +1789,12 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     uint64_t mark;
     struct ext_batch *xb = NULL;
     struct obj_ent *cur_ext = NULL;
-    bool placed = false;           /* the metas are committed on the drives */
-    bool any = true;               /* the key has a current version */
-    bool one = false;              /* one barrier, after the renames */
-    bool jin = false;              /* between obj_jnl_enter and _leave */
-    bool jov = false;              /* an overwrite through the journal */
+    bool placed = false; /* the metas are committed on the drives */
+    bool any = true;     /* the key has a current version */
+    bool one = false;    /* one barrier, after the renames */
+    bool early = true;   /* with @one: the renames while the barrier runs */
+    bool jin = false;    /* between obj_jnl_enter and _leave */
+    bool jov = false;    /* an overwrite through the journal */
     bool jn[OBJ_MAX_SHARDS] = {0}; /* shard j's meta goes to the journal */
     struct obj_retire *rt = NULL;  /* the version kept in place (obj_ver.c) */
     const struct obj_idx_body *bp = NULL;
@@ -1812,8 +1902,45 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     if (cur_inl && !vkept)
         prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
     xmask = prev_mask | (vkept ? rt->linked : 0);
-    for (int j = 0; j < n; j++) /* a rename will replace it, or a link */
+    for (int j = 0; j < n; j++) { /* a rename will replace it, or a link */
         linked[j] = ((prev_mask | (rt ? rt->linked : 0)) >> j) & 1;
+        if (ok[j] && !jn[j])
+            early = false;
+    }
+    early = early && one && jin && rt == NULL;
+    if (early) {
+        /* A brand-new inline name whose metas all journal: its records
+         * first; their fdatasync is its one barrier, and while it runs
+         * the temp metas are written and renamed in (place_new_run). A
+         * rename before the barrier ends is what a new name did before
+         * (its renames came first): nothing is replaced, and a crash
+         * leaves only metas of an unacknowledged PUT (FORMAT.md "The
+         * meta journal"). */
+        struct place_new pn = {.s = s,
+                               .bucket = bucket,
+                               .id = e->id,
+                               .pl = &pl,
+                               .uniq = uniq,
+                               .metas = metas,
+                               .n = n,
+                               .ok = ok,
+                               .swapped = swapped,
+                               .keep = keep,
+                               .fds = fds,
+                               .snum = snum};
+
+        nok = jnl_append(s, bucket, e->id, e->version, 0, false, &pl, n, ok, jn,
+                         metas, 0, NULL);
+        if (nok < owq) {
+            commit_short(bucket, e, "its journal records", nok, n, owq);
+            ret = -STOR_EQUORUM;
+            goto out_tmp;
+        }
+        nok = sync_barrier_jd(s, bucket, e->id, &pl, n, ok, mark, NULL, NULL,
+                              NULL, NULL, jn, place_new_run, &pn);
+        t_new_dirs.n = 0; /* a replay makes the directories it needs */
+        goto barrier_done;
+    }
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, snum,
                           mark, linked, xb, one || jov ? WM_TMP : WM_SYNC);
     if (jin && nok >= owq) /* with the KEPT records, tied to them */
@@ -1844,34 +1971,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
             ok[j] = false;
         }
     }
-    for (int j = 0; j < n; j++) {
-        char from[PATH_MAX], to[PATH_MAX];
-        size_t d = obj_shard_drive(s, &pl, j);
-
-        if (!ok[j])
-            continue;
-        if (meta_tmp_path(from, sizeof(from), s->drives[d].path, uniq, j,
-                          snum) < 0 ||
-            obj_path_meta(to, sizeof(to), s->drives[d].path, bucket, e->id) <
-                0) {
-            obj_drive_fail_at(s, d, ENAMETOOLONG, "commit: meta path");
-            ok[j] = false;
-            continue;
-        }
-        /* over a meta saved as HEX.p (or kept as HEX.v...): exchanged, so
-         * sNUM keeps the old inode, the next spare (drop_prev; a kept one
-         * only loses that name, drop_kept_swapped), with no rename of its
-         * own */
-        if ((xmask >> j) & 1 && snum[j] != SNUM_NONE &&
-            renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) == 0) {
-            swapped[j] = true;
-        } else if (rename_mk(from, to, d) < 0) {
-            obj_drive_fail_at(s, d, errno, "commit: meta rename");
-            ok[j] = false;
-            continue;
-        }
-        keep[j] = true;
-    }
+    place_metas(s, bucket, e->id, &pl, uniq, n, ok, snum, xmask, swapped, keep);
     /* the renames durable (and, with @one, the metas themselves); ok[j] is
      * now keep[j] minus failed barriers */
     if (jov) {
@@ -1884,6 +1984,7 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         nok = sync_barrier_j(s, bucket, e->id, &pl, n, ok, mark,
                              one ? fds : NULL, ok, NULL, NULL, jin ? jn : NULL);
     }
+barrier_done:
     if (jin) {
         obj_jnl_leave(s);
         jin = false;
