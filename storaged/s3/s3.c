@@ -673,6 +673,20 @@ static bool op_reads(enum stor_s3_op op)
     }
 }
 
+/* Whether a PutObject's stor_put_begin can wait for its commit's job
+ * (commit_run): a body of known length that fits in one piece (no piece
+ * is written before the commit) from a client that does not wait for a
+ * 100 Continue (it would wait for the begin's verdict before sending the
+ * body). Saves a small PUT one worker round trip; what the begin refuses
+ * (no bucket, a failed condition) is then answered after the body. */
+static bool begin_late(struct stor_s3_req *r)
+{
+    r->begin_late = r->op == S3_OP_PUT_OBJECT && !r->http.expect_100 &&
+                    r->decoded_len != UINT64_MAX &&
+                    r->decoded_len < STOR_PIECE_SIZE;
+    return r->begin_late;
+}
+
 /* Loop: the pre-body job (PutObject's stor_put_begin) is back. */
 static void pre_done(struct stor_s3_req *r)
 {
@@ -781,6 +795,8 @@ static int s3_on_head(struct stor_req *h)
         stor_s3_submit(r, stor_iam_tags_run, pre_done);
         return 1;
     }
+    if (r->body_mode == STOR_BODY_STREAM && begin_late(r))
+        return 0; /* the body first: one job for begin, write and commit */
     if (r->body_mode == STOR_BODY_STREAM) {
         stor_s3_submit(r, stor_s3_put_begin_run, pre_done);
         return 1;
@@ -880,6 +896,13 @@ static enum stor_s3_err body_verify(struct stor_s3_req *r)
 static void commit_run(struct stor_s3_req *r)
 {
     int idx = r->pfill;
+
+    if (r->begin_late) { /* begin_late(): the begin first */
+        r->begin_late = false;
+        stor_s3_put_begin_run(r);
+        if (r->http.resp.status) /* refused: its error is the answer */
+            return;
+    }
 
     if (r->put_err == 0 && r->piece_len[idx] > 0)
         r->put_err = stor_sse_put_write(r->sse, r->put, r->piece[idx],

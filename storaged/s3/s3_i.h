@@ -214,11 +214,12 @@ struct stor_s3_req {
     struct cm_buf body; /* STOR_BODY_BUFFER */
     char *piece[2];     /* STOR_BODY_STREAM: fill one, write the other */
     size_t piece_len[2];
-    int pfill;                 /* index being filled */
-    bool piece_busy;           /* a write job holds piece[!pfill] */
-    struct stor_put *put;      /* owned; aborted on a worker unless committed */
-    int put_err;               /* first error of a write job */
-    bool end_pending;          /* body ended while a piece write was busy */
+    int pfill;            /* index being filled */
+    bool piece_busy;      /* a write job holds piece[!pfill] */
+    struct stor_put *put; /* owned; aborted on a worker unless committed */
+    int put_err;          /* first error of a write job */
+    bool end_pending;     /* body ended while a piece write was busy */
+    bool begin_late; /* a small PUT's stor_put_begin runs with its commit */
     struct stor_s3_post *post; /* owned; POST Object's form (post.c) */
 
     /* GET: the reader the response streams from (stream_fill) */
