@@ -76,6 +76,10 @@ struct fc_wfile {
                             * worker ends the handle (and holds a lookup on
                             * @in meanwhile); wlock */
     bool staged;           /* works on the staging file; wlock */
+    bool stage_later;      /* a new (or O_TRUNC) file opened O_RDWR: kept
+                            * in memory while it fits one part, staged
+                            * when it outgrows it, at fsync, or at any
+                            * other pattern (a stream's rules); wlock */
     bool filled;           /* staging file holds the object's bytes; wlock */
     bool efbig_logged;     /* wlock */
     int werr;              /* a write failed: the commit uploads nothing
@@ -1100,7 +1104,11 @@ int fc_write_open(struct fc_fs *fs, struct fc_inode *in, int flags,
     if (trunc) {
         wf->dirty = true; /* O_TRUNC empties it even if nothing is written */
         wf->filled = true;
-        wf->staged = (flags & O_ACCMODE) != O_WRONLY || (flags & O_APPEND);
+        /* O_RDWR too starts as a stream (rsync's mkstemp: its temp file
+         * then needs no staging file), but is staged before it would send
+         * a part, so a large one is never streamed up */
+        wf->staged = (flags & O_APPEND) != 0;
+        wf->stage_later = !wf->staged && (flags & O_ACCMODE) != O_WRONLY;
     } else {
         wf->staged = true;
         wf->size = a.size;
@@ -1170,6 +1178,16 @@ static int stream_append(struct fc_wfile *wf, const char *buf, size_t len)
     return 0;
 }
 
+/* Stages a stage_later handle that would grow to @end bytes, past its
+ * first part. 0 or -errno. wlock held. */
+static int stage_if_past_part(struct fc_wfile *wf, uint64_t end)
+{
+    if (!wf->stage_later || wf->staged ||
+        end <= fc_write_part_size(wf->fs->o.write_part_size, 1))
+        return 0;
+    return stream_to_stage(wf, "growing past one part");
+}
+
 /* Writes (see header). */
 ssize_t fc_write(struct fc_wfile *wf, const char *buf, size_t len, uint64_t off)
 {
@@ -1185,6 +1203,8 @@ ssize_t fc_write(struct fc_wfile *wf, const char *buf, size_t len, uint64_t off)
         goto out; /* a part failed: tell the writer now, not only at close */
     if (!wf->staged && off < wf->size)
         ret = stream_to_stage(wf, "a write before the end");
+    if (ret == 0)
+        ret = stage_if_past_part(wf, off + len);
     /* a write past the end of a stream: the gap is zeros */
     while (ret == 0 && !wf->staged && off > wf->size)
         ret = stream_append(wf, zeros,
@@ -1270,6 +1290,8 @@ int fc_write_truncate(struct fc_wfile *wf, uint64_t size)
     int ret = 0;
 
     pthread_mutex_lock(&wf->wlock);
+    if ((ret = stage_if_past_part(wf, size)) < 0)
+        goto out;
     if (!wf->staged && size == wf->size)
         goto out;
     if (!wf->staged && size > wf->size) {
@@ -1627,6 +1649,13 @@ int fc_write_fsync(struct fc_wfile *wf)
     int ret;
 
     pthread_mutex_lock(&wf->wlock);
+    /* a stage_later file is committed as the staged file it stands for
+     * (and stays one, so later writes need no GET of what it uploaded) */
+    if (wf->stage_later && !wf->staged &&
+        (ret = stream_to_stage(wf, "an fsync")) < 0) {
+        pthread_mutex_unlock(&wf->wlock);
+        return ret;
+    }
     if (wf->staged) {
         ret = commit(wf);
     } else {

@@ -35,8 +35,11 @@ bool fc_meta_stores(const struct fc_s3_meta *m);
  * the file was just created (it has no object yet). A handle starts
  * empty (and dirty: the commit writes the object even if nothing is
  * written) when created or opened with O_TRUNC; it streams when it is
- * also write-only, and stages otherwise. 0 and *@out (one reference), or
- * -errno. */
+ * also write-only, and stages otherwise. One opened O_RDWR (not
+ * O_APPEND) too starts in memory as a stream, and is staged before it
+ * would send a part (past one part), at fsync, or at any other pattern
+ * a stream is staged for: a small one (rsync's temp file) needs no
+ * staging file. 0 and *@out (one reference), or -errno. */
 CM_MUST_CHECK int fc_write_open(struct fc_fs *fs, struct fc_inode *in,
                                 int flags, bool created, struct fc_wfile **out);
 /* Writes @len bytes at @off. Returns @len or -errno: -EFBIG past
@@ -60,7 +63,8 @@ CM_MUST_CHECK int fc_write_flush(struct fc_wfile *wf);
  * 1 MiB only queues its commit to the upload workers and returns 0 (the
  * error is logged, close() has returned); everything else commits here.
  * Operations that must see the object first call fc_write_settle. */
-/* fsync: a staged file is committed (fc_write_flush); a streamed one
+/* fsync: a staged file is committed (fc_write_flush), and so is an
+ * O_RDWR one still in memory (staged first); a streamed one
  * waits for the parts sent so far and returns their error: its object
  * appears at close (documented in man/ecfs.1). */
 CM_MUST_CHECK int fc_write_fsync(struct fc_wfile *wf);

@@ -348,6 +348,91 @@ def test_staged_patterns_and_fsync(srv_mount):
         b"visible"
 
 
+def test_rdwr_new_file_stays_in_memory(srv_mount, tmp_path):
+    """A new file opened O_RDWR (rsync's mkstemp, Python's "w+b") is kept
+    in memory as a stream while it fits one part: no staging file, one
+    PUT, its bytes read back through its handle. It is staged before it
+    would send a part (so a large O_RDWR file is never streamed up), at
+    fsync (which commits what exists, as for a staged file) and at a
+    write behind its end; each of those still ends exact."""
+    srv, s3, bucket, make = srv_mount
+    m = make()
+    keys = ("staged", "streamed", "put", "mpu", "parts")
+
+    def delta(before):
+        after = m.stats()
+        return {k: after[k] - before[k] for k in keys}
+
+    # mkstemp's open: one PUT from memory, read back before close
+    b = m.stats()
+    p = os.path.join(m.path, ".f.XXXXXX")
+    data = os.urandom(5000)
+    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, data)
+    assert os.pread(fd, 100, 10) == data[10:110]
+    os.close(fd)
+    assert delta(b) == {"staged": 0, "streamed": 1, "put": 1, "mpu": 0,
+                        "parts": 0}
+    assert s3.get_object(Bucket=bucket, Key=".f.XXXXXX")["Body"].read() == \
+        data
+    # rsync -a of small files: temp files + renames, no staging file
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    for i in range(6):
+        (src / "d" / ("f%d" % i)).write_bytes(os.urandom(100 + 999 * i))
+    b = m.stats()
+    r = subprocess.run(["rsync", "-a", str(src) + "/",
+                        os.path.join(m.path, "rs") + "/"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    d = delta(b)
+    assert d["staged"] == 0 and d["streamed"] == 6 and d["mpu"] == 0, d
+    assert_same_tree(str(src), os.path.join(m.path, "rs"))
+    assert_bucket_matches(s3, bucket, str(src), "rs/")
+    # "w+b" with a seek back (a header patched): staged at that write
+    b = m.stats()
+    q = os.path.join(m.path, "patched")
+    with open(q, "w+b") as f:
+        f.write(b"\0" * 8 + b"payload" * 100)
+        f.seek(0)
+        f.write(b"HEADER!!")
+        f.seek(0)
+        assert f.read() == b"HEADER!!" + b"payload" * 100
+    assert delta(b)["staged"] == 1
+    assert s3.get_object(Bucket=bucket, Key="patched")["Body"].read() == \
+        b"HEADER!!" + b"payload" * 100
+    # past one part: staged before a part would go, nothing sent before
+    # close; the whole file reads back through the handle
+    b = m.stats()
+    big = os.urandom(PART + 4096)
+    with open(os.path.join(m.path, "big"), "w+b") as f:
+        f.write(big[:PART])
+        assert delta(b)["staged"] == 0
+        f.write(big[PART:])
+        f.flush()
+        d = delta(b)
+        assert d["staged"] == 1 and d["mpu"] == 0 and d["parts"] == 0, d
+        f.seek(PART - 10)
+        assert f.read(20) == big[PART - 10:PART + 10]
+    assert s3.get_object(Bucket=bucket, Key="big")["Body"].read() == big
+    # fsync commits what exists; writes after it go on in the staged file
+    b = m.stats()
+    fd = os.open(os.path.join(m.path, "synced"),
+                 os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b"first")
+    os.fsync(fd)
+    assert s3.get_object(Bucket=bucket, Key="synced")["Body"].read() == \
+        b"first"
+    os.write(fd, b"-second")
+    os.close(fd)
+    assert s3.get_object(Bucket=bucket, Key="synced")["Body"].read() == \
+        b"first-second"
+    d = delta(b)
+    assert d["staged"] == 1 and d["put"] == 2, d
+    with open(os.path.join(m.path, "synced"), "rb") as f:
+        assert f.read() == b"first-second"
+
+
 def test_namespace_calls(srv_mount):
     srv, s3, bucket, make = srv_mount
     m = make(["rename_dir_max=3"])
