@@ -22,6 +22,10 @@ request-duration histogram from /metrics). A client that waits for one
 PUT per file in close() cannot go faster than that PUT: a share near
 100% means the client is at the server's floor and only the server's PUT
 latency (fsync at commit) is left.
+With --base-bin DIR, peer ecfs-base is the ecfs of another build (DIR/ecfs;
+name it in --peers) on the same storaged: an A/B of two client builds in
+one run, rounds rotating as for the other peers (the ratio ecfs/ecfs-base
+is printed).
 Every figure includes the uploads: ecfs, s3fs and rclone (VFS cache off)
 finish a file's upload in close(); ecfs-kperm (ecfs -o
 default_permissions: the kernel checks permissions, one GETATTR more per
@@ -36,7 +40,7 @@ and rclone (small files) and against boto3's PUT (big file).
 
 Usage: tests/bench/bench_write.py [--repeat N] [--peers local,ecfs,...]
        [--tests cp,big,rsync,put] [--big-mib N] [--files N] [--results DIR]
-       [--no-fsync] [--warm N] [--workdir DIR]
+       [--no-fsync] [--warm N] [--workdir DIR] [--base-bin DIR]
 Needs root (mounts).
 
 Stopped by SIGTERM (`timeout`), SIGINT (^C) or SIGHUP, or by an error, it
@@ -140,12 +144,13 @@ class WMount(bl.Mount):
     def argv_env(self):
         argv, env = super().argv_env()
         src = {"ecfs": "%s:%s" % (bl.BUCKET, self.prefix),
+               "ecfs-base": "%s:%s" % (bl.BUCKET, self.prefix),
                "s3fs": "%s:/%s" % (bl.BUCKET, self.prefix),
                "rclone": "bench:%s/%s" % (bl.BUCKET, self.prefix)}[self.kind]
         dst = src.replace(bl.BUCKET, BUCKET, 1) if self.kind != "rclone" \
             else "bench:%s/%s" % (BUCKET, self.prefix)
         argv = [dst if x == src else x for x in argv]
-        if self.kind == "ecfs":
+        if self.kind in ("ecfs", "ecfs-base"):
             argv[-1] = argv[-1].replace(",ro", "")
         elif self.kind == "s3fs":
             argv[-1] = argv[-1].replace(",ro,", ",")
@@ -202,7 +207,7 @@ CLIENT_REQ = ("put", "head", "list", "get", "copy", "del", "mpu", "parts")
 def ecfs_counters(m, root):
     """An ecfs mount's own counters (.ecfs-stats), or None for the other
     peers."""
-    if m is None or m.kind != "ecfs":
+    if m is None or m.kind not in ("ecfs", "ecfs-base"):
         return None
     out = {}
     with open(os.path.join(root, ".ecfs-stats")) as f:
@@ -283,8 +288,15 @@ def main():
     ap.add_argument("--no-fsync", action="store_true",
                     help="storaged --no-fsync: PUTs no longer wait for the "
                     "disk, so the figures show the clients' own costs")
+    ap.add_argument("--base-bin", default=None,
+                    help="folder of another build's ecfs: the ecfs-base "
+                    "peer (name it in --peers), an A/B in one run")
     a = ap.parse_args()
+    if a.base_bin:
+        bl.BASE_BIN = os.path.abspath(a.base_bin)
     peers = [p for p in a.peers.split(",") if p]
+    if "ecfs-base" in peers and not a.base_bin:
+        ap.error("peer ecfs-base needs --base-bin")
     tests = [t for t in a.tests.split(",") if t]
 
     work = tempfile.mkdtemp(prefix="bench-write-", dir=a.workdir)
@@ -494,7 +506,11 @@ def table(res, peers, tests, a, nfiles):
     e = {t: med(res.get(("ecfs", t), [])) for t in ("cp", "big", "rsync")}
     ea = {t: med(res.get(("ecfs-async", t), [])) for t in ("cp", "rsync")}
     ek = {t: med(res.get(("ecfs-kperm", t), [])) for t in ("cp", "rsync")}
+    eb = {t: med(res.get(("ecfs-base", t), [])) for t in ("cp", "rsync")}
     lines = []
+    for t in ("cp", "rsync"):
+        if e[t] and eb[t]:
+            lines.append("ecfs/ecfs-base %s: %.2fx" % (t, e[t] / eb[t]))
     for t in ("cp", "rsync"):
         if e[t] and ek[t]:
             lines.append("ecfs/ecfs-kperm %s: %.2fx" % (t, e[t] / ek[t]))
@@ -507,6 +523,8 @@ def table(res, peers, tests, a, nfiles):
                 lines.append("ecfs-async/%s %s: %.2fx" % (peer, t, ea[t] / o))
             if ek[t] and o:
                 lines.append("ecfs-kperm/%s %s: %.2fx" % (peer, t, ek[t] / o))
+            if eb[t] and o:
+                lines.append("ecfs-base/%s %s: %.2fx" % (peer, t, eb[t] / o))
     put = med(res.get(("boto3", "put"), []))
     if e["big"] and put:
         lines.append("ecfs big / boto3 PUT: %.2fx" % (e["big"] / put))
