@@ -2242,39 +2242,6 @@ static void fc_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
     fuse_reply_err(req, is_ro(fs_of(req)) ? EROFS : EPERM);
 }
 
-/* Copies object @src to @dst server-side: CopyObject up to 5 GiB, else
- * UploadPartCopy in parts. 0 and @etag or -errno. */
-static int copy_object(struct fc_fs *fs, const char *src, const char *dst,
-                       uint64_t size, const struct fc_s3_meta *m, char *etag)
-{
-    const uint64_t max1 = (uint64_t)5 << 30;
-    uint64_t part = CM_MAX((uint64_t)1 << 30, (size + 9999) / 10000);
-    char *id = NULL, *etags;
-    unsigned n = (unsigned)((size + part - 1) / part);
-    int ret;
-
-    if (size <= max1)
-        return m ? fc_s3_copy_meta(fs->s3, src, dst, m, etag)
-                 : fc_s3_copy(fs->s3, src, dst, etag);
-    etags = calloc(n, FC_ETAG_MAX);
-    if (etags == NULL)
-        return -ENOMEM;
-    ret = fc_s3_mpu_create_meta(fs->s3, dst, m, &id);
-    for (unsigned i = 0; ret == 0 && i < n; i++) {
-        uint64_t first = (uint64_t)i * part;
-        uint64_t last = CM_MIN(size, first + part) - 1;
-        ret = fc_s3_mpu_copy_part(fs->s3, dst, id, i + 1, src, first, last,
-                                  etags + (size_t)i * FC_ETAG_MAX);
-    }
-    if (ret == 0)
-        ret = fc_s3_mpu_complete(fs->s3, dst, id, etags, n, etag);
-    if (ret < 0 && id != NULL && fc_s3_mpu_abort(fs->s3, dst, id) < 0)
-        cm_log(CM_LOG_WARN, 0, "ecfs: %s: copy upload %s left behind", dst, id);
-    free(id);
-    free(etags);
-    return ret;
-}
-
 /* The attributes the kernel is shown for the live inode of @key (the size
  * written so far while a writer has it) in @a; false when none is live. */
 static bool live_reply_attr(struct fc_fs *fs, const char *key,
@@ -2339,7 +2306,8 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst,
         a.size = obj.size;
         a.mtime = time(NULL);
         a.meta = pending ? pm : obj.meta;
-        ret = copy_object(fs, src, dst, obj.size, pending ? &pm : NULL, a.etag);
+        ret = fc_s3_copy_sized(fs->s3, src, dst, obj.size, pending ? &pm : NULL,
+                               a.etag);
         if (ret == 0)
             ret = fc_s3_delete(fs->s3, src);
     }
@@ -2382,8 +2350,8 @@ static void *fan_run(void *arg)
         else if (asprintf(&to, "%s%s", f->dst, f->objs[i].key + sl) < 0)
             ret = -ENOMEM;
         else
-            ret = copy_object(f->fs, f->objs[i].key, to, f->objs[i].size, NULL,
-                              etag);
+            ret = fc_s3_copy_sized(f->fs->s3, f->objs[i].key, to,
+                                   f->objs[i].size, NULL, etag);
         free(to);
         if (ret < 0) {
             int zero = 0;

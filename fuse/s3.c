@@ -1487,6 +1487,37 @@ out:
     return ret;
 }
 
+/* Server-side copy of any size (see header). */
+int fc_s3_copy_sized(struct fc_s3 *s, const char *src, const char *dst,
+                     uint64_t size, const struct fc_s3_meta *m, char *etag)
+{
+    const uint64_t max1 = (uint64_t)5 << 30; /* CopyObject's limit */
+    uint64_t part = CM_MAX((uint64_t)1 << 30, (size + 9999) / 10000);
+    char *id = NULL, *etags;
+    unsigned n = (unsigned)((size + part - 1) / part);
+    int ret;
+
+    if (size <= max1)
+        return fc_s3_copy_meta(s, src, dst, m, etag);
+    etags = calloc(n, FC_ETAG_MAX);
+    if (etags == NULL)
+        return -ENOMEM;
+    ret = fc_s3_mpu_create_meta(s, dst, m, &id);
+    for (unsigned i = 0; ret == 0 && i < n; i++) {
+        uint64_t first = (uint64_t)i * part;
+        uint64_t last = CM_MIN(size, first + part) - 1;
+        ret = fc_s3_mpu_copy_part(s, dst, id, i + 1, src, first, last,
+                                  etags + (size_t)i * FC_ETAG_MAX);
+    }
+    if (ret == 0)
+        ret = fc_s3_mpu_complete(s, dst, id, etags, n, etag);
+    if (ret < 0 && id != NULL && fc_s3_mpu_abort(s, dst, id) < 0)
+        cm_log(CM_LOG_WARN, 0, "ecfs: %s: copy upload %s left behind", dst, id);
+    free(id);
+    free(etags);
+    return ret;
+}
+
 /* Formats the counters (see header). */
 int fc_s3_stats_format(struct fc_s3 *s, char *out, size_t cap)
 {

@@ -224,6 +224,16 @@ CM_MUST_CHECK int fc_s3_copy_meta(struct fc_s3 *s, const char *src,
                                   const char *dst, const struct fc_s3_meta *m,
                                   char *etag);
 
+/* Server-side copy of @src (@size bytes) to @dst: CopyObject up to 5 GiB
+ * (fc_s3_copy_meta), else a multipart upload of UploadPartCopy ranges of
+ * max(1 GiB, @size / 10000) bytes, aborted if a step fails. @m: the copy's
+ * attributes (NULL: CopyObject keeps the source's; above 5 GiB the copy
+ * then has none, as UploadPartCopy copies bytes only). 0 and the new ETag
+ * in @etag, or -errno. The caller deletes the source for a move. */
+CM_MUST_CHECK int fc_s3_copy_sized(struct fc_s3 *s, const char *src,
+                                   const char *dst, uint64_t size,
+                                   const struct fc_s3_meta *m, char *etag);
+
 /* Appends "get=N head=N list=N ..." (one line, NUL-terminated) to @out of
  * @cap bytes; returns the length written (snprintf semantics). */
 int fc_s3_stats_format(struct fc_s3 *s, char *out, size_t cap);

@@ -833,11 +833,14 @@ static int complete_upload(struct fc_wfile *wf, char *etag)
     wf->nparts = 0;
     wf->sent = 0;
     if (strcmp(wf->upload_key, wf->key) != 0) {
-        /* renamed while uploading: move the result. A failed copy
-         * takes the upload back (the old name was renamed away: nothing
-         * may appear there) and fails the commit; a failed delete after
-         * a copy leaves the commit standing and the old name behind */
-        ret = fc_s3_copy(fs->s3, wf->upload_key, wf->key, etag);
+        /* renamed while uploading: move the result (UploadPartCopy
+         * above 5 GiB, with the attributes the upload was created with).
+         * A failed copy takes the upload back (the old name was renamed
+         * away: nothing may appear there) and fails the commit; a failed
+         * delete after a copy leaves the commit standing and the old
+         * name behind */
+        ret = fc_s3_copy_sized(fs->s3, wf->upload_key, wf->key, wf->size,
+                               &wf->meta_sent, etag);
         if (ret < 0) {
             int dret = fc_s3_delete(fs->s3, wf->upload_key);
             cm_log(CM_LOG_WARN, -ret,

@@ -8,8 +8,9 @@ size +-1" and "3 parts +-1" files stay small. The tree copy, the
 directory marker flag, the shell tools of test_user_tools_on_every_server
 and the server-gone-mid-upload tests run on every server of
 ``s3_backend`` (storaged, s3rver, Ceph RGW); one case on s3rver alone
-(a copy it refuses), a rename over 5 GiB on a fake server that only
-announces sizes; the rest on storaged.
+(a copy it refuses), the renames over 5 GiB (one while written: 5 GiB
+of zeros, marked slow) on a fake server that only keeps sizes; the rest
+on storaged.
 """
 
 import errno
@@ -1448,6 +1449,11 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
         skey = up.unquote(src).lstrip("/").partition("/")[2]
         if skey not in self.server.objs:
             return self.reply(404, b"<Error><Code>NoSuchKey</Code></Error>")
+        if "uploadId" not in q and self.server.objs[skey][0] > 5 << 30:
+            return self.reply(400, b"<Error><Code>InvalidRequest</Code>"
+                              b"<Message>The specified copy source is larger"
+                              b" than the maximum allowable size for a copy"
+                              b" source: 5368709120</Message></Error>")
         if "uploadId" in q:
             return self.reply(200, b"<CopyPartResult><ETag>&quot;c%s&quot;"
                               b"</ETag></CopyPartResult>"
@@ -1459,17 +1465,20 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         key, q, body = self.parse()
-        self.server.log.append(("POST", key, dict(q), None, None))
+        self.server.log.append(("POST", key, dict(q),
+                                self.headers.get("x-amz-meta-mode"), None))
         if "uploads" in q:
             return self.reply(200, b"<InitiateMultipartUploadResult><UploadId>"
                               b"u1</UploadId></InitiateMultipartUploadResult>")
-        # complete: the object is the sum of the copied ranges or parts
-        size = sum(self.server.part_sizes.values())
+        # complete: the object is the sum of the copied ranges, else of
+        # the parts
+        size = 0
         for e in self.server.log:
             if e[0] == "PUT" and e[1] == key and e[2].get("uploadId") and \
                     e[4]:
                 a, b = e[4].split("=")[1].split("-")
                 size += int(b) - int(a) + 1
+        size = size or sum(self.server.part_sizes.values())
         self.server.objs[key] = (size, "m-2")
         return self.reply(200, b"<CompleteMultipartUploadResult><ETag>"
                           b"&quot;m-2&quot;</ETag>"
@@ -1481,6 +1490,18 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
         if "uploadId" not in q:
             self.server.objs.pop(key, None)
         return self.reply(204)
+
+
+def _fake_server(part_delay):
+    """A started _FakeStore with no objects; UploadPart takes part_delay s."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeStore)
+    srv.daemon_threads = True
+    srv.objs, srv.log, srv.part_sizes, srv.part_times = {}, [], {}, []
+    srv.mu = threading.Lock()
+    srv.inflight = srv.max_inflight = 0
+    srv.part_delay = part_delay
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
 
 
 def test_rename_over_5gib_uses_upload_part_copy(ecfs_mount):
@@ -1526,6 +1547,61 @@ def test_rename_over_5gib_uses_upload_part_copy(ecfs_mount):
         puts = [e for e in srv.log if e[0] != "DELETE"]
         assert puts == [("PUT", "f2", {}, "/fb/five", None)], srv.log
         assert os.stat(os.path.join(m.path, "f2")).st_size == limit
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_rename_while_written_over_5gib_uses_upload_part_copy(ecfs_mount):
+    """A file renamed while it is written is uploaded under its first name
+    and moved at close; over 5 GiB that move is UploadPartCopy ranges
+    covering the upload exactly, then a delete of the old name, and
+    close() succeeds. (Before fc_s3_copy_sized it was one CopyObject,
+    which S3 refuses above 5 GiB, as the fake does: close() failed.)
+    5 GiB + 1 of zeros go to a fake server that keeps only part sizes."""
+    srv = _fake_server(part_delay=0)
+    big, limit = (5 << 30) + 1, 5 << 30
+    try:
+        m = ecfs_mount("http://127.0.0.1:%d" % srv.server_address[1], "fb",
+                       OPTS + ["write_part_size=32M", "prefetch_mem=128M"],
+                       access_key="fake", secret_key="fake")
+        chunk = bytes(8 << 20)
+        fd = os.open(os.path.join(m.path, "w"),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            for _ in range(5):  # 40 MiB: the upload to "w" has begun
+                os.write(fd, chunk)
+            os.fsync(fd)
+            assert srv.part_sizes, srv.log
+            os.rename(os.path.join(m.path, "w"), os.path.join(m.path, "w2"))
+            for _ in range(big // len(chunk) - 5):
+                os.write(fd, chunk)
+            os.write(fd, b"e")
+        finally:
+            os.close(fd)  # raised OSError (EIO/EINVAL) before the fix
+        assert sum(srv.part_sizes.values()) == big
+        assert all(e[1] == "w" for e in srv.log if e[0] == "PUT" and not e[3])
+        log = [e for e in srv.log if e[1] == "w2"]
+        assert log[0][:2] == ("POST", "w2") and "uploads" in log[0][2], log
+        # (UploadPartCopy copies no attributes: the move's upload has them)
+        assert log[0][3] is not None and log[0][3] == srv.log[0][3], srv.log[0]
+        parts = [e for e in log if e[0] == "PUT"]
+        assert [e[2]["partNumber"] for e in parts] == \
+            [str(i + 1) for i in range(len(parts))], log
+        assert all(e[3] == "/fb/w" and e[4] for e in parts), log
+        ranges = [tuple(int(x) for x in e[4].split("=")[1].split("-"))
+                  for e in parts]
+        assert ranges[0][0] == 0 and ranges[-1][1] == big - 1, ranges
+        for (a, b), (c, _) in zip(ranges, ranges[1:]):
+            assert c == b + 1, ranges
+        assert all(5 << 20 <= b - a + 1 <= limit for a, b in ranges[:-1])
+        assert log[-1][:2] == ("POST", "w2") and "uploadId" in log[-1][2], log
+        assert srv.log[-1] == ("DELETE", "w", {}, None, None), srv.log[-3:]
+        assert srv.objs["w2"][0] == big and "w" not in srv.objs
+        assert os.stat(os.path.join(m.path, "w2")).st_size == big
+        assert not os.path.exists(os.path.join(m.path, "w"))
     finally:
         srv.shutdown()
         srv.server_close()
@@ -1717,13 +1793,7 @@ def test_parts_go_up_in_parallel_while_writing(ecfs_mount):
     several in flight at once, the first reaches the server before the
     writer's last write() returns, and the whole write + close takes far
     less than the 3.2 s one part at a time would."""
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeStore)
-    srv.daemon_threads = True
-    srv.objs, srv.log, srv.part_sizes, srv.part_times = {}, [], {}, []
-    srv.mu = threading.Lock()
-    srv.inflight = srv.max_inflight = 0
-    srv.part_delay = 0.4
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = _fake_server(part_delay=0.4)
     try:
         m = ecfs_mount("http://127.0.0.1:%d" % srv.server_address[1], "fb",
                        OPTS + ["prefetch_mem=64M"], access_key="fake",
@@ -1773,6 +1843,7 @@ def test_rename_while_written_copy_fails(s3rver, ecfs_mount):
     os.close(fd)
     assert list_keys(s3, bucket) == ["b"]
     assert s3.get_object(Bucket=bucket, Key="b")["Body"].read() == data
+    assert "mode" in s3.head_object(Bucket=bucket, Key="b")["Metadata"]
     with open(os.path.join(m.path, "b"), "rb") as f:
         assert f.read() == data
     os.unlink(os.path.join(m.path, "b"))
