@@ -1548,6 +1548,7 @@ static int jnl_append(struct stor_store *s, const char *bucket,
         if (kmetas) {
             if (obj_jnl_add(s, d, bucket, id, kver, since, true, &kmetas[j],
                             &rec[OBJ_MAX_SHARDS + j], &io[nio]) < 0) {
+                obj_drive_note(s, d, ENOMEM, "journal: KEPT record build");
                 ok[j] = false;
                 continue;
             }
@@ -1555,6 +1556,7 @@ static int jnl_append(struct stor_store *s, const char *bucket,
         }
         if (obj_jnl_add(s, d, bucket, id, version, since, kept, &metas[j],
                         &rec[j], &io[nio]) < 0) {
+            obj_drive_note(s, d, ENOMEM, "journal: record build");
             ok[j] = false; /* its KEPT record alone ties nothing */
             continue;
         }

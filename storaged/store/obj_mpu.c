@@ -771,6 +771,7 @@ int stor_mpu_complete_cond(struct stor_store *s, const char *bucket,
                                 upload_id, fname) < 0 ||
                 obj_path_shard(to, sizeof(to), s->drives[d].path, bucket, e->id,
                                e->parts[i].dataid) < 0) {
+                obj_drive_note(s, d, ENAMETOOLONG, "complete: a part's path");
                 ok[j] = false;
                 break;
             }
