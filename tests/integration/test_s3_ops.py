@@ -431,13 +431,14 @@ def err_code_of(e):
     return e.response["Error"]["Code"]
 
 
-def _metric(srv, name):
-    text = urllib.request.urlopen(srv.endpoint + "/metrics",
-                                  timeout=5).read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError("no %s in /metrics" % name)
+def _wait_no_uploads(c, bucket, timeout=20.0):
+    """Waits until @bucket lists no multipart upload (an abort by lifecycle
+    or by the scanner); asserts it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and c.list_multipart_uploads(
+            Bucket=bucket).get("Uploads"):
+        time.sleep(0.2)
+    assert "Uploads" not in c.list_multipart_uploads(Bucket=bucket)
 
 
 @pytest.mark.slow
@@ -451,6 +452,8 @@ def test_abort_during_complete_answers_no_such_upload(storaged):
     holds each Complete after it claims its upload, so the abort lands
     inside it every time."""
     import threading
+
+    from test_s3_lifecycle import _metric
 
     srv = storaged(ndrives=4, env={
         "STORAGED_TEST_COMPLETE_DELAY_MS": "4000",
@@ -515,12 +518,8 @@ def test_abort_during_complete_answers_no_such_upload(storaged):
     act = 'storaged_lifecycle_actions_total{action="abort_multipart"}'
     assert _metric(srv, act) == 0
     # the rule does abort an upload no Complete runs on
-    u2 = c.create_multipart_upload(Bucket="abclc", Key="left")["UploadId"]
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and c.list_multipart_uploads(
-            Bucket="abclc").get("Uploads"):
-        time.sleep(0.2)
-    assert "Uploads" not in c.list_multipart_uploads(Bucket="abclc"), u2
+    c.create_multipart_upload(Bucket="abclc", Key="left")
+    _wait_no_uploads(c, "abclc")
     assert _metric(srv, act) == 1
 
 
@@ -562,11 +561,7 @@ def test_scanner_expiry_leaves_an_upload_a_complete_runs_on(storaged):
     assert time.monotonic() - t0 > 5.0  # scanner cycles ran meanwhile
     assert c.get_object(Bucket="exp", Key="k")["Body"].read() == b"part"
     left = c.create_multipart_upload(Bucket="exp", Key="left")["UploadId"]
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and c.list_multipart_uploads(
-            Bucket="exp").get("Uploads"):
-        time.sleep(0.2)
-    assert "Uploads" not in c.list_multipart_uploads(Bucket="exp"), left
+    _wait_no_uploads(c, "exp")
     assert "abandoned upload %s removed" % left in srv.log_text()
     assert "abandoned upload %s removed" % u not in srv.log_text()
 
