@@ -18,6 +18,7 @@
  * version (412 -> -ESTALE, which the read path turns into EIO). */
 #include "fuse/s3.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -81,6 +82,10 @@ struct s3_xfer {
     struct cm_buf *body;
     /* parsed response headers */
     struct fc_s3_obj obj;
+    /* NULL, or gets the answer's x-amz-meta-* and Content-Type headers as
+     * "name\0value\0" pairs, names lowercase (s3_copy_upload_create) */
+    struct cm_buf *meta_raw;
+    bool meta_err; /* an append to meta_raw failed */
     bool have_range;
     uint64_t range_start, range_total;
     long status; /* of the response being received (its status line) */
@@ -355,6 +360,23 @@ static void s3_trim(const char **v, size_t *n)
         (*n)--;
 }
 
+/* Appends one header to @x's meta_raw as "name\0value\0", the name
+ * lowercase (SigV4 signs lowercase names). */
+static void s3_meta_raw_add(struct s3_xfer *x, const char *name, size_t nlen,
+                            const char *v, size_t vlen)
+{
+    struct cm_buf *b = x->meta_raw;
+    size_t at = b->len;
+
+    if (cm_buf_append(b, name, nlen) < 0 || cm_buf_appendc(b, '\0') < 0 ||
+        cm_buf_append(b, v, vlen) < 0 || cm_buf_appendc(b, '\0') < 0) {
+        x->meta_err = true;
+        return;
+    }
+    for (size_t i = at; i < at + nlen; i++)
+        b->data[i] = (char)tolower((unsigned char)b->data[i]);
+}
+
 static size_t s3_header_cb(char *p, size_t sz, size_t nm, void *ud)
 {
     struct s3_xfer *x = ud;
@@ -370,6 +392,8 @@ static size_t s3_header_cb(char *p, size_t sz, size_t nm, void *ud)
             const char *sp = memchr(p, ' ', n);
             memset(&x->obj, 0, sizeof(x->obj));
             x->have_range = false;
+            if (x->meta_raw != NULL)
+                cm_buf_reset(x->meta_raw);
             x->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         }
         return n;
@@ -378,6 +402,10 @@ static size_t s3_header_cb(char *p, size_t sz, size_t nm, void *ud)
     v = colon + 1;
     vlen = n - nlen - 1;
     s3_trim(&v, &vlen);
+    if (x->meta_raw != NULL &&
+        ((nlen > 11 && strncasecmp(p, "x-amz-meta-", 11) == 0) ||
+         (nlen == 12 && strncasecmp(p, "content-type", 12) == 0)))
+        s3_meta_raw_add(x, p, nlen, v, vlen);
     if (nlen == 4 && strncasecmp(p, "etag", 4) == 0) {
         if (vlen < FC_ETAG_MAX) {
             memcpy(x->obj.etag, v, vlen);
@@ -575,7 +603,9 @@ static bool s3_curl_is_transient(CURLcode c)
     }
 }
 
-#define S3_XHDR_MAX        8 /* extra signed headers of one request */
+#define S3_XHDR_MAX 64 /* extra signed headers of one request */
+/* user metadata headers (and Content-Type) a copy upload carries */
+#define S3_COPY_META_MAX   (S3_XHDR_MAX - FC_META_NHDR)
 #define S3_HASHED_BODY_MAX (256u << 10) /* bodies signed with their hash */
 
 /* Appends "Name: value" to the header list *@l. 0 or -ENOMEM. */
@@ -680,12 +710,18 @@ static int s3_prepare(struct fc_s3 *s, const struct s3_req *r,
         goto out;
     l = t;
     if (r->body != NULL) {
+        bool typed = false; /* a Content-Type of the request's own */
+        for (size_t i = 0; i < r->nhdr; i++)
+            typed |= r->hdr[i].name_len == 12 &&
+                     memcmp(r->hdr[i].name, "content-type", 12) == 0;
         if ((t = curl_slist_append(l, "Expect:")) == NULL)
             goto out;
         l = t;
-        if ((t = curl_slist_append(l, "Content-Type:")) == NULL)
-            goto out;
-        l = t;
+        if (!typed) {
+            if ((t = curl_slist_append(l, "Content-Type:")) == NULL)
+                goto out;
+            l = t;
+        }
     }
     *hdrs = l;
     l = NULL;
@@ -1077,8 +1113,10 @@ ssize_t fc_s3_getv(struct fc_s3 *s, const char *key, uint64_t off, size_t len,
     return ret;
 }
 
-/* HEAD (see header). */
-int fc_s3_head(struct fc_s3 *s, const char *key, struct fc_s3_obj *obj)
+/* HEAD @key; with @raw non-NULL, its user metadata and Content-Type go
+ * there too (see s3_xfer.meta_raw). 0 or -errno. */
+static int s3_head(struct fc_s3 *s, const char *key, struct fc_s3_obj *obj,
+                   struct cm_buf *raw)
 {
     struct s3_xfer x;
     struct cm_buf path;
@@ -1086,6 +1124,7 @@ int fc_s3_head(struct fc_s3 *s, const char *key, struct fc_s3_obj *obj)
 
     memset(&x, 0, sizeof(x));
     x.dst_cap = 0;
+    x.meta_raw = raw;
     cm_buf_init(&path, CM_BUF_NOLIMIT);
     if (s3_path(s, key, &path) < 0)
         return -ENOMEM;
@@ -1102,9 +1141,17 @@ int fc_s3_head(struct fc_s3 *s, const char *key, struct fc_s3_obj *obj)
                                       memory_order_relaxed);
         return -fc_s3_status_errno(st);
     }
+    if (x.meta_err)
+        return -ENOMEM;
     if (obj)
         *obj = x.obj;
     return 0;
+}
+
+/* HEAD (see header). */
+int fc_s3_head(struct fc_s3 *s, const char *key, struct fc_s3_obj *obj)
+{
+    return s3_head(s, key, obj, NULL);
 }
 
 static int s3_list(struct fc_s3 *s, const char *prefix, const char *token,
@@ -1301,21 +1348,22 @@ int fc_s3_mpu_create(struct fc_s3 *s, const char *key, char **upload_id)
     return fc_s3_mpu_create_meta(s, key, NULL, upload_id);
 }
 
-/* CreateMultipartUpload with attributes (see header). */
-int fc_s3_mpu_create_meta(struct fc_s3 *s, const char *key,
-                          const struct fc_s3_meta *m, char **upload_id)
+/* CreateMultipartUpload of @key with the @nh extra headers @h. 0 and
+ * *@upload_id (caller frees), or -errno. */
+static int s3_mpu_create_hdr(struct fc_s3 *s, const char *key,
+                             const struct cm_kv *h, size_t nh, char **upload_id)
 {
     struct s3_qp q[] = {{"uploads", NULL}};
     struct fc_s3_body empty = {.data = "", .len = 0};
-    struct cm_kv h[FC_META_NHDR];
-    char mb[4][32];
-    struct s3_req r = {
-        .method = "POST", .q = q, .nq = 1, .body = &empty, .hdr = h};
+    struct s3_req r = {.method = "POST",
+                       .q = q,
+                       .nq = 1,
+                       .body = &empty,
+                       .hdr = h,
+                       .nhdr = nh};
     struct cm_buf body;
     char id[1024];
     int ret;
-
-    r.nhdr = meta_headers(m, h, 0, mb);
 
     cm_buf_init(&body, S3_ERR_BODY_MAX);
     ret = s3_modify(s, "CreateMultipartUpload", key, &r, &body, &s->stats.mpu,
@@ -1328,6 +1376,76 @@ int fc_s3_mpu_create_meta(struct fc_s3 *s, const char *key,
     if (ret == 0 && (*upload_id = strdup(id)) == NULL)
         ret = -ENOMEM;
     cm_buf_fini(&body);
+    return ret;
+}
+
+/* CreateMultipartUpload with attributes (see header). */
+int fc_s3_mpu_create_meta(struct fc_s3 *s, const char *key,
+                          const struct fc_s3_meta *m, char **upload_id)
+{
+    struct cm_kv h[FC_META_NHDR];
+    char mb[4][32];
+
+    return s3_mpu_create_hdr(s, key, h, meta_headers(m, h, 0, mb), upload_id);
+}
+
+/* The FC_META_* bit an x-amz-meta-@name header (@nlen bytes, without the
+ * prefix) stores, or 0 for other user metadata. */
+static unsigned meta_bit(const char *name, size_t nlen)
+{
+    static const struct {
+        const char *n;
+        unsigned bit;
+    } t[] = {{"mode", FC_META_MODE},
+             {"uid", FC_META_UID},
+             {"gid", FC_META_GID},
+             {"mtime", FC_META_MTIME},
+             {"ecfs-attrs", FC_META_DIRATTRS}};
+
+    for (size_t i = 0; i < CM_ARRAY_SIZE(t); i++)
+        if (strlen(t[i].n) == nlen && strncasecmp(name, t[i].n, nlen) == 0)
+            return t[i].bit;
+    return 0;
+}
+
+/* CreateMultipartUpload of @dst for a copy of @src by UploadPartCopy,
+ * which copies bytes only: the upload carries @src's user metadata
+ * (x-amz-meta-*) and Content-Type, from a HEAD of @src, with @m's
+ * attributes (NULL: none) in place of the source's. 0 and *@upload_id,
+ * or -errno (-EIO: more than S3_COPY_META_MAX such headers). */
+static int s3_copy_upload_create(struct fc_s3 *s, const char *src,
+                                 const char *dst, const struct fc_s3_meta *m,
+                                 char **upload_id)
+{
+    struct cm_kv h[S3_COPY_META_MAX + FC_META_NHDR];
+    char mb[4][32];
+    struct cm_buf raw;
+    size_t nh = 0, at = 0;
+    unsigned mine = m != NULL ? m->has : 0;
+    int ret;
+
+    cm_buf_init(&raw, CM_BUF_NOLIMIT);
+    ret = s3_head(s, src, NULL, &raw);
+    while (ret == 0 && at < raw.len) {
+        const char *n = raw.data + at, *v = n + strlen(n) + 1;
+        size_t nlen = strlen(n), vlen = strlen(v);
+        at = (size_t)(v - raw.data) + vlen + 1;
+        if (nlen > 11 && memcmp(n, "x-amz-meta-", 11) == 0 &&
+            (meta_bit(n + 11, nlen - 11) & mine))
+            continue; /* @m's value instead */
+        if (nh == S3_COPY_META_MAX) {
+            cm_log(CM_LOG_WARN, 0,
+                   "ecfs: copy of %s: more than %d metadata headers", src,
+                   S3_COPY_META_MAX);
+            ret = -EIO;
+            break;
+        }
+        h[nh++] = (struct cm_kv){n, nlen, v, vlen};
+    }
+    if (ret == 0)
+        ret =
+            s3_mpu_create_hdr(s, dst, h, meta_headers(m, h, nh, mb), upload_id);
+    cm_buf_fini(&raw);
     return ret;
 }
 
@@ -1502,7 +1620,7 @@ int fc_s3_copy_sized(struct fc_s3 *s, const char *src, const char *dst,
     etags = calloc(n, FC_ETAG_MAX);
     if (etags == NULL)
         return -ENOMEM;
-    ret = fc_s3_mpu_create_meta(s, dst, m, &id);
+    ret = s3_copy_upload_create(s, src, dst, m, &id);
     for (unsigned i = 0; ret == 0 && i < n; i++) {
         uint64_t first = (uint64_t)i * part;
         uint64_t last = CM_MIN(size, first + part) - 1;

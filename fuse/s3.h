@@ -227,9 +227,15 @@ CM_MUST_CHECK int fc_s3_copy_meta(struct fc_s3 *s, const char *src,
 /* Server-side copy of @src (@size bytes) to @dst: CopyObject up to 5 GiB
  * (fc_s3_copy_meta), else a multipart upload of UploadPartCopy ranges of
  * max(1 GiB, @size / 10000) bytes, aborted if a step fails. @m: the copy's
- * attributes (NULL: CopyObject keeps the source's; above 5 GiB the copy
- * then has none, as UploadPartCopy copies bytes only). 0 and the new ETag
- * in @etag, or -errno. The caller deletes the source for a move. */
+ * attributes (NULL: the source's). Up to 5 GiB, @m is a REPLACE (other
+ * user metadata and Content-Type are dropped) and NULL a plain copy of all
+ * the source's metadata. Above 5 GiB UploadPartCopy copies bytes only, so
+ * the copy first HEADs @src (one request more) and its
+ * CreateMultipartUpload carries the source's user metadata (x-amz-meta-*)
+ * and Content-Type, with @m's attributes in place of the source's: the
+ * source's other metadata are kept either way (-EIO, nothing copied, if
+ * it has more than 59 such headers). 0 and the new ETag in @etag, or
+ * -errno. The caller deletes the source for a move. */
 CM_MUST_CHECK int fc_s3_copy_sized(struct fc_s3 *s, const char *src,
                                    const char *dst, uint64_t size,
                                    const struct fc_s3_meta *m, char *etag);

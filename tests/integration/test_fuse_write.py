@@ -1358,7 +1358,11 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
     """Just enough S3 for a rename of objects too large to make here (a
     fake: object sizes and ETags, no bytes): ListObjectsV2 with "/",
     HEAD, CopyObject, multipart create/UploadPartCopy/complete/abort,
-    DELETE. Every modifying request is recorded in server.log."""
+    DELETE. Every modifying request is recorded in server.log. An object
+    is (size, etag) or (size, etag, headers): HEAD answers those headers
+    (x-amz-meta-*, Content-Type); CreateMultipartUpload's x-amz-meta-* and
+    Content-Type are recorded in server.posts and become the completed
+    object's headers (CopyObject copies the source's)."""
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *a):
@@ -1414,9 +1418,10 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
         if key not in objs:
             return self.reply(404, b"<Error><Code>NoSuchKey</Code></Error>",
                               head)
-        size, etag = objs[key]
+        size, etag = objs[key][:2]
         hdr = {"ETag": '"%s"' % etag,
                "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT"}
+        hdr.update(objs[key][2] if len(objs[key]) > 2 else {})
         if head:  # (the size is only announced: no bytes exist)
             self.send_response(200)
             for k, v in hdr.items():
@@ -1468,6 +1473,10 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
         self.server.log.append(("POST", key, dict(q),
                                 self.headers.get("x-amz-meta-mode"), None))
         if "uploads" in q:
+            meta = {k.lower(): v for k, v in self.headers.items()
+                    if k.lower().startswith("x-amz-meta-") or
+                    k.lower() == "content-type"}
+            self.server.posts.append((key, meta))
             return self.reply(200, b"<InitiateMultipartUploadResult><UploadId>"
                               b"u1</UploadId></InitiateMultipartUploadResult>")
         # complete: the object is the sum of the copied ranges, else of
@@ -1479,7 +1488,8 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
                 a, b = e[4].split("=")[1].split("-")
                 size += int(b) - int(a) + 1
         size = size or sum(self.server.part_sizes.values())
-        self.server.objs[key] = (size, "m-2")
+        metas = [p[1] for p in self.server.posts if p[0] == key]
+        self.server.objs[key] = (size, "m-2", metas[-1] if metas else {})
         return self.reply(200, b"<CompleteMultipartUploadResult><ETag>"
                           b"&quot;m-2&quot;</ETag>"
                           b"</CompleteMultipartUploadResult>")
@@ -1497,6 +1507,7 @@ def _fake_server(part_delay):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeStore)
     srv.daemon_threads = True
     srv.objs, srv.log, srv.part_sizes, srv.part_times = {}, [], {}, []
+    srv.posts = []
     srv.mu = threading.Lock()
     srv.inflight = srv.max_inflight = 0
     srv.part_delay = part_delay
@@ -1514,7 +1525,7 @@ def test_rename_over_5gib_uses_upload_part_copy(ecfs_mount):
     srv.daemon_threads = True
     big, limit = (5 << 30) + 1, 5 << 30
     srv.objs = {"big": (big, "b-1"), "five": (limit, "f-1")}
-    srv.log = []
+    srv.log, srv.posts = [], []
     srv.part_sizes = {}
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
@@ -1547,6 +1558,46 @@ def test_rename_over_5gib_uses_upload_part_copy(ecfs_mount):
         puts = [e for e in srv.log if e[0] != "DELETE"]
         assert puts == [("PUT", "f2", {}, "/fb/five", None)], srv.log
         assert os.stat(os.path.join(m.path, "f2")).st_size == limit
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_rename_over_5gib_keeps_metadata(ecfs_mount):
+    """UploadPartCopy copies bytes only: a rename of a file over 5 GiB
+    (no chmod/utime pending), and a directory rename's copy of one, make a
+    CreateMultipartUpload that carries the source's x-amz-meta-* (mode,
+    uid, gid, mtime and any other) and Content-Type, from a HEAD of the
+    source. (Before, the new object had none of them: they were lost.)"""
+    srv = _fake_server(part_delay=0)
+    big = (5 << 30) + 1
+    meta_f = {"x-amz-meta-mode": str(0o100640), "x-amz-meta-uid": "1234",
+              "x-amz-meta-gid": "2345", "x-amz-meta-mtime": "1700000000.5",
+              "x-amz-meta-color": "blue", "content-type": "text/x-test"}
+    meta_d = {"x-amz-meta-mode": str(0o100600), "x-amz-meta-uid": "4321",
+              "x-amz-meta-gid": "5432", "x-amz-meta-mtime": "1600000000",
+              "x-amz-meta-note": "in a dir", "content-type": "image/x-t"}
+    srv.objs = {"big": (big, "b-1", meta_f), "d/inner": (big, "i-1", meta_d),
+                "d/small": (10, "s-1", {"x-amz-meta-mode": "33188"})}
+    try:
+        m = ecfs_mount("http://127.0.0.1:%d" % srv.server_address[1], "fb",
+                       OPTS, access_key="fake", secret_key="fake")
+        st = os.stat(os.path.join(m.path, "big"))
+        assert (st.st_mode, st.st_uid, st.st_gid) == (0o100640, 1234, 2345)
+        os.rename(os.path.join(m.path, "big"), os.path.join(m.path, "moved"))
+        assert [p for p in srv.posts if p[0] == "moved"] == \
+            [("moved", meta_f)], srv.posts
+        assert srv.objs["moved"] == (big, "m-2", meta_f), srv.objs
+        assert "big" not in srv.objs
+        os.rename(os.path.join(m.path, "d"), os.path.join(m.path, "e"))
+        assert [p for p in srv.posts if p[0] == "e/inner"] == \
+            [("e/inner", meta_d)], srv.posts
+        assert srv.objs["e/inner"] == (big, "m-2", meta_d), srv.objs
+        assert srv.objs["e/small"][2] == {"x-amz-meta-mode": "33188"}
+        assert not [k for k in srv.objs if k.startswith("d/")], srv.objs
+        st = os.stat(os.path.join(m.path, "e", "inner"))
+        assert (st.st_mode, st.st_uid, st.st_gid, st.st_mtime) == \
+            (0o100600, 4321, 5432, 1600000000), st
     finally:
         srv.shutdown()
         srv.server_close()
