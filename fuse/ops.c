@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/capability.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1632,16 +1633,49 @@ static int keep_dirattrs(struct fc_fs *fs, const char *key,
     return ret;
 }
 
+/* Stores attributes @m of closed file @in (@a: its attributes), an
+ * object over 5 GiB, now: CopyObject cannot copy it onto itself, so this
+ * is a multipart copy onto itself (fc_s3_copy_sized: its parts tied to
+ * the version HEADed), one full server-side copy per call, made before
+ * the call returns so that its failure is the call's errno (-ESTALE: the
+ * object changed meanwhile; the kernel retries a path call once). Any
+ * pending attributes of @in are in @m, and taken. 0 or -errno. */
+static int set_meta_big(struct fc_fs *fs, struct fc_inode *in,
+                        struct fc_attr *a, const struct fc_s3_meta *m)
+{
+    char etag[FC_ETAG_MAX];
+    int ret;
+
+    (void)fc_write_meta_take(fs, in->key, NULL);
+    ret = fc_s3_copy_sized(fs->s3, in->key, in->key, a->size, m, etag);
+    if (ret < 0) {
+        cm_log(CM_LOG_WARN, -ret,
+               "ecfs: %s: chmod/chown/utimens not stored (a copy onto "
+               "itself of %" PRIu64 " bytes failed); the object is unchanged",
+               in->key, a->size);
+        return ret;
+    }
+    a->meta = *m;
+    a->mtime = time(NULL);
+    snprintf(a->etag, sizeof(a->etag), "%s", etag);
+    /* a new version (its ETag is the copy's): later opens pin it; an
+     * empty ETag (RGW's Complete) makes the next revalidation ask */
+    fc_inode_set_attr(fs->itab, in, a, etag[0] ? fc_now() : 0);
+    fc_itab_note(fs, in->key, true, a);
+    return 0;
+}
+
 /* chmod, chown and utimens of file or directory @in: the changes of @attr
  * named by @to_set go into its x-amz-meta-* attributes (fc_meta_settle:
  * none when they are the defaults), shown at once and stored by the
  * upload of a handle still to commit, else by a CopyObject onto itself a
  * second later or by a rename's copy, whichever comes first
- * (fc_write_meta_later; objects up to 5 GiB, larger ones keep theirs,
- * logged). A directory's go on its "dir/" marker, made if it was only a
- * prefix; those of the root of a whole-bucket mount are only kept in
- * memory. Attributes other than the defaults are stored only after the
- * parent's marker says so (mark_parent). 0 or -errno. */
+ * (fc_write_meta_later); an object over 5 GiB by a multipart copy onto
+ * itself before the call returns (set_meta_big). A directory's go on its
+ * "dir/" marker, made if it was only a prefix; those of the root of a
+ * whole-bucket mount are only kept in memory. Attributes other than the
+ * defaults are stored only after the parent's marker says so
+ * (mark_parent). 0 or -errno. */
 static int set_meta(struct fc_fs *fs, struct fc_inode *in,
                     const struct stat *attr, int to_set)
 {
@@ -1688,13 +1722,9 @@ static int set_meta(struct fc_fs *fs, struct fc_inode *in,
         fc_inode_set_attr(fs->itab, in, &a, fc_now());
         return 0;
     }
-    if (a.size > ((uint64_t)5 << 30)) {
-        cm_log(CM_LOG_WARN, 0,
-               "ecfs: %s: larger than 5 GiB: chmod/chown/utimens not stored",
-               in->key);
-        return 0;
-    }
-    ret = fc_write_meta_later(fs, in->key, &m);
+    if (!a.is_dir && a.size > FC_S3_COPY_MAX)
+        return set_meta_big(fs, in, &a, &m);
+    ret = fc_write_meta_later(fs, in->key, &m, a.size);
     if (ret < 0)
         return ret;
     a.meta = m;
@@ -2274,10 +2304,11 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst,
     double t;
     int ret;
 
+    memset(&obj, 0, sizeof(obj)); /* (its size: 0 where no HEAD ran) */
     if (moved && live_reply_attr(fs, src, &a)) {
         /* its upload goes to @dst: nothing to copy; what the kernel sees
          * (the written size, or the commit's attributes if it just ran) */
-        if (pending && fc_write_meta_later(fs, dst, &pm) < 0)
+        if (pending && fc_write_meta_later(fs, dst, &pm, a.size) < 0)
             cm_log(CM_LOG_WARN, ENOMEM, "ecfs: %s: chmod/utimens lost", dst);
         pending = false;
         ret = 1;
@@ -2312,7 +2343,7 @@ static int rename_file(struct fc_fs *fs, const char *src, const char *dst,
             ret = fc_s3_delete(fs->s3, src);
     }
     if (ret < 0) {
-        if (pending && fc_write_meta_later(fs, src, &pm) < 0)
+        if (pending && fc_write_meta_later(fs, src, &pm, obj.size) < 0)
             cm_log(CM_LOG_WARN, ENOMEM, "ecfs: %s: chmod/utimens lost", src);
         return ret;
     }

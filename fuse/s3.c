@@ -107,6 +107,7 @@ struct s3_req {
     const char *range;             /* "a-b" or NULL */
     const char *if_match;          /* NULL or "" for none */
     const struct fc_s3_body *body; /* NULL: no body */
+    bool cond; /* carries a condition of its own: 412 is -ESTALE */
 };
 
 static void s3_share_lock(CURL *h, curl_lock_data d, curl_lock_access a,
@@ -1296,7 +1297,7 @@ static int s3_modify(struct fc_s3 *s, const char *what, const char *key,
         ret = (int)st;
     } else if (st == 0 || st / 100 != 2) {
         ret = st == 0 ? -EIO : -fc_s3_status_errno(st);
-        if (ret == -EINVAL || ret == -ESTALE)
+        if (ret == -EINVAL || (ret == -ESTALE && !r->cond))
             ret = -EIO;
         cm_log(CM_LOG_WARN, 0, "ecfs %s %s: HTTP %ld %.200s", what, key, st,
                body && body->data ? body->data : "");
@@ -1408,24 +1409,38 @@ static unsigned meta_bit(const char *name, size_t nlen)
     return 0;
 }
 
-/* CreateMultipartUpload of @dst for a copy of @src by UploadPartCopy,
- * which copies bytes only: the upload carries @src's user metadata
- * (x-amz-meta-*) and Content-Type, from a HEAD of @src, with @m's
- * attributes (NULL: none) in place of the source's. 0 and *@upload_id,
- * or -errno (-EIO: more than S3_COPY_META_MAX such headers). */
+/* CreateMultipartUpload of @dst for a copy of @src (@size bytes) by
+ * UploadPartCopy, which copies bytes only: the upload carries @src's user
+ * metadata (x-amz-meta-*) and Content-Type, from a HEAD of @src, with
+ * @m's attributes (NULL: none) in place of the source's. 0, *@upload_id
+ * and the HEADed version's ETag in @src_etag ("" if the server sent
+ * none), or -errno (-EIO: more than S3_COPY_META_MAX such headers;
+ * -ESTALE: @src is no longer @size bytes, it changed since the caller
+ * looked). */
 static int s3_copy_upload_create(struct fc_s3 *s, const char *src,
-                                 const char *dst, const struct fc_s3_meta *m,
-                                 char **upload_id)
+                                 uint64_t size, const char *dst,
+                                 const struct fc_s3_meta *m, char **upload_id,
+                                 char *src_etag)
 {
     struct cm_kv h[S3_COPY_META_MAX + FC_META_NHDR];
     char mb[4][32];
     struct cm_buf raw;
+    struct fc_s3_obj obj;
     size_t nh = 0, at = 0;
     unsigned mine = m != NULL ? m->has : 0;
     int ret;
 
     cm_buf_init(&raw, CM_BUF_NOLIMIT);
-    ret = s3_head(s, src, NULL, &raw);
+    ret = s3_head(s, src, &obj, &raw);
+    if (ret == 0 && obj.size != size) {
+        cm_log(CM_LOG_WARN, 0,
+               "ecfs: copy of %s: it is %" PRIu64 " bytes, not %" PRIu64
+               " (changed by another client)",
+               src, obj.size, size);
+        ret = -ESTALE;
+    }
+    if (ret == 0)
+        snprintf(src_etag, FC_ETAG_MAX, "%s", obj.etag);
     while (ret == 0 && at < raw.len) {
         const char *n = raw.data + at, *v = n + strlen(n) + 1;
         size_t nlen = strlen(n), vlen = strlen(v);
@@ -1483,12 +1498,12 @@ static int s3_copy_source(struct fc_s3 *s, const char *src, struct cm_buf *v)
 
 /* UploadPartCopy (see header). */
 int fc_s3_mpu_copy_part(struct fc_s3 *s, const char *key, const char *upload_id,
-                        unsigned partno, const char *src, uint64_t first,
-                        uint64_t last, char *etag)
+                        unsigned partno, const char *src, const char *if_match,
+                        uint64_t first, uint64_t last, char *etag)
 {
     char pn[16], range[80];
     struct s3_qp q[] = {{"partNumber", pn}, {"uploadId", upload_id}};
-    struct cm_kv h[2];
+    struct cm_kv h[3];
     struct s3_req r = {.method = "PUT", .q = q, .nq = 2, .hdr = h, .nhdr = 2};
     struct cm_buf cs, body;
     int ret;
@@ -1503,6 +1518,11 @@ int fc_s3_mpu_copy_part(struct fc_s3 *s, const char *key, const char *upload_id,
     snprintf(range, sizeof(range), "bytes=%" PRIu64 "-%" PRIu64, first, last);
     h[0] = (struct cm_kv){"x-amz-copy-source", 17, cs.data, cs.len};
     h[1] = (struct cm_kv){"x-amz-copy-source-range", 23, range, strlen(range)};
+    if (if_match != NULL && if_match[0] != '\0') {
+        h[r.nhdr++] = (struct cm_kv){"x-amz-copy-source-if-match", 26, if_match,
+                                     strlen(if_match)};
+        r.cond = true;
+    }
     ret = s3_modify(s, "UploadPartCopy", key, &r, &body, &s->stats.parts, NULL);
     if (ret == 0 && !s3_xml_text(&body, "ETag", etag, FC_ETAG_MAX))
         ret = -EIO;
@@ -1605,28 +1625,55 @@ out:
     return ret;
 }
 
+/* Whether @src is still the version @etag (a HEAD). 0, -ESTALE (another
+ * version: logged), or -errno. */
+static int s3_still_same(struct fc_s3 *s, const char *src, const char *etag)
+{
+    struct fc_s3_obj obj;
+    int ret = s3_head(s, src, &obj, NULL);
+
+    if (ret == 0 && obj.etag[0] != '\0' && !fc_s3_etag_equal(obj.etag, etag)) {
+        cm_log(CM_LOG_WARN, 0,
+               "ecfs: copy of %s: the source changed during the copy (ETag "
+               "%s, copied %s)",
+               src, obj.etag, etag);
+        ret = -ESTALE;
+    }
+    return ret;
+}
+
 /* Server-side copy of any size (see header). */
 int fc_s3_copy_sized(struct fc_s3 *s, const char *src, const char *dst,
                      uint64_t size, const struct fc_s3_meta *m, char *etag)
 {
-    const uint64_t max1 = (uint64_t)5 << 30; /* CopyObject's limit */
     uint64_t part = CM_MAX((uint64_t)1 << 30, (size + 9999) / 10000);
-    char *id = NULL, *etags;
+    char *id = NULL, *etags, src_etag[FC_ETAG_MAX];
     unsigned n = (unsigned)((size + part - 1) / part);
     int ret;
 
-    if (size <= max1)
+    if (size <= FC_S3_COPY_MAX)
         return fc_s3_copy_meta(s, src, dst, m, etag);
     etags = calloc(n, FC_ETAG_MAX);
     if (etags == NULL)
         return -ENOMEM;
-    ret = s3_copy_upload_create(s, src, dst, m, &id);
+    ret = s3_copy_upload_create(s, src, size, dst, m, &id, src_etag);
+    /* every part copies the version HEADed: one overwritten meanwhile
+     * fails the part (412: -ESTALE) instead of mixing two versions */
     for (unsigned i = 0; ret == 0 && i < n; i++) {
         uint64_t first = (uint64_t)i * part;
         uint64_t last = CM_MIN(size, first + part) - 1;
-        ret = fc_s3_mpu_copy_part(s, dst, id, i + 1, src, first, last,
+        ret = fc_s3_mpu_copy_part(s, dst, id, i + 1, src, src_etag, first, last,
                                   etags + (size_t)i * FC_ETAG_MAX);
     }
+    if (ret == -ESTALE && id != NULL)
+        cm_log(CM_LOG_WARN, 0,
+               "ecfs: copy of %s to %s: the source changed during the copy "
+               "(ETag %s no longer matches)",
+               src, dst, src_etag);
+    /* a server that ignores the condition (RGW 16.2) copied whatever each
+     * part found: the source must still be the version HEADed */
+    if (ret == 0 && src_etag[0] != '\0')
+        ret = s3_still_same(s, src, src_etag);
     if (ret == 0)
         ret = fc_s3_mpu_complete(s, dst, id, etags, n, etag);
     if (ret < 0 && id != NULL && fc_s3_mpu_abort(s, dst, id) < 0)

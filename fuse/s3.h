@@ -194,12 +194,15 @@ CM_MUST_CHECK int fc_s3_mpu_create_meta(struct fc_s3 *s, const char *key,
 CM_MUST_CHECK int fc_s3_mpu_part(struct fc_s3 *s, const char *key,
                                  const char *upload_id, unsigned partno,
                                  const struct fc_s3_body *b, char *etag);
-/* UploadPartCopy: part @partno is bytes [first, last] of object @src.
- * 0 and the part's ETag in @etag, or -errno. */
+/* UploadPartCopy: part @partno is bytes [first, last] of object @src,
+ * only while @src's ETag is @if_match (x-amz-copy-source-if-match; NULL
+ * or "": any version). 0 and the part's ETag in @etag, or -errno
+ * (-ESTALE: @src is no longer @if_match, 412). */
 CM_MUST_CHECK int fc_s3_mpu_copy_part(struct fc_s3 *s, const char *key,
                                       const char *upload_id, unsigned partno,
-                                      const char *src, uint64_t first,
-                                      uint64_t last, char *etag);
+                                      const char *src, const char *if_match,
+                                      uint64_t first, uint64_t last,
+                                      char *etag);
 /* CompleteMultipartUpload with the ETags of parts 1..@nparts (each
  * FC_ETAG_MAX bytes, consecutive in @etags). 0 and the object's ETag in
  * @etag, or -errno (also for a 200 answer that carries an <Error>). */
@@ -224,17 +227,26 @@ CM_MUST_CHECK int fc_s3_copy_meta(struct fc_s3 *s, const char *src,
                                   const char *dst, const struct fc_s3_meta *m,
                                   char *etag);
 
-/* Server-side copy of @src (@size bytes) to @dst: CopyObject up to 5 GiB
- * (fc_s3_copy_meta), else a multipart upload of UploadPartCopy ranges of
- * max(1 GiB, @size / 10000) bytes, aborted if a step fails. @m: the copy's
- * attributes (NULL: the source's). Up to 5 GiB, @m is a REPLACE (other
- * user metadata and Content-Type are dropped) and NULL a plain copy of all
- * the source's metadata. Above 5 GiB UploadPartCopy copies bytes only, so
- * the copy first HEADs @src (one request more) and its
- * CreateMultipartUpload carries the source's user metadata (x-amz-meta-*)
- * and Content-Type, with @m's attributes in place of the source's: the
- * source's other metadata are kept either way (-EIO, nothing copied, if
- * it has more than 59 such headers). 0 and the new ETag in @etag, or
+#define FC_S3_COPY_MAX ((uint64_t)5 << 30) /* CopyObject's size limit */
+
+/* Server-side copy of @src (@size bytes) to @dst (which may be @src: a
+ * copy onto itself that stores new attributes): CopyObject up to
+ * FC_S3_COPY_MAX (fc_s3_copy_meta), else a multipart upload of
+ * UploadPartCopy ranges of max(1 GiB, @size / 10000) bytes, aborted if a
+ * step fails. @m: the copy's attributes (NULL: the source's). Up to 5 GiB,
+ * @m is a REPLACE (other user metadata and Content-Type are dropped) and
+ * NULL a plain copy of all the source's metadata. Above 5 GiB
+ * UploadPartCopy copies bytes only, so the copy first HEADs @src (one
+ * request more) and its CreateMultipartUpload carries the source's user
+ * metadata (x-amz-meta-*) and Content-Type, with @m's attributes in place
+ * of the source's: the source's other metadata are kept either way (-EIO,
+ * nothing copied, if it has more than 59 such headers). Every part copy
+ * carries x-amz-copy-source-if-match with the HEADed ETag, and a second
+ * HEAD before the Complete checks that ETag again (for servers that ignore
+ * the condition, as RGW 16.2 does), so a source overwritten during the
+ * copy fails it with -ESTALE (as does a source that is no longer @size
+ * bytes at the first HEAD), the upload aborted, instead of mixing two
+ * versions. 0 and the new ETag in @etag ("" if the server sent none), or
  * -errno. The caller deletes the source for a move. */
 CM_MUST_CHECK int fc_s3_copy_sized(struct fc_s3 *s, const char *src,
                                    const char *dst, uint64_t size,

@@ -132,7 +132,8 @@ struct up_meta {
     struct up_meta *next;
     char *key; /* owned */
     struct fc_s3_meta meta;
-    double due; /* fc_now() */
+    uint64_t size; /* the object's, 0 if not known (at most 5 GiB) */
+    double due;    /* fc_now() */
 };
 
 /* An abort that failed (the server was away): retried by the janitor. */
@@ -392,13 +393,14 @@ static struct up_meta *meta_unlink(const char *key)
     return NULL;
 }
 
-/* Stores attributes @m of @key, taken off the list at @taken: a copy onto
- * itself (its content and other headers stay as they are). A
- * directory ("dir/") that is only a prefix gets an empty marker carrying
- * them, unless this mount removed it since @taken (an rmdir racing the
- * store must not bring the marker back). A failure is logged. */
+/* Stores attributes @m of @key (@size bytes, 0 if not known), taken off
+ * the list at @taken: a copy onto itself (its content and other headers
+ * stay as they are; a multipart copy above 5 GiB). A directory ("dir/")
+ * that is only a prefix gets an empty marker carrying them, unless this
+ * mount removed it since @taken (an rmdir racing the store must not bring
+ * the marker back). A failure is logged. */
 static void meta_store(struct fc_fs *fs, const char *key,
-                       const struct fc_s3_meta *m, double taken)
+                       const struct fc_s3_meta *m, uint64_t size, double taken)
 {
     size_t kl = strlen(key);
     struct fc_s3_meta dm = *m;
@@ -414,7 +416,7 @@ static void meta_store(struct fc_fs *fs, const char *key,
         dm.dirattrs = 1;
     }
     m = &dm;
-    ret = fc_s3_copy_meta(fs->s3, key, key, m, etag);
+    ret = fc_s3_copy_sized(fs->s3, key, key, size, m, etag);
 
     if (ret == -ENOENT && kl > 0 && key[kl - 1] == '/') {
         struct fc_attr a;
@@ -452,7 +454,7 @@ static void metas_apply_under(struct fc_fs *fs, double now, const char *prefix)
     pthread_mutex_unlock(&g_up.lock);
     while ((u = due) != NULL) {
         due = u->next;
-        meta_store(fs, u->key, &u->meta, taken);
+        meta_store(fs, u->key, &u->meta, u->size, taken);
         free(u->key);
         free(u);
     }
@@ -499,7 +501,7 @@ bool fc_meta_stores(const struct fc_s3_meta *m)
 
 /* Pending attributes (see header). */
 int fc_write_meta_later(struct fc_fs *fs, const char *key,
-                        const struct fc_s3_meta *m)
+                        const struct fc_s3_meta *m, uint64_t size)
 {
     struct up_meta *u;
 
@@ -515,6 +517,7 @@ int fc_write_meta_later(struct fc_fs *fs, const char *key,
     if (u == NULL)
         return -ENOMEM;
     u->meta = *m;
+    u->size = size;
     u->due = fc_now() + 1.0;
     pthread_mutex_lock(&g_up.lock);
     u->next = g_up.metas;
@@ -853,17 +856,17 @@ static int complete_upload(struct fc_wfile *wf, char *etag)
                    wf->upload_key, wf->key);
         }
     }
-    if (ret == 0 && memcmp(&wf->meta, &wf->meta_sent, sizeof(wf->meta)) != 0 &&
-        wf->size <= W_PART_MAX) {
+    if (ret == 0 && memcmp(&wf->meta, &wf->meta_sent, sizeof(wf->meta)) != 0) {
         /* chmod/utimens while the upload ran (cp -a): one copy onto
-         * itself. The bytes are committed whatever it answers: a failed
-         * copy leaves the attributes to the janitor's later store, as a
-         * chmod after close (logged if that fails too), and @etag names
-         * the completed object. */
+         * itself (a multipart one above 5 GiB). The bytes are committed
+         * whatever it answers: a failed copy leaves the attributes to the
+         * janitor's later store, as a chmod after close (logged if that
+         * fails too), and @etag names the completed object. */
         char cetag[FC_ETAG_MAX];
-        if (fc_s3_copy_meta(fs->s3, wf->key, wf->key, &wf->meta, cetag) == 0)
+        if (fc_s3_copy_sized(fs->s3, wf->key, wf->key, wf->size, &wf->meta,
+                             cetag) == 0)
             snprintf(etag, FC_ETAG_MAX, "%s", cetag);
-        else if (fc_write_meta_later(fs, wf->key, &wf->meta) < 0)
+        else if (fc_write_meta_later(fs, wf->key, &wf->meta, wf->size) < 0)
             cm_log(CM_LOG_WARN, ENOMEM,
                    "ecfs: %s: chmod/chown/utimens could not be stored",
                    wf->key);

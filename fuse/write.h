@@ -83,14 +83,16 @@ void fc_write_discard(struct fc_wfile *wf);
  * reads by other handles go through it (fc_write_read). */
 struct fc_wfile *fc_write_find(struct fc_fs *fs, struct fc_inode *in);
 void fc_wfile_unref(struct fc_wfile *wf);
-/* chmod/chown/utimens of closed file or directory marker @key: attributes
- * @m are stored about a second later (a copy onto itself, or a new empty
- * marker for a directory that is only a prefix; a failure is logged),
- * unless a rename takes them first (fc_write_meta_take), or an unlink,
- * rmdir or commit of @key drops them. At unmount the pending ones are
- * stored. 0 or -ENOMEM. */
+/* chmod/chown/utimens of closed file or directory marker @key (an object
+ * of @size bytes, 0 if not known: then at most 5 GiB): attributes @m are
+ * stored about a second later (a copy onto itself, fc_s3_copy_sized, or a
+ * new empty marker for a directory that is only a prefix; a failure is
+ * logged), unless a rename takes them first (fc_write_meta_take), or an
+ * unlink, rmdir or commit of @key drops them. At unmount the pending ones
+ * are stored. 0 or -ENOMEM. */
 CM_MUST_CHECK int fc_write_meta_later(struct fc_fs *fs, const char *key,
-                                      const struct fc_s3_meta *m);
+                                      const struct fc_s3_meta *m,
+                                      uint64_t size);
 /* Removes @key's pending attributes: true and @m (when non-NULL) filled
  * if there were some. */
 bool fc_write_meta_take(struct fc_fs *fs, const char *key,

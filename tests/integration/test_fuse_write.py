@@ -1362,7 +1362,14 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
     is (size, etag) or (size, etag, headers): HEAD answers those headers
     (x-amz-meta-*, Content-Type); CreateMultipartUpload's x-amz-meta-* and
     Content-Type are recorded in server.posts and become the completed
-    object's headers (CopyObject copies the source's)."""
+    object's headers (CopyObject copies the source's). Each upload has an
+    id of its own (server.uploads: id -> key, left until completed or
+    aborted) and each completed one an ETag of its own. An UploadPartCopy
+    is recorded in server.part_copies as (key, partNumber, its
+    x-amz-copy-source-if-match) and answers 412 when that does not match
+    the source (unless server.ignore_if_match, as RGW 16.2);
+    server.on_part_copy(server, source key, partNumber), when set, runs
+    first (another client overwriting the source)."""
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *a):
@@ -1454,6 +1461,16 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
         skey = up.unquote(src).lstrip("/").partition("/")[2]
         if skey not in self.server.objs:
             return self.reply(404, b"<Error><Code>NoSuchKey</Code></Error>")
+        if "uploadId" in q:
+            srv = self.server
+            if srv.on_part_copy is not None:
+                srv.on_part_copy(srv, skey, q["partNumber"])
+            cond = self.headers.get("x-amz-copy-source-if-match")
+            srv.part_copies.append((key, q["partNumber"], cond))
+            if cond is not None and cond != '"%s"' % srv.objs[skey][1] \
+                    and not srv.ignore_if_match:
+                return self.reply(412, b"<Error><Code>PreconditionFailed"
+                                  b"</Code></Error>")
         if "uploadId" not in q and self.server.objs[skey][0] > 5 << 30:
             return self.reply(400, b"<Error><Code>InvalidRequest</Code>"
                               b"<Message>The specified copy source is larger"
@@ -1477,28 +1494,35 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
                     if k.lower().startswith("x-amz-meta-") or
                     k.lower() == "content-type"}
             self.server.posts.append((key, meta))
+            uid = "u%d" % len(self.server.log)
+            self.server.uploads[uid] = key
             return self.reply(200, b"<InitiateMultipartUploadResult><UploadId>"
-                              b"u1</UploadId></InitiateMultipartUploadResult>")
+                              b"%s</UploadId></InitiateMultipartUploadResult>"
+                              % uid.encode())
         # complete: the object is the sum of the copied ranges, else of
         # the parts
         size = 0
+        self.server.uploads.pop(q["uploadId"], None)
         for e in self.server.log:
-            if e[0] == "PUT" and e[1] == key and e[2].get("uploadId") and \
+            if e[0] == "PUT" and e[2].get("uploadId") == q["uploadId"] and \
                     e[4]:
                 a, b = e[4].split("=")[1].split("-")
                 size += int(b) - int(a) + 1
         size = size or sum(self.server.part_sizes.values())
         metas = [p[1] for p in self.server.posts if p[0] == key]
-        self.server.objs[key] = (size, "m-2", metas[-1] if metas else {})
+        etag = "m-%d" % len(self.server.log)
+        self.server.objs[key] = (size, etag, metas[-1] if metas else {})
         return self.reply(200, b"<CompleteMultipartUploadResult><ETag>"
-                          b"&quot;m-2&quot;</ETag>"
-                          b"</CompleteMultipartUploadResult>")
+                          b"&quot;%s&quot;</ETag>"
+                          b"</CompleteMultipartUploadResult>" % etag.encode())
 
     def do_DELETE(self):
         key, q, _ = self.parse()
         self.server.log.append(("DELETE", key, dict(q), None, None))
         if "uploadId" not in q:
             self.server.objs.pop(key, None)
+        else:
+            self.server.uploads.pop(q["uploadId"], None)
         return self.reply(204)
 
 
@@ -1507,7 +1531,8 @@ def _fake_server(part_delay):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeStore)
     srv.daemon_threads = True
     srv.objs, srv.log, srv.part_sizes, srv.part_times = {}, [], {}, []
-    srv.posts = []
+    srv.posts, srv.uploads, srv.part_copies = [], {}, []
+    srv.on_part_copy, srv.ignore_if_match = None, False
     srv.mu = threading.Lock()
     srv.inflight = srv.max_inflight = 0
     srv.part_delay = part_delay
@@ -1521,13 +1546,9 @@ def test_rename_over_5gib_uses_upload_part_copy(ecfs_mount):
     at most 5 GiB, then a delete of the source; one of exactly 5 GiB is
     one CopyObject. Against a fake server that only announces the sizes
     (a 5 GiB object is too much to write on the test machine)."""
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeStore)
-    srv.daemon_threads = True
+    srv = _fake_server(part_delay=0)
     big, limit = (5 << 30) + 1, 5 << 30
     srv.objs = {"big": (big, "b-1"), "five": (limit, "f-1")}
-    srv.log, srv.posts = [], []
-    srv.part_sizes = {}
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         m = ecfs_mount("http://127.0.0.1:%d" % srv.server_address[1], "fb",
                        OPTS, access_key="fake", secret_key="fake")
@@ -1587,12 +1608,12 @@ def test_rename_over_5gib_keeps_metadata(ecfs_mount):
         os.rename(os.path.join(m.path, "big"), os.path.join(m.path, "moved"))
         assert [p for p in srv.posts if p[0] == "moved"] == \
             [("moved", meta_f)], srv.posts
-        assert srv.objs["moved"] == (big, "m-2", meta_f), srv.objs
+        assert srv.objs["moved"][::2] == (big, meta_f), srv.objs
         assert "big" not in srv.objs
         os.rename(os.path.join(m.path, "d"), os.path.join(m.path, "e"))
         assert [p for p in srv.posts if p[0] == "e/inner"] == \
             [("e/inner", meta_d)], srv.posts
-        assert srv.objs["e/inner"] == (big, "m-2", meta_d), srv.objs
+        assert srv.objs["e/inner"][::2] == (big, meta_d), srv.objs
         assert srv.objs["e/small"][2] == {"x-amz-meta-mode": "33188"}
         assert not [k for k in srv.objs if k.startswith("d/")], srv.objs
         st = os.stat(os.path.join(m.path, "e", "inner"))
@@ -1603,6 +1624,178 @@ def test_rename_over_5gib_keeps_metadata(ecfs_mount):
         srv.server_close()
 
 
+def _fake_mount(ecfs_mount, srv, opts=()):
+    return ecfs_mount("http://127.0.0.1:%d" % srv.server_address[1], "fb",
+                      OPTS + list(opts), access_key="fake", secret_key="fake")
+
+
+def test_metadata_over_5gib_is_stored(ecfs_mount):
+    """chmod, chown and utimens of an object over 5 GiB (CopyObject cannot
+    copy it onto itself) are stored by a multipart copy onto itself made
+    before the call returns: a CreateMultipartUpload carrying the new
+    attributes and the object's other metadata and Content-Type, then
+    UploadPartCopy ranges of the object tied to the HEADed ETag
+    (x-amz-copy-source-if-match), then Complete. They are shown after a
+    remount, and a later rename keeps them. (Before, the call answered 0
+    and only logged "not stored": a remount showed the old mode.)"""
+    srv = _fake_server(part_delay=0)
+    big = (5 << 30) + 1
+    other = {"x-amz-meta-color": "blue", "content-type": "text/x-test"}
+    srv.objs = {"big": (big, "b-1", dict(other))}
+    mt = 1_600_000_000_250_000_000
+    try:
+        m = _fake_mount(ecfs_mount, srv)
+        p = os.path.join(m.path, "big")
+        assert os.stat(p).st_size == big
+        os.chmod(p, 0o600)
+        etag1 = srv.objs["big"][1]
+        assert srv.objs["big"][2].get("x-amz-meta-mode") == str(0o100600), \
+            (srv.objs, m.log_text())
+        os.chown(p, 1234, 2345)
+        os.utime(p, ns=(mt, mt))
+        size, etag, hdr = srv.objs["big"]
+        assert size == big and not srv.uploads, srv.uploads
+        assert hdr == dict(other, **{
+            "x-amz-meta-mode": str(0o100600), "x-amz-meta-uid": "1234",
+            "x-amz-meta-gid": "2345",
+            "x-amz-meta-mtime": "1600000000.250000000"}), hdr
+        # three copies onto itself, each part tied to the version HEADed
+        assert [k for k, _ in srv.posts] == ["big"] * 3, srv.posts
+        conds = [c for k, _, c in srv.part_copies]
+        assert len(conds) == 18, srv.part_copies  # 6 parts of 1 GiB each
+        assert conds[:6] == ['"b-1"'] * 6 and \
+            conds[6:12] == ['"%s"' % etag1] * 6, conds
+        assert "not stored" not in m.log_text()
+        st = os.stat(p)
+        assert (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns) == \
+            (0o100600, 1234, 2345, mt), st
+        m.unmount()
+        m = _fake_mount(ecfs_mount, srv)
+        p = os.path.join(m.path, "big")
+        st = os.stat(p)
+        assert (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns) == \
+            (0o100600, 1234, 2345, mt), st
+        os.rename(p, os.path.join(m.path, "moved"))
+        assert srv.objs["moved"][::2] == (big, hdr), srv.objs
+        assert "big" not in srv.objs
+        st = os.stat(os.path.join(m.path, "moved"))
+        assert (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns) == \
+            (0o100600, 1234, 2345, mt), st
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.parametrize("ignored", [False, True],
+                         ids=["condition", "condition_ignored"])
+def test_copy_over_5gib_fails_when_the_source_changes(ecfs_mount, ignored):
+    """A copy over 5 GiB is tied to the version it HEADed: each
+    UploadPartCopy carries x-amz-copy-source-if-match with that ETag, so
+    a source overwritten by another client during the copy fails the next
+    part (412); where the server ignores the condition (RGW 16.2), a HEAD
+    after the last part sees the new ETag. Either way the upload is
+    aborted, nothing is completed, and the call gets ESTALE (the kernel
+    retries a path call once: it meets the same overwrite here), for a
+    chmod onto itself and for a rename alike. The object is left as the
+    other client made it, and a rename leaves no new name behind.
+    (Before, the parts carried no condition: the copy mixed both versions
+    and was completed.)"""
+    srv = _fake_server(part_delay=0)
+    srv.ignore_if_match = ignored
+    big = (5 << 30) + 1
+    srv.objs = {"big": (big, "b-1", {"x-amz-meta-color": "blue"})}
+    seen = []
+
+    def overwrite(srv, skey, partno):
+        if partno == "2":  # another client's PUT, same size
+            seen.append(skey)
+            size, _, hdr = srv.objs[skey]
+            srv.objs[skey] = (size, "o-%d" % len(seen), hdr)
+    try:
+        m = _fake_mount(ecfs_mount, srv)
+        p = os.path.join(m.path, "big")
+        assert os.stat(p).st_size == big
+        srv.on_part_copy = overwrite
+        with pytest.raises(OSError) as ei:
+            os.chmod(p, 0o600)
+        assert ei.value.errno == errno.ESTALE, ei.value
+        assert all(c is not None for _, _, c in srv.part_copies)
+        completes = [e for e in srv.log if e[0] == "POST" and
+                     "uploadId" in e[2]]
+        aborts = [e for e in srv.log if e[0] == "DELETE" and
+                  "uploadId" in e[2]]
+        assert not completes and len(aborts) == len(srv.posts) >= 1, srv.log
+        assert not srv.uploads, srv.uploads
+        assert srv.objs["big"][1] == "o-%d" % len(seen), srv.objs
+        assert "x-amz-meta-mode" not in srv.objs["big"][2], srv.objs
+        assert "the source changed during the copy" in m.log_text()
+        del srv.log[:], srv.posts[:], srv.part_copies[:]
+        with pytest.raises(OSError) as ei:
+            os.rename(p, os.path.join(m.path, "moved"))
+        assert ei.value.errno == errno.ESTALE, ei.value
+        assert "moved" not in srv.objs and "big" in srv.objs, srv.objs
+        assert not srv.uploads and not [e for e in srv.log if e[0] == "POST"
+                                        and "uploadId" in e[2]], srv.log
+        assert not [e for e in srv.log if e[:2] == ("DELETE", "big") and
+                    "uploadId" not in e[2]], srv.log
+        srv.on_part_copy = None
+        os.rename(p, os.path.join(m.path, "moved"))  # unchanged: it works
+        assert srv.objs["moved"][0] == big and "big" not in srv.objs
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_part_copy_if_match_on_every_server(s3_backend):
+    """What a copy over 5 GiB relies on (fc_s3_copy_sized): UploadPartCopy
+    with x-amz-copy-source-if-match copies while the source's ETag
+    matches, and answers 412 PreconditionFailed once another client has
+    overwritten the source. storaged does; RGW 16.2 ignores the condition
+    (fc_s3_copy_sized's second HEAD covers it); s3rver has no
+    UploadPartCopy at all (501 NotImplemented, as fuse/README says), so a
+    copy over 5 GiB fails there with or without the condition."""
+    from botocore.exceptions import ClientError
+    s3, b = s3_backend.s3, s3_backend.new_bucket()
+    src = {"Bucket": b, "Key": "src"}
+    e1 = s3.put_object(Bucket=b, Key="src", Body=os.urandom(PART + 7))["ETag"]
+    up = s3.create_multipart_upload(Bucket=b, Key="dst")["UploadId"]
+
+    def part(n, rng, etag):
+        return s3.upload_part_copy(Bucket=b, Key="dst", UploadId=up,
+                                   PartNumber=n, CopySource=src,
+                                   CopySourceRange=rng,
+                                   CopySourceIfMatch=etag)
+    try:
+        if s3_backend.kind == "s3rver":
+            with pytest.raises(ClientError) as ei:
+                part(1, "bytes=0-%d" % (PART - 1), e1)
+            assert ei.value.response["Error"]["Code"] == "NotImplemented"
+            return
+        p1 = part(1, "bytes=0-%d" % (PART - 1), e1)["CopyPartResult"]
+        e2 = s3.put_object(Bucket=b, Key="src",
+                           Body=os.urandom(PART + 7))["ETag"]
+        assert e2 != e1
+        if s3_backend.kind == "rgw":
+            # RGW 16.2 ignores the condition on UploadPartCopy (CopyObject
+            # honours it): the stale ETag still copies, which is why
+            # fc_s3_copy_sized HEADs the source again before Complete
+            assert part(2, "bytes=%d-%d" % (PART, PART + 6), e1)
+            return
+        with pytest.raises(ClientError) as ei:
+            part(2, "bytes=%d-%d" % (PART, PART + 6), e1)
+        assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == \
+            412, ei.value.response
+        with pytest.raises(ClientError) as ei:
+            part(1, "bytes=0-%d" % (PART - 1), e1)
+        assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == \
+            412, ei.value.response
+        p2 = part(2, "bytes=%d-%d" % (PART, PART + 6), e2)["CopyPartResult"]
+        assert p1["ETag"] and p2["ETag"]
+    finally:
+        if s3_backend.kind != "s3rver":  # (s3rver cannot abort one)
+            s3.abort_multipart_upload(Bucket=b, Key="dst", UploadId=up)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_rename_while_written_over_5gib_uses_upload_part_copy(ecfs_mount):
@@ -1611,7 +1804,10 @@ def test_rename_while_written_over_5gib_uses_upload_part_copy(ecfs_mount):
     covering the upload exactly, then a delete of the old name, and
     close() succeeds. (Before fc_s3_copy_sized it was one CopyObject,
     which S3 refuses above 5 GiB, as the fake does: close() failed.)
-    5 GiB + 1 of zeros go to a fake server that keeps only part sizes."""
+    A chmod of the open file (cp -a's fchmod before close) is stored after
+    the move by a multipart copy onto itself (before, above 5 GiB it was
+    dropped without a word). 5 GiB + 1 of zeros go to a fake server that
+    keeps only part sizes."""
     srv = _fake_server(part_delay=0)
     big, limit = (5 << 30) + 1, 5 << 30
     try:
@@ -1630,10 +1826,23 @@ def test_rename_while_written_over_5gib_uses_upload_part_copy(ecfs_mount):
             for _ in range(big // len(chunk) - 5):
                 os.write(fd, chunk)
             os.write(fd, b"e")
+            os.fchmod(fd, 0o604)
         finally:
             os.close(fd)  # raised OSError (EIO/EINVAL) before the fix
         assert sum(srv.part_sizes.values()) == big
         assert all(e[1] == "w" for e in srv.log if e[0] == "PUT" and not e[3])
+        # the chmod: a copy of w2 onto itself after the move and the delete
+        i = srv.log.index(("DELETE", "w", {}, None, None))
+        again = srv.log[i + 1:]
+        assert again[0][:2] == ("POST", "w2") and "uploads" in again[0][2] \
+            and again[0][3] == str(0o100604), again[:1]
+        assert [e[3] for e in again if e[0] == "PUT"] == ["/fb/w2"] * 6
+        assert again[-1][:2] == ("POST", "w2") and \
+            "uploadId" in again[-1][2], again[-1:]
+        assert srv.objs["w2"][0] == big and \
+            srv.objs["w2"][2]["x-amz-meta-mode"] == str(0o100604)
+        assert os.stat(os.path.join(m.path, "w2")).st_mode == 0o100604
+        srv.log[i + 1:] = []
         log = [e for e in srv.log if e[1] == "w2"]
         assert log[0][:2] == ("POST", "w2") and "uploads" in log[0][2], log
         # (UploadPartCopy copies no attributes: the move's upload has them)
