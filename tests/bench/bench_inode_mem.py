@@ -24,14 +24,6 @@ from fake_list_server import FakeListServer  # noqa: E402
 import fuse_util  # noqa: E402
 
 
-def rss_anon_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    return 0
-
-
 def run(n, ecfs, work):
     srv = FakeListServer(n).start()
     m = fuse_util.Mount(work, srv.endpoint, "b", opts=["ro"],
@@ -42,16 +34,16 @@ def run(n, ecfs, work):
         m.start(timeout=60)
         pid = m.proc.pid
         d = os.path.join(m.path, "d")
-        r0 = rss_anon_kb(pid)
+        r0 = fuse_util.rss_anon_kib(pid)
         out = subprocess.run("ls -f '%s' | wc -l" % d, shell=True,
                              capture_output=True, text=True, timeout=900)
         assert int(out.stdout) == n + 2, out.stdout
-        r1 = rss_anon_kb(pid)
+        r1 = fuse_util.rss_anon_kib(pid)
         out = subprocess.run("find '%s' -printf '%%s\\n' | wc -l" % d,
                              shell=True, capture_output=True, text=True,
                              timeout=1800)
         assert int(out.stdout) == n + 1, out.stdout
-        r2 = rss_anon_kb(pid)
+        r2 = fuse_util.rss_anon_kib(pid)
         with open(os.path.join(m.path, ".ecfs-stats")) as f:
             inodes = fuse_util.parse_stats(f.read())["inodes"]
     finally:

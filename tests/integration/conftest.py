@@ -101,6 +101,18 @@ def boto3_client(endpoint, access_key, secret_key, verify=None, **cfg):
     )
 
 
+def mpu_one_part(c, bucket, key, body):
+    """A multipart upload of @body as its only part through client @c:
+    CreateMultipartUpload, UploadPart, CompleteMultipartUpload. Returns the
+    Complete's answer."""
+    up = c.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    e = c.upload_part(Bucket=bucket, Key=key, UploadId=up, PartNumber=1,
+                      Body=body)["ETag"]
+    return c.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=up,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+
+
 class Storaged:
     """One storaged process on real drive directories (see module doc)."""
 

@@ -347,6 +347,16 @@ def client_bucket(srv, prefix="rv"):
     return c, name
 
 
+def rss_anon_kib(pid):
+    """RssAnon of process @pid in KiB (/proc/PID/status): the heap and
+    other anonymous mappings, what ecfs's memory budget bounds."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    raise AssertionError("no RssAnon")
+
+
 def mount_of(server, ecfs_mount, bucket, **kw):
     """Mounts @bucket of @server (anything with .endpoint, .access_key and
     .secret_key: an s3_backend, a Storaged) through the ecfs_mount

@@ -13,17 +13,9 @@ import subprocess
 import pytest
 
 from fake_list_server import FakeListServer
-from fuse_util import mount_of
+from fuse_util import mount_of, rss_anon_kib
 
 PER_ENTRY = 200
-
-
-def rss_anon_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    raise AssertionError("no RssAnon")
 
 
 @pytest.mark.parametrize("n", [100000, 1000000])
@@ -32,7 +24,7 @@ def test_listing_rss_per_entry(n, ecfs_mount):
     try:
         m = mount_of(srv, ecfs_mount, "b", opts=["ro"])
         pid = m.pids()[0]
-        before = rss_anon_kb(pid)
+        before = rss_anon_kib(pid)
         d = os.path.join(m.path, "d")
         out = subprocess.run("ls -f '%s' | wc -l" % d, shell=True,
                              capture_output=True, text=True, timeout=300)
@@ -40,7 +32,7 @@ def test_listing_rss_per_entry(n, ecfs_mount):
         out = subprocess.run("find '%s' | wc -l" % d, shell=True,
                              capture_output=True, text=True, timeout=300)
         assert int(out.stdout) == n + 1
-        grown = (rss_anon_kb(pid) - before) * 1024
+        grown = (rss_anon_kib(pid) - before) * 1024
         assert grown <= PER_ENTRY * n, "%.0f bytes per entry" % (grown / n)
         s = m.stats()
         # the pages of d/ and the lookup probe of d; no inode per entry
@@ -73,13 +65,13 @@ def test_inode_rss(n, ecfs_mount):
         out = subprocess.run("ls -f '%s' | wc -l" % d, shell=True,
                              capture_output=True, text=True, timeout=300)
         assert int(out.stdout) == n + 2
-        before = rss_anon_kb(pid)
+        before = rss_anon_kib(pid)
         out = subprocess.run("find '%s' -printf '%%s\\n' | sort | uniq -c"
                              % d, shell=True, capture_output=True,
                              text=True, timeout=300)
         # n files of 1000 bytes, and d itself
         assert out.stdout.split()[:2] == [str(n), "1000"], out.stdout
-        grown = (rss_anon_kb(pid) - before) * 1024
+        grown = (rss_anon_kib(pid) - before) * 1024
         # the most held at once: another process's drop_caches (benchmarks
         # do it) makes the kernel forget inodes, but not the memory they took
         inodes = m.stats()["inodes_peak"]

@@ -27,6 +27,8 @@ import uuid
 
 import pytest
 
+from fuse_util import rss_anon_kib
+
 
 PART = 5 * 1024 * 1024
 OPTS = ["write_part_size=5M", "retries=2", "connect_timeout_ms=500",
@@ -1911,14 +1913,6 @@ def test_written_objects_never_read_stale(srv_mount, tmp_path):
     m = make(["cache_dir=" + str(cdir), "block_size=1M"])
     p = os.path.join(m.path, "f")
     check(versions[-1])
-
-
-def rss_anon_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    return 0
 
 
 @pytest.mark.timeout(120)

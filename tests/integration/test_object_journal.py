@@ -60,6 +60,20 @@ def as_after_reboot(srv):
             f.write(h)
 
 
+def versioned_store(storaged, bucket, seed, ndrives=16, env=None,
+                    args=None):
+    """A storaged of @ndrives drives (@env: JENV when None, @args), its
+    client and a versioned bucket @bucket in it, and random.Random(@seed):
+    (srv, client, rng)."""
+    srv = storaged(ndrives=ndrives, env=JENV if env is None else env,
+                   args=args)
+    c = srv.client()
+    c.create_bucket(Bucket=bucket)
+    c.put_bucket_versioning(Bucket=bucket,
+                            VersioningConfiguration={"Status": "Enabled"})
+    return srv, c, random.Random(seed)
+
+
 def crc64(data):
     """CRC-64 as storaged's stor_crc64 (isa-l crc64_ecma_refl, seed 0)."""
     return crc64_xz(data)
@@ -331,12 +345,7 @@ def test_versioned_delete_keeps_its_version_through_the_journal(storaged):
     records in the journals, not by directory fsyncs: after a simulated
     power cut that took every kept file away or tore it, the replay puts
     each back and the version reads back by its id."""
-    srv = storaged(ndrives=16, env=JENV)
-    c = srv.client()
-    c.create_bucket(Bucket="verj")
-    c.put_bucket_versioning(Bucket="verj",
-                            VersioningConfiguration={"Status": "Enabled"})
-    rng = random.Random(31)
+    srv, c, rng = versioned_store(storaged, "verj", 31)
     bodies = {"k%d" % i: rng.randbytes(rng.choice([10, 5000, 70000, 330000]))
               for i in range(8)}
     vids = {k: c.put_object(Bucket="verj", Key=k, Body=v)["VersionId"]
@@ -552,12 +561,8 @@ def test_delete_markers_take_spares(storaged):
     S3 says, and so they do after a kill -9 and a rebuild from the
     drives."""
     pool = 6
-    srv = storaged(ndrives=16, env=dict(JENV, STORAGED_SPARE_POOL=str(pool)))
-    c = srv.client()
-    c.create_bucket(Bucket="mkr")
-    c.put_bucket_versioning(Bucket="mkr",
-                            VersioningConfiguration={"Status": "Enabled"})
-    rng = random.Random(77)
+    srv, c, rng = versioned_store(storaged, "mkr", 77,
+                                  env=dict(JENV, STORAGED_SPARE_POOL=str(pool)))
     bodies = {"k%d" % i: rng.randbytes(rng.choice([0, 100, 5000, 70000]))
               for i in range(6)}
     vids = {k: c.put_object(Bucket="mkr", Key=k, Body=v)["VersionId"]
@@ -679,12 +684,8 @@ def test_power_cut_during_versioned_deletes_loses_no_version(storaged):
     survives kill -9 exactly, and the keys the kill left queued have no
     current meta after the start."""
     env = dict(JENV, STORAGED_TEST_VDEL_MS="300")
-    srv = storaged(ndrives=16, env=env, args=["--no-extents"])
-    c = srv.client()
-    c.create_bucket(Bucket="vdel")
-    c.put_bucket_versioning(Bucket="vdel",
-                            VersioningConfiguration={"Status": "Enabled"})
-    rng = random.Random(41)
+    srv, c, rng = versioned_store(storaged, "vdel", 41,
+                                  env=env, args=["--no-extents"])
     nthreads = 6
     keys = {t: ["t%d/%03d" % (t, i) for i in range(40)]
             for t in range(nthreads)}
@@ -932,12 +933,7 @@ def test_versioned_overwrite_keeps_its_version_through_the_journal(storaged):
     new meta's record whose KEPT record was lost counts for nothing (its
     overwrite died in its barrier): the version before it stays current,
     never lost."""
-    srv = storaged(ndrives=16, env=JENV, args=["--no-extents"])
-    c = srv.client()
-    c.create_bucket(Bucket="verov")
-    c.put_bucket_versioning(Bucket="verov",
-                            VersioningConfiguration={"Status": "Enabled"})
-    rng = random.Random(37)
+    srv, c, rng = versioned_store(storaged, "verov", 37, args=["--no-extents"])
     keys = ["k%d" % i for i in range(8)]
     size = {k: rng.choice([10, 5000, 70000]) for k in keys}
     vids = {k: [] for k in keys}
@@ -1048,12 +1044,7 @@ def test_power_cut_during_versioned_overwrites_loses_no_version(storaged):
     inode): every acknowledged version reads back by its id and is listed
     once, each key's current version is its last acknowledged one or the
     one in flight, and `storaged index check` is clean."""
-    srv = storaged(ndrives=16, env=JENV, args=["--no-extents"])
-    c = srv.client()
-    c.create_bucket(Bucket="vown")
-    c.put_bucket_versioning(Bucket="vown",
-                            VersioningConfiguration={"Status": "Enabled"})
-    rng = random.Random(43)
+    srv, c, rng = versioned_store(storaged, "vown", 43, args=["--no-extents"])
     nthreads = 6
     keys = {t: ["o%d/%02d" % (t, i) for i in range(5)]
             for t in range(nthreads)}
@@ -1213,12 +1204,7 @@ def test_versioned_overwrite_cut_between_renames_keeps_the_old_one(storaged):
     the new one (never acknowledged) is gone. A version that only links
     hold (overwritten, then deleted with a marker) never becomes current
     again that way."""
-    srv = storaged(ndrives=16, env=JENV, args=["--no-extents"])
-    c = srv.client()
-    c.create_bucket(Bucket="vcut")
-    c.put_bucket_versioning(Bucket="vcut",
-                            VersioningConfiguration={"Status": "Enabled"})
-    rng = random.Random(53)
+    srv, c, rng = versioned_store(storaged, "vcut", 53, args=["--no-extents"])
     body = {n: rng.randbytes(70000) for n in ("a1", "a2", "b1", "b2")}
     va1 = c.put_object(Bucket="vcut", Key="a", Body=body["a1"])["VersionId"]
     vb1 = c.put_object(Bucket="vcut", Key="b", Body=body["b1"])["VersionId"]
@@ -1295,12 +1281,8 @@ def test_versioned_overwrite_failed_after_renames_puts_the_old_one_back(
     kill -9 and a start: the old version is current and whole, the
     versions listed are exactly those before the failed PUT, and every
     drive's HEX.m is the old version's meta (same inode, same bytes)."""
-    srv = storaged(ndrives=4, env=JENV, args=["--no-extents"])
-    c = srv.client()
-    c.create_bucket(Bucket="vfail")
-    c.put_bucket_versioning(Bucket="vfail",
-                            VersioningConfiguration={"Status": "Enabled"})
-    rng = random.Random(59)
+    srv, c, rng = versioned_store(storaged, "vfail", 59,
+                                  ndrives=4, args=["--no-extents"])
     body = {n: rng.randbytes(70000) for n in ("v1", "v2", "v3")}
     v1 = c.put_object(Bucket="vfail", Key="k", Body=body["v1"])["VersionId"]
     v2 = c.put_object(Bucket="vfail", Key="k", Body=body["v2"])["VersionId"]

@@ -26,6 +26,7 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
+from conftest import mpu_one_part
 from test_object_medium import sync_counts
 
 # under the index's body limit (8 KiB): an inline object that is never an
@@ -386,12 +387,7 @@ def test_a_delete_marker_leaves_no_directory_to_a_later_commit(storaged,
         c.create_bucket(Bucket=b)
         body = os.urandom(2 * 1024 * 1024 + 5)
         c.put_object(Bucket=b, Key="big", Body=body)
-        u = c.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
-        e = c.upload_part(Bucket=b, Key="mp", UploadId=u, PartNumber=1,
-                          Body=b"part")["ETag"]
-        c.complete_multipart_upload(Bucket=b, Key="mp", UploadId=u,
-                                    MultipartUpload={"Parts": [
-                                        {"PartNumber": 1, "ETag": e}]})
+        mpu_one_part(c, b, "mp", b"part")
         assert c.get_object(Bucket=b, Key="big")["Body"].read() == body
         assert c.get_object(Bucket=b, Key="mp")["Body"].read() == b"part"
     log = srv.log_text()

@@ -33,6 +33,7 @@ import urllib.request
 import pytest
 
 import s3util
+from conftest import mpu_one_part
 
 
 
@@ -821,12 +822,7 @@ def test_cache_never_serves_after_copy_mpu_or_multi_delete(storaged):
                   MetadataDirective="REPLACE", ContentType="x/2")
     r = c.get_object(Bucket="ccb", Key="a")
     assert r["Body"].read() == v2 and r["ContentType"] == "x/2"
-    up = c.create_multipart_upload(Bucket="ccb", Key="a")["UploadId"]
-    e = c.upload_part(Bucket="ccb", Key="a", UploadId=up, PartNumber=1,
-                      Body=b"m" * 100)["ETag"]
-    c.complete_multipart_upload(Bucket="ccb", Key="a", UploadId=up,
-                                MultipartUpload={"Parts": [
-                                    {"PartNumber": 1, "ETag": e}]})
+    mpu_one_part(c, "ccb", "a", b"m" * 100)
     warm("a", b"m" * 100)
     c.put_object(Bucket="ccb", Key="a", Body=v1)
     warm("a", v1)

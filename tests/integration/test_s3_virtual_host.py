@@ -13,7 +13,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from conftest import STORAGED
+from conftest import STORAGED, mpu_one_part
 
 DOMAIN = "s3.test"
 
@@ -63,12 +63,7 @@ def test_virtual_hosted_requests(vsrv):
     # /metrics and /health are the server's only in path style
     assert v.get_object(Bucket=name, Key="metrics")["Body"].read() == \
         b"not the endpoint"
-    up = v.create_multipart_upload(Bucket=name, Key="mp")["UploadId"]
-    e = v.upload_part(Bucket=name, Key="mp", UploadId=up, PartNumber=1,
-                      Body=b"part")["ETag"]
-    v.complete_multipart_upload(Bucket=name, Key="mp", UploadId=up,
-                                MultipartUpload={"Parts": [
-                                    {"PartNumber": 1, "ETag": e}]})
+    mpu_one_part(v, name, "mp", b"part")
     v.copy_object(Bucket=name, Key="copy", CopySource={"Bucket": name,
                                                        "Key": "mp"})
     assert path.get_object(Bucket=name, Key="copy")["Body"].read() == b"part"
