@@ -10,6 +10,8 @@
  * are loaded from the drives at start (obj_load.c). */
 #include "storaged/store/obj_i.h"
 
+#include "storaged/store/gsync.h"
+
 #include "common/log.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -255,21 +257,52 @@ int stor_mpu_upload_headers(struct stor_store *s, const char *bucket,
     return ret;
 }
 
+/* Fails shard @j's drive at step @op of write_upload_file (@tmp: its temp
+ * file, removed when given). */
+static void upload_file_fail(struct stor_store *s, const struct stor_place *pl,
+                             int j, int err, const char *tmp, const char *op,
+                             bool *ok)
+{
+    if (tmp != NULL)
+        unlink(tmp);
+    obj_drive_fail_at(s, obj_shard_drive(s, pl, j), err, op);
+    ok[j] = false;
+}
+
 /* Writes @m (one copy per placement shard, shard index set) to
  * DRIVE/.ecfs.sys/mpu/BUCKET/UID/@file via temp + rename. Returns the
- * number of drives that have it and fills ok[]. */
+ * number of drives that have it and fills ok[].
+ * DESIGN: the same order as a commit's (FORMAT.md "Writes"): every temp
+ * file is written first, one barrier (gsync.h: one io_uring batch of
+ * fsyncs, or one syncfs round) makes them durable together, then the
+ * renames, then one barrier over the upload directories. Until session 15
+ * each drive had its fsync and its directory's fsync one after another:
+ * 32 serial fsyncs per part at 12+4, which held a 1 GiB upload of 8 MiB
+ * parts to a third of its speed on a journaled ext4. */
 static int write_upload_file(struct stor_store *s, const char *bucket,
                              const char *uid, const struct stor_place *pl,
                              int n, struct stor_meta *m, const char *file,
                              bool *ok)
 {
+    struct stor_sync_item it[OBJ_MAX_SHARDS];
+    int fds[OBJ_MAX_SHARDS], map[OBJ_MAX_SHARDS], oerr[OBJ_MAX_SHARDS];
+    size_t drv[OBJ_MAX_SHARDS];
+    uint64_t ver = obj_next_version(s), mark = 0;
+    char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
+    size_t ni = 0, nd = 0;
     int nok = 0;
 
     for (int j = 0; j < n; j++) {
+        fds[j] = -1;
+        if (ok[j] && obj_drive_online(s, obj_shard_drive(s, pl, j)))
+            drv[nd++] = obj_shard_drive(s, pl, j);
+    }
+    if (s->fsync)
+        mark = stor_gsync_mark(s->gs, drv, nd);
+    for (int j = 0; j < n; j++) {
         size_t d = obj_shard_drive(s, pl, j);
-        char dir[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX];
         struct cm_buf buf;
-        int fd, ret;
+        int ret;
 
         if (!ok[j] || !obj_drive_online(s, d)) {
             ok[j] = false;
@@ -278,40 +311,83 @@ static int write_upload_file(struct stor_store *s, const char *bucket,
         ok[j] = false;
         if (obj_path_upload(dir, sizeof(dir), s->drives[d].path, bucket, uid,
                             NULL) < 0 ||
-            obj_path_upload(path, sizeof(path), s->drives[d].path, bucket, uid,
-                            file) < 0 ||
-            obj_path_tmp(tmp, sizeof(tmp), s->drives[d].path,
-                         obj_next_version(s), j) < 0)
+            obj_path_tmp(tmp, sizeof(tmp), s->drives[d].path, ver, j) < 0)
             continue;
         if (stor_mkdirs(dir) < 0)
             continue;
         cm_buf_init(&buf, STOR_META_MAX);
         m->shard = j;
-        if (stor_meta_encode(m, &buf) < 0)
+        if (stor_meta_encode(m, &buf) < 0) {
+            cm_buf_fini(&buf);
             continue;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) {
+        }
+        fds[j] = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fds[j] < 0) {
             obj_drive_fail(s, d, errno);
             cm_buf_fini(&buf);
             continue;
         }
-        ret = stor_pwrite_all(fd, buf.data, buf.len, 0);
-        if (ret == 0 && s->fsync && fsync(fd) < 0)
-            ret = -errno;
-        close(fd);
+        ret = stor_pwrite_all(fds[j], buf.data, buf.len, 0);
         cm_buf_fini(&buf);
-        if (ret == 0 && rename(tmp, path) < 0)
-            ret = -errno;
+        ok[j] = true;
         if (ret < 0) {
-            unlink(tmp);
-            obj_drive_fail(s, d, -ret);
+            upload_file_fail(s, pl, j, -ret, tmp, "upload file: write", ok);
             continue;
         }
-        if (s->fsync)
-            (void)stor_fsync_dir(dir);
-        ok[j] = true;
-        nok++;
+        map[ni] = j;
+        it[ni++] = (struct stor_sync_item){.drive = d, .fd = fds[j]};
     }
+    /* barrier 1: the temp files */
+    if (s->fsync && ni > 0)
+        stor_gsync_barrier(s->gs, mark, it, ni);
+    for (size_t i = 0; i < ni; i++) {
+        int j = map[i];
+        size_t d = obj_shard_drive(s, pl, j);
+
+        if (obj_path_tmp(tmp, sizeof(tmp), s->drives[d].path, ver, j) < 0)
+            continue; /* cannot fail: it was made above */
+        if (s->fsync && it[i].res < 0) {
+            upload_file_fail(s, pl, j, -it[i].res, tmp, "upload file: fsync",
+                             ok);
+            continue;
+        }
+        if (obj_path_upload(path, sizeof(path), s->drives[d].path, bucket, uid,
+                            file) < 0 ||
+            rename(tmp, path) < 0)
+            upload_file_fail(s, pl, j, errno, tmp, "upload file: rename", ok);
+    }
+    for (int j = 0; j < n; j++)
+        if (fds[j] >= 0)
+            close(fds[j]);
+    /* barrier 2: the upload directories (their new names) */
+    ni = 0;
+    for (int j = 0; s->fsync && j < n; j++) {
+        size_t d = obj_shard_drive(s, pl, j);
+        int fd = -1;
+
+        if (!ok[j])
+            continue;
+        if (!stor_gsync_is_fs(s->gs, d) &&
+            obj_path_upload(dir, sizeof(dir), s->drives[d].path, bucket, uid,
+                            NULL) == 0)
+            fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        oerr[ni] = fd < 0 ? errno : 0;
+        map[ni] = j;
+        it[ni++] = (struct stor_sync_item){.drive = d, .fd = fd};
+    }
+    if (ni > 0)
+        stor_gsync_barrier(s->gs, mark, it, ni);
+    for (size_t i = 0; i < ni; i++) {
+        if (it[i].fd >= 0)
+            close(it[i].fd);
+        if (it[i].res == -EBADF && it[i].fd < 0 && oerr[i])
+            it[i].res = -oerr[i]; /* the open's errno, not "no fd" */
+        if (it[i].res < 0)
+            upload_file_fail(s, pl, map[i], -it[i].res, NULL,
+                             "upload file: directory fsync", ok);
+    }
+    for (int j = 0; j < n; j++)
+        nok += ok[j];
     return nok;
 }
 
