@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1743,8 +1744,10 @@ static void place_metas(struct stor_store *s, const char *bucket,
 }
 
 /* What a brand-new inline name's commit does while its journal records'
- * fdatasync runs (obj_commit, "early"): its temp metas written with plain
- * pwrite and renamed into place. */
+ * fdatasync runs (obj_commit, "early"): with @check, nothing_there's look
+ * for a meta file of the name on its drives first; then its temp metas
+ * written with plain pwrite and, when nothing was there, renamed into
+ * place (else *found: the caller renames them after the barrier). */
 struct place_new {
     struct stor_store *s;
     const char *bucket;
@@ -1756,17 +1759,42 @@ struct place_new {
     bool *ok, *swapped, *keep;
     int *fds;
     uint64_t *snum;
+    bool check, found;
 };
+
+static pthread_once_t test_cut_once = PTHREAD_ONCE_INIT;
+static const char *test_cut_path;
+
+static void test_cut_init(void)
+{
+    test_cut_path = getenv("STORAGED_TEST_CUT_FILE");
+}
+
+/* Tests only (STORAGED_TEST_CUT_FILE=PATH): while PATH exists, the process
+ * dies here, in a new name's barrier before it ends, where a power cut
+ * shows what the commit did before its records were durable
+ * (test_object_new_dirs.py). */
+static void test_cut_here(void)
+{
+    pthread_once(&test_cut_once, test_cut_init);
+    if (test_cut_path && access(test_cut_path, F_OK) == 0)
+        raise(SIGKILL);
+}
 
 /* sync_barrier_jd()'s @during for a struct place_new. */
 static void place_new_run(void *arg)
 {
     struct place_new *c = arg;
 
+    /* access() on each drive, overlapped with the fdatasync */
+    c->found =
+        c->check && !nothing_there(c->s, c->bucket, c->id, c->pl, c->n, c->ok);
     (void)write_tmp_metas(c->s, c->bucket, c->id, c->pl, c->uniq, c->metas,
                           c->n, c->ok, c->fds, c->snum, 0, NULL, NULL, WM_TMPW);
-    place_metas(c->s, c->bucket, c->id, c->pl, c->uniq, c->n, c->ok, c->snum, 0,
-                c->swapped, c->keep);
+    if (!c->found)
+        place_metas(c->s, c->bucket, c->id, c->pl, c->uniq, c->n, c->ok,
+                    c->snum, 0, c->swapped, c->keep);
+    test_cut_here();
 }
 
 int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
@@ -1794,6 +1822,9 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
     bool placed = false; /* the metas are committed on the drives */
     bool any = true;     /* the key has a current version */
     bool one = false;    /* one barrier, after the renames */
+    bool fresh = false;  /* @one but for nothing_there */
+    bool later = false;  /* with @one: nothing_there during the barrier */
+    bool alljn = true;   /* every shard's drive journals */
     bool early = true;   /* with @one: the renames while the barrier runs */
     bool jin = false;    /* between obj_jnl_enter and _leave */
     bool jov = false;    /* an overwrite through the journal */
@@ -1851,8 +1882,13 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
      * can only leave metas of a PUT not yet acknowledged, whole or failing
      * their CRC (a lost shard). Not for extent records (their barrier 1
      * makes a record durable before a meta names it) nor shard files. */
-    one = !any && e->inl && inl_shards && !src_shard && xb == NULL &&
-          nothing_there(s, bucket, e->id, &pl, n, ok);
+    fresh = !any && e->inl && inl_shards && !src_shard && xb == NULL;
+    /* Through the journals (every drive's, below), nothing_there's look
+     * runs while the records' fdatasync does (place_new_run); a name with
+     * a meta file there after all then takes the overwrite's order (jov):
+     * records durable first, then the renames. */
+    later = fresh && s->fsync && s->jnl && !(t_cond && t_cond->retire_ver);
+    one = fresh && (later || nothing_there(s, bucket, e->id, &pl, n, ok));
     /* An overwrite of an inline object (no shard files, no extent record)
      * whose drives all journal: its metas go to the journals, whose shared
      * fsyncs are its barrier 1, and its renames need no barrier 2: after a
@@ -1867,7 +1903,11 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         for (int j = 0; j < n; j++) {
             jn[j] = obj_jnl_use(s, obj_shard_drive(s, &pl, j));
             if (ok[j] && !jn[j])
-                jov = false;
+                jov = alljn = false;
+        }
+        if (later && !alljn) { /* a drive stopped journaling: look now */
+            later = false;
+            one = nothing_there(s, bucket, e->id, &pl, n, ok);
         }
         if (!one && !jov) {
             obj_jnl_leave(s);
@@ -1929,7 +1969,8 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
                                .swapped = swapped,
                                .keep = keep,
                                .fds = fds,
-                               .snum = snum};
+                               .snum = snum,
+                               .check = later};
 
         nok = jnl_append(s, bucket, e->id, e->version, 0, false, &pl, n, ok, jn,
                          metas, 0, NULL);
@@ -1941,6 +1982,21 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
         nok = sync_barrier_jd(s, bucket, e->id, &pl, n, ok, mark, NULL, NULL,
                               NULL, NULL, jn, place_new_run, &pn);
         t_new_dirs.n = 0; /* a replay makes the directories it needs */
+        if (!pn.found)
+            goto barrier_done;
+        /* a meta file of the name was there after all: the overwrite's
+         * order (jov), its records durable before a rename replaces it */
+        if (nok < owq) {
+            commit_short(bucket, e, "its temp metas", nok, n, owq);
+            ret = -STOR_EQUORUM;
+            goto out_tmp;
+        }
+        place_metas(s, bucket, e->id, &pl, uniq, n, ok, snum, xmask, swapped,
+                    keep);
+        t_new_dirs.n = 0; /* no barrier 2: a replay makes the renames good */
+        nok = 0;
+        for (int j = 0; j < n; j++)
+            nok += ok[j];
         goto barrier_done;
     }
     nok = write_tmp_metas(s, bucket, e->id, &pl, uniq, metas, n, ok, fds, snum,

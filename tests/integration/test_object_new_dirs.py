@@ -20,6 +20,7 @@ import hashlib
 import os
 import random
 import re
+import signal
 import threading
 import time
 
@@ -392,3 +393,65 @@ def test_a_delete_marker_leaves_no_directory_to_a_later_commit(storaged,
         assert c.get_object(Bucket=b, Key="mp")["Body"].read() == b"part"
     log = srv.log_text()
     assert "failed (errno" not in log and "lost its write quorum" not in log
+
+
+def test_a_name_with_a_meta_left_renames_after_its_records(storaged,
+                                                           tmp_path):
+    """Through the journal, a name with no current version looks for a meta
+    file of it on its drives (nothing_there) while its records' fdatasync
+    runs, and renames its metas in during that barrier only when none is
+    there. A name with one left after all (here: torn metas of a key lost
+    in a power cut) renames after its records are durable, as an overwrite
+    does (FORMAT.md "The meta journal"), so a power cut in that barrier
+    finds every file of the name as it was. STORAGED_TEST_CUT_FILE kills
+    the server inside the barrier, after the work it does there; without
+    the late look's fallback the cut finds the old files replaced."""
+    cut = tmp_path / "cut"
+    srv = storaged(ndrives=8, env={"STORAGED_SYNC_MODE": "file",
+                                   "STORAGED_TEST_CUT_FILE": str(cut)})
+    c = srv.client()  # one attempt
+    c.create_bucket(Bucket="cut")
+    rng = random.Random(29)
+    c.put_object(Bucket="cut", Key="lost", Body=rng.randbytes(SMALL))
+    srv.kill9()
+    ms = metas_of(srv, "cut", "lost")
+    k = ms[0][1][1]
+    for p, _ in ms[:len(ms) - k + 1]:  # fewer than k whole: lost
+        tear(p, rng, cut_only=True)
+    as_after_reboot(srv)
+    srv.start()
+    with pytest.raises(ClientError):
+        c.head_object(Bucket="cut", Key="lost")
+    left = {}
+    for p, _ in ms:
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                left[p] = f.read()
+    assert len(left) == len(ms), "the lost key's metas stay on its drives"
+
+    cut.touch()
+    # a brand-new name: renamed in during its barrier (the cut finds them)
+    with pytest.raises(Exception):
+        c.put_object(Bucket="cut", Key="fresh", Body=rng.randbytes(SMALL))
+    srv.proc.wait(10)
+    assert srv.proc.returncode == -signal.SIGKILL
+    assert len(metas_of(srv, "cut", "fresh")) == len(ms)
+    srv.start()
+    # the lost name: its metas wait for the records' fdatasync
+    with pytest.raises(Exception):
+        c.put_object(Bucket="cut", Key="lost", Body=rng.randbytes(SMALL))
+    srv.proc.wait(10)
+    assert srv.proc.returncode == -signal.SIGKILL
+    for p, data in left.items():
+        with open(p, "rb") as f:
+            assert f.read() == data, ("replaced before its barrier", p)
+    cut.unlink()
+    srv.start()
+    for key in ("fresh", "lost"):
+        v = rng.randbytes(SMALL)
+        c.put_object(Bucket="cut", Key=key, Body=v)
+        assert c.get_object(Bucket="cut", Key=key)["Body"].read() == v, key
+    srv.kill9()
+    srv.start()
+    for key in ("fresh", "lost"):
+        assert c.head_object(Bucket="cut", Key=key)["ContentLength"] == SMALL
