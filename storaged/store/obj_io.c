@@ -32,6 +32,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <uthash.h>
@@ -1520,6 +1521,46 @@ static void unlink_metas(struct stor_store *s, const char *bucket,
     }
 }
 
+/* Writes the journal records @io[0..n) (stor_io_run_sync's results): a
+ * run of records that follow each other in one file (a commit's records
+ * on drives sharing a journal, appended under its lock one after the
+ * other) goes in one pwritev, so the file's time and the write path are
+ * taken once per run instead of once per record. A run written short or
+ * failed is written again a record at a time for each record's own
+ * result (the same bytes at the same offsets). */
+static void jnl_write(struct stor_io *io, size_t n)
+{
+    struct iovec iov[2 * OBJ_MAX_SHARDS];
+
+    for (size_t i = 0, e; i < n; i = e) {
+        size_t total = io[i].len;
+        ssize_t r;
+
+        iov[0] = (struct iovec){.iov_base = io[i].buf, .iov_len = io[i].len};
+        for (e = i + 1;
+             e < n && e - i < CM_ARRAY_SIZE(iov) && io[e].fd == io[i].fd &&
+             io[e].off == io[e - 1].off + io[e - 1].len;
+             e++) {
+            iov[e - i] =
+                (struct iovec){.iov_base = io[e].buf, .iov_len = io[e].len};
+            total += io[e].len;
+        }
+        if (e - i == 1) {
+            stor_io_run_sync(&io[i], 1);
+            continue;
+        }
+        do {
+            r = pwritev(io[i].fd, iov, (int)(e - i), (off_t)io[i].off);
+        } while (r < 0 && errno == EINTR);
+        if (r == (ssize_t)total) {
+            for (size_t k = i; k < e; k++)
+                io[k].res = (ssize_t)io[k].len;
+            continue;
+        }
+        stor_io_run_sync(&io[i], e - i);
+    }
+}
+
 /* Appends the metas of the shards with ok[j] and jn[j] (version
  * @version of @bucket/@id; with @kept, of the version kept in place as
  * HEX.vVERSION-SINCE; else for HEX.m, where @since != 0 ties each record
@@ -1564,8 +1605,9 @@ static int jnl_append(struct stor_store *s, const char *bucket,
         map[nio++] = j;
     }
     /* a few KiB each, buffered into one file: plain pwrites cost less than
-     * io_uring's punt of each to a worker (serialized there anyway) */
-    stor_io_run_sync(io, (size_t)nio);
+     * io_uring's punt of each to a worker (serialized there anyway), and
+     * one pwritev per run of adjacent records less than a pwrite each */
+    jnl_write(io, (size_t)nio);
     for (int i = 0; i < nio; i++)
         if (io[i].res != (ssize_t)io[i].len) {
             if (ok[map[i]])
