@@ -413,17 +413,40 @@ static void settle_prev(struct stor_store *s, const char *bucket,
     }
 }
 
+/* Could version @v of @c be readable (ver_complete) if each of the @off
+ * positions of its set that are offline held a copy of it? */
+static bool ver_maybe_complete(const struct ld_cand *c, const struct ld_ver *v,
+                               int off)
+{
+    const struct stor_meta *m = &v->m;
+
+    if (m->has_inline)
+        return v->count + off >= m->k;
+    for (size_t p = 0; p < m->nparts; p++)
+        if (m->parts[p].size > 0 &&
+            popcount32(file_mask(c, m->parts[p].dataid)) + off < m->k)
+            return false;
+    return true;
+}
+
 /* A versioned overwrite through the journal saves no HEX.p (obj_io.c):
  * its links HEX.vVERSION-SINCE, with an even SINCE, are its copies of the
  * version it replaces. Where some HEX.m (or HEX.p) still holds that
  * version, the overwrite's renames did not all happen (a crash), and each
  * position holding such a link counts as a copy of it, as a HEX.p would
  * (FORMAT.md "Versions"). Never for a version no HEX.m holds: a kept
- * version is not made current again by its links. */
-static void kept_as_copies(struct ld_cand *c)
+ * version is not made current again by its links. Nor while a newer
+ * version could be whole on the drives of the set that are offline: a
+ * HEX.m of the old version is then also what a drive away during an
+ * acknowledged overwrite kept (a stale drive), and the links would roll
+ * that overwrite back and settle_kept would rename over its copies. */
+static void kept_as_copies(struct stor_store *s, struct ld_cand *c)
 {
+    int off = s->set_size - obj_set_online(s, c->set);
+
     for (const struct ld_kept *k = c->kept; k; k = k->next) {
         struct ld_ver *v;
+        bool newer = false;
         uint32_t add;
 
         if ((k->since_ns & 1) || k->dead)
@@ -432,6 +455,12 @@ static void kept_as_copies(struct ld_cand *c)
             ;
         if (v == NULL || v->m.type != STOR_META_OBJECT ||
             !(v->mask_m | v->mask_p))
+            continue;
+        for (const struct ld_ver *w = c->vers; off > 0 && w && !newer;
+             w = w->next)
+            newer = w->version > v->version && w->m.type == STOR_META_OBJECT &&
+                    ver_maybe_complete(c, w, off);
+        if (newer)
             continue;
         add = k->mask & ~v->mask;
         v->count += popcount32(add);
@@ -655,7 +684,7 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
         struct ld_ver *win = NULL, *best = NULL;
 
         if (c->kept)
-            kept_as_copies(c);
+            kept_as_copies(s, c);
         /* newest first */
         for (;;) {
             struct ld_ver *cand = NULL;

@@ -1344,3 +1344,81 @@ def test_versioned_overwrite_failed_after_renames_puts_the_old_one_back(
     srv.start()
     check("after kill -9 and a start")
     check_files("after kill -9 and a start")
+
+
+def _read_meta_version(path):
+    """The version of the meta file at @path (bytes 32-39: meta.c), or
+    None when there is none."""
+    try:
+        with open(path, "rb") as f:
+            h = f.read(40)
+    except FileNotFoundError:
+        return None
+    return struct.unpack("<Q", h[32:40])[0] if len(h) == 40 else None
+
+
+def test_rebuild_with_drives_away_never_rolls_back_an_acked_overwrite(
+        storaged):
+    """A versioned overwrite's links HEX.vVERSION-SINCE count as copies of
+    the version it replaced only while that overwrite may have been cut
+    (FORMAT.md "Versions", obj_load.c kept_as_copies). After an overwrite
+    that was acknowledged while a drive was away (which kept its old
+    HEX.m, a stale drive), a rebuild that starts with two other drives
+    away (more than the code tolerates, but drives that only come back
+    late after a power cut) must not count the links: the newer version
+    may be whole on the drives away. It is not rolled back to the old
+    one, and its meta on the drive that is online is not renamed over;
+    once the drives are back, the rebuild finds it current and whole,
+    and the old one kept."""
+    srv = storaged(ndrives=4, env=JENV, args=["--no-extents"])
+    c = srv.client()
+    c.create_bucket(Bucket="vstale")
+    c.put_bucket_versioning(Bucket="vstale",
+                            VersioningConfiguration={"Status": "Enabled"})
+    rng = random.Random(61)
+    b1, b2 = rng.randbytes(70000), rng.randbytes(70000)
+    v1 = c.put_object(Bucket="vstale", Key="k", Body=b1)["VersionId"]
+    srv.stop()  # a clean stop: the first version durable
+    srv.start()
+    d1, d2, d3, d4 = srv.drives
+    os.rename(d4, d4 + ".away")
+    time.sleep(2.2)  # the probe (every second) marks it offline
+    v2 = c.put_object(Bucket="vstale", Key="k", Body=b2)["VersionId"]
+    assert c.get_object(Bucket="vstale", Key="k")["VersionId"] == v2
+    srv.stop()
+    os.rename(d4 + ".away", d4)
+    ms = dict(metas_of(srv, "vstale", "k"))
+    m3 = [p for p in ms if p.startswith(d3 + os.sep)]
+    m4 = [p for p in ms if p.startswith(d4 + os.sep)]
+    assert len(m3) == 1 and len(m4) == 1, ms
+    assert {i[1] for i in ms.values()} == {2}, ms  # k = 2: 2+2
+    ver2 = _read_meta_version(m3[0])
+    ver1 = _read_meta_version(m4[0])  # d4 missed the overwrite
+    assert ver1 is not None and ver2 is not None and ver1 < ver2
+    index_after_reboot(srv)  # a power cut: the start rebuilds the index
+    os.rename(d1, d1 + ".away")
+    os.rename(d2, d2 + ".away")
+    srv.start()
+    try:
+        cur = c.get_object(Bucket="vstale", Key="k")["VersionId"]
+    except ClientError as e:
+        cur = e.response["Error"]["Code"]  # (NoSuchKey until they are back)
+    assert cur != v1, "rolled back to the version the overwrite replaced"
+    # d3's copy of the newer version is still there
+    assert _read_meta_version(m3[0]) == ver2
+    srv.kill9()  # (a clean stop would make this index trusted)
+    os.rename(d1 + ".away", d1)
+    os.rename(d2 + ".away", d2)
+    index_after_reboot(srv)
+    srv.start()
+    got = c.get_object(Bucket="vstale", Key="k")
+    assert got["VersionId"] == v2
+    assert got["Body"].read() == b2
+    got = c.get_object(Bucket="vstale", Key="k", VersionId=v1)
+    assert got["Body"].read() == b1
+    vs = _versions(c, "vstale")
+    assert sorted(vs["k"][0]) == sorted([(v1, False), (v2, True)]), vs
+    srv.stop()
+    r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
