@@ -413,20 +413,13 @@ static void settle_prev(struct stor_store *s, const char *bucket,
     }
 }
 
-/* Could version @v of @c be readable (ver_complete) if each of the @off
- * positions of its set that are offline held a copy of it? */
-static bool ver_maybe_complete(const struct ld_cand *c, const struct ld_ver *v,
-                               int off)
+/* Could version @v have been acknowledged: would its metas reach its
+ * write quorum if each of the @off positions of its set that are offline
+ * held one? (A commit answers only once that many are in place.) */
+static bool ver_maybe_acked(struct stor_store *s, const struct ld_ver *v,
+                            int off)
 {
-    const struct stor_meta *m = &v->m;
-
-    if (m->has_inline)
-        return v->count + off >= m->k;
-    for (size_t p = 0; p < m->nparts; p++)
-        if (m->parts[p].size > 0 &&
-            popcount32(file_mask(c, m->parts[p].dataid)) + off < m->k)
-            return false;
-    return true;
+    return v->count + off >= obj_write_quorum(s, v->m.k, v->m.m);
 }
 
 /* A versioned overwrite through the journal saves no HEX.p (obj_io.c):
@@ -436,10 +429,12 @@ static bool ver_maybe_complete(const struct ld_cand *c, const struct ld_ver *v,
  * position holding such a link counts as a copy of it, as a HEX.p would
  * (FORMAT.md "Versions"). Never for a version no HEX.m holds: a kept
  * version is not made current again by its links. Nor while a newer
- * version could be whole on the drives of the set that are offline: a
- * HEX.m of the old version is then also what a drive away during an
- * acknowledged overwrite kept (a stale drive), and the links would roll
- * that overwrite back and settle_kept would rename over its copies. */
+ * version may have been acknowledged, with its metas on the drives of the
+ * set that are offline (ver_maybe_acked): a HEX.m of the old version is
+ * then also what a drive away during that overwrite kept (a stale drive),
+ * and the links would roll it back and settle_kept would rename over its
+ * copies. A cut overwrite never reached its quorum: with every drive
+ * online, or fewer away than it lacks, its links count as before. */
 static void kept_as_copies(struct stor_store *s, struct ld_cand *c)
 {
     int off = s->set_size - obj_set_online(s, c->set);
@@ -459,7 +454,7 @@ static void kept_as_copies(struct stor_store *s, struct ld_cand *c)
         for (const struct ld_ver *w = c->vers; off > 0 && w && !newer;
              w = w->next)
             newer = w->version > v->version && w->m.type == STOR_META_OBJECT &&
-                    ver_maybe_complete(c, w, off);
+                    ver_maybe_acked(s, w, off);
         if (newer)
             continue;
         add = k->mask & ~v->mask;

@@ -1370,12 +1370,8 @@ def test_rebuild_with_drives_away_never_rolls_back_an_acked_overwrite(
     one, and its meta on the drive that is online is not renamed over;
     once the drives are back, the rebuild finds it current and whole,
     and the old one kept."""
-    srv = storaged(ndrives=4, env=JENV, args=["--no-extents"])
-    c = srv.client()
-    c.create_bucket(Bucket="vstale")
-    c.put_bucket_versioning(Bucket="vstale",
-                            VersioningConfiguration={"Status": "Enabled"})
-    rng = random.Random(61)
+    srv, c, rng = versioned_store(storaged, "vstale", 61, ndrives=4,
+                                  args=["--no-extents"])
     b1, b2 = rng.randbytes(70000), rng.randbytes(70000)
     v1 = c.put_object(Bucket="vstale", Key="k", Body=b1)["VersionId"]
     srv.stop()  # a clean stop: the first version durable
@@ -1422,3 +1418,43 @@ def test_rebuild_with_drives_away_never_rolls_back_an_acked_overwrite(
     r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_cut_versioned_overwrite_with_a_drive_away_keeps_the_old_one(
+        storaged):
+    """The other side of the rule above: an overwrite cut between its
+    renames (kill -9) whose new version could not have been acknowledged
+    even with a meta on every drive away still has its links counted as
+    copies of the old version when the start rebuilds with a drive away.
+    16 drives (12+4, write quorum 12): the new meta at HEX.m on 10, the old
+    one on 6, one of those 6 away at the rebuild (10 + 1 < 12): the old
+    version is current and whole (its HEX.m alone, 5, would not do)."""
+    srv, c, rng = versioned_store(storaged, "vcut2", 59, args=["--no-extents"])
+    b1, b2 = rng.randbytes(70000), rng.randbytes(70000)
+    v1 = c.put_object(Bucket="vcut2", Key="a", Body=b1)["VersionId"]
+    srv.stop()  # a clean stop: the first version durable
+    srv.start()
+    v2 = c.put_object(Bucket="vcut2", Key="a", Body=b2)["VersionId"]
+    ms = sorted(metas_of(srv, "vcut2", "a"))
+    assert len(ms) == 16 and {i[1] for _, i in ms} == {12}, ms
+    hx = os.path.basename(ms[0][0])[:-2]
+    srv.kill9()
+    # the cut: the renames reached 10 drives, the old meta is still HEX.m
+    # (the same inode as its link) on the other 6
+    for p, _ in ms[:6]:
+        links = glob.glob(os.path.join(os.path.dirname(p), hx + ".v*"))
+        assert len(links) == 1, links
+        os.link(links[0], p + ".t")
+        os.rename(p + ".t", p)
+    gone = [d for d in srv.drives if ms[0][0].startswith(d + os.sep)]
+    assert len(gone) == 1
+    index_after_reboot(srv)  # a rebuild from the drives, no replay
+    os.rename(gone[0], gone[0] + ".away")
+    srv.start()
+    got = c.get_object(Bucket="vcut2", Key="a")
+    assert got["VersionId"] == v1
+    assert got["Body"].read() == b1
+    with pytest.raises(ClientError):
+        c.get_object(Bucket="vcut2", Key="a", VersionId=v2)
+    srv.stop()
+    os.rename(gone[0] + ".away", gone[0])
