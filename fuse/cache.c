@@ -441,6 +441,40 @@ bool fc_cache_contains(struct fc_cache *c, const char *key, const char *etag,
     return b != NULL;
 }
 
+/* Moves READY blocks to another ETag (see header). */
+size_t fc_cache_rekey(struct fc_cache *c, const char *key, const char *from,
+                      const char *to, uint64_t nblocks)
+{
+    size_t moved = 0;
+
+    for (uint64_t i = 0; i < nblocks; i++) {
+        char *fid = block_id(key, from, i), *tid = block_id(key, to, i);
+        struct fc_block *b = NULL, *t = NULL;
+
+        if (fid == NULL || tid == NULL) {
+            free(fid);
+            free(tid);
+            break; /* ENOMEM: the rest is fetched again */
+        }
+        pthread_mutex_lock(&c->lock);
+        HASH_FIND_STR(c->table, fid, b);
+        if (b != NULL)
+            HASH_FIND_STR(c->table, tid, t);
+        if (b != NULL && t == NULL && b->state == FC_BLOCK_READY) {
+            HASH_DEL(c->table, b);
+            free(b->id);
+            b->id = tid;
+            tid = NULL;
+            HASH_ADD_KEYPTR(hh, c->table, b->id, strlen(b->id), b);
+            moved++;
+        }
+        pthread_mutex_unlock(&c->lock);
+        free(fid);
+        free(tid);
+    }
+    return moved;
+}
+
 void fc_cache_mark_prefetch(struct fc_cache *c, struct fc_block *b)
 {
     pthread_mutex_lock(&c->lock);

@@ -88,6 +88,13 @@ void fc_cache_release(struct fc_cache *c, struct fc_block *b);
 /* Whether (key, etag, idx) is present in any state. */
 bool fc_cache_contains(struct fc_cache *c, const char *key, const char *etag,
                        uint64_t idx);
+/* Moves the READY blocks 0..@nblocks-1 of (@key, @from) to (@key, @to),
+ * where none is there yet: this mount copied the object onto itself tied
+ * to version @from, so @to is the same bytes (ops.c, fc_copy_self).
+ * Blocks still LOADING stay where they are (their fetch may fail against
+ * the new version). Returns how many moved. */
+size_t fc_cache_rekey(struct fc_cache *c, const char *key, const char *from,
+                      const char *to, uint64_t nblocks);
 /* Marks @b (claimed by directory prefetch) as prefetched: if it leaves
  * the cache before any reader noted it, its bytes count as wasted. */
 void fc_cache_mark_prefetch(struct fc_cache *c, struct fc_block *b);

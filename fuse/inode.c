@@ -611,6 +611,24 @@ void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io)
     pthread_mutex_unlock(&t->lock);
 }
 
+/* Version @from is now @to (see header). */
+void fc_itab_adopt_etag(struct fc_itab *t, const char *key, struct fc_inode *in,
+                        const char *from, const char *to)
+{
+    struct fc_note *n;
+
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND_STR(t->notes, key, n);
+    if (n != NULL && n->exists && fc_s3_etag_equal(n->a.etag, from))
+        snprintf(n->a.etag, sizeof(n->a.etag), "%s", to);
+    if (in != NULL && fc_s3_etag_equal(in->etag, from))
+        etag_store(in, to);
+    if (in != NULL && in->op != NULL &&
+        fc_s3_etag_equal(in->op->kept_etag, from))
+        snprintf(in->op->kept_etag, sizeof(in->op->kept_etag), "%s", to);
+    pthread_mutex_unlock(&t->lock);
+}
+
 /* Counts write handles and their size (see header). */
 void fc_inode_write_note(struct fc_itab *t, struct fc_inode *in, int delta,
                          uint64_t size)

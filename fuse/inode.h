@@ -195,6 +195,12 @@ void fc_inode_open_version(struct fc_itab *t, struct fc_inode *in,
                            bool *direct_io, bool *inval_attr);
 /* Ends an open registered by fc_inode_open. */
 void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io);
+/* This mount copied @key onto itself tied to version @from, which is now
+ * @to with the same bytes: its note (fc_itab_note), and the attributes of
+ * @key's live inode @in (NULL: none) and the version its page cache holds,
+ * take @to where they name @from (ops.c, fc_copy_self). */
+void fc_itab_adopt_etag(struct fc_itab *t, const char *key, struct fc_inode *in,
+                        const char *from, const char *to);
 /* A write handle of @in opened (@delta 1), closed (-1) or wrote (0):
  * while any is open, attribute replies carry @size and the time of the
  * last write, and revalidation asks S3 nothing. */

@@ -100,9 +100,11 @@ static uint32_t dirkey_hash(const char *dirkey)
 
 /* An open file: the version it reads and its reader state. */
 struct fc_fh {
-    struct fc_inode *in;    /* borrowed: the kernel holds it while open */
-    char etag[FC_ETAG_MAX]; /* pinned at open */
-    uint64_t size;          /* size of that version */
+    struct fc_inode *in; /* borrowed: the kernel holds it while open */
+    /* pinned at open; changed only by fc_copy_self (this mount copied the
+     * object onto itself: the same bytes under a new ETag); rs.lock */
+    char etag[FC_ETAG_MAX];
+    uint64_t size; /* size of that version */
     struct fc_rstate rs;
     bool registered;           /* counted by fc_inode_open */
     bool direct;               /* opened direct_io (see fc_inode_open) */
@@ -1194,6 +1196,167 @@ static void fc_op_open(fuse_req_t req, fuse_ino_t ino,
         fh_free(fs, fh);
 }
 
+/* Copies @fh's pinned ETag to @etag (FC_ETAG_MAX bytes). */
+static void fh_etag(struct fc_fh *fh, char *etag)
+{
+    pthread_mutex_lock(&fh->rs.lock);
+    memcpy(etag, fh->etag, FC_ETAG_MAX);
+    pthread_mutex_unlock(&fh->rs.lock);
+}
+
+/* Copies onto itself that this mount has under way (fc_copy_self), each
+ * on its caller's stack: a read that failed meanwhile waits for them. */
+struct self_copy {
+    const char *key;
+    struct self_copy *next;
+};
+static pthread_mutex_t g_copy_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_copy_cv = PTHREAD_COND_INITIALIZER;
+static struct self_copy *g_copies; /* protected by g_copy_lock */
+
+/* A read of @fh pinned to @etag failed with EIO: was that version copied
+ * onto itself here (fc_copy_self), its handles moved to the new ETag? A
+ * GET sent before that move may have met the copy (412). Waits for this
+ * key's copies under way, then says whether @fh's ETag changed, and copies
+ * the new one to @etag. */
+static bool fh_adopted(struct fc_fh *fh, char *etag)
+{
+    const char *key = fh->in->key;
+    char now[FC_ETAG_MAX];
+    bool busy;
+
+    pthread_mutex_lock(&g_copy_lock);
+    do {
+        busy = false;
+        for (struct self_copy *c = g_copies; c != NULL && !busy; c = c->next)
+            busy = strcmp(c->key, key) == 0;
+        if (busy)
+            pthread_cond_wait(&g_copy_cv, &g_copy_lock);
+    } while (busy);
+    pthread_mutex_unlock(&g_copy_lock);
+    fh_etag(fh, now);
+    if (strcmp(now, etag) == 0)
+        return false;
+    memcpy(etag, now, FC_ETAG_MAX);
+    return true;
+}
+
+/* @key's version @from is now @to, the same bytes (fc_copy_self): the
+ * blocks cached under @from (@size bytes), this mount's note of @key, the
+ * live inode (attributes, the version its page cache holds) and the open
+ * handles pinned to @from take @to. Other versions' handles keep theirs: they
+ * still get EIO. */
+static void adopt_etag(struct fc_fs *fs, const char *key, const char *from,
+                       const char *to, uint64_t size)
+{
+    uint64_t bs = fs->o.block_size;
+    struct fc_inode *in = NULL;
+    struct fc_attr a;
+    double t;
+
+    if (fs->cache != NULL && size > 0 && bs > 0)
+        (void)fc_cache_rekey(fs->cache, key, from, to, (size + bs - 1) / bs);
+    if (fc_itab_cached_attr(fs->itab, key, &a, &t))
+        in = fc_inode_lookup(fs->itab, key, NULL, 0);
+    fc_itab_adopt_etag(fs->itab, key, in, from, to);
+    if (in == NULL)
+        return;
+    pthread_mutex_lock(&g_fh_lock);
+    for (struct fc_fh *fh = g_fhs; fh != NULL; fh = fh->next) {
+        if (fh->in != in)
+            continue;
+        pthread_mutex_lock(&fh->rs.lock);
+        if (fh->etag[0] != '\0' && fc_s3_etag_equal(fh->etag, from))
+            snprintf(fh->etag, sizeof(fh->etag), "%s", to);
+        pthread_mutex_unlock(&fh->rs.lock);
+    }
+    pthread_mutex_unlock(&g_fh_lock);
+    fc_inode_forget(fs->itab, in->ino, 1);
+}
+
+/* Whether the server honours x-amz-copy-source-if-match on CopyObject:
+ * 0 not known yet, 1 yes (storaged, AWS), -1 no (Ceph RGW 16.2 and
+ * s3rver copy whatever they find). Learnt by the first tied CopyObject. */
+static atomic_int g_copy_cond;
+
+/* A CopyObject of @key onto itself tied to version @known, on a server
+ * that may ignore the condition: the first one carries an ETag no object
+ * has. A 412 says the server checks (then the tied copy is made); a copy
+ * says it does not, and that copy, of whatever version is there, is the
+ * untied copy made on such a server anyway (nobody adopts its ETag).
+ * fc_s3_copy_sized_if's returns. */
+static int copy_tied(struct fc_fs *fs, const char *key, uint64_t size,
+                     const struct fc_s3_meta *m, const char *known,
+                     char *copied, char *etag)
+{
+    int ret, cond = atomic_load(&g_copy_cond);
+
+    if (size > FC_S3_COPY_MAX || cond > 0)
+        return fc_s3_copy_sized_if(fs->s3, key, key, size, m, known, copied,
+                                   etag); /* above 5 GiB: checked here */
+    if (cond < 0)
+        return fc_s3_copy_sized_if(fs->s3, key, key, size, m, NULL, copied,
+                                   etag);
+    ret = fc_s3_copy_sized_if(fs->s3, key, key, size, m,
+                              "\"ecfs-probe-no-such-etag\"", copied, etag);
+    if (ret == 0) {
+        cm_log(CM_LOG_WARN, 0,
+               "ecfs: the server ignores x-amz-copy-source-if-match on "
+               "CopyObject: a chmod/chown/utimens of an object uploaded in "
+               "parts fails the reads of files open on it (EIO)");
+        atomic_store(&g_copy_cond, -1);
+        copied[0] = '\0';
+        return 0;
+    }
+    if (ret != -ESTALE)
+        return ret;
+    cm_log(CM_LOG_INFO, 0,
+           "ecfs: the server honours x-amz-copy-source-if-match on "
+           "CopyObject (the 412 above was a probe)");
+    atomic_store(&g_copy_cond, 1);
+    return fc_s3_copy_sized_if(fs->s3, key, key, size, m, known, copied, etag);
+}
+
+/* Stores attributes @m of file @key (@size bytes) by a copy onto itself
+ * (see ops.h). */
+int fc_copy_self(struct fc_fs *fs, const char *key, uint64_t size,
+                 const struct fc_s3_meta *m, const char *known, char *etag)
+{
+    struct self_copy me = {.key = key};
+    char copied[FC_ETAG_MAX];
+    int ret;
+
+    pthread_mutex_lock(&g_copy_lock);
+    me.next = g_copies;
+    g_copies = &me;
+    pthread_mutex_unlock(&g_copy_lock);
+    if (known != NULL && known[0] != '\0')
+        ret = copy_tied(fs, key, size, m, known, copied, etag);
+    else
+        ret =
+            fc_s3_copy_sized_if(fs->s3, key, key, size, m, NULL, copied, etag);
+    if (ret == -ESTALE && known != NULL && known[0] != '\0') {
+        /* another client's version: the attributes go onto it, as
+         * they always did, and no handle takes its ETag (theirs read
+         * EIO, the change is theirs to see) */
+        ret =
+            fc_s3_copy_sized_if(fs->s3, key, key, size, m, NULL, copied, etag);
+    }
+    if (ret == 0 && copied[0] != '\0' && etag[0] != '\0' &&
+        !fc_s3_etag_equal(copied, etag))
+        adopt_etag(fs, key, copied, etag, size);
+    pthread_mutex_lock(&g_copy_lock);
+    for (struct self_copy **pp = &g_copies; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == &me) {
+            *pp = me.next;
+            break;
+        }
+    }
+    pthread_cond_broadcast(&g_copy_cv);
+    pthread_mutex_unlock(&g_copy_lock);
+    return ret;
+}
+
 /* Valid replies: fuse_reply_buf, fuse_reply_iov, fuse_reply_data,
  * fuse_reply_err */
 static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -1206,7 +1369,7 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     struct fc_attr a;
     struct fc_rstate *rs;
     struct fc_rpin pin;
-    char *buf;
+    char *buf, etag[FC_ETAG_MAX];
     ssize_t n;
 
     if (ino == FC_STATS_INO) {
@@ -1250,7 +1413,8 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         rs = &fh->rs;
     } else if (fh != NULL) {
         in = fh->in;
-        o.etag = fh->etag;
+        fh_etag(fh, etag);
+        o.etag = etag;
         o.size = fh->size;
         rs = &fh->rs;
     } else {
@@ -1271,6 +1435,8 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     o.key = in->key;
     /* the reply is written straight from the cache blocks (no copy) */
     n = fc_read_pin(fs, &o, rs, (uint64_t)off, size, &pin);
+    if (n == -EIO && o.etag == etag && fh_adopted(fh, etag))
+        n = fc_read_pin(fs, &o, rs, (uint64_t)off, size, &pin);
     if (n >= 0) {
         /* without direct_io the bytes now sit in the page cache */
         if (fuse_reply_iov(req, pin.iov, (int)pin.n) == 0 &&
@@ -1290,6 +1456,8 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     n = fc_read(fs, &o, rs, (uint64_t)off, size, buf);
+    if (n == -EIO && o.etag == etag && fh_adopted(fh, etag))
+        n = fc_read(fs, &o, rs, (uint64_t)off, size, buf);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else
@@ -1647,7 +1815,7 @@ static int set_meta_big(struct fc_fs *fs, struct fc_inode *in,
     int ret;
 
     (void)fc_write_meta_take(fs, in->key, NULL);
-    ret = fc_s3_copy_sized(fs->s3, in->key, in->key, a->size, m, etag);
+    ret = fc_copy_self(fs, in->key, a->size, m, NULL, etag);
     if (ret < 0) {
         cm_log(CM_LOG_WARN, -ret,
                "ecfs: %s: chmod/chown/utimens not stored (a copy onto "

@@ -1591,11 +1591,14 @@ int fc_s3_copy(struct fc_s3 *s, const char *src, const char *dst, char *etag)
     return fc_s3_copy_meta(s, src, dst, NULL, etag);
 }
 
-/* CopyObject with new attributes (see header). */
-int fc_s3_copy_meta(struct fc_s3 *s, const char *src, const char *dst,
-                    const struct fc_s3_meta *m, char *etag)
+/* CopyObject of @src to @dst with attributes @m (NULL: the source's),
+ * only while @src is version @if_match (NULL or "": any; a 412 is
+ * -ESTALE). 0 and the new ETag in @etag, or -errno. */
+static int s3_copy_object(struct fc_s3 *s, const char *src, const char *dst,
+                          const struct fc_s3_meta *m, const char *if_match,
+                          char *etag)
 {
-    struct cm_kv h[FC_META_NHDR + 2];
+    struct cm_kv h[FC_META_NHDR + 3];
     char mb[4][32];
     struct s3_req r = {.method = "PUT", .hdr = h};
     struct cm_buf cs, body;
@@ -1608,9 +1611,14 @@ int fc_s3_copy_meta(struct fc_s3 *s, const char *src, const char *dst,
         ret = -ENOMEM;
         goto out;
     }
-    /* sorted for SigV4: x-amz-copy-source, x-amz-meta-*,
-     * x-amz-metadata-directive */
+    /* sorted for SigV4: x-amz-copy-source, x-amz-copy-source-if-match,
+     * x-amz-meta-*, x-amz-metadata-directive */
     h[nh++] = (struct cm_kv){"x-amz-copy-source", 17, cs.data, cs.len};
+    if (if_match != NULL && if_match[0] != '\0') {
+        h[nh++] = (struct cm_kv){"x-amz-copy-source-if-match", 26, if_match,
+                                 strlen(if_match)};
+        r.cond = true;
+    }
     if (m != NULL) { /* else the source's metadata is copied */
         nh = meta_headers(m, h, nh, mb);
         h[nh++] = (struct cm_kv){"x-amz-metadata-directive", 24, "REPLACE", 7};
@@ -1623,6 +1631,13 @@ out:
     cm_buf_fini(&cs);
     cm_buf_fini(&body);
     return ret;
+}
+
+/* CopyObject with new attributes (see header). */
+int fc_s3_copy_meta(struct fc_s3 *s, const char *src, const char *dst,
+                    const struct fc_s3_meta *m, char *etag)
+{
+    return s3_copy_object(s, src, dst, m, NULL, etag);
 }
 
 /* Whether @src is still the version @etag (a HEAD). 0, -ESTALE (another
@@ -1646,17 +1661,34 @@ static int s3_still_same(struct fc_s3 *s, const char *src, const char *etag)
 int fc_s3_copy_sized(struct fc_s3 *s, const char *src, const char *dst,
                      uint64_t size, const struct fc_s3_meta *m, char *etag)
 {
+    return fc_s3_copy_sized_if(s, src, dst, size, m, NULL, NULL, etag);
+}
+
+/* Server-side copy tied to a version (see header). */
+int fc_s3_copy_sized_if(struct fc_s3 *s, const char *src, const char *dst,
+                        uint64_t size, const struct fc_s3_meta *m,
+                        const char *if_match, char *copied, char *etag)
+{
     uint64_t part = CM_MAX((uint64_t)1 << 30, (size + 9999) / 10000);
     char *id = NULL, *etags, src_etag[FC_ETAG_MAX];
     unsigned n = (unsigned)((size + part - 1) / part);
     int ret;
 
-    if (size <= FC_S3_COPY_MAX)
-        return fc_s3_copy_meta(s, src, dst, m, etag);
+    if (copied != NULL)
+        copied[0] = '\0';
+    if (size <= FC_S3_COPY_MAX) {
+        ret = s3_copy_object(s, src, dst, m, if_match, etag);
+        if (ret == 0 && copied != NULL && if_match != NULL)
+            snprintf(copied, FC_ETAG_MAX, "%s", if_match);
+        return ret;
+    }
     etags = calloc(n, FC_ETAG_MAX);
     if (etags == NULL)
         return -ENOMEM;
     ret = s3_copy_upload_create(s, src, size, dst, m, &id, src_etag);
+    if (ret == 0 && if_match != NULL && if_match[0] != '\0' &&
+        !fc_s3_etag_equal(src_etag, if_match))
+        ret = -ESTALE; /* another version than the caller's */
     /* every part copies the version HEADed: one overwritten meanwhile
      * fails the part (412: -ESTALE) instead of mixing two versions */
     for (unsigned i = 0; ret == 0 && i < n; i++) {
@@ -1678,6 +1710,8 @@ int fc_s3_copy_sized(struct fc_s3 *s, const char *src, const char *dst,
         ret = fc_s3_mpu_complete(s, dst, id, etags, n, etag);
     if (ret < 0 && id != NULL && fc_s3_mpu_abort(s, dst, id) < 0)
         cm_log(CM_LOG_WARN, 0, "ecfs: %s: copy upload %s left behind", dst, id);
+    if (ret == 0 && copied != NULL)
+        snprintf(copied, FC_ETAG_MAX, "%s", src_etag);
     free(id);
     free(etags);
     return ret;

@@ -251,6 +251,19 @@ CM_MUST_CHECK int fc_s3_copy_meta(struct fc_s3 *s, const char *src,
 CM_MUST_CHECK int fc_s3_copy_sized(struct fc_s3 *s, const char *src,
                                    const char *dst, uint64_t size,
                                    const struct fc_s3_meta *m, char *etag);
+/* fc_s3_copy_sized, tied to version @if_match of @src (NULL or "": any):
+ * up to 5 GiB the CopyObject carries x-amz-copy-source-if-match, above
+ * the HEAD must find that ETag; another version is -ESTALE (nothing
+ * copied). @copied (FC_ETAG_MAX bytes, or NULL) gets the ETag of the
+ * version the copy is tied to: @if_match, or above 5 GiB the one HEADed;
+ * "" for a CopyObject without condition (it copies whatever it finds).
+ * A copy of @src onto itself that names a version there is that version's
+ * bytes under the new ETag (ops.c, fc_copy_self). */
+CM_MUST_CHECK int fc_s3_copy_sized_if(struct fc_s3 *s, const char *src,
+                                      const char *dst, uint64_t size,
+                                      const struct fc_s3_meta *m,
+                                      const char *if_match, char *copied,
+                                      char *etag);
 
 /* Appends "get=N head=N list=N ..." (one line, NUL-terminated) to @out of
  * @cap bytes; returns the length written (snprintf semantics). */

@@ -50,6 +50,7 @@
 #include "fuse/dcache.h"
 #include "fuse/fs.h"
 #include "fuse/inode.h"
+#include "fuse/ops.h"
 #include "fuse/read.h"
 #include "fuse/s3.h"
 
@@ -417,7 +418,18 @@ static void meta_store(struct fc_fs *fs, const char *key,
         dm.dirattrs = 1;
     }
     m = &dm;
-    ret = fc_s3_copy_sized(fs->s3, key, key, size, m, etag);
+    if (kl > 0 && key[kl - 1] != '/') {
+        /* a file: tied to the version this mount knows, so that its open
+         * handles and cached blocks may take the copy's ETag (a
+         * multipart-made object gets a new one) */
+        struct fc_attr a;
+        double t;
+        if (!fc_itab_cached_attr(fs->itab, key, &a, &t) || a.is_dir)
+            a.etag[0] = '\0';
+        ret = fc_copy_self(fs, key, size, m, a.etag, etag);
+    } else {
+        ret = fc_s3_copy_sized(fs->s3, key, key, size, m, etag);
+    }
 
     if (ret == -ENOENT && kl > 0 && key[kl - 1] == '/') {
         struct fc_attr a;

@@ -12,13 +12,21 @@ what test_fuse_soak.py's overwrite variant finds by chance):
   kernel still caches (attr_timeout): the new bytes at the old length;
 - while a page-cache handle of one version is open, an attribute reply that
   saw another version must not set the kernel's size: it cut that handle's
-  reads to EOF at the other version's size."""
+  reads to EOF at the other version's size;
+- a chmod/chown/touch made through the mount is a copy of the object onto
+  itself, which gives a multipart-made object a new ETag (its bytes are the
+  same): handles opened before it keep reading, with no EIO, and the blocks
+  already cached serve them; an overwrite by another client before or after
+  that copy still fails their reads with EIO."""
 
 import errno
 import os
+import time
 import uuid
 
 import pytest
+
+from conftest import mpu_one_part
 
 
 SIZE = 1 << 20
@@ -177,3 +185,149 @@ def test_attr_reply_of_other_version_does_not_cut_open_file(one, ecfs_mount,
     assert os.stat(p).st_size == len(new)
     with open(p, "rb") as f:
         assert f.read() == new
+
+
+def wait_meta(c, bucket, key, name, value, timeout=10):
+    """Waits until the object carries x-amz-meta-NAME: VALUE (the mount's
+    janitor stores attributes a second after the call); returns its
+    HEAD."""
+    deadline = time.monotonic() + timeout
+    while True:
+        h = c.head_object(Bucket=bucket, Key=key)
+        if h["Metadata"].get(name) == value:
+            return h
+        assert time.monotonic() < deadline, h["Metadata"]
+        time.sleep(0.1)
+
+
+def change_meta(p, how):
+    """chmod, chown (to the same owner: still a stored change, as
+    ``chown -R``'s) or touch of @p; returns the x-amz-meta-* name and value
+    it stores."""
+    if how == "chmod":
+        os.chmod(p, 0o640)
+        return "mode", str(0o100640)
+    if how == "chown":
+        os.chmod(p, 0o600)
+        os.chown(p, os.getuid(), os.getgid())
+        return "mode", str(0o100600)
+    os.utime(p, (1500000000, 1500000000))
+    return "mtime", "1500000000"
+
+
+@pytest.mark.parametrize("ttl", ["ttl0", "ttl60"])
+@pytest.mark.parametrize("how", ["chmod", "chown", "touch"])
+@pytest.mark.parametrize("made", ["multipart", "put"])
+def test_own_metadata_change_keeps_open_reads(one, ecfs_mount, made, how,
+                                              ttl):
+    """chmod -R / chown -R / touch / rsync -a over a tree that a loader or
+    cp reads: the copy onto itself that stores the attributes changes a
+    multipart-made object's ETag (storaged: "md5-1" becomes the plain MD5;
+    a single PUT's stays), and a handle opened before it read EIO. This
+    mount made the copy, conditioned on the ETag it knew: the bytes are the
+    same, so its handles and cached blocks take the new ETag. ttl60: the
+    default list_ttl, where nothing HEADs the object again, so a later
+    open pins the ETag the mount holds for it."""
+    srv, c, bucket = one
+    if made == "multipart":
+        mpu_one_part(c, bucket, "f.bin", body(0))
+    etag0 = c.head_object(Bucket=bucket, Key="f.bin")["ETag"]
+    ttl_opts = [] if ttl == "ttl0" else ["list_ttl=60", "attr_timeout=1"]
+    m = mount(srv, ecfs_mount, bucket, ["read_ahead_kb=16"] + ttl_opts)
+    p = os.path.join(m.path, "f.bin")
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        # block 0 in ecfs's block cache, 16 KiB of it in the page cache
+        assert os.pread(fd, 4096, 0) == body(0)[:4096]
+        name, value = change_meta(p, how)
+        h = wait_meta(c, bucket, "f.bin", name, value)
+        if made == "multipart":
+            assert h["ETag"] != etag0  # the case this test is about
+        fetched = m.stats()["bytes"]
+        got = b""
+        while len(got) < SIZE - 4096:
+            chunk = os.pread(fd, 64 * 1024, 4096 + len(got))
+            assert chunk, len(got)
+            got += chunk
+        assert got == body(0)[4096:]
+        # block 0 came from the cache under the new ETag: only the other
+        # blocks were fetched (readahead_max=0, whole_max=0)
+        assert m.stats()["bytes"] - fetched == SIZE - BLOCK
+    finally:
+        os.close(fd)
+    with open(p, "rb") as f:
+        assert f.read() == body(0)
+    assert m.stats()["etag_mismatch"] == 0
+    st = os.stat(p)
+    if how == "touch":
+        assert st.st_mtime == 1500000000
+    else:
+        assert oct(st.st_mode) == oct(int(value))
+
+
+@pytest.mark.parametrize("when", ["before_copy", "after_copy"])
+@pytest.mark.parametrize("made", ["multipart", "put"])
+def test_overwrite_around_own_metadata_copy_is_eio(s3_backend, ecfs_mount,
+                                                   made, when):
+    """An overwrite by another client is still detected by the handles
+    opened before it, whether it lands between the chmod and the mount's
+    copy onto itself (the copy, conditioned on the ETag the mount knew,
+    fails; the attributes then go onto the new version, as before, and no
+    handle takes its ETag) or after that copy. On every server: Ceph RGW
+    16.2 and s3rver ignore the CopyObject condition (the copy copies the
+    other client's bytes), so there no copy may count as tied."""
+    srv, c = s3_backend, s3_backend.s3
+    bucket = s3_backend.new_bucket()
+    if made == "multipart":
+        mpu_one_part(c, bucket, "f.bin", body(0))
+    else:
+        c.put_object(Bucket=bucket, Key="f.bin", Body=body(0))
+    m = mount(srv, ecfs_mount, bucket, ["read_ahead_kb=16"])
+    p = os.path.join(m.path, "f.bin")
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        assert os.pread(fd, 4096, 0) == body(0)[:4096]
+        os.chmod(p, 0o640)
+        if when == "before_copy":
+            # the janitor copies a second after the call
+            c.put_object(Bucket=bucket, Key="f.bin", Body=body(1))
+            wait_meta(c, bucket, "f.bin", "mode", str(0o100640))
+        else:
+            wait_meta(c, bucket, "f.bin", "mode", str(0o100640))
+            c.put_object(Bucket=bucket, Key="f.bin", Body=body(1))
+        # every block but the first is fetched now: the new version's
+        # bytes must never come back
+        for off in range(BLOCK, SIZE, BLOCK):
+            with pytest.raises(OSError) as ei:
+                os.pread(fd, 4096, off)
+            assert ei.value.errno == errno.EIO, off
+    finally:
+        os.close(fd)
+    assert m.stats()["etag_mismatch"] >= 1
+    with open(p, "rb") as f:
+        assert f.read() == body(1)
+    if when == "before_copy":
+        # the attributes went onto the other client's version
+        h = c.head_object(Bucket=bucket, Key="f.bin")
+        assert h["Metadata"].get("mode") == str(0o100640)
+
+
+@pytest.mark.parametrize("how", ["chmod", "touch"])
+def test_open_after_own_metadata_change_reads(one, ecfs_mount, how):
+    """With the default list_ttl nothing HEADs the file again for a minute
+    after a chmod or touch through the mount: an open then pins the ETag
+    the mount holds, which the copy onto itself replaced (a multipart-made
+    object). That open read EIO (cat after chmod -R), even with no handle
+    open during the chmod."""
+    srv, c, bucket = one
+    mpu_one_part(c, bucket, "f.bin", body(0))
+    m = mount(srv, ecfs_mount, bucket, ["list_ttl=60", "attr_timeout=1"])
+    p = os.path.join(m.path, "f.bin")
+    with open(p, "rb") as f:
+        assert f.read(4096) == body(0)[:4096]
+    name, value = change_meta(p, how)
+    wait_meta(c, bucket, "f.bin", name, value)
+    time.sleep(1.2)  # attr_timeout: the kernel looks the name up again
+    with open(p, "rb") as f:
+        assert f.read() == body(0)
+    assert m.stats()["etag_mismatch"] == 0

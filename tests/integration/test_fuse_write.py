@@ -1358,8 +1358,9 @@ def test_commit_stands_when_attribute_copy_fails(s3rver, ecfs_mount,
 
 class _FakeStore(http.server.BaseHTTPRequestHandler):
     """Just enough S3 for a rename of objects too large to make here (a
-    fake: object sizes and ETags, no bytes): ListObjectsV2 with "/",
-    HEAD, CopyObject, multipart create/UploadPartCopy/complete/abort,
+    fake: object sizes and ETags; byte i of every object is i % 251, made
+    up at each GET, recorded in server.gets): ListObjectsV2 with "/",
+    HEAD, GET (Range, If-Match), CopyObject, multipart create/UploadPartCopy/complete/abort,
     DELETE. Every modifying request is recorded in server.log. An object
     is (size, etag) or (size, etag, headers): HEAD answers those headers
     (x-amz-meta-*, Content-Type); CreateMultipartUpload's x-amz-meta-* and
@@ -1438,7 +1439,30 @@ class _FakeStore(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(size))
             self.end_headers()
             return None
-        return self.reply(403, b"<Error><Code>AccessDenied</Code></Error>")
+        return self.get_bytes(size, hdr)
+
+    # every object's bytes: byte i is _BYTES[i % 251]
+    _BYTES = bytes(range(251))
+
+    def get_bytes(self, size, hdr):
+        """A GET (with Range, and If-Match when sent) of an object whose
+        byte i is i % 251: 412 when If-Match names another version."""
+        cond = self.headers.get("If-Match")
+        if cond is not None and cond != hdr["ETag"]:
+            self.server.gets.append(("412", cond))
+            return self.reply(412, b"<Error><Code>PreconditionFailed"
+                              b"</Code></Error>")
+        a, b = 0, size - 1
+        rng = self.headers.get("Range")
+        if rng:
+            a, _, b = rng.split("=")[1].partition("-")
+            a, b = int(a), min(int(b), size - 1)
+        self.server.gets.append((a, b))
+        n = b - a + 1
+        data = (self._BYTES * (n // 251 + 2))[a % 251:a % 251 + n]
+        return self.reply(206 if rng else 200, data,
+                          hdr=dict(hdr, **{"Content-Range": "bytes %d-%d/%d"
+                                           % (a, b, size)}))
 
     def do_PUT(self):
         key, q, body = self.parse()
@@ -1533,7 +1557,7 @@ def _fake_server(part_delay):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeStore)
     srv.daemon_threads = True
     srv.objs, srv.log, srv.part_sizes, srv.part_times = {}, [], {}, []
-    srv.posts, srv.uploads, srv.part_copies = [], {}, []
+    srv.posts, srv.uploads, srv.part_copies, srv.gets = [], {}, [], []
     srv.on_part_copy, srv.ignore_if_match = None, False
     srv.mu = threading.Lock()
     srv.inflight = srv.max_inflight = 0
@@ -1688,6 +1712,57 @@ def test_metadata_over_5gib_is_stored(ecfs_mount):
         srv.server_close()
 
 
+def test_metadata_over_5gib_keeps_open_reads(ecfs_mount):
+    """A chmod/touch of an object over 5 GiB is a multipart copy onto
+    itself tied to the version HEADed: a new ETag for the same bytes. A
+    handle opened before it read EIO afterwards (If-Match of the old ETag:
+    412); now it takes the new ETag and reads on, as do new opens. A handle
+    of a version the copy was not tied to (another client overwrote the
+    object after the open) still reads EIO."""
+    srv = _fake_server(part_delay=0)
+    big = (5 << 30) + 1
+    srv.objs = {"big": (big, "b-1"), "other": (big, "o-1")}
+    cyc = bytes(range(251))
+
+    def want(off, n):
+        return (cyc * (n // 251 + 2))[off % 251:off % 251 + n]
+
+    try:
+        m = _fake_mount(ecfs_mount, srv)
+        p, q = os.path.join(m.path, "big"), os.path.join(m.path, "other")
+        fd, fq = os.open(p, os.O_RDONLY), os.open(q, os.O_RDONLY)
+        try:
+            assert os.pread(fd, 4096, 0) == want(0, 4096)
+            assert os.pread(fq, 4096, 0) == want(0, 4096)
+            os.chmod(p, 0o600)
+            os.utime(p, (1500000000, 1500000000))
+            assert srv.objs["big"][1] not in ("b-1", ""), srv.objs
+            assert srv.objs["big"][2].get("x-amz-meta-mtime") == "1500000000"
+            for off in (3 << 30, big - 4000, 1 << 20):
+                assert os.pread(fd, 4096, off) == want(off, min(4096,
+                                                                big - off))
+            # another client's new version of "other" (same size), then a
+            # chmod here: that copy is tied to the new version, which the
+            # open handle never read: it still gets EIO
+            srv.objs["other"] = (big, "o-2")
+            os.chmod(q, 0o600)
+            with pytest.raises(OSError) as ei:
+                os.pread(fq, 4096, 2 << 30)
+            assert ei.value.errno == errno.EIO
+        finally:
+            os.close(fd)
+            os.close(fq)
+        with open(p, "rb") as f:
+            f.seek(4 << 30)
+            assert f.read(8192) == want(4 << 30, 8192)
+        # the only GETs refused were the other version's
+        refused = [g for g in srv.gets if g[0] == "412"]
+        assert refused and set(refused) == {("412", '"o-1"')}, srv.gets
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 @pytest.mark.parametrize("ignored", [False, True],
                          ids=["condition", "condition_ignored"])
 def test_copy_over_5gib_fails_when_the_source_changes(ecfs_mount, ignored):
@@ -1748,6 +1823,37 @@ def test_copy_over_5gib_fails_when_the_source_changes(ecfs_mount, ignored):
         srv.server_close()
 
 
+def test_copy_object_if_match_on_every_server(s3_backend):
+    """What the janitor's attribute store relies on (fc_copy_self): a
+    CopyObject of an object onto itself with x-amz-copy-source-if-match
+    copies while the source's ETag matches and answers 412 once another
+    client overwrote it, so the mount lets its open handles take the
+    copy's ETag only for the bytes they pinned. storaged does; Ceph RGW
+    16.2 and s3rver ignore the condition (the stale ETag still copies),
+    which the mount's probe finds (fc_copy_self): there it ties no copy."""
+    from botocore.exceptions import ClientError
+    s3, b = s3_backend.s3, s3_backend.new_bucket()
+    src = {"Bucket": b, "Key": "f"}
+    e1 = s3.put_object(Bucket=b, Key="f", Body=b"one" * 1000)["ETag"]
+
+    def copy(etag):
+        return s3.copy_object(Bucket=b, Key="f", CopySource=src,
+                              CopySourceIfMatch=etag,
+                              Metadata={"mode": "33184"},
+                              MetadataDirective="REPLACE")
+    c1 = copy(e1)["CopyObjectResult"]["ETag"]
+    assert s3.head_object(Bucket=b, Key="f")["Metadata"]["mode"] == "33184"
+    s3.put_object(Bucket=b, Key="f", Body=b"two" * 1000)
+    if s3_backend.kind in ("rgw", "s3rver"):
+        assert copy(c1)  # the quirk: another version copied
+        return
+    with pytest.raises(ClientError) as ei:
+        copy(c1)
+    assert ei.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412, \
+        ei.value.response
+    assert s3.get_object(Bucket=b, Key="f")["Body"].read() == b"two" * 1000
+
+
 def test_part_copy_if_match_on_every_server(s3_backend):
     """What a copy over 5 GiB relies on (fc_s3_copy_sized): UploadPartCopy
     with x-amz-copy-source-if-match copies while the source's ETag
@@ -1778,8 +1884,8 @@ def test_part_copy_if_match_on_every_server(s3_backend):
                            Body=os.urandom(PART + 7))["ETag"]
         assert e2 != e1
         if s3_backend.kind == "rgw":
-            # RGW 16.2 ignores the condition on UploadPartCopy (CopyObject
-            # honours it): the stale ETag still copies, which is why
+            # RGW 16.2 ignores the condition on UploadPartCopy (and on
+            # CopyObject): the stale ETag still copies, which is why
             # fc_s3_copy_sized HEADs the source again before Complete
             assert part(2, "bytes=%d-%d" % (PART, PART + 6), e1)
             return

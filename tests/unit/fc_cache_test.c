@@ -252,6 +252,55 @@ static void test_owner_then_hit(void **state)
     fc_cache_destroy(c);
 }
 
+/* fc_cache_rekey moves READY blocks of one ETag to another (a copy onto
+ * itself made by the mount: the same bytes): held ones too, never a LOADING
+ * one nor over a block already there; the old identity is then free. */
+static void test_rekey(void **state)
+{
+    struct fc_cache *c;
+    struct fc_block *b0, *b1, *b2, *t2, *x;
+    bool owner;
+
+    (void)state;
+    assert_int_equal(fc_cache_create(1 << 20, &c), 0);
+    b0 = fc_cache_acquire(c, "k", "\"e1\"", 0, true, &owner);
+    fc_cache_fill(c, b0, dupmem("abc", 3), 3, 0);
+    fc_cache_release(c, b0);
+    b1 = fc_cache_acquire(c, "k", "\"e1\"", 1, true, &owner); /* held */
+    fc_cache_fill(c, b1, dupmem("def", 3), 3, 0);
+    b2 = fc_cache_acquire(c, "k", "\"e1\"", 2, true, &owner); /* LOADING */
+    t2 = fc_cache_acquire(c, "k", "\"e2\"", 2, true, &owner);
+    fc_cache_fill(c, t2, dupmem("ghi", 3), 3, 0);
+    fc_cache_release(c, t2);
+    /* block 3 is absent; another key's block 0 stays */
+    x = fc_cache_acquire(c, "j", "\"e1\"", 0, true, &owner);
+    fc_cache_fill(c, x, dupmem("xyz", 3), 3, 0);
+    fc_cache_release(c, x);
+
+    assert_int_equal(fc_cache_rekey(c, "k", "\"e1\"", "\"e2\"", 4), 2);
+    assert_false(fc_cache_contains(c, "k", "\"e1\"", 0));
+    assert_false(fc_cache_contains(c, "k", "\"e1\"", 1));
+    assert_true(fc_cache_contains(c, "k", "\"e1\"", 2));
+    assert_true(fc_cache_contains(c, "j", "\"e1\"", 0));
+    x = fc_cache_acquire(c, "k", "\"e2\"", 0, true, &owner);
+    assert_false(owner);
+    assert_ptr_equal(x, b0);
+    assert_memory_equal(x->data, "abc", 3);
+    fc_cache_release(c, x);
+    x = fc_cache_acquire(c, "k", "\"e2\"", 1, true, &owner);
+    assert_false(owner);
+    assert_ptr_equal(x, b1);
+    fc_cache_release(c, x);
+    x = fc_cache_acquire(c, "k", "\"e2\"", 2, true, &owner);
+    assert_false(owner);
+    assert_memory_equal(x->data, "ghi", 3); /* the one already there */
+    fc_cache_release(c, x);
+    fc_cache_release(c, b1);
+    fc_cache_fill(c, b2, dupmem("old", 3), 3, 0);
+    fc_cache_release(c, b2);
+    fc_cache_destroy(c);
+}
+
 static void test_eviction(void **state)
 {
     struct fc_cache *c;
@@ -394,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_recycle_near_size),
         cmocka_unit_test(test_handed_leave_first),
         cmocka_unit_test(test_owner_then_hit),
+        cmocka_unit_test(test_rekey),
         cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_waiter_sees_fill),
         cmocka_unit_test(test_readahead_accounting),
