@@ -798,7 +798,7 @@ int obj_threads_start(struct stor_store *s)
         pthread_join(s->scan_thread, NULL);
         return -ret;
     }
-    s->threads_started = true;
+    __atomic_store_n(&s->threads_started, true, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -813,5 +813,5 @@ void obj_threads_stop(struct stor_store *s)
     pthread_mutex_unlock(&s->heal_lock);
     pthread_join(s->scan_thread, NULL);
     pthread_join(s->probe_thread, NULL);
-    s->threads_started = false;
+    __atomic_store_n(&s->threads_started, false, __ATOMIC_RELAXED);
 }

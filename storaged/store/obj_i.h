@@ -163,7 +163,7 @@ struct stor_store {
     size_t nhealq;
     bool stopping; /* protected by heal_lock */
     bool rescan;   /* a drive came back: scan now; protected by heal_lock */
-    bool threads_started;
+    bool threads_started; /* atomic: vdel_get reads it from any thread */
     pthread_t scan_thread, probe_thread;
 };
 

@@ -3848,7 +3848,8 @@ static struct obj_vdel *vdel_get(struct stor_store *s)
 {
     struct obj_vdel *v = __atomic_load_n(&s->vdel, __ATOMIC_ACQUIRE);
 
-    if (v || !s->threads_started || s->offline)
+    if (v || !__atomic_load_n(&s->threads_started, __ATOMIC_ACQUIRE) ||
+        s->offline)
         return v;
     pthread_mutex_lock(&vdel_init_mu);
     v = s->vdel;

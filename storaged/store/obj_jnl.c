@@ -159,7 +159,8 @@ struct jnl_drive {
      * so its blocks stay allocated and written, and the generation after
      * overwrites them: a commit's fdatasync then writes its data and no
      * inode, no bitmap, no journal commit of the filesystem. fd/sync and
-     * fd2/sync2 swap under mu and the checkpoint's write lock. */
+     * fd2/sync2 swap under mu and the checkpoint's write lock; fd's
+     * stores are atomic, as obj_jnl_use reads it under neither. */
     int fd2; /* the other file (idle), -1 when none */
     struct stor_gsync_file *sync2;
     uint64_t zero; /* checkpoint thread: end of fd2's records to zero */
@@ -947,7 +948,9 @@ static bool checkpoint(struct stor_store *s)
             pthread_mutex_lock(&jd->mu);
             fd = jd->fd;
             sf = jd->sync;
-            jd->fd = jd->fd2;
+            /* atomic: obj_jnl_use reads it without mu or cp (jnl_settle);
+             * both values are >= 0, so its answer does not change */
+            __atomic_store_n(&jd->fd, jd->fd2, __ATOMIC_RELAXED);
             jd->sync = jd->sync2;
             jd->fd2 = fd;
             jd->sync2 = sf;
@@ -955,7 +958,15 @@ static bool checkpoint(struct stor_store *s)
             __atomic_store_n(&jd->tail, JNL_HDR, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&jd->mu);
         }
-        memset(j->maybe, 0, sizeof(j->maybe));
+        /* not memset: obj_jnl_maybe reads the map without cp (jnl_after,
+         * jnl_settle). The release fence orders the syncfs, the new
+         * headers and the swaps before any cleared bit a reader's acquire
+         * load sees: one that skips finds the old records durable and the
+         * old file out of the replay. Notes take cp (read): none races. */
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        for (size_t b = 0; b < sizeof(j->maybe); b++)
+            if (__atomic_load_n(&j->maybe[b], __ATOMIC_RELAXED))
+                __atomic_store_n(&j->maybe[b], 0, __ATOMIC_RELAXED);
         __atomic_store_n(&j->first_ns, 0, __ATOMIC_RELAXED);
         __atomic_add_fetch(&s->jnl_checkpoints, 1, __ATOMIC_RELAXED);
     }
@@ -1723,7 +1734,8 @@ bool obj_jnl_maybe(struct stor_store *s, const uint8_t id[16])
 
     if (s->jnl == NULL)
         return false;
-    return (__atomic_load_n(&s->jnl->maybe[b >> 3], __ATOMIC_RELAXED) >>
+    /* acquire: pairs with checkpoint()'s release fence before it clears */
+    return (__atomic_load_n(&s->jnl->maybe[b >> 3], __ATOMIC_ACQUIRE) >>
             (b & 7)) &
            1;
 }
