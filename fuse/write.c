@@ -395,12 +395,41 @@ static struct up_meta *meta_unlink(const char *key)
     return NULL;
 }
 
+/* Whether this mount removed directory @key ("dir/") or one of the
+ * directories above it after @taken: an rmdir, or a directory rename
+ * (which notes only its top) that ran while these attributes were being
+ * stored must not bring a marker back under the old name. */
+static bool removed_since(struct fc_fs *fs, const char *key, double taken)
+{
+    size_t kl = strlen(key);
+    char *dir = strdup(key);
+    bool gone = false;
+
+    if (dir == NULL)
+        return false;
+    for (size_t i = 0; i < kl && !gone; i++) {
+        struct fc_attr a;
+        bool exists = true;
+        double when;
+        char c;
+        if (key[i] != '/')
+            continue;
+        c = dir[i + 1];
+        dir[i + 1] = '\0';
+        gone = fc_itab_noted(fs, dir, taken, &exists, &a, &when) && !exists;
+        dir[i + 1] = c;
+    }
+    free(dir);
+    return gone;
+}
+
 /* Stores attributes @m of @key (@size bytes, 0 if not known), taken off
  * the list at @taken: a copy onto itself (its content and other headers
  * stay as they are; a multipart copy above 5 GiB). A directory ("dir/")
  * that is only a prefix gets an empty marker carrying them, unless this
- * mount removed it since @taken (an rmdir racing the store must not bring
- * the marker back). A failure is logged. */
+ * mount removed it or a directory above it since @taken (an rmdir or a
+ * directory rename racing the store must not bring the marker back). A
+ * failure is logged. */
 static void meta_store(struct fc_fs *fs, const char *key,
                        const struct fc_s3_meta *m, uint64_t size, double taken)
 {
@@ -432,10 +461,8 @@ static void meta_store(struct fc_fs *fs, const char *key,
     }
 
     if (ret == -ENOENT && kl > 0 && key[kl - 1] == '/') {
-        struct fc_attr a;
-        bool exists = true;
         struct fc_s3_body b = {.data = "", .len = 0};
-        if (fc_itab_noted(fs, key, taken, &exists, &a, &when) && !exists)
+        if (removed_since(fs, key, taken))
             return;
         ret = fc_s3_put_meta(fs->s3, key, &b, m, etag);
     }
