@@ -174,6 +174,11 @@ struct jnl_drive {
      * stores are atomic, as obj_jnl_use reads it under neither. */
     int fd2; /* the other file (idle), -1 when none */
     struct stor_gsync_file *sync2;
+    /* A host whose checkpoint failed to write a header stops journaling
+     * (fd -1) but keeps its two files open here until obj_jnl_close: the
+     * vdel queue's barrier takes fd outside cp (obj_jnl_item), so a close
+     * would let it fdatasync a closed or reused fd number. -1: none. */
+    int gone, gone2;
     uint64_t zero; /* checkpoint thread: end of fd2's records to zero */
     bool dirty;    /* checkpoint thread: a zeroing failed, so a file may
                     * hold bytes past its records (no JNL_HDR_ZEROED) */
@@ -967,8 +972,10 @@ static bool checkpoint(struct stor_store *s)
                        s->drives[d].path);
                 obj_drive_fail(s, d, errno ? errno : EIO);
                 pthread_mutex_lock(&jd->mu);
-                close(jd->fd);
-                close(jd->fd2);
+                /* not closed: a vdel barrier may hold either number
+                 * (obj_jnl_item) */
+                jd->gone = jd->fd;
+                jd->gone2 = jd->fd2;
                 __atomic_store_n(&jd->fd, -1, __ATOMIC_RELAXED);
                 jd->fd2 = -1;
                 pthread_mutex_unlock(&jd->mu);
@@ -1410,7 +1417,11 @@ static void jnl_off(struct obj_jnl *j, size_t d)
         close(jd->fd);
     if (jd->fd2 >= 0)
         close(jd->fd2);
-    jd->fd = jd->fd2 = -1;
+    if (jd->gone >= 0)
+        close(jd->gone);
+    if (jd->gone2 >= 0)
+        close(jd->gone2);
+    jd->fd = jd->fd2 = jd->gone = jd->gone2 = -1;
     stor_gsync_file_destroy(jd->sync);
     stor_gsync_file_destroy(jd->sync2);
     jd->sync = jd->sync2 = NULL;
@@ -1507,7 +1518,7 @@ int obj_jnl_open(struct stor_store *s, bool use)
     for (size_t i = 0; fds && i < nf; i++)
         fds[i] = -1;
     for (size_t d = 0; d < j->n; d++) {
-        j->d[d].fd = j->d[d].fd2 = -1;
+        j->d[d].fd = j->d[d].fd2 = j->d[d].gone = j->d[d].gone2 = -1;
         j->d[d].host = -1;
         pthread_mutex_init(&j->d[d].mu, NULL);
         if (ret == -ENOMEM || !obj_drive_online(s, d))
@@ -1850,9 +1861,17 @@ void obj_jnl_item(struct stor_store *s, size_t d, struct stor_sync_item *it)
     /* the items of one barrier naming one shared journal share one
      * fdatasync of it (stor_gsync_barrier); fd and sync read together
      * (a checkpoint swaps them under mu: the vdel queue's barrier runs
-     * outside obj_jnl_enter) */
+     * outside obj_jnl_enter). A journal stopped by a failed checkpoint
+     * (fd -1) gives the file it was writing, still open (gone): the vdel
+     * items' records were appended under cp before that checkpoint took
+     * it, and its syncfs, which succeeded before the header write failed,
+     * made them durable; an fdatasync of that file changes nothing, where
+     * fd -1 failed every drive it served (EBADF) and left the DELETEs'
+     * metas in place. Commits read fd under cp and never see it change. */
     pthread_mutex_lock(&h->mu);
-    *it = (struct stor_sync_item){
-        .drive = d, .fd = h->fd, .shared = h->sync, .datasync = true};
+    *it = (struct stor_sync_item){.drive = d,
+                                  .fd = h->fd >= 0 ? h->fd : h->gone,
+                                  .shared = h->sync,
+                                  .datasync = true};
     pthread_mutex_unlock(&h->mu);
 }
