@@ -516,6 +516,10 @@ void obj_jnl_enter(struct stor_store *s);
 void obj_jnl_leave(struct stor_store *s);
 /* Does drive @d journal? Stable between enter and leave. */
 bool obj_jnl_use(struct stor_store *s, size_t d);
+/* Did drive @d journal at some time in this run (its metas may have been
+ * committed through a journal, unsynced)? True also after its host failed
+ * (obj_jnl_use is false then). */
+bool obj_jnl_hosted(struct stor_store *s, size_t d);
 /* Builds into @rec (initialised here; the caller frees it after the
  * write) the record of @meta (the meta of version @version of @bucket/@id
  * on drive @d: with @kept, for the version kept in place as

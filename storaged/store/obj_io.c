@@ -1656,7 +1656,14 @@ static void jnl_after(struct stor_store *s, const char *bucket,
 /* Before the current metas of @bucket/@id get a second name (a version
  * kept in place links HEX.m): if they may have been committed through the
  * journal, unsynced, makes them and their directories durable now, as a
- * commit without the journal would have. */
+ * commit without the journal would have. On every drive that journaled in
+ * this run, not only those that journal now: once a filesystem's host
+ * drive fails, obj_jnl_use is false for all its drives, but their metas
+ * committed through the host's journal before are still unsynced (until
+ * the next checkpoint), and the caller takes the old way just because of
+ * that failure; a power cut would then lose the kept version's bytes under
+ * a durable link, and a replay of the host's journal could not help (it
+ * puts type-1 records at HEX.m only, which the newer version holds). */
 static void jnl_settle(struct stor_store *s, const char *bucket,
                        const uint8_t id[16], const struct stor_place *pl)
 {
@@ -1671,7 +1678,7 @@ static void jnl_settle(struct stor_store *s, const char *bucket,
         char path[PATH_MAX];
 
         fds[j] = -1;
-        if (!obj_jnl_use(s, d) || !obj_drive_online(s, d) ||
+        if (!obj_jnl_hosted(s, d) || !obj_drive_online(s, d) ||
             obj_path_meta(path, sizeof(path), s->drives[d].path, bucket, id) <
                 0)
             continue;

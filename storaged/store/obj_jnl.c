@@ -1761,6 +1761,14 @@ bool obj_jnl_use(struct stor_store *s, size_t d)
 }
 
 /* Contract in obj_i.h. */
+bool obj_jnl_hosted(struct stor_store *s, size_t d)
+{
+    /* host is set at open and never changes: a host that failed since
+     * still holds the records of this run's commits until a checkpoint */
+    return s->jnl != NULL && d < s->jnl->n && s->jnl->d[d].host >= 0;
+}
+
+/* Contract in obj_i.h. */
 void obj_jnl_enter(struct stor_store *s)
 {
     pthread_rwlock_rdlock(&s->jnl->cp);

@@ -2,18 +2,71 @@
 (storaged/FORMAT.md "The meta journal": one journal per filesystem, kept
 by its first drive, the host).
 
+- A versioned overwrite after the host drive went offline: the drives of
+  its filesystem stop journaling, so the overwrite takes the old way; the
+  version it keeps (a link to the current meta's inode) must be durable
+  before the answer, although that meta was committed through the host's
+  journal and never synced. A power cut then (every file of the key with
+  pages not written back torn, the host back with its journal) loses no
+  version.
 - A checkpoint whose header write fails stops the host's journal; a
   versioned DELETE queued before it (its barrier runs outside the journal
-  lock) still settles: its barrier never fdatasyncs a closed fd number."""
+  lock) still settles: its barrier never fdatasyncs a closed fd number.
 
+Both look at what the kernel has not written back yet (/proc/kpageflags:
+root, as every storaged test runs in CI) rather than guess it."""
+
+import ctypes
+import glob
+import mmap
 import os
+import random
 import re
+import struct
 import subprocess
 import time
 import urllib.request
 
-from test_object_journal import JENV, versioned_store
-from test_object_new_dirs import metas_of
+from test_object_journal import (JENV, as_after_reboot, journals,
+                                 records_v2, versioned_store)
+from test_object_new_dirs import metas_of, tear
+
+
+def dirty_pages(path):
+    """Pages of @path in the page cache that are dirty: written, not yet
+    written back (a power cut may lose them). Reads /proc/self/pagemap and
+    /proc/kpageflags (bit 4, DIRTY) for a private read mapping of it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0
+        mm = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE,
+                       prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    ps = mmap.PAGESIZE
+    n = (size + ps - 1) // ps
+    try:
+        cbuf = ctypes.c_char.from_buffer(mm)
+        base = ctypes.addressof(cbuf)
+        for i in range(n):  # fault each page in, reading only
+            ctypes.c_char.from_address(base + i * ps).value
+        with open("/proc/self/pagemap", "rb") as pm, \
+                open("/proc/kpageflags", "rb") as kf:
+            pm.seek(base // ps * 8)
+            ents = struct.unpack("<%dQ" % n, pm.read(8 * n))
+            dirty = 0
+            for e in ents:
+                assert e >> 63 & 1, "page not present"
+                pfn = e & ((1 << 55) - 1)
+                assert pfn, "no page frame numbers (not root?)"
+                kf.seek(pfn * 8)
+                dirty += struct.unpack("<Q", kf.read(8))[0] >> 4 & 1
+        return dirty
+    finally:
+        del cbuf
+        mm.close()
 
 
 def drives_online(srv):
@@ -29,6 +82,58 @@ def wait_for(pred, timeout=20.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def key_files(srv, bucket, drives):
+    """Every file (HEX.m, links) under @bucket on @drives."""
+    return [p for d in drives
+            for p in glob.glob(os.path.join(d, "b", bucket, "*", "*"))]
+
+
+def test_kept_version_is_durable_after_the_journal_host_went_away(storaged):
+    srv, c, rng = versioned_store(storaged, "hostv", 3, ndrives=4)
+    b1, b2 = rng.randbytes(3000), rng.randbytes(4000)
+    v1 = c.put_object(Bucket="hostv", Key="k", Body=b1)["VersionId"]
+    # a new name: its metas (3 of the 4 drives: small objects use fewer)
+    # went through the first drive's journal (the host of the one
+    # filesystem), renamed into place unsynced
+    on = [srv.drives.index(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(p))))) for p, _ in metas_of(srv, "hostv", "k")]
+    recs = records_v2(journals(srv)[0])
+    assert {struct.unpack_from("<I", r, 56)[0] for r in recs} >= set(on), \
+        (len(recs), on)
+    host = srv.drives[0]
+    os.rename(host, host + ".away")
+    try:
+        assert wait_for(lambda: drives_online(srv) == 3)
+        # the other drives no longer journal: the old way, with v1 kept
+        # in place as links to its metas' inodes
+        v2 = c.put_object(Bucket="hostv", Key="k", Body=b2)["VersionId"]
+        kept = glob.glob(os.path.join(srv.workdir, "d*", "b", "hostv", "*",
+                                      "*.v*"))
+        assert len(kept) == len([d for d in on if d != 0]) >= 2, kept
+        # what the kernel still has to write back: a power cut may lose it
+        files = key_files(srv, "hostv", srv.drives[1:] + [host + ".away"])
+        dirty = sorted(p for p in files if dirty_pages(p))
+        srv.kill9()
+        # the power cut: those files torn, the host back (with its journal,
+        # which holds v1's records) and another boot id
+        trng = random.Random(7)
+        for p in dirty:
+            tear(p, trng, cut_only=True)
+    finally:
+        if os.path.exists(host + ".away"):
+            os.rename(host + ".away", host)
+    as_after_reboot(srv)
+    srv.start()
+    assert c.get_object(Bucket="hostv", Key="k")["Body"].read() == b2
+    assert c.get_object(Bucket="hostv", Key="k",
+                        VersionId=v1)["Body"].read() == b1
+    vs = c.list_object_versions(Bucket="hostv")["Versions"]
+    assert [(v["VersionId"], v["IsLatest"]) for v in vs] == \
+        [(v2, True), (v1, False)]
+    assert not [p for p in kept if p in dirty], \
+        "the kept version's meta was not durable when v2 was acknowledged"
 
 
 def test_a_failed_checkpoint_leaves_a_queued_versioned_delete_its_journal(
