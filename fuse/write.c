@@ -132,7 +132,8 @@ struct up_job {
  * mode after close, then renames it. */
 struct up_meta {
     struct up_meta *next;
-    char *key; /* owned */
+    struct up_meta *inext; /* on g_up.storing while being stored */
+    char *key;             /* owned */
     struct fc_s3_meta meta;
     uint64_t size; /* the object's, 0 if not known (at most 5 GiB) */
     double due;    /* fc_now() */
@@ -151,7 +152,11 @@ static struct {
                               * job must wake a worker) */
     struct up_abort *aborts; /* retried every second; protected by lock */
     struct up_meta *metas;   /* stored when due; protected by lock */
-    struct fc_wfile *live;   /* every handle; protected by lock */
+    /* taken off metas and being stored (metas_apply_under): a rename
+     * waits for those under its source (metas_wait_under); lock */
+    struct up_meta *storing;
+    pthread_cond_t stored; /* one of storing was stored */
+    struct fc_wfile *live; /* every handle; protected by lock */
     pthread_t janitor;
     bool janitor_on;
     struct up_job *head, *tail; /* protected by lock */
@@ -168,7 +173,8 @@ static struct {
     atomic_ulong writes, streamed, staged, commits, commit_errors, efbig;
 } g_up = {.lock = PTHREAD_MUTEX_INITIALIZER,
           .work = PTHREAD_COND_INITIALIZER,
-          .async_done = PTHREAD_COND_INITIALIZER};
+          .async_done = PTHREAD_COND_INITIALIZER,
+          .stored = PTHREAD_COND_INITIALIZER};
 
 /* Part size for part @partno (see header). */
 size_t fc_write_part_size(size_t base, unsigned partno)
@@ -472,7 +478,8 @@ static void meta_store(struct fc_fs *fs, const char *key,
 }
 
 /* Stores the pending attributes due by @now (all with @now < 0) whose
- * key starts with @prefix (NULL: any). */
+ * key starts with @prefix (NULL: any). While each is stored it is on
+ * g_up.storing (metas_wait_under). */
 static void metas_apply_under(struct fc_fs *fs, double now, const char *prefix)
 {
     struct up_meta *due = NULL, **pp, *u;
@@ -486,6 +493,8 @@ static void metas_apply_under(struct fc_fs *fs, double now, const char *prefix)
             *pp = u->next;
             u->next = due;
             due = u;
+            u->inext = g_up.storing;
+            g_up.storing = u;
         } else {
             pp = &u->next;
         }
@@ -495,9 +504,35 @@ static void metas_apply_under(struct fc_fs *fs, double now, const char *prefix)
     while ((u = due) != NULL) {
         due = u->next;
         meta_store(fs, u->key, &u->meta, u->size, taken);
+        pthread_mutex_lock(&g_up.lock);
+        for (pp = &g_up.storing; *pp != u; pp = &(*pp)->inext)
+            ;
+        *pp = u->inext;
+        pthread_cond_broadcast(&g_up.stored);
+        pthread_mutex_unlock(&g_up.lock);
         free(u->key);
         free(u);
     }
+}
+
+/* Waits until no attributes of a key starting with @prefix are being
+ * stored (metas_apply_under: by the janitor, a flush, the unmount). The
+ * stores wait for nothing a rename holds (S3 requests, the inode table's
+ * and the handles' short locks), so a rename may wait here. */
+static void metas_wait_under(const char *prefix)
+{
+    size_t pl = strlen(prefix);
+    bool busy;
+
+    pthread_mutex_lock(&g_up.lock);
+    do {
+        busy = false;
+        for (struct up_meta *u = g_up.storing; u != NULL && !busy; u = u->inext)
+            busy = strncmp(u->key, prefix, pl) == 0;
+        if (busy)
+            pthread_cond_wait(&g_up.stored, &g_up.lock);
+    } while (busy);
+    pthread_mutex_unlock(&g_up.lock);
 }
 
 static void metas_apply(struct fc_fs *fs, double now)
@@ -509,6 +544,10 @@ static void metas_apply(struct fc_fs *fs, double now)
 void fc_write_meta_flush(struct fc_fs *fs, const char *prefix)
 {
     metas_apply_under(fs, -1, prefix);
+    /* and those the janitor took before: stored under the old names
+     * after the rename's copies, they were lost (the copies went
+     * without them, and the store met the deleted source) */
+    metas_wait_under(prefix);
 }
 
 /* The attributes a file or directory stores (see header). */
@@ -575,6 +614,11 @@ bool fc_write_meta_take(struct fc_fs *fs, const char *key, struct fc_s3_meta *m)
     pthread_mutex_lock(&g_up.lock);
     u = meta_unlink(key);
     pthread_mutex_unlock(&g_up.lock);
+    if (u == NULL && m != NULL) {
+        /* a rename: attributes the janitor is storing land on @key
+         * first, so the copy carries them */
+        metas_wait_under(key);
+    }
     if (u == NULL)
         return false;
     if (m != NULL)

@@ -94,11 +94,13 @@ CM_MUST_CHECK int fc_write_meta_later(struct fc_fs *fs, const char *key,
                                       const struct fc_s3_meta *m,
                                       uint64_t size);
 /* Removes @key's pending attributes: true and @m (when non-NULL) filled
- * if there were some. */
+ * if there were some. With @m (a rename), when there were none, first
+ * waits for a store of them under way (taken by the janitor). */
 bool fc_write_meta_take(struct fc_fs *fs, const char *key,
                         struct fc_s3_meta *m);
 /* Stores now the pending attributes of every key that starts with
- * @prefix (a directory rename copies them next). */
+ * @prefix (a directory rename copies them next), and waits for those
+ * the janitor was storing already. */
 void fc_write_meta_flush(struct fc_fs *fs, const char *prefix);
 /* chmod/chown/utimens of @in: when a handle of it still has a commit to
  * make, its upload stores the attributes @m and true is returned; false
