@@ -611,22 +611,40 @@ void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io)
     pthread_mutex_unlock(&t->lock);
 }
 
+static void note_put(struct fc_note **h, const char *key, bool exists,
+                     const struct fc_attr *a, double now);
+
 /* Version @from is now @to (see header). */
 void fc_itab_adopt_etag(struct fc_itab *t, const char *key, struct fc_inode *in,
                         const char *from, const char *to)
 {
+    size_t dl = strlen(key);
+    double now = fc_now();
     struct fc_note *n;
+    char *dir;
 
+    while (dl > 0 && key[dl - 1] != '/')
+        dl--;
+    dir = strndup(key, dl); /* the parent directory's key */
     pthread_mutex_lock(&t->lock);
+    /* dated now: a listing fetched before the copy's answer (cached, or
+     * still in flight) names @from, and must not put it back */
     HASH_FIND_STR(t->notes, key, n);
-    if (n != NULL && n->exists && fc_s3_etag_equal(n->a.etag, from))
+    if (n != NULL && n->exists && fc_s3_etag_equal(n->a.etag, from)) {
         snprintf(n->a.etag, sizeof(n->a.etag), "%s", to);
-    if (in != NULL && fc_s3_etag_equal(in->etag, from))
+        n->t = now;
+    }
+    if (in != NULL && fc_s3_etag_equal(in->etag, from)) {
         etag_store(in, to);
+        in->attr_fetched = now;
+    }
     if (in != NULL && in->op != NULL &&
         fc_s3_etag_equal(in->op->kept_etag, from))
         snprintf(in->op->kept_etag, sizeof(in->op->kept_etag), "%s", to);
+    if (dir != NULL) /* its cached listings are older: fetched again */
+        note_put(&t->dirchg, dir, true, NULL, now);
     pthread_mutex_unlock(&t->lock);
+    free(dir);
 }
 
 /* Counts write handles and their size (see header). */

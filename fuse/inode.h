@@ -198,7 +198,10 @@ void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io);
 /* This mount copied @key onto itself tied to version @from, which is now
  * @to with the same bytes: its note (fc_itab_note), and the attributes of
  * @key's live inode @in (NULL: none) and the version its page cache holds,
- * take @to where they name @from (ops.c, fc_copy_self). */
+ * take @to where they name @from (ops.c, fc_copy_self), dated now, and the
+ * parent's cached listings, which still name @from, are made stale (a
+ * listing fetched before would put @from back: reads pinned to it get
+ * 412, EIO). */
 void fc_itab_adopt_etag(struct fc_itab *t, const char *key, struct fc_inode *in,
                         const char *from, const char *to);
 /* A write handle of @in opened (@delta 1), closed (-1) or wrote (0):
