@@ -228,6 +228,14 @@ class Storaged:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def stop_and_check_index(self):
+        """Stops it (SIGTERM) and asserts that `storaged index check` finds
+        the index of its drives consistent with their metas."""
+        self.stop()
+        r = subprocess.run([self.argv()[0], "index", "check"] + self.drives,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+
     def client(self, access_key=None, secret_key=None, **cfg):
         return boto3_client(self.endpoint, access_key or self.access_key,
                             secret_key or self.secret_key,

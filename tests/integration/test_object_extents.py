@@ -287,11 +287,7 @@ def test_extents_off_rebuild_and_replaced_drive(storaged):
     after = metrics(srv)
     fb = 'storaged_get_loop_total{result="fallback"}'
     assert metric(after, fb) == metric(before, fb)
-    srv.stop()
-    storaged_bin = srv.argv()[0]
-    r = subprocess.run([storaged_bin, "index", "check"] + srv.drives,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    srv.stop_and_check_index()
     # a drive replaced by an empty directory while serving: formatted into
     # its slot with an extent file of its own, and refilled by the scan
     srv.start()

@@ -614,10 +614,7 @@ def test_delete_markers_take_spares(storaged):
     index_after_reboot(srv)
     srv.start()
     check()
-    srv.stop()
-    r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    srv.stop_and_check_index()
 
 
 def _versions(c, bucket):
@@ -773,10 +770,7 @@ def test_power_cut_during_versioned_deletes_loses_no_version(storaged):
             for k, (vs, ms) in got.items():
                 if ms and ms[0][1]:
                     assert k not in cur, k
-    srv.stop()
-    r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    srv.stop_and_check_index()
 
 
 def records_v2(path):
@@ -1133,10 +1127,7 @@ def test_power_cut_during_versioned_overwrites_loses_no_version(storaged):
             srv.stop()
             srv.start()
     assert sum(len(a) for a in state["acked"].values()) >= 60
-    srv.stop()
-    r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    srv.stop_and_check_index()
 
 
 def test_checkpoints_alternate_two_files_zeroed_in_place(storaged):
@@ -1261,10 +1252,7 @@ def test_versioned_overwrite_cut_between_renames_keeps_the_old_one(storaged):
     for v, n in ((vb1, "b1"), (vb2, "b2")):
         got = c.get_object(Bucket="vcut", Key="b", VersionId=v)
         assert got["Body"].read() == body[n]
-    srv.stop()
-    r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    srv.stop_and_check_index()
 
 
 def test_versioned_overwrite_failed_after_renames_puts_the_old_one_back(
@@ -1414,10 +1402,7 @@ def test_rebuild_with_drives_away_never_rolls_back_an_acked_overwrite(
     assert got["Body"].read() == b1
     vs = _versions(c, "vstale")
     assert sorted(vs["k"][0]) == sorted([(v1, False), (v2, True)]), vs
-    srv.stop()
-    r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    srv.stop_and_check_index()
 
 
 def test_cut_versioned_overwrite_with_a_drive_away_keeps_the_old_one(

@@ -17,7 +17,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import threading
 import time
 import urllib.request
@@ -81,18 +80,11 @@ def _markers(c, bucket):
     return out
 
 
-def _index_check(srv):
-    r = subprocess.run([srv.argv()[0], "index", "check"] + srv.drives,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
 def _check_and_rebuild_index(srv):
     """Stops @srv, checks that the live index is what a rebuild would
     make (`storaged index check`), drops the index on every drive and
     starts again: the start rebuilds it from the metas."""
-    srv.stop()
-    _index_check(srv)
+    srv.stop_and_check_index()
     for d in srv.drives:
         shutil.rmtree(os.path.join(d, ".ecfs.sys", "index"),
                       ignore_errors=True)
@@ -146,8 +138,7 @@ def test_overwrite_keeps_version_in_place(storaged):
     c.delete_object(Bucket="kept", Key="k", VersionId=vids[3])
     assert c.get_object(Bucket="kept", Key="k")["Body"].read() == bodies[2]
     want = _all_versions(c, "kept")
-    srv.stop()
-    _index_check(srv)  # the live index is what a rebuild would make
+    srv.stop_and_check_index()  # the live index is what a rebuild would make
     for d in srv.drives:
         shutil.rmtree(os.path.join(d, ".ecfs.sys", "index"),
                       ignore_errors=True)
@@ -320,8 +311,7 @@ def _kill9_rounds(srv, c, deletes):
     assert sum(len(v) for v in acked.values()) >= 30
     if deletes:
         assert len(dels[0]) > 0
-    srv.stop()
-    _index_check(srv)
+    srv.stop_and_check_index()
 
 
 @pytest.mark.slow
@@ -408,8 +398,7 @@ def test_kept_version_deleted_while_drive_offline(storaged):
     assert c.get_object(Bucket="keptoff", Key="k")["Body"].read() == \
         b"two" * 100
     assert _kept(srv, "keptoff") == []  # every drive was back: all gone
-    srv.stop()
-    _index_check(srv)
+    srv.stop_and_check_index()
 
 
 def _mpu(c, bucket, key, parts, **kw):
