@@ -182,6 +182,14 @@ struct jnl_drive {
     uint64_t zero; /* checkpoint thread: end of fd2's records to zero */
     bool dirty;    /* checkpoint thread: a zeroing failed, so a file may
                     * hold bytes past its records (no JNL_HDR_ZEROED) */
+    /* protected by mu: the active file's length when it became active
+     * (written and allocated: zeros past the header); a record that ends
+     * JNL_ZCHUNK past it sets grow (atomic), and a growth switch follows
+     * (grow_idle, then a checkpoint) */
+    uint64_t room;
+    bool grow;
+    uint64_t want; /* checkpoint thread: both files' length a growth
+                    * switch asked for (idle_zero keeps to it) */
 };
 
 struct obj_jnl {
@@ -209,6 +217,9 @@ struct obj_jnl {
     bool pool_want; /* atomic: a commit had to create a temp meta or took
                      * one of the pool: fill (an idle store makes none) */
     uint8_t *zbuf;  /* JNL_ZCHUNK zeros (idle_zero), made once */
+    bool early;     /* growth switches (off in tests that simulate a power
+                     * cut: STORAGED_TEST_JOURNAL_CP_SECS; they are
+                     * checkpoints) */
     pthread_cond_t pcv;
 };
 
@@ -875,6 +886,8 @@ static void idle_zero(struct stor_store *s, size_t d)
     }
     want = end + end / 4;
     want = (want + JNL_ZCHUNK - 1) / JNL_ZCHUNK * JNL_ZCHUNK;
+    if (want < jd->want)
+        want = jd->want; /* a growth switch's length (grow_idle) */
     if (want > JNL_KEEP)
         want = JNL_KEEP;
     /* past the records the file holds zeros already (each generation's
@@ -955,6 +968,8 @@ static bool checkpoint(struct stor_store *s)
         for (size_t d = 0; d < j->n; d++) {
             struct jnl_drive *jd = &j->d[d];
             struct stor_gsync_file *sf;
+            struct stat st;
+            uint64_t room;
             int fd;
 
             if (jd->fd < 0)
@@ -981,7 +996,11 @@ static bool checkpoint(struct stor_store *s)
                 pthread_mutex_unlock(&jd->mu);
                 continue;
             }
+            /* what the next generation writes over before it appends */
+            room = fstat(jd->fd2, &st) == 0 ? (uint64_t)st.st_size : JNL_HDR;
             pthread_mutex_lock(&jd->mu);
+            jd->room = room;
+            __atomic_store_n(&jd->grow, false, __ATOMIC_RELAXED);
             fd = jd->fd;
             sf = jd->sync;
             /* atomic: obj_jnl_use reads it without mu or cp (jnl_settle);
@@ -1022,10 +1041,54 @@ static bool cp_due(struct obj_jnl *j)
         return true;
     for (size_t d = 0; d < j->n; d++)
         if (j->d[d].host == (int)d &&
-            __atomic_load_n(&j->d[d].tail, __ATOMIC_RELAXED) >=
-                j->d[d].cp_bytes)
+            (__atomic_load_n(&j->d[d].tail, __ATOMIC_RELAXED) >=
+                 j->d[d].cp_bytes ||
+             (j->early && __atomic_load_n(&j->d[d].grow, __ATOMIC_RELAXED))))
             return true;
     return false;
+}
+
+/* A growth switch's first half (session 16). Where a host's records went
+ * JNL_ZCHUNK past the length its active file had when it became active (a
+ * fresh store, a start after a kill -9, a load above the generations
+ * before), every commit's fdatasync appends past the end of the file and
+ * waits for a filesystem journal commit. So its idle file (which no commit
+ * writes) is zeroed out to four times the records so far (JNL_KEEP at
+ * most) and fdatasynced here, and the checkpoint that follows makes it
+ * the active one; the old one is zeroed to the same length (idle_zero).
+ * From a fresh store at a steady load: switches at 1, ~5 and ~25 MiB,
+ * within the first second or so. Checkpoint thread. */
+static void grow_idle(struct stor_store *s)
+{
+    struct obj_jnl *j = s->jnl;
+
+    for (size_t d = 0; j->early && d < j->n; d++) {
+        struct jnl_drive *jd = &j->d[d];
+        uint64_t want;
+        struct stat st;
+
+        if (jd->host != (int)d || jd->fd2 < 0 ||
+            !__atomic_load_n(&jd->grow, __ATOMIC_RELAXED))
+            continue;
+        want = 4 * __atomic_load_n(&jd->tail, __ATOMIC_RELAXED);
+        want = (want + JNL_ZCHUNK - 1) / JNL_ZCHUNK * JNL_ZCHUNK;
+        if (want > JNL_KEEP)
+            want = JNL_KEEP;
+        if (want > jd->want)
+            jd->want = want;
+        if (fstat(jd->fd2, &st) < 0 || (uint64_t)st.st_size >= want)
+            continue;
+        if (j->zbuf == NULL && (j->zbuf = calloc(1, JNL_ZCHUNK)) == NULL)
+            return;
+        /* past its records (zeroed when it went idle) it holds zeros */
+        if (zero_range(j, jd->fd2, (uint64_t)st.st_size, want) < 0 ||
+            fdatasync(jd->fd2) < 0) {
+            cm_log(CM_LOG_WARN, errno,
+                   "journal of %s: making its idle file longer failed",
+                   s->drives[d].path);
+            jd->dirty = true; /* its zeros may not all be on the drive */
+        }
+    }
 }
 
 /* DRIVE/.ecfs.sys/tmp/sNUM. 0 or -ENAMETOOLONG. */
@@ -1401,6 +1464,7 @@ static void *jnl_main(void *arg)
         if (j->stop || !cp_due(j))
             continue;
         pthread_mutex_unlock(&j->tmu);
+        grow_idle(s);
         checkpoint(s);
         pthread_mutex_lock(&j->tmu);
     }
@@ -1484,6 +1548,7 @@ int obj_jnl_open(struct stor_store *s, bool use)
 
         if (v && *end == '\0' && secs > 0 && secs <= 86400)
             j->cp_ns = (int64_t)secs * 1000000000;
+        j->early = v == NULL;
     }
     j->spare = calloc(j->n ? j->n : 1, sizeof(*j->spare));
     j->pool = SPARE_POOL;
@@ -1622,6 +1687,7 @@ int obj_jnl_open(struct stor_store *s, bool use)
         j->d[d].fd = fd;
         j->d[d].fd2 = fd2;
         j->d[d].tail = JNL_HDR;
+        j->d[d].room = (uint64_t)st.st_size;
         j->d[d].dev = st.st_dev;
         /* journal only where the drive would fsync file by file; the
          * drives given whole filesystems have syncfs rounds (gsync.h) */
@@ -1853,6 +1919,8 @@ int obj_jnl_add(struct stor_store *s, size_t d, const char *bucket,
     *io = (struct stor_io){
         .fd = jd->fd, .op = 'w', .buf = p, .len = pad, .off = jd->tail};
     __atomic_store_n(&jd->tail, jd->tail + pad, __ATOMIC_RELAXED);
+    if (jd->tail > jd->room + JNL_ZCHUNK)
+        __atomic_store_n(&jd->grow, true, __ATOMIC_RELAXED); /* cp_due */
     pthread_mutex_unlock(&jd->mu);
     (void)__atomic_compare_exchange_n(&s->jnl->first_ns, &zero, mono_ns(),
                                       false, __ATOMIC_RELAXED,

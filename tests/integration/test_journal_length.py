@@ -147,3 +147,50 @@ def test_stale_records_past_the_tail_are_not_replayed(storaged):
             raise AssertionError("%s came back from a stale record" % k)
         except ClientError as e:
             assert e.response["Error"]["Code"] == "NoSuchKey", (k, e)
+
+
+def test_a_fresh_store_switches_to_a_longer_zeroed_file(storaged):
+    """A fresh store's files start at their header. Once the records went
+    1 MiB past the active file's length, the journal thread zeroes the idle
+    file out to four times the records, fdatasyncs it and switches to it
+    (a checkpoint): the commits after it write over allocated blocks,
+    instead of appending until the 3 s checkpoints have grown the files. A
+    power cut after that switch: the replay reads the longer file."""
+    srv = storaged(ndrives=16, env={"STORAGED_SYNC_MODE": "file"})
+    c = srv.client()
+    c.create_bucket(Bucket="burst")
+    j0, j1 = host_files(srv)
+    assert os.path.getsize(j0) == JHDR and os.path.getsize(j1) == JHDR
+    rng = random.Random(31)
+    state = {"acked": {}, "inflight": {}}
+
+    def put(k):
+        v = rng.randbytes(12 * 1024)
+        c.put_object(Bucket="burst", Key=k, Body=v)
+        state["acked"][k] = hashlib.md5(v).hexdigest()
+
+    # PUTs until journal.1 is made longer, before it takes a record
+    deadline = time.monotonic() + 60
+    while os.path.getsize(j1) < (1 << 20):
+        assert time.monotonic() < deadline, (jstat(j0), jstat(j1))
+        put("a/%05d" % len(state["acked"]))
+    # the switch: journal.1 active, journal's records zeroed in place and
+    # the file made as long
+    while journal_records(j0) > 0 or os.path.getsize(j0) < (4 << 20):
+        assert time.monotonic() < deadline, (jstat(j0), jstat(j1))
+        time.sleep(0.05)
+    assert os.path.getsize(j1) >= 4 << 20
+    before = {p: jstat(p) for p in (j0, j1)}
+    put("b/0")
+    assert journal_records(j0) + journal_records(j1) > 0
+    assert {p: jstat(p) for p in (j0, j1)} == before  # nothing appended
+    # a power cut right after more records
+    for i in range(10):
+        put("c/%02d" % i)
+    srv.kill9()
+    take_metas_away(srv, {"acked": {k: h for k, h in state["acked"].items()
+                                    if k[0] in "bc"}, "inflight": {}}, rng)
+    as_after_reboot(srv)
+    srv.start()
+    assert "replayed after a restart of the machine" in srv.log_text()
+    check_burst(c, state)
