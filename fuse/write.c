@@ -942,13 +942,16 @@ static int complete_upload(struct fc_wfile *wf, char *etag)
     }
     if (ret == 0 && memcmp(&wf->meta, &wf->meta_sent, sizeof(wf->meta)) != 0) {
         /* chmod/utimens while the upload ran (cp -a): one copy onto
-         * itself (a multipart one above 5 GiB). The bytes are committed
-         * whatever it answers: a failed copy leaves the attributes to the
-         * janitor's later store, as a chmod after close (logged if that
-         * fails too), and @etag names the completed object. */
+         * itself (a multipart one above 5 GiB), tied to the version just
+         * completed: another client's PUT in between must not become this
+         * commit's version (its bytes under this file's size). The bytes
+         * are committed whatever it answers: a failed copy (412 there)
+         * leaves the attributes to the janitor's later store, as a chmod
+         * after close (logged if that fails too), and @etag names the
+         * completed object. */
         char cetag[FC_ETAG_MAX];
-        if (fc_s3_copy_sized(fs->s3, wf->key, wf->key, wf->size, &wf->meta,
-                             cetag) == 0)
+        if (fc_s3_copy_sized_if(fs->s3, wf->key, wf->key, wf->size, &wf->meta,
+                                etag, NULL, cetag) == 0)
             snprintf(etag, FC_ETAG_MAX, "%s", cetag);
         else if (fc_write_meta_later(fs, wf->key, &wf->meta, wf->size) < 0)
             cm_log(CM_LOG_WARN, ENOMEM,

@@ -343,3 +343,118 @@ def test_open_after_own_metadata_change_reads(one, ecfs_mount, how, listed):
     with open(p, "rb") as f:
         assert f.read() == body(0)
     assert m.stats()["etag_mismatch"] == 0
+
+
+class _CopyHookProxy:
+    """HTTP/1.1 proxy in front of the real storaged that forwards every
+    request unchanged, but calls @hook(path) before it forwards a copy
+    (a request with x-amz-copy-source): another client acting at that
+    exact point."""
+
+    def __init__(self, upstream, hook):
+        import http.client
+        import http.server
+        import threading
+        host, port = upstream.split("//")[1].split(":")
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _fwd(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                if self.headers.get("x-amz-copy-source"):
+                    hook(self.path)
+                hdrs = {k: v for k, v in self.headers.items()
+                        if k.lower() != "expect"}
+                c = http.client.HTTPConnection(host, int(port), timeout=60)
+                c.request(self.command, self.path, body=body, headers=hdrs)
+                r = c.getresponse()
+                data = r.read()
+                self.send_response(r.status)
+                for k, v in r.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection",
+                                         "content-length"):
+                        self.send_header(k, v)
+                if self.command == "HEAD":
+                    self.send_header("Content-Length",
+                                     r.getheader("Content-Length") or "0")
+                else:
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                c.close()
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _fwd
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.endpoint = "http://127.0.0.1:%d" % self.srv.server_address[1]
+        self.th = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.th.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.mark.parametrize("other", ["none", "between"])
+def test_commit_copy_is_tied_to_the_completed_version(one, ecfs_mount, other):
+    """cp -a: a file written in parts and chmodded before close is
+    completed, then copied onto itself with its attributes. Another client
+    that PUTs the key between the Complete and the copy must not have its
+    version taken for this commit's: the copy carried no condition, so it
+    copied the other version and the mount named this file by that copy's
+    ETag, with this file's size: an open then read the other client's bytes
+    under this file's size (two versions mixed in one open file). Tied to
+    the Complete's ETag, the copy fails (412), the attributes are left to
+    the janitor, and the mount's reads of its version get EIO, as for any
+    overwrite by another client. none: with no other client the copy
+    stores the attributes before close returns."""
+    srv, c, bucket = one
+    theirs = b"other client\n" * 20000
+    ran = []
+
+    def hook(path):
+        if not ran and "/f.bin" in path:
+            ran.append(path)
+            if other == "between":
+                c.put_object(Bucket=bucket, Key="f.bin", Body=theirs)
+
+    px = _CopyHookProxy(srv.endpoint, hook)
+    try:
+        m = ecfs_mount(px.endpoint, bucket, access_key=srv.access_key,
+                       secret_key=srv.secret_key,
+                       opts=["list_ttl=60", "attr_timeout=0",
+                             "negative_timeout=0"])
+        ours = os.urandom(9 << 20)  # two parts of 8 MiB: a multipart upload
+        p = os.path.join(m.path, "f.bin")
+        with open(p, "wb") as f:
+            f.write(ours)
+            os.fchmod(f.fileno(), 0o640)  # after the upload began
+        assert ran, "no copy onto itself after the Complete"
+        if other == "none":
+            h = c.head_object(Bucket=bucket, Key="f.bin")
+            assert h["Metadata"].get("mode") == str(0o100640), h
+            assert h["ContentLength"] == len(ours)
+            with open(p, "rb") as f:
+                assert f.read() == ours
+            return
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                got = os.pread(fd, 4096, 0)
+            except OSError as e:
+                got = e.errno
+        finally:
+            os.close(fd)
+        assert (size, got) in ((len(ours), errno.EIO),
+                               (len(theirs), theirs[:4096])), \
+            (size, got[:32] if isinstance(got, bytes) else got)
+    finally:
+        px.close()
