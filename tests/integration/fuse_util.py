@@ -338,6 +338,72 @@ def make_tree(root, seed=1, nclass=3, per_class=6, big_mib=(3, 5)):
     return files
 
 
+class ForwardProxy:
+    """HTTP/1.1 proxy on 127.0.0.1 in front of a real server (@upstream,
+    "http://host:port") for tests that need another client to act, or a
+    fault, at an exact request. Each request is forwarded unchanged (its
+    body read by Content-Length, Expect dropped), except that
+    @before(method, path, headers) runs first and may answer it instead by
+    returning (status, body). The mount signs for the proxy's Host header,
+    which is forwarded as is."""
+
+    def __init__(self, upstream, before=None):
+        import http.client
+        import http.server
+        import threading
+        host, port = upstream.split("//")[1].split(":")
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _answer(self, status, headers, data):
+                self.send_response(status)
+                for k, v in headers:
+                    if k.lower() not in ("transfer-encoding", "connection",
+                                         "content-length"):
+                        self.send_header(k, v)
+                n = dict((k.lower(), v) for k, v in headers).get(
+                    "content-length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", n or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def _fwd(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                if before is not None:
+                    got = before(self.command, self.path, self.headers)
+                    if got is not None:
+                        self._answer(got[0], [], got[1])
+                        return
+                hdrs = {k: v for k, v in self.headers.items()
+                        if k.lower() != "expect"}
+                c = http.client.HTTPConnection(host, int(port), timeout=60)
+                try:
+                    c.request(self.command, self.path, body=body,
+                              headers=hdrs)
+                    r = c.getresponse()
+                    self._answer(r.status, r.getheaders(), r.read())
+                finally:
+                    c.close()
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _fwd
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.endpoint = "http://127.0.0.1:%d" % self.srv.server_address[1]
+        self.th = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.th.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
 def client_bucket(srv, prefix="rv"):
     """A boto3 client of @srv and a fresh bucket made with it: (client,
     name)."""

@@ -27,6 +27,7 @@ import uuid
 import pytest
 
 from conftest import mpu_one_part
+from fuse_util import ForwardProxy
 
 
 SIZE = 1 << 20
@@ -345,63 +346,6 @@ def test_open_after_own_metadata_change_reads(one, ecfs_mount, how, listed):
     assert m.stats()["etag_mismatch"] == 0
 
 
-class _CopyHookProxy:
-    """HTTP/1.1 proxy in front of the real storaged that forwards every
-    request unchanged, but calls @hook(path) before it forwards a copy
-    (a request with x-amz-copy-source): another client acting at that
-    exact point."""
-
-    def __init__(self, upstream, hook):
-        import http.client
-        import http.server
-        import threading
-        host, port = upstream.split("//")[1].split(":")
-
-        class H(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def _fwd(self):
-                n = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(n) if n else None
-                if self.headers.get("x-amz-copy-source"):
-                    hook(self.path)
-                hdrs = {k: v for k, v in self.headers.items()
-                        if k.lower() != "expect"}
-                c = http.client.HTTPConnection(host, int(port), timeout=60)
-                c.request(self.command, self.path, body=body, headers=hdrs)
-                r = c.getresponse()
-                data = r.read()
-                self.send_response(r.status)
-                for k, v in r.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection",
-                                         "content-length"):
-                        self.send_header(k, v)
-                if self.command == "HEAD":
-                    self.send_header("Content-Length",
-                                     r.getheader("Content-Length") or "0")
-                else:
-                    self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-                c.close()
-
-            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _fwd
-
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.srv.daemon_threads = True
-        self.endpoint = "http://127.0.0.1:%d" % self.srv.server_address[1]
-        self.th = threading.Thread(target=self.srv.serve_forever, daemon=True)
-        self.th.start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
-
-
 @pytest.mark.parametrize("other", ["none", "between"])
 def test_commit_copy_is_tied_to_the_completed_version(one, ecfs_mount, other):
     """cp -a: a file written in parts and chmodded before close is
@@ -419,13 +363,14 @@ def test_commit_copy_is_tied_to_the_completed_version(one, ecfs_mount, other):
     theirs = b"other client\n" * 20000
     ran = []
 
-    def hook(path):
-        if not ran and "/f.bin" in path:
+    def before(method, path, headers):
+        # the copy onto itself, forwarded once this has run
+        if headers.get("x-amz-copy-source") and not ran and "/f.bin" in path:
             ran.append(path)
             if other == "between":
                 c.put_object(Bucket=bucket, Key="f.bin", Body=theirs)
 
-    px = _CopyHookProxy(srv.endpoint, hook)
+    px = ForwardProxy(srv.endpoint, before)
     try:
         m = ecfs_mount(px.endpoint, bucket, access_key=srv.access_key,
                        secret_key=srv.secret_key,

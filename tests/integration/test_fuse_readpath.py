@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from fuse_util import client_bucket, mount_of
+from fuse_util import ForwardProxy, client_bucket, mount_of
 
 
 # odd sizes: the last block is partial; the big one is fetched by readahead
@@ -124,74 +124,29 @@ def test_random_preads_match(objs, ecfs_mount):
 def srv(storaged):
     return storaged()
 
-class _FaultProxy:
-    """HTTP/1.1 proxy in front of the real storaged that answers the first
-    @n_fail object GETs with 503 SlowDown and a 2 KiB XML error body (as a
-    throttling S3 does), and forwards everything else unchanged."""
+class _FaultProxy(ForwardProxy):
+    """Answers the first @n_fail object GETs with 503 SlowDown and a 2 KiB
+    XML error body (as a throttling S3 does), and forwards everything else
+    unchanged to the real storaged."""
 
     def __init__(self, upstream, n_fail):
-        import http.client
-        import http.server
         import threading
-        host, port = upstream.split("//")[1].split(":")
-        proxy = self
         self.n_fail = n_fail
         self.failed = 0
         self.lock = threading.Lock()
+        super().__init__(upstream, self._before)
 
-        class H(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def _fwd(self, method):
-                n = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(n) if n else None
-                if method == "GET" and "?" not in self.path:
-                    with proxy.lock:
-                        fail = proxy.failed < proxy.n_fail
-                        proxy.failed += fail
-                    if fail:
-                        msg = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown"
-                               b"</Code><Message>" + b"x" * 2048 +
-                               b"</Message></Error>")
-                        self.send_response(503)
-                        self.send_header("Content-Length", str(len(msg)))
-                        self.end_headers()
-                        self.wfile.write(msg)
-                        return
-                c = http.client.HTTPConnection(host, int(port), timeout=20)
-                c.request(method, self.path, body=body,
-                          headers=dict(self.headers))
-                r = c.getresponse()
-                data = r.read()
-                self.send_response(r.status)
-                for k, v in r.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection"):
-                        self.send_header(k, v)
-                if r.getheader("Content-Length") is None:
-                    self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if method != "HEAD":
-                    self.wfile.write(data)
-                c.close()
-
-            def do_GET(self):
-                self._fwd("GET")
-
-            def do_HEAD(self):
-                self._fwd("HEAD")
-
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.srv.daemon_threads = True
-        self.endpoint = "http://127.0.0.1:%d" % self.srv.server_address[1]
-        self.th = threading.Thread(target=self.srv.serve_forever, daemon=True)
-        self.th.start()
-
-    def close(self):
-        self.srv.shutdown()
-        self.srv.server_close()
+    def _before(self, method, path, headers):
+        if method != "GET" or "?" in path:
+            return None
+        with self.lock:
+            fail = self.failed < self.n_fail
+            self.failed += fail
+        if not fail:
+            return None
+        return 503, (b"<?xml version=\"1.0\"?><Error><Code>SlowDown"
+                     b"</Code><Message>" + b"x" * 2048 +
+                     b"</Message></Error>")
 
 
 def test_concurrent_readers_same_and_different(srv, ecfs_mount):
