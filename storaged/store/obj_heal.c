@@ -756,6 +756,13 @@ void obj_probe_drives(struct stor_store *s)
             __atomic_store_n(&s->drives[d].online, true, __ATOMIC_RELEASE);
             cm_log(CM_LOG_INFO, 0, "drive %s: back online, healing",
                    s->drives[d].path);
+            if (s->idx_away && s->idx_away[d])
+                cm_log(CM_LOG_WARN, 0,
+                       "drive %s: the index was rebuilt while it was away: "
+                       "keys whose copies are on it come back at the next "
+                       "start, which rebuilds it (FORMAT.md \"Rebuilt with "
+                       "drives away\")",
+                       s->drives[d].path);
             pthread_mutex_lock(&s->heal_lock);
             s->rescan = true;
             pthread_mutex_unlock(&s->heal_lock);

@@ -125,6 +125,11 @@ struct stor_store {
     struct obj_idx *idx; /* owned; immutable after open */
     size_t idx_drive;    /* the drive holding it */
     uint64_t idx_gen;    /* generation of this run */
+    /* owned, ndrives bytes, or NULL: 1 for a drive that was offline when
+     * the index in use was rebuilt (its keys may be missing from it; the
+     * next start with it back rebuilds: FORMAT.md "Rebuilt with drives
+     * away"). Written before idx_ready only. */
+    uint8_t *idx_away;
     bool idx_ready;  /* atomic (release/acquire): loaded or rebuilt, serving;
                         a close may mark it clean */
     bool idx_broken; /* atomic: a write failed; rebuild at next start */

@@ -34,6 +34,7 @@
 #define IDX_KEYMAX     (64 + OBJ_IDX_KEYPFX) /* bucket NUL prefix */
 #define IDX_SYS_STATE  "s"
 #define IDX_SYS_BUCKET "b/"
+#define IDX_SYS_AWAY   "a" /* drives away at the rebuild */
 #define IDX_BUCKET_REC                                                         \
     32 /* u8 version, 7 pad, i64 created, u64 count, u64 sum */
 #define IDX_BUCKET_VER 2  /* 1 (format 1) had no content sum */
@@ -2134,6 +2135,39 @@ int obj_idx_lease_get(struct obj_idx *x, uint64_t *lease)
         ret = -EBADMSG;
     if (ret == 0)
         *lease = le_get(v.mv_data, 8);
+    rtxn_put(t, slot);
+    return ret;
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_away_set(struct obj_idx *x, const uint8_t *away, size_t n)
+{
+    char ak[] = IDX_SYS_AWAY;
+    MDB_val k = {1, ak}, v = {n, (void *)(uintptr_t)away};
+    MDB_txn *t;
+    int ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    return wtxn_end(t, mdb_err(mdb_put(t, x->sys, &k, &v, 0)));
+}
+
+/* Contract in obj_idx.h. */
+int obj_idx_away_get(struct obj_idx *x, uint8_t *away, size_t n)
+{
+    MDB_txn *t;
+    struct idx_rtxn *slot;
+    char ak[] = IDX_SYS_AWAY;
+    MDB_val k = {1, ak}, v;
+    int ret = rtxn_get(x, false, &t, &slot);
+
+    if (ret < 0)
+        return ret;
+    ret = mdb_err(mdb_get(t, x->sys, &k, &v));
+    if (ret == 0 && v.mv_size != n)
+        ret = -EBADMSG;
+    if (ret == 0)
+        memcpy(away, v.mv_data, n);
     rtxn_put(t, slot);
     return ret;
 }

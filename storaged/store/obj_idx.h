@@ -295,6 +295,15 @@ CM_MUST_CHECK int obj_idx_lease_set(struct obj_idx *x, uint64_t lease);
 /* 0 and *lease, or -ENOENT (never set). */
 CM_MUST_CHECK int obj_idx_lease_get(struct obj_idx *x, uint64_t *lease);
 
+/* The drives that were offline when this index was rebuilt (FORMAT.md
+ * "Rebuilt with drives away"): @n bytes, 1 for a drive away, 0 for one
+ * read. Set once, by the rebuild, and only when some drive was away. */
+CM_MUST_CHECK int obj_idx_away_set(struct obj_idx *x, const uint8_t *away,
+                                   size_t n);
+/* 0 and @away (@n bytes), -ENOENT (none was away), or -EBADMSG (a record
+ * of another drive count). */
+CM_MUST_CHECK int obj_idx_away_get(struct obj_idx *x, uint8_t *away, size_t n);
+
 /* ---- cursor walks (listing, scanner, check) ---- */
 /* A read cursor over @bucket (a consistent snapshot until closed). */
 CM_MUST_CHECK int obj_idx_cur_open(struct obj_idx *x, const char *bucket,

@@ -3965,6 +3965,39 @@ void obj_vdel_stop(struct stor_store *s)
     free(v);
 }
 
+/* Was a drive of @set offline when the index in use was rebuilt? Then a
+ * key it does not have may still have copies there (FORMAT.md "Rebuilt
+ * with drives away"). */
+static bool set_away_at_rebuild(const struct stor_store *s, int set)
+{
+    for (int i = 0; s->idx_away && i < s->set_size; i++)
+        if (s->idx_away[(size_t)set * s->set_size + i])
+            return true;
+    return false;
+}
+
+/* A DELETE of key @key, which the index does not have, in a set that had
+ * drives away when the index was rebuilt: tombstones on every online
+ * drive of the set, so the rebuild of a start with them back does not
+ * bring back copies they may hold (it would have been deleted). */
+static void tombstones_absent(struct stor_store *s, const char *bucket,
+                              const char *key, size_t key_len,
+                              const uint8_t id[16], const struct stor_place *pl)
+{
+    struct obj_ent t = {0};
+
+    t.key = obj_memdup0(key, key_len);
+    if (t.key == NULL)
+        return;
+    t.key_len = key_len;
+    memcpy(t.id, id, 16);
+    t.mtime_ns = obj_now_ns();
+    t.k = s->K; /* K + M shards: every position of the set */
+    t.m = s->M;
+    write_tombstones(s, bucket, &t, pl);
+    free(t.key);
+}
+
 /* Contract in object.h. */
 int stor_obj_delete(struct stor_store *s, const char *bucket, const char *key,
                     size_t key_len)
@@ -4046,6 +4079,8 @@ int stor_obj_delete_if(struct stor_store *s, const char *bucket,
         if (!all || !remove_metas(s, bucket, e, &pl, NULL))
             write_tombstones(s, bucket, e, &pl);
         retire_shards(s, bucket, e, &pl, true); /* a delete: gone at once */
+    } else if (ret == -STOR_ENOKEY && set_away_at_rebuild(s, pl.set)) {
+        tombstones_absent(s, bucket, key, key_len, id, &pl);
     }
     obj_cur_settled(s, bucket, id);
     pthread_rwlock_unlock(kl);

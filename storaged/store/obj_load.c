@@ -422,6 +422,20 @@ static bool ver_maybe_acked(struct stor_store *s, const struct ld_ver *v,
     return v->count + off >= obj_write_quorum(s, v->m.k, v->m.m);
 }
 
+/* Offline drives among the placement of version @m of a key of @bucket:
+ * how many of its copies a start cannot see. */
+static int place_off(struct stor_store *s, const char *bucket,
+                     const struct stor_meta *m)
+{
+    struct stor_place pl;
+    int off = 0;
+
+    obj_place(s, bucket, m->key, m->key_len, &pl);
+    for (int j = 0; j < m->k + m->m; j++)
+        off += !obj_drive_online(s, obj_shard_drive(s, &pl, j));
+    return off;
+}
+
 /* A versioned overwrite through the journal saves no HEX.p (obj_io.c):
  * its links HEX.vVERSION-SINCE, with an even SINCE, are its copies of the
  * version it replaces. Where some HEX.m (or HEX.p) still holds that
@@ -657,10 +671,13 @@ static void sync_cand_dirs(struct stor_store *s, const char *bucket,
 
 /* Picks the winner of each candidate and puts it into index @x (one write
  * transaction for the lot). Without @dry, settles interrupted overwrites,
- * removes leftovers and queues missing copies for healing. *n: objects put. */
+ * removes leftovers and queues missing copies for healing. *n: objects put;
+ * *unsure: candidates left without a winner because their newest version
+ * may be whole on drives of their set that are offline (FORMAT.md
+ * "Rebuilt with drives away"). */
 static int resolve(struct stor_store *s, struct obj_bucket *b,
                    struct ld_cand **tab, struct obj_idx *x, bool dry,
-                   uint64_t *n)
+                   uint64_t *n, uint64_t *unsure)
 {
     struct ld_cand *c, *tmp;
     struct obj_ent **ents = NULL;
@@ -677,6 +694,8 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
     HASH_ITER(hh, *tab, c, tmp)
     {
         struct ld_ver *win = NULL, *best = NULL;
+        bool away = !set_all_online(s, c->set), undecided = away && c->vers;
+        int off;
 
         if (c->kept)
             kept_as_copies(s, c);
@@ -691,15 +710,32 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
             if (cand == NULL)
                 break;
             best = cand;
-            if ((int64_t)cand->version < b->created_ns)
+            if ((int64_t)cand->version < b->created_ns) {
+                undecided = false;
                 break; /* from an earlier bucket of the same name */
-            if (cand->m.type == STOR_META_TOMBSTONE)
+            }
+            if (cand->m.type == STOR_META_TOMBSTONE) {
+                undecided = false;
                 break; /* deleted */
+            }
             if (ver_complete(c, cand)) {
                 win = cand;
+                undecided = false;
                 break;
             }
+            /* short of k here, but it may have been acknowledged with its
+             * other copies on the drives away: no older version wins over
+             * it (that would roll an acknowledged write back, and settle
+             * the old copies over its metas); the key waits for a start
+             * with those drives back (FORMAT.md "Rebuilt with drives
+             * away") */
+            if (away && cand->m.type == STOR_META_OBJECT &&
+                (off = place_off(s, b->name, &cand->m)) > 0 &&
+                ver_maybe_acked(s, cand, off))
+                break;
         }
+        if (undecided && unsure)
+            (*unsure)++;
         if (win && c->kept && del_kept(c, win)) {
             /* FORMAT.md "Versions": a DELETE's HEX.m left for the queue */
             if (!dry)
@@ -739,7 +775,8 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
                     obj_heal_queue(s, b->name, e->key, e->key_len);
             }
         }
-        if (!dry && c->has_prev)
+        /* undecided: a saved HEX.p may be the copy a later start needs */
+        if (!dry && c->has_prev && !undecided)
             settle_prev(s, b->name, c, win);
         if (!dry && win && win->mask_v)
             settle_kept(s, b->name, c, win);
@@ -1226,6 +1263,44 @@ static bool idx_err_is_damage(int err)
     return err == -EBADMSG || err == -ENOENT || err == -EIO;
 }
 
+/* An index rebuilt while drives were away (FORMAT.md "Rebuilt with drives
+ * away") is trusted only while all of them are still away: with one back,
+ * keys whose copies are on it may be missing, and the start rebuilds (1,
+ * *why). 0: trusted (s->idx_away takes the drives it names, if any), or
+ * -errno and *why. */
+static int away_check(struct stor_store *s, struct obj_idx *x, const char **why)
+{
+    uint8_t *away = malloc(s->ndrives);
+    int ret;
+
+    if (away == NULL) {
+        *why = "cannot be read";
+        return -ENOMEM;
+    }
+    ret = obj_idx_away_get(x, away, s->ndrives);
+    if (ret == -ENOENT) { /* rebuilt with every drive there */
+        free(away);
+        return 0;
+    }
+    if (ret < 0) {
+        free(away);
+        *why = ret == -EBADMSG ? "its record of the drives away at its "
+                                 "rebuild is of another drive count"
+                               : "cannot be read";
+        return ret;
+    }
+    for (size_t d = 0; d < s->ndrives; d++)
+        if (away[d] && obj_drive_online(s, d)) {
+            free(away);
+            *why = "rebuilt while drives were away, and one is back (keys "
+                   "whose copies are on it may be missing)";
+            return 1;
+        }
+    free(s->idx_away);
+    s->idx_away = away;
+    return 0;
+}
+
 /* Opens the index the pointer names when it can be trusted: closed cleanly
  * with its file unchanged since, or (with @may_reconcile) left dirty by a
  * crash of the process in this boot (then obj_load reconciles the keys in
@@ -1331,6 +1406,13 @@ static struct obj_idx *idx_trusted(struct stor_store *s,
         *why = "its buckets differ from the drives'";
         goto fail;
     }
+    ret = away_check(s, x, why);
+    if (ret < 0 && !idx_err_is_damage(ret)) {
+        *env_err = ret;
+        goto fail;
+    }
+    if (ret != 0)
+        goto fail;
     raise_version(s, st.last_version);
     {
         uint64_t lease;
@@ -1349,7 +1431,7 @@ fail:
  * on the drives changes. *n: objects put. */
 static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
                           struct obj_idx *x, bool dry, long delay_ms,
-                          uint64_t *n)
+                          uint64_t *n, uint64_t *unsure)
 {
     bool *cur = calloc(s->ndrives, sizeof(*cur));
     double last_log = mono_s();
@@ -1384,7 +1466,7 @@ static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
                 continue;
             load_dir(s, d, sub, &tab, NULL, &budget);
         }
-        ret = resolve(s, b, &tab, x, dry, n);
+        ret = resolve(s, b, &tab, x, dry, n, unsure);
         __atomic_add_fetch(&s->idx_rebuild_objects, *n - before,
                            __ATOMIC_RELAXED);
         __atomic_add_fetch(&s->idx_dirs_done, 1, __ATOMIC_RELAXED);
@@ -1407,18 +1489,39 @@ static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
     return ret;
 }
 
+/* The drives offline now into a new array (ndrives bytes, 1: away), and
+ * *@n how many; NULL on ENOMEM. */
+static uint8_t *drives_away(struct stor_store *s, size_t *n)
+{
+    uint8_t *away = calloc(s->ndrives, 1);
+
+    *n = 0;
+    for (size_t d = 0; away && d < s->ndrives; d++)
+        if (!obj_drive_online(s, d)) {
+            away[d] = 1;
+            (*n)++;
+        }
+    return away;
+}
+
 /* Creates a fresh index in @dir (removing what was there) and fills it
- * from the metas. */
+ * from the metas. With drives away, the index records which (FORMAT.md
+ * "Rebuilt with drives away"): a start that finds one of them back does
+ * not trust it but rebuilds; without @dry, s->idx_away takes them. */
 static int rebuild_into(struct stor_store *s, const char *dir, bool dry,
                         struct obj_idx **out)
 {
     struct obj_idx *x;
     double t0 = mono_s();
-    uint64_t total = 0;
+    uint64_t total = 0, unsure = 0;
     const char *dv = getenv("STORAGED_TEST_REBUILD_DELAY_MS");
     long delay_ms = dv ? strtol(dv, NULL, 10) : 0;
+    size_t naway;
+    uint8_t *away = drives_away(s, &naway);
     int ret;
 
+    if (away == NULL)
+        return -ENOMEM;
     if (delay_ms < 0 || delay_ms > 10000)
         delay_ms = 0;
     __atomic_store_n(&s->idx_dirs_done, 0, __ATOMIC_RELAXED);
@@ -1426,15 +1529,20 @@ static int rebuild_into(struct stor_store *s, const char *dir, bool dry,
                      __ATOMIC_RELAXED);
     (void)stor_rmtree(dir);
     ret = obj_idx_open(dir, true, &x);
-    if (ret < 0)
+    if (ret < 0) {
+        free(away);
         return ret;
+    }
+    /* first: an index that has the records has the drives away too */
+    if (naway > 0)
+        ret = obj_idx_away_set(x, away, s->ndrives);
     for (size_t i = 0; i < s->nbuckets && ret == 0; i++) {
         struct obj_bucket *b = s->buckets[i];
         uint64_t n = 0;
 
         ret = obj_idx_bucket_set(x, b->name, b->created_ns);
         if (ret == 0)
-            ret = rebuild_bucket(s, b, x, dry, delay_ms, &n);
+            ret = rebuild_bucket(s, b, x, dry, delay_ms, &n, &unsure);
         total += n;
         if (!dry)
             cm_log(CM_LOG_INFO, 0, "index: bucket %s: %llu objects", b->name,
@@ -1442,8 +1550,21 @@ static int rebuild_into(struct stor_store *s, const char *dir, bool dry,
     }
     if (ret < 0) {
         obj_idx_close(x, false);
+        free(away);
         return ret;
     }
+    if (naway > 0 && !dry)
+        cm_log(CM_LOG_WARN, 0,
+               "index: rebuilt while %zu drive(s) were away; %llu key(s) "
+               "left out whose newest version may be whole only with them. "
+               "The first start with one of them back rebuilds it again",
+               naway, (unsigned long long)unsure);
+    if (naway > 0 && !dry) {
+        free(s->idx_away);
+        s->idx_away = away;
+        away = NULL;
+    }
+    free(away);
     s->idx_rebuild_s = mono_s() - t0;
     cm_log(CM_LOG_INFO, 0,
            "index: %s: %llu objects in %zu bucket(s) from the metas in "
@@ -1493,7 +1614,7 @@ static int reconcile_one(void *arg, const char *bucket, const uint8_t id[16],
     struct obj_bucket *b = obj_bucket_find(s, bucket);
     struct ld_cand *tab = NULL;
     struct stor_place pl;
-    uint64_t n = 0;
+    uint64_t n = 0, unsure = 0;
     size_t budget = LD_BODY_BUDGET;
     char hex[33];
     int ret;
@@ -1511,8 +1632,11 @@ static int reconcile_one(void *arg, const char *bucket, const uint8_t id[16],
                      s->drives[d].path, bucket, hex) < (int)sizeof(dir))
             load_dir(s, d, dir, &tab, id, &budget);
     }
-    ret = resolve(s, b, &tab, s->idx, false, &n);
-    if (ret == 0 && n == 0) {
+    ret = resolve(s, b, &tab, s->idx, false, &n, &unsure);
+    /* no winner while drives of its set are away and its newest version
+     * may be whole with them: the record the index has stays (the last
+     * one written; FORMAT.md "Rebuilt with drives away") */
+    if (ret == 0 && n == 0 && unsure == 0) {
         ret = obj_idx_remove(s->idx, bucket, key, key_len, NULL);
         if (ret == -ENOENT)
             ret = 0;

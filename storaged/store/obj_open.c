@@ -670,6 +670,7 @@ void stor_store_close(struct stor_store *s)
         if (s->lock_fds[i] >= 0)
             close(s->lock_fds[i]);
     free(s->lock_fds);
+    free(s->idx_away);
     for (size_t i = 0; i < s->ndrives; i++)
         free(s->drives[i].path);
     free(s->drives);

@@ -19,10 +19,12 @@ import glob
 import hashlib
 import os
 import random
+import re
 import struct
 import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError
@@ -1443,3 +1445,135 @@ def test_cut_versioned_overwrite_with_a_drive_away_keeps_the_old_one(
         c.get_object(Bucket="vcut2", Key="a", VersionId=v2)
     srv.stop()
     os.rename(gone[0] + ".away", gone[0])
+
+
+def _rebuilds(srv):
+    """storaged_index_rebuilds_total of the running server."""
+    with urllib.request.urlopen(srv.endpoint + "/metrics", timeout=5) as r:
+        text = r.read().decode()
+    m = re.search(r"^storaged_index_rebuilds_total (\S+)$", text, re.M)
+    assert m, text[:2000]
+    return int(float(m.group(1)))
+
+
+def _get_or_code(c, bucket, key):
+    """The body of @key, or the error code of its GET."""
+    try:
+        return c.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as e:
+        return e.response["Error"]["Code"]
+
+
+def test_rebuild_with_drives_away_loses_no_key_once_they_are_back(storaged):
+    """An index rebuilt while a drive is away leaves out the keys whose
+    copies are on it (FORMAT.md "Rebuilt with drives away"). 3 drives, one
+    2+1 set (write quorum 2), one drive away at a time: keys written while
+    d3 was away have their two copies on d1 and d2; a rebuild (the index
+    drive d1 away) sees one. A clean stop makes that index trusted; the
+    first start with d1 back must not trust it but rebuild: every
+    acknowledged object reads back, a key deleted while d1 was away stays
+    deleted (tombstones on the drives there), one overwritten meanwhile
+    reads its new bytes, and the next start trusts the index again."""
+    srv = storaged(ndrives=3, env=JENV, args=["--no-extents"])
+    c = srv.client()
+    c.create_bucket(Bucket="away")
+    rng = random.Random(67)
+    body = {k: rng.randbytes(70000) for k in ("base", "k", "gone", "over")}
+    c.put_object(Bucket="away", Key="base", Body=body["base"])
+    srv.stop()
+    d1, d2, d3 = srv.drives
+    os.rename(d3, d3 + ".away")
+    srv.start()  # d3 offline from the start
+    for k in ("k", "gone", "over"):
+        c.put_object(Bucket="away", Key=k, Body=body[k])  # acknowledged
+    srv.stop()
+    os.rename(d3 + ".away", d3)
+    for k in ("k", "gone", "over"):
+        ms = metas_of(srv, "away", k)
+        assert sorted(os.path.dirname(p).split(os.sep)[-4] for p, _ in ms) \
+            == ["d1", "d2"], ms
+    os.rename(d1, d1 + ".away")  # the drive holding the index
+    srv.start()
+    assert _rebuilds(srv) == 1
+    assert _get_or_code(c, "away", "base") == body["base"]
+    for k in ("k", "gone", "over"):  # one copy of two here: left out
+        assert _get_or_code(c, "away", k) == "NoSuchKey", k
+    c.delete_object(Bucket="away", Key="gone")
+    over2 = rng.randbytes(50000)
+    c.put_object(Bucket="away", Key="over", Body=over2)
+    srv.stop()  # a clean close: that index would be trusted
+    os.rename(d1 + ".away", d1)
+    srv.start()
+
+    def check(when):
+        assert _get_or_code(c, "away", "base") == body["base"], when
+        assert _get_or_code(c, "away", "k") == body["k"], when
+        assert _get_or_code(c, "away", "gone") == "NoSuchKey", when
+        assert _get_or_code(c, "away", "over") == over2, when
+        keys = [o["Key"] for o in
+                c.list_objects_v2(Bucket="away").get("Contents", [])]
+        assert keys == ["base", "k", "over"], (when, keys)
+
+    check("after the start with d1 back")
+    assert _rebuilds(srv) == 1, "an index rebuilt with d1 away was trusted"
+    srv.stop()
+    srv.start()
+    assert _rebuilds(srv) == 0  # every drive was there: trusted
+    check("after a clean restart")
+    srv.stop_and_check_index()
+
+
+def test_rebuild_with_drives_away_never_settles_a_saved_prev_over_an_acked_overwrite(  # noqa: E501
+        storaged):
+    """HEX.p (an inline overwrite's saved previous meta, obj_load.c
+    settle_prev) counts as a copy of the old version at a start. After an
+    acknowledged overwrite whose unlinks of HEX.p a power cut undid, a
+    rebuild with drives away, where the new version is short of k but may
+    be whole with them, must not make the old version current from its
+    HEX.p copies, nor rename them over the new version's metas
+    (FORMAT.md "Rebuilt with drives away"). 4 drives, 2+2 (write quorum
+    3): v1 everywhere; v2 acknowledged with d4 away (d4 keeps v1's
+    HEX.m); v1's metas put back as HEX.p on d1-d3; a rebuild with d1, d2
+    away sees v2 once, v1 twice (d3's HEX.p, d4's HEX.m)."""
+    srv = storaged(ndrives=4, env=JENV, args=["--no-extents"])
+    c = srv.client()
+    c.create_bucket(Bucket="prev")
+    rng = random.Random(71)
+    b1, b2 = rng.randbytes(70000), rng.randbytes(70000)
+    c.put_object(Bucket="prev", Key="k", Body=b1)
+    srv.stop()
+    saved = {}
+    for p, _ in metas_of(srv, "prev", "k"):
+        with open(p, "rb") as f:
+            saved[p] = f.read()
+    assert len(saved) == 4, saved.keys()
+    d1, d2, d3, d4 = srv.drives
+    os.rename(d4, d4 + ".away")
+    srv.start()
+    c.put_object(Bucket="prev", Key="k", Body=b2)  # acknowledged
+    srv.stop()
+    os.rename(d4 + ".away", d4)
+    ver = {p: _read_meta_version(p) for p in saved}
+    m3 = [p for p in saved if p.startswith(d3 + os.sep)][0]
+    m4 = [p for p in saved if p.startswith(d4 + os.sep)][0]
+    ver1 = ver[m4]  # d4 missed the overwrite
+    ver2 = ver[m3]
+    assert ver1 < ver2 and sorted(ver.values()) == [ver1] + [ver2] * 3
+    for p, data in saved.items():  # the power cut undid drop_prev's unlinks
+        if p != m4:
+            with open(p[:-1] + "p", "wb") as f:
+                f.write(data)
+    os.rename(d1, d1 + ".away")
+    os.rename(d2, d2 + ".away")
+    srv.start()  # the index was on d1: rebuilt
+    got = _get_or_code(c, "prev", "k")
+    assert got != b1, "rolled back to the version the overwrite replaced"
+    assert _read_meta_version(m3) == ver2, "v1's HEX.p renamed over v2"
+    srv.stop()
+    os.rename(d1 + ".away", d1)
+    os.rename(d2 + ".away", d2)
+    srv.start()
+    assert _get_or_code(c, "prev", "k") == b2
+    srv.stop_and_check_index()
+    assert glob.glob(os.path.join(srv.workdir, "d*", "b", "prev", "*",
+                                  "*.p")) == []
