@@ -83,6 +83,10 @@ struct fc_iopen {
     unsigned nwriters;           /* open write handles */
     uint64_t wsize;              /* file size as the last writer left it */
     time_t wmtime;               /* time of the last write */
+    /* the latest fc_itab_adopt_etag of the inode: version adopted_from
+     * is adopted_to (the same bytes); "" none */
+    char adopted_from[FC_ETAG_MAX];
+    char adopted_to[FC_ETAG_MAX];
 };
 
 /* FNV-1a of @n bytes at @p. */
@@ -641,10 +645,30 @@ void fc_itab_adopt_etag(struct fc_itab *t, const char *key, struct fc_inode *in,
     if (in != NULL && in->op != NULL &&
         fc_s3_etag_equal(in->op->kept_etag, from))
         snprintf(in->op->kept_etag, sizeof(in->op->kept_etag), "%s", to);
+    if (in != NULL && iopen_of(in) != NULL) { /* (ENOMEM: not kept) */
+        snprintf(in->op->adopted_from, sizeof(in->op->adopted_from), "%s",
+                 from);
+        snprintf(in->op->adopted_to, sizeof(in->op->adopted_to), "%s", to);
+    }
     if (dir != NULL) /* its cached listings are older: fetched again */
         note_put(&t->dirchg, dir, true, NULL, now);
     pthread_mutex_unlock(&t->lock);
     free(dir);
+}
+
+/* Was @etag adopted as another (see header)? */
+bool fc_inode_adopted(struct fc_itab *t, struct fc_inode *in, const char *etag,
+                      char *to)
+{
+    bool yes;
+
+    pthread_mutex_lock(&t->lock);
+    yes = in->op != NULL && in->op->adopted_from[0] != '\0' &&
+          fc_s3_etag_equal(in->op->adopted_from, etag);
+    if (yes)
+        memcpy(to, in->op->adopted_to, FC_ETAG_MAX);
+    pthread_mutex_unlock(&t->lock);
+    return yes;
 }
 
 /* Counts write handles and their size (see header). */

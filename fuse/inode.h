@@ -204,6 +204,12 @@ void fc_inode_close(struct fc_itab *t, struct fc_inode *in, bool direct_io);
  * 412, EIO). */
 void fc_itab_adopt_etag(struct fc_itab *t, const char *key, struct fc_inode *in,
                         const char *from, const char *to);
+/* Whether the latest fc_itab_adopt_etag of @in moved version @etag: then
+ * true and the version it became in @to (FC_ETAG_MAX bytes). For a handle
+ * pinned to @etag after that move (its open's HEAD answered before the
+ * copy, or its attributes read before the move): the same bytes. */
+bool fc_inode_adopted(struct fc_itab *t, struct fc_inode *in, const char *etag,
+                      char *to);
 /* A write handle of @in opened (@delta 1), closed (-1) or wrote (0):
  * while any is open, attribute replies carry @size and the time of the
  * last write, and revalidation asks S3 nothing. */

@@ -1218,11 +1218,14 @@ static struct self_copy *g_copies; /* protected by g_copy_lock */
  * onto itself here (fc_copy_self), its handles moved to the new ETag? A
  * GET sent before that move may have met the copy (412). Waits for this
  * key's copies under way, then says whether @fh's ETag changed, and copies
- * the new one to @etag. */
-static bool fh_adopted(struct fc_fh *fh, char *etag)
+ * the new one to @etag. A handle pinned to the old ETag after the move
+ * (an open whose HEAD was answered before the copy and arrived after it,
+ * or that read the inode's attributes before the move and was linked
+ * after adopt_etag's walk) takes the new one now (fc_inode_adopted). */
+static bool fh_adopted(struct fc_fs *fs, struct fc_fh *fh, char *etag)
 {
     const char *key = fh->in->key;
-    char now[FC_ETAG_MAX];
+    char now[FC_ETAG_MAX], to[FC_ETAG_MAX];
     bool busy;
 
     pthread_mutex_lock(&g_copy_lock);
@@ -1235,6 +1238,13 @@ static bool fh_adopted(struct fc_fh *fh, char *etag)
     } while (busy);
     pthread_mutex_unlock(&g_copy_lock);
     fh_etag(fh, now);
+    if (strcmp(now, etag) == 0 && fc_inode_adopted(fs->itab, fh->in, now, to)) {
+        pthread_mutex_lock(&fh->rs.lock);
+        if (strcmp(fh->etag, now) == 0)
+            snprintf(fh->etag, sizeof(fh->etag), "%s", to);
+        memcpy(now, fh->etag, FC_ETAG_MAX);
+        pthread_mutex_unlock(&fh->rs.lock);
+    }
     if (strcmp(now, etag) == 0)
         return false;
     memcpy(etag, now, FC_ETAG_MAX);
@@ -1435,7 +1445,7 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     o.key = in->key;
     /* the reply is written straight from the cache blocks (no copy) */
     n = fc_read_pin(fs, &o, rs, (uint64_t)off, size, &pin);
-    if (n == -EIO && o.etag == etag && fh_adopted(fh, etag))
+    if (n == -EIO && o.etag == etag && fh_adopted(fs, fh, etag))
         n = fc_read_pin(fs, &o, rs, (uint64_t)off, size, &pin);
     if (n >= 0) {
         /* without direct_io the bytes now sit in the page cache */
@@ -1456,7 +1466,7 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     n = fc_read(fs, &o, rs, (uint64_t)off, size, buf);
-    if (n == -EIO && o.etag == etag && fh_adopted(fh, etag))
+    if (n == -EIO && o.etag == etag && fh_adopted(fs, fh, etag))
         n = fc_read(fs, &o, rs, (uint64_t)off, size, buf);
     if (n < 0)
         fuse_reply_err(req, (int)-n);

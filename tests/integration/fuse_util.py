@@ -344,10 +344,12 @@ class ForwardProxy:
     fault, at an exact request. Each request is forwarded unchanged (its
     body read by Content-Length, Expect dropped), except that
     @before(method, path, headers) runs first and may answer it instead by
-    returning (status, body). The mount signs for the proxy's Host header,
-    which is forwarded as is."""
+    returning (status, body), and @after(method, path, headers, status)
+    runs once the server answered, before the answer is passed on (it may
+    hold it). The mount signs for the proxy's Host header, which is
+    forwarded as is."""
 
-    def __init__(self, upstream, before=None):
+    def __init__(self, upstream, before=None, after=None):
         import http.client
         import http.server
         import threading
@@ -387,7 +389,10 @@ class ForwardProxy:
                     c.request(self.command, self.path, body=body,
                               headers=hdrs)
                     r = c.getresponse()
-                    self._answer(r.status, r.getheaders(), r.read())
+                    data = r.read()
+                    if after is not None:
+                        after(self.command, self.path, self.headers, r.status)
+                    self._answer(r.status, r.getheaders(), data)
                 finally:
                     c.close()
 
