@@ -1752,6 +1752,42 @@ static void commit_short(const char *bucket, const struct obj_ent *e,
         (unsigned long long)__atomic_exchange_n(&quiet, 0, __ATOMIC_RELAXED));
 }
 
+static pthread_once_t test_cut_once = PTHREAD_ONCE_INIT;
+static const char *test_cut_path;
+static long test_cut_renames;
+
+static void test_cut_init(void)
+{
+    const char *v = getenv("STORAGED_TEST_CUT_RENAMES");
+
+    test_cut_path = getenv("STORAGED_TEST_CUT_FILE");
+    test_cut_renames = v ? strtol(v, NULL, 10) : 0;
+}
+
+/* Tests only (STORAGED_TEST_CUT_FILE=PATH): while PATH exists, the process
+ * dies here, in a new name's barrier before it ends, where a power cut
+ * shows what the commit did before its records were durable
+ * (test_object_new_dirs.py). Not with STORAGED_TEST_CUT_RENAMES. */
+static void test_cut_here(void)
+{
+    pthread_once(&test_cut_once, test_cut_init);
+    if (test_cut_path && test_cut_renames <= 0 &&
+        access(test_cut_path, F_OK) == 0)
+        raise(SIGKILL);
+}
+
+/* Tests only (STORAGED_TEST_CUT_RENAMES=N with STORAGED_TEST_CUT_FILE):
+ * while that file exists, the process dies after a commit's Nth meta
+ * rename (place_metas), between the renames of an overwrite
+ * (test_object_jnl_host.py). */
+static void test_cut_renamed(int done)
+{
+    pthread_once(&test_cut_once, test_cut_init);
+    if (test_cut_path && done == test_cut_renames &&
+        access(test_cut_path, F_OK) == 0)
+        raise(SIGKILL);
+}
+
 /* Contract in obj_i.h: the commit protocol. */
 /* Renames the temp metas of the shards with ok[j] (sNUM or the commit's
  * @uniq names, meta_tmp_path) to HEX.m of @bucket/@id, making object
@@ -1763,6 +1799,8 @@ static void place_metas(struct stor_store *s, const char *bucket,
                         uint64_t uniq, int n, bool *ok, const uint64_t *snum,
                         uint32_t xmask, bool *swapped, bool *keep)
 {
+    int done = 0;
+
     for (int j = 0; j < n; j++) {
         char from[PATH_MAX], to[PATH_MAX];
         size_t d = obj_shard_drive(s, pl, j);
@@ -1789,6 +1827,7 @@ static void place_metas(struct stor_store *s, const char *bucket,
             continue;
         }
         keep[j] = true;
+        test_cut_renamed(++done);
     }
 }
 
@@ -1810,25 +1849,6 @@ struct place_new {
     uint64_t *snum;
     bool check, found;
 };
-
-static pthread_once_t test_cut_once = PTHREAD_ONCE_INIT;
-static const char *test_cut_path;
-
-static void test_cut_init(void)
-{
-    test_cut_path = getenv("STORAGED_TEST_CUT_FILE");
-}
-
-/* Tests only (STORAGED_TEST_CUT_FILE=PATH): while PATH exists, the process
- * dies here, in a new name's barrier before it ends, where a power cut
- * shows what the commit did before its records were durable
- * (test_object_new_dirs.py). */
-static void test_cut_here(void)
-{
-    pthread_once(&test_cut_once, test_cut_init);
-    if (test_cut_path && access(test_cut_path, F_OK) == 0)
-        raise(SIGKILL);
-}
 
 /* sync_barrier_jd()'s @during for a struct place_new. */
 static void place_new_run(void *arg)
@@ -1990,6 +2010,17 @@ int obj_commit(struct stor_store *s, const char *bucket, struct obj_ent *e,
      * replaces for the start's rule (obj_load.c), and its KEPT records
      * put them back after a power cut */
     vkept = rt && jov;
+    if (cur_inl && !vkept && !jov && rt == NULL) {
+        /* HEX.p is the old version's copy while the renames run (the
+         * start's rule): its inode's bytes must be durable, as without
+         * the journal. A commit that does not journal (shard files, an
+         * extent record, its filesystem's host failed) over metas that
+         * may be journaled only makes them durable first; else a cut
+         * between the renames, with a power cut, left the old version
+         * on fewer than k drives (the replay puts records at HEX.m
+         * only, which the new meta holds there) */
+        jnl_settle(s, bucket, e->id, &pl);
+    }
     if (cur_inl && !vkept)
         prev_mask = save_prev(s, bucket, e->id, &pl, prev_n);
     xmask = prev_mask | (vkept ? rt->linked : 0);

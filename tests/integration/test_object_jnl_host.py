@@ -9,6 +9,8 @@ by its first drive, the host).
   journal and never synced. A power cut then (every file of the key with
   pages not written back torn, the host back with its journal) loses no
   version.
+- An overwrite that does not journal (the host went away) cut between its
+  renames: the old version's copies saved as HEX.p must be durable.
 - A checkpoint whose header write fails stops the host's journal; a
   versioned DELETE queued before it (its barrier runs outside the journal
   lock) still settles: its barrier never fdatasyncs a closed fd number.
@@ -22,6 +24,7 @@ import mmap
 import os
 import random
 import re
+import signal
 import struct
 import subprocess
 import time
@@ -174,3 +177,64 @@ def test_a_failed_checkpoint_leaves_a_queued_versioned_delete_its_journal(
         srv.stop()
     finally:
         subprocess.run(["chattr", "-i", idle], check=True)
+
+
+def test_overwrite_without_the_journal_cut_between_renames_keeps_the_old(
+        storaged, tmp_path):
+    """An overwrite that does not journal (its filesystem's host drive went
+    away) saves the old metas as HEX.p before its renames: the old
+    version's copies while the renames run. Their inode's bytes were only
+    in the host's journal. A kill after some renames, then a power cut
+    (every file of the name whose pages the kernel has not written back
+    torn, the host back with its journal): the old version, which was
+    acknowledged, must read back (the replay cannot put it back where the
+    new meta was renamed in: it writes HEX.m only)."""
+    cut = tmp_path / "cut"
+    env = dict(JENV, STORAGED_TEST_CUT_FILE=str(cut))
+    srv = storaged(ndrives=16, env=env, args=["--no-extents"])
+    rng = random.Random(9)
+    v1, v2 = rng.randbytes(70000), rng.randbytes(70000)
+    c = srv.client()
+    c.create_bucket(Bucket="owr")
+    c.put_object(Bucket="owr", Key="k", Body=b"x")
+    srv.stop()
+    # its renames (shard by shard from the key's first drive) leave, after
+    # r of them, the new version on r < k drives and the old one on
+    # 16 - r < k
+    srv.extra_env["STORAGED_TEST_CUT_RENAMES"] = "6"
+    srv.start()
+    c.put_object(Bucket="owr", Key="k", Body=v1)  # journaled (inline)
+    ms = metas_of(srv, "owr", "k")
+    assert len(ms) == 16 and ms[0][1][1] == 12, [i for _, i in ms]
+    host = srv.drives[0]
+    os.rename(host, host + ".away")
+    try:
+        assert wait_for(lambda: drives_online(srv) == 15)
+        cut.write_bytes(b"")
+        try:
+            c.put_object(Bucket="owr", Key="k", Body=v2)
+            raise AssertionError("the cut did not come")
+        except Exception as e:
+            if isinstance(e, AssertionError):
+                raise
+        srv.proc.wait(10)
+        assert srv.proc.returncode == -signal.SIGKILL
+        cut.unlink()
+        files = key_files(srv, "owr", srv.drives[1:] + [host + ".away"])
+        prev = [p for p in files if p.endswith(".p")]
+        assert len(prev) == 15, prev  # the old version saved, each drive
+        dirty = sorted(p for p in files if dirty_pages(p))
+        trng = random.Random(5)
+        for p in dirty:
+            tear(p, trng, cut_only=True)
+    finally:
+        if os.path.exists(host + ".away"):
+            os.rename(host + ".away", host)
+    del srv.extra_env["STORAGED_TEST_CUT_RENAMES"]
+    as_after_reboot(srv)
+    srv.start()
+    got = c.get_object(Bucket="owr", Key="k")["Body"].read()
+    assert got == v1, "the acknowledged version was lost" \
+        if got != v2 else "the cut overwrite won with fewer than k metas"
+    assert not [p for p in prev if p in dirty], \
+        "the old version's saved metas were not durable before the renames"
