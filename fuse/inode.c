@@ -891,6 +891,20 @@ bool fc_itab_noted(struct fc_fs *fs, const char *key, double since,
     return found;
 }
 
+/* Noted removed since (see header). */
+bool fc_itab_removed_since(struct fc_fs *fs, const char *key, double since)
+{
+    struct fc_itab *t = fs->itab;
+    struct fc_note *n;
+    bool gone;
+
+    pthread_mutex_lock(&t->lock);
+    HASH_FIND_STR(t->notes, key, n);
+    gone = n != NULL && !n->exists && n->t >= since;
+    pthread_mutex_unlock(&t->lock);
+    return gone;
+}
+
 /* Whether the directory changed here after @t. t->lock held. */
 static bool dir_changed_since(struct fc_itab *t, const char *dirkey,
                               double when)

@@ -238,6 +238,11 @@ void fc_itab_note(struct fc_fs *fs, const char *key, bool exists,
  * note. */
 bool fc_itab_noted(struct fc_fs *fs, const char *key, double since,
                    bool *exists, struct fc_attr *a, double *when);
+/* Whether this mount noted @key removed (fc_itab_note, !exists) at or
+ * after @since: unlike fc_itab_noted, whatever list_ttl says (a note is
+ * kept at least list_ttl + 1 s), for a store that must not bring back what
+ * a call removed while it ran (write.c's janitor). */
+bool fc_itab_removed_since(struct fc_fs *fs, const char *key, double since);
 /* Caches an empty listing of @dirkey, fetched now: a directory mkdir just
  * made, so lookups of new names in it cost no request. */
 void fc_itab_empty_listing(struct fc_fs *fs, const char *dirkey);

@@ -414,15 +414,13 @@ static bool removed_since(struct fc_fs *fs, const char *key, double taken)
     if (dir == NULL)
         return false;
     for (size_t i = 0; i < kl && !gone; i++) {
-        struct fc_attr a;
-        bool exists = true;
-        double when;
         char c;
         if (key[i] != '/')
             continue;
         c = dir[i + 1];
         dir[i + 1] = '\0';
-        gone = fc_itab_noted(fs, dir, taken, &exists, &a, &when) && !exists;
+        /* not fc_itab_noted: with list_ttl=0 no note is fresh */
+        gone = fc_itab_removed_since(fs, dir, taken);
         dir[i + 1] = c;
     }
     free(dir);

@@ -14,9 +14,12 @@ import http.client
 import http.server
 import os
 import threading
+import time
 import urllib.parse
 
-from fuse_util import client_bucket
+import pytest
+
+from fuse_util import ForwardProxy, client_bucket
 
 
 class _HoldProxy:
@@ -163,3 +166,45 @@ def test_file_rename_waits_for_an_attribute_store_under_way(storaged,
     held = _rename_during_store(storaged, ecfs_mount, "d/f", "d/f", "d/g",
                                 "d/g")
     assert not held, "the rename copied while the store was under way"
+
+
+@pytest.mark.parametrize("ttl", ["0", "60"])
+def test_rmdir_during_attribute_store_brings_no_marker_back(storaged,
+                                                            ecfs_mount, ttl):
+    """chmod of a directory, then rmdir while the janitor stores the mode
+    (its copy of the marker onto itself, held by the proxy until the rmdir
+    returned): the copy meets no marker (404), and the store must not PUT
+    a new one, which would bring the removed directory back. It checked for
+    the rmdir through the mount's notes as a lookup does, only while they
+    are fresh, i.e. never with list_ttl=0 (-o list_ttl=0, the setting for
+    buckets that other clients change)."""
+    srv = storaged()
+    c, b = client_bucket(srv)
+    removed, seen = threading.Event(), []
+
+    def before(method, path, headers):
+        if headers.get("x-amz-copy-source") and path.split("?")[0] == \
+                "/%s/d/" % b and not seen:
+            seen.append(path)
+            removed.wait(10)  # the rmdir runs meanwhile
+
+    px = ForwardProxy(srv.endpoint, before)
+    try:
+        m = ecfs_mount(px.endpoint, b, access_key=srv.access_key,
+                       secret_key=srv.secret_key,
+                       opts=["list_ttl=" + ttl, "attr_timeout=0",
+                             "negative_timeout=0"])
+        d = os.path.join(m.path, "d")
+        os.mkdir(d)
+        os.chmod(d, 0o750)
+        deadline = time.monotonic() + 10
+        while not seen:  # the janitor's store began (a second later)
+            assert time.monotonic() < deadline, "no store of the chmod"
+            time.sleep(0.05)
+        os.rmdir(d)
+        removed.set()
+        m.unmount()  # the store is over
+        assert "Contents" not in c.list_objects_v2(Bucket=b, Prefix="d")
+    finally:
+        removed.set()
+        px.close()
