@@ -10,8 +10,6 @@ A proxy in front of the real storaged holds the janitor's copy onto
 itself until the test lets it go, so the rename starts while the store is
 under way every time."""
 
-import http.client
-import http.server
 import os
 import threading
 import time
@@ -23,14 +21,12 @@ from fuse_util import ForwardProxy, client_bucket
 
 
 class _HoldProxy:
-    """HTTP/1.1 proxy to @upstream that holds the first CopyObject of
+    """A ForwardProxy to @upstream that holds the first CopyObject of
     @bucket/@key onto itself until .release is set (.held is set when it
     came), and sets .copied once a CopyObject from @key to another key (a
     rename's copy) was answered."""
 
     def __init__(self, upstream, bucket, key):
-        host, port = upstream.split("//")[1].split(":")
-        proxy = self
         self.held = threading.Event()
         self.release = threading.Event()
         self.copied = threading.Event()
@@ -39,76 +35,39 @@ class _HoldProxy:
         self.holding = False
         src = "%s/%s" % (bucket, key)
 
-        class H(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        def names(path, headers):
+            cs = headers.get("x-amz-copy-source")
+            if cs is None:
+                return None, None
+            return (urllib.parse.unquote(cs.split("?")[0]).lstrip("/"),
+                    urllib.parse.unquote(path.split("?")[0]).lstrip("/"))
 
-            def log_message(self, *a):
-                pass
+        def before(method, path, headers):
+            cs, to = names(path, headers)
+            with self.lock:
+                hold = cs == src and to == src and not self.held.is_set()
+                if hold:
+                    self.holding = True
+                    self.held.set()
+            if hold:
+                self.release.wait(30)
+                with self.lock:
+                    self.holding = False
+            return None
 
-            def _fwd(self, method):
-                n = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(n) if n else None
-                cs = self.headers.get("x-amz-copy-source")
-                if cs is not None:
-                    cs = urllib.parse.unquote(cs.split("?")[0]).lstrip("/")
-                    to = urllib.parse.unquote(
-                        self.path.split("?")[0]).lstrip("/")
-                    hold = copy = False
-                    with proxy.lock:
-                        if cs == src and to == src and \
-                                not proxy.held.is_set():
-                            proxy.holding = hold = True
-                            proxy.held.set()
-                        copy = cs == src and to != src
-                    if hold:
-                        proxy.release.wait(30)
-                        with proxy.lock:
-                            proxy.holding = False
-                c = http.client.HTTPConnection(host, int(port), timeout=20)
-                c.request(method, self.path, body=body,
-                          headers=dict(self.headers))
-                r = c.getresponse()
-                data = r.read()
-                if cs is not None and copy:
-                    with proxy.lock:
-                        proxy.copied_while_held |= proxy.holding
-                    proxy.copied.set()
-                self.send_response(r.status)
-                for k, v in r.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection"):
-                        self.send_header(k, v)
-                if r.getheader("Content-Length") is None:
-                    self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if method != "HEAD":
-                    self.wfile.write(data)
-                c.close()
+        def after(method, path, headers, status):
+            cs, to = names(path, headers)
+            if cs == src and to != src:
+                with self.lock:
+                    self.copied_while_held |= self.holding
+                self.copied.set()
 
-            def do_GET(self):
-                self._fwd("GET")
-
-            def do_HEAD(self):
-                self._fwd("HEAD")
-
-            def do_PUT(self):
-                self._fwd("PUT")
-
-            def do_POST(self):
-                self._fwd("POST")
-
-            def do_DELETE(self):
-                self._fwd("DELETE")
-
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.srv.daemon_threads = True
-        self.endpoint = "http://127.0.0.1:%d" % self.srv.server_address[1]
-        self.th = threading.Thread(target=self.srv.serve_forever, daemon=True)
-        self.th.start()
+        self.px = ForwardProxy(upstream, before, after)
+        self.endpoint = self.px.endpoint
 
     def close(self):
         self.release.set()
-        self.srv.shutdown()
-        self.srv.server_close()
+        self.px.close()
 
 
 def _rename_during_store(storaged, ecfs_mount, key, src, dst, new_key):
