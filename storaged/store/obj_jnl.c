@@ -978,14 +978,26 @@ static bool checkpoint(struct stor_store *s)
              * durable, names a generation above the old file's, so a
              * replay reads it and not the old one (drive_open_all) */
             if (hdr_write(jd->fd2, j->gen, j->boot, 0) < 0) {
-                /* the old file's records stay valid for a replay (the
-                 * highest generation): stop journaling here */
-                cm_log(CM_LOG_ERROR, errno,
+                /* stop journaling here. The old file stays of the
+                 * highest generation, so a replay would read it; but the
+                 * syncfs above made its records durable, and the commits
+                 * from now on do not journal (no jnl_after either): left
+                 * valid, a replay after a power cut put an older version
+                 * back where a later DELETE had removed a newer one. So
+                 * its records go (cut back to its header) */
+                int err = errno ? errno : EIO;
+
+                cm_log(CM_LOG_ERROR, err,
                        "journal of %s: header write failed; the drives "
                        "of its filesystem commit without the journal from "
                        "now on",
                        s->drives[d].path);
-                obj_drive_fail(s, d, errno ? errno : EIO);
+                obj_drive_fail(s, d, err);
+                if (ftruncate(jd->fd, JNL_HDR) < 0 || fdatasync(jd->fd) < 0)
+                    cm_log(CM_LOG_ERROR, errno,
+                           "journal of %s: cannot empty it: a replay after "
+                           "a power cut may put back older versions",
+                           s->drives[d].path);
                 pthread_mutex_lock(&jd->mu);
                 /* not closed: a vdel barrier may hold either number
                  * (obj_jnl_item) */

@@ -30,6 +30,8 @@ import subprocess
 import time
 import urllib.request
 
+from botocore.exceptions import ClientError
+
 from test_object_journal import (JENV, as_after_reboot, journals,
                                  records_v2, versioned_store)
 from test_object_new_dirs import metas_of, tear
@@ -238,3 +240,35 @@ def test_overwrite_without_the_journal_cut_between_renames_keeps_the_old(
         if got != v2 else "the cut overwrite won with fewer than k metas"
     assert not [p for p in prev if p in dirty], \
         "the old version's saved metas were not durable before the renames"
+
+
+def test_a_failed_checkpoint_leaves_no_record_a_replay_puts_back(storaged):
+    """A checkpoint whose header write fails stops its host's journal;
+    the commits after it do not journal. The records of the file it stops
+    in were made durable by that checkpoint's syncfs: a replay after a
+    power cut must not put them back over what came later (here: v1's
+    metas back after v2 was written and deleted, an older version than the
+    last acknowledged one)."""
+    env = dict(JENV, STORAGED_TEST_JOURNAL_CP_SECS="1")
+    srv = storaged(ndrives=4, env=env)
+    c = srv.client()
+    c.create_bucket(Bucket="cpf")
+    idle = os.path.join(srv.drives[0], ".ecfs.sys", "journal.1")
+    subprocess.run(["chattr", "+i", idle], check=True)
+    try:
+        c.put_object(Bucket="cpf", Key="k", Body=b"1" * 3000)  # journaled
+        assert wait_for(lambda: "header write failed" in srv.log_text())
+        c.put_object(Bucket="cpf", Key="k", Body=b"2" * 3000)  # not
+        c.delete_object(Bucket="cpf", Key="k")
+        srv.kill9()
+    finally:
+        subprocess.run(["chattr", "-i", idle], check=True)
+    # the power cut kept the DELETE's unlinks (and everything before)
+    as_after_reboot(srv)
+    srv.start()
+    try:
+        got = c.get_object(Bucket="cpf", Key="k")["Body"].read()
+    except ClientError as e:
+        assert e.response["Error"]["Code"] == "NoSuchKey"
+        got = None
+    assert got in (None, b"2" * 3000), "a replay brought back an older version"
