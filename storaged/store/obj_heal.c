@@ -664,6 +664,7 @@ static void *scan_main(void *arg)
 {
     struct stor_store *s = arg;
     time_t next = time(NULL) + CM_MIN(5, scan_interval_s());
+    bool merge;
 
     for (;;) {
         if (nap(s, 1000))
@@ -674,7 +675,11 @@ static void *scan_main(void *arg)
             s->rescan = false;
             next = 0;
         }
+        merge = s->merge_wanted;
+        s->merge_wanted = false;
         pthread_mutex_unlock(&s->heal_lock);
+        if (merge && s->merge_fn)
+            s->merge_fn(s); /* before the scan: it walks the index */
         if (time(NULL) >= next) {
             if (scan_cycle(s))
                 break;
@@ -756,15 +761,13 @@ void obj_probe_drives(struct stor_store *s)
             __atomic_store_n(&s->drives[d].online, true, __ATOMIC_RELEASE);
             cm_log(CM_LOG_INFO, 0, "drive %s: back online, healing",
                    s->drives[d].path);
-            if (s->idx_away && s->idx_away[d])
-                cm_log(CM_LOG_WARN, 0,
-                       "drive %s: the index was rebuilt while it was away: "
-                       "keys whose copies are on it come back at the next "
-                       "start, which rebuilds it (FORMAT.md \"Rebuilt with "
-                       "drives away\")",
-                       s->drives[d].path);
             pthread_mutex_lock(&s->heal_lock);
             s->rescan = true;
+            /* the index was rebuilt while it was away: its keys are put
+             * back (FORMAT.md "Rebuilt with drives away") */
+            if (s->idx_away &&
+                __atomic_load_n(&s->idx_away[d], __ATOMIC_RELAXED))
+                s->merge_wanted = true;
             pthread_mutex_unlock(&s->heal_lock);
         }
     }

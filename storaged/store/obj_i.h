@@ -129,7 +129,12 @@ struct stor_store {
      * the index in use was rebuilt (its keys may be missing from it; the
      * next start with it back rebuilds: FORMAT.md "Rebuilt with drives
      * away"). Written before idx_ready only. */
-    uint8_t *idx_away;
+    uint8_t *idx_away; /* atomic bytes once serving (obj_load_merge) */
+    /* obj_load_merge, called by the scanner (obj_heal.c) through this
+     * pointer (set by obj_open.c: the chain goes down only) when a drive
+     * of idx_away is back online; merge_wanted protected by heal_lock */
+    void (*merge_fn)(struct stor_store *s);
+    bool merge_wanted;
     bool idx_ready;  /* atomic (release/acquire): loaded or rebuilt, serving;
                         a close may mark it clean */
     bool idx_broken; /* atomic: a write failed; rebuild at next start */
@@ -493,6 +498,13 @@ int obj_load_rebuild(struct stor_store *s);
  * (obj_idx_verify). A mismatch marks the index broken (rebuilt at the next
  * start) and is logged. 0, -EBADMSG (mismatch), -ECANCELED, -errno. */
 int obj_load_verify(struct stor_store *s);
+/* While serving, after a drive that was away at the index's rebuild came
+ * back (the scanner thread): reads the object directories of the sets
+ * with such a drive online again, and puts each key the index does not
+ * have back from its metas, under its key lock, by the rebuild's rules.
+ * When every such drive stayed online through it, they are taken off the
+ * index's record of drives away (FORMAT.md "Rebuilt with drives away"). */
+void obj_load_merge(struct stor_store *s);
 /* At a clean close: flushes the index and marks it clean on the drives. */
 void obj_index_close(struct stor_store *s);
 /* `storaged index check|rebuild` on a store opened offline: builds an index

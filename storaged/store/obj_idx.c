@@ -2153,6 +2153,20 @@ int obj_idx_away_set(struct obj_idx *x, const uint8_t *away, size_t n)
 }
 
 /* Contract in obj_idx.h. */
+int obj_idx_away_clear(struct obj_idx *x)
+{
+    char ak[] = IDX_SYS_AWAY;
+    MDB_val k = {1, ak};
+    MDB_txn *t;
+    int ret = mdb_err(mdb_txn_begin(x->env, NULL, 0, &t));
+
+    if (ret < 0)
+        return ret;
+    ret = mdb_err(mdb_del(t, x->sys, &k, NULL));
+    return wtxn_end(t, ret == -ENOENT ? 0 : ret);
+}
+
+/* Contract in obj_idx.h. */
 int obj_idx_away_get(struct obj_idx *x, uint8_t *away, size_t n)
 {
     MDB_txn *t;

@@ -303,6 +303,8 @@ CM_MUST_CHECK int obj_idx_away_set(struct obj_idx *x, const uint8_t *away,
 /* 0 and @away (@n bytes), -ENOENT (none was away), or -EBADMSG (a record
  * of another drive count). */
 CM_MUST_CHECK int obj_idx_away_get(struct obj_idx *x, uint8_t *away, size_t n);
+/* Removes that record (every drive is back and merged). 0 or -errno. */
+CM_MUST_CHECK int obj_idx_away_clear(struct obj_idx *x);
 
 /* ---- cursor walks (listing, scanner, check) ---- */
 /* A read cursor over @bucket (a consistent snapshot until closed). */

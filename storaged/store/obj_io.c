@@ -4002,7 +4002,8 @@ void obj_vdel_stop(struct stor_store *s)
 static bool set_away_at_rebuild(const struct stor_store *s, int set)
 {
     for (int i = 0; s->idx_away && i < s->set_size; i++)
-        if (s->idx_away[(size_t)set * s->set_size + i])
+        if (__atomic_load_n(&s->idx_away[(size_t)set * s->set_size + i],
+                            __ATOMIC_RELAXED))
             return true;
     return false;
 }

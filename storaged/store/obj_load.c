@@ -119,11 +119,16 @@ static struct ld_cand *cand_get(struct ld_cand **tab, const uint8_t id[16],
     return c;
 }
 
-/* Keeps the version clock ahead of everything seen on disk. */
+/* Keeps the version clock ahead of everything seen on disk (atomic: the
+ * merge, obj_load_merge, reads metas while requests take versions). */
 static void raise_version(struct stor_store *s, uint64_t v)
 {
-    if (v > s->last_version)
-        s->last_version = v;
+    uint64_t cur = __atomic_load_n(&s->last_version, __ATOMIC_RELAXED);
+
+    while (v > cur &&
+           !__atomic_compare_exchange_n(&s->last_version, &cur, v, false,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
 }
 
 /* The inline shard of @m when it is a whole small body the index keeps
@@ -547,6 +552,34 @@ static void cleanup_cand(struct stor_store *s, const char *bucket,
     }
 }
 
+/* Frees candidate @c (out of its table). */
+static void cand_free(struct ld_cand *c)
+{
+    while (c->kept) {
+        struct ld_kept *k = c->kept;
+
+        c->kept = k->next;
+        stor_meta_fini(&k->m);
+        free(k->body);
+        free(k);
+    }
+    while (c->vers) {
+        struct ld_ver *v = c->vers;
+
+        c->vers = v->next;
+        stor_meta_fini(&v->m);
+        free(v->body);
+        free(v);
+    }
+    while (c->files) {
+        struct ld_file *f = c->files;
+
+        c->files = f->next;
+        free(f);
+    }
+    free(c);
+}
+
 /* Puts @n entries into @x in one transaction, with the small bodies that
  * came with them (@bodies[i] NULL: none). */
 static int put_with_bodies(struct obj_idx *x, const char *bucket,
@@ -676,7 +709,7 @@ static void sync_cand_dirs(struct stor_store *s, const char *bucket,
  * may be whole on drives of their set that are offline (FORMAT.md
  * "Rebuilt with drives away"). */
 static int resolve(struct stor_store *s, struct obj_bucket *b,
-                   struct ld_cand **tab, struct obj_idx *x, bool dry,
+                   struct ld_cand **tab, struct obj_idx *x, bool dry, bool kept,
                    uint64_t *n, uint64_t *unsure)
 {
     struct ld_cand *c, *tmp;
@@ -782,32 +815,10 @@ static int resolve(struct stor_store *s, struct obj_bucket *b,
             settle_kept(s, b->name, c, win);
         if (!dry && set_all_online(s, c->set))
             cleanup_cand(s, b->name, c, win);
-        if (c->kept && ret == 0)
+        if (kept && c->kept && ret == 0)
             ret = resolve_kept(s, b, c, win, x, dry);
         HASH_DEL(*tab, c);
-        while (c->kept) {
-            struct ld_kept *k = c->kept;
-
-            c->kept = k->next;
-            stor_meta_fini(&k->m);
-            free(k->body);
-            free(k);
-        }
-        while (c->vers) {
-            struct ld_ver *v = c->vers;
-
-            c->vers = v->next;
-            stor_meta_fini(&v->m);
-            free(v->body);
-            free(v);
-        }
-        while (c->files) {
-            struct ld_file *f = c->files;
-
-            c->files = f->next;
-            free(f);
-        }
-        free(c);
+        cand_free(c);
     }
     if (ret == 0)
         ret = put_with_bodies(x, b->name, ents, bodies, nents);
@@ -1466,7 +1477,7 @@ static int rebuild_bucket(struct stor_store *s, struct obj_bucket *b,
                 continue;
             load_dir(s, d, sub, &tab, NULL, &budget);
         }
-        ret = resolve(s, b, &tab, x, dry, n, unsure);
+        ret = resolve(s, b, &tab, x, dry, true, n, unsure);
         __atomic_add_fetch(&s->idx_rebuild_objects, *n - before,
                            __ATOMIC_RELAXED);
         __atomic_add_fetch(&s->idx_dirs_done, 1, __ATOMIC_RELAXED);
@@ -1556,8 +1567,9 @@ static int rebuild_into(struct stor_store *s, const char *dir, bool dry,
     if (naway > 0 && !dry)
         cm_log(CM_LOG_WARN, 0,
                "index: rebuilt while %zu drive(s) were away; %llu key(s) "
-               "left out whose newest version may be whole only with them. "
-               "The first start with one of them back rebuilds it again",
+               "left out whose newest version may be whole only with them: "
+               "put back when one of them is back (while serving, or by the "
+               "rebuild of the next start)",
                naway, (unsigned long long)unsure);
     if (naway > 0 && !dry) {
         free(s->idx_away);
@@ -1632,7 +1644,7 @@ static int reconcile_one(void *arg, const char *bucket, const uint8_t id[16],
                      s->drives[d].path, bucket, hex) < (int)sizeof(dir))
             load_dir(s, d, dir, &tab, id, &budget);
     }
-    ret = resolve(s, b, &tab, s->idx, false, &n, &unsure);
+    ret = resolve(s, b, &tab, s->idx, false, true, &n, &unsure);
     /* no winner while drives of its set are away and its newest version
      * may be whole with them: the record the index has stays (the last
      * one written; FORMAT.md "Rebuilt with drives away") */
@@ -1664,6 +1676,221 @@ static int reconcile(struct stor_store *s)
            (unsigned long long)rc.keys, (unsigned long long)rc.present,
            mono_s() - t0);
     return 0;
+}
+
+/* ---- while serving: a drive the index was rebuilt without is back ---- */
+
+/* Is the scanner asked to stop (a close)? */
+static bool merge_stopping(struct stor_store *s)
+{
+    bool stop;
+
+    pthread_mutex_lock(&s->heal_lock);
+    stop = s->stopping;
+    pthread_mutex_unlock(&s->heal_lock);
+    return stop;
+}
+
+/* Puts @key of @bucket back from its metas when the index does not have
+ * it, under its key lock (writers of the key wait; a DELETE of it meanwhile
+ * left tombstones, obj_io.c): the rebuild's rules (resolve), without the
+ * kept versions (their companion keys are not locked here: they come back
+ * at the next start). 1 when put back, 0, or -errno. */
+static int merge_key(struct stor_store *s, const char *bucket, const char *key,
+                     size_t key_len)
+{
+    struct ld_cand *tab = NULL;
+    struct obj_ent *cur = NULL;
+    struct obj_bucket *b;
+    struct stor_place pl;
+    pthread_rwlock_t *kl;
+    size_t budget = LD_BODY_BUDGET;
+    uint64_t n = 0;
+    uint8_t id[16];
+    char hex[33];
+    int ret;
+
+    obj_key_id(s, key, key_len, id);
+    obj_hex(id, 16, hex);
+    obj_place(s, bucket, key, key_len, &pl);
+    kl = obj_klock(s, id);
+    pthread_rwlock_wrlock(kl);
+    obj_vdel_settle(s, bucket, id); /* a queued DELETE's HEX.m goes first */
+    ret = obj_cur_lookup(s, bucket, key, key_len, &cur);
+    obj_ent_free(cur);
+    if (ret != -STOR_ENOKEY) { /* there (or written meanwhile) */
+        pthread_rwlock_unlock(kl);
+        return ret < 0 && ret != -STOR_ENOBUCKET ? ret : 0;
+    }
+    pthread_rwlock_rdlock(&s->lock); /* the bucket stays */
+    b = obj_bucket_find(s, bucket);
+    for (int pos = 0; b && pos < s->set_size; pos++) {
+        size_t d = (size_t)pl.set * s->set_size + pos;
+        char dir[PATH_MAX];
+
+        if (obj_drive_online(s, d) &&
+            snprintf(dir, sizeof(dir), "%s/" STOR_BUCKETS "/%s/%.2s",
+                     s->drives[d].path, bucket, hex) < (int)sizeof(dir))
+            load_dir(s, d, dir, &tab, id, &budget);
+    }
+    ret = b ? resolve(s, b, &tab, s->idx, false, false, &n, NULL) : 0;
+    pthread_rwlock_unlock(&s->lock);
+    pthread_rwlock_unlock(kl);
+    if (ret < 0)
+        obj_idx_failed(s, ret);
+    return ret < 0 ? ret : n > 0;
+}
+
+/* Has the index a companion record for every readable kept version of
+ * @c (links HEX.vVERSION-SINCE of @bucket)? The merge does not make them
+ * (merge_key); while one is missing, the record of drives away stays and
+ * the next start rebuilds. */
+static bool kept_indexed(struct stor_store *s, const char *bucket,
+                         const struct ld_cand *c)
+{
+    for (const struct ld_kept *k = c->kept; k; k = k->next) {
+        struct obj_ent *cur, *ve = NULL, *got = NULL;
+        char vb[64];
+        int r = -ENOMEM;
+
+        if (k->dead || k->count < k->m.k)
+            continue;
+        cur = obj_ent_from_meta(&k->m, c->id);
+        if (cur && obj_ver_kept_ent(s, bucket, cur, k->since_ns, vb, &ve) == 0)
+            r = obj_cur_lookup(s, vb, ve->key, ve->key_len, &got);
+        obj_ent_free(got);
+        obj_ent_free(ve);
+        obj_ent_free(cur);
+        if (r != 0)
+            return false;
+    }
+    return true;
+}
+
+/* The keys of one object directory (@hh) of @bucket on the drives of the
+ * sets @sets that the index does not have: each merged. Keys put back
+ * added to *n; *hold set when a kept version is not in the index. 0 or
+ * -errno. */
+static int merge_dir(struct stor_store *s, const char *bucket, int hh,
+                     const uint8_t *sets, uint64_t *n, bool *hold)
+{
+    struct ld_cand *tab = NULL, *c, *tmp;
+    int ret = 0;
+
+    for (size_t d = 0; d < s->ndrives; d++) {
+        char sub[PATH_MAX];
+
+        if (!sets[s->drives[d].set] || !obj_drive_online(s, d) ||
+            snprintf(sub, sizeof(sub), "%s/" STOR_BUCKETS "/%s/%02x",
+                     s->drives[d].path, bucket, hh) >= (int)sizeof(sub))
+            continue;
+        load_dir(s, d, sub, &tab, NULL, NULL);
+    }
+    HASH_ITER(hh, tab, c, tmp)
+    {
+        struct obj_ent *cur = NULL;
+        const struct ld_ver *v = c->vers && c->vers->m.key_len ? c->vers : NULL;
+        int r = -STOR_ENOKEY;
+
+        if (v && ret == 0) {
+            r = obj_cur_lookup(s, bucket, v->m.key, v->m.key_len, &cur);
+            obj_ent_free(cur);
+        }
+        if (v && r == -STOR_ENOKEY && ret == 0) {
+            r = merge_key(s, bucket, v->m.key, v->m.key_len);
+            if (r < 0)
+                ret = r;
+            else
+                *n += (uint64_t)r;
+        }
+        if (c->kept && !*hold && !kept_indexed(s, bucket, c))
+            *hold = true;
+        HASH_DEL(tab, c);
+        cand_free(c);
+    }
+    return ret;
+}
+
+/* Contract in obj_i.h. */
+void obj_load_merge(struct stor_store *s)
+{
+    uint8_t *sets = calloc((size_t)s->nsets, 1);
+    uint8_t *back = calloc(s->ndrives, 1);
+    char(*names)[64] = NULL;
+    size_t nb = 0, nback = 0;
+    uint64_t n = 0;
+    double t0 = mono_s();
+    bool hold = false;
+    int ret = 0;
+
+    if (sets == NULL || back == NULL || s->idx_away == NULL)
+        goto out;
+    for (size_t d = 0; d < s->ndrives; d++)
+        if (__atomic_load_n(&s->idx_away[d], __ATOMIC_RELAXED) &&
+            obj_drive_online(s, d)) {
+            back[d] = 1;
+            sets[s->drives[d].set] = 1;
+            nback++;
+        }
+    if (nback == 0)
+        goto out;
+    cm_log(CM_LOG_INFO, 0,
+           "index: %zu drive(s) back that were away at its rebuild: putting "
+           "the keys they hold back",
+           nback);
+    pthread_rwlock_rdlock(&s->lock);
+    names = calloc(s->nbuckets ? s->nbuckets : 1, sizeof(*names));
+    for (size_t i = 0; names && i < s->nbuckets; i++)
+        snprintf(names[nb++], sizeof(names[0]), "%s", s->buckets[i]->name);
+    pthread_rwlock_unlock(&s->lock);
+    if (names == NULL)
+        goto out;
+    for (size_t i = 0; i < nb && ret == 0; i++)
+        for (int hh = 0; hh < 256 && ret == 0; hh++) {
+            if (merge_stopping(s)) {
+                ret = -ECANCELED;
+                break;
+            }
+            ret = merge_dir(s, names[i], hh, sets, &n, &hold);
+        }
+    for (size_t d = 0; d < s->ndrives && ret == 0; d++)
+        if (back[d] && !obj_drive_online(s, d))
+            ret = -EAGAIN; /* gone again meanwhile: the next start */
+    if (ret == 0 && hold) {
+        cm_log(CM_LOG_WARN, 0,
+               "index: kept versions on the drive(s) back are not in it; the "
+               "next start rebuilds it");
+    } else if (ret == 0) {
+        bool left = false;
+
+        for (size_t d = 0; d < s->ndrives; d++) {
+            if (back[d])
+                __atomic_store_n(&s->idx_away[d], 0, __ATOMIC_RELAXED);
+            left |= __atomic_load_n(&s->idx_away[d], __ATOMIC_RELAXED) != 0;
+        }
+        if (left) {
+            uint8_t *now = malloc(s->ndrives);
+
+            ret = now ? 0 : -ENOMEM;
+            for (size_t d = 0; now && d < s->ndrives; d++)
+                now[d] = __atomic_load_n(&s->idx_away[d], __ATOMIC_RELAXED);
+            if (now)
+                ret = obj_idx_away_set(s->idx, now, s->ndrives);
+            free(now);
+        } else {
+            ret = obj_idx_away_clear(s->idx);
+        }
+        if (ret < 0)
+            obj_idx_failed(s, ret);
+    }
+    cm_log(ret == 0 ? CM_LOG_INFO : CM_LOG_WARN, ret < 0 ? -ret : 0,
+           "index: %llu key(s) put back from the drive(s) back in %.1f s%s",
+           (unsigned long long)n, mono_s() - t0,
+           ret == 0 ? "" : "; not finished: the next start rebuilds it");
+out:
+    free(names);
+    free(sets);
+    free(back);
 }
 
 /* The end of a load: the other drives' index copies go, the uploads are

@@ -507,6 +507,7 @@ int stor_store_open(const struct stor_store_opts *o, struct stor_store **out,
         return -ENOMEM;
     s->fsync = o->fsync;
     s->body_max = CM_MIN(o->index_body_max, (size_t)STOR_INDEX_BODY_LIMIT);
+    s->merge_fn = obj_load_merge; /* the scanner's way up the chain */
     pthread_rwlock_init(&s->lock, NULL);
     for (int i = 0; i < OBJ_KLOCKS; i++)
         pthread_rwlock_init(&s->klock[i], NULL);

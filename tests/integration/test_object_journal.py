@@ -1466,16 +1466,13 @@ def _get_or_code(c, bucket, key):
         return e.response["Error"]["Code"]
 
 
-def test_rebuild_with_drives_away_loses_no_key_once_they_are_back(storaged):
-    """An index rebuilt while a drive is away leaves out the keys whose
-    copies are on it (FORMAT.md "Rebuilt with drives away"). 3 drives, one
-    2+1 set (write quorum 2), one drive away at a time: keys written while
-    d3 was away have their two copies on d1 and d2; a rebuild (the index
-    drive d1 away) sees one. A clean stop makes that index trusted; the
-    first start with d1 back must not trust it but rebuild: every
-    acknowledged object reads back, a key deleted while d1 was away stays
-    deleted (tombstones on the drives there), one overwritten meanwhile
-    reads its new bytes, and the next start trusts the index again."""
+def _left_out_by_a_rebuild(storaged):
+    """3 drives, one 2+1 set (write quorum 2), one drive away at a time:
+    keys PUT while d3 was away have their two copies on d1 and d2; a
+    rebuild with d1 (the index drive) away sees one, and leaves them out.
+    Then "gone" is deleted and "over" overwritten. Returns (srv, client,
+    check): check(when) asserts what every start (or merge) with d1 back
+    must show."""
     srv = storaged(ndrives=3, env=JENV, args=["--no-extents"])
     c = srv.client()
     c.create_bucket(Bucket="away")
@@ -1503,9 +1500,6 @@ def test_rebuild_with_drives_away_loses_no_key_once_they_are_back(storaged):
     c.delete_object(Bucket="away", Key="gone")
     over2 = rng.randbytes(50000)
     c.put_object(Bucket="away", Key="over", Body=over2)
-    srv.stop()  # a clean close: that index would be trusted
-    os.rename(d1 + ".away", d1)
-    srv.start()
 
     def check(when):
         assert _get_or_code(c, "away", "base") == body["base"], when
@@ -1516,12 +1510,93 @@ def test_rebuild_with_drives_away_loses_no_key_once_they_are_back(storaged):
                 c.list_objects_v2(Bucket="away").get("Contents", [])]
         assert keys == ["base", "k", "over"], (when, keys)
 
-    check("after the start with d1 back")
-    assert _rebuilds(srv) == 1, "an index rebuilt with d1 away was trusted"
+    return srv, c, check
+
+
+def _check_after_restart(srv, check):
     srv.stop()
     srv.start()
     assert _rebuilds(srv) == 0  # every drive was there: trusted
     check("after a clean restart")
+    srv.stop_and_check_index()
+
+
+def test_rebuild_with_drives_away_loses_no_key_once_they_are_back(storaged):
+    """An index rebuilt while a drive is away leaves out the keys whose
+    copies are on it (FORMAT.md "Rebuilt with drives away"). A clean stop
+    makes that index trusted; the first start with the drive back must not
+    trust it but rebuild: every acknowledged object reads back, a key
+    deleted while it was away stays deleted (tombstones on the drives
+    there), one overwritten meanwhile reads its new bytes, and the next
+    start trusts the index again."""
+    srv, c, check = _left_out_by_a_rebuild(storaged)
+    srv.stop()  # a clean close: that index would be trusted
+    d1 = srv.drives[0]
+    os.rename(d1 + ".away", d1)
+    srv.start()
+    check("after the start with d1 back")
+    assert _rebuilds(srv) == 1, "an index rebuilt with d1 away was trusted"
+    _check_after_restart(srv, check)
+
+
+def test_drive_back_while_serving_puts_its_keys_back(storaged):
+    """The same, with the drive back while serving: the probe finds it,
+    and the scanner puts the keys the rebuild left out back from the metas
+    (obj_load_merge) without a restart; the index then no longer records
+    a drive away, so the next start trusts it."""
+    srv, c, check = _left_out_by_a_rebuild(storaged)
+    d1 = srv.drives[0]
+    os.rename(d1 + ".away", d1)
+    deadline = time.monotonic() + 60
+    while "put back from the drive(s) back" not in srv.log_text():
+        assert time.monotonic() < deadline, srv.log_text()[-3000:]
+        time.sleep(0.1)
+    assert "1 key(s) put back from the drive(s) back" in srv.log_text()
+    check("after the merge")
+    _check_after_restart(srv, check)
+
+
+def test_drive_back_while_serving_leaves_kept_versions_to_the_next_start(
+        storaged):
+    """The merge puts current keys back, not kept versions (their
+    companion keys are not locked there): when a readable kept version is
+    missing from the index, the record of drives away stays and the next
+    start rebuilds, so the version is not lost for good. 3 drives (2+1),
+    versioned: v1 and v2 of a key PUT while d3 was away (v1 kept at its
+    base's files on d1, d2), a rebuild with d1 away, d1 back while
+    serving."""
+    srv, c, rng = versioned_store(storaged, "vaway", 73, ndrives=3,
+                                  args=["--no-extents"])
+    b1, b2 = rng.randbytes(70000), rng.randbytes(70000)
+    srv.stop()
+    d1, d2, d3 = srv.drives
+    os.rename(d3, d3 + ".away")
+    srv.start()
+    v1 = c.put_object(Bucket="vaway", Key="kv", Body=b1)["VersionId"]
+    v2 = c.put_object(Bucket="vaway", Key="kv", Body=b2)["VersionId"]
+    srv.stop()
+    os.rename(d3 + ".away", d3)
+    os.rename(d1, d1 + ".away")
+    srv.start()  # rebuilt: v2 and v1 have one copy each here
+    assert _get_or_code(c, "vaway", "kv") == "NoSuchKey"
+    os.rename(d1 + ".away", d1)
+    deadline = time.monotonic() + 60
+    while "put back from the drive(s) back" not in srv.log_text():
+        assert time.monotonic() < deadline, srv.log_text()[-3000:]
+        time.sleep(0.1)
+    assert _get_or_code(c, "vaway", "kv") == b2
+    srv.stop()
+    srv.start()
+    got = c.get_object(Bucket="vaway", Key="kv", VersionId=v1)
+    assert got["Body"].read() == b1
+    vs = _versions(c, "vaway")
+    assert sorted(vs["kv"][0]) == sorted([(v1, False), (v2, True)]), vs
+    assert _rebuilds(srv) == 1  # the record stayed: rebuilt
+    assert "kept versions on the drive(s) back are not in it" in \
+        srv.log_text()
+    srv.stop()
+    srv.start()
+    assert _rebuilds(srv) == 0
     srv.stop_and_check_index()
 
 
