@@ -2321,6 +2321,25 @@ static void mark_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key)
     fc_write_renamed(fs, in, key);
 }
 
+/* Whether the open handles of @key (a file) can follow a rename
+ * (fc_write_rename_ok): 0 or -EBUSY. */
+static int writers_may_rename(struct fc_fs *fs, const char *key)
+{
+    struct fc_attr a;
+    double t;
+    struct fc_inode *in;
+    int ret;
+
+    if (!fc_itab_cached_attr(fs->itab, key, &a, &t))
+        return 0;
+    in = fc_inode_lookup(fs->itab, key, NULL, 0);
+    if (in == NULL)
+        return 0;
+    ret = fc_write_rename_ok(fs, in);
+    fc_inode_forget(fs->itab, in->ino, 1);
+    return ret;
+}
+
 /* The attributes of the copy, @arg being a struct fc_attr. */
 static void set_copied_attr(struct fc_fs *fs, struct fc_inode *in,
                             const char *arg)
@@ -2793,8 +2812,13 @@ static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         moved = !a.is_dir && fc_write_async_rename(fs, src, dst);
         if (!moved)
             fc_write_settle(fs, src);
-        ret = a.is_dir ? rename_dir(fs, src, dst)
-                       : rename_file(fs, src, dst, moved);
+        /* a file streamed up with no local copy of its parts cannot
+         * follow (EBUSY, before anything is copied) */
+        if (!a.is_dir && !moved)
+            ret = writers_may_rename(fs, src);
+        if (ret == 0)
+            ret = a.is_dir ? rename_dir(fs, src, dst)
+                           : rename_file(fs, src, dst, moved);
     }
     free(src);
     free(dst);

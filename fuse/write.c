@@ -906,6 +906,14 @@ static int complete_upload(struct fc_wfile *wf, char *etag)
     struct fc_fs *fs = wf->fs;
     int ret = wait_parts(wf, 0);
 
+    if (ret == 0 && strcmp(wf->upload_key, wf->key) != 0) {
+        /* never: a rename moves the upload (restream) or fails the
+         * handle. Completing it under the old name would overwrite what
+         * was made there since (logrotate's new app.log). */
+        cm_log(CM_LOG_ERROR, EIO, "ecfs: %s: upload still under %s: aborted",
+               wf->key, wf->upload_key);
+        ret = -EIO;
+    }
     if (ret == 0)
         ret = fc_s3_mpu_complete(fs->s3, wf->upload_key, wf->upload_id,
                                  wf->etags, wf->nparts, etag);
@@ -917,27 +925,6 @@ static int complete_upload(struct fc_wfile *wf, char *etag)
     wf->upload_id = NULL;
     wf->nparts = 0;
     wf->sent = 0;
-    if (strcmp(wf->upload_key, wf->key) != 0) {
-        /* renamed while uploading: move the result (UploadPartCopy
-         * above 5 GiB, with the attributes the upload was created with).
-         * A failed copy takes the upload back (the old name was renamed
-         * away: nothing may appear there) and fails the commit; a failed
-         * delete after a copy leaves the commit standing and the old
-         * name behind */
-        ret = fc_s3_copy_sized(fs->s3, wf->upload_key, wf->key, wf->size,
-                               &wf->meta_sent, etag);
-        if (ret < 0) {
-            int dret = fc_s3_delete(fs->s3, wf->upload_key);
-            cm_log(CM_LOG_WARN, -ret,
-                   "ecfs: %s: renamed to %s while written; the copy to "
-                   "the new name failed%s",
-                   wf->upload_key, wf->key,
-                   dret < 0 ? " and the upload is left at the old name" : "");
-        } else if (fc_s3_delete(fs->s3, wf->upload_key) < 0) {
-            cm_log(CM_LOG_WARN, 0, "ecfs: %s: left behind (renamed to %s)",
-                   wf->upload_key, wf->key);
-        }
-    }
     if (ret == 0 && memcmp(&wf->meta, &wf->meta_sent, sizeof(wf->meta)) != 0) {
         /* chmod/utimens while the upload ran (cp -a): one copy onto
          * itself (a multipart one above 5 GiB), tied to the version just
@@ -1881,6 +1868,61 @@ void fc_write_unlinked(struct fc_fs *fs, struct fc_inode *in)
     free(v);
 }
 
+/* Moves the multipart upload of @wf, just renamed to wf->key: an upload
+ * cannot change keys, and completing it under the old name at close (then
+ * copying it over and deleting the old name) overwrote and then deleted
+ * whatever was made under the old name meanwhile (logrotate without
+ * copytruncate: app.log renamed while the logger streams it, a new
+ * app.log written and closed). So the upload is aborted now and the bytes
+ * sent go up again to the new key from the tee (the same part sizes); the
+ * stream goes on there. Nothing is ever written under the old name. When
+ * there is no tee (it stopped after fc_write_rename_ok said yes) or the
+ * new upload fails, the handle uploads nothing and close() fails with EIO
+ * (logged). Waits for those parts (a later tee_stop closes the tee).
+ * wlock held. */
+static void restream(struct fc_wfile *wf)
+{
+    uint64_t sent = wf->sent, off = 0;
+    int ret;
+
+    if (wf->upload_id == NULL || wf->staged || wf->unlinked ||
+        strcmp(wf->upload_key, wf->key) == 0)
+        return;
+    ret = wait_parts(wf, 0);
+    abort_upload(wf); /* (the upload's key: the old name) */
+    if (wf->werr < 0)
+        return; /* close fails anyway and uploads nothing */
+    if (ret == 0 && wf->tee < 0)
+        ret = -EIO;
+    while (ret == 0 && off < sent) {
+        size_t part =
+            fc_write_part_size(wf->fs->o.write_part_size, wf->nparts + 1);
+        struct fc_s3_body b = {.fd = wf->tee, .off = off};
+        b.len = (size_t)CM_MIN(part, sent - off);
+        ret = queue_part(wf, &b, NULL, 0);
+        off += b.len;
+    }
+    if (ret == 0)
+        ret = wait_parts(wf, 0);
+    if (ret == 0) {
+        wf->sent = sent;
+        cm_log(CM_LOG_INFO, 0,
+               "ecfs: %s: renamed while streamed up: the %" PRIu64
+               " bytes sent go up again under the new name",
+               wf->key, sent);
+        return;
+    }
+    (void)wait_parts(wf, 0);
+    abort_upload(wf);
+    wf->werr = -EIO;
+    wf->dirty = true;
+    cm_log(CM_LOG_WARN, -ret,
+           "ecfs: %s: renamed while streamed up, and the bytes sent could "
+           "not go up again under the new name%s: close() fails, nothing "
+           "is uploaded",
+           wf->key, wf->tee < 0 ? " (no local copy of them)" : "");
+}
+
 void fc_write_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key)
 {
     struct fc_wfile **v;
@@ -1890,12 +1932,41 @@ void fc_write_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key)
     for (size_t i = 0; i < n; i++) {
         char *k = strdup(key);
         pthread_mutex_lock(&v[i]->wlock);
-        if (k != NULL)
+        if (k != NULL) {
             wfile_set_key(v[i], k);
+            restream(v[i]);
+        }
         pthread_mutex_unlock(&v[i]->wlock);
         fc_wfile_unref(v[i]);
     }
     free(v);
+}
+
+/* May the file of @in be renamed? (see header) */
+int fc_write_rename_ok(struct fc_fs *fs, struct fc_inode *in)
+{
+    struct fc_wfile **v;
+    size_t n = writers_of(in, &v);
+    int ret = 0;
+
+    (void)fs;
+    for (size_t i = 0; i < n; i++) {
+        struct fc_wfile *wf = v[i];
+        pthread_mutex_lock(&wf->wlock);
+        if (ret == 0 && wf->upload_id != NULL && !wf->staged && !wf->unlinked &&
+            wf->werr == 0 && wf->tee < 0) {
+            cm_log(CM_LOG_WARN, EBUSY,
+                   "ecfs: %s: rename refused: open and streamed up past its "
+                   "local copy (stage_max=%" PRIu64 ", or stage_dir full); "
+                   "an upload cannot change names",
+                   wf->key, (uint64_t)fs->o.stage_max);
+            ret = -EBUSY;
+        }
+        pthread_mutex_unlock(&wf->wlock);
+        fc_wfile_unref(wf);
+    }
+    free(v);
+    return ret;
 }
 
 /* chmod/chown/utimens for the next commit (see header). */

@@ -126,8 +126,15 @@ bool fc_write_async_rename(struct fc_fs *fs, const char *src, const char *dst);
 void fc_write_async_drain(void);
 /* The file of @in was unlinked: its open handles upload nothing. */
 void fc_write_unlinked(struct fc_fs *fs, struct fc_inode *in);
-/* The file of @in was renamed to @key: its open handles commit there. */
+/* The file of @in was renamed to @key: its open handles commit there. A
+ * multipart upload under way is aborted and its parts sent again to @key
+ * from the tee (nothing is ever written under the old name); without a
+ * tee, that handle's close() fails with EIO. */
 void fc_write_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key);
+/* Before a rename of the file of @in: 0, or -EBUSY (logged) when a handle
+ * streams a multipart upload with no local copy of the parts sent (past
+ * stage_max, stage_dir full): it could not move to the new name. */
+int fc_write_rename_ok(struct fc_fs *fs, struct fc_inode *in);
 
 /* Part size of part @partno (1-based) for base size @base: doubles every
  * 1000 parts (10,000 parts of an 8 MiB base reach ~8 TiB), at most 5 GiB. */

@@ -1906,18 +1906,20 @@ def test_part_copy_if_match_on_every_server(s3_backend):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_rename_while_written_over_5gib_uses_upload_part_copy(ecfs_mount):
-    """A file renamed while it is written is uploaded under its first name
-    and moved at close; over 5 GiB that move is UploadPartCopy ranges
-    covering the upload exactly, then a delete of the old name, and
-    close() succeeds. (Before fc_s3_copy_sized it was one CopyObject,
-    which S3 refuses above 5 GiB, as the fake does: close() failed.)
-    A chmod of the open file (cp -a's fchmod before close) is stored after
-    the move by a multipart copy onto itself (before, above 5 GiB it was
-    dropped without a word). 5 GiB + 1 of zeros go to a fake server that
-    keeps only part sizes."""
+def test_rename_while_written_over_5gib(ecfs_mount):
+    """A file renamed while it is streamed up moves its upload at the
+    rename: the upload under the first name is aborted and the parts sent
+    go up again under the new name from the local copy (the tee), with the
+    same sizes; the stream goes on there, past stage_max (the tee stops,
+    not the stream), and close() completes it under the new name only:
+    nothing is ever completed or deleted under the first name (before, it
+    was completed there and moved at close, which overwrote and then
+    deleted a file made under the first name meanwhile). A chmod of the
+    open file (cp -a's fchmod before close) is stored after the Complete
+    by a multipart copy onto itself. 5 GiB + 1 of zeros go to a fake
+    server that keeps only part sizes."""
     srv = _fake_server(part_delay=0)
-    big, limit = (5 << 30) + 1, 5 << 30
+    big = (5 << 30) + 1
     try:
         m = ecfs_mount("http://127.0.0.1:%d" % srv.server_address[1], "fb",
                        OPTS + ["write_part_size=32M", "prefetch_mem=128M"],
@@ -1936,12 +1938,19 @@ def test_rename_while_written_over_5gib_uses_upload_part_copy(ecfs_mount):
             os.write(fd, b"e")
             os.fchmod(fd, 0o604)
         finally:
-            os.close(fd)  # raised OSError (EIO/EINVAL) before the fix
+            os.close(fd)
         assert sum(srv.part_sizes.values()) == big
-        assert all(e[1] == "w" for e in srv.log if e[0] == "PUT" and not e[3])
-        # the chmod: a copy of w2 onto itself after the move and the delete
-        i = srv.log.index(("DELETE", "w", {}, None, None))
-        again = srv.log[i + 1:]
+        w = [e for e in srv.log if e[1] == "w"]
+        assert [e[0] for e in w] == ["POST", "PUT", "DELETE"], w
+        assert "uploads" in w[0][2] and "uploadId" in w[2][2], w
+        assert srv.uploads == {}
+        first = [e for e in srv.log if e[1] == "w2" and e[0] == "PUT"]
+        assert first[0][2]["partNumber"] == "1" and first[0][3] is None
+        # the chmod: a copy of w2 onto itself after its Complete
+        done = [i for i, e in enumerate(srv.log)
+                if e[0] == "POST" and "uploadId" in e[2]]
+        assert srv.log[done[0]][1] == "w2", srv.log[done[0]]
+        again = srv.log[done[0] + 1:]
         assert again[0][:2] == ("POST", "w2") and "uploads" in again[0][2] \
             and again[0][3] == str(0o100604), again[:1]
         assert [e[3] for e in again if e[0] == "PUT"] == ["/fb/w2"] * 6
@@ -1949,25 +1958,8 @@ def test_rename_while_written_over_5gib_uses_upload_part_copy(ecfs_mount):
             "uploadId" in again[-1][2], again[-1:]
         assert srv.objs["w2"][0] == big and \
             srv.objs["w2"][2]["x-amz-meta-mode"] == str(0o100604)
+        assert "w" not in srv.objs
         assert os.stat(os.path.join(m.path, "w2")).st_mode == 0o100604
-        srv.log[i + 1:] = []
-        log = [e for e in srv.log if e[1] == "w2"]
-        assert log[0][:2] == ("POST", "w2") and "uploads" in log[0][2], log
-        # (UploadPartCopy copies no attributes: the move's upload has them)
-        assert log[0][3] is not None and log[0][3] == srv.log[0][3], srv.log[0]
-        parts = [e for e in log if e[0] == "PUT"]
-        assert [e[2]["partNumber"] for e in parts] == \
-            [str(i + 1) for i in range(len(parts))], log
-        assert all(e[3] == "/fb/w" and e[4] for e in parts), log
-        ranges = [tuple(int(x) for x in e[4].split("=")[1].split("-"))
-                  for e in parts]
-        assert ranges[0][0] == 0 and ranges[-1][1] == big - 1, ranges
-        for (a, b), (c, _) in zip(ranges, ranges[1:]):
-            assert c == b + 1, ranges
-        assert all(5 << 20 <= b - a + 1 <= limit for a, b in ranges[:-1])
-        assert log[-1][:2] == ("POST", "w2") and "uploadId" in log[-1][2], log
-        assert srv.log[-1] == ("DELETE", "w", {}, None, None), srv.log[-3:]
-        assert srv.objs["w2"][0] == big and "w" not in srv.objs
         assert os.stat(os.path.join(m.path, "w2")).st_size == big
         assert not os.path.exists(os.path.join(m.path, "w"))
     finally:
@@ -2183,40 +2175,106 @@ def test_parts_go_up_in_parallel_while_writing(ecfs_mount):
         srv.server_close()
 
 
-def test_rename_while_written_copy_fails(s3rver, ecfs_mount):
-    """A file renamed while it is written is uploaded under its first
-    name and copied to the new one at close. When that copy fails (s3rver
-    refuses a copy of "w+x", see test_commit_stands_when_attribute_copy_
-    fails), close() fails and nothing is left in the bucket: not the
-    upload under the old name, which was renamed away."""
+def test_rename_while_written_s3rver(s3rver, ecfs_mount):
+    """A file renamed while it is streamed up ends under the new name only,
+    on s3rver too: its upload moves to the new name at the rename (parts
+    sent again from the local copy), so no copy is made at close. (Before,
+    it was completed under the old name and copied at close; a copy s3rver
+    refuses, of "w+x", failed the close and lost the file.) s3rver has no
+    AbortMultipartUpload: the upload under the old name is left there
+    (logged; it never becomes an object)."""
     bucket = "wren"
     s3 = s3rver.client()
     s3.create_bucket(Bucket=bucket)
     m = mount(ecfs_mount, s3rver, bucket)
-    # (a name s3rver copies: the bytes end up under the new name only)
-    data = os.urandom(2 * PART + 9)
-    fd = os.open(os.path.join(m.path, "a"),
-                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.write(fd, data[:PART + 1])
-    os.rename(os.path.join(m.path, "a"), os.path.join(m.path, "b"))
-    os.write(fd, data[PART + 1:])
-    os.close(fd)
-    assert list_keys(s3, bucket) == ["b"]
-    assert s3.get_object(Bucket=bucket, Key="b")["Body"].read() == data
-    assert "mode" in s3.head_object(Bucket=bucket, Key="b")["Metadata"]
-    with open(os.path.join(m.path, "b"), "rb") as f:
-        assert f.read() == data
-    os.unlink(os.path.join(m.path, "b"))
-    fd = os.open(os.path.join(m.path, "w+x"),
-                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.write(fd, os.urandom(2 * PART))
-    os.rename(os.path.join(m.path, "w+x"), os.path.join(m.path, "moved"))
-    os.write(fd, b"tail")
-    with pytest.raises(OSError) as ei:
+    for name in ("a", "w+x"):
+        data = os.urandom(2 * PART + 9)
+        fd = os.open(os.path.join(m.path, name),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, data[:PART + 1])
+        os.rename(os.path.join(m.path, name), os.path.join(m.path, "b"))
+        os.write(fd, data[PART + 1:])
         os.close(fd)
-    assert ei.value.errno in (errno.EIO, errno.ENOENT)
-    assert list_keys(s3, bucket) == []
-    assert "copy to the new name failed" in m.log_text()
+        assert list_keys(s3, bucket) == ["b"]
+        assert s3.get_object(Bucket=bucket, Key="b")["Body"].read() == data
+        assert "mode" in s3.head_object(Bucket=bucket, Key="b")["Metadata"]
+        with open(os.path.join(m.path, "b"), "rb") as f:
+            assert f.read() == data
+        os.unlink(os.path.join(m.path, "b"))
+
+
+def _no_uploads(s3, bucket):
+    return s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+
+
+def test_logrotate_rename_while_streamed_keeps_new_file(srv_mount):
+    """logrotate without copytruncate: the logger streams app.log (parts
+    sent), app.log is renamed to app.log.1, a new app.log is written and
+    closed (here streamed too), then the logger writes on and closes its
+    old handle. Both files are exact, through the mount and through boto3,
+    and no upload is left. Before, the old handle's upload was completed
+    under app.log at close (overwriting the new file), then copied to
+    app.log.1 and app.log deleted: the new file was lost."""
+    srv, s3, bucket, make = srv_mount
+    m = make()
+    log, log1 = os.path.join(m.path, "app.log"), os.path.join(m.path, "app.log.1")
+    d1, d2 = os.urandom(2 * PART + 1), os.urandom(PART + 3)
+    new = os.urandom(PART + 7)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.write(fd, d1)  # two parts sent, the third begun
+        assert [u["Key"] for u in _no_uploads(s3, bucket)] == ["app.log"]
+        os.rename(log, log1)
+        with open(log, "wb") as f:
+            f.write(new)
+        os.write(fd, d2)
+    finally:
+        os.close(fd)
+    for path, want in ((log, new), (log1, d1 + d2)):
+        with open(path, "rb") as f:
+            assert f.read() == want, path
+    assert list_keys(s3, bucket) == ["app.log", "app.log.1"]
+    assert s3.get_object(Bucket=bucket, Key="app.log")["Body"].read() == new
+    assert s3.get_object(Bucket=bucket, Key="app.log.1")["Body"].read() == \
+        d1 + d2
+    assert _no_uploads(s3, bucket) == []
+    # a fresh mount (no caches) sees the same
+    m2 = make()
+    with open(os.path.join(m2.path, "app.log"), "rb") as f:
+        assert f.read() == new
+    with open(os.path.join(m2.path, "app.log.1"), "rb") as f:
+        assert f.read() == d1 + d2
+
+
+def test_rename_while_streamed_without_local_copy_is_ebusy(srv_mount):
+    """A file streamed up past its local copy (stage_max) cannot move its
+    upload: the rename is refused with EBUSY (logged) before anything is
+    copied, and the file is committed under its name at close; a new file
+    made elsewhere is untouched, and once closed the file renames."""
+    srv, s3, bucket, make = srv_mount
+    m = make(["stage_max=6M"])
+    log, log1 = os.path.join(m.path, "app.log"), os.path.join(m.path, "app.log.1")
+    s3.put_object(Bucket=bucket, Key="app.log.1", Body=b"older")
+    d1, d2 = os.urandom(2 * PART + 1), os.urandom(11)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.write(fd, d1)  # the second part went past stage_max: no copy
+        with pytest.raises(OSError) as ei:
+            os.rename(log, log1)
+        assert ei.value.errno == errno.EBUSY
+        os.write(fd, d2)
+    finally:
+        os.close(fd)
+    assert "rename refused" in m.log_text()
+    assert s3.get_object(Bucket=bucket, Key="app.log")["Body"].read() == \
+        d1 + d2
+    assert s3.get_object(Bucket=bucket, Key="app.log.1")["Body"].read() == \
+        b"older"
+    os.rename(log, log1)
+    with open(log1, "rb") as f:
+        assert f.read() == d1 + d2
+    assert list_keys(s3, bucket) == ["app.log.1"]
+    assert _no_uploads(s3, bucket) == []
 
 
 def test_stage_dir_is_written_in_small_pieces(srv_mount, tmp_path):
