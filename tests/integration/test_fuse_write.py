@@ -2246,6 +2246,57 @@ def test_logrotate_rename_while_streamed_keeps_new_file(srv_mount):
         assert f.read() == d1 + d2
 
 
+def test_rename_while_streamed_move_fails(storaged, ecfs_mount):
+    """The failure path of the logrotate sequence: the upload under the
+    new name cannot be created (a proxy answers 500), so the renamed
+    handle uploads nothing and its close() fails with EIO; the new file
+    made under the old name meanwhile is untouched, nothing appears under
+    the new name and no upload is left. (Before, a failed move deleted the
+    old name: the new file.)"""
+    from fuse_util import ForwardProxy
+    srv = storaged(ndrives=4)
+    s3 = srv.client()
+    bucket = "w-" + uuid.uuid4().hex[:12]
+    s3.create_bucket(Bucket=bucket)
+    refused = []
+
+    def before(method, path, headers):
+        if method == "POST" and "/app.log.1?uploads" in path:
+            refused.append(path)
+            return 500, b"<Error><Code>InternalError</Code></Error>"
+        return None
+
+    px = ForwardProxy(srv.endpoint, before)
+    try:
+        m = ecfs_mount(px.endpoint, bucket, OPTS, access_key=srv.access_key,
+                       secret_key=srv.secret_key)
+        log = os.path.join(m.path, "app.log")
+        new = os.urandom(PART + 7)
+        fd, closed = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 0
+        try:
+            os.write(fd, os.urandom(2 * PART + 1))
+            os.rename(log, log + ".1")
+            with open(log, "wb") as f:
+                f.write(new)
+            os.write(fd, b"more")
+        finally:
+            try:
+                os.close(fd)
+            except OSError as e:
+                closed = e.errno
+        assert closed == errno.EIO
+        assert refused
+        assert "could not go up again under the new name" in m.log_text()
+        with open(log, "rb") as f:
+            assert f.read() == new
+        assert list_keys(s3, bucket) == ["app.log"]
+        assert s3.get_object(Bucket=bucket, Key="app.log")["Body"].read() == \
+            new
+        assert _no_uploads(s3, bucket) == []
+    finally:
+        px.close()
+
+
 def test_rename_while_streamed_without_local_copy_is_ebusy(srv_mount):
     """A file streamed up past its local copy (stage_max) cannot move its
     upload: the rename is refused with EBUSY (logged) before anything is
