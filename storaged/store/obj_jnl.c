@@ -1051,12 +1051,19 @@ static bool cp_due(struct obj_jnl *j)
 
     if (f && mono_ns() - f >= j->cp_ns)
         return true;
-    for (size_t d = 0; d < j->n; d++)
-        if (j->d[d].host == (int)d &&
-            (__atomic_load_n(&j->d[d].tail, __ATOMIC_RELAXED) >=
-                 j->d[d].cp_bytes ||
-             (j->early && __atomic_load_n(&j->d[d].grow, __ATOMIC_RELAXED))))
+    for (size_t d = 0; d < j->n; d++) {
+        struct jnl_drive *jd = &j->d[d];
+
+        /* a host whose journal failed (closed by a checkpoint) keeps its
+         * tail and grow: it wants nothing, or every commit would kick a
+         * checkpoint that cannot clear them */
+        if (jd->host != (int)d ||
+            __atomic_load_n(&jd->fd, __ATOMIC_RELAXED) < 0)
+            continue;
+        if (__atomic_load_n(&jd->tail, __ATOMIC_RELAXED) >= jd->cp_bytes ||
+            (j->early && __atomic_load_n(&jd->grow, __ATOMIC_RELAXED)))
             return true;
+    }
     return false;
 }
 
