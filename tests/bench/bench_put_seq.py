@@ -11,6 +11,11 @@ of 8-24 KiB (random bytes) one after the other with boto3:
   cold   the first --puts PUTs into the new bucket (each makes the object
          directories DRIVE/b/BUCKET/hh/ it is the first to use)
   warm   --puts more after --warm PUTs that made most of them
+A fresh store's meta journal files start at their header: before session
+16 every PUT of the first seconds appended to them (each fdatasync then
+waited for a jbd2 commit), so both phases measured that; since 72f1586 the
+journal switches to a zeroed, longer file after its first MiB of records
+(storaged/FORMAT.md "The meta journal").
 Per phase: client-side latency per PUT (median of the round's PUTs), the
 server's mean PutObject duration (/metrics) and its CPU per PUT.
 Tables give the median and [min-max] over rounds.
