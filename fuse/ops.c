@@ -1448,9 +1448,13 @@ static void fc_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     if (n == -EIO && o.etag == etag && fh_adopted(fs, fh, etag))
         n = fc_read_pin(fs, &o, rs, (uint64_t)off, size, &pin);
     if (n >= 0) {
+        /* read before the reply: once it is sent, the kernel may close
+         * the file and a RELEASE on another thread free @fh (TSan saw
+         * fh_free race this read in test_tsan_smoke) */
+        bool cached = fh == NULL || !fh->direct;
+
         /* without direct_io the bytes now sit in the page cache */
-        if (fuse_reply_iov(req, pin.iov, (int)pin.n) == 0 &&
-            (fh == NULL || !fh->direct))
+        if (fuse_reply_iov(req, pin.iov, (int)pin.n) == 0 && cached)
             fc_read_handed(fs, &pin);
         fc_read_unpin(fs, &pin);
         return;
