@@ -1418,12 +1418,26 @@ static void drop_prev(struct stor_store *s, const char *bucket,
     }
 }
 
+/* Tests only (STORAGED_TEST_RESTORE_FAIL set): drop_kept_swapped's
+ * rename of sNUM back over HEX.m is taken as failed, so its fallback runs
+ * (test_versioned_overwrite_failed_after_renames_puts_the_old_one_back). */
+static bool test_restore_fails(void)
+{
+    static int on = -1;
+
+    if (__atomic_load_n(&on, __ATOMIC_RELAXED) < 0)
+        __atomic_store_n(&on, getenv("STORAGED_TEST_RESTORE_FAIL") != NULL,
+                         __ATOMIC_RELAXED);
+    return __atomic_load_n(&on, __ATOMIC_RELAXED) == 1;
+}
+
 /* drop_prev for a versioned overwrite through the journal, which saved no
  * HEX.p (its links HEX.vVERSION-SINCE of @rt are the old metas' second
  * names): where swapped[j], sNUM names the old (kept) inode too and only
  * loses that name; with @restore[j] (a commit undone after its renames)
  * the old meta goes back to HEX.m (unlink_metas removed the new one):
- * sNUM's name where swapped, else a link of the kept name. */
+ * sNUM's name where swapped (or, when that rename fails, the kept name
+ * itself), else a link of the kept name. */
 static void drop_kept_swapped(struct stor_store *s, const char *bucket,
                               const uint8_t id[16], const struct stor_place *pl,
                               int n, const struct obj_retire *rt,
@@ -1441,11 +1455,20 @@ static void drop_kept_swapped(struct stor_store *s, const char *bucket,
             continue;
         if (restore && restore[j] &&
             obj_path_meta(m, sizeof(m), s->drives[d].path, bucket, id) == 0) {
+            bool kp = obj_path_kept(v, sizeof(v), s->drives[d].path, bucket, id,
+                                    rt->version, rt->ve->mtime_ns) == 0;
+
             if (swapped[j]) {
-                if (rename(sp, m) == 0)
+                if (!test_restore_fails() && rename(sp, m) == 0)
                     continue;
-            } else if (obj_path_kept(v, sizeof(v), s->drives[d].path, bucket,
-                                     id, rt->version, rt->ve->mtime_ns) == 0) {
+                /* the link names the same inode, in HEX.m's own directory
+                 * (sNUM is in tmp/): it goes back to HEX.m, and its own
+                 * name is dropped as the caller would drop it */
+                if (kp && rename(v, m) == 0) {
+                    (void)unlink(sp);
+                    continue;
+                }
+            } else if (kp) {
                 (void)link(v, m);
             }
         }

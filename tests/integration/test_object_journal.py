@@ -1259,8 +1259,10 @@ def test_versioned_overwrite_cut_between_renames_keeps_the_old_one(storaged):
     srv.stop_and_check_index()
 
 
+@pytest.mark.parametrize("restore_fails", [False, True],
+                         ids=["rename", "link-fallback"])
 def test_versioned_overwrite_failed_after_renames_puts_the_old_one_back(
-        storaged):
+        storaged, restore_fails):
     """A versioned overwrite through the journal whose renames reach fewer
     drives than the write quorum answers 503, and its failure path
     (obj_io.c drop_kept_swapped) puts the old version's meta back at HEX.m
@@ -1272,9 +1274,15 @@ def test_versioned_overwrite_failed_after_renames_puts_the_old_one_back(
     journal (drive 1's) and barrier 1 all succeed. Then, and again after
     kill -9 and a start: the old version is current and whole, the
     versions listed are exactly those before the failed PUT, and every
-    drive's HEX.m is the old version's meta (same inode, same bytes)."""
-    srv, c, rng = versioned_store(storaged, "vfail", 59,
-                                  ndrives=4, args=["--no-extents"])
+    drive's HEX.m is the old version's meta (same inode, same bytes).
+    link-fallback: the rename of sNUM back to HEX.m fails
+    (STORAGED_TEST_RESTORE_FAIL): the kept link, the same inode, goes back
+    instead (session 15's review, suspicion 6: that drive lost the old
+    version's meta)."""
+    env = dict(JENV, STORAGED_TEST_RESTORE_FAIL="1") if restore_fails \
+        else None
+    srv, c, rng = versioned_store(storaged, "vfail", 59, ndrives=4,
+                                  env=env, args=["--no-extents"])
     body = {n: rng.randbytes(70000) for n in ("v1", "v2", "v3")}
     v1 = c.put_object(Bucket="vfail", Key="k", Body=body["v1"])["VersionId"]
     v2 = c.put_object(Bucket="vfail", Key="k", Body=body["v2"])["VersionId"]
