@@ -2684,6 +2684,9 @@ static int rename_dir(struct fc_fs *fs, const char *src, const char *dst)
     free(objs);
     if (ret < 0)
         return ret;
+    /* files still open under @src commit under @dst (their uploads
+     * moved): else each close brought @src back */
+    fc_write_dir_renamed(fs, src, dst);
     if (fc_itab_rename(fs->itab, src, dst) < 0)
         fc_itab_unhash(fs->itab, src);
     fc_itab_drop_listings(fs, src);
@@ -2820,6 +2823,8 @@ static void fc_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
          * follow (EBUSY, before anything is copied) */
         if (!a.is_dir && !moved)
             ret = writers_may_rename(fs, src);
+        else if (a.is_dir)
+            ret = fc_write_dir_rename_ok(fs, src);
         if (ret == 0)
             ret = a.is_dir ? rename_dir(fs, src, dst)
                            : rename_file(fs, src, dst, moved);

@@ -1942,6 +1942,24 @@ void fc_write_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key)
     free(v);
 }
 
+/* Whether @wf's upload could not follow a rename (see
+ * fc_write_rename_ok); logs it, with @dir the directory renamed or NULL.
+ * wlock held. */
+static bool rename_blocked(struct fc_fs *fs, struct fc_wfile *wf,
+                           const char *dir)
+{
+    if (wf->upload_id == NULL || wf->staged || wf->unlinked || wf->werr != 0 ||
+        wf->tee >= 0)
+        return false;
+    cm_log(CM_LOG_WARN, EBUSY,
+           "ecfs: %s: rename%s%s refused: open and streamed up past its "
+           "local copy (stage_max=%" PRIu64 ", or stage_dir full); "
+           "an upload cannot change names",
+           wf->key, dir ? " of its directory " : "", dir ? dir : "",
+           (uint64_t)fs->o.stage_max);
+    return true;
+}
+
 /* May the file of @in be renamed? (see header) */
 int fc_write_rename_ok(struct fc_fs *fs, struct fc_inode *in)
 {
@@ -1949,24 +1967,92 @@ int fc_write_rename_ok(struct fc_fs *fs, struct fc_inode *in)
     size_t n = writers_of(in, &v);
     int ret = 0;
 
-    (void)fs;
     for (size_t i = 0; i < n; i++) {
         struct fc_wfile *wf = v[i];
         pthread_mutex_lock(&wf->wlock);
-        if (ret == 0 && wf->upload_id != NULL && !wf->staged && !wf->unlinked &&
-            wf->werr == 0 && wf->tee < 0) {
-            cm_log(CM_LOG_WARN, EBUSY,
-                   "ecfs: %s: rename refused: open and streamed up past its "
-                   "local copy (stage_max=%" PRIu64 ", or stage_dir full); "
-                   "an upload cannot change names",
-                   wf->key, (uint64_t)fs->o.stage_max);
+        if (ret == 0 && rename_blocked(fs, wf, NULL))
             ret = -EBUSY;
-        }
         pthread_mutex_unlock(&wf->wlock);
         fc_wfile_unref(wf);
     }
     free(v);
     return ret;
+}
+
+/* New references to every handle whose key is under @prefix (ends in
+ * '/') in *@v (malloc'd). Returns the count. */
+static size_t writers_under(const char *prefix, struct fc_wfile ***v)
+{
+    struct fc_wfile *wf;
+    size_t n = 0, pl = strlen(prefix);
+
+    *v = NULL;
+    pthread_mutex_lock(&g_up.lock);
+    for (wf = g_up.live; wf != NULL; wf = wf->lnext)
+        n += strncmp(wf->key, prefix, pl) == 0;
+    if (n > 0 && (*v = calloc(n, sizeof(**v))) != NULL) {
+        n = 0;
+        for (wf = g_up.live; wf != NULL; wf = wf->lnext)
+            if (strncmp(wf->key, prefix, pl) == 0) {
+                atomic_fetch_add(&wf->refs, 1);
+                (*v)[n++] = wf;
+            }
+    } else {
+        n = 0;
+    }
+    pthread_mutex_unlock(&g_up.lock);
+    return n;
+}
+
+/* May directory @src be renamed? (see header) */
+int fc_write_dir_rename_ok(struct fc_fs *fs, const char *src)
+{
+    struct fc_wfile **v;
+    size_t n = writers_under(src, &v);
+    int ret = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct fc_wfile *wf = v[i];
+        pthread_mutex_lock(&wf->wlock);
+        if (ret == 0 && rename_blocked(fs, wf, src))
+            ret = -EBUSY;
+        pthread_mutex_unlock(&wf->wlock);
+        fc_wfile_unref(wf);
+    }
+    free(v);
+    return ret;
+}
+
+/* Directory @src was renamed to @dst (see header). */
+void fc_write_dir_renamed(struct fc_fs *fs, const char *src, const char *dst)
+{
+    struct fc_wfile **v;
+    size_t n = writers_under(src, &v), sl = strlen(src);
+
+    (void)fs;
+    for (size_t i = 0; i < n; i++) {
+        struct fc_wfile *wf = v[i];
+        char *k = NULL;
+        pthread_mutex_lock(&wf->wlock);
+        /* (still under @src: the key changes only under wlock) */
+        if (strncmp(wf->key, src, sl) == 0 &&
+            asprintf(&k, "%s%s", dst, wf->key + sl) >= 0) {
+            wfile_set_key(wf, k);
+            restream(wf);
+        } else if (strncmp(wf->key, src, sl) == 0) {
+            cm_log(CM_LOG_ERROR, ENOMEM,
+                   "ecfs: %s: renamed with its directory, but out of "
+                   "memory: close() fails, nothing is uploaded",
+                   wf->key);
+            (void)wait_parts(wf, 0);
+            abort_upload(wf);
+            wf->werr = -EIO;
+            wf->dirty = true;
+        }
+        pthread_mutex_unlock(&wf->wlock);
+        fc_wfile_unref(wf);
+    }
+    free(v);
 }
 
 /* chmod/chown/utimens for the next commit (see header). */

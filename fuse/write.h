@@ -135,6 +135,14 @@ void fc_write_renamed(struct fc_fs *fs, struct fc_inode *in, const char *key);
  * streams a multipart upload with no local copy of the parts sent (past
  * stage_max, stage_dir full): it could not move to the new name. */
 int fc_write_rename_ok(struct fc_fs *fs, struct fc_inode *in);
+/* Before a rename of directory @src (a key ending in '/'): 0, or -EBUSY
+ * (logged) when a handle of a file under it could not follow (as
+ * fc_write_rename_ok); checked before anything is copied. */
+int fc_write_dir_rename_ok(struct fc_fs *fs, const char *src);
+/* Directory @src was renamed to @dst (both ending in '/'): the open
+ * handles of files under it commit under @dst, their uploads moved as by
+ * fc_write_renamed (nothing is ever written under @src). */
+void fc_write_dir_renamed(struct fc_fs *fs, const char *src, const char *dst);
 
 /* Part size of part @partno (1-based) for base size @base: doubles every
  * 1000 parts (10,000 parts of an 8 MiB base reach ~8 TiB), at most 5 GiB. */

@@ -2328,6 +2328,86 @@ def test_rename_while_streamed_without_local_copy_is_ebusy(srv_mount):
     assert _no_uploads(s3, bucket) == []
 
 
+def test_dir_rename_moves_open_writers(srv_mount):
+    """`mv d e` while files under d are open for writing: a streamed one
+    (parts sent), a new small one (not sent yet) and an old one opened
+    without O_TRUNC (staged). Each is written on and closed after the
+    rename: all three are exact under e/, through the mount, boto3 and a
+    fresh mount, nothing is under d/ on the server and no upload is left.
+    Before, each was committed under its old path at close, bringing d/
+    back."""
+    srv, s3, bucket, make = srv_mount
+    m = make()
+    s3.put_object(Bucket=bucket, Key="d/old", Body=b"old bytes")
+    d, e = os.path.join(m.path, "d"), os.path.join(m.path, "e")
+    big1, big2 = os.urandom(2 * PART + 1), os.urandom(PART + 3)
+    fb = os.open(os.path.join(d, "big"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    fs_ = os.open(os.path.join(d, "small"),
+                  os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    fo = os.open(os.path.join(d, "old"), os.O_WRONLY)
+    try:
+        os.write(fb, big1)  # two parts sent, the third begun
+        os.write(fs_, b"small ")
+        os.pwrite(fo, b"OLD", 0)
+        assert [u["Key"] for u in _no_uploads(s3, bucket)] == ["d/big"]
+        os.rename(d, e)
+        os.write(fb, big2)
+        os.write(fs_, b"file")
+        os.pwrite(fo, b"!", 9)
+    finally:
+        os.close(fb)
+        os.close(fs_)
+        os.close(fo)
+    want = {"big": big1 + big2, "small": b"small file", "old": b"OLD bytes!"}
+    for name, data in want.items():
+        with open(os.path.join(e, name), "rb") as f:
+            assert f.read() == data, name
+    assert not os.path.exists(d)
+    assert list_keys(s3, bucket, "d/") == []
+    assert sorted(k for k in list_keys(s3, bucket) if k != "e/") == \
+        ["e/big", "e/old", "e/small"]
+    for name, data in want.items():
+        assert s3.get_object(Bucket=bucket, Key="e/" + name)["Body"].read() \
+            == data, name
+    assert _no_uploads(s3, bucket) == []
+    m2 = make()
+    assert sorted(os.listdir(m2.path)) == ["e"]
+    for name, data in want.items():
+        with open(os.path.join(m2.path, "e", name), "rb") as f:
+            assert f.read() == data, name
+
+
+def test_dir_rename_with_writer_past_local_copy_is_ebusy(srv_mount):
+    """A file under d streamed up past its local copy (stage_max) cannot
+    move its upload: `mv d e` is refused with EBUSY (logged) before
+    anything is copied; d is whole on the server, the file is committed
+    under d at close, and then the directory renames."""
+    srv, s3, bucket, make = srv_mount
+    m = make(["stage_max=6M"])
+    s3.put_object(Bucket=bucket, Key="d/other", Body=b"other")
+    d, e = os.path.join(m.path, "d"), os.path.join(m.path, "e")
+    d1, d2 = os.urandom(2 * PART + 1), os.urandom(11)
+    fd = os.open(os.path.join(d, "log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.write(fd, d1)  # the second part went past stage_max: no copy
+        with pytest.raises(OSError) as ei:
+            os.rename(d, e)
+        assert ei.value.errno == errno.EBUSY
+        assert list_keys(s3, bucket, "e") == []
+        os.write(fd, d2)
+    finally:
+        os.close(fd)
+    assert "rename of its directory d/ refused" in m.log_text()
+    assert s3.get_object(Bucket=bucket, Key="d/log")["Body"].read() == d1 + d2
+    assert s3.get_object(Bucket=bucket, Key="d/other")["Body"].read() == \
+        b"other"
+    os.rename(d, e)
+    with open(os.path.join(e, "log"), "rb") as f:
+        assert f.read() == d1 + d2
+    assert list_keys(s3, bucket, "d/") == []
+    assert _no_uploads(s3, bucket) == []
+
+
 def test_stage_dir_is_written_in_small_pieces(srv_mount, tmp_path):
     """Every write to stage_dir (a stream's tee of its parts, a staging
     file's fill from the object) is at most 256 KiB: the kernel sizes new
