@@ -203,6 +203,22 @@ def wait_meta(c, bucket, key, name, value, timeout=10):
         time.sleep(0.1)
 
 
+def wait_stored(m, timeout=20):
+    """Waits until mount @m holds no attribute change still to store
+    (.ecfs-stats attrs_pending 0): the janitor's copy onto itself was
+    answered and the mount took the answer in (its handles, cached blocks
+    and inode moved to the copy's ETag). The server has the attributes
+    before that: a read between the two may send the replaced ETag and
+    meet a 412 that the read then retries."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = m.stats()
+        if st["attrs_pending"] == 0:
+            return st
+        assert time.monotonic() < deadline, st
+        time.sleep(0.05)
+
+
 def change_meta(p, how):
     """chmod, chown (to the same owner: still a stored change, as
     ``chown -R``'s) or touch of @p; returns the x-amz-meta-* name and value
@@ -243,6 +259,7 @@ def test_own_metadata_change_keeps_open_reads(one, ecfs_mount, made, how,
         # block 0 in ecfs's block cache, 16 KiB of it in the page cache
         assert os.pread(fd, 4096, 0) == body(0)[:4096]
         name, value = change_meta(p, how)
+        wait_stored(m)
         h = wait_meta(c, bucket, "f.bin", name, value)
         if made == "multipart":
             assert h["ETag"] != etag0  # the case this test is about
@@ -285,34 +302,47 @@ def test_overwrite_around_own_metadata_copy_is_eio(s3_backend, ecfs_mount,
         mpu_one_part(c, bucket, "f.bin", body(0))
     else:
         c.put_object(Bucket=bucket, Key="f.bin", Body=body(0))
-    m = mount(srv, ecfs_mount, bucket, ["read_ahead_kb=16"])
-    p = os.path.join(m.path, "f.bin")
-    fd = os.open(p, os.O_RDONLY)
+    ran = []
+
+    def before(method, path, headers):
+        # before_copy: the other client's PUT runs just before the first
+        # CopyObject of f.bin (the janitor's, or its probe) is forwarded
+        if when == "before_copy" and not ran and \
+                headers.get("x-amz-copy-source") and "/f.bin" in path:
+            ran.append(path)
+            c.put_object(Bucket=bucket, Key="f.bin", Body=body(1))
+
+    px = ForwardProxy(srv.endpoint, before)
     try:
-        assert os.pread(fd, 4096, 0) == body(0)[:4096]
-        os.chmod(p, 0o640)
+        m = mount(srv, ecfs_mount, bucket, ["read_ahead_kb=16"], px.endpoint)
+        p = os.path.join(m.path, "f.bin")
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            assert os.pread(fd, 4096, 0) == body(0)[:4096]
+            os.chmod(p, 0o640)
+            wait_stored(m)
+            wait_meta(c, bucket, "f.bin", "mode", str(0o100640))
+            if when == "before_copy":
+                assert ran, "no copy onto itself"
+            else:
+                c.put_object(Bucket=bucket, Key="f.bin", Body=body(1))
+            # every block but the first is fetched now: the new version's
+            # bytes must never come back
+            for off in range(BLOCK, SIZE, BLOCK):
+                with pytest.raises(OSError) as ei:
+                    os.pread(fd, 4096, off)
+                assert ei.value.errno == errno.EIO, off
+        finally:
+            os.close(fd)
+        assert m.stats()["etag_mismatch"] >= 1
+        with open(p, "rb") as f:
+            assert f.read() == body(1)
         if when == "before_copy":
-            # the janitor copies a second after the call
-            c.put_object(Bucket=bucket, Key="f.bin", Body=body(1))
-            wait_meta(c, bucket, "f.bin", "mode", str(0o100640))
-        else:
-            wait_meta(c, bucket, "f.bin", "mode", str(0o100640))
-            c.put_object(Bucket=bucket, Key="f.bin", Body=body(1))
-        # every block but the first is fetched now: the new version's
-        # bytes must never come back
-        for off in range(BLOCK, SIZE, BLOCK):
-            with pytest.raises(OSError) as ei:
-                os.pread(fd, 4096, off)
-            assert ei.value.errno == errno.EIO, off
+            # the attributes went onto the other client's version
+            h = c.head_object(Bucket=bucket, Key="f.bin")
+            assert h["Metadata"].get("mode") == str(0o100640)
     finally:
-        os.close(fd)
-    assert m.stats()["etag_mismatch"] >= 1
-    with open(p, "rb") as f:
-        assert f.read() == body(1)
-    if when == "before_copy":
-        # the attributes went onto the other client's version
-        h = c.head_object(Bucket=bucket, Key="f.bin")
-        assert h["Metadata"].get("mode") == str(0o100640)
+        px.close()
 
 
 @pytest.mark.parametrize("listed", ["plain", "ls_between"])
@@ -326,26 +356,42 @@ def test_open_after_own_metadata_change_reads(one, ecfs_mount, how, listed):
     f``: the listing fetched between the call and the janitor's copy names
     the ETag the copy replaced and is newer than the inode's attributes;
     served from the cache after the copy it put that ETag back on the
-    inode, so the cat pinned it and read EIO (fixed in session 16)."""
+    inode, so the cat pinned it and read EIO (fixed in session 16). The
+    proxy holds the janitor's copy until that ls is done, however slow."""
     srv, c, bucket = one
     mpu_one_part(c, bucket, "f.bin", body(0))
-    m = mount(srv, ecfs_mount, bucket, ["list_ttl=60", "attr_timeout=1"])
-    p = os.path.join(m.path, "f.bin")
-    with open(p, "rb") as f:
-        assert f.read(4096) == body(0)[:4096]
-    name, value = change_meta(p, how)
-    if listed == "ls_between":
-        for e in os.scandir(m.path):  # ls -l, before the copy
-            e.stat()
-        h = c.head_object(Bucket=bucket, Key="f.bin")
-        assert h["Metadata"].get(name) != value, "the copy ran already"
-    wait_meta(c, bucket, "f.bin", name, value)
-    time.sleep(1.2)  # attr_timeout: the kernel looks the name up again
-    for e in os.scandir(m.path):  # ls -l within list_ttl
-        assert e.stat().st_size == SIZE
-    with open(p, "rb") as f:
-        assert f.read() == body(0)
-    assert m.stats()["etag_mismatch"] == 0
+    listed_done = threading.Event()
+    if listed == "plain":
+        listed_done.set()
+
+    def before(method, path, headers):
+        if headers.get("x-amz-copy-source") and "/f.bin" in path:
+            assert listed_done.wait(20), "no ls"
+
+    px = ForwardProxy(srv.endpoint, before)
+    try:
+        m = mount(srv, ecfs_mount, bucket, ["list_ttl=60", "attr_timeout=1"],
+                  px.endpoint)
+        p = os.path.join(m.path, "f.bin")
+        with open(p, "rb") as f:
+            assert f.read(4096) == body(0)[:4096]
+        name, value = change_meta(p, how)
+        if listed == "ls_between":
+            for e in os.scandir(m.path):  # ls -l, before the copy
+                e.stat()
+            h = c.head_object(Bucket=bucket, Key="f.bin")
+            assert h["Metadata"].get(name) != value, "the copy ran already"
+            listed_done.set()
+        wait_stored(m)
+        wait_meta(c, bucket, "f.bin", name, value)
+        time.sleep(1.2)  # attr_timeout: the kernel looks the name up again
+        for e in os.scandir(m.path):  # ls -l within list_ttl
+            assert e.stat().st_size == SIZE
+        with open(p, "rb") as f:
+            assert f.read() == body(0)
+        assert m.stats()["etag_mismatch"] == 0
+    finally:
+        px.close()
 
 
 @pytest.mark.parametrize("other", ["none", "between"])
@@ -419,6 +465,8 @@ def test_open_racing_own_metadata_copy_reads(one, ecfs_mount):
     copied, armed = threading.Event(), threading.Event()
     held = []
 
+    mounted = []
+
     def after(method, path, headers, status):
         if "/f.bin" not in path:
             return
@@ -426,12 +474,14 @@ def test_open_racing_own_metadata_copy_reads(one, ecfs_mount):
             copied.set()
         elif method == "HEAD" and armed.is_set() and not copied.is_set():
             held.append(path)
-            copied.wait(20)
-            time.sleep(0.5)  # the mount takes the copy's answer first
+            assert copied.wait(20), "no copy onto itself"
+            # the mount takes the copy's answer first (moves its handles)
+            wait_stored(mounted[0])
 
     px = ForwardProxy(srv.endpoint, None, after)
     try:
         m = mount(srv, ecfs_mount, bucket, [], px.endpoint)
+        mounted.append(m)
         p = os.path.join(m.path, "f.bin")
         fd1 = os.open(p, os.O_RDONLY)
         fdp = os.open(p, os.O_PATH)
