@@ -145,7 +145,7 @@ def test_rmdir_during_attribute_store_brings_no_marker_back(storaged,
         if headers.get("x-amz-copy-source") and path.split("?")[0] == \
                 "/%s/d/" % b and not seen:
             seen.append(path)
-            removed.wait(10)  # the rmdir runs meanwhile
+            removed.wait(30)  # the rmdir runs meanwhile
 
     px = ForwardProxy(srv.endpoint, before)
     try:
