@@ -695,6 +695,11 @@ def test_power_cut_during_versioned_deletes_loses_no_version(storaged):
     vids = {k: c.put_object(Bucket="vdel", Key=k, Body=b)["VersionId"]
             for k, b in bodies.items()}
     srv.stop()  # a clean stop: everything durable, the journals empty
+    # round 0's kill must find acknowledged DELETEs still queued however
+    # slow the machine: each batch held 3 s there (with 300 ms, a stall of
+    # this process between the 30th answer and the kill let the queue
+    # drain first); round 1 wants some batches done before its kill: 300
+    srv.extra_env["STORAGED_TEST_VDEL_MS"] = "3000"
     srv.start()
     saved = {p: open(p, "rb").read()
              for ms in metas_of(srv, "vdel").values() for p, _ in ms}
@@ -727,6 +732,7 @@ def test_power_cut_during_versioned_deletes_loses_no_version(storaged):
             # acknowledged, their metas still there: queued at the kill
             cur = metas_of(srv, "vdel")
             assert any(k in cur for k in state["acked"])
+            srv.extra_env["STORAGED_TEST_VDEL_MS"] = "300"
         if rnd == 1:
             # the cut: what this burst did to the drives was not fsynced
             # but through the journals (the links' records): any unlink
