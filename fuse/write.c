@@ -1967,23 +1967,33 @@ static bool rename_blocked(struct fc_fs *fs, struct fc_wfile *wf,
     return true;
 }
 
-/* May the file of @in be renamed? (see header) */
-int fc_write_rename_ok(struct fc_fs *fs, struct fc_inode *in)
+/* -EBUSY when one of the @n handles in @v could not follow a rename (the
+ * first is logged, @dir as for rename_blocked), else 0. Drops the
+ * references and frees @v. */
+static int renames_blocked(struct fc_fs *fs, struct fc_wfile **v, size_t n,
+                           const char *dir)
 {
-    struct fc_wfile **v;
-    size_t n = writers_of(in, &v);
     int ret = 0;
 
     for (size_t i = 0; i < n; i++) {
         struct fc_wfile *wf = v[i];
         pthread_mutex_lock(&wf->wlock);
-        if (ret == 0 && rename_blocked(fs, wf, NULL))
+        if (ret == 0 && rename_blocked(fs, wf, dir))
             ret = -EBUSY;
         pthread_mutex_unlock(&wf->wlock);
         fc_wfile_unref(wf);
     }
     free(v);
     return ret;
+}
+
+/* May the file of @in be renamed? (see header) */
+int fc_write_rename_ok(struct fc_fs *fs, struct fc_inode *in)
+{
+    struct fc_wfile **v;
+    size_t n = writers_of(in, &v);
+
+    return renames_blocked(fs, v, n, NULL);
 }
 
 /* New references to every handle whose key is under @prefix (ends in
@@ -2016,18 +2026,8 @@ int fc_write_dir_rename_ok(struct fc_fs *fs, const char *src)
 {
     struct fc_wfile **v;
     size_t n = writers_under(src, &v);
-    int ret = 0;
 
-    for (size_t i = 0; i < n; i++) {
-        struct fc_wfile *wf = v[i];
-        pthread_mutex_lock(&wf->wlock);
-        if (ret == 0 && rename_blocked(fs, wf, src))
-            ret = -EBUSY;
-        pthread_mutex_unlock(&wf->wlock);
-        fc_wfile_unref(wf);
-    }
-    free(v);
-    return ret;
+    return renames_blocked(fs, v, n, src);
 }
 
 /* Directory @src was renamed to @dst (see header). */
